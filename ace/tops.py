@@ -1,0 +1,34 @@
+"""Registry of the Verilog tops that ``ace generate`` writes and the cocotb testbenches drive.
+
+Each entry names a module path and a class whose constructor takes an :class:`AceConfig`. The
+import is lazy so that generating one top never needs every block's module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+__all__ = ["TopSpec", "TOPS"]
+
+
+@dataclass(frozen=True)
+class TopSpec:
+    module: str
+    cls: str
+    description: str
+
+    def build(self, config):
+        return getattr(importlib.import_module(self.module), self.cls)(config)
+
+
+TOPS: dict[str, TopSpec] = {
+    "ace_alu_array": TopSpec("ace.alu_array_top", "AluArrayTop",
+                             "reduction ALU array with AXI-Stream operand and result ports"),
+    "ace_sram": TopSpec("ace.sram_top", "SramBufferTop",
+                        "one banked SRAM buffer with the engine's port set"),
+    "ace_dma": TopSpec("ace.dma", "DmaEngine",
+                       "DMA engine: descriptor queue, AXI4 master, SRAM and stream ports"),
+    "ace_nic": TopSpec("ace.nic", "NicInterface",
+                       "NIC interface: per-link AXI-Stream TX/RX, packets, per-channel credits"),
+}

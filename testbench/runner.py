@@ -1,0 +1,103 @@
+"""Build a top's Verilog once per configuration and run cocotb test modules on it.
+
+Builds live in ``build/cocotb/<top>-<config digest>[-waves]/`` beside the repository and are
+reused while the generated Verilog is unchanged (a stamp file holds its hash), so many tests share
+one Verilator build. The configuration reaches the testbench as JSON in ``ACE_CONFIG``.
+
+Environment: ``SIM=icarus`` selects Icarus instead of Verilator; ``ACE_WAVES=1`` records
+waveforms (FST on Verilator, VCD on Icarus) into the build directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+from ace.config import AceConfig
+from ace.generate import module_name, verilog_text
+from ace.toolchain import prepare_environment
+
+__all__ = ["BUILD_ROOT", "build_top", "run_cocotb", "waves_requested"]
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD_ROOT = Path(os.environ.get("ACE_BUILD_DIR", REPO / "build")) / "cocotb"
+
+
+def waves_requested() -> bool:
+    return os.environ.get("ACE_WAVES", "0") not in ("", "0", "false", "no")
+
+
+def _simulator() -> str:
+    return os.environ.get("SIM", "verilator")
+
+
+@contextmanager
+def _locked(path: Path):
+    """Serialise builds of one directory across processes (pytest-xdist workers)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build_top(top: str, config: AceConfig, *, waves: bool | None = None):
+    """Generate and compile ``top`` for ``config`` if not already built; returns the runner."""
+    from cocotb_tools.runner import get_runner
+
+    prepare_environment()
+    waves = waves_requested() if waves is None else waves
+    sim = _simulator()
+    build_dir = BUILD_ROOT / f"{top}-{config.name}-{config.digest}-{sim}{'-waves' if waves else ''}"
+    runner = get_runner(sim)
+    text = verilog_text(top, config)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    with _locked(build_dir.with_suffix(".lock")):
+        stamp = build_dir / "ace_build.stamp"
+        source = build_dir / f"{module_name(top, config)}.v"
+        fresh = stamp.exists() and stamp.read_text() == digest
+        if not fresh:
+            build_dir.mkdir(parents=True, exist_ok=True)
+            source.write_text(text)
+            args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE"] if sim == "verilator" \
+                else ["-g2005"]
+            if sim == "verilator" and waves:
+                args += ["--trace-fst", "--trace-structs"]
+            runner.build(sources=[source], hdl_toplevel=module_name(top, config),
+                         build_dir=build_dir, build_args=args, always=True,
+                         timescale=("1ns", "1ps"), waves=waves)
+            stamp.write_text(digest)
+        else:
+            # A runner that did not build still needs to know where the build is.
+            runner.build_dir = build_dir
+    return runner, build_dir
+
+
+def run_cocotb(top: str, config: AceConfig, module: str, *, testcase: str | None = None,
+               extra_env: dict[str, str] | None = None, seed: int | None = None) -> Path:
+    """Run the cocotb test module ``testbench.<module>`` on ``top``; raise if any test fails."""
+    from cocotb_tools.runner import get_results
+
+    runner, build_dir = build_top(top, config)
+    waves = waves_requested()
+    env = {"ACE_CONFIG": config.to_json(), "ACE_TOP": top, **(extra_env or {})}
+    test_dir = build_dir / "runs" / (module + (f"-{testcase}" if testcase else ""))
+    results = test_dir / "results.xml"
+    try:
+        runner.test(test_module=f"testbench.{module}", hdl_toplevel=module_name(top, config),
+                    hdl_toplevel_lang="verilog", testcase=testcase, build_dir=build_dir,
+                    test_dir=test_dir,
+                    extra_env=env, waves=waves, seed=seed, results_xml=str(results),
+                    timescale=("1ns", "1ps"))
+    except SystemExit as exit_:
+        raise AssertionError(f"cocotb {module} on {top}/{config.name} failed "
+                             f"(exit {exit_.code}); log above, results in {results}") from None
+    tests, failed = get_results(results)
+    assert tests > 0, f"cocotb {module} ran no test"
+    assert failed == 0, f"cocotb {module}: {failed} of {tests} tests failed"
+    return results
