@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-__all__ = ["AceConfig", "ConfigError", "NAMED_CONFIGS", "load_config"]
+__all__ = ["AceConfig", "ConfigError", "NAMED_CONFIGS", "load_config", "reference_table"]
 
 
 class ConfigError(ValueError):
@@ -66,7 +66,7 @@ class AceConfig:
     max_reads_in_flight: int = 8
     input_buffer_bytes: int = 1 << 20
     output_buffer_bytes: int = 1 << 20
-    sram_banks: int = 8
+    sram_banks: int = 16
     num_channels: int = 4
     max_packet_bytes: int = 4096
     rx_channel_beats: int = 64
@@ -196,7 +196,7 @@ NAMED_CONFIGS: dict[str, AceConfig] = {
     "small": AceConfig(
         name="small", clock_mhz=100.0, num_links=2, link_bytes=16, mem_bytes=16,
         mem_addr_bits=32, mem_id_bits=4, max_burst_beats=64, max_reads_in_flight=4,
-        input_buffer_bytes=64 << 10, output_buffer_bytes=64 << 10, sram_banks=4,
+        input_buffer_bytes=64 << 10, output_buffer_bytes=64 << 10, sram_banks=8,
         num_channels=2, max_packet_bytes=1024, rx_channel_beats=32, program_words=128,
         alu_tag_bits=4,
     ),
@@ -215,3 +215,22 @@ def load_config(name_or_path: str | Path | None) -> AceConfig:
         return AceConfig.from_file(path)
     raise ConfigError(f"config: {key!r} is neither a named configuration "
                       f"({', '.join(NAMED_CONFIGS)}) nor a .toml/.json file")
+
+
+def reference_table() -> str:
+    """Markdown table of every parameter: range, meaning and the named configurations' values.
+
+    ``docs/config.md`` embeds it; a test keeps the two identical.
+    """
+    names = list(NAMED_CONFIGS)
+    rows = ["| parameter | allowed | meaning | " + " | ".join(f"`{n}`" for n in names) + " |",
+            "|---|---|---|" + "---|" * len(names)]
+    rows.append("| `name` | identifier | configuration name; part of module names | "
+                + " | ".join(f"`{n}`" for n in names) + " |")
+    rows.append("| `clock_mhz` | 1 to 10000 | clock for GB/s figures and synthesis target | "
+                + " | ".join(str(NAMED_CONFIGS[n].clock_mhz) for n in names) + " |")
+    for key, (low, high, pow2, meaning) in _INT_RULES.items():
+        allowed = f"{low} to {high}" + (", power of 2" if pow2 else "")
+        rows.append(f"| `{key}` | {allowed} | {meaning} | "
+                    + " | ".join(str(getattr(NAMED_CONFIGS[n], key)) for n in names) + " |")
+    return "\n".join(rows) + "\n"

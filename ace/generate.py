@@ -1,7 +1,7 @@
 """Verilog generation for the named configurations: ``ace generate``.
 
 For a configuration ``NAME`` the output folder ``rtl/NAME/`` holds, for each top in
-:data:`ace.tops.TOPS`, ``<top>.v`` and a file list ``<top>.f``, plus ``config.json`` (the
+:func:`ace.tops.shipped_tops`, ``<top>.v`` and a file list ``<top>.f``, plus ``config.json`` (the
 parameters that produced it) and a FuseSoC CAPI2 core ``ace_NAME.core`` with one target per
 top. Output is deterministic: no source locations, no timestamps, sorted keys.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from amaranth.back import verilog
 
 from .config import AceConfig
-from .tops import TOPS
+from .tops import TOPS, shipped_tops
 
 __all__ = ["GeneratedFile", "render", "write", "check", "verilog_text", "RTL_DIR"]
 
@@ -47,12 +47,12 @@ def _core_file(config: AceConfig) -> str:
         "",
         "filesets:",
     ]
-    for top in TOPS:
+    for top in shipped_tops():
         lines += [f"  {top}:", "    file_type: verilogSource", "    files:",
                   f"      - {top}.v"]
     lines += ["", "targets:", "  default:", "    filesets:"]
-    lines += [f"      - {top}" for top in TOPS]
-    for top in TOPS:
+    lines += [f"      - {top}" for top in shipped_tops()]
+    for top in shipped_tops():
         lines += [f"  {top}:", f"    filesets: [{top}]", f"    toplevel: {module_name(top, config)}",
                   "    default_tool: verilator", "    tools:", "      verilator:",
                   "        mode: lint-only", "        verilator_options: [-Wall]"]
@@ -62,7 +62,7 @@ def _core_file(config: AceConfig) -> str:
 def render(config: AceConfig) -> list[GeneratedFile]:
     """Every file of ``rtl/<config.name>/``, in a fixed order."""
     files = []
-    for top in TOPS:
+    for top in shipped_tops():
         files.append(GeneratedFile(f"{top}.v", verilog_text(top, config)))
         files.append(GeneratedFile(f"{top}.f", f"{top}.v\n"))
     files.append(GeneratedFile("config.json", json.dumps(config.to_dict(), indent=2,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-__all__ = ["TopSpec", "TOPS"]
+__all__ = ["TopSpec", "TOPS", "shipped_tops"]
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,8 @@ class TopSpec:
     module: str
     cls: str
     description: str
+    #: False for test-only tops: testbenches build them, ``ace generate`` does not ship them.
+    shipped: bool = True
 
     def build(self, config):
         return getattr(importlib.import_module(self.module), self.cls)(config)
@@ -31,4 +33,12 @@ TOPS: dict[str, TopSpec] = {
                        "DMA engine: descriptor queue, AXI4 master, SRAM and stream ports"),
     "ace_nic": TopSpec("ace.nic", "NicInterface",
                        "NIC interface: per-link AXI-Stream TX/RX, packets, per-channel credits"),
+    "ace_nic_pair": TopSpec("ace.nic_pair_top", "NicPairTop",
+                            "two NIC interfaces back to back through a link with latency",
+                            shipped=False),
 }
+
+
+def shipped_tops() -> list[str]:
+    """Names of the tops written to ``rtl/``."""
+    return [name for name, spec in TOPS.items() if spec.shipped]

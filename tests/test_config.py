@@ -69,3 +69,11 @@ def test_file_errors_name_the_file_and_parameter(tmp_path):
 def test_digest_changes_with_any_parameter():
     base = NAMED_CONFIGS["small"]
     assert base.digest != base.replace(num_channels=3).digest
+
+
+def test_docs_reference_table_is_current():
+    from pathlib import Path
+
+    from ace.config import reference_table
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "config.md").read_text()
+    assert reference_table() in doc, "docs/config.md is stale: paste ace.config.reference_table()"

@@ -1,0 +1,108 @@
+"""Burst splitter: cuts a run of memory beats into AXI4 INCR bursts.
+
+A request ``{beat_addr, beats, meta}`` (``beats`` >= 1, addresses counted in beats) becomes a
+sequence of bursts ``{beat_addr, len, last, meta}`` (``len`` is AXI's beats minus one). A burst
+ends at the request's end or where the beat address reaches a multiple of ``max_burst``, so every
+burst is at most ``max_burst`` beats and, because ``max_burst`` beats divide 4 KiB (checked by
+:class:`ace.config.AceConfig`), no burst crosses a 4 KiB boundary. Bursts after the first are
+aligned to ``max_burst`` beats, which the write datapath relies on to place ``wlast`` without a
+queue (:func:`burst_ends_after`).
+
+Latency: a request is accepted in one cycle and its first burst is offered the next cycle.
+Throughput: one burst per cycle, back to back across requests.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Shape, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["BurstSplitter", "split_bursts"]
+
+
+def split_bursts(beat_addr: int, beats: int, max_burst: int) -> list[tuple[int, int]]:
+    """Golden model: the bursts ``(beat_addr, beats)`` that :class:`BurstSplitter` emits."""
+    bursts = []
+    while beats:
+        n = min(beats, max_burst - beat_addr % max_burst)
+        bursts.append((beat_addr, n))
+        beat_addr += n
+        beats -= n
+    return bursts
+
+
+class BurstSplitter(wiring.Component):
+    """Split beat runs into aligned INCR bursts (see the module docstring).
+
+    Parameters
+    ----------
+    addr_bits : int
+        Width of a beat address (byte address bits minus log2 of the beat size).
+    count_bits : int
+        Width of a request's beat count.
+    max_burst : int
+        Longest burst in beats, a power of two from 1 to 256.
+    meta_shape : shape-like
+        Side information copied from each request to each of its bursts.
+
+    Members
+    -------
+    i : In(stream of {beat_addr, beats, meta})
+    o : Out(stream of {beat_addr, len, last, meta})
+    """
+
+    def __init__(self, addr_bits: int, count_bits: int, max_burst: int, meta_shape=0):
+        assert max_burst & (max_burst - 1) == 0 and 1 <= max_burst <= 256
+        self.addr_bits = addr_bits
+        self.count_bits = count_bits
+        self.max_burst = max_burst
+        self.meta_shape = meta_shape
+        meta = {"meta": meta_shape} if Shape.cast(meta_shape).width else {}
+        super().__init__({
+            "i": In(stream.Signature(data.StructLayout({
+                "beat_addr": unsigned(addr_bits), "beats": unsigned(count_bits), **meta}))),
+            "o": Out(stream.Signature(data.StructLayout({
+                "beat_addr": unsigned(addr_bits), "len": unsigned(8), "last": unsigned(1),
+                **meta}))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        phase_bits = (self.max_burst - 1).bit_length()
+
+        active = Signal()
+        cur = Signal(self.addr_bits)
+        rem = Signal(self.count_bits)
+        has_meta = Shape.cast(self.meta_shape).width != 0
+        meta = Signal(self.meta_shape)
+
+        room = Signal(phase_bits + 1)  # beats left before the next max_burst boundary
+        m.d.comb += room.eq(self.max_burst - cur[:phase_bits])
+        last = Signal()
+        m.d.comb += last.eq(rem <= room)
+        burst = Signal(phase_bits + 1)
+        m.d.comb += burst.eq(Mux(last, rem, room))
+
+        m.d.comb += [
+            self.o.valid.eq(active),
+            self.o.p.beat_addr.eq(cur),
+            self.o.p.len.eq(burst - 1),
+            self.o.p.last.eq(last),
+            self.i.ready.eq(~active | (self.o.ready & last)),
+        ]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += [cur.eq(cur + burst), rem.eq(rem - burst)]
+            with m.If(last):
+                m.d.sync += active.eq(0)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [
+                active.eq(1),
+                cur.eq(self.i.p.beat_addr),
+                rem.eq(self.i.p.beats),
+            ]
+            if has_meta:
+                m.d.sync += meta.eq(self.i.p.meta)
+        if has_meta:
+            m.d.comb += self.o.p.meta.eq(meta)
+        return m

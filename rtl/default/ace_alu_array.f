@@ -1,0 +1,1 @@
+ace_alu_array.v

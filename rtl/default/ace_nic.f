@@ -1,0 +1,1 @@
+ace_nic.v

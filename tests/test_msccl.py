@@ -1,0 +1,173 @@
+"""MSCCL XML import: the real ring file, hand-written files with scratch, cpy, re, nop and
+multiple dependencies, and error messages with file, line and attribute."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ace.config import NAMED_CONFIGS
+from ace.golden import run
+from ace.msccl import MscclError, load_msccl
+from ace.program import assemble, from_text, memory_traffic, to_text
+
+RING = Path(__file__).resolve().parents[2] / "shared" / "data" / "msccl" / "ring_allreduce_8npus.xml"
+if not RING.exists():
+    RING = Path("/work/shared/data/msccl/ring_allreduce_8npus.xml")
+
+
+def _ints(prog, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-2**31, 2**31, n.in_elems, dtype=np.int64).astype(np.int32)
+            for n in prog.nodes]
+
+
+def _sum(inputs):
+    return np.stack(inputs).astype(np.int64).sum(axis=0).astype(np.int32)
+
+
+@pytest.mark.parametrize("mode", ["ace", "baseline"])
+@pytest.mark.parametrize("topology", [None, "ring:8"])
+def test_ring_allreduce_file(mode, topology):
+    before = RING.read_bytes()
+    prog = load_msccl(RING, chunk_elems=8, mode=mode, topology=topology)
+    assert RING.read_bytes() == before
+    assert prog.collective == "allreduce" and prog.num_nodes == 8 and prog.count == 64
+    assert prog.algorithm == "msccl:allreduce_ring_1channelsperring"
+    inputs = _ints(prog)
+    result = run(prog, inputs)
+    for out in result.outputs:
+        np.testing.assert_array_equal(out, _sum(inputs))
+    traffic = memory_traffic(prog)
+    if mode == "ace":
+        assert traffic["per_node"][0] == (64 * 4, 64 * 4)
+        assert [s.type for s in prog.nodes[0].channels[0].steps][0] == "load"
+        assert prog.nodes[0].channels[0].steps[-1].type == "store"
+    else:
+        assert traffic["per_node"][0][0] > 64 * 4 * 2
+    assemble(prog, NAMED_CONFIGS["small"])
+    assert from_text(to_text(prog)).nodes == prog.nodes
+    if topology == "ring:8":
+        step = prog.nodes[3].channels[0].steps[1 if mode == "baseline" else 2]
+        assert (step.type, step.recv_peer, step.recv_link) == ("rrc", 2, 1)
+
+
+def test_count_argument():
+    prog = load_msccl(RING, count=8 * 4)
+    assert prog.nodes[0].in_elems == 32
+    with pytest.raises(MscclError, match="count 30 is not a multiple of nchunksperloop = 8"):
+        load_msccl(RING, count=30)
+
+
+def _ring3_xml():
+    """3-gpu ring all-reduce with cut-through steps (rrs, rrcs, rcs), in place."""
+    out = ['<algo name="ring3" proto="Simple" nchannels="1" nchunksperloop="3" ngpus="3" '
+           'coll="allreduce" inplace="1">']
+    for m in range(3):
+        out.append(f'  <gpu id="{m}" i_chunks="3" o_chunks="0" s_chunks="0">')
+        out.append(f'    <tb id="0" send="{(m + 1) % 3}" recv="{(m - 1) % 3}" chan="0">')
+        steps = [("s", (m - 1) % 3), ("rrs", (m - 2) % 3), ("rrcs", m), ("rcs", (m - 1) % 3),
+                 ("r", (m + 1) % 3)]
+        for k, (typ, c) in enumerate(steps):
+            out.append(f'      <step s="{k}" type="{typ}" srcbuf="i" srcoff="{c}" dstbuf="i" '
+                       f'dstoff="{c}" cnt="1" depid="-1" deps="-1" hasdep="0"/>')
+        out.append("    </tb>")
+        out.append("  </gpu>")
+    out.append("</algo>")
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("mode", ["ace", "baseline"])
+def test_cut_through_steps(mode):
+    prog = load_msccl(_ring3_xml(), chunk_elems=5, mode=mode, topology="ring:3")
+    inputs = _ints(prog, 3)
+    for out in run(prog, inputs).outputs:
+        np.testing.assert_array_equal(out, _sum(inputs))
+
+
+SCRATCH_XML = """<algo name="pair_scratch" proto="Simple" nchannels="1" nchunksperloop="2"
+      ngpus="2" coll="allreduce" inplace="0">
+{gpus}
+</algo>"""
+
+GPU = """  <gpu id="{g}" i_chunks="2" o_chunks="2" s_chunks="2">
+    <tb id="0" send="{q}" recv="-1" chan="0">
+      <step s="0" type="s" srcbuf="i" srcoff="{q}" dstbuf="i" dstoff="{q}" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="nop" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="0" depid="1" deps="0" hasdep="0"/>
+      <step s="2" type="s" srcbuf="o" srcoff="{g}" dstbuf="o" dstoff="{g}" cnt="1" depid="1,1" deps="1,2" hasdep="0"/>
+    </tb>
+    <tb id="1" send="-1" recv="{q}" chan="0">
+      <step s="0" type="r" srcbuf="s" srcoff="1" dstbuf="s" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="1"/>
+      <step s="1" type="cpy" srcbuf="i" srcoff="{g}" dstbuf="o" dstoff="{g}" cnt="1" depid="-1" deps="-1" hasdep="1"/>
+      <step s="2" type="re" srcbuf="s" srcoff="1" dstbuf="o" dstoff="{g}" cnt="1" depid="-1" deps="-1" hasdep="1"/>
+      <step s="3" type="r" srcbuf="o" srcoff="{q}" dstbuf="o" dstoff="{q}" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    </tb>
+  </gpu>"""
+
+
+def _scratch_xml(**replace):
+    text = SCRATCH_XML.format(gpus="\n".join(GPU.format(g=g, q=1 - g) for g in range(2)))
+    for old, new in replace.items():
+        text = text.replace(old, new, 1)
+    return text
+
+
+@pytest.mark.parametrize("mode", ["ace", "baseline"])
+def test_scratch_cpy_re_nop_and_multiple_deps(mode):
+    prog = load_msccl(_scratch_xml(), chunk_elems=4, mode=mode)
+    # Separate send and receive threadblocks: connected ones share a channel index.
+    g0, g1 = prog.nodes
+    assert g0.channels[0].send_peer == 1 and g1.channels[0].recv_peer == 0
+    assert g0.channels[1].recv_peer == 1 and g1.channels[1].send_peer == 0
+    # tb0 step 2 has two dependencies: a nop carries the first one.
+    steps = g0.channels[0].steps
+    types = [s.type for s in steps]
+    offset = 1 if mode == "ace" else 0            # the load
+    assert types[offset:offset + 4] == ["s", "nop", "nop", "s"]
+    rx = offset if mode == "ace" else 0
+    assert steps[offset + 1].dep == (1, 0)
+    assert steps[offset + 2].dep == (1, 1) and steps[offset + 3].dep == (1, 2)
+    if mode == "ace":
+        assert g0.channels[1].steps[0].dep == (0, 0)          # waits for the load
+        assert steps[-1].type == "store" and steps[-1].dep == (1, 3)
+    del rx
+    inputs = _ints(prog, 9)
+    result = run(prog, inputs)
+    for out in result.outputs:
+        np.testing.assert_array_equal(out, _sum(inputs))
+    assert g0.scratch_elems == 8
+    asm = assemble(prog, NAMED_CONFIGS["small"])
+    assert set(asm.nodes[0].buffer_base) == {"i", "o", "s"}
+
+
+@pytest.mark.parametrize("replace,match", [
+    ({'type="re"': 'type="reduce"'}, r"<xml>:12: <step> attribute 'type': 'reduce' is not a "
+                                      r"step type"),
+    ({'srcoff="1" dstbuf="o"': 'srcoff="2" dstbuf="o"'},
+     r"<xml>:12: <step> attribute 'srcoff': chunks 2..2 of buffer s are out of range"),
+    ({'depid="1" deps="0"': 'depid="5" deps="0"'},
+     r"<xml>:6: <step> attribute 'depid': threadblock 5 does not exist on gpu 0"),
+    ({'depid="1,1" deps="1,2"': 'depid="1,1" deps="1"'},
+     r"<xml>:7: <step> attribute 'deps': 1 entries for 2 in depid"),
+    ({'cnt="1" depid="-1"': 'cnt="x" depid="-1"'}, r"<xml>:5: <step> attribute 'cnt': 'x' is "
+                                                   r"not an integer"),
+    ({'<step s="1" type="nop"': '<step s="4" type="nop"'},
+     r"<xml>:6: <step> attribute 's': 4; steps must be numbered"),
+    ({'recv="1" chan="0"': 'recv="1" chan="3"'},
+     r"<xml>:17: <tb> attribute 'send': gpu 1 threadblock 0 sends to gpu 0 on chan 0, but no "
+     r"threadblock there receives"),
+    ({'ngpus="2"': 'ngpus="3"'}, r"<xml>:1: <algo> attribute 'ngpus': 3 gpus declared but gpu 2"),
+    ({'<gpu id="0"': '<gpux id="0"'}, r"not well-formed XML"),
+])
+def test_errors_name_line_and_attribute(replace, match):
+    with pytest.raises(MscclError, match=match):
+        load_msccl(_scratch_xml(**replace), chunk_elems=4)
+
+
+def test_file_errors(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text(_scratch_xml(**{'type="cpy"': 'type="copy"'}))
+    with pytest.raises(MscclError, match=rf"{bad}:11: <step> attribute 'type': 'copy'"):
+        load_msccl(bad, chunk_elems=1)
+    with pytest.raises(MscclError, match="cannot read"):
+        load_msccl(tmp_path / "missing.xml", chunk_elems=1)
