@@ -46,8 +46,11 @@ def _locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def build_top(top: str, config: AceConfig, *, waves: bool | None = None):
-    """Generate and compile ``top`` for ``config`` if not already built; returns the runner."""
+def build_top(top: str, config: AceConfig, *, waves: bool | None = None, quiet: bool = False):
+    """Generate and compile ``top`` for ``config`` if not already built.
+
+    Returns ``(runner, build_dir)``. With ``quiet`` the compiler output goes to
+    ``build_dir/build.log`` instead of the terminal."""
     from cocotb_tools.runner import get_runner
 
     prepare_environment()
@@ -70,7 +73,8 @@ def build_top(top: str, config: AceConfig, *, waves: bool | None = None):
                 args += ["--trace-fst", "--trace-structs"]
             runner.build(sources=[source], hdl_toplevel=module_name(top, config),
                          build_dir=build_dir, build_args=args, always=True,
-                         timescale=("1ns", "1ps"), waves=waves)
+                         timescale=("1ns", "1ps"), waves=waves,
+                         log_file=build_dir / "build.log" if quiet else None)
             stamp.write_text(digest)
         else:
             # A runner that did not build still needs to know where the build is.
@@ -79,11 +83,15 @@ def build_top(top: str, config: AceConfig, *, waves: bool | None = None):
 
 
 def run_cocotb(top: str, config: AceConfig, module: str, *, testcase: str | None = None,
-               extra_env: dict[str, str] | None = None, seed: int | None = None) -> Path:
-    """Run the cocotb test module ``testbench.<module>`` on ``top``; raise if any test fails."""
+               extra_env: dict[str, str] | None = None, seed: int | None = None,
+               quiet: bool = False) -> Path:
+    """Run the cocotb test module ``testbench.<module>`` on ``top``; raise if any test fails.
+
+    Returns the results file; the test's own outputs sit beside it. With ``quiet`` the build
+    and simulation logs go to files (``build.log``, ``sim.log``) instead of the terminal."""
     from cocotb_tools.runner import get_results
 
-    runner, build_dir = build_top(top, config)
+    runner, build_dir = build_top(top, config, quiet=quiet)
     waves = waves_requested()
     env = {"ACE_CONFIG": config.to_json(), "ACE_TOP": top, **(extra_env or {})}
     test_dir = build_dir / "runs" / (module + (f"-{testcase}" if testcase else ""))
@@ -93,10 +101,11 @@ def run_cocotb(top: str, config: AceConfig, module: str, *, testcase: str | None
                     hdl_toplevel_lang="verilog", testcase=testcase, build_dir=build_dir,
                     test_dir=test_dir,
                     extra_env=env, waves=waves, seed=seed, results_xml=str(results),
-                    timescale=("1ns", "1ps"))
+                    timescale=("1ns", "1ps"), log_file=test_dir / "sim.log" if quiet else None)
     except SystemExit as exit_:
+        where = f"log in {test_dir / 'sim.log'}" if quiet else "log above"
         raise AssertionError(f"cocotb {module} on {top}/{config.name} failed "
-                             f"(exit {exit_.code}); log above, results in {results}") from None
+                             f"(exit {exit_.code}); {where}, results in {results}") from None
     tests, failed = get_results(results)
     assert tests > 0, f"cocotb {module} ran no test"
     assert failed == 0, f"cocotb {module}: {failed} of {tests} tests failed"

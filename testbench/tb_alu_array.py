@@ -138,6 +138,41 @@ class TB:
         assert self.sink.empty(), f"test seed {self.seed}: extra result beats after the last one"
         assert index == len(beats)
 
+    async def run_measured(self, beats: AluBeats) -> dict:
+        """:meth:`run` while counting handshakes each cycle; returns throughput and latency.
+
+        Throughput is measured from the first result (pipeline full) to the last operand
+        accepted, so pipeline fill and drain do not dilute it."""
+        accepted_cycles, delivered_cycles = [], []
+        dut = self.dut
+
+        async def monitor():
+            cycle = 0
+            while True:
+                await RisingEdge(dut.clk)
+                if dut.s_axis__tvalid.value and dut.s_axis__tready.value:
+                    accepted_cycles.append(cycle)
+                if dut.m_axis__tvalid.value and dut.m_axis__tready.value:
+                    delivered_cycles.append(cycle)
+                cycle += 1
+
+        watcher = cocotb.start_soon(monitor())
+        await self.run(beats)
+        watcher.cancel()
+        assert len(accepted_cycles) == len(beats) == len(delivered_cycles)
+        window = [c for c in accepted_cycles if c >= delivered_cycles[0]]
+        cycles = window[-1] - window[0] + 1 if window else 1
+        rate = len(window) / cycles
+        return {
+            "config": self.config.name, "lanes": self.config.alu_lanes,
+            "beats": len(beats), "window_beats": len(window), "window_cycles": cycles,
+            "beats_per_cycle": rate, "latency_cycles": delivered_cycles[0] - accepted_cycles[0],
+            "documented_latency_cycles": AluArray.LATENCY,
+            "bytes_per_cycle": rate * self.config.link_bytes,
+            "gbytes_per_s_at_clock": rate * self.config.link_bytes * self.config.clock_mhz / 1000,
+            "seed": self.seed,
+        }
+
 
 def flow_plan(config: AceConfig, flow: str, rng: np.random.Generator):
     """Batches covering this flow's share of ELEMENTS_PER_COMBO for each (op, dtype).
@@ -219,39 +254,11 @@ async def test_throughput(dut):
     tb.set_flow("no_pauses", rng)
     await tb.reset()
 
-    accepted_cycles, delivered_cycles = [], []
-
-    async def monitor():
-        cycle = 0
-        s, m = tb.dut.s_axis__tvalid, tb.dut.m_axis__tvalid
-        s_ready, m_ready = tb.dut.s_axis__tready, tb.dut.m_axis__tready
-        while True:
-            await RisingEdge(tb.dut.clk)
-            if s.value and s_ready.value:
-                accepted_cycles.append(cycle)
-            if m.value and m_ready.value:
-                delivered_cycles.append(cycle)
-            cycle += 1
-
-    cocotb.start_soon(monitor())
-    await tb.run(beats)
-    assert len(accepted_cycles) == len(beats) == len(delivered_cycles)
-    latency = delivered_cycles[0] - accepted_cycles[0]
-    # Window: from the first result (pipeline full) to the last operand accepted.
-    window = [c for c in accepted_cycles if c >= delivered_cycles[0]]
-    cycles = window[-1] - window[0] + 1
-    rate = len(window) / cycles
-    figures = {
-        "config": tb.config.name, "lanes": tb.config.alu_lanes,
-        "beats": len(beats), "window_beats": len(window), "window_cycles": cycles,
-        "beats_per_cycle": rate, "latency_cycles": latency,
-        "documented_latency_cycles": AluArray.LATENCY,
-        "bytes_per_cycle": rate * tb.config.link_bytes,
-        "gbytes_per_s_at_clock": rate * tb.config.link_bytes * tb.config.clock_mhz / 1000,
-        "seed": tb.seed,
-    }
+    figures = await tb.run_measured(beats)
     tb.log.info("throughput: %s", figures)
     Path("alu_throughput.json").write_text(json.dumps(figures, indent=2, sort_keys=True))
-    assert len(window) >= 2000, f"only {len(window)} beats in the measurement window"
+    assert figures["window_beats"] >= 2000, \
+        f"only {figures['window_beats']} beats in the measurement window"
+    rate, latency = figures["beats_per_cycle"], figures["latency_cycles"]
     assert rate >= 0.999, f"throughput {rate:.4f} beats/cycle, expected 1.0"
     assert latency == AluArray.LATENCY, f"latency {latency}, documented {AluArray.LATENCY}"

@@ -12,12 +12,7 @@ import os
 import pytest
 
 from ace.config import NAMED_CONFIGS
-from ace.tops import TOPS, TopSpec
 from testbench.runner import run_cocotb
-
-# Until the lead registers it in ace/tops.py, the pair top is registered here for these tests.
-TOPS.setdefault("ace_nic_pair", TopSpec("ace.nic_pair_top", "NicPairTop",
-                                        "two NIC interfaces back to back (test top)"))
 
 SMALL = NAMED_CONFIGS["small"]
 PAIR = SMALL.replace(name="small4ch", num_channels=4)
