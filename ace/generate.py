@@ -53,7 +53,8 @@ def _core_file(config: AceConfig) -> str:
     lines += ["", "targets:", "  default:", "    filesets:"]
     lines += [f"      - {top}" for top in shipped_tops()]
     for top in shipped_tops():
-        lines += [f"  {top}:", f"    filesets: [{top}]", f"    toplevel: {module_name(top, config)}",
+        lines += [f"  {top}:", f"    filesets: [{top}]",
+                  f"    toplevel: {module_name(top, config)}",
                   "    default_tool: verilator", "    tools:", "      verilator:",
                   "        mode: lint-only", "        verilator_options: [-Wall]"]
     return "\n".join(lines) + "\n"

