@@ -147,8 +147,8 @@ class DmaEngine(wiring.Component):
                 cmd.sram_addr.eq(head.sram_addr),
             ]
         m.d.comb += [
-            reader.cmd.p.to_stream.eq(head.kind == DmaKind.MEM_TO_STREAM),
-            writer.cmd.p.from_stream.eq(head.kind == DmaKind.STREAM_TO_MEM),
+            reader.cmd.p.stream.eq(head.kind == DmaKind.MEM_TO_STREAM),
+            writer.cmd.p.stream.eq(head.kind == DmaKind.STREAM_TO_MEM),
             reader.cmd.valid.eq(go & ~is_zero & is_read),
             writer.cmd.valid.eq(go & ~is_zero & ~is_read),
         ]

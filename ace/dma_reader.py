@@ -29,14 +29,17 @@ from .dma_realign import Realigner
 from .layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
                       DmaStatus, sram_write_signature)
 
-__all__ = ["DmaReader", "ReadCommand"]
+__all__ = ["DmaReader", "TransferCommand"]
 
 
-class ReadCommand(data.StructLayout):
+class TransferCommand(data.StructLayout):
+    """One transfer for a DMA half. ``stream`` selects the stream port instead of the SRAM as
+    the far side (reader: memory to ``rd_stream``; writer: ``wr_stream`` to memory)."""
+
     def __init__(self, config):
         words = config.input_buffer_words + config.output_buffer_words
         super().__init__({
-            "to_stream": unsigned(1),
+            "stream": unsigned(1),
             "id": unsigned(DMA_ID_BITS),
             "length": unsigned(DMA_LENGTH_BITS),   # >= 1
             "mem_addr": unsigned(config.mem_addr_bits),
@@ -49,7 +52,7 @@ class DmaReader(wiring.Component):
 
     Members
     -------
-    cmd : In(stream of :class:`ReadCommand`)
+    cmd : In(stream of :class:`TransferCommand`)
     axi : Out(read half of :class:`Axi4Signature`)
     sram_w : Out(:func:`sram_write_signature`)
     rd_stream : Out(:class:`AxiStreamSignature` with ``tkeep`` and ``tuser`` = id)
@@ -63,7 +66,7 @@ class DmaReader(wiring.Component):
         B = config.mem_bytes
         words = config.input_buffer_words + config.output_buffer_words
         super().__init__({
-            "cmd": In(stream.Signature(ReadCommand(config))),
+            "cmd": In(stream.Signature(TransferCommand(config))),
             "axi": Out(Axi4Signature(config.mem_addr_bits, B, config.mem_id_bits,
                                      write=False)),
             "sram_w": Out(sram_write_signature(words, B)),
@@ -103,7 +106,7 @@ class DmaReader(wiring.Component):
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lb:], nbeats)),
-            r_in.to_stream.eq(cmd.to_stream),
+            r_in.to_stream.eq(cmd.stream),
             r_in.id.eq(cmd.id),
             r_in.sram_addr.eq(cmd.sram_addr),
             r_in.last_beat.eq(nbeats - 1),

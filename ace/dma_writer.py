@@ -22,30 +22,19 @@ marks it failed, and all its bursts still run.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from .axi import Axi4Signature, AxiBurst
 from .dma_burst import BurstSplitter
+from .dma_reader import TransferCommand
 from .dma_realign import Realigner
 from .layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
                       DmaStatus, sram_read_signature)
 
-__all__ = ["DmaWriter", "WriteCommand"]
-
-
-class WriteCommand(data.StructLayout):
-    def __init__(self, config):
-        words = config.input_buffer_words + config.output_buffer_words
-        super().__init__({
-            "from_stream": unsigned(1),
-            "id": unsigned(DMA_ID_BITS),
-            "length": unsigned(DMA_LENGTH_BITS),   # >= 1
-            "mem_addr": unsigned(config.mem_addr_bits),
-            "sram_addr": unsigned(max(1, (words - 1).bit_length())),
-        })
+__all__ = ["DmaWriter"]
 
 
 class DmaWriter(wiring.Component):
@@ -61,7 +50,7 @@ class DmaWriter(wiring.Component):
 
     Members
     -------
-    cmd : In(stream of :class:`WriteCommand`)
+    cmd : In(stream of :class:`TransferCommand`)
     axi : Out(write half of :class:`Axi4Signature`)
     sram_r : Out(:func:`sram_read_signature`)
     wr_stream : In(:class:`AxiStreamSignature`)
@@ -76,7 +65,7 @@ class DmaWriter(wiring.Component):
         B = config.mem_bytes
         words = config.input_buffer_words + config.output_buffer_words
         super().__init__({
-            "cmd": In(stream.Signature(WriteCommand(config))),
+            "cmd": In(stream.Signature(TransferCommand(config))),
             "axi": Out(Axi4Signature(config.mem_addr_bits, B, config.mem_id_bits,
                                      read=False)),
             "sram_r": Out(sram_read_signature(words, B)),
@@ -125,18 +114,18 @@ class DmaWriter(wiring.Component):
             aw_q.w_data.eq(Cat(cmd.mem_addr[lb:], nbeats, cmd.id)),
             sreq_in.sram_addr.eq(cmd.sram_addr),
             sreq_in.last_word.eq(nwords - 1),
-            wd_in.from_stream.eq(cmd.from_stream),
+            wd_in.from_stream.eq(cmd.stream),
             wd_in.last_word.eq(nwords - 1),
             wd_in.shift.eq(B - off),
             wd_in.flush.eq(nbeats != nwords),
             wd_in.off.eq(off),
             wd_in.end_lane.eq(((cmd.mem_addr[:lb] + cmd.length - 1) & (B - 1)) + 1),
             wd_in.start_phase.eq(cmd.mem_addr[lb:lb + phase_bits]),
-            self.cmd.ready.eq(aw_q.w_rdy & wd_q.w_rdy & (cmd.from_stream | sreq_q.w_rdy)),
+            self.cmd.ready.eq(aw_q.w_rdy & wd_q.w_rdy & (cmd.stream | sreq_q.w_rdy)),
             take.eq(self.cmd.valid & self.cmd.ready),
             aw_q.w_en.eq(take),
             wd_q.w_en.eq(take),
-            sreq_q.w_en.eq(take & ~cmd.from_stream),
+            sreq_q.w_en.eq(take & ~cmd.stream),
         ]
 
         # -- AW: bursts, bounded outstanding (b_q holds one entry per burst) -----------------
