@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .channel_datapath import packet_bytes
 from .config import NAMED_CONFIGS
 from .layouts import DTYPE_BYTES, ReduceOp
 from .program import (Channel, CollectiveProgram, NodeProgram, ProgramError, Step, Topology,
@@ -39,7 +40,7 @@ from .program import (Channel, CollectiveProgram, NodeProgram, ProgramError, Ste
 
 __all__ = ["CompileError", "COLLECTIVES", "ALGORITHMS", "compile_collective",
            "collective_blocks", "buffer_sizes", "memory_traffic", "link_traffic",
-           "expected_ace_traffic"]
+           "expected_ace_traffic", "max_message_bytes"]
 
 
 class CompileError(ProgramError):
@@ -729,12 +730,31 @@ def compile_collective(collective: str, count: int, *, topology: Topology | str 
                            f"the configuration has num_links = {config.num_links}")
     if op is ReduceOp.COPY and collective in ("allreduce", "reduce_scatter"):
         raise CompileError("op: copy is not a reduction")
-    comp = _Compiler(collective, count, topology, algs, dtype, op, mode, config, chunks,
-                     (input_addr, output_addr, scratch_addr))
-    program = comp.build()
+    # Every message must fit in packet_bytes (half a receive buffer): with finite buffers a
+    # larger one can deadlock a ring (docs/engine.md). More chunks make messages shorter.
+    limit = packet_bytes(config)
+    want = chunks
+    while True:
+        comp = _Compiler(collective, count, topology, algs, dtype, op, mode, config, want,
+                         (input_addr, output_addr, scratch_addr))
+        program = comp.build()
+        biggest = max_message_bytes(program)
+        if biggest <= limit:
+            break
+        if chunks is not None:
+            raise CompileError(f"chunks: {chunks} chunks give {biggest}-byte messages; a message "
+                               f"may be at most packet_bytes = {limit} bytes for this "
+                               "configuration; give more chunks or none")
+        want = max(program.chunks + 1, -(-program.chunks * biggest // limit))
     if check:
         assemble(program, config)
     return program
+
+
+def max_message_bytes(program: CollectiveProgram) -> int:
+    """The longest message any step sends or receives, in bytes (0 if none)."""
+    return max((step.nbytes for node in program.nodes for channel in node.channels
+                for step in channel.steps if {"send", "recv"} & step.uses), default=0)
 
 
 def expected_ace_traffic(program: CollectiveProgram) -> tuple[int, int]:

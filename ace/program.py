@@ -233,8 +233,6 @@ class CollectiveProgram:
                         if side in step.uses and not 0 <= peer < len(self.nodes):
                             raise ProgramError(f"{where}: {side}_peer {peer} is not a node; "
                                                f"allowed: 0 to {len(self.nodes) - 1}")
-                        if side in step.uses and peer == n:
-                            raise ProgramError(f"{where}: {side}_peer {peer} is the node itself")
                     if step.dep is not None:
                         dc, ds = step.dep
                         if dc >= len(node.channels) or ds >= len(node.channels[dc].steps):

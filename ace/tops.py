@@ -33,6 +33,8 @@ TOPS: dict[str, TopSpec] = {
                        "DMA engine: descriptor queue, AXI4 master, SRAM and stream ports"),
     "ace_nic": TopSpec("ace.nic", "NicInterface",
                        "NIC interface: per-link AXI-Stream TX/RX, packets, per-channel credits"),
+    "ace_engine": TopSpec("ace.engine", "AceEngine",
+                          "the whole engine: CSRs, channels, SRAM, interconnect, NIC"),
     "ace_nic_pair": TopSpec("ace.nic_pair_top", "NicPairTop",
                             "two NIC interfaces back to back through a link with latency",
                             shipped=False),

@@ -1,0 +1,1 @@
+ace_engine.v

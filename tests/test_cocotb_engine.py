@@ -1,0 +1,25 @@
+"""cocotb tests of one ACE engine on Verilator (``testbench/tb_engine.py``), config ``small``:
+links in loopback, random programs over every step type in both placements, with and without
+backpressure, and bad programs (each error cause, then recovery). ``ENGINE_SEED`` changes the
+base seed."""
+
+import os
+
+from ace.config import NAMED_CONFIGS
+from testbench.runner import run_cocotb
+
+CONFIG = NAMED_CONFIGS["small"]
+
+
+def _env(**extra):
+    return {"ENGINE_SEED": os.environ.get("ENGINE_SEED", "1"), **extra}
+
+
+def test_engine_loopback_programs():
+    run_cocotb("ace_engine", CONFIG, "tb_engine",
+               extra_env=_env(COCOTB_TEST_FILTER="test_loopback_(programs|backpressure)"))
+
+
+def test_engine_bad_programs():
+    run_cocotb("ace_engine", CONFIG, "tb_engine",
+               extra_env=_env(COCOTB_TEST_FILTER="test_bad_programs"))
