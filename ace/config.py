@@ -98,6 +98,12 @@ class AceConfig:
             if getattr(self, key) < minimum:
                 raise ConfigError(f"{key}: {getattr(self, key)} is too small; allowed: at least "
                                   f"link_bytes x sram_banks x 4 = {minimum}")
+        masters = 2 * self.num_channels
+        if (masters - 1).bit_length() > self.mem_id_bits:
+            raise ConfigError(f"mem_id_bits: {self.mem_id_bits} cannot number the engine's "
+                              f"{masters} memory masters (2 per channel); allowed: at least "
+                              f"{(masters - 1).bit_length()} for num_channels = "
+                              f"{self.num_channels}")
         if self.max_packet_bytes < self.link_bytes:
             raise ConfigError(f"max_packet_bytes: {self.max_packet_bytes} is smaller than one "
                               f"beat; allowed: at least link_bytes = {self.link_bytes}")

@@ -49,11 +49,11 @@ from numbers import Real
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ace.axi import Axi4Signature, AxiBurst, AxiResp
 
+from .sim_ram import SimRam
 from .link import (
     COUNTER_BITS,
     RATE_BITS,
@@ -98,6 +98,9 @@ class MemoryModel(wiring.Component):
     max_latency : int or None
         Largest latency at which single-beat bursts still stream at full rate: sets the queue
         depths and the width of ``cfg_latency``. ``max(latency, 64)`` if None, up to 65536.
+    storage : "amaranth" or "verilog"
+        The array as an Amaranth ``Memory`` (Amaranth simulator) or the behavioural Verilog RAM
+        of :mod:`sim_harness.sim_ram` (system builds; see there why).
 
     Members
     -------
@@ -129,7 +132,8 @@ class MemoryModel(wiring.Component):
 
     def __init__(self, *, size_bytes: int, data_bytes: int, addr_bits: int, id_bits: int,
                  bytes_per_cycle: Real | None = None, latency: int = 2,
-                 background_share: Real = 0.0, max_latency: int | None = None):
+                 background_share: Real = 0.0, max_latency: int | None = None,
+                 storage: str = "amaranth"):
         self._MustUse__silence = True   # no "never used" warning when a check below raises
         _check_int("data_bytes", data_bytes, 1, 128, "bytes per beat")
         if data_bytes & (data_bytes - 1):
@@ -161,6 +165,7 @@ class MemoryModel(wiring.Component):
         self.latency = latency
         self.background_share = background_share
         self.max_latency = max_latency
+        self.storage = storage
         self.words = size_bytes // data_bytes
         #: Depth of the AR, AW and B queues.
         self.queue_depth = _pow2_at_least(max_latency + 2)
@@ -187,17 +192,15 @@ class MemoryModel(wiring.Component):
         db_log2 = (db - 1).bit_length()
         word_bits = len(self.bd_addr)
 
-        m.submodules.array = array = Memory(shape=8 * db, depth=self.words, init=[])
-        axi_wp = array.write_port(granularity=8)
-        axi_rp = array.read_port()
-        bd_wp = array.write_port()
-        bd_rp = array.read_port()
+        m.submodules.array = array = SimRam(self.words, db, storage=self.storage)
+        axi_wp = _Port(array, "w0")
+        axi_rp = _Port(array, "r0")
         m.d.comb += [
-            bd_wp.addr.eq(self.bd_addr),
-            bd_wp.data.eq(self.bd_wdata),
-            bd_wp.en.eq(self.bd_we),
-            bd_rp.addr.eq(self.bd_addr),
-            self.bd_rdata.eq(bd_rp.data),
+            array.w1_addr.eq(self.bd_addr),
+            array.w1_data.eq(self.bd_wdata),
+            array.w1_en.eq(self.bd_we),
+            array.r1_addr.eq(self.bd_addr),
+            self.bd_rdata.eq(array.r1_data),
         ]
 
         now = Signal(TIME_BITS)
@@ -377,3 +380,13 @@ class MemoryModel(wiring.Component):
             bq.r_en.eq(axi.bvalid & axi.bready),
         ]
         return m
+
+
+class _Port:
+    """Names a :class:`SimRam` port's signals like a ``Memory`` port's (``addr``, ``data``,
+    ``en``)."""
+
+    def __init__(self, ram, prefix):
+        self.addr = getattr(ram, f"{prefix}_addr")
+        self.data = getattr(ram, f"{prefix}_data")
+        self.en = getattr(ram, f"{prefix}_en")

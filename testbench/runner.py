@@ -20,7 +20,8 @@ from ace.config import AceConfig
 from ace.generate import module_name, verilog_text
 from ace.toolchain import prepare_environment
 
-__all__ = ["BUILD_ROOT", "build_top", "run_cocotb", "waves_requested"]
+__all__ = ["BUILD_ROOT", "build_sources", "build_top", "run_built", "run_cocotb",
+           "waves_requested"]
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD_ROOT = Path(os.environ.get("ACE_BUILD_DIR", REPO / "build")) / "cocotb"
@@ -46,40 +47,80 @@ def _locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def build_top(top: str, config: AceConfig, *, waves: bool | None = None, quiet: bool = False):
-    """Generate and compile ``top`` for ``config`` if not already built.
-
-    Returns ``(runner, build_dir)``. With ``quiet`` the compiler output goes to
-    ``build_dir/build.log`` instead of the terminal."""
+def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None,
+                  quiet: bool = False):
+    """Compile Verilog ``sources`` (file name -> text) with ``toplevel`` as the top, in
+    ``build/cocotb/<key>-<sim>``, unless that build is fresh (a stamp file holds the hash of
+    the sources). Returns ``(runner, build_dir)``."""
     from cocotb_tools.runner import get_runner
 
     prepare_environment()
     waves = waves_requested() if waves is None else waves
     sim = _simulator()
-    build_dir = BUILD_ROOT / f"{top}-{config.name}-{config.digest}-{sim}{'-waves' if waves else ''}"
+    build_dir = BUILD_ROOT / f"{key}-{sim}{'-waves' if waves else ''}"
     runner = get_runner(sim)
-    text = verilog_text(top, config)
-    digest = hashlib.sha256(text.encode()).hexdigest()
+    texts = sources
+    digest = hashlib.sha256("".join(f"{name}\0{text}\0" for name, text
+                                    in sorted(texts.items())).encode()).hexdigest()
     with _locked(build_dir.with_suffix(".lock")):
         stamp = build_dir / "ace_build.stamp"
-        source = build_dir / f"{module_name(top, config)}.v"
         fresh = stamp.exists() and stamp.read_text() == digest
         if not fresh:
             build_dir.mkdir(parents=True, exist_ok=True)
-            source.write_text(text)
+            paths = []
+            for name, text in texts.items():
+                path = build_dir / name
+                path.write_text(text)
+                paths.append(path)
             args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE"] if sim == "verilator" \
                 else ["-g2005"]
             if sim == "verilator" and waves:
                 args += ["--trace-fst", "--trace-structs"]
-            runner.build(sources=[source], hdl_toplevel=module_name(top, config),
-                         build_dir=build_dir, build_args=args, always=True,
-                         timescale=("1ns", "1ps"), waves=waves,
+            runner.build(sources=paths, hdl_toplevel=toplevel, build_dir=build_dir,
+                         build_args=args, always=True, timescale=("1ns", "1ps"), waves=waves,
                          log_file=build_dir / "build.log" if quiet else None)
             stamp.write_text(digest)
         else:
             # A runner that did not build still needs to know where the build is.
             runner.build_dir = build_dir
     return runner, build_dir
+
+
+def build_top(top: str, config: AceConfig, *, waves: bool | None = None, quiet: bool = False):
+    """Generate and compile ``top`` for ``config`` if not already built.
+
+    Returns ``(runner, build_dir)``. With ``quiet`` the compiler output goes to
+    ``build_dir/build.log`` instead of the terminal."""
+    name = module_name(top, config)
+    return build_sources(f"{top}-{config.name}-{config.digest}",
+                         {f"{name}.v": verilog_text(top, config)}, name, waves=waves,
+                         quiet=quiet)
+
+
+def run_built(runner, build_dir: Path, toplevel: str, module: str, *,
+              testcase: str | None = None, env: dict[str, str] | None = None,
+              seed: int | None = None, quiet: bool = False) -> Path:
+    """Run the cocotb test module ``testbench.<module>`` on a build; raise if any test fails.
+    Returns the results file."""
+    from cocotb_tools.runner import get_results
+
+    waves = waves_requested()
+    test_dir = build_dir / "runs" / (module + (f"-{testcase}" if testcase else ""))
+    results = test_dir / "results.xml"
+    try:
+        runner.test(test_module=f"testbench.{module}", hdl_toplevel=toplevel,
+                    hdl_toplevel_lang="verilog", testcase=testcase, build_dir=build_dir,
+                    test_dir=test_dir, extra_env=env or {}, waves=waves, seed=seed,
+                    results_xml=str(results), timescale=("1ns", "1ps"),
+                    log_file=test_dir / "sim.log" if quiet else None)
+    except SystemExit as exit_:
+        where = f"log in {test_dir / 'sim.log'}" if quiet else "log above"
+        raise AssertionError(f"cocotb {module} on {toplevel} failed (exit {exit_.code}); "
+                             f"{where}, results in {results}") from None
+    tests, failed = get_results(results)
+    assert tests > 0, f"cocotb {module} ran no test"
+    assert failed == 0, f"cocotb {module}: {failed} of {tests} tests failed"
+    return results
 
 
 def run_cocotb(top: str, config: AceConfig, module: str, *, testcase: str | None = None,
@@ -89,24 +130,7 @@ def run_cocotb(top: str, config: AceConfig, module: str, *, testcase: str | None
 
     Returns the results file; the test's own outputs sit beside it. With ``quiet`` the build
     and simulation logs go to files (``build.log``, ``sim.log``) instead of the terminal."""
-    from cocotb_tools.runner import get_results
-
     runner, build_dir = build_top(top, config, quiet=quiet)
-    waves = waves_requested()
     env = {"ACE_CONFIG": config.to_json(), "ACE_TOP": top, **(extra_env or {})}
-    test_dir = build_dir / "runs" / (module + (f"-{testcase}" if testcase else ""))
-    results = test_dir / "results.xml"
-    try:
-        runner.test(test_module=f"testbench.{module}", hdl_toplevel=module_name(top, config),
-                    hdl_toplevel_lang="verilog", testcase=testcase, build_dir=build_dir,
-                    test_dir=test_dir,
-                    extra_env=env, waves=waves, seed=seed, results_xml=str(results),
-                    timescale=("1ns", "1ps"), log_file=test_dir / "sim.log" if quiet else None)
-    except SystemExit as exit_:
-        where = f"log in {test_dir / 'sim.log'}" if quiet else "log above"
-        raise AssertionError(f"cocotb {module} on {top}/{config.name} failed "
-                             f"(exit {exit_.code}); {where}, results in {results}") from None
-    tests, failed = get_results(results)
-    assert tests > 0, f"cocotb {module} ran no test"
-    assert failed == 0, f"cocotb {module}: {failed} of {tests} tests failed"
-    return results
+    return run_built(runner, build_dir, module_name(top, config), module, testcase=testcase,
+                     env=env, seed=seed, quiet=quiet)

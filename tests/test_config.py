@@ -77,3 +77,9 @@ def test_docs_reference_table_is_current():
     from ace.config import reference_table
     doc = (Path(__file__).resolve().parent.parent / "docs" / "config.md").read_text()
     assert reference_table() in doc, "docs/config.md is stale: paste ace.config.reference_table()"
+
+
+def test_memory_ids_must_number_every_master():
+    with pytest.raises(ConfigError, match="mem_id_bits: 4 .* at least 5"):
+        AceConfig(num_channels=16, mem_id_bits=4)
+    assert AceConfig(num_channels=16, mem_id_bits=5).mem_id_bits == 5
