@@ -6,8 +6,7 @@ multi-node run). One transfer at a time per port; ports of different nodes run c
 
 from __future__ import annotations
 
-import cocotb
-from cocotb.triggers import Combine, FallingEdge, RisingEdge
+from cocotb.triggers import FallingEdge, RisingEdge, gather
 
 __all__ = ["AxiLiteDriver", "AxiLiteError"]
 
@@ -54,8 +53,8 @@ class AxiLiteDriver:
         s["awaddr"].value = addr
         s["wdata"].value = value
         s["wstrb"].value = 0xF
-        await Combine(cocotb.start_soon(self._handshake("awvalid", "awready")),
-                      cocotb.start_soon(self._handshake("wvalid", "wready")))
+        await gather(self._handshake("awvalid", "awready"),
+                     self._handshake("wvalid", "wready"))
         (resp,) = await self._response("bvalid", "bready", ["bresp"])
         if resp:
             raise AxiLiteError(f"write {addr:#x}: response {resp}")

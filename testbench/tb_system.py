@@ -24,7 +24,7 @@ import os
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+from cocotb.triggers import ClockCycles, RisingEdge, gather, with_timeout
 
 from ace import golden
 from ace.compiler import compile_collective
@@ -71,23 +71,27 @@ class SystemTB:
             await host.check_params()
 
     async def write_memories(self, regions):
-        """Write ``regions[k] = (word-aligned start, uint8 array)`` into node k's memory, all
-        nodes in parallel, one word per cycle."""
+        """Write ``regions[k] = [(word-aligned start, uint8 array), ...]`` into node k's
+        memory, all nodes in parallel, one word per cycle."""
         B = self.config.mem_bytes
         words = []
-        for start, data in regions:
-            assert start % B == 0, "regions start on a memory word"
-            padded = np.zeros(-(-len(data) // B) * B, dtype=np.uint8)
-            padded[:len(data)] = data
-            words.append([int.from_bytes(padded[i:i + B].tobytes(), "little")
-                          for i in range(0, len(padded), B)])
+        for node_regions in regions:
+            node_words = []
+            for start, data in node_regions:
+                assert start % B == 0, "regions start on a memory word"
+                padded = np.zeros(-(-len(data) // B) * B, dtype=np.uint8)
+                padded[:len(data)] = data
+                node_words += [(start // B + i // B,
+                                int.from_bytes(padded[i:i + B].tobytes(), "little"))
+                               for i in range(0, len(padded), B)]
+            words.append(node_words)
         for i in range(max(len(w) for w in words)):
             for k, node_words in enumerate(words):
                 we = i < len(node_words)
                 self._bd(k, "we").value = int(we)
                 if we:
-                    self._bd(k, "addr").value = regions[k][0] // B + i
-                    self._bd(k, "wdata").value = node_words[i]
+                    self._bd(k, "addr").value = node_words[i][0]
+                    self._bd(k, "wdata").value = node_words[i][1]
             await RisingEdge(self.dut.clk)
         for k in range(self.p):
             self._bd(k, "we").value = 0
@@ -118,11 +122,12 @@ class SystemTB:
         stage = -(-(top + STAGE_BASE_OFFSET) // 4096) * 4096
         assert stage + 2 * 4096 * self.config.num_channels <= self.mem_words * \
             self.config.mem_bytes, "memory model too small for this case"
-        # Only the inputs are written: the program writes every output byte, and stale bytes
-        # from an earlier case (other random data) would not match the golden model.
+        # The inputs, and zeros over the output (an earlier case left data there; padding
+        # between all-to-all blocks is never written).
         esize = DTYPE_BYTES[program.dtype]
         await self.write_memories([
-            (node.input_addr, im[node.input_addr:node.input_addr + node.in_elems * esize])
+            [(node.input_addr, im[node.input_addr:node.input_addr + node.in_elems * esize]),
+             (node.output_addr, np.zeros(node.out_elems * esize, np.uint8))]
             for node, im in zip(program.nodes, images)])
 
         async def load(k):
@@ -146,8 +151,7 @@ class SystemTB:
 
 
 async def _all(coros):
-    tasks = [cocotb.start_soon(c) for c in coros]
-    return [await t for t in tasks]
+    return list(await gather(*coros))
 
 
 @cocotb.test()
