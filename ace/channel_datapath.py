@@ -36,7 +36,7 @@ from amaranth.lib.wiring import In, Out
 
 from .alu_array import AluArray
 from .axi import Axi4Signature
-from .dma_reader import DmaReader, TransferCommand
+from .dma_reader import DmaReader
 from .dma_writer import DmaWriter
 from .layouts import (DMA_LENGTH_BITS, NIC_NODE_BITS, NIC_TAG_BITS, DmaStatus, Dtype,
                       NicRxBeat, NicSendCmd, NicTxBeat, ReduceOp, sram_read_signature,
@@ -189,7 +189,7 @@ class StepDatapath(wiring.Component):
         recv_pkt_left = Signal(range(P + 1))     # bytes of the current packet still to come
         recv_pkt = Signal(NIC_TAG_BITS)
         w_mask = Signal(B)
-        w_words = Signal(DMA_LENGTH_BITS)
+        step_words = Signal(DMA_LENGTH_BITS)
 
         p = self.plan.payload
         m.d.comb += self.plan.ready.eq(~active)
@@ -211,16 +211,12 @@ class StepDatapath(wiring.Component):
                 recv_pkt_left.eq(0),
                 recv_pkt.eq(0),
                 w_mask.eq(last_mask),
-                w_words.eq(nwords),
+                step_words.eq(nwords),
                 self.mem_error.eq(0),
                 self.recv_error.eq(0),
             ]
 
         # -- unit commands -------------------------------------------------------------------
-        def transfer(addr):
-            return {"stream": 1, "id": 0, "length": plan.bytes,
-                    "mem_addr": addr[:cfg.mem_addr_bits], "sram_addr": 0}
-
         a_mem = plan.a_src == ASource.MEM
         a_sram = plan.a_src == ASource.SRAM
         a_nic = plan.a_src == ASource.NIC
@@ -228,14 +224,13 @@ class StepDatapath(wiring.Component):
                 (sram_a, 0, pend_a & a_sram, plan.a_addr), (mem_a, 1, pend_a & a_mem, plan.a_addr),
                 (sram_b, 0, pend_b & ~plan.b_mem, plan.b_addr),
                 (mem_b, 1, pend_b & plan.b_mem, plan.b_addr)):
-            if is_mem:
-                m.d.comb += reader.cmd.payload.eq(TransferCommand(cfg).const(
-                    {"stream": 1, "id": 0, "length": 0, "mem_addr": 0, "sram_addr": 0}))
-                m.d.comb += [reader.cmd.payload.length.eq(plan.bytes),
+            if is_mem:          # memory to the reader's stream (id 0)
+                m.d.comb += [reader.cmd.payload.stream.eq(1),
+                             reader.cmd.payload.length.eq(plan.bytes),
                              reader.cmd.payload.mem_addr.eq(addr[:cfg.mem_addr_bits])]
             else:
                 m.d.comb += [reader.cmd.payload.addr.eq(addr[:_sram_addr_bits(cfg)]),
-                             reader.cmd.payload.words.eq(w_words)]
+                             reader.cmd.payload.words.eq(step_words)]
             m.d.comb += reader.cmd.valid.eq(pend)
         with m.If((sram_a.cmd.valid & sram_a.cmd.ready) | (mem_a.cmd.valid & mem_a.cmd.ready)):
             m.d.sync += pend_a.eq(0)
@@ -244,7 +239,7 @@ class StepDatapath(wiring.Component):
 
         m.d.comb += [
             sram_w.cmd.payload.addr.eq(plan.w_addr[:_sram_addr_bits(cfg)]),
-            sram_w.cmd.payload.words.eq(w_words),
+            sram_w.cmd.payload.words.eq(step_words),
             sram_w.cmd.payload.last_mask.eq(w_mask),
             sram_w.cmd.valid.eq(pend_w & ~plan.w_mem),
             mem_w.cmd.payload.stream.eq(1),

@@ -8,6 +8,7 @@ top. Output is deterministic: no source locations, no timestamps, sorted keys.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +34,11 @@ def module_name(top: str, config: AceConfig) -> str:
     return f"{top}_{config.name}"
 
 
+@functools.lru_cache(maxsize=None)
 def verilog_text(top: str, config: AceConfig) -> str:
-    """Verilog of one top, with the module named by :func:`module_name`."""
+    """Verilog of one top, with the module named by :func:`module_name`. Cached per process:
+    the engine of the default configuration takes minutes to convert, and generation, the
+    freshness check and lint all need the same text."""
     component = TOPS[top].build(config)
     return verilog.convert(component, name=module_name(top, config), emit_src=False)
 

@@ -21,12 +21,12 @@ SYSTEM_CONFIG = NAMED_CONFIGS["small"].replace(
 LINK_LATENCY = 20
 
 
-def _run(topology: str, cases, *, mem_bytes=1 << 20, out=None):
-    spec = SystemSpec(SYSTEM_CONFIG, Topology.parse(topology), link_latency=LINK_LATENCY,
+def _run(topology: str, cases, *, mem_bytes=1 << 20, out=None, config=SYSTEM_CONFIG):
+    spec = SystemSpec(config, Topology.parse(topology), link_latency=LINK_LATENCY,
                       mem_bytes=mem_bytes)
-    runner, build_dir = build_sources(f"{spec.name}-{SYSTEM_CONFIG.digest}-m{mem_bytes}",
+    runner, build_dir = build_sources(f"{spec.name}-{config.digest}-m{mem_bytes}",
                                       system_sources(spec), spec.name, quiet=True)
-    env = {"SYSTEM_SPEC": json.dumps({"config": SYSTEM_CONFIG.to_dict(), "topology": topology,
+    env = {"SYSTEM_SPEC": json.dumps({"config": config.to_dict(), "topology": topology,
                                       "mem_bytes": mem_bytes}),
            "SYSTEM_CASES": json.dumps(cases)}
     if out:
@@ -69,3 +69,16 @@ def test_ring8_allreduce_1mib(tmp_path):
     cases = [{"collective": "allreduce", "mode": mode, "count": 1 << 18, "dtype": "fp32",
               "op": "sum", "seed": 8} for mode in ("ace", "baseline")]
     _run("ring:8", cases, mem_bytes=4 << 20, out=BUILD_ROOT / "ring8-allreduce-1mib.json")
+
+
+TORUS_CONFIG = SYSTEM_CONFIG.replace(name="small_sys4", num_links=4)
+
+
+@pytest.mark.large
+def test_torus4x2_collectives():
+    """A 4x2 2D torus (4 links per engine): hierarchical all-reduce (reduce-scatter on the
+    4-ring, all-reduce on the 2-ring, all-gather back), reduce-scatter and all-gather, both
+    modes, bit-exact with exact counters."""
+    cases = _cases([1001, 6000], collectives=("allreduce", "reduce_scatter", "allgather"),
+                   seed=500)
+    _run("torus:4x2", cases, config=TORUS_CONFIG)

@@ -5103,11 +5103,11 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_send_data__read
   wire sram_wr__ready;
   output sram_wr__valid;
   wire sram_wr__valid;
+  reg [23:0] step_words = 24'h000000;
   reg taken_s = 1'h0;
   reg taken_w = 1'h0;
   reg [15:0] w_mask = 16'h0000;
   wire w_ready;
-  reg [23:0] w_words = 24'h000000;
   reg wait_a = 1'h0;
   reg wait_b = 1'h0;
   reg wait_w = 1'h0;
@@ -5281,7 +5281,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_send_data__read
   always @(posedge clk)
     w_mask <= \$126 ;
   always @(posedge clk)
-    w_words <= \$127 ;
+    step_words <= \$127 ;
   always @(posedge clk)
     mem_error <= \$128 ;
   always @(posedge clk)
@@ -5668,7 +5668,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_send_data__read
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$127  = w_words;
+    \$127  = step_words;
     if (\$73 ) begin
       \$127  = \$2 [23:0];
     end
@@ -5967,17 +5967,19 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_send_data__read
   assign \cmd__payload$158 [0] = 1'h1;
   assign { \cmd__payload$158 [77:65], \cmd__payload$158 [8:1] } = 21'h000000;
   assign \cmd__payload$154 [52:37] = w_mask;
-  assign \cmd__payload$154 [36:13] = w_words;
+  assign \cmd__payload$154 [36:13] = step_words;
   assign \cmd__payload$154 [12:0] = plan[82:70];
   assign \cmd__payload$152 [64:33] = plan[67:36];
   assign \cmd__payload$152 [32:9] = plan[140:117];
-  assign { \cmd__payload$152 [77:65], \cmd__payload$152 [8:0] } = 22'h000001;
-  assign \cmd__payload$149 [36:13] = w_words;
+  assign \cmd__payload$152 [0] = 1'h1;
+  assign { \cmd__payload$152 [77:65], \cmd__payload$152 [8:1] } = 21'h000000;
+  assign \cmd__payload$149 [36:13] = step_words;
   assign \cmd__payload$149 [12:0] = plan[48:36];
   assign \cmd__payload$147 [64:33] = plan[33:2];
   assign \cmd__payload$147 [32:9] = plan[140:117];
-  assign { \cmd__payload$147 [77:65], \cmd__payload$147 [8:0] } = 22'h000001;
-  assign cmd__payload[36:13] = w_words;
+  assign \cmd__payload$147 [0] = 1'h1;
+  assign { \cmd__payload$147 [77:65], \cmd__payload$147 [8:1] } = 21'h000000;
+  assign cmd__payload[36:13] = step_words;
   assign cmd__payload[12:0] = plan[14:2];
   assign \$2  = { 4'h0, \$1 [24:4] };
 endmodule
@@ -30262,11 +30264,11 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_send_data__read
   wire sram_wr__ready;
   output sram_wr__valid;
   wire sram_wr__valid;
+  reg [23:0] step_words = 24'h000000;
   reg taken_s = 1'h0;
   reg taken_w = 1'h0;
   reg [15:0] w_mask = 16'h0000;
   wire w_ready;
-  reg [23:0] w_words = 24'h000000;
   reg wait_a = 1'h0;
   reg wait_b = 1'h0;
   reg wait_w = 1'h0;
@@ -30440,7 +30442,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_send_data__read
   always @(posedge clk)
     w_mask <= \$126 ;
   always @(posedge clk)
-    w_words <= \$127 ;
+    step_words <= \$127 ;
   always @(posedge clk)
     mem_error <= \$128 ;
   always @(posedge clk)
@@ -30827,7 +30829,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_send_data__read
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$127  = w_words;
+    \$127  = step_words;
     if (\$73 ) begin
       \$127  = \$2 [23:0];
     end
@@ -31126,17 +31128,19 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_send_data__read
   assign \cmd__payload$158 [0] = 1'h1;
   assign { \cmd__payload$158 [77:65], \cmd__payload$158 [8:1] } = 21'h000000;
   assign \cmd__payload$154 [52:37] = w_mask;
-  assign \cmd__payload$154 [36:13] = w_words;
+  assign \cmd__payload$154 [36:13] = step_words;
   assign \cmd__payload$154 [12:0] = plan[82:70];
   assign \cmd__payload$152 [64:33] = plan[67:36];
   assign \cmd__payload$152 [32:9] = plan[140:117];
-  assign { \cmd__payload$152 [77:65], \cmd__payload$152 [8:0] } = 22'h000001;
-  assign \cmd__payload$149 [36:13] = w_words;
+  assign \cmd__payload$152 [0] = 1'h1;
+  assign { \cmd__payload$152 [77:65], \cmd__payload$152 [8:1] } = 21'h000000;
+  assign \cmd__payload$149 [36:13] = step_words;
   assign \cmd__payload$149 [12:0] = plan[48:36];
   assign \cmd__payload$147 [64:33] = plan[33:2];
   assign \cmd__payload$147 [32:9] = plan[140:117];
-  assign { \cmd__payload$147 [77:65], \cmd__payload$147 [8:0] } = 22'h000001;
-  assign cmd__payload[36:13] = w_words;
+  assign \cmd__payload$147 [0] = 1'h1;
+  assign { \cmd__payload$147 [77:65], \cmd__payload$147 [8:1] } = 21'h000000;
+  assign cmd__payload[36:13] = step_words;
   assign cmd__payload[12:0] = plan[14:2];
   assign \$2  = { 4'h0, \$1 [24:4] };
 endmodule
