@@ -29,16 +29,14 @@ Per-step overhead: 4 cycles (fetch, decode, dependency, issue) plus the datapath
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .axi import Axi4Signature
-from .channel_datapath import ASource, StepDatapath, StepPlan, packet_bytes
+from .channel_datapath import ASource, StepDatapath, StepPlan, datapath_ports, packet_bytes
 from .csr import ErrorCause
 from .isa import INSTR_BITS, Instruction, Opcode
-from .layouts import (DMA_LENGTH_BITS, Dtype, NicRxBeat, NicSendCmd, NicTxBeat, ReduceOp,
-                      sram_read_signature, sram_write_signature)
+from .layouts import (DMA_LENGTH_BITS, Dtype, ReduceOp)
 
 __all__ = ["AceChannel", "STEP_BITS"]
 
@@ -94,10 +92,6 @@ class AceChannel(wiring.Component):
         self.config = config
         self.index = index
         C = config.num_channels
-        words = config.input_buffer_words + config.output_buffer_words
-        B = config.link_bytes
-        axi = dict(addr_bits=config.mem_addr_bits, data_bytes=config.mem_bytes,
-                   id_bits=config.mem_id_bits)
         members = {
             "imem_we": In(1), "imem_addr": In(range(config.program_words)),
             "imem_data": In(INSTR_BITS),
@@ -106,19 +100,8 @@ class AceChannel(wiring.Component):
             "steps_done": Out(16), "halted": Out(1), "running": Out(1), "finished": Out(1),
             "error": Out(1), "error_cause": Out(ErrorCause), "error_pc": Out(16),
             "progress": Out(1), "alu_beat": Out(1), "step_done": Out(1),
-            "sram_rd_a": Out(sram_read_signature(words, B)),
-            "sram_rd_b": Out(sram_read_signature(words, B)),
-            "sram_wr": Out(sram_write_signature(words, B)),
-            "mem_rd_a": Out(Axi4Signature(**axi, write=False)),
-            "mem_rd_b": Out(Axi4Signature(**axi, write=False)),
-            "mem_wr": Out(Axi4Signature(**axi, read=False)),
+            **datapath_ports(config),
         }
-        members["nic_send"] = Out(stream.Signature(NicSendCmd(config)))
-        members["nic_send_data"] = Out(stream.Signature(NicTxBeat(config)))
-        members["nic_recv"] = In(stream.Signature(NicRxBeat(config)))
-        members["nic_recv_link"] = Out(range(config.num_links))
-        members["mem_read_bytes"] = Out(range(2 * config.mem_bytes + 1))
-        members["mem_write_bytes"] = Out(range(config.mem_bytes + 1))
         for b in range(3):
             members[f"buf_base{b}"] = In(64)
             members[f"buf_limit{b}"] = In(32)

@@ -44,7 +44,7 @@ from .layouts import (DMA_LENGTH_BITS, NIC_NODE_BITS, NIC_TAG_BITS, DmaStatus, D
 from .sram_reader import SramSliceReader
 from .sram_writer import SramSliceWriter
 
-__all__ = ["ASource", "StepPlan", "StepDatapath", "packet_bytes"]
+__all__ = ["ASource", "StepPlan", "StepDatapath", "packet_bytes", "datapath_ports"]
 
 
 def packet_bytes(config) -> int:
@@ -85,6 +85,28 @@ class StepPlan(data.StructLayout):
         })
 
 
+def datapath_ports(config) -> dict:
+    """The datapath's ports to the SRAM, the memory interconnect and the NIC, and its memory
+    byte counts; :class:`~ace.channel.AceChannel` forwards the same set."""
+    words, B = _sram_words(config), config.link_bytes
+    axi = dict(addr_bits=config.mem_addr_bits, data_bytes=config.mem_bytes,
+               id_bits=config.mem_id_bits)
+    return {
+        "sram_rd_a": Out(sram_read_signature(words, B)),
+        "sram_rd_b": Out(sram_read_signature(words, B)),
+        "sram_wr": Out(sram_write_signature(words, B)),
+        "mem_rd_a": Out(Axi4Signature(**axi, write=False)),
+        "mem_rd_b": Out(Axi4Signature(**axi, write=False)),
+        "mem_wr": Out(Axi4Signature(**axi, read=False)),
+        "nic_send": Out(stream.Signature(NicSendCmd(config))),
+        "nic_send_data": Out(stream.Signature(NicTxBeat(config))),
+        "nic_recv": In(stream.Signature(NicRxBeat(config))),
+        "nic_recv_link": Out(range(config.num_links)),
+        "mem_read_bytes": Out(range(2 * config.mem_bytes + 1)),
+        "mem_write_bytes": Out(range(config.mem_bytes + 1)),
+    }
+
+
 def _sram_words(config) -> int:
     return config.input_buffer_words + config.output_buffer_words
 
@@ -111,27 +133,13 @@ class StepDatapath(wiring.Component):
 
     def __init__(self, config):
         self.config = config
-        words, B = _sram_words(config), config.link_bytes
-        axi = dict(addr_bits=config.mem_addr_bits, data_bytes=config.mem_bytes,
-                   id_bits=config.mem_id_bits)
         super().__init__({
             "plan": In(stream.Signature(StepPlan(config))),
             "done": Out(1),
             "mem_error": Out(1),
             "recv_error": Out(1),
             "abort": In(1),
-            "sram_rd_a": Out(sram_read_signature(words, B)),
-            "sram_rd_b": Out(sram_read_signature(words, B)),
-            "sram_wr": Out(sram_write_signature(words, B)),
-            "mem_rd_a": Out(Axi4Signature(**axi, write=False)),
-            "mem_rd_b": Out(Axi4Signature(**axi, write=False)),
-            "mem_wr": Out(Axi4Signature(**axi, read=False)),
-            "nic_send": Out(stream.Signature(NicSendCmd(config))),
-            "nic_send_data": Out(stream.Signature(NicTxBeat(config))),
-            "nic_recv": In(stream.Signature(NicRxBeat(config))),
-            "nic_recv_link": Out(range(config.num_links)),
-            "mem_read_bytes": Out(range(2 * config.mem_bytes + 1)),
-            "mem_write_bytes": Out(range(config.mem_bytes + 1)),
+            **datapath_ports(config),
             "alu_beat": Out(1),
         })
 

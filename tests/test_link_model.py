@@ -8,24 +8,15 @@ import random
 
 import pytest
 from amaranth.back import verilog
-from amaranth.sim import Simulator
 
 from sim_harness.link import LinkModel, RamFifo, bytes_per_cycle_q8
+from testbench.amaranth_sim import run_with_watchdog
 
 TIMEOUT_CYCLES = 20000
 
 
 def _run(dut, testbenches, timeout=TIMEOUT_CYCLES):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    for tb in testbenches:
-        sim.add_testbench(tb)
-
-    async def watchdog(ctx):
-        await ctx.delay(timeout * 1e-8)
-        raise AssertionError("watchdog: simulation did not finish")
-    sim.add_testbench(watchdog, background=True)
-    sim.run()
+    run_with_watchdog(dut, testbenches, timeout)
 
 
 def _beats(rng, count, db):

@@ -9,26 +9,17 @@ import random
 
 import pytest
 from amaranth.back import verilog
-from amaranth.sim import Simulator
 
 from ace.axi import AxiBurst, AxiResp
 from sim_harness.link import bytes_per_cycle_q8, share_q16
 from sim_harness.memory import MemoryModel
+from testbench.amaranth_sim import run_with_watchdog
 
 TIMEOUT_CYCLES = 20000
 
 
 def _run(dut, testbenches, timeout=TIMEOUT_CYCLES):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    for tb in testbenches:
-        sim.add_testbench(tb)
-
-    async def watchdog(ctx):
-        await ctx.delay(timeout * 1e-8)
-        raise AssertionError("watchdog: simulation did not finish")
-    sim.add_testbench(watchdog, background=True)
-    sim.run()
+    run_with_watchdog(dut, testbenches, timeout)
 
 
 class Clock:
