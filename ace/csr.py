@@ -82,20 +82,25 @@ class ErrorCause(enum.Enum, shape=4):
     error; STATUS also names the channel and the program counter of the failing instruction.
 
     * ``NONE`` = 0: no error.
-    * ``BAD_OPCODE`` = 1: the instruction has a reserved opcode (12 to 14).
+    * ``BAD_OPCODE`` = 1: an undefined opcode (11 to 14) or non-zero reserved bits.
     * ``BAD_BUFFER`` = 2: a src/dst buffer selector is the reserved value 3.
-    * ``BAD_ADDRESS`` = 3: a slice ends past its buffer's BUF_LIMIT, or mem_addr does not fit
-      mem_addr_bits.
+    * ``BAD_ADDRESS`` = 3: a slice ends past its buffer's BUF_LIMIT or the SRAM, or mem_addr +
+      length does not fit mem_addr_bits.
     * ``BAD_LINK`` = 4: send_link or recv_link is not below num_links.
-    * ``BAD_DEP`` = 5: the dependency names a channel that does not exist or is not enabled,
-      or the channel itself.
-    * ``DEP_NEVER`` = 6: the channel waited on ended before completing the step depended on.
-    * ``BAD_COUNT`` = 7: a data step has count 0, or a count the datapath cannot move.
-    * ``RECV_MISMATCH`` = 8: a received packet does not match the step (source node, length).
+    * ``BAD_DEP`` = 5: the dependency names a channel that does not exist, or a later step of the
+      channel itself.
+    * ``DEP_NEVER`` = 6: the channel waited on halted (finished, not enabled, or failed) before
+      completing the step.
+    * ``BAD_COUNT`` = 7: a data step has count 0 or over 2**24 - 1 bytes, or a memory-placement
+      receive exceeds packet_bytes.
+    * ``RECV_MISMATCH`` = 8: a received packet does not match the step (source node, length, tag or
+      framing).
     * ``MEM_ERROR`` = 9: the memory port answered SLVERR or DECERR.
-    * ``TIMEOUT`` = 10: the channel made no progress for TIMEOUT cycles (the watchdog).
+    * ``TIMEOUT`` = 10: the engine made no progress for TIMEOUT cycles while the channel waited (the
+      watchdog).
     * ``PC_OVERFLOW`` = 11: the program counter ran past program_words without an END.
-    * ``LINK_ERROR`` = 12: the NIC reported an error on a link the channel uses.
+    * ``LINK_ERROR`` = 12: a link's receiver flagged a bad packet (STATUS names the link in the
+      channel field).
     """
     NONE = 0
     BAD_OPCODE = 1
@@ -116,20 +121,25 @@ class ErrorCause(enum.Enum, shape=4):
 #: a test keeps them equal).
 ERROR_CAUSE_TEXT: dict[ErrorCause, str] = {
     ErrorCause.NONE: "no error.",
-    ErrorCause.BAD_OPCODE: "the instruction has a reserved opcode (12 to 14).",
+    ErrorCause.BAD_OPCODE: "an undefined opcode (11 to 14) or non-zero reserved bits.",
     ErrorCause.BAD_BUFFER: "a src/dst buffer selector is the reserved value 3.",
-    ErrorCause.BAD_ADDRESS: "a slice ends past its buffer's BUF_LIMIT, or mem_addr does not fit "
-                            "mem_addr_bits.",
+    ErrorCause.BAD_ADDRESS: "a slice ends past its buffer's BUF_LIMIT or the SRAM, or mem_addr + "
+                            "length does not fit mem_addr_bits.",
     ErrorCause.BAD_LINK: "send_link or recv_link is not below num_links.",
-    ErrorCause.BAD_DEP: "the dependency names a channel that does not exist or is not enabled, "
-                        "or the channel itself.",
-    ErrorCause.DEP_NEVER: "the channel waited on ended before completing the step depended on.",
-    ErrorCause.BAD_COUNT: "a data step has count 0, or a count the datapath cannot move.",
-    ErrorCause.RECV_MISMATCH: "a received packet does not match the step (source node, length).",
+    ErrorCause.BAD_DEP: "the dependency names a channel that does not exist, or a later step of "
+                        "the channel itself.",
+    ErrorCause.DEP_NEVER: "the channel waited on halted (finished, not enabled, or failed) before "
+                          "completing the step.",
+    ErrorCause.BAD_COUNT: "a data step has count 0 or over 2**24 - 1 bytes, or a memory-placement "
+                          "receive exceeds packet_bytes.",
+    ErrorCause.RECV_MISMATCH: "a received packet does not match the step (source node, length, tag"
+                              " or framing).",
     ErrorCause.MEM_ERROR: "the memory port answered SLVERR or DECERR.",
-    ErrorCause.TIMEOUT: "the channel made no progress for TIMEOUT cycles (the watchdog).",
+    ErrorCause.TIMEOUT: "the engine made no progress for TIMEOUT cycles while the channel waited "
+                        "(the watchdog).",
     ErrorCause.PC_OVERFLOW: "the program counter ran past program_words without an END.",
-    ErrorCause.LINK_ERROR: "the NIC reported an error on a link the channel uses.",
+    ErrorCause.LINK_ERROR: "a link's receiver flagged a bad packet (STATUS names the link in the "
+                           "channel field).",
 }
 
 
