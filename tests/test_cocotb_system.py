@@ -25,7 +25,8 @@ def _run(topology: str, cases, *, mem_bytes=1 << 20, out=None, config=SYSTEM_CON
     spec = SystemSpec(config, Topology.parse(topology), link_latency=LINK_LATENCY,
                       mem_bytes=mem_bytes)
     runner, build_dir = build_sources(f"{spec.name}-{config.digest}-m{mem_bytes}",
-                                      system_sources(spec), spec.name, quiet=True)
+                                      system_sources(spec), spec.name, quiet=True,
+                                      top_only=True)
     env = {"SYSTEM_SPEC": json.dumps({"config": config.to_dict(), "topology": topology,
                                       "mem_bytes": mem_bytes}),
            "SYSTEM_CASES": json.dumps(cases)}
