@@ -31,7 +31,7 @@ from ace.axi import Axi4Signature, AxiLiteSignature
 from ace.config import AceConfig
 from ace.csr import CSR_ADDR_BITS
 from ace.engine import AceEngine
-from ace.program import Topology
+from ace.program import ProgramError, Topology
 
 from .link import LinkModel
 from .memory import MemoryModel
@@ -79,7 +79,7 @@ def link_partners(topology: Topology) -> dict[tuple[int, int], tuple[int, int]]:
                 continue
             try:
                 lx = topology.send_link(x, y)
-            except Exception:          # not neighbours
+            except ProgramError:       # not neighbours
                 continue
             ly = topology.recv_link(y, x)
             out[(x, lx)] = (y, ly)
