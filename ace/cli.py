@@ -3,7 +3,8 @@
 Subcommands:
   generate   write the Verilog, file lists and FuseSoC core of a configuration (``--check``)
   lint       run ``verilator --lint-only -Wall`` on generated Verilog with the waiver file
-  demo       the main job until the harness exists: random fp32/bf16 beats through the ALU array
+  replay     the main job: replay a collective trace on the multi-node RTL, ACE and baseline
+  demo       random fp32/bf16 beats through the ALU array, checked
   synth      synthesize a top for an FPGA and report LUTs, FFs, BRAMs, DSPs and Fmax
 
 User errors (bad config, missing files) print one line and exit with status 2.
@@ -78,6 +79,53 @@ def cmd_synth(args) -> int:
                      out_dir=Path(args.out) if args.out else None)
 
 
+def cmd_replay(args) -> int:
+    from sim_harness.replay import ReplayError, replay
+    from sim_harness.report import format_table, write_results
+    from sim_harness.systems import load_system
+    from sim_harness.trace import TraceError
+    from sim_harness.traces import DEFAULT_TRACE, load_trace
+
+    from .program import ProgramError
+
+    try:
+        trace = load_trace(args.trace or DEFAULT_TRACE, system_file=args.astra_system,
+                           network_file=args.astra_network, msccl_bytes=args.bytes)
+        topology = None
+        if args.system is None:
+            topology = trace.system.topology or (f"ring:{trace.nodes}" if trace.nodes
+                                                 else None)
+        system = load_system(args.system, topology=topology)
+        modes = ("ace", "baseline") if args.mode == "both" else (args.mode,)
+        if not 0 <= args.background < 1:
+            raise UserError(f"--background: {args.background}; allowed: 0 <= share < 1")
+        print(f"replaying {trace.path} ({trace.format}, {len(trace.collectives)} "
+              f"collectives) on {system.topology} [{system.config.name}], modes: "
+              f"{', '.join(modes)}", flush=True)
+        results = replay(trace, system, modes=modes, seed=args.seed, interval=args.interval,
+                         background_share=args.background, waves=args.waves,
+                         progress=not args.quiet)
+    except (TraceError, ProgramError) as error:
+        raise UserError(str(error)) from None
+    except ReplayError as error:
+        print(f"ace replay: failed: {error}", file=sys.stderr)
+        return 1
+    out = Path(args.out)
+    write_results(out, results["system"], results["runs"])
+    with open(out / "results.json") as f:
+        import json
+        document = json.load(f)
+    print(format_table(document))
+    print(f"results in {out}/ (results.json, summary.csv, plots, timeline.json)")
+    wrong = [r["name"] + f" ({run['mode']})" for run in document["runs"]
+             for r in run["collectives"] if not r["correct"]]
+    if wrong:
+        print(f"ace replay: results differ from the golden model: {', '.join(wrong)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ace", description="ACE: Accelerator Collectives Engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,6 +141,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lint", help="verilator --lint-only -Wall on generated Verilog")
     p.add_argument("--config", help="named configuration or file (default: every named one)")
     p.set_defaults(func=cmd_lint)
+
+    p = sub.add_parser("replay", help="replay a collective trace on the RTL system and measure")
+    p.add_argument("trace", nargs="?", help="trace file (ACE YAML/JSON, ASTRA-sim workload, "
+                   "Chakra .et or directory, MSCCL .xml); default: the bundled 8-node ring "
+                   "1 MiB fp32 all-reduce")
+    p.add_argument("--system", help="named system (ring4, ring8, ring16, torus4x2) or a "
+                   ".toml/.json system file (default: ring8, or the trace's topology)")
+    p.add_argument("--mode", default="both", choices=["ace", "baseline", "both"])
+    p.add_argument("--out", default="build/replay", help="output directory")
+    p.add_argument("--bytes", type=int, help="collective size for MSCCL traces (bytes per node)")
+    p.add_argument("--astra-system", help="ASTRA-sim system file for a workload trace")
+    p.add_argument("--astra-network", help="ASTRA-sim network file for a workload trace")
+    p.add_argument("--background", type=float, default=0.0,
+                   help="share of memory bandwidth taken by background traffic, 0 to <1")
+    p.add_argument("--seed", type=int, default=1, help="random seed of the input data")
+    p.add_argument("--interval", type=int, help="sampling interval, cycles (default: auto)")
+    p.add_argument("--waves", action="store_true", help="record an FST waveform")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("demo", help="random fp32/bf16 beats through the ALU array, checked")
     p.add_argument("--config", default="default", help="named configuration or file")

@@ -21,10 +21,20 @@ collectives compose ASTRA-sim style: all-reduce = reduce-scatter on dims 0..k-2,
 dim k-1, all-gather on dims k-2..0; reduce-scatter runs its phases from the last dimension to
 the first and all-gather from the first to the last, so that node n ends with block n.
 
-Chunking: the collective is split into chunks that fit one SRAM slot per channel; chunk c runs
-entirely on channel ``c % num_channels`` (slot ``c % num_channels``), through all phases, so up to
-``num_channels`` chunks are in flight. Modes: ``ace`` (buffers in SRAM, inputs loaded once,
-results stored once) and ``baseline`` (the same steps with buffers in main memory).
+Chunking: the collective is split into chunks that fit one SRAM slot; every communication step of
+chunk c runs on one channel, through all phases, so several chunks are in flight. Modes: ``ace``
+(buffers in SRAM, inputs loaded once, results stored once) and ``baseline`` (the same steps with
+buffers in main memory).
+
+In ``ace`` mode with two or more channels, channel 0 is the *mover*: it runs every ``load`` and
+``store``, and channels 1..C-1 communicate (chunk c on channel ``1 + c % (C-1)``). Each
+communicating channel has two SRAM slots, so the mover loads a channel's next chunk while the
+channel still works on the current one, and loads and stores overlap the network traffic
+instead of stalling it. The hand-offs are ``nop`` steps with a dependency: a channel's first
+step of chunk c waits for the mover's last load of c, and the mover's stores of c wait for the
+channel's last step of c. The mover issues ``in(0..L-1)``, then ``out(c), in(c+L)`` for
+c = 0, 1, ... (L = 2(C-1) slots; chunk c+L reuses chunk c's slot, so its load follows the store
+of c). With one channel (or in baseline mode) chunk c runs wholly on channel ``c % C``.
 """
 
 from __future__ import annotations
@@ -142,6 +152,12 @@ class _Compiler:
         self.addrs = addrs
         self.dims = [k for k, d in enumerate(topology.dims) if d > 1]
         self.blocks = collective_blocks(collective, count, topology, self.epw)
+        # The mover (module docstring): channel 0 loads and stores, 2 slots per other channel.
+        self.mover = mode == "ace" and self.C >= 2
+        self.comm = self.C - 1 if self.mover else self.C
+        self.slots = 2 * self.comm if self.mover else self.C
+        self._sink = None          # when set: per-node step lists the mover's steps go to
+        self.dep_targets = {}      # id(nop) -> (channel, Step it waits for)
 
     # -- chunk planning -----------------------------------------------------------------------
 
@@ -175,8 +191,8 @@ class _Compiler:
 
     def plan_chunks(self) -> int:
         cfg = self.config
-        cap_in = cfg.input_buffer_words // self.C
-        cap_out = cfg.output_buffer_words // self.C
+        cap_in = cfg.input_buffer_words // self.slots
+        cap_out = cfg.output_buffer_words // self.slots
         words = -(-self.S // self.epw)
         n = max(1, -(-words // max(1, min(cap_in, cap_out))))
         while True:
@@ -195,7 +211,7 @@ class _Compiler:
                                    f"slot); at least {needed} are needed")
             n = self.requested_chunks
         else:
-            n = max(needed, min(self.C, max(1, words // self.p)))
+            n = max(needed, min(self.slots, max(1, words // self.p)))
         self.slot_in, self.slot_out = self._slot_need(n)
         return n
 
@@ -209,8 +225,15 @@ class _Compiler:
             step.send_peer, step.send_link = to, self.topo.send_link(me, to)
         if frm is not None:
             step.recv_peer, step.recv_link = frm, self.topo.recv_link(me, frm)
-        self.out[me][self._chan].append(step)
+        (self._sink[me] if self._sink is not None else self.out[me][self._chan]).append(step)
         return step
+
+    def _wait(self, steps: list[Step], channel: int, target: Step | None) -> None:
+        """Append a ``nop`` that waits until ``channel`` has run ``target`` (nothing if None)."""
+        if target is not None:
+            nop = Step(type="nop", dtype=self.dtype, op=self.op)
+            self.dep_targets[id(nop)] = (channel, target)
+            steps.append(nop)
 
     def _seg_of(self, local: int) -> _Seg:
         for seg in self.segs:
@@ -531,11 +554,14 @@ class _Compiler:
                                      scratch_elems=scratch))
         self.nodes = nodes
 
+        mover_in = [[[] for _ in range(p)] for _ in range(n_chunks)]
+        mover_out = [[[] for _ in range(p)] for _ in range(n_chunks)]
         for c in range(n_chunks):
-            self._chan = c % self.C
+            self._chan = 1 + c % self.comm if self.mover else c % self.C
+            slot = c % self.slots
             self.segs = self._chunk_segments(n_chunks, c)
-            self.base_in = self._chan * self.slot_in * epw
-            self.base_out = self._chan * self.slot_out * epw
+            self.base_in = slot * self.slot_in * epw
+            self.base_out = slot * self.slot_out * epw
             self.written = [[] for _ in range(p)]
             if coll == "allreduce":
                 length = self.segs[0].length
@@ -543,7 +569,15 @@ class _Compiler:
                                           epw)
             else:
                 self.nest = [(s.local, s.length) for s in self.segs]
-            self._memory_in(c)
+            if self.mover:
+                self._sink = mover_in[c]
+                self._memory_in(c)
+                self._sink = None
+                for n in range(p):
+                    self._wait(self.out[n][self._chan], 0,
+                               mover_in[c][n][-1] if mover_in[c][n] else None)
+            else:
+                self._memory_in(c)
             if coll == "alltoall":
                 self._alltoall(c, n_chunks, self.algs[self.dims[0]])
             else:
@@ -560,10 +594,32 @@ class _Compiler:
                 else:
                     for q in range(last, -1, -1):
                         self.phase("ag", q)
-            self._memory_out(c)
+            if self.mover:
+                for n in range(p):
+                    steps = self.out[n][self._chan]
+                    self._wait(mover_out[c][n], self._chan, steps[-1] if steps else None)
+                self._sink = mover_out[c]
+                self._memory_out(c)
+                self._sink = None
+            else:
+                self._memory_out(c)
+        if self.mover:
+            L = self.slots
+            for n in range(p):
+                order: list = list(range(min(L, n_chunks)))
+                for c in range(n_chunks):
+                    order.append(("out", c))
+                    if c + L < n_chunks:
+                        order.append(c + L)
+                for item in order:
+                    if isinstance(item, tuple):
+                        self.out[n][0] += mover_out[item[1]][n]
+                    else:
+                        self.out[n][0] += mover_in[item][n]
 
         per_node = [[_fuse([s for s in self.out[n][c] if s.type == "nop" or s.count > 0])
                      for c in range(self.C)] for n in range(p)]
+        self._resolve_deps(per_node)
         # The NIC delivers channel c's packets to channel c: keep channel indices, and give
         # every node the same number of channels (up to the highest one used anywhere).
         width = max([c + 1 for lists in per_node for c, st in enumerate(lists) if st] or [0])
@@ -585,6 +641,28 @@ class _Compiler:
         return CollectiveProgram(collective=coll, algorithm=alg_name, dtype=self.dtype,
                                  op=self.op, count=self.S, nodes=nodes, topology=self.topo,
                                  mode=self.mode, chunks=n_chunks, blocks=blocks)
+
+    def _resolve_deps(self, per_node) -> None:
+        """Turn the hand-off nops' target steps into ``dep = (channel, index)`` now that empty
+        steps are dropped and pairs fused: a target that is gone stands for the last step kept
+        before it (or for nothing, and the nop needs no dependency)."""
+        if not self.dep_targets:
+            return
+        for n in range(self.p):
+            index = {}
+            for c in range(self.C):
+                kept = {id(st): k for k, st in enumerate(per_node[n][c])}
+                last = None
+                for st in self.out[n][c]:
+                    if id(st) in kept:
+                        last = kept[id(st)]
+                    index[id(st)] = (c, last)
+            for c in range(self.C):
+                for st in per_node[n][c]:
+                    if id(st) in self.dep_targets:
+                        channel, target = self.dep_targets[id(st)]
+                        _, k = index[id(target)]
+                        st.dep = None if k is None else (channel, k)
 
     def _memory_in(self, c):
         """Load steps (ace) or the initial local copy (baseline) of chunk c."""

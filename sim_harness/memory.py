@@ -98,9 +98,10 @@ class MemoryModel(wiring.Component):
     max_latency : int or None
         Largest latency at which single-beat bursts still stream at full rate: sets the queue
         depths and the width of ``cfg_latency``. ``max(latency, 64)`` if None, up to 65536.
-    storage : "amaranth" or "verilog"
-        The array as an Amaranth ``Memory`` (Amaranth simulator) or the behavioural Verilog RAM
-        of :mod:`sim_harness.sim_ram` (system builds; see there why).
+    storage : "amaranth", "verilog" or "dpi"
+        The array as an Amaranth ``Memory`` (Amaranth simulator), the behavioural Verilog RAM
+        of :mod:`sim_harness.sim_ram` (cocotb system builds; see there why), or words held by
+        the C++ harness driver (``dpi``; ``node`` is its memory index).
 
     Members
     -------
@@ -133,7 +134,7 @@ class MemoryModel(wiring.Component):
     def __init__(self, *, size_bytes: int, data_bytes: int, addr_bits: int, id_bits: int,
                  bytes_per_cycle: Real | None = None, latency: int = 2,
                  background_share: Real = 0.0, max_latency: int | None = None,
-                 storage: str = "amaranth"):
+                 storage: str = "amaranth", node: int = 0):
         self._MustUse__silence = True   # no "never used" warning when a check below raises
         _check_int("data_bytes", data_bytes, 1, 128, "bytes per beat")
         if data_bytes & (data_bytes - 1):
@@ -166,6 +167,7 @@ class MemoryModel(wiring.Component):
         self.background_share = background_share
         self.max_latency = max_latency
         self.storage = storage
+        self.node = node
         self.words = size_bytes // data_bytes
         #: Depth of the AR, AW and B queues.
         self.queue_depth = _pow2_at_least(max_latency + 2)
@@ -192,7 +194,7 @@ class MemoryModel(wiring.Component):
         db_log2 = (db - 1).bit_length()
         word_bits = len(self.bd_addr)
 
-        m.submodules.array = array = SimRam(self.words, db, storage=self.storage)
+        m.submodules.array = array = SimRam(self.words, db, storage=self.storage, node=self.node)
         axi_wp = _Port(array, "w0")
         axi_rp = _Port(array, "r0")
         m.d.comb += [

@@ -10,6 +10,13 @@ directed edge of a topology, built in Amaranth for Verilator.
                    | rx{l} <--- LinkModel <--- tx{l'} of the partner node
                    +-----------------------+
 
+Two builds of the same system: ``host="cocotb"`` for cocotb testbenches (memories loaded and
+read through backdoor ports, rates and latencies fixed at build time) and ``host="driver"`` for
+the C++ harness driver (:mod:`sim_harness.simulator`): the memories' words live in the driver
+(DPI), memory and link rates and latencies are top-level inputs, so one build serves a whole
+sweep, and every memory model's and link model's byte counters are top-level outputs that the
+driver samples without disturbing the engines.
+
 The engine is generated once (:func:`engine_verilog`) and instantiated N times through
 ``Instance``, so Verilator compiles it once. Link ``l`` of node ``x`` and link ``l'`` of node
 ``y`` form one bidirectional link (both directions modelled, each with its own latency line), as
@@ -34,10 +41,18 @@ from ace.engine import AceEngine
 from ace.program import ProgramError, Topology
 
 from .link import LinkModel
+from .link import COUNTER_BITS, RATE_BITS
 from .memory import MemoryModel
-from .sim_ram import SIM_RAM_MODULE, SIM_RAM_VERILOG
+from .sim_ram import SIM_RAM_DPI_MODULE, SIM_RAM_DPI_VERILOG, SIM_RAM_MODULE, SIM_RAM_VERILOG
 
-__all__ = ["SystemSpec", "AceSystem", "link_partners", "engine_verilog", "system_sources"]
+__all__ = ["SystemSpec", "AceSystem", "link_partners", "engine_verilog", "system_sources",
+           "HOSTS", "MAX_MEM_LATENCY", "MAX_LINK_LATENCY"]
+
+#: Who drives a system build (see the module docstring).
+HOSTS = ("cocotb", "driver")
+#: Largest memory and link latencies a ``driver`` build accepts at run time, cycles.
+MAX_MEM_LATENCY = 126
+MAX_LINK_LATENCY = 255
 
 
 @dataclass(frozen=True)
@@ -49,8 +64,16 @@ class SystemSpec:
     mem_bytes: int = 1 << 20            # per node
     mem_latency: int = 8
     mem_bytes_per_cycle: float | None = None    # default: one read and one write beat per cycle
+    host: str = "cocotb"
 
     def __post_init__(self):
+        if self.host not in HOSTS:
+            raise ValueError(f"host: {self.host!r}; allowed: {', '.join(HOSTS)}")
+        if self.host == "driver" and not (1 <= self.link_latency <= MAX_LINK_LATENCY
+                                          and 2 <= self.mem_latency <= MAX_MEM_LATENCY):
+            raise ValueError(f"link_latency {self.link_latency} / mem_latency "
+                             f"{self.mem_latency}: allowed 1 to {MAX_LINK_LATENCY} / 2 to "
+                             f"{MAX_MEM_LATENCY} cycles")
         if self.topology.kind == "switch":
             raise ValueError("topology: switch systems are not modelled yet; allowed: torus "
                              "(ring) or fully_connected")
@@ -99,19 +122,39 @@ class AceSystem(wiring.Component):
     n{k}_axil : In(AxiLiteSignature(16, 4)), the engine's CSRs
     n{k}_bd_addr, n{k}_bd_wdata, n{k}_bd_we : In, n{k}_bd_rdata : Out, the memory backdoor
     n{k}_irq : Out(1)
+
+    ``host="driver"`` builds have no backdoor ports and add, shared by all nodes,
+    ``mem_bytes_per_cycle_q8``, ``mem_background_q16``, ``mem_latency``,
+    ``link_bytes_per_cycle_q8``, ``link_latency`` (In; see :class:`MemoryModel` and
+    :class:`LinkModel`), and per node ``n{k}_mem_read_bytes``, ``n{k}_mem_write_bytes`` and
+    ``n{k}_link{l}_bytes`` for every link the topology uses (Out(48), cumulative).
     """
 
     def __init__(self, spec: SystemSpec):
         self.spec = spec
         cfg = spec.config
         words = spec.mem_bytes // cfg.mem_bytes
+        partners = link_partners(spec.topology)
         members = {}
+        if spec.host == "driver":
+            members.update({
+                "mem_bytes_per_cycle_q8": In(RATE_BITS), "mem_background_q16": In(16),
+                "mem_latency": In(MAX_MEM_LATENCY.bit_length()),
+                "link_bytes_per_cycle_q8": In(RATE_BITS),
+                "link_latency": In(MAX_LINK_LATENCY.bit_length())})
         for k in range(spec.topology.num_nodes):
             members[f"n{k}_axil"] = In(AxiLiteSignature(CSR_ADDR_BITS, 4))
-            members[f"n{k}_bd_addr"] = In(range(words))
-            members[f"n{k}_bd_wdata"] = In(8 * cfg.mem_bytes)
-            members[f"n{k}_bd_we"] = In(1)
-            members[f"n{k}_bd_rdata"] = Out(8 * cfg.mem_bytes)
+            if spec.host == "cocotb":
+                members[f"n{k}_bd_addr"] = In(range(words))
+                members[f"n{k}_bd_wdata"] = In(8 * cfg.mem_bytes)
+                members[f"n{k}_bd_we"] = In(1)
+                members[f"n{k}_bd_rdata"] = Out(8 * cfg.mem_bytes)
+            else:
+                members[f"n{k}_mem_read_bytes"] = Out(COUNTER_BITS)
+                members[f"n{k}_mem_write_bytes"] = Out(COUNTER_BITS)
+                for l in range(cfg.num_links):
+                    if (k, l) in partners:
+                        members[f"n{k}_link{l}_bytes"] = Out(COUNTER_BITS)
             members[f"n{k}_irq"] = Out(1)
         super().__init__(members)
 
@@ -122,6 +165,7 @@ class AceSystem(wiring.Component):
         template = AceEngine(cfg)
         template._MustUse__silence = True      # only its signature is used
         partners = link_partners(spec.topology)
+        driver = spec.host == "driver"
 
         engines = []      # per node: {port path: Signal}
         for k in range(p):
@@ -138,7 +182,9 @@ class AceSystem(wiring.Component):
             memory = MemoryModel(size_bytes=spec.mem_bytes, data_bytes=cfg.mem_bytes,
                                  addr_bits=cfg.mem_addr_bits, id_bits=cfg.mem_id_bits,
                                  bytes_per_cycle=spec.mem_bytes_per_cycle,
-                                 latency=spec.mem_latency, storage="verilog")
+                                 latency=spec.mem_latency,
+                                 max_latency=MAX_MEM_LATENCY if driver else None,
+                                 storage="dpi" if driver else "verilog", node=k)
             m.submodules[f"memory{k}"] = memory
             master = Axi4Signature(cfg.mem_addr_bits, cfg.mem_bytes, cfg.mem_id_bits)
             for name, member in master.members.items():
@@ -153,21 +199,37 @@ class AceSystem(wiring.Component):
                     m.d.comb += signals[f"s_axil__{name}"].eq(outer)
                 else:
                     m.d.comb += outer.eq(signals[f"s_axil__{name}"])
-            m.d.comb += [
-                memory.bd_addr.eq(getattr(self, f"n{k}_bd_addr")),
-                memory.bd_wdata.eq(getattr(self, f"n{k}_bd_wdata")),
-                memory.bd_we.eq(getattr(self, f"n{k}_bd_we")),
-                getattr(self, f"n{k}_bd_rdata").eq(memory.bd_rdata),
-                getattr(self, f"n{k}_irq").eq(signals["irq"]),
-            ]
+            m.d.comb += getattr(self, f"n{k}_irq").eq(signals["irq"])
+            if driver:
+                m.d.comb += [
+                    memory.cfg_bytes_per_cycle_q8.eq(self.mem_bytes_per_cycle_q8),
+                    memory.cfg_background_q16.eq(self.mem_background_q16),
+                    memory.cfg_latency.eq(self.mem_latency),
+                    getattr(self, f"n{k}_mem_read_bytes").eq(memory.read_bytes),
+                    getattr(self, f"n{k}_mem_write_bytes").eq(memory.write_bytes),
+                ]
+            else:
+                m.d.comb += [
+                    memory.bd_addr.eq(getattr(self, f"n{k}_bd_addr")),
+                    memory.bd_wdata.eq(getattr(self, f"n{k}_bd_wdata")),
+                    memory.bd_we.eq(getattr(self, f"n{k}_bd_we")),
+                    getattr(self, f"n{k}_bd_rdata").eq(memory.bd_rdata),
+                ]
 
         for k in range(p):
             for l in range(cfg.num_links):
                 if (k, l) not in partners:
                     continue
                 peer, peer_link = partners[(k, l)]
-                link = LinkModel(data_bytes=cfg.link_bytes, latency=spec.link_latency)
+                link = LinkModel(data_bytes=cfg.link_bytes, latency=spec.link_latency,
+                                 max_latency=MAX_LINK_LATENCY if driver else None)
                 m.submodules[f"link_{k}_{l}"] = link
+                if driver:
+                    m.d.comb += [
+                        link.cfg_bytes_per_cycle_q8.eq(self.link_bytes_per_cycle_q8),
+                        link.cfg_latency.eq(self.link_latency),
+                        getattr(self, f"n{k}_link{l}_bytes").eq(link.bytes),
+                    ]
                 src, dst = engines[k], engines[peer]
                 for field in ("tdata", "tkeep", "tlast", "tvalid"):
                     m.d.comb += [getattr(link.i, field).eq(src[f"tx{l}__{field}"]),
@@ -180,5 +242,7 @@ class AceSystem(wiring.Component):
 def system_sources(spec: SystemSpec) -> dict[str, str]:
     """File name -> Verilog text: the engine module and the system top."""
     top = verilog.convert(AceSystem(spec), name=spec.name, emit_src=False)
-    return {f"{spec.engine_module}.v": engine_verilog(spec.config),
-            f"{SIM_RAM_MODULE}.v": SIM_RAM_VERILOG, f"{spec.name}.v": top}
+    ram = ({f"{SIM_RAM_DPI_MODULE}.sv": SIM_RAM_DPI_VERILOG} if spec.host == "driver"
+           else {f"{SIM_RAM_MODULE}.v": SIM_RAM_VERILOG})
+    return {f"{spec.engine_module}.v": engine_verilog(spec.config), **ram,
+            f"{spec.name}.v": top}

@@ -1,0 +1,433 @@
+"""Metrics of a trace replay: raw measurements of one collective in one mode -> the figures of
+DESIGN section 6, and the bounds they are compared with.
+
+Everything here is a pure function of plain dicts and numbers (no simulation, no files), so the
+replay runner, the report writers and the tests share one definition of every figure.
+
+Notation: ``S`` is the collective's vector length in bytes per node (:mod:`sim_harness.trace`),
+``p`` the number of nodes, ``B`` the link rate in payload bytes per cycle, ``L`` the link latency
+in cycles, ``f`` the clock in MHz, ``T`` the measured cycles (command issue to done status).
+
+Bound (:func:`bound_terms`, :func:`bound_cycles`)
+    ``bound = W / B + steps * L``: ``W`` is the payload the algorithm must put on one link
+    (its ideal per-link bytes, below) and ``steps`` the algorithm's sequential communication
+    steps (:func:`latency_steps`). ``time_over_bound = T / bound``.
+
+    Per-phase ideal link bytes of one topology dimension of ``g`` nodes, for a phase whose full
+    vector is ``D`` bytes per node (reduce-scatter: its input; all-gather: its output):
+
+    ==================  ===========================  ====================================
+    algorithm           reduce-scatter / all-gather  all-reduce
+    ==================  ===========================  ====================================
+    ring                (g-1)/g * D                  2 (g-1)/g * D
+    direct              D/g (one link per peer);     2 D/g; switch: 2 (g-1)/g * D
+                        switch: (g-1)/g * D
+    halving_doubling    (g-1)/g * D                  2 (g-1)/g * D
+    ==================  ===========================  ====================================
+
+    Ring sends on one link per dimension (the ``+1`` neighbour, as :mod:`ace.compiler`
+    emits it), so every ring step's bytes land on that link; a switch gives each node one link
+    for every peer. Halving-doubling's steps depend on each other, so their bytes add up even
+    where each step uses a different link (fully connected): ``D/2 + D/4 + ... = (g-1)/g * D``.
+
+    All-to-all (one-dimensional topologies only, as the compiler): ``direct`` puts ``S/p`` on
+    each link (switch: ``(p-1)/p * S`` on its one link); ``ring`` forwards every block hop by
+    hop in one direction, so the block for the peer ``r`` hops away crosses ``r`` links:
+    ``sum_{r=1}^{p-1} r * S/p = (p-1)/2 * S`` per link (this, not ``(p-1)/p * S``, is what the
+    ring all-to-all must move).
+
+    Hierarchical (multi-dimensional) collectives compose ASTRA-sim style, as the compiler
+    does: all-reduce = reduce-scatter on dims ``0..k-2`` (the data shrinking by each
+    dimension's size), all-reduce on dim ``k-1``, all-gather back on ``k-2..0``; a
+    reduce-scatter visits the dims from the last to the first, an all-gather from the first to
+    the last. Dimensions of size 1 are skipped. ``W`` is the SUM of the phases' per-link bytes
+    (a chunk goes through the phases one after another). Different dimensions use different
+    links, so chunks pipelined across dimensions can beat this sum (``time_over_bound < 1``).
+
+    Not modelled exactly: ``msccl`` (the XML's schedule) and ``double_binary_tree`` in any
+    dimension. For these ``W = max(program_link_bytes)``, the busiest link of the program the
+    engines actually ran (its planned payload, which the engine counters must match).
+
+Latency steps (:func:`latency_steps`), per phase of ``g`` nodes, summed over the phases:
+    ring ``g-1`` (all-reduce ``2(g-1)``; all-to-all ``p-1``), direct ``1`` (all-reduce ``2``;
+    all-to-all ``1``), halving_doubling ``log2 g`` (all-reduce ``2 log2 g``), double_binary_tree
+    ``2 ceil(log2 g)`` (all-reduce phases only). MSCCL: the runner counts them from the XML.
+
+Per-collective figures (:func:`collective_metrics`; ``n`` a node, ``(n, l)`` a link):
+    time_us = T / f; link_utilization(n, l) = payload(n, l) / (B * T), averaged over the
+    links the program sends on; header_overhead = (wire - payload) / payload, totals;
+    memory traffic = bytes read + written on each engine's memory port; mem_over_2S =
+    mean per-node traffic / 2S (all-reduce); mem_bytes_per_link_byte = total memory traffic /
+    total payload sent; memory bandwidth = mean per-node traffic / T (bytes/cycle, and
+    x f / 1000 in GB/s); algbw = S / time; busbw = algbw x 2(p-1)/p for all-reduce, (p-1)/p for
+    reduce-scatter, all-gather and all-to-all (nccl-tests). GB are 10^9 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+__all__ = ["ALGORITHM_NAMES", "parse_topology", "split_algorithms", "phases", "latency_steps",
+           "ideal_link_bytes", "bound_terms", "bound_cycles", "busbw_factor",
+           "mem_min_bytes_per_node", "collective_metrics", "run_summary", "compare",
+           "compare_collectives", "link_key"]
+
+#: Algorithm names, longest first so that ``ring_double_binary_tree`` splits unambiguously.
+ALGORITHM_NAMES = ("double_binary_tree", "halving_doubling", "direct", "ring", "msccl")
+_TOPOLOGY_KINDS = ("torus", "fully_connected", "switch")
+_COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "alltoall", "msccl")
+_COLL_NAMES = {"allreduce": "allreduce", "reducescatter": "reduce_scatter",
+               "allgather": "allgather", "alltoall": "alltoall"}
+
+
+def link_key(node: int, link: int) -> str:
+    """The name of link ``link`` of node ``node`` in results: ``n3.l1``."""
+    return f"n{node}.l{link}"
+
+
+def parse_topology(topology: str) -> tuple[str, tuple[int, ...]]:
+    """``ring:8`` -> ``("torus", (8,))``; ``torus:4x2``, ``fully_connected:8``, ``switch:8``."""
+    match = re.fullmatch(r"(\w+):(\d+(?:x\d+)*)", str(topology).strip())
+    if not match:
+        raise ValueError(f"topology: {topology!r}; expected kind:DIMS such as torus:4x2")
+    kind, dims = match.group(1), tuple(int(d) for d in match.group(2).split("x"))
+    if kind == "ring":
+        if len(dims) != 1:
+            raise ValueError(f"topology: {topology!r}; a ring has one dimension")
+        kind = "torus"
+    if kind not in _TOPOLOGY_KINDS or any(d < 1 for d in dims):
+        raise ValueError(f"topology: {topology!r}; allowed kinds: ring, "
+                         f"{', '.join(_TOPOLOGY_KINDS)}, with positive sizes")
+    return kind, dims
+
+
+def split_algorithms(algorithm, ndims: int) -> list[str]:
+    """One algorithm name per topology dimension, from ``"ring"`` (the same for every
+    dimension), ``"ring_direct"`` / ``"ring+direct"`` (one per dimension) or a sequence."""
+    if isinstance(algorithm, str):
+        text, names = algorithm.lower().replace("+", "_"), []
+        while text:
+            text = text.lstrip("_")
+            for name in ALGORITHM_NAMES:
+                if text.startswith(name) and (len(text) == len(name) or text[len(name)] == "_"):
+                    names.append(name)
+                    text = text[len(name):]
+                    break
+            else:
+                raise ValueError(f"algorithm: {algorithm!r}; allowed: names from "
+                                 f"{', '.join(ALGORITHM_NAMES)} joined by '_', one per dimension")
+    else:
+        names = [str(a).lower() for a in algorithm]
+        bad = [a for a in names if a not in ALGORITHM_NAMES]
+        if bad:
+            raise ValueError(f"algorithm: {bad[0]!r}; allowed: {', '.join(ALGORITHM_NAMES)}")
+    if len(names) == 1:
+        return names * ndims
+    if len(names) != ndims:
+        raise ValueError(f"algorithm: {algorithm!r} names {len(names)} algorithms for "
+                         f"{ndims} topology dimensions")
+    return names
+
+
+def phases(collective: str, algorithms, topology: str) -> list[dict]:
+    """The communication phases of a (hierarchical) collective, in execution order.
+
+    Each phase is ``{"kind": "rs"|"ag"|"ar"|"a2a", "dim": k, "size": g, "algorithm": name,
+    "fraction": Fraction}``: ``fraction * S`` is the phase's full vector per node (see the
+    module docstring). ``msccl`` has no phases (an empty list)."""
+    kind, dims = parse_topology(topology)
+    algs = split_algorithms(algorithms, len(dims))
+    if collective == "msccl" or "msccl" in algs:
+        return []
+    active = [k for k, d in enumerate(dims) if d > 1]
+    if not active:
+        raise ValueError(f"topology: {topology!r} has fewer than 2 nodes")
+
+    def phase(kind_, k, frac):
+        return {"kind": kind_, "dim": k, "size": dims[k], "algorithm": algs[k],
+                "fraction": frac}
+
+    if collective == "alltoall":
+        if len(active) != 1:
+            raise ValueError(f"alltoall runs on one-dimensional topologies only; got {topology}")
+        return [phase("a2a", active[0], Fraction(1))]
+    if collective in ("reduce_scatter", "allgather"):
+        out, frac = [], Fraction(1)
+        for k in reversed(active):
+            out.append(phase("rs", k, frac))
+            frac /= dims[k]
+        if collective == "allgather":
+            out = [dict(ph, kind="ag") for ph in reversed(out)]
+        return out
+    if collective == "allreduce":
+        rs, frac = [], Fraction(1)
+        for k in active[:-1]:
+            rs.append(phase("rs", k, frac))
+            frac /= dims[k]
+        return rs + [phase("ar", active[-1], frac)] + [dict(ph, kind="ag")
+                                                      for ph in reversed(rs)]
+    raise ValueError(f"collective: {collective!r}; allowed: {', '.join(_COLLECTIVES)}")
+
+
+def _phase_steps(ph: dict) -> int:
+    g, alg, kind = ph["size"], ph["algorithm"], ph["kind"]
+    mult = 2 if kind == "ar" else 1
+    if alg == "ring":
+        return mult * (g - 1)
+    if alg == "direct":
+        return mult
+    if alg == "halving_doubling":
+        return mult * math.ceil(math.log2(g))
+    if alg == "double_binary_tree":
+        if kind != "ar":
+            raise ValueError(f"double_binary_tree runs only all-reduce phases (dimension "
+                             f"{ph['dim']} runs a {kind} phase)")
+        return 2 * math.ceil(math.log2(g))
+    raise ValueError(f"algorithm: {alg!r} has no latency-step formula")
+
+
+def latency_steps(collective: str, algorithms, topology: str) -> int:
+    """Sequential communication steps of the algorithm: the sum over its phases (see the module
+    docstring). MSCCL raises ``ValueError``: count the XML's sequential steps instead."""
+    if collective == "msccl" or "msccl" in split_algorithms(
+            algorithms, len(parse_topology(topology)[1])):
+        raise ValueError("latency_steps: msccl schedules have no formula; count the sequential "
+                         "steps of the XML")
+    return sum(_phase_steps(ph) for ph in phases(collective, algorithms, topology))
+
+
+def _phase_link_bytes(ph: dict, topo_kind: str, nbytes: int) -> Fraction | None:
+    g, alg, kind = ph["size"], ph["algorithm"], ph["kind"]
+    data = ph["fraction"] * nbytes
+    if kind == "a2a":
+        if alg == "ring":
+            return Fraction(g - 1, 2) * data
+        if alg == "direct":
+            return data * Fraction(g - 1, g) if topo_kind == "switch" else data / g
+        return None
+    mult = 2 if kind == "ar" else 1
+    if alg in ("ring", "halving_doubling") or (alg == "direct" and topo_kind == "switch"):
+        return mult * Fraction(g - 1, g) * data
+    if alg == "direct":
+        return mult * data / g
+    return None                       # double_binary_tree: not modelled exactly
+
+
+def ideal_link_bytes(collective: str, algorithm, topology: str, nbytes: int) -> float | None:
+    """``W``: the algorithm's ideal payload bytes per link (summed over its phases), or ``None``
+    where it is not modelled exactly (msccl, double_binary_tree)."""
+    kind, _ = parse_topology(topology)
+    total = Fraction(0)
+    phs = phases(collective, algorithm, topology)
+    if not phs:
+        return None
+    for ph in phs:
+        part = _phase_link_bytes(ph, kind, nbytes)
+        if part is None:
+            return None
+        total += part
+    return float(total)
+
+
+def bound_terms(collective, algorithm, topology, nodes, nbytes, link_bytes_per_cycle,
+                link_latency, latency_steps, program_link_bytes=None) -> dict:
+    """The bound and its parts: ``{"link_bytes": W, "bandwidth_cycles": W / B,
+    "latency_cycles": steps * L, "bound_cycles": sum, "model": "ideal"|"program"}``.
+
+    ``model`` is ``program`` where ``W = max(program_link_bytes)`` (msccl, double binary
+    tree); ``program_link_bytes`` (per node, per link) is then required."""
+    kind, dims = parse_topology(topology)
+    if math.prod(dims) != nodes:
+        raise ValueError(f"nodes: {nodes} but topology {topology} has {math.prod(dims)}")
+    if link_bytes_per_cycle <= 0:
+        raise ValueError(f"link_bytes_per_cycle: {link_bytes_per_cycle}; must be > 0")
+    width = ideal_link_bytes(collective, algorithm, topology, nbytes)
+    model = "ideal"
+    if width is None:
+        if program_link_bytes is None:
+            raise ValueError(f"{collective}/{algorithm}: no exact bandwidth model; pass "
+                             "program_link_bytes (the bound uses its busiest link)")
+        width = float(max((b for row in program_link_bytes for b in row), default=0))
+        model = "program"
+    bandwidth = width / link_bytes_per_cycle
+    latency = latency_steps * link_latency
+    return {"link_bytes": width, "bandwidth_cycles": bandwidth, "latency_cycles": latency,
+            "bound_cycles": bandwidth + latency, "model": model}
+
+
+def bound_cycles(collective, algorithm, topology, nodes, nbytes, link_bytes_per_cycle,
+                 link_latency, latency_steps, program_link_bytes=None) -> float:
+    """``W / B + latency_steps * L`` cycles (see :func:`bound_terms` and the module
+    docstring)."""
+    return bound_terms(collective, algorithm, topology, nodes, nbytes, link_bytes_per_cycle,
+                       link_latency, latency_steps, program_link_bytes)["bound_cycles"]
+
+
+def _norm_coll(name) -> str | None:
+    if name is None:
+        return None
+    key = re.sub(r"[-_ ]", "", str(name).lower())
+    return _COLL_NAMES.get(key)
+
+
+def busbw_factor(collective: str, nodes: int) -> float:
+    """nccl-tests bus-bandwidth factor: ``2(p-1)/p`` for all-reduce, ``(p-1)/p`` for
+    reduce-scatter, all-gather and all-to-all."""
+    p = nodes
+    if collective == "allreduce":
+        return 2 * (p - 1) / p
+    if collective in ("reduce_scatter", "allgather", "alltoall"):
+        return (p - 1) / p
+    raise ValueError(f"collective: {collective!r} has no bus-bandwidth factor")
+
+
+def mem_min_bytes_per_node(collective: str, nbytes: int, nodes: int) -> float:
+    """The least memory traffic per node: its input read once plus its output written once
+    (all-reduce ``2S``; reduce-scatter and all-gather ``S + S/p``; all-to-all ``2S``)."""
+    s, p = nbytes, nodes
+    if collective in ("allreduce", "alltoall"):
+        return 2.0 * s
+    if collective in ("reduce_scatter", "allgather"):
+        return s + s / p
+    raise ValueError(f"collective: {collective!r} has no memory lower bound")
+
+
+def _ratio(num, den):
+    return num / den if den else None
+
+
+def _mean(values):
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def collective_metrics(raw: dict, system: dict) -> dict:
+    """The results.json record of one collective in one mode (``docs/results_format.md``)."""
+    lbpc = float(system["link_bytes_per_cycle"])
+    clock = float(system["clock_mhz"])
+    cycles = int(raw["cycles"])
+    nbytes, p = int(raw["bytes"]), int(raw["nodes"])
+    coll = raw["collective"]
+    # The collective the figures are normalised as (an MSCCL XML says which, else all-reduce).
+    as_coll = coll if coll != "msccl" else (_norm_coll(raw.get("msccl_coll")) or "allreduce")
+
+    terms = bound_terms(coll, raw["algorithm"], raw["topology"], p, nbytes, lbpc,
+                        int(system["link_latency"]), int(raw["latency_steps"]),
+                        raw.get("program_link_bytes"))
+    payload = raw["link_tx_payload_bytes"]
+    wire = raw["link_tx_wire_bytes"]
+    per_link = {link_key(n, lk): _ratio(payload[n][lk], lbpc * cycles)
+                for n, lk in raw["links_used"]}
+    payload_total = sum(sum(row) for row in payload)
+    wire_total = sum(sum(row) for row in wire)
+
+    reads = [int(b) for b in raw["mem_read_bytes"]]
+    writes = [int(b) for b in raw["mem_write_bytes"]]
+    mem_total = sum(reads) + sum(writes)
+    per_node = mem_total / p
+    mem_bpc = _ratio(per_node, cycles)
+    time_us = cycles / clock
+    algbw = _ratio(nbytes, time_us * 1e3)       # bytes / (us * 1e3) = 1e9 bytes / s
+    program = raw.get("program_link_bytes")
+    utils = [u for u in per_link.values() if u is not None]
+    return {
+        "name": raw["name"], "collective": coll, "op": raw["op"],
+        "algorithm": raw["algorithm"], "topology": raw["topology"], "nodes": p,
+        "bytes": nbytes, "dtype": raw["dtype"], "mode": raw["mode"], "chunks": raw["chunks"],
+        "start_cycle": raw["start_cycle"], "end_cycle": raw["end_cycle"],
+        "cycles": cycles, "time_us": time_us,
+        "latency_steps": raw["latency_steps"],
+        "bound_cycles": terms["bound_cycles"],
+        "bound_bandwidth_cycles": terms["bandwidth_cycles"],
+        "bound_latency_cycles": terms["latency_cycles"],
+        "bound_link_bytes": terms["link_bytes"], "bound_model": terms["model"],
+        "time_over_bound": _ratio(cycles, terms["bound_cycles"]),
+        "link_utilization": _mean(utils) if utils else 0.0,
+        "link_utilization_per_link": per_link,
+        "link_payload_bytes": payload_total, "link_wire_bytes": wire_total,
+        "header_overhead": _ratio(wire_total - payload_total, payload_total),
+        "link_bytes_match_program": None if program is None else [
+            list(map(int, row)) for row in payload] == [list(map(int, row)) for row in program],
+        "mem_read_bytes": sum(reads), "mem_write_bytes": sum(writes),
+        "mem_read_bytes_by_node": reads, "mem_write_bytes_by_node": writes,
+        "mem_bytes": mem_total, "mem_bytes_per_node": per_node,
+        "mem_over_2S": _ratio(per_node, 2 * nbytes) if as_coll == "allreduce" else None,
+        "mem_over_min": _ratio(per_node, mem_min_bytes_per_node(as_coll, nbytes, p)),
+        "mem_bytes_per_link_byte": _ratio(mem_total, payload_total),
+        "mem_bandwidth_bytes_per_cycle": mem_bpc,
+        "mem_bandwidth_gbps": None if mem_bpc is None else mem_bpc * clock / 1e3,
+        "algbw_gbps": algbw,
+        "busbw_gbps": None if algbw is None else algbw * busbw_factor(as_coll, p),
+        "busbw_collective": as_coll,
+        "correct": bool(raw["correct"]),
+    }
+
+
+def run_summary(records: list[dict]) -> dict:
+    """Totals of one mode's records: cycles and time add up, link utilization is the mean
+    weighted by each collective's cycles, memory traffic adds up (``mem_bytes_per_node`` is
+    the sum of the per-collective means)."""
+    modes = {r["mode"] for r in records}
+    if len(modes) > 1:
+        raise ValueError(f"run_summary: records of several modes {sorted(modes)}; "
+                         "summarise one mode at a time")
+    cycles = sum(r["cycles"] for r in records)
+    bound = sum(r["bound_cycles"] for r in records)
+    time_us = sum(r["time_us"] for r in records)
+    mem = sum(r["mem_bytes"] for r in records)
+    per_node = sum(r["mem_bytes_per_node"] for r in records)
+    payload = sum(r["link_payload_bytes"] for r in records)
+    wire = sum(r["link_wire_bytes"] for r in records)
+    nbytes = sum(r["bytes"] for r in records)
+    mem_bpc = _ratio(per_node, cycles)
+    return {
+        "mode": next(iter(modes), None), "collectives": len(records),
+        "total_cycles": cycles, "total_time_us": time_us, "total_bound_cycles": bound,
+        "time_over_bound": _ratio(cycles, bound), "bytes": nbytes,
+        "link_utilization": _ratio(sum(r["link_utilization"] * r["cycles"] for r in records),
+                                   cycles),
+        "link_payload_bytes": payload, "link_wire_bytes": wire,
+        "header_overhead": _ratio(wire - payload, payload),
+        "mem_read_bytes": sum(r["mem_read_bytes"] for r in records),
+        "mem_write_bytes": sum(r["mem_write_bytes"] for r in records),
+        "mem_bytes": mem, "mem_bytes_per_node": per_node,
+        "mem_bytes_per_link_byte": _ratio(mem, payload),
+        "mem_bandwidth_bytes_per_cycle": mem_bpc,
+        "mem_bandwidth_gbps": _ratio(per_node, time_us * 1e3),
+        "algbw_gbps": _ratio(nbytes, time_us * 1e3),
+        "all_correct": all(r["correct"] for r in records),
+    }
+
+
+def compare(ace_summary: dict, baseline_summary: dict) -> dict:
+    """ACE against baseline: ``memory_traffic_reduction`` = baseline / ACE memory bytes,
+    ``mem_bytes_per_link_byte_reduction`` = baseline / ACE, ``link_utilization_gain`` = ACE /
+    baseline utilization, ``speedup`` = baseline / ACE cycles (``None`` where a denominator
+    is 0)."""
+    a, b = ace_summary, baseline_summary
+    return {
+        "memory_traffic_reduction": _ratio(b["mem_bytes"], a["mem_bytes"]),
+        "mem_bytes_per_link_byte_reduction": _ratio(b["mem_bytes_per_link_byte"] or 0,
+                                                    a["mem_bytes_per_link_byte"] or 0),
+        "link_utilization_gain": _ratio(a["link_utilization"] or 0, b["link_utilization"] or 0),
+        "speedup": _ratio(b["total_cycles"], a["total_cycles"]),
+    }
+
+
+def compare_collectives(ace_records: list[dict], baseline_records: list[dict]) -> list[dict]:
+    """The same ratios per collective, matched by name (in ACE order; unmatched ones are
+    left out)."""
+    base = {r["name"]: r for r in baseline_records}
+    out = []
+    for a in ace_records:
+        b = base.get(a["name"])
+        if b is None:
+            continue
+        out.append({"name": a["name"],
+                    "memory_traffic_reduction": _ratio(b["mem_bytes"], a["mem_bytes"]),
+                    "link_utilization_gain": _ratio(a["link_utilization"],
+                                                    b["link_utilization"]),
+                    "speedup": _ratio(b["cycles"], a["cycles"])})
+    return out

@@ -1,0 +1,236 @@
+"""Replay a trace on the RTL system: compile each collective, run it on the Verilated engines in
+ACE mode and/or baseline mode, check every node's result against the golden model and return
+the raw measurements (:mod:`sim_harness.metrics` turns them into the reported figures).
+
+Per collective and mode: compile (:func:`ace.compiler.compile_collective`, or the MSCCL reader),
+make random inputs from a seed, run the golden model on the same program, load the input images
+into the memory models (no simulated cycles), load the programs through the CSRs (all nodes at
+once), start every engine in the same cycle, run until every engine interrupts (sampling the
+memory and link counters and each channel's STEPS_DONE every ``interval`` cycles), read the
+engine counters and the outputs back, and compare.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ace import golden
+from ace.compiler import compile_collective
+from ace.csr import steps_done_offset
+from ace.engine import counter_names
+from ace.layouts import DTYPE_BYTES, Dtype
+from ace.msccl import load_msccl
+from ace.program import assemble, dtype_from_name, link_traffic
+
+from .metrics import latency_steps
+from .simulator import SystemSimulator, run_hosts
+from .system import SystemSpec
+from .trace import CollectiveSpec, Trace, TraceError
+
+__all__ = ["ReplayError", "compile_spec", "make_inputs", "replay", "system_record"]
+
+STAGE_GAP = 0x1000          # staging area of memory placement: this far above the buffers
+
+
+class ReplayError(RuntimeError):
+    """A collective that cannot run on the chosen system, or an engine that failed."""
+
+
+def make_inputs(rng: np.random.Generator, dtype: Dtype, count: int) -> np.ndarray:
+    """Training-like data: normal values for floats, moderate integers for int32."""
+    if dtype == Dtype.INT32:
+        return rng.integers(-(1 << 20), 1 << 20, size=count, dtype=np.int32).view(np.uint32)
+    values = rng.standard_normal(count).astype(np.float32)
+    if dtype == Dtype.FP32:
+        return values.view(np.uint32)
+    import ml_dtypes
+    return values.astype(ml_dtypes.bfloat16).view(np.uint16)
+
+
+def compile_spec(spec: CollectiveSpec, system: SystemSpec, mode: str):
+    """The program of one collective on ``system`` in ``mode``."""
+    dtype = dtype_from_name(spec.dtype)
+    esize = DTYPE_BYTES[dtype]
+    if spec.bytes % esize or spec.bytes <= 0:
+        raise TraceError(f"{spec.source}: bytes: {spec.bytes} is not a positive multiple of "
+                         f"{esize} ({spec.dtype})")
+    count = spec.bytes // esize
+    if spec.collective == "msccl":
+        return load_msccl(spec.msccl_xml, count=count, dtype=dtype, op=spec.op, mode=mode,
+                          topology=system.topology)
+    algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
+    return compile_collective(spec.collective, count, topology=system.topology,
+                              algorithm=algorithm, dtype=dtype, op=spec.op, mode=mode,
+                              config=system.config)
+
+
+def _algorithm_name(program) -> str:
+    alg = program.algorithm
+    return alg if isinstance(alg, str) else "_".join(alg)
+
+
+def _latency_steps(spec: CollectiveSpec, program, system: SystemSpec) -> int:
+    if spec.collective == "msccl":
+        # The longest chain of communicating steps in any channel.
+        return max(sum(1 for s in ch.steps if {"send", "recv"} & s.uses)
+                   for node in program.nodes for ch in node.channels)
+    return latency_steps(program.collective, program.algorithm, str(system.topology))
+
+
+def system_record(spec: SystemSpec, background_share: float = 0.0) -> dict:
+    cfg = spec.config
+    return {"config": cfg.to_dict(), "topology": str(spec.topology), "nodes":
+            spec.topology.num_nodes, "clock_mhz": cfg.clock_mhz,
+            "link_bytes_per_cycle": float(cfg.link_bytes), "link_latency": spec.link_latency,
+            "mem_bytes_per_cycle": float(spec.mem_bytes_per_cycle or 2 * cfg.mem_bytes),
+            "mem_latency": spec.mem_latency, "mem_bytes": spec.mem_bytes,
+            "background_share": background_share}
+
+
+def _run_one(sim: SystemSimulator, spec: CollectiveSpec, system: SystemSpec, mode: str, *,
+             seed: int, interval: int, progress) -> dict:
+    cfg = system.config
+    program = compile_spec(spec, system, mode)
+    p = program.num_nodes
+    if p != system.topology.num_nodes:
+        raise ReplayError(f"{spec.name}: the program has {p} nodes; the system has "
+                          f"{system.topology.num_nodes}")
+    rng = np.random.default_rng(seed)
+    inputs = [make_inputs(rng, program.dtype, node.in_elems) for node in program.nodes]
+    expect = golden.run(program, inputs)
+    images = golden.place_inputs(program, inputs)
+    top = max(len(im) for im in expect.memory)
+    stage = -(-(top + STAGE_GAP) // 4096) * 4096
+    need = stage + 2 * 4096 * cfg.num_channels
+    if need > system.mem_bytes:
+        raise ReplayError(f"{spec.name}: needs {need} bytes of memory per node; the system has "
+                          f"mem_bytes = {system.mem_bytes}")
+    for k, image in enumerate(images):
+        padded = np.zeros(-(-top // 4) * 4, np.uint8)
+        padded[:len(image)] = image
+        sim.load(k, 0, padded.tobytes())
+    assembled = assemble(program, cfg)
+    names = counter_names(cfg)
+    hosts = sim.hosts(cfg, names)
+
+    async def prepare(host, node):
+        await host.load_program(node, stage_base=stage)
+        await host.set_irq_enable(done=True, error=True)
+        await host.clear_counters()
+
+    run_hosts(sim, [prepare(h, n) for h, n in zip(hosts, assembled.nodes)])
+    sim.flush()
+    run_hosts(sim, [h.start() for h in hosts])
+    sim.flush()
+    start_cycle = sim.cycle
+
+    # Run in slices so a progress bar can move; samples continue across slices.
+    S = program.bytes_per_node
+    budget = 100_000 + 200 * (S // cfg.link_bytes + 1) * max(1, p)
+    regs = [steps_done_offset(c) for c in range(cfg.num_channels)]
+    samples, done, elapsed = [], False, 0
+    while not done and elapsed < budget:
+        piece = sim.run(timeout=min(1 << 16, budget - elapsed), interval=interval,
+                        registers=regs)
+        for s in piece["samples"]:
+            if not samples or s["cycle"] > samples[-1]["cycle"]:
+                samples.append(s)
+        done = piece["done"]
+        elapsed = piece["cycle"] - start_cycle
+        if progress:
+            progress(elapsed)
+    statuses = run_hosts(sim, [h.status() for h in hosts])
+    counters = run_hosts(sim, [h.counters() for h in hosts])
+    errors = [f"node {k}: {hosts[k].describe_error(st)}" for k, st in enumerate(statuses)
+              if st["error"]]
+    if errors or not done:
+        raise ReplayError(f"{spec.name} ({mode}): " + ("; ".join(errors) if errors else
+                          f"not done after {elapsed} cycles"))
+    esize = DTYPE_BYTES[program.dtype]
+    correct = True
+    for k, node in enumerate(program.nodes):
+        n = node.out_elems * esize
+        got = sim.dump(k, node.output_addr, n)
+        want = expect.memory[k][node.output_addr:node.output_addr + n].tobytes()
+        correct &= got == want
+    links = link_traffic(program)
+    L = cfg.num_links
+    base = samples[0]
+    return {
+        "name": spec.name, "collective": program.collective if spec.collective != "msccl"
+        else "msccl", "msccl_coll": getattr(program, "collective", None),
+        "algorithm": _algorithm_name(program), "topology": str(system.topology), "nodes": p,
+        "bytes": S, "dtype": spec.dtype, "op": spec.op, "mode": mode, "chunks": program.chunks,
+        "seed": seed, "start_cycle": start_cycle, "end_cycle": start_cycle + max(
+            c["cycles"] for c in counters),
+        "cycles": max(c["cycles"] for c in counters),
+        "mem_read_bytes": [c["mem_read_bytes"] for c in counters],
+        "mem_write_bytes": [c["mem_write_bytes"] for c in counters],
+        "golden_mem_read_bytes": list(expect.mem_read_bytes),
+        "golden_mem_write_bytes": list(expect.mem_write_bytes),
+        "link_tx_payload_bytes": [[c[f"link{l}_tx_payload_bytes"] for l in range(L)]
+                                  for c in counters],
+        "link_tx_wire_bytes": [[_wire(samples, sim.links, k, l, base) for l in range(L)]
+                               for k in range(p)],
+        "links_used": sorted([k, l] for (k, d, l) in links if d == "tx"),
+        "program_link_bytes": [[links.get((k, "tx", l), 0) for l in range(L)]
+                               for k in range(p)],
+        "latency_steps": _latency_steps(spec, program, system),
+        "correct": bool(correct),
+        "samples": {
+            "interval": interval, "cycle": [s["cycle"] for s in samples],
+            "mem_read_bytes": [[v - b for v, b in zip(s["mem_read_bytes"],
+                                                      base["mem_read_bytes"])] for s in samples],
+            "mem_write_bytes": [[v - b for v, b in zip(s["mem_write_bytes"],
+                                                       base["mem_write_bytes"])]
+                                for s in samples],
+            "link_wire_bytes": [[[_link(s, sim.links, k, l) - _link(base, sim.links, k, l)
+                                  for l in range(L)] for k in range(p)] for s in samples],
+            "steps_done": [s["registers"] for s in samples]},
+        "steps": [[[[st.type, st.nbytes] for st in ch.steps] for ch in node.channels]
+                  for node in program.nodes],
+    }
+
+
+def _link(sample, links, node, link) -> int:
+    try:
+        return sample["link_bytes"][links.index((node, link))]
+    except ValueError:
+        return 0
+
+
+def _wire(samples, links, node, link, base) -> int:
+    return _link(samples[-1], links, node, link) - _link(base, links, node, link)
+
+
+def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed: int = 1,
+           interval: int | None = None, background_share: float = 0.0, waves: bool = False,
+           log=print, progress: bool = True) -> dict:
+    """Run every collective of ``trace`` in every mode; return
+    ``{"system": system_record, "runs": [{"mode", "raws": [raw...]}]}``."""
+    from tqdm import tqdm
+
+    for spec in trace.collectives:     # compile errors before any build
+        for mode in modes:
+            compile_spec(spec, system, mode)
+    runs = []
+    with SystemSimulator(system, waves=waves, log=log) as sim:
+        for mode in modes:
+            sim.reset(background_share=background_share)
+            raws = []
+            for i, spec in enumerate(trace.collectives):
+                bar = None
+                if progress:
+                    bar = tqdm(total=None, unit="cyc", unit_scale=True, leave=False,
+                               desc=f"{mode} {spec.name}")
+
+                def advance(elapsed, bar=bar):
+                    if bar is not None:
+                        bar.update(elapsed - bar.n)
+                step = interval or max(64, spec.bytes // system.config.link_bytes // 256)
+                raws.append(_run_one(sim, spec, system, mode, seed=seed + i, interval=step,
+                                     progress=advance))
+                if bar is not None:
+                    bar.close()
+            runs.append({"mode": mode, "raws": raws})
+    return {"system": system_record(system, background_share), "runs": runs}

@@ -1,0 +1,118 @@
+"""Named systems for the harness, and system files.
+
+A system is a :class:`~sim_harness.system.SystemSpec` with ``host="driver"``: an engine
+configuration, a topology, link latency, and the memory model's size, latency and bandwidth.
+``ace replay --system NAME|FILE`` picks one; a file (TOML or JSON) has the keys
+
+=====================  ============================================================  =========
+key                    meaning                                                        default
+=====================  ============================================================  =========
+``config``             a named engine configuration, or a table of AceConfig fields   harness
+                       (a table may name a ``base`` configuration)
+``topology``           ``ring:8``, ``torus:4x2``, ``fully_connected:4``...           ring:8
+``link_latency``       cycles, 1 to 255                                               32
+``mem_latency``        cycles, 2 to 126                                               32
+``mem_bytes``          memory per node, bytes                                         8 MiB
+``mem_bytes_per_cycle``  memory bandwidth (reads and writes share it)                 2 x mem_bytes
+=====================  ============================================================  =========
+
+The ``harness`` engine configuration is ``small`` at 1 GHz with three channels (a mover and two
+communicating channels, see :mod:`ace.compiler`), 8 KiB receive buffers per link and channel
+(4 KiB messages) and 1024 instructions per channel.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+from ace.config import NAMED_CONFIGS, AceConfig, ConfigError
+from ace.program import ProgramError, Topology
+
+from .system import SystemSpec
+
+__all__ = ["HARNESS_CONFIG", "NAMED_SYSTEMS", "load_system", "DEFAULT_SYSTEM"]
+
+HARNESS_CONFIG = NAMED_CONFIGS["small"].replace(
+    name="harness", clock_mhz=1000.0, num_channels=3, rx_channel_beats=512,
+    max_packet_bytes=4096, program_words=1024)
+
+_DEFAULTS = {"config": "harness", "topology": "ring:8", "link_latency": 32, "mem_latency": 32,
+             "mem_bytes": 8 << 20, "mem_bytes_per_cycle": None}
+
+
+def _make(values: dict, source: str) -> SystemSpec:
+    unknown = sorted(set(values) - set(_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed: "
+                          f"{', '.join(_DEFAULTS)}")
+    v = {**_DEFAULTS, **values}
+    cfg = v["config"]
+    if isinstance(cfg, dict):
+        config = AceConfig.from_dict({"base": "small", "name": "custom", **cfg},
+                                     source=f"{source}: config")
+    elif cfg == "harness":
+        config = HARNESS_CONFIG
+    elif cfg in NAMED_CONFIGS:
+        config = NAMED_CONFIGS[cfg]
+    else:
+        raise ConfigError(f"{source}: config: {cfg!r}; allowed: harness, "
+                          f"{', '.join(NAMED_CONFIGS)} or a table of parameters")
+    try:
+        topology = Topology.parse(str(v["topology"]))
+    except ProgramError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    for key, low, high in (("link_latency", 1, 255), ("mem_latency", 2, 126),
+                           ("mem_bytes", 1 << 16, 1 << 32)):
+        value = v[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"{source}: {key}: {value!r} is out of range; allowed: an "
+                              f"integer from {low} to {high}")
+    rate = v["mem_bytes_per_cycle"]
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                             or not 0 < rate <= 2 * config.mem_bytes):
+        raise ConfigError(f"{source}: mem_bytes_per_cycle: {rate!r} is out of range; allowed: "
+                          f"a number above 0, at most {2 * config.mem_bytes}")
+    try:
+        return SystemSpec(config, topology, link_latency=v["link_latency"],
+                          mem_bytes=v["mem_bytes"], mem_latency=v["mem_latency"],
+                          mem_bytes_per_cycle=rate, host="driver")
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
+
+
+NAMED_SYSTEMS: dict[str, dict] = {
+    "ring4": {"topology": "ring:4"},
+    "ring8": {"topology": "ring:8"},
+    "ring16": {"topology": "ring:16"},
+    "torus4x2": {"topology": "torus:4x2",
+                 "config": {"base": "small", "name": "harness4", "clock_mhz": 1000.0,
+                            "num_links": 4, "num_channels": 3, "rx_channel_beats": 512,
+                            "max_packet_bytes": 4096, "program_words": 1024}},
+}
+DEFAULT_SYSTEM = "ring8"
+
+
+def load_system(name_or_path: str | None = None, *, topology: str | None = None) -> SystemSpec:
+    """A named system or a system file; ``topology`` overrides the system's topology (the
+    replay passes the trace's when the user names no system)."""
+    name_or_path = name_or_path or DEFAULT_SYSTEM
+    if name_or_path in NAMED_SYSTEMS:
+        values, source = dict(NAMED_SYSTEMS[name_or_path]), f"system {name_or_path}"
+    else:
+        path = Path(name_or_path)
+        if not path.exists():
+            raise ConfigError(f"system: {name_or_path!r} is neither a named system "
+                              f"({', '.join(NAMED_SYSTEMS)}) nor a file")
+        try:
+            text = path.read_text()
+            values = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        except (OSError, tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
+            raise ConfigError(f"{path}: not a valid system file: {error}") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: expected a table of system keys")
+        source = str(path)
+    if topology:
+        values["topology"] = topology
+    return _make(values, source)

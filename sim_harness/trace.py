@@ -1,0 +1,79 @@
+"""The one internal representation every trace format is read into.
+
+A :class:`Trace` is an ordered list of :class:`CollectiveSpec` (what to run) plus optional
+:class:`SystemHints` (what the file says about the machine: topology, link and memory rates).
+The importers (:mod:`sim_harness.traces`) produce it; the replay runs it collective by
+collective on the RTL system and checks every result against the golden model.
+
+Sizes follow the compiler's convention (:mod:`ace.compiler`): ``bytes`` is S, the collective's
+vector length in bytes (all-reduce: the input and output per node; reduce-scatter: the input per
+node; all-gather: the output per node; all-to-all: the input per node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["TraceError", "CollectiveSpec", "SystemHints", "Trace", "COLLECTIVE_NAMES"]
+
+#: The collectives the compiler runs (``msccl``: the steps come from an MSCCL XML file).
+COLLECTIVE_NAMES = ("allreduce", "reduce_scatter", "allgather", "alltoall", "msccl")
+
+
+class TraceError(ValueError):
+    """A malformed or unsupported trace. The message starts with ``file:line: field:`` (the line
+    and field where they are known) and says what is allowed."""
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """One collective to replay.
+
+    name : label, unique within the trace (``conv1.weight_grad``, ``allreduce_0``).
+    collective : one of :data:`COLLECTIVE_NAMES`.
+    bytes : S in bytes (see the module docstring); a multiple of the dtype's size.
+    dtype : ``fp32``, ``bf16``, ``fp16`` or ``int32``.
+    op : ``sum``, ``max`` or ``min`` (reductions only; ``sum`` otherwise).
+    algorithm : one name per topology dimension, or one for all (``ring``, ``direct``,
+        ``halving_doubling``, ``double_binary_tree``); ``msccl`` for ``collective == "msccl"``.
+    msccl_xml : path of the MSCCL XML file when ``collective == "msccl"``.
+    compute_cycles : compute time before the collective is issued (workload traces), cycles.
+    deps : names of collectives that must finish before this one is issued.
+    source : ``file:line`` it came from, for messages.
+    extra : what else the file says about it (layer, pass, node id...), verbatim; not compared.
+    """
+    name: str
+    collective: str
+    bytes: int
+    dtype: str = "fp32"
+    op: str = "sum"
+    algorithm: str | tuple[str, ...] = "ring"
+    msccl_xml: str | None = None
+    compute_cycles: int = 0
+    deps: tuple[str, ...] = ()
+    source: str = ""
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class SystemHints:
+    """What a trace (or its companion system/network files) says about the machine; ``None``
+    where it says nothing. The replay's ``--system`` option overrides these."""
+    topology: str | None = None                 # "ring:8", "torus:4x4", "switch:16" ...
+    link_gbps: tuple[float, ...] | None = None  # per dimension, GB/s
+    link_latency_ns: float | None = None
+    mem_gbps: float | None = None
+    chunks: int | None = None                   # preferred dataset splits
+    algorithms: dict | None = None              # collective -> algorithm (as CollectiveSpec)
+    extra: dict = field(default_factory=dict)   # everything else the file had, verbatim
+
+
+@dataclass
+class Trace:
+    """path: the file read; format: ``ace``, ``astra-sim``, ``chakra`` or ``msccl``."""
+    path: str
+    format: str
+    collectives: list[CollectiveSpec]
+    system: SystemHints = field(default_factory=SystemHints)
+    nodes: int | None = None                    # ranks the trace describes, if it says
+    meta: dict = field(default_factory=dict)    # trace-level details (parallelism...), verbatim
