@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 demo: setup
-	$(BIN)/ace demo
+	$(BIN)/ace replay
 
 # pytest exit status 5 means "no tests collected": say so rather than fail obscurely.
 test: setup

@@ -34,7 +34,8 @@ instead of stalling it. The hand-offs are ``nop`` steps with a dependency: a cha
 step of chunk c waits for the mover's last load of c, and the mover's stores of c wait for the
 channel's last step of c. The mover issues ``in(0..L-1)``, then ``out(c), in(c+L)`` for
 c = 0, 1, ... (L = 2(C-1) slots; chunk c+L reuses chunk c's slot, so its load follows the store
-of c). With one channel (or in baseline mode) chunk c runs wholly on channel ``c % C``.
+of c). With one channel (or in baseline mode) chunk c runs wholly on channel ``c % C``. Both
+modes plan the same chunks, so they send the same messages.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ class _Compiler:
         # The mover (module docstring): channel 0 loads and stores, 2 slots per other channel.
         self.mover = mode == "ace" and self.C >= 2
         self.comm = self.C - 1 if self.mover else self.C
-        self.slots = 2 * self.comm if self.mover else self.C
+        # Both modes plan the same chunks (so they send the same messages).
+        self.slots = 2 * (self.C - 1) if self.C >= 2 else 1
         self._sink = None          # when set: per-node step lists the mover's steps go to
         self.dep_targets = {}      # id(nop) -> (channel, Step it waits for)
 

@@ -118,8 +118,11 @@ def build_driver(spec: SystemSpec, *, waves: bool = False, jobs: int | None = No
     """Compile the system and the driver unless a fresh build exists; return the executable.
     ``log(text)`` receives progress lines (the Verilator output goes to ``build.log``)."""
     spec = build_key_spec(spec)
+    # Keep the engine one C++ class that every node instantiates: Verilator would otherwise
+    # inline it into the top, compiling N copies (10x the code, most of the build time).
+    vlt = f'`verilator_config\nno_inline -module "{spec.engine_module}"\n'
     texts = {**system_sources(spec), "system_ports.h": ports_header(spec),
-             "driver.cpp": DRIVER_SOURCE.read_text()}
+             "driver.cpp": DRIVER_SOURCE.read_text(), "system.vlt": vlt}
     flags = VERILATOR_FLAGS + (["--trace-fst"] if waves else [])
     digest = hashlib.sha256("".join(f"{n}\0{t}\0" for n, t in sorted(texts.items()))
                             .encode() + " ".join(flags).encode()).hexdigest()[:12]
@@ -133,7 +136,9 @@ def build_driver(spec: SystemSpec, *, waves: bool = False, jobs: int | None = No
         for name, text in texts.items():
             (build_dir / name).write_text(text)
             paths.append(build_dir / name)
-        sources = [str(p) for p in paths if p.suffix in (".v", ".sv", ".cpp")]
+        order = (".vlt", ".v", ".sv", ".cpp")       # configuration first
+        sources = sorted((str(p) for p in paths if p.suffix in order),
+                         key=lambda p: order.index(Path(p).suffix))
         env = prepare_environment()
         jobs = jobs or os.cpu_count() or 1
         cmd = (["verilator", *flags, "-j", str(jobs), "--top-module", spec.name,

@@ -1,0 +1,181 @@
+"""The trace-replay harness on the Verilated 8-engine ring (``ring8``, the default system of
+``ace replay``): every collective in both modes, bit-exact against the golden model, with the
+engines' memory and link counters equal to the bytes the golden model moves, the memory
+model's own byte counters (sampled by the C++ driver) equal to the engines', and the CLI's
+files and errors.
+
+One Verilator build (cached in ``build/harness/``) serves every test here; ``ace replay``
+reuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ace.program import link_traffic
+from sim_harness.replay import ReplayError, compile_spec, replay
+from sim_harness.systems import load_system
+from sim_harness.trace import CollectiveSpec, Trace
+
+SYSTEM = load_system("ring8")
+
+
+def _trace(*specs) -> Trace:
+    return Trace(path="<test>", format="ace", collectives=list(specs))
+
+
+def _spec(name, collective, nbytes, dtype="fp32", op="sum", algorithm="ring"):
+    return CollectiveSpec(name=name, collective=collective, bytes=nbytes, dtype=dtype, op=op,
+                          algorithm=algorithm, source="test")
+
+
+def _check(raw, system=SYSTEM):
+    """Bit-exact, counters equal to the golden model's, sampled memory-model bytes equal to
+    the engines' counters, link payload as the program plans."""
+    where = f"{raw['name']} ({raw['mode']}, seed {raw['seed']})"
+    assert raw["correct"], f"{where}: output differs from the golden model"
+    assert raw["mem_read_bytes"] == raw["golden_mem_read_bytes"], where
+    assert raw["mem_write_bytes"] == raw["golden_mem_write_bytes"], where
+    last = raw["samples"]
+    assert [a for a in last["mem_read_bytes"][-1]] == raw["mem_read_bytes"], where
+    assert [a for a in last["mem_write_bytes"][-1]] == raw["mem_write_bytes"], where
+    assert raw["link_tx_payload_bytes"] == raw["program_link_bytes"], where
+    for k, links in enumerate(raw["link_tx_wire_bytes"]):
+        for l, wire in enumerate(links):
+            payload = raw["link_tx_payload_bytes"][k][l]
+            assert wire >= payload and (payload == 0) == (wire == 0), where
+    steps = [[len(ch) for ch in node] for node in raw["steps"]]
+    assert raw["samples"]["steps_done"][-1] == [
+        n + [0] * (system.config.num_channels - len(n)) for n in steps], where
+
+
+def _cases():
+    out, k = [], 0
+    for collective in ("allreduce", "reduce_scatter", "allgather", "alltoall"):
+        for nbytes in (4, 4004):
+            dtype = ("fp32", "bf16", "int32")[k % 3]
+            size = nbytes if dtype != "bf16" else nbytes // 2 * 2
+            op = ("sum", "max")[k % 2] if collective in ("allreduce", "reduce_scatter") \
+                else "sum"
+            out.append(_spec(f"{collective}_{size}_{dtype}", collective, size, dtype, op))
+            k += 1
+    return out
+
+
+def test_every_collective_both_modes():
+    """Four collectives x {one element, 1001 elements (unaligned)} x both modes, dtypes and
+    ops rotating, back to back on one system."""
+    results = replay(_trace(*_cases()), SYSTEM, progress=False, log=None)
+    for run in results["runs"]:
+        assert len(run["raws"]) == 8
+        for raw in run["raws"]:
+            _check(raw)
+
+
+def test_larger_than_sram_all_reduce_is_2S_in_ace_mode():
+    """512 KiB fp32 all-reduce per node (8x the 64 KiB input SRAM): bit-exact in both modes;
+    ACE mode moves exactly 2S per node on the memory port; the baseline moves more, and the
+    same payload crosses every link in both modes."""
+    S = 512 << 10
+    results = replay(_trace(_spec("ar512k", "allreduce", S)), SYSTEM, progress=False,
+                     log=None)
+    ace, base = (run["raws"][0] for run in results["runs"])
+    for raw in (ace, base):
+        _check(raw)
+    for k in range(8):
+        assert ace["mem_read_bytes"][k] + ace["mem_write_bytes"][k] == 2 * S
+        assert base["mem_read_bytes"][k] + base["mem_write_bytes"][k] > 2.5 * S * 2
+    assert ace["link_tx_payload_bytes"] == base["link_tx_payload_bytes"]
+    program = compile_spec(_spec("ar512k", "allreduce", S), SYSTEM, "ace")
+    assert ace["chunks"] == program.chunks > 8
+    assert link_traffic(program)[(0, "tx", 0)] == 2 * 7 * S // 8
+
+
+def test_background_traffic_slows_the_baseline_not_the_result():
+    """Half the memory bandwidth taken by background traffic: results still bit-exact, and
+    the memory-bound baseline takes longer than without it."""
+    spec = _spec("ar64k", "allreduce", 64 << 10, "bf16")
+    quiet = replay(_trace(spec), SYSTEM, modes=("baseline",), progress=False, log=None)
+    busy = replay(_trace(spec), SYSTEM, modes=("baseline",), background_share=0.5,
+                  progress=False, log=None)
+    _check(quiet["runs"][0]["raws"][0])
+    _check(busy["runs"][0]["raws"][0])
+    assert busy["runs"][0]["raws"][0]["cycles"] > 1.2 * quiet["runs"][0]["raws"][0]["cycles"]
+
+
+def test_a_collective_the_system_cannot_hold_is_refused_before_running():
+    too_big = _spec("huge", "allreduce", 64 << 20)
+    with pytest.raises(ReplayError, match="mem_bytes"):
+        replay(_trace(too_big), SYSTEM, modes=("ace",), progress=False, log=None)
+
+
+def _ace(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "ace.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=1800)
+
+
+def test_cli_replay_writes_results(tmp_path):
+    """``ace replay`` on our own trace format: exit 0, the table, results.json with the
+    documented records, the CSV, the plots and the Perfetto timeline."""
+    trace = tmp_path / "t.yaml"
+    trace.write_text("version: 1\ncollectives:\n"
+                     "  - {name: ar, collective: allreduce, bytes: 65536, dtype: fp32}\n"
+                     "  - {name: ag, collective: allgather, bytes: 32768, dtype: int32}\n")
+    out = tmp_path / "out"
+    result = _ace("replay", str(trace), "--out", str(out), "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "ar" in result.stdout and "baseline" in result.stdout
+    doc = json.loads((out / "results.json").read_text())
+    assert [run["mode"] for run in doc["runs"]] == ["ace", "baseline"]
+    for run in doc["runs"]:
+        names = [r["name"] for r in run["collectives"]]
+        assert names == ["ar", "ag"]
+        for record in run["collectives"]:
+            for key in ("name", "op", "algorithm", "nodes", "bytes", "dtype", "cycles",
+                        "bound_cycles", "link_utilization", "mem_read_bytes",
+                        "mem_write_bytes", "mem_bytes_per_link_byte", "algbw_gbps",
+                        "busbw_gbps", "correct"):
+                assert key in record, key
+            assert record["correct"] is True
+            assert record["nodes"] == 8 and 0 < record["link_utilization"] <= 1
+    ace_ar = doc["runs"][0]["collectives"][0]
+    assert ace_ar["mem_read_bytes"] + ace_ar["mem_write_bytes"] == 8 * 2 * 65536
+    for name in ("summary.csv", "link_utilization.png", "memory_bandwidth.png",
+                 "ace_vs_baseline.png", "timeline.json"):
+        assert (out / name).stat().st_size > 0, name
+    events = json.loads((out / "timeline.json").read_text())["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["replay", "missing.yaml"], "missing.yaml"),
+    (["replay", "--system", "nosuch"], "nosuch"),
+    (["replay", "--background", "1.5"], "--background"),
+])
+def test_cli_user_errors_are_one_line_exit_2(tmp_path, args, message):
+    result = _ace(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.stderr
+
+
+def test_cli_bad_trace_names_file_line_field(tmp_path):
+    trace = tmp_path / "bad.yaml"
+    trace.write_text("version: 1\ncollectives:\n  - {name: a, collective: allreduce, "
+                     "bytes: 6, dtype: fp32}\n")
+    result = _ace("replay", str(trace), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "bad.yaml:3" in result.stderr and "bytes" in result.stderr
+
+
+def test_make_inputs_are_reproducible():
+    from ace.layouts import Dtype
+    from sim_harness.replay import make_inputs
+    a = make_inputs(np.random.default_rng(5), Dtype.BF16, 100)
+    b = make_inputs(np.random.default_rng(5), Dtype.BF16, 100)
+    assert a.dtype == np.uint16 and np.array_equal(a, b)
