@@ -810,8 +810,9 @@ def compile_collective(collective: str, count: int, *, topology: Topology | str 
                            f"the configuration has num_links = {config.num_links}")
     if op is ReduceOp.COPY and collective in ("allreduce", "reduce_scatter"):
         raise CompileError("op: copy is not a reduction")
-    # Every message must fit in packet_bytes (half a receive buffer): with finite buffers a
-    # larger one can deadlock a ring (docs/engine.md). More chunks make messages shorter.
+    # Every message, and every burst of sends before a receive, must fit in packet_bytes (half
+    # a receive buffer): with finite buffers more can deadlock a ring (docs/engine.md). More
+    # chunks make messages shorter.
     limit = packet_bytes(config)
     want = chunks
     while True:
@@ -832,9 +833,21 @@ def compile_collective(collective: str, count: int, *, topology: Topology | str 
 
 
 def max_message_bytes(program: CollectiveProgram) -> int:
-    """The longest message any step sends or receives, in bytes (0 if none)."""
-    return max((step.nbytes for node in program.nodes for channel in node.channels
-                for step in channel.steps if {"send", "recv"} & step.uses), default=0)
+    """The most bytes a channel puts in flight toward its receivers at once, or receives in
+    one step (0 if none): a message, or a burst of sends with no receive between them (the ring
+    all-to-all sends p-1 messages before its first receive), counted from the last receive."""
+    biggest = 0
+    for node in program.nodes:
+        for channel in node.channels:
+            burst = 0
+            for step in channel.steps:
+                if "recv" in step.uses:
+                    burst = 0
+                    biggest = max(biggest, step.nbytes)
+                if "send" in step.uses:
+                    burst += step.nbytes
+                    biggest = max(biggest, burst)
+    return biggest
 
 
 def expected_ace_traffic(program: CollectiveProgram) -> tuple[int, int]:

@@ -297,3 +297,28 @@ def test_compile_errors():
         compile_collective("allreduce", 0, nodes=2)
     with pytest.raises(CompileError, match=r"algorithm: 1 given for 2 topology dimensions"):
         compile_collective("allreduce", 10, topology="torus:2x2", algorithm=["ring"], config=TINY)
+
+
+@pytest.mark.parametrize("collective, algorithm", [("alltoall", "ring"), ("allreduce", "ring"),
+                                                   ("alltoall", "direct")])
+def test_sends_in_flight_fit_half_a_receive_buffer(collective, algorithm):
+    """Deadlock rule (docs/engine.md): the bytes a channel sends after its last receive, and
+    every single message, fit in packet_bytes. Counted here independently of the compiler's
+    own helper: the ring all-to-all's p-1 back-to-back sends must together fit."""
+    from ace.channel_datapath import packet_bytes
+    cfg = NAMED_CONFIGS["small"].replace(program_words=2048)
+    topology = "ring:4" if algorithm == "ring" else "fully_connected:4"
+    cfg = cfg if algorithm == "ring" else cfg.replace(num_links=3)
+    prog = compile_collective(collective, 12000, topology=topology, algorithm=algorithm,
+                              config=cfg, dtype="fp32")
+    limit = packet_bytes(cfg)
+    for node in prog.nodes:
+        for ch in node.channels:
+            pending = 0
+            for st in ch.steps:
+                if st.type in ("r", "rrc", "rrs", "rrcs", "rcs"):
+                    assert st.nbytes <= limit
+                    pending = 0
+                if st.type in ("s", "rrs", "rrcs", "rcs"):
+                    pending += st.nbytes
+                    assert pending <= limit, (node.node, st)
