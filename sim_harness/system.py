@@ -105,7 +105,11 @@ def link_partners(topology: Topology) -> dict[tuple[int, int], tuple[int, int]]:
             except ProgramError:       # not neighbours
                 continue
             ly = topology.recv_link(y, x)
+            # A link is bidirectional: the receiver returns credits on the reverse direction.
+            # (In a dimension of size 2, (x, 2k+1) -> (y, 2k) is no send link of x's, but it
+            # carries the credits of y's sends to x.)
             out[(x, lx)] = (y, ly)
+            out[(y, ly)] = (x, lx)
     return out
 
 

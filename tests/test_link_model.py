@@ -184,3 +184,34 @@ def test_verilog():
     for port in ("i__tkeep", "o__tlast", "cfg_latency", "cfg_bytes_per_cycle_q8",
                  "stall_cycles", "busy_cycles"):
         assert port in text
+
+
+@pytest.mark.parametrize("topology", ["ring:2", "ring:8", "torus:4x2", "torus:2x2x2",
+                                      "fully_connected:4"])
+def test_system_links_are_bidirectional(topology):
+    """Every wired direction has its reverse (the receiver returns credits on it), and every
+    link a neighbour sends or receives on is wired: in a dimension of size 2 the two links
+    between a pair are both used in both directions."""
+    from ace.program import Topology
+    from sim_harness.system import link_partners
+    topo = Topology.parse(topology)
+    partners = link_partners(topo)
+    for a, b in partners.items():
+        assert partners[b] == a
+    p = topo.num_nodes
+    for x in range(p):
+        for y in range(p):
+            if x != y and y in _neighbours(topo, x):
+                assert partners[(x, topo.send_link(x, y))] == (y, topo.recv_link(y, x))
+
+
+def _neighbours(topo, x):
+    from ace.program import ProgramError
+    out = set()
+    for y in range(topo.num_nodes):
+        try:
+            topo.send_link(x, y)
+            out.add(y)
+        except ProgramError:      # not neighbours
+            pass
+    return out
