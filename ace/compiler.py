@@ -26,16 +26,16 @@ chunk c runs on one channel, through all phases, so several chunks are in flight
 (buffers in SRAM, inputs loaded once, results stored once) and ``baseline`` (the same steps with
 buffers in main memory).
 
-In ``ace`` mode with two or more channels, channel 0 is the *mover*: it runs every ``load`` and
-``store``, and channels 1..C-1 communicate (chunk c on channel ``1 + c % (C-1)``). Each
-communicating channel has two SRAM slots, so the mover loads a channel's next chunk while the
-channel still works on the current one, and loads and stores overlap the network traffic
-instead of stalling it. The hand-offs are ``nop`` steps with a dependency: a channel's first
-step of chunk c waits for the mover's last load of c, and the mover's stores of c wait for the
-channel's last step of c. The mover issues ``in(0..L-1)``, then ``out(c), in(c+L)`` for
-c = 0, 1, ... (L = 2(C-1) slots; chunk c+L reuses chunk c's slot, so its load follows the store
-of c). With one channel (or in baseline mode) chunk c runs wholly on channel ``c % C``. Both
-modes plan the same chunks, so they send the same messages.
+In ``ace`` mode with two or more channels, channel 0 is the *loader*: it runs every ``load``,
+and channels 1..C-1 communicate (chunk c on channel ``1 + c % (C-1)``) and store their own
+results. Each communicating channel has two SRAM slots, so the loader fills a channel's next
+chunk while the channel still works on the current one, and loads overlap the network traffic
+instead of stalling it (one DMA stream moves at most one beat per cycle, so a single channel
+doing both loads and stores would be slower than the link). The hand-offs are ``nop`` steps
+with a dependency: a channel's first step of chunk c waits for the loader's last load of c, and
+the loader's loads of chunk c+L (L = 2(C-1) slots; c+L reuses c's slot) wait for the last step
+(the last store) of chunk c. With one channel (or in baseline mode) chunk c runs wholly on
+channel ``c % C``. Both modes plan the same chunks, so they send the same messages.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class _Compiler:
         self.addrs = addrs
         self.dims = [k for k, d in enumerate(topology.dims) if d > 1]
         self.blocks = collective_blocks(collective, count, topology, self.epw)
-        # The mover (module docstring): channel 0 loads and stores, 2 slots per other channel.
+        # The loader (module docstring): channel 0 loads, 2 slots per other channel.
         self.mover = mode == "ace" and self.C >= 2
         self.comm = self.C - 1 if self.mover else self.C
         # Both modes plan the same chunks (so they send the same messages).
@@ -556,8 +556,8 @@ class _Compiler:
                                      scratch_elems=scratch))
         self.nodes = nodes
 
-        mover_in = [[[] for _ in range(p)] for _ in range(n_chunks)]
-        mover_out = [[[] for _ in range(p)] for _ in range(n_chunks)]
+        loads = [[[] for _ in range(p)] for _ in range(n_chunks)]     # the loader's, per chunk
+        chunk_end = [[None] * p for _ in range(n_chunks)]            # last step of each chunk
         for c in range(n_chunks):
             self._chan = 1 + c % self.comm if self.mover else c % self.C
             slot = c % self.slots
@@ -572,12 +572,12 @@ class _Compiler:
             else:
                 self.nest = [(s.local, s.length) for s in self.segs]
             if self.mover:
-                self._sink = mover_in[c]
+                self._sink = loads[c]
                 self._memory_in(c)
                 self._sink = None
                 for n in range(p):
                     self._wait(self.out[n][self._chan], 0,
-                               mover_in[c][n][-1] if mover_in[c][n] else None)
+                               loads[c][n][-1] if loads[c][n] else None)
             else:
                 self._memory_in(c)
             if coll == "alltoall":
@@ -596,28 +596,19 @@ class _Compiler:
                 else:
                     for q in range(last, -1, -1):
                         self.phase("ag", q)
-            if self.mover:
-                for n in range(p):
-                    steps = self.out[n][self._chan]
-                    self._wait(mover_out[c][n], self._chan, steps[-1] if steps else None)
-                self._sink = mover_out[c]
-                self._memory_out(c)
-                self._sink = None
-            else:
-                self._memory_out(c)
+            self._memory_out(c)
+            for n in range(p):
+                steps = self.out[n][self._chan]
+                chunk_end[c][n] = (self._chan, steps[-1] if steps else None)
         if self.mover:
+            # The loader: chunks 0..L-1 at once, then chunk c+L once chunk c left its slot.
             L = self.slots
             for n in range(p):
-                order: list = list(range(min(L, n_chunks)))
+                loader = self.out[n][0]
                 for c in range(n_chunks):
-                    order.append(("out", c))
-                    if c + L < n_chunks:
-                        order.append(c + L)
-                for item in order:
-                    if isinstance(item, tuple):
-                        self.out[n][0] += mover_out[item[1]][n]
-                    else:
-                        self.out[n][0] += mover_in[item][n]
+                    if c >= L:
+                        self._wait(loader, *chunk_end[c - L][n])
+                    loader += loads[c][n]
 
         per_node = [[_fuse([s for s in self.out[n][c] if s.type == "nop" or s.count > 0])
                      for c in range(self.C)] for n in range(p)]

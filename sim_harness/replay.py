@@ -23,7 +23,7 @@ from ace.msccl import load_msccl
 from ace.program import assemble, dtype_from_name, link_traffic
 
 from .metrics import latency_steps
-from .simulator import SystemSimulator, run_hosts
+from .simulator import SystemSimulator, build_driver, run_hosts
 from .system import SystemSpec
 from .trace import CollectiveSpec, Trace, TraceError
 
@@ -205,24 +205,28 @@ def _wire(samples, links, node, link, base) -> int:
 
 def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed: int = 1,
            interval: int | None = None, background_share: float = 0.0, waves: bool = False,
-           log=print, progress: bool = True) -> dict:
+           log=print, progress: bool = True, parallel: bool = True) -> dict:
     """Run every collective of ``trace`` in every mode; return
-    ``{"system": system_record, "runs": [{"mode", "raws": [raw...]}]}``."""
-    from tqdm import tqdm
+    ``{"system": system_record, "runs": [{"mode", "raws": [raw...]}]}``.
+
+    With ``parallel`` each mode runs in its own simulator process at the same time (the modes
+    are independent runs of the same system); results are identical either way."""
+    from concurrent.futures import ThreadPoolExecutor
 
     for spec in trace.collectives:     # compile errors before any build
         for mode in modes:
-            compile_spec(spec, system, mode)
-    runs = []
-    with SystemSimulator(system, waves=waves, log=log) as sim:
-        for mode in modes:
+            _check_fits(spec, compile_spec(spec, system, mode), system)
+    build_driver(system, waves=waves, log=log)
+
+    def run_mode(position: int, mode: str) -> dict:
+        from tqdm import tqdm
+
+        raws = []
+        with SystemSimulator(system, waves=waves, log=log) as sim:
             sim.reset(background_share=background_share)
-            raws = []
             for i, spec in enumerate(trace.collectives):
-                bar = None
-                if progress:
-                    bar = tqdm(total=None, unit="cyc", unit_scale=True, leave=False,
-                               desc=f"{mode} {spec.name}")
+                bar = tqdm(total=None, unit="cyc", unit_scale=True, leave=False,
+                           position=position, desc=f"{mode} {spec.name}") if progress else None
 
                 def advance(elapsed, bar=bar):
                     if bar is not None:
@@ -232,5 +236,23 @@ def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed:
                                      progress=advance))
                 if bar is not None:
                     bar.close()
-            runs.append({"mode": mode, "raws": raws})
+        return {"mode": mode, "raws": raws}
+
+    if parallel and len(modes) > 1 and not waves:
+        with ThreadPoolExecutor(len(modes)) as pool:
+            runs = list(pool.map(run_mode, range(len(modes)), modes))
+    else:
+        runs = [run_mode(0, mode) for mode in modes]
     return {"system": system_record(system, background_share), "runs": runs}
+
+
+def _check_fits(spec: CollectiveSpec, program, system: SystemSpec) -> None:
+    """Refuse, before any simulation, a collective whose buffers and staging area do not fit
+    the system's memory."""
+    esize = DTYPE_BYTES[program.dtype]
+    top = max(max(n.input_addr + n.in_elems * esize, n.output_addr + n.out_elems * esize,
+                  n.scratch_addr + n.scratch_elems * esize) for n in program.nodes)
+    need = -(-(top + STAGE_GAP) // 4096) * 4096 + 2 * 4096 * system.config.num_channels
+    if need > system.mem_bytes:
+        raise ReplayError(f"{spec.name}: needs {need} bytes of memory per node; the system has "
+                          f"mem_bytes = {system.mem_bytes}")

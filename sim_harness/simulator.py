@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import hashlib
+import json
 import os
 import subprocess
 import tempfile
@@ -113,24 +114,52 @@ def _locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+#: Modules of ``ace`` that generate no hardware (a change to them keeps the builds).
+_SOFTWARE_ONLY = {"cli.py", "compiler.py", "demo.py", "golden.py", "host.py", "lint.py",
+                  "msccl.py", "synth.py", "synth_wrapper.py", "toolchain.py"}
+
+
+def _generator_sources() -> list[Path]:
+    """The Python and C++ files a driver build is generated from."""
+    ace_dir = REPO / "ace"
+    here = Path(__file__).parent
+    return [path for path in sorted(ace_dir.glob("*.py")) if path.name not in _SOFTWARE_ONLY] + [
+        here / name for name in (
+        "system.py", "memory.py", "link.py", "sim_ram.py", "driver.cpp")]
+
+
+def build_key(spec: SystemSpec, waves: bool = False) -> str:
+    """Hash of what a build depends on: the system's configuration (rates and latencies
+    aside), the generator sources and the Verilator flags. Computing it needs no Verilog, so
+    a cached build starts at once."""
+    spec = build_key_spec(spec)
+    h = hashlib.sha256(json.dumps({
+        "config": spec.config.to_dict(), "topology": str(spec.topology),
+        "mem_bytes": spec.mem_bytes, "flags": VERILATOR_FLAGS, "waves": waves,
+        "ports": ports_header(spec)}).encode())
+    for path in _generator_sources():
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def build_driver(spec: SystemSpec, *, waves: bool = False, jobs: int | None = None,
                  log=None) -> Path:
-    """Compile the system and the driver unless a fresh build exists; return the executable.
-    ``log(text)`` receives progress lines (the Verilator output goes to ``build.log``)."""
+    """Compile the system and the driver unless a build with the same :func:`build_key`
+    exists; return the executable. ``log(text)`` receives progress lines (the Verilator output
+    goes to ``build.log``)."""
     spec = build_key_spec(spec)
-    # Keep the engine one C++ class that every node instantiates: Verilator would otherwise
-    # inline it into the top, compiling N copies (10x the code, most of the build time).
-    vlt = f'`verilator_config\nno_inline -module "{spec.engine_module}"\n'
-    texts = {**system_sources(spec), "system_ports.h": ports_header(spec),
-             "driver.cpp": DRIVER_SOURCE.read_text(), "system.vlt": vlt}
     flags = VERILATOR_FLAGS + (["--trace-fst"] if waves else [])
-    digest = hashlib.sha256("".join(f"{n}\0{t}\0" for n, t in sorted(texts.items()))
-                            .encode() + " ".join(flags).encode()).hexdigest()[:12]
+    digest = build_key(spec, waves)
     build_dir = HARNESS_BUILD_ROOT / f"{spec.name}-{digest}{'-waves' if waves else ''}"
     exe = build_dir / "obj" / "ace_driver"
     with _locked(build_dir.with_suffix(".lock")):
         if exe.exists() and (build_dir / "ace_build.stamp").exists():
             return exe
+        # Keep the engine one C++ class that every node instantiates: Verilator would
+        # otherwise inline it into the top, compiling N copies (10x the code and build time).
+        vlt = f'`verilator_config\nno_inline -module "{spec.engine_module}"\n'
+        texts = {**system_sources(spec), "system_ports.h": ports_header(spec),
+                 "driver.cpp": DRIVER_SOURCE.read_text(), "system.vlt": vlt}
         build_dir.mkdir(parents=True, exist_ok=True)
         paths = []
         for name, text in texts.items():

@@ -165,40 +165,40 @@ def test_hierarchical(topology, alg, coll, mode):
 
 def test_hierarchical_phase_structure():
     """(4,2) torus all-reduce: reduce-scatter on dim 0 (links 0/1), all-reduce on dim 1
-    (links 2/3), all-gather on dim 0; channel 0 (the mover) loads and stores around it."""
+    (links 2/3), all-gather on dim 0, then the store; channel 0 (the loader) loads first."""
     prog = compile_collective("allreduce", 64, topology="torus:4x2", algorithm="ring",
                               config=TINY, chunks=1)
-    mover = prog.nodes[0].channels[0].steps
+    loader = prog.nodes[0].channels[0].steps
     steps = prog.nodes[0].channels[1].steps
-    # Hand-offs: the channel waits for the load, the store waits for the channel's last step.
-    assert [s.type for s in mover] == ["load", "nop", "store"]
-    assert mover[1].dep == (1, len(steps) - 1)
+    assert [s.type for s in loader] == ["load"]
+    # Hand-off: the channel waits for the load, and stores its own result at the end.
     assert steps[0].type == "nop" and steps[0].dep == (0, 0)
+    assert steps[-1].type == "store"
     dims = [0 if (s.send_link if "send" in s.uses else s.recv_link) < 2 else 1
-            for s in steps[1:]]
+            for s in steps[1:-1]]
     # RS on dim 0: s rrs rrs rrc; AR on dim 1 (2 nodes): s rrcs r; AG on dim 0: s rcs rcs r
     assert dims == [0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0]
-    assert [s.type for s in steps[1:]] == ["s", "rrs", "rrs", "rrc", "s", "rrcs", "r",
-                                           "s", "rcs", "rcs", "r"]
+    assert [s.type for s in steps[1:-1]] == ["s", "rrs", "rrs", "rrc", "s", "rrcs", "r",
+                                             "s", "rcs", "rcs", "r"]
 
 
-def test_mover_order_and_slots():
-    """Six chunks on a 3-channel config: the mover loads the first four (two slots per
-    communicating channel) ahead, then alternates store c / load c+4; chunk c+4 reuses chunk
-    c's slot only after c is stored."""
+def test_loader_runs_ahead_by_two_slots_per_channel():
+    """Six chunks on a 3-channel config: the loader loads the first four (two slots per
+    communicating channel) at once; the load of chunk c+4 (into chunk c's slot) waits for the
+    step that ends chunk c, its store, on the channel that ran it."""
     cfg = TINY.replace(num_channels=3, mem_id_bits=3)
     prog = compile_collective("allreduce", 6 * 32, nodes=4, config=cfg, chunks=6)
-    mover = prog.nodes[0].channels[0].steps
-    kinds = [s.type for s in mover if s.type != "nop"]
-    assert kinds == ["load"] * 4 + ["store", "load", "store", "load"] + ["store"] * 4
-    loads = [s for s in mover if s.type == "load"]
-    stores = [s for s in mover if s.type == "store"]
+    node = prog.nodes[0]
+    loader = node.channels[0].steps
+    assert [s.type for s in loader] == ["load"] * 4 + ["nop", "load"] * 2
+    loads = [s for s in loader if s.type == "load"]
     assert loads[4].dst == loads[0].dst and loads[5].dst == loads[1].dst
     assert len({s.dst for s in loads[:4]}) == 4
-    # Every store waits (through the nop before it) on the channel that ran its chunk.
-    for k, s in enumerate(mover):
-        if s.type == "store":
-            assert mover[k - 1].type == "nop" and mover[k - 1].dep[0] == 1 + stores.index(s) % 2
+    for k, c in ((4, 0), (6, 1)):           # nop before the load of chunk c + 4
+        channel, index = loader[k].dep
+        assert channel == 1 + c % 2
+        stores = [i for i, s in enumerate(node.channels[channel].steps) if s.type == "store"]
+        assert index == stores[c // 2]
 
 
 @pytest.mark.parametrize("dtype,op", [("fp32", "max"), ("bf16", "max"), ("fp16", "min"),

@@ -10,6 +10,7 @@ reuses it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-from ace.program import link_traffic
+from ace.program import ProgramError, link_traffic
 from sim_harness.replay import ReplayError, compile_spec, replay
 from sim_harness.systems import load_system
 from sim_harness.trace import CollectiveSpec, Trace
@@ -41,14 +42,17 @@ def _check(raw, system=SYSTEM):
     assert raw["correct"], f"{where}: output differs from the golden model"
     assert raw["mem_read_bytes"] == raw["golden_mem_read_bytes"], where
     assert raw["mem_write_bytes"] == raw["golden_mem_write_bytes"], where
-    last = raw["samples"]
-    assert [a for a in last["mem_read_bytes"][-1]] == raw["mem_read_bytes"], where
-    assert [a for a in last["mem_write_bytes"][-1]] == raw["mem_write_bytes"], where
+    # The memory model counts whole read beats (a read of 4 bytes costs a 16-byte beat) and
+    # written bytes by strobe, so its writes equal the engine's and its reads are no fewer.
+    model = raw["samples"]
+    assert model["mem_write_bytes"][-1] == raw["mem_write_bytes"], where
+    assert all(m >= e for m, e in zip(model["mem_read_bytes"][-1], raw["mem_read_bytes"]))
     assert raw["link_tx_payload_bytes"] == raw["program_link_bytes"], where
     for k, links in enumerate(raw["link_tx_wire_bytes"]):
         for l, wire in enumerate(links):
             payload = raw["link_tx_payload_bytes"][k][l]
-            assert wire >= payload and (payload == 0) == (wire == 0), where
+            # Data links carry headers beside the payload; reverse links carry credits only.
+            assert wire > payload if payload else wire >= 0, where
     steps = [[len(ch) for ch in node] for node in raw["steps"]]
     assert raw["samples"]["steps_done"][-1] == [
         n + [0] * (system.config.num_channels - len(n)) for n in steps], where
@@ -78,20 +82,22 @@ def test_every_collective_both_modes():
 
 
 def test_larger_than_sram_all_reduce_is_2S_in_ace_mode():
-    """512 KiB fp32 all-reduce per node (8x the 64 KiB input SRAM): bit-exact in both modes;
+    """256 KiB fp32 all-reduce per node (4x the 64 KiB input SRAM): bit-exact in both modes;
     ACE mode moves exactly 2S per node on the memory port; the baseline moves more, and the
     same payload crosses every link in both modes."""
-    S = 512 << 10
-    results = replay(_trace(_spec("ar512k", "allreduce", S)), SYSTEM, progress=False,
+    S = 256 << 10
+    results = replay(_trace(_spec("ar256k", "allreduce", S)), SYSTEM, progress=False,
                      log=None)
     ace, base = (run["raws"][0] for run in results["runs"])
     for raw in (ace, base):
         _check(raw)
+    for raw in (ace, base):     # whole aligned beats: the memory model agrees exactly
+        assert raw["samples"]["mem_read_bytes"][-1] == raw["mem_read_bytes"]
     for k in range(8):
         assert ace["mem_read_bytes"][k] + ace["mem_write_bytes"][k] == 2 * S
         assert base["mem_read_bytes"][k] + base["mem_write_bytes"][k] > 2.5 * S * 2
     assert ace["link_tx_payload_bytes"] == base["link_tx_payload_bytes"]
-    program = compile_spec(_spec("ar512k", "allreduce", S), SYSTEM, "ace")
+    program = compile_spec(_spec("ar256k", "allreduce", S), SYSTEM, "ace")
     assert ace["chunks"] == program.chunks > 8
     assert link_traffic(program)[(0, "tx", 0)] == 2 * 7 * S // 8
 
@@ -109,9 +115,14 @@ def test_background_traffic_slows_the_baseline_not_the_result():
 
 
 def test_a_collective_the_system_cannot_hold_is_refused_before_running():
-    too_big = _spec("huge", "allreduce", 64 << 20)
-    with pytest.raises(ReplayError, match="mem_bytes"):
-        replay(_trace(too_big), SYSTEM, modes=("ace",), progress=False, log=None)
+    """Too many steps for the instruction memory, or buffers past the memory model's end:
+    a clear error before any simulation."""
+    with pytest.raises(ProgramError, match="program_words"):
+        replay(_trace(_spec("huge", "allreduce", 5 << 20)), SYSTEM, modes=("ace",),
+               progress=False, log=None)
+    small = dataclasses.replace(SYSTEM, mem_bytes=1 << 16)
+    with pytest.raises(ReplayError, match="mem_bytes = 65536"):
+        replay(_trace(_spec("big", "allgather", 64 << 10)), small, progress=False, log=None)
 
 
 def _ace(*args, cwd):
