@@ -500,20 +500,24 @@ class _Compiler:
                     if sub_len:
                         self._step("r", sub_len, dst=outp(o), frm=o)
             else:
+                # Waves of distance D = 1 .. p-1: every node sends its block for n+D, forwards
+                # the D-1 blocks that pass through it (each send but the wave's first carries
+                # what the step received, so no burst of sends fills a receive buffer), and
+                # keeps the block from n-D. A forwarded block lands on the input slice of a
+                # destination nearer than D, whose own block has already left.
                 nxt, prv = (n + 1) % p, (n - 1) % p
-                for r in range(1, p):
-                    d = (n + r) % p
+                for D in range(1, p):
+                    d = (n + D) % p
                     if segs[d].length:
                         self._step("s", segs[d].length, src=inp(d), to=nxt)
-                for t in range(1, p):
-                    origin = (n - t) % p
+                    for h in range(1, D):
+                        dest = (n - h + D) % p
+                        if segs[dest].length:
+                            self._step("rcs", segs[dest].length,
+                                       dst=self._phys(n, "fwd", segs[dest].local), frm=prv,
+                                       to=nxt)
                     if sub_len:
-                        self._step("r", sub_len, dst=outp(origin), frm=prv)
-                    for r in range(1, p - t):
-                        d = (n + r) % p
-                        if segs[d].length:
-                            self._step("rcs", segs[d].length,
-                                       dst=self._phys(n, "fwd", segs[d].local), frm=prv, to=nxt)
+                        self._step("r", sub_len, dst=outp((n - D) % p), frm=prv)
 
     # -- driver -------------------------------------------------------------------------------
 

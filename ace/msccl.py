@@ -22,6 +22,12 @@ get the same channel index; the importer solves these constraints (union-find, t
 assignment keeping each gpu's threadblocks on distinct channels) and raises an error if they
 cannot be met.
 
+Loops: as the MSCCL runtime does, a buffer larger than one pass of the algorithm is processed in
+``loops`` passes; pass k covers elements ``[k*L, (k+1)*L)`` of every buffer (L = the buffer's
+chunks x ``chunk_elems``), and its steps follow pass k-1's on every channel. In ``ace`` mode each
+pass loads its slice into the same SRAM region and stores its result, so one pass must fit the
+SRAM and the SRAM's size, not the buffer's, bounds the collective.
+
 In ``ace`` mode the importer adds a ``load`` of the whole input at the start of channel 0
 (every other channel's first step depends on it) and a ``store`` of the output at the end of
 channel 0 (after ``nop``\\ s that wait for every other channel's last step). In ``baseline`` mode
@@ -128,14 +134,14 @@ _USES = {"s": ("src", "send"), "r": ("dst", "recv"), "rrc": ("src", "dst", "recv
 
 
 def load_msccl(path_or_text, *, chunk_elems: int | None = None, count: int | None = None,
-               dtype="int32", op="sum", mode: str = "ace", topology=None,
+               loops: int = 1, dtype="int32", op="sum", mode: str = "ace", topology=None,
                input_addr: int = 0, output_addr: int | None = None,
                scratch_addr: int | None = None, source: str | None = None
                ) -> CollectiveProgram:
     """Read an MSCCL XML algorithm (a path, or the XML text itself) into a program.
 
-    ``chunk_elems``: elements per MSCCL chunk; or ``count``: elements per loop
-    (``nchunksperloop`` chunks), which must divide evenly. ``topology`` (default
+    ``chunk_elems``: elements per MSCCL chunk; or ``count``: elements in all ``loops`` passes
+    (``loops * nchunksperloop`` chunks), which must divide evenly. ``topology`` (default
     ``switch:ngpus``) gives the link of every peer.
     """
     if isinstance(path_or_text, Path) or (isinstance(path_or_text, str)
@@ -163,10 +169,12 @@ def load_msccl(path_or_text, *, chunk_elems: int | None = None, count: int | Non
     if chunk_elems is None:
         if count is None:
             raise MscclError(f"{source}: give chunk_elems= or count=")
-        if count % nchunks:
+        if not isinstance(loops, int) or loops < 1:
+            raise MscclError(f"{source}: loops {loops!r}; allowed: an integer >= 1")
+        if count % (nchunks * loops):
             raise MscclError(f"{source}: count {count} is not a multiple of "
-                             f"nchunksperloop = {nchunks}")
-        chunk_elems = count // nchunks
+                             f"nchunksperloop x loops = {nchunks} x {loops}")
+        chunk_elems = count // (nchunks * loops)
     if chunk_elems < 1:
         raise MscclError(f"{source}: chunk_elems {chunk_elems}; allowed: at least 1")
     dtype, op = dtype_from_name(dtype), op_from_name(op)
@@ -286,16 +294,18 @@ def load_msccl(path_or_text, *, chunk_elems: int | None = None, count: int | Non
     for g in range(ngpus):
         gpu = gpus[g]
         sizes = gpu["sizes"]
-        in_elems = sizes["i"] * chunk_elems
+        in_elems = sizes["i"] * chunk_elems            # one pass; the buffers hold `loops`
         out_elems = in_elems if gpu["alias_o"] else sizes["o"] * chunk_elems
         ia = input_addr
-        oa = output_addr if output_addr is not None else _align(ia + in_elems * esize)
+        oa = output_addr if output_addr is not None else _align(ia + loops * in_elems * esize)
         if gpu["alias_o"] and mode == "baseline":
             oa = ia
-        sa = scratch_addr if scratch_addr is not None else _align(oa + out_elems * esize)
+        sa = (scratch_addr if scratch_addr is not None
+              else _align(oa + loops * out_elems * esize))
         node = NodeProgram(node=g, placement="sram" if mode == "ace" else "memory",
-                           input_addr=ia, output_addr=oa, scratch_addr=sa, in_elems=in_elems,
-                           out_elems=out_elems, scratch_elems=sizes["s"] * chunk_elems)
+                           input_addr=ia, output_addr=oa, scratch_addr=sa,
+                           in_elems=loops * in_elems, out_elems=loops * out_elems,
+                           scratch_elems=loops * sizes["s"] * chunk_elems)
         width = max([channel_of[(g, t)] for t in gpu["tbs"]] + [-1]) + 1
         width = max(width, 1)
         # Entries: (Step, [dependency refs]); refs are ("tb", t, s) or ("load",) or
@@ -360,6 +370,9 @@ def load_msccl(path_or_text, *, chunk_elems: int | None = None, count: int | Non
     width = max(len(n.channels) for n in nodes)
     for n in nodes:
         n.channels += [Channel() for _ in range(width - len(n.channels))]
+        if loops > 1:
+            _repeat(n, loops, mode, esize, {g: gpus[n.node]["sizes"][g] * chunk_elems
+                                            for g in "ios"}, gpus[n.node]["alias_o"])
     count_elems = nodes[0].in_elems if coll_text != "allgather" else nodes[0].out_elems
     program = CollectiveProgram(collective=_COLLS[coll_text],
                                 algorithm=f"msccl:{root.attrib.get('name', 'unnamed')}",
@@ -367,6 +380,34 @@ def load_msccl(path_or_text, *, chunk_elems: int | None = None, count: int | Non
                                 topology=topology, mode=mode, chunks=1)
     program.validate()
     return program
+
+
+def _repeat(node: NodeProgram, loops: int, mode: str, esize: int, per_pass: dict,
+            alias_o: bool) -> None:
+    """Make ``node``'s one-pass program run ``loops`` passes (see the module docstring)."""
+    per_pass = dict(per_pass)
+    if alias_o:
+        per_pass["o"] = per_pass["i"]
+    lengths = [len(ch.steps) for ch in node.channels]
+    for ch in node.channels:
+        one = ch.steps
+        ch.steps = []
+        for k in range(loops):
+            for step in one:
+                step = Step(**{f: getattr(step, f) for f in step.__dataclass_fields__})
+                if step.dep is not None:
+                    step.dep = (step.dep[0], step.dep[1] + k * lengths[step.dep[0]])
+                if mode == "ace":
+                    if step.type == "load":
+                        step.mem_addr += k * per_pass["i"] * esize
+                    elif step.type == "store":
+                        step.mem_addr += k * per_pass["o"] * esize
+                else:
+                    for side in ("src", "dst"):
+                        ref = getattr(step, side)
+                        if ref is not None:
+                            setattr(step, side, (ref[0], ref[1] + k * per_pass[ref[0]]))
+                ch.steps.append(step)
 
 
 def _align(addr: int, to: int = 4096) -> int:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import numpy as np
 
 from ace import golden
-from ace.compiler import compile_collective
+from ace.channel_datapath import packet_bytes
+from ace.compiler import compile_collective, max_message_bytes
 from ace.csr import steps_done_offset
 from ace.engine import counter_names
 from ace.layouts import DTYPE_BYTES, Dtype
-from ace.msccl import load_msccl
-from ace.program import assemble, dtype_from_name, link_traffic
+from ace.msccl import MscclError, load_msccl
+from ace.program import ProgramError, assemble, dtype_from_name, link_traffic
 
 from .metrics import latency_steps
 from .simulator import SystemSimulator, build_driver, run_hosts
@@ -56,12 +57,38 @@ def compile_spec(spec: CollectiveSpec, system: SystemSpec, mode: str):
                          f"{esize} ({spec.dtype})")
     count = spec.bytes // esize
     if spec.collective == "msccl":
-        return load_msccl(spec.msccl_xml, count=count, dtype=dtype, op=spec.op, mode=mode,
-                          topology=system.topology)
+        return _msccl_program(spec, system, mode, count, dtype)
     algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
     return compile_collective(spec.collective, count, topology=system.topology,
                               algorithm=algorithm, dtype=dtype, op=spec.op, mode=mode,
                               config=system.config)
+
+
+def _msccl_program(spec: CollectiveSpec, system: SystemSpec, mode: str, count: int, dtype):
+    """The MSCCL algorithm in as few passes (loops) as keep every message within
+    ``packet_bytes`` (the deadlock rule, docs/engine.md) and fit the SRAM and the instruction
+    memories."""
+    limit = packet_bytes(system.config)
+    reason = "no number of passes divides the count"
+    for loops in (d for d in range(1, count + 1) if count % d == 0):
+        try:
+            program = load_msccl(spec.msccl_xml, count=count, loops=loops, dtype=dtype,
+                                 op=spec.op, mode=mode, topology=system.topology)
+        except MscclError as error:
+            if "not a multiple" in str(error):
+                continue
+            raise
+        biggest = max_message_bytes(program)
+        if biggest > limit:
+            reason = f"{biggest}-byte messages exceed packet_bytes = {limit}"
+            continue
+        try:
+            assemble(program, system.config)
+        except ProgramError as error:
+            raise ReplayError(f"{spec.name}: {spec.msccl_xml} at {spec.bytes} bytes does not "
+                              f"fit the engine in {loops} passes: {error}") from None
+        return program
+    raise ReplayError(f"{spec.name}: {spec.msccl_xml} at {spec.bytes} bytes: {reason}")
 
 
 def _algorithm_name(program) -> str:
@@ -159,7 +186,9 @@ def _run_one(sim: SystemSimulator, spec: CollectiveSpec, system: SystemSpec, mod
     return {
         "name": spec.name, "collective": program.collective if spec.collective != "msccl"
         else "msccl", "msccl_coll": getattr(program, "collective", None),
-        "algorithm": _algorithm_name(program), "topology": str(system.topology), "nodes": p,
+        "algorithm": "msccl" if spec.collective == "msccl" else _algorithm_name(program),
+        "msccl_algorithm": program.algorithm if spec.collective == "msccl" else None,
+        "topology": str(system.topology), "nodes": p,
         "bytes": S, "dtype": spec.dtype, "op": spec.op, "mode": mode, "chunks": program.chunks,
         "seed": seed, "start_cycle": start_cycle, "end_cycle": start_cycle + max(
             c["cycles"] for c in counters),

@@ -43,7 +43,7 @@ DRIVER_SOURCE = Path(__file__).with_name("driver.cpp")
 VERILATOR_FLAGS = ["--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial",
                    "fast", "--noassert", "-Wno-fatal", "-Wno-lint", "-Wno-style",
                    "--prefix", "Vtop", "-o", "ace_driver", "-CFLAGS", "-std=c++17",
-                   "-MAKEFLAGS", "OPT_SLOW=-O0"]
+                   "-MAKEFLAGS", "OPT_FAST=-O2 OPT_SLOW=-O0"]
 AXIL_INPUTS = ("awaddr", "awvalid", "wdata", "wvalid", "bready", "araddr", "arvalid", "rready")
 AXIL_OUTPUTS = ("awready", "wready", "bvalid", "bresp", "arready", "rvalid", "rdata", "rresp")
 

@@ -18,7 +18,7 @@ key                    meaning                                                  
 
 The ``harness`` engine configuration is ``small`` at 1 GHz with three channels (a mover and two
 communicating channels, see :mod:`ace.compiler`), 8 KiB receive buffers per link and channel
-(4 KiB messages) and 1024 instructions per channel.
+(4 KiB messages) and 2048 instructions per channel.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ __all__ = ["HARNESS_CONFIG", "NAMED_SYSTEMS", "load_system", "DEFAULT_SYSTEM"]
 
 HARNESS_CONFIG = NAMED_CONFIGS["small"].replace(
     name="harness", clock_mhz=1000.0, num_channels=3, rx_channel_beats=512,
-    max_packet_bytes=4096, program_words=1024)
+    max_packet_bytes=4096, program_words=2048)
 
 _DEFAULTS = {"config": "harness", "topology": "ring:8", "link_latency": 32, "mem_latency": 32,
              "mem_bytes": 8 << 20, "mem_bytes_per_cycle": None}
@@ -89,7 +89,7 @@ NAMED_SYSTEMS: dict[str, dict] = {
     "torus4x2": {"topology": "torus:4x2",
                  "config": {"base": "small", "name": "harness4", "clock_mhz": 1000.0,
                             "num_links": 4, "num_channels": 3, "rx_channel_beats": 512,
-                            "max_packet_bytes": 4096, "program_words": 1024}},
+                            "max_packet_bytes": 4096, "program_words": 2048}},
 }
 DEFAULT_SYSTEM = "ring8"
 

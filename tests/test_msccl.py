@@ -55,7 +55,7 @@ def test_ring_allreduce_file(mode, topology):
 def test_count_argument():
     prog = load_msccl(RING, count=8 * 4)
     assert prog.nodes[0].in_elems == 32
-    with pytest.raises(MscclError, match="count 30 is not a multiple of nchunksperloop = 8"):
+    with pytest.raises(MscclError, match="count 30 is not a multiple of nchunksperloop x loops = 8 x 1"):
         load_msccl(RING, count=30)
 
 
@@ -171,3 +171,32 @@ def test_file_errors(tmp_path):
         load_msccl(bad, chunk_elems=1)
     with pytest.raises(MscclError, match="cannot read"):
         load_msccl(tmp_path / "missing.xml", chunk_elems=1)
+
+
+@pytest.mark.parametrize("mode", ["ace", "baseline"])
+def test_loops_cover_a_buffer_larger_than_one_pass(mode):
+    """Three passes of the ring algorithm over a 3x larger buffer: the all-reduce of the whole
+    buffer (numpy), pass k's load/store (ace) or buffer offsets (baseline) shifted by k passes,
+    and cross-channel dependencies pointing into the same pass."""
+    prog = load_msccl(RING, count=3 * 64, loops=3, mode=mode, topology="ring:8")
+    assert prog.count == 192 and all(n.in_elems == 192 for n in prog.nodes)
+    inputs = _ints(prog, seed=3)
+    result = run(prog, inputs)
+    want = _sum(inputs)
+    for out in result.outputs:
+        assert np.array_equal(out.view(np.int32), want)
+    node = prog.nodes[0]
+    one = load_msccl(RING, count=64, mode=mode, topology="ring:8").nodes[0]
+    for ch, base in zip(node.channels, one.channels):
+        n = len(base.steps)
+        assert len(ch.steps) == 3 * n
+        for k in range(3):
+            for a, b in zip(ch.steps[k * n:(k + 1) * n], base.steps):
+                assert a.type == b.type and a.count == b.count
+                if b.dep is not None:
+                    assert a.dep[1] == b.dep[1] + k * len(one.channels[b.dep[0]].steps)
+                if mode == "ace" and b.type in ("load", "store"):
+                    assert a.mem_addr - b.mem_addr == k * 64 * 4 + (
+                        node.output_addr - one.output_addr if b.type == "store" else 0)
+                if mode == "baseline" and b.src is not None:
+                    assert a.src[1] == b.src[1] + k * 64
