@@ -31,6 +31,9 @@ from .trace import CollectiveSpec, Trace, TraceError
 __all__ = ["ReplayError", "compile_spec", "make_inputs", "replay", "system_record"]
 
 STAGE_GAP = 0x1000          # staging area of memory placement: this far above the buffers
+#: Engine watchdog (TIMEOUT CSR): a channel that sees no progress anywhere in its engine for
+#: this many cycles stops with the TIMEOUT error, so a hang ends as a reported error.
+WATCHDOG_CYCLES = 200_000
 
 
 class ReplayError(RuntimeError):
@@ -143,6 +146,7 @@ def _run_one(sim: SystemSimulator, spec: CollectiveSpec, system: SystemSpec, mod
     async def prepare(host, node):
         await host.load_program(node, stage_base=stage)
         await host.set_irq_enable(done=True, error=True)
+        await host.set_timeout(WATCHDOG_CYCLES)
         await host.clear_counters()
 
     run_hosts(sim, [prepare(h, n) for h, n in zip(hosts, assembled.nodes)])
