@@ -519,26 +519,19 @@ def test_msccl_sample():
             "allowed: a positive multiple of 32 bytes", where=f"{MSCCL}:1: ")
 
 
-TWO_GPU = """<algo name="pair" nchannels="1" nchunksperloop="3" ngpus="2" coll="allreduce"
- inplace="1">
-  <gpu id="0" i_chunks="3" o_chunks="0" s_chunks="0">
-    <tb id="0" send="1" recv="1" chan="0">
-      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="3" depid="-1"
-       deps="-1" hasdep="0"/>
-      <step s="1" type="rrc" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="3" depid="-1"
-       deps="-1" hasdep="0"/>
-    </tb>
-  </gpu>
-  <gpu id="1" i_chunks="3" o_chunks="0" s_chunks="0">
-    <tb id="0" send="0" recv="0" chan="0">
-      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="3" depid="-1"
-       deps="-1" hasdep="0"/>
-      <step s="1" type="rrc" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="3" depid="-1"
-       deps="-1" hasdep="0"/>
-    </tb>
-  </gpu>
-</algo>
-"""
+def _pair_gpu(g: int) -> str:
+    """One GPU of a 2-GPU all-reduce: send all three chunks, then receive-reduce them."""
+    steps = "".join(
+        f'      <step s="{k}" type="{kind}" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" '
+        f'cnt="3" depid="-1"\n       deps="-1" hasdep="0"/>\n'
+        for k, kind in enumerate(("s", "rrc")))
+    return (f'  <gpu id="{g}" i_chunks="3" o_chunks="0" s_chunks="0">\n'
+            f'    <tb id="0" send="{1 - g}" recv="{1 - g}" chan="0">\n{steps}    </tb>\n'
+            "  </gpu>\n")
+
+
+TWO_GPU = ('<algo name="pair" nchannels="1" nchunksperloop="3" ngpus="2" coll="allreduce"\n'
+           ' inplace="1">\n' + _pair_gpu(0) + _pair_gpu(1) + "</algo>\n")
 
 
 def test_msccl_default_size_rounds_to_the_loop(tmp_path):
