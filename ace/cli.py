@@ -13,6 +13,7 @@ User errors (bad config, missing files) print one line and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -113,7 +114,6 @@ def cmd_replay(args) -> int:
     out = Path(args.out)
     write_results(out, results["system"], results["runs"])
     with open(out / "results.json") as f:
-        import json
         document = json.load(f)
     print(format_table(document))
     print(f"results in {out}/ (results.json, summary.csv, plots, timeline.json)")

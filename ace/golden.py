@@ -30,7 +30,8 @@ from .layouts import DTYPE_BYTES
 from .numerics import BITS_DTYPE, NP_DTYPE, reduce_elements, to_bits
 from .program import CollectiveProgram, ProgramError, step_memory_traffic
 
-__all__ = ["GoldenError", "DeadlockError", "GoldenResult", "run", "place_inputs"]
+__all__ = ["GoldenError", "DeadlockError", "GoldenResult", "run", "place_inputs",
+           "memory_footprint"]
 
 
 class GoldenError(RuntimeError):
@@ -73,6 +74,11 @@ def _memory_size(program: CollectiveProgram, node) -> int:
                         size = max(size, node.buffer_addr(buf) + (off + step.count)
                                    * DTYPE_BYTES[step.dtype])
     return size
+
+
+def memory_footprint(program: CollectiveProgram) -> int:
+    """Bytes of main memory from address 0 that any node's program touches."""
+    return max(_memory_size(program, node) for node in program.nodes)
 
 
 def place_inputs(program: CollectiveProgram, inputs) -> list[np.ndarray]:

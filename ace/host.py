@@ -32,9 +32,11 @@ from .csr import (
     params_value,
     steps_done_offset,
 )
+from .channel_datapath import packet_bytes
+from .golden import memory_footprint
 from .isa import INSTR_WORDS
 
-__all__ = ["MEMORY_LIMIT", "AceError", "AceHost", "default_limits"]
+__all__ = ["MEMORY_LIMIT", "AceError", "AceHost", "default_limits", "staging_area"]
 
 #: Buffer limit written in ``memory`` placement: the whole 32-bit range.
 MEMORY_LIMIT = (1 << 32) - 1
@@ -61,6 +63,14 @@ def default_limits(node, config) -> dict[str, int]:
     base_s = node.buffer_base["s"]
     end = in_words if base_s < in_words else in_words + out_words
     return {"i": in_words, "o": out_words, "s": max(0, end - base_s)}
+
+
+def staging_area(program, config, *, gap: int = 0x1000) -> tuple[int, int]:
+    """``(base, end)`` of the staging area that ``memory`` placement needs (STAGE_BASE):
+    from the first 4 KiB boundary at least ``gap`` bytes above every byte the program touches,
+    ``2 * packet_bytes`` per channel (see :class:`~ace.channel.AceChannel`)."""
+    base = -(-(memory_footprint(program) + gap) // 4096) * 4096
+    return base, base + 2 * packet_bytes(config) * config.num_channels
 
 
 class AceHost:

@@ -19,6 +19,7 @@ from ace.channel_datapath import packet_bytes
 from ace.compiler import compile_collective, max_message_bytes
 from ace.csr import steps_done_offset
 from ace.engine import counter_names
+from ace.host import staging_area
 from ace.layouts import DTYPE_BYTES, Dtype
 from ace.msccl import MscclError, load_msccl
 from ace.program import ProgramError, assemble, dtype_from_name, link_traffic
@@ -30,7 +31,6 @@ from .trace import CollectiveSpec, Trace, TraceError
 
 __all__ = ["ReplayError", "compile_spec", "make_inputs", "replay", "system_record"]
 
-STAGE_GAP = 0x1000          # staging area of memory placement: this far above the buffers
 #: Engine watchdog (TIMEOUT CSR): a channel that sees no progress anywhere in its engine for
 #: this many cycles stops with the TIMEOUT error, so a hang ends as a reported error.
 WATCHDOG_CYCLES = 200_000
@@ -112,7 +112,7 @@ def system_record(spec: SystemSpec, background_share: float = 0.0) -> dict:
     return {"config": cfg.to_dict(), "topology": str(spec.topology), "nodes":
             spec.topology.num_nodes, "clock_mhz": cfg.clock_mhz,
             "link_bytes_per_cycle": float(cfg.link_bytes), "link_latency": spec.link_latency,
-            "mem_bytes_per_cycle": float(spec.mem_bytes_per_cycle or 2 * cfg.mem_bytes),
+            "mem_bytes_per_cycle": float(spec.mem_rate),
             "mem_latency": spec.mem_latency, "mem_bytes": spec.mem_bytes,
             "background_share": background_share}
 
@@ -130,11 +130,7 @@ def _run_one(sim: SystemSimulator, spec: CollectiveSpec, system: SystemSpec, mod
     expect = golden.run(program, inputs)
     images = golden.place_inputs(program, inputs)
     top = max(len(im) for im in expect.memory)
-    stage = -(-(top + STAGE_GAP) // 4096) * 4096
-    need = stage + 2 * 4096 * cfg.num_channels
-    if need > system.mem_bytes:
-        raise ReplayError(f"{spec.name}: needs {need} bytes of memory per node; the system has "
-                          f"mem_bytes = {system.mem_bytes}")
+    stage, _ = staging_area(program, cfg)
     for k, image in enumerate(images):
         padded = np.zeros(-(-top // 4) * 4, np.uint8)
         padded[:len(image)] = image
@@ -282,10 +278,7 @@ def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed:
 def _check_fits(spec: CollectiveSpec, program, system: SystemSpec) -> None:
     """Refuse, before any simulation, a collective whose buffers and staging area do not fit
     the system's memory."""
-    esize = DTYPE_BYTES[program.dtype]
-    top = max(max(n.input_addr + n.in_elems * esize, n.output_addr + n.out_elems * esize,
-                  n.scratch_addr + n.scratch_elems * esize) for n in program.nodes)
-    need = -(-(top + STAGE_GAP) // 4096) * 4096 + 2 * 4096 * system.config.num_channels
+    _, need = staging_area(program, system.config)
     if need > system.mem_bytes:
         raise ReplayError(f"{spec.name}: needs {need} bytes of memory per node; the system has "
                           f"mem_bytes = {system.mem_bytes}")

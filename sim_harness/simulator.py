@@ -237,19 +237,11 @@ class SystemSimulator:
 
     def reset(self, *, background_share: float = 0.0) -> None:
         """Apply the spec's rates and latencies (and a background share), then reset."""
-        spec, cfg = self.spec, self.spec.config
-        mem_rate = spec.mem_bytes_per_cycle or 2 * cfg.mem_bytes
-        self._command(f"rates {bytes_per_cycle_q8(mem_rate)} {share_q16(background_share)} "
-                      f"{spec.mem_latency} {bytes_per_cycle_q8(cfg.link_bytes)} "
+        spec = self.spec
+        self._command(f"rates {bytes_per_cycle_q8(spec.mem_rate)} {share_q16(background_share)} "
+                      f"{spec.mem_latency} {bytes_per_cycle_q8(spec.config.link_bytes)} "
                       f"{spec.link_latency}")
         self._command("reset 5")
-
-    def set_background(self, share: float) -> None:
-        spec, cfg = self.spec, self.spec.config
-        mem_rate = spec.mem_bytes_per_cycle or 2 * cfg.mem_bytes
-        self._command(f"rates {bytes_per_cycle_q8(mem_rate)} {share_q16(share)} "
-                      f"{spec.mem_latency} {bytes_per_cycle_q8(cfg.link_bytes)} "
-                      f"{spec.link_latency}")
 
     @property
     def cycle(self) -> int:

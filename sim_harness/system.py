@@ -83,6 +83,11 @@ class SystemSpec:
                              f"{self.config.num_links}")
 
     @property
+    def mem_rate(self) -> float:
+        """Memory bandwidth in bytes per cycle (reads and writes share it)."""
+        return self.mem_bytes_per_cycle or 2 * self.config.mem_bytes
+
+    @property
     def name(self) -> str:
         dims = "x".join(str(d) for d in self.topology.dims)
         return f"ace_system_{self.config.name}_{self.topology.kind}{dims}"

@@ -30,13 +30,11 @@ from ace import golden
 from ace.compiler import compile_collective
 from ace.config import AceConfig
 from ace.engine import counter_names
-from ace.host import AceHost
+from ace.host import AceHost, staging_area
 from ace.layouts import DTYPE_BYTES, Dtype
 from ace.program import Topology, assemble, link_traffic
 from testbench.axil_driver import AxiLiteDriver
 from testbench.tb_engine import random_inputs
-
-STAGE_BASE_OFFSET = 0x1000          # staging area: this far above the highest buffer
 
 
 class SystemTB:
@@ -118,10 +116,9 @@ class SystemTB:
         expect = golden.run(program, inputs)
         assembled = assemble(program, self.config)
         images = golden.place_inputs(program, inputs)
-        top = max(len(im) for im in expect.memory)
-        stage = -(-(top + STAGE_BASE_OFFSET) // 4096) * 4096
-        assert stage + 2 * 4096 * self.config.num_channels <= self.mem_words * \
-            self.config.mem_bytes, "memory model too small for this case"
+        stage, stage_end = staging_area(program, self.config)
+        assert stage_end <= self.mem_words * self.config.mem_bytes, \
+            "memory model too small for this case"
         # The inputs, and zeros over the output (an earlier case left data there; padding
         # between all-to-all blocks is never written).
         esize = DTYPE_BYTES[program.dtype]
