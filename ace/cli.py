@@ -126,6 +126,35 @@ def cmd_replay(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from sim_harness.replay import ReplayError
+    from sim_harness.sweep import SweepError, format_sweep_table, load_spec, run_points, write_sweep
+
+    if args.workers is not None and args.scheduler is not None:
+        raise UserError("--workers: applies to the local pool only; with --scheduler the "
+                        "cluster's workers run the points")
+    try:
+        points = load_spec(args.spec)
+        where = f"Dask scheduler {args.scheduler}" if args.scheduler else "local processes"
+        print(f"sweeping {len(points)} points from {args.spec} on {where}", flush=True)
+        results = run_points(points, scheduler=args.scheduler, workers=args.workers)
+    except SweepError as error:
+        raise UserError(str(error)) from None
+    except ReplayError as error:
+        print(f"ace sweep: failed: {error}", file=sys.stderr)
+        return 1
+    paths = write_sweep(args.out, results)
+    print(format_sweep_table(results))
+    print(f"results in {', '.join(map(str, paths))}")
+    wrong = [f"point {i} {rec['name']} ({run['mode']})" for i, r in enumerate(results)
+             for run in r["results"]["runs"] for rec in run["collectives"] if not rec["correct"]]
+    if wrong:
+        print(f"ace sweep: results differ from the golden model: {', '.join(wrong)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ace", description="ACE: Accelerator Collectives Engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -160,6 +189,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--waves", action="store_true", help="record an FST waveform")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("sweep", help="replay a grid of systems and traces in parallel "
+                       "(local processes or a Dask cluster)")
+    p.add_argument("spec", help="sweep spec, YAML or JSON: a base point plus grid: axes "
+                   "(docs/sweep.md)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="dask.distributed scheduler address (default: a local process pool)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="local worker processes (default: CPU count)")
+    p.add_argument("--out", default="build/sweep", help="output directory (sweep.json, "
+                   "sweep.csv)")
+    p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("demo", help="random fp32/bf16 beats through the ALU array, checked")
     p.add_argument("--config", default="default", help="named configuration or file")
