@@ -34,8 +34,10 @@ instead of stalling it (one DMA stream moves at most one beat per cycle, so a si
 doing both loads and stores would be slower than the link). The hand-offs are ``nop`` steps
 with a dependency: a channel's first step of chunk c waits for the loader's last load of c, and
 the loader's loads of chunk c+L (L = 2(C-1) slots; c+L reuses c's slot) wait for the last step
-(the last store) of chunk c. With one channel (or in baseline mode) chunk c runs wholly on
-channel ``c % C``. Both modes plan the same chunks, so they send the same messages.
+(the last store) of chunk c. *Stagger*: communicating channel k > 1 starts its first chunk
+once channel 1 has run ``STAGGER x (k-1)/(C-2)`` of chunk 0's communication steps, so that the
+channels do not run (and then store) in lockstep. With one channel (or in baseline mode) chunk
+c runs wholly on channel ``c % C``. Both modes plan the same chunks, so they send the same messages.
 """
 
 from __future__ import annotations
@@ -43,11 +45,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .channel_datapath import packet_bytes
+
 from .config import NAMED_CONFIGS
 from .layouts import DTYPE_BYTES, ReduceOp
 from .program import (Channel, CollectiveProgram, NodeProgram, ProgramError, Step, Topology,
                       assemble, dtype_from_name, link_traffic, memory_traffic, op_from_name,
                       split_aligned)
+
+# Fraction of chunk 0's communication steps that communicating channel 1 runs before the next
+# channel starts (module docstring, "stagger").
+STAGGER = 0.75
 
 __all__ = ["CompileError", "COLLECTIVES", "ALGORITHMS", "compile_collective",
            "collective_blocks", "buffer_sizes", "memory_traffic", "link_traffic",
@@ -560,6 +567,7 @@ class _Compiler:
                                      scratch_elems=scratch))
         self.nodes = nodes
 
+        first_comm = [[] for _ in range(p)]     # chunk 0's communication steps, per node
         loads = [[[] for _ in range(p)] for _ in range(n_chunks)]     # the loader's, per chunk
         chunk_end = [[None] * p for _ in range(n_chunks)]            # last step of each chunk
         for c in range(n_chunks):
@@ -582,8 +590,14 @@ class _Compiler:
                 for n in range(p):
                     self._wait(self.out[n][self._chan], 0,
                                loads[c][n][-1] if loads[c][n] else None)
+                    if 0 < c < self.comm and first_comm[n]:
+                        # Stagger (module docstring): start this channel part-way through
+                        # chunk 0, so that the channels' stores do not coincide.
+                        k = -(-len(first_comm[n]) * c * STAGGER // (self.comm - 1)) - 1
+                        self._wait(self.out[n][self._chan], 1, first_comm[n][int(k)])
             else:
                 self._memory_in(c)
+            marks = [len(self.out[n][self._chan]) for n in range(p)]
             if coll == "alltoall":
                 self._alltoall(c, n_chunks, self.algs[self.dims[0]])
             else:
@@ -600,6 +614,8 @@ class _Compiler:
                 else:
                     for q in range(last, -1, -1):
                         self.phase("ag", q)
+            if c == 0:
+                first_comm = [self.out[n][self._chan][marks[n]:] for n in range(p)]
             self._memory_out(c)
             for n in range(p):
                 steps = self.out[n][self._chan]

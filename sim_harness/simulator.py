@@ -38,8 +38,8 @@ __all__ = ["SimulatorError", "build_driver", "SystemSimulator", "HARNESS_BUILD_R
 REPO = Path(__file__).resolve().parent.parent
 HARNESS_BUILD_ROOT = Path(os.environ.get("ACE_BUILD_DIR", REPO / "build")) / "harness"
 DRIVER_SOURCE = Path(__file__).with_name("driver.cpp")
-VERILATOR_FLAGS = ["--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial",
-                   "fast", "--noassert", "-Wno-fatal", "-Wno-lint", "-Wno-style",
+VERILATOR_FLAGS = ["--cc", "--exe", "--build", "--hierarchical", "-O3", "--x-assign", "fast",
+                   "--x-initial", "fast", "--noassert", "-Wno-fatal", "-Wno-lint", "-Wno-style",
                    "--prefix", "Vtop", "-o", "ace_driver", "-CFLAGS", "-std=c++17",
                    "-MAKEFLAGS", "OPT_FAST=-O2 OPT_SLOW=-O0"]
 AXIL_INPUTS = ("awaddr", "awvalid", "wdata", "wvalid", "bready", "araddr", "arvalid", "rready")
@@ -142,9 +142,10 @@ def build_driver(spec: SystemSpec, *, waves: bool = False, jobs: int | None = No
     with build_lock(build_dir.with_suffix(".lock")):
         if exe.exists() and (build_dir / "ace_build.stamp").exists():
             return exe
-        # Keep the engine one C++ class that every node instantiates: Verilator would
-        # otherwise inline it into the top, compiling N copies (10x the code and build time).
-        vlt = f'`verilator_config\nno_inline -module "{spec.engine_module}"\n'
+        # Verilate the engine once as a hierarchical block (its own model, compiled once and
+        # instantiated N times): flattened, Verilator emits per-instance code, N copies of it
+        # (ring8: 9.5 min to build against 1.9 min this way, same speed).
+        vlt = f'`verilator_config\nhier_block -module "{spec.engine_module}"\n'
         texts = {**system_sources(spec), "system_ports.h": ports_header(spec),
                  "driver.cpp": DRIVER_SOURCE.read_text(), "system.vlt": vlt}
         build_dir.mkdir(parents=True, exist_ok=True)
