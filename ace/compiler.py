@@ -170,14 +170,24 @@ class _Compiler:
 
     # -- chunk planning -----------------------------------------------------------------------
 
+    def _chunk_weights(self, n: int) -> list[int] | None:
+        """Relative chunk sizes (module docstring, "taper"): the first and the last chunk of
+        every communicating channel are half-size when there are enough chunks. Both modes
+        taper alike (they plan the same chunks)."""
+        k = max(1, self.C - 1)
+        if n < 4 * k:
+            return None
+        return [1 if c < k or c >= n - k else 2 for c in range(n)]
+
     def _chunk_segments(self, n: int, c: int) -> list[_Seg]:
         """Mapping segments of chunk ``c`` of ``n`` (chunk-local layout, word-aligned)."""
+        weights = self._chunk_weights(n)
         if self.coll == "allreduce":
-            start, length = split_aligned(self.S, n, self.epw)[c]
+            start, length = split_aligned(self.S, n, self.epw, weights)[c]
             return [_Seg(0, start, length, -1)]
         segs, local = [], 0
         for j, (bstart, blen) in enumerate(self.blocks):
-            s, length = split_aligned(blen, n, self.epw)[c]
+            s, length = split_aligned(blen, n, self.epw, weights)[c]
             segs.append(_Seg(local, bstart + s, length, j))
             local += _pad(length, self.epw)
         return segs
@@ -191,7 +201,8 @@ class _Compiler:
             if self.coll == "alltoall":
                 out = 0
                 for me in range(self.p):
-                    sub = split_aligned(self.blocks[me][1], n, self.epw)[c][1]
+                    sub = split_aligned(self.blocks[me][1], n, self.epw,
+                                        self._chunk_weights(n))[c][1]
                     out = max(out, self.p * _pad(sub, self.epw) // self.epw)
                 need_in, need_out = max(need_in, total), max(need_out, out)
             else:

@@ -74,13 +74,22 @@ def op_from_name(value) -> ReduceOp:
                            f"{', '.join(_OP_NAMES)}") from None
 
 
-def split_aligned(count: int, parts: int, align: int = 1) -> list[tuple[int, int]]:
+def split_aligned(count: int, parts: int, align: int = 1,
+                  weights: list[int] | None = None) -> list[tuple[int, int]]:
     """Split ``count`` elements into ``parts`` consecutive (start, length) slices whose starts
-    are multiples of ``align`` elements (one SRAM word). Sizes differ by at most one word; the
-    last non-empty slice may end inside a word; trailing slices may be empty."""
+    are multiples of ``align`` elements (one SRAM word). Sizes differ by at most one word (or,
+    with ``weights``, are proportional to them within one word); the last non-empty slice may
+    end inside a word; trailing slices may be empty."""
     if parts < 1:
         raise ValueError(f"parts: {parts}; allowed: at least 1")
     words = -(-count // align)
+    if weights is not None:
+        total, acc, cuts = sum(weights), 0, [0]
+        for w in weights:
+            acc += w
+            cuts.append(words * acc // total)
+        return [(min(a * align, count), min(b * align, count) - min(a * align, count))
+                for a, b in zip(cuts, cuts[1:])]
     base, extra = divmod(words, parts)
     out, word = [], 0
     for k in range(parts):
@@ -259,7 +268,10 @@ class Topology:
       In a dimension of size 2 both neighbours are the same node and both links are used (sends
       go out on ``2k``, receives come in on ``2k+1``). Dimensions of size 1 use no link.
     * ``fully_connected``: node ``x`` reaches peer ``y`` on link ``(y - x - 1) mod p``.
-    * ``switch``: every node has one link (link 0) to a switch that reaches every peer.
+    * ``switch``: every node has one port to a switch that reaches every peer. The NIC sees
+      one *virtual* link per peer, numbered as in ``fully_connected`` (each with its own
+      receive buffers and credits, like a switch's per-source queues); the virtual links of a
+      node share the port's bandwidth (the system model's :mod:`sim_harness.switch`).
 
     ``dims`` also gives the hierarchy that multi-dimensional collectives compose over, for all
     three kinds.
@@ -321,9 +333,7 @@ class Topology:
         """Links each node needs."""
         if self.kind == "torus":
             return 2 * len(self.dims)
-        if self.kind == "fully_connected":
-            return max(1, self.num_nodes - 1)
-        return 1
+        return max(1, self.num_nodes - 1)      # fully_connected, switch (virtual links)
 
     def coords(self, node: int) -> tuple[int, ...]:
         out = []
@@ -360,9 +370,7 @@ class Topology:
     def send_link(self, x: int, y: int) -> int:
         """Local link on which node ``x`` sends to node ``y``."""
         self._check_pair(x, y)
-        if self.kind == "switch":
-            return 0
-        if self.kind == "fully_connected":
+        if self.kind != "torus":
             return (y - x - 1) % self.num_nodes
         k, delta = self._torus_dim(x, y)
         if delta == 1:
@@ -376,9 +384,7 @@ class Topology:
     def recv_link(self, x: int, y: int) -> int:
         """Local link on which node ``x`` receives from node ``y``."""
         self._check_pair(x, y)
-        if self.kind == "switch":
-            return 0
-        if self.kind == "fully_connected":
+        if self.kind != "torus":
             return (y - x - 1) % self.num_nodes
         k, delta = self._torus_dim(x, y)
         if delta == self.dims[k] - 1:

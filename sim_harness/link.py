@@ -45,6 +45,7 @@ __all__ = [
     "RamFifo",
     "bytes_per_cycle_q8",
     "share_q16",
+    "token_bucket",
 ]
 
 #: Width of every statistics counter.
@@ -78,6 +79,19 @@ def _check_rate(name, value, high):
     if isinstance(value, bool) or not isinstance(value, Real) or not low <= value <= high:
         raise ValueError(f"{name}: {value!r} is out of range; allowed: a number of bytes per "
                          f"cycle from 1/256 to {high}")
+
+
+def token_bucket(m: Module, data_bytes: int, rate_q8, take) -> Signal:
+    """A bandwidth throttle in ``m``: returns ``has_tokens`` (enough for one beat). Each cycle
+    the bucket refills by ``rate_q8 / 256`` bytes, and a beat taken (``take`` high) costs
+    ``data_bytes``. Clipping before the refill keeps the refill whole whenever a beat waits for
+    tokens, so the long-run rate is exact; at ``data_bytes`` or more, a beat every cycle."""
+    cost = data_bytes << 8
+    tokens = Signal(range(cost + (1 << RATE_BITS)), init=cost)
+    after = Signal.like(tokens)
+    m.d.comb += after.eq(tokens - Mux(take, cost, 0))
+    m.d.sync += tokens.eq(Mux(after > cost, cost, after) + rate_q8)
+    return tokens >= cost
 
 
 def _pow2_at_least(value: int) -> int:
@@ -248,12 +262,8 @@ class LinkModel(wiring.Component):
         now = Signal(TIME_BITS)
         m.d.sync += now.eq(now + 1)
 
-        # Throttle: a beat costs data_bytes tokens. Clipping before the refill keeps the refill
-        # whole whenever a beat waits for tokens, so the long-run rate is exact.
-        cost = db << 8
-        tokens = Signal(range(cost + (1 << RATE_BITS)), init=cost)
-        has_tokens = tokens >= cost
-
+        accept = Signal()
+        has_tokens = token_bucket(m, db, self.cfg_bytes_per_cycle_q8, accept)
         lat = Mux(self.cfg_latency < self.min_latency, self.min_latency, self.cfg_latency)
         w_entry = Signal(entry)
         m.d.comb += [
@@ -264,11 +274,7 @@ class LinkModel(wiring.Component):
             w_entry.due.eq(now + lat),
             fifo.w_data.eq(w_entry),
         ]
-        accept = self.i.tvalid & self.i.tready
-        m.d.comb += fifo.w_en.eq(accept)
-        after = Signal.like(tokens)
-        m.d.comb += after.eq(tokens - Mux(accept, cost, 0))
-        m.d.sync += tokens.eq(Mux(after > cost, cost, after) + self.cfg_bytes_per_cycle_q8)
+        m.d.comb += [accept.eq(self.i.tvalid & self.i.tready), fifo.w_en.eq(accept)]
 
         head = data.View(entry, fifo.r_data)
         m.d.comb += [

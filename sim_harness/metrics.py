@@ -310,8 +310,13 @@ def collective_metrics(raw: dict, system: dict) -> dict:
                         raw.get("program_link_bytes"))
     payload = raw["link_tx_payload_bytes"]
     wire = raw["link_tx_wire_bytes"]
-    per_link = {link_key(n, lk): _ratio(payload[n][lk], lbpc * cycles)
-                for n, lk in raw["links_used"]}
+    if parse_topology(raw["topology"])[0] == "switch":
+        # The virtual links (one per peer) of a node share its one switch port: per port.
+        per_link = {f"n{n}.port": _ratio(sum(payload[n]), lbpc * cycles)
+                    for n in sorted({n for n, _ in raw["links_used"]})}
+    else:
+        per_link = {link_key(n, lk): _ratio(payload[n][lk], lbpc * cycles)
+                    for n, lk in raw["links_used"]}
     payload_total = sum(sum(row) for row in payload)
     wire_total = sum(sum(row) for row in wire)
 

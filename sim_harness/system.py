@@ -22,7 +22,9 @@ The engine is generated once (:func:`engine_verilog`) and instantiated N times t
 ``y`` form one bidirectional link (both directions modelled, each with its own latency line), as
 :meth:`ace.program.Topology.send_link` numbers them: in a torus ``(x, 2k) <-> (x+1, 2k+1)``, in
 a fully connected system ``(x, (y-x-1) mod p) <-> (y, (x-y-1) mod p)``. The NIC's credit return
-needs exactly this pairing. Links a topology does not use are tied off.
+needs exactly this pairing. Links a topology does not use are tied off. A switch is the fully
+connected system's virtual links, with each node's links sharing one port each way
+(:mod:`sim_harness.switch`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ace.program import ProgramError, Topology
 from .link import LinkModel
 from .link import COUNTER_BITS, RATE_BITS
 from .memory import MemoryModel
+from .switch import SwitchPort
 from .sim_ram import SIM_RAM_DPI_MODULE, SIM_RAM_DPI_VERILOG, SIM_RAM_MODULE, SIM_RAM_VERILOG
 
 __all__ = ["SystemSpec", "AceSystem", "link_partners", "engine_verilog", "system_sources",
@@ -74,9 +77,6 @@ class SystemSpec:
             raise ValueError(f"link_latency {self.link_latency} / mem_latency "
                              f"{self.mem_latency}: allowed 1 to {MAX_LINK_LATENCY} / 2 to "
                              f"{MAX_MEM_LATENCY} cycles")
-        if self.topology.kind == "switch":
-            raise ValueError("topology: switch systems are not modelled yet; allowed: torus "
-                             "(ring) or fully_connected")
         if self.topology.num_links > self.config.num_links:
             raise ValueError(f"topology: {self.topology} needs {self.topology.num_links} links "
                              f"per node; config {self.config.name} has num_links = "
@@ -225,6 +225,11 @@ class AceSystem(wiring.Component):
                     getattr(self, f"n{k}_bd_rdata").eq(memory.bd_rdata),
                 ]
 
+        # A switch: each node's virtual links share one port each way (sim_harness.switch);
+        # the links themselves then run at full rate and the ports carry the link bandwidth.
+        switch = spec.topology.kind == "switch"
+        port_rate = self.link_bytes_per_cycle_q8 if driver else None
+        egress, ingress = {}, {}        # node -> [(valid, ready-of-next-stage, pass-through)]
         for k in range(p):
             for l in range(cfg.num_links):
                 if (k, l) not in partners:
@@ -235,16 +240,34 @@ class AceSystem(wiring.Component):
                 m.submodules[f"link_{k}_{l}"] = link
                 if driver:
                     m.d.comb += [
-                        link.cfg_bytes_per_cycle_q8.eq(self.link_bytes_per_cycle_q8),
+                        link.cfg_bytes_per_cycle_q8.eq(
+                            (cfg.link_bytes << 8) if switch else self.link_bytes_per_cycle_q8),
                         link.cfg_latency.eq(self.link_latency),
                         getattr(self, f"n{k}_link{l}_bytes").eq(link.bytes),
                     ]
                 src, dst = engines[k], engines[peer]
-                for field in ("tdata", "tkeep", "tlast", "tvalid"):
+                for field in ("tdata", "tkeep", "tlast"):
                     m.d.comb += [getattr(link.i, field).eq(src[f"tx{l}__{field}"]),
                                  dst[f"rx{peer_link}__{field}"].eq(getattr(link.o, field))]
-                m.d.comb += [src[f"tx{l}__tready"].eq(link.i.tready),
-                             link.o.tready.eq(dst[f"rx{peer_link}__tready"])]
+                hops = ((src[f"tx{l}__tvalid"], src[f"tx{l}__tready"], link.i.tvalid,
+                         link.i.tready, egress.setdefault(k, [])),
+                        (link.o.tvalid, link.o.tready, dst[f"rx{peer_link}__tvalid"],
+                         dst[f"rx{peer_link}__tready"], ingress.setdefault(peer, [])))
+                for valid, ready, next_valid, next_ready, port in hops:
+                    if switch:      # granted by the port below
+                        grant = Signal(name=f"grant_{k}_{l}_{len(port)}")
+                        port.append((valid & next_ready, grant))
+                        m.d.comb += [next_valid.eq(valid & grant), ready.eq(next_ready & grant)]
+                    else:
+                        m.d.comb += [next_valid.eq(valid), ready.eq(next_ready)]
+        for side, ports in (("egress", egress), ("ingress", ingress)):
+            for k, streams in ports.items() if switch else ():
+                port = SwitchPort(len(streams), cfg.link_bytes)
+                m.submodules[f"{side}_port_{k}"] = port
+                if port_rate is not None:
+                    m.d.comb += port.cfg_bytes_per_cycle_q8.eq(port_rate)
+                for i, (request, grant) in enumerate(streams):
+                    m.d.comb += [port.requests[i].eq(request), grant.eq(port.grant[i])]
         return m
 
 

@@ -82,14 +82,18 @@ def _make(values: dict, source: str) -> SystemSpec:
         raise ConfigError(f"{source}: {error}") from None
 
 
+# The 4-link engine of the 2D-torus and switch systems.
+_HARNESS4 = {"base": "small", "name": "harness4", "clock_mhz": 1000.0, "num_links": 4,
+             "num_channels": 3, "rx_channel_beats": 512, "max_packet_bytes": 4096,
+             "program_words": 2048}
+
 NAMED_SYSTEMS: dict[str, dict] = {
     "ring4": {"topology": "ring:4"},
     "ring8": {"topology": "ring:8"},
     "ring16": {"topology": "ring:16"},
-    "torus4x2": {"topology": "torus:4x2",
-                 "config": {"base": "small", "name": "harness4", "clock_mhz": 1000.0,
-                            "num_links": 4, "num_channels": 3, "rx_channel_beats": 512,
-                            "max_packet_bytes": 4096, "program_words": 2048}},
+    "torus4x2": {"topology": "torus:4x2", "config": _HARNESS4},
+    "torus4x4": {"topology": "torus:4x4", "config": _HARNESS4},
+    "switch4": {"topology": "switch:4", "config": _HARNESS4},
 }
 DEFAULT_SYSTEM = "ring8"
 

@@ -215,3 +215,26 @@ def test_torus_4x2_collectives_both_modes():
                 for k in range(8):
                     assert raw["mem_read_bytes"][k] + raw["mem_write_bytes"][k] == \
                         2 * raw["bytes"]
+
+
+def test_switch_4_collectives_share_one_port():
+    """A 4-node switch (``switch4``, 3 virtual links per engine sharing one port each way):
+    every collective with the switch's algorithms, both modes, bit-exact with exact counters;
+    and the direct all-to-all, which sends to all three peers at once, takes at least the
+    time its bytes need through one port (a fully connected system would move them three
+    links wide)."""
+    system = load_system("switch4")
+    specs = [_spec("ar_hd", "allreduce", 4004, "fp32", "sum", "halving_doubling"),
+             _spec("ar_direct", "allreduce", 4004, "int32", "max", "direct"),
+             _spec("ar_ring", "allreduce", 4000, "bf16", "sum", "ring"),
+             _spec("rs_direct", "reduce_scatter", 4004, "fp32", "sum", "direct"),
+             _spec("ag_ring", "allgather", 4004, "int32", "sum", "ring"),
+             _spec("a2a_direct", "alltoall", 48 << 10, "fp32", "sum", "direct")]
+    results = replay(_trace(*specs), system, progress=False, log=None)
+    for run in results["runs"]:
+        for raw in run["raws"]:
+            _check(raw, system)
+        a2a = run["raws"][-1]
+        sent = max(sum(links) for links in a2a["link_tx_payload_bytes"])
+        assert sent == 3 * (48 << 10) // 4
+        assert a2a["cycles"] >= sent // system.config.link_bytes, a2a["cycles"]

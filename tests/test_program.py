@@ -144,6 +144,8 @@ def test_topology_links():
             if x != y:
                 assert fc.send_link(x, y) == (y - x - 1) % 4 == fc.recv_link(x, y)
     sw = Topology.switch(4, 2)
-    assert sw.num_links == 1 and sw.send_link(0, 7) == 0 and str(sw) == "switch:4x2"
+    # A switch's virtual links are numbered as fully connected ones (one per peer).
+    assert sw.num_links == 7 and str(sw) == "switch:4x2"
+    assert sw.send_link(0, 7) == 6 == sw.recv_link(0, 7) and sw.send_link(7, 0) == 0
     with pytest.raises(ProgramError, match="kind 'mesh'"):
         Topology.parse("mesh:4")
