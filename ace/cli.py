@@ -4,6 +4,7 @@ Subcommands:
   generate   write the Verilog, file lists and FuseSoC core of a configuration (``--check``)
   lint       run ``verilator --lint-only -Wall`` on generated Verilog with the waiver file
   replay     the main job: replay a collective trace on the multi-node RTL, ACE and baseline
+  experiment reproduce the paper's figures on the RTL: membw, utilization, training, paper
   demo       random fp32/bf16 beats through the ALU array, checked
   synth      synthesize a top for an FPGA and report LUTs, FFs, BRAMs, DSPs and Fmax
 
@@ -155,6 +156,23 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_experiment(args) -> int:
+    from sim_harness.experiments import ExperimentError, run_experiment
+    from sim_harness.replay import ReplayError
+    from sim_harness.sweep import SweepError
+
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers: {args.workers}; allowed: an integer >= 1")
+    try:
+        run_experiment(args.name, quick=args.quick, out=args.out, workers=args.workers)
+    except (ExperimentError, SweepError) as error:
+        raise UserError(str(error)) from None
+    except (ReplayError, RuntimeError) as error:
+        print(f"ace experiment: failed: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ace", description="ACE: Accelerator Collectives Engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -201,6 +219,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="build/sweep", help="output directory (sweep.json, "
                    "sweep.csv)")
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("experiment", help="reproduce the ACE paper's figures on the RTL: "
+                       "membw, utilization, training, paper (all three)")
+    p.add_argument("name", help="membw, utilization, training or paper (docs/results.md)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer points and smaller sizes (minutes instead of hours)")
+    p.add_argument("--out", help="output directory (default: build/experiment/NAME)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="local worker processes (default: CPU count)")
+    p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("demo", help="random fp32/bf16 beats through the ALU array, checked")
     p.add_argument("--config", default="default", help="named configuration or file")

@@ -1,0 +1,82 @@
+"""Experiments that reproduce the ACE paper's headline figures on the RTL (``ace experiment``).
+
+=============  ==============================================================================
+name           what
+=============  ==============================================================================
+membw          link utilization against the memory bandwidth left to an all-reduce (ring8,
+               ring16, torus4x4), and the memory bandwidth each mode needs for 90% utilization
+utilization    link utilization of ACE over the baseline under the training compute's
+               memory load
+training       iteration time of ResNet-50, a GNMT-like transformer and DLRM: ACE, baseline,
+               ideal (collective times from a model fitted to RTL runs)
+paper          all three; ``summary.json`` holds ``mem_bw_reduction``, ``link_util_gain`` and
+               ``iteration_speedup``
+=============  ==============================================================================
+
+:func:`run_experiment` plans the RTL points of the experiments asked for, measures their union
+once (:func:`~.common.measure`, on :func:`sim_harness.sweep.run_points`), then analyses and
+writes each one. Every experiment writes ``summary.json``, ``summary.md`` and PNG plots.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from . import membw, paper, training, utilization
+from .common import ExperimentError, Plan, measure, write_json
+
+__all__ = ["EXPERIMENTS", "run_experiment", "ExperimentError"]
+
+EXPERIMENTS = {"membw": membw, "utilization": utilization, "training": training}
+NAMES = (*EXPERIMENTS, "paper")
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ExperimentError(f"--out: {out} exists and is not a directory")
+
+
+def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = None,
+                   workers: int | None = None, progress: bool = True, log=print) -> dict:
+    """Run experiment ``name`` (or ``paper``: all of them) and write its files into ``out``
+    (default ``build/experiment/<name>``); return the summary written to ``summary.json``."""
+    if name not in NAMES:
+        raise ExperimentError(f"experiment: {name!r}; allowed: {', '.join(NAMES)}")
+    out = Path(out) if out is not None else Path("build") / "experiment" / name
+    _check_out(out)
+    names = list(EXPERIMENTS) if name == "paper" else [name]
+    start = time.monotonic()
+    if "training" in names:
+        training.check_inputs()
+    plan = Plan()
+    for n in names:
+        plan.merge(EXPERIMENTS[n].plan(quick))
+    if log:
+        systems = sorted({k[0] for k in plan.keys})
+        log(f"experiment {name}{' (quick)' if quick else ''}: {len(plan.keys)} RTL points "
+            f"(both modes each) on {', '.join(systems)}")
+    measured = measure(plan, workers=workers, progress=progress)
+    rtl_seconds = time.monotonic() - start
+    summaries = {}
+    for n in names:
+        folder = out if name != "paper" else out / n
+        summary = EXPERIMENTS[n].analyze(measured, quick)
+        summary["rtl_points"] = len(EXPERIMENTS[n].plan(quick).keys)
+        EXPERIMENTS[n].write(folder, summary)
+        summaries[n] = summary
+    wall = time.monotonic() - start
+    if name != "paper":
+        doc = json.loads((out / "summary.json").read_text())
+        doc["wall_seconds"] = round(wall, 1)
+        write_json(out / "summary.json", doc)
+        if log:
+            log(f"{name}: results in {out}/ (summary.json, summary.md, plots); "
+                f"{wall:.0f} s")
+        return doc
+    doc = paper.write(out, summaries, quick, wall, rtl_seconds, len(plan.keys))
+    if log:
+        log(f"paper: results in {out}/ (summary.json, summary.md, paper.png and one folder "
+            f"per experiment); {wall:.0f} s")
+    return doc

@@ -1,0 +1,226 @@
+"""Shared parts of the experiments: running RTL points, the small fitted models, plots and
+output files.
+
+Every RTL measurement goes through :func:`sim_harness.sweep.run_points` (each system is built
+once, points run on a process pool). An experiment *plans* the points it needs
+(:class:`Plan`), the runner measures the union of several plans at once (so ``ace experiment
+paper`` runs each point once even when two experiments need it), and each experiment then
+*analyses* the measured records. The fits here are plain least squares on a few numbers; they
+are pure functions so the tests can check them against hand-computed values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..sweep import SweepPoint, run_points
+from ..systems import load_system
+
+__all__ = ["ExperimentError", "Plan", "PointKey", "measure", "point_key", "mem_rate",
+           "busiest_link_utilization", "fit_linear", "fit_latency_bandwidth", "crossing",
+           "fit_roofline", "roofline", "md_table", "figure", "save_figure", "write_json",
+           "ALLTOALL_TRACE", "SEED"]
+
+#: Seed of every RTL point's input data (the results do not depend on the data, but runs are
+#: reproducible bit for bit).
+SEED = 1
+#: A one-collective all-to-all trace; its size is set per point (``SweepPoint.bytes``).
+ALLTOALL_TRACE = str(Path(__file__).with_name("alltoall.yaml"))
+
+
+class ExperimentError(ValueError):
+    """A bad experiment name, option or output folder: reported in one line (exit 2)."""
+
+
+#: ``(system, collective, bytes, background)``: what identifies one RTL point here.
+PointKey = tuple
+
+
+def point_key(system: str, collective: str, nbytes: int, background: float) -> PointKey:
+    return (system, collective, int(nbytes), round(float(background), 6))
+
+
+@dataclass
+class Plan:
+    """The RTL points an experiment needs: keys of both-mode runs of one collective."""
+    keys: list = field(default_factory=list)
+
+    def add(self, system: str, collective: str, nbytes: int, background: float) -> PointKey:
+        key = point_key(system, collective, nbytes, background)
+        if key not in self.keys:
+            self.keys.append(key)
+        return key
+
+    def merge(self, other: "Plan") -> "Plan":
+        for key in other.keys:
+            if key not in self.keys:
+                self.keys.append(key)
+        return self
+
+
+def _sweep_point(key: PointKey) -> SweepPoint:
+    system, collective, nbytes, background = key
+    trace = None if collective == "allreduce" else ALLTOALL_TRACE
+    if collective not in ("allreduce", "alltoall"):
+        raise ExperimentError(f"collective: {collective!r}; allowed: allreduce, alltoall")
+    return replace(SweepPoint(system=system, trace=trace), bytes=nbytes, background=background,
+                   seed=SEED, modes=("ace", "baseline"), label=(("experiment", "ace"),))
+
+
+def measure(plan: Plan, *, workers: int | None = None, progress: bool = True) -> dict:
+    """Run every point of ``plan`` on the RTL (both modes) and return ``{key: {"ace": record,
+    "baseline": record, "system": system record}}`` (records as in ``results.json``). A result
+    that differs from the golden model raises :class:`RuntimeError`: no figure is made from a
+    wrong run."""
+    keys = list(plan.keys)
+    results = run_points([_sweep_point(k) for k in keys], workers=workers, progress=progress)
+    out = {}
+    for key, result in zip(keys, results):
+        doc = result["results"]
+        entry = {"system": doc["system"]}
+        for run in doc["runs"]:
+            (record,) = run["collectives"]
+            if not record["correct"]:
+                raise RuntimeError(f"{key}: {run['mode']} result differs from the golden model")
+            entry[run["mode"]] = record
+        out[key] = entry
+    return out
+
+
+def mem_rate(system: str) -> float:
+    """Memory bandwidth of one node of a named system, bytes per cycle (reads and writes
+    share it)."""
+    return float(load_system(system).mem_rate)
+
+
+def busiest_link_utilization(record: dict) -> float:
+    """Utilization of the busiest link the collective used. On a ring every link carries the
+    same bytes, so this is the mean link utilization; on a hierarchical torus the links of the
+    last dimension carry less, and this is the one that can approach 100%."""
+    return max(v for v in record["link_utilization_per_link"].values() if v is not None)
+
+
+# -- fits ----------------------------------------------------------------------------------------
+
+def fit_linear(xs, ys, weights=None) -> tuple[float, float]:
+    """Weighted least squares ``y = a + b x``; returns ``(a, b)``."""
+    xs, ys = [float(x) for x in xs], [float(y) for y in ys]
+    ws = [1.0] * len(xs) if weights is None else [float(w) for w in weights]
+    if len(xs) < 2 or len(set(xs)) < 2:
+        raise ValueError("fit_linear: needs at least two distinct x values")
+    sw = sum(ws)
+    mx = sum(w * x for w, x in zip(ws, xs)) / sw
+    my = sum(w * y for w, y in zip(ws, ys)) / sw
+    sxx = sum(w * (x - mx) ** 2 for w, x in zip(ws, xs))
+    sxy = sum(w * (x - mx) * (y - my) for w, x, y in zip(ws, xs, ys))
+    b = sxy / sxx
+    return my - b * mx, b
+
+
+def fit_latency_bandwidth(sizes, cycles) -> dict:
+    """Fit ``cycles = a + bytes / r`` to measured points, minimising the squared *relative*
+    error (weights ``1 / cycles**2``, so a 16 KiB point counts as much as a 1 MiB one).
+    Returns ``{"a": cycles, "r": bytes per cycle, "max_rel_error", "points"}``."""
+    weights = [1.0 / float(c) ** 2 for c in cycles]
+    a, slope = fit_linear(sizes, cycles, weights)
+    if slope <= 0:
+        raise ValueError("fit_latency_bandwidth: time does not grow with size")
+    model = [a + s * slope for s in sizes]
+    errors = [abs(m - c) / c for m, c in zip(model, cycles)]
+    return {"a": a, "r": 1.0 / slope, "max_rel_error": max(errors),
+            "points": [[int(s), float(c)] for s, c in zip(sizes, cycles)]}
+
+
+def crossing(xs, ys, target: float) -> float | None:
+    """The smallest ``x`` at which the piecewise-linear curve through ``(xs, ys)`` (sorted by
+    ``x``) reaches ``target``: linear interpolation inside the first segment that crosses it,
+    the first ``x`` itself if ``ys`` starts at or above it, ``None`` if it is never reached."""
+    pts = sorted(zip((float(x) for x in xs), (float(y) for y in ys)))
+    if not pts:
+        return None
+    if pts[0][1] >= target:
+        return pts[0][0]
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        if y1 >= target > y0:
+            return x0 + (target - y0) * (x1 - x0) / (y1 - y0)
+    return None
+
+
+def roofline(m: float, u_sat: float | None, a: float) -> float:
+    """The fitted utilization model at available memory bandwidth ``m``:
+    ``min(u_sat, m / a)`` (``u_sat`` None: no plateau was observed)."""
+    u = m / a
+    return u if u_sat is None else min(u_sat, u)
+
+
+def fit_roofline(ms, us) -> dict:
+    """Fit ``u = min(u_sat, m / a)`` to points ``(m, u)``: the link utilization ``u`` reached
+    with ``m`` bytes per cycle of memory bandwidth, where the link is memory-bound below the
+    knee (``a`` bytes per cycle of memory per unit of utilization) and held at ``u_sat`` by
+    something else above it.
+
+    Every split of the points sorted by ``m`` into a memory-bound lower part (at least one
+    point; ``1/a`` by least squares through the origin) and a plateau (``u_sat`` = the mean of
+    the rest; none when the split puts every point below the knee) is tried, and the split with
+    the smallest squared error whose pieces are consistent (memory-bound points below the
+    plateau) wins; on a tie, the one with fewer plateau points (no plateau unless the points
+    show one). Returns ``{"a", "u_sat", "knee" (= a * u_sat), "max_abs_error",
+    "rms_error"}``."""
+    pts = sorted(zip((float(m) for m in ms), (float(u) for u in us)))
+    if len(pts) < 2:
+        raise ValueError("fit_roofline: needs at least two points")
+    best = None
+    for k in range(len(pts), 0, -1):
+        low, high = pts[:k], pts[k:]
+        inv_a = sum(m * u for m, u in low) / sum(m * m for m, _ in low)
+        if inv_a <= 0:
+            continue
+        a = 1.0 / inv_a
+        u_sat = sum(u for _, u in high) / len(high) if high else None
+        if u_sat is not None and any(m / a > u_sat * (1 + 1e-9) for m, _ in low):
+            continue                           # a "memory-bound" point above the plateau
+        sse = sum((roofline(m, u_sat, a) - u) ** 2 for m, u in pts)
+        if best is None or sse < best[0] - 1e-12:
+            best = (sse, a, u_sat)
+    if best is None:
+        raise ValueError("fit_roofline: no consistent fit")
+    sse, a, u_sat = best
+    errors = [abs(roofline(m, u_sat, a) - u) for m, u in pts]
+    return {"a": a, "u_sat": u_sat, "knee": None if u_sat is None else a * u_sat,
+            "max_abs_error": max(errors), "rms_error": math.sqrt(sse / len(pts))}
+
+
+# -- output --------------------------------------------------------------------------------------
+
+def md_table(headers, rows) -> str:
+    """A Markdown table (cells converted with ``str``)."""
+    lines = ["| " + " | ".join(map(str, headers)) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def figure(rows: int = 1, cols: int = 1, width: float = 7.0, height: float = 3.4):
+    """A matplotlib figure on the Agg canvas (no pyplot, no global backend) and its axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height * rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    return fig, axes
+
+
+def save_figure(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=80)
+    return path
+
+
+def write_json(path: Path, doc) -> Path:
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, allow_nan=False)
+        f.write("\n")
+    return path

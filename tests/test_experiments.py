@@ -1,0 +1,304 @@
+"""Experiments (``sim_harness.experiments``, ``ace experiment``): the pure model parts against
+values worked out by hand (least-squares fits, the 90% crossing, the utilization model, the
+overlap scheduler, workload construction and parsing), the analyses on synthetic records,
+the command line's one-line errors, and one tiny real ``membw`` run on ``ring8``.
+
+The real test shares the ``ring8`` Verilator build with ``tests/test_harness.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ace.cli import main
+from sim_harness.experiments import ExperimentError, membw, run_experiment, training
+from sim_harness.experiments.common import (crossing, fit_latency_bandwidth, fit_linear,
+                                            fit_roofline, point_key, roofline)
+from sim_harness.experiments.overlap import ScheduleError, simulate
+from sim_harness.experiments.workloads import (COMPUTE_MEM_SHARE, DLRM, GNMT, RESNET50_FILE,
+                                               compute_scale, dlrm, from_trace, gnmt, resnet50)
+from sim_harness.traces.astra import load_astra_workload
+
+
+# -- fits ----------------------------------------------------------------------------------------
+
+def test_fit_linear_by_hand():
+    # x = 0, 1, 2; y = 1, 3, 4: mean x 1, mean y 8/3, Sxx 2, Sxy 3 -> slope 1.5, a = 7/6.
+    a, b = fit_linear([0, 1, 2], [1, 3, 4])
+    assert b == pytest.approx(1.5)
+    assert a == pytest.approx(7 / 6)
+    # Weight 0 on the middle point: the line through the other two.
+    a, b = fit_linear([0, 1, 2], [1, 3, 4], weights=[1, 0, 1])
+    assert (a, b) == (pytest.approx(1.0), pytest.approx(1.5))
+    with pytest.raises(ValueError):
+        fit_linear([1, 1], [2, 3])
+
+
+def test_latency_bandwidth_fit_recovers_exact_line_and_reports_relative_error():
+    sizes = [1000, 4000, 16000]
+    fit = fit_latency_bandwidth(sizes, [500 + s / 4 for s in sizes])
+    assert fit["a"] == pytest.approx(500)
+    assert fit["r"] == pytest.approx(4)
+    assert fit["max_rel_error"] == pytest.approx(0, abs=1e-12)
+    # Two points define the line; a third one 10% off that line: the fit errs somewhere.
+    fit = fit_latency_bandwidth([1000, 2000, 3000], [1000, 2000, 3300])
+    assert 0 < fit["max_rel_error"] < 0.1
+
+
+def test_crossing_interpolates_the_first_segment_that_reaches_the_target():
+    # Between (16, 0.7) and (32, 0.95): 16 + (0.9 - 0.7) / 0.25 * 16 = 28.8.
+    assert crossing([32, 4, 16, 8], [0.95, 0.2, 0.7, 0.4], 0.9) == pytest.approx(28.8)
+    assert crossing([4, 8], [0.2, 0.4], 0.9) is None
+    assert crossing([4, 8], [0.92, 0.95], 0.9) == 4
+    # A dip after the first crossing does not move it.
+    assert crossing([1, 2, 3], [0.5, 1.0, 0.5], 0.75) == pytest.approx(1.5)
+
+
+def test_roofline_fit_of_exact_points():
+    # a = 20 bytes/cycle per unit utilization, plateau 0.8 from m = 16 on.
+    ms = [4, 8, 12, 16, 24, 32]
+    us = [0.2, 0.4, 0.6, 0.8, 0.8, 0.8]
+    fit = fit_roofline(ms, us)
+    assert fit["a"] == pytest.approx(20)
+    assert fit["u_sat"] == pytest.approx(0.8)
+    assert fit["knee"] == pytest.approx(16)
+    assert fit["max_abs_error"] == pytest.approx(0, abs=1e-12)
+    assert roofline(10, fit["u_sat"], fit["a"]) == pytest.approx(0.5)
+    # Memory-bound everywhere: no plateau; 90% needs 0.9 x 80 = 72 (model estimate).
+    fit = fit_roofline([8, 16, 32], [0.1, 0.2, 0.4])
+    assert fit["u_sat"] is None and fit["a"] == pytest.approx(80)
+    req = membw.requirement([8, 16, 32], [0.1, 0.2, 0.4])
+    assert req["rtl"] is None and req["basis"] == "model"
+    assert req["needed"] == pytest.approx(72)
+
+
+def test_requirement_uses_the_rtl_crossing_when_reached():
+    req = membw.requirement([10, 20, 30], [0.5, 0.8, 1.0])
+    assert req["basis"] == "rtl"
+    assert req["needed"] == pytest.approx(25)      # 20 + (0.9 - 0.8) / 0.2 * 10
+
+
+# -- overlap scheduler ---------------------------------------------------------------------------
+
+def _comm(after, before=None):
+    return SimpleNamespace(after=after, before=before)
+
+
+def test_overlap_collective_hidden_under_compute():
+    r = simulate([100], [_comm(-1)], lambda c, busy: 50, lambda c: 1.0)
+    assert r["cycles"] == pytest.approx(100)
+    assert r["comm_spans"] == [(0.0, pytest.approx(50), 0)]
+    assert r["comm_overlap_cycles"] == pytest.approx(50)
+
+
+def test_overlap_compute_slowed_while_a_collective_runs():
+    # Half speed for the first 50 cycles (25 cycles of work), then 75 at full speed: 125.
+    r = simulate([100], [_comm(-1)], lambda c, busy: 50,
+                 lambda c: 1.0 if c is None else 0.5)
+    assert r["cycles"] == pytest.approx(125)
+
+
+def test_overlap_collective_speeds_up_when_compute_ends():
+    # 40 cycles beside compute, 20 alone. Compute ends at 10: a quarter done, the other three
+    # quarters take 15 -> 25.
+    r = simulate([10], [_comm(-1)], lambda c, busy: 40 if busy else 20, lambda c: 1.0)
+    assert r["cycles"] == pytest.approx(25)
+    assert r["comm_spans"] == [(0.0, pytest.approx(25), 0)]
+
+
+def test_overlap_blocking_collective_and_fifo_order():
+    # Task 0 (10) issues A (needed by task 2) and B; task 1 (5) runs beside A; A takes 20
+    # (busy or not), B 30. A: 10..30, task 1: 10..15, task 2 waits 15..30 then runs 30..34,
+    # B starts when A ends (first in, first out): 30..60.
+    comms = [_comm(0, before=2), _comm(0)]
+    r = simulate([10, 5, 4], comms, lambda c, busy: 20 if c is comms[0] else 30,
+                 lambda c: 1.0)
+    assert r["cycles"] == pytest.approx(60)
+    assert r["compute_spans"][2] == (pytest.approx(30), pytest.approx(34), 2)
+    assert r["compute_wait_cycles"] == pytest.approx(15)
+    assert [s[2] for s in r["comm_spans"]] == [0, 1]
+
+
+def test_overlap_waiting_on_a_collective_that_never_comes_is_an_error():
+    with pytest.raises(ScheduleError):
+        simulate([1, 1], [_comm(1, before=1)], lambda c, busy: 1, lambda c: 1.0)
+
+
+# -- workloads -----------------------------------------------------------------------------------
+
+ASTRA_TEXT = """DATA
+2
+l0 -1 10 NONE 0 20 NONE 0 30 ALLREDUCE 400 5
+l1 -1 11 NONE 0 21 NONE 0 31 ALLREDUCE 800 5
+"""
+
+
+def test_workload_from_astra_text(tmp_path):
+    path = tmp_path / "w.txt"
+    path.write_text(ASTRA_TEXT)
+    wl = from_trace(load_astra_workload(path), "w", 0.5)
+    # Forward l0, l1 (10 + 11), then l1.wg (31) -> the first collective; l1.ig (21) and l0.wg
+    # (30) -> the second; l0.ig (20) trails.
+    assert [t.cycles for t in wl.tasks] == [52, 51, 20]
+    assert [(c.name, c.nbytes, c.after, c.before) for c in wl.comms] == [
+        ("l1.wg", 800, 0, None), ("l0.wg", 400, 1, None)]
+    assert wl.compute_cycles == 10 + 20 + 30 + 11 + 21 + 31
+
+
+def test_forward_collectives_block_the_next_compute(tmp_path):
+    path = tmp_path / "m.txt"
+    path.write_text("MODEL\n1\nl0 -1 7 ALLGATHER 64 8 NONE 0 9 NONE 0 1\n")
+    wl = from_trace(load_astra_workload(path), "m", 0.0)
+    assert [t.cycles for t in wl.tasks] == [7, 17]
+    assert [(c.after, c.before) for c in wl.comms] == [(0, 1)]
+
+
+@pytest.mark.skipif(not RESNET50_FILE.is_file(), reason="../shared/data is not present")
+def test_resnet50_workload_keeps_every_cycle_and_byte_of_the_file():
+    rows = [line.split() for line in RESNET50_FILE.read_text().splitlines()[2:] if line.strip()]
+    wl = resnet50()
+    assert len(wl.comms) == len(rows) == 54
+    assert wl.compute_cycles == sum(int(r[2]) + int(r[5]) + int(r[8]) for r in rows)
+    assert wl.comm_bytes("allreduce") == sum(int(r[10]) for r in rows)
+    # The backward pass issues the last layer's gradient first.
+    assert wl.comms[0].name.startswith(rows[-1][0]) and wl.comms[0].nbytes == int(rows[-1][10])
+    assert wl.mem_share == COMPUTE_MEM_SHARE["resnet50"]
+
+
+def test_gnmt_and_dlrm_sizes_from_their_parameters():
+    d, ff, v = GNMT["d_model"], GNMT["d_ff"], GNMT["vocab"]
+    enc, dec = 4 * d * d + 2 * d * ff, 8 * d * d + 2 * d * ff
+    wl = gnmt()
+    assert wl.comm_bytes() == 4 * (GNMT["encoder_layers"] * enc + GNMT["decoder_layers"] * dec
+                                   + d * v)
+    assert wl.comms[-1].name == "embedding.wg" and wl.comms[-1].after == len(wl.tasks) - 1
+    w = dlrm()
+    a2a = DLRM["tables"] * DLRM["local_batch"] * DLRM["dim"] * 4
+    assert w.comm_bytes("alltoall") == 2 * a2a
+    fwd, bwd = (c for c in w.comms if c.collective == "alltoall")
+    assert w.tasks[fwd.before].name == "interaction forward"
+    assert w.tasks[bwd.before].name == "embedding update"
+    mlp = DLRM["bottom_mlp"], DLRM["top_mlp"]
+    assert w.comm_bytes("allreduce") == 4 * sum(i * o + o for sizes in mlp
+                                                 for i, o in zip(sizes, sizes[1:]))
+
+
+def test_compute_scale_is_the_memory_bandwidth_ratio():
+    assert compute_scale(32.0, 1000.0) == pytest.approx(900 / 32)
+    assert compute_scale(64.0, 1000.0) == pytest.approx(900 / 64)
+
+
+# -- training model on synthetic measurements ----------------------------------------------------
+
+def _record(cycles, nbytes, mem_per_byte):
+    return {"cycles": cycles, "bytes": nbytes, "mem_bytes_per_node": mem_per_byte * nbytes,
+            "correct": True}
+
+
+def test_calibration_and_iteration_by_hand(monkeypatch):
+    monkeypatch.setitem(training.SETTINGS, "quick", {"systems": ["ring8"],
+                                                     "allreduce_sizes": [1000, 3000],
+                                                     "alltoall_sizes": [1000, 3000]})
+    # ACE: 100 + S/10 cycles whatever the share; baseline: 100 + S/5 alone, 100 + S/2 beside
+    # compute. Memory: 2 bytes per byte (ACE), 6 (baseline).
+    measured = {}
+    for collective in ("allreduce", "alltoall"):
+        for share in training._shares(collective):
+            for s in (1000, 3000):
+                base = 100 + s / (5 if share == 0 else 2)
+                measured[point_key("ring8", collective, s, share)] = {
+                    "system": {"clock_mhz": 1000.0},
+                    "ace": _record(100 + s / 10, s, 2), "baseline": _record(base, s, 6)}
+    cal = training.calibrate(measured, "ring8", True)
+    assert cal["fits"]["ace/allreduce/0"]["r"] == pytest.approx(10)
+    assert cal["fits"]["baseline/allreduce/0.5"]["a"] == pytest.approx(100)
+    assert cal["fits"]["baseline/allreduce/0.5"]["r"] == pytest.approx(2)
+    assert cal["mem_per_byte"]["baseline/allreduce"] == pytest.approx(6)
+    base = training.CollectiveModel(cal, "baseline")
+    assert base.mem_bandwidth("allreduce", 1000) == pytest.approx(6000 / 300)
+
+    # One task of 1000 reference cycles x scale 2, one 1000-byte all-reduce issued at once.
+    wl = SimpleNamespace(tasks=[SimpleNamespace(cycles=1000)], mem_share=0.5,
+                         comms=[SimpleNamespace(collective="allreduce", nbytes=1000,
+                                                after=-1, before=None)])
+    ace = training.iteration(wl, training.CollectiveModel(cal, "ace"), mode="ace",
+                             policy="compute_first", scale=2.0, mem_rate_bpc=32.0)
+    assert ace["cycles"] == pytest.approx(2000) and ace["ideal_cycles"] == 2000
+    # Baseline, compute first: the collective takes 600 beside compute, during which compute
+    # runs at 0.9: 540 done, 1460 left alone -> 2060.
+    b = training.iteration(wl, base, mode="baseline", policy="compute_first", scale=2.0,
+                           mem_rate_bpc=32.0, core_share=0.1)
+    assert b["cycles"] == pytest.approx(2060)
+    # Comm first: 300 cycles at 20 B/cycle of memory; compute needs 0.5 x 32 = 16 and gets
+    # 12 -> rate 0.9 x 0.75 = 0.675: 202.5 done in 300, 1797.5 left -> 2097.5.
+    b = training.iteration(wl, base, mode="baseline", policy="comm_first", scale=2.0,
+                           mem_rate_bpc=32.0, core_share=0.1)
+    assert b["cycles"] == pytest.approx(2097.5)
+
+
+# -- membw analysis on synthetic measurements ----------------------------------------------------
+
+def test_membw_ratio_from_exact_roofline_points(monkeypatch):
+    monkeypatch.setitem(membw.SETTINGS, "quick", {"systems": ["ring8"], "bytes": 4096,
+                                                  "backgrounds": [0.0, 0.5, 0.75]})
+    # M = 32, 16, 8. ACE: a = 20, plateau 0.8 (from 16 on); baseline a = 64, no plateau.
+    measured = {}
+    for b in (0.0, 0.5, 0.75):
+        m = 32 * (1 - b)
+        entry = {"system": {"clock_mhz": 1000.0}}
+        for mode, u in (("ace", min(0.8, m / 20)), ("baseline", m / 64)):
+            entry[mode] = {"cycles": 1000, "time_over_bound": 1.0, "link_utilization": u,
+                           "link_utilization_per_link": {"n0.l0": u, "n1.l0": u},
+                           "mem_bytes_per_link_byte": 1.0, "mem_bandwidth_bytes_per_cycle": m,
+                           "mem_over_2S": 1.0}
+        measured[point_key("ring8", "allreduce", 4096, b)] = entry
+    s = membw.analyze(measured, True)["systems"]["ring8"]
+    assert s["requirement"]["ace"]["needed"] == pytest.approx(18)       # 0.9 x 20, model
+    assert s["requirement"]["baseline"]["needed"] == pytest.approx(57.6)
+    assert s["ratio_90"] == pytest.approx(3.2) and s["ratio_90_basis"] == "model"
+    # Both reach 0.9 x min(0.8, 0.5) = 0.45: ACE at 9, baseline at 28.8.
+    assert s["ratio_matched"] == pytest.approx(3.2)
+
+
+# -- command line --------------------------------------------------------------------------------
+
+def test_cli_errors_are_one_line(capsys, tmp_path):
+    assert main(["experiment", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "allowed: membw, utilization, training, paper" in err
+    file = tmp_path / "f"
+    file.write_text("")
+    assert main(["experiment", "membw", "--out", str(file)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert main(["experiment", "membw", "--workers", "0"]) == 2
+    with pytest.raises(ExperimentError):
+        run_experiment("paperz")
+
+
+# -- one real run --------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_membw_tiny_on_ring8(monkeypatch, tmp_path):
+    """Two background shares of a 64 KiB all-reduce on ring8, both modes, through the whole
+    experiment path (run_points, analysis, files)."""
+    monkeypatch.setitem(membw.SETTINGS, "quick", {"systems": ["ring8"], "bytes": 65536,
+                                                  "backgrounds": [0.0, 0.75]})
+    doc = run_experiment("membw", quick=True, out=tmp_path, workers=2, progress=False,
+                         log=None)
+    assert {p.name for p in tmp_path.iterdir()} >= {"summary.json", "summary.md",
+                                                    "membw_utilization.png",
+                                                    "membw_bytes_per_link_byte.png"}
+    assert json.loads((tmp_path / "summary.json").read_text()) == doc
+    ring = doc["systems"]["ring8"]
+    full, starved = ring["points"]
+    # A quarter of the memory bandwidth hurts the memory-staged baseline at least as much.
+    for mode in ("ace", "baseline"):
+        assert starved[mode]["link_utilization"] < full[mode]["link_utilization"]
+    assert full["ace"]["link_utilization"] > full["baseline"]["link_utilization"]
+    assert ring["mem_bytes_per_link_byte"]["baseline"] > ring["mem_bytes_per_link_byte"]["ace"]
+    assert doc["mem_bw_reduction"] > 1
+    assert Path(tmp_path / "summary.md").read_text().startswith("# membw")
