@@ -77,8 +77,13 @@ def cmd_demo(args) -> int:
 def cmd_synth(args) -> int:
     from .synth import run_synth
 
-    return run_synth(load_config(args.config), top=args.top, target=args.target,
-                     out_dir=Path(args.out) if args.out else None)
+    if args.config == "harness":  # the harness systems' engine (sim_harness/systems.py)
+        from sim_harness.systems import HARNESS_CONFIG as config
+    else:
+        config = load_config(args.config)
+    return run_synth(config, top=args.top, target=args.target, board=args.board,
+                     out_dir=Path(args.out) if args.out else None, jobs=args.jobs,
+                     pnr=args.pnr)
 
 
 def cmd_replay(args) -> int:
@@ -237,10 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("synth", help="FPGA synthesis: LUTs, FFs, BRAMs, DSPs, Fmax")
-    p.add_argument("--config", default="small", help="named configuration or file")
-    p.add_argument("--top", default="ace_alu_array", help="which top to synthesize")
-    p.add_argument("--target", default="ecp5", choices=["ecp5"], help="FPGA family")
-    p.add_argument("--out", help="work directory (default: build/synth/<config>-<top>)")
+    p.add_argument("--config", default="small",
+                   help="named configuration (default, small, harness) or file")
+    p.add_argument("--target", help="ecp5 (default) or xilinx")
+    p.add_argument("--board", help="ulx3s-85f (ecp5, default) or arty-a7-100 (xilinx)")
+    p.add_argument("--top", default="all",
+                   help="alu_array, sram, dma, nic, engine (ace_ prefix optional) or all")
+    p.add_argument("--jobs", type=int, help="tops synthesized at once (default: CPU count)")
+    p.add_argument("--no-pnr", dest="pnr", action="store_false",
+                   help="ECP5: resources only, no place and route (no Fmax; much faster)")
+    p.add_argument("--out", help="work directory (default: build/synth/<config>-<board>)")
     p.set_defaults(func=cmd_synth)
     return parser
 

