@@ -86,8 +86,25 @@ def cmd_synth(args) -> int:
                      pnr=args.pnr)
 
 
+def _layers(text: str | None):
+    """``A:B``, ``A:``, ``:B`` or ``A`` -> ``(A, B)`` (None: open), for ``--layers``."""
+    if text is None:
+        return None
+    low, sep, high = text.partition(":")
+    try:
+        bounds = (int(low) if low else None,
+                  (int(high) if high else None) if sep else int(low) + 1)
+    except ValueError:
+        bounds = None
+    if bounds is None or (sep and not low and not high) or any(
+            b is not None and b < 0 for b in bounds):
+        raise UserError(f"--layers: {text!r}; allowed: A:B, A:, :B or A (layer indices >= 0, "
+                        "B exclusive)")
+    return bounds
+
+
 def cmd_replay(args) -> int:
-    from sim_harness.replay import ReplayError, replay
+    from sim_harness.replay import CollectiveTooLarge, ReplayError, replay, scale_trace
     from sim_harness.report import format_table, write_results
     from sim_harness.systems import load_system
     from sim_harness.trace import TraceError
@@ -106,12 +123,33 @@ def cmd_replay(args) -> int:
         modes = ("ace", "baseline") if args.mode == "both" else (args.mode,)
         if not 0 <= args.background < 1:
             raise UserError(f"--background: {args.background}; allowed: 0 <= share < 1")
+        if args.scale is not None and not 0 < args.scale < float("inf"):
+            raise UserError(f"--scale: {args.scale}; allowed: a number above 0")
+        if args.max_bytes is not None and args.max_bytes < 1:
+            raise UserError(f"--max-bytes: {args.max_bytes}; allowed: at least 1 (bytes)")
+        layers = _layers(args.layers)
+        cut = ""
+        if args.scale is not None or args.max_bytes is not None or layers is not None:
+            try:
+                trace = scale_trace(trace, scale=args.scale, max_bytes=args.max_bytes,
+                                    layers=layers)
+            except ValueError as error:
+                raise UserError(f"--{error}") from None
+            cut = ", ".join(f"{name} {value}" for name, value in (
+                ("--scale", args.scale), ("--max-bytes", args.max_bytes),
+                ("--layers", args.layers)) if value is not None)
+            cut = f", {cut}: {sum(c.bytes for c in trace.collectives):,} bytes in all"
         print(f"replaying {trace.path} ({trace.format}, {len(trace.collectives)} "
-              f"collectives) on {system.topology} [{system.config.name}], modes: "
+              f"collectives{cut}) on {system.topology} [{system.config.name}], modes: "
               f"{', '.join(modes)}", flush=True)
         results = replay(trace, system, modes=modes, seed=args.seed, interval=args.interval,
                          background_share=args.background, waves=args.waves,
                          progress=not args.quiet)
+    except CollectiveTooLarge as error:
+        hint = f"--scale {error.scale:g} fits the largest collectives" if error.scale else \
+            "--scale F"
+        raise UserError(f"{error}; replay a smaller version: {hint} (or --max-bytes N, "
+                        "--layers A:B)") from None
     except (TraceError, ProgramError) as error:
         raise UserError(str(error)) from None
     except ReplayError as error:
@@ -209,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of memory bandwidth taken by background traffic, 0 to <1")
     p.add_argument("--seed", type=int, default=1, help="random seed of the input data")
     p.add_argument("--interval", type=int, help="sampling interval, cycles (default: auto)")
+    p.add_argument("--scale", type=float, metavar="F", help="multiply every collective's "
+                   "size by F (whole elements, at least one): replay a large trace scaled down")
+    p.add_argument("--max-bytes", type=int, metavar="N",
+                   help="cap every collective's size at N bytes (whole elements)")
+    p.add_argument("--layers", metavar="A:B", help="replay only the collectives of layers "
+                   "A to B-1 (ASTRA-sim layer index; else the collective's position)")
     p.add_argument("--waves", action="store_true", help="record an FST waveform")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_replay)

@@ -12,6 +12,8 @@ engine counters and the outputs back, and compare.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ace import golden
@@ -29,7 +31,8 @@ from .simulator import SystemSimulator, build_driver, run_hosts
 from .system import SystemSpec
 from .trace import CollectiveSpec, Trace, TraceError
 
-__all__ = ["ReplayError", "compile_spec", "make_inputs", "replay", "system_record"]
+__all__ = ["ReplayError", "CollectiveTooLarge", "check_trace", "compile_spec", "make_inputs",
+           "replay", "scale_trace", "system_record"]
 
 #: Engine watchdog (TIMEOUT CSR): a channel that sees no progress anywhere in its engine for
 #: this many cycles stops with the TIMEOUT error, so a hang ends as a reported error.
@@ -38,6 +41,16 @@ WATCHDOG_CYCLES = 200_000
 
 class ReplayError(RuntimeError):
     """A collective that cannot run on the chosen system, or an engine that failed."""
+
+
+class CollectiveTooLarge(ReplayError, ProgramError):
+    """A collective whose program does not fit the instruction memories or whose buffers do
+    not fit the system's memory. ``scale`` is a size factor at which the trace's largest
+    collectives fit (see :func:`scale_trace`), or None."""
+
+    def __init__(self, message: str, scale: float | None = None):
+        super().__init__(message)
+        self.scale = scale
 
 
 def make_inputs(rng: np.random.Generator, dtype: Dtype, count: int) -> np.ndarray:
@@ -51,8 +64,9 @@ def make_inputs(rng: np.random.Generator, dtype: Dtype, count: int) -> np.ndarra
     return values.astype(ml_dtypes.bfloat16).view(np.uint16)
 
 
-def compile_spec(spec: CollectiveSpec, system: SystemSpec, mode: str):
-    """The program of one collective on ``system`` in ``mode``."""
+def compile_spec(spec: CollectiveSpec, system: SystemSpec, mode: str, *, check: bool = True):
+    """The program of one collective on ``system`` in ``mode`` (``check``: assemble it for
+    the system's engine too; MSCCL programs are always checked)."""
     dtype = dtype_from_name(spec.dtype)
     esize = DTYPE_BYTES[dtype]
     if spec.bytes % esize or spec.bytes <= 0:
@@ -64,7 +78,7 @@ def compile_spec(spec: CollectiveSpec, system: SystemSpec, mode: str):
     algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
     return compile_collective(spec.collective, count, topology=system.topology,
                               algorithm=algorithm, dtype=dtype, op=spec.op, mode=mode,
-                              config=system.config)
+                              config=system.config, check=check)
 
 
 def _msccl_program(spec: CollectiveSpec, system: SystemSpec, mode: str, count: int, dtype):
@@ -242,9 +256,7 @@ def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed:
     are independent runs of the same system); results are identical either way."""
     from concurrent.futures import ThreadPoolExecutor
 
-    for spec in trace.collectives:     # compile errors before any build
-        for mode in modes:
-            _check_fits(spec, compile_spec(spec, system, mode), system)
+    check_trace(trace, system, modes)     # compile and size errors before any build
     build_driver(system, waves=waves, log=log)
 
     def run_mode(position: int, mode: str) -> dict:
@@ -282,3 +294,107 @@ def _check_fits(spec: CollectiveSpec, program, system: SystemSpec) -> None:
     if need > system.mem_bytes:
         raise ReplayError(f"{spec.name}: needs {need} bytes of memory per node; the system has "
                           f"mem_bytes = {system.mem_bytes}")
+
+
+def _fit_problem(spec: CollectiveSpec, system: SystemSpec, mode: str):
+    """``(message, need / limit)`` when the collective's program or buffers do not fit
+    ``system``, else None; other program errors raise :class:`ProgramError`."""
+    program = compile_spec(spec, system, mode, check=False)
+    what = f"{spec.name} ({spec.source}, {mode} mode): {spec.collective} of {spec.bytes} bytes"
+    cfg = system.config
+    words = max(len(ch.steps) + 1 for node in program.nodes for ch in node.channels)
+    if words > cfg.program_words:
+        return (f"{what} needs {words} instructions per channel; the engine has "
+                f"program_words = {cfg.program_words}", words / cfg.program_words)
+    _, need = staging_area(program, cfg)
+    if need > system.mem_bytes:
+        return (f"{what} needs {need} bytes of memory per node; the system has mem_bytes = "
+                f"{system.mem_bytes}", need / system.mem_bytes)
+    if spec.collective != "msccl":
+        assemble(program, cfg)
+    return None
+
+
+def check_trace(trace: Trace, system: SystemSpec, modes=("ace", "baseline")) -> None:
+    """Compile every collective in every mode; raise :class:`CollectiveTooLarge` for the
+    first that does not fit ``system`` (with a scale at which the largest ones fit), or the
+    compiler's error."""
+    for spec in trace.collectives:
+        for mode in modes:
+            problem = _fit_problem(spec, system, mode)
+            if problem:
+                raise CollectiveTooLarge(problem[0], _fitting_scale(trace, spec, problem[1],
+                                                                    system, modes))
+
+
+def _fitting_scale(trace: Trace, failed: CollectiveSpec, excess: float, system: SystemSpec,
+                   modes) -> float | None:
+    """A round factor (two significant digits) at which the largest collective of each kind
+    in ``trace`` fits: the linear estimate from ``failed``, lowered until it checks out."""
+    largest = {}
+    for spec in trace.collectives:
+        key = (spec.collective, spec.dtype, spec.algorithm, spec.msccl_xml)
+        if spec.collective != "msccl" and (key not in largest
+                                           or spec.bytes > largest[key].bytes):
+            largest[key] = spec
+    if failed.collective == "msccl" or not largest:
+        return None
+    scale = 0.9 / excess * failed.bytes / max(s.bytes for s in largest.values())
+    for _ in range(8):
+        scale = float(f"{scale:.2g}")
+        try:
+            scaled = scale_trace(Trace(trace.path, trace.format, list(largest.values())),
+                                 scale=scale)
+            if not any(_fit_problem(s, system, m) for s in scaled.collectives for m in modes):
+                return scale
+        except ProgramError:
+            return None
+        scale *= 0.8
+    return None
+
+
+def _layer(spec: CollectiveSpec, position: int) -> int:
+    return spec.extra.get("layer_index", position) if isinstance(spec.extra, dict) else position
+
+
+def scale_trace(trace: Trace, *, scale: float | None = None, max_bytes: int | None = None,
+                layers: tuple[int | None, int | None] | None = None) -> Trace:
+    """A copy of ``trace`` cut down to run on a small system.
+
+    ``layers=(a, b)`` keeps the collectives whose layer index is in ``a <= i < b`` (either
+    end None: open): the workload layer (``extra["layer_index"]`` of ASTRA-sim traces), else
+    the collective's position in the trace. ``scale`` multiplies every size and ``max_bytes``
+    caps it, both rounded to whole elements, at least one. Dependencies on collectives left
+    out are dropped; each changed size keeps the file's in ``extra["unscaled_bytes"]``.
+    """
+    if scale is not None and not scale > 0:
+        raise ValueError(f"scale: {scale}; allowed: a number above 0")
+    if max_bytes is not None and max_bytes < 1:
+        raise ValueError(f"max_bytes: {max_bytes}; allowed: at least 1")
+    specs = list(trace.collectives)
+    if layers is not None:
+        low, high = layers
+        specs = [s for i, s in enumerate(trace.collectives)
+                 if (low is None or _layer(s, i) >= low) and (high is None or _layer(s, i) < high)]
+        if not specs:
+            indices = [_layer(s, i) for i, s in enumerate(trace.collectives)]
+            raise ValueError(f"layers: {low if low is not None else ''}:"
+                             f"{high if high is not None else ''} selects no collective; the "
+                             f"trace's layers are {min(indices)} to {max(indices)}")
+    kept = {s.name for s in specs}
+    out = []
+    for spec in specs:
+        esize = DTYPE_BYTES[dtype_from_name(spec.dtype)]
+        count = spec.bytes // esize
+        if scale is not None:
+            count = max(1, round(count * scale))
+        if max_bytes is not None:
+            count = max(1, min(count, max_bytes // esize))
+        changes = {"deps": tuple(d for d in spec.deps if d in kept)}
+        if count * esize != spec.bytes:
+            changes.update(bytes=count * esize,
+                           extra={**spec.extra, "unscaled_bytes": spec.bytes})
+        out.append(dataclasses.replace(spec, **changes))
+    meta = {**trace.meta, "scaled": {"scale": scale, "max_bytes": max_bytes,
+                                     "layers": list(layers) if layers else None}}
+    return dataclasses.replace(trace, collectives=out, meta=meta)
