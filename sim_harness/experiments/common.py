@@ -19,7 +19,7 @@ from pathlib import Path
 from ..sweep import SweepPoint, run_points
 from ..systems import load_system
 
-__all__ = ["ExperimentError", "Plan", "PointKey", "measure", "point_key", "mem_rate",
+__all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "point_key", "mem_rate",
            "busiest_link_utilization", "fit_linear", "fit_latency_bandwidth", "crossing",
            "fit_roofline", "roofline", "md_table", "figure", "save_figure", "write_json",
            "ALLTOALL_TRACE", "SEED"]
@@ -68,6 +68,30 @@ def _sweep_point(key: PointKey) -> SweepPoint:
         raise ExperimentError(f"collective: {collective!r}; allowed: allreduce, alltoall")
     return replace(SweepPoint(system=system, trace=trace), bytes=nbytes, background=background,
                    seed=SEED, modes=("ace", "baseline"), label=(("experiment", "ace"),))
+
+
+def fits(system: str, collective: str, nbytes: int) -> bool:
+    """Whether the collective compiles for the system in both modes (instruction memory,
+    SRAM) and its buffers fit the node's memory; the plans leave out sizes that do not."""
+    from ace.config import ConfigError
+    from ace.host import staging_area
+    from ace.program import ProgramError
+
+    from ..replay import ReplayError, compile_spec
+    from ..trace import TraceError
+    from ..traces import DEFAULT_TRACE, load_trace
+
+    spec = load_trace(ALLTOALL_TRACE if collective == "alltoall" else DEFAULT_TRACE)
+    spec = replace(spec.collectives[0], bytes=int(nbytes))
+    sysspec = load_system(system)
+    try:
+        for mode in ("ace", "baseline"):
+            program = compile_spec(spec, sysspec, mode)
+            if staging_area(program, sysspec.config)[1] > sysspec.mem_bytes:
+                return False
+    except (ProgramError, ConfigError, ReplayError, TraceError):
+        return False
+    return True
 
 
 def measure(plan: Plan, *, workers: int | None = None, progress: bool = True) -> dict:

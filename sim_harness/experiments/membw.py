@@ -35,7 +35,7 @@ _MODES = ("ace", "baseline")
 _BASE_SHARES = {"quick": [0.0, 0.8], "full": [0.0, 0.25, 0.5, 0.75, 0.875]}
 
 SETTINGS = {
-    "quick": {"systems": ["ring8", "ring16", "torus4x4"], "bytes": 262144,
+    "quick": {"systems": ["ring8", "ring16", "torus4x4"], "bytes": 131072,
               "backgrounds": sorted({*_BASE_SHARES["quick"], *COMPUTE_MEM_SHARE.values()})},
     "full": {"systems": ["ring8", "ring16", "torus4x4"], "bytes": 1048576,
              "backgrounds": sorted({*_BASE_SHARES["full"], *COMPUTE_MEM_SHARE.values()})},

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (Plan, figure, fit_latency_bandwidth, md_table, mem_rate, save_figure,
-                     write_json)
+from .common import (Plan, figure, fit_latency_bandwidth, fits, md_table, mem_rate,
+                     save_figure, write_json)
 from .overlap import simulate
 from .workloads import COMPUTE_MEM_SHARE, PLATFORM, WORKLOAD_NAMES, compute_scale, load_workload
 
-__all__ = ["SETTINGS", "CORE_SHARE", "POLICIES", "check_inputs", "plan", "calibrate",
+__all__ = ["SETTINGS", "CORE_SHARE", "POLICIES", "check_inputs", "sizes", "plan", "calibrate",
            "CollectiveModel", "iteration", "analyze", "write", "SCALE_FACTORS"]
 
 #: Share of the compute cores the baseline's collective kernels occupy while they run
@@ -46,13 +46,20 @@ POLICIES = ("compute_first", "comm_first")
 SCALE_FACTORS = (0.5, 1.0, 2.0)
 _MODES = ("ace", "baseline")
 
+#: RTL sizes per collective; a size the engine cannot hold on a system (instruction memory:
+#: a 2 MiB all-reduce or a 512 KiB all-to-all on 16 nodes) is left out there (:func:`sizes`).
 SETTINGS = {
-    "quick": {"systems": ["ring8"], "allreduce_sizes": [16384, 65536, 262144],
-              "alltoall_sizes": [65536, 262144]},
+    "quick": {"systems": ["ring8"], "allreduce_sizes": [16384, 65536, 131072],
+              "alltoall_sizes": [65536, 131072]},
     "full": {"systems": ["ring8", "ring16"],
              "allreduce_sizes": [16384, 65536, 262144, 1048576, 2097152],
              "alltoall_sizes": [65536, 262144, 1048576]},
 }
+
+
+def sizes(settings: dict, system: str, collective: str) -> list[int]:
+    """The RTL sizes of ``collective`` on ``system``: the settings' sizes that fit."""
+    return [s for s in settings[f"{collective}_sizes"] if fits(system, collective, s)]
 
 
 def _shares(collective: str) -> list[float]:
@@ -71,10 +78,9 @@ def plan(quick: bool) -> Plan:
     s = SETTINGS["quick" if quick else "full"]
     p = Plan()
     for system in s["systems"]:
-        for collective, sizes in (("allreduce", s["allreduce_sizes"]),
-                                  ("alltoall", s["alltoall_sizes"])):
+        for collective in ("allreduce", "alltoall"):
             for share in _shares(collective):
-                for size in sizes:
+                for size in sizes(s, system, collective):
                     p.add(system, collective, size, share)
     return p
 
@@ -84,13 +90,12 @@ def calibrate(measured: dict, system: str, quick: bool) -> dict:
     and each mode's memory bytes per node per collective byte (the mean over sizes)."""
     s = SETTINGS["quick" if quick else "full"]
     fits, mem_per_byte = {}, {}
-    for collective, sizes in (("allreduce", s["allreduce_sizes"]),
-                              ("alltoall", s["alltoall_sizes"])):
+    for collective in ("allreduce", "alltoall"):
         for mode in _MODES:
             ratios = []
             for share in _shares(collective):
                 recs = [measured[(system, collective, size, round(share, 6))][mode]
-                        for size in sizes]
+                        for size in sizes(s, system, collective)]
                 fit = fit_latency_bandwidth([r["bytes"] for r in recs],
                                             [r["cycles"] for r in recs])
                 fits[f"{mode}/{collective}/{share:g}"] = dict(fit, mode=mode,
