@@ -18,6 +18,7 @@ Tops run in parallel, up to ``jobs`` at a time. The results go to ``<out>/summar
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -194,14 +195,29 @@ def _last_error(log: Path) -> str:
     return (errors or lines[-1:] or ["no log"])[-1][:200]
 
 
-def _step(work_dir: Path, name: str, args: list[str], log) -> tuple[bool, float]:
+def _step(work_dir: Path, name: str, args: list[str], inputs: list[str], outputs: list[str],
+          log) -> tuple[bool, float, bool]:
+    """Run one tool in ``work_dir``: (succeeded, seconds, reused). A step whose arguments and
+    input files are unchanged since it last succeeded, and whose outputs exist, is not rerun."""
+    digest = hashlib.sha256("\0".join(args[1:]).encode())
+    for path in inputs:
+        digest.update((work_dir / path).read_bytes())
+    done = work_dir / f"{args[0].rsplit('/', 1)[-1]}.done"
+    record = json.loads(done.read_text()) if done.exists() else {}
+    if (record.get("key") == digest.hexdigest()
+            and all((work_dir / path).exists() for path in outputs)):
+        log(f"{name}: unchanged, reusing the last run ({record['seconds']:.0f} s)")
+        return True, record["seconds"], True
+    done.unlink(missing_ok=True)
     started = time.monotonic()
     log(f"{name} ...")
     result = subprocess.run(args, cwd=work_dir, stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT)
     seconds = round(time.monotonic() - started, 1)
     log(f"{name} {'done' if result.returncode == 0 else 'FAILED'} in {seconds:.0f} s")
-    return result.returncode == 0, seconds
+    if result.returncode == 0:
+        done.write_text(json.dumps({"key": digest.hexdigest(), "seconds": seconds}) + "\n")
+    return result.returncode == 0, seconds, False
 
 
 def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: float,
@@ -230,9 +246,11 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
               f"select -assert-mod-count 1 {dut_name}; "
               f"setattr -mod -set keep_hierarchy 1 {keep}; "
               f"{synth} -top {name}; tee -q -o stat.json stat -json")
-    ok, row["seconds"]["yosys"] = _step(
+    ok, row["seconds"]["yosys"], reused = _step(
         work_dir, f"{name}: yosys {synth.split()[0]}",
-        [yosys, "-q", "-l", "yosys.log", "-p", script], log)
+        [yosys, "-q", "-l", "yosys.log", "-p", script], ["design.v"],
+        ["stat.json"] + (["design.json"] if target == "ecp5" else []), log)
+    row["reused"] = ["yosys"] if reused else []
     if not ok:
         row["error"] = f"yosys: {_last_error(work_dir / 'yosys.log')}"
         return row
@@ -261,8 +279,11 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log):
             "--package", part._nextpnr_package_options[part.package].upper(),
             "--speed", str(part.speed), "--json", "design.json",
             "--lpf-allow-unconstrained", "--freq", str(clock_mhz), "--timing-allow-fail",
-            "--report", "report.json", "--quiet", "--log", "nextpnr.log"]
-    ok, row["seconds"]["nextpnr"] = _step(work_dir, f"{name}: nextpnr-ecp5", args, log)
+            "--report", "report.json", "--quiet", "--log", "nextpnr.log",
+            "--router", "router2"]
+    ok, row["seconds"]["nextpnr"], reused = _step(
+        work_dir, f"{name}: nextpnr-ecp5", args, ["design.json"], ["report.json"], log)
+    row["reused"] += ["nextpnr"] if reused else []
     if not ok:
         row.update(fmax_mhz=None,
                    fmax_note=f"nextpnr failed: {_last_error(work_dir / 'nextpnr.log')}")

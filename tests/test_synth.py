@@ -67,7 +67,8 @@ def tiny_rows(tmp_path_factory):
                                      clock_mhz=100.0, breakdown=True)
 
     with ThreadPoolExecutor(2) as pool:
-        return dict(zip(synth.BOARDS, pool.map(run, synth.BOARDS)))
+        rows = dict(zip(synth.BOARDS, pool.map(run, synth.BOARDS)))
+    return {**rows, "work": work}
 
 
 def test_ecp5_resources_fmax_and_breakdown(tiny_rows):
@@ -81,7 +82,17 @@ def test_ecp5_resources_fmax_and_breakdown(tiny_rows):
     # The child kept as its own module holds the DSP; parts plus the rest make the total.
     (mac,) = row["parts"]
     assert mac["name"] == "mac" and mac["dsps"] == 1
-    assert row["placed"]["MULT18X18D"] == 1
+    assert row["placed"]["MULT18X18D"] == 1 and row["reused"] == []
+
+
+def test_unchanged_runs_are_reused(tiny_rows):
+    again = synth.synth_component(_Tiny(), "tiny", synth.BOARDS["ulx3s-85f"],
+                                  tiny_rows["work"] / "ulx3s-85f", clock_mhz=100.0,
+                                  breakdown=True)
+    assert again["reused"] == ["yosys", "nextpnr"]
+    first = tiny_rows["ulx3s-85f"]
+    assert {k: again[k] for k in ("cells", "fmax_mhz", "critical_path")} == {
+        k: first[k] for k in ("cells", "fmax_mhz", "critical_path")}
 
 
 def test_xilinx_resources_and_fmax_note(tiny_rows):
@@ -94,8 +105,8 @@ def test_xilinx_resources_and_fmax_note(tiny_rows):
 
 
 def test_format_table_from_real_rows(tiny_rows):
-    for board, row in tiny_rows.items():
-        b = synth.BOARDS[board]
+    for board, b in synth.BOARDS.items():
+        row = tiny_rows[board]
         summary = {"config": "tiny", "target": b.target, "board": board, "device": "dev",
                    "clock_mhz": 100.0, "capacity": b.capacity, "results": [row]}
         table = synth.format_table(summary)
