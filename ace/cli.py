@@ -207,7 +207,8 @@ def cmd_experiment(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers: {args.workers}; allowed: an integer >= 1")
     try:
-        run_experiment(args.name, quick=args.quick, out=args.out, workers=args.workers)
+        run_experiment(args.name, quick=args.quick, out=args.out, workers=args.workers,
+                       reuse=args.reuse)
     except (ExperimentError, SweepError) as error:
         raise UserError(str(error)) from None
     except (ReplayError, RuntimeError) as error:
@@ -277,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: build/experiment/NAME)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="local worker processes (default: CPU count)")
+    p.add_argument("--reuse", metavar="DIR", help="take the RTL points an earlier run saved "
+                   "in DIR/rtl_points.json (same engine configuration) instead of running them")
     p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("demo", help="random fp32/bf16 beats through the ALU array, checked")

@@ -264,6 +264,25 @@ def test_membw_ratio_from_exact_roofline_points(monkeypatch):
     assert s["ratio_matched"] == pytest.approx(3.2)
 
 
+def test_saved_points_are_reused_only_on_the_same_engine_configuration(tmp_path):
+    from sim_harness.experiments.common import load_points, save_points
+    from sim_harness.systems import load_system
+
+    spec = load_system("ring8")
+    system = {"config": spec.config.to_dict(), "topology": str(spec.topology)}
+    other = dict(system, config=dict(system["config"], num_channels=1))
+    measured = {point_key("ring8", "allreduce", 4096, 0.5): {"system": system, "ace": {"a": 1},
+                                                            "baseline": {"b": 2}},
+                point_key("ring8", "allreduce", 8192, 0.5): {"system": other, "ace": {},
+                                                            "baseline": {}}}
+    save_points(tmp_path / "rtl_points.json", measured)
+    back = load_points(tmp_path / "rtl_points.json")
+    assert list(back) == [("ring8", "allreduce", 4096, 0.5)]
+    assert back[("ring8", "allreduce", 4096, 0.5)]["ace"] == {"a": 1}
+    with pytest.raises(ExperimentError, match="not a readable rtl_points.json"):
+        load_points(tmp_path / "missing.json")
+
+
 # -- command line --------------------------------------------------------------------------------
 
 def test_cli_errors_are_one_line(capsys, tmp_path):

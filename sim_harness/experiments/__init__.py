@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from . import membw, paper, training, utilization
-from .common import ExperimentError, Plan, measure, write_json
+from .common import ExperimentError, Plan, load_points, measure, save_points, write_json
 
 __all__ = ["EXPERIMENTS", "run_experiment", "ExperimentError"]
 
@@ -39,9 +39,14 @@ def _check_out(out: Path) -> None:
 
 
 def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = None,
-                   workers: int | None = None, progress: bool = True, log=print) -> dict:
+                   workers: int | None = None, reuse: str | Path | None = None,
+                   progress: bool = True, log=print) -> dict:
     """Run experiment ``name`` (or ``paper``: all of them) and write its files into ``out``
-    (default ``build/experiment/<name>``); return the summary written to ``summary.json``."""
+    (default ``build/experiment/<name>``); return the summary written to ``summary.json``.
+
+    The RTL points are saved in ``out/rtl_points.json``; ``reuse`` (a folder or file of an
+    earlier run) takes the points it holds from there instead of running them again, as long
+    as they were measured on the current engine configuration."""
     if name not in NAMES:
         raise ExperimentError(f"experiment: {name!r}; allowed: {', '.join(NAMES)}")
     out = Path(out) if out is not None else Path("build") / "experiment" / name
@@ -57,7 +62,18 @@ def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = N
         systems = sorted({k[0] for k in plan.keys})
         log(f"experiment {name}{' (quick)' if quick else ''}: {len(plan.keys)} RTL points "
             f"(both modes each) on {', '.join(systems)}")
-    measured = measure(plan, workers=workers, progress=progress)
+    measured = {}
+    if reuse is not None:
+        path = Path(reuse)
+        measured = load_points(path / "rtl_points.json" if path.is_dir() else path, log)
+        measured = {k: v for k, v in measured.items() if k in plan.keys}
+    missing = Plan([k for k in plan.keys if k not in measured])
+    if log and reuse is not None:
+        log(f"--reuse: {len(measured)} points from {reuse}, {len(missing.keys)} to run")
+    measured.update(measure(missing, workers=workers, progress=progress)
+                    if missing.keys else {})
+    out.mkdir(parents=True, exist_ok=True)
+    save_points(out / "rtl_points.json", {k: measured[k] for k in plan.keys})
     rtl_seconds = time.monotonic() - start
     summaries = {}
     for n in names:

@@ -19,7 +19,8 @@ from pathlib import Path
 from ..sweep import SweepPoint, run_points
 from ..systems import load_system
 
-__all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "point_key", "mem_rate",
+__all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "save_points",
+           "load_points", "point_key", "mem_rate",
            "busiest_link_utilization", "fit_linear", "fit_latency_bandwidth", "crossing",
            "fit_roofline", "roofline", "md_table", "figure", "save_figure", "write_json",
            "ALLTOALL_TRACE", "SEED"]
@@ -111,6 +112,36 @@ def measure(plan: Plan, *, workers: int | None = None, progress: bool = True) ->
                 raise RuntimeError(f"{key}: {run['mode']} result differs from the golden model")
             entry[run["mode"]] = record
         out[key] = entry
+    return out
+
+
+def save_points(path: Path, measured: dict) -> Path:
+    """Write measured points (``{key: {"system", "ace", "baseline"}}``) as JSON."""
+    return write_json(Path(path), {"points": [{"key": list(k), **v} for k, v in
+                                              measured.items()]})
+
+
+def load_points(path: Path, log=None) -> dict:
+    """Points of an earlier run (:func:`save_points`) whose engine configuration and topology
+    are still those of the named system (others are left out, so they are measured again)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        entries = doc["points"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ExperimentError(f"--reuse: {path}: not a readable rtl_points.json ({error})") \
+            from None
+    out, stale = {}, 0
+    for entry in entries:
+        key = point_key(*entry["key"])
+        spec = load_system(key[0])
+        if (entry["system"]["config"] != spec.config.to_dict()
+                or entry["system"]["topology"] != str(spec.topology)):
+            stale += 1
+            continue
+        out[key] = {k: v for k, v in entry.items() if k != "key"}
+    if log and stale:
+        log(f"--reuse: {stale} points of {path} were measured on another engine configuration "
+            "and are measured again")
     return out
 
 
