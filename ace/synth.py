@@ -402,10 +402,14 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
                   flush=True)
 
     def run(top):
-        row = synth_component(TOPS[top].build(config), f"{top}_{config.name}", chosen,
-                              out_dir / top, clock_mhz=config.clock_mhz,
-                              breakdown=top in BREAKDOWN_TOPS, pnr=pnr,
-                              pnr_timeout=pnr_timeout and pnr_timeout * 60, log=log)
+        try:
+            row = synth_component(TOPS[top].build(config), f"{top}_{config.name}", chosen,
+                                  out_dir / top, clock_mhz=config.clock_mhz,
+                                  breakdown=top in BREAKDOWN_TOPS, pnr=pnr,
+                                  pnr_timeout=pnr_timeout and pnr_timeout * 60, log=log)
+        except Exception as error:  # one top failing must not lose the others' results
+            log(f"{top}: {type(error).__name__}: {error}")
+            row = {"error": f"{type(error).__name__}: {error}"}
         return {**row, "top": top}
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -11,7 +11,7 @@ removes nothing, and the wrapper's own paths are one LUT deep, leaving the DUT's
 to set Fmax. The DUT is kept as a separate module so its resources can be reported on their own.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -44,7 +44,7 @@ class SerialShellWrapper(wiring.Component):
         m.submodules.dut = self.dut
         inputs, outputs = [], []
         for _path, member, value in self.dut.signature.flatten(self.dut):
-            (inputs if member.flow == In else outputs).append(value)
+            (inputs if member.flow == In else outputs).append(Value.cast(value))
         in_width = sum(len(v) for v in inputs)
         out_width = sum(len(v) for v in outputs)
         shift_in = Signal(max(in_width, 1))

@@ -1,6 +1,9 @@
 """The synthesis shell drives every input of the block and observes every output."""
 
-from amaranth.lib import wiring
+from amaranth.back import verilog
+from amaranth.hdl import Module
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from ace.config import NAMED_CONFIGS
@@ -26,3 +29,19 @@ def test_shell_feeds_inputs_from_serial_pin():
 
     sim.add_testbench(bench)
     sim.run()
+
+
+class _StructPorts(wiring.Component):
+    i: In(data.StructLayout({"addr": 4, "data": 8}))
+    o: Out(data.StructLayout({"sum": 9}))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += self.o.sum.eq(self.i.addr + self.i.data)
+        return m
+
+
+def test_shell_takes_struct_ports():
+    """Ports that are views of a struct layout count by their bits."""
+    text = verilog.convert(SerialShellWrapper(_StructPorts()), name="shell", emit_src=False)
+    assert "reg [11:0] shift_in" in text and "reg [8:0] capture" in text
