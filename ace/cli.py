@@ -144,7 +144,7 @@ def cmd_replay(args) -> int:
               f"{', '.join(modes)}", flush=True)
         results = replay(trace, system, modes=modes, seed=args.seed, interval=args.interval,
                          background_share=args.background, waves=args.waves,
-                         progress=not args.quiet)
+                         waves_dir=Path(args.out), progress=not args.quiet)
     except CollectiveTooLarge as error:
         hint = f"--scale {error.scale:g} fits the largest collectives" if error.scale else \
             "--scale F"
@@ -160,7 +160,8 @@ def cmd_replay(args) -> int:
     with open(out / "results.json") as f:
         document = json.load(f)
     print(format_table(document))
-    print(f"results in {out}/ (results.json, summary.csv, plots, timeline.json)")
+    print(f"results in {out}/ (results.json, summary.csv, plots, timeline.json"
+          f"{', waves_<mode>.fst' if args.waves else ''})")
     wrong = [r["name"] + f" ({run['mode']})" for run in document["runs"]
              for r in run["collectives"] if not r["correct"]]
     if wrong:
@@ -254,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cap every collective's size at N bytes (whole elements)")
     p.add_argument("--layers", metavar="A:B", help="replay only the collectives of layers "
                    "A to B-1 (ASTRA-sim layer index; else the collective's position)")
-    p.add_argument("--waves", action="store_true", help="record an FST waveform")
+    p.add_argument("--waves", action="store_true", help="record an FST waveform per mode, "
+                   "OUT/waves_<mode>.fst (a separate Verilator build with tracing)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_replay)
 

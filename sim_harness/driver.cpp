@@ -17,7 +17,8 @@
 //                                   counters and the CSRs REG... of every node; reply
 //                                   "samples K", K lines "CYCLE MEM_RD.. MEM_WR.. LINK.. REG..",
 //                                   then "ok CYCLE done|timeout"
-//   waves PATH                      start an FST waveform (builds with waves only)
+//   waves PATH                      start an FST waveform (builds with waves only); one cycle
+//                                   is 1 ns of waveform time (the harness engines' 1 GHz)
 //   cycle                           reply "ok CYCLE"
 //   quit
 //
@@ -148,7 +149,7 @@ static void tick() {
     top->clk = 0;
     top->eval();
 #if VM_TRACE
-    if (waves) waves->dump(2 * cycle);
+    if (waves) waves->dump(1000 * cycle);  // ps
 #endif
     for (int n = 0; n < NODES; n++) {
         AxilOut out;
@@ -158,7 +159,7 @@ static void tick() {
     top->clk = 1;
     top->eval();
 #if VM_TRACE
-    if (waves) waves->dump(2 * cycle + 1);
+    if (waves) waves->dump(1000 * cycle + 500);
 #endif
     cycle++;
 }
@@ -284,6 +285,9 @@ static void cmd_run(std::istringstream& args) {
 
 int main(int argc, char** argv) {
     Verilated::commandArgs(argc, argv);
+#if VM_TRACE
+    Verilated::traceEverOn(true);  // before time 0, as Verilator requires
+#endif
     top = std::make_unique<Vtop>();
     std::string line;
     while (std::getline(std::cin, line)) {
@@ -339,7 +343,9 @@ int main(int argc, char** argv) {
 #if VM_TRACE
             std::string path;
             args >> path;
-            Verilated::traceEverOn(true);
+            // The engines are hierarchical blocks, created by the first evaluation (an
+            // initial block of their wrappers); traced before that, their scopes stay empty.
+            top->eval();
             waves = std::make_unique<VerilatedFstC>();
             top->trace(waves.get(), 99);
             waves->open(path.c_str());

@@ -13,6 +13,9 @@ engine counters and the outputs back, and compare.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+from pathlib import Path
 
 import numpy as np
 
@@ -25,14 +28,15 @@ from ace.host import staging_area
 from ace.layouts import DTYPE_BYTES, Dtype
 from ace.msccl import MscclError, load_msccl
 from ace.program import ProgramError, assemble, dtype_from_name, link_traffic
+from ace.toolchain import ToolchainError
 
 from .metrics import latency_steps
 from .simulator import SystemSimulator, build_driver, run_hosts
 from .system import SystemSpec
 from .trace import CollectiveSpec, Trace, TraceError
 
-__all__ = ["ReplayError", "CollectiveTooLarge", "check_trace", "compile_spec", "make_inputs",
-           "replay", "scale_trace", "system_record"]
+__all__ = ["ReplayError", "CollectiveTooLarge", "check_trace", "check_waves_toolchain",
+           "compile_spec", "make_inputs", "replay", "scale_trace", "system_record"]
 
 #: Engine watchdog (TIMEOUT CSR): a channel that sees no progress anywhere in its engine for
 #: this many cycles stops with the TIMEOUT error, so a hang ends as a reported error.
@@ -248,22 +252,32 @@ def _wire(samples, links, node, link, base) -> int:
 
 def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed: int = 1,
            interval: int | None = None, background_share: float = 0.0, waves: bool = False,
-           log=print, progress: bool = True, parallel: bool = True) -> dict:
+           waves_dir=None, log=print, progress: bool = True, parallel: bool = True) -> dict:
     """Run every collective of ``trace`` in every mode; return
     ``{"system": system_record, "runs": [{"mode", "raws": [raw...]}]}``.
+
+    ``waves`` records an FST waveform of each mode's whole run, ``waves_<mode>.fst`` in
+    ``waves_dir`` (default: the waves build's folder), with a separate Verilator build.
 
     With ``parallel`` each mode runs in its own simulator process at the same time (the modes
     are independent runs of the same system); results are identical either way."""
     from concurrent.futures import ThreadPoolExecutor
 
     check_trace(trace, system, modes)     # compile and size errors before any build
-    build_driver(system, waves=waves, log=log)
+    if waves:
+        check_waves_toolchain()
+    exe = build_driver(system, waves=waves, log=log)
 
     def run_mode(position: int, mode: str) -> dict:
         from tqdm import tqdm
 
         raws = []
-        with SystemSimulator(system, waves=waves, log=log) as sim:
+        path = None
+        if waves:
+            where = Path(waves_dir) if waves_dir else exe.parent.parent
+            where.mkdir(parents=True, exist_ok=True)
+            path = where / f"waves_{mode}.fst"
+        with SystemSimulator(system, waves=waves, waves_path=path, log=log) as sim:
             sim.reset(background_share=background_share)
             for i, spec in enumerate(trace.collectives):
                 bar = tqdm(total=None, unit="cyc", unit_scale=True, leave=False,
@@ -277,7 +291,10 @@ def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed:
                                      progress=advance))
                 if bar is not None:
                     bar.close()
-        return {"mode": mode, "raws": raws}
+        out = {"mode": mode, "raws": raws}
+        if waves:
+            out["waves"] = str(sim.waves_path)
+        return out
 
     if parallel and len(modes) > 1 and not waves:
         with ThreadPoolExecutor(len(modes)) as pool:
@@ -294,6 +311,22 @@ def _check_fits(spec: CollectiveSpec, program, system: SystemSpec) -> None:
     if need > system.mem_bytes:
         raise ReplayError(f"{spec.name}: needs {need} bytes of memory per node; the system has "
                           f"mem_bytes = {system.mem_bytes}")
+
+
+def check_waves_toolchain() -> None:
+    """Raise :class:`~ace.toolchain.ToolchainError` unless the C++ compiler finds the headers
+    of Verilator's FST writer (``lz4.h``, ``zlib.h``), before a waves build fails on them."""
+    cxx = os.environ.get("CXX", "c++")
+    try:
+        result = subprocess.run([cxx, "-fsyntax-only", "-x", "c++", "-"], capture_output=True,
+                                text=True, input="#include <lz4.h>\n#include <zlib.h>\n")
+    except OSError as error:
+        raise ToolchainError(f"--waves: cannot run the C++ compiler {cxx!r}: {error}") from None
+    if result.returncode:
+        missing = [h for h in ("lz4.h", "zlib.h") if h in result.stderr] or ["lz4.h/zlib.h"]
+        raise ToolchainError(f"--waves: Verilator's FST writer needs {', '.join(missing)}, "
+                             f"which {cxx} does not find; install liblz4-dev and zlib1g-dev "
+                             "(Debian/Ubuntu) or lz4-devel and zlib-devel (Fedora)")
 
 
 def _fit_problem(spec: CollectiveSpec, system: SystemSpec, mode: str):
