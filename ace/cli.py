@@ -4,6 +4,7 @@ Subcommands:
   generate   write the Verilog, file lists and FuseSoC core of a configuration (``--check``)
   lint       run ``verilator --lint-only -Wall`` on generated Verilog with the waiver file
   replay     the main job: replay a collective trace on the multi-node RTL, ACE and baseline
+  bench-sim  simulator speed: node-cycles/s on Verilator and on the Amaranth simulator
   experiment reproduce the paper's figures on the RTL: membw, utilization, training, paper
   demo       random fp32/bf16 beats through the ALU array, checked
   synth      synthesize a top for an FPGA and report LUTs, FFs, BRAMs, DSPs and Fmax
@@ -171,6 +172,31 @@ def cmd_replay(args) -> int:
     return 0
 
 
+def cmd_bench_sim(args) -> int:
+    from sim_harness.bench import amaranth_speed, format_bench, verilator_speed
+    from sim_harness.systems import NAMED_SYSTEMS
+
+    names = [name.strip() for name in args.systems.split(",") if name.strip()]
+    unknown = [name for name in names if name not in NAMED_SYSTEMS]
+    if not names or unknown:
+        raise UserError(f"--systems: {args.systems!r}; allowed: named systems "
+                        f"({', '.join(NAMED_SYSTEMS)}), comma-separated")
+    if args.cycles < 0 or args.bytes < 4 or args.bytes % 4:
+        raise UserError(f"--cycles {args.cycles} / --bytes {args.bytes}; allowed: cycles >= 0, "
+                        "bytes a positive multiple of 4")
+    records = []
+    for name in names:
+        print(f"{name}: Verilator, all-reduce of {args.bytes} bytes", flush=True)
+        records.append(verilator_speed(name, nbytes=args.bytes, log=print))
+    if args.cycles:     # one comparison run: minutes of elaboration per system
+        print(f"{names[0]}: Amaranth simulator, up to {args.cycles} cycles", flush=True)
+        records.append(amaranth_speed(names[0], cycles=args.cycles, log=print))
+    print(format_bench(records))
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1) + "\n")
+    return 0
+
+
 def cmd_sweep(args) -> int:
     from sim_harness.replay import ReplayError
     from sim_harness.sweep import SweepError, format_sweep_table, load_spec, run_points, write_sweep
@@ -259,6 +285,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "OUT/waves_<mode>.fst (a separate Verilator build with tracing)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("bench-sim", help="simulator speed: node-cycles/s of harness systems on "
+                       "Verilator and on the Amaranth simulator")
+    p.add_argument("--systems", default="ring8,ring16",
+                   help="named systems, comma-separated (default: ring8,ring16)")
+    p.add_argument("--bytes", type=int, default=1 << 20,
+                   help="all-reduce size of the Verilator run, bytes per node (default 1 MiB)")
+    p.add_argument("--cycles", type=int, default=3000, help="most cycles of the Amaranth "
+                   "simulator run, on the first system (default 3000; 0: Verilator only)")
+    p.add_argument("--json", metavar="PATH", help="also write the records as JSON")
+    p.set_defaults(func=cmd_bench_sim)
 
     p = sub.add_parser("sweep", help="replay a grid of systems and traces in parallel "
                        "(local processes or a Dask cluster)")
