@@ -8,7 +8,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ace-installed
-# pytest workers: the suite is parallel by test file.
+# pytest workers: the suite is parallel by test file, Verilator-build files first
+# (tests/conftest.py); the 25 slowest tests are listed at the end.
 JOBS   ?= 2
 
 .PHONY: setup demo test benchmark generate lint synth clean
@@ -30,7 +31,7 @@ demo: setup
 
 # pytest exit status 5 means "no tests collected": say so rather than fail obscurely.
 test: setup
-	@$(BIN)/pytest -n $(JOBS) --dist loadfile; rc=$$?; \
+	@$(BIN)/pytest -n $(JOBS) --dist loadfile --no-loadscope-reorder --durations=25; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 benchmark: setup

@@ -235,7 +235,8 @@ def cmd_experiment(args) -> int:
         raise UserError(f"--workers: {args.workers}; allowed: an integer >= 1")
     try:
         run_experiment(args.name, quick=args.quick, out=args.out, workers=args.workers,
-                       reuse=args.reuse)
+                       reuse=args.reuse,
+                       systems=args.systems.split(",") if args.systems else None)
     except (ExperimentError, SweepError) as error:
         raise UserError(str(error)) from None
     except (ReplayError, RuntimeError) as error:
@@ -319,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local worker processes (default: CPU count)")
     p.add_argument("--reuse", metavar="DIR", help="take the RTL points an earlier run saved "
                    "in DIR/rtl_points.json (same engine configuration) instead of running them")
+    p.add_argument("--systems", metavar="A,B", help="named systems to run on instead of the "
+                   "experiment's own (quick: ring8; full: ring8, ring16, torus4x4)")
     p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("demo", help="random fp32/bf16 beats through the ALU array, checked")

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from ace.cli import main
-from sim_harness.experiments import ExperimentError, membw, run_experiment, training
+from sim_harness.experiments import (ExperimentError, membw, run_experiment, training,
+                                     utilization)
 from sim_harness.experiments.common import (crossing, fit_latency_bandwidth, fit_linear,
                                             fit_roofline, point_key, roofline)
 from sim_harness.experiments.overlap import ScheduleError, simulate
@@ -294,8 +295,21 @@ def test_cli_errors_are_one_line(capsys, tmp_path):
     assert main(["experiment", "membw", "--out", str(file)]) == 2
     assert "is not a directory" in capsys.readouterr().err
     assert main(["experiment", "membw", "--workers", "0"]) == 2
+    capsys.readouterr()
+    assert main(["experiment", "membw", "--systems", "ring8,ring9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--systems: 'ring9' is not a named system" in err
     with pytest.raises(ExperimentError):
         run_experiment("paperz")
+
+
+def test_systems_replace_each_experiments_own():
+    for module in (membw, utilization):
+        assert {k[0] for k in module.plan(False).keys} == {"ring8", "ring16", "torus4x4"}
+        assert {k[0] for k in module.plan(False, ["torus4x2"]).keys} == {"torus4x2"}
+    for module in (membw, utilization, training):
+        assert {k[0] for k in module.plan(True).keys} == {"ring8"}
+        assert {k[0] for k in module.plan(True, ["ring4"]).keys} == {"ring4"}
 
 
 # -- one real run --------------------------------------------------------------------------------

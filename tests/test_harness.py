@@ -21,41 +21,9 @@ import pytest
 from ace.program import ProgramError, link_traffic
 from sim_harness.replay import ReplayError, compile_spec, replay
 from sim_harness.systems import load_system
-from sim_harness.trace import CollectiveSpec, Trace
+from testbench.replay_checks import check_replay, collective_spec, trace_of
 
 SYSTEM = load_system("ring8")
-
-
-def _trace(*specs) -> Trace:
-    return Trace(path="<test>", format="ace", collectives=list(specs))
-
-
-def _spec(name, collective, nbytes, dtype="fp32", op="sum", algorithm="ring"):
-    return CollectiveSpec(name=name, collective=collective, bytes=nbytes, dtype=dtype, op=op,
-                          algorithm=algorithm, source="test")
-
-
-def _check(raw, system=SYSTEM):
-    """Bit-exact, counters equal to the golden model's, sampled memory-model bytes equal to
-    the engines' counters, link payload as the program plans."""
-    where = f"{raw['name']} ({raw['mode']}, seed {raw['seed']})"
-    assert raw["correct"], f"{where}: output differs from the golden model"
-    assert raw["mem_read_bytes"] == raw["golden_mem_read_bytes"], where
-    assert raw["mem_write_bytes"] == raw["golden_mem_write_bytes"], where
-    # The memory model counts whole read beats (a read of 4 bytes costs a 16-byte beat) and
-    # written bytes by strobe, so its writes equal the engine's and its reads are no fewer.
-    model = raw["samples"]
-    assert model["mem_write_bytes"][-1] == raw["mem_write_bytes"], where
-    assert all(m >= e for m, e in zip(model["mem_read_bytes"][-1], raw["mem_read_bytes"]))
-    assert raw["link_tx_payload_bytes"] == raw["program_link_bytes"], where
-    for k, links in enumerate(raw["link_tx_wire_bytes"]):
-        for l, wire in enumerate(links):
-            payload = raw["link_tx_payload_bytes"][k][l]
-            # Data links carry headers beside the payload; reverse links carry credits only.
-            assert wire > payload if payload else wire >= 0, where
-    steps = [[len(ch) for ch in node] for node in raw["steps"]]
-    assert raw["samples"]["steps_done"][-1] == [
-        n + [0] * (system.config.num_channels - len(n)) for n in steps], where
 
 
 def _cases():
@@ -66,7 +34,7 @@ def _cases():
             size = nbytes if dtype != "bf16" else nbytes // 2 * 2
             op = ("sum", "max")[k % 2] if collective in ("allreduce", "reduce_scatter") \
                 else "sum"
-            out.append(_spec(f"{collective}_{size}_{dtype}", collective, size, dtype, op))
+            out.append(collective_spec(f"{collective}_{size}_{dtype}", collective, size, dtype, op))
             k += 1
     return out
 
@@ -74,11 +42,11 @@ def _cases():
 def test_every_collective_both_modes():
     """Four collectives x {one element, 1001 elements (unaligned)} x both modes, dtypes and
     ops rotating, back to back on one system."""
-    results = replay(_trace(*_cases()), SYSTEM, progress=False, log=None)
+    results = replay(trace_of(*_cases()), SYSTEM, progress=False, log=None)
     for run in results["runs"]:
         assert len(run["raws"]) == 8
         for raw in run["raws"]:
-            _check(raw)
+            check_replay(raw, SYSTEM)
 
 
 def test_larger_than_sram_all_reduce_is_2S_in_ace_mode():
@@ -87,18 +55,18 @@ def test_larger_than_sram_all_reduce_is_2S_in_ace_mode():
     same payload crosses every link in both modes."""
     S = 512 << 10
     assert S > SYSTEM.config.input_buffer_bytes
-    results = replay(_trace(_spec("ar512k", "allreduce", S)), SYSTEM, progress=False,
+    results = replay(trace_of(collective_spec("ar512k", "allreduce", S)), SYSTEM, progress=False,
                      log=None)
     ace, base = (run["raws"][0] for run in results["runs"])
     for raw in (ace, base):
-        _check(raw)
+        check_replay(raw, SYSTEM)
     for raw in (ace, base):     # whole aligned beats: the memory model agrees exactly
         assert raw["samples"]["mem_read_bytes"][-1] == raw["mem_read_bytes"]
     for k in range(8):
         assert ace["mem_read_bytes"][k] + ace["mem_write_bytes"][k] == 2 * S
         assert base["mem_read_bytes"][k] + base["mem_write_bytes"][k] > 2.5 * S * 2
     assert ace["link_tx_payload_bytes"] == base["link_tx_payload_bytes"]
-    program = compile_spec(_spec("ar512k", "allreduce", S), SYSTEM, "ace")
+    program = compile_spec(collective_spec("ar512k", "allreduce", S), SYSTEM, "ace")
     assert ace["chunks"] == program.chunks > 8
     # Every chunk piece crosses 2 x 7 links (node shares differ by a word where chunks do
     # not divide by 8 words).
@@ -109,12 +77,12 @@ def test_larger_than_sram_all_reduce_is_2S_in_ace_mode():
 def test_background_traffic_slows_the_baseline_not_the_result():
     """Half the memory bandwidth taken by background traffic: results still bit-exact, and
     the memory-bound baseline takes longer than without it."""
-    spec = _spec("ar64k", "allreduce", 64 << 10, "bf16")
-    quiet = replay(_trace(spec), SYSTEM, modes=("baseline",), progress=False, log=None)
-    busy = replay(_trace(spec), SYSTEM, modes=("baseline",), background_share=0.5,
+    spec = collective_spec("ar64k", "allreduce", 64 << 10, "bf16")
+    quiet = replay(trace_of(spec), SYSTEM, modes=("baseline",), progress=False, log=None)
+    busy = replay(trace_of(spec), SYSTEM, modes=("baseline",), background_share=0.5,
                   progress=False, log=None)
-    _check(quiet["runs"][0]["raws"][0])
-    _check(busy["runs"][0]["raws"][0])
+    check_replay(quiet["runs"][0]["raws"][0], SYSTEM)
+    check_replay(busy["runs"][0]["raws"][0], SYSTEM)
     assert busy["runs"][0]["raws"][0]["cycles"] > 1.2 * quiet["runs"][0]["raws"][0]["cycles"]
 
 
@@ -123,11 +91,12 @@ def test_a_collective_the_system_cannot_hold_is_refused_before_running():
     a clear error before any simulation."""
     few_words = dataclasses.replace(SYSTEM, config=SYSTEM.config.replace(program_words=64))
     with pytest.raises(ProgramError, match="program_words"):
-        replay(_trace(_spec("huge", "allreduce", 1 << 20)), few_words, modes=("ace",),
+        replay(trace_of(collective_spec("huge", "allreduce", 1 << 20)), few_words, modes=("ace",),
                progress=False, log=None)
     small = dataclasses.replace(SYSTEM, mem_bytes=1 << 16)
     with pytest.raises(ReplayError, match="mem_bytes = 65536"):
-        replay(_trace(_spec("big", "allgather", 64 << 10)), small, progress=False, log=None)
+        replay(trace_of(collective_spec("big", "allgather", 64 << 10)), small, progress=False,
+               log=None)
 
 
 def _ace(*args, cwd):
@@ -211,35 +180,12 @@ def test_torus_4x2_collectives_both_modes():
                                               ("allgather", 4004), ("allgather", 128 << 10)]):
         dtype = ("fp32", "bf16", "int32")[k % 3]
         op = ("sum", "max")[k % 2] if collective != "allgather" else "sum"
-        specs.append(_spec(f"{collective}_{nbytes}", collective, nbytes, dtype, op))
-    results = replay(_trace(*specs), system, progress=False, log=None)
+        specs.append(collective_spec(f"{collective}_{nbytes}", collective, nbytes, dtype, op))
+    results = replay(trace_of(*specs), system, progress=False, log=None)
     for run in results["runs"]:
         for raw in run["raws"]:
-            _check(raw, system)
+            check_replay(raw, system)
             if raw["mode"] == "ace" and raw["collective"] == "allreduce":
                 for k in range(8):
                     assert raw["mem_read_bytes"][k] + raw["mem_write_bytes"][k] == \
                         2 * raw["bytes"]
-
-
-def test_switch_4_collectives_share_one_port():
-    """A 4-node switch (``switch4``, 3 virtual links per engine sharing one port each way):
-    every collective with the switch's algorithms, both modes, bit-exact with exact counters;
-    and the direct all-to-all, which sends to all three peers at once, takes at least the
-    time its bytes need through one port (a fully connected system would move them three
-    links wide)."""
-    system = load_system("switch4")
-    specs = [_spec("ar_hd", "allreduce", 4004, "fp32", "sum", "halving_doubling"),
-             _spec("ar_direct", "allreduce", 4004, "int32", "max", "direct"),
-             _spec("ar_ring", "allreduce", 4000, "bf16", "sum", "ring"),
-             _spec("rs_direct", "reduce_scatter", 4004, "fp32", "sum", "direct"),
-             _spec("ag_ring", "allgather", 4004, "int32", "sum", "ring"),
-             _spec("a2a_direct", "alltoall", 48 << 10, "fp32", "sum", "direct")]
-    results = replay(_trace(*specs), system, progress=False, log=None)
-    for run in results["runs"]:
-        for raw in run["raws"]:
-            _check(raw, system)
-        a2a = run["raws"][-1]
-        sent = max(sum(links) for links in a2a["link_tx_payload_bytes"])
-        assert sent == 3 * (48 << 10) // 4
-        assert a2a["cycles"] >= sent // system.config.link_bytes, a2a["cycles"]

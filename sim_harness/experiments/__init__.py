@@ -38,26 +38,39 @@ def _check_out(out: Path) -> None:
         raise ExperimentError(f"--out: {out} exists and is not a directory")
 
 
+def _check_systems(systems) -> None:
+    from sim_harness.systems import NAMED_SYSTEMS
+
+    for system in systems:
+        if system not in NAMED_SYSTEMS:
+            raise ExperimentError(f"--systems: {system!r} is not a named system; allowed: "
+                                  f"{', '.join(NAMED_SYSTEMS)}")
+
+
 def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = None,
                    workers: int | None = None, reuse: str | Path | None = None,
-                   progress: bool = True, log=print) -> dict:
+                   systems: list[str] | None = None, progress: bool = True,
+                   log=print) -> dict:
     """Run experiment ``name`` (or ``paper``: all of them) and write its files into ``out``
     (default ``build/experiment/<name>``); return the summary written to ``summary.json``.
 
     The RTL points are saved in ``out/rtl_points.json``; ``reuse`` (a folder or file of an
     earlier run) takes the points it holds from there instead of running them again, as long
-    as they were measured on the current engine configuration."""
+    as they were measured on the current engine configuration. ``systems`` (named systems)
+    replaces the experiments' own choice of systems."""
     if name not in NAMES:
         raise ExperimentError(f"experiment: {name!r}; allowed: {', '.join(NAMES)}")
     out = Path(out) if out is not None else Path("build") / "experiment" / name
     _check_out(out)
     names = list(EXPERIMENTS) if name == "paper" else [name]
+    if systems:
+        _check_systems(systems)
     start = time.monotonic()
     if "training" in names:
         training.check_inputs()
     plan = Plan()
     for n in names:
-        plan.merge(EXPERIMENTS[n].plan(quick))
+        plan.merge(EXPERIMENTS[n].plan(quick, systems))
     if log:
         systems = sorted({k[0] for k in plan.keys})
         log(f"experiment {name}{' (quick)' if quick else ''}: {len(plan.keys)} RTL points "
@@ -78,8 +91,8 @@ def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = N
     summaries = {}
     for n in names:
         folder = out if name != "paper" else out / n
-        summary = EXPERIMENTS[n].analyze(measured, quick)
-        summary["rtl_points"] = len(EXPERIMENTS[n].plan(quick).keys)
+        summary = EXPERIMENTS[n].analyze(measured, quick, systems)
+        summary["rtl_points"] = len(EXPERIMENTS[n].plan(quick, systems).keys)
         EXPERIMENTS[n].write(folder, summary)
         summaries[n] = summary
     wall = time.monotonic() - start

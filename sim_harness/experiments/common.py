@@ -19,7 +19,7 @@ from pathlib import Path
 from ..sweep import SweepPoint, run_points
 from ..systems import load_system
 
-__all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "save_points",
+__all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "save_points", "settings_for",
            "load_points", "point_key", "mem_rate",
            "busiest_link_utilization", "fit_linear", "fit_latency_bandwidth", "crossing",
            "fit_roofline", "roofline", "md_table", "figure", "save_figure", "write_json",
@@ -279,3 +279,12 @@ def write_json(path: Path, doc) -> Path:
         json.dump(doc, f, indent=1, allow_nan=False)
         f.write("\n")
     return path
+
+
+def settings_for(table: dict, quick: bool, systems=None) -> dict:
+    """The ``"quick"`` or ``"full"`` entry of an experiment's settings ``table``, with its
+    ``systems`` replaced by ``systems`` when given (``ace experiment --systems``)."""
+    s = dict(table["quick" if quick else "full"])
+    if systems:
+        s["systems"] = list(systems)
+    return s

@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import (Plan, busiest_link_utilization, crossing, figure, fit_roofline, md_table,
-                     mem_rate, roofline, save_figure, write_json)
+                     mem_rate, roofline, save_figure, settings_for, write_json)
 from .workloads import COMPUTE_MEM_SHARE
 
 __all__ = ["SETTINGS", "TARGET", "plan", "analyze", "requirement", "write", "markdown"]
@@ -35,15 +35,15 @@ _MODES = ("ace", "baseline")
 _BASE_SHARES = {"quick": [0.0, 0.8], "full": [0.0, 0.25, 0.5, 0.75, 0.875]}
 
 SETTINGS = {
-    "quick": {"systems": ["ring8", "ring16", "torus4x4"], "bytes": 131072,
+    "quick": {"systems": ["ring8"], "bytes": 131072,
               "backgrounds": sorted({*_BASE_SHARES["quick"], *COMPUTE_MEM_SHARE.values()})},
     "full": {"systems": ["ring8", "ring16", "torus4x4"], "bytes": 1048576,
              "backgrounds": sorted({*_BASE_SHARES["full"], *COMPUTE_MEM_SHARE.values()})},
 }
 
 
-def plan(quick: bool) -> Plan:
-    s = SETTINGS["quick" if quick else "full"]
+def plan(quick: bool, systems=None) -> Plan:
+    s = settings_for(SETTINGS, quick, systems)
     p = Plan()
     for system in s["systems"]:
         for b in s["backgrounds"]:
@@ -63,8 +63,8 @@ def requirement(ms, us, target: float = TARGET) -> dict:
             "basis": "rtl" if rtl is not None else "model"}
 
 
-def analyze(measured: dict, quick: bool) -> dict:
-    s = SETTINGS["quick" if quick else "full"]
+def analyze(measured: dict, quick: bool, systems=None) -> dict:
+    s = settings_for(SETTINGS, quick, systems)
     systems = {}
     for system in s["systems"]:
         rate = mem_rate(system)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import (Plan, figure, fit_latency_bandwidth, fits, md_table, mem_rate,
-                     save_figure, write_json)
+                     save_figure, settings_for, write_json)
 from .overlap import simulate
 from .workloads import COMPUTE_MEM_SHARE, PLATFORM, WORKLOAD_NAMES, compute_scale, load_workload
 
@@ -74,8 +74,8 @@ def check_inputs() -> None:
         load_workload(name)
 
 
-def plan(quick: bool) -> Plan:
-    s = SETTINGS["quick" if quick else "full"]
+def plan(quick: bool, systems=None) -> Plan:
+    s = settings_for(SETTINGS, quick, systems)
     p = Plan()
     for system in s["systems"]:
         for collective in ("allreduce", "alltoall"):
@@ -156,8 +156,8 @@ def _best(workload, models, scale, rate) -> dict:
     return out
 
 
-def analyze(measured: dict, quick: bool) -> dict:
-    s = SETTINGS["quick" if quick else "full"]
+def analyze(measured: dict, quick: bool, systems=None) -> dict:
+    s = settings_for(SETTINGS, quick, systems)
     workloads = {name: load_workload(name) for name in WORKLOAD_NAMES}
     systems, timelines = {}, {}
     for system in s["systems"]:

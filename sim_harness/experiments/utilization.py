@@ -15,21 +15,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import Plan, figure, md_table, save_figure, write_json
+from .common import Plan, figure, md_table, save_figure, settings_for, write_json
 from .membw import SETTINGS as MEMBW_SETTINGS
 from .workloads import COMPUTE_MEM_SHARE, WORKLOAD_NAMES
 
 __all__ = ["plan", "analyze", "write", "markdown"]
 
 
-def _settings(quick: bool) -> dict:
-    s = MEMBW_SETTINGS["quick" if quick else "full"]
+def _settings(quick: bool, systems=None) -> dict:
+    s = settings_for(MEMBW_SETTINGS, quick, systems)
     return {"systems": s["systems"], "bytes": s["bytes"],
             "shares": {"none": 0.0, **COMPUTE_MEM_SHARE}}
 
 
-def plan(quick: bool) -> Plan:
-    s = _settings(quick)
+def plan(quick: bool, systems=None) -> Plan:
+    s = _settings(quick, systems)
     p = Plan()
     for system in s["systems"]:
         for share in s["shares"].values():
@@ -37,8 +37,8 @@ def plan(quick: bool) -> Plan:
     return p
 
 
-def analyze(measured: dict, quick: bool) -> dict:
-    s = _settings(quick)
+def analyze(measured: dict, quick: bool, systems=None) -> dict:
+    s = _settings(quick, systems)
     rows, gains = [], []
     for system in s["systems"]:
         for load, share in s["shares"].items():

@@ -1,0 +1,43 @@
+"""Scoreboard of harness replays (``sim_harness.replay``): every check a replayed collective
+must pass, against the golden model and against the bytes the models counted; and small
+builders of test traces. Shared by the harness tests of every system."""
+
+from __future__ import annotations
+
+from sim_harness.trace import CollectiveSpec, Trace
+
+__all__ = ["trace_of", "collective_spec", "check_replay"]
+
+
+def trace_of(*specs) -> Trace:
+    """A trace of the given collectives (``format="ace"``)."""
+    return Trace(path="<test>", format="ace", collectives=list(specs))
+
+
+def collective_spec(name, collective, nbytes, dtype="fp32", op="sum", algorithm="ring"):
+    """One collective of ``nbytes`` per node."""
+    return CollectiveSpec(name=name, collective=collective, bytes=nbytes, dtype=dtype, op=op,
+                          algorithm=algorithm, source="test")
+
+
+def check_replay(raw, system):
+    """Bit-exact, counters equal to the golden model's, sampled memory-model bytes equal to
+    the engines' counters, link payload as the program plans."""
+    where = f"{raw['name']} ({raw['mode']}, seed {raw['seed']})"
+    assert raw["correct"], f"{where}: output differs from the golden model"
+    assert raw["mem_read_bytes"] == raw["golden_mem_read_bytes"], where
+    assert raw["mem_write_bytes"] == raw["golden_mem_write_bytes"], where
+    # The memory model counts whole read beats (a read of 4 bytes costs a 16-byte beat) and
+    # written bytes by strobe, so its writes equal the engine's and its reads are no fewer.
+    model = raw["samples"]
+    assert model["mem_write_bytes"][-1] == raw["mem_write_bytes"], where
+    assert all(m >= e for m, e in zip(model["mem_read_bytes"][-1], raw["mem_read_bytes"]))
+    assert raw["link_tx_payload_bytes"] == raw["program_link_bytes"], where
+    for k, links in enumerate(raw["link_tx_wire_bytes"]):
+        for l, wire in enumerate(links):
+            payload = raw["link_tx_payload_bytes"][k][l]
+            # Data links carry headers beside the payload; reverse links carry credits only.
+            assert wire > payload if payload else wire >= 0, where
+    steps = [[len(ch) for ch in node] for node in raw["steps"]]
+    assert raw["samples"]["steps_done"][-1] == [
+        n + [0] * (system.config.num_channels - len(n)) for n in steps], where
