@@ -163,10 +163,15 @@ def cmd_replay(args) -> int:
     print(format_table(document))
     print(f"results in {out}/ (results.json, summary.csv, plots, timeline.json"
           f"{', waves_<mode>.fst' if args.waves else ''})")
-    wrong = [r["name"] + f" ({run['mode']})" for run in document["runs"]
-             for r in run["collectives"] if not r["correct"]]
+    return _golden_verdict("replay", [r["name"] + f" ({run['mode']})"
+                                      for run in document["runs"]
+                                      for r in run["collectives"] if not r["correct"]])
+
+
+def _golden_verdict(command: str, wrong: list[str]) -> int:
+    """Exit status 1, naming them, if any result differs from the golden model; else 0."""
     if wrong:
-        print(f"ace replay: results differ from the golden model: {', '.join(wrong)}",
+        print(f"ace {command}: results differ from the golden model: {', '.join(wrong)}",
               file=sys.stderr)
         return 1
     return 0
@@ -217,13 +222,10 @@ def cmd_sweep(args) -> int:
     paths = write_sweep(args.out, results)
     print(format_sweep_table(results))
     print(f"results in {', '.join(map(str, paths))}")
-    wrong = [f"point {i} {rec['name']} ({run['mode']})" for i, r in enumerate(results)
-             for run in r["results"]["runs"] for rec in run["collectives"] if not rec["correct"]]
-    if wrong:
-        print(f"ace sweep: results differ from the golden model: {', '.join(wrong)}",
-              file=sys.stderr)
-        return 1
-    return 0
+    return _golden_verdict("sweep", [f"point {i} {rec['name']} ({run['mode']})"
+                                     for i, r in enumerate(results)
+                                     for run in r["results"]["runs"]
+                                     for rec in run["collectives"] if not rec["correct"]])
 
 
 def cmd_experiment(args) -> int:

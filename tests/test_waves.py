@@ -2,8 +2,8 @@
 complete FST file (the driver closes it before it exits) holding the engines' signals.
 
 The waves build is a separate Verilator build with ``--trace-fst`` (minutes), so this is a
-``large`` test. The signals are read with pywellen when it is installed; the FST header is
-checked either way.
+``large`` test. The header is checked byte by byte and the signals are read back with
+pywellen.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+import pywellen
 
 from ace.cli import main
 
@@ -39,7 +40,6 @@ def test_replay_waves_writes_a_complete_fst(tmp_path):
     assert end > start          # the header is rewritten with the end time on close
     assert len(data) > FST_HDR_SIZE + 1000
 
-    pywellen = pytest.importorskip("pywellen")
     wave = pywellen.Waveform(str(fst))
     names = {var.full_name: var for var in wave.all_vars()}
     inside = [name for name in names if ".engine0." in name]
