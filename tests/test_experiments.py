@@ -310,6 +310,10 @@ def test_systems_replace_each_experiments_own():
     for module in (membw, utilization, training):
         assert {k[0] for k in module.plan(True).keys} == {"ring8"}
         assert {k[0] for k in module.plan(True, ["ring4"]).keys} == {"ring4"}
+    # No all-to-all size of the quick settings fits torus4x4's instruction memory: refused
+    # before any RTL run, not a failed fit after them.
+    with pytest.raises(ExperimentError, match="training: torus4x4: 0 of the alltoall sizes"):
+        training.plan(True, ["ring8", "torus4x4"])
 
 
 # -- one real run --------------------------------------------------------------------------------

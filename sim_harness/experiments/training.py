@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import (Plan, figure, fit_latency_bandwidth, fits, md_table, mem_rate,
+from .common import (ExperimentError, Plan, figure, fit_latency_bandwidth, fits, md_table, mem_rate,
                      save_figure, settings_for, write_json)
 from .overlap import simulate
 from .workloads import COMPUTE_MEM_SHARE, PLATFORM, WORKLOAD_NAMES, compute_scale, load_workload
@@ -79,8 +79,15 @@ def plan(quick: bool, systems=None) -> Plan:
     p = Plan()
     for system in s["systems"]:
         for collective in ("allreduce", "alltoall"):
+            fitting = sizes(s, system, collective)
+            if len(fitting) < 2:
+                tried = ", ".join(str(n) for n in s[f"{collective}_sizes"])
+                raise ExperimentError(
+                    f"training: {system}: {len(fitting)} of the {collective} sizes ({tried} "
+                    f"bytes) fit its engines' instruction memory and memory; the collective "
+                    f"model needs two; leave {system} out of --systems")
             for share in _shares(collective):
-                for size in sizes(s, system, collective):
+                for size in fitting:
                     p.add(system, collective, size, share)
     return p
 
