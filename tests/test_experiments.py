@@ -316,6 +316,35 @@ def test_systems_replace_each_experiments_own():
         training.plan(True, ["ring8", "torus4x4"])
 
 
+def test_paper_analyses_each_experiment_on_its_own_systems(monkeypatch, tmp_path):
+    """``paper`` measures the union of the experiments' points once, then analyses each
+    experiment on the systems it planned (here: one system each), not on the union."""
+    import sim_harness.experiments as experiments
+    from sim_harness.experiments.common import Plan
+
+    own = {"membw": "ring16", "utilization": "ring4", "training": "ring8"}
+    seen = {}
+    monkeypatch.setattr(training, "check_inputs", lambda: None)
+    monkeypatch.setattr(experiments, "measure", lambda plan, **kw: {
+        k: {"system": {"config": {}, "topology": ""}} for k in plan.keys})
+    monkeypatch.setattr(experiments.paper, "write", lambda out, s, *args: {})
+    for name, module in experiments.EXPERIMENTS.items():
+        def plan(quick, systems=None, name=name):
+            return Plan([point_key(systems[0] if systems else own[name], "allreduce", 4, 0.0)])
+
+        def analyze(measured, quick, systems=None, name=name, plan=plan):
+            seen[name] = {k[0] for k in plan(quick, systems).keys if k in measured}
+            return {}
+
+        monkeypatch.setattr(module, "plan", plan)
+        monkeypatch.setattr(module, "analyze", analyze)
+        monkeypatch.setattr(module, "write", lambda folder, summary: None)
+    run_experiment("paper", out=tmp_path, progress=False, log=lambda *a: None)
+    assert seen == {name: {system} for name, system in own.items()}
+    run_experiment("paper", out=tmp_path, progress=False, log=None, systems=["switch4"])
+    assert seen == {name: {"switch4"} for name in own}
+
+
 # -- one real run --------------------------------------------------------------------------------
 
 @pytest.mark.slow

@@ -72,9 +72,9 @@ def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = N
     for n in names:
         plan.merge(EXPERIMENTS[n].plan(quick, systems))
     if log:
-        systems = sorted({k[0] for k in plan.keys})
+        on = sorted({k[0] for k in plan.keys})
         log(f"experiment {name}{' (quick)' if quick else ''}: {len(plan.keys)} RTL points "
-            f"(both modes each) on {', '.join(systems)}")
+            f"(both modes each) on {', '.join(on)}")
     measured = {}
     if reuse is not None:
         path = Path(reuse)

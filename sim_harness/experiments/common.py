@@ -11,6 +11,7 @@ are pure functions so the tests can check them against hand-computed values.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -71,9 +72,11 @@ def _sweep_point(key: PointKey) -> SweepPoint:
                    seed=SEED, modes=("ace", "baseline"), label=(("experiment", "ace"),))
 
 
+@functools.lru_cache(maxsize=None)
 def fits(system: str, collective: str, nbytes: int) -> bool:
     """Whether the collective compiles for the system in both modes (instruction memory,
-    SRAM) and its buffers fit the node's memory; the plans leave out sizes that do not."""
+    SRAM) and its buffers fit the node's memory; the plans leave out sizes that do not.
+    Cached: planning and calibration ask again, and a large size takes seconds to compile."""
     from ace.config import ConfigError
     from ace.host import staging_area
     from ace.program import ProgramError
