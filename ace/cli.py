@@ -19,14 +19,10 @@ import json
 import sys
 from pathlib import Path
 
-from .config import NAMED_CONFIGS, ConfigError, load_config
-from .toolchain import ToolchainError
+from ace.config import NAMED_CONFIGS, load_config
+from ace.errors import ConfigError, ToolchainError, UserError
 
 __all__ = ["main"]
-
-
-class UserError(Exception):
-    """A mistake in the command line or its inputs: reported in one line, exit status 2."""
 
 
 def _configs(name_or_path: str | None, all_named: bool):
@@ -36,7 +32,7 @@ def _configs(name_or_path: str | None, all_named: bool):
 
 
 def cmd_generate(args) -> int:
-    from .generate import RTL_DIR, check, write
+    from ace.flow.generate import RTL_DIR, check, write
 
     status = 0
     for config in _configs(args.config, args.config is None):
@@ -57,7 +53,7 @@ def cmd_generate(args) -> int:
 
 
 def cmd_lint(args) -> int:
-    from .lint import lint_config
+    from ace.flow.lint import lint_config
 
     status = 0
     for config in _configs(args.config, args.config is None):
@@ -70,13 +66,13 @@ def cmd_lint(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import run_demo
+    from testbench.demo import run_demo
 
     return run_demo(load_config(args.config), beats=args.beats, seed=args.seed)
 
 
 def cmd_synth(args) -> int:
-    from .synth import run_synth
+    from ace.flow.synth import run_synth
 
     if args.config == "harness":  # the harness systems' engine (sim_harness/systems.py)
         from sim_harness.systems import HARNESS_CONFIG as config
@@ -111,7 +107,7 @@ def cmd_replay(args) -> int:
     from sim_harness.trace import TraceError
     from sim_harness.traces import DEFAULT_TRACE, load_trace
 
-    from .program import ProgramError
+    from ace.sw.program import ProgramError
 
     try:
         trace = load_trace(args.trace or DEFAULT_TRACE, system_file=args.astra_system,

@@ -14,11 +14,9 @@ import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-__all__ = ["AceConfig", "ConfigError", "NAMED_CONFIGS", "load_config", "reference_table"]
+from ace.errors import ConfigError
 
-
-class ConfigError(ValueError):
-    """An invalid configuration: the message names the parameter and the allowed range."""
+__all__ = ["AceConfig", "NAMED_CONFIGS", "load_config", "reference_table"]
 
 
 def _is_pow2(value: int) -> bool:
@@ -134,6 +132,22 @@ class AceConfig:
     @property
     def max_packet_beats(self) -> int:
         return self.max_packet_bytes // self.link_bytes
+
+    @property
+    def packet_bytes(self) -> int:
+        """Payload bytes per packet a channel sends: at most half a receive buffer, so a
+        message's packet always finds room behind the previous message (the deadlock rule,
+        ``docs/engine.md``). Every message and every burst of sends before a receive fits it."""
+        return min(self.max_packet_bytes, self.rx_channel_beats * self.link_bytes // 2)
+
+    @property
+    def sram_words(self) -> int:
+        """Words of the unified SRAM address space (input buffer, then output buffer)."""
+        return self.input_buffer_words + self.output_buffer_words
+
+    @property
+    def sram_addr_bits(self) -> int:
+        return max(1, (self.sram_words - 1).bit_length())
 
     # -- (de)serialisation ---------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
 
-from .layouts import Dtype, ReduceOp
+from ace.layouts import Dtype, ReduceOp
 
 __all__ = [
     "Opcode", "Buf", "Instruction", "INSTR_BITS", "INSTR_WORDS", "IsaError",

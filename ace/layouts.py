@@ -207,7 +207,7 @@ class NicError(enum.Enum, shape=4):
 
 class NicSendCmd(data.StructLayout):
     """A channel's send command: one packet of ``length`` bytes (1..max_send_bytes, see
-    :class:`ace.nic.NicInterface`) on ``link`` with ``tag``."""
+    :class:`ace.hw.nic.interface.NicInterface`) on ``link`` with ``tag``."""
 
     def __init__(self, config):
         super().__init__({
@@ -241,7 +241,7 @@ class NicRxBeat(data.StructLayout):
         })
 
 
-# -- DMA descriptors and completions (ace/dma.py) ---------------------------------------------
+# -- DMA descriptors and completions (ace/hw/dma/engine.py) ---------------------------------------------
 
 __all__ += ["DMA_ID_BITS", "DMA_LENGTH_BITS", "DmaKind", "DmaStatus", "DmaDescriptor",
             "DmaCompletion"]

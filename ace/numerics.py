@@ -27,7 +27,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .layouts import DTYPE_BYTES, Dtype, ReduceOp
+from ace.layouts import DTYPE_BYTES, Dtype, ReduceOp
 
 __all__ = [
     "FLOAT_FORMATS", "CANONICAL_NAN", "NP_DTYPE", "BITS_DTYPE",

@@ -26,9 +26,9 @@ import time
 
 from amaranth.hdl import Elaboratable, Module
 
-from ace.engine import AceEngine, counter_names
-from ace.host import AceHost, staging_area
-from ace.program import assemble
+from ace.hw.engine import AceEngine, counter_names
+from ace.sw.host import AceHost, staging_area
+from ace.sw.program import assemble
 
 from .memory import MemoryModel
 from .replay import _run_one, compile_spec

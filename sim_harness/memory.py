@@ -51,7 +51,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ace.axi import Axi4Signature, AxiBurst, AxiResp
+from ace.hw.axi.signatures import Axi4Signature, AxiBurst, AxiResp
 
 from .sim_ram import SimRam
 from .link import (

@@ -25,7 +25,7 @@ Bound (:func:`bound_terms`, :func:`bound_cycles`)
     halving_doubling    (g-1)/g * D                  2 (g-1)/g * D
     ==================  ===========================  ====================================
 
-    Ring sends on one link per dimension (the ``+1`` neighbour, as :mod:`ace.compiler`
+    Ring sends on one link per dimension (the ``+1`` neighbour, as :mod:`ace.sw.compiler`
     emits it), so every ring step's bytes land on that link; a switch gives each node one link
     for every peer. Halving-doubling's steps depend on each other, so their bytes add up even
     where each step uses a different link (fully connected): ``D/2 + D/4 + ... = (g-1)/g * D``.
@@ -69,7 +69,7 @@ import math
 import re
 from fractions import Fraction
 
-from ace.program import Topology
+from ace.sw.program import Topology
 
 __all__ = ["ALGORITHM_NAMES", "parse_topology", "split_algorithms", "phases", "latency_steps",
            "ideal_link_bytes", "bound_terms", "bound_cycles", "busbw_factor",
@@ -90,7 +90,7 @@ def link_key(node: int, link: int) -> str:
 
 def parse_topology(topology: str) -> tuple[str, tuple[int, ...]]:
     """``ring:8`` -> ``("torus", (8,))``; ``torus:4x2``, ``fully_connected:8``, ``switch:8``
-    (:meth:`ace.program.Topology.parse`; its errors are ``ValueError``)."""
+    (:meth:`ace.sw.program.Topology.parse`; its errors are ``ValueError``)."""
     parsed = Topology.parse(str(topology))
     return parsed.kind, parsed.dims
 

@@ -2,7 +2,7 @@
 ACE mode and/or baseline mode, check every node's result against the golden model and return
 the raw measurements (:mod:`sim_harness.metrics` turns them into the reported figures).
 
-Per collective and mode: compile (:func:`ace.compiler.compile_collective`, or the MSCCL reader),
+Per collective and mode: compile (:func:`ace.sw.compiler.compile_collective`, or the MSCCL reader),
 make random inputs from a seed, run the golden model on the same program, load the input images
 into the memory models (no simulated cycles), load the programs through the CSRs (all nodes at
 once), start every engine in the same cycle, run until every engine interrupts (sampling the
@@ -19,16 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ace import golden
-from ace.channel_datapath import packet_bytes
-from ace.compiler import compile_collective, max_message_bytes
-from ace.csr import steps_done_offset
-from ace.engine import counter_names
-from ace.host import staging_area
+from ace.sw import golden
+from ace.sw.compiler import compile_collective, max_message_bytes
+from ace.regmap import steps_done_offset
+from ace.hw.engine import counter_names
+from ace.sw.host import staging_area
 from ace.layouts import DTYPE_BYTES, Dtype
-from ace.msccl import MscclError, load_msccl
-from ace.program import ProgramError, assemble, dtype_from_name, link_traffic
-from ace.toolchain import ToolchainError
+from ace.sw.msccl import MscclError, load_msccl
+from ace.sw.program import ProgramError, assemble, dtype_from_name, link_traffic
+from ace.errors import ToolchainError
 
 from .metrics import latency_steps
 from .simulator import SystemSimulator, build_driver, run_hosts
@@ -89,7 +88,7 @@ def _msccl_program(spec: CollectiveSpec, system: SystemSpec, mode: str, count: i
     """The MSCCL algorithm in as few passes (loops) as keep every message within
     ``packet_bytes`` (the deadlock rule, docs/engine.md) and fit the SRAM and the instruction
     memories."""
-    limit = packet_bytes(system.config)
+    limit = system.config.packet_bytes
     reason = "no number of passes divides the count"
     for loops in (d for d in range(1, count + 1) if count % d == 0):
         try:
@@ -314,7 +313,7 @@ def _check_fits(spec: CollectiveSpec, program, system: SystemSpec) -> None:
 
 
 def check_waves_toolchain() -> None:
-    """Raise :class:`~ace.toolchain.ToolchainError` unless the C++ compiler finds the headers
+    """Raise :class:`~ace.flow.toolchain.ToolchainError` unless the C++ compiler finds the headers
     of Verilator's FST writer (``lz4.h``, ``zlib.h``), before a waves build fails on them."""
     cxx = os.environ.get("CXX", "c++")
     try:

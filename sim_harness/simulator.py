@@ -25,9 +25,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ace.csr import CSR_ADDR_BITS
-from ace.host import AceHost
-from ace.toolchain import build_lock, prepare_environment
+from ace.regmap import CSR_ADDR_BITS
+from ace.sw.host import AceHost
+from ace.flow.toolchain import build_lock, prepare_environment
 
 from .link import bytes_per_cycle_q8, share_q16
 from .system import SystemSpec, link_partners, system_sources
@@ -101,18 +101,18 @@ def ports_header(spec: SystemSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: Modules of ``ace`` that generate no hardware (a change to them keeps the builds).
-_SOFTWARE_ONLY = {"cli.py", "compiler.py", "demo.py", "golden.py", "host.py", "lint.py",
-                  "msccl.py", "synth.py", "synth_wrapper.py", "toolchain.py"}
+#: The harness's own files that the system's Verilog and the driver are made of.
+HARNESS_GENERATORS = ("system.py", "memory.py", "link.py", "switch.py", "sim_ram.py", "driver.cpp")
 
 
-def _generator_sources() -> list[Path]:
-    """The Python and C++ files a driver build is generated from."""
-    ace_dir = REPO / "ace"
-    here = Path(__file__).parent
-    return [path for path in sorted(ace_dir.glob("*.py")) if path.name not in _SOFTWARE_ONLY] + [
-        here / name for name in (
-        "system.py", "memory.py", "link.py", "sim_ram.py", "driver.cpp")]
+def generator_sources() -> list[Path]:
+    """The files a driver build is made of: every module under ``ace/hw/``, the shared root
+    modules of ``ace/`` (definitions both layers use; the ``ace`` command aside) and the
+    harness's generator files. The software stack (``ace/sw/``) and the flows (``ace/flow/``)
+    make no hardware, so editing them keeps every build."""
+    ace_dir, here = REPO / "ace", REPO / "sim_harness"
+    root = [path for path in sorted(ace_dir.glob("*.py")) if path.name != "cli.py"]
+    return root + sorted((ace_dir / "hw").rglob("*.py")) + [here / n for n in HARNESS_GENERATORS]
 
 
 def build_key(spec: SystemSpec, waves: bool = False) -> str:
@@ -124,8 +124,8 @@ def build_key(spec: SystemSpec, waves: bool = False) -> str:
         "config": spec.config.to_dict(), "topology": str(spec.topology),
         "mem_bytes": spec.mem_bytes, "flags": VERILATOR_FLAGS, "waves": waves,
         "ports": ports_header(spec)}).encode())
-    for path in _generator_sources():
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in generator_sources():
+        h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:12]
 
 

@@ -29,8 +29,8 @@ import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ace.config import ConfigError
-from ace.program import ProgramError
+from ace.errors import ConfigError
+from ace.sw.program import ProgramError
 
 from .replay import ReplayError, _check_fits, compile_spec, replay
 from .report import CSV_COLUMNS, build_results

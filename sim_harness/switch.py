@@ -1,7 +1,7 @@
 """One port of the switch model: the node's single physical port, shared by its virtual links.
 
 A ``switch:p`` system gives every node ``p - 1`` virtual links, one per peer, numbered as in a
-fully connected system (:class:`ace.program.Topology`), each with its own :class:`LinkModel`
+fully connected system (:class:`ace.sw.program.Topology`), each with its own :class:`LinkModel`
 latency line and its own receive buffer in the peer's NIC (like the virtual channels of a
 switch with per-source queues). What makes it a switch is that a node's virtual links share one
 physical port each way: the port towards the switch (egress) and the switch's port towards the
@@ -24,7 +24,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ace.arbiter import RoundRobinArbiter
+from ace.hw.common.arbiter import RoundRobinArbiter
 
 from .link import RATE_BITS, bytes_per_cycle_q8, token_bucket
 

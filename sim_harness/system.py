@@ -20,7 +20,7 @@ driver samples without disturbing the engines.
 The engine is generated once (:func:`engine_verilog`) and instantiated N times through
 ``Instance``, so Verilator compiles it once. Link ``l`` of node ``x`` and link ``l'`` of node
 ``y`` form one bidirectional link (both directions modelled, each with its own latency line), as
-:meth:`ace.program.Topology.send_link` numbers them: in a torus ``(x, 2k) <-> (x+1, 2k+1)``, in
+:meth:`ace.sw.program.Topology.send_link` numbers them: in a torus ``(x, 2k) <-> (x+1, 2k+1)``, in
 a fully connected system ``(x, (y-x-1) mod p) <-> (y, (x-y-1) mod p)``. The NIC's credit return
 needs exactly this pairing. Links a topology does not use are tied off. A switch is the fully
 connected system's virtual links, with each node's links sharing one port each way
@@ -36,11 +36,11 @@ from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ace.axi import Axi4Signature, AxiLiteSignature
+from ace.hw.axi.signatures import Axi4Signature, AxiLiteSignature
 from ace.config import AceConfig
-from ace.csr import CSR_ADDR_BITS
-from ace.engine import AceEngine
-from ace.program import ProgramError, Topology
+from ace.regmap import CSR_ADDR_BITS
+from ace.hw.engine import AceEngine
+from ace.sw.program import ProgramError, Topology
 
 from .link import LinkModel
 from .link import COUNTER_BITS, RATE_BITS

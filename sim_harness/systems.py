@@ -17,7 +17,7 @@ key                    meaning                                                  
 =====================  ============================================================  =========
 
 The ``harness`` engine configuration is ``small`` at 1 GHz with four channels (a loader and three
-communicating channels, see :mod:`ace.compiler`), 256 KiB input and output SRAM buffers, 8 KiB
+communicating channels, see :mod:`ace.sw.compiler`), 256 KiB input and output SRAM buffers, 8 KiB
 receive buffers per link and channel (4 KiB messages) and 2048 instructions per channel. With
 three channels and 64 KiB buffers the default all-reduce took 1.19x its bound; with these,
 1.08x (docs/harness.md). ``harness4`` is the same engine with four links.
@@ -29,8 +29,9 @@ import json
 import tomllib
 from pathlib import Path
 
-from ace.config import NAMED_CONFIGS, AceConfig, ConfigError
-from ace.program import ProgramError, Topology
+from ace.config import NAMED_CONFIGS, AceConfig
+from ace.errors import ConfigError
+from ace.sw.program import ProgramError, Topology
 
 from .system import SystemSpec
 

@@ -5,7 +5,7 @@ A :class:`Trace` is an ordered list of :class:`CollectiveSpec` (what to run) plu
 The importers (:mod:`sim_harness.traces`) produce it; the replay runs it collective by
 collective on the RTL system and checks every result against the golden model.
 
-Sizes follow the compiler's convention (:mod:`ace.compiler`): ``bytes`` is S, the collective's
+Sizes follow the compiler's convention (:mod:`ace.sw.compiler`): ``bytes`` is S, the collective's
 vector length in bytes (all-reduce: the input and output per node; reduce-scatter: the input per
 node; all-gather: the output per node; all-to-all: the input per node).
 """

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 from ace.config import AceConfig
-from ace.generate import module_name, verilog_text
-from ace.toolchain import build_lock, prepare_environment
+from ace.flow.generate import module_name, verilog_text
+from ace.flow.toolchain import build_lock, prepare_environment
 
 __all__ = ["BUILD_ROOT", "build_sources", "build_top", "run_built", "run_cocotb",
            "waves_requested"]

@@ -1,4 +1,4 @@
-"""cocotb testbench of the ``ace_alu_array`` top (:class:`ace.alu_array_top.AluArrayTop`).
+"""cocotb testbench of the ``ace_alu_array`` top (:class:`ace.hw.tops.alu_array.AluArrayTop`).
 
 Every op and dtype is sent mixed beat by beat, with random bit patterns, random well-scaled
 values and the directed special values of :mod:`ace.numerics`, under three flow patterns:
@@ -30,8 +30,8 @@ from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from ace.alu_array import AluArray
-from ace.alu_array_top import TUSER_DTYPE, TUSER_OP, TUSER_TAG
+from ace.hw.alu.array import AluArray
+from ace.hw.tops.alu_array import TUSER_DTYPE, TUSER_OP, TUSER_TAG
 from ace.config import AceConfig
 from ace.layouts import Dtype, ReduceOp
 from ace.numerics import directed_pairs, elements_per_beat

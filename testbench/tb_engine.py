@@ -1,10 +1,10 @@
 """cocotb testbench of one ACE engine (top ``ace_engine``) with its links in loopback.
 
 The TB owns the clock and reset, a cocotbext-axi ``AxiLiteMaster`` on the CSRs (driven through
-:class:`ace.host.AceHost`), an ``AxiRam`` behind ``m_axi`` and, per link, an AXI-Stream sink on
+:class:`ace.sw.host.AceHost`), an ``AxiRam`` behind ``m_axi`` and, per link, an AXI-Stream sink on
 ``tx{l}`` whose packets come back on ``rx{l}`` after ``LINK_LATENCY`` cycles (loopback: the
 engine is its own peer). Expected results, memory traffic and link bytes come from the golden
-model (:mod:`ace.golden`) running the same program.
+model (:mod:`ace.sw.golden`) running the same program.
 
 Scenarios: random one-node programs that use every step type on every channel, with a
 cross-channel dependency, in fp32/bf16/int32 with sum and max, in both placements (``sram`` =
@@ -26,16 +26,15 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import (AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam, AxiStreamBus,
                            AxiStreamSink, AxiStreamSource)
 
-from ace import golden
-from ace.channel_datapath import packet_bytes
+from ace.sw import golden
 from ace.config import AceConfig
-from ace.csr import CSR, ErrorCause
-from ace.engine import counter_names
-from ace.host import AceHost
+from ace.regmap import CSR, ErrorCause
+from ace.hw.engine import counter_names
+from ace.sw.host import AceHost
 from ace.isa import encode, to_words
 from ace.layouts import DTYPE_BYTES, Dtype, ReduceOp
 from ace.numerics import special_values
-from ace.program import (Channel, CollectiveProgram, NodeProgram, Step, assemble)
+from ace.sw.program import (Channel, CollectiveProgram, NodeProgram, Step, assemble)
 
 MEM_SIZE = 1 << 20
 LINK_LATENCY = 8
@@ -122,7 +121,7 @@ def loopback_program(config, rng, dtype, op, placement, channels):
     starts after channel c - 1's third step (a cross-channel dependency)."""
     esize = DTYPE_BYTES[dtype]
     epw = config.link_bytes // esize
-    limit = packet_bytes(config) // esize
+    limit = config.packet_bytes // esize
     region = 8 * limit                          # elements per channel in each buffer
     in_elems = channels * limit
     out_slot = 2 * (-(-limit // epw) * epw)
@@ -233,7 +232,7 @@ async def test_loopback_backpressure(dut):
 def _raw_program(config, words_per_channel):
     """A one-node program given as raw instruction ints per channel (bypasses the assembler's
     checks, as a buggy or hostile host could)."""
-    from ace.program import AssembledNode
+    from ace.sw.program import AssembledNode
     base = {"i": 0, "o": config.input_buffer_words, "s": 0}
     words = [[w for i in ints for w in to_words(i)] for ints in words_per_channel]
     return AssembledNode(0, "sram", base, words_per_channel, words)

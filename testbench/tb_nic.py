@@ -37,7 +37,7 @@ from cocotbext.axi import (AxiStreamBus, AxiStreamFrame, AxiStreamMonitor, AxiSt
 from ace.config import AceConfig
 from ace.layouts import (NicError, NicRxBeat, NicSendCmd, PacketHeader, PacketType,
                          make_packet_header, packet_header_check)
-from ace.nic import LINK_COUNTERS
+from ace.hw.nic.interface import LINK_COUNTERS
 
 CONFIG = AceConfig(**json.loads(os.environ["ACE_CONFIG"]))
 TOP = os.environ.get("ACE_TOP", "ace_nic")

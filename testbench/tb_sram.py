@@ -29,7 +29,7 @@ from cocotb.triggers import FallingEdge, RisingEdge
 
 from ace.config import AceConfig
 from ace.layouts import SramWrite
-from ace.sram import EngineSramPorts
+from ace.hw.sram.banked import EngineSramPorts
 
 MAX_CYCLES = 20_000
 

@@ -1,9 +1,9 @@
 """cocotb testbench of a multi-node ACE system (:class:`sim_harness.system.AceSystem`): N engines
 on a ring or torus, connected by link models with latency, each with a memory model.
 
-The TB drives every node's CSRs through an ``AxiLiteMaster`` and :class:`ace.host.AceHost`, and
+The TB drives every node's CSRs through an ``AxiLiteMaster`` and :class:`ace.sw.host.AceHost`, and
 loads and reads back every node's memory through the memory model's backdoor port (one word
-per cycle, all nodes at once). Each case compiles a collective (:mod:`ace.compiler`), runs the
+per cycle, all nodes at once). Each case compiles a collective (:mod:`ace.sw.compiler`), runs the
 golden model on the same programs, runs the RTL and checks:
 
 * every node's output bytes equal the golden model's (bit-exact);
@@ -26,13 +26,13 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, gather, with_timeout
 
-from ace import golden
-from ace.compiler import compile_collective
+from ace.sw import golden
+from ace.sw.compiler import compile_collective
 from ace.config import AceConfig
-from ace.engine import counter_names
-from ace.host import AceHost, staging_area
+from ace.hw.engine import counter_names
+from ace.sw.host import AceHost, staging_area
 from ace.layouts import DTYPE_BYTES, Dtype
-from ace.program import Topology, assemble, link_traffic
+from ace.sw.program import Topology, assemble, link_traffic
 from testbench.axil_driver import AxiLiteDriver
 from testbench.tb_engine import random_inputs
 

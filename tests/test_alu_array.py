@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from ace.alu_array import AluArray
-from ace.alu_minmax import MinMaxUnit
+from ace.hw.alu.array import AluArray
+from ace.hw.alu.minmax import MinMaxUnit
 from ace.config import NAMED_CONFIGS
-from ace.fp_add import FpAdder
+from ace.hw.alu.fp_add import FpAdder
 from ace.layouts import Dtype, ReduceOp
 from ace.numerics import FLOAT_FORMATS, directed_pairs, random_elements, reduce_elements, to_bits
 from testbench.alu_stimulus import describe_mismatch, make_beats

@@ -1,11 +1,11 @@
-"""Amaranth-simulator tests of :class:`ace.arbiter.RoundRobinArbiter` against a Python model."""
+"""Amaranth-simulator tests of :class:`ace.hw.common.arbiter.RoundRobinArbiter` against a Python model."""
 
 import random
 
 import pytest
 from amaranth.sim import Simulator
 
-from ace.arbiter import RoundRobinArbiter
+from ace.hw.common.arbiter import RoundRobinArbiter
 
 
 class ArbiterModel:

@@ -1,4 +1,4 @@
-"""Amaranth-simulator tests of :class:`ace.axi_interconnect.AxiInterconnect`.
+"""Amaranth-simulator tests of :class:`ace.hw.axi.interconnect.AxiInterconnect`.
 
 A Python AXI4 memory slave (:class:`MemoryModel`: in order, random ready, idle and latency, a
 byte array) drives ``m_axi`` and checks the AXI rules on it (stable payload while valid, IDs,
@@ -19,7 +19,7 @@ import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
-from ace.axi_interconnect import AxiInterconnect
+from ace.hw.axi.interconnect import AxiInterconnect
 
 CLOCK = 1e-8
 ADDR_BITS = 20

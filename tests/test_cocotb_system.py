@@ -12,7 +12,7 @@ import json
 import pytest
 
 from ace.config import NAMED_CONFIGS
-from ace.program import Topology
+from ace.sw.program import Topology
 from sim_harness.system import SystemSpec, system_sources
 from testbench.runner import BUILD_ROOT, build_sources, run_built
 

@@ -5,11 +5,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ace.compiler import CompileError, compile_collective
+from ace.sw.compiler import CompileError, compile_collective
 from ace.config import NAMED_CONFIGS
-from ace.golden import run
+from ace.sw.golden import run
 from ace.layouts import DTYPE_BYTES
-from ace.program import Topology, assemble, link_traffic, memory_traffic
+from ace.sw.program import Topology, assemble, link_traffic, memory_traffic
 
 # A tiny engine: 16-byte words, 512-byte SRAMs, 2 channels -> 16 int32 elements per chunk slot.
 TINY = NAMED_CONFIGS["small"].replace(input_buffer_bytes=512, output_buffer_bytes=512,
@@ -305,13 +305,12 @@ def test_sends_in_flight_fit_half_a_receive_buffer(collective, algorithm):
     """Deadlock rule (docs/engine.md): the bytes a channel sends after its last receive, and
     every single message, fit in packet_bytes. Counted here independently of the compiler's
     own helper: the ring all-to-all's p-1 back-to-back sends must together fit."""
-    from ace.channel_datapath import packet_bytes
     cfg = NAMED_CONFIGS["small"].replace(program_words=2048)
     topology = "ring:4" if algorithm == "ring" else "fully_connected:4"
     cfg = cfg if algorithm == "ring" else cfg.replace(num_links=3)
     prog = compile_collective(collective, 12000, topology=topology, algorithm=algorithm,
                               config=cfg, dtype="fp32")
-    limit = packet_bytes(cfg)
+    limit = cfg.packet_bytes
     for node in prog.nodes:
         for ch in node.channels:
             pending = 0

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from ace.config import NAMED_CONFIGS, AceConfig, ConfigError, load_config
+from ace.config import NAMED_CONFIGS, AceConfig, load_config
+from ace.errors import ConfigError
 
 
 @pytest.mark.parametrize("name", sorted(NAMED_CONFIGS))

@@ -1,5 +1,5 @@
-"""Amaranth-simulator tests of :class:`ace.csr.AceCsr` and of the host driver
-:class:`ace.host.AceHost` running against it.
+"""Amaranth-simulator tests of :class:`ace.hw.csr.AceCsr` and of the host driver
+:class:`ace.sw.host.AceHost` running against it.
 
 A small AXI4-Lite master written here drives the port (AW and W in the same cycle or either one
 first, random ``bready``/``rready`` delays); a background monitor records every output pulse
@@ -14,9 +14,10 @@ import pytest
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
-from ace.compiler import compile_collective
+from ace.sw.compiler import compile_collective
 from ace.config import NAMED_CONFIGS
-from ace.csr import (
+from ace.hw.csr import AceCsr
+from ace.regmap import (
     COUNTER_BASE,
     CSR,
     ERROR_CAUSE_TEXT,
@@ -24,7 +25,6 @@ from ace.csr import (
     ID_MAGIC,
     MAX_COUNTERS,
     STEPS_DONE_BASE,
-    AceCsr,
     ErrorCause,
     counter_offset,
     csr_fields_markdown,
@@ -36,9 +36,9 @@ from ace.csr import (
     params_value,
     steps_done_offset,
 )
-from ace.host import AceError, AceHost, default_limits
+from ace.sw.host import AceError, AceHost, default_limits
 from ace.isa import INSTR_WORDS, from_words
-from ace.program import assemble
+from ace.sw.program import assemble
 
 OKAY, SLVERR = 0, 2
 COUNTERS = ("cnt_cycles", "cnt_busy_cycles", "cnt_mem_read_bytes", "cnt_mem_write_bytes")
@@ -510,7 +510,7 @@ def test_map_is_consistent():
 
 def test_docs_csr_md_is_current():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "csr.md").read_text()
-    assert csr_table_markdown() in doc, "docs/csr.md is stale: paste ace.csr.csr_table_markdown()"
+    assert csr_table_markdown() in doc, "docs/csr.md is stale: paste ace.regmap.csr_table_markdown()"
     assert csr_fields_markdown() in doc, "docs/csr.md is stale: paste csr_fields_markdown()"
     assert error_cause_markdown() in doc, "docs/csr.md is stale: paste error_cause_markdown()"
 

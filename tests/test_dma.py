@@ -1,8 +1,8 @@
 """Amaranth-simulator unit tests of the DMA engine's pieces against Python golden models.
 
-The burst splitter is checked against :func:`ace.dma_burst.split_bursts` and against the AXI
+The burst splitter is checked against :func:`ace.hw.dma.burst.split_bursts` and against the AXI
 rules themselves (no 4 KiB crossing, at most ``max_burst`` beats, contiguous cover); the realigner
-against :func:`ace.dma_realign.realign`. Every test runs with random idle cycles on the source and
+against :func:`ace.hw.dma.realign.realign`. Every test runs with random idle cycles on the source and
 random backpressure on the sink. The whole engine is checked by ``tests/test_cocotb_dma.py``.
 """
 
@@ -13,9 +13,9 @@ from amaranth.hdl import Fragment, Shape
 from amaranth.sim import Simulator
 
 from ace.config import NAMED_CONFIGS
-from ace.dma import DmaEngine
-from ace.dma_burst import BurstSplitter, split_bursts
-from ace.dma_realign import Realigner, realign
+from ace.hw.dma.engine import DmaEngine
+from ace.hw.dma.burst import BurstSplitter, split_bursts
+from ace.hw.dma.realign import Realigner, realign
 
 TIMEOUT_CYCLES = 20000
 

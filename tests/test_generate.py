@@ -7,8 +7,8 @@ import pytest
 
 from ace.cli import main
 from ace.config import NAMED_CONFIGS
-from ace.generate import RTL_DIR, check, render
-from ace.lint import lint_config
+from ace.flow.generate import RTL_DIR, check, render
+from ace.flow.lint import lint_config
 
 
 def test_output_is_deterministic():

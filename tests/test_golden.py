@@ -4,10 +4,10 @@ deadlock and error detection, traffic counters."""
 import numpy as np
 import pytest
 
-from ace.golden import DeadlockError, GoldenError, run
+from ace.sw.golden import DeadlockError, GoldenError, run
 from ace.numerics import reduce_elements
 from ace.layouts import Dtype, ReduceOp
-from ace.program import from_text, memory_traffic
+from ace.sw.program import from_text, memory_traffic
 
 HEAD = "program collective=custom algorithm=hand dtype=int32 op=sum count=8\n"
 

@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 
-from ace.program import ProgramError, link_traffic
+from ace.sw.program import ProgramError, link_traffic
 from sim_harness.replay import ReplayError, compile_spec, replay
 from sim_harness.systems import load_system
 from testbench.replay_checks import check_replay, collective_spec, trace_of

@@ -192,7 +192,7 @@ def test_system_links_are_bidirectional(topology):
     """Every wired direction has its reverse (the receiver returns credits on it), and every
     link a neighbour sends or receives on is wired: in a dimension of size 2 the two links
     between a pair are both used in both directions."""
-    from ace.program import Topology
+    from ace.sw.program import Topology
     from sim_harness.system import link_partners
     topo = Topology.parse(topology)
     partners = link_partners(topo)
@@ -206,7 +206,7 @@ def test_system_links_are_bidirectional(topology):
 
 
 def _neighbours(topo, x):
-    from ace.program import ProgramError
+    from ace.sw.program import ProgramError
     out = set()
     for y in range(topo.num_nodes):
         try:

@@ -10,7 +10,7 @@ import random
 import pytest
 from amaranth.back import verilog
 
-from ace.axi import AxiBurst, AxiResp
+from ace.hw.axi.signatures import AxiBurst, AxiResp
 from sim_harness.link import bytes_per_cycle_q8, share_q16
 from sim_harness.memory import MemoryModel
 from testbench.amaranth_sim import run_with_watchdog

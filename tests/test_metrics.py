@@ -184,7 +184,7 @@ def test_bound_checks_nodes():
 def test_ideal_link_bytes_match_the_compiler(collective, topology, algorithm):
     """On single-link-per-phase cases the ideal bytes are exactly what the compiled program
     puts on its busiest link (S and each of the 8 chunks divide evenly, so no word rounding)."""
-    from ace.compiler import compile_collective, link_traffic
+    from ace.sw.compiler import compile_collective, link_traffic
     count = 4096
     from ace.config import NAMED_CONFIGS
     program = compile_collective(collective, count, topology=topology, algorithm=algorithm,
@@ -200,7 +200,7 @@ def test_ideal_link_bytes_match_the_compiler(collective, topology, algorithm):
 
 
 def test_hierarchical_bound_is_the_sum_of_phases():
-    from ace.compiler import compile_collective, link_traffic
+    from ace.sw.compiler import compile_collective, link_traffic
     program = compile_collective("allreduce", 4096, topology="torus:4x2", algorithm="ring",
                                  dtype="int32", chunks=8)
     tx = link_traffic(program)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from ace.config import NAMED_CONFIGS
-from ace.golden import run
-from ace.msccl import MscclError, load_msccl
-from ace.program import assemble, from_text, memory_traffic, to_text
+from ace.sw.golden import run
+from ace.sw.msccl import MscclError, load_msccl
+from ace.sw.program import assemble, from_text, memory_traffic, to_text
 
 RING = Path(__file__).resolve().parents[2] / "shared" / "data" / "msccl" / "ring_allreduce_8npus.xml"
 if not RING.exists():

@@ -11,11 +11,11 @@ from amaranth.sim import Simulator
 from ace.config import NAMED_CONFIGS
 from ace.layouts import (NicError, PacketHeader, PacketType, make_packet_header,
                          packet_header_check)
-from ace.nic import NicInterface
-from ace.nic_header import HeaderCheck
-from ace.nic_rx import NicLinkRx
-from ace.nic_rx_buffer import NicRxBuffer
-from ace.nic_tx import NicLinkTx, credit_threshold
+from ace.hw.nic.interface import NicInterface
+from ace.hw.nic.header import HeaderCheck
+from ace.hw.nic.rx import NicLinkRx
+from ace.hw.nic.rx_buffer import NicRxBuffer
+from ace.hw.nic.tx import NicLinkTx, credit_threshold
 
 CFG = NAMED_CONFIGS["small"]
 LB = CFG.link_bytes

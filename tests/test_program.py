@@ -2,10 +2,10 @@
 
 import pytest
 
-from ace.compiler import compile_collective
+from ace.sw.compiler import compile_collective
 from ace.config import NAMED_CONFIGS
 from ace.isa import INSTR_WORDS, from_words
-from ace.program import (ProgramError, Topology, assemble, decode_step, encode_step, from_text,
+from ace.sw.program import (ProgramError, Topology, assemble, decode_step, encode_step, from_text,
                          split_aligned, to_text)
 
 SMALL = NAMED_CONFIGS["small"]

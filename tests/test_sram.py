@@ -1,4 +1,4 @@
-"""Amaranth-simulator tests of :class:`ace.sram.BankedSram` and :class:`ace.sram_top.SramBufferTop`.
+"""Amaranth-simulator tests of :class:`ace.hw.sram.banked.BankedSram` and :class:`ace.hw.tops.sram.SramBufferTop`.
 
 Every port has its own testbench (read ``req`` driver, read ``resp`` sink, write driver). One
 background monitor samples every handshake at each clock edge and keeps the reference memory:
@@ -15,8 +15,8 @@ from amaranth.sim import Simulator
 
 from ace.config import AceConfig
 from ace.layouts import SramWrite
-from ace.sram import BankedSram, EngineSramPorts
-from ace.sram_top import SramBufferTop
+from ace.hw.sram.banked import BankedSram, EngineSramPorts
+from ace.hw.tops.sram import SramBufferTop
 
 WATCHDOG_CYCLES = 20_000
 

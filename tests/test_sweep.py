@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ace import golden
+from ace.sw import golden
 from ace.cli import main
 from sim_harness import simulator
 from sim_harness.replay import compile_spec, make_inputs

@@ -11,7 +11,7 @@ from amaranth.hdl import Module
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from ace import synth
+from ace.flow import synth
 from ace.cli import build_parser, main
 from ace.config import NAMED_CONFIGS
 

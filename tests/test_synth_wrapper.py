@@ -7,8 +7,8 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from ace.config import NAMED_CONFIGS
-from ace.synth_wrapper import SerialShellWrapper
-from ace.tops import TOPS
+from ace.flow.synth_wrapper import SerialShellWrapper
+from ace.hw.tops import TOPS
 
 
 def test_shell_feeds_inputs_from_serial_pin():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ace.msccl import load_msccl
+from ace.sw.msccl import load_msccl
 from sim_harness.trace import TraceError
 from sim_harness.traces import (FORMATS, detect_format, dump_ace_trace, load_astra_network,
                                 load_astra_system, load_trace, write_ace_trace)
@@ -784,7 +784,7 @@ def test_schema_matches_the_loader():
     assert tuple(defs["system"]["properties"]) == SYSTEM_KEYS
     assert tuple(schema["properties"]["defaults"]["properties"]) == DEFAULT_KEYS
     assert tuple(defs["collective"]["properties"]) == COLLECTIVE_KEYS
-    from ace.compiler import _ALG_ALIASES, _COLL_ALIASES, ALGORITHMS, COLLECTIVES
+    from ace.sw.compiler import _ALG_ALIASES, _COLL_ALIASES, ALGORITHMS, COLLECTIVES
     from sim_harness.traces._common import DTYPE_BYTES, OPS
     assert set(defs["collective_name"]["enum"]) == set(COLLECTIVES) | {"msccl"} | set(
         _COLL_ALIASES)

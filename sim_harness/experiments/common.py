@@ -77,9 +77,9 @@ def fits(system: str, collective: str, nbytes: int) -> bool:
     """Whether the collective compiles for the system in both modes (instruction memory,
     SRAM) and its buffers fit the node's memory; the plans leave out sizes that do not.
     Cached: planning and calibration ask again, and a large size takes seconds to compile."""
-    from ace.config import ConfigError
-    from ace.host import staging_area
-    from ace.program import ProgramError
+    from ace.errors import ConfigError
+    from ace.sw.host import staging_area
+    from ace.sw.program import ProgramError
 
     from ..replay import ReplayError, compile_spec
     from ..trace import TraceError

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from yaml.constructor import SafeConstructor
 
-from ace.compiler import _ALG_ALIASES, _COLL_ALIASES, ALGORITHMS, COLLECTIVES
+from ace.sw.compiler import _ALG_ALIASES, _COLL_ALIASES, ALGORITHMS, COLLECTIVES
 
 from ..trace import TraceError
 

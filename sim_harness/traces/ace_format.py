@@ -43,8 +43,8 @@ from pathlib import Path
 
 import yaml
 
-from ace.compiler import COLLECTIVES
-from ace.program import ProgramError, Topology
+from ace.sw.compiler import COLLECTIVES
+from ace.sw.program import ProgramError, Topology
 
 from ..trace import CollectiveSpec, SystemHints, Trace, TraceError
 from ._common import (ALGORITHM_CHOICES, COLLECTIVE_CHOICES, DTYPE_BYTES, JSON_NUMBER, OPS,

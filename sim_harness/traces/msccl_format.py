@@ -1,7 +1,7 @@
 """An MSCCL XML algorithm as a trace: one ``msccl`` collective whose steps come from the file.
 
 The header (``<algo ngpus nchunksperloop coll name ...>``) gives the node count and the name; the
-whole file is also checked by :func:`ace.msccl.load_msccl` at the chosen size, so a bad file
+whole file is also checked by :func:`ace.sw.msccl.load_msccl` at the chosen size, so a bad file
 fails here with its ``file:line: <element> attribute 'x': problem`` message. S is one loop of
 the algorithm: ``nchunksperloop`` chunks, so it must be a multiple of ``nchunksperloop`` fp32
 elements; the default is the largest such size up to 1 MiB.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ace.msccl import MscclError, load_msccl, parse_msccl
-from ace.program import ProgramError
+from ace.sw.msccl import MscclError, load_msccl, parse_msccl
+from ace.sw.program import ProgramError
 
 from ..trace import CollectiveSpec, Trace, TraceError
 from ._common import DTYPE_BYTES, read_text

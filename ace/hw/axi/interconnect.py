@@ -1,0 +1,370 @@
+"""AXI4 interconnect: several read and write masters share one memory port, and none can block
+another.
+
+::
+
+    rd0 AR --(fits rq0?)--+                                              +--> idq0 (arid)
+    rd1 AR --(fits rq1?)--+--> round robin --> AR register --> m_axi AR  |
+                          |    (arid = master index) ------------------- +
+    m_axi R --(by rid)--> rq0 (read_buffer_beats) --> rd0 R    (rid from idq0)
+                      +-> rq1 (read_buffer_beats) --> rd1 R    (rid from idq1)
+
+    wr0 AW --> awq0 (4) ----+                                      +--> bidq0 (awid)
+    wr0 W ---> wq0 (write_buffer_beats + 2), whole bursts counted +|
+    wr1 AW --> awq1 (4) ----+--> round robin over masters with a whole burst buffered
+    wr1 W ---> wq1 ...      |    --> AW register (awid = master index) --> m_axi AW
+                            +--> W mux: the granted master's burst, back to back --> m_axi W
+    m_axi B --(by bid)--> bq0 (max_writes_in_flight) --> wr0 B   (bid from bidq0)
+                      +-> bq1 ...                    --> wr1 B   (bid from bidq1)
+
+**Why no master can block another.** The memory port never waits on a master:
+
+* Reads. Master ``i`` owns an R buffer of ``read_buffer_beats`` beats. Its AR goes to memory
+  only when the beats already reserved for it (requested and not yet taken by the master) plus
+  ``arlen + 1`` fit that buffer; the reservation shrinks as the master takes beats. So every R
+  beat memory returns has a place, ``m_axi.rready`` is always 1, and a master that never takes
+  its R beats only stops its own ARs.
+* Writes. A master's burst is forwarded only when its whole burst (up to the first ``wlast``)
+  is in its W buffer, and then its beats go out back to back. A master that stalls in the
+  middle of a burst holds nothing shared. B responses land in a per-master B buffer of
+  ``max_writes_in_flight`` entries, and a master has at most that many bursts forwarded whose B
+  it has not taken, so ``m_axi.bready`` is always 1 as well.
+
+**IDs.** On ``m_axi`` the ID is the master's index (``arid = i`` for ``rd{i}``, ``awid = j`` for
+``wr{j}``). Each master's own ``arid``/``awid`` is kept per outstanding burst in a small queue
+(``idq``/``bidq``) and returned as its ``rid``/``bid``. Because one master's bursts all carry one
+ID on ``m_axi``, memory returns them in order, so a master sees its R bursts and B responses in
+the order it issued them, whatever IDs it used. Bursts are forwarded unchanged otherwise
+(address, length, size, burst type, lock, cache, prot, strobes, responses).
+
+The masters' ``arready`` is combinational from their ``arvalid`` and ``m_axi.arready``; every
+other master-side ready is registered (a FIFO's), and every ``m_axi`` valid is registered.
+
+**Rules for masters.** ``arlen + 1`` and ``awlen + 1`` at most ``max_burst_beats`` (a longer read
+never fits and waits forever; a longer write never completes in the W buffer); W beats in AW
+order, as AXI4 requires. W may come before or after its AW.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from ace.hw.common.arbiter import RoundRobinArbiter
+from ace.hw.axi.signatures import Axi4Signature
+
+__all__ = ["AxiInterconnect"]
+
+
+def _check_int(name, value, low, high, extra=""):
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name}: {value!r} is not valid; "
+                         f"allowed: an integer from {low} to {high}{extra}")
+
+
+def _check_parameters(addr_bits, data_bytes, id_bits, read_masters, write_masters,
+                      max_burst_beats, read_buffer_beats, write_buffer_beats,
+                      max_writes_in_flight):
+    """Raise ValueError naming the first bad parameter; return the two buffer sizes."""
+    _check_int("addr_bits", addr_bits, 12, 64)
+    _check_int("data_bytes", data_bytes, 1, 128, ", a power of two")
+    if data_bytes & (data_bytes - 1):
+        raise ValueError(f"data_bytes: {data_bytes} is not a power of two; allowed: "
+                         "a power of two from 1 to 128")
+    _check_int("read_masters", read_masters, 0, 64)
+    _check_int("write_masters", write_masters, 0, 64)
+    if read_masters + write_masters == 0:
+        raise ValueError("read_masters, write_masters: both are 0; allowed: at least one "
+                         "master in total")
+    id_min = max(1, (max(read_masters, write_masters) - 1).bit_length())
+    _check_int("id_bits", id_bits, id_min, 32,
+               f" (it must hold the largest master index, "
+               f"{max(read_masters, write_masters) - 1})")
+    _check_int("max_burst_beats", max_burst_beats, 1, 256)
+    if read_buffer_beats is None:
+        read_buffer_beats = 2 * max_burst_beats
+    if write_buffer_beats is None:
+        write_buffer_beats = max_burst_beats
+    _check_int("read_buffer_beats", read_buffer_beats, max_burst_beats, 1 << 16,
+               " (at least max_burst_beats)")
+    _check_int("write_buffer_beats", write_buffer_beats, max_burst_beats, 1 << 16,
+               " (at least max_burst_beats)")
+    _check_int("max_writes_in_flight", max_writes_in_flight, 1, 256)
+    return read_buffer_beats, write_buffer_beats
+
+
+class AxiInterconnect(wiring.Component):
+    """Shares one AXI4 memory port among read and write masters (see the module docstring).
+
+    Latency, uncontended, in cycles:
+
+    * AR: :attr:`ar_latency` = 1, master AR handshake to ``m_axi.arvalid`` (a register).
+    * R: :attr:`r_latency` = 2, ``m_axi`` R beat to the master's ``rvalid`` (the R buffer).
+    * AW and W: :attr:`aw_latency` = 2, from the later of the master's AW handshake and its
+      ``wlast`` beat handshake to ``m_axi.awvalid`` and the burst's first ``m_axi.wvalid``
+      (both go out in the same cycle).
+    * B: :attr:`b_latency` = 1, ``m_axi`` B to the master's ``bvalid``.
+
+    Throughput: one R beat and one W beat per cycle, one AR and one AW per cycle.
+
+    * Reads: one master alone streams at one beat per cycle while the read round trip (memory
+      latency + 3 cycles) is below ``read_buffer_beats - max_burst_beats`` cycles.
+    * Writes: the next burst is granted in the cycle the current burst's last W beat is
+      accepted, so bursts follow back to back with no idle cycle when the next one is already
+      whole in its W buffer. One master streaming full bursts at one beat per cycle keeps that
+      up with the default ``write_buffer_beats`` (the W buffer's two extra entries, below, let
+      the next burst complete while the current one drains).
+
+    Buffers: the R and W buffers are :class:`~amaranth.lib.fifo.SyncFIFOBuffered` (block RAM
+    friendly). The R buffer has ``read_buffer_beats + 1`` entries, of which reads reserve at
+    most ``read_buffer_beats`` (the extra entry makes room certain whatever the buffer's
+    internal state). The W buffer has ``write_buffer_beats + 2`` entries. The AW queue holds 4
+    bursts, the B buffer and the master-ID queues are :class:`~amaranth.lib.fifo.SyncFIFO`.
+
+    Parameters
+    ----------
+    addr_bits, data_bytes, id_bits : int
+        The :class:`Axi4Signature` of every port. ``id_bits`` must hold the largest master
+        index, ``max(read_masters, write_masters) - 1``.
+    read_masters, write_masters : int
+        Number of read-only and write-only masters (either may be 0, not both).
+    max_burst_beats : int
+        Longest burst (``len + 1``) any master issues, 1 to 256.
+    read_buffer_beats : int
+        R buffer per read master, at least ``max_burst_beats``; default ``2 * max_burst_beats``.
+    write_buffer_beats : int
+        W buffer per write master, at least ``max_burst_beats``; default ``max_burst_beats``.
+    max_writes_in_flight : int
+        Bursts per write master forwarded to memory whose B response the master has not taken
+        yet; also the depth of its B buffer. A master may queue 4 more AWs on top.
+
+    Members
+    -------
+    rd{i} : In(:class:`Axi4Signature` read half), for ``i < read_masters``
+        Slave port facing read master ``i``.
+    wr{j} : In(:class:`Axi4Signature` write half), for ``j < write_masters``
+        Slave port facing write master ``j``.
+    m_axi : Out(:class:`Axi4Signature`)
+        The memory port; ``rready`` and ``bready`` are always 1. The ID is the master index.
+    """
+
+    ar_latency = 1
+    r_latency = 2
+    aw_latency = 2
+    b_latency = 1
+    aw_queue_depth = 4
+
+    def __init__(self, addr_bits: int, data_bytes: int, id_bits: int, read_masters: int,
+                 write_masters: int, *, max_burst_beats: int, read_buffer_beats: int | None = None,
+                 write_buffer_beats: int | None = None, max_writes_in_flight: int = 4):
+        try:
+            read_buffer_beats, write_buffer_beats = _check_parameters(
+                addr_bits, data_bytes, id_bits, read_masters, write_masters, max_burst_beats,
+                read_buffer_beats, write_buffer_beats, max_writes_in_flight)
+        except ValueError:
+            self._MustUse__silence = True  # no "created but never used" warning on top
+            raise
+
+        self.addr_bits = addr_bits
+        self.data_bytes = data_bytes
+        self.id_bits = id_bits
+        self.read_masters = read_masters
+        self.write_masters = write_masters
+        self.max_burst_beats = max_burst_beats
+        self.read_buffer_beats = read_buffer_beats
+        self.write_buffer_beats = write_buffer_beats
+        self.max_writes_in_flight = max_writes_in_flight
+        members = {}
+        for i in range(read_masters):
+            members[f"rd{i}"] = In(Axi4Signature(addr_bits, data_bytes, id_bits, write=False))
+        for j in range(write_masters):
+            members[f"wr{j}"] = In(Axi4Signature(addr_bits, data_bytes, id_bits, read=False))
+        members["m_axi"] = Out(Axi4Signature(addr_bits, data_bytes, id_bits))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.read_masters:
+            self._elaborate_reads(m)
+        else:
+            m.d.comb += self.m_axi.rready.eq(1)
+        if self.write_masters:
+            self._elaborate_writes(m)
+        else:
+            m.d.comb += self.m_axi.bready.eq(1)
+        return m
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _elaborate_reads(self, m):
+        mem = self.m_axi
+        n = self.read_masters
+        ports = [getattr(self, f"rd{i}") for i in range(n)]
+        r_layout = data.StructLayout({"data": 8 * self.data_bytes, "resp": 2, "last": 1})
+
+        m.submodules.ar_arbiter = arb = RoundRobinArbiter(n)
+        ar_free = Signal()                          # the AR register can take a burst now
+        m.d.comb += ar_free.eq(~mem.arvalid | mem.arready)
+        with m.If(mem.arready):
+            m.d.sync += mem.arvalid.eq(0)
+
+        for i, port in enumerate(ports):
+            rq = SyncFIFOBuffered(width=r_layout.size, depth=self.read_buffer_beats + 1)
+            idq = SyncFIFO(width=self.id_bits, depth=self.read_buffer_beats)
+            m.submodules[f"rq{i}"] = rq
+            m.submodules[f"idq{i}"] = idq
+            reserved = Signal(range(self.read_buffer_beats + 1), name=f"rd{i}_reserved")
+            fits = Signal(name=f"rd{i}_fits")
+            m.d.comb += [
+                fits.eq(reserved + port.arlen < self.read_buffer_beats),
+                arb.requests[i].eq(port.arvalid & fits & ar_free),
+                port.arready.eq(arb.grant[i]),
+                idq.w_data.eq(port.arid),
+                idq.w_en.eq(arb.grant[i]),
+            ]
+            taken = port.rvalid & port.rready
+            with m.If(arb.grant[i]):
+                m.d.sync += reserved.eq(reserved + port.arlen + 1 - taken)
+            with m.Elif(taken):
+                m.d.sync += reserved.eq(reserved - 1)
+
+            # R beats from memory: space is reserved, so they are always taken.
+            beat_in = data.View(r_layout, rq.w_data)
+            beat_out = data.View(r_layout, rq.r_data)
+            m.d.comb += [
+                beat_in.data.eq(mem.rdata),
+                beat_in.resp.eq(mem.rresp),
+                beat_in.last.eq(mem.rlast),
+                rq.w_en.eq(mem.rvalid & (mem.rid == i)),
+                port.rvalid.eq(rq.r_rdy),
+                port.rdata.eq(beat_out.data),
+                port.rresp.eq(beat_out.resp),
+                port.rlast.eq(beat_out.last),
+                port.rid.eq(idq.r_data),
+                rq.r_en.eq(port.rready),
+                idq.r_en.eq(taken & beat_out.last),
+            ]
+
+        with m.If(arb.valid):
+            m.d.sync += mem.arvalid.eq(1)
+            with m.Switch(arb.grant_index):
+                for i, port in enumerate(ports):
+                    with m.Case(i):
+                        m.d.sync += [
+                            mem.arid.eq(i), mem.araddr.eq(port.araddr),
+                            mem.arlen.eq(port.arlen), mem.arsize.eq(port.arsize),
+                            mem.arburst.eq(port.arburst), mem.arlock.eq(port.arlock),
+                            mem.arcache.eq(port.arcache), mem.arprot.eq(port.arprot),
+                        ]
+        m.d.comb += mem.rready.eq(1)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _elaborate_writes(self, m):
+        mem = self.m_axi
+        n = self.write_masters
+        ports = [getattr(self, f"wr{j}") for j in range(n)]
+        aw_layout = data.StructLayout({
+            "id": self.id_bits, "addr": self.addr_bits, "len": 8, "size": 3, "burst": 2,
+            "lock": 1, "cache": 4, "prot": 3,
+        })
+        w_layout = data.StructLayout({"data": 8 * self.data_bytes, "strb": self.data_bytes,
+                                      "last": 1})
+
+        m.submodules.aw_arbiter = arb = RoundRobinArbiter(n)
+        w_busy = Signal()                           # a burst's W beats are going out
+        w_sel = Signal(range(n))                    # from this master
+        w_end = Signal()                            # its last beat is accepted this cycle
+        grant_free = Signal()
+        m.d.comb += [
+            w_end.eq(mem.wvalid & mem.wready & mem.wlast),
+            grant_free.eq((~w_busy | w_end) & (~mem.awvalid | mem.awready)),
+        ]
+        with m.If(mem.awready):
+            m.d.sync += mem.awvalid.eq(0)
+        with m.If(w_end):
+            m.d.sync += w_busy.eq(0)
+
+        aw_heads = []
+        w_fifos = []
+        for j, port in enumerate(ports):
+            awq = SyncFIFO(width=aw_layout.size, depth=self.aw_queue_depth)
+            wq = SyncFIFOBuffered(width=w_layout.size, depth=self.write_buffer_beats + 2)
+            bidq = SyncFIFO(width=self.id_bits, depth=self.max_writes_in_flight)
+            bq = SyncFIFO(width=2, depth=self.max_writes_in_flight)
+            m.submodules[f"awq{j}"] = awq
+            m.submodules[f"wq{j}"] = wq
+            m.submodules[f"bidq{j}"] = bidq
+            m.submodules[f"bq{j}"] = bq
+            aw_in = data.View(aw_layout, awq.w_data)
+            aw_head = data.View(aw_layout, awq.r_data)
+            aw_heads.append(aw_head)
+            w_in = data.View(w_layout, wq.w_data)
+            w_fifos.append((wq, data.View(w_layout, wq.r_data)))
+
+            m.d.comb += [
+                aw_in.id.eq(port.awid), aw_in.addr.eq(port.awaddr), aw_in.len.eq(port.awlen),
+                aw_in.size.eq(port.awsize), aw_in.burst.eq(port.awburst),
+                aw_in.lock.eq(port.awlock), aw_in.cache.eq(port.awcache),
+                aw_in.prot.eq(port.awprot),
+                awq.w_en.eq(port.awvalid),
+                port.awready.eq(awq.w_rdy),
+                w_in.data.eq(port.wdata), w_in.strb.eq(port.wstrb), w_in.last.eq(port.wlast),
+                wq.w_en.eq(port.wvalid),
+                port.wready.eq(wq.w_rdy),
+            ]
+
+            # Whole bursts in the W buffer: wlast beats written, minus bursts granted.
+            whole = Signal(range(self.write_buffer_beats + 3), name=f"wr{j}_whole_bursts")
+            w_in_last = port.wvalid & port.wready & port.wlast
+            granted = arb.grant[j]
+            with m.If(w_in_last & ~granted):
+                m.d.sync += whole.eq(whole + 1)
+            with m.Elif(~w_in_last & granted):
+                m.d.sync += whole.eq(whole - 1)
+            m.d.comb += [
+                arb.requests[j].eq(awq.r_rdy & (whole != 0) & bidq.w_rdy & grant_free),
+                awq.r_en.eq(granted),
+                bidq.w_data.eq(aw_head.id),
+                bidq.w_en.eq(granted),
+            ]
+
+            # B responses: the B buffer always has room (bidq bounds bursts in flight).
+            b_taken = port.bvalid & port.bready
+            m.d.comb += [
+                bq.w_data.eq(mem.bresp),
+                bq.w_en.eq(mem.bvalid & (mem.bid == j)),
+                port.bvalid.eq(bq.r_rdy),
+                port.bresp.eq(bq.r_data),
+                port.bid.eq(bidq.r_data),
+                bq.r_en.eq(port.bready),
+                bidq.r_en.eq(b_taken),
+            ]
+
+        with m.If(arb.valid):
+            m.d.sync += [mem.awvalid.eq(1), w_busy.eq(1), w_sel.eq(arb.grant_index),
+                         mem.awid.eq(arb.grant_index)]
+            with m.Switch(arb.grant_index):
+                for j, head in enumerate(aw_heads):
+                    with m.Case(j):
+                        m.d.sync += [
+                            mem.awaddr.eq(head.addr), mem.awlen.eq(head.len),
+                            mem.awsize.eq(head.size), mem.awburst.eq(head.burst),
+                            mem.awlock.eq(head.lock), mem.awcache.eq(head.cache),
+                            mem.awprot.eq(head.prot),
+                        ]
+
+        # W: the selected master's burst, beat by beat from its W buffer.
+        with m.Switch(w_sel):
+            for j, (wq, head) in enumerate(w_fifos):
+                with m.Case(j):
+                    m.d.comb += [
+                        mem.wvalid.eq(w_busy & wq.r_rdy),
+                        mem.wdata.eq(head.data),
+                        mem.wstrb.eq(head.strb),
+                        mem.wlast.eq(head.last),
+                        wq.r_en.eq(w_busy & mem.wready),
+                    ]
+        m.d.comb += mem.bready.eq(1)

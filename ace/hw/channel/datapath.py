@@ -1,0 +1,368 @@
+"""The datapath of one sequencer channel: every data step is one pass of a single stream shape.
+
+::
+
+    operand A:  NIC receive (rr*, r, rcs)  | SRAM slice reader | memory reader (DmaReader) --+
+    operand B:  SRAM slice reader | memory reader (rr* local slice, re destination) ----------+
+                                                                                             v
+                      join (both operands, beat count) --> AluArray (op, or COPY) --> fork
+                                                                                             |
+    result:     SRAM slice writer | memory writer (DmaWriter) <----------------------------+
+                NIC send (packetizer: commands of <= packet_bytes, then the beats) <-------+
+
+A step (:class:`StepPlan`) selects each operand's source, whether the result is written and
+where, and whether it is sent. ``load`` is A = memory, written to SRAM; ``store`` is A = SRAM,
+written to memory; ``s`` is A = SRAM, sent; ``rrs`` is A = NIC, B = SRAM, reduced and sent
+without touching SRAM (cut-through). Baseline mode (buffers in main memory) only swaps the SRAM
+readers and writer for the memory ones, so both modes run the same steps on the same hardware.
+
+Packets: the message of a sending step is cut into packets of :attr:`packet_bytes` (the last
+one shorter); packet ``k`` of a message carries ``tag = k``. A receiving step checks every beat
+it takes: ``src`` is the step's peer, each packet has the expected length and tag, ``first`` and
+``last`` fall where the lengths say. A mismatch is reported with ``done`` (``recv_error``), the
+beats are still consumed, so the step ends.
+
+Throughput: one beat per cycle through the ALU when every source and sink keeps up. Latency of
+a step: about 3 cycles (command issue, SRAM read latency 2) + the ALU's 6 + 1 for the sink, plus
+the memory latency when a memory reader is the source. ``abort`` replaces NIC operand beats by
+zeros so a step stuck on a receive that never comes still finishes (with undefined results).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ace.hw.alu.array import AluArray
+from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.dma.reader import DmaReader
+from ace.hw.dma.writer import DmaWriter
+from ace.layouts import (DMA_LENGTH_BITS, NIC_NODE_BITS, NIC_TAG_BITS, DmaStatus, Dtype,
+                      NicRxBeat, NicSendCmd, NicTxBeat, ReduceOp, sram_read_signature,
+                      sram_write_signature)
+from ace.hw.sram.reader import SramSliceReader
+from ace.hw.sram.writer import SramSliceWriter
+
+__all__ = ["ASource", "StepPlan", "StepDatapath", "datapath_ports"]
+
+
+class ASource(enum.Enum, shape=2):
+    """Where operand A comes from."""
+    NIC = 0
+    SRAM = 1
+    MEM = 2
+
+
+class StepPlan(data.StructLayout):
+    """One data step for :class:`StepDatapath`. Addresses are SRAM word addresses (unified
+    input+output space) or main-memory byte addresses, as the ``*_mem`` bits say."""
+
+    def __init__(self, config):
+        addr_bits = max(config.mem_addr_bits, config.sram_addr_bits)
+        super().__init__({
+            "a_src": ASource,
+            "a_addr": unsigned(addr_bits),
+            "b_use": unsigned(1),
+            "b_mem": unsigned(1),
+            "b_addr": unsigned(addr_bits),
+            "w_use": unsigned(1),
+            "w_mem": unsigned(1),
+            "w_addr": unsigned(addr_bits),
+            "send": unsigned(1),
+            "send_link": unsigned(max(1, (config.num_links - 1).bit_length())),
+            "recv_link": unsigned(max(1, (config.num_links - 1).bit_length())),
+            "recv_peer": unsigned(NIC_NODE_BITS),
+            "op": ReduceOp,
+            "dtype": Dtype,
+            "bytes": unsigned(DMA_LENGTH_BITS),
+        })
+
+
+def datapath_ports(config) -> dict:
+    """The datapath's ports to the SRAM, the memory interconnect and the NIC, and its memory
+    byte counts; :class:`~ace.hw.channel.sequencer.AceChannel` forwards the same set."""
+    words, B = config.sram_words, config.link_bytes
+    axi = dict(addr_bits=config.mem_addr_bits, data_bytes=config.mem_bytes,
+               id_bits=config.mem_id_bits)
+    return {
+        "sram_rd_a": Out(sram_read_signature(words, B)),
+        "sram_rd_b": Out(sram_read_signature(words, B)),
+        "sram_wr": Out(sram_write_signature(words, B)),
+        "mem_rd_a": Out(Axi4Signature(**axi, write=False)),
+        "mem_rd_b": Out(Axi4Signature(**axi, write=False)),
+        "mem_wr": Out(Axi4Signature(**axi, read=False)),
+        "nic_send": Out(stream.Signature(NicSendCmd(config))),
+        "nic_send_data": Out(stream.Signature(NicTxBeat(config))),
+        "nic_recv": In(stream.Signature(NicRxBeat(config))),
+        "nic_recv_link": Out(range(config.num_links)),
+        "mem_read_bytes": Out(range(2 * config.mem_bytes + 1)),
+        "mem_write_bytes": Out(range(config.mem_bytes + 1)),
+    }
+
+
+class StepDatapath(wiring.Component):
+    """Executes one :class:`StepPlan` at a time (see the module docstring).
+
+    Members
+    -------
+    plan : In(stream of :class:`StepPlan`), taken when the previous step has finished
+    done : Out(1), one cycle when the step's last result is written and sent and every memory
+        completion is in; ``mem_error``, ``recv_error`` are valid with it
+    abort : In(1), NIC operand beats become zeros (see the module docstring)
+    sram_rd_a, sram_rd_b : Out(sram read port); sram_wr : Out(sram write port)
+    mem_rd_a, mem_rd_b : Out(AXI4 read half); mem_wr : Out(AXI4 write half)
+    nic_send, nic_send_data, nic_recv, nic_recv_link : the NIC channel ports
+    mem_read_bytes, mem_write_bytes : Out, bytes moved on the memory ports this cycle
+    alu_beat : Out(1), a beat entered the ALU this cycle (progress)
+    """
+
+    def __init__(self, config):
+        self.config = config
+        super().__init__({
+            "plan": In(stream.Signature(StepPlan(config))),
+            "done": Out(1),
+            "mem_error": Out(1),
+            "recv_error": Out(1),
+            "abort": In(1),
+            **datapath_ports(config),
+            "alu_beat": Out(1),
+        })
+
+    @property
+    def packet_bytes(self) -> int:
+        return self.config.packet_bytes
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        B = cfg.link_bytes
+        lb = (B - 1).bit_length()
+        P = self.packet_bytes
+        words = cfg.sram_words
+
+        m.submodules.sram_a = sram_a = SramSliceReader(words, B)
+        m.submodules.sram_b = sram_b = SramSliceReader(words, B)
+        m.submodules.sram_w = sram_w = SramSliceWriter(words, B)
+        m.submodules.mem_a = mem_a = DmaReader(cfg)
+        m.submodules.mem_b = mem_b = DmaReader(cfg)
+        m.submodules.mem_w = mem_w = DmaWriter(cfg)
+        m.submodules.alu = alu = AluArray(cfg)
+        wiring.connect(m, sram_a.port, wiring.flipped(self.sram_rd_a))
+        wiring.connect(m, sram_b.port, wiring.flipped(self.sram_rd_b))
+        wiring.connect(m, sram_w.port, wiring.flipped(self.sram_wr))
+        wiring.connect(m, mem_a.axi, wiring.flipped(self.mem_rd_a))
+        wiring.connect(m, mem_b.axi, wiring.flipped(self.mem_rd_b))
+        wiring.connect(m, mem_w.axi, wiring.flipped(self.mem_wr))
+        m.d.comb += [
+            self.mem_read_bytes.eq(mem_a.bytes + mem_b.bytes),
+            self.mem_write_bytes.eq(mem_w.bytes),
+        ]
+
+        # -- the step's plan and per-unit progress ----------------------------------------------
+        plan = Signal(StepPlan(cfg))
+        active = Signal()
+        nwords = Signal(DMA_LENGTH_BITS)
+        last_mask = Signal(B)
+        tail = self.plan.payload.bytes[:lb]
+        m.d.comb += [
+            nwords.eq((self.plan.payload.bytes + (B - 1)) >> lb),
+            last_mask.eq(Mux(tail == 0, (1 << B) - 1, (1 << tail) - 1)),
+        ]
+        pend_a = Signal()        # operand A command not yet taken (SRAM or memory reader)
+        pend_b = Signal()
+        pend_w = Signal()
+        wait_a = Signal()        # memory completion not yet in
+        wait_b = Signal()
+        wait_w = Signal()
+        join_left = Signal(DMA_LENGTH_BITS)
+        send_cmd_left = Signal(DMA_LENGTH_BITS)
+        send_data_left = Signal(DMA_LENGTH_BITS)
+        send_pkt = Signal(NIC_TAG_BITS)
+        recv_left = Signal(DMA_LENGTH_BITS)      # bytes of the message still to receive
+        recv_pkt_left = Signal(range(P + 1))     # bytes of the current packet still to come
+        recv_pkt = Signal(NIC_TAG_BITS)
+        w_mask = Signal(B)
+        step_words = Signal(DMA_LENGTH_BITS)
+
+        p = self.plan.payload
+        m.d.comb += self.plan.ready.eq(~active)
+        with m.If(self.plan.valid & ~active):
+            m.d.sync += [
+                plan.eq(p),
+                active.eq(1),
+                pend_a.eq(p.a_src != ASource.NIC),
+                wait_a.eq(p.a_src == ASource.MEM),
+                pend_b.eq(p.b_use),
+                wait_b.eq(p.b_use & p.b_mem),
+                pend_w.eq(p.w_use),
+                wait_w.eq(p.w_use & p.w_mem),
+                join_left.eq(nwords),
+                send_cmd_left.eq(Mux(p.send, p.bytes, 0)),
+                send_data_left.eq(Mux(p.send, nwords, 0)),
+                send_pkt.eq(0),
+                recv_left.eq(Mux(p.a_src == ASource.NIC, p.bytes, 0)),
+                recv_pkt_left.eq(0),
+                recv_pkt.eq(0),
+                w_mask.eq(last_mask),
+                step_words.eq(nwords),
+                self.mem_error.eq(0),
+                self.recv_error.eq(0),
+            ]
+
+        # -- unit commands -------------------------------------------------------------------
+        a_mem = plan.a_src == ASource.MEM
+        a_sram = plan.a_src == ASource.SRAM
+        a_nic = plan.a_src == ASource.NIC
+        for reader, is_mem, pend, addr in (
+                (sram_a, 0, pend_a & a_sram, plan.a_addr), (mem_a, 1, pend_a & a_mem, plan.a_addr),
+                (sram_b, 0, pend_b & ~plan.b_mem, plan.b_addr),
+                (mem_b, 1, pend_b & plan.b_mem, plan.b_addr)):
+            if is_mem:          # memory to the reader's stream (id 0)
+                m.d.comb += [reader.cmd.payload.stream.eq(1),
+                             reader.cmd.payload.length.eq(plan.bytes),
+                             reader.cmd.payload.mem_addr.eq(addr[:cfg.mem_addr_bits])]
+            else:
+                m.d.comb += [reader.cmd.payload.addr.eq(addr[:cfg.sram_addr_bits]),
+                             reader.cmd.payload.words.eq(step_words)]
+            m.d.comb += reader.cmd.valid.eq(pend)
+        with m.If((sram_a.cmd.valid & sram_a.cmd.ready) | (mem_a.cmd.valid & mem_a.cmd.ready)):
+            m.d.sync += pend_a.eq(0)
+        with m.If((sram_b.cmd.valid & sram_b.cmd.ready) | (mem_b.cmd.valid & mem_b.cmd.ready)):
+            m.d.sync += pend_b.eq(0)
+
+        m.d.comb += [
+            sram_w.cmd.payload.addr.eq(plan.w_addr[:cfg.sram_addr_bits]),
+            sram_w.cmd.payload.words.eq(step_words),
+            sram_w.cmd.payload.last_mask.eq(w_mask),
+            sram_w.cmd.valid.eq(pend_w & ~plan.w_mem),
+            mem_w.cmd.payload.stream.eq(1),
+            mem_w.cmd.payload.length.eq(plan.bytes),
+            mem_w.cmd.payload.mem_addr.eq(plan.w_addr[:cfg.mem_addr_bits]),
+            mem_w.cmd.valid.eq(pend_w & plan.w_mem),
+        ]
+        with m.If((sram_w.cmd.valid & sram_w.cmd.ready) | (mem_w.cmd.valid & mem_w.cmd.ready)):
+            m.d.sync += pend_w.eq(0)
+
+        # Memory completions: always taken; a failed one marks the step.
+        for dma, wait in ((mem_a, wait_a), (mem_b, wait_b), (mem_w, wait_w)):
+            m.d.comb += dma.cpl.ready.eq(1)
+            with m.If(dma.cpl.valid):
+                m.d.sync += wait.eq(0)
+                with m.If(dma.cpl.payload.status != DmaStatus.OKAY):
+                    m.d.sync += self.mem_error.eq(1)
+
+        # -- operands and the join -------------------------------------------------------------
+        a_valid = Signal()
+        a_data = Signal(8 * B)
+        b_valid = Signal()
+        b_data = Signal(8 * B)
+        with m.Switch(plan.a_src):
+            with m.Case(ASource.NIC):
+                m.d.comb += [a_valid.eq(self.abort | self.nic_recv.valid),
+                             a_data.eq(Mux(self.abort, 0, self.nic_recv.payload.data))]
+            with m.Case(ASource.SRAM):
+                m.d.comb += [a_valid.eq(sram_a.o.valid), a_data.eq(sram_a.o.payload.data)]
+            with m.Default():
+                m.d.comb += [a_valid.eq(mem_a.rd_stream.tvalid), a_data.eq(mem_a.rd_stream.tdata)]
+        with m.If(~plan.b_use):
+            m.d.comb += b_valid.eq(1)
+        with m.Elif(plan.b_mem):
+            m.d.comb += [b_valid.eq(mem_b.rd_stream.tvalid), b_data.eq(mem_b.rd_stream.tdata)]
+        with m.Else():
+            m.d.comb += [b_valid.eq(sram_b.o.valid), b_data.eq(sram_b.o.payload.data)]
+
+        fire = Signal()
+        m.d.comb += [
+            alu.i.valid.eq(active & (join_left != 0) & a_valid & b_valid),
+            alu.i.payload.a.eq(a_data),
+            alu.i.payload.b.eq(b_data),
+            alu.i.payload.op.eq(plan.op),
+            alu.i.payload.dtype.eq(plan.dtype),
+            alu.i.payload.last.eq(join_left == 1),
+            fire.eq(alu.i.valid & alu.i.ready),
+            self.alu_beat.eq(fire),
+            self.nic_recv.ready.eq(fire & a_nic & ~self.abort),
+            sram_a.o.ready.eq(fire & a_sram),
+            mem_a.rd_stream.tready.eq(fire & a_mem),
+            sram_b.o.ready.eq(fire & plan.b_use & ~plan.b_mem),
+            mem_b.rd_stream.tready.eq(fire & plan.b_use & plan.b_mem),
+            self.nic_recv_link.eq(plan.recv_link),
+        ]
+        with m.If(fire):
+            m.d.sync += join_left.eq(join_left - 1)
+
+        # -- receive checks ------------------------------------------------------------------
+        beat = self.nic_recv.payload
+        took = self.nic_recv.valid & self.nic_recv.ready
+        expect_len = Signal(range(P + 1))
+        pkt_left = Signal(range(P + 1))
+        m.d.comb += [
+            expect_len.eq(Mux(recv_left > P, P, recv_left)),
+            pkt_left.eq(Mux(recv_pkt_left == 0, expect_len, recv_pkt_left)),
+        ]
+        with m.If(took):
+            new_packet = recv_pkt_left == 0
+            bad = Signal()
+            m.d.comb += bad.eq(
+                (beat.src != plan.recv_peer)
+                | (beat.first != new_packet)
+                | (new_packet & ((beat.length != expect_len) | (beat.tag != recv_pkt)))
+                | (beat.last != (pkt_left <= B)))
+            with m.If(bad):
+                m.d.sync += self.recv_error.eq(1)
+            step = Mux(pkt_left > B, B, pkt_left)
+            m.d.sync += [recv_pkt_left.eq(pkt_left - step), recv_left.eq(recv_left - step)]
+            with m.If(beat.last):
+                m.d.sync += recv_pkt.eq(recv_pkt + 1)
+
+        # -- result fork: eager, each sink takes the beat once ----------------------------------
+        w_to_sram = plan.w_use & ~plan.w_mem
+        w_to_mem = plan.w_use & plan.w_mem
+        taken_w = Signal()
+        taken_s = Signal()
+        w_ready = Signal()
+        s_ready = Signal()
+        o = alu.o
+        m.d.comb += [
+            sram_w.i.payload.eq(o.payload.result),
+            sram_w.i.valid.eq(o.valid & w_to_sram & ~taken_w),
+            mem_w.wr_stream.tdata.eq(o.payload.result),
+            mem_w.wr_stream.tlast.eq(o.payload.last),
+            mem_w.wr_stream.tvalid.eq(o.valid & w_to_mem & ~taken_w),
+            w_ready.eq(~plan.w_use | taken_w | Mux(plan.w_mem, mem_w.wr_stream.tready,
+                                                  sram_w.i.ready)),
+            self.nic_send_data.payload.data.eq(o.payload.result),
+            self.nic_send_data.valid.eq(o.valid & plan.send & ~taken_s),
+            s_ready.eq(~plan.send | taken_s | self.nic_send_data.ready),
+            o.ready.eq(w_ready & s_ready),
+        ]
+        with m.If(o.valid):
+            with m.If(w_ready & s_ready):
+                m.d.sync += [taken_w.eq(0), taken_s.eq(0)]
+            with m.Else():
+                m.d.sync += [taken_w.eq(w_ready & plan.w_use), taken_s.eq(s_ready & plan.send)]
+        with m.If(self.nic_send_data.valid & self.nic_send_data.ready):
+            m.d.sync += send_data_left.eq(send_data_left - 1)
+
+        # -- packetizer ------------------------------------------------------------------------
+        m.d.comb += [
+            self.nic_send.valid.eq(active & (send_cmd_left != 0)),
+            self.nic_send.payload.link.eq(plan.send_link),
+            self.nic_send.payload.tag.eq(send_pkt),
+            self.nic_send.payload.length.eq(Mux(send_cmd_left > P, P, send_cmd_left)),
+        ]
+        with m.If(self.nic_send.valid & self.nic_send.ready):
+            m.d.sync += [send_cmd_left.eq(send_cmd_left - self.nic_send.payload.length),
+                         send_pkt.eq(send_pkt + 1)]
+
+        # -- completion ------------------------------------------------------------------------
+        finished = Signal()
+        m.d.comb += finished.eq(
+            active & ~Cat(pend_a, pend_b, pend_w, wait_a, wait_b, wait_w).any()
+            & (join_left == 0) & (send_cmd_left == 0) & (send_data_left == 0)
+            & ~sram_w.busy & ~o.valid)
+        m.d.sync += self.done.eq(0)
+        with m.If(finished):
+            m.d.sync += [active.eq(0), self.done.eq(1)]
+        return m

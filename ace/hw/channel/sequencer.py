@@ -1,0 +1,396 @@
+"""One sequencer channel: instruction memory, fetch, decode and checks, the cross-channel
+dependency wait, and a :class:`~ace.hw.channel.datapath.StepDatapath` that executes the step.
+
+::
+
+    imem (program_words x 256 bit) --> FETCH --> DECODE (checks, plan) --> DEP (scoreboard:
+      ^ written through the CSRs                   |                        steps_done of the
+                                                   v error                  other channels)
+                                                 ERROR <-- datapath errors, watchdog   |
+                                                   ^                                   v
+                                                   +------ EXEC <-- ISSUE (plan) <-----+
+                                                           | done: steps_done += 1, pc += 1
+
+States: ``IDLE`` (after reset or an error clear), ``FETCH``, ``DECODE``, ``DEP``, ``ISSUE``,
+``EXEC``, ``ABORT`` (waiting for an aborted step to drain), ``DONE`` (reached ``end``, or not
+enabled at start) and ``ERROR``. A step is checked before anything moves: an undefined opcode or
+reserved bits, a count of zero or over 2**24 - 1 bytes (or, in memory placement, a receive
+longer than the staging area's ``packet_bytes``), a link out of range, a buffer selector
+3 (``BAD_BUFFER``), a slice past the buffer's limit or the SRAM, or a memory address past
+``mem_addr_bits`` (``BAD_ADDRESS``), a
+dependency on a channel that does not exist or on a later step of its own channel: each stops
+the channel in ``ERROR`` with its :class:`~ace.hw.csr.ErrorCause`. A dependency on a channel that
+halts (``DONE`` or ``ERROR``) before reaching the step is ``DEP_NEVER``. The watchdog stops a
+channel whose engine made no progress for ``timeout`` cycles (0: off).
+
+Per-step overhead: 4 cycles (fetch, decode, dependency, issue) plus the datapath's latency.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ace.hw.channel.datapath import ASource, StepDatapath, StepPlan, datapath_ports
+from ace.regmap import ErrorCause
+from ace.isa import INSTR_BITS, Instruction, Opcode
+from ace.layouts import (DMA_LENGTH_BITS, Dtype, ReduceOp)
+
+__all__ = ["AceChannel", "STEP_BITS"]
+
+#: Width of a channel's completed-step counter (the ISA's ``dep_step`` is 16 bits).
+STEP_BITS = 16
+
+# Opcode -> (operand A, B from, writes, sends): A is "mem", "nic" or "src"; B is "src", "dst"
+# or None; writes is "dst", "mem" or None.
+_STEPS = {
+    Opcode.LOAD: ("mem", None, "dst", False),
+    Opcode.STORE: ("src", None, "mem", False),
+    Opcode.S: ("src", None, None, True),
+    Opcode.R: ("nic", None, "dst", False),
+    Opcode.RRC: ("nic", "src", "dst", False),
+    Opcode.RRS: ("nic", "src", None, True),
+    Opcode.RRCS: ("nic", "src", "dst", True),
+    Opcode.RCS: ("nic", None, "dst", True),
+    Opcode.CPY: ("src", None, "dst", False),
+    Opcode.RE: ("src", "dst", "dst", False),
+}
+
+
+class AceChannel(wiring.Component):
+    """One channel (see the module docstring).
+
+    Parameters
+    ----------
+    config : AceConfig
+    index : int
+        This channel's number (for the own-channel dependency check).
+
+    Members
+    -------
+    imem_we, imem_addr, imem_data : In, instruction memory write port (from the CSRs)
+    start : In(1), run from step 0 (ignored unless ``IDLE`` or ``DONE``)
+    enable : In(1), sampled at ``start``; a disabled channel goes straight to ``DONE``
+    error_clear : In(1), leaves ``ERROR`` (or aborts a running step) back to ``IDLE``
+    placement : In(1), 0: buffers in SRAM (word addresses), 1: in memory (byte addresses)
+    stage_base : In(64), memory placement: byte address of the staging area; this channel uses
+        ``2 * packet_bytes`` bytes at ``stage_base + index * 2 * packet_bytes``
+    buf_base{0,1,2} : In(64), buf_limit{0,1,2} : In(32), the buffer table (limits in words)
+    timeout : In(32), activity : In(1), the watchdog (engine-wide progress this cycle)
+    dep_steps{k} : In(16), dep_halted{k} : In(1), every channel's progress
+    steps_done : Out(16), halted, running, finished : Out(1)
+    error : Out(1), error_cause : Out(ErrorCause), error_pc : Out(16)
+    progress : Out(1), a beat entered the ALU or a step completed this cycle
+    alu_beat, step_done : Out(1), a beat entered the ALU / a step completed, this cycle
+    sram_rd_a, sram_rd_b, sram_wr, mem_rd_a, mem_rd_b, mem_wr, nic_* : the datapath's ports
+    mem_read_bytes, mem_write_bytes : Out, bytes moved on the memory ports this cycle
+    """
+
+    def __init__(self, config, index: int):
+        self.config = config
+        self.index = index
+        C = config.num_channels
+        members = {
+            "imem_we": In(1), "imem_addr": In(range(config.program_words)),
+            "imem_data": In(INSTR_BITS),
+            "start": In(1), "enable": In(1), "error_clear": In(1),
+            "placement": In(1), "stage_base": In(64), "timeout": In(32), "activity": In(1),
+            "steps_done": Out(16), "halted": Out(1), "running": Out(1), "finished": Out(1),
+            "error": Out(1), "error_cause": Out(ErrorCause), "error_pc": Out(16),
+            "progress": Out(1), "alu_beat": Out(1), "step_done": Out(1),
+            **datapath_ports(config),
+        }
+        for b in range(3):
+            members[f"buf_base{b}"] = In(64)
+            members[f"buf_limit{b}"] = In(32)
+        for k in range(C):
+            members[f"dep_steps{k}"] = In(STEP_BITS)
+            members[f"dep_halted{k}"] = In(1)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        C, L, B = cfg.num_channels, cfg.num_links, cfg.link_bytes
+        lb = (B - 1).bit_length()
+        sram_words = cfg.sram_words
+
+        m.submodules.datapath = dp = StepDatapath(cfg)
+        for name in ("sram_rd_a", "sram_rd_b", "sram_wr", "mem_rd_a", "mem_rd_b", "mem_wr",
+                     "nic_send", "nic_send_data"):
+            wiring.connect(m, getattr(dp, name), wiring.flipped(getattr(self, name)))
+        wiring.connect(m, wiring.flipped(self.nic_recv), dp.nic_recv)
+        m.d.comb += [
+            self.nic_recv_link.eq(dp.nic_recv_link),
+            self.mem_read_bytes.eq(dp.mem_read_bytes),
+            self.mem_write_bytes.eq(dp.mem_write_bytes),
+        ]
+
+        # -- instruction memory ----------------------------------------------------------------
+        m.submodules.imem = imem = Memory(shape=INSTR_BITS, depth=cfg.program_words, init=[])
+        wr = imem.write_port()
+        rd = imem.read_port(transparent_for=())
+        m.d.comb += [wr.en.eq(self.imem_we), wr.addr.eq(self.imem_addr),
+                     wr.data.eq(self.imem_data)]
+
+        pc = Signal(16)
+        instr = Signal(Instruction)
+        plan = Signal(StepPlan(cfg))
+        cause = Signal(ErrorCause)
+        idle_cycles = Signal(32)
+        m.d.comb += [rd.addr.eq(pc[:len(rd.addr)]), rd.en.eq(1)]
+
+        # -- decode: plan and checks (combinational from instr) --------------------------------
+        f = instr
+        esize_log2 = Signal(2)
+        m.d.comb += esize_log2.eq(Mux((f.dtype == Dtype.INT32) | (f.dtype == Dtype.FP32), 2, 1))
+        nbytes = Signal(36)
+        nwords = Signal(36)
+        m.d.comb += [nbytes.eq(f.count << esize_log2), nwords.eq((nbytes + (B - 1)) >> lb)]
+        bases = [getattr(self, f"buf_base{b}") for b in range(3)]
+        limits = [getattr(self, f"buf_limit{b}") for b in range(3)]
+
+        def slice_of(buf, off, name):
+            """(SRAM word address or memory byte address, in range) of a buffer slice."""
+            base = Signal(64, name=f"{name}_base")
+            limit = Signal(32, name=f"{name}_limit")
+            with m.Switch(buf):
+                for b in range(3):
+                    with m.Case(b):
+                        m.d.comb += [base.eq(bases[b]), limit.eq(limits[b])]
+            addr = Signal(66, name=f"{name}_addr")
+            ok = Signal(name=f"{name}_ok")        # inside the buffer's limit and the space
+            sel_ok = Signal(name=f"{name}_sel_ok")
+            end_words = Signal(40, name=f"{name}_end")
+            m.d.comb += [
+                end_words.eq(off + nwords),
+                addr.eq(Mux(self.placement, base + (off << lb), base + off)),
+                sel_ok.eq(buf.as_value() != 3),
+                ok.eq((end_words <= limit) & Mux(
+                    self.placement,
+                    (addr + nbytes) <= (1 << cfg.mem_addr_bits),
+                    (addr + nwords) <= sram_words)),
+            ]
+            return addr, sel_ok, ok
+
+        src_addr, src_sel_ok, src_ok = slice_of(f.src_buf, f.src_off, "src")
+        dst_addr, dst_sel_ok, dst_ok = slice_of(f.dst_buf, f.dst_off, "dst")
+        mem_ok = Signal()
+        m.d.comb += mem_ok.eq((f.mem_addr + nbytes) <= (1 << cfg.mem_addr_bits))
+
+        uses = {k: Signal(name=f"uses_{k}") for k in
+                ("data", "src", "dst", "mem", "send", "recv", "defined")}
+        decoded = Signal(StepPlan(cfg))
+        with m.Switch(f.opcode):
+            with m.Case(Opcode.NOP, Opcode.END):
+                m.d.comb += uses["defined"].eq(1)
+            for opcode, (a, b, w, send) in _STEPS.items():
+                with m.Case(opcode):
+                    m.d.comb += [uses["defined"].eq(1), uses["data"].eq(1),
+                                 uses["send"].eq(send), decoded.send.eq(send),
+                                 decoded.b_use.eq(b is not None),
+                                 decoded.w_use.eq(w is not None)]
+                    reduces = b is not None
+                    m.d.comb += decoded.op.eq(f.op if reduces else ReduceOp.COPY)
+                    if a == "mem":
+                        m.d.comb += [uses["mem"].eq(1), decoded.a_src.eq(ASource.MEM),
+                                     decoded.a_addr.eq(f.mem_addr)]
+                    elif a == "nic":
+                        m.d.comb += [uses["recv"].eq(1), decoded.a_src.eq(ASource.NIC)]
+                    else:
+                        m.d.comb += [uses["src"].eq(1), decoded.a_addr.eq(src_addr),
+                                     decoded.a_src.eq(Mux(self.placement, ASource.MEM,
+                                                          ASource.SRAM))]
+                    if b == "src":
+                        m.d.comb += [uses["src"].eq(1), decoded.b_addr.eq(src_addr)]
+                    elif b == "dst":
+                        m.d.comb += [uses["dst"].eq(1), decoded.b_addr.eq(dst_addr)]
+                    m.d.comb += decoded.b_mem.eq(self.placement)
+                    if w == "dst":
+                        m.d.comb += [uses["dst"].eq(1), decoded.w_addr.eq(dst_addr),
+                                     decoded.w_mem.eq(self.placement)]
+                    elif w == "mem":
+                        m.d.comb += [uses["mem"].eq(1), decoded.w_addr.eq(f.mem_addr),
+                                     decoded.w_mem.eq(1)]
+        m.d.comb += [
+            decoded.send_link.eq(f.send_link),
+            decoded.recv_link.eq(f.recv_link),
+            decoded.recv_peer.eq(f.recv_peer),
+            decoded.dtype.eq(f.dtype),
+            decoded.bytes.eq(nbytes),
+        ]
+        reserved = Cat(f.rsvd0, f.rsvd1, f.rsvd2, f.rsvd3).any()
+        check = Signal(ErrorCause)
+        with m.If(~uses["defined"] | reserved):
+            m.d.comb += check.eq(ErrorCause.BAD_OPCODE)
+        with m.Elif(uses["data"] & ((f.count == 0) | (nbytes >> DMA_LENGTH_BITS != 0) | (
+                self.placement & uses["recv"] & (nbytes > cfg.packet_bytes)))):
+            m.d.comb += check.eq(ErrorCause.BAD_COUNT)
+        with m.Elif((uses["send"] & (f.send_link >= L)) | (uses["recv"] & (f.recv_link >= L))):
+            m.d.comb += check.eq(ErrorCause.BAD_LINK)
+        with m.Elif((uses["src"] & ~src_sel_ok) | (uses["dst"] & ~dst_sel_ok)):
+            m.d.comb += check.eq(ErrorCause.BAD_BUFFER)
+        with m.Elif((uses["src"] & ~src_ok) | (uses["dst"] & ~dst_ok) | (uses["mem"] & ~mem_ok)):
+            m.d.comb += check.eq(ErrorCause.BAD_ADDRESS)
+        with m.Elif(f.dep_valid & ((f.dep_channel >= C) | (
+                (f.dep_channel == self.index) & (f.dep_step >= pc)))):
+            m.d.comb += check.eq(ErrorCause.BAD_DEP)
+
+        # -- dependency scoreboard -------------------------------------------------------------
+        dep_met = Signal()
+        dep_dead = Signal()
+        with m.Switch(f.dep_channel):
+            for k in range(C):
+                with m.Case(k):
+                    steps = getattr(self, f"dep_steps{k}")
+                    m.d.comb += [dep_met.eq(steps > f.dep_step),
+                                 dep_dead.eq(getattr(self, f"dep_halted{k}") & ~(
+                                     steps > f.dep_step))]
+
+        # -- memory-staged micro-steps (memory placement) ----------------------------------------
+        # A receive in memory placement lands in memory first (stage, or the destination), and
+        # a result that is sent is read back from memory, as memory-staged kernels do it:
+        #   r: NIC->dst   rcs: NIC->dst; dst->send   rrc: NIC->stage; stage(+)src->dst
+        #   rrcs: rrc; dst->send   rrs: NIC->stage; stage(+)src->stage2; stage2->send
+        P = dp.packet_bytes
+        micro = Signal(2)
+        micro_count = Signal(2)
+        stage = Signal(64)
+        stage2 = Signal(64)
+        m.d.comb += [stage.eq(self.stage_base + self.index * 2 * P), stage2.eq(stage + P)]
+        staged = Signal()
+        m.d.comb += staged.eq(self.placement & (plan.a_src == ASource.NIC))
+        with m.If(~staged):
+            m.d.comb += [micro_count.eq(1), dp.plan.payload.eq(plan)]
+        with m.Else():
+            op = instr.opcode
+            m.d.comb += micro_count.eq(Mux(op == Opcode.R, 1, Mux(
+                (op == Opcode.RCS) | (op == Opcode.RRC), 2, 3)))
+            mp = dp.plan.payload
+            m.d.comb += [mp.dtype.eq(plan.dtype), mp.bytes.eq(plan.bytes),
+                         mp.recv_link.eq(plan.recv_link), mp.recv_peer.eq(plan.recv_peer),
+                         mp.send_link.eq(plan.send_link), mp.op.eq(ReduceOp.COPY)]
+            into_dst = (op == Opcode.R) | (op == Opcode.RCS)
+            with m.Switch(micro):
+                with m.Case(0):         # receive into memory
+                    m.d.comb += [mp.a_src.eq(ASource.NIC), mp.w_use.eq(1), mp.w_mem.eq(1),
+                                 mp.w_addr.eq(Mux(into_dst, plan.w_addr, stage))]
+                with m.Case(1):
+                    with m.If(op == Opcode.RCS):
+                        m.d.comb += [mp.a_src.eq(ASource.MEM), mp.a_addr.eq(plan.w_addr),
+                                     mp.send.eq(1)]
+                    with m.Else():      # reduce from memory, result to memory
+                        m.d.comb += [mp.a_src.eq(ASource.MEM), mp.a_addr.eq(stage),
+                                     mp.b_use.eq(1), mp.b_mem.eq(1), mp.b_addr.eq(plan.b_addr),
+                                     mp.op.eq(plan.op), mp.w_use.eq(1), mp.w_mem.eq(1),
+                                     mp.w_addr.eq(Mux(op == Opcode.RRS, stage2, plan.w_addr))]
+                with m.Default():       # read the result back and send it
+                    m.d.comb += [mp.a_src.eq(ASource.MEM), mp.send.eq(1),
+                                 mp.a_addr.eq(Mux(op == Opcode.RRS, stage2, plan.w_addr))]
+
+        # -- sequencer -------------------------------------------------------------------------
+        watch = Signal()
+        expired = Signal()
+        m.d.comb += expired.eq((self.timeout != 0) & (idle_cycles >= self.timeout))
+        with m.If(watch & ~self.activity):
+            m.d.sync += idle_cycles.eq(idle_cycles + 1)
+        with m.Else():
+            m.d.sync += idle_cycles.eq(0)
+
+        m.d.comb += [
+            self.error_cause.eq(cause),
+            self.error_pc.eq(pc),
+            self.progress.eq(dp.alu_beat | dp.done),
+            self.alu_beat.eq(dp.alu_beat),
+        ]
+
+        def fail(why):
+            m.d.sync += cause.eq(why)
+            m.next = "ERROR"
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [pc.eq(0), self.steps_done.eq(0), cause.eq(ErrorCause.NONE)]
+                    with m.If(self.enable):
+                        m.next = "FETCH"
+                    with m.Else():
+                        m.next = "DONE"
+            with m.State("FETCH"):
+                m.d.comb += [self.running.eq(1)]
+                with m.If(pc >= cfg.program_words):
+                    fail(ErrorCause.PC_OVERFLOW)
+                with m.Else():
+                    m.next = "DECODE"
+            with m.State("DECODE"):
+                m.d.comb += self.running.eq(1)
+                m.d.sync += instr.eq(rd.data)
+                m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.comb += self.running.eq(1)
+                m.d.sync += [plan.eq(decoded), micro.eq(0)]
+                with m.If(check != ErrorCause.NONE):
+                    fail(check)
+                with m.Elif(f.opcode == Opcode.END):
+                    m.next = "DONE"
+                with m.Else():
+                    m.next = "DEP"
+            with m.State("DEP"):
+                m.d.comb += [self.running.eq(1), watch.eq(1)]
+                with m.If(~f.dep_valid | dep_met):
+                    with m.If(f.opcode == Opcode.NOP):
+                        m.d.comb += self.step_done.eq(1)
+                        m.d.sync += [pc.eq(pc + 1), self.steps_done.eq(self.steps_done + 1)]
+                        m.next = "FETCH"
+                    with m.Else():
+                        m.next = "ISSUE"
+                with m.Elif(dep_dead):
+                    fail(ErrorCause.DEP_NEVER)
+                with m.Elif(expired):
+                    fail(ErrorCause.TIMEOUT)
+                with m.Elif(self.error_clear):
+                    m.next = "IDLE"
+            with m.State("ISSUE"):
+                m.d.comb += [self.running.eq(1), dp.plan.valid.eq(1)]
+                with m.If(dp.plan.ready):
+                    m.next = "EXEC"
+            with m.State("EXEC"):
+                m.d.comb += [self.running.eq(1), watch.eq(1)]
+                with m.If(dp.done):
+                    with m.If(dp.mem_error):
+                        fail(ErrorCause.MEM_ERROR)
+                    with m.Elif(dp.recv_error):
+                        fail(ErrorCause.RECV_MISMATCH)
+                    with m.Elif(micro + 1 < micro_count):
+                        m.d.sync += micro.eq(micro + 1)
+                        m.next = "ISSUE"
+                    with m.Else():
+                        m.d.comb += self.step_done.eq(1)
+                        m.d.sync += [pc.eq(pc + 1), self.steps_done.eq(self.steps_done + 1)]
+                        m.next = "FETCH"
+                with m.Elif(expired):
+                    m.d.sync += cause.eq(ErrorCause.TIMEOUT)
+                    m.next = "ABORT"
+                with m.Elif(self.error_clear):
+                    m.next = "ABORT"
+            with m.State("ABORT"):
+                m.d.comb += [self.running.eq(1), dp.abort.eq(1)]
+                with m.If(dp.done):
+                    with m.If(cause == ErrorCause.NONE):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "ERROR"
+            with m.State("DONE"):
+                m.d.comb += [self.halted.eq(1), self.finished.eq(1)]
+                with m.If(self.start):
+                    m.d.sync += [pc.eq(0), self.steps_done.eq(0)]
+                    with m.If(self.enable):
+                        m.next = "FETCH"
+            with m.State("ERROR"):
+                m.d.comb += [self.halted.eq(1), self.error.eq(1)]
+                with m.If(self.error_clear):
+                    m.d.sync += cause.eq(ErrorCause.NONE)
+                    m.next = "IDLE"
+        return m

@@ -1,0 +1,208 @@
+"""DMA engine: descriptor queue, AXI4 master, SRAM ports and baseline-mode streams.
+
+::
+
+                 +-----------+   read kinds    +-----------+  AR, R
+    desc ------> | desc FIFO |-+-------------> | DmaReader |--------------+
+                 +-----------+ | dispatcher    +-----------+ --> sram_w   |
+                               | (paused while    |          --> rd_stream |--> m_axi
+                               |  err_valid)      | cpl                    |
+                               |               +-----------+  AW, W, B    |
+                               +-------------> | DmaWriter |--------------+
+                               | write kinds   +-----------+ <-- sram_r
+                               |                  | cpl      <-- wr_stream
+                               | length 0         v
+                               +------------> completion arbiter --> cpl FIFO --> cpl
+                                                  |
+                                                  +--> error register (first failure)
+
+Descriptors (:class:`ace.layouts.DmaDescriptor`) are taken in order from an 8-deep queue and
+dispatched to the reader (LOAD, MEM_TO_STREAM) or the writer (STORE, STREAM_TO_MEM), which run
+concurrently, each with a few descriptors in flight. A zero-length descriptor moves nothing and
+completes when dispatched. Completions (:class:`ace.layouts.DmaCompletion`) are in order per side
+(reads, writes); reads and writes interleave.
+
+The first failed descriptor (an AXI SLVERR/DECERR in any of its beats or bursts) latches
+``err_valid``, ``err_id`` and ``err_status``; while ``err_valid`` is set no new descriptor is
+dispatched (those already dispatched finish, each with its own status). Pulsing ``err_clear``
+clears the register and dispatch resumes.
+
+Counters (free running, wrap at 2**48): ``bytes_read`` adds, for each accepted R beat, the
+bytes of that beat inside the descriptor's ``[mem_addr, mem_addr + length)``; ``bytes_written``
+adds the set ``wstrb`` bits of each accepted W beat; ``busy_cycles`` counts cycles with a
+descriptor queued or dispatched and not yet completed (``busy``).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.dma.reader import DmaReader
+from ace.hw.dma.writer import DmaWriter
+from ace.layouts import (DMA_ID_BITS, AxiStreamSignature, DmaCompletion, DmaDescriptor, DmaKind,
+                      DmaStatus, sram_read_signature, sram_write_signature)
+
+__all__ = ["DmaEngine", "COUNTER_BITS"]
+
+COUNTER_BITS = 48
+
+
+class DmaEngine(wiring.Component):
+    """The DMA engine (see the module docstring).
+
+    Parameters
+    ----------
+    config : AceConfig
+        Uses ``mem_bytes`` (beat), ``mem_addr_bits``, ``mem_id_bits``, ``max_burst_beats``,
+        ``max_reads_in_flight`` and the SRAM buffer sizes.
+    queue_depth : int
+        Descriptors the input queue holds.
+
+    Members
+    -------
+    desc : In(stream of :class:`DmaDescriptor`)
+    cpl : Out(stream of :class:`DmaCompletion`)
+    m_axi : Out(:class:`Axi4Signature`), the memory port
+    sram_w : Out(:func:`sram_write_signature`), LOAD data into the unified SRAM space
+    sram_r : Out(:func:`sram_read_signature`), STORE data from the unified SRAM space
+    rd_stream : Out(:class:`AxiStreamSignature`), MEM_TO_STREAM words; ``tkeep`` marks payload
+        bytes, ``tlast`` ends a descriptor, ``tuser`` is its id
+    wr_stream : In(:class:`AxiStreamSignature`), STREAM_TO_MEM words, taken by count
+    err_valid, err_id, err_status : Out, the error register
+    err_clear : In(1), clears the error register
+    busy : Out(1)
+    bytes_read, bytes_written, busy_cycles : Out(48), counters
+    """
+
+    def __init__(self, config, *, queue_depth: int = 8):
+        self.config = config
+        self.queue_depth = queue_depth
+        B = config.mem_bytes
+        words = config.input_buffer_words + config.output_buffer_words
+        super().__init__({
+            "desc": In(stream.Signature(DmaDescriptor(config))),
+            "cpl": Out(stream.Signature(DmaCompletion())),
+            "m_axi": Out(Axi4Signature(config.mem_addr_bits, B, config.mem_id_bits)),
+            "sram_w": Out(sram_write_signature(words, B)),
+            "sram_r": Out(sram_read_signature(words, B)),
+            "rd_stream": Out(AxiStreamSignature(B, keep=True, user_bits=DMA_ID_BITS)),
+            "wr_stream": In(AxiStreamSignature(B)),
+            "err_valid": Out(1),
+            "err_id": Out(DMA_ID_BITS),
+            "err_status": Out(DmaStatus),
+            "err_clear": In(1),
+            "busy": Out(1),
+            "bytes_read": Out(COUNTER_BITS),
+            "bytes_written": Out(COUNTER_BITS),
+            "busy_cycles": Out(COUNTER_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+
+        m.submodules.reader = reader = DmaReader(cfg, cmd_depth=max(4, cfg.max_reads_in_flight))
+        m.submodules.writer = writer = DmaWriter(cfg)
+
+        # -- ports of the halves ---------------------------------------------------------------
+        for half in (reader, writer):
+            for name, member in half.axi.signature.members.items():
+                if member.flow == Out:
+                    m.d.comb += getattr(self.m_axi, name).eq(getattr(half.axi, name))
+                else:
+                    m.d.comb += getattr(half.axi, name).eq(getattr(self.m_axi, name))
+        wiring.connect(m, reader.sram_w, wiring.flipped(self.sram_w))
+        wiring.connect(m, reader.rd_stream, wiring.flipped(self.rd_stream))
+        wiring.connect(m, writer.sram_r, wiring.flipped(self.sram_r))
+        wiring.connect(m, wiring.flipped(self.wr_stream), writer.wr_stream)
+
+        # -- descriptor queue and dispatcher ---------------------------------------------------
+        layout = self.desc.p.shape()
+        m.submodules.queue = queue = SyncFIFO(width=layout.size, depth=self.queue_depth)
+        m.d.comb += [
+            queue.w_data.eq(self.desc.p),
+            queue.w_en.eq(self.desc.valid),
+            self.desc.ready.eq(queue.w_rdy),
+        ]
+        head = layout(queue.r_data)
+        is_zero = Signal()
+        is_read = Signal()
+        go = Signal()
+        zero_full = Signal()     # a zero-length descriptor's completion waits for the arbiter
+        zero_id = Signal(DMA_ID_BITS)
+        m.d.comb += [
+            is_zero.eq(head.length == 0),
+            is_read.eq((head.kind == DmaKind.LOAD) | (head.kind == DmaKind.MEM_TO_STREAM)),
+            go.eq(queue.r_rdy & ~self.err_valid),
+        ]
+        for cmd in (reader.cmd.p, writer.cmd.p):
+            m.d.comb += [
+                cmd.id.eq(head.id),
+                cmd.length.eq(head.length),
+                cmd.mem_addr.eq(head.mem_addr),
+                cmd.sram_addr.eq(head.sram_addr),
+            ]
+        m.d.comb += [
+            reader.cmd.p.stream.eq(head.kind == DmaKind.MEM_TO_STREAM),
+            writer.cmd.p.stream.eq(head.kind == DmaKind.STREAM_TO_MEM),
+            reader.cmd.valid.eq(go & ~is_zero & is_read),
+            writer.cmd.valid.eq(go & ~is_zero & ~is_read),
+        ]
+        with m.If(is_zero):
+            m.d.comb += queue.r_en.eq(go & ~zero_full)
+        with m.Elif(is_read):
+            m.d.comb += queue.r_en.eq(reader.cmd.ready & go)
+        with m.Else():
+            m.d.comb += queue.r_en.eq(writer.cmd.ready & go)
+        dispatched = queue.r_en & queue.r_rdy
+
+        # -- completion arbiter (writer, then reader, then zero-length) -------------------------
+        m.submodules.cpl_q = cpl_q = SyncFIFO(width=len(self.cpl.p.as_value()), depth=4)
+        cpl_in = DmaCompletion()(cpl_q.w_data)
+        with m.If(writer.cpl.valid):
+            m.d.comb += [cpl_in.eq(writer.cpl.p), writer.cpl.ready.eq(cpl_q.w_rdy)]
+        with m.Elif(reader.cpl.valid):
+            m.d.comb += [cpl_in.eq(reader.cpl.p), reader.cpl.ready.eq(cpl_q.w_rdy)]
+        with m.Else():
+            m.d.comb += [cpl_in.id.eq(zero_id), cpl_in.status.eq(DmaStatus.OKAY)]
+        completed = Signal()
+        m.d.comb += [
+            cpl_q.w_en.eq(writer.cpl.valid | reader.cpl.valid | zero_full),
+            completed.eq(cpl_q.w_en & cpl_q.w_rdy),
+            self.cpl.p.eq(cpl_q.r_data),
+            self.cpl.valid.eq(cpl_q.r_rdy),
+            cpl_q.r_en.eq(self.cpl.ready),
+        ]
+        with m.If(completed & ~writer.cpl.valid & ~reader.cpl.valid):
+            m.d.sync += zero_full.eq(0)
+        with m.If(dispatched & is_zero):
+            m.d.sync += [zero_full.eq(1), zero_id.eq(head.id)]
+
+        # -- error register -------------------------------------------------------------------
+        with m.If(self.err_clear):
+            m.d.sync += self.err_valid.eq(0)
+        with m.If(completed & (cpl_in.status != DmaStatus.OKAY)
+                 & (~self.err_valid | self.err_clear)):
+            m.d.sync += [
+                self.err_valid.eq(1),
+                self.err_id.eq(cpl_in.id),
+                self.err_status.eq(cpl_in.status),
+            ]
+
+        # -- busy and counters ------------------------------------------------------------------
+        outstanding = Signal(range(self.queue_depth + 64))
+        with m.If(dispatched & ~completed):
+            m.d.sync += outstanding.eq(outstanding + 1)
+        with m.Elif(~dispatched & completed):
+            m.d.sync += outstanding.eq(outstanding - 1)
+        m.d.comb += self.busy.eq((queue.level != 0) | (outstanding != 0))
+        m.d.sync += [
+            self.bytes_read.eq(self.bytes_read + reader.bytes),
+            self.bytes_written.eq(self.bytes_written + writer.bytes),
+            self.busy_cycles.eq(self.busy_cycles + self.busy),
+        ]
+        return m

@@ -1,0 +1,46 @@
+"""Registry of the Verilog tops that ``ace generate`` writes and the cocotb testbenches drive.
+
+Each entry names a module path and a class whose constructor takes an :class:`AceConfig`. The
+import is lazy so that generating one top never needs every block's module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+__all__ = ["TopSpec", "TOPS", "shipped_tops"]
+
+
+@dataclass(frozen=True)
+class TopSpec:
+    module: str
+    cls: str
+    description: str
+    #: False for test-only tops: testbenches build them, ``ace generate`` does not ship them.
+    shipped: bool = True
+
+    def build(self, config):
+        return getattr(importlib.import_module(self.module), self.cls)(config)
+
+
+TOPS: dict[str, TopSpec] = {
+    "ace_alu_array": TopSpec("ace.hw.tops.alu_array", "AluArrayTop",
+                             "reduction ALU array with AXI-Stream operand and result ports"),
+    "ace_sram": TopSpec("ace.hw.tops.sram", "SramBufferTop",
+                        "one banked SRAM buffer with the engine's port set"),
+    "ace_dma": TopSpec("ace.hw.dma.engine", "DmaEngine",
+                       "DMA engine: descriptor queue, AXI4 master, SRAM and stream ports"),
+    "ace_nic": TopSpec("ace.hw.nic.interface", "NicInterface",
+                       "NIC interface: per-link AXI-Stream TX/RX, packets, per-channel credits"),
+    "ace_engine": TopSpec("ace.hw.engine", "AceEngine",
+                          "the whole engine: CSRs, channels, SRAM, interconnect, NIC"),
+    "ace_nic_pair": TopSpec("ace.hw.tops.nic_pair", "NicPairTop",
+                            "two NIC interfaces back to back through a link with latency",
+                            shipped=False),
+}
+
+
+def shipped_tops() -> list[str]:
+    """Names of the tops written to ``rtl/``."""
+    return [name for name, spec in TOPS.items() if spec.shipped]
