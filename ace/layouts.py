@@ -6,7 +6,7 @@ is defined here once, so hardware and software agree by construction.
 
 from __future__ import annotations
 
-from amaranth.hdl import unsigned
+from amaranth.hdl import Cat, Const, Value, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -122,7 +122,7 @@ class AxiStreamSignature(wiring.Signature):
 # ``length`` field carries the number of beats credited. See docs/nic.md.
 
 __all__ += [
-    "PacketType", "PacketHeader", "PACKET_MAGIC", "PACKET_VERSION", "PACKET_HEADER_BITS",
+    "struct_value", "PacketType", "PacketHeader", "PACKET_MAGIC", "PACKET_VERSION", "PACKET_HEADER_BITS",
     "NIC_NODE_BITS", "NIC_TAG_BITS", "NicError", "crc8", "packet_header_check",
     "make_packet_header", "NicSendCmd", "NicTxBeat", "NicRxBeat",
 ]
@@ -173,6 +173,23 @@ def crc8(payload: bytes, poly: int = 0x07, init: int = 0) -> int:
 def packet_header_check(header_bits: int) -> int:
     """The ``check`` field for a header: CRC-8 over its low 56 bits as 7 little-endian bytes."""
     return crc8((header_bits & ((1 << 56) - 1)).to_bytes(7, "little"))
+
+
+def struct_value(layout, **fields) -> Value:
+    """A whole ``layout`` as one value built from ``fields`` (ints or values, each cut or
+    zero-extended to its field's width; omitted fields are 0), in the layout's own field order.
+    Assigning it in one statement keeps constant fields out of reader-less ``always @*`` blocks,
+    which Verilator never runs."""
+    layout, parts = data.Layout.cast(layout), []
+    unknown = set(fields) - {name for name, _ in layout}
+    if unknown:
+        raise ValueError(f"{sorted(unknown)} are not fields of {layout!r}")
+    for name, field in sorted(layout, key=lambda item: item[1].offset):
+        value = fields.get(name, 0)
+        value = Const(value, field.width) if isinstance(value, int) else Value.cast(value)
+        parts.append(value[:field.width] if len(value) >= field.width
+                     else Cat(value, Const(0, field.width - len(value))))
+    return Cat(*parts)
 
 
 def make_packet_header(**fields) -> int:

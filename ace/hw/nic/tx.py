@@ -15,8 +15,8 @@ from amaranth.hdl import Array, Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ace.layouts import (AxiStreamSignature, NicSendCmd, NicTxBeat, PACKET_MAGIC, PACKET_VERSION,
-                      PacketHeader, PacketType)
+from ace.layouts import (PACKET_MAGIC, PACKET_VERSION, AxiStreamSignature, NicSendCmd, NicTxBeat,
+                         PacketHeader, PacketType, struct_value)
 from ace.hw.nic.header import HeaderCheck
 
 __all__ = ["NicLinkTx", "COUNTER_BITS"]
@@ -180,15 +180,9 @@ class NicLinkTx(wiring.Component):
                 pick_length.eq(cmd_length[pick_ch]),
                 pick_beats.eq(beats_arr[pick_ch]),
             ]
-        # One assignment of the whole header: constant fields assigned on their own would come
-        # out as `always @*` blocks with nothing to read, which Verilator never runs.
-        pick_ch4 = Signal(4)
-        m.d.comb += [
-            pick_ch4.eq(pick_ch),
-            check.header.eq(Cat(Const(PACKET_MAGIC, 4), Const(PACKET_VERSION, 2), pick_type,
-                                self.node_id, pick_ch4, Const(0, 4), pick_tag, pick_length,
-                                Const(0, 15))),
-        ]
+        m.d.comb += check.header.eq(struct_value(
+            PacketHeader, magic=PACKET_MAGIC, version=PACKET_VERSION, ptype=pick_type,
+            src=self.node_id, channel=pick_ch, tag=pick_tag, length=pick_length))
         m.d.comb += [
             pick_hdr.eq(check.header),
             pick_hdr.check.eq(check.check),
