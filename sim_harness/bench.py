@@ -27,11 +27,11 @@ import time
 from amaranth.hdl import Elaboratable, Module
 
 from ace.hw.engine import AceEngine, counter_names
-from ace.sw.host import AceHost, staging_area
-from ace.sw.program import assemble
+from ace.sw.host import AceHost
 
 from .memory import MemoryModel
-from .replay import _run_one, compile_spec
+from .preflight import prepare
+from .replay import run_collective
 from .simulator import SystemSimulator, build_driver
 from .system import AceSystem
 from .systems import load_system
@@ -90,13 +90,14 @@ def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, log=None) -> dic
     nodes = system.topology.num_nodes
     spec = CollectiveSpec(name=f"allreduce_{nbytes}", collective="allreduce", bytes=nbytes,
                           source="bench")
+    prepared = prepare(spec, system, "ace")
     build_start = time.perf_counter()
     build_driver(system, log=log)
     build_seconds = time.perf_counter() - build_start
     with _TimedSimulator(system) as sim:
         sim.reset()
         start = time.perf_counter()
-        raw = _run_one(sim, spec, system, "ace", seed=1, interval=1 << 14, progress=None)
+        raw = run_collective(sim, prepared, seed=1, interval=1 << 14)
         total = time.perf_counter() - start
         phases = sim.phases
     out = {"simulator": "verilator", "system": system_name, "nodes": nodes,
@@ -216,10 +217,9 @@ def amaranth_speed(system_name: str, *, cycles: int = 3000, nbytes: int = AMARAN
     driver_spec = load_system(system_name)
     spec = dataclasses.replace(driver_spec, host="cocotb")
     cfg, nodes = spec.config, spec.topology.num_nodes
-    program = compile_spec(CollectiveSpec(name="bench", collective="allreduce", bytes=nbytes,
-                                          source="bench"), driver_spec, "ace")
-    assembled = assemble(program, cfg)
-    stage, _ = staging_area(program, cfg)
+    prepared = prepare(CollectiveSpec(name="bench", collective="allreduce", bytes=nbytes,
+                                      source="bench"), driver_spec, "ace")
+    assembled, stage = prepared.assembled, prepared.stage_base
     period = 1e-9
     setup_start = time.perf_counter()
     dut = _AmaranthSystem(spec)

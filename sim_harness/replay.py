@@ -1,114 +1,55 @@
-"""Replay a trace on the RTL system: compile each collective, run it on the Verilated engines in
-ACE mode and/or baseline mode, check every node's result against the golden model and return
-the raw measurements (:mod:`sim_harness.metrics` turns them into the reported figures).
+"""Replay a trace on the RTL system: run each collective on the Verilated engines in ACE mode
+and/or baseline mode, check every node's result against the golden model and return the raw
+measurements (:mod:`sim_harness.metrics` turns them into the reported figures).
 
-Per collective and mode: compile (:func:`ace.sw.compiler.compile_collective`, or the MSCCL reader),
-make random inputs from a seed, run the golden model on the same program, load the input images
-into the memory models (no simulated cycles), load the programs through the CSRs (all nodes at
-once), start every engine in the same cycle, run until every engine interrupts (sampling the
-memory and link counters and each channel's STEPS_DONE every ``interval`` cycles), read the
-engine counters and the outputs back, and compare.
+The pre-flight (:func:`sim_harness.preflight.preflight`) first compiles and assembles every
+collective once per mode and checks that it fits the system. Then, per collective and mode
+(:func:`run_collective`): make random inputs from a seed, run the golden model on the same
+program, load the input images into the memory models (no simulated cycles), load the
+assembled programs through the CSRs (all nodes at once), start every engine in the same cycle,
+run until every engine interrupts (sampling the memory and link counters and each channel's
+STEPS_DONE every ``interval`` cycles), read the engine counters and the outputs back, and
+compare.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from ace.sw import golden
-from ace.sw.compiler import compile_collective, max_message_bytes
-from ace.regmap import steps_done_offset
-from ace.hw.engine import counter_names
-from ace.sw.host import staging_area
-from ace.layouts import DTYPE_BYTES, Dtype
-from ace.sw.msccl import MscclError, load_msccl
-from ace.sw.program import ProgramError, assemble, dtype_from_name, link_traffic
 from ace.errors import ToolchainError
+from ace.hw.engine import counter_names
+from ace.layouts import DTYPE_BYTES, Dtype
+from ace.numerics import BITS_DTYPE, NP_DTYPE
+from ace.regmap import steps_done_offset
+from ace.sw import golden
+from ace.sw.program import link_traffic
 
 from .metrics import latency_steps
+from .preflight import (CollectiveTooLarge, Plan, PreparedCollective, ReplayError, compile_spec,
+                        preflight)
 from .simulator import SystemSimulator, build_driver, run_hosts
 from .system import SystemSpec
-from .trace import CollectiveSpec, Trace, TraceError
+from .trace import Trace, scale_trace
 
-__all__ = ["ReplayError", "CollectiveTooLarge", "check_trace", "check_waves_toolchain",
-           "compile_spec", "make_inputs", "replay", "scale_trace", "system_record"]
+__all__ = ["ReplayError", "CollectiveTooLarge", "check_waves_toolchain", "compile_spec",
+           "make_inputs", "replay", "run_collective", "scale_trace", "system_record"]
 
 #: Engine watchdog (TIMEOUT CSR): a channel that sees no progress anywhere in its engine for
 #: this many cycles stops with the TIMEOUT error, so a hang ends as a reported error.
 WATCHDOG_CYCLES = 200_000
 
 
-class ReplayError(RuntimeError):
-    """A collective that cannot run on the chosen system, or an engine that failed."""
-
-
-class CollectiveTooLarge(ReplayError, ProgramError):
-    """A collective whose program does not fit the instruction memories or whose buffers do
-    not fit the system's memory. ``scale`` is a size factor at which the trace's largest
-    collectives fit (see :func:`scale_trace`), or None."""
-
-    def __init__(self, message: str, scale: float | None = None):
-        super().__init__(message)
-        self.scale = scale
-
-
 def make_inputs(rng: np.random.Generator, dtype: Dtype, count: int) -> np.ndarray:
-    """Training-like data: normal values for floats, moderate integers for int32."""
+    """Training-like data as bit patterns: normal values for the float dtypes (rounded to
+    ``dtype``), moderate integers for int32."""
     if dtype == Dtype.INT32:
         return rng.integers(-(1 << 20), 1 << 20, size=count, dtype=np.int32).view(np.uint32)
     values = rng.standard_normal(count).astype(np.float32)
-    if dtype == Dtype.FP32:
-        return values.view(np.uint32)
-    import ml_dtypes
-    return values.astype(ml_dtypes.bfloat16).view(np.uint16)
-
-
-def compile_spec(spec: CollectiveSpec, system: SystemSpec, mode: str, *, check: bool = True):
-    """The program of one collective on ``system`` in ``mode`` (``check``: assemble it for
-    the system's engine too; MSCCL programs are always checked)."""
-    dtype = dtype_from_name(spec.dtype)
-    esize = DTYPE_BYTES[dtype]
-    if spec.bytes % esize or spec.bytes <= 0:
-        raise TraceError(f"{spec.source}: bytes: {spec.bytes} is not a positive multiple of "
-                         f"{esize} ({spec.dtype})")
-    count = spec.bytes // esize
-    if spec.collective == "msccl":
-        return _msccl_program(spec, system, mode, count, dtype)
-    algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
-    return compile_collective(spec.collective, count, topology=system.topology,
-                              algorithm=algorithm, dtype=dtype, op=spec.op, mode=mode,
-                              config=system.config, check=check)
-
-
-def _msccl_program(spec: CollectiveSpec, system: SystemSpec, mode: str, count: int, dtype):
-    """The MSCCL algorithm in as few passes (loops) as keep every message within
-    ``packet_bytes`` (the deadlock rule, docs/engine.md) and fit the SRAM and the instruction
-    memories."""
-    limit = system.config.packet_bytes
-    reason = "no number of passes divides the count"
-    for loops in (d for d in range(1, count + 1) if count % d == 0):
-        try:
-            program = load_msccl(spec.msccl_xml, count=count, loops=loops, dtype=dtype,
-                                 op=spec.op, mode=mode, topology=system.topology)
-        except MscclError as error:
-            if "not a multiple" in str(error):
-                continue
-            raise
-        biggest = max_message_bytes(program)
-        if biggest > limit:
-            reason = f"{biggest}-byte messages exceed packet_bytes = {limit}"
-            continue
-        try:
-            assemble(program, system.config)
-        except ProgramError as error:
-            raise ReplayError(f"{spec.name}: {spec.msccl_xml} at {spec.bytes} bytes does not "
-                              f"fit the engine in {loops} passes: {error}") from None
-        return program
-    raise ReplayError(f"{spec.name}: {spec.msccl_xml} at {spec.bytes} bytes: {reason}")
+    return values.astype(NP_DTYPE[dtype]).view(BITS_DTYPE[dtype])
 
 
 def _algorithm_name(program) -> str:
@@ -116,7 +57,7 @@ def _algorithm_name(program) -> str:
     return alg if isinstance(alg, str) else "_".join(alg)
 
 
-def _latency_steps(spec: CollectiveSpec, program, system: SystemSpec) -> int:
+def _latency_steps(spec, program, system: SystemSpec) -> int:
     if spec.collective == "msccl":
         # The longest chain of communicating steps in any channel.
         return max(sum(1 for s in ch.steps if {"send", "recv"} & s.uses)
@@ -134,55 +75,21 @@ def system_record(spec: SystemSpec, background_share: float = 0.0) -> dict:
             "background_share": background_share}
 
 
-def _run_one(sim: SystemSimulator, spec: CollectiveSpec, system: SystemSpec, mode: str, *,
-             seed: int, interval: int, progress) -> dict:
-    cfg = system.config
-    program = compile_spec(spec, system, mode)
-    p = program.num_nodes
-    if p != system.topology.num_nodes:
-        raise ReplayError(f"{spec.name}: the program has {p} nodes; the system has "
-                          f"{system.topology.num_nodes}")
+def run_collective(sim: SystemSimulator, prepared: PreparedCollective, *, seed: int,
+                   interval: int, progress=None) -> dict:
+    """Run one prepared collective (:func:`~sim_harness.preflight.prepare`) on ``sim``, a
+    simulator of ``prepared``'s system, with inputs from ``seed``; sample every ``interval``
+    cycles, call ``progress(cycles so far)`` between slices; return the raw measurements.
+    An engine error or a run that does not finish raises :class:`ReplayError`."""
+    spec, mode, program = prepared.spec, prepared.mode, prepared.program
+    system = sim.spec
     rng = np.random.default_rng(seed)
     inputs = [make_inputs(rng, program.dtype, node.in_elems) for node in program.nodes]
     expect = golden.run(program, inputs)
-    images = golden.place_inputs(program, inputs)
-    top = max(len(im) for im in expect.memory)
-    stage, _ = staging_area(program, cfg)
-    for k, image in enumerate(images):
-        padded = np.zeros(-(-top // 4) * 4, np.uint8)
-        padded[:len(image)] = image
-        sim.load(k, 0, padded.tobytes())
-    assembled = assemble(program, cfg)
-    names = counter_names(cfg)
-    hosts = sim.hosts(cfg, names)
-
-    async def prepare(host, node):
-        await host.load_program(node, stage_base=stage)
-        await host.set_irq_enable(done=True, error=True)
-        await host.set_timeout(WATCHDOG_CYCLES)
-        await host.clear_counters()
-
-    run_hosts(sim, [prepare(h, n) for h, n in zip(hosts, assembled.nodes)])
-    sim.flush()
-    run_hosts(sim, [h.start() for h in hosts])
-    sim.flush()
+    hosts = _load_and_start(sim, prepared, golden.place_inputs(program, inputs),
+                            max(len(im) for im in expect.memory))
     start_cycle = sim.cycle
-
-    # Run in slices so a progress bar can move; samples continue across slices.
-    S = program.bytes_per_node
-    budget = 100_000 + 200 * (S // cfg.link_bytes + 1) * max(1, p)
-    regs = [steps_done_offset(c) for c in range(cfg.num_channels)]
-    samples, done, elapsed = [], False, 0
-    while not done and elapsed < budget:
-        piece = sim.run(timeout=min(1 << 16, budget - elapsed), interval=interval,
-                        registers=regs)
-        for s in piece["samples"]:
-            if not samples or s["cycle"] > samples[-1]["cycle"]:
-                samples.append(s)
-        done = piece["done"]
-        elapsed = piece["cycle"] - start_cycle
-        if progress:
-            progress(elapsed)
+    samples, done, elapsed = _run_until_done(sim, prepared, interval, progress)
     statuses = run_hosts(sim, [h.status() for h in hosts])
     counters = run_hosts(sim, [h.counters() for h in hosts])
     errors = [f"node {k}: {hosts[k].describe_error(st)}" for k, st in enumerate(statuses)
@@ -197,32 +104,113 @@ def _run_one(sim: SystemSimulator, spec: CollectiveSpec, system: SystemSpec, mod
         got = sim.dump(k, node.output_addr, n)
         want = expect.memory[k][node.output_addr:node.output_addr + n].tobytes()
         correct &= got == want
+    cycles = max(c["cycles"] for c in counters)
+    return {**_run_record(prepared, system, seed, start_cycle, cycles, correct),
+            "golden_mem_read_bytes": list(expect.mem_read_bytes),
+            "golden_mem_write_bytes": list(expect.mem_write_bytes),
+            **_counter_record(counters, samples, sim.links, system.config.num_links, interval)}
+
+
+def _load_and_start(sim: SystemSimulator, prepared: PreparedCollective, images, top: int):
+    """Load the input images and the programs, start every engine; return the hosts."""
+    cfg = sim.spec.config
+    for k, image in enumerate(images):
+        padded = np.zeros(-(-top // 4) * 4, np.uint8)
+        padded[:len(image)] = image
+        sim.load(k, 0, padded.tobytes())
+    hosts = sim.hosts(cfg, counter_names(cfg))
+
+    async def load(host, node):
+        await host.load_program(node, stage_base=prepared.stage_base)
+        await host.set_irq_enable(done=True, error=True)
+        await host.set_timeout(WATCHDOG_CYCLES)
+        await host.clear_counters()
+
+    run_hosts(sim, [load(h, n) for h, n in zip(hosts, prepared.assembled.nodes)])
+    sim.flush()
+    run_hosts(sim, [h.start() for h in hosts])
+    sim.flush()
+    return hosts
+
+
+def _run_until_done(sim: SystemSimulator, prepared: PreparedCollective, interval: int, progress):
+    """Run in slices (so a progress bar can move) until every engine interrupts or the
+    budget runs out; ``(samples, done, cycles)``, samples continuing across slices."""
+    cfg, p = sim.spec.config, prepared.program.num_nodes
+    budget = 100_000 + 200 * (prepared.program.bytes_per_node // cfg.link_bytes + 1) * max(1, p)
+    regs = [steps_done_offset(c) for c in range(cfg.num_channels)]
+    start_cycle = sim.cycle
+    samples, done, elapsed = [], False, 0
+    while not done and elapsed < budget:
+        piece = sim.run(timeout=min(1 << 16, budget - elapsed), interval=interval,
+                        registers=regs)
+        for s in piece["samples"]:
+            if not samples or s["cycle"] > samples[-1]["cycle"]:
+                samples.append(s)
+        done = piece["done"]
+        elapsed = piece["cycle"] - start_cycle
+        if progress:
+            progress(elapsed)
+    return samples, done, elapsed
+
+
+def _run_record(prepared: PreparedCollective, system: SystemSpec, seed: int, start_cycle: int,
+                cycles: int, correct: bool) -> dict:
+    """What the raw record says about the collective and its program."""
+    spec, program = prepared.spec, prepared.program
+    msccl = spec.collective == "msccl"
     links = link_traffic(program)
-    L = cfg.num_links
-    base = samples[0]
+    p, L = program.num_nodes, system.config.num_links
     return {
-        "name": spec.name, "collective": program.collective if spec.collective != "msccl"
-        else "msccl", "msccl_coll": getattr(program, "collective", None),
-        "algorithm": "msccl" if spec.collective == "msccl" else _algorithm_name(program),
-        "msccl_algorithm": program.algorithm if spec.collective == "msccl" else None,
+        "name": spec.name, "collective": "msccl" if msccl else program.collective,
+        "msccl_coll": getattr(program, "collective", None),
+        "algorithm": "msccl" if msccl else _algorithm_name(program),
+        "msccl_algorithm": program.algorithm if msccl else None,
         "topology": str(system.topology), "nodes": p,
-        "bytes": S, "dtype": spec.dtype, "op": spec.op, "mode": mode, "chunks": program.chunks,
-        "seed": seed, "start_cycle": start_cycle, "end_cycle": start_cycle + max(
-            c["cycles"] for c in counters),
-        "cycles": max(c["cycles"] for c in counters),
-        "mem_read_bytes": [c["mem_read_bytes"] for c in counters],
-        "mem_write_bytes": [c["mem_write_bytes"] for c in counters],
-        "golden_mem_read_bytes": list(expect.mem_read_bytes),
-        "golden_mem_write_bytes": list(expect.mem_write_bytes),
-        "link_tx_payload_bytes": [[c[f"link{l}_tx_payload_bytes"] for l in range(L)]
-                                  for c in counters],
-        "link_tx_wire_bytes": [[_wire(samples, sim.links, k, l, base) for l in range(L)]
-                               for k in range(p)],
+        "bytes": program.bytes_per_node, "dtype": spec.dtype, "op": spec.op,
+        "mode": prepared.mode, "chunks": program.chunks, "seed": seed,
+        "start_cycle": start_cycle, "end_cycle": start_cycle + cycles, "cycles": cycles,
         "links_used": sorted([k, l] for (k, d, l) in links if d == "tx"),
         "program_link_bytes": [[links.get((k, "tx", l), 0) for l in range(L)]
                                for k in range(p)],
+        **_program_packets(program, system.config),
         "latency_steps": _latency_steps(spec, program, system),
         "correct": bool(correct),
+        "steps": [[[[st.type, st.nbytes] for st in ch.steps] for ch in node.channels]
+                  for node in program.nodes],
+    }
+
+
+def _program_packets(program, config) -> dict:
+    """Per node and link, the DATA packets the program sends (a step's message cut into
+    ``packet_bytes`` packets, the last shorter) and the payload beats it receives (each
+    packet's payload in ``link_bytes`` beats): what the headers and credits on the wire follow
+    from."""
+    P, lb, L = config.packet_bytes, config.link_bytes, config.num_links
+    packets = [[0] * L for _ in program.nodes]
+    beats = [[0] * L for _ in program.nodes]
+    for k, node in enumerate(program.nodes):
+        for step in (s for ch in node.channels for s in ch.steps):
+            full, rest = divmod(step.nbytes, P)
+            if "send" in step.uses:
+                packets[k][step.send_link] += full + (rest > 0)
+            if "recv" in step.uses:
+                beats[k][step.recv_link] += full * -(-P // lb) + -(-rest // lb)
+    return {"program_link_packets": packets, "program_link_rx_beats": beats}
+
+
+def _counter_record(counters, samples, links, num_links: int, interval: int) -> dict:
+    """What the raw record says about the engines' counters and the sampled model counters."""
+    p, L, base = len(counters), num_links, samples[0]
+    return {
+        "mem_read_bytes": [c["mem_read_bytes"] for c in counters],
+        "mem_write_bytes": [c["mem_write_bytes"] for c in counters],
+        "link_tx_payload_bytes": [[c[f"link{l}_tx_payload_bytes"] for l in range(L)]
+                                  for c in counters],
+        "link_tx_header_bytes": [[c[f"link{l}_tx_header_bytes"] for l in range(L)]
+                                 for c in counters],
+        "link_tx_wire_bytes": [[_wire(samples, links, k, l, base) for l in range(L)]
+                               for k in range(p)],
         "samples": {
             "interval": interval, "cycle": [s["cycle"] for s in samples],
             "mem_read_bytes": [[v - b for v, b in zip(s["mem_read_bytes"],
@@ -230,11 +218,9 @@ def _run_one(sim: SystemSimulator, spec: CollectiveSpec, system: SystemSpec, mod
             "mem_write_bytes": [[v - b for v, b in zip(s["mem_write_bytes"],
                                                        base["mem_write_bytes"])]
                                 for s in samples],
-            "link_wire_bytes": [[[_link(s, sim.links, k, l) - _link(base, sim.links, k, l)
+            "link_wire_bytes": [[[_link(s, links, k, l) - _link(base, links, k, l)
                                   for l in range(L)] for k in range(p)] for s in samples],
             "steps_done": [s["registers"] for s in samples]},
-        "steps": [[[[st.type, st.nbytes] for st in ch.steps] for ch in node.channels]
-                  for node in program.nodes],
     }
 
 
@@ -251,9 +237,14 @@ def _wire(samples, links, node, link, base) -> int:
 
 def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed: int = 1,
            interval: int | None = None, background_share: float = 0.0, waves: bool = False,
-           waves_dir=None, log=print, progress: bool = True, parallel: bool = True) -> dict:
+           waves_dir=None, log=print, progress: bool = True, parallel: bool = True,
+           plan: Plan | None = None) -> dict:
     """Run every collective of ``trace`` in every mode; return
     ``{"system": system_record, "runs": [{"mode", "raws": [raw...]}]}``.
+
+    ``plan`` is the trace's pre-flight (:func:`~sim_harness.preflight.preflight`) on
+    ``system`` for these modes, made here when not given; compile and size errors are raised
+    before any build.
 
     ``waves`` records an FST waveform of each mode's whole run, ``waves_<mode>.fst`` in
     ``waves_dir`` (default: the waves build's folder), with a separate Verilator build.
@@ -262,15 +253,15 @@ def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed:
     are independent runs of the same system); results are identical either way."""
     from concurrent.futures import ThreadPoolExecutor
 
-    check_trace(trace, system, modes)     # compile and size errors before any build
+    if plan is None:
+        plan = preflight(trace, system, modes)
+    elif not plan.matches(trace, system, modes):
+        raise ValueError("plan: made for another trace, system or modes")
     if waves:
         check_waves_toolchain()
     exe = build_driver(system, waves=waves, log=log)
 
     def run_mode(position: int, mode: str) -> dict:
-        from tqdm import tqdm
-
-        raws = []
         path = None
         if waves:
             where = Path(waves_dir) if waves_dir else exe.parent.parent
@@ -278,18 +269,9 @@ def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed:
             path = where / f"waves_{mode}.fst"
         with SystemSimulator(system, waves=waves, waves_path=path, log=log) as sim:
             sim.reset(background_share=background_share)
-            for i, spec in enumerate(trace.collectives):
-                bar = tqdm(total=None, unit="cyc", unit_scale=True, leave=False,
-                           position=position, desc=f"{mode} {spec.name}") if progress else None
-
-                def advance(elapsed, bar=bar):
-                    if bar is not None:
-                        bar.update(elapsed - bar.n)
-                step = interval or max(64, spec.bytes // system.config.link_bytes // 256)
-                raws.append(_run_one(sim, spec, system, mode, seed=seed + i, interval=step,
-                                     progress=advance))
-                if bar is not None:
-                    bar.close()
+            raws = [_run_with_bar(sim, prepared, seed=seed + i, interval=interval,
+                                  position=position if progress else None)
+                    for i, prepared in enumerate(plan.collectives[mode])]
         out = {"mode": mode, "raws": raws}
         if waves:
             out["waves"] = str(sim.waves_path)
@@ -303,13 +285,19 @@ def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed:
     return {"system": system_record(system, background_share), "runs": runs}
 
 
-def _check_fits(spec: CollectiveSpec, program, system: SystemSpec) -> None:
-    """Refuse, before any simulation, a collective whose buffers and staging area do not fit
-    the system's memory."""
-    _, need = staging_area(program, system.config)
-    if need > system.mem_bytes:
-        raise ReplayError(f"{spec.name}: needs {need} bytes of memory per node; the system has "
-                          f"mem_bytes = {system.mem_bytes}")
+def _run_with_bar(sim: SystemSimulator, prepared: PreparedCollective, *, seed: int,
+                  interval: int | None, position: int | None) -> dict:
+    """:func:`run_collective` with a progress bar at ``position`` (None: no bar) and the
+    default sampling interval (about 256 samples of the collective's link time)."""
+    from tqdm import tqdm
+
+    step = interval or max(64, prepared.spec.bytes // sim.spec.config.link_bytes // 256)
+    if position is None:
+        return run_collective(sim, prepared, seed=seed, interval=step)
+    with tqdm(total=None, unit="cyc", unit_scale=True, leave=False, position=position,
+              desc=f"{prepared.mode} {prepared.spec.name}") as bar:
+        return run_collective(sim, prepared, seed=seed, interval=step,
+                              progress=lambda elapsed: bar.update(elapsed - bar.n))
 
 
 def check_waves_toolchain() -> None:
@@ -326,107 +314,3 @@ def check_waves_toolchain() -> None:
         raise ToolchainError(f"--waves: Verilator's FST writer needs {', '.join(missing)}, "
                              f"which {cxx} does not find; install liblz4-dev and zlib1g-dev "
                              "(Debian/Ubuntu) or lz4-devel and zlib-devel (Fedora)")
-
-
-def _fit_problem(spec: CollectiveSpec, system: SystemSpec, mode: str):
-    """``(message, need / limit)`` when the collective's program or buffers do not fit
-    ``system``, else None; other program errors raise :class:`ProgramError`."""
-    program = compile_spec(spec, system, mode, check=False)
-    what = f"{spec.name} ({spec.source}, {mode} mode): {spec.collective} of {spec.bytes} bytes"
-    cfg = system.config
-    words = max(len(ch.steps) + 1 for node in program.nodes for ch in node.channels)
-    if words > cfg.program_words:
-        return (f"{what} needs {words} instructions per channel; the engine has "
-                f"program_words = {cfg.program_words}", words / cfg.program_words)
-    _, need = staging_area(program, cfg)
-    if need > system.mem_bytes:
-        return (f"{what} needs {need} bytes of memory per node; the system has mem_bytes = "
-                f"{system.mem_bytes}", need / system.mem_bytes)
-    if spec.collective != "msccl":
-        assemble(program, cfg)
-    return None
-
-
-def check_trace(trace: Trace, system: SystemSpec, modes=("ace", "baseline")) -> None:
-    """Compile every collective in every mode; raise :class:`CollectiveTooLarge` for the
-    first that does not fit ``system`` (with a scale at which the largest ones fit), or the
-    compiler's error."""
-    for spec in trace.collectives:
-        for mode in modes:
-            problem = _fit_problem(spec, system, mode)
-            if problem:
-                raise CollectiveTooLarge(problem[0], _fitting_scale(trace, spec, problem[1],
-                                                                    system, modes))
-
-
-def _fitting_scale(trace: Trace, failed: CollectiveSpec, excess: float, system: SystemSpec,
-                   modes) -> float | None:
-    """A round factor (two significant digits) at which the largest collective of each kind
-    in ``trace`` fits: the linear estimate from ``failed``, lowered until it checks out."""
-    largest = {}
-    for spec in trace.collectives:
-        key = (spec.collective, spec.dtype, spec.algorithm, spec.msccl_xml)
-        if spec.collective != "msccl" and (key not in largest
-                                           or spec.bytes > largest[key].bytes):
-            largest[key] = spec
-    if failed.collective == "msccl" or not largest:
-        return None
-    scale = 0.9 / excess * failed.bytes / max(s.bytes for s in largest.values())
-    for _ in range(8):
-        scale = float(f"{scale:.2g}")
-        try:
-            scaled = scale_trace(Trace(trace.path, trace.format, list(largest.values())),
-                                 scale=scale)
-            if not any(_fit_problem(s, system, m) for s in scaled.collectives for m in modes):
-                return scale
-        except ProgramError:
-            return None
-        scale *= 0.8
-    return None
-
-
-def _layer(spec: CollectiveSpec, position: int) -> int:
-    return spec.extra.get("layer_index", position) if isinstance(spec.extra, dict) else position
-
-
-def scale_trace(trace: Trace, *, scale: float | None = None, max_bytes: int | None = None,
-                layers: tuple[int | None, int | None] | None = None) -> Trace:
-    """A copy of ``trace`` cut down to run on a small system.
-
-    ``layers=(a, b)`` keeps the collectives whose layer index is in ``a <= i < b`` (either
-    end None: open): the workload layer (``extra["layer_index"]`` of ASTRA-sim traces), else
-    the collective's position in the trace. ``scale`` multiplies every size and ``max_bytes``
-    caps it, both rounded to whole elements, at least one. Dependencies on collectives left
-    out are dropped; each changed size keeps the file's in ``extra["unscaled_bytes"]``.
-    """
-    if scale is not None and not scale > 0:
-        raise ValueError(f"scale: {scale}; allowed: a number above 0")
-    if max_bytes is not None and max_bytes < 1:
-        raise ValueError(f"max_bytes: {max_bytes}; allowed: at least 1")
-    specs = list(trace.collectives)
-    if layers is not None:
-        low, high = layers
-        specs = [s for i, s in enumerate(trace.collectives)
-                 if (low is None or _layer(s, i) >= low) and (high is None or _layer(s, i) < high)]
-        if not specs:
-            indices = [_layer(s, i) for i, s in enumerate(trace.collectives)]
-            raise ValueError(f"layers: {low if low is not None else ''}:"
-                             f"{high if high is not None else ''} selects no collective; the "
-                             f"trace's layers are {min(indices)} to {max(indices)}")
-    kept = {s.name for s in specs}
-    out = []
-    for spec in specs:
-        esize = DTYPE_BYTES[dtype_from_name(spec.dtype)]
-        count = spec.bytes // esize
-        if scale is not None:
-            count = max(1, round(count * scale))
-        if max_bytes is not None:
-            count = max(1, min(count, max_bytes // esize))
-        changes = {"deps": tuple(d for d in spec.deps if d in kept)}
-        if count * esize != spec.bytes:
-            changes.update(bytes=count * esize,
-                           extra={**spec.extra, "unscaled_bytes": spec.bytes})
-        out.append(dataclasses.replace(spec, **changes))
-    meta = {**trace.meta, "scaled": {"scale": scale, "max_bytes": max_bytes,
-                                     "layers": list(layers) if layers else None}}
-    return dataclasses.replace(trace, collectives=out, meta=meta)

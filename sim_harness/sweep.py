@@ -10,9 +10,11 @@ the points (the last axis varies fastest)::
       background: [0, 0.25, 0.5]
       bytes: [65536, 262144]
 
-:func:`expand` turns a spec into :class:`SweepPoint` objects; :func:`run_points` builds every
-distinct system once (:func:`~sim_harness.simulator.build_driver`), then runs
-:func:`run_point` for each point, in a :class:`~concurrent.futures.ProcessPoolExecutor` or
+:func:`expand` turns a spec into :class:`SweepPoint` objects; :func:`run_points` runs the
+pre-flight of every distinct point once (:func:`~sim_harness.preflight.preflight`: each
+collective compiled and assembled once per mode and checked to fit), builds every distinct
+system once (:func:`~sim_harness.simulator.build_driver`), then runs :func:`run_point` for each
+point with its pre-flight, in a :class:`~concurrent.futures.ProcessPoolExecutor` or
 with ``dask.distributed.Client(scheduler).map``. Each point is one
 :func:`~sim_harness.replay.replay` (modes one after another) and gives the ``results.json``
 document of :func:`~sim_harness.report.build_results`, normalised to plain JSON types, so both
@@ -32,7 +34,8 @@ from pathlib import Path
 from ace.errors import ConfigError
 from ace.sw.program import ProgramError
 
-from .replay import ReplayError, _check_fits, compile_spec, replay
+from .preflight import Plan, ReplayError, preflight
+from .replay import replay
 from .report import CSV_COLUMNS, build_results
 from .simulator import SimulatorError, build_driver, build_key
 from .systems import DEFAULT_SYSTEM, NAMED_SYSTEMS, load_system
@@ -229,12 +232,14 @@ def _prepare(point: SweepPoint):
     return trace, load_system(point.system, topology=point.topology)
 
 
-def run_point(point: SweepPoint) -> dict:
-    """Replay one point (modes one after another, no progress output); return the
-    ``results.json`` document, in plain JSON types. This is what each worker runs."""
+def run_point(point: SweepPoint, plan: Plan | None = None) -> dict:
+    """Replay one point (modes one after another, no progress output) with its pre-flight
+    ``plan`` (made here when None); return the ``results.json`` document, in plain JSON types.
+    This is what each worker runs."""
     trace, system = _prepare(point)
     raw = replay(trace, system, modes=point.modes, seed=point.seed,
-                 background_share=point.background, log=None, progress=False, parallel=False)
+                 background_share=point.background, log=None, progress=False, parallel=False,
+                 plan=plan)
     # Only simulated quantities go in (no wall-clock or host fields); the JSON round trip
     # gives both paths the same plain types.
     return json.loads(json.dumps(build_results(raw["system"], raw["runs"]), allow_nan=False))
@@ -249,28 +254,26 @@ def _describe(index: int, point: SweepPoint) -> str:
     return f"point {index} ({fields})"
 
 
-def _check(points) -> list:
-    """Load, compile and size-check every point before anything is built or run; return the
-    distinct systems (one per build)."""
-    systems, seen = {}, set()
+def _key(point: SweepPoint) -> tuple:
+    """What a point's pre-flight depends on."""
+    return (point.system, point.trace, point.bytes, point.topology, point.modes)
+
+
+def _check(points) -> tuple[dict, list]:
+    """Load every point and run its pre-flight (:func:`~sim_harness.preflight.preflight`:
+    compile, assemble, size check) before anything is built or run; return the plans (by
+    :func:`_key`) and the distinct systems (one per build)."""
+    systems, plans = {}, {}
     for i, point in enumerate(points):
-        key = (point.system, point.trace, point.bytes, point.topology, point.modes)
-        if key in seen:
+        if _key(point) in plans:
             continue
-        seen.add(key)
         try:
-            trace, system = _prepare(point)
-            for spec in trace.collectives:
-                for mode in point.modes:
-                    program = compile_spec(spec, system, mode)
-                    if program.num_nodes != system.topology.num_nodes:
-                        raise ReplayError(f"{spec.name}: the program has {program.num_nodes} "
-                                          f"nodes; the system has {system.topology.num_nodes}")
-                    _check_fits(spec, program, system)
+            trace, system = _prepare(_absolute(point))      # as the worker will load it
+            plans[_key(point)] = preflight(trace, system, point.modes)
         except (TraceError, ProgramError, ConfigError, ReplayError) as error:
             raise SweepError(f"{_describe(i, point)}: {error}") from None
         systems.setdefault(build_key(system), system)
-    return list(systems.values())
+    return plans, list(systems.values())
 
 
 def _absolute(point: SweepPoint) -> SweepPoint:
@@ -302,8 +305,8 @@ def run_points(points, *, scheduler: str | None = None, workers: int | None = No
         raise SweepError(f"workers: {workers!r}; allowed: an integer >= 1")
     if not points:
         return []
-    systems = _check(points)
-    jobs = [_absolute(p) for p in points]
+    plans, systems = _check(points)
+    jobs = [(_absolute(p), plans[_key(p)]) for p in points]
     bar = tqdm(total=len(points), unit="point", desc="sweep", disable=not progress)
     log = bar.write if progress else None
     try:
@@ -330,7 +333,7 @@ def _run_local(jobs, points, workers: int, bar) -> list[dict]:
     # spawn: a fresh interpreter per worker, not a fork of this one (its threads, its pools).
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context) as pool:
-        futures = [pool.submit(run_point, job) for job in jobs]
+        futures = [pool.submit(run_point, *job) for job in jobs]
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_EXCEPTION)
@@ -364,7 +367,7 @@ def _run_dask(jobs, points, scheduler: str, systems, bar, log) -> list[dict]:
                 "once)")
         _build(lambda: client.gather([client.submit(build_driver, s, pure=False)
                                       for s in systems]))
-        futures = client.map(run_point, jobs, pure=False)
+        futures = client.map(run_point, *zip(*jobs), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         for future in as_completed(futures, loop=client.loop):
             bar.update(1)

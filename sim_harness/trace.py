@@ -12,9 +12,14 @@ node; all-gather: the output per node; all-to-all: the input per node).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-__all__ = ["TraceError", "CollectiveSpec", "SystemHints", "Trace", "COLLECTIVE_NAMES"]
+from ace.layouts import DTYPE_BYTES
+from ace.sw.program import dtype_from_name
+
+__all__ = ["TraceError", "CollectiveSpec", "SystemHints", "Trace", "COLLECTIVE_NAMES",
+           "scale_trace"]
 
 #: The collectives the compiler runs (``msccl``: the steps come from an MSCCL XML file).
 COLLECTIVE_NAMES = ("allreduce", "reduce_scatter", "allgather", "alltoall", "msccl")
@@ -77,3 +82,50 @@ class Trace:
     system: SystemHints = field(default_factory=SystemHints)
     nodes: int | None = None                    # ranks the trace describes, if it says
     meta: dict = field(default_factory=dict)    # trace-level details (parallelism...), verbatim
+
+
+def _layer(spec: CollectiveSpec, position: int) -> int:
+    return spec.extra.get("layer_index", position) if isinstance(spec.extra, dict) else position
+
+
+def scale_trace(trace: Trace, *, scale: float | None = None, max_bytes: int | None = None,
+                layers: tuple[int | None, int | None] | None = None) -> Trace:
+    """A copy of ``trace`` cut down to run on a small system.
+
+    ``layers=(a, b)`` keeps the collectives whose layer index is in ``a <= i < b`` (either
+    end None: open): the workload layer (``extra["layer_index"]`` of ASTRA-sim traces), else
+    the collective's position in the trace. ``scale`` multiplies every size and ``max_bytes``
+    caps it, both rounded to whole elements, at least one. Dependencies on collectives left
+    out are dropped; each changed size keeps the file's in ``extra["unscaled_bytes"]``.
+    """
+    if scale is not None and not scale > 0:
+        raise ValueError(f"scale: {scale}; allowed: a number above 0")
+    if max_bytes is not None and max_bytes < 1:
+        raise ValueError(f"max_bytes: {max_bytes}; allowed: at least 1")
+    specs = list(trace.collectives)
+    if layers is not None:
+        low, high = layers
+        specs = [s for i, s in enumerate(trace.collectives)
+                 if (low is None or _layer(s, i) >= low) and (high is None or _layer(s, i) < high)]
+        if not specs:
+            indices = [_layer(s, i) for i, s in enumerate(trace.collectives)]
+            raise ValueError(f"layers: {low if low is not None else ''}:"
+                             f"{high if high is not None else ''} selects no collective; the "
+                             f"trace's layers are {min(indices)} to {max(indices)}")
+    kept = {s.name for s in specs}
+    out = []
+    for spec in specs:
+        esize = DTYPE_BYTES[dtype_from_name(spec.dtype)]
+        count = spec.bytes // esize
+        if scale is not None:
+            count = max(1, round(count * scale))
+        if max_bytes is not None:
+            count = max(1, min(count, max_bytes // esize))
+        changes = {"deps": tuple(d for d in spec.deps if d in kept)}
+        if count * esize != spec.bytes:
+            changes.update(bytes=count * esize,
+                           extra={**spec.extra, "unscaled_bytes": spec.bytes})
+        out.append(dataclasses.replace(spec, **changes))
+    meta = {**trace.meta, "scaled": {"scale": scale, "max_bytes": max_bytes,
+                                     "layers": list(layers) if layers else None}}
+    return dataclasses.replace(trace, collectives=out, meta=meta)

@@ -33,11 +33,25 @@ def check_replay(raw, system):
     assert model["mem_write_bytes"][-1] == raw["mem_write_bytes"], where
     assert all(m >= e for m, e in zip(model["mem_read_bytes"][-1], raw["mem_read_bytes"]))
     assert raw["link_tx_payload_bytes"] == raw["program_link_bytes"], where
-    for k, links in enumerate(raw["link_tx_wire_bytes"]):
-        for l, wire in enumerate(links):
-            payload = raw["link_tx_payload_bytes"][k][l]
-            # Data links carry headers beside the payload; reverse links carry credits only.
-            assert wire > payload if payload else wire >= 0, where
+    _check_wire(raw, system.config.link_bytes, where)
     steps = [[len(ch) for ch in node] for node in raw["steps"]]
     assert raw["samples"]["steps_done"][-1] == [
         n + [0] * (system.config.num_channels - len(n)) for n in steps], where
+
+
+def _check_wire(raw, link_bytes: int, where: str) -> None:
+    """Every link's wire bytes (the link model's count) are its payload plus its header beats
+    (the NIC's two counters), and the header beats are one per DATA packet the program sends
+    on it plus the CREDIT packets returning what it receives: none on a link that receives
+    nothing, at most one per payload beat received."""
+    for k, links in enumerate(raw["link_tx_wire_bytes"]):
+        for l, wire in enumerate(links):
+            at = f"{where}: node {k} link {l}"
+            payload = raw["link_tx_payload_bytes"][k][l]
+            header = raw["link_tx_header_bytes"][k][l]
+            assert wire == payload + header, f"{at}: wire {wire} != {payload} + {header}"
+            assert header % link_bytes == 0, f"{at}: header bytes {header}"
+            credits = header // link_bytes - raw["program_link_packets"][k][l]
+            received = raw["program_link_rx_beats"][k][l]
+            assert 0 <= credits <= received, f"{at}: {credits} credit packets for {received} " \
+                "payload beats received"

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ace.cli import _layers, main
-from sim_harness.replay import CollectiveTooLarge, check_trace, scale_trace
+from sim_harness.preflight import CollectiveTooLarge, preflight
 from sim_harness.systems import load_system
-from sim_harness.trace import CollectiveSpec, Trace
+from sim_harness.trace import CollectiveSpec, Trace, scale_trace
 from sim_harness.traces import load_trace
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "data" / "astra-sim" / "workload"
@@ -99,7 +99,7 @@ def test_too_large_names_collective_need_limit_and_option(capsys, tmp_path):
                      r"|bytes of memory per node; the system has mem_bytes = 8388608)", line)
     scale = float(line.split("--scale ")[1].split()[0])
     largest = max(load_trace(str(RESNET)).collectives, key=lambda c: c.bytes)
-    check_trace(scale_trace(_trace(largest.bytes), scale=scale), load_system("ring8"))
+    preflight(scale_trace(_trace(largest.bytes), scale=scale), load_system("ring8"))
 
 
 def test_too_large_for_memory(capsys, tmp_path):
@@ -112,7 +112,7 @@ def test_too_large_for_memory(capsys, tmp_path):
     line = capsys.readouterr().err.strip()
     assert "big" in line and "mem_bytes = 65536" in line and "--scale 0." in line
     with pytest.raises(CollectiveTooLarge, match="needs .* bytes of memory per node"):
-        check_trace(load_trace(str(trace)), load_system(str(system)))
+        preflight(load_trace(str(trace)), load_system(str(system)))
 
 
 @needs_samples

@@ -21,7 +21,8 @@ import pytest
 from ace.sw import golden
 from ace.cli import main
 from sim_harness import simulator
-from sim_harness.replay import compile_spec, make_inputs
+from sim_harness.preflight import compile_spec
+from sim_harness.replay import make_inputs
 from sim_harness.sweep import (SweepError, SweepPoint, expand, load_spec, run_points,
                                write_sweep)
 from sim_harness.systems import load_system

@@ -74,25 +74,22 @@ def _sweep_point(key: PointKey) -> SweepPoint:
 
 @functools.lru_cache(maxsize=None)
 def fits(system: str, collective: str, nbytes: int) -> bool:
-    """Whether the collective compiles for the system in both modes (instruction memory,
-    SRAM) and its buffers fit the node's memory; the plans leave out sizes that do not.
-    Cached: planning and calibration ask again, and a large size takes seconds to compile."""
+    """Whether the collective passes the replay's pre-flight on the system in both modes
+    (:func:`~sim_harness.preflight.prepare`: instruction memory, SRAM, the node's memory);
+    the plans leave out sizes that do not. Cached: planning and calibration ask again, and a
+    large size takes seconds to compile."""
     from ace.errors import ConfigError
-    from ace.sw.host import staging_area
     from ace.sw.program import ProgramError
 
-    from ..replay import ReplayError, compile_spec
+    from ..preflight import ReplayError, prepare
     from ..trace import TraceError
     from ..traces import DEFAULT_TRACE, load_trace
 
-    spec = load_trace(ALLTOALL_TRACE if collective == "alltoall" else DEFAULT_TRACE)
-    spec = replace(spec.collectives[0], bytes=int(nbytes))
-    sysspec = load_system(system)
+    trace = load_trace(ALLTOALL_TRACE if collective == "alltoall" else DEFAULT_TRACE)
+    spec = replace(trace.collectives[0], bytes=int(nbytes))
     try:
         for mode in ("ace", "baseline"):
-            program = compile_spec(spec, sysspec, mode)
-            if staging_area(program, sysspec.config)[1] > sysspec.mem_bytes:
-                return False
+            prepare(spec, load_system(system), mode)
     except (ProgramError, ConfigError, ReplayError, TraceError):
         return False
     return True

@@ -1,0 +1,211 @@
+"""The pre-flight of a replay: every collective of a trace compiled and assembled once per mode
+and checked against the system, before any Verilator build or simulated cycle.
+
+:func:`preflight` turns ``(trace, system, modes)`` into a :class:`Plan`: one
+:class:`PreparedCollective` per collective and mode, holding the compiled program, its
+instruction words for the system's engine and the staging area it needs. The replay
+(:func:`sim_harness.replay.replay`), the sweep (one plan per distinct point, handed to its
+workers), the experiments (:func:`sim_harness.experiments.common.fits`) and ``ace bench-sim``
+all start here, so "does it fit" is decided in one place:
+
+* instruction memory: the longest channel's steps plus ``end`` within ``program_words``;
+* system memory: the buffers and the staging area within the system's ``mem_bytes``;
+* everything else the assembler checks (SRAM regions in ``sram`` placement, channels, links).
+
+A collective that does not fit raises :class:`CollectiveTooLarge`, whose ``scale`` is a size
+factor at which the trace's largest collectives fit (``ace replay --scale``); other compile
+errors are the compiler's :class:`~ace.sw.program.ProgramError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ace.layouts import DTYPE_BYTES
+from ace.sw.compiler import compile_collective, max_message_bytes
+from ace.sw.host import staging_area
+from ace.sw.msccl import MscclError, load_msccl
+from ace.sw.program import (AssembledProgram, CollectiveProgram, ProgramError, assemble,
+                            dtype_from_name)
+
+from .system import SystemSpec
+from .trace import CollectiveSpec, Trace, TraceError, scale_trace
+
+__all__ = ["ReplayError", "CollectiveTooLarge", "PreparedCollective", "Plan", "compile_spec",
+           "prepare", "preflight"]
+
+
+class ReplayError(RuntimeError):
+    """A collective that cannot run on the chosen system, or an engine that failed."""
+
+
+class CollectiveTooLarge(ReplayError, ProgramError):
+    """A collective whose program does not fit the instruction memories or whose buffers do
+    not fit the system's memory. ``excess`` is need / limit of the resource that ran out;
+    ``scale`` is a size factor at which the trace's largest collectives fit, or None."""
+
+    def __init__(self, message: str, scale: float | None = None, excess: float | None = None):
+        super().__init__(message)
+        self.scale = scale
+        self.excess = excess
+
+
+@dataclass(frozen=True)
+class PreparedCollective:
+    """One collective in one mode, compiled, assembled and checked for one system.
+
+    spec : the trace's collective.
+    mode : ``ace`` or ``baseline``.
+    program : the compiled program (what the golden model runs).
+    assembled : its instruction words for the system's engine (what the hosts load).
+    stage_base, mem_bytes : the staging area's base (``STAGE_BASE``) and the memory the
+        collective needs per node, buffers and staging area together (at most the system's).
+    """
+    spec: CollectiveSpec
+    mode: str
+    program: CollectiveProgram
+    assembled: AssembledProgram
+    stage_base: int
+    mem_bytes: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The pre-flight of a trace: ``collectives[mode]`` lists the prepared collectives of that
+    mode in trace order."""
+    system: SystemSpec
+    modes: tuple[str, ...]
+    collectives: dict[str, tuple[PreparedCollective, ...]]
+
+    def matches(self, trace: Trace, system: SystemSpec, modes) -> bool:
+        """Whether this plan was made for ``trace`` (same collectives), ``system`` and every
+        mode of ``modes``."""
+        return (system == self.system and set(modes) <= set(self.modes)
+                and all([c.spec for c in self.collectives[m]] == list(trace.collectives)
+                        for m in modes))
+
+
+def compile_spec(spec: CollectiveSpec, system: SystemSpec, mode: str) -> CollectiveProgram:
+    """The program of one collective on ``system`` in ``mode``, not yet assembled (MSCCL
+    programs are assembled while their number of passes is chosen)."""
+    return _compile(spec, system, mode)[0]
+
+
+def _compile(spec: CollectiveSpec, system: SystemSpec, mode: str):
+    """``(program, assembled or None)``: MSCCL programs come assembled."""
+    dtype = dtype_from_name(spec.dtype)
+    esize = DTYPE_BYTES[dtype]
+    if spec.bytes % esize or spec.bytes <= 0:
+        raise TraceError(f"{spec.source}: bytes: {spec.bytes} is not a positive multiple of "
+                         f"{esize} ({spec.dtype})")
+    count = spec.bytes // esize
+    if spec.collective == "msccl":
+        return _msccl_program(spec, system, mode, count, dtype)
+    algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
+    program = compile_collective(spec.collective, count, topology=system.topology,
+                                 algorithm=algorithm, dtype=dtype, op=spec.op, mode=mode,
+                                 config=system.config, check=False)
+    return program, None
+
+
+def _msccl_program(spec: CollectiveSpec, system: SystemSpec, mode: str, count: int, dtype):
+    """The MSCCL algorithm in as few passes (loops) as keep every message within
+    ``packet_bytes`` (the deadlock rule, docs/engine.md) and fit the SRAM and the instruction
+    memories; ``(program, assembled)``."""
+    limit = system.config.packet_bytes
+    reason = "no number of passes divides the count"
+    for loops in (d for d in range(1, count + 1) if count % d == 0):
+        try:
+            program = load_msccl(spec.msccl_xml, count=count, loops=loops, dtype=dtype,
+                                 op=spec.op, mode=mode, topology=system.topology)
+        except MscclError as error:
+            if "not a multiple" in str(error):
+                continue
+            raise
+        biggest = max_message_bytes(program)
+        if biggest > limit:
+            reason = f"{biggest}-byte messages exceed packet_bytes = {limit}"
+            continue
+        try:
+            return program, assemble(program, system.config)
+        except ProgramError as error:
+            raise ReplayError(f"{spec.name}: {spec.msccl_xml} at {spec.bytes} bytes does not "
+                              f"fit the engine in {loops} passes: {error}") from None
+    raise ReplayError(f"{spec.name}: {spec.msccl_xml} at {spec.bytes} bytes: {reason}")
+
+
+def prepare(spec: CollectiveSpec, system: SystemSpec, mode: str) -> PreparedCollective:
+    """Compile and assemble one collective for ``system`` in ``mode`` and check that it fits:
+    :class:`CollectiveTooLarge` (``scale`` None, ``excess`` set) when its instructions or its
+    memory do not, :class:`ReplayError` when the program is for another number of nodes, the
+    compiler's or assembler's :class:`~ace.sw.program.ProgramError` otherwise."""
+    program, assembled = _compile(spec, system, mode)
+    cfg, nodes = system.config, system.topology.num_nodes
+    what = f"{spec.name} ({spec.source}, {mode} mode): {spec.collective} of {spec.bytes} bytes"
+    if program.num_nodes != nodes:
+        raise ReplayError(f"{spec.name}: the program has {program.num_nodes} nodes; the system "
+                          f"has {nodes}")
+    words = max(len(ch.steps) + 1 for node in program.nodes for ch in node.channels)
+    if words > cfg.program_words:
+        raise CollectiveTooLarge(f"{what} needs {words} instructions per channel; the engine "
+                                 f"has program_words = {cfg.program_words}",
+                                 excess=words / cfg.program_words)
+    stage_base, need = staging_area(program, cfg)
+    if need > system.mem_bytes:
+        raise CollectiveTooLarge(f"{what} needs {need} bytes of memory per node; the system "
+                                 f"has mem_bytes = {system.mem_bytes}",
+                                 excess=need / system.mem_bytes)
+    if assembled is None:
+        assembled = assemble(program, cfg)
+    return PreparedCollective(spec, mode, program, assembled, stage_base, need)
+
+
+def preflight(trace: Trace, system: SystemSpec, modes=("ace", "baseline")) -> Plan:
+    """Prepare every collective of ``trace`` in every mode (:func:`prepare`); raise for the
+    first that cannot run, a :class:`CollectiveTooLarge` with the ``scale`` at which the
+    trace's largest collectives fit."""
+    modes = tuple(modes)
+    prepared = {mode: [] for mode in modes}
+    for spec in trace.collectives:
+        for mode in modes:
+            try:
+                prepared[mode].append(prepare(spec, system, mode))
+            except CollectiveTooLarge as error:
+                raise CollectiveTooLarge(str(error), _fitting_scale(
+                    trace, spec, error.excess, system, modes), error.excess) from None
+    return Plan(system, modes, {mode: tuple(p) for mode, p in prepared.items()})
+
+
+def _fits(spec: CollectiveSpec, system: SystemSpec, modes) -> bool:
+    try:
+        for mode in modes:
+            prepare(spec, system, mode)
+    except CollectiveTooLarge:
+        return False
+    return True
+
+
+def _fitting_scale(trace: Trace, failed: CollectiveSpec, excess: float, system: SystemSpec,
+                   modes) -> float | None:
+    """A round factor (two significant digits) at which the largest collective of each kind
+    in ``trace`` fits: the linear estimate from ``failed``, lowered until it checks out."""
+    largest = {}
+    for spec in trace.collectives:
+        key = (spec.collective, spec.dtype, spec.algorithm, spec.msccl_xml)
+        if spec.collective != "msccl" and (key not in largest
+                                           or spec.bytes > largest[key].bytes):
+            largest[key] = spec
+    if failed.collective == "msccl" or not largest:
+        return None
+    scale = 0.9 / excess * failed.bytes / max(s.bytes for s in largest.values())
+    for _ in range(8):
+        scale = float(f"{scale:.2g}")
+        try:
+            scaled = scale_trace(Trace(trace.path, trace.format, list(largest.values())),
+                                 scale=scale)
+            if all(_fits(s, system, modes) for s in scaled.collectives):
+                return scale
+        except ProgramError:
+            return None
+        scale *= 0.8
+    return None
