@@ -8,7 +8,7 @@ from amaranth.sim import Simulator
 from ace.hw.alu.array import AluArray
 from ace.hw.alu.minmax import MinMaxUnit
 from ace.config import NAMED_CONFIGS
-from ace.hw.alu.fp_add import FpAdder
+from ace.hw.alu.simd_add import SimdFpAdder
 from ace.layouts import Dtype, ReduceOp
 from ace.numerics import FLOAT_FORMATS, directed_pairs, random_elements, reduce_elements, to_bits
 from testbench.alu_stimulus import describe_mismatch, make_beats
@@ -25,25 +25,70 @@ def _watchdog(cycles):
     return watchdog
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
-def test_fp_adder(dtype):
-    """Every directed pair plus random bit patterns and well-scaled values, one per cycle."""
+def _words(dtype, elements):
+    """Lane words of ``elements``: one fp32 element, or two 16-bit elements (low half first)."""
+    elements = elements.astype(np.uint64)
+    if dtype is Dtype.FP32:
+        return elements
+    return elements[0::2] | (elements[1::2] << 16)
+
+
+def _exponent_table(dtype, rng):
+    """Every pair of the exponents that matter (all of them for fp16) with every sign pair,
+    once with random fractions and once with fraction extremes (0, 1, all ones, half)."""
     exp_bits, man_bits = FLOAT_FORMATS[dtype]
-    dut = FpAdder(exp_bits, man_bits)
-    rng = np.random.default_rng(1)
+    exp_all = (1 << exp_bits) - 1
+    bias = exp_all >> 1
+    if dtype is Dtype.FP16:
+        exponents = np.arange(exp_all + 1)
+    else:
+        edges = [0, 1, 2, 3, 4, man_bits, man_bits + 1, man_bits + 2, man_bits + 3, 30, 31, 32]
+        exponents = np.unique(np.array(edges + [bias - 1, bias, bias + 1]
+                                       + [exp_all - k for k in range(5)]))
+    ea, eb, sa, sb = (g.ravel().astype(np.int64)
+                      for g in np.meshgrid(exponents, exponents, [0, 1], [0, 1]))
+    frac_all = (1 << man_bits) - 1
+    extremes = np.array([0, 1, frac_all, 1 << (man_bits - 1)])
+    halves = []
+    for fa, fb in ((rng.integers(0, frac_all + 1, ea.size), rng.integers(0, frac_all + 1, ea.size)),
+                   (rng.choice(extremes, ea.size), rng.choice(extremes, ea.size))):
+        a = (sa << (exp_bits + man_bits)) | (ea << man_bits) | fa
+        b = (sb << (exp_bits + man_bits)) | (eb << man_bits) | fb
+        halves.append((a, b))
+    bits_dtype = np.uint32 if dtype is Dtype.FP32 else np.uint16
+    return (np.concatenate([h[0] for h in halves]).astype(bits_dtype),
+            np.concatenate([h[1] for h in halves]).astype(bits_dtype))
+
+
+def _adder_cases(dtype, seed, count):
+    """(dtype, a word, b word, expected word) for the directed pairs, the exponent table and
+    ``count`` random bit patterns and well-scaled values, from the golden model."""
+    rng = np.random.default_rng(seed)
     da, db = directed_pairs(dtype)
-    a = np.concatenate([da, random_elements(dtype, 1500, rng),
-                        random_elements(dtype, 1500, rng, mode="scaled")])
-    b = np.concatenate([db, random_elements(dtype, 1500, rng),
-                        random_elements(dtype, 1500, rng, mode="scaled")])
+    ta, tb = _exponent_table(dtype, rng)
+    a = np.concatenate([da, ta, random_elements(dtype, count, rng),
+                        random_elements(dtype, count, rng, mode="scaled")])
+    b = np.concatenate([db, tb, random_elements(dtype, count, rng),
+                        random_elements(dtype, count, rng, mode="scaled")])
+    if dtype is not Dtype.FP32 and a.size % 2:
+        a, b = a[:-1], b[:-1]
     expected = to_bits(dtype, reduce_elements(ReduceOp.SUM, dtype, a, b))
+    return [(dtype, int(x), int(y), int(e))
+            for x, y, e in zip(_words(dtype, a), _words(dtype, b), _words(dtype, expected))]
+
+
+def _run_adder(cases, seed):
+    """One case per cycle through a SimdFpAdder; report the mismatches with the seed."""
+    dut = SimdFpAdder()
     got = []
 
     async def testbench(ctx):
-        for i in range(a.size + dut.latency):
-            if i < a.size:
-                ctx.set(dut.a, int(a[i]))
-                ctx.set(dut.b, int(b[i]))
+        for i in range(len(cases) + dut.latency):
+            if i < len(cases):
+                dtype, a, b, _ = cases[i]
+                ctx.set(dut.a, a)
+                ctx.set(dut.b, b)
+                ctx.set(dut.dtype, dtype)
             await ctx.tick()
             if i + 1 >= dut.latency:
                 got.append(ctx.get(dut.result))
@@ -52,11 +97,27 @@ def test_fp_adder(dtype):
     sim.add_clock(1e-8)
     sim.add_testbench(testbench)
     sim.run()
-    got = np.array(got[:a.size], dtype=expected.dtype)
-    bad = np.flatnonzero(got != expected)
-    assert bad.size == 0, "\n".join(
-        f"{int(a[i]):#x} + {int(b[i]):#x}: expected {int(expected[i]):#x} got {int(got[i]):#x}"
-        for i in bad[:10])
+    bad = [(case, result) for case, result in zip(cases, got) if case[3] != result]
+    assert not bad, f"seed {seed}: {len(bad)} of {len(cases)} wrong\n" + "\n".join(
+        f"{d.name} {a:#010x} + {b:#010x}: expected {e:#010x} got {r:#010x}"
+        for (d, a, b, e), r in bad[:10])
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+def test_simd_adder(dtype):
+    """Every directed pair, the exponent table, and random bit patterns and well-scaled
+    values (1500 each), one word per cycle, against the golden model."""
+    seed = 1 + dtype.value
+    _run_adder(_adder_cases(dtype, seed, 1500), seed)
+
+
+def test_simd_adder_mixed_dtypes():
+    """fp32, bf16 and fp16 words interleaved at random from cycle to cycle: the stages carry
+    each word's dtype with it."""
+    seed = 20
+    cases = [case for dtype in FLOATS for case in _adder_cases(dtype, seed, 600)[-1200:]]
+    np.random.default_rng(seed).shuffle(cases)
+    _run_adder(cases, seed)
 
 
 def test_minmax_unit():

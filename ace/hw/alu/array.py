@@ -7,22 +7,25 @@
     i.ready <--+ (credits left)                                                       |
     i.valid ---+--> valid, tag, last delay line (lane latency) --+                     |
     i.payload -+--> AluLane 0 .. V-1 (free-running) -------------+--> result FIFO --> o
-                                                                      (depth latency)
+                                                                   (SyncFIFOBuffered,
+                                                                    depth latency + 1)
 
 Each beat carries its own op and dtype, so consecutive beats (from different channels) may use
 different ones. The lanes never stall: a beat accepted on ``i`` leaves the lanes a fixed
-number of cycles later and is written into the result FIFO. Backpressure works by credits:
-``i.ready`` is high while fewer beats than the FIFO depth are in the lanes or the FIFO, so a
-beat always finds room when it leaves the lanes and none is dropped or duplicated. The FIFO holds
-the whole latency plus one beat, so an unstalled stream flows at one beat per cycle, and
-``i.ready`` depends on registers only (no combinational path from ``o.ready`` to ``i.ready``).
+number of cycles later (:attr:`AluArray.lane_latency`, 8) and is written into the result FIFO.
+Backpressure works by credits: ``i.ready`` is high while fewer beats than the FIFO depth are in
+the lanes or the FIFO, so a beat always finds room when it leaves the lanes and none is dropped
+or duplicated. The FIFO holds the whole latency plus one beat, so an unstalled stream flows at
+one beat per cycle. ``i.ready`` depends on registers only (no combinational path from
+``o.ready`` to ``i.ready``), the lanes register the operands on entry, and ``o.valid`` and
+``o.payload`` come from registers (the FIFO's output register).
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.alu.lane import AluLane
@@ -83,8 +86,9 @@ class AluArray(wiring.Component):
         Result beats, in order.
     """
 
-    #: Cycles from an operand transfer to its result being valid: lanes plus the FIFO.
-    LATENCY = AluLane.LATENCY + 1
+    #: Cycles from an operand transfer to its result being valid: the lanes (8) plus the
+    #: registered-output FIFO (2).
+    LATENCY = AluLane.LATENCY + 2
 
     def __init__(self, config: AceConfig):
         self.config = config
@@ -95,11 +99,12 @@ class AluArray(wiring.Component):
 
     @property
     def lane_latency(self) -> int:
+        """Cycles from an operand transfer to the lanes' result (8)."""
         return AluLane.LATENCY
 
     @property
     def latency(self) -> int:
-        """Cycles from an operand transfer to its result being valid: lanes plus the FIFO."""
+        """Cycles from an operand transfer to its result being valid: lanes plus the FIFO (10)."""
         return self.LATENCY
 
     @property
@@ -139,7 +144,8 @@ class AluArray(wiring.Component):
             m.d.sync += [valid.eq(prev_valid), tag.eq(prev_tag), last.eq(prev_last)]
             prev_valid, prev_tag, prev_last = valid, tag, last
 
-        m.submodules.fifo = fifo = SyncFIFO(width=result_layout.size, depth=self.fifo_depth)
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=result_layout.size,
+                                                    depth=self.fifo_depth)
         out_payload = Signal(result_layout, name="out_payload")
         m.d.comb += [
             fifo.w_en.eq(prev_valid),
