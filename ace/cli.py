@@ -103,20 +103,24 @@ def _layers(text: str | None):
 def cmd_replay(args) -> int:
     from sim_harness.replay import CollectiveTooLarge, ReplayError, replay, scale_trace
     from sim_harness.report import format_table, write_results
-    from sim_harness.systems import load_system
+    from sim_harness.systems import load_system, pick_system
     from sim_harness.trace import TraceError
-    from sim_harness.traces import DEFAULT_TRACE, load_trace
+    from sim_harness.traces import DEFAULT_TRACE, folding_notes, load_trace
 
     from ace.sw.program import ProgramError
 
     try:
         trace = load_trace(args.trace or DEFAULT_TRACE, system_file=args.astra_system,
                            network_file=args.astra_network, msccl_bytes=args.bytes)
-        topology = None
         if args.system is None:
-            topology = trace.system.topology or (f"ring:{trace.nodes}" if trace.nodes
-                                                 else None)
-        system = load_system(args.system, topology=topology)
+            choice = pick_system(trace)
+            system = choice.system
+            if choice.describe():
+                print(choice.describe(), flush=True)
+        else:
+            system = load_system(args.system)
+        for note in folding_notes(trace, system.config.num_channels):
+            print(note, flush=True)
         modes = ("ace", "baseline") if args.mode == "both" else (args.mode,)
         if not 0 <= args.background < 1:
             raise UserError(f"--background: {args.background}; allowed: 0 <= share < 1")

@@ -20,13 +20,21 @@ The ``harness`` engine configuration is ``small`` at 1 GHz with four channels (a
 communicating channels, see :mod:`ace.sw.compiler`), 256 KiB input and output SRAM buffers, 8 KiB
 receive buffers per link and channel (4 KiB messages) and 2048 instructions per channel. With
 three channels and 64 KiB buffers the default all-reduce took 1.19x its bound; with these,
-1.08x (docs/harness.md). ``harness4`` is the same engine with four links.
+1.08x (docs/harness.md). ``harness4`` is the same engine with four links (2D torus, 4-node
+switch), ``harness7`` with seven: a fully connected or switch system of p nodes numbers one
+(virtual) link per peer (:class:`ace.sw.program.Topology`), so ``full8`` and ``switch8`` need
+p - 1 = 7; everything else is ``harness``'s, so their figures compare with ``ring8``'s.
+
+:func:`pick_system` is the replay's choice when the user names no system: the trace's own
+topology, or a ring of its nodes, unless the trace's algorithms need links that topology lacks;
+then the named system of that many nodes with the fewest links that has them.
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from ace.config import NAMED_CONFIGS, AceConfig
@@ -35,7 +43,8 @@ from ace.sw.program import ProgramError, Topology
 
 from .system import SystemSpec
 
-__all__ = ["HARNESS_CONFIG", "NAMED_SYSTEMS", "load_system", "DEFAULT_SYSTEM"]
+__all__ = ["HARNESS_CONFIG", "NAMED_SYSTEMS", "load_system", "DEFAULT_SYSTEM", "pick_system",
+           "SystemChoice"]
 
 HARNESS_CONFIG = NAMED_CONFIGS["small"].replace(
     name="harness", clock_mhz=1000.0, num_channels=4, input_buffer_bytes=256 << 10,
@@ -86,8 +95,10 @@ def _make(values: dict, source: str) -> SystemSpec:
         raise ConfigError(f"{source}: {error}") from None
 
 
-# The 4-link engine of the 2D-torus and switch systems.
+# The 4-link engine of the 2D-torus and 4-node switch systems, the 7-link one of the 8-node
+# fully connected and switch systems.
 _HARNESS4 = {**HARNESS_CONFIG.to_dict(), "name": "harness4", "num_links": 4}
+_HARNESS7 = {**HARNESS_CONFIG.to_dict(), "name": "harness7", "num_links": 7}
 
 NAMED_SYSTEMS: dict[str, dict] = {
     "ring4": {"topology": "ring:4"},
@@ -96,6 +107,8 @@ NAMED_SYSTEMS: dict[str, dict] = {
     "torus4x2": {"topology": "torus:4x2", "config": _HARNESS4},
     "torus4x4": {"topology": "torus:4x4", "config": _HARNESS4},
     "switch4": {"topology": "switch:4", "config": _HARNESS4},
+    "full8": {"topology": "fully_connected:8", "config": _HARNESS7},
+    "switch8": {"topology": "switch:8", "config": _HARNESS7},
 }
 DEFAULT_SYSTEM = "ring8"
 
@@ -122,3 +135,100 @@ def load_system(name_or_path: str | None = None, *, topology: str | None = None)
     if topology:
         values["topology"] = topology
     return _make(values, source)
+
+
+@dataclass(frozen=True)
+class SystemChoice:
+    """What :func:`pick_system` chose: ``system``, the named system's ``name`` (None: the
+    default for the trace), and ``reason``, why the default topology did not do (None if it
+    did)."""
+    system: SystemSpec
+    name: str | None = None
+    default: str | None = None
+    reason: str | None = None
+
+    def describe(self) -> str | None:
+        """One line for the replay's output, or None when the default was kept."""
+        if self.reason is None:
+            return None
+        return (f"the default topology {self.default} lacks links the trace needs "
+                f"({self.reason}); using the smallest named system that has them: {self.name} "
+                f"({self.system.topology}, engine {self.system.config.name})")
+
+
+def pick_system(trace) -> SystemChoice:
+    """The system to replay ``trace`` on when the user names none: the trace's topology (from
+    its network file) or, if it has none, ``ring:N``, with the ``harness`` engine. When the
+    trace's algorithms need links a ring lacks (an MSCCL all-pairs algorithm, a ``direct``
+    collective...), the named system of N nodes with the fewest links that has them; if none
+    has, :class:`ConfigError` naming the system-file keys to write."""
+    nodes = trace.nodes
+    if trace.system.topology or not nodes:
+        topology = trace.system.topology or None
+        return SystemChoice(load_system(None, topology=topology))
+    default = load_system(None, topology=f"ring:{nodes}")
+    missing = _missing_links(trace, default.topology)
+    if missing is None:
+        return SystemChoice(default)
+    candidates = sorted((spec.config.num_links, k, name, spec)
+                        for k, (name, spec) in enumerate(
+                            (name, load_system(name)) for name in NAMED_SYSTEMS)
+                        if spec.topology.num_nodes == nodes)
+    for _, _, name, spec in candidates:
+        if _missing_links(trace, spec.topology) is None:
+            return SystemChoice(spec, name, str(default.topology), missing)
+    tried = ", ".join(name for _, _, name, _ in candidates) or "none has"
+    raise ConfigError(f"{trace.path}: the trace needs links that no named system of {nodes} "
+                      f"nodes has ({tried} tried; on {default.topology}: {missing}); write a system file (--system "
+                      f"FILE.toml) with the keys topology = \"fully_connected:{nodes}\" (or "
+                      f"\"switch:{nodes}\") and config = {{ base = \"small\", num_links = "
+                      f"{max(1, nodes - 1)} }}")
+
+
+def _missing_links(trace, topology: Topology) -> str | None:
+    """Why ``topology`` cannot carry one of the trace's collectives (the first found), or
+    None. An MSCCL algorithm needs a link for every send/receive peer; a compiled collective
+    needs what its algorithm's compile needs (checked once per kind, at its smallest size)."""
+    smallest: dict = {}
+    for spec in trace.collectives:
+        key = (spec.collective, spec.algorithm, spec.dtype, spec.op, spec.msccl_xml)
+        if key not in smallest or spec.bytes < smallest[key].bytes:
+            smallest[key] = spec
+    for spec in smallest.values():
+        problem = (_msccl_missing(spec, topology) if spec.collective == "msccl"
+                   else _compile_missing(spec, topology))
+        if problem:
+            return problem
+    return None
+
+
+def _msccl_missing(spec, topology: Topology) -> str | None:
+    from ace.sw.msccl import read_msccl
+
+    algorithm = read_msccl(spec.msccl_xml)
+    if algorithm.ngpus != topology.num_nodes:
+        return f"the algorithm has {algorithm.ngpus} gpus"
+    for gpu in algorithm.gpus:
+        for tb in gpu.tbs.values():
+            for peer in {tb.send, tb.recv} - {-1}:
+                try:
+                    topology.send_link(gpu.id, peer)
+                except ProgramError as error:
+                    return f"{spec.msccl_xml}: {error}"
+    return None
+
+
+def _compile_missing(spec, topology: Topology) -> str | None:
+    from ace.layouts import DTYPE_BYTES
+    from ace.sw.compiler import compile_collective
+    from ace.sw.program import dtype_from_name
+
+    dtype = dtype_from_name(spec.dtype)
+    algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
+    try:
+        compile_collective(spec.collective, max(1, spec.bytes // DTYPE_BYTES[dtype]),
+                           topology=topology, algorithm=algorithm, dtype=dtype, op=spec.op,
+                           mode="ace", check=False)
+    except ProgramError as error:
+        return f"{spec.name}: {error}"
+    return None

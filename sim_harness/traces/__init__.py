@@ -25,13 +25,13 @@ from .ace_format import dump_ace_trace, load_ace_trace, write_ace_trace
 from .astra import (load_astra_network, load_astra_system, load_astra_workload,
                     looks_like_astra)
 from .chakra import load_chakra, looks_like_chakra
-from .msccl_format import load_msccl_trace
+from .msccl_format import folding_notes, load_msccl_trace
 
 #: The trace ``ace replay`` runs when given none: a 1 MiB fp32 all-reduce on an 8-node ring.
 DEFAULT_TRACE = Path(__file__).with_name("default_allreduce.yaml")
 
 __all__ = ["DEFAULT_TRACE", "FORMATS", "load_trace", "detect_format", "dump_ace_trace",
-           "write_ace_trace", "load_astra_system", "load_astra_network"]
+           "write_ace_trace", "load_astra_system", "load_astra_network", "folding_notes"]
 
 #: The formats :func:`load_trace` reads.
 FORMATS = ("ace", "astra-sim", "chakra", "msccl")

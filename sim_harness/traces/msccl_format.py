@@ -1,10 +1,12 @@
 """An MSCCL XML algorithm as a trace: one ``msccl`` collective whose steps come from the file.
 
-The header (``<algo ngpus nchunksperloop coll name ...>``) gives the node count and the name; the
-whole file is also checked by :func:`ace.sw.msccl.load_msccl` at the chosen size, so a bad file
-fails here with its ``file:line: <element> attribute 'x': problem`` message. S is one loop of
-the algorithm: ``nchunksperloop`` chunks, so it must be a multiple of ``nchunksperloop`` fp32
-elements; the default is the largest such size up to 1 MiB.
+The header (``<algo ngpus nchunksperloop coll name proto ...>``) gives the node count and the
+name; the whole file is parsed once by :func:`ace.sw.msccl.read_msccl` and instantiated at the
+chosen size, so a bad file fails here with its ``file:line: <element> attribute 'x': problem``
+message. S is one loop of the algorithm: ``nchunksperloop`` chunks, so it must be a multiple of
+``nchunksperloop`` fp32 elements; the default is the largest such size up to 1 MiB. The
+collective's ``extra`` keeps the XML's ``coll`` and ``proto`` (``Simple``, ``LL``, ``LL128``: GPU
+memory protocols, which the engine has no use for).
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ace.sw.msccl import MscclError, load_msccl, parse_msccl
+from ace.sw.msccl import MscclError, parse_msccl, read_msccl
 from ace.sw.program import ProgramError
 
 from ..trace import CollectiveSpec, Trace, TraceError
 from ._common import DTYPE_BYTES, read_text
 
-__all__ = ["MscclHeader", "read_msccl_header", "load_msccl_trace", "DEFAULT_MSCCL_BYTES"]
+__all__ = ["MscclHeader", "read_msccl_header", "load_msccl_trace", "DEFAULT_MSCCL_BYTES",
+           "folding_notes"]
 
 DEFAULT_MSCCL_BYTES = 1 << 20
 
@@ -84,12 +87,26 @@ def load_msccl_trace(path: str | Path, *, msccl_bytes: int | None = None) -> Tra
                              f"allowed: a positive multiple of {granule} bytes "
                              f"(nchunksperloop = {header.nchunksperloop} fp32 elements)")
     try:
-        load_msccl(path, count=nbytes // DTYPE_BYTES["fp32"], dtype="fp32")
+        algorithm = read_msccl(path)
+        algorithm.program(count=nbytes // DTYPE_BYTES["fp32"], dtype="fp32")
     except ProgramError as error:
         text = str(error)
         raise TraceError(text if text.startswith(str(path)) else f"{path}: {text}") from None
     spec = CollectiveSpec(name=header.name, collective="msccl", bytes=nbytes, dtype="fp32",
                           algorithm="msccl", msccl_xml=str(path),
-                          source=f"{path}:{header.line}", extra={"coll": header.coll})
+                          source=f"{path}:{header.line}",
+                          extra={"coll": header.coll, "proto": algorithm.proto,
+                                 "thread_blocks": algorithm.thread_blocks})
     return Trace(path=str(path), format="msccl", collectives=[spec], nodes=header.ngpus,
                  meta={"algo": header.attrs})
+
+
+def folding_notes(trace: Trace, num_channels: int) -> list[str]:
+    """One line per MSCCL algorithm of ``trace`` whose threadblocks share channels on an
+    engine of ``num_channels`` channels (``docs/traces.md``, Folding)."""
+    notes = []
+    for xml in dict.fromkeys(s.msccl_xml for s in trace.collectives if s.msccl_xml):
+        folding = read_msccl(xml).folding(num_channels)
+        if folding.folded:
+            notes.append(f"{xml}: {folding.describe()}")
+    return notes
