@@ -1,0 +1,204 @@
+"""Simple dual-port block RAM with a registered output, and its ECP5 ``DP16KD`` form.
+
+::
+
+    w_addr, w_data, w_en (byte enables) --> write ----+
+                                                      |  depth x width
+    r_addr, r_en --> address register --> array --> output register --> r_data
+                     (cycle t)                        (cycle t + 1)      (valid in t + 2)
+
+Two forms with the same ports, latency and behaviour, chosen by the platform passed to
+``elaborate``:
+
+* **ECP5** (``platform.family == "ecp5"``, e.g. an amaranth-boards ULX3S platform given to
+  ``verilog.convert(..., platform=...)``): ``DP16KD`` primitives in true dual-port 1024 x 18 mode,
+  one per 16 bits of width, with both output registers on (``REGMODE="OUTREG"``). Yosys does not
+  absorb a RAM's output register into ``DP16KD``, and for an inferred RAM it adds read-first
+  emulation (writes delayed a cycle, a bypass mux on every read bit), so the primitive is
+  instantiated here. Port A writes in ``READBEFOREWRITE`` mode and so reads the old word at the
+  address it writes; port B reads. A same-address read and write (whose result on port B the
+  device does not define) take their data from port A instead: a 9-bit compare, two flip-flops
+  and a 2:1 mux after the output registers.
+* **Any other platform, or none** (simulation, ``ace generate``, Xilinx): an
+  :class:`amaranth.lib.memory.Memory` with a non-transparent synchronous read port, followed by
+  an output register.
+
+The platform is the selector because vendor primitives belong to the flow that maps to the
+vendor: the same design elaborated without a platform stays portable Verilog.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["BlockRam", "DP16KD_ROWS", "DP16KD_SLICE_BITS"]
+
+#: Rows of one ``DP16KD`` in 1024 x 18 mode, the deepest mode with two 9-bit byte enables.
+DP16KD_ROWS = 1024
+#: Data bits kept per ``DP16KD``: two 8-bit bytes, one in each 9-bit lane.
+DP16KD_SLICE_BITS = 16
+
+
+def is_ecp5(platform) -> bool:
+    """Whether ``platform`` maps to Lattice ECP5 (amaranth's ``LatticePlatform`` family)."""
+    return getattr(platform, "family", None) == "ecp5"
+
+
+class BlockRam(wiring.Component):
+    """Simple dual-port RAM: one write port, one read port, registered read data.
+
+    Latency: a read enabled in cycle ``t`` (``r_en`` high, ``r_addr``) has its word on ``r_data``
+    in cycle ``t + 2`` (:attr:`read_latency`: the address register, then the output register).
+    ``r_data`` is defined only in that cycle; at other times its value is unspecified.
+    Throughput: one read and one write per cycle, at any addresses.
+
+    Writes: bytes whose ``w_en`` bit is set in cycle ``t`` hold ``w_data`` from the end of
+    cycle ``t``; a read enabled in ``t + 1`` or later sees them.
+
+    Collision: a read and a write of the same address in the same cycle return the **old** word
+    to the read (read-before-write), in both forms.
+
+    Parameters
+    ----------
+    width : int
+        Bits per word, a multiple of ``granularity``.
+    depth : int
+        Words; at most :data:`DP16KD_ROWS` in the ECP5 form (it does not cascade in depth).
+    granularity : int
+        Bits per write enable (8: byte enables).
+
+    Members
+    -------
+    w_addr : In(range(depth))
+    w_data : In(width)
+    w_en : In(width // granularity), one enable per ``granularity`` bits
+    r_addr : In(range(depth))
+    r_en : In(1)
+    r_data : Out(width)
+    """
+
+    read_latency = 2
+
+    def __init__(self, width: int, depth: int, *, granularity: int = 8):
+        for name, value in (("width", width), ("depth", depth), ("granularity", granularity)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"BlockRam {name}: {value!r} is not valid; allowed: an integer "
+                                 "of at least 1")
+        if width % granularity:
+            raise ValueError(f"BlockRam width: {width} is not a multiple of granularity "
+                             f"({granularity})")
+        self.width = width
+        self.depth = depth
+        self.granularity = granularity
+        super().__init__({
+            "w_addr": In(range(depth)),
+            "w_data": In(width),
+            "w_en": In(width // granularity),
+            "r_addr": In(range(depth)),
+            "r_en": In(1),
+            "r_data": Out(width),
+        })
+
+    @property
+    def dp16kd_count(self) -> int:
+        """``DP16KD`` primitives of the ECP5 form."""
+        return -(-self.width // DP16KD_SLICE_BITS)
+
+    def elaborate(self, platform):
+        if is_ecp5(platform):
+            return self._elaborate_dp16kd()
+        return self._elaborate_memory()
+
+    def _elaborate_memory(self):
+        m = Module()
+        m.submodules.memory = memory = Memory(shape=unsigned(self.width), depth=self.depth,
+                                              init=[])
+        write = memory.write_port(granularity=self.granularity)
+        read = memory.read_port(transparent_for=())
+        m.d.comb += [
+            write.addr.eq(self.w_addr), write.data.eq(self.w_data), write.en.eq(self.w_en),
+            read.addr.eq(self.r_addr), read.en.eq(self.r_en),
+        ]
+        m.d.sync += self.r_data.eq(read.data)  # the output register
+        return m
+
+    def _elaborate_dp16kd(self):
+        if self.depth > DP16KD_ROWS:
+            raise ValueError(f"BlockRam depth: {self.depth} exceeds {DP16KD_ROWS}, the rows of "
+                             "one DP16KD at 18 bits; the ECP5 form does not cascade in depth")
+        if self.granularity != 8:
+            raise ValueError(f"BlockRam granularity: {self.granularity}; the ECP5 form needs 8 "
+                             "(DP16KD byte enables)")
+        m = Module()
+        slices = self.dp16kd_count
+        padded = slices * DP16KD_SLICE_BITS
+        w_data = Signal(padded, name="w_data_padded")
+        w_en = Signal(padded // 8, name="w_en_padded")
+        port_a = Signal(padded, name="port_a_data")  # old word at w_addr
+        port_b = Signal(padded, name="port_b_data")  # word at r_addr
+        m.d.comb += [w_data.eq(self.w_data), w_en.eq(self.w_en)]
+
+        # The read took port A's word when it met a write at its address (two cycles ago).
+        collide = Signal(name="collide")
+        collide_out = Signal(name="collide_out")
+        m.d.sync += [
+            collide.eq(self.r_en & self.w_en.any() & (self.r_addr == self.w_addr)),
+            collide_out.eq(collide),
+        ]
+        m.d.comb += self.r_data.eq(Mux(collide_out, port_a, port_b))
+
+        row_a = Signal(10, name="row_a")
+        row_b = Signal(10, name="row_b")
+        m.d.comb += [row_a.eq(self.w_addr), row_b.eq(self.r_addr)]
+        for s in range(slices):
+            bits = slice(DP16KD_SLICE_BITS * s, DP16KD_SLICE_BITS * (s + 1))
+            byte_en = w_en[2 * s:2 * s + 2]
+            m.submodules[f"dp16kd{s}"] = Instance(
+                "DP16KD",
+                **self._dp16kd_parameters(),
+                i_CLKA=ClockSignal(), i_CLKB=ClockSignal(),
+                i_CEA=Const(1), i_OCEA=Const(1), i_RSTA=Const(0), i_WEA=byte_en.any(),
+                i_CEB=self.r_en, i_OCEB=Const(1), i_RSTB=Const(0), i_WEB=Const(0),
+                **self._dp16kd_address("A", row_a, byte_en),
+                **self._dp16kd_address("B", row_b, Const(0, 2)),
+                **self._dp16kd_data("DIA", w_data[bits], "i"),
+                **self._dp16kd_data("DIB", Const(0, DP16KD_SLICE_BITS), "i"),
+                **self._dp16kd_data("DOA", port_a[bits], "o"),
+                **self._dp16kd_data("DOB", port_b[bits], "o"),
+            )
+        return m
+
+    @staticmethod
+    def _dp16kd_parameters() -> dict:
+        params = {"DATA_WIDTH_A": 18, "DATA_WIDTH_B": 18, "REGMODE_A": "OUTREG",
+                  "REGMODE_B": "OUTREG", "WRITEMODE_A": "READBEFOREWRITE",
+                  "WRITEMODE_B": "NORMAL", "RESETMODE": "SYNC", "ASYNC_RESET_RELEASE": "SYNC",
+                  "CSDECODE_A": "0b000", "CSDECODE_B": "0b000", "CLKAMUX": "CLKA",
+                  "CLKBMUX": "CLKB", "GSR": "DISABLED"}
+        return {f"p_{name}": value for name, value in params.items()}
+
+    @staticmethod
+    def _dp16kd_address(port: str, row, byte_en) -> dict:
+        """``AD{port}0..13`` in 18-bit mode: byte enables in bits 0-1, the row in bits 4-13."""
+        bits = {0: byte_en[0], 1: byte_en[1], 2: Const(0), 3: Const(0)}
+        bits.update({4 + k: row[k] for k in range(10)})
+        pins = {f"i_AD{port}{k}": bit for k, bit in bits.items()}
+        pins.update({f"i_CS{port}{k}": Const(0) for k in range(3)})
+        return pins
+
+    @staticmethod
+    def _dp16kd_data(pin: str, value, direction: str) -> dict:
+        """18 data pins: two 9-bit lanes, each carrying one byte in its low 8 bits."""
+        pins = {}
+        for lane in range(2):
+            for k in range(9):
+                bit = value[8 * lane + k] if k < 8 else None
+                name = f"{direction}_{pin}{9 * lane + k}"
+                if bit is not None:
+                    pins[name] = bit
+                elif direction == "i":
+                    pins[name] = Const(0)
+        return pins
