@@ -65,13 +65,15 @@ Per-collective figures (:func:`collective_metrics`; ``n`` a node, ``(n, l)`` a l
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 
 from ace.sw.program import Topology
 
-__all__ = ["ALGORITHM_NAMES", "parse_topology", "split_algorithms", "phases", "latency_steps",
+__all__ = ["CollectiveRecord", "ALGORITHM_NAMES", "parse_topology", "split_algorithms", "phases", "latency_steps",
            "ideal_link_bytes", "bound_terms", "bound_cycles", "busbw_factor",
            "mem_min_bytes_per_node", "collective_metrics", "run_summary", "compare",
            "compare_collectives", "link_key"]
@@ -81,6 +83,82 @@ ALGORITHM_NAMES = ("double_binary_tree", "halving_doubling", "direct", "ring", "
 _COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "alltoall", "msccl")
 _COLL_NAMES = {"allreduce": "allreduce", "reducescatter": "reduce_scatter",
                "allgather": "allgather", "alltoall": "alltoall"}
+
+
+@dataclass(frozen=True)
+class CollectiveRecord:
+    """One collective in one mode: a RECORD of ``results.json``, its fields in the file's
+    order. Every field is defined (unit and formula) in ``docs/results_format.md``; ratios
+    whose denominator is 0 are None. :meth:`to_json` and :meth:`from_json` are the one place
+    a record becomes JSON and back."""
+    name: str
+    collective: str
+    op: str
+    algorithm: str
+    topology: str
+    nodes: int
+    bytes: int
+    dtype: str
+    mode: str
+    chunks: int
+    start_cycle: int
+    end_cycle: int
+    cycles: int
+    time_us: float
+    latency_steps: int
+    bound_cycles: float
+    bound_bandwidth_cycles: float
+    bound_latency_cycles: float
+    bound_link_bytes: float
+    bound_model: str
+    time_over_bound: float | None
+    link_utilization: float | None
+    link_utilization_per_link: dict[str, float | None]
+    link_payload_bytes: int
+    link_wire_bytes: int
+    header_overhead: float | None
+    link_bytes_match_program: bool | None
+    mem_read_bytes: int
+    mem_write_bytes: int
+    mem_read_bytes_by_node: list[int]
+    mem_write_bytes_by_node: list[int]
+    mem_bytes: int
+    mem_bytes_per_node: float
+    mem_over_2S: float | None
+    mem_over_min: float | None
+    mem_bytes_per_link_byte: float | None
+    mem_bandwidth_bytes_per_cycle: float | None
+    mem_bandwidth_gbps: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    busbw_collective: str
+    correct: bool
+
+    def to_json(self) -> dict:
+        """The record as ``results.json`` holds it: every field, in order, plain JSON types."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, doc: dict, where: str = "record") -> "CollectiveRecord":
+        """The record of a ``results.json`` entry; ``ValueError`` naming ``where`` and the
+        fields when a field is missing or unknown."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in doc]
+        unknown = [k for k in doc if k not in names]
+        if missing or unknown:
+            raise ValueError(f"{where}: not a results.json record: " + "; ".join(
+                f"{what} {', '.join(keys)}" for what, keys in (("missing", missing),
+                                                               ("unknown", unknown)) if keys))
+        return cls(**{n: doc[n] for n in names})
+
+
+def _plain(value):
+    """JSON types for a record field: lists and dicts copied, tuples as lists."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def link_key(node: int, link: int) -> str:
@@ -295,7 +373,7 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
-def collective_metrics(raw: dict, system: dict) -> dict:
+def collective_metrics(raw: dict, system: dict) -> CollectiveRecord:
     """The results.json record of one collective in one mode (``docs/results_format.md``)."""
     lbpc = float(system["link_bytes_per_cycle"])
     clock = float(system["clock_mhz"])
@@ -329,72 +407,72 @@ def collective_metrics(raw: dict, system: dict) -> dict:
     algbw = _ratio(nbytes, time_us * 1e3)       # bytes / (us * 1e3) = 1e9 bytes / s
     program = raw.get("program_link_bytes")
     utils = [u for u in per_link.values() if u is not None]
-    return {
-        "name": raw["name"], "collective": coll, "op": raw["op"],
-        "algorithm": raw["algorithm"], "topology": raw["topology"], "nodes": p,
-        "bytes": nbytes, "dtype": raw["dtype"], "mode": raw["mode"], "chunks": raw["chunks"],
-        "start_cycle": raw["start_cycle"], "end_cycle": raw["end_cycle"],
-        "cycles": cycles, "time_us": time_us,
-        "latency_steps": raw["latency_steps"],
-        "bound_cycles": terms["bound_cycles"],
-        "bound_bandwidth_cycles": terms["bandwidth_cycles"],
-        "bound_latency_cycles": terms["latency_cycles"],
-        "bound_link_bytes": terms["link_bytes"], "bound_model": terms["model"],
-        "time_over_bound": _ratio(cycles, terms["bound_cycles"]),
-        "link_utilization": _mean(utils) if utils else 0.0,
-        "link_utilization_per_link": per_link,
-        "link_payload_bytes": payload_total, "link_wire_bytes": wire_total,
-        "header_overhead": _ratio(wire_total - payload_total, payload_total),
-        "link_bytes_match_program": None if program is None else [
+    return CollectiveRecord(
+        name=raw["name"], collective=coll, op=raw["op"],
+        algorithm=raw["algorithm"], topology=raw["topology"], nodes=p,
+        bytes=nbytes, dtype=raw["dtype"], mode=raw["mode"], chunks=raw["chunks"],
+        start_cycle=raw["start_cycle"], end_cycle=raw["end_cycle"],
+        cycles=cycles, time_us=time_us,
+        latency_steps=raw["latency_steps"],
+        bound_cycles=terms["bound_cycles"],
+        bound_bandwidth_cycles=terms["bandwidth_cycles"],
+        bound_latency_cycles=terms["latency_cycles"],
+        bound_link_bytes=terms["link_bytes"], bound_model=terms["model"],
+        time_over_bound=_ratio(cycles, terms["bound_cycles"]),
+        link_utilization=_mean(utils) if utils else 0.0,
+        link_utilization_per_link=per_link,
+        link_payload_bytes=payload_total, link_wire_bytes=wire_total,
+        header_overhead=_ratio(wire_total - payload_total, payload_total),
+        link_bytes_match_program=None if program is None else [
             list(map(int, row)) for row in payload] == [list(map(int, row)) for row in program],
-        "mem_read_bytes": sum(reads), "mem_write_bytes": sum(writes),
-        "mem_read_bytes_by_node": reads, "mem_write_bytes_by_node": writes,
-        "mem_bytes": mem_total, "mem_bytes_per_node": per_node,
-        "mem_over_2S": _ratio(per_node, 2 * nbytes) if as_coll == "allreduce" else None,
-        "mem_over_min": _ratio(per_node, mem_min_bytes_per_node(as_coll, nbytes, p)),
-        "mem_bytes_per_link_byte": _ratio(mem_total, payload_total),
-        "mem_bandwidth_bytes_per_cycle": mem_bpc,
-        "mem_bandwidth_gbps": None if mem_bpc is None else mem_bpc * clock / 1e3,
-        "algbw_gbps": algbw,
-        "busbw_gbps": None if algbw is None else algbw * busbw_factor(as_coll, p),
-        "busbw_collective": as_coll,
-        "correct": bool(raw["correct"]),
-    }
+        mem_read_bytes=sum(reads), mem_write_bytes=sum(writes),
+        mem_read_bytes_by_node=reads, mem_write_bytes_by_node=writes,
+        mem_bytes=mem_total, mem_bytes_per_node=per_node,
+        mem_over_2S=_ratio(per_node, 2 * nbytes) if as_coll == "allreduce" else None,
+        mem_over_min=_ratio(per_node, mem_min_bytes_per_node(as_coll, nbytes, p)),
+        mem_bytes_per_link_byte=_ratio(mem_total, payload_total),
+        mem_bandwidth_bytes_per_cycle=mem_bpc,
+        mem_bandwidth_gbps=None if mem_bpc is None else mem_bpc * clock / 1e3,
+        algbw_gbps=algbw,
+        busbw_gbps=None if algbw is None else algbw * busbw_factor(as_coll, p),
+        busbw_collective=as_coll,
+        correct=bool(raw["correct"]),
+    )
 
 
-def run_summary(records: list[dict]) -> dict:
+def run_summary(records: list[CollectiveRecord]) -> dict:
     """Totals of one mode's records: cycles and time add up, link utilization is the mean
     weighted by each collective's cycles, memory traffic adds up (``mem_bytes_per_node`` is
     the sum of the per-collective means)."""
-    modes = {r["mode"] for r in records}
+    modes = {r.mode for r in records}
     if len(modes) > 1:
         raise ValueError(f"run_summary: records of several modes {sorted(modes)}; "
                          "summarise one mode at a time")
-    cycles = sum(r["cycles"] for r in records)
-    bound = sum(r["bound_cycles"] for r in records)
-    time_us = sum(r["time_us"] for r in records)
-    mem = sum(r["mem_bytes"] for r in records)
-    per_node = sum(r["mem_bytes_per_node"] for r in records)
-    payload = sum(r["link_payload_bytes"] for r in records)
-    wire = sum(r["link_wire_bytes"] for r in records)
-    nbytes = sum(r["bytes"] for r in records)
+    cycles = sum(r.cycles for r in records)
+    bound = sum(r.bound_cycles for r in records)
+    time_us = sum(r.time_us for r in records)
+    mem = sum(r.mem_bytes for r in records)
+    per_node = sum(r.mem_bytes_per_node for r in records)
+    payload = sum(r.link_payload_bytes for r in records)
+    wire = sum(r.link_wire_bytes for r in records)
+    nbytes = sum(r.bytes for r in records)
     mem_bpc = _ratio(per_node, cycles)
     return {
         "mode": next(iter(modes), None), "collectives": len(records),
         "total_cycles": cycles, "total_time_us": time_us, "total_bound_cycles": bound,
         "time_over_bound": _ratio(cycles, bound), "bytes": nbytes,
-        "link_utilization": _ratio(sum(r["link_utilization"] * r["cycles"] for r in records),
+        "link_utilization": _ratio(sum(r.link_utilization * r.cycles for r in records),
                                    cycles),
         "link_payload_bytes": payload, "link_wire_bytes": wire,
         "header_overhead": _ratio(wire - payload, payload),
-        "mem_read_bytes": sum(r["mem_read_bytes"] for r in records),
-        "mem_write_bytes": sum(r["mem_write_bytes"] for r in records),
+        "mem_read_bytes": sum(r.mem_read_bytes for r in records),
+        "mem_write_bytes": sum(r.mem_write_bytes for r in records),
         "mem_bytes": mem, "mem_bytes_per_node": per_node,
         "mem_bytes_per_link_byte": _ratio(mem, payload),
         "mem_bandwidth_bytes_per_cycle": mem_bpc,
         "mem_bandwidth_gbps": _ratio(per_node, time_us * 1e3),
         "algbw_gbps": _ratio(nbytes, time_us * 1e3),
-        "all_correct": all(r["correct"] for r in records),
+        "all_correct": all(r.correct for r in records),
     }
 
 
@@ -413,18 +491,19 @@ def compare(ace_summary: dict, baseline_summary: dict) -> dict:
     }
 
 
-def compare_collectives(ace_records: list[dict], baseline_records: list[dict]) -> list[dict]:
+def compare_collectives(ace_records: list[CollectiveRecord],
+                        baseline_records: list[CollectiveRecord]) -> list[dict]:
     """The same ratios per collective, matched by name (in ACE order; unmatched ones are
     left out)."""
-    base = {r["name"]: r for r in baseline_records}
+    base = {r.name: r for r in baseline_records}
     out = []
     for a in ace_records:
-        b = base.get(a["name"])
+        b = base.get(a.name)
         if b is None:
             continue
-        out.append({"name": a["name"],
-                    "memory_traffic_reduction": _ratio(b["mem_bytes"], a["mem_bytes"]),
-                    "link_utilization_gain": _ratio(a["link_utilization"],
-                                                    b["link_utilization"]),
-                    "speedup": _ratio(b["cycles"], a["cycles"])})
+        out.append({"name": a.name,
+                    "memory_traffic_reduction": _ratio(b.mem_bytes, a.mem_bytes),
+                    "link_utilization_gain": _ratio(a.link_utilization,
+                                                    b.link_utilization),
+                    "speedup": _ratio(b.cycles, a.cycles)})
     return out

@@ -20,10 +20,10 @@ import dataclasses
 import json
 from pathlib import Path
 
-from .metrics import (collective_metrics, compare, compare_collectives, link_key,
-                      run_summary)
+from .metrics import (CollectiveRecord, collective_metrics, compare, compare_collectives,
+                      link_key, run_summary)
 
-__all__ = ["CSV_COLUMNS", "build_results", "write_results", "format_table", "sample_series",
+__all__ = ["CSV_COLUMNS", "build_results", "records_of", "write_results", "format_table", "sample_series",
            "step_spans", "timeline_events"]
 
 #: Columns of summary.csv, one row per mode x collective (record fields of results.json).
@@ -39,25 +39,36 @@ _MODE_ORDER = ("ace", "baseline")
 
 def build_results(system: dict, runs: list[dict]) -> dict:
     """The results.json document: ``{"system", "runs": [{"mode", "collectives", "summary"}],
-    "comparison"}`` (``comparison`` only when both an ``ace`` and a ``baseline`` run exist)."""
-    out_runs = []
+    "comparison"}`` (``comparison`` only when both an ``ace`` and a ``baseline`` run exist).
+    Its records are :class:`~sim_harness.metrics.CollectiveRecord` serialised by
+    :meth:`~sim_harness.metrics.CollectiveRecord.to_json`; :func:`records_of` reads them
+    back."""
+    out_runs, records_by_mode = [], {}
     for run in runs:
         records = [collective_metrics(raw, system) for raw in run["raws"]]
         for rec in records:
-            if rec["mode"] != run["mode"]:
-                raise ValueError(f"run {run['mode']}: collective {rec['name']!r} was measured in "
-                                 f"mode {rec['mode']!r}")
+            if rec.mode != run["mode"]:
+                raise ValueError(f"run {run['mode']}: collective {rec.name!r} was measured in "
+                                 f"mode {rec.mode!r}")
         summary = run_summary(records)
         summary["mode"] = run["mode"]
-        out_runs.append({"mode": run["mode"], "collectives": records, "summary": summary})
+        records_by_mode.setdefault(run["mode"], records)          # the first run of each mode
+        out_runs.append({"mode": run["mode"], "collectives": [r.to_json() for r in records],
+                         "summary": summary})
     results = {"system": system, "runs": out_runs}
-    by_mode = {r["mode"]: r for r in reversed(out_runs)}       # the first run of each mode
-    if "ace" in by_mode and "baseline" in by_mode:
-        ace, base = by_mode["ace"], by_mode["baseline"]
-        results["comparison"] = dict(compare(ace["summary"], base["summary"]),
-                                     per_collective=compare_collectives(ace["collectives"],
-                                                                        base["collectives"]))
+    summaries = {r["mode"]: r["summary"] for r in reversed(out_runs)}
+    if "ace" in records_by_mode and "baseline" in records_by_mode:
+        results["comparison"] = dict(compare(summaries["ace"], summaries["baseline"]),
+                                     per_collective=compare_collectives(
+                                         records_by_mode["ace"], records_by_mode["baseline"]))
     return results
+
+
+def records_of(run: dict) -> list[CollectiveRecord]:
+    """The records of one run of a results document (:func:`build_results` or a loaded
+    results.json)."""
+    return [CollectiveRecord.from_json(doc, f"run {run['mode']} collective {i}")
+            for i, doc in enumerate(run["collectives"])]
 
 
 def _json_default(obj):
@@ -98,8 +109,9 @@ def write_results(out_dir, system: dict, runs: list[dict]) -> list[Path]:
         writer = csv.writer(f)
         writer.writerow(CSV_COLUMNS)
         for run in results["runs"]:
-            for rec in run["collectives"]:
-                writer.writerow(["" if rec.get(c) is None else rec[c] for c in CSV_COLUMNS])
+            for rec in records_of(run):
+                writer.writerow(["" if getattr(rec, c) is None else getattr(rec, c)
+                                 for c in CSV_COLUMNS])
     written.append(path)
 
     written += _write_plots(out, system, runs, results)
@@ -357,18 +369,18 @@ def _write_plots(out: Path, system: dict, runs: list[dict], results: dict) -> li
 
     if "comparison" in results:
         by_mode = {r["mode"]: r for r in reversed(results["runs"])}
-        ace = by_mode["ace"]["collectives"]
-        base = {r["name"]: r for r in by_mode["baseline"]["collectives"]}
-        pairs = [(a, base[a["name"]]) for a in ace if a["name"] in base]
+        ace = records_of(by_mode["ace"])
+        base = {r.name: r for r in records_of(by_mode["baseline"])}
+        pairs = [(a, base[a.name]) for a in ace if a.name in base]
         fig, axes = _figure(3, height=2.6, width=max(6.0, 1.0 + 0.9 * len(pairs)))
-        labels = [a["name"] for a, _ in pairs]
+        labels = [a.name for a, _ in pairs]
         xs = list(range(len(pairs)))
         for ax, (field, title, scale) in zip(axes[:, 0], (
                 ("cycles", "cycles", 1.0),
                 ("mem_bytes_per_node", "memory bytes per node", 1.0),
                 ("link_utilization", "link utilization (%)", 100.0))):
             for offset, side, idx in ((-0.2, "ace", 0), (0.2, "baseline", 1)):
-                ax.bar([x + offset for x in xs], [(pair[idx][field] or 0) * scale
+                ax.bar([x + offset for x in xs], [(getattr(pair[idx], field) or 0) * scale
                                                   for pair in pairs], width=0.4, label=side)
             ax.set_title(title)
             ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=7)
@@ -408,25 +420,21 @@ def format_table(results: dict) -> str:
     lines = [head, "-" * len(head)]
     runs = sorted(results["runs"], key=lambda r: (_MODE_ORDER.index(r["mode"])
                                                   if r["mode"] in _MODE_ORDER else 9))
-    names = []
-    for run in runs:
-        for rec in run["collectives"]:
-            if rec["name"] not in names:
-                names.append(rec["name"])
-    rows = {(run["mode"], rec["name"]): rec for run in runs for rec in run["collectives"]}
+    rows = {(run["mode"], rec.name): rec for run in runs for rec in records_of(run)}
+    names = list(dict.fromkeys(name for _, name in rows))
     for name in names:
         for run in runs:
             rec = rows.get((run["mode"], name))
             if rec is None:
                 continue
-            util = None if rec["link_utilization"] is None else 100 * rec["link_utilization"]
+            util = None if rec.link_utilization is None else 100 * rec.link_utilization
             lines.append(
-                f"{name[:24]:<24} {run['mode']:<8} {rec['cycles']:>10d} "
-                f"{_fmt(rec['time_over_bound'], '.2f'):>8} {_fmt(util, '.1f', '%'):>9} "
-                f"{_fmt_bytes(rec['mem_bytes_per_node']):>11} "
-                f"{_fmt(rec['mem_over_2S'], '.2f'):>6} "
-                f"{_fmt(rec['mem_bytes_per_link_byte'], '.2f'):>10} "
-                f"{_fmt(rec['busbw_gbps'], '.2f'):>10} {'yes' if rec['correct'] else 'NO':>3}")
+                f"{name[:24]:<24} {run['mode']:<8} {rec.cycles:>10d} "
+                f"{_fmt(rec.time_over_bound, '.2f'):>8} {_fmt(util, '.1f', '%'):>9} "
+                f"{_fmt_bytes(rec.mem_bytes_per_node):>11} "
+                f"{_fmt(rec.mem_over_2S, '.2f'):>6} "
+                f"{_fmt(rec.mem_bytes_per_link_byte, '.2f'):>10} "
+                f"{_fmt(rec.busbw_gbps, '.2f'):>10} {'yes' if rec.correct else 'NO':>3}")
     lines.append("-" * len(head))
     for run in runs:
         s = run["summary"]

@@ -36,7 +36,7 @@ from ace.sw.program import ProgramError
 
 from .preflight import Plan, ReplayError, preflight
 from .replay import replay
-from .report import CSV_COLUMNS, build_results
+from .report import CSV_COLUMNS, build_results, records_of
 from .simulator import SimulatorError, build_driver, build_key
 from .systems import DEFAULT_SYSTEM, NAMED_SYSTEMS, load_system
 from .trace import TraceError
@@ -395,10 +395,11 @@ def _label_keys(results) -> list[str]:
 
 
 def _rows(results):
-    """``(point index, result, run, record)`` for every point x mode x collective."""
+    """``(point index, result, run, record)`` for every point x mode x collective, the record
+    a :class:`~sim_harness.metrics.CollectiveRecord`."""
     for i, result in enumerate(results):
         for run in result["results"]["runs"]:
-            for rec in run["collectives"]:
+            for rec in records_of(run):
                 yield i, result, run, rec
 
 
@@ -421,7 +422,8 @@ def write_sweep(out_dir, results: list[dict]) -> list[Path]:
             writer.writerow([i, point["system"], point["trace"] or "", point["background"],
                              point["seed"], *("" if label.get(k) is None else label[k]
                                               for k in labels),
-                             *("" if rec.get(c) is None else rec[c] for c in CSV_COLUMNS)])
+                             *("" if getattr(rec, c) is None else getattr(rec, c)
+                               for c in CSV_COLUMNS)])
     return [json_path, csv_path]
 
 
@@ -445,14 +447,14 @@ def format_sweep_table(results: list[dict]) -> str:
     rows = []
     for i, result, run, rec in _rows(results):
         point, label = result["point"], dict(result["point"]["label"])
-        util, bound = rec["link_utilization"], rec["time_over_bound"]
+        util, bound = rec.link_utilization, rec.time_over_bound
         rows.append([str(i), *(show(point[k]) for k in varying),
-                     *(show(label.get(k)) for k in labels), rec["name"], run["mode"],
-                     f"{rec['cycles']:,}", "-" if bound is None else f"{bound:.2f}",
+                     *(show(label.get(k)) for k in labels), rec.name, run["mode"],
+                     f"{rec.cycles:,}", "-" if bound is None else f"{bound:.2f}",
                      "-" if util is None else f"{100 * util:.1f}%",
-                     f"{rec['mem_bytes_per_node']:,.0f}",
-                     "-" if rec["busbw_gbps"] is None else f"{rec['busbw_gbps']:.2f}",
-                     "yes" if rec["correct"] else "NO"])
+                     f"{rec.mem_bytes_per_node:,.0f}",
+                     "-" if rec.busbw_gbps is None else f"{rec.busbw_gbps:.2f}",
+                     "yes" if rec.correct else "NO"])
     widths = [max(len(r[c]) for r in [names, *rows]) for c in range(len(names))]
     left = 1 + len(varying) + len(labels) + 2          # text columns; numbers right-aligned
 

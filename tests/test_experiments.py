@@ -20,6 +20,7 @@ from sim_harness.experiments import (ExperimentError, membw, run_experiment, tra
 from sim_harness.experiments.common import (crossing, fit_latency_bandwidth, fit_linear,
                                             fit_roofline, point_key, roofline)
 from sim_harness.experiments.overlap import ScheduleError, simulate
+from sim_harness.metrics import CollectiveRecord
 from sim_harness.experiments.workloads import (COMPUTE_MEM_SHARE, DLRM, GNMT, RESNET50_FILE,
                                                compute_scale, dlrm, from_trace, gnmt, resnet50)
 from sim_harness.traces.astra import load_astra_workload
@@ -195,9 +196,15 @@ def test_compute_scale_is_the_memory_bandwidth_ratio():
 
 # -- training model on synthetic measurements ----------------------------------------------------
 
+def _fields(**values) -> CollectiveRecord:
+    """A record with the given fields (the analyses read no others)."""
+    return CollectiveRecord(**dict(dict.fromkeys(CollectiveRecord.__dataclass_fields__),
+                                   **values))
+
+
 def _record(cycles, nbytes, mem_per_byte):
-    return {"cycles": cycles, "bytes": nbytes, "mem_bytes_per_node": mem_per_byte * nbytes,
-            "correct": True}
+    return _fields(cycles=cycles, bytes=nbytes, mem_bytes_per_node=mem_per_byte * nbytes,
+                   correct=True)
 
 
 def test_calibration_and_iteration_by_hand(monkeypatch):
@@ -252,10 +259,10 @@ def test_membw_ratio_from_exact_roofline_points(monkeypatch):
         m = 32 * (1 - b)
         entry = {"system": {"clock_mhz": 1000.0}}
         for mode, u in (("ace", min(0.8, m / 20)), ("baseline", m / 64)):
-            entry[mode] = {"cycles": 1000, "time_over_bound": 1.0, "link_utilization": u,
-                           "link_utilization_per_link": {"n0.l0": u, "n1.l0": u},
-                           "mem_bytes_per_link_byte": 1.0, "mem_bandwidth_bytes_per_cycle": m,
-                           "mem_over_2S": 1.0}
+            entry[mode] = _fields(cycles=1000, time_over_bound=1.0, link_utilization=u,
+                                  link_utilization_per_link={"n0.l0": u, "n1.l0": u},
+                                  mem_bytes_per_link_byte=1.0, mem_bandwidth_bytes_per_cycle=m,
+                                  mem_over_2S=1.0)
         measured[point_key("ring8", "allreduce", 4096, b)] = entry
     s = membw.analyze(measured, True)["systems"]["ring8"]
     assert s["requirement"]["ace"]["needed"] == pytest.approx(18)       # 0.9 x 20, model
@@ -272,14 +279,16 @@ def test_saved_points_are_reused_only_on_the_same_engine_configuration(tmp_path)
     spec = load_system("ring8")
     system = {"config": spec.config.to_dict(), "topology": str(spec.topology)}
     other = dict(system, config=dict(system["config"], num_channels=1))
-    measured = {point_key("ring8", "allreduce", 4096, 0.5): {"system": system, "ace": {"a": 1},
-                                                            "baseline": {"b": 2}},
-                point_key("ring8", "allreduce", 8192, 0.5): {"system": other, "ace": {},
-                                                            "baseline": {}}}
+    ace, base = _fields(cycles=1, name="a"), _fields(cycles=2, name="b")
+    measured = {point_key("ring8", "allreduce", 4096, 0.5): {"system": system, "ace": ace,
+                                                            "baseline": base},
+                point_key("ring8", "allreduce", 8192, 0.5): {"system": other, "ace": base,
+                                                            "baseline": ace}}
     save_points(tmp_path / "rtl_points.json", measured)
     back = load_points(tmp_path / "rtl_points.json")
     assert list(back) == [("ring8", "allreduce", 4096, 0.5)]
-    assert back[("ring8", "allreduce", 4096, 0.5)]["ace"] == {"a": 1}
+    assert back[("ring8", "allreduce", 4096, 0.5)]["ace"] == ace
+    assert back[("ring8", "allreduce", 4096, 0.5)]["baseline"] == base
     with pytest.raises(ExperimentError, match="not a readable rtl_points.json"):
         load_points(tmp_path / "missing.json")
 

@@ -4,11 +4,15 @@ Every expected number is derived by hand in the test (the comment next to it sho
 the definitions in DESIGN section 6 and the module docstring of ``sim_harness.metrics``.
 """
 
+import json
 import math
+import re
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from sim_harness.metrics import (bound_cycles, bound_terms, busbw_factor, collective_metrics,
+from sim_harness.metrics import (CollectiveRecord, bound_cycles, bound_terms, busbw_factor, collective_metrics,
                                  compare, compare_collectives, ideal_link_bytes, latency_steps,
                                  mem_min_bytes_per_node, parse_topology, phases, run_summary,
                                  split_algorithms)
@@ -214,33 +218,33 @@ def test_hierarchical_bound_is_the_sum_of_phases():
 def test_ring_allreduce_metrics_by_hand():
     m = collective_metrics(ring_allreduce_raw(), SYSTEM)
     payload = 1_835_008
-    assert (m["name"], m["op"], m["algorithm"], m["nodes"], m["bytes"], m["dtype"], m["mode"],
-            m["chunks"], m["cycles"]) == ("grad0", "sum", "ring", 8, MiB, "fp32", "ace", 4,
+    assert (m.name, m.op, m.algorithm, m.nodes, m.bytes, m.dtype, m.mode,
+            m.chunks, m.cycles) == ("grad0", "sum", "ring", 8, MiB, "fp32", "ace", 4,
                                           120_000)
-    assert m["bound_cycles"] == 114_828
-    assert m["bound_bandwidth_cycles"] == 114_688 and m["bound_latency_cycles"] == 140
-    assert m["time_over_bound"] == pytest.approx(120_000 / 114_828)
-    assert m["time_us"] == 120.0                                  # 120000 cycles at 1000 MHz
+    assert m.bound_cycles == 114_828
+    assert m.bound_bandwidth_cycles == 114_688 and m.bound_latency_cycles == 140
+    assert m.time_over_bound == pytest.approx(120_000 / 114_828)
+    assert m.time_us == 120.0                                  # 120000 cycles at 1000 MHz
     # payload / (16 B/cycle x 120000 cycles), the same on all 8 links used.
     util = payload / (16 * 120_000)
-    assert m["link_utilization"] == pytest.approx(util)
-    assert m["link_utilization_per_link"] == {f"n{n}.l0": pytest.approx(util) for n in range(8)}
-    assert m["header_overhead"] == pytest.approx(16 / 4096)       # one 16 B header per 4 KiB
-    assert m["link_payload_bytes"] == 8 * payload
-    assert m["link_wire_bytes"] == 8 * (payload + 448 * 16)
-    assert m["link_bytes_match_program"] is True
-    assert m["mem_read_bytes"] == 8 * MiB and m["mem_write_bytes"] == 8 * MiB
-    assert m["mem_read_bytes_by_node"] == [MiB] * 8 and m["mem_write_bytes_by_node"] == [MiB] * 8
-    assert m["mem_bytes"] == 16 * MiB and m["mem_bytes_per_node"] == 2 * MiB
-    assert m["mem_over_2S"] == 1.0 and m["mem_over_min"] == 1.0
+    assert m.link_utilization == pytest.approx(util)
+    assert m.link_utilization_per_link == {f"n{n}.l0": pytest.approx(util) for n in range(8)}
+    assert m.header_overhead == pytest.approx(16 / 4096)       # one 16 B header per 4 KiB
+    assert m.link_payload_bytes == 8 * payload
+    assert m.link_wire_bytes == 8 * (payload + 448 * 16)
+    assert m.link_bytes_match_program is True
+    assert m.mem_read_bytes == 8 * MiB and m.mem_write_bytes == 8 * MiB
+    assert m.mem_read_bytes_by_node == [MiB] * 8 and m.mem_write_bytes_by_node == [MiB] * 8
+    assert m.mem_bytes == 16 * MiB and m.mem_bytes_per_node == 2 * MiB
+    assert m.mem_over_2S == 1.0 and m.mem_over_min == 1.0
     # 2S of memory per 2 * 7/8 * S sent: 8/7.
-    assert m["mem_bytes_per_link_byte"] == pytest.approx(8 / 7)
-    assert m["mem_bandwidth_bytes_per_cycle"] == pytest.approx(2 * MiB / 120_000)
-    assert m["mem_bandwidth_gbps"] == pytest.approx(2 * MiB / 120e-6 / 1e9)
+    assert m.mem_bytes_per_link_byte == pytest.approx(8 / 7)
+    assert m.mem_bandwidth_bytes_per_cycle == pytest.approx(2 * MiB / 120_000)
+    assert m.mem_bandwidth_gbps == pytest.approx(2 * MiB / 120e-6 / 1e9)
     algbw = MiB / 120e-6 / 1e9                                    # S / time
-    assert m["algbw_gbps"] == pytest.approx(algbw)
-    assert m["busbw_gbps"] == pytest.approx(algbw * 2 * 7 / 8)
-    assert m["correct"] is True
+    assert m.algbw_gbps == pytest.approx(algbw)
+    assert m.busbw_gbps == pytest.approx(algbw * 2 * 7 / 8)
+    assert m.correct is True
 
 
 def test_metrics_per_link_average_and_clock():
@@ -250,19 +254,19 @@ def test_metrics_per_link_average_and_clock():
     system = dict(SYSTEM, clock_mhz=500.0)
     m = collective_metrics(raw, system)
     u, u3 = 1_835_008 / 1_920_000, 960_000 / 1_920_000
-    assert m["link_utilization_per_link"]["n3.l0"] == pytest.approx(0.5)
-    assert m["link_utilization"] == pytest.approx((7 * u + u3) / 8)
-    assert m["link_bytes_match_program"] is False
-    assert m["time_us"] == 240.0                                  # 120000 cycles at 500 MHz
-    assert m["algbw_gbps"] == pytest.approx(MiB / 240e-6 / 1e9)
-    assert m["mem_bandwidth_gbps"] == pytest.approx(2 * MiB / 240e-6 / 1e9)
+    assert m.link_utilization_per_link["n3.l0"] == pytest.approx(0.5)
+    assert m.link_utilization == pytest.approx((7 * u + u3) / 8)
+    assert m.link_bytes_match_program is False
+    assert m.time_us == 240.0                                  # 120000 cycles at 500 MHz
+    assert m.algbw_gbps == pytest.approx(MiB / 240e-6 / 1e9)
+    assert m.mem_bandwidth_gbps == pytest.approx(2 * MiB / 240e-6 / 1e9)
 
 
 def test_baseline_memory_ratios():
     m = collective_metrics(ring_allreduce_raw("baseline", 150_000, 4 * MiB, 3 * MiB), SYSTEM)
-    assert m["mem_bytes_per_node"] == 7 * MiB
-    assert m["mem_over_2S"] == 3.5                                # 7S / 2S
-    assert m["mem_bytes_per_link_byte"] == pytest.approx(7 * MiB / 1_835_008)
+    assert m.mem_bytes_per_node == 7 * MiB
+    assert m.mem_over_2S == 3.5                                # 7S / 2S
+    assert m.mem_bytes_per_link_byte == pytest.approx(7 * MiB / 1_835_008)
 
 
 def test_reduce_scatter_and_alltoall_normalisation():
@@ -273,34 +277,34 @@ def test_reduce_scatter_and_alltoall_normalisation():
                link_tx_payload_bytes=[[payload, 0]] * 8, link_tx_wire_bytes=[[payload, 0]] * 8,
                program_link_bytes=[[payload, 0]] * 8)
     m = collective_metrics(raw, SYSTEM)
-    assert m["mem_over_2S"] is None
-    assert m["mem_over_min"] == 1.0                               # S read + S/p written
-    assert m["bound_cycles"] == 7 * MiB / 8 / 16 + 70
-    assert m["busbw_gbps"] == pytest.approx(m["algbw_gbps"] * 7 / 8)
-    assert m["header_overhead"] == 0.0
+    assert m.mem_over_2S is None
+    assert m.mem_over_min == 1.0                               # S read + S/p written
+    assert m.bound_cycles == 7 * MiB / 8 / 16 + 70
+    assert m.busbw_gbps == pytest.approx(m.algbw_gbps * 7 / 8)
+    assert m.header_overhead == 0.0
 
 
 def test_msccl_busbw_collective():
     raw = ring_allreduce_raw()
     raw.update(collective="msccl", algorithm="msccl")
     m = collective_metrics(raw, SYSTEM)
-    assert m["busbw_collective"] == "allreduce"
-    assert m["busbw_gbps"] == pytest.approx(m["algbw_gbps"] * 2 * 7 / 8)
-    assert m["bound_model"] == "program"
-    assert m["bound_cycles"] == 1_835_008 / 16 + 140
+    assert m.busbw_collective == "allreduce"
+    assert m.busbw_gbps == pytest.approx(m.algbw_gbps * 2 * 7 / 8)
+    assert m.bound_model == "program"
+    assert m.bound_cycles == 1_835_008 / 16 + 140
     raw["msccl_coll"] = "all-gather"
     m = collective_metrics(raw, SYSTEM)
-    assert m["busbw_collective"] == "allgather"
-    assert m["busbw_gbps"] == pytest.approx(m["algbw_gbps"] * 7 / 8)
-    assert m["mem_over_2S"] is None
+    assert m.busbw_collective == "allgather"
+    assert m.busbw_gbps == pytest.approx(m.algbw_gbps * 7 / 8)
+    assert m.mem_over_2S is None
 
 
 def test_zero_cycles_gives_null_ratios():
     m = collective_metrics(ring_allreduce_raw(cycles=0), SYSTEM)
-    assert m["time_over_bound"] == 0
-    assert m["algbw_gbps"] is None and m["busbw_gbps"] is None
-    assert m["mem_bandwidth_bytes_per_cycle"] is None
-    assert m["link_utilization_per_link"]["n0.l0"] is None
+    assert m.time_over_bound == 0
+    assert m.algbw_gbps is None and m.busbw_gbps is None
+    assert m.mem_bandwidth_bytes_per_cycle is None
+    assert m.link_utilization_per_link["n0.l0"] is None
 
 
 def test_factors():
@@ -331,8 +335,7 @@ def test_run_summary_weights_utilization_by_cycles():
     assert s["mem_bandwidth_gbps"] == pytest.approx(4 * MiB / 360e-6 / 1e9)
     assert s["algbw_gbps"] == pytest.approx(2 * MiB / 360e-6 / 1e9)
     assert s["all_correct"] is True
-    b["correct"] = False
-    assert run_summary([a, b])["all_correct"] is False
+    assert run_summary([a, replace(b, correct=False)])["all_correct"] is False
 
 
 def test_run_summary_rejects_mixed_modes_and_handles_empty():
@@ -361,6 +364,40 @@ def test_compare_by_hand():
 
 def test_finite_numbers():
     m = collective_metrics(ring_allreduce_raw(), SYSTEM)
-    for key, value in m.items():
+    for key, value in m.to_json().items():
         if isinstance(value, float):
             assert math.isfinite(value), key
+
+
+# -- the record type -----------------------------------------------------------------------------
+
+def _documented_record_fields() -> list[str]:
+    """The field names of the RECORD table in docs/results_format.md, in table order."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "results_format.md").read_text()
+    table = text.split("### RECORD")[1].split("###")[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    return [name for row in rows for name in re.findall(r"`([a-zA-Z_0-9]+)`", row)]
+
+
+def test_record_fields_are_the_documented_schema():
+    documented = _documented_record_fields()
+    assert len(documented) == len(set(documented)) > 30
+    assert sorted(documented) == sorted(f for f in CollectiveRecord.__dataclass_fields__)
+
+
+def test_record_json_round_trip_keeps_key_order_and_values():
+    m = collective_metrics(ring_allreduce_raw(), SYSTEM)
+    doc = json.loads(json.dumps(m.to_json()))
+    assert list(doc) == list(CollectiveRecord.__dataclass_fields__)
+    assert doc["cycles"] == 120_000
+    assert doc["link_utilization_per_link"] == m.link_utilization_per_link
+    assert CollectiveRecord.from_json(doc) == m
+
+
+def test_record_from_json_names_missing_and_unknown_fields():
+    doc = collective_metrics(ring_allreduce_raw(), SYSTEM).to_json()
+    del doc["cycles"]
+    doc["cycels"] = 1
+    with pytest.raises(ValueError, match=r"run ace collective 0: .*missing cycles; unknown cycels"):
+        CollectiveRecord.from_json(doc, "run ace collective 0")
+

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..metrics import CollectiveRecord
+from ..report import records_of
 from ..sweep import SweepPoint, run_points
 from ..systems import load_system
 
@@ -29,6 +31,8 @@ __all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "save_point
 #: Seed of every RTL point's input data (the results do not depend on the data, but runs are
 #: reproducible bit for bit).
 SEED = 1
+#: The two modes every RTL point runs.
+_MODES = ("ace", "baseline")
 #: A one-collective all-to-all trace; its size is set per point (``SweepPoint.bytes``).
 ALLTOALL_TRACE = str(Path(__file__).with_name("alltoall.yaml"))
 
@@ -69,7 +73,7 @@ def _sweep_point(key: PointKey) -> SweepPoint:
     if collective not in ("allreduce", "alltoall"):
         raise ExperimentError(f"collective: {collective!r}; allowed: allreduce, alltoall")
     return replace(SweepPoint(system=system, trace=trace), bytes=nbytes, background=background,
-                   seed=SEED, modes=("ace", "baseline"), label=(("experiment", "ace"),))
+                   seed=SEED, modes=_MODES, label=(("experiment", "ace"),))
 
 
 @functools.lru_cache(maxsize=None)
@@ -88,7 +92,7 @@ def fits(system: str, collective: str, nbytes: int) -> bool:
     trace = load_trace(ALLTOALL_TRACE if collective == "alltoall" else DEFAULT_TRACE)
     spec = replace(trace.collectives[0], bytes=int(nbytes))
     try:
-        for mode in ("ace", "baseline"):
+        for mode in _MODES:
             prepare(spec, load_system(system), mode)
     except (ProgramError, ConfigError, ReplayError, TraceError):
         return False
@@ -97,7 +101,8 @@ def fits(system: str, collective: str, nbytes: int) -> bool:
 
 def measure(plan: Plan, *, workers: int | None = None, progress: bool = True) -> dict:
     """Run every point of ``plan`` on the RTL (both modes) and return ``{key: {"ace": record,
-    "baseline": record, "system": system record}}`` (records as in ``results.json``). A result
+    "baseline": record, "system": system record}}`` (records:
+    :class:`~sim_harness.metrics.CollectiveRecord`, as in ``results.json``). A result
     that differs from the golden model raises :class:`RuntimeError`: no figure is made from a
     wrong run."""
     keys = list(plan.keys)
@@ -107,8 +112,8 @@ def measure(plan: Plan, *, workers: int | None = None, progress: bool = True) ->
         doc = result["results"]
         entry = {"system": doc["system"]}
         for run in doc["runs"]:
-            (record,) = run["collectives"]
-            if not record["correct"]:
+            (record,) = records_of(run)
+            if not record.correct:
                 raise RuntimeError(f"{key}: {run['mode']} result differs from the golden model")
             entry[run["mode"]] = record
         out[key] = entry
@@ -117,8 +122,10 @@ def measure(plan: Plan, *, workers: int | None = None, progress: bool = True) ->
 
 def save_points(path: Path, measured: dict) -> Path:
     """Write measured points (``{key: {"system", "ace", "baseline"}}``) as JSON."""
-    return write_json(Path(path), {"points": [{"key": list(k), **v} for k, v in
-                                              measured.items()]})
+    return write_json(Path(path), {"points": [
+        {"key": list(k), **{name: value.to_json() if isinstance(value, CollectiveRecord)
+                            else value for name, value in v.items()}}
+        for k, v in measured.items()]})
 
 
 def load_points(path: Path, log=None) -> dict:
@@ -127,6 +134,9 @@ def load_points(path: Path, log=None) -> dict:
     try:
         doc = json.loads(Path(path).read_text())
         entries = doc["points"]
+        for i, entry in enumerate(entries):
+            for mode in _MODES:
+                entry[mode] = CollectiveRecord.from_json(entry[mode], f"point {i} {mode}")
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ExperimentError(f"--reuse: {path}: not a readable rtl_points.json ({error})") \
             from None
@@ -151,11 +161,11 @@ def mem_rate(system: str) -> float:
     return float(load_system(system).mem_rate)
 
 
-def busiest_link_utilization(record: dict) -> float:
+def busiest_link_utilization(record: CollectiveRecord) -> float:
     """Utilization of the busiest link the collective used. On a ring every link carries the
     same bytes, so this is the mean link utilization; on a hierarchical torus the links of the
     last dimension carry less, and this is the one that can approach 100%."""
-    return max(v for v in record["link_utilization_per_link"].values() if v is not None)
+    return max(v for v in record.link_utilization_per_link.values() if v is not None)
 
 
 # -- fits ----------------------------------------------------------------------------------------

@@ -76,12 +76,12 @@ def analyze(measured: dict, quick: bool, systems=None) -> dict:
                    "mem_available_gbps": rate * (1 - b) * clock / 1000}
             for mode in _MODES:
                 r = entry[mode]
-                row[mode] = {"cycles": r["cycles"], "time_over_bound": r["time_over_bound"],
-                             "link_utilization": r["link_utilization"],
+                row[mode] = {"cycles": r.cycles, "time_over_bound": r.time_over_bound,
+                             "link_utilization": r.link_utilization,
                              "busiest_link_utilization": busiest_link_utilization(r),
-                             "mem_bytes_per_link_byte": r["mem_bytes_per_link_byte"],
-                             "mem_bandwidth_bytes_per_cycle": r["mem_bandwidth_bytes_per_cycle"],
-                             "mem_over_2S": r["mem_over_2S"]}
+                             "mem_bytes_per_link_byte": r.mem_bytes_per_link_byte,
+                             "mem_bandwidth_bytes_per_cycle": r.mem_bandwidth_bytes_per_cycle,
+                             "mem_over_2S": r.mem_over_2S}
             points.append(row)
         ms = [p["mem_available"] for p in points]
         req = {mode: requirement(ms, [p[mode]["busiest_link_utilization"] for p in points])

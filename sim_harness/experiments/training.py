@@ -103,11 +103,10 @@ def calibrate(measured: dict, system: str, quick: bool) -> dict:
             for share in _shares(collective):
                 recs = [measured[(system, collective, size, round(share, 6))][mode]
                         for size in sizes(s, system, collective)]
-                fit = fit_latency_bandwidth([r["bytes"] for r in recs],
-                                            [r["cycles"] for r in recs])
+                fit = fit_latency_bandwidth([r.bytes for r in recs], [r.cycles for r in recs])
                 fits[f"{mode}/{collective}/{share:g}"] = dict(fit, mode=mode,
                                                              collective=collective, share=share)
-                ratios += [r["mem_bytes_per_node"] / r["bytes"] for r in recs]
+                ratios += [r.mem_bytes_per_node / r.bytes for r in recs]
             mem_per_byte[f"{mode}/{collective}"] = sum(ratios) / len(ratios)
     return {"fits": fits, "mem_per_byte": mem_per_byte}
 

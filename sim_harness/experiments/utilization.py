@@ -44,11 +44,11 @@ def analyze(measured: dict, quick: bool, systems=None) -> dict:
         for load, share in s["shares"].items():
             entry = measured[(system, "allreduce", s["bytes"], round(share, 6))]
             a, b = entry["ace"], entry["baseline"]
-            gain = a["link_utilization"] / b["link_utilization"]
+            gain = a.link_utilization / b.link_utilization
             rows.append({"system": system, "workload": load, "background": share,
-                         "ace_link_utilization": a["link_utilization"],
-                         "baseline_link_utilization": b["link_utilization"],
-                         "ace_busbw_gbps": a["busbw_gbps"], "baseline_busbw_gbps": b["busbw_gbps"],
+                         "ace_link_utilization": a.link_utilization,
+                         "baseline_link_utilization": b.link_utilization,
+                         "ace_busbw_gbps": a.busbw_gbps, "baseline_busbw_gbps": b.busbw_gbps,
                          "gain": gain})
             if load in WORKLOAD_NAMES:
                 gains.append(gain)
