@@ -38,6 +38,7 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
 
 from ace.layouts import Dtype, ReduceOp
+from ace.vocab import Buffer, StepType
 
 __all__ = [
     "Opcode", "Buf", "Instruction", "INSTR_BITS", "INSTR_WORDS", "IsaError",
@@ -77,14 +78,14 @@ class Buf(enum.Enum, shape=2):
     SCRATCH = 2
 
 
-OPCODE_NAMES = {
-    Opcode.NOP: "nop", Opcode.LOAD: "load", Opcode.STORE: "store", Opcode.S: "s",
-    Opcode.R: "r", Opcode.RRC: "rrc", Opcode.RRS: "rrs", Opcode.RRCS: "rrcs", Opcode.RCS: "rcs",
-    Opcode.CPY: "cpy", Opcode.RE: "re", Opcode.END: "end",
-}
+#: Opcode -> step type (:class:`ace.vocab.StepType`): an opcode's name is its step type's
+#: text upper-cased (``Opcode.RRC`` is ``rrc``, ``Opcode.S`` the send ``s``).
+OPCODE_NAMES = {code: StepType(code.name.lower()) for code in Opcode}
 NAME_TO_OPCODE = {name: code for code, name in OPCODE_NAMES.items()}
-BUF_NAMES = {Buf.INPUT: "i", Buf.OUTPUT: "o", Buf.SCRATCH: "s"}
+#: Buffer selector -> buffer (:class:`ace.vocab.Buffer`), by member name.
+BUF_NAMES = {code: Buffer[code.name] for code in Buf}
 NAME_TO_BUF = {name: code for code, name in BUF_NAMES.items()}
+assert set(NAME_TO_OPCODE) == set(StepType) and set(NAME_TO_BUF) == set(Buffer)
 
 #: The instruction layout. Reserved fields keep every field inside one 32-bit word.
 Instruction = data.StructLayout({

@@ -50,6 +50,8 @@ from ace.layouts import DTYPE_BYTES, ReduceOp
 from ace.sw.program import (Channel, CollectiveProgram, NodeProgram, ProgramError, Step, Topology,
                       assemble, dtype_from_name, link_traffic, memory_traffic, op_from_name,
                       split_aligned)
+from ace.vocab import (ALGORITHM_ALIASES, COLLECTIVE_ALIASES, Algorithm, Collective,
+                       parse_algorithm, parse_collective)
 
 # Fraction of chunk 0's communication steps that communicating channel 1 runs before the next
 # channel starts (module docstring, "stagger").
@@ -64,34 +66,19 @@ class CompileError(ProgramError):
     """A collective/algorithm/topology combination that cannot be compiled, with the reason."""
 
 
-COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "alltoall")
-ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
-_COLL_ALIASES = {"all_reduce": "allreduce", "all-reduce": "allreduce", "ar": "allreduce",
-                 "reducescatter": "reduce_scatter", "reduce-scatter": "reduce_scatter",
-                 "rs": "reduce_scatter", "all_gather": "allgather", "all-gather": "allgather",
-                 "ag": "allgather", "all_to_all": "alltoall", "all-to-all": "alltoall",
-                 "a2a": "alltoall"}
-_ALG_ALIASES = {"hd": "halving_doubling", "rhd": "halving_doubling",
-                "halving-doubling": "halving_doubling", "recursive_halving_doubling":
-                "halving_doubling", "dbt": "double_binary_tree", "double-binary-tree":
-                "double_binary_tree", "tree": "double_binary_tree", "pairwise": "direct",
-                "all_pairs": "direct", "allpairs": "direct"}
+COLLECTIVES = tuple(Collective)
+ALGORITHMS = tuple(Algorithm)
+# The alias tables live in ace.vocab; these names are kept for older imports.
+_COLL_ALIASES = COLLECTIVE_ALIASES
+_ALG_ALIASES = ALGORITHM_ALIASES
 
 
-def _norm_collective(name: str) -> str:
-    key = str(name).lower()
-    key = _COLL_ALIASES.get(key, key)
-    if key not in COLLECTIVES:
-        raise CompileError(f"collective: {name!r}; allowed: {', '.join(COLLECTIVES)}")
-    return key
+def _norm_collective(name: str) -> Collective:
+    return parse_collective(name, CompileError)
 
 
-def _norm_algorithm(name: str) -> str:
-    key = str(name).lower()
-    key = _ALG_ALIASES.get(key, key)
-    if key not in ALGORITHMS:
-        raise CompileError(f"algorithm: {name!r}; allowed: {', '.join(ALGORITHMS)}")
-    return key
+def _norm_algorithm(name: str) -> Algorithm:
+    return parse_algorithm(name, CompileError)
 
 
 def _nested_split(start: int, length: int, radices: list[int], align: int) -> list[tuple]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ace.isa import encode, to_words
 from ace.layouts import DTYPE_BYTES, Dtype, ReduceOp
+from ace.vocab import Buffer, Mode, StepType
 
 __all__ = [
     "ProgramError", "STEP_TYPES", "BUFFERS", "PLACEMENTS", "Step", "Channel", "NodeProgram",
@@ -31,25 +32,14 @@ class ProgramError(ValueError):
     """A malformed program; the message names node, channel and step where it applies."""
 
 
-#: Which operands each step type uses: src / dst slices, mem address, send / recv peers.
-STEP_TYPES: dict[str, frozenset] = {
-    "nop": frozenset(),
-    "load": frozenset({"dst", "mem"}),
-    "store": frozenset({"src", "mem"}),
-    "s": frozenset({"src", "send"}),
-    "r": frozenset({"dst", "recv"}),
-    "rrc": frozenset({"src", "dst", "recv"}),
-    "rrs": frozenset({"src", "recv", "send"}),
-    "rrcs": frozenset({"src", "dst", "recv", "send"}),
-    "rcs": frozenset({"dst", "recv", "send"}),
-    "cpy": frozenset({"src", "dst"}),
-    "re": frozenset({"src", "dst"}),
-}
-#: Logical buffers: input, output, scratch.
-BUFFERS = ("i", "o", "s")
+#: Which operands each step type uses: src / dst slices, mem address, send / recv peers
+#: (:attr:`ace.vocab.StepType.operands`; ``end`` is the assembler's, never a program's step).
+STEP_TYPES: dict[StepType, frozenset] = {t: t.operands for t in StepType if t is not StepType.END}
+#: Logical buffers: input ``i``, output ``o``, scratch ``s`` (:class:`ace.vocab.Buffer`).
+BUFFERS = tuple(Buffer)
 #: ``sram``: buffers are ACE SRAM regions (ACE mode); ``memory``: buffers are main-memory
-#: regions (baseline mode, memory-staged execution).
-PLACEMENTS = ("sram", "memory")
+#: regions (baseline mode, memory-staged execution). :attr:`ace.vocab.Mode.placement`.
+PLACEMENTS = tuple(mode.placement for mode in Mode)
 
 _DTYPE_NAMES = {d.name.lower(): d for d in Dtype}
 _OP_NAMES = {o.name.lower(): o for o in ReduceOp}
@@ -187,7 +177,7 @@ class NodeProgram:
     ``scratch_addr``; in ``sram`` placement only load/store steps touch memory."""
     node: int
     channels: list[Channel] = field(default_factory=list)
-    placement: str = "sram"
+    placement: str = Mode.ACE.placement
     input_addr: int = 0
     output_addr: int = 0
     scratch_addr: int = 0
@@ -195,8 +185,14 @@ class NodeProgram:
     out_elems: int = 0
     scratch_elems: int = 0
 
+    @property
+    def mode(self) -> Mode:
+        """The :class:`~ace.vocab.Mode` that ``placement`` spells."""
+        return Mode.parse(self.placement, ProgramError)
+
     def buffer_addr(self, buf: str) -> int:
-        return {"i": self.input_addr, "o": self.output_addr, "s": self.scratch_addr}[buf]
+        return {Buffer.INPUT: self.input_addr, Buffer.OUTPUT: self.output_addr,
+                Buffer.SCRATCH: self.scratch_addr}[buf]
 
 
 @dataclass
@@ -212,7 +208,7 @@ class CollectiveProgram:
     count: int
     nodes: list[NodeProgram]
     topology: "Topology | None" = None
-    mode: str = "ace"
+    mode: str = Mode.ACE
     chunks: int = 1
     blocks: list[tuple[int, int]] | None = None
 
@@ -226,7 +222,7 @@ class CollectiveProgram:
 
     def validate(self) -> None:
         """Structural checks of every step (types, operands, dependency references)."""
-        if self.mode not in ("ace", "baseline"):
+        if self.mode not in tuple(Mode):
             raise ProgramError(f"mode: {self.mode!r}; allowed: ace, baseline")
         for n, node in enumerate(self.nodes):
             if node.node != n:
@@ -440,14 +436,14 @@ def assemble(program: CollectiveProgram, config) -> AssembledProgram:
         if len(node.channels) > config.num_channels:
             raise ProgramError(f"node {n}: {len(node.channels)} channels; the configuration has "
                                f"num_channels = {config.num_channels}")
-        extent = {"i": 0, "o": 0, "s": 0}
+        extent = dict.fromkeys(Buffer, 0)
         for c, channel in enumerate(node.channels):
             if len(channel.steps) + 1 > config.program_words:
                 raise ProgramError(f"node {n} channel {c}: {len(channel.steps)} steps + end do "
                                    f"not fit program_words = {config.program_words}")
             for k, step in enumerate(channel.steps):
                 where = f"node {n} channel {c} step {k} ({step.type})"
-                if step.type != "nop" and step.count < 1:
+                if step.type != StepType.NOP and step.count < 1:
                     raise ProgramError(f"{where}: count {step.count}; allowed: at least 1")
                 for name in ("src", "dst"):
                     if name not in step.uses:
@@ -468,22 +464,25 @@ def assemble(program: CollectiveProgram, config) -> AssembledProgram:
                 if "mem" in step.uses and step.mem_addr >> config.mem_addr_bits:
                     raise ProgramError(f"{where}: mem_addr {step.mem_addr:#x} does not fit "
                                        f"mem_addr_bits = {config.mem_addr_bits}")
-        if node.placement == "sram":
+        if node.mode is Mode.ACE:
             in_words, out_words = config.input_buffer_words, config.output_buffer_words
-            for buf, limit, name in (("i", in_words, "input"), ("o", out_words, "output")):
+            for buf, limit, name in ((Buffer.INPUT, in_words, "input"),
+                                     (Buffer.OUTPUT, out_words, "output")):
                 if extent[buf] > limit:
                     raise ProgramError(f"node {n}: buffer {buf} needs {extent[buf]} words; the "
                                        f"{name} SRAM has {limit} words "
                                        f"({name}_buffer_bytes = {limit * config.link_bytes})")
-            base = {"i": 0, "o": in_words}
-            if extent["i"] + extent["s"] <= in_words:
-                base["s"] = extent["i"]
-            elif extent["o"] + extent["s"] <= out_words:
-                base["s"] = in_words + extent["o"]
+            used_in, used_out = extent[Buffer.INPUT], extent[Buffer.OUTPUT]
+            scratch = extent[Buffer.SCRATCH]
+            base = {Buffer.INPUT: 0, Buffer.OUTPUT: in_words}
+            if used_in + scratch <= in_words:
+                base[Buffer.SCRATCH] = used_in
+            elif used_out + scratch <= out_words:
+                base[Buffer.SCRATCH] = in_words + used_out
             else:
-                raise ProgramError(f"node {n}: scratch buffer s needs {extent['s']} words; "
-                                   f"neither SRAM has room after i ({extent['i']} of {in_words})"
-                                   f" or o ({extent['o']} of {out_words})")
+                raise ProgramError(f"node {n}: scratch buffer s needs {scratch} words; "
+                                   f"neither SRAM has room after i ({used_in} of {in_words})"
+                                   f" or o ({used_out} of {out_words})")
         else:
             base = {b: node.buffer_addr(b) for b in BUFFERS}
         instructions, words = [], []
@@ -495,7 +494,7 @@ def assemble(program: CollectiveProgram, config) -> AssembledProgram:
                 except ValueError as error:
                     raise ProgramError(f"node {n} channel {c} step {k} ({step.type}): "
                                        f"{error}") from None
-            ints.append(encode(opcode="end"))
+            ints.append(encode(opcode=StepType.END))
             instructions.append(ints)
             words.append([w for i in ints for w in to_words(i)])
         out.append(AssembledNode(n, node.placement, base, instructions, words))
@@ -530,7 +529,7 @@ def decode_step(bits: int, link_bytes: int) -> Step:
     f = decode(bits)
     name = OPCODE_NAMES[f["opcode"]]
     step = Step(type=name, count=f["count"], dtype=f["dtype"], op=f["op"])
-    if name == "end":
+    if name == StepType.END:
         return step
     esize = DTYPE_BYTES[f["dtype"]]
     uses = STEP_TYPES[name]
@@ -575,7 +574,7 @@ def _step_text(step: Step, program: CollectiveProgram, channel: Channel) -> str:
         parts.append(f"src={_slice_text(step.src)}")
     if "dst" in step.uses:
         parts.append(f"dst={_slice_text(step.dst)}")
-    if step.type != "nop":
+    if step.type != StepType.NOP:
         parts.append(f"count={step.count}")
     if "mem" in step.uses:
         parts.append(f"mem={step.mem_addr:#x}")
@@ -678,7 +677,7 @@ def from_text(text: str, *, source: str = "<text>") -> CollectiveProgram:
             program = CollectiveProgram(
                 collective=kv["collective"], algorithm=kv["algorithm"],
                 dtype=dtype_from_name(kv["dtype"]), op=op_from_name(kv["op"]),
-                count=_int(kv["count"], where), nodes=[], mode=kv.get("mode", "ace"),
+                count=_int(kv["count"], where), nodes=[], mode=kv.get("mode", Mode.ACE),
                 chunks=_int(kv.get("chunks", "1"), where),
                 topology=Topology.parse(kv["topology"]) if "topology" in kv else None,
                 blocks=blocks)
@@ -693,7 +692,7 @@ def from_text(text: str, *, source: str = "<text>") -> CollectiveProgram:
                 raise ProgramError(f"{where}: node {n} out of order; expected "
                                    f"{len(program.nodes)}")
             kv = _keyvals(tokens[2:], where)
-            node = NodeProgram(node=n, placement=kv.get("placement", "sram"),
+            node = NodeProgram(node=n, placement=kv.get("placement", Mode.ACE.placement),
                                input_addr=_int(kv.get("input", "0"), where),
                                output_addr=_int(kv.get("output", "0"), where),
                                scratch_addr=_int(kv.get("scratch", "0"), where),
@@ -782,7 +781,8 @@ __all__ += ["copy_program"]
 # -- memory traffic -----------------------------------------------------------------------------
 
 def step_memory_traffic(step: Step, placement: str) -> tuple[int, int]:
-    """(bytes read, bytes written) on the memory port for one step.
+    """(bytes read, bytes written) on the memory port for one step; ``placement`` is the
+    node's ``sram``/``memory`` or a :class:`~ace.vocab.Mode`.
 
     ``sram`` placement (ACE mode): only ``load`` (reads) and ``store`` (writes) touch memory.
     ``memory`` placement (baseline, memory-staged, DESIGN section 4): every receive is written
@@ -804,14 +804,21 @@ def step_memory_traffic(step: Step, placement: str) -> tuple[int, int]:
     store  n             n in memory placement, 0 / n in sram
     ====== ============= ==============
     """
-    n = step.nbytes
-    t = step.type
-    if placement == "sram":
-        return (n, 0) if t == "load" else (0, n) if t == "store" else (0, 0)
-    table = {"nop": (0, 0), "s": (n, 0), "r": (0, n), "rrc": (2 * n, 2 * n),
-             "rrs": (3 * n, 2 * n), "rrcs": (3 * n, 2 * n), "rcs": (n, n), "cpy": (n, n),
-             "re": (2 * n, n), "load": (n, n), "store": (n, n)}
-    return table[t]
+    if Mode.parse(placement, ProgramError) is Mode.ACE:
+        read, write = _SRAM_TRAFFIC.get(step.type, (0, 0))
+    else:
+        read, write = _STAGED_TRAFFIC[step.type]
+    return read * step.nbytes, write * step.nbytes
+
+
+#: Memory-port (read, write) bytes per payload byte: ``sram`` placement (only the DMA steps)
+#: and ``memory`` placement (the table of :func:`step_memory_traffic`).
+_SRAM_TRAFFIC = {StepType.LOAD: (1, 0), StepType.STORE: (0, 1)}
+_STAGED_TRAFFIC = {
+    StepType.NOP: (0, 0), StepType.SEND: (1, 0), StepType.RECV: (0, 1), StepType.RRC: (2, 2),
+    StepType.RRS: (3, 2), StepType.RRCS: (3, 2), StepType.RCS: (1, 1), StepType.CPY: (1, 1),
+    StepType.RE: (2, 1), StepType.LOAD: (1, 1), StepType.STORE: (1, 1),
+}
 
 
 def memory_traffic(program: CollectiveProgram) -> dict:
@@ -858,7 +865,7 @@ def node_memory_size(program: CollectiveProgram, node: NodeProgram) -> int:
         for step in channel.steps:
             if "mem" in step.uses:
                 size = max(size, step.mem_addr + step.nbytes)
-            if node.placement == "memory":
+            if node.mode is Mode.BASELINE:
                 for name in ("src", "dst"):
                     if name in step.uses:
                         buf, off = getattr(step, name)

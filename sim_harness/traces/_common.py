@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from yaml.constructor import SafeConstructor
 
-from ace.sw.compiler import _ALG_ALIASES, _COLL_ALIASES, ALGORITHMS, COLLECTIVES
+from ace.vocab import Algorithm, Collective, VocabError, parse_algorithm, parse_collective
 
 from ..trace import TraceError
 
@@ -20,7 +20,11 @@ from ..trace import TraceError
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "int32": 4}
 #: Reduction operators (``sum`` for collectives that do not reduce).
 OPS = ("sum", "max", "min")
-REDUCING = ("allreduce", "reduce_scatter")
+REDUCING = tuple(c for c in Collective if c.reduces)
+#: A trace's collectives: ours, and ``msccl`` (a program read from an MSCCL XML file).
+MSCCL = "msccl"
+TRACE_COLLECTIVES = tuple(Collective) + (MSCCL,)
+ALGORITHMS = tuple(Algorithm)
 
 
 def err(source: str, line, field: str | None, problem: str) -> TraceError:
@@ -45,19 +49,25 @@ def read_text(path: Path) -> str:
 
 
 def norm_collective(name) -> str | None:
-    """Our collective name for ``name`` or one of the compiler's aliases; None if unknown."""
-    key = str(name).lower()
-    key = _COLL_ALIASES.get(key, key)
-    return key if key in COLLECTIVES + ("msccl",) else None
+    """Our collective (:class:`~ace.vocab.Collective`, or ``msccl``) for ``name`` or one of
+    its aliases (:data:`~ace.vocab.COLLECTIVE_ALIASES`); None if unknown."""
+    if str(name).lower() == MSCCL:
+        return MSCCL
+    try:
+        return parse_collective(name).value
+    except VocabError:
+        return None
 
 
 def norm_algorithm(name) -> str | None:
-    key = str(name).lower()
-    key = _ALG_ALIASES.get(key, key)
-    return key if key in ALGORITHMS else None
+    """The :class:`~ace.vocab.Algorithm` for ``name`` or an alias; None if unknown."""
+    try:
+        return parse_algorithm(name).value
+    except VocabError:
+        return None
 
 
-COLLECTIVE_CHOICES = ", ".join(COLLECTIVES + ("msccl",)) + " (or an alias such as all_reduce)"
+COLLECTIVE_CHOICES = ", ".join(TRACE_COLLECTIVES) + " (or an alias such as all_reduce)"
 ALGORITHM_CHOICES = ", ".join(ALGORITHMS) + " (or an alias such as hd)"
 
 
@@ -65,7 +75,8 @@ def check_algorithms(collective: str, algs: tuple[str, ...]) -> str | None:
     """The compiler's rule for ``double_binary_tree`` (all-reduce, last dimension only): the
     problem, or None."""
     for k, alg in enumerate(algs):
-        if alg == "double_binary_tree" and (collective != "allreduce" or k != len(algs) - 1):
+        if alg == Algorithm.DOUBLE_BINARY_TREE and (collective != Collective.ALLREDUCE
+                                                     or k != len(algs) - 1):
             return ("double_binary_tree is only for an all-reduce (on its last dimension); "
                     f"allowed here: {', '.join(a for a in ALGORITHMS if a != alg)}")
     return None
