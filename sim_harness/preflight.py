@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ace.layouts import DTYPE_BYTES
-from ace.sw.compiler import compile_collective, max_message_bytes
+from ace.sw.compiler import compile_collective
 from ace.sw.host import staging_area
-from ace.sw.msccl import MscclError, load_msccl
+from ace.sw.msccl import read_msccl
 from ace.sw.program import (AssembledProgram, CollectiveProgram, ProgramError, assemble,
                             dtype_from_name)
 
@@ -109,29 +109,16 @@ def _compile(spec: CollectiveSpec, system: SystemSpec, mode: str):
 
 
 def _msccl_program(spec: CollectiveSpec, system: SystemSpec, mode: str, count: int, dtype):
-    """The MSCCL algorithm in as few passes (loops) as keep every message within
-    ``packet_bytes`` (the deadlock rule, docs/engine.md) and fit the SRAM and the instruction
-    memories; ``(program, assembled)``."""
-    limit = system.config.packet_bytes
-    reason = "no number of passes divides the count"
-    for loops in (d for d in range(1, count + 1) if count % d == 0):
-        try:
-            program = load_msccl(spec.msccl_xml, count=count, loops=loops, dtype=dtype,
-                                 op=spec.op, mode=mode, topology=system.topology)
-        except MscclError as error:
-            if "not a multiple" in str(error):
-                continue
-            raise
-        biggest = max_message_bytes(program)
-        if biggest > limit:
-            reason = f"{biggest}-byte messages exceed packet_bytes = {limit}"
-            continue
-        try:
-            return program, assemble(program, system.config)
-        except ProgramError as error:
-            raise ReplayError(f"{spec.name}: {spec.msccl_xml} at {spec.bytes} bytes does not "
-                              f"fit the engine in {loops} passes: {error}") from None
-    raise ReplayError(f"{spec.name}: {spec.msccl_xml} at {spec.bytes} bytes: {reason}")
+    """The MSCCL algorithm (parsed once) folded onto the engine's channels, in as few passes
+    as its messages, the SRAM and the instruction memories allow
+    (:meth:`ace.sw.msccl.MscclAlgorithm.fit`); ``(program, assembled)``."""
+    try:
+        program = read_msccl(spec.msccl_xml).fit(count, system.config, dtype=dtype, op=spec.op,
+                                                 mode=mode, topology=system.topology)
+        return program, assemble(program, system.config)
+    except ProgramError as error:
+        raise ReplayError(f"{spec.name}: {spec.msccl_xml} at {spec.bytes} bytes does not fit "
+                          f"the engine: {error}") from None
 
 
 def prepare(spec: CollectiveSpec, system: SystemSpec, mode: str) -> PreparedCollective:

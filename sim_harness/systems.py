@@ -158,16 +158,22 @@ class SystemChoice:
 
 def pick_system(trace) -> SystemChoice:
     """The system to replay ``trace`` on when the user names none: the trace's topology (from
-    its network file) or, if it has none, ``ring:N``, with the ``harness`` engine. When the
+    its network file; the named system of that topology if there is one, for its engine) or,
+    if it has none, ``ring:N``, with the ``harness`` engine. When the
     trace's algorithms need links a ring lacks (an MSCCL all-pairs algorithm, a ``direct``
     collective...), the named system of N nodes with the fewest links that has them; if none
     has, :class:`ConfigError` naming the system-file keys to write."""
     nodes = trace.nodes
-    if trace.system.topology or not nodes:
-        topology = trace.system.topology or None
-        return SystemChoice(load_system(None, topology=topology))
+    if trace.system.topology:
+        for name in NAMED_SYSTEMS:
+            if str(Topology.parse(NAMED_SYSTEMS[name]["topology"])) == \
+                    str(Topology.parse(trace.system.topology)):
+                return SystemChoice(load_system(name), name)
+        return SystemChoice(load_system(None, topology=trace.system.topology))
+    if not nodes:
+        return SystemChoice(load_system(None))
     default = load_system(None, topology=f"ring:{nodes}")
-    missing = _missing_links(trace, default.topology)
+    missing = _missing_links(trace, default)
     if missing is None:
         return SystemChoice(default)
     candidates = sorted((spec.config.num_links, k, name, spec)
@@ -175,18 +181,20 @@ def pick_system(trace) -> SystemChoice:
                             (name, load_system(name)) for name in NAMED_SYSTEMS)
                         if spec.topology.num_nodes == nodes)
     for _, _, name, spec in candidates:
-        if _missing_links(trace, spec.topology) is None:
-            return SystemChoice(spec, name, str(default.topology), missing)
-    tried = ", ".join(name for _, _, name, _ in candidates) or "none has"
+        if _missing_links(trace, spec) is None:
+            return SystemChoice(spec, name, f"ring:{nodes}", missing)
+    tried = ", ".join(name for _, _, name, _ in candidates)
+    tried = f"{tried} tried; " if tried else ""
     raise ConfigError(f"{trace.path}: the trace needs links that no named system of {nodes} "
-                      f"nodes has ({tried} tried; on {default.topology}: {missing}); write a system file (--system "
-                      f"FILE.toml) with the keys topology = \"fully_connected:{nodes}\" (or "
+                      f"nodes has ({tried}on ring:{nodes}: {missing}); write a system "
+                      f"file (--system FILE.toml) with the keys topology = "
+                      f"\"fully_connected:{nodes}\" (or "
                       f"\"switch:{nodes}\") and config = {{ base = \"small\", num_links = "
                       f"{max(1, nodes - 1)} }}")
 
 
-def _missing_links(trace, topology: Topology) -> str | None:
-    """Why ``topology`` cannot carry one of the trace's collectives (the first found), or
+def _missing_links(trace, system: SystemSpec) -> str | None:
+    """Why ``system`` cannot carry one of the trace's collectives (the first found), or
     None. An MSCCL algorithm needs a link for every send/receive peer; a compiled collective
     needs what its algorithm's compile needs (checked once per kind, at its smallest size)."""
     smallest: dict = {}
@@ -195,8 +203,8 @@ def _missing_links(trace, topology: Topology) -> str | None:
         if key not in smallest or spec.bytes < smallest[key].bytes:
             smallest[key] = spec
     for spec in smallest.values():
-        problem = (_msccl_missing(spec, topology) if spec.collective == "msccl"
-                   else _compile_missing(spec, topology))
+        problem = (_msccl_missing(spec, system.topology) if spec.collective == "msccl"
+                   else _compile_missing(spec, system))
         if problem:
             return problem
     return None
@@ -218,7 +226,7 @@ def _msccl_missing(spec, topology: Topology) -> str | None:
     return None
 
 
-def _compile_missing(spec, topology: Topology) -> str | None:
+def _compile_missing(spec, system: SystemSpec) -> str | None:
     from ace.layouts import DTYPE_BYTES
     from ace.sw.compiler import compile_collective
     from ace.sw.program import dtype_from_name
@@ -227,8 +235,8 @@ def _compile_missing(spec, topology: Topology) -> str | None:
     algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
     try:
         compile_collective(spec.collective, max(1, spec.bytes // DTYPE_BYTES[dtype]),
-                           topology=topology, algorithm=algorithm, dtype=dtype, op=spec.op,
-                           mode="ace", check=False)
+                           topology=system.topology, algorithm=algorithm, dtype=dtype,
+                           op=spec.op, mode="ace", config=system.config, check=False)
     except ProgramError as error:
         return f"{spec.name}: {error}"
     return None
