@@ -132,11 +132,10 @@ class AceEngine(wiring.Component):
                 getattr(csr, f"steps_done{c}").eq(ch.steps_done),
             ]
             for b in range(3):
-                m.d.comb += [getattr(ch, f"buf_base{b}").eq(bases[b]),
-                             getattr(ch, f"buf_limit{b}").eq(limits[b])]
+                m.d.comb += [ch.buf_base[b].eq(bases[b]), ch.buf_limit[b].eq(limits[b])]
             for k, other in enumerate(channels):
-                m.d.comb += [getattr(ch, f"dep_steps{k}").eq(other.steps_done),
-                             getattr(ch, f"dep_halted{k}").eq(other.halted)]
+                m.d.comb += [ch.dep_steps[k].eq(other.steps_done),
+                             ch.dep_halted[k].eq(other.halted)]
         activity = Signal()
         m.d.comb += activity.eq(Cat(ch.progress for ch in channels).any())
         for ch in channels:

@@ -3,15 +3,17 @@ dependency wait, and a :class:`~ace.hw.channel.datapath.StepDatapath` that execu
 
 ::
 
-    imem (program_words x 256 bit) --> FETCH --> DECODE (checks, plan) --> DEP (scoreboard:
-      ^ written through the CSRs                   |                        steps_done of the
-                                                   v error                  other channels)
+    imem (program_words x 256 bit) --> FETCH --> DECODE --> ADDR --> CHECK --> DEP (scoreboard:
+      ^ written through the CSRs                 (plan, sums) (limits)|     steps_done of the
+                                                   v error <----------+     other channels)
                                                  ERROR <-- datapath errors, watchdog   |
                                                    ^                                   v
                                                    +------ EXEC <-- ISSUE (plan) <-----+
                                                            | done: steps_done += 1, pc += 1
 
-States: ``IDLE`` (after reset or an error clear), ``FETCH``, ``DECODE``, ``DEP``, ``ISSUE``,
+States: ``IDLE`` (after reset or an error clear), ``FETCH``, ``DECODE`` (the instruction
+register), ``ADDR`` (plan, slice address sums and the simple checks, registered), ``CHECK``
+(sums against limits, first failing check), ``DEP``, ``ISSUE``,
 ``EXEC``, ``ABORT`` (waiting for an aborted step to drain), ``DONE`` (reached ``end``, or not
 enabled at start) and ``ERROR``. A step is checked before anything moves: an undefined opcode or
 reserved bits, a count of zero or over 2**24 - 1 bytes (or, in memory placement, a receive
@@ -23,7 +25,9 @@ the channel in ``ERROR`` with its :class:`~ace.hw.csr.ErrorCause`. A dependency 
 halts (``DONE`` or ``ERROR``) before reaching the step is ``DEP_NEVER``. The watchdog stops a
 channel whose engine made no progress for ``timeout`` cycles (0: off).
 
-Per-step overhead: 4 cycles (fetch, decode, dependency, issue) plus the datapath's latency.
+Per-step overhead: 5 cycles (fetch, decode, addr, check, dependency) before ``ISSUE``, plus
+the datapath's latency. Decode arithmetic is sized to the real widths (``mem_addr_bits``,
+``sram_addr_bits``, ``DMA_LENGTH_BITS``), with a ``far`` flag for any higher address bits.
 """
 
 from __future__ import annotations
@@ -77,9 +81,10 @@ class AceChannel(wiring.Component):
     placement : In(1), 0: buffers in SRAM (word addresses), 1: in memory (byte addresses)
     stage_base : In(64), memory placement: byte address of the staging area; this channel uses
         ``2 * packet_bytes`` bytes at ``stage_base + index * 2 * packet_bytes``
-    buf_base{0,1,2} : In(64), buf_limit{0,1,2} : In(32), the buffer table (limits in words)
+    buf_base : In(64).array(3), buf_limit : In(32).array(3), the buffer table (i, o, s; limits
+        in words)
     timeout : In(32), activity : In(1), the watchdog (engine-wide progress this cycle)
-    dep_steps{k} : In(16), dep_halted{k} : In(1), every channel's progress
+    dep_steps : In(16).array(C), dep_halted : In(1).array(C), every channel's progress
     steps_done : Out(16), halted, running, finished : Out(1)
     error : Out(1), error_cause : Out(ErrorCause), error_pc : Out(16)
     progress : Out(1), a beat entered the ALU or a step completed this cycle
@@ -102,20 +107,14 @@ class AceChannel(wiring.Component):
             "progress": Out(1), "alu_beat": Out(1), "step_done": Out(1),
             **datapath_ports(config),
         }
-        for b in range(3):
-            members[f"buf_base{b}"] = In(64)
-            members[f"buf_limit{b}"] = In(32)
-        for k in range(C):
-            members[f"dep_steps{k}"] = In(STEP_BITS)
-            members[f"dep_halted{k}"] = In(1)
+        members |= {"buf_base": In(64).array(3), "buf_limit": In(32).array(3),
+                    "dep_steps": In(STEP_BITS).array(C), "dep_halted": In(1).array(C)}
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        C, L, B = cfg.num_channels, cfg.num_links, cfg.link_bytes
-        lb = (B - 1).bit_length()
-        sram_words = cfg.sram_words
+        C = cfg.num_channels
 
         m.submodules.datapath = dp = StepDatapath(cfg)
         for name in ("sram_rd_a", "sram_rd_b", "sram_wr", "mem_rd_a", "mem_rd_b", "mem_wr",
@@ -142,101 +141,14 @@ class AceChannel(wiring.Component):
         idle_cycles = Signal(32)
         m.d.comb += [rd.addr.eq(pc[:len(rd.addr)]), rd.en.eq(1)]
 
-        # -- decode: plan and checks (combinational from instr) --------------------------------
+        # -- decode, in two registered stages: ADDR registers the plan, the slice sums and the
+        # simple checks (``_decode``); CHECK compares the registered sums with their limits and
+        # picks the first failing check (``_check``). No path holds more than two carry chains.
         f = instr
-        esize_log2 = Signal(2)
-        m.d.comb += esize_log2.eq(Mux((f.dtype == Dtype.INT32) | (f.dtype == Dtype.FP32), 2, 1))
-        nbytes = Signal(36)
-        nwords = Signal(36)
-        m.d.comb += [nbytes.eq(f.count << esize_log2), nwords.eq((nbytes + (B - 1)) >> lb)]
-        bases = [getattr(self, f"buf_base{b}") for b in range(3)]
-        limits = [getattr(self, f"buf_limit{b}") for b in range(3)]
-
-        def slice_of(buf, off, name):
-            """(SRAM word address or memory byte address, in range) of a buffer slice."""
-            base = Signal(64, name=f"{name}_base")
-            limit = Signal(32, name=f"{name}_limit")
-            with m.Switch(buf):
-                for b in range(3):
-                    with m.Case(b):
-                        m.d.comb += [base.eq(bases[b]), limit.eq(limits[b])]
-            addr = Signal(66, name=f"{name}_addr")
-            ok = Signal(name=f"{name}_ok")        # inside the buffer's limit and the space
-            sel_ok = Signal(name=f"{name}_sel_ok")
-            end_words = Signal(40, name=f"{name}_end")
-            m.d.comb += [
-                end_words.eq(off + nwords),
-                addr.eq(Mux(self.placement, base + (off << lb), base + off)),
-                sel_ok.eq(buf.as_value() != 3),
-                ok.eq((end_words <= limit) & Mux(
-                    self.placement,
-                    (addr + nbytes) <= (1 << cfg.mem_addr_bits),
-                    (addr + nwords) <= sram_words)),
-            ]
-            return addr, sel_ok, ok
-
-        src_addr, src_sel_ok, src_ok = slice_of(f.src_buf, f.src_off, "src")
-        dst_addr, dst_sel_ok, dst_ok = slice_of(f.dst_buf, f.dst_off, "dst")
-        mem_ok = Signal()
-        m.d.comb += mem_ok.eq((f.mem_addr + nbytes) <= (1 << cfg.mem_addr_bits))
-
-        uses = {k: Signal(name=f"uses_{k}") for k in
-                ("data", "src", "dst", "mem", "send", "recv", "defined")}
         decoded = Signal(StepPlan(cfg))
-        with m.Switch(f.opcode):
-            with m.Case(Opcode.NOP, Opcode.END):
-                m.d.comb += uses["defined"].eq(1)
-            for opcode, (a, b, w, send) in _STEPS.items():
-                with m.Case(opcode):
-                    m.d.comb += [uses["defined"].eq(1), uses["data"].eq(1),
-                                 uses["send"].eq(send), decoded.send.eq(send),
-                                 decoded.b_use.eq(b is not None),
-                                 decoded.w_use.eq(w is not None)]
-                    reduces = b is not None
-                    m.d.comb += decoded.op.eq(f.op if reduces else ReduceOp.COPY)
-                    if a == "mem":
-                        m.d.comb += [uses["mem"].eq(1), decoded.a_src.eq(ASource.MEM),
-                                     decoded.a_addr.eq(f.mem_addr)]
-                    elif a == "nic":
-                        m.d.comb += [uses["recv"].eq(1), decoded.a_src.eq(ASource.NIC)]
-                    else:
-                        m.d.comb += [uses["src"].eq(1), decoded.a_addr.eq(src_addr),
-                                     decoded.a_src.eq(Mux(self.placement, ASource.MEM,
-                                                          ASource.SRAM))]
-                    if b == "src":
-                        m.d.comb += [uses["src"].eq(1), decoded.b_addr.eq(src_addr)]
-                    elif b == "dst":
-                        m.d.comb += [uses["dst"].eq(1), decoded.b_addr.eq(dst_addr)]
-                    m.d.comb += decoded.b_mem.eq(self.placement)
-                    if w == "dst":
-                        m.d.comb += [uses["dst"].eq(1), decoded.w_addr.eq(dst_addr),
-                                     decoded.w_mem.eq(self.placement)]
-                    elif w == "mem":
-                        m.d.comb += [uses["mem"].eq(1), decoded.w_addr.eq(f.mem_addr),
-                                     decoded.w_mem.eq(1)]
-        m.d.comb += [
-            decoded.send_link.eq(f.send_link),
-            decoded.recv_link.eq(f.recv_link),
-            decoded.recv_peer.eq(f.recv_peer),
-            decoded.dtype.eq(f.dtype),
-            decoded.bytes.eq(nbytes),
-        ]
-        reserved = Cat(f.rsvd0, f.rsvd1, f.rsvd2, f.rsvd3).any()
-        check = Signal(ErrorCause)
-        with m.If(~uses["defined"] | reserved):
-            m.d.comb += check.eq(ErrorCause.BAD_OPCODE)
-        with m.Elif(uses["data"] & ((f.count == 0) | (nbytes >> DMA_LENGTH_BITS != 0) | (
-                self.placement & uses["recv"] & (nbytes > cfg.packet_bytes)))):
-            m.d.comb += check.eq(ErrorCause.BAD_COUNT)
-        with m.Elif((uses["send"] & (f.send_link >= L)) | (uses["recv"] & (f.recv_link >= L))):
-            m.d.comb += check.eq(ErrorCause.BAD_LINK)
-        with m.Elif((uses["src"] & ~src_sel_ok) | (uses["dst"] & ~dst_sel_ok)):
-            m.d.comb += check.eq(ErrorCause.BAD_BUFFER)
-        with m.Elif((uses["src"] & ~src_ok) | (uses["dst"] & ~dst_ok) | (uses["mem"] & ~mem_ok)):
-            m.d.comb += check.eq(ErrorCause.BAD_ADDRESS)
-        with m.Elif(f.dep_valid & ((f.dep_channel >= C) | (
-                (f.dep_channel == self.index) & (f.dep_step >= pc)))):
-            m.d.comb += check.eq(ErrorCause.BAD_DEP)
+        values = self._decode(m, f, pc, decoded)
+        held = {name: Signal.like(value, name=f"held_{name}") for name, value in values.items()}
+        check = self._check(m, held)
 
         # -- dependency scoreboard -------------------------------------------------------------
         dep_met = Signal()
@@ -244,10 +156,9 @@ class AceChannel(wiring.Component):
         with m.Switch(f.dep_channel):
             for k in range(C):
                 with m.Case(k):
-                    steps = getattr(self, f"dep_steps{k}")
+                    steps = self.dep_steps[k]
                     m.d.comb += [dep_met.eq(steps > f.dep_step),
-                                 dep_dead.eq(getattr(self, f"dep_halted{k}") & ~(
-                                     steps > f.dep_step))]
+                                 dep_dead.eq(self.dep_halted[k] & ~(steps > f.dep_step))]
 
         # -- memory-staged micro-steps (memory placement) ----------------------------------------
         # A receive in memory placement lands in memory first (stage, or the destination), and
@@ -257,9 +168,9 @@ class AceChannel(wiring.Component):
         P = dp.packet_bytes
         micro = Signal(2)
         micro_count = Signal(2)
-        stage = Signal(64)
-        stage2 = Signal(64)
-        m.d.comb += [stage.eq(self.stage_base + self.index * 2 * P), stage2.eq(stage + P)]
+        stage = Signal(cfg.mem_addr_bits)      # registered: the CSR is set before a run starts
+        stage2 = Signal(cfg.mem_addr_bits)
+        m.d.sync += [stage.eq(self.stage_base + self.index * 2 * P), stage2.eq(stage + P)]
         staged = Signal()
         m.d.comb += staged.eq(self.placement & (plan.a_src == ASource.NIC))
         with m.If(~staged):
@@ -327,10 +238,14 @@ class AceChannel(wiring.Component):
             with m.State("DECODE"):
                 m.d.comb += self.running.eq(1)
                 m.d.sync += instr.eq(rd.data)
+                m.next = "ADDR"
+            with m.State("ADDR"):
+                m.d.comb += self.running.eq(1)
+                m.d.sync += [plan.eq(decoded), micro.eq(0),
+                             *(held[name].eq(value) for name, value in values.items())]
                 m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += self.running.eq(1)
-                m.d.sync += [plan.eq(decoded), micro.eq(0)]
                 with m.If(check != ErrorCause.NONE):
                     fail(check)
                 with m.Elif(f.opcode == Opcode.END):
@@ -394,3 +309,152 @@ class AceChannel(wiring.Component):
                     m.d.sync += cause.eq(ErrorCause.NONE)
                     m.next = "IDLE"
         return m
+
+    def _slice(self, m, buf, off, nbytes, nwords, name):
+        """A buffer slice's address and what CHECK needs to bound it, at the real widths:
+        ``addr`` (memory byte address or SRAM word address, per ``placement``), ``end`` (offset
+        plus words, against the buffer's limit), ``limit``, ``far`` (the base or the offset
+        reaches past the address space) and ``space_end`` (address plus length, against the
+        space). Combinational; the caller registers all but ``addr``."""
+        cfg = self.config
+        lb = (cfg.link_bytes - 1).bit_length()
+        mem_bits, sram_bits = cfg.mem_addr_bits, cfg.sram_addr_bits
+        base = Signal(64, name=f"{name}_base")
+        limit = Signal(32, name=f"{name}_limit")
+        with m.Switch(buf):
+            for b in range(3):
+                with m.Case(b):
+                    m.d.comb += [base.eq(self.buf_base[b]), limit.eq(self.buf_limit[b])]
+        off_bytes = off << lb
+        # One bit wider than the space, so the carry of base + offset is kept for the check.
+        mem_addr = Signal(mem_bits + 1, name=f"{name}_mem_addr")
+        sram_addr = Signal(sram_bits + 1, name=f"{name}_sram_addr")
+        out = {
+            "addr": Signal(max(mem_bits, sram_bits), name=f"{name}_addr"),
+            "end": Signal(len(off) + 1, name=f"{name}_end"),
+            "limit": limit,
+            "far": Signal(name=f"{name}_far"),
+            "space_end": Signal(max(mem_bits, sram_bits, len(nbytes)) + 2,
+                                name=f"{name}_space_end"),
+        }
+        m.d.comb += [
+            mem_addr.eq(base + off_bytes),
+            sram_addr.eq(base + off),
+            out["end"].eq(off + nwords),
+            out["addr"].eq(Mux(self.placement, mem_addr, sram_addr)),
+            out["far"].eq(Mux(self.placement, base[mem_bits:].any() | off_bytes[mem_bits:].any(),
+                              base[sram_bits:].any() | off[sram_bits:].any())),
+            out["space_end"].eq(Mux(self.placement, mem_addr + nbytes, sram_addr + nwords)),
+        ]
+        return out
+
+    def _decode(self, m, f, pc, decoded):
+        """ADDR stage, combinational from the instruction ``f``: the step's plan into
+        ``decoded``, and a dict of the values the CHECK stage needs (registered by the caller):
+        the simple checks as flags, each slice's sums and the memory operand's."""
+        cfg = self.config
+        B, L, C = cfg.link_bytes, cfg.num_links, cfg.num_channels
+        lb = (B - 1).bit_length()
+        esize_log2 = Signal(2)
+        nbytes_full = Signal(len(f.count) + 2)
+        # A length of 2**DMA_LENGTH_BITS bytes or more fails BAD_COUNT before any address check,
+        # so the address sums need only its low DMA_LENGTH_BITS bits.
+        nbytes = nbytes_full[:DMA_LENGTH_BITS]
+        nwords = Signal(DMA_LENGTH_BITS + 1 - lb)
+        m.d.comb += [
+            esize_log2.eq(Mux((f.dtype == Dtype.INT32) | (f.dtype == Dtype.FP32), 2, 1)),
+            nbytes_full.eq(f.count << esize_log2),
+            nwords.eq((nbytes + (B - 1)) >> lb),
+        ]
+        src = self._slice(m, f.src_buf, f.src_off, nbytes, nwords, "src")
+        dst = self._slice(m, f.dst_buf, f.dst_off, nbytes, nwords, "dst")
+        uses = self._plan(m, f, src["addr"], dst["addr"], decoded)
+        m.d.comb += [
+            decoded.send_link.eq(f.send_link),
+            decoded.recv_link.eq(f.recv_link),
+            decoded.recv_peer.eq(f.recv_peer),
+            decoded.dtype.eq(f.dtype),
+            decoded.bytes.eq(nbytes),
+        ]
+        mem_bits = cfg.mem_addr_bits
+        values = {f"src_{k}": v for k, v in src.items() if k != "addr"}
+        values |= {f"dst_{k}": v for k, v in dst.items() if k != "addr"}
+        values |= {"mem_far": f.mem_addr[mem_bits:].any(),
+                   "mem_end": f.mem_addr[:mem_bits] + nbytes,
+                   "uses_src": uses["src"], "uses_dst": uses["dst"], "uses_mem": uses["mem"]}
+        values["bad_opcode"] = ~uses["defined"] | Cat(f.rsvd0, f.rsvd1, f.rsvd2, f.rsvd3).any()
+        values["bad_count"] = uses["data"] & (
+            (f.count == 0) | (nbytes_full >> DMA_LENGTH_BITS != 0) |
+            (self.placement & uses["recv"] & (nbytes_full > cfg.packet_bytes)))
+        values["bad_link"] = ((uses["send"] & (f.send_link >= L)) |
+                              (uses["recv"] & (f.recv_link >= L)))
+        values["bad_buffer"] = ((uses["src"] & (f.src_buf.as_value() == 3)) |
+                                (uses["dst"] & (f.dst_buf.as_value() == 3)))
+        values["bad_dep"] = f.dep_valid & ((f.dep_channel >= C) | (
+            (f.dep_channel == self.index) & (f.dep_step >= pc)))
+        return values
+
+    def _plan(self, m, f, src_addr, dst_addr, decoded):
+        """The opcode's operand sources and sinks into ``decoded``; returns which fields the
+        step uses (combinational)."""
+        uses = {k: Signal(name=f"uses_{k}") for k in
+                ("data", "src", "dst", "mem", "send", "recv", "defined")}
+        with m.Switch(f.opcode):
+            with m.Case(Opcode.NOP, Opcode.END):
+                m.d.comb += uses["defined"].eq(1)
+            for opcode, (a, b, w, send) in _STEPS.items():
+                with m.Case(opcode):
+                    m.d.comb += [uses["defined"].eq(1), uses["data"].eq(1),
+                                 uses["send"].eq(send), decoded.send.eq(send),
+                                 decoded.b_use.eq(b is not None),
+                                 decoded.w_use.eq(w is not None),
+                                 decoded.op.eq(f.op if b is not None else ReduceOp.COPY),
+                                 decoded.b_mem.eq(self.placement)]
+                    if a == "mem":
+                        m.d.comb += [uses["mem"].eq(1), decoded.a_src.eq(ASource.MEM),
+                                     decoded.a_addr.eq(f.mem_addr)]
+                    elif a == "nic":
+                        m.d.comb += [uses["recv"].eq(1), decoded.a_src.eq(ASource.NIC)]
+                    else:
+                        m.d.comb += [uses["src"].eq(1), decoded.a_addr.eq(src_addr),
+                                     decoded.a_src.eq(Mux(self.placement, ASource.MEM,
+                                                          ASource.SRAM))]
+                    if b is not None:
+                        m.d.comb += [uses[b].eq(1),
+                                     decoded.b_addr.eq(src_addr if b == "src" else dst_addr)]
+                    if w == "dst":
+                        m.d.comb += [uses["dst"].eq(1), decoded.w_addr.eq(dst_addr),
+                                     decoded.w_mem.eq(self.placement)]
+                    elif w == "mem":
+                        m.d.comb += [uses["mem"].eq(1), decoded.w_addr.eq(f.mem_addr),
+                                     decoded.w_mem.eq(1)]
+        return uses
+
+    def _check(self, m, held):
+        """CHECK stage, combinational from the registered ADDR values: the first failing
+        check's cause, or ``NONE``."""
+        cfg = self.config
+        mem_space = 1 << cfg.mem_addr_bits
+
+        def slice_ok(name):
+            space = Mux(self.placement, held[f"{name}_space_end"] <= mem_space,
+                        held[f"{name}_space_end"] <= cfg.sram_words)
+            return (held[f"{name}_end"] <= held[f"{name}_limit"]) & ~held[f"{name}_far"] & space
+
+        mem_ok = ~held["mem_far"] & (held["mem_end"] <= mem_space)
+        bad_address = ((held["uses_src"] & ~slice_ok("src")) |
+                       (held["uses_dst"] & ~slice_ok("dst")) | (held["uses_mem"] & ~mem_ok))
+        check = Signal(ErrorCause)
+        with m.If(held["bad_opcode"]):
+            m.d.comb += check.eq(ErrorCause.BAD_OPCODE)
+        with m.Elif(held["bad_count"]):
+            m.d.comb += check.eq(ErrorCause.BAD_COUNT)
+        with m.Elif(held["bad_link"]):
+            m.d.comb += check.eq(ErrorCause.BAD_LINK)
+        with m.Elif(held["bad_buffer"]):
+            m.d.comb += check.eq(ErrorCause.BAD_BUFFER)
+        with m.Elif(bad_address):
+            m.d.comb += check.eq(ErrorCause.BAD_ADDRESS)
+        with m.Elif(held["bad_dep"]):
+            m.d.comb += check.eq(ErrorCause.BAD_DEP)
+        return check
