@@ -67,22 +67,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from dataclasses import dataclass
 from fractions import Fraction
 
 from ace.sw.program import Topology
+from ace.vocab import Algorithm, Collective, VocabError, parse_collective
 
-__all__ = ["CollectiveRecord", "ALGORITHM_NAMES", "parse_topology", "split_algorithms", "phases", "latency_steps",
-           "ideal_link_bytes", "bound_terms", "bound_cycles", "busbw_factor",
+from .trace import COLLECTIVE_NAMES, MSCCL
+
+__all__ = ["CollectiveRecord", "ALGORITHM_NAMES", "parse_topology", "split_algorithms", "phases",
+           "latency_steps", "ideal_link_bytes", "bound_terms", "bound_cycles", "busbw_factor",
            "mem_min_bytes_per_node", "collective_metrics", "run_summary", "compare",
            "compare_collectives", "link_key"]
 
 #: Algorithm names, longest first so that ``ring_double_binary_tree`` splits unambiguously.
-ALGORITHM_NAMES = ("double_binary_tree", "halving_doubling", "direct", "ring", "msccl")
-_COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "alltoall", "msccl")
-_COLL_NAMES = {"allreduce": "allreduce", "reducescatter": "reduce_scatter",
-               "allgather": "allgather", "alltoall": "alltoall"}
+ALGORITHM_NAMES = tuple(sorted((*Algorithm, MSCCL), key=len, reverse=True))
 
 
 @dataclass(frozen=True)
@@ -209,7 +208,7 @@ def phases(collective: str, algorithms, topology: str) -> list[dict]:
     module docstring). ``msccl`` has no phases (an empty list)."""
     kind, dims = parse_topology(topology)
     algs = split_algorithms(algorithms, len(dims))
-    if collective == "msccl" or "msccl" in algs:
+    if collective == MSCCL or MSCCL in algs:
         return []
     active = [k for k, d in enumerate(dims) if d > 1]
     if not active:
@@ -219,38 +218,38 @@ def phases(collective: str, algorithms, topology: str) -> list[dict]:
         return {"kind": kind_, "dim": k, "size": dims[k], "algorithm": algs[k],
                 "fraction": frac}
 
-    if collective == "alltoall":
+    if collective == Collective.ALLTOALL:
         if len(active) != 1:
             raise ValueError(f"alltoall runs on one-dimensional topologies only; got {topology}")
         return [phase("a2a", active[0], Fraction(1))]
-    if collective in ("reduce_scatter", "allgather"):
+    if collective in (Collective.REDUCE_SCATTER, Collective.ALLGATHER):
         out, frac = [], Fraction(1)
         for k in reversed(active):
             out.append(phase("rs", k, frac))
             frac /= dims[k]
-        if collective == "allgather":
+        if collective == Collective.ALLGATHER:
             out = [dict(ph, kind="ag") for ph in reversed(out)]
         return out
-    if collective == "allreduce":
+    if collective == Collective.ALLREDUCE:
         rs, frac = [], Fraction(1)
         for k in active[:-1]:
             rs.append(phase("rs", k, frac))
             frac /= dims[k]
         return rs + [phase("ar", active[-1], frac)] + [dict(ph, kind="ag")
                                                       for ph in reversed(rs)]
-    raise ValueError(f"collective: {collective!r}; allowed: {', '.join(_COLLECTIVES)}")
+    raise ValueError(f"collective: {collective!r}; allowed: {', '.join(COLLECTIVE_NAMES)}")
 
 
 def _phase_steps(ph: dict) -> int:
     g, alg, kind = ph["size"], ph["algorithm"], ph["kind"]
     mult = 2 if kind == "ar" else 1
-    if alg == "ring":
+    if alg == Algorithm.RING:
         return mult * (g - 1)
-    if alg == "direct":
+    if alg == Algorithm.DIRECT:
         return mult
-    if alg == "halving_doubling":
+    if alg == Algorithm.HALVING_DOUBLING:
         return mult * math.ceil(math.log2(g))
-    if alg == "double_binary_tree":
+    if alg == Algorithm.DOUBLE_BINARY_TREE:
         if kind != "ar":
             raise ValueError(f"double_binary_tree runs only all-reduce phases (dimension "
                              f"{ph['dim']} runs a {kind} phase)")
@@ -261,7 +260,7 @@ def _phase_steps(ph: dict) -> int:
 def latency_steps(collective: str, algorithms, topology: str) -> int:
     """Sequential communication steps of the algorithm: the sum over its phases (see the module
     docstring). MSCCL raises ``ValueError``: count the XML's sequential steps instead."""
-    if collective == "msccl" or "msccl" in split_algorithms(
+    if collective == MSCCL or MSCCL in split_algorithms(
             algorithms, len(parse_topology(topology)[1])):
         raise ValueError("latency_steps: msccl schedules have no formula; count the sequential "
                          "steps of the XML")
@@ -272,15 +271,16 @@ def _phase_link_bytes(ph: dict, topo_kind: str, nbytes: int) -> Fraction | None:
     g, alg, kind = ph["size"], ph["algorithm"], ph["kind"]
     data = ph["fraction"] * nbytes
     if kind == "a2a":
-        if alg == "ring":
+        if alg == Algorithm.RING:
             return Fraction(g - 1, 2) * data
-        if alg == "direct":
+        if alg == Algorithm.DIRECT:
             return data * Fraction(g - 1, g) if topo_kind == "switch" else data / g
         return None
     mult = 2 if kind == "ar" else 1
-    if alg in ("ring", "halving_doubling") or (alg == "direct" and topo_kind == "switch"):
+    if alg in (Algorithm.RING, Algorithm.HALVING_DOUBLING) or (alg == Algorithm.DIRECT
+                                                                and topo_kind == "switch"):
         return mult * Fraction(g - 1, g) * data
-    if alg == "direct":
+    if alg == Algorithm.DIRECT:
         return mult * data / g
     return None                       # double_binary_tree: not modelled exactly
 
@@ -335,20 +335,24 @@ def bound_cycles(collective, algorithm, topology, nodes, nbytes, link_bytes_per_
                        link_latency, latency_steps, program_link_bytes)["bound_cycles"]
 
 
-def _norm_coll(name) -> str | None:
+def _norm_coll(name) -> Collective | None:
+    """The collective an MSCCL XML names (any alias of :data:`ace.vocab.COLLECTIVE_ALIASES`),
+    or None."""
     if name is None:
         return None
-    key = re.sub(r"[-_ ]", "", str(name).lower())
-    return _COLL_NAMES.get(key)
+    try:
+        return parse_collective(str(name).replace(" ", "_"))
+    except VocabError:
+        return None
 
 
 def busbw_factor(collective: str, nodes: int) -> float:
     """nccl-tests bus-bandwidth factor: ``2(p-1)/p`` for all-reduce, ``(p-1)/p`` for
     reduce-scatter, all-gather and all-to-all."""
     p = nodes
-    if collective == "allreduce":
+    if collective == Collective.ALLREDUCE:
         return 2 * (p - 1) / p
-    if collective in ("reduce_scatter", "allgather", "alltoall"):
+    if collective in (Collective.REDUCE_SCATTER, Collective.ALLGATHER, Collective.ALLTOALL):
         return (p - 1) / p
     raise ValueError(f"collective: {collective!r} has no bus-bandwidth factor")
 
@@ -357,9 +361,9 @@ def mem_min_bytes_per_node(collective: str, nbytes: int, nodes: int) -> float:
     """The least memory traffic per node: its input read once plus its output written once
     (all-reduce ``2S``; reduce-scatter and all-gather ``S + S/p``; all-to-all ``2S``)."""
     s, p = nbytes, nodes
-    if collective in ("allreduce", "alltoall"):
+    if collective in (Collective.ALLREDUCE, Collective.ALLTOALL):
         return 2.0 * s
-    if collective in ("reduce_scatter", "allgather"):
+    if collective in (Collective.REDUCE_SCATTER, Collective.ALLGATHER):
         return s + s / p
     raise ValueError(f"collective: {collective!r} has no memory lower bound")
 
@@ -381,7 +385,7 @@ def collective_metrics(raw: dict, system: dict) -> CollectiveRecord:
     nbytes, p = int(raw["bytes"]), int(raw["nodes"])
     coll = raw["collective"]
     # The collective the figures are normalised as (an MSCCL XML says which, else all-reduce).
-    as_coll = coll if coll != "msccl" else (_norm_coll(raw.get("msccl_coll")) or "allreduce")
+    as_coll = coll if coll != MSCCL else (_norm_coll(raw.get("msccl_coll")) or Collective.ALLREDUCE)
 
     terms = bound_terms(coll, raw["algorithm"], raw["topology"], p, nbytes, lbpc,
                         int(system["link_latency"]), int(raw["latency_steps"]),
@@ -428,7 +432,7 @@ def collective_metrics(raw: dict, system: dict) -> CollectiveRecord:
         mem_read_bytes=sum(reads), mem_write_bytes=sum(writes),
         mem_read_bytes_by_node=reads, mem_write_bytes_by_node=writes,
         mem_bytes=mem_total, mem_bytes_per_node=per_node,
-        mem_over_2S=_ratio(per_node, 2 * nbytes) if as_coll == "allreduce" else None,
+        mem_over_2S=_ratio(per_node, 2 * nbytes) if as_coll == Collective.ALLREDUCE else None,
         mem_over_min=_ratio(per_node, mem_min_bytes_per_node(as_coll, nbytes, p)),
         mem_bytes_per_link_byte=_ratio(mem_total, payload_total),
         mem_bandwidth_bytes_per_cycle=mem_bpc,

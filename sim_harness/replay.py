@@ -27,10 +27,12 @@ from ace.numerics import BITS_DTYPE, NP_DTYPE
 from ace.regmap import steps_done_offset
 from ace.sw import golden
 from ace.sw.program import link_traffic
+from ace.vocab import Mode
 
 from .metrics import latency_steps
 from .preflight import (CollectiveTooLarge, Plan, PreparedCollective, ReplayError, compile_spec,
                         preflight)
+from .speed import expected_cycles
 from .simulator import SystemSimulator, build_driver, run_hosts
 from .system import SystemSpec
 from .trace import Trace, scale_trace
@@ -235,7 +237,7 @@ def _wire(samples, links, node, link, base) -> int:
     return _link(samples[-1], links, node, link) - _link(base, links, node, link)
 
 
-def replay(trace: Trace, system: SystemSpec, *, modes=("ace", "baseline"), seed: int = 1,
+def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1,
            interval: int | None = None, background_share: float = 0.0, waves: bool = False,
            waves_dir=None, log=print, progress: bool = True, parallel: bool = True,
            plan: Plan | None = None) -> dict:
@@ -294,10 +296,16 @@ def _run_with_bar(sim: SystemSimulator, prepared: PreparedCollective, *, seed: i
     step = interval or max(64, prepared.spec.bytes // sim.spec.config.link_bytes // 256)
     if position is None:
         return run_collective(sim, prepared, seed=seed, interval=step)
-    with tqdm(total=None, unit="cyc", unit_scale=True, leave=False, position=position,
+    # The bar's total is the expected cycles (sim_harness.speed), so it shows the simulated
+    # cycles per second and an ETA; a run that outlasts the estimate extends it.
+    with tqdm(total=expected_cycles(prepared, sim.spec, load=False), unit="cyc",
+              unit_scale=True, leave=False, position=position,
               desc=f"{prepared.mode} {prepared.spec.name}") as bar:
-        return run_collective(sim, prepared, seed=seed, interval=step,
-                              progress=lambda elapsed: bar.update(elapsed - bar.n))
+        def advance(elapsed):
+            if elapsed > bar.total:
+                bar.total = int(1.1 * elapsed)
+            bar.update(elapsed - bar.n)
+        return run_collective(sim, prepared, seed=seed, interval=step, progress=advance)
 
 
 def check_waves_toolchain() -> None:

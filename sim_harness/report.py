@@ -20,11 +20,13 @@ import dataclasses
 import json
 from pathlib import Path
 
+from ace.vocab import Mode
+
 from .metrics import (CollectiveRecord, collective_metrics, compare, compare_collectives,
                       link_key, run_summary)
 
-__all__ = ["CSV_COLUMNS", "build_results", "records_of", "write_results", "format_table", "sample_series",
-           "step_spans", "timeline_events"]
+__all__ = ["CSV_COLUMNS", "build_results", "records_of", "write_results", "format_table",
+           "sample_series", "step_spans", "timeline_events"]
 
 #: Columns of summary.csv, one row per mode x collective (record fields of results.json).
 CSV_COLUMNS = ("mode", "name", "collective", "algorithm", "topology", "nodes", "bytes", "dtype",
@@ -34,7 +36,7 @@ CSV_COLUMNS = ("mode", "name", "collective", "algorithm", "topology", "nodes", "
                "mem_bandwidth_bytes_per_cycle", "mem_bandwidth_gbps", "algbw_gbps",
                "busbw_gbps", "correct")
 
-_MODE_ORDER = ("ace", "baseline")
+_MODE_ORDER = tuple(Mode)
 
 
 def build_results(system: dict, runs: list[dict]) -> dict:

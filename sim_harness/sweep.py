@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ace.errors import ConfigError
 from ace.sw.program import ProgramError
+from ace.vocab import Mode
 
 from .preflight import Plan, ReplayError, preflight
 from .replay import replay
@@ -47,7 +48,7 @@ __all__ = ["SweepError", "SweepPoint", "AXES", "expand", "load_spec", "run_point
 
 #: Point fields a grid may sweep (``label`` is fixed per spec).
 AXES = ("system", "trace", "modes", "background", "seed", "bytes", "topology")
-_MODES = ("ace", "baseline")
+_MODES = tuple(Mode)
 
 
 class SweepError(ValueError):
@@ -72,7 +73,7 @@ class SweepPoint:
     """
     system: str
     trace: str | None
-    modes: tuple[str, ...] = ("ace", "baseline")
+    modes: tuple[Mode, ...] = tuple(Mode)
     background: float = 0.0
     seed: int = 1
     bytes: int | None = None
@@ -111,9 +112,10 @@ def _modes(value, where):
     names = [value] if isinstance(value, str) else value
     if (not isinstance(names, (list, tuple)) or not names
             or any(m not in _MODES for m in names) or len(set(names)) != len(names)):
-        raise SweepError(f"{where}: {value!r}; allowed: ace, baseline, both, or a list of "
-                         "distinct modes from ace, baseline")
-    return tuple(names)
+        allowed = ", ".join(_MODES)
+        raise SweepError(f"{where}: {value!r}; allowed: {allowed}, both, or a list of "
+                         f"distinct modes from {allowed}")
+    return tuple(Mode(m) for m in names)
 
 
 def _background(value, where):

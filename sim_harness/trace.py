@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 
 from ace.layouts import DTYPE_BYTES
 from ace.sw.program import dtype_from_name
+from ace.vocab import Collective
 
-__all__ = ["TraceError", "CollectiveSpec", "SystemHints", "Trace", "COLLECTIVE_NAMES",
+__all__ = ["TraceError", "CollectiveSpec", "SystemHints", "Trace", "COLLECTIVE_NAMES", "MSCCL",
            "scale_trace"]
 
-#: The collectives the compiler runs (``msccl``: the steps come from an MSCCL XML file).
-COLLECTIVE_NAMES = ("allreduce", "reduce_scatter", "allgather", "alltoall", "msccl")
+#: The collective of a trace entry whose steps come from an MSCCL XML file.
+MSCCL = "msccl"
+#: The collectives the compiler runs (:class:`ace.vocab.Collective`), and :data:`MSCCL`.
+COLLECTIVE_NAMES = (*Collective, MSCCL)
 
 
 class TraceError(ValueError):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sim_harness.metrics import (CollectiveRecord, bound_cycles, bound_terms, busbw_factor, collective_metrics,
-                                 compare, compare_collectives, ideal_link_bytes, latency_steps,
-                                 mem_min_bytes_per_node, parse_topology, phases, run_summary,
-                                 split_algorithms)
+from sim_harness.metrics import (CollectiveRecord, bound_cycles, bound_terms, busbw_factor,
+                                 collective_metrics, compare, compare_collectives,
+                                 ideal_link_bytes, latency_steps, mem_min_bytes_per_node,
+                                 parse_topology, phases, run_summary, split_algorithms)
 
 MiB = 1 << 20
 SYSTEM = {"config": {"name": "default"}, "topology": "ring:8", "clock_mhz": 1000.0,

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ace.vocab import Mode
+
 from ..metrics import CollectiveRecord
 from ..report import records_of
 from ..sweep import SweepPoint, run_points
@@ -32,7 +34,7 @@ __all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "save_point
 #: reproducible bit for bit).
 SEED = 1
 #: The two modes every RTL point runs.
-_MODES = ("ace", "baseline")
+_MODES = tuple(Mode)
 #: A one-collective all-to-all trace; its size is set per point (``SweepPoint.bytes``).
 ALLTOALL_TRACE = str(Path(__file__).with_name("alltoall.yaml"))
 

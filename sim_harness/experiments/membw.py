@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ace.vocab import Mode
+
 from .common import (Plan, busiest_link_utilization, crossing, figure, fit_roofline, md_table,
                      mem_rate, roofline, save_figure, settings_for, write_json)
 from .workloads import COMPUTE_MEM_SHARE
@@ -31,7 +33,7 @@ from .workloads import COMPUTE_MEM_SHARE
 __all__ = ["SETTINGS", "TARGET", "plan", "analyze", "requirement", "write", "markdown"]
 
 TARGET = 0.9
-_MODES = ("ace", "baseline")
+_MODES = tuple(Mode)
 _BASE_SHARES = {"quick": [0.0, 0.8], "full": [0.0, 0.25, 0.5, 0.75, 0.875]}
 
 SETTINGS = {

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ace.vocab import Mode
+
 from .common import (ExperimentError, Plan, figure, fit_latency_bandwidth, fits, md_table, mem_rate,
                      save_figure, settings_for, write_json)
 from .overlap import simulate
@@ -44,7 +46,7 @@ CORE_SHARE = 0.1
 POLICIES = ("compute_first", "comm_first")
 #: The compute scale is also tried at these multiples (model only, no extra RTL runs).
 SCALE_FACTORS = (0.5, 1.0, 2.0)
-_MODES = ("ace", "baseline")
+_MODES = tuple(Mode)
 
 #: RTL sizes per collective; a size the engine cannot hold on a system (instruction memory:
 #: a 2 MiB all-reduce or a 512 KiB all-to-all on 16 nodes) is left out there (:func:`sizes`).
