@@ -28,6 +28,7 @@ from ace.sw.msccl import read_msccl
 from ace.sw.program import (AssembledProgram, CollectiveProgram, ProgramError, assemble,
                             dtype_from_name)
 
+from .groups import grouped_program
 from .system import SystemSpec
 from .trace import CollectiveSpec, Trace, TraceError, scale_trace
 
@@ -101,6 +102,8 @@ def _compile(spec: CollectiveSpec, system: SystemSpec, mode: str):
     count = spec.bytes // esize
     if spec.collective == "msccl":
         return _msccl_program(spec, system, mode, count, dtype)
+    if spec.extra.get("span"):                      # model/data-parallel groups, one dimension
+        return grouped_program(spec, system, mode, count, dtype), None
     algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
     program = compile_collective(spec.collective, count, topology=system.topology,
                                  algorithm=algorithm, dtype=dtype, op=spec.op, mode=mode,

@@ -64,6 +64,7 @@ from ace.config import AceConfig
 from ace.layouts import DTYPE_BYTES
 from ace.sw.program import (Channel, CollectiveProgram, NodeProgram, ProgramError, Step, Topology,
                             dtype_from_name, op_from_name)
+from ace.vocab import Buffer, Collective, Mode, StepType, parse_collective
 
 __all__ = ["MscclError", "MscclAlgorithm", "Folding", "read_msccl", "load_msccl", "parse_msccl",
            "PROTOCOLS"]
@@ -241,8 +242,7 @@ class MscclAlgorithm:
             chunk_elems = count // (self.nchunksperloop * loops)
         if chunk_elems < 1:
             raise MscclError(f"{self.source}: chunk_elems {chunk_elems}; allowed: at least 1")
-        if mode not in ("ace", "baseline"):
-            raise MscclError(f"{self.source}: mode {mode!r}; allowed: ace, baseline")
+        mode = Mode.parse(mode, MscclError).value
         topology = self._topology(topology)
         layout = _Layout(chunk_elems, dtype_from_name(dtype), op_from_name(op), mode, loops,
                          input_addr, output_addr, scratch_addr)
@@ -298,7 +298,7 @@ class MscclAlgorithm:
         if loops * steps + 1 > config.program_words:
             return (f"{loops} passes of {steps} steps (and end) exceed program_words = "
                     f"{config.program_words}")
-        if mode == "ace":
+        if mode == Mode.ACE:
             return _sram_problem(self, chunk, config)
         return None
 
@@ -314,15 +314,24 @@ class MscclAlgorithm:
 
 # -- reading --------------------------------------------------------------------------------------
 
-_BUFS = {"i": "i", "o": "o", "s": "s", "input": "i", "output": "o", "scratch": "s"}
-_COLLS = {"allreduce": "allreduce", "reduce_scatter": "reduce_scatter",
-          "reducescatter": "reduce_scatter", "allgather": "allgather", "alltoall": "alltoall",
-          "custom": "custom"}
-_STEP_TYPES = ("s", "r", "rrc", "rrs", "rrcs", "rcs", "cpy", "re", "nop")
-_USES = {"s": ("src", "send"), "r": ("dst", "recv"), "rrc": ("src", "dst", "recv"),
-         "rrs": ("src", "recv", "send"), "rrcs": ("src", "dst", "recv", "send"),
-         "rcs": ("dst", "recv", "send"), "cpy": ("src", "dst"), "re": ("src", "dst"),
-         "nop": ()}
+#: Buffer names of the XML: the letters and the words (``input``...).
+_BUFS = {**{b.value: b.value for b in Buffer}, **{b.name.lower(): b.value for b in Buffer}}
+#: The step types an MSCCL file may use: every step of the vocabulary but the engine's own.
+_STEP_TYPES = tuple(t.value for t in StepType
+                    if t not in (StepType.LOAD, StepType.STORE, StepType.END))
+_USES = {t: StepType(t).operands for t in _STEP_TYPES}
+
+
+def _collective(rd: "_Reader", root: "_Element") -> str:
+    """``coll``: a collective of the vocabulary (or an alias), or ``custom``."""
+    text = root.attrib.get("coll", "custom").lower()
+    if text == "custom":
+        return text
+    try:
+        return parse_collective(text, MscclError).value
+    except MscclError:
+        raise rd.err(root, "coll", f"{text!r}; allowed: {', '.join(Collective)}, custom "
+                     "(or an alias such as reducescatter)") from None
 
 
 class _Reader:
@@ -401,9 +410,7 @@ def _read_text(text: str, source: str) -> MscclAlgorithm:
     rd.int_attr(root, "outofplace", default=0, low=0, high=1)
     for name in ("minBytes", "maxBytes"):
         rd.int_attr(root, name, default=0, low=0)
-    coll = root.attrib.get("coll", "custom").lower()
-    if coll not in _COLLS:
-        raise rd.err(root, "coll", f"{coll!r}; allowed: {', '.join(_COLLS)}")
+    coll = _collective(rd, root)
     proto = root.attrib.get("proto", "Simple")
     if proto.lower() not in {p.lower() for p in PROTOCOLS}:
         raise rd.err(root, "proto", f"{proto!r}; allowed: {', '.join(PROTOCOLS)}")
@@ -418,7 +425,7 @@ def _read_text(text: str, source: str) -> MscclAlgorithm:
             raise rd.err(root, "ngpus", f"{ngpus} gpus declared but gpu {g} is missing")
     algorithm = MscclAlgorithm(name=root.attrib.get("name") or "unnamed", source=source,
                                line=root.line, ngpus=ngpus, nchunksperloop=nchunks,
-                               coll=_COLLS[coll], proto=proto, attrs=dict(root.attrib),
+                               coll=coll, proto=proto, attrs=dict(root.attrib),
                                gpus=tuple(gpus[g] for g in range(ngpus)))
     _partners(algorithm, rd)                    # every send has its receiving threadblock
     return algorithm
@@ -468,7 +475,7 @@ def _read_step(rd: _Reader, st: _Element, k: int, g: int, t: int, send: int, rec
             continue
         buf_text = st.attrib.get(f"{side}buf")
         if buf_text not in _BUFS:
-            raise rd.err(st, f"{side}buf", f"{buf_text!r}; allowed: i, o, s")
+            raise rd.err(st, f"{side}buf", f"{buf_text!r}; allowed: {', '.join(_BUFS)}")
         buf = _BUFS[buf_text]
         off = rd.int_attr(st, f"{side}off", low=0)
         if buf == "o" and alias_o:
@@ -701,17 +708,17 @@ def _lower_gpu(gpu: MscclGpu, folding: Folding, topology: Topology,
     ia = layout.input_addr
     oa = (layout.output_addr if layout.output_addr is not None
           else _align(ia + layout.loops * in_elems * esize))
-    if gpu.alias_o and layout.mode == "baseline":
+    if gpu.alias_o and layout.mode == Mode.BASELINE:
         oa = ia
     sa = (layout.scratch_addr if layout.scratch_addr is not None
           else _align(oa + layout.loops * out_elems * esize))
-    node = NodeProgram(node=g, placement="sram" if layout.mode == "ace" else "memory",
+    node = NodeProgram(node=g, placement=Mode(layout.mode).placement,
                        input_addr=ia, output_addr=oa, scratch_addr=sa,
                        in_elems=layout.loops * in_elems, out_elems=layout.loops * out_elems,
                        scratch_elems=layout.loops * gpu.chunks["s"] * ce)
     width = max([folding.channel_of[(g, t)] + 1 for t in gpu.tbs] + [1])
     lists = [_channel_entries(gpu, c, folding, topology, layout) for c in range(width)]
-    if layout.mode == "ace":
+    if layout.mode == Mode.ACE:
         _add_load_store(lists, gpu, in_elems, out_elems, ia, oa, layout)
     node.channels = _resolve(lists, layout)
     for c, channel in enumerate(node.channels):
@@ -809,7 +816,7 @@ def _repeat(node: NodeProgram, gpu: MscclGpu, layout: _Layout) -> None:
                 step = Step(**{f: getattr(step, f) for f in step.__dataclass_fields__})
                 if step.dep is not None:
                     step.dep = (step.dep[0], step.dep[1] + k * lengths[step.dep[0]])
-                if layout.mode == "ace":
+                if layout.mode == Mode.ACE:
                     if step.type == "load":
                         step.mem_addr += k * per_pass["i"] * esize
                     elif step.type == "store":

@@ -23,7 +23,7 @@ from ..trace import SystemHints, Trace, TraceError
 from ._common import load_doc, read_text
 from .ace_format import dump_ace_trace, load_ace_trace, write_ace_trace
 from .astra import (load_astra_network, load_astra_system, load_astra_workload,
-                    looks_like_astra)
+                    looks_like_astra, read_astra_implementations)
 from .chakra import load_chakra, looks_like_chakra
 from .msccl_format import folding_notes, load_msccl_trace
 
@@ -152,9 +152,36 @@ def load_trace(path: str | Path, *, system_file: str | Path | None = None,
     if system_file is not None:
         hints = load_astra_system(system_file, len(dims) if dims else None)
         trace.system = _merge(trace.system, hints)
-        if hints.algorithms and fmt in ("astra-sim", "chakra"):
-            trace.collectives = [
-                replace(spec, algorithm=hints.algorithms[spec.collective])
-                if spec.collective in hints.algorithms else spec
-                for spec in trace.collectives]
+        if fmt in ("astra-sim", "chakra"):
+            implementations = read_astra_implementations(system_file, len(dims) if dims
+                                                         else None)
+            trace.collectives = _implemented(trace.collectives, implementations)
     return trace
+
+
+def _implemented(specs: list, implementations: dict) -> list:
+    """The collectives with the system file's implementations: its algorithms; ``oneRing``
+    and the like as one group of every node (span ``["flat"]``); an all-reduce that the file
+    runs dimension by dimension as one all-reduce per dimension (span ``["dims", [k]]``), each
+    after the previous, named ``<name>@dim<k>``."""
+    out, renamed = [], {}
+    for spec in specs:
+        spec = replace(spec, deps=tuple(renamed.get(d, d) for d in spec.deps))
+        impl = implementations.get(spec.collective)
+        if impl is None:
+            out.append(spec)
+        elif impl.flat:
+            extra = spec.extra if "span" in spec.extra else {**spec.extra, "span": ["flat"]}
+            out.append(replace(spec, algorithm=impl.plain, extra=extra))
+        elif impl.per_dimension and "span" not in spec.extra:
+            pieces = [replace(spec, name=f"{spec.name}@dim{k}", algorithm=alg,
+                              compute_cycles=spec.compute_cycles if k == 0 else 0,
+                              deps=spec.deps if k == 0 else (f"{spec.name}@dim{k - 1}",),
+                              extra={**spec.extra, "span": ["dims", [k]],
+                                     "dimension_of": spec.name})
+                      for k, alg in enumerate(impl.algorithms)]
+            renamed[spec.name] = pieces[-1].name
+            out.extend(pieces)
+        else:
+            out.append(replace(spec, algorithm=impl.plain))
+    return out

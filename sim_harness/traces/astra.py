@@ -21,22 +21,27 @@ Sizes are S in bytes; the dtype is fp32 when the size is a multiple of 4, else b
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
+
+from ace.vocab import Algorithm, Collective
 
 from ..trace import CollectiveSpec, SystemHints, Trace
 from ._common import (Doc, check_algorithms, err, infer_dtype, int_choices, load_doc,
                       read_text, topology_text)
 
 __all__ = ["PARALLELISM", "COMM_TYPES", "load_astra_workload", "load_astra_system",
-           "load_astra_network", "looks_like_astra"]
+           "load_astra_network", "looks_like_astra", "Implementation",
+           "read_astra_implementations"]
 
 #: Parallelism types of ASTRA-sim 1.0 (``Workload::decode_parallelsim``).
 PARALLELISM = ("DATA", "MODEL", "HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
                "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA",
                "HYBRID_CUSTOMIZED", "MICRO", "DISTRIBUTED_INFERENCE")
 #: Comm types and our collectives (``NONE``: no communication in that pass).
-COMM_TYPES = {"NONE": None, "ALLREDUCE": "allreduce", "ALLGATHER": "allgather",
-              "ALLTOALL": "alltoall", "REDUCESCATTER": "reduce_scatter"}
+COMM_TYPES = {"NONE": None, "ALLREDUCE": Collective.ALLREDUCE.value,
+              "ALLGATHER": Collective.ALLGATHER.value, "ALLTOALL": Collective.ALLTOALL.value,
+              "REDUCESCATTER": Collective.REDUCE_SCATTER.value}
 _PASSES = ("fwd", "ig", "wg")
 _FIELDS = ("name", "reserved", "fwd_compute", "fwd_comm_type", "fwd_comm_size", "ig_compute",
            "ig_comm_type", "ig_comm_size", "wg_compute", "wg_comm_type", "wg_comm_size",
@@ -66,45 +71,105 @@ class _Lines:
         return int(word)
 
 
+#: Header options after the parallelism type (ASTRA-sim 1.0's reader, and the keys its
+#: AICB/SimAI descendants write), each ``key: value``: which types take them, and the least
+#: value allowed.
+_INT_OPTIONS = {"model_parallel_NPU_group:": 1, "ep:": 1, "pp:": 1, "vpp:": 1, "ga:": 1,
+                "all_gpus:": 1}
+_TRANSFORMERS = ("HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD")
+_LIST_OPTIONS = ("checkpoints:", "checkpoint_initiates:")
+
+
+def _allowed_options(ptype: str) -> list[str]:
+    keys = ["pp_comm"]
+    if ptype in _TRANSFORMERS:
+        keys = list(_INT_OPTIONS) + keys
+    if ptype == "HYBRID_TRANSFORMER_FWD_IN_BCKWD":
+        keys += list(_LIST_OPTIONS)
+    if ptype.startswith("HYBRID_DLRM"):
+        keys = ["DLRM_LAST_BOTTOM_LAYER:"] + keys
+    return keys
+
+
 def _header(lines: _Lines, line: int, words: list[str]) -> tuple[str, dict]:
-    """Parallelism type and its options from line 1."""
+    """Parallelism type and its options from line 1 (any order; each at most once)."""
     src = lines.source
     ptype = words[0]
     if ptype not in PARALLELISM:
         raise err(src, line, "parallelism", f"{ptype!r} is not allowed; allowed: "
                   f"{', '.join(PARALLELISM)}")
     rest, options = words[1:], {}
-    if ptype in ("HYBRID_DLRM", "HYBRID_DLRM_ENHANCED"):
+    if ptype.startswith("HYBRID_DLRM") and rest and _INT.fullmatch(rest[0]):
+        rest = ["DLRM_LAST_BOTTOM_LAYER:"] + rest        # 1.0: the index alone
+    allowed = _allowed_options(ptype)
+    while rest:
+        key, rest = rest[0], rest[1:]
+        name = key.rstrip(":").lower()
+        if key not in allowed and not (key == "pp_comm:" and "pp_comm" in allowed):
+            raise err(src, line, "parallelism", f"{key!r} after {ptype} is not allowed; "
+                      f"allowed: {_header_help(ptype)}")
+        if name in options:
+            raise err(src, line, name, "given twice")
         if not rest:
-            raise err(src, line, "dlrm_last_bottom_layer", f"missing; allowed: the index of "
-                      f"the last bottom-MLP layer after {ptype} (e.g. '{ptype} 4')")
-        options["dlrm_last_bottom_layer"] = lines.int_word(line, "dlrm_last_bottom_layer",
-                                                           rest[0], 0)
-        rest = rest[1:]
-    elif ptype == "HYBRID_TRANSFORMER_FWD_IN_BCKWD":
-        for key in ("checkpoints", "checkpoint_initiates"):
-            if not rest or rest[0] != f"{key}:":
-                found = f"{rest[0]!r} is not allowed" if rest else "missing"
-                raise err(src, line, key, f"{found}; allowed: '{key}: N' and N layer indices")
-            if len(rest) < 2:
-                raise err(src, line, key, "the count is missing; allowed: N and N layer indices")
-            count = lines.int_word(line, key, rest[1], 0)
-            if len(rest) < 2 + count:
-                raise err(src, line, key, f"{count} layers announced, {len(rest) - 2} given")
-            options[key] = [lines.int_word(line, key, w, 0) for w in rest[2:2 + count]]
-            rest = rest[2 + count:]
-    if rest:
-        raise err(src, line, "parallelism", f"{rest[0]!r} after {ptype} is not allowed; "
-                  f"allowed: {_header_help(ptype)}")
+            raise err(src, line, name, "the value is missing")
+        if key in _LIST_OPTIONS:
+            count = lines.int_word(line, name, rest[0], 0)
+            if len(rest) < 1 + count:
+                raise err(src, line, name, f"{count} layers announced, {len(rest) - 1} given")
+            options[name] = [lines.int_word(line, name, w, 0) for w in rest[1:1 + count]]
+            rest = rest[1 + count:]
+        else:
+            options[name] = lines.int_word(line, name, rest[0], _INT_OPTIONS.get(key, 0))
+            rest = rest[1:]
+    required = ["dlrm_last_bottom_layer"] if ptype.startswith("HYBRID_DLRM") else []
+    if ptype == "HYBRID_TRANSFORMER_FWD_IN_BCKWD":
+        required += ["checkpoints", "checkpoint_initiates"]
+    for key in required:
+        if key not in options:
+            raise err(src, line, key, f"missing; allowed: {_header_help(ptype)}")
+    _check_group(src, line, options)
     return ptype, options
 
 
+def _check_group(src: str, line: int, options: dict) -> None:
+    group, gpus = options.get("model_parallel_npu_group"), options.get("all_gpus")
+    if group and gpus and gpus % group:
+        raise err(src, line, "model_parallel_npu_group", f"{group} is not allowed; allowed: a "
+                  f"divisor of all_gpus = {gpus}")
+
+
 def _header_help(ptype: str) -> str:
+    keys = [k for k in _allowed_options(ptype)]
+    forms = {"checkpoints:": "checkpoints: N l1..lN", "checkpoint_initiates:":
+             "checkpoint_initiates: M l1..lM", "pp_comm": "pp_comm BYTES"}
+    text = " ".join(forms.get(k, f"{k} N") for k in keys)
     if ptype.startswith("HYBRID_DLRM"):
-        return f"'{ptype} <last bottom layer>'"
-    if ptype == "HYBRID_TRANSFORMER_FWD_IN_BCKWD":
-        return f"'{ptype} checkpoints: N l1..lN checkpoint_initiates: M l1..lM'"
-    return f"nothing after {ptype}"
+        return f"'{ptype} <last bottom layer> [pp_comm BYTES]' or '{ptype} {text}'"
+    if ptype in _TRANSFORMERS:
+        return f"'{ptype} {text}' (keys in any order)"
+    return f"nothing after {ptype} but 'pp_comm BYTES'"
+
+
+#: Which nodes each pass's collective spans, per parallelism type: ASTRA-sim 1.0's
+#: ``decode_involved_dimensions``. ``all``: every node; ``none``: no dimension is involved,
+#: so ASTRA-sim moves nothing (no collective here); ``("lead", G)``: the groups of G
+#: consecutive nodes that the leading topology dimensions make up (G None: the first
+#: dimension), ``("trail", G)``: the nodes with the same place in those groups (the other
+#: dimensions). Per pass: fwd, ig, wg.
+def _spans(ptype: str, group: int | None) -> dict:
+    if ptype in ("DATA", "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED", "MICRO"):
+        return {"fwd": "none", "ig": "none", "wg": "all"}
+    if ptype in ("MODEL", "DISTRIBUTED_INFERENCE"):
+        return {"fwd": "all", "ig": "all", "wg": "none"}
+    if ptype == "HYBRID_DATA_MODEL":        # model on the first dimension, data on the others
+        return {"fwd": ("lead", None), "ig": ("lead", None), "wg": ("trail", None)}
+    if ptype == "HYBRID_MODEL_DATA":        # data on the first dimension, model on the others
+        return {"fwd": ("trail", None), "ig": ("trail", None), "wg": ("lead", None)}
+    if ptype in _TRANSFORMERS and group is not None:
+        if group == 1:
+            return {"fwd": "none", "ig": "none", "wg": "all"}
+        return {"fwd": ("lead", group), "ig": ("lead", group), "wg": ("trail", group)}
+    return {"fwd": "all", "ig": "all", "wg": "all"}
 
 
 def load_astra_workload(path: str | Path) -> Trace:
@@ -144,11 +209,15 @@ def load_astra_workload(path: str | Path) -> Trace:
     # One iteration's issue order: forward 0..L-1, then backward L-1..0 (wg, then ig).
     order = [(layer, "fwd") for layer in layers]
     order += [(layer, p) for layer in reversed(layers) for p in ("wg", "ig")]
-    specs, pending = [], 0
+    specs, pending, silent = [], 0, []
     for layer, p in order:
         compute, coll, size, line = layer["passes"][p]
         pending += compute
         if coll is None or size == 0:
+            continue
+        span = _layer_spans(ptype, layer, options)[p]
+        if span == "none":
+            silent.append(f"{layer['key']}.{p}")
             continue
         dtype = infer_dtype(size)
         if dtype is None:
@@ -157,6 +226,8 @@ def load_astra_workload(path: str | Path) -> Trace:
                       "or of 2 for bf16)")
         extra = {"layer": layer["name"], "layer_index": layer["index"], "pass": p,
                  "pass_compute_cycles": compute, **layer["extra"]}
+        if span != "all":
+            extra["span"] = list(span)
         specs.append(CollectiveSpec(name=f"{layer['key']}.{p}", collective=coll, bytes=size,
                                     dtype=dtype, compute_cycles=pending,
                                     source=f"{src}:{line}", extra=extra))
@@ -164,7 +235,19 @@ def load_astra_workload(path: str | Path) -> Trace:
     meta = {"parallelism": ptype, "layers": count, **options}
     if pending:
         meta["trailing_compute_cycles"] = pending
-    return Trace(path=src, format="astra-sim", collectives=specs, meta=meta)
+    if silent:
+        meta["not_communicated"] = silent
+    return Trace(path=src, format="astra-sim", collectives=specs, meta=meta,
+                 nodes=options.get("all_gpus"))
+
+
+def _layer_spans(ptype: str, layer: dict, options: dict) -> dict:
+    """The spans of a layer's passes: its own parallelism on a HYBRID_CUSTOMIZED line, every
+    node for the first layer of a DLRM (its embedding all-to-all)."""
+    if ptype.startswith("HYBRID_DLRM") and layer["index"] == 0:
+        return {"fwd": "all", "ig": "all", "wg": "all"}
+    return _spans(layer["extra"].get("parallelism", ptype),
+                  options.get("model_parallel_npu_group"))
 
 
 def _layer(lines: _Lines, line: int, words: list[str], index: int, ptype: str,
@@ -224,17 +307,35 @@ def _unique_names(layers: list[dict]) -> None:
 
 # -- system file ---------------------------------------------------------------------------------
 
-#: ASTRA-sim algorithm names (lower case) -> ours.
-ASTRA_ALGORITHMS = {"ring": "ring", "direct": "direct", "doublebinarytree": "double_binary_tree",
-                    "halvingdoubling": "halving_doubling"}
-#: One flat ring/direct/halving-doubling over all NPUs: no per-dimension ACE equivalent.
-FLAT_ALGORITHMS = ("onering", "onedirect", "onehalvingdoubling")
-_ASTRA_ALG_NAMES = "ring, direct, doubleBinaryTree, halvingDoubling, oneRing, oneDirect, " \
+#: ASTRA-sim 1.0 implementation names (``Sys::generate_collective_implementation_from_input``,
+#: lower case) -> ours. ``directN``/``oneDirectN`` (a window of N) are direct.
+ASTRA_ALGORITHMS = {"ring": Algorithm.RING, "direct": Algorithm.DIRECT,
+                    "doublebinarytree": Algorithm.DOUBLE_BINARY_TREE,
+                    "halvingdoubling": Algorithm.HALVING_DOUBLING}
+#: One flat ring/direct/halving-doubling over all NPUs, whatever the dimensions.
+FLAT_ALGORITHMS = {"onering": Algorithm.RING, "onedirect": Algorithm.DIRECT,
+                   "onehalvingdoubling": Algorithm.HALVING_DOUBLING}
+_ASTRA_ALG_NAMES = "ring, direct[N], doubleBinaryTree, halvingDoubling, oneRing, oneDirect[N], " \
                    "oneHalvingDoubling"
-_IMPLEMENTATIONS = {"all-reduce-implementation": "allreduce",
-                    "reduce-scatter-implementation": "reduce_scatter",
-                    "all-gather-implementation": "allgather",
-                    "all-to-all-implementation": "alltoall"}
+_IMPLEMENTATIONS = {"all-reduce-implementation": Collective.ALLREDUCE,
+                    "reduce-scatter-implementation": Collective.REDUCE_SCATTER,
+                    "all-gather-implementation": Collective.ALLGATHER,
+                    "all-to-all-implementation": Collective.ALLTOALL}
+#: Every other key of a 1.0 system file (``Sys::parse_var``): its allowed words, or the least
+#: number (``int`` / ``float``).
+_SYSTEM_KEYS: dict[str, tuple] = {
+    "scheduling-policy": ("LIFO", "FIFO"),
+    "collective-optimization": ("baseline", "localBWAware"),
+    "intra-dimension-scheduling": ("FIFO", "RG", "smallestFirst", "SCF",
+                                   "lessRemainingPhaseFirst"),
+    "inter-dimension-scheduling": ("ascending", "baseline", "offlineGreedy",
+                                   "offlineGreedyFlex", "roundRobin"),
+    "boost-mode": (0, 1), "model-shared-bus": (0, 1),
+    "endpoint-delay": (int, 0), "local-reduction-delay": (int, 0),
+    "active-chunks-per-dimension": (int, 1), "preferred-dataset-splits": (int, 1),
+    "seprate-log": (int, 0), "L": (float, 0), "o": (float, 0), "g": (float, 0),
+    "G": (float, 0), "local-mem-bw": (float, 0),
+}
 
 
 def _scalar_text(value: str):
@@ -246,13 +347,13 @@ def _scalar_text(value: str):
         return value
 
 
-def _system_entries(path: Path) -> dict[str, tuple[object, int]]:
-    """key -> (value, line) from a 1.0 text or 2.0 JSON system file."""
+def _system_entries(path: Path) -> tuple[dict[str, tuple[object, int]], bool]:
+    """key -> (value, line) from a 1.0 text or 2.0 JSON system file, and whether it is text."""
     src = str(path)
     text = read_text(path)
     if text.lstrip().startswith("{"):
         doc = load_doc(text, src)
-        return {k: (v.value(), v.line) for k, v in doc.mapping().items()}
+        return {k: (v.value(), v.line) for k, v in doc.mapping().items()}, False
     entries: dict[str, tuple[object, int]] = {}
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -267,63 +368,128 @@ def _system_entries(path: Path) -> dict[str, tuple[object, int]]:
         if key in entries:
             raise err(src, n, key, f"duplicate key (first on line {entries[key][1]})")
         entries[key] = (_scalar_text(value), n)
-    return entries
+    return entries, True
+
+
+def _check_system_value(src: str, line: int, key: str, value, text_form: bool) -> None:
+    """A 1.0 key's value as ``Sys::parse_var`` takes it; an unknown key of a 1.0 text file is
+    refused (ASTRA-sim exits on it), a 2.0 JSON file's other keys are kept."""
+    rule = _SYSTEM_KEYS.get(key)
+    if rule is None:
+        if text_form and key not in _IMPLEMENTATIONS:
+            raise err(src, line, key, "unknown key; allowed: "
+                      f"{', '.join([*_IMPLEMENTATIONS, *_SYSTEM_KEYS])}")
+        return
+    if rule[0] in (int, float):
+        kind, low = rule
+        ok = not isinstance(value, bool) and isinstance(value, (int, float)) and value >= low \
+            and (kind is float or isinstance(value, int))
+        if not ok:
+            what = "an integer" if kind is int else "a number"
+            raise err(src, line, key, f"{value!r} is not allowed; allowed: {what} >= {low}")
+    elif value not in rule:
+        raise err(src, line, key, f"{value!r} is not allowed; allowed: "
+                  f"{', '.join(str(v) for v in rule)}")
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """How a system file runs one collective: ``algorithms`` (ours, one per dimension, or one
+    for all); ``flat``: one algorithm over all NPUs as one dimension (``oneRing``...);
+    ``per_dimension``: an all-reduce on every dimension in turn (a double binary tree below
+    the last dimension, or ``collective-optimization: baseline``)."""
+    algorithms: tuple[str, ...]
+    flat: bool = False
+    per_dimension: bool = False
+
+    @property
+    def plain(self) -> str | tuple[str, ...]:
+        """The algorithm as a :class:`CollectiveSpec` names it."""
+        return self.algorithms[0] if len(set(self.algorithms)) == 1 else self.algorithms
+
+
+def read_astra_implementations(path: str | Path, dims: int | None = None
+                               ) -> dict[str, Implementation]:
+    """Every ``*-implementation`` of a system file, checked, with the file's
+    ``collective-optimization`` applied (``baseline``: all-reduce dimension by dimension)."""
+    path = Path(path)
+    src = str(path)
+    entries, _ = _system_entries(path)
+    baseline = entries.get("collective-optimization", (None,))[0] == "baseline"
+    out = {}
+    for key, (value, line) in entries.items():
+        if key in _IMPLEMENTATIONS:
+            out[_IMPLEMENTATIONS[key].value] = _implementation(
+                src, line, key, value, dims, baseline and key == "all-reduce-implementation")
+    return out
 
 
 def load_astra_system(path: str | Path, dims: int | None = None) -> SystemHints:
     """Read an ASTRA-sim system file into hints: ``preferred-dataset-splits`` -> chunks, the
     ``*-implementation`` keys -> algorithms (one name when all dimensions agree; with ``dims``,
     entries beyond the network's dimensions are dropped), ``local-mem-bw`` -> mem_gbps; every
-    other key (and an implementation with no ACE equivalent, such as ``oneRing``) verbatim in
-    ``extra``."""
+    other key verbatim in ``extra``, and so is an implementation that is not one algorithm per
+    dimension (``oneRing``, a double binary tree below the last dimension: see
+    :func:`read_astra_implementations`, which the trace loader applies). Every key of a 1.0
+    text file and its value are checked as ASTRA-sim 1.0 reads them."""
     path = Path(path)
     src = str(path)
-    entries = _system_entries(path)
+    entries, text_form = _system_entries(path)
+    for key, (value, line) in entries.items():
+        _check_system_value(src, line, key, value, text_form)
+    implementations = read_astra_implementations(path, dims)
     chunks = mem = None
     algorithms: dict = {}
     extra: dict = {}
     for key, (value, line) in entries.items():
         if key == "preferred-dataset-splits":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise err(src, line, key, f"{value!r} is not allowed; allowed: an integer >= 1")
             chunks = value
         elif key == "local-mem-bw":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise err(src, line, key, f"{value!r} is not allowed; allowed: a positive "
-                          "number (GB/s)")
             mem = float(value)
         elif key in _IMPLEMENTATIONS:
-            algs = _implementation(src, line, key, value, dims)
-            if algs is None:
+            impl = implementations[_IMPLEMENTATIONS[key].value]
+            if impl.flat or impl.per_dimension:
                 extra[key] = value
             else:
-                algorithms[_IMPLEMENTATIONS[key]] = algs
+                algorithms[_IMPLEMENTATIONS[key].value] = impl.plain
         else:
             extra[key] = value
     return SystemHints(chunks=chunks, mem_gbps=mem, algorithms=algorithms or None, extra=extra)
 
 
-def _implementation(src, line, key, value, dims):
+def _astra_name(src, line, key, name: str) -> tuple[str, bool]:
+    """(our algorithm, flat) for one ASTRA-sim implementation name."""
+    low = re.sub(r"(direct)\d+$", r"\1", name.lower())
+    if low in ASTRA_ALGORITHMS:
+        return ASTRA_ALGORITHMS[low].value, False
+    if low in FLAT_ALGORITHMS:
+        return FLAT_ALGORITHMS[low].value, True
+    raise err(src, line, key, f"{name!r} is not allowed; allowed: {_ASTRA_ALG_NAMES}")
+
+
+def _implementation(src, line, key, value, dims, baseline: bool) -> Implementation:
     names = value if isinstance(value, list) else str(value).split("_")
     if not names or not all(isinstance(n, str) and n for n in names):
         raise err(src, line, key, f"{value!r} is not allowed; allowed: one algorithm per "
                   f"dimension ({_ASTRA_ALG_NAMES}) joined by '_' or as a list")
-    lowered = [n.lower() for n in names]
-    for name, low in zip(names, lowered):
-        if low not in ASTRA_ALGORITHMS and low not in FLAT_ALGORITHMS:
-            raise err(src, line, key, f"{name!r} is not allowed; allowed: {_ASTRA_ALG_NAMES}")
-    if any(low in FLAT_ALGORITHMS for low in lowered):
-        return None
-    algs = tuple(ASTRA_ALGORITHMS[low] for low in lowered)
-    if len(set(algs)) > 1 and dims is not None:
+    parsed = [_astra_name(src, line, key, n) for n in names]
+    flat = [alg for alg, is_flat in parsed if is_flat]
+    if flat:                    # ASTRA-sim: one logical ring/direct over every NPU
+        return Implementation((flat[0],), flat=True)
+    algs = tuple(alg for alg, _ in parsed)
+    if (len(set(algs)) > 1 or len(algs) > 1 and baseline
+            or Algorithm.DOUBLE_BINARY_TREE in algs[:-1]) and dims is not None:
         if len(algs) < dims:
             raise err(src, line, key, f"{len(algs)} dimensions given but the network has "
                       f"{dims}; allowed: one algorithm per network dimension")
         algs = algs[:dims]
-    problem = check_algorithms(_IMPLEMENTATIONS[key], algs)
+    collective = _IMPLEMENTATIONS[key].value
+    problem = check_algorithms(collective, algs)
+    if problem and collective == Collective.ALLREDUCE:
+        return Implementation(algs, per_dimension=True)
     if problem:
         raise err(src, line, key, problem)
-    return algs[0] if len(set(algs)) == 1 else algs
+    return Implementation(algs, per_dimension=baseline and len(algs) > 1)
 
 
 # -- network file --------------------------------------------------------------------------------
