@@ -14,15 +14,19 @@ Numerics: round to nearest, ties to even; subnormal inputs and outputs kept (no 
 overflow rounds to infinity; any NaN result is the canonical quiet NaN; ``Inf + -Inf`` is NaN;
 an exact zero sum is ``+0`` unless both operands are ``-0`` (``docs/numerics.md``).
 
-Pipeline, one register at the end of each stage (latency :attr:`SimdFpAdder.LATENCY` = 7)::
+Pipeline, one register at the end of each stage (latency :attr:`SimdFpAdder.LATENCY` = 10),
+each stage a few LUT levels or one carry chain deep (ECP5 timing, ``docs/synthesis.md``)::
 
-    a, b --> [1 unpack, compare magnitudes, swap, exponent difference, special cases]
-         --> [2 align the smaller significand: shift right by 16, 8, 4, jam into sticky]
-         --> [3 align: shift right by 2, 1; OR the sticky bit in at the bottom]
-         --> [4 add or subtract the segments; decode the sentinel bit from the exponent]
-         --> [5 leading-zero count of (sum | sentinel)]
-         --> [6 normalise: shift left by the count; exponent - count + 1]
-         --> [7 round to nearest even, pack, detect overflow, substitute Inf/NaN] --> result
+    a, b --> [1 unpack per dtype, compare magnitudes (16-bit halves), special-value flags]
+         --> [2 swap so that |x| >= |y|, exponent difference, clamp, NaN/Inf of the sum]
+         --> [3 align the smaller significand: shift right by 16, 8, 4, jam into sticky]
+         --> [4 align: shift right by 2, 1; OR the sticky bit in; decode the sentinel bit]
+         --> [5 add or subtract the segments; OR the sentinel in for the count]
+         --> [6 leading-zero count of (sum | sentinel), by nibbles]
+         --> [7 normalise: shift left by the count; exponent + 1 - count]
+         --> [8 round to nearest even: the increment, the packed {exponent, fraction}]
+         --> [9 add the increment (one 32-bit carry chain, cut between elements)]
+         --> [10 detect overflow, substitute Inf/NaN, add the sign] --> result
 
 Why jamming is exact: the bits of the smaller significand shifted out of the segment are ORed
 into its lowest bit, which rounds it to odd there. Bits are lost only when the exponent
@@ -56,23 +60,25 @@ _Slot = data.StructLayout({
     "inf_sign": 1,    # the sign of that infinity
 })
 
+#: One operand's per-element fields after unpacking (stage 1).
+_Operand = data.StructLayout({"sign": 1, "exp": 8, "nan": 1, "inf": 1})
+
 _NAN15 = {True: 0x7E00, False: 0x7FC0}     # fp16 / bf16 (= fp32's high half) quiet NaN
 _INF15 = {True: 0x7C00, False: 0x7F80}     # fp16 / bf16 (= fp32's high half) infinity
 
 
 def leading_zeros16(value):
-    """Combinational leading-zero count of a 16-bit value: (all zero, count 0..15 of the
-    non-zero value); a tree of 2:1 multiplexers, four levels."""
-    def count(bits):
-        if len(bits) == 1:
-            return ~bits[0], Const(0, 0)
-        half = len(bits) // 2
-        zero_hi, count_hi = count(bits[half:])
-        zero_lo, count_lo = count(bits[:half])
-        return zero_hi & zero_lo, Mux(zero_hi, Cat(count_lo, Const(1, 1)),
-                                      Cat(count_hi, Const(0, 1)))
+    """Combinational leading-zero count of a 16-bit value: (all zero, count 0..15 of a
+    non-zero value). Each nibble gives its own count and zero flag (one LUT4 each); the first
+    non-zero nibble, a priority choice over four flags, selects one of them."""
     assert len(value) == 16
-    return count(value)
+    nibbles = [value[4 * n:4 * n + 4] for n in range(4)]
+    zeros = [~nibble.any() for nibble in nibbles]
+    counts = [Mux(nibble[3], 0, Mux(nibble[2], 1, Mux(nibble[1], 2, 3))) for nibble in nibbles]
+    index = Mux(~zeros[3], 0, Mux(~zeros[2], 1, Mux(~zeros[1], 2, 3)))
+    count = Mux(~zeros[3], counts[3], Mux(~zeros[2], counts[2],
+                                          Mux(~zeros[1], counts[1], counts[0])))
+    return zeros[0] & zeros[1] & zeros[2] & zeros[3], Cat(count[:2], index[:2])
 
 
 def _add_carry(x, y, carry_in):
@@ -83,7 +89,7 @@ def _add_carry(x, y, carry_in):
 class SimdFpAdder(wiring.Component):
     """SIMD floating-point adder; see the module docstring for the numerics and the pipeline.
 
-    Latency is :attr:`latency` (7) cycles: operands presented in cycle ``t`` give the result
+    Latency is :attr:`latency` (10) cycles: operands presented in cycle ``t`` give the result
     in cycle ``t + latency``. Throughput is one 32-bit word (one fp32 or two 16-bit additions)
     per cycle, with any dtype from cycle to cycle. The pipeline has no enable and no valid
     bits: it computes on every cycle, and the caller tracks which results are valid. The
@@ -102,7 +108,7 @@ class SimdFpAdder(wiring.Component):
     """
 
     #: Pipeline depth in cycles, the same for every dtype.
-    LATENCY = 7
+    LATENCY = 10
 
     a: In(32)
     b: In(32)
@@ -111,7 +117,7 @@ class SimdFpAdder(wiring.Component):
 
     @property
     def latency(self) -> int:
-        """Cycles from operands to result (7)."""
+        """Cycles from operands to result (10)."""
         return self.LATENCY
 
     def elaborate(self, platform):
@@ -123,13 +129,16 @@ class SimdFpAdder(wiring.Component):
             m.d.sync += dtype.eq(dtypes[-1])
             dtypes.append(dtype)
 
-        s1 = self._unpack(m, dtypes[0])
-        s2 = self._align(m, s1, dtypes[1], 2, levels=(4, 3, 2))
-        s3 = self._align(m, s2, dtypes[2], 3, levels=(1, 0))
-        s4 = self._add(m, s3, dtypes[3])
-        s5 = self._count(m, s4, dtypes[4])
-        s6 = self._normalise(m, s5, dtypes[5])
-        self._round(m, s6, dtypes[6])
+        regs = self._unpack(m, dtypes[0])
+        regs = self._swap(m, regs, dtypes[1])
+        regs = self._align(m, regs, dtypes[2], 3, levels=(4, 3, 2))
+        regs = self._align(m, regs, dtypes[3], 4, levels=(1, 0))
+        regs = self._add(m, regs, dtypes[4])
+        regs = self._count(m, regs, dtypes[5])
+        regs = self._normalise(m, regs, dtypes[6])
+        regs = self._round(m, regs, dtypes[7])
+        regs = self._increment(m, regs, dtypes[8])
+        self._pack(m, regs, dtypes[9])
         return m
 
     @staticmethod
@@ -137,14 +146,20 @@ class SimdFpAdder(wiring.Component):
         value = dtype.as_value()
         return ~value[1], value[1] & value[0]        # wide (INT32/FP32), fp16
 
-    def _stage_regs(self, m, stage, **widths):
+    @staticmethod
+    def _stage_regs(stage, **shapes):
         """Named registers of one stage: ``name=width`` or ``name=layout``."""
-        return {name: Signal(shape, name=f"s{stage}_{name}") for name, shape in widths.items()}
+        return {name: Signal(shape, name=f"s{stage}_{name}") for name, shape in shapes.items()}
+
+    @staticmethod
+    def _carry(m, regs, prev, names):
+        """Copy the registers ``names`` from the previous stage."""
+        m.d.sync += [regs[name].eq(prev[name]) for name in names]
 
     # -- stage 1 ------------------------------------------------------------------------------
     def _fields(self, m, x, wide, fp16, name):
-        """Unpack one operand: per slot (hi, lo) sign, effective exponent, NaN/Inf flags, and
-        the significand word in the segmented layout."""
+        """Unpack one operand: per slot (hi, lo) sign, effective exponent and NaN/Inf flags,
+        and the significand word in the segmented layout."""
         slots = {}
         for slot, half in (("hi", x[16:]), ("lo", x[:16])):
             exp = Signal(8, name=f"{name}_{slot}_exp")
@@ -157,7 +172,7 @@ class SimdFpAdder(wiring.Component):
             sig = Signal(16, name=f"{name}_{slot}_sig")
             m.d.comb += sig.eq(Mux(fp16, Cat(Const(0, 4), half[:10], normal),
                                    Cat(Const(0, 7), half[:7], normal)))
-            slots[slot] = dict(sign=half[15], exp=Mux(normal, exp, 1), normal=normal,
+            slots[slot] = dict(sign=half[15], exp=Cat(exp[0] | ~normal, exp[1:]), normal=normal,
                                nan=is_max & frac_any, inf=is_max & ~frac_any, sig=sig)
         wide_sig = Cat(Const(0, 7), x[:23], slots["hi"]["normal"])
         sig = Signal(32, name=f"{name}_sig")
@@ -165,50 +180,59 @@ class SimdFpAdder(wiring.Component):
         return slots, sig
 
     def _unpack(self, m, dtype):
+        """Per element: effective exponent (1 for subnormals), sign, NaN/Inf; the significand
+        words; the magnitude compares of the 16-bit halves. In fp32 mode both slots hold the
+        fp32 element's fields."""
         wide, fp16 = self._modes(dtype)
-        fa, sig_a = self._fields(m, self.a, wide, fp16, "a")
-        fb, sig_b = self._fields(m, self.b, wide, fp16, "b")
-
-        # |b| > |a| per slot; the 32-bit compare is made of the two 16-bit ones.
+        r = self._stage_regs(1, sig_a=32, sig_b=32, gt_lo=1, gt_hi=1, eq_hi=1,
+                             a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand)
+        for operand, x in (("a", self.a), ("b", self.b)):
+            slots, sig = self._fields(m, x, wide, fp16, operand)
+            m.d.sync += r[f"sig_{operand}"].eq(sig)
+            for field in ("sign", "exp", "nan", "inf"):
+                m.d.sync += [
+                    r[f"{operand}_hi"][field].eq(slots["hi"][field]),
+                    r[f"{operand}_lo"][field].eq(Mux(wide, slots["hi"][field],
+                                                     slots["lo"][field])),
+                ]
         low_mask = Mux(wide, 0xFFFF, 0x7FFF)
-        gt_lo = Signal(name="s0_gt_lo")
-        gt_hi = Signal(name="s0_gt_hi")
-        eq_hi = Signal(name="s0_eq_hi")
-        m.d.comb += [
-            gt_lo.eq((self.b[:16] & low_mask) > (self.a[:16] & low_mask)),
-            gt_hi.eq(self.b[16:31] > self.a[16:31]),
-            eq_hi.eq(self.b[16:31] == self.a[16:31]),
+        m.d.sync += [
+            r["gt_lo"].eq((self.b[:16] & low_mask) > (self.a[:16] & low_mask)),
+            r["gt_hi"].eq(self.b[16:31] > self.a[16:31]),
+            r["eq_hi"].eq(self.b[16:31] == self.a[16:31]),
         ]
-        gt_wide = gt_hi | (eq_hi & gt_lo)
-        swap = {"hi": Mux(wide, gt_wide, gt_hi), "lo": Mux(wide, gt_wide, gt_lo)}
+        return r
 
-        r = self._stage_regs(m, 1, x=32, y=32, shift_hi=5, shift_lo=5, sub_hi=1, sub_lo=1,
-                             slot_hi=_Slot, slot_lo=_Slot)
+    # -- stage 2 ------------------------------------------------------------------------------
+    def _swap(self, m, prev, dtype):
+        """|b| > |a| per element (the 32-bit compare is made of the two 16-bit ones); swap so
+        that x is the larger; the clamped exponent difference; NaN/Inf of the sum."""
+        wide, _ = self._modes(dtype)
+        gt_wide = prev["gt_hi"] | (prev["eq_hi"] & prev["gt_lo"])
+        swap = {"hi": Mux(wide, gt_wide, prev["gt_hi"]), "lo": Mux(wide, gt_wide, prev["gt_lo"])}
         limit = Mux(wide, 31, 15)
+        r = self._stage_regs(2, x=32, y=32, shift_hi=5, shift_lo=5, sub_hi=1, sub_lo=1,
+                             slot_hi=_Slot, slot_lo=_Slot)
         for slot in ("hi", "lo"):
-            a = fa["hi"] if slot == "hi" else {k: Mux(wide, fa["hi"][k], v)
-                                                for k, v in fa["lo"].items() if k != "sig"}
-            b = fb["hi"] if slot == "hi" else {k: Mux(wide, fb["hi"][k], v)
-                                                for k, v in fb["lo"].items() if k != "sig"}
-            s = swap[slot]
-            shift_ab = Signal(8, name=f"s0_{slot}_shift_ab")
-            shift_ba = Signal(8, name=f"s0_{slot}_shift_ba")
-            m.d.comb += [shift_ab.eq(a["exp"] - b["exp"]), shift_ba.eq(b["exp"] - a["exp"])]
-            shift_ab = Mux(shift_ab > limit, limit, shift_ab)
-            shift_ba = Mux(shift_ba > limit, limit, shift_ba)
+            a, b, s = prev[f"a_{slot}"], prev[f"b_{slot}"], swap[slot]
+            shift_ab = Signal(8, name=f"s1_{slot}_shift_ab")
+            shift_ba = Signal(8, name=f"s1_{slot}_shift_ba")
+            m.d.comb += [shift_ab.eq(a.exp - b.exp), shift_ba.eq(b.exp - a.exp)]
             m.d.sync += [
-                r[f"shift_{slot}"].eq(Mux(s, shift_ba, shift_ab)),
-                r[f"sub_{slot}"].eq(a["sign"] ^ b["sign"]),
+                r[f"shift_{slot}"].eq(Mux(s, Mux(shift_ba > limit, limit, shift_ba),
+                                          Mux(shift_ab > limit, limit, shift_ab))),
+                r[f"sub_{slot}"].eq(a.sign ^ b.sign),
             ]
             fields = {
-                "sign": Mux(s, b["sign"], a["sign"]),
-                "both_neg": a["sign"] & b["sign"],
-                "exp": Mux(s, b["exp"], a["exp"]),
-                "nan": a["nan"] | b["nan"] | (a["inf"] & b["inf"] & (a["sign"] ^ b["sign"])),
-                "inf": a["inf"] | b["inf"],
-                "inf_sign": Mux(a["inf"], a["sign"], b["sign"]),
+                "sign": Mux(s, b.sign, a.sign),
+                "both_neg": a.sign & b.sign,
+                "exp": Mux(s, b.exp, a.exp),
+                "nan": a.nan | b.nan | (a.inf & b.inf & (a.sign ^ b.sign)),
+                "inf": a.inf | b.inf,
+                "inf_sign": Mux(a.inf, a.sign, b.sign),
             }
             m.d.sync += [r[f"slot_{slot}"][k].eq(v) for k, v in fields.items()]
+        sig_a, sig_b = prev["sig_a"], prev["sig_b"]
         m.d.sync += [
             r["x"].eq(Cat(Mux(swap["lo"], sig_b[:16], sig_a[:16]),
                           Mux(swap["hi"], sig_b[16:], sig_a[16:]))),
@@ -217,11 +241,11 @@ class SimdFpAdder(wiring.Component):
         ]
         return r
 
-    # -- stages 2 and 3 -------------------------------------------------------------------------
+    # -- stages 3 and 4 -------------------------------------------------------------------------
     def _align(self, m, prev, dtype, stage, levels):
         """Shift ``y`` right by the shift amount bits ``levels``; bits leaving a segment (the
         word's bottom for fp32) are ORed into that segment's sticky bit. The last alignment
-        stage ORs the sticky bits into the segments' lowest bits."""
+        stage ORs the sticky bits into the segments' lowest bits and decodes the sentinel."""
         wide, _ = self._modes(dtype)
         hi, lo = prev["y"][16:], prev["y"][:16]
         sticky_hi = prev.get("sticky_hi", Const(0, 1))
@@ -233,73 +257,69 @@ class SimdFpAdder(wiring.Component):
             sticky_lo = sticky_lo | (shift_lo & lo[:n].any())
             hi, lo = (Mux(shift_hi, hi[n:], hi),
                       Mux(shift_lo, Mux(wide, Cat(lo, hi)[n:n + 16], lo[n:]), lo))
-        last = levels[-1] == 0
-        r = self._stage_regs(m, stage, x=32, y=32, shift_hi=5, shift_lo=5, sub_hi=1,
-                             sub_lo=1, slot_hi=_Slot, slot_lo=_Slot,
-                             **({} if last else {"sticky_hi": 1, "sticky_lo": 1}))
-        for name in ("x", "shift_hi", "shift_lo", "sub_hi", "sub_lo", "slot_hi", "slot_lo"):
-            m.d.sync += r[name].eq(prev[name])
-        if last:
-            m.d.sync += r["y"].eq(Cat(lo | sticky_lo, hi | sticky_hi))
-        else:
+        carried = ("x", "sub_hi", "sub_lo", "slot_hi", "slot_lo")
+        if levels[-1] != 0:
+            r = self._stage_regs(stage, y=32, sticky_hi=1, sticky_lo=1, shift_hi=5,
+                                 shift_lo=5, **{name: prev[name].shape() for name in carried})
+            self._carry(m, r, prev, carried + ("shift_hi", "shift_lo"))
             m.d.sync += [r["y"].eq(Cat(lo, hi)),
                          r["sticky_hi"].eq(sticky_hi), r["sticky_lo"].eq(sticky_lo)]
-        return r
-
-    # -- stage 4 --------------------------------------------------------------------------------
-    def _add(self, m, prev, dtype):
-        """Add or subtract the segments (|x| >= |y| per element, so never negative); the
-        carry crosses between the segments for fp32 only. Decode the sentinel."""
-        wide, _ = self._modes(dtype)
-        x, y = prev["x"], prev["y"]
-        sub_hi, sub_lo = prev["sub_hi"], prev["sub_lo"]
-        sum_lo = Signal(17, name="s3_sum_lo")
-        m.d.comb += sum_lo.eq(_add_carry(x[:16], Mux(sub_lo, ~y[:16], y[:16]), sub_lo))
-        sum_hi = _add_carry(x[16:], Mux(sub_hi, ~y[16:], y[16:]),
-                            Mux(wide, sum_lo[16], sub_hi))
+            return r
+        # The sentinel: a one at bit ``top - ex`` of each segment (of the word for fp32).
         ex_hi, ex_lo = prev["slot_hi"].exp, prev["slot_lo"].exp
         top32, top16 = Const(1 << 31, 32), Const(1 << 15, 16)
-
-        r = self._stage_regs(m, 4, sum=32, sentinel=32, slot_hi=_Slot, slot_lo=_Slot)
+        r = self._stage_regs(stage, y=32, sentinel=32,
+                             **{name: prev[name].shape() for name in carried})
+        self._carry(m, r, prev, carried)
         m.d.sync += [
-            r["sum"].eq(Cat(sum_lo[:16], sum_hi[:16])),
+            r["y"].eq(Cat(lo | sticky_lo, hi | sticky_hi)),
             r["sentinel"].eq(Mux(wide, top32 >> ex_hi, Cat(top16 >> ex_lo, top16 >> ex_hi))),
-            r["slot_hi"].eq(prev["slot_hi"]),
-            r["slot_lo"].eq(prev["slot_lo"]),
         ]
         return r
 
     # -- stage 5 --------------------------------------------------------------------------------
+    def _add(self, m, prev, dtype):
+        """Add or subtract the segments (|x| >= |y| per element, so never negative); the
+        carry crosses between the segments for fp32 only."""
+        wide, _ = self._modes(dtype)
+        x, y = prev["x"], prev["y"]
+        sub_hi, sub_lo = prev["sub_hi"], prev["sub_lo"]
+        sum_lo = Signal(17, name="s4_sum_lo")
+        m.d.comb += sum_lo.eq(_add_carry(x[:16], Mux(sub_lo, ~y[:16], y[:16]), sub_lo))
+        sum_hi = _add_carry(x[16:], Mux(sub_hi, ~y[16:], y[16:]),
+                            Mux(wide, sum_lo[16], sub_hi))
+        total = Cat(sum_lo[:16], sum_hi[:16])
+        r = self._stage_regs(5, sum=32, marked=32, slot_hi=_Slot, slot_lo=_Slot)
+        self._carry(m, r, prev, ("slot_hi", "slot_lo"))
+        m.d.sync += [r["sum"].eq(total), r["marked"].eq(total | prev["sentinel"])]
+        return r
+
+    # -- stage 6 --------------------------------------------------------------------------------
     def _count(self, m, prev, dtype):
         """Leading zeros of each segment (of the word for fp32), stopped by the sentinel at
-        the subnormal boundary; the sign of an exact zero sum."""
+        the subnormal boundary; the sign of an exact zero sum. A zero segment's count is
+        arbitrary: shifting zero by any amount gives zero, which rounds and packs to zero."""
         wide, _ = self._modes(dtype)
-        marked = prev["sum"] | prev["sentinel"]
-        zero_hi, count_hi = leading_zeros16(marked[16:])
-        zero_lo, count_lo = leading_zeros16(marked[:16])
-        lz_hi = Mux(zero_hi, 16, count_hi)
-        lz_lo = Mux(zero_lo, 16, count_lo)
-        lz_wide = Mux(zero_hi, 16 + lz_lo, count_hi)
+        zero_hi, count_hi = leading_zeros16(prev["marked"][16:])
+        _, count_lo = leading_zeros16(prev["marked"][:16])
+        count_wide = Cat(Mux(zero_hi, count_lo, count_hi), zero_hi)
         sum_zero_hi = ~prev["sum"][16:].any()
         sum_zero_lo = ~prev["sum"][:16].any()
         zero = {"hi": Mux(wide, sum_zero_hi & sum_zero_lo, sum_zero_hi),
                 "lo": Mux(wide, sum_zero_hi & sum_zero_lo, sum_zero_lo)}
 
-        r = self._stage_regs(m, 5, sum=32, shift_hi=6, shift_lo=6, slot_hi=_Slot, slot_lo=_Slot)
+        r = self._stage_regs(6, sum=32, shift_hi=5, shift_lo=5, slot_hi=_Slot, slot_lo=_Slot)
+        self._carry(m, r, prev, ("sum", "slot_hi", "slot_lo"))
         m.d.sync += [
-            r["sum"].eq(prev["sum"]),
-            r["shift_hi"].eq(Mux(wide, lz_wide, lz_hi)),
-            r["shift_lo"].eq(Mux(wide, lz_wide, lz_lo)),
+            r["shift_hi"].eq(Mux(wide, count_wide, count_hi)),
+            r["shift_lo"].eq(Mux(wide, count_wide, count_lo)),
         ]
         for slot in ("hi", "lo"):
             p = prev[f"slot_{slot}"]
-            m.d.sync += [
-                r[f"slot_{slot}"].eq(p),
-                r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign)),
-            ]
+            m.d.sync += r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign))
         return r
 
-    # -- stage 6 --------------------------------------------------------------------------------
+    # -- stage 7 --------------------------------------------------------------------------------
     def _normalise(self, m, prev, dtype):
         """Shift each segment (the word for fp32) left by its count, so the leading one
         reaches the carry bit unless the result is subnormal; exponent ``ex + 1 - count``."""
@@ -311,60 +331,86 @@ class SimdFpAdder(wiring.Component):
             hi, lo = (Mux(shift_hi, Mux(wide, Cat(lo, hi)[16 - n:32 - n],
                                         Cat(Const(0, n), hi)[:16]), hi),
                       Mux(shift_lo, Cat(Const(0, n), lo)[:16], lo))
-        r = self._stage_regs(m, 6, sum=32, slot_hi=_Slot, slot_lo=_Slot)
+        r = self._stage_regs(7, sum=32, slot_hi=_Slot, slot_lo=_Slot)
+        self._carry(m, r, prev, ("slot_hi", "slot_lo"))
         m.d.sync += r["sum"].eq(Cat(lo[:16], hi[:16]))
         for slot in ("hi", "lo"):
             p = prev[f"slot_{slot}"]
-            m.d.sync += [
-                r[f"slot_{slot}"].eq(p),
-                r[f"slot_{slot}"].exp.eq(p.exp + 1 - prev[f"shift_{slot}"]),
-            ]
+            m.d.sync += r[f"slot_{slot}"].exp.eq(p.exp + 1 - prev[f"shift_{slot}"])
         return r
 
-    # -- stage 7 --------------------------------------------------------------------------------
+    # -- stage 8 --------------------------------------------------------------------------------
     def _round(self, m, prev, dtype):
-        """Round to nearest even and pack. The increment is added to ``{exponent, fraction}``
-        so a fraction carry moves a subnormal to the smallest normal and the largest
-        significand to the next binade; an exponent reaching all ones is overflow (Inf)."""
+        """Round to nearest even: the increment of each element and its packed
+        ``{exponent field, fraction}`` (exponent field 0 when the hidden bit is 0: subnormal).
+        Also the special word of each element: NaN, Inf, or Inf of the result's sign, used if
+        the element is NaN/Inf or overflows."""
         wide, fp16 = self._modes(dtype)
         n = prev["sum"]
-        slot_hi, slot_lo = prev["slot_hi"], prev["slot_lo"]
 
         def rounding(lsb, round_bit, sticky_bits):
             return round_bit & (lsb | sticky_bits.any())
 
         def half(seg, exp):          # packed {exponent, fraction} (15 bits) and increment
-            fp16_exp = Mux(seg[15], exp[:5], 0)
-            bf16_exp = Mux(seg[15], exp[:8], 0)
-            return (Mux(fp16, Cat(seg[5:15], fp16_exp), Cat(seg[8:15], bf16_exp)),
+            return (Mux(fp16, Cat(seg[5:15], Mux(seg[15], exp[:5], 0)),
+                        Cat(seg[8:15], Mux(seg[15], exp[:8], 0))),
                     Mux(fp16, rounding(seg[5], seg[4], seg[:4]),
                         rounding(seg[8], seg[7], seg[:7])))
 
-        packed_hi, inc_hi = half(n[16:], slot_hi.exp)
-        packed_lo, inc_lo = half(n[:16], slot_lo.exp)
-        wide_packed = Cat(n[8:31], Mux(n[31], slot_hi.exp[:8], 0))
+        packed_hi, inc_hi = half(n[16:], prev["slot_hi"].exp)
+        packed_lo, inc_lo = half(n[:16], prev["slot_lo"].exp)
+        wide_packed = Cat(n[8:31], Mux(n[31], prev["slot_hi"].exp[:8], 0))
         wide_inc = rounding(n[8], n[7], n[:7])
-        packed = Signal(32, name="s6_packed")
-        m.d.comb += packed.eq(Mux(wide, wide_packed, Cat(packed_lo, Const(0, 1), packed_hi)))
-        rounded_lo = Signal(17, name="s6_rounded_lo")
-        m.d.comb += rounded_lo.eq(packed[:16] + Mux(wide, wide_inc, inc_lo))
-        rounded = Signal(32, name="s6_rounded")
-        m.d.comb += rounded.eq(Cat(rounded_lo[:16],
-                                   packed[16:] + Mux(wide, rounded_lo[16], inc_hi)))
 
-        def overflow(seg):      # rounded exponent >= all ones (the sign bit is its carry)
-            return Mux(fp16, seg[10:16] >= 31, seg[7:16] >= 255)
+        r = self._stage_regs(8, packed=32, inc_hi=1, inc_lo=1, sign_hi=1, sign_lo=1,
+                             forced_hi=1, forced_lo=1, special_hi=16, special_lo=16)
+        m.d.sync += [
+            r["packed"].eq(Mux(wide, wide_packed, Cat(packed_lo, Const(0, 1), packed_hi))),
+            r["inc_hi"].eq(Mux(wide, wide_inc, inc_hi)),
+            r["inc_lo"].eq(Mux(wide, wide_inc, inc_lo)),
+        ]
+        for slot in ("hi", "lo"):
+            p = prev[f"slot_{slot}"]
+            nan = Mux(fp16, _NAN15[True], _NAN15[False])
+            inf = Mux(fp16, _INF15[True], _INF15[False])
+            m.d.sync += [
+                r[f"sign_{slot}"].eq(p.sign),
+                r[f"forced_{slot}"].eq(p.nan | p.inf),
+                r[f"special_{slot}"].eq(Mux(p.nan, nan, Cat(inf[:15], Mux(p.inf, p.inf_sign,
+                                                                           p.sign)))),
+            ]
+        return r
 
-        def special(slot, ovf):
-            is_special = slot.nan | slot.inf | ovf
-            sign = Mux(slot.nan, 0, Mux(slot.inf, slot.inf_sign, slot.sign))
-            pattern = Mux(slot.nan, Mux(fp16, _NAN15[True], _NAN15[False]),
-                          Mux(fp16, _INF15[True], _INF15[False]))
-            return is_special, Cat(pattern[:15], sign)
+    # -- stage 9 --------------------------------------------------------------------------------
+    def _increment(self, m, prev, dtype):
+        """Add the increments to the packed word, so a fraction carry moves a subnormal to the
+        smallest normal and the largest significand to the next binade. One carry chain: it
+        crosses bit 16 for fp32 only."""
+        wide, _ = self._modes(dtype)
+        packed = prev["packed"]
+        rounded_lo = Signal(17, name="s8_rounded_lo")
+        m.d.comb += rounded_lo.eq(packed[:16] + prev["inc_lo"])
+        carried = ("sign_hi", "sign_lo", "forced_hi", "forced_lo", "special_hi", "special_lo")
+        r = self._stage_regs(9, rounded=32, **{name: len(prev[name]) for name in carried})
+        self._carry(m, r, prev, carried)
+        m.d.sync += r["rounded"].eq(Cat(rounded_lo[:16], packed[16:]
+                                        + Mux(wide, rounded_lo[16], prev["inc_hi"])))
+        return r
 
-        special_hi, pattern_hi = special(slot_hi, overflow(rounded[16:]))
-        special_lo, pattern_lo = special(slot_lo, overflow(rounded[:16]))
-        hi16 = Mux(special_hi, pattern_hi, Cat(rounded[16:31], slot_hi.sign))
+    # -- stage 10 -------------------------------------------------------------------------------
+    def _pack(self, m, prev, dtype):
+        """An exponent reaching all ones is overflow (the sign bit position is its carry):
+        Inf. NaN/Inf flags override. Add the signs."""
+        wide, fp16 = self._modes(dtype)
+        rounded = prev["rounded"]
+
+        def special(slot, seg):
+            overflow = Mux(fp16, seg[10:16] >= 31, seg[7:16] >= 255)
+            return prev[f"forced_{slot}"] | overflow
+
+        special_hi = special("hi", rounded[16:])
+        special_lo = special("lo", rounded[:16])
+        hi16 = Mux(special_hi, prev["special_hi"], Cat(rounded[16:31], prev["sign_hi"]))
         lo16 = Mux(wide, Mux(special_hi, 0, rounded[:16]),
-                   Mux(special_lo, pattern_lo, Cat(rounded[:15], slot_lo.sign)))
+                   Mux(special_lo, prev["special_lo"], Cat(rounded[:15], prev["sign_lo"])))
         m.d.sync += self.result.eq(Cat(lo16, hi16))
