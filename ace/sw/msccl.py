@@ -36,7 +36,8 @@ per-channel FIFOs deliver. The schedule keeps at most two unreceived messages pe
 the algorithm allows it (k when it needs k, :attr:`Folding.in_flight`), and
 :meth:`MscclAlgorithm.fit` makes messages small enough that that many fit one receive buffer,
 so a send never waits for room that only a later step could free: by induction over the
-schedule, every step of the folded program completes on the hardware. :class:`Folding` says how many threadblocks shared a channel.
+schedule, every step of the folded program completes on the hardware. :class:`Folding` says
+how many threadblocks shared a channel.
 
 Loops: as the MSCCL runtime does, a buffer larger than one pass of the algorithm is processed in
 ``loops`` passes; pass k covers elements ``[k*L, (k+1)*L)`` of every buffer (L = the buffer's
@@ -355,7 +356,8 @@ class _Reader:
         except ValueError:
             raise self.err(element, name, f"{text!r} is not an integer") from None
         if (low is not None and value < low) or (high is not None and value > high):
-            allowed = f"{low if low is not None else '-inf'} to {high if high is not None else 'inf'}"
+            allowed = (f"{low if low is not None else '-inf'} to "
+                       f"{high if high is not None else 'inf'}")
             raise self.err(element, name, f"{value} is out of range; allowed: {allowed}")
         return value
 
@@ -614,7 +616,8 @@ def _schedule(algorithm: MscclAlgorithm, channel_of: dict) -> tuple[dict, int, i
     threadblock order), re-checked when its turn comes. A step can run when its dependencies are
     done, a receive when its message heads its (sender, receiver, channel) FIFO, and a send
     when that FIFO holds fewer than two messages; only when nothing else can run may a send
-    go beyond that, one message at a time. An algorithm that cannot finish even so deadlocks by itself (an error)."""
+    go beyond that, one message at a time. An algorithm that cannot finish even so deadlocks
+    by itself (an error)."""
     partner = _partners(algorithm, _Reader(algorithm.source))
     tbs = {(g.id, t): tb for g in algorithm.gpus for t, tb in g.tbs.items()}
     pos = dict.fromkeys(tbs, 0)
