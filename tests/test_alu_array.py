@@ -121,7 +121,7 @@ def test_simd_adder_mixed_dtypes():
 
 
 def test_minmax_unit():
-    """max/min of every pair of special values of every dtype (combinational)."""
+    """max/min of every pair of special values of every dtype, one pair per cycle."""
     dut = MinMaxUnit()
     cases = []
     for dtype in Dtype:
@@ -142,18 +142,28 @@ def test_minmax_unit():
                 expected = expected[:count] | (expected[count:] << 16)
             cases.append((dtype, op, la, lb, expected))
 
+    flat = [(dtype, op, int(x), int(y), int(e))
+            for dtype, op, la, lb, expected in cases for x, y, e in zip(la, lb, expected)]
+
     async def testbench(ctx):
-        for dtype, op, la, lb, expected in cases:
-            ctx.set(dut.dtype, dtype)
-            ctx.set(dut.is_max, op == ReduceOp.MAX)
-            for x, y, e in zip(la, lb, expected):
-                ctx.set(dut.a, int(x))
-                ctx.set(dut.b, int(y))
+        # One pair per cycle, dtype and op changing between the batches; results follow
+        # dut.latency cycles later.
+        for i in range(len(flat) + dut.latency):
+            if i < len(flat):
+                dtype, op, x, y, _ = flat[i]
+                ctx.set(dut.dtype, dtype)
+                ctx.set(dut.is_max, op == ReduceOp.MAX)
+                ctx.set(dut.a, x)
+                ctx.set(dut.b, y)
+            await ctx.tick()
+            if i + 1 >= dut.latency and i + 1 - dut.latency < len(flat):
+                dtype, op, x, y, e = flat[i + 1 - dut.latency]
                 got = ctx.get(dut.result)
-                assert got == e, (f"{op.name} {dtype.name} {int(x):#010x} {int(y):#010x}: "
-                                  f"expected {int(e):#010x} got {got:#010x}")
+                assert got == e, (f"{op.name} {dtype.name} {x:#010x} {y:#010x}: "
+                                  f"expected {e:#010x} got {got:#010x}")
 
     sim = Simulator(dut)
+    sim.add_clock(1e-8)
     sim.add_testbench(testbench)
     sim.run()
 

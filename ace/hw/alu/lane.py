@@ -4,7 +4,7 @@ A lane holds one int32/fp32 element or two fp16/bf16 elements (element ``2n`` in
 ``[15:0]``, ``2n+1`` in bits ``[31:16]``)::
 
                           +--> SimdFpAdder (fp32, or 2 x bf16, or 2 x fp16) ------+  float sum
-    a, b --> operand  ----+--> int32 add | MinMaxUnit | copy a --> delay line ----+  the rest
+    a, b --> operand  ----+--> int32 add | copy a, MinMaxUnit --> delay line -----+  the rest
     op,      registers    +--> float sum? -----------------------> delay line --> select --> result
     dtype
 
@@ -79,27 +79,27 @@ class AluLane(wiring.Component):
             minmax.is_max.eq(op == ReduceOp.MAX),
         ]
 
-        # Everything that is not a floating-point sum is computed in the first cycle after the
-        # operand registers and then delayed to line up with the adder.
-        simple = Signal(32, name="simple")
-        with m.Switch(op):
-            with m.Case(ReduceOp.SUM):
-                m.d.comb += simple.eq(a + b)        # int32; wraps modulo 2**32
-            with m.Case(ReduceOp.MAX, ReduceOp.MIN):
-                m.d.comb += simple.eq(minmax.result)
-            with m.Case(ReduceOp.COPY):
-                m.d.comb += simple.eq(a)
+        # Everything that is not a floating-point sum is computed in the cycles after the
+        # operand registers (int32 sum and copy in one, max/min in MinMaxUnit.LATENCY) and then
+        # delayed to line up with the adder.
+        direct = Signal(32, name="direct")
+        m.d.comb += direct.eq(Mux(op == ReduceOp.COPY, a, a + b))     # int32 sum wraps
         fp_sum = Signal(name="fp_sum")
         # SUM is 0 and INT32 is 0: a sum of a float dtype (written so that no 2-bit logical
         # NOT appears in the Verilog).
         m.d.comb += fp_sum.eq(~op.as_value().any() & dtype.as_value().any())
+        is_minmax = (op == ReduceOp.MAX) | (op == ReduceOp.MIN)
 
-        prev_simple, prev_fp_sum = simple, fp_sum
+        prev_simple, prev_fp_sum, prev_minmax = direct, fp_sum, is_minmax
         for stage in range(1, adder.latency + 1):
+            if stage == 1 + minmax.latency:
+                prev_simple = Mux(prev_minmax, minmax.result, prev_simple)
             d_simple = Signal(32, name=f"d{stage}_simple")
             d_fp_sum = Signal(name=f"d{stage}_fp_sum")
-            m.d.sync += [d_simple.eq(prev_simple), d_fp_sum.eq(prev_fp_sum)]
-            prev_simple, prev_fp_sum = d_simple, d_fp_sum
+            d_minmax = Signal(name=f"d{stage}_minmax")
+            m.d.sync += [d_simple.eq(prev_simple), d_fp_sum.eq(prev_fp_sum),
+                         d_minmax.eq(prev_minmax)]
+            prev_simple, prev_fp_sum, prev_minmax = d_simple, d_fp_sum, d_minmax
 
         m.d.comb += self.result.eq(Mux(prev_fp_sum, adder.result, prev_simple))
         return m

@@ -6,6 +6,9 @@ which orders ``-Inf < ... < -0 < +0 < ... < +Inf``. One comparator compares the 
 halves of the keys; the halves give the two 16-bit results, and together (high half less, or
 equal and low half less) the 32-bit result. A NaN operand of a float element gives the
 canonical quiet NaN for that element.
+
+Latency 1: the keys, the compares and the NaN tests end in registers (with the operands); the
+selection after them is combinational, so ``result`` is valid one cycle after the operands.
 """
 
 
@@ -19,8 +22,11 @@ __all__ = ["MinMaxUnit"]
 
 
 class MinMaxUnit(wiring.Component):
-    """Combinational ``max``/``min`` of one lane (IEEE 754-2019 ``maximum``/``minimum`` for
-    floats: NaN propagates as the canonical quiet NaN, ``-0 < +0``; signed for int32).
+    """``max``/``min`` of one lane (IEEE 754-2019 ``maximum``/``minimum`` for floats: NaN
+    propagates as the canonical quiet NaN, ``-0 < +0``; signed for int32).
+
+    Latency is :attr:`latency` (1) cycle: operands in cycle ``t`` give ``result`` in cycle
+    ``t + 1``; one operation per cycle. ``result`` is a multiplexer after registers.
 
     Members
     -------
@@ -33,14 +39,23 @@ class MinMaxUnit(wiring.Component):
     is_max : In(1)
         1 for ``max``, 0 for ``min``.
     result : Out(32)
-        The selected operand per element, or the canonical NaN (combinational).
+        The selected operand per element, or the canonical NaN, of the operands presented
+        :attr:`latency` cycles earlier.
     """
+
+    #: Cycles from operands to result.
+    LATENCY = 1
 
     a: In(32)
     b: In(32)
     dtype: In(Dtype)
     is_max: In(1)
     result: Out(32)
+
+    @property
+    def latency(self) -> int:
+        """Cycles from operands to result (1)."""
+        return self.LATENCY
 
     def elaborate(self, platform):
         m = Module()
@@ -80,15 +95,16 @@ class MinMaxUnit(wiring.Component):
             less_lo.eq(Mux(wide, lt_hi | (eq_hi & lt_lo), lt_lo)),
         ]
         # max takes b when a < b; min takes b unless a < b (equal keys are equal bits).
-        pick_b_lo = Signal(name="pick_b_lo")
-        pick_b_hi = Signal(name="pick_b_hi")
-        m.d.comb += [
+        pick_b_lo = Signal(name="r_pick_b_lo")
+        pick_b_hi = Signal(name="r_pick_b_hi")
+        a, b = Signal(32, name="r_a"), Signal(32, name="r_b")
+        m.d.sync += [
             pick_b_lo.eq(less_lo == self.is_max),
             pick_b_hi.eq(less_hi == self.is_max),
+            a.eq(self.a), b.eq(self.b),
         ]
         picked = Signal(32, name="picked")
-        m.d.comb += picked.eq(Cat(Mux(pick_b_lo, self.b[:16], self.a[:16]),
-                                  Mux(pick_b_hi, self.b[16:], self.a[16:])))
+        m.d.comb += picked.eq(Cat(Mux(pick_b_lo, b[:16], a[:16]), Mux(pick_b_hi, b[16:], a[16:])))
 
         def nan16(x, exp_bits, man_bits):
             exp = x[man_bits:man_bits + exp_bits]
@@ -97,13 +113,13 @@ class MinMaxUnit(wiring.Component):
         def nan32(x):
             return x[23:31].all() & x[:23].any()
 
-        nan_lo, nan_hi = Signal(name="nan_lo"), Signal(name="nan_hi")
-        nan_word = Signal(32, name="nan_word")
+        nan_lo, nan_hi = Signal(name="r_nan_lo"), Signal(name="r_nan_hi")
+        nan_word = Signal(32, name="r_nan_word")
         is_fp32 = self.dtype == Dtype.FP32
         is_fp16 = self.dtype == Dtype.FP16
         is_bf16 = self.dtype == Dtype.BF16
         nan_fp32 = nan32(self.a) | nan32(self.b)
-        m.d.comb += [
+        m.d.sync += [
             nan_lo.eq((is_fp32 & nan_fp32)
                       | (is_fp16 & (nan16(self.a[:16], 5, 10) | nan16(self.b[:16], 5, 10)))
                       | (is_bf16 & (nan16(self.a[:16], 8, 7) | nan16(self.b[:16], 8, 7)))),
