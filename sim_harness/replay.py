@@ -60,8 +60,9 @@ def _algorithm_name(program) -> str:
 
 
 def _latency_steps(spec, program, system: SystemSpec) -> int:
-    if spec.collective == "msccl":
-        # The longest chain of communicating steps in any channel.
+    if spec.collective == "msccl" or spec.extra.get("span"):
+        # The longest chain of communicating steps in any channel (MSCCL; group collectives,
+        # whose formula would be for the whole system, sim_harness/groups.py).
         return max(sum(1 for s in ch.steps if {"send", "recv"} & s.uses)
                    for node in program.nodes for ch in node.channels)
     return latency_steps(program.collective, program.algorithm, str(system.topology))
