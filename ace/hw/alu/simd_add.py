@@ -210,7 +210,6 @@ class SimdFpAdder(wiring.Component):
         wide, _ = self._modes(dtype)
         gt_wide = prev["gt_hi"] | (prev["eq_hi"] & prev["gt_lo"])
         swap = {"hi": Mux(wide, gt_wide, prev["gt_hi"]), "lo": Mux(wide, gt_wide, prev["gt_lo"])}
-        limit = Mux(wide, 31, 15)
         r = self._stage_regs(2, x=32, y=32, shift_hi=5, shift_lo=5, sub_hi=1, sub_lo=1,
                              slot_hi=_Slot, slot_lo=_Slot)
         for slot in ("hi", "lo"):
@@ -219,8 +218,8 @@ class SimdFpAdder(wiring.Component):
             shift_ba = Signal(8, name=f"s1_{slot}_shift_ba")
             m.d.comb += [shift_ab.eq(a.exp - b.exp), shift_ba.eq(b.exp - a.exp)]
             m.d.sync += [
-                r[f"shift_{slot}"].eq(Mux(s, Mux(shift_ba > limit, limit, shift_ba),
-                                          Mux(shift_ab > limit, limit, shift_ab))),
+                r[f"shift_{slot}"].eq(Mux(s, self._clamp(shift_ba, wide),
+                                          self._clamp(shift_ab, wide))),
                 r[f"sub_{slot}"].eq(a.sign ^ b.sign),
             ]
             fields = {
@@ -240,6 +239,14 @@ class SimdFpAdder(wiring.Component):
                           Mux(swap["hi"], sig_a[16:], sig_b[16:]))),
         ]
         return r
+
+    @staticmethod
+    def _clamp(difference, wide):
+        """``min(difference, 31)`` for fp32, ``min(difference, 15)`` else, in bit operations
+        (one LUT level; a compare would be a second carry chain after the subtraction)."""
+        saturate = difference[5:].any() | (~wide & difference[4])
+        return Cat(difference[:4] | Mux(saturate, 0b1111, 0),
+                   Mux(saturate, wide, difference[4]))
 
     # -- stages 3 and 4 -------------------------------------------------------------------------
     def _align(self, m, prev, dtype, stage, levels):
@@ -265,30 +272,34 @@ class SimdFpAdder(wiring.Component):
             m.d.sync += [r["y"].eq(Cat(lo, hi)),
                          r["sticky_hi"].eq(sticky_hi), r["sticky_lo"].eq(sticky_lo)]
             return r
+        # The adder's operands: y complemented to subtract, and between the segments a
+        # separator bit pair that propagates the carry (fp32: 1 + 0) or replaces it with the
+        # high segment's carry-in (1 + 1 or 0 + 0), so stage 5 is one carry chain.
+        sub_hi, sub_lo = prev["sub_hi"], prev["sub_lo"]
+        x = prev["x"]
         # The sentinel: a one at bit ``top - ex`` of each segment (of the word for fp32).
         ex_hi, ex_lo = prev["slot_hi"].exp, prev["slot_lo"].exp
         top32, top16 = Const(1 << 31, 32), Const(1 << 15, 16)
-        r = self._stage_regs(stage, y=32, sentinel=32,
-                             **{name: prev[name].shape() for name in carried})
-        self._carry(m, r, prev, carried)
+        r = self._stage_regs(stage, x=33, y=33, carry_in=1, sentinel=32,
+                             slot_hi=_Slot, slot_lo=_Slot)
+        self._carry(m, r, prev, ("slot_hi", "slot_lo"))
         m.d.sync += [
-            r["y"].eq(Cat(lo | sticky_lo, hi | sticky_hi)),
+            r["x"].eq(Cat(x[:16], wide | sub_hi, x[16:])),
+            r["y"].eq(Cat((lo | sticky_lo) ^ Mux(sub_lo, 0xFFFF, 0), ~wide & sub_hi,
+                          (hi | sticky_hi) ^ Mux(sub_hi, 0xFFFF, 0))),
+            r["carry_in"].eq(sub_lo),
             r["sentinel"].eq(Mux(wide, top32 >> ex_hi, Cat(top16 >> ex_lo, top16 >> ex_hi))),
         ]
         return r
 
     # -- stage 5 --------------------------------------------------------------------------------
     def _add(self, m, prev, dtype):
-        """Add or subtract the segments (|x| >= |y| per element, so never negative); the
-        carry crosses between the segments for fp32 only."""
-        wide, _ = self._modes(dtype)
-        x, y = prev["x"], prev["y"]
-        sub_hi, sub_lo = prev["sub_hi"], prev["sub_lo"]
-        sum_lo = Signal(17, name="s4_sum_lo")
-        m.d.comb += sum_lo.eq(_add_carry(x[:16], Mux(sub_lo, ~y[:16], y[:16]), sub_lo))
-        sum_hi = _add_carry(x[16:], Mux(sub_hi, ~y[16:], y[16:]),
-                            Mux(wide, sum_lo[16], sub_hi))
-        total = Cat(sum_lo[:16], sum_hi[:16])
+        """Add or subtract the segments (|x| >= |y| per element, so never negative) in one
+        carry chain; the separator bit (stage 4) passes the carry between the segments for
+        fp32 only."""
+        chain = Signal(34, name="s4_chain")
+        m.d.comb += chain.eq(_add_carry(prev["x"], prev["y"], prev["carry_in"]))
+        total = Cat(chain[:16], chain[17:33])
         r = self._stage_regs(5, sum=32, marked=32, slot_hi=_Slot, slot_lo=_Slot)
         self._carry(m, r, prev, ("slot_hi", "slot_lo"))
         m.d.sync += [r["sum"].eq(total), r["marked"].eq(total | prev["sentinel"])]
@@ -302,18 +313,16 @@ class SimdFpAdder(wiring.Component):
         wide, _ = self._modes(dtype)
         zero_hi, count_hi = leading_zeros16(prev["marked"][16:])
         _, count_lo = leading_zeros16(prev["marked"][:16])
-        count_wide = Cat(Mux(zero_hi, count_lo, count_hi), zero_hi)
         sum_zero_hi = ~prev["sum"][16:].any()
         sum_zero_lo = ~prev["sum"][:16].any()
         zero = {"hi": Mux(wide, sum_zero_hi & sum_zero_lo, sum_zero_hi),
                 "lo": Mux(wide, sum_zero_hi & sum_zero_lo, sum_zero_lo)}
 
-        r = self._stage_regs(6, sum=32, shift_hi=5, shift_lo=5, slot_hi=_Slot, slot_lo=_Slot)
+        r = self._stage_regs(6, sum=32, count_hi=4, count_lo=4, zero_hi=1,
+                             slot_hi=_Slot, slot_lo=_Slot)
         self._carry(m, r, prev, ("sum", "slot_hi", "slot_lo"))
-        m.d.sync += [
-            r["shift_hi"].eq(Mux(wide, count_wide, count_hi)),
-            r["shift_lo"].eq(Mux(wide, count_wide, count_lo)),
-        ]
+        m.d.sync += [r["count_hi"].eq(count_hi), r["count_lo"].eq(count_lo),
+                     r["zero_hi"].eq(zero_hi)]
         for slot in ("hi", "lo"):
             p = prev[f"slot_{slot}"]
             m.d.sync += r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign))
@@ -322,12 +331,19 @@ class SimdFpAdder(wiring.Component):
     # -- stage 7 --------------------------------------------------------------------------------
     def _normalise(self, m, prev, dtype):
         """Shift each segment (the word for fp32) left by its count, so the leading one
-        reaches the carry bit unless the result is subnormal; exponent ``ex + 1 - count``."""
+        reaches the carry bit unless the result is subnormal; exponent ``ex + 1 - count``.
+        For fp32 the count is 16 + the low count when the high segment is zero: the shift by
+        16 needs only that flag, and the choice of the low bits has one multiplexer level to
+        settle while the data passes it."""
         wide, _ = self._modes(dtype)
+        zero_hi = prev["zero_hi"]
+        count_wide = Cat(Mux(zero_hi, prev["count_lo"], prev["count_hi"]), zero_hi)
+        shifts = {"hi": Mux(wide, count_wide, prev["count_hi"]),
+                  "lo": Mux(wide, count_wide, prev["count_lo"])}
         hi, lo = prev["sum"][16:], prev["sum"][:16]
         for k in (4, 3, 2, 1, 0):
             n = 1 << k
-            shift_hi, shift_lo = prev["shift_hi"][k], prev["shift_lo"][k]
+            shift_hi, shift_lo = shifts["hi"][k], shifts["lo"][k]
             hi, lo = (Mux(shift_hi, Mux(wide, Cat(lo, hi)[16 - n:32 - n],
                                         Cat(Const(0, n), hi)[:16]), hi),
                       Mux(shift_lo, Cat(Const(0, n), lo)[:16], lo))
@@ -336,7 +352,7 @@ class SimdFpAdder(wiring.Component):
         m.d.sync += r["sum"].eq(Cat(lo[:16], hi[:16]))
         for slot in ("hi", "lo"):
             p = prev[f"slot_{slot}"]
-            m.d.sync += r[f"slot_{slot}"].exp.eq(p.exp + 1 - prev[f"shift_{slot}"])
+            m.d.sync += r[f"slot_{slot}"].exp.eq(p.exp + 1 - shifts[slot])
         return r
 
     # -- stage 8 --------------------------------------------------------------------------------
@@ -362,11 +378,14 @@ class SimdFpAdder(wiring.Component):
         wide_packed = Cat(n[8:31], Mux(n[31], prev["slot_hi"].exp[:8], 0))
         wide_inc = rounding(n[8], n[7], n[:7])
 
-        r = self._stage_regs(8, packed=32, inc_hi=1, inc_lo=1, sign_hi=1, sign_lo=1,
+        # The packed word with a separator bit at 16 (1: fp32, the carry passes; 0: it stops)
+        # and the high element's increment at bit 17, so stage 9 is one carry chain.
+        packed = Mux(wide, wide_packed, Cat(packed_lo, Const(0, 1), packed_hi))
+        r = self._stage_regs(8, packed=33, inc_hi=1, inc_lo=1, sign_hi=1, sign_lo=1,
                              forced_hi=1, forced_lo=1, special_hi=16, special_lo=16)
         m.d.sync += [
-            r["packed"].eq(Mux(wide, wide_packed, Cat(packed_lo, Const(0, 1), packed_hi))),
-            r["inc_hi"].eq(Mux(wide, wide_inc, inc_hi)),
+            r["packed"].eq(Cat(packed[:16], wide, packed[16:])),
+            r["inc_hi"].eq(~wide & inc_hi),
             r["inc_lo"].eq(Mux(wide, wide_inc, inc_lo)),
         ]
         for slot in ("hi", "lo"):
@@ -384,17 +403,15 @@ class SimdFpAdder(wiring.Component):
     # -- stage 9 --------------------------------------------------------------------------------
     def _increment(self, m, prev, dtype):
         """Add the increments to the packed word, so a fraction carry moves a subnormal to the
-        smallest normal and the largest significand to the next binade. One carry chain: it
-        crosses bit 16 for fp32 only."""
-        wide, _ = self._modes(dtype)
-        packed = prev["packed"]
-        rounded_lo = Signal(17, name="s8_rounded_lo")
-        m.d.comb += rounded_lo.eq(packed[:16] + prev["inc_lo"])
+        smallest normal and the largest significand to the next binade. One carry chain; the
+        separator bit passes the carry for fp32 only."""
+        chain = Signal(34, name="s8_chain")
+        m.d.comb += chain.eq(prev["packed"]
+                             + Cat(prev["inc_lo"], Const(0, 16), prev["inc_hi"]))
         carried = ("sign_hi", "sign_lo", "forced_hi", "forced_lo", "special_hi", "special_lo")
         r = self._stage_regs(9, rounded=32, **{name: len(prev[name]) for name in carried})
         self._carry(m, r, prev, carried)
-        m.d.sync += r["rounded"].eq(Cat(rounded_lo[:16], packed[16:]
-                                        + Mux(wide, rounded_lo[16], prev["inc_hi"])))
+        m.d.sync += r["rounded"].eq(Cat(chain[:16], chain[17:33]))
         return r
 
     # -- stage 10 -------------------------------------------------------------------------------
