@@ -14,19 +14,22 @@ Numerics: round to nearest, ties to even; subnormal inputs and outputs kept (no 
 overflow rounds to infinity; any NaN result is the canonical quiet NaN; ``Inf + -Inf`` is NaN;
 an exact zero sum is ``+0`` unless both operands are ``-0`` (``docs/numerics.md``).
 
-Pipeline, one register at the end of each stage (latency :attr:`SimdFpAdder.LATENCY` = 10),
+Pipeline, one register at the end of each stage (latency :attr:`SimdFpAdder.LATENCY` = 11),
 each stage a few LUT levels or one carry chain deep (ECP5 timing, ``docs/synthesis.md``)::
 
-    a, b --> [1 unpack per dtype, compare magnitudes (16-bit halves), special-value flags]
+    a, b --> [1 unpack per dtype, special-value flags; |b| > |a| per element from the two
+                16-bit magnitude compares]
          --> [2 swap so that |x| >= |y|, exponent difference, clamp, NaN/Inf of the sum]
          --> [3 align the smaller significand: shift right by 16, 8, 4, jam into sticky]
-         --> [4 align: shift right by 2, 1; OR the sticky bit in; decode the sentinel bit]
-         --> [5 add or subtract the segments; OR the sentinel in for the count]
+         --> [4 align: shift right by 2, 1; OR the sticky bit in; complement y to subtract;
+                decode the sentinel bit]
+         --> [5 add or subtract the segments (one carry chain); OR the sentinel in]
          --> [6 leading-zero count of (sum | sentinel), by nibbles]
-         --> [7 normalise: shift left by the count; exponent + 1 - count]
-         --> [8 round to nearest even: the increment, the packed {exponent, fraction}]
-         --> [9 add the increment (one 32-bit carry chain, cut between elements)]
-         --> [10 detect overflow, substitute Inf/NaN, add the sign] --> result
+         --> [7 normalise: shift left by the count's 16 and 8 bits]
+         --> [8 normalise: shift left by 4, 2, 1; exponent + 1 - count]
+         --> [9 round to nearest even: the increment, the packed {exponent, fraction}]
+         --> [10 add the increment (one carry chain, cut between elements)]
+         --> [11 detect overflow, substitute Inf/NaN, add the sign] --> result
 
 Why jamming is exact: the bits of the smaller significand shifted out of the segment are ORed
 into its lowest bit, which rounds it to odd there. Bits are lost only when the exponent
@@ -89,7 +92,7 @@ def _add_carry(x, y, carry_in):
 class SimdFpAdder(wiring.Component):
     """SIMD floating-point adder; see the module docstring for the numerics and the pipeline.
 
-    Latency is :attr:`latency` (10) cycles: operands presented in cycle ``t`` give the result
+    Latency is :attr:`latency` (11) cycles: operands presented in cycle ``t`` give the result
     in cycle ``t + latency``. Throughput is one 32-bit word (one fp32 or two 16-bit additions)
     per cycle, with any dtype from cycle to cycle. The pipeline has no enable and no valid
     bits: it computes on every cycle, and the caller tracks which results are valid. The
@@ -108,7 +111,7 @@ class SimdFpAdder(wiring.Component):
     """
 
     #: Pipeline depth in cycles, the same for every dtype.
-    LATENCY = 10
+    LATENCY = 11
 
     a: In(32)
     b: In(32)
@@ -117,7 +120,7 @@ class SimdFpAdder(wiring.Component):
 
     @property
     def latency(self) -> int:
-        """Cycles from operands to result (10)."""
+        """Cycles from operands to result (11)."""
         return self.LATENCY
 
     def elaborate(self, platform):
@@ -135,10 +138,11 @@ class SimdFpAdder(wiring.Component):
         regs = self._align(m, regs, dtypes[3], 4, levels=(1, 0))
         regs = self._add(m, regs, dtypes[4])
         regs = self._count(m, regs, dtypes[5])
-        regs = self._normalise(m, regs, dtypes[6])
-        regs = self._round(m, regs, dtypes[7])
-        regs = self._increment(m, regs, dtypes[8])
-        self._pack(m, regs, dtypes[9])
+        regs = self._normalise(m, regs, dtypes[6], 7, levels=(4, 3))
+        regs = self._normalise(m, regs, dtypes[7], 8, levels=(2, 1, 0))
+        regs = self._round(m, regs, dtypes[8])
+        regs = self._increment(m, regs, dtypes[9])
+        self._pack(m, regs, dtypes[10])
         return m
 
     @staticmethod
@@ -181,10 +185,10 @@ class SimdFpAdder(wiring.Component):
 
     def _unpack(self, m, dtype):
         """Per element: effective exponent (1 for subnormals), sign, NaN/Inf; the significand
-        words; the magnitude compares of the 16-bit halves. In fp32 mode both slots hold the
+        words; whether |b| > |a| per element (swap). In fp32 mode both slots hold the
         fp32 element's fields."""
         wide, fp16 = self._modes(dtype)
-        r = self._stage_regs(1, sig_a=32, sig_b=32, gt_lo=1, gt_hi=1, eq_hi=1,
+        r = self._stage_regs(1, sig_a=32, sig_b=32, swap_hi=1, swap_lo=1,
                              a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand)
         for operand, x in (("a", self.a), ("b", self.b)):
             slots, sig = self._fields(m, x, wide, fp16, operand)
@@ -195,21 +199,21 @@ class SimdFpAdder(wiring.Component):
                     r[f"{operand}_lo"][field].eq(Mux(wide, slots["hi"][field],
                                                      slots["lo"][field])),
                 ]
+        # |b| > |a| per slot; the 32-bit compare is made of the two 16-bit ones.
         low_mask = Mux(wide, 0xFFFF, 0x7FFF)
-        m.d.sync += [
-            r["gt_lo"].eq((self.b[:16] & low_mask) > (self.a[:16] & low_mask)),
-            r["gt_hi"].eq(self.b[16:31] > self.a[16:31]),
-            r["eq_hi"].eq(self.b[16:31] == self.a[16:31]),
-        ]
+        gt_lo = (self.b[:16] & low_mask) > (self.a[:16] & low_mask)
+        gt_hi = self.b[16:31] > self.a[16:31]
+        gt_wide = gt_hi | ((self.b[16:31] == self.a[16:31]) & gt_lo)
+        m.d.sync += [r["swap_hi"].eq(Mux(wide, gt_wide, gt_hi)),
+                     r["swap_lo"].eq(Mux(wide, gt_wide, gt_lo))]
         return r
 
     # -- stage 2 ------------------------------------------------------------------------------
     def _swap(self, m, prev, dtype):
-        """|b| > |a| per element (the 32-bit compare is made of the two 16-bit ones); swap so
-        that x is the larger; the clamped exponent difference; NaN/Inf of the sum."""
+        """Swap so that x is the larger per element; the clamped exponent difference;
+        NaN/Inf of the sum."""
         wide, _ = self._modes(dtype)
-        gt_wide = prev["gt_hi"] | (prev["eq_hi"] & prev["gt_lo"])
-        swap = {"hi": Mux(wide, gt_wide, prev["gt_hi"]), "lo": Mux(wide, gt_wide, prev["gt_lo"])}
+        swap = {"hi": prev["swap_hi"], "lo": prev["swap_lo"]}
         r = self._stage_regs(2, x=32, y=32, shift_hi=5, shift_lo=5, sub_hi=1, sub_lo=1,
                              slot_hi=_Slot, slot_lo=_Slot)
         for slot in ("hi", "lo"):
@@ -328,34 +332,42 @@ class SimdFpAdder(wiring.Component):
             m.d.sync += r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign))
         return r
 
-    # -- stage 7 --------------------------------------------------------------------------------
-    def _normalise(self, m, prev, dtype):
-        """Shift each segment (the word for fp32) left by its count, so the leading one
-        reaches the carry bit unless the result is subnormal; exponent ``ex + 1 - count``.
-        For fp32 the count is 16 + the low count when the high segment is zero: the shift by
-        16 needs only that flag, and the choice of the low bits has one multiplexer level to
-        settle while the data passes it."""
+    # -- stages 7 and 8 ---------------------------------------------------------------------
+    def _normalise(self, m, prev, dtype, stage, levels):
+        """Shift each segment (the word for fp32) left by the count bits ``levels``, so the
+        leading one reaches the carry bit unless the result is subnormal. The first stage
+        resolves the counts: for fp32, 16 + the low count when the high segment is zero (the
+        shift by 16 needs only that flag; the low bits settle while the data passes it). The
+        last stage computes the exponent ``ex + 1 - count``."""
         wide, _ = self._modes(dtype)
-        zero_hi = prev["zero_hi"]
-        count_wide = Cat(Mux(zero_hi, prev["count_lo"], prev["count_hi"]), zero_hi)
-        shifts = {"hi": Mux(wide, count_wide, prev["count_hi"]),
-                  "lo": Mux(wide, count_wide, prev["count_lo"])}
+        if "zero_hi" in prev:
+            zero_hi = prev["zero_hi"]
+            count_wide = Cat(Mux(zero_hi, prev["count_lo"], prev["count_hi"]), zero_hi)
+            shifts = {"hi": Mux(wide, count_wide, prev["count_hi"]),
+                      "lo": Mux(wide, count_wide, prev["count_lo"])}
+        else:
+            shifts = {"hi": prev["shift_hi"], "lo": prev["shift_lo"]}
         hi, lo = prev["sum"][16:], prev["sum"][:16]
-        for k in (4, 3, 2, 1, 0):
+        for k in levels:
             n = 1 << k
             shift_hi, shift_lo = shifts["hi"][k], shifts["lo"][k]
             hi, lo = (Mux(shift_hi, Mux(wide, Cat(lo, hi)[16 - n:32 - n],
                                         Cat(Const(0, n), hi)[:16]), hi),
                       Mux(shift_lo, Cat(Const(0, n), lo)[:16], lo))
-        r = self._stage_regs(7, sum=32, slot_hi=_Slot, slot_lo=_Slot)
+        last = levels[-1] == 0
+        r = self._stage_regs(stage, sum=32, slot_hi=_Slot, slot_lo=_Slot,
+                             **({} if last else {"shift_hi": 5, "shift_lo": 5}))
         self._carry(m, r, prev, ("slot_hi", "slot_lo"))
         m.d.sync += r["sum"].eq(Cat(lo[:16], hi[:16]))
         for slot in ("hi", "lo"):
-            p = prev[f"slot_{slot}"]
-            m.d.sync += r[f"slot_{slot}"].exp.eq(p.exp + 1 - shifts[slot])
+            if last:
+                exp = prev[f"slot_{slot}"].exp + 1 - shifts[slot]
+                m.d.sync += r[f"slot_{slot}"].exp.eq(exp)
+            else:
+                m.d.sync += r[f"shift_{slot}"].eq(shifts[slot])
         return r
 
-    # -- stage 8 --------------------------------------------------------------------------------
+    # -- stage 9 --------------------------------------------------------------------------------
     def _round(self, m, prev, dtype):
         """Round to nearest even: the increment of each element and its packed
         ``{exponent field, fraction}`` (exponent field 0 when the hidden bit is 0: subnormal).
@@ -381,7 +393,7 @@ class SimdFpAdder(wiring.Component):
         # The packed word with a separator bit at 16 (1: fp32, the carry passes; 0: it stops)
         # and the high element's increment at bit 17, so stage 9 is one carry chain.
         packed = Mux(wide, wide_packed, Cat(packed_lo, Const(0, 1), packed_hi))
-        r = self._stage_regs(8, packed=33, inc_hi=1, inc_lo=1, sign_hi=1, sign_lo=1,
+        r = self._stage_regs(9, packed=33, inc_hi=1, inc_lo=1, sign_hi=1, sign_lo=1,
                              forced_hi=1, forced_lo=1, special_hi=16, special_lo=16)
         m.d.sync += [
             r["packed"].eq(Cat(packed[:16], wide, packed[16:])),
@@ -400,21 +412,21 @@ class SimdFpAdder(wiring.Component):
             ]
         return r
 
-    # -- stage 9 --------------------------------------------------------------------------------
+    # -- stage 10 --------------------------------------------------------------------------------
     def _increment(self, m, prev, dtype):
         """Add the increments to the packed word, so a fraction carry moves a subnormal to the
         smallest normal and the largest significand to the next binade. One carry chain; the
         separator bit passes the carry for fp32 only."""
-        chain = Signal(34, name="s8_chain")
+        chain = Signal(34, name="s9_chain")
         m.d.comb += chain.eq(prev["packed"]
                              + Cat(prev["inc_lo"], Const(0, 16), prev["inc_hi"]))
         carried = ("sign_hi", "sign_lo", "forced_hi", "forced_lo", "special_hi", "special_lo")
-        r = self._stage_regs(9, rounded=32, **{name: len(prev[name]) for name in carried})
+        r = self._stage_regs(10, rounded=32, **{name: len(prev[name]) for name in carried})
         self._carry(m, r, prev, carried)
         m.d.sync += r["rounded"].eq(Cat(chain[:16], chain[17:33]))
         return r
 
-    # -- stage 10 -------------------------------------------------------------------------------
+    # -- stage 11 -------------------------------------------------------------------------------
     def _pack(self, m, prev, dtype):
         """An exponent reaching all ones is overflow (the sign bit position is its carry):
         Inf. NaN/Inf flags override. Add the signs."""
@@ -422,7 +434,8 @@ class SimdFpAdder(wiring.Component):
         rounded = prev["rounded"]
 
         def special(slot, seg):
-            overflow = Mux(fp16, seg[10:16] >= 31, seg[7:16] >= 255)
+            # exponent >= all ones, in bit operations (a compare would be a carry chain)
+            overflow = Mux(fp16, seg[15] | seg[10:15].all(), seg[15] | seg[7:15].all())
             return prev[f"forced_{slot}"] | overflow
 
         special_hi = special("hi", rounded[16:])
