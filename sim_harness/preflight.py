@@ -27,6 +27,7 @@ from ace.sw.host import staging_area
 from ace.sw.msccl import read_msccl
 from ace.sw.program import (AssembledProgram, CollectiveProgram, ProgramError, assemble,
                             dtype_from_name)
+from ace.vocab import Mode
 
 from .groups import grouped_program
 from .system import SystemSpec
@@ -56,14 +57,14 @@ class PreparedCollective:
     """One collective in one mode, compiled, assembled and checked for one system.
 
     spec : the trace's collective.
-    mode : ``ace`` or ``baseline``.
+    mode : where the program's buffers live (:class:`~ace.vocab.Mode`).
     program : the compiled program (what the golden model runs).
     assembled : its instruction words for the system's engine (what the hosts load).
     stage_base, mem_bytes : the staging area's base (``STAGE_BASE``) and the memory the
         collective needs per node, buffers and staging area together (at most the system's).
     """
     spec: CollectiveSpec
-    mode: str
+    mode: Mode
     program: CollectiveProgram
     assembled: AssembledProgram
     stage_base: int
@@ -75,8 +76,8 @@ class Plan:
     """The pre-flight of a trace: ``collectives[mode]`` lists the prepared collectives of that
     mode in trace order."""
     system: SystemSpec
-    modes: tuple[str, ...]
-    collectives: dict[str, tuple[PreparedCollective, ...]]
+    modes: tuple[Mode, ...]
+    collectives: dict[Mode, tuple[PreparedCollective, ...]]
 
     def matches(self, trace: Trace, system: SystemSpec, modes) -> bool:
         """Whether this plan was made for ``trace`` (same collectives), ``system`` and every
@@ -147,14 +148,14 @@ def prepare(spec: CollectiveSpec, system: SystemSpec, mode: str) -> PreparedColl
                                  excess=need / system.mem_bytes)
     if assembled is None:
         assembled = assemble(program, cfg)
-    return PreparedCollective(spec, mode, program, assembled, stage_base, need)
+    return PreparedCollective(spec, Mode(mode), program, assembled, stage_base, need)
 
 
-def preflight(trace: Trace, system: SystemSpec, modes=("ace", "baseline")) -> Plan:
+def preflight(trace: Trace, system: SystemSpec, modes=tuple(Mode)) -> Plan:
     """Prepare every collective of ``trace`` in every mode (:func:`prepare`); raise for the
     first that cannot run, a :class:`CollectiveTooLarge` with the ``scale`` at which the
     trace's largest collectives fit."""
-    modes = tuple(modes)
+    modes = tuple(Mode(m) for m in modes)
     prepared = {mode: [] for mode in modes}
     for spec in trace.collectives:
         for mode in modes:
