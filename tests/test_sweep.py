@@ -20,7 +20,7 @@ import pytest
 
 from ace.sw import golden
 from ace.cli import main
-from sim_harness import simulator
+from sim_harness import simulator, sweep
 from sim_harness.preflight import compile_spec
 from sim_harness.replay import make_inputs
 from sim_harness.sweep import (SweepError, SweepPoint, expand, load_spec, run_points,
@@ -112,6 +112,27 @@ def _build_with_stub(root, runs_file, out):
     exe = simulator.build_driver(load_system("ring4"))
     with open(out, "a") as f:
         f.write(f"{exe}\n")
+
+
+def test_points_that_differ_in_background_or_seed_share_one_preflight(monkeypatch):
+    """The sweep's check runs the pre-flight once per distinct (system, trace, bytes, topology,
+    modes): here 2 sizes x 2 modes = 4 compilations for 8 points, and every point of a size
+    gets that size's plan."""
+    import sim_harness.preflight as preflight
+
+    calls = []
+    original = preflight.compile_collective
+    monkeypatch.setattr(preflight, "compile_collective",
+                        lambda *args, **kwargs: calls.append(args) or original(*args, **kwargs))
+    points = expand({"system": "ring4", "grid": {"bytes": [4096, 8192],
+                                                 "background": [0, 0.5], "seed": [1, 2]}},
+                    "test")
+    plans, systems = sweep._check(points)
+    assert len(points) == 8 and len(calls) == 4 and len(plans) == 2 and len(systems) == 1
+    for point in points:
+        (prepared,) = plans[sweep._key(point)].collectives["ace"]
+        assert prepared.spec.bytes == point.bytes and prepared.program.bytes_per_node == \
+            point.bytes
 
 
 def test_concurrent_workers_build_a_system_once(tmp_path):
