@@ -12,7 +12,7 @@
 
 Each beat carries its own op and dtype, so consecutive beats (from different channels) may use
 different ones. The lanes never stall: a beat accepted on ``i`` leaves the lanes a fixed
-number of cycles later (:attr:`AluArray.lane_latency`, 12) and is written into the result FIFO.
+number of cycles later (:attr:`AluArray.lane_latency`, 13) and is written into the result FIFO.
 Backpressure works by credits: ``i.ready`` is high while fewer beats than the FIFO depth are in
 the lanes or the FIFO, so a beat always finds room when it leaves the lanes and none is dropped
 or duplicated. The FIFO holds the whole latency plus one beat, so an unstalled stream flows at
@@ -86,7 +86,7 @@ class AluArray(wiring.Component):
         Result beats, in order.
     """
 
-    #: Cycles from an operand transfer to its result being valid: the lanes (12) plus the
+    #: Cycles from an operand transfer to its result being valid: the lanes (13) plus the
     #: registered-output FIFO (2).
     LATENCY = AluLane.LATENCY + 2
 
@@ -99,12 +99,12 @@ class AluArray(wiring.Component):
 
     @property
     def lane_latency(self) -> int:
-        """Cycles from an operand transfer to the lanes' result (12)."""
+        """Cycles from an operand transfer to the lanes' result (13)."""
         return AluLane.LATENCY
 
     @property
     def latency(self) -> int:
-        """Cycles from an operand transfer to its result being valid: lanes plus the FIFO (14)."""
+        """Cycles from an operand transfer to its result being valid: lanes plus the FIFO (15)."""
         return self.LATENCY
 
     @property

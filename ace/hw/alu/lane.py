@@ -29,7 +29,7 @@ __all__ = ["AluLane"]
 class AluLane(wiring.Component):
     """One 32-bit lane: ``sum``/``max``/``min``/``copy`` of int32, fp32, bf16 and fp16.
 
-    Latency is :attr:`latency` (12) cycles: the operand registers (1) and the SIMD adder (11).
+    Latency is :attr:`latency` (13) cycles: the operand registers (1) and the SIMD adder (12).
     Operands in cycle ``t`` give the result in cycle ``t + latency``; throughput is one
     operation (one 32-bit lane word) per cycle, for any mix of ops and dtypes from cycle to
     cycle. ``result`` is a multiplexer (combinational) between two registers.
@@ -59,7 +59,7 @@ class AluLane(wiring.Component):
 
     @property
     def latency(self) -> int:
-        """Cycles from operands to result: operand registers plus the adder (12)."""
+        """Cycles from operands to result: operand registers plus the adder (13)."""
         return self.LATENCY
 
     def elaborate(self, platform):

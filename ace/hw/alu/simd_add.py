@@ -92,7 +92,7 @@ def _add_carry(x, y, carry_in):
 class SimdFpAdder(wiring.Component):
     """SIMD floating-point adder; see the module docstring for the numerics and the pipeline.
 
-    Latency is :attr:`latency` (11) cycles: operands presented in cycle ``t`` give the result
+    Latency is :attr:`latency` (12) cycles: operands presented in cycle ``t`` give the result
     in cycle ``t + latency``. Throughput is one 32-bit word (one fp32 or two 16-bit additions)
     per cycle, with any dtype from cycle to cycle. The pipeline has no enable and no valid
     bits: it computes on every cycle, and the caller tracks which results are valid. The
@@ -111,7 +111,7 @@ class SimdFpAdder(wiring.Component):
     """
 
     #: Pipeline depth in cycles, the same for every dtype.
-    LATENCY = 11
+    LATENCY = 12
 
     a: In(32)
     b: In(32)
@@ -120,7 +120,7 @@ class SimdFpAdder(wiring.Component):
 
     @property
     def latency(self) -> int:
-        """Cycles from operands to result (11)."""
+        """Cycles from operands to result (12)."""
         return self.LATENCY
 
     def elaborate(self, platform):
@@ -133,16 +133,17 @@ class SimdFpAdder(wiring.Component):
             dtypes.append(dtype)
 
         regs = self._unpack(m, dtypes[0])
-        regs = self._swap(m, regs, dtypes[1])
-        regs = self._align(m, regs, dtypes[2], 3, levels=(4, 3, 2))
-        regs = self._align(m, regs, dtypes[3], 4, levels=(1, 0))
-        regs = self._add(m, regs, dtypes[4])
-        regs = self._count(m, regs, dtypes[5])
-        regs = self._normalise(m, regs, dtypes[6], 7, levels=(4, 3))
-        regs = self._normalise(m, regs, dtypes[7], 8, levels=(2, 1, 0))
-        regs = self._round(m, regs, dtypes[8])
-        regs = self._increment(m, regs, dtypes[9])
-        self._pack(m, regs, dtypes[10])
+        regs = self._order(m, regs, dtypes[1])
+        regs = self._swap(m, regs, dtypes[2])
+        regs = self._align(m, regs, dtypes[3], 4, levels=(4, 3, 2))
+        regs = self._align(m, regs, dtypes[4], 5, levels=(1, 0))
+        regs = self._add(m, regs, dtypes[5])
+        regs = self._count(m, regs, dtypes[6])
+        regs = self._normalise(m, regs, dtypes[7], 8, levels=(4, 3))
+        regs = self._normalise(m, regs, dtypes[8], 9, levels=(2, 1, 0))
+        regs = self._round(m, regs, dtypes[9])
+        regs = self._increment(m, regs, dtypes[10])
+        self._pack(m, regs, dtypes[11])
         return m
 
     @staticmethod
@@ -184,46 +185,64 @@ class SimdFpAdder(wiring.Component):
         return slots, sig
 
     def _unpack(self, m, dtype):
-        """Per element: effective exponent (1 for subnormals), sign, NaN/Inf; the significand
-        words; whether |b| > |a| per element (swap). In fp32 mode both slots hold the
-        fp32 element's fields."""
+        """Per element of each 16-bit half: effective exponent (1 for subnormals), sign,
+        NaN/Inf; the significand words; the magnitude compares of the halves (bits 14..0 of
+        each: carry chains straight from the operands)."""
         wide, fp16 = self._modes(dtype)
-        r = self._stage_regs(1, sig_a=32, sig_b=32, swap_hi=1, swap_lo=1,
+        r = self._stage_regs(1, sig_a=32, sig_b=32, gt_lo=1, gt_hi=1, eq_hi=1,
                              a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand)
         for operand, x in (("a", self.a), ("b", self.b)):
             slots, sig = self._fields(m, x, wide, fp16, operand)
             m.d.sync += r[f"sig_{operand}"].eq(sig)
-            for field in ("sign", "exp", "nan", "inf"):
-                m.d.sync += [
-                    r[f"{operand}_hi"][field].eq(slots["hi"][field]),
-                    r[f"{operand}_lo"][field].eq(Mux(wide, slots["hi"][field],
-                                                     slots["lo"][field])),
-                ]
-        # |b| > |a| per slot; the 32-bit compare is made of the two 16-bit ones.
-        low_mask = Mux(wide, 0xFFFF, 0x7FFF)
-        gt_lo = (self.b[:16] & low_mask) > (self.a[:16] & low_mask)
-        gt_hi = self.b[16:31] > self.a[16:31]
-        gt_wide = gt_hi | ((self.b[16:31] == self.a[16:31]) & gt_lo)
-        m.d.sync += [r["swap_hi"].eq(Mux(wide, gt_wide, gt_hi)),
-                     r["swap_lo"].eq(Mux(wide, gt_wide, gt_lo))]
+            for slot in ("hi", "lo"):
+                m.d.sync += [r[f"{operand}_{slot}"][field].eq(slots[slot][field])
+                             for field in ("sign", "exp", "nan", "inf")]
+        m.d.sync += [
+            r["gt_lo"].eq(self.b[:15] > self.a[:15]),
+            r["gt_hi"].eq(self.b[16:31] > self.a[16:31]),
+            r["eq_hi"].eq(self.b[16:31] == self.a[16:31]),
+        ]
         return r
 
     # -- stage 2 ------------------------------------------------------------------------------
+    def _order(self, m, prev, dtype):
+        """|b| > |a| per element: the 32-bit compare is made of the 16-bit ones (high greater,
+        or high equal and low greater), bit 15 joining the low one for fp32. Both exponent
+        differences. In fp32 mode the low slot takes the fp32 element's fields."""
+        wide, _ = self._modes(dtype)
+        a15, b15 = prev["a_lo"].sign, prev["b_lo"].sign
+        gt_lo16 = (b15 & ~a15) | (~(a15 ^ b15) & prev["gt_lo"])
+        gt_wide = prev["gt_hi"] | (prev["eq_hi"] & gt_lo16)
+        r = self._stage_regs(2, sig_a=32, sig_b=32, swap_hi=1, swap_lo=1,
+                             a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand,
+                             d_ab_hi=8, d_ba_hi=8, d_ab_lo=8, d_ba_lo=8)
+        self._carry(m, r, prev, ("sig_a", "sig_b", "a_hi", "b_hi"))
+        m.d.sync += [r["swap_hi"].eq(Mux(wide, gt_wide, prev["gt_hi"])),
+                     r["swap_lo"].eq(Mux(wide, gt_wide, prev["gt_lo"]))]
+        for operand in ("a", "b"):
+            m.d.sync += r[f"{operand}_lo"].eq(Mux(wide, prev[f"{operand}_hi"],
+                                                  prev[f"{operand}_lo"]))
+        for slot in ("hi", "lo"):
+            exp_a = Mux(wide, prev["a_hi"].exp, prev["a_lo"].exp) if slot == "lo" \
+                else prev["a_hi"].exp
+            exp_b = Mux(wide, prev["b_hi"].exp, prev["b_lo"].exp) if slot == "lo" \
+                else prev["b_hi"].exp
+            m.d.sync += [r[f"d_ab_{slot}"].eq(exp_a - exp_b), r[f"d_ba_{slot}"].eq(exp_b - exp_a)]
+        return r
+
+    # -- stage 3 ------------------------------------------------------------------------------
     def _swap(self, m, prev, dtype):
         """Swap so that x is the larger per element; the clamped exponent difference;
         NaN/Inf of the sum."""
         wide, _ = self._modes(dtype)
         swap = {"hi": prev["swap_hi"], "lo": prev["swap_lo"]}
-        r = self._stage_regs(2, x=32, y=32, shift_hi=5, shift_lo=5, sub_hi=1, sub_lo=1,
+        r = self._stage_regs(3, x=32, y=32, shift_hi=5, shift_lo=5, sub_hi=1, sub_lo=1,
                              slot_hi=_Slot, slot_lo=_Slot)
         for slot in ("hi", "lo"):
             a, b, s = prev[f"a_{slot}"], prev[f"b_{slot}"], swap[slot]
-            shift_ab = Signal(8, name=f"s1_{slot}_shift_ab")
-            shift_ba = Signal(8, name=f"s1_{slot}_shift_ba")
-            m.d.comb += [shift_ab.eq(a.exp - b.exp), shift_ba.eq(b.exp - a.exp)]
             m.d.sync += [
-                r[f"shift_{slot}"].eq(Mux(s, self._clamp(shift_ba, wide),
-                                          self._clamp(shift_ab, wide))),
+                r[f"shift_{slot}"].eq(Mux(s, self._clamp(prev[f"d_ba_{slot}"], wide),
+                                          self._clamp(prev[f"d_ab_{slot}"], wide))),
                 r[f"sub_{slot}"].eq(a.sign ^ b.sign),
             ]
             fields = {
@@ -252,7 +271,7 @@ class SimdFpAdder(wiring.Component):
         return Cat(difference[:4] | Mux(saturate, 0b1111, 0),
                    Mux(saturate, wide, difference[4]))
 
-    # -- stages 3 and 4 -------------------------------------------------------------------------
+    # -- stages 4 and 5 -------------------------------------------------------------------------
     def _align(self, m, prev, dtype, stage, levels):
         """Shift ``y`` right by the shift amount bits ``levels``; bits leaving a segment (the
         word's bottom for fp32) are ORed into that segment's sticky bit. The last alignment
@@ -296,20 +315,20 @@ class SimdFpAdder(wiring.Component):
         ]
         return r
 
-    # -- stage 5 --------------------------------------------------------------------------------
+    # -- stage 6 --------------------------------------------------------------------------------
     def _add(self, m, prev, dtype):
         """Add or subtract the segments (|x| >= |y| per element, so never negative) in one
         carry chain; the separator bit (stage 4) passes the carry between the segments for
         fp32 only."""
-        chain = Signal(34, name="s4_chain")
+        chain = Signal(34, name="s5_chain")
         m.d.comb += chain.eq(_add_carry(prev["x"], prev["y"], prev["carry_in"]))
         total = Cat(chain[:16], chain[17:33])
-        r = self._stage_regs(5, sum=32, marked=32, slot_hi=_Slot, slot_lo=_Slot)
+        r = self._stage_regs(6, sum=32, marked=32, slot_hi=_Slot, slot_lo=_Slot)
         self._carry(m, r, prev, ("slot_hi", "slot_lo"))
         m.d.sync += [r["sum"].eq(total), r["marked"].eq(total | prev["sentinel"])]
         return r
 
-    # -- stage 6 --------------------------------------------------------------------------------
+    # -- stage 7 --------------------------------------------------------------------------------
     def _count(self, m, prev, dtype):
         """Leading zeros of each segment (of the word for fp32), stopped by the sentinel at
         the subnormal boundary; the sign of an exact zero sum. A zero segment's count is
@@ -322,7 +341,7 @@ class SimdFpAdder(wiring.Component):
         zero = {"hi": Mux(wide, sum_zero_hi & sum_zero_lo, sum_zero_hi),
                 "lo": Mux(wide, sum_zero_hi & sum_zero_lo, sum_zero_lo)}
 
-        r = self._stage_regs(6, sum=32, count_hi=4, count_lo=4, zero_hi=1,
+        r = self._stage_regs(7, sum=32, count_hi=4, count_lo=4, zero_hi=1,
                              slot_hi=_Slot, slot_lo=_Slot)
         self._carry(m, r, prev, ("sum", "slot_hi", "slot_lo"))
         m.d.sync += [r["count_hi"].eq(count_hi), r["count_lo"].eq(count_lo),
@@ -332,7 +351,7 @@ class SimdFpAdder(wiring.Component):
             m.d.sync += r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign))
         return r
 
-    # -- stages 7 and 8 ---------------------------------------------------------------------
+    # -- stages 8 and 9 ---------------------------------------------------------------------
     def _normalise(self, m, prev, dtype, stage, levels):
         """Shift each segment (the word for fp32) left by the count bits ``levels``, so the
         leading one reaches the carry bit unless the result is subnormal. The first stage
@@ -367,7 +386,7 @@ class SimdFpAdder(wiring.Component):
                 m.d.sync += r[f"shift_{slot}"].eq(shifts[slot])
         return r
 
-    # -- stage 9 --------------------------------------------------------------------------------
+    # -- stage 10 --------------------------------------------------------------------------------
     def _round(self, m, prev, dtype):
         """Round to nearest even: the increment of each element and its packed
         ``{exponent field, fraction}`` (exponent field 0 when the hidden bit is 0: subnormal).
@@ -393,7 +412,7 @@ class SimdFpAdder(wiring.Component):
         # The packed word with a separator bit at 16 (1: fp32, the carry passes; 0: it stops)
         # and the high element's increment at bit 17, so stage 9 is one carry chain.
         packed = Mux(wide, wide_packed, Cat(packed_lo, Const(0, 1), packed_hi))
-        r = self._stage_regs(9, packed=33, inc_hi=1, inc_lo=1, sign_hi=1, sign_lo=1,
+        r = self._stage_regs(10, packed=33, inc_hi=1, inc_lo=1, sign_hi=1, sign_lo=1,
                              forced_hi=1, forced_lo=1, special_hi=16, special_lo=16)
         m.d.sync += [
             r["packed"].eq(Cat(packed[:16], wide, packed[16:])),
@@ -412,21 +431,21 @@ class SimdFpAdder(wiring.Component):
             ]
         return r
 
-    # -- stage 10 --------------------------------------------------------------------------------
+    # -- stage 11 --------------------------------------------------------------------------------
     def _increment(self, m, prev, dtype):
         """Add the increments to the packed word, so a fraction carry moves a subnormal to the
         smallest normal and the largest significand to the next binade. One carry chain; the
         separator bit passes the carry for fp32 only."""
-        chain = Signal(34, name="s9_chain")
+        chain = Signal(34, name="s10_chain")
         m.d.comb += chain.eq(prev["packed"]
                              + Cat(prev["inc_lo"], Const(0, 16), prev["inc_hi"]))
         carried = ("sign_hi", "sign_lo", "forced_hi", "forced_lo", "special_hi", "special_lo")
-        r = self._stage_regs(10, rounded=32, **{name: len(prev[name]) for name in carried})
+        r = self._stage_regs(11, rounded=32, **{name: len(prev[name]) for name in carried})
         self._carry(m, r, prev, carried)
         m.d.sync += r["rounded"].eq(Cat(chain[:16], chain[17:33]))
         return r
 
-    # -- stage 11 -------------------------------------------------------------------------------
+    # -- stage 12 -------------------------------------------------------------------------------
     def _pack(self, m, prev, dtype):
         """An exponent reaching all ones is overflow (the sign bit position is its carry):
         Inf. NaN/Inf flags override. Add the signs."""
