@@ -259,7 +259,10 @@ def test_array_credit_stall():
     """With the output stalled the array accepts exactly its credits, then nothing more; all
     beats come out once the output is released."""
     dut = AluArray(CONFIG)
-    beats = make_beats(CONFIG, np.random.default_rng(7), _plan([Dtype.FP32], 4, ("mixed",)))
+    # More beats than credits (one batch per op).
+    per_op = dut.fifo_depth // len(ReduceOp) + 2
+    beats = make_beats(CONFIG, np.random.default_rng(7), _plan([Dtype.FP32], per_op, ("mixed",)))
+    assert len(beats) > dut.fifo_depth
     received = []
 
     async def testbench(ctx):
