@@ -14,22 +14,22 @@ Numerics: round to nearest, ties to even; subnormal inputs and outputs kept (no 
 overflow rounds to infinity; any NaN result is the canonical quiet NaN; ``Inf + -Inf`` is NaN;
 an exact zero sum is ``+0`` unless both operands are ``-0`` (``docs/numerics.md``).
 
-Pipeline, one register at the end of each stage (latency :attr:`SimdFpAdder.LATENCY` = 11),
+Pipeline, one register at the end of each stage (latency :attr:`SimdFpAdder.LATENCY` = 12),
 each stage a few LUT levels or one carry chain deep (ECP5 timing, ``docs/synthesis.md``)::
 
-    a, b --> [1 unpack per dtype, special-value flags; |b| > |a| per element from the two
-                16-bit magnitude compares]
-         --> [2 swap so that |x| >= |y|, exponent difference, clamp, NaN/Inf of the sum]
-         --> [3 align the smaller significand: shift right by 16, 8, 4, jam into sticky]
-         --> [4 align: shift right by 2, 1; OR the sticky bit in; complement y to subtract;
+    a, b --> [1 unpack per dtype, special-value flags; 15-bit magnitude compares]
+         --> [2 order: |b| > |a| per element; both exponent differences]
+         --> [3 swap so that |x| >= |y|; clamp and select the difference; NaN/Inf of the sum]
+         --> [4 align the smaller significand: shift right by 16, 8, 4, jam into sticky]
+         --> [5 align: shift right by 2, 1; OR the sticky bit in; complement y to subtract;
                 decode the sentinel bit]
-         --> [5 add or subtract the segments (one carry chain); OR the sentinel in]
-         --> [6 leading-zero count of (sum | sentinel), by nibbles]
-         --> [7 normalise: shift left by the count's 16 and 8 bits]
-         --> [8 normalise: shift left by 4, 2, 1; exponent + 1 - count]
-         --> [9 round to nearest even: the increment, the packed {exponent, fraction}]
-         --> [10 add the increment (one carry chain, cut between elements)]
-         --> [11 detect overflow, substitute Inf/NaN, add the sign] --> result
+         --> [6 add or subtract the segments (one carry chain); OR the sentinel in]
+         --> [7 leading-zero count of (sum | sentinel), by nibbles]
+         --> [8 normalise: shift left by the count's 16 and 8 bits]
+         --> [9 normalise: shift left by 4, 2, 1; exponent + 1 - count]
+         --> [10 round to nearest even: the increment, the packed {exponent, fraction}]
+         --> [11 add the increment (one carry chain, cut between elements)]
+         --> [12 detect overflow, substitute Inf/NaN, add the sign] --> result
 
 Why jamming is exact: the bits of the smaller significand shifted out of the segment are ORed
 into its lowest bit, which rounds it to odd there. Bits are lost only when the exponent
