@@ -295,6 +295,15 @@ def test_critical_path_ignores_async_paths():
     assert synth.critical_path({"critical_paths": []}) is None
 
 
+def test_register_names():
+    """Flip-flops and LUT RAMs by their Amaranth signal; the shell's registers as the ports."""
+    from ace.flow.timing import register_name
+    assert register_name("dut.rx0.error_TRELLIS_FF_Q_12") == "rx0.error"
+    assert register_name("dut.q.storage.0.12$DPRAM_COMB3", "to") == "q.storage.0.12"
+    assert register_name("shift_in_TRELLIS_FF_Q_7") == "<inputs>"
+    assert register_name("$1_TRELLIS_FF_Q", "to") == "<outputs>"
+
+
 @pytest.mark.parametrize("argv, allowed", [
     (["--board", "nope"], "allowed: ulx3s-85f, arty-a7-100"),
     (["--target", "xilinx", "--board", "ulx3s-85f"], "allowed with --target xilinx: "

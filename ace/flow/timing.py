@@ -35,11 +35,12 @@ SHELL_PREFIX = "dut."
 
 def register_name(cell: str, role: str = "from") -> str:
     """The Amaranth signal of a register cell of the top in its shell: ``dut.x.y_TRELLIS_FF_Q_3``
-    -> ``x.y``. The shell's own registers stand for the top's ports: ``<inputs>`` at the start
-    of a path (``role`` ``from``), ``<outputs>`` at its end."""
+    -> ``x.y`` (and a LUT RAM's ``dut.q.storage.0.12$DPRAM_COMB3`` -> ``q.storage.0.12``). The
+    shell's own registers stand for the top's ports: ``<inputs>`` at the start of a path
+    (``role`` ``from``), ``<outputs>`` at its end."""
     if not cell.startswith(SHELL_PREFIX):
         return "<inputs>" if role == "from" else "<outputs>"
-    return re.sub(r"_TRELLIS_FF_Q(_\d+)?$", "", cell.removeprefix(SHELL_PREFIX))
+    return re.sub(r"(_TRELLIS_FF_Q(_\d+)?|\$[A-Z0-9_]+)$", "", cell.removeprefix(SHELL_PREFIX))
 
 
 # --- routed paths (SDF) ----------------------------------------------------------------------
