@@ -14,7 +14,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from ace.flow import synth
+from ace.flow import synth, timing
 from ace.cli import build_parser, main
 from ace.config import NAMED_CONFIGS
 
@@ -85,7 +85,8 @@ def test_ecp5_resources_fmax_and_breakdown(tiny_rows):
     # The worst path from the routed delays (SDF) is nextpnr's own critical path; the next
     # ones end in other registers, no slower.
     worst = row["worst_paths"]
-    assert worst[0] == path and 1 < len(worst) <= synth.WORST_PATHS
+    assert {**worst[0], "alike": 0} == {**path, "alike": 0}
+    assert 1 < len(worst) <= synth.WORST_PATHS
     assert len({p["to"] for p in worst}) == len(worst)
     assert [p["delay_ns"] for p in worst] == sorted((p["delay_ns"] for p in worst), reverse=True)
     # The child kept as its own module holds the DSP; parts plus the rest make the total.
@@ -183,7 +184,7 @@ def test_generic_parity_depth(tmp_path, width):
     assert "error" not in row
     assert row["logic_levels"] == math.ceil(math.log2(width))
     assert row["gates"] == width - 1 and row["ffs"] == width + 1
-    assert row["worst_paths"] == [{"from": "bits", "to": "p",
+    assert row["worst_paths"] == [{"from": "bits", "to": "p", "alike": 0,
                                    "logic_levels": math.ceil(math.log2(width))}]
     gates = {f"$_{gate}_" for gate in synth.GENERIC_GATES.split(",")} | {"$_NOT_"}
     assert set(row["cells"]) - gates == {"$_SDFF_PP0_"}  # no vendor cells; reset registers
@@ -224,12 +225,13 @@ def test_generic_keeps_memories_whole(tmp_path):
     assert "error" not in row
     assert (row["memories"], row["memory_bits"]) == (2, 16 * 8 + 65536 * 32)
     assert row["logic_levels"] == 4 + 1
-    assert row["worst_paths"][0] == {"from": "<input addr>", "to": "q", "logic_levels": 5}
+    assert row["worst_paths"][0] == {"from": "<input addr>", "to": "q", "logic_levels": 5,
+                                     "alike": 0}
     assert row["gates"] < 100 and row["seconds"]["yosys"] < 60
     summary = {"config": "tiny", "target": "generic", "results": [row]}
     table = synth.format_table(summary)
     assert "| **gates** | " in table and "| 5 |" in table
-    assert "| gates | `<input addr>` | `q` | 5 |" in table
+    assert "| gates | `<input addr>` | `q` | 0 | 5 |" in table
 
 
 def test_xilinx_resources_and_fmax_note(tiny_rows):
@@ -251,8 +253,8 @@ def test_format_table_from_real_rows(tiny_rows):
         if b.target == "ecp5":
             assert "critical path" in table and f"**{row['fmax_mhz']}**" in table
             first = row["worst_paths"][0]
-            assert (f"| tiny | `{first['from']}` | `{first['to']}` | {first['delay_ns']:.2f} | "
-                    f"{first['logic_levels']} |") in table
+            assert (f"| tiny | `{first['from']}` | `{first['to']}` | {first['alike']} | "
+                    f"{first['delay_ns']:.2f} | {first['logic_levels']} |") in table
         else:
             assert "RAMB18" in table and "nextpnr-xilinx" in table
 
@@ -295,9 +297,18 @@ def test_critical_path_ignores_async_paths():
     assert synth.critical_path({"critical_paths": []}) is None
 
 
+def test_paths_alike_by_their_numbers():
+    paths = [{"from": f"lane{n}.s3", "to": f"lane{n}.s4", "delay_ns": 9.0 - n} for n in range(4)]
+    paths.insert(2, {"from": "queue.consume", "to": "outstanding", "delay_ns": 8.5})
+    distinct = timing.distinct_paths(paths, 5)
+    assert [(p["from"], p["alike"]) for p in distinct] == [("lane0.s3", 3),
+                                                         ("queue.consume", 0)]
+    assert timing.distinct_paths(paths, 1) == [{**paths[0], "alike": 3}]
+
+
 def test_register_names():
     """Flip-flops and LUT RAMs by their Amaranth signal; the shell's registers as the ports."""
-    from ace.flow.timing import register_name
+    register_name = timing.register_name
     assert register_name("dut.rx0.error_TRELLIS_FF_Q_12") == "rx0.error"
     assert register_name("dut.q.storage.0.12$DPRAM_COMB3", "to") == "q.storage.0.12"
     assert register_name("shift_in_TRELLIS_FF_Q_7") == "<inputs>"

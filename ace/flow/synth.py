@@ -455,16 +455,18 @@ def _paths_table(summary: dict) -> list[str]:
     if not rows:
         return []
     if summary["target"] == "generic":
-        lines = ["| top | from | to | gates |", "|---|---|---|---|"]
-        lines += [f"| {top} | `{p['from']}` | `{p['to']}` | {p['logic_levels']} |"
-                  for top, p in rows]
+        lines = ["| top | from | to | alike | gates |", "|---|---|---|---|---|"]
+        lines += [f"| {top} | `{p['from']}` | `{p['to']}` | {p.get('alike', 0)} | "
+                  f"{p['logic_levels']} |" for top, p in rows]
     else:
-        lines = ["| top | from | to | delay (ns) | logic levels | routing |",
-                 "|---|---|---|---|---|---|"]
-        lines += [f"| {top} | `{p['from']}` | `{p['to']}` | {p['delay_ns']:.2f} | "
-                  f"{p['logic_levels']} | {p['routing_share']:.0%} |" for top, p in rows]
-    return ["", f"Worst paths (the deepest into each of the {WORST_PATHS} worst end registers; "
-            "<inputs>/<outputs>: the top's ports):", "", *lines]
+        lines = ["| top | from | to | alike | delay (ns) | logic levels | routing |",
+                 "|---|---|---|---|---|---|---|"]
+        lines += [f"| {top} | `{p['from']}` | `{p['to']}` | {p.get('alike', 0)} | "
+                  f"{p['delay_ns']:.2f} | {p['logic_levels']} | {p['routing_share']:.0%} |"
+                  for top, p in rows]
+    return ["", f"Worst paths: the worst into each end register, the {WORST_PATHS} worst of "
+            "different shape; alike: how many more differ only in their numbers (lane0, "
+            "lane1, ...); <inputs>/<outputs>: the top's ports.", "", *lines]
 
 
 def _version(tool: str) -> str:

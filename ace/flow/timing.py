@@ -21,7 +21,7 @@ import math
 import re
 from collections import defaultdict, deque
 
-__all__ = ["register_name", "routed_paths", "logic_depth", "GATES"]
+__all__ = ["register_name", "distinct_paths", "routed_paths", "logic_depth", "GATES"]
 
 #: Yosys's single-output gate cells (``abc -g`` output, plus ``$_NOT_``/``$_BUF_``).
 GATES = frozenset(f"$_{g}_" for g in ("BUF", "NOT", "AND", "NAND", "OR", "NOR", "XOR", "XNOR",
@@ -41,6 +41,19 @@ def register_name(cell: str, role: str = "from") -> str:
     if not cell.startswith(SHELL_PREFIX):
         return "<inputs>" if role == "from" else "<outputs>"
     return re.sub(r"(_TRELLIS_FF_Q(_\d+)?|\$[A-Z0-9_]+)$", "", cell.removeprefix(SHELL_PREFIX))
+
+
+def distinct_paths(paths: list[dict], count: int) -> list[dict]:
+    """The first ``count`` paths of different shape, each with ``alike``: how many of the others
+    differ from it only in their numbers (``lane3`` for ``lane0``: the same logic replicated)."""
+    shapes: dict[str, dict] = {}
+    for path in paths:
+        shape = re.sub(r"\d+", "#", f"{path['from']} -> {path['to']}")
+        if shape in shapes:
+            shapes[shape]["alike"] += 1
+        else:
+            shapes[shape] = {**path, "alike": 0}
+    return list(shapes.values())[:count]
 
 
 # --- routed paths (SDF) ----------------------------------------------------------------------
@@ -116,7 +129,7 @@ def routed_paths(sdf_text: str, count: int = 5) -> list[dict]:
     paths = [_describe(total, pin, previous)
              for (total, _), pin in sorted(ends.values(), key=lambda end: end[0], reverse=True)]
     inside = [p for p in paths if not (p["from"].startswith("<") and p["to"].startswith("<"))]
-    return inside[:count]
+    return distinct_paths(inside, count)
 
 
 def _longest(edges, arrival, previous):
@@ -239,9 +252,9 @@ def logic_depth(netlist: dict, top: str, count: int = 5) -> dict:
         depth = level.get(bit, 0)
         if isinstance(bit, int) and depth > worst.get(end, (0,))[0]:
             worst[end] = (depth, bit)
-    deepest = sorted(worst.items(), key=lambda item: (-item[1][0], item[0]))[:count]
-    paths = [{"from": names.get(origin.get(bit, bit), "<constant>"), "to": end,
-              "logic_levels": depth} for end, (depth, bit) in deepest]
+    deepest = sorted(worst.items(), key=lambda item: (-item[1][0], item[0]))
+    paths = distinct_paths([{"from": names.get(origin.get(bit, bit), "<constant>"), "to": end,
+                             "logic_levels": depth} for end, (depth, bit) in deepest], count)
     return {"gates": sum(n for cell, n in cells.items() if cell in GATES),
             "ffs": sum(n for cell, n in cells.items() if cell.startswith(_FLIP_FLOPS)),
             "memories": cells.get("$mem_v2", 0), "memory_bits": memory_bits,
