@@ -646,17 +646,17 @@ def _peer_link(text: str, where: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def _slice(text: str, where: str) -> tuple[str, int]:
-    match = re.fullmatch(r"([ios])\[(\d+)\]", text)
+def _slice(text: str, where: str) -> tuple[Buffer, int]:
+    match = re.fullmatch(rf"([{''.join(Buffer)}])\[(\d+)\]", text)
     if not match:
-        raise ProgramError(f"{where}: {text!r} is not BUF[OFFSET] with BUF in i, o, s")
-    return match.group(1), int(match.group(2))
+        raise ProgramError(f"{where}: {text!r} is not BUF[OFFSET] with BUF in "
+                           f"{', '.join(Buffer)}")
+    return Buffer(match.group(1)), int(match.group(2))
 
 
 def from_text(text: str, *, source: str = "<text>") -> CollectiveProgram:
     """Parse the listing of :func:`to_text`. Errors name the source and the line."""
-    program = None
-    node = channel = None
+    program = node = channel = None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -664,105 +664,123 @@ def from_text(text: str, *, source: str = "<text>") -> CollectiveProgram:
         where = f"{source}:{number}"
         tokens = line.split()
         if tokens[0] == "program":
-            kv = _keyvals(tokens[1:], where)
-            for key in ("collective", "algorithm", "dtype", "op", "count"):
-                if key not in kv:
-                    raise ProgramError(f"{where}: program line needs {key}=")
-            blocks = None
-            if "blocks" in kv:
-                blocks = []
-                for item in kv["blocks"].split(","):
-                    s, _, n = item.partition("+")
-                    blocks.append((_int(s, where), _int(n, where)))
-            program = CollectiveProgram(
-                collective=kv["collective"], algorithm=kv["algorithm"],
-                dtype=dtype_from_name(kv["dtype"]), op=op_from_name(kv["op"]),
-                count=_int(kv["count"], where), nodes=[], mode=kv.get("mode", Mode.ACE),
-                chunks=_int(kv.get("chunks", "1"), where),
-                topology=Topology.parse(kv["topology"]) if "topology" in kv else None,
-                blocks=blocks)
-            continue
-        if program is None:
+            program = _parse_program(tokens, where)
+        elif program is None:
             raise ProgramError(f"{where}: expected the 'program' line first")
-        if tokens[0] == "node":
-            if len(tokens) < 2:
-                raise ProgramError(f"{where}: 'node' needs an id")
-            n = _int(tokens[1], where)
-            if n != len(program.nodes):
-                raise ProgramError(f"{where}: node {n} out of order; expected "
-                                   f"{len(program.nodes)}")
-            kv = _keyvals(tokens[2:], where)
-            node = NodeProgram(node=n, placement=kv.get("placement", Mode.ACE.placement),
-                               input_addr=_int(kv.get("input", "0"), where),
-                               output_addr=_int(kv.get("output", "0"), where),
-                               scratch_addr=_int(kv.get("scratch", "0"), where),
-                               in_elems=_int(kv.get("in", "0"), where),
-                               out_elems=_int(kv.get("out", "0"), where),
-                               scratch_elems=_int(kv.get("scratch_elems", "0"), where))
+        elif tokens[0] == "node":
+            node, channel = _parse_node(tokens, where, program), None
             program.nodes.append(node)
-            channel = None
-            continue
-        if tokens[0] == "channel":
-            if node is None:
-                raise ProgramError(f"{where}: 'channel' before any 'node'")
-            c = _int(tokens[1], where) if len(tokens) > 1 else -1
-            if c != len(node.channels):
-                raise ProgramError(f"{where}: channel {c} out of order; expected "
-                                   f"{len(node.channels)}")
-            kv = _keyvals(tokens[2:], where)
-            channel = Channel()
-            if "send" in kv:
-                channel.send_peer, channel.send_link = _peer_link(kv["send"], where)
-            if "recv" in kv:
-                channel.recv_peer, channel.recv_link = _peer_link(kv["recv"], where)
+        elif tokens[0] == "channel":
+            channel = _parse_channel(tokens, where, node)
             node.channels.append(channel)
-            continue
-        match = re.fullmatch(r"(\d+):", tokens[0])
-        if not match:
-            raise ProgramError(f"{where}: expected 'program', 'node', 'channel' or 'K: step'")
-        if channel is None:
-            raise ProgramError(f"{where}: step before any 'channel'")
-        k = int(match.group(1))
-        if k != len(channel.steps):
-            raise ProgramError(f"{where}: step {k} out of order; expected {len(channel.steps)}")
-        if len(tokens) < 2 or tokens[1] not in STEP_TYPES:
-            raise ProgramError(f"{where}: step type {tokens[1] if len(tokens) > 1 else ''!r}; "
-                               f"allowed: {', '.join(STEP_TYPES)}")
-        step = Step(type=tokens[1], dtype=program.dtype, op=program.op)
-        kv = _keyvals(tokens[2:], where)
-        allowed = {"src", "dst", "count", "mem", "from", "to", "dtype", "op", "dep"}
-        for key, value in kv.items():
-            if key not in allowed:
-                raise ProgramError(f"{where}: unknown key {key!r}; allowed: "
-                                   f"{', '.join(sorted(allowed))}")
-            if key in ("src", "dst"):
-                setattr(step, key, _slice(value, where))
-            elif key == "count":
-                step.count = _int(value, where)
-            elif key == "mem":
-                step.mem_addr = _int(value, where)
-            elif key == "from":
-                step.recv_peer, step.recv_link = _peer_link(value, where)
-            elif key == "to":
-                step.send_peer, step.send_link = _peer_link(value, where)
-            elif key == "dtype":
-                step.dtype = dtype_from_name(value)
-            elif key == "op":
-                step.op = op_from_name(value)
-            elif key == "dep":
-                m = re.fullmatch(r"(\d+)\.(\d+)", value)
-                if not m:
-                    raise ProgramError(f"{where}: dep {value!r} is not CHANNEL.STEP")
-                step.dep = (int(m.group(1)), int(m.group(2)))
-        if "recv" in step.uses and step.recv_peer is None:
-            step.recv_peer, step.recv_link = channel.recv_peer, channel.recv_link
-        if "send" in step.uses and step.send_peer is None:
-            step.send_peer, step.send_link = channel.send_peer, channel.send_link
-        step.check(where)
-        channel.steps.append(step)
+        else:
+            step = _parse_step(tokens, where, program, channel)
+            channel.steps.append(step)
     if program is None:
         raise ProgramError(f"{source}: no 'program' line")
     return program
+
+
+def _parse_program(tokens, where: str) -> CollectiveProgram:
+    kv = _keyvals(tokens[1:], where)
+    for key in ("collective", "algorithm", "dtype", "op", "count"):
+        if key not in kv:
+            raise ProgramError(f"{where}: program line needs {key}=")
+    blocks = None
+    if "blocks" in kv:
+        blocks = []
+        for item in kv["blocks"].split(","):
+            s, _, n = item.partition("+")
+            blocks.append((_int(s, where), _int(n, where)))
+    return CollectiveProgram(
+        collective=kv["collective"], algorithm=kv["algorithm"],
+        dtype=dtype_from_name(kv["dtype"]), op=op_from_name(kv["op"]),
+        count=_int(kv["count"], where), nodes=[], mode=kv.get("mode", Mode.ACE),
+        chunks=_int(kv.get("chunks", "1"), where),
+        topology=Topology.parse(kv["topology"]) if "topology" in kv else None,
+        blocks=blocks)
+
+
+def _parse_node(tokens, where: str, program: CollectiveProgram) -> NodeProgram:
+    if len(tokens) < 2:
+        raise ProgramError(f"{where}: 'node' needs an id")
+    n = _int(tokens[1], where)
+    if n != len(program.nodes):
+        raise ProgramError(f"{where}: node {n} out of order; expected {len(program.nodes)}")
+    kv = _keyvals(tokens[2:], where)
+    return NodeProgram(node=n, placement=kv.get("placement", Mode.ACE.placement),
+                       input_addr=_int(kv.get("input", "0"), where),
+                       output_addr=_int(kv.get("output", "0"), where),
+                       scratch_addr=_int(kv.get("scratch", "0"), where),
+                       in_elems=_int(kv.get("in", "0"), where),
+                       out_elems=_int(kv.get("out", "0"), where),
+                       scratch_elems=_int(kv.get("scratch_elems", "0"), where))
+
+
+def _parse_channel(tokens, where: str, node: NodeProgram | None) -> Channel:
+    if node is None:
+        raise ProgramError(f"{where}: 'channel' before any 'node'")
+    c = _int(tokens[1], where) if len(tokens) > 1 else -1
+    if c != len(node.channels):
+        raise ProgramError(f"{where}: channel {c} out of order; expected {len(node.channels)}")
+    kv = _keyvals(tokens[2:], where)
+    channel = Channel()
+    if "send" in kv:
+        channel.send_peer, channel.send_link = _peer_link(kv["send"], where)
+    if "recv" in kv:
+        channel.recv_peer, channel.recv_link = _peer_link(kv["recv"], where)
+    return channel
+
+
+_STEP_KEYS = ("count", "dep", "dst", "dtype", "from", "mem", "op", "src", "to")
+
+
+def _parse_step(tokens, where: str, program: CollectiveProgram, channel: Channel | None
+                ) -> Step:
+    """``K: TYPE key=value ...``; ``to=``/``from=`` default to the channel's peers."""
+    match = re.fullmatch(r"(\d+):", tokens[0])
+    if not match:
+        raise ProgramError(f"{where}: expected 'program', 'node', 'channel' or 'K: step'")
+    if channel is None:
+        raise ProgramError(f"{where}: step before any 'channel'")
+    k = int(match.group(1))
+    if k != len(channel.steps):
+        raise ProgramError(f"{where}: step {k} out of order; expected {len(channel.steps)}")
+    if len(tokens) < 2 or tokens[1] not in STEP_TYPES:
+        raise ProgramError(f"{where}: step type {tokens[1] if len(tokens) > 1 else ''!r}; "
+                           f"allowed: {', '.join(STEP_TYPES)}")
+    step = Step(type=StepType(tokens[1]), dtype=program.dtype, op=program.op)
+    for key, value in _keyvals(tokens[2:], where).items():
+        _set_step_field(step, key, value, where)
+    if "recv" in step.uses and step.recv_peer is None:
+        step.recv_peer, step.recv_link = channel.recv_peer, channel.recv_link
+    if "send" in step.uses and step.send_peer is None:
+        step.send_peer, step.send_link = channel.send_peer, channel.send_link
+    step.check(where)
+    return step
+
+
+def _set_step_field(step: Step, key: str, value: str, where: str) -> None:
+    if key in ("src", "dst"):
+        setattr(step, key, _slice(value, where))
+    elif key in ("count", "mem"):
+        setattr(step, "count" if key == "count" else "mem_addr", _int(value, where))
+    elif key in ("from", "to"):
+        side = "recv" if key == "from" else "send"
+        peer, link = _peer_link(value, where)
+        setattr(step, f"{side}_peer", peer)
+        setattr(step, f"{side}_link", link)
+    elif key == "dtype":
+        step.dtype = dtype_from_name(value)
+    elif key == "op":
+        step.op = op_from_name(value)
+    elif key == "dep":
+        m = re.fullmatch(r"(\d+)\.(\d+)", value)
+        if not m:
+            raise ProgramError(f"{where}: dep {value!r} is not CHANNEL.STEP")
+        step.dep = (int(m.group(1)), int(m.group(2)))
+    else:
+        raise ProgramError(f"{where}: unknown key {key!r}; allowed: {', '.join(_STEP_KEYS)}")
 
 
 def copy_program(program: CollectiveProgram) -> CollectiveProgram:
