@@ -1,45 +1,49 @@
-"""Banked SRAM buffer with a crossbar of read and write ports, and the engine's port map.
+"""Banked SRAM buffer with a time-slotted crossbar of read and write ports, and the engine's
+port map.
 
 ::
 
-      rd0.req ..rdR.req            wr0 .. wrW                    (R read ports, W write ports)
-          |       |                  |      |
-          v       v                  v      v
-     +-------------------+   +-------------------+
-     | read arbiter per  |   | write arbiter per |    round-robin, one grant per bank and cycle
-     | bank (bank=a % B) |   | bank (bank=a % B) |
-     +-------------------+   +-------------------+
-          |   |   |   |           |   |   |   |
-        +---+---+---+---+       (write ports of the same banks)
-        |b0 |b1 |.. |bB-1|   B banks, each a simple-dual-port memory: 1 read + 1 write per cycle
-        +---+---+---+---+
+      rd0.req .. rdR.req                   wr0 .. wrW          (R read ports, W write ports)
+          |        |  ready: own slot bit       |     |  ready: own slot bit
+          v        v  [bank] & credit           v     v  [bank]
+     +----------------------+          +----------------------+
+     | per bank: the slot   |          | per bank: the slot   |  registered; the slot of
+     | owner's row, enable  |          | owner's row, data,   |  each port is a rotating
+     +----------------------+          | byte enables         |  register (no arbitration)
+          |   |   |   |                +----------------------+
+        +---+---+---+----+                  |   |   |   |
+        |b0 |b1 |.. |bB-1|  B BlockRams: 1 read + 1 write per cycle, registered output
+        +---+---+---+----+
           |   |   |   |
-     +-------------------+
-     | data mux per port |   selects the bank granted to the port one cycle earlier
-     +-------------------+
-          |       |
-      resp FIFO  resp FIFO     one per read port, depth ``resp_depth``, credit-checked
-          |       |
+     +----------------------+
+     | per port: word of    |  8:1 mux on the bank the port read, registered
+     | the bank it read     |
+     +----------------------+
+          |        |
+      resp FIFO  resp FIFO      one per read port, ``resp_depth`` deep, registered output
+          |        |
       rd0.resp .. rdR.resp
 
 Addresses are word addresses; word ``a`` lives in bank ``a % banks`` at row ``a // banks``
-(beat interleaving), so a port streaming sequential addresses visits every bank in turn.
+(beat interleaving), so a port streaming sequential addresses visits every bank in turn, in
+step with its time slot.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from functools import reduce
 
-from amaranth.hdl import Cat, Const, Module, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFO
-from amaranth.lib.memory import Memory
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In
 
-from ace.hw.common.arbiter import RoundRobinArbiter
+from ace.hw.common.bram import BlockRam
 from ace.layouts import sram_read_signature, sram_write_signature
 
-__all__ = ["BankedSram", "EngineSramPorts"]
+__all__ = ["BankedSram", "EngineSramPorts", "slot_period"]
 
 
 @dataclass(frozen=True)
@@ -123,40 +127,59 @@ class EngineSramPorts:
         return link
 
 
+def slot_period(ports: int, banks: int) -> int:
+    """Cycles of the time-slot rotation of ``ports`` ports over ``banks`` banks: ``ports`` when
+    there are more ports than banks, else the smallest power of two of at least ``ports`` (a
+    divisor of ``banks``, so a port streaming consecutive words keeps its slot across the
+    wrap from the last bank to bank 0)."""
+    return ports if ports > banks else 1 << (ports - 1).bit_length()
+
+
 class BankedSram(wiring.Component):
     """Beat-interleaved banked SRAM with ``read_ports`` read and ``write_ports`` write ports.
 
-    Each bank is a simple-dual-port memory (one read and one write per cycle, synchronous read),
-    which maps to FPGA block RAM. Word ``a`` lives in bank ``a % banks``. Each bank has a
-    :class:`~ace.hw.common.arbiter.RoundRobinArbiter` among the read ports that address it and another
-    among the write ports, so per cycle each bank serves one read and one write, from any ports.
-    A port that loses arbitration keeps ``ready`` low and is served later; no request is dropped.
+    Banks: word ``a`` lives in bank ``a % banks`` at row ``a // banks``. Each bank is a
+    :class:`~ace.hw.common.bram.BlockRam` (one read and one write per cycle, registered output;
+    ``DP16KD`` with output registers on ECP5).
 
-    Reads: a read port's ``req`` carries word addresses and its ``resp`` returns the data words in
-    request order. Each read port has a response FIFO of ``resp_depth`` words; ``req.ready`` is
-    high only if the FIFO has room for the response (FIFO level plus the read in flight is below
-    ``resp_depth``), so any amount of ``resp`` backpressure is safe.
+    Time slots instead of arbitration: read port ``i`` owns bank ``b`` in cycle ``t`` when
+    ``(b - t) mod P == i``, with ``P`` = :func:`slot_period` ``(read_ports, banks)``; likewise for
+    writes with their own period. Each bank has at most one owner per direction and cycle, so
+    there are no conflicts to resolve; the ownership is a rotating register per port, known
+    before the request arrives. A port's ``ready`` is its slot bit for the bank its address
+    selects (and, for reads, a registered response credit): it depends on the port's own
+    payload and registers only, never on another port or on ``resp.ready``. A port that streams
+    consecutive words meets its slot again in every cycle once it has one, so it moves a word per
+    cycle; a port that misses its slot waits at most ``P - 1`` cycles. With more ports than banks
+    each port gets ``banks / ports`` of the cycles.
 
-    Writes: a write port's payload is :class:`~ace.layouts.SramWrite` (address, data, byte
-    enables). Bytes whose ``mask`` bit is clear keep their value; a write with an all-zero mask is
-    accepted and changes nothing.
+    Pipeline (read transferred in cycle ``t``):
 
-    Latency: a read request transferred in cycle ``t`` has its response valid in cycle
-    ``t + 2`` at the earliest (:attr:`read_latency`; one cycle in the bank, one in the response
-    FIFO). A write transferred in cycle ``t`` is visible to reads transferred in cycle ``t + 1``
-    and later.
+    ====== =======================================================================
+    t + 1  per bank: the owner's row and enable, registered (RAM address)
+    t + 3  per bank: the RAM's registered output (:attr:`BlockRam.read_latency` 2)
+    t + 4  per port: the word of the bank it read, registered (the crossbar stage)
+    t + 6  per port: out of the response FIFO's output register (``resp.valid``)
+    ====== =======================================================================
 
-    Same address in the same cycle: a read and a write of the same word transferred in the same
-    cycle (necessarily the same bank) return the **old** data to the read (read-before-write,
-    non-transparent read port); the write takes effect at the end of the cycle.
+    Writes take the same first stage (per bank: the owner's row, data and byte enables,
+    registered) and reach the RAM in ``t + 1``, the cycle in which reads transferred in ``t``
+    reach it. So a read and a write of the same word transferred in the same cycle return the
+    **old** word to the read (the RAM's read-before-write), and a write transferred in ``t`` is
+    visible to reads transferred in ``t + 1`` and later: the port-level order is exact, because
+    every transfer takes the same fixed path.
 
-    Throughput: each port moves up to one word per cycle. Per cycle at most ``banks`` reads and
-    ``banks`` writes proceed. When ports stream sequential addresses with no backpressure, round
-    robin settles into a conflict-free rotation after a few cycles (each losing port falls one
-    bank behind the winner and then never meets it again), so with ``read_ports <= banks`` every
-    read port sustains one word per cycle, and likewise for writes. With more streaming ports
-    than banks the banks saturate and are shared fairly (``banks / ports`` per port). A
-    ``resp_depth`` below 3 caps a read port below one word per cycle.
+    Reads: ``req`` carries word addresses, ``resp`` returns the words in request order. Each read
+    port has a response FIFO of ``resp_depth`` words (registered output); ``req.ready`` is high
+    only while the FIFO has room for every read in flight, so any ``resp`` backpressure is safe.
+
+    Writes: :class:`~ace.layouts.SramWrite` (address, data, byte enables); bytes whose ``mask``
+    bit is clear keep their value; an all-zero mask is accepted and changes nothing.
+
+    Latency: :attr:`read_latency` (6) cycles from a read's transfer to its response, at the
+    earliest. Throughput: one word per cycle per port on consecutive addresses (``banks /
+    ports`` per port when there are more ports than banks); ``resp_depth`` of at least
+    ``read_latency + 1`` keeps a read port at one word per cycle.
 
     Parameters
     ----------
@@ -169,7 +192,7 @@ class BankedSram(wiring.Component):
     read_ports, write_ports : int
         Number of read and write ports, at least 1 each.
     resp_depth : int
-        Depth of each read port's response FIFO, at least 1; 3 or more gives full throughput.
+        Depth of each read port's response FIFO, at least 2.
 
     Members
     -------
@@ -179,8 +202,15 @@ class BankedSram(wiring.Component):
         Write port ``j``, for ``j`` in ``range(write_ports)``.
     """
 
+    #: Register stages between a port's transfer and the RAM (the per-bank request register).
+    REQUEST_STAGES = 1
+    #: Register stages from the RAM's output to the response FIFO (the crossbar register).
+    RETURN_STAGES = 1
+    #: Cycles from a FIFO write to its word on ``resp`` (``SyncFIFOBuffered``).
+    FIFO_LATENCY = 2
+
     def __init__(self, words: int, word_bytes: int, banks: int, read_ports: int,
-                 write_ports: int, *, resp_depth: int = 4):
+                 write_ports: int, *, resp_depth: int = 16):
         def check(name, value, ok, allowed):
             if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
                 raise ValueError(f"{name}: {value!r} is not valid; allowed: {allowed}")
@@ -191,7 +221,7 @@ class BankedSram(wiring.Component):
         check("word_bytes", word_bytes, lambda v: v >= 1, "an integer of at least 1")
         check("read_ports", read_ports, lambda v: v >= 1, "an integer of at least 1")
         check("write_ports", write_ports, lambda v: v >= 1, "an integer of at least 1")
-        check("resp_depth", resp_depth, lambda v: v >= 1, "an integer of at least 1")
+        check("resp_depth", resp_depth, lambda v: v >= 2, "an integer of at least 2")
         self.words = words
         self.word_bytes = word_bytes
         self.banks = banks
@@ -208,7 +238,8 @@ class BankedSram(wiring.Component):
     @property
     def read_latency(self) -> int:
         """Cycles from a read request's transfer to its response becoming valid, at least."""
-        return 2
+        return (self.REQUEST_STAGES + BlockRam.read_latency + self.RETURN_STAGES
+                + self.FIFO_LATENCY)
 
     @property
     def rows(self) -> int:
@@ -220,105 +251,123 @@ class BankedSram(wiring.Component):
         """Low address bits that select the bank."""
         return (self.banks - 1).bit_length()
 
-    def _decode(self, m, bank, targets, value, name):
-        """Drive ``targets[bank]`` with ``value`` and the other targets with 0."""
-        one_hot = Signal(self.banks, name=name)
-        m.d.comb += one_hot.eq(Const(1, self.banks) << bank)
-        for b, target in enumerate(targets):
-            m.d.comb += target.eq(value & one_hot[b])
+    def _split(self, addr):
+        """(bank, row) of a word address; bank is 0 when there is one bank."""
+        return (addr[:self.bank_bits] if self.bank_bits else Const(0, 1)), addr[self.bank_bits:]
+
+    def _slots(self, m, prefix: str, ports: int) -> list[Signal]:
+        """Per port, the rotating register of the banks it owns this cycle (bit ``b``)."""
+        period = slot_period(ports, self.banks)
+        length = max(self.banks, period)
+        slots = []
+        for i in range(ports):
+            pattern = sum(1 << b for b in range(length) if b % period == i)
+            owned = Signal(length, init=pattern, name=f"{prefix}{i}_slots")
+            m.d.sync += owned.eq(owned.rotate_left(1))
+            slots.append(owned)
+        return slots
+
+    def _port_bank(self, m, name: str, addr, slots: Signal):
+        """(bank, row, one-hot bank, slot bit of that bank) of a port's address."""
+        bank, row = self._split(addr)
+        one_hot = Signal(self.banks, name=f"{name}_bank_one_hot")
+        slot = Signal(name=f"{name}_slot")
+        m.d.comb += [one_hot.eq(Const(1, self.banks) << bank),
+                     slot.eq(slots.bit_select(bank, 1))]
+        return bank, row, one_hot, slot
+
+    @staticmethod
+    def _one_hot_select(selects, values):
+        """OR of the ``values`` whose select bit is set (at most one is): no priority chain."""
+        return reduce(operator.or_, [Mux(select, value, 0) for select, value in
+                                     zip(selects, values)])
 
     def elaborate(self, platform):
         m = Module()
         width = 8 * self.word_bytes
-        bank_bits = self.bank_bits
-
-        def split(addr):
-            """(bank, row) of a word address; bank is 0 when there is one bank."""
-            bank = addr[:bank_bits] if bank_bits else 0
-            return bank, addr[bank_bits:]
-
-        read_ports, write_ports = [], []
+        rams = []
         for b in range(self.banks):
-            memory = Memory(shape=unsigned(width), depth=self.rows, init=[])
-            m.submodules[f"bank{b}"] = memory
-            read_ports.append(memory.read_port(transparent_for=()))
-            write_ports.append(memory.write_port(granularity=8))
+            ram = BlockRam(width, self.rows)
+            m.submodules[f"bank{b}"] = ram
+            rams.append(ram)
+        self._reads(m, rams)
+        self._writes(m, rams)
+        return m
 
-        # -- reads -----------------------------------------------------------------------------
-        rd = [getattr(self, f"rd{i}") for i in range(self.read_ports)]
-        rd_arbiters = []
-        for b in range(self.banks):
-            arbiter = RoundRobinArbiter(self.read_ports)
-            m.submodules[f"rd_arbiter{b}"] = arbiter
-            rd_arbiters.append(arbiter)
-
-        rd_rows = []
-        for i, port in enumerate(rd):
-            bank, row = split(port.req.payload)
-            rd_rows.append(row)
-            fifo = SyncFIFO(width=width, depth=self.resp_depth)
-            m.submodules[f"rd{i}_resp_fifo"] = fifo
-            in_flight = Signal(name=f"rd{i}_in_flight")
-            in_flight_bank = Signal(range(self.banks), name=f"rd{i}_in_flight_bank")
-            credit = Signal(name=f"rd{i}_credit")
-            granted = Signal(name=f"rd{i}_granted")
-            m.d.comb += credit.eq(fifo.level + in_flight < self.resp_depth)
-            self._decode(m, bank, [arbiter.requests[i] for arbiter in rd_arbiters],
-                         port.req.valid & credit, f"rd{i}_bank_one_hot")
+    def _reads(self, m, rams):
+        ports = [getattr(self, f"rd{i}") for i in range(self.read_ports)]
+        slots = self._slots(m, "rd", self.read_ports)
+        rows, hits = [], []
+        for i, port in enumerate(ports):
+            bank, row, one_hot, slot = self._port_bank(m, f"rd{i}", port.req.payload, slots[i])
+            m.submodules[f"rd{i}_resp_fifo"] = fifo = SyncFIFOBuffered(
+                width=8 * self.word_bytes, depth=self.resp_depth)
+            credit = Signal(init=1, name=f"rd{i}_credit")
+            free = Signal(range(self.resp_depth + 1), init=self.resp_depth, name=f"rd{i}_free")
+            taken = Signal(name=f"rd{i}_taken")
+            popped = Signal(name=f"rd{i}_popped")
+            free_next = Signal.like(free, name=f"rd{i}_free_next")
             m.d.comb += [
-                granted.eq(Cat(arbiter.grant[i] for arbiter in rd_arbiters).any()),
-                port.req.ready.eq(granted),
+                port.req.ready.eq(slot & credit),
+                taken.eq(port.req.valid & port.req.ready),
+                popped.eq(port.resp.valid & port.resp.ready),
+                free_next.eq(free - taken + popped),
             ]
-            m.d.sync += [
-                in_flight.eq(port.req.valid & granted),
-                in_flight_bank.eq(bank),
-            ]
-            # The bank granted in the previous cycle presents this port's word now.
-            with m.Switch(in_flight_bank):
-                for b in range(self.banks):
+            m.d.sync += [free.eq(free_next), credit.eq(free_next != 0)]
+            rows.append(row)
+            hits.append(Mux(taken, one_hot, 0))
+
+            # The read's bank travels beside it through the RAM; the crossbar register takes
+            # that bank's word.
+            valid, bank_of = taken, bank
+            for stage in range(self.REQUEST_STAGES + BlockRam.read_latency):
+                next_valid = Signal(name=f"rd{i}_valid_{stage + 1}")
+                next_bank = Signal.like(bank, name=f"rd{i}_bank_{stage + 1}")
+                m.d.sync += [next_valid.eq(valid), next_bank.eq(bank_of)]
+                valid, bank_of = next_valid, next_bank
+            word = Signal(8 * self.word_bytes, name=f"rd{i}_word")
+            with m.Switch(bank_of):
+                for b, ram in enumerate(rams):
                     with m.Case(b) if b < self.banks - 1 else m.Default():
-                        m.d.comb += fifo.w_data.eq(read_ports[b].data)
+                        m.d.sync += word.eq(ram.r_data)
+            word_valid = Signal(name=f"rd{i}_word_valid")
+            m.d.sync += word_valid.eq(valid)
             m.d.comb += [
-                fifo.w_en.eq(in_flight),
+                fifo.w_data.eq(word),
+                fifo.w_en.eq(word_valid),
                 port.resp.payload.eq(fifo.r_data),
                 port.resp.valid.eq(fifo.r_rdy),
                 fifo.r_en.eq(port.resp.ready),
             ]
 
-        for b, (arbiter, bank_port) in enumerate(zip(rd_arbiters, read_ports)):
-            m.d.comb += bank_port.en.eq(arbiter.valid)
-            with m.Switch(arbiter.grant_index):
-                for i in range(self.read_ports):
-                    with m.Case(i) if i < self.read_ports - 1 else m.Default():
-                        m.d.comb += bank_port.addr.eq(rd_rows[i])
-
-        # -- writes ----------------------------------------------------------------------------
-        wr = [getattr(self, f"wr{j}") for j in range(self.write_ports)]
-        wr_arbiters = []
-        for b in range(self.banks):
-            arbiter = RoundRobinArbiter(self.write_ports)
-            m.submodules[f"wr_arbiter{b}"] = arbiter
-            wr_arbiters.append(arbiter)
-
-        for j, port in enumerate(wr):
-            bank, _ = split(port.payload.addr)
-            granted = Signal(name=f"wr{j}_granted")
-            self._decode(m, bank, [arbiter.requests[j] for arbiter in wr_arbiters], port.valid,
-                         f"wr{j}_bank_one_hot")
-            m.d.comb += [
-                granted.eq(Cat(arbiter.grant[j] for arbiter in wr_arbiters).any()),
-                port.ready.eq(granted),
+        for b, ram in enumerate(rams):
+            row = Signal.like(ram.r_addr, name=f"bank{b}_read_row")
+            enable = Signal(name=f"bank{b}_read_en")
+            m.d.sync += [
+                row.eq(self._one_hot_select([s[b] for s in slots], rows)),
+                enable.eq(Cat(hit[b] for hit in hits).any()),
             ]
+            m.d.comb += [ram.r_addr.eq(row), ram.r_en.eq(enable)]
 
-        for b, (arbiter, bank_port) in enumerate(zip(wr_arbiters, write_ports)):
-            with m.If(arbiter.valid):
-                with m.Switch(arbiter.grant_index):
-                    for j, port in enumerate(wr):
-                        with m.Case(j) if j < self.write_ports - 1 else m.Default():
-                            _, row = split(port.payload.addr)
-                            m.d.comb += [
-                                bank_port.addr.eq(row),
-                                bank_port.data.eq(port.payload.data),
-                                bank_port.en.eq(port.payload.mask),
-                            ]
-        return m
+    def _writes(self, m, rams):
+        ports = [getattr(self, f"wr{j}") for j in range(self.write_ports)]
+        slots = self._slots(m, "wr", self.write_ports)
+        rows, hits = [], []
+        for j, port in enumerate(ports):
+            _, row, one_hot, slot = self._port_bank(m, f"wr{j}", port.payload.addr, slots[j])
+            m.d.comb += port.ready.eq(slot)
+            rows.append(row)
+            hits.append(Mux(port.valid & slot, one_hot, 0))
+
+        for b, ram in enumerate(rams):
+            owners = [s[b] for s in slots]
+            row = Signal.like(ram.w_addr, name=f"bank{b}_write_row")
+            data = Signal.like(ram.w_data, name=f"bank{b}_write_data")
+            enable = Signal.like(ram.w_en, name=f"bank{b}_write_en")
+            m.d.sync += [
+                row.eq(self._one_hot_select(owners, rows)),
+                data.eq(self._one_hot_select(owners, [p.payload.data for p in ports])),
+                enable.eq(self._one_hot_select([hit[b] for hit in hits],
+                                               [p.payload.mask for p in ports])),
+            ]
+            m.d.comb += [ram.w_addr.eq(row), ram.w_data.eq(data), ram.w_en.eq(enable)]

@@ -27,9 +27,9 @@ class SramBufferTop(wiring.Component):
     ``config.sram_banks`` banks, with ``2 * num_links + 1`` read and ``num_links + 1`` write
     ports (see :class:`~ace.hw.sram.banked.EngineSramPorts` for which client owns which port).
 
-    Latency and throughput are those of :class:`~ace.hw.sram.banked.BankedSram`: a read response is valid
-    :attr:`read_latency` cycles after its request at the earliest; each port moves up to one
-    word per cycle.
+    Latency and throughput are those of :class:`~ace.hw.sram.banked.BankedSram`: a read response
+    is valid :attr:`read_latency` cycles after its request at the earliest; each port moves up
+    to one word per cycle on consecutive addresses.
 
     Parameters
     ----------
