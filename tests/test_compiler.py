@@ -321,3 +321,66 @@ def test_sends_in_flight_fit_half_a_receive_buffer(collective, algorithm):
                 if st.type in ("s", "rrs", "rrcs", "rcs"):
                     pending += st.nbytes
                     assert pending <= limit, (node.node, st)
+
+
+# -- the package's shape: a registry of algorithms, small functions, state set in __init__ ------
+
+def test_registry_runs_the_documented_phases():
+    """docs/programming_model.md section 5: ring, direct and halving-doubling run every phase;
+    the double binary tree only all-reduce phases; halving-doubling needs powers of two."""
+    from ace.sw.compiler import PHASE_ALGORITHMS
+    from ace.vocab import Algorithm, Collective
+    assert set(PHASE_ALGORITHMS) == set(Algorithm)
+    for name, alg in PHASE_ALGORITHMS.items():
+        runs = {kind for kind in (Collective.REDUCE_SCATTER, Collective.ALLGATHER,
+                                  Collective.ALLREDUCE) if alg.runs(kind)}
+        if name == Algorithm.DOUBLE_BINARY_TREE:
+            assert runs == {Collective.ALLREDUCE}
+        else:
+            assert len(runs) == 3, name
+        assert alg.power_of_two == (name == Algorithm.HALVING_DOUBLING)
+    with pytest.raises(CompileError, match="double_binary_tree runs only all-reduce phases; "
+                       "dimension 0 runs a reduce-scatter phase .* use ring, direct or "
+                       "halving_doubling there"):
+        compile_collective("allreduce", 64, topology="torus:2x2", config=TINY,
+                           algorithm=["double_binary_tree", "ring"])
+
+
+def _functions(path):
+    import ast
+    tree = ast.parse(path.read_text())
+    return [node for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _sources():
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent / "ace" / "sw"
+    return sorted((root / "compiler").glob("*.py")) + [root / "golden.py"]
+
+
+def test_compiler_and_golden_functions_are_short():
+    long = [f"{path.name}:{fn.name} has {fn.end_lineno - fn.lineno + 1} lines"
+            for path in _sources() for fn in _functions(path)
+            if fn.end_lineno - fn.lineno + 1 > 80]
+    assert long == []
+
+
+def test_compiler_sets_state_only_in_init():
+    """Attributes are bound in ``__init__`` only (methods may fill the lists made there)."""
+    import ast
+    outside = []
+    for path in _sources():
+        for fn in _functions(path):
+            if fn.name == "__init__":
+                continue
+            for node in ast.walk(fn):
+                targets = node.targets if isinstance(node, ast.Assign) else (
+                    [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+                for target in targets:
+                    leaves = target.elts if isinstance(target, ast.Tuple) else [target]
+                    for leaf in leaves:
+                        if (isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name)
+                                and leaf.value.id == "self"):
+                            outside.append(f"{path.name}:{fn.name} sets self.{leaf.attr}")
+    assert outside == []
