@@ -143,6 +143,8 @@ def cmd_replay(args) -> int:
         print(f"replaying {trace.path} ({trace.format}, {len(trace.collectives)} "
               f"collectives{cut}) on {system.topology} [{system.config.name}], modes: "
               f"{', '.join(modes)}", flush=True)
+        if args.estimate:
+            return _print_estimate(trace, system, modes)
         results = replay(trace, system, modes=modes, seed=args.seed, interval=args.interval,
                          background_share=args.background, waves=args.waves,
                          waves_dir=Path(args.out), progress=not args.quiet)
@@ -166,6 +168,22 @@ def cmd_replay(args) -> int:
     return _golden_verdict("replay", [r["name"] + f" ({run['mode']})"
                                       for run in document["runs"]
                                       for r in run["collectives"] if not r["correct"]])
+
+
+def _print_estimate(trace, system, modes) -> int:
+    """``ace replay --estimate``: expected cycles and time of each mode, nothing run."""
+    from sim_harness.preflight import preflight
+    from sim_harness.speed import estimate
+
+    est = estimate(preflight(trace, system, modes))
+    for mode, m in est["modes"].items():
+        print(f"{mode}: about {m['cycles']:,} cycles, {m['seconds']:,.0f} CPU seconds")
+    source = ("measured here" if est["measured"] else
+              "the documented ring8 figure, no run measured here yet")
+    print(f"expected time: about {est['seconds'] / 60:,.1f} min with a core per mode, the "
+          f"build aside ({est['node_cycles_per_cpu_s']:,.0f} node-cycles per CPU second, "
+          f"{source}; longer on shared cores)")
+    return 0
 
 
 def _golden_verdict(command: str, wrong: list[str]) -> int:
@@ -287,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--waves", action="store_true", help="record an FST waveform per mode, "
                    "OUT/waves_<mode>.fst (a separate Verilator build with tracing)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--estimate", action="store_true", help="print the expected cycles and "
+                   "time of the replay and stop (builds and simulates nothing)")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("bench-sim", help="simulator speed: node-cycles/s of harness systems on "

@@ -21,15 +21,14 @@ less.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 from amaranth.hdl import Elaboratable, Module
+from amaranth.lib.wiring import In
 
 from ace.hw.engine import AceEngine, counter_names
 from ace.sw.host import AceHost
 
-from .memory import MemoryModel
 from .preflight import prepare
 from .replay import run_collective
 from .simulator import SystemSimulator, build_driver
@@ -51,18 +50,12 @@ class _TimedSimulator(SystemSimulator):
         self.phases = {name: {"seconds": 0.0, "cpu_seconds": 0.0, "cycles": 0}
                        for name in ("csr", "run", "memory")}
 
-    def _cpu(self) -> float:
-        """CPU seconds the driver process has used (Linux ``/proc``)."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
     def _timed(self, phase, call, *args, **kwargs):
-        begin, cpu, start = self.cycle, self._cpu(), time.perf_counter()
+        begin, cpu, start = self.cycle, self.cpu_seconds(), time.perf_counter()
         result = call(*args, **kwargs)
         record = self.phases[phase]
         record["seconds"] += time.perf_counter() - start
-        record["cpu_seconds"] += self._cpu() - cpu
+        record["cpu_seconds"] += self.cpu_seconds() - cpu
         record["cycles"] += self.cycle - begin
         return result
 
@@ -123,34 +116,30 @@ def _rates(out: dict, nodes: int) -> dict:
     return out
 
 
-class _EngineFromInstance(Elaboratable):
-    """An Amaranth :class:`AceEngine` wired to the signals of the engine ``Instance`` that
-    :class:`AceSystem` made (its ``i_``/``o_`` ports are named after the engine's members)."""
+class _AmaranthEngine(Elaboratable):
+    """An Amaranth :class:`AceEngine` wired to the signals :class:`AceSystem` made for one
+    node's engine (engine port name -> Signal)."""
 
-    def __init__(self, instance, config):
-        self.instance, self.config = instance, config
+    def __init__(self, signals, config):
+        self.signals, self.config = signals, config
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.engine = engine = AceEngine(self.config)
         for path, member, port in engine.signature.flatten(engine):
-            outer, kind = self.instance.ports["__".join(str(p) for p in path)]
-            m.d.comb += port.eq(outer) if kind == "i" else outer.eq(port)
+            outer = self.signals["__".join(str(p) for p in path)]
+            m.d.comb += port.eq(outer) if member.flow == In else outer.eq(port)
         return m
 
 
 class _AmaranthSystem(AceSystem):
-    """:class:`AceSystem` (``host="cocotb"``) with every Verilog part replaced by its
-    Amaranth form, so that ``amaranth.sim`` can run it."""
+    """:class:`AceSystem` (``host="cocotb"``) with every Verilog part in its Amaranth form,
+    so that ``amaranth.sim`` can run it."""
 
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        for name, (sub, src_loc) in list(m._named_submodules.items()):
-            if getattr(sub, "type", None) == self.spec.engine_module:
-                m._named_submodules[name] = (_EngineFromInstance(sub, self.spec.config), src_loc)
-            elif isinstance(sub, MemoryModel):
-                sub.storage = "amaranth"
-        return m
+    memory_storage = "amaranth"
+
+    def engine(self, signals):
+        return _AmaranthEngine(signals, self.spec.config)
 
 
 class _Enough(Exception):

@@ -1,7 +1,10 @@
-// ACE harness driver: runs a Verilated ACE system (sim_harness/system.py, host="driver") with no
-// Python on the per-cycle path. sim_harness/simulator.py builds it together with a generated
-// system_ports.h (node count, port accessors) and talks to it over stdin/stdout, one command per
-// line, one reply line per command ("ok ..." or "err <message>"):
+// ACE harness driver: runs a Verilated ACE system with no Python on the per-cycle path: NODES
+// engine models (Vengine, the engine library of sim_harness/simulator.py, built once per engine
+// configuration) connected to one fabric model (Vtop: the memory, link and switch models of
+// sim_harness/system.py, host="driver"). sim_harness/simulator.py builds it together with a
+// generated system_ports.h (node count, the copies of engine ports to and from the fabric,
+// counter accessors) and talks to it over stdin/stdout, one command per line, one reply line
+// per command ("ok ..." or "err <message>"):
 //
 //   reset N                         hold reset N cycles
 //   rates MEM_Q8 BG_Q16 MEM_LAT LINK_Q8 LINK_LAT
@@ -23,10 +26,21 @@
 //   quit
 //
 // Memory words live here (DPI functions ace_ram_read32/ace_ram_write32 of ace_sim_ram_dpi), so
-// load and dump take no simulated cycles. An AXI4-Lite SLVERR/DECERR makes a csr reply "err".
+// load and dump take no simulated cycles. They are sparse: a page is allocated when it is first
+// written, so a node's memory can be gigabytes while a run touches megabytes. An AXI4-Lite
+// SLVERR/DECERR makes a csr reply "err".
+//
+// One cycle (tick): the combinational paths between the engines and the fabric (a memory
+// model's wready follows the engine's wvalid, a switch port's grant its tvalid) are settled
+// first: the fabric is evaluated with the engines' outputs, the engines with the fabric's, until
+// no engine output moves (one pass unless an engine has an input-to-output path); then every
+// model takes the rising edge with those settled inputs. The result is the cycle-exact
+// behaviour of the same system as one design.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <iostream>
@@ -35,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "Vengine.h"
 #include "Vtop.h"
 #include "Vtop__Dpi.h"
 #include "verilated.h"
@@ -51,20 +66,68 @@ struct AxilOut {
     uint8_t awready = 0, wready = 0, bvalid = 0, bresp = 0, arready = 0, rvalid = 0, rresp = 0;
 };
 
-#include "system_ports.h"  // NODES, MEM_BYTES, LINKS, LINK_NODE[], LINK_INDEX[], accessors
+#include "system_ports.h"  // NODES, MEM_BYTES, LINKS, LINK_NODE[], LINK_INDEX[], port copies
 
-static std::vector<std::vector<uint32_t>> memory(NODES, std::vector<uint32_t>(MEM_BYTES / 4));
+// A node's memory of MEM_BYTES: 64 KiB pages, allocated (zeroed) when first written; a page
+// never written reads as zeros.
+class SparseMemory {
+  public:
+    static constexpr uint64_t PAGE_BYTES = 1 << 16;
+
+    uint32_t read32(uint64_t index) const {
+        const auto& page = pages_[index * 4 / PAGE_BYTES];
+        return page ? page[index % (PAGE_BYTES / 4)] : 0;
+    }
+
+    void write32(uint64_t index, uint32_t data, uint32_t mask) {
+        uint32_t& word = page(index * 4)[index % (PAGE_BYTES / 4)];
+        word = (word & ~mask) | (data & mask);
+    }
+
+    // Copy LEN bytes in (from DATA) or out (to OUT) at byte ADDR; ADDR + LEN <= MEM_BYTES.
+    void copy_in(uint64_t addr, const char* data, uint64_t len) {
+        for (uint64_t done = 0; done < len;) {
+            uint64_t at = addr + done, n = std::min(len - done, PAGE_BYTES - at % PAGE_BYTES);
+            std::memcpy(reinterpret_cast<char*>(page(at)) + at % PAGE_BYTES, data + done, n);
+            done += n;
+        }
+    }
+
+    void copy_out(uint64_t addr, char* out, uint64_t len) const {
+        for (uint64_t done = 0; done < len;) {
+            uint64_t at = addr + done, n = std::min(len - done, PAGE_BYTES - at % PAGE_BYTES);
+            const auto& page = pages_[at / PAGE_BYTES];
+            if (page)
+                std::memcpy(out + done, reinterpret_cast<const char*>(page.get()) + at % PAGE_BYTES, n);
+            else
+                std::memset(out + done, 0, n);
+            done += n;
+        }
+    }
+
+  private:
+    uint32_t* page(uint64_t addr) {
+        auto& page = pages_[addr / PAGE_BYTES];
+        if (!page) page.reset(new uint32_t[PAGE_BYTES / 4]());
+        return page.get();
+    }
+
+    std::vector<std::unique_ptr<uint32_t[]>> pages_ =
+        std::vector<std::unique_ptr<uint32_t[]>>((MEM_BYTES + PAGE_BYTES - 1) / PAGE_BYTES);
+};
+
+static SparseMemory memory[NODES];
 
 unsigned ace_ram_read32(int node, unsigned index) {
-    return index < memory[node].size() ? memory[node][index] : 0;
+    return uint64_t(index) * 4 < MEM_BYTES ? memory[node].read32(index) : 0;
 }
 
 void ace_ram_write32(int node, unsigned index, unsigned data, unsigned strobe) {
-    if (index >= memory[node].size()) return;
+    if (uint64_t(index) * 4 >= MEM_BYTES) return;
     uint32_t mask = 0;
     for (int b = 0; b < 4; b++)
         if (strobe >> b & 1) mask |= 0xFFu << (8 * b);
-    memory[node][index] = (memory[node][index] & ~mask) | (data & mask);
+    memory[node].write32(index, data, mask);
 }
 
 // One AXI4-Lite access; a read's value goes to *result.
@@ -133,7 +196,34 @@ struct Master {
     }
 };
 
-static std::unique_ptr<Vtop> top;
+static void axil_set(Vengine* e, const AxilIn& v) {
+    e->s_axil___05Fawaddr = v.awaddr;
+    e->s_axil___05Fawvalid = v.awvalid;
+    e->s_axil___05Fwdata = v.wdata;
+    e->s_axil___05Fwvalid = v.wvalid;
+    e->s_axil___05Fbready = v.bready;
+    e->s_axil___05Faraddr = v.araddr;
+    e->s_axil___05Farvalid = v.arvalid;
+    e->s_axil___05Frready = v.rready;
+    e->s_axil___05Fwstrb = 0xF;
+    e->s_axil___05Fawprot = 0;
+    e->s_axil___05Farprot = 0;
+}
+
+static void axil_get(const Vengine* e, AxilOut& v) {
+    v.awready = e->s_axil___05Fawready;
+    v.wready = e->s_axil___05Fwready;
+    v.bvalid = e->s_axil___05Fbvalid;
+    v.bresp = e->s_axil___05Fbresp;
+    v.arready = e->s_axil___05Farready;
+    v.rvalid = e->s_axil___05Frvalid;
+    v.rdata = e->s_axil___05Frdata;
+    v.rresp = e->s_axil___05Frresp;
+}
+
+static std::unique_ptr<VerilatedContext> context;
+static std::unique_ptr<Vtop> top;  // the fabric
+static Vengine* engines[NODES];
 static Master masters[NODES];
 static AxilIn axil_in[NODES];
 static uint64_t cycle = 0;
@@ -141,20 +231,45 @@ static uint64_t cycle = 0;
 static std::unique_ptr<VerilatedFstC> waves;
 #endif
 
+// The engines' and the fabric's inputs settled for the coming edge (see the header).
+static void settle() {
+    for (int pass = 0;; pass++) {
+        to_fabric(top.get(), engines);
+        top->clk = 0;
+        top->eval();
+        to_engines(top.get(), engines);
+        for (auto* e : engines) {
+            e->clk = 0;
+            e->eval();
+        }
+        if (!engines_moved(top.get(), engines)) return;
+        if (pass == 64) {
+            std::cerr << "ace_driver: the engines and the fabric do not settle "
+                         "(a combinational loop between them)\n";
+            std::_Exit(3);
+        }
+    }
+}
+
 static void tick() {
     for (int n = 0; n < NODES; n++) {
         masters[n].drive(axil_in[n]);
-        axil_set(top.get(), n, axil_in[n]);
+        axil_set(engines[n], axil_in[n]);
     }
-    top->clk = 0;
-    top->eval();
+    settle();
 #if VM_TRACE
     if (waves) waves->dump(1000 * cycle);  // ps
 #endif
     for (int n = 0; n < NODES; n++) {
         AxilOut out;
-        axil_get(top.get(), n, out);
+        axil_get(engines[n], out);
         masters[n].observe(axil_in[n], out);
+    }
+    // The rising edge. The fabric keeps the engines' outputs of before the edge (copied by
+    // settle), so the order of the models does not matter.
+    for (auto* e : engines) {
+        e->clk = 1;
+        e->eval();
     }
     top->clk = 1;
     top->eval();
@@ -164,6 +279,19 @@ static void tick() {
     cycle++;
 }
 
+// Reset for N >= 1 cycles. An engine registers its reset input (system.py,
+// engine_sim_verilog), so it is lowered one cycle before the fabric's: the engines and the
+// fabric leave reset on the same edge.
+static void reset(uint64_t n) {
+    top->rst = 1;
+    for (uint64_t i = 0; i < n; i++) {
+        for (auto* e : engines) e->rst = i + 1 < n;
+        tick();
+    }
+    top->rst = 0;
+    tick();
+}
+
 static bool any_master_busy() {
     for (auto& m : masters)
         if (m.busy()) return true;
@@ -171,8 +299,8 @@ static bool any_master_busy() {
 }
 
 static bool all_irq() {
-    for (int n = 0; n < NODES; n++)
-        if (!irq(top.get(), n)) return false;
+    for (auto* e : engines)
+        if (!e->irq) return false;
     return true;
 }
 
@@ -200,21 +328,30 @@ static void cmd_csr(std::istringstream& args) {
     std::vector<uint64_t> reads;
     reads.reserve(count);
     std::vector<std::pair<int, Op>> ops;
+    std::string bad;  // the first bad line; the batch's other lines are read all the same
     for (size_t i = 0; i < count; i++) {
         std::string line;
-        std::getline(std::cin, line);
+        if (!std::getline(std::cin, line)) {
+            bad = "the batch ends after " + std::to_string(i) + " of " + std::to_string(count) +
+                  " lines";
+            break;
+        }
         std::istringstream in(line);
-        int node;
-        char kind;
+        int node = -1;
+        char kind = 0;
         uint64_t addr = 0, data = 0;
         in >> node >> kind >> addr;
         if (kind == 'w') in >> data;
-        if (!in || node < 0 || node >= NODES) {
-            reply("err bad csr line: " + line);
-            return;
+        if (!in || node < 0 || node >= NODES || (kind != 'w' && kind != 'r')) {
+            if (bad.empty()) bad = "bad csr line " + std::to_string(i + 1) + ": " + line;
+            continue;
         }
         if (kind == 'r') reads.push_back(0);
         ops.push_back({node, Op{kind == 'w', uint32_t(addr), uint32_t(data), nullptr}});
+    }
+    if (!bad.empty()) {
+        reply("err " + bad);
+        return;
     }
     size_t r = 0;
     for (auto& [node, op] : ops) {
@@ -284,11 +421,14 @@ static void cmd_run(std::istringstream& args) {
 }
 
 int main(int argc, char** argv) {
-    Verilated::commandArgs(argc, argv);
+    context = std::make_unique<VerilatedContext>();
+    context->commandArgs(argc, argv);
 #if VM_TRACE
-    Verilated::traceEverOn(true);  // before time 0, as Verilator requires
+    context->traceEverOn(true);  // before time 0, as Verilator requires
 #endif
-    top = std::make_unique<Vtop>();
+    top = std::make_unique<Vtop>(context.get(), "TOP");
+    for (int n = 0; n < NODES; n++)
+        engines[n] = new Vengine(context.get(), ("TOP.engine" + std::to_string(n)).c_str());
     std::string line;
     while (std::getline(std::cin, line)) {
         std::istringstream args(line);
@@ -299,10 +439,11 @@ int main(int argc, char** argv) {
         } else if (cmd == "reset") {
             uint64_t n = 0;
             args >> n;
-            top->rst = 1;
-            for (uint64_t i = 0; i < n; i++) tick();
-            top->rst = 0;
-            tick();
+            if (n < 1) {
+                reply("err reset needs at least one cycle: " + line);
+                continue;
+            }
+            reset(n);
             reply("ok " + std::to_string(cycle));
         } else if (cmd == "rates") {
             uint32_t mem_q8, bg_q16, mem_lat, link_q8, link_lat;
@@ -320,18 +461,19 @@ int main(int argc, char** argv) {
                 reply("err bad " + cmd + " command: " + line);
                 continue;
             }
-            uint8_t* bytes = reinterpret_cast<uint8_t*>(memory[node].data());
             if (cmd == "load") {
                 std::ifstream f(path, std::ios::binary);
                 std::vector<char> data((std::istreambuf_iterator<char>(f)), {});
                 if (!f.good() && !f.eof()) { reply("err cannot read " + path); continue; }
                 len = data.size();
                 if (addr + len > MEM_BYTES) { reply("err load past the memory end"); continue; }
-                std::copy(data.begin(), data.end(), bytes + addr);
+                memory[node].copy_in(addr, data.data(), len);
             } else {
                 if (addr + len > MEM_BYTES) { reply("err dump past the memory end"); continue; }
+                std::vector<char> data(len);
+                memory[node].copy_out(addr, data.data(), len);
                 std::ofstream f(path, std::ios::binary);
-                f.write(reinterpret_cast<char*>(bytes + addr), len);
+                f.write(data.data(), len);
                 if (!f) { reply("err cannot write " + path); continue; }
             }
             reply("ok");
@@ -343,11 +485,9 @@ int main(int argc, char** argv) {
 #if VM_TRACE
             std::string path;
             args >> path;
-            // The engines are hierarchical blocks, created by the first evaluation (an
-            // initial block of their wrappers); traced before that, their scopes stay empty.
-            top->eval();
             waves = std::make_unique<VerilatedFstC>();
             top->trace(waves.get(), 99);
+            for (auto* e : engines) e->trace(waves.get(), 99);
             waves->open(path.c_str());
             reply("ok");
 #else
@@ -363,7 +503,8 @@ int main(int argc, char** argv) {
     if (waves) waves->close();
 #endif
     top->final();
-    // Leave without running destructors: the hierarchical model's teardown can block.
+    for (auto* e : engines) e->final();
+    // Leave without running destructors (nothing left to flush).
     std::cout.flush();
     std::_Exit(0);
 }

@@ -35,7 +35,7 @@ TIME_OVER_BOUND = {"ace": 1.1, "baseline": 2.3}
 #: replay.
 CSR_CYCLES_PER_WORD = 3
 #: Node-cycles per CPU second of ``ring8`` when nothing has been measured here yet.
-DEFAULT_NODE_CYCLES_PER_CPU_S = 150_000
+DEFAULT_NODE_CYCLES_PER_CPU_S = 165_000
 #: Shorter runs (a few program loads) say little about the speed and are not recorded.
 MIN_RECORD_CYCLES = 20_000
 

@@ -17,8 +17,13 @@ the C++ harness driver (:mod:`sim_harness.simulator`): the memories' words live 
 sweep, and every memory model's and link model's byte counters are top-level outputs that the
 driver samples without disturbing the engines.
 
-The engine is generated once (:func:`engine_verilog`) and instantiated N times through
-``Instance``, so Verilator compiles it once. Link ``l`` of node ``x`` and link ``l'`` of node
+In a ``cocotb`` build the engine is generated once (:func:`engine_verilog`) and instantiated N
+times through ``Instance``. A ``driver`` build is the *fabric* only: the memory, link and
+switch models, with every engine port (the AXI4-Lite port aside, which the driver drives
+itself) a top-level port ``n{k}_<engine port>`` of the opposite direction. The driver connects
+N separately compiled engine models to it (:func:`engine_sim_verilog`, built once per engine
+configuration and shared by every system of that configuration) and settles the
+combinational paths between them every cycle. Link ``l`` of node ``x`` and link ``l'`` of node
 ``y`` form one bidirectional link (both directions modelled, each with its own latency line), as
 :meth:`ace.sw.program.Topology.send_link` numbers them: in a torus ``(x, 2k) <-> (x+1, 2k+1)``, in
 a fully connected system ``(x, (y-x-1) mod p) <-> (y, (x-y-1) mod p)``. The NIC's credit return
@@ -29,10 +34,14 @@ connected system's virtual links, with each node's links sharing one port each w
 
 from __future__ import annotations
 
+import functools
+import gc
+import warnings
 from dataclasses import dataclass
 
 from amaranth.back import verilog
-from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal
+from amaranth.hdl import (ClockSignal, Instance, Module, ResetSignal, Shape, Signal,
+                          UnusedElaboratable)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -48,8 +57,9 @@ from .memory import MemoryModel
 from .switch import SwitchPort
 from .sim_ram import SIM_RAM_DPI_MODULE, SIM_RAM_DPI_VERILOG, SIM_RAM_MODULE, SIM_RAM_VERILOG
 
-__all__ = ["SystemSpec", "AceSystem", "link_partners", "engine_verilog", "system_sources",
-           "HOSTS", "MAX_MEM_LATENCY", "MAX_LINK_LATENCY"]
+__all__ = ["SystemSpec", "AceSystem", "link_partners", "engine_verilog", "engine_ports",
+           "engine_sim_verilog", "engine_sources", "system_sources", "fabric_ports", "HOSTS",
+           "MAX_MEM_LATENCY", "MAX_LINK_LATENCY"]
 
 #: Who drives a system build (see the module docstring).
 HOSTS = ("cocotb", "driver")
@@ -96,6 +106,10 @@ class SystemSpec:
     def engine_module(self) -> str:
         return f"ace_engine_{self.config.name}"
 
+    @property
+    def engine_sim_module(self) -> str:
+        return f"ace_engine_{self.config.name}_sim"
+
 
 def link_partners(topology: Topology) -> dict[tuple[int, int], tuple[int, int]]:
     """``(node, link) -> (peer node, peer link)`` for every link the topology uses."""
@@ -123,6 +137,54 @@ def engine_verilog(config: AceConfig) -> str:
     return verilog.convert(AceEngine(config), name=f"ace_engine_{config.name}", emit_src=False)
 
 
+@functools.lru_cache(maxsize=None)
+def engine_ports(config: AceConfig) -> tuple[tuple[str, bool, int], ...]:
+    """``(name, is_output, width)`` of every port of the engine module but ``clk`` and
+    ``rst``, in signature order (``name`` as in the Verilog: path parts joined by ``__``)."""
+    with warnings.catch_warnings():
+        # Only the signature is wanted: the engine is never elaborated here.
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        template = AceEngine(config)
+        ports = tuple(("__".join(str(part) for part in path), member.flow == Out,
+                       Shape.cast(member.shape).width)
+                      for path, member, _ in template.signature.flatten(template))
+        del template
+        gc.collect()        # the engine's reference cycles, freed while the warning is off
+    return ports
+
+
+def fabric_ports(config: AceConfig) -> list[tuple[str, bool, int]]:
+    """The engine ports a ``driver`` build's fabric connects (every port but the AXI4-Lite
+    port, which the driver drives), as :func:`engine_ports` gives them."""
+    return [port for port in engine_ports(config) if not port[0].startswith("s_axil__")]
+
+
+def engine_sim_verilog(config: AceConfig) -> str:
+    """``ace_engine_<config>_sim``: the engine of a ``driver`` build, with the same ports.
+
+    Its reset input passes through a register (initially 1) before it reaches the engine, so
+    that reset is not a primary input of the engine's logic: Verilator then evaluates the
+    engine's next-state logic once per clock edge, instead of again in every evaluation as
+    logic that depends on an input. The driver raises this reset input one cycle before the
+    fabric's, so the engine sees the same reset cycles as in a single design."""
+    name = f"ace_engine_{config.name}"
+
+    def decl(port, output, width):
+        kind = "output" if output else "input"
+        return f"{kind} {f'[{width - 1}:0] ' if width > 1 else ''}{port}"
+
+    ports = engine_ports(config)
+    lines = [f"// Simulation wrapper of {name} (sim_harness/system.py, engine_sim_verilog).",
+             f"module {name}_sim (", "    input clk,", "    input rst,"]
+    lines += [f"    {decl(*port)}{',' if i < len(ports) - 1 else ''}"
+              for i, port in enumerate(ports)]
+    lines += [");", "  reg rst_q = 1'b1;", "  always @(posedge clk) rst_q <= rst;",
+              f"  {name} engine (", "    .clk(clk),", "    .rst(rst_q),"]
+    lines += [f"    .{port}({port}){',' if i < len(ports) - 1 else ''}"
+              for i, (port, _, _) in enumerate(ports)]
+    return "\n".join(lines + ["  );", "endmodule", ""])
+
+
 class AceSystem(wiring.Component):
     """N engines on a topology (see the module docstring).
 
@@ -132,11 +194,13 @@ class AceSystem(wiring.Component):
     n{k}_bd_addr, n{k}_bd_wdata, n{k}_bd_we : In, n{k}_bd_rdata : Out, the memory backdoor
     n{k}_irq : Out(1)
 
-    ``host="driver"`` builds have no backdoor ports and add, shared by all nodes,
-    ``mem_bytes_per_cycle_q8``, ``mem_background_q16``, ``mem_latency``,
+    ``host="driver"`` builds (the fabric: no engines, no AXI4-Lite or backdoor ports) have,
+    shared by all nodes, ``mem_bytes_per_cycle_q8``, ``mem_background_q16``, ``mem_latency``,
     ``link_bytes_per_cycle_q8``, ``link_latency`` (In; see :class:`MemoryModel` and
-    :class:`LinkModel`), and per node ``n{k}_mem_read_bytes``, ``n{k}_mem_write_bytes`` and
-    ``n{k}_link{l}_bytes`` for every link the topology uses (Out(48), cumulative).
+    :class:`LinkModel`), and per node ``n{k}_<port>`` for every engine port of
+    :func:`fabric_ports` (In for the engine's outputs, Out for its inputs; ``n{k}_irq`` among
+    them), ``n{k}_mem_read_bytes``, ``n{k}_mem_write_bytes`` and ``n{k}_link{l}_bytes`` for
+    every link the topology uses (Out(48), cumulative).
     """
 
     def __init__(self, spec: SystemSpec):
@@ -152,40 +216,50 @@ class AceSystem(wiring.Component):
                 "link_bytes_per_cycle_q8": In(RATE_BITS),
                 "link_latency": In(MAX_LINK_LATENCY.bit_length())})
         for k in range(spec.topology.num_nodes):
-            members[f"n{k}_axil"] = In(AxiLiteSignature(CSR_ADDR_BITS, 4))
             if spec.host == "cocotb":
+                members[f"n{k}_axil"] = In(AxiLiteSignature(CSR_ADDR_BITS, 4))
                 members[f"n{k}_bd_addr"] = In(range(words))
                 members[f"n{k}_bd_wdata"] = In(8 * cfg.mem_bytes)
                 members[f"n{k}_bd_we"] = In(1)
                 members[f"n{k}_bd_rdata"] = Out(8 * cfg.mem_bytes)
+                members[f"n{k}_irq"] = Out(1)
             else:
+                for name, output, width in fabric_ports(cfg):
+                    members[f"n{k}_{name}"] = In(width) if output else Out(width)
                 members[f"n{k}_mem_read_bytes"] = Out(COUNTER_BITS)
                 members[f"n{k}_mem_write_bytes"] = Out(COUNTER_BITS)
                 for l in range(cfg.num_links):
                     if (k, l) in partners:
                         members[f"n{k}_link{l}_bytes"] = Out(COUNTER_BITS)
-            members[f"n{k}_irq"] = Out(1)
         super().__init__(members)
+
+    #: Storage of a ``cocotb`` build's memory arrays (:class:`MemoryModel`'s ``storage``).
+    memory_storage = "verilog"
+
+    def engine(self, signals: dict[str, Signal]):
+        """The engine of one node in a ``cocotb`` build, its ports on ``signals`` (engine port
+        name -> Signal): an ``Instance`` of the engine's Verilog module. A subclass may return
+        another form (``sim_harness.bench`` returns the Amaranth engine)."""
+        return Instance(self.spec.engine_module, i_clk=ClockSignal(), i_rst=ResetSignal(),
+                        **{("o_" if output else "i_") + name: signals[name]
+                           for name, output, _ in engine_ports(self.spec.config)})
 
     def elaborate(self, platform):
         m = Module()
         spec, cfg = self.spec, self.spec.config
         p = spec.topology.num_nodes
-        template = AceEngine(cfg)
-        template._MustUse__silence = True      # only its signature is used
         partners = link_partners(spec.topology)
         driver = spec.host == "driver"
 
-        engines = []      # per node: {port path: Signal}
+        engines = []      # per node: {engine port name: Signal}
         for k in range(p):
-            ports, signals = {}, {}
-            for path, member, _ in template.signature.flatten(template):
-                name = "__".join(str(part) for part in path)
-                sig = Signal(member.shape, name=f"n{k}_{name}")
-                signals[name] = sig
-                ports[("i_" if member.flow == In else "o_") + name] = sig
-            m.submodules[f"engine{k}"] = Instance(
-                spec.engine_module, i_clk=ClockSignal(), i_rst=ResetSignal(), **ports)
+            if driver:      # the engines are outside: their ports are the fabric's
+                signals = {name: getattr(self, f"n{k}_{name}")
+                           for name, _, _ in fabric_ports(cfg)}
+            else:
+                signals = {name: Signal(width, name=f"n{k}_{name}")
+                           for name, _, width in engine_ports(cfg)}
+                m.submodules[f"engine{k}"] = self.engine(signals)
             engines.append(signals)
 
             memory = MemoryModel(size_bytes=spec.mem_bytes, data_bytes=cfg.mem_bytes,
@@ -193,7 +267,7 @@ class AceSystem(wiring.Component):
                                  bytes_per_cycle=spec.mem_bytes_per_cycle,
                                  latency=spec.mem_latency,
                                  max_latency=MAX_MEM_LATENCY if driver else None,
-                                 storage="dpi" if driver else "verilog", node=k)
+                                 storage="dpi" if driver else self.memory_storage, node=k)
             m.submodules[f"memory{k}"] = memory
             master = Axi4Signature(cfg.mem_addr_bits, cfg.mem_bytes, cfg.mem_id_bits)
             for name, member in master.members.items():
@@ -202,13 +276,14 @@ class AceSystem(wiring.Component):
                     m.d.comb += getattr(memory.s_axi, name).eq(engine_side)
                 else:
                     m.d.comb += engine_side.eq(getattr(memory.s_axi, name))
-            for name, member in AxiLiteSignature(CSR_ADDR_BITS, 4).members.items():
-                outer = getattr(getattr(self, f"n{k}_axil"), name)
-                if member.flow == Out:
-                    m.d.comb += signals[f"s_axil__{name}"].eq(outer)
-                else:
-                    m.d.comb += outer.eq(signals[f"s_axil__{name}"])
-            m.d.comb += getattr(self, f"n{k}_irq").eq(signals["irq"])
+            if not driver:
+                for name, member in AxiLiteSignature(CSR_ADDR_BITS, 4).members.items():
+                    outer = getattr(getattr(self, f"n{k}_axil"), name)
+                    if member.flow == Out:
+                        m.d.comb += signals[f"s_axil__{name}"].eq(outer)
+                    else:
+                        m.d.comb += outer.eq(signals[f"s_axil__{name}"])
+                m.d.comb += getattr(self, f"n{k}_irq").eq(signals["irq"])
             if driver:
                 m.d.comb += [
                     memory.cfg_bytes_per_cycle_q8.eq(self.mem_bytes_per_cycle_q8),
@@ -271,10 +346,18 @@ class AceSystem(wiring.Component):
         return m
 
 
+def engine_sources(config: AceConfig) -> dict[str, str]:
+    """File name -> Verilog text of a ``driver`` build's engine: the engine module and its
+    simulation wrapper (:func:`engine_sim_verilog`)."""
+    name = f"ace_engine_{config.name}"
+    return {f"{name}.v": engine_verilog(config), f"{name}_sim.v": engine_sim_verilog(config)}
+
+
 def system_sources(spec: SystemSpec) -> dict[str, str]:
-    """File name -> Verilog text: the engine module and the system top."""
+    """File name -> Verilog text: the system top and its RAM module, and for a ``cocotb``
+    build the engine module (a ``driver`` build's engine is :func:`engine_sources`)."""
     top = verilog.convert(AceSystem(spec), name=spec.name, emit_src=False)
-    ram = ({f"{SIM_RAM_DPI_MODULE}.sv": SIM_RAM_DPI_VERILOG} if spec.host == "driver"
-           else {f"{SIM_RAM_MODULE}.v": SIM_RAM_VERILOG})
-    return {f"{spec.engine_module}.v": engine_verilog(spec.config), **ram,
-            f"{spec.name}.v": top}
+    if spec.host == "driver":
+        return {f"{SIM_RAM_DPI_MODULE}.sv": SIM_RAM_DPI_VERILOG, f"{spec.name}.v": top}
+    return {f"{spec.engine_module}.v": engine_verilog(spec.config),
+            f"{SIM_RAM_MODULE}.v": SIM_RAM_VERILOG, f"{spec.name}.v": top}

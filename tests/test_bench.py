@@ -45,3 +45,42 @@ def test_simulator_speed():
     records.append(amaranth_speed("ring8", cycles=3000, log=print))
     print(format_bench(records))
     assert records[0]["node_cycles_per_cpu_s"] > 10 * records[-1]["node_cycles_per_cpu_s"]
+
+
+def test_speed_record_round_trip(tmp_path, monkeypatch):
+    """A run's speed is kept per system (short runs are not), and the estimate uses it."""
+    from sim_harness import simulator, speed
+
+    monkeypatch.setattr(simulator, "HARNESS_BUILD_ROOT", tmp_path)
+    assert speed.recorded_speed("ring8x") is None
+    speed.record_speed("ring8x", 100, 8, 1.0)            # too short to say anything
+    assert speed.recorded_speed("ring8x") is None
+    speed.record_speed("ring8x", 200_000, 8, 4.0)
+    speed.record_speed("other", 50_000, 4, 1.0)
+    assert speed.recorded_speed("ring8x") == 400_000
+    assert speed.recorded_speed("other") == 200_000
+
+
+def test_estimate_of_the_default_replay(tmp_path, monkeypatch, capsys):
+    """``ace replay --estimate``: both modes' run cycles within 20% of the measured default
+    replay (123,781 and 259,052 cycles, docs/benchmarks.md), and the time at the recorded
+    speed; nothing is built or run."""
+    from sim_harness import simulator, speed
+    from sim_harness.preflight import preflight
+    from sim_harness.systems import load_system
+    from sim_harness.traces import DEFAULT_TRACE, load_trace
+
+    monkeypatch.setattr(simulator, "HARNESS_BUILD_ROOT", tmp_path)
+    system = load_system("ring8")
+    plan = preflight(load_trace(DEFAULT_TRACE), system, ("ace", "baseline"))
+    speed.record_speed(system.name, 1_000_000, 8, 40.0)         # 200,000 node-cycles/s
+    est = speed.estimate(plan)
+    assert est["measured"] and est["node_cycles_per_cpu_s"] == 200_000
+    for mode, measured in (("ace", 123_781), ("baseline", 259_052)):
+        (prepared,) = plan.collectives[mode]
+        assert abs(speed.expected_cycles(prepared, system, load=False) / measured - 1) < 0.2
+        assert est["modes"][mode]["seconds"] == est["modes"][mode]["cycles"] * 8 / 200_000
+    assert main(["replay", "--estimate", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "ace: about" in out and "baseline: about" in out and "measured here" in out
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob("ace_system_*"))

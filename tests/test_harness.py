@@ -158,6 +158,45 @@ def test_cli_bad_trace_names_file_line_field(tmp_path):
     assert "bad.yaml:3" in result.stderr and "bytes" in result.stderr
 
 
+def test_a_bad_csr_batch_is_refused_whole_and_the_driver_reads_on():
+    """A CSR batch with a bad line in the middle: one error naming the line, and the batch's
+    remaining lines are consumed with it (not read as commands), so the next command works."""
+    from sim_harness.simulator import SimulatorError, SystemSimulator
+
+    with SystemSimulator(SYSTEM) as sim:
+        sim.reset()
+        before = sim.cycle
+        sim._send("csr 4\n0 r 0\n3 x 12\n1 r 4\ncycle")
+        with pytest.raises(SimulatorError, match="bad csr line 2: 3 x 12"):
+            sim._reply()
+        assert sim.cycle == before      # nothing of the batch ran
+        assert len(sim.csr([(0, "r", 0), (1, "r", 0)])) == 2
+
+
+def test_node_memory_is_sparse():
+    """A 1 GiB memory per node costs only the pages written: data loaded near the top of
+    node 3's memory reads back, untouched memory reads zeros, and the driver stays small.
+    (A 4-node ring: its fabric is a small build, and it links the ring8 engine library.)"""
+    from ace.sw.program import Topology
+    from sim_harness.simulator import SystemSimulator
+
+    big = dataclasses.replace(SYSTEM, topology=Topology.parse("ring:4"), mem_bytes=1 << 30)
+    data = np.random.default_rng(3).integers(0, 256, 1 << 16, dtype=np.uint8).tobytes()
+    top = (1 << 30) - len(data) - 4096
+    with SystemSimulator(big) as sim:
+        for k in range(4):
+            sim.load(k, 0, bytes(4096))
+        sim.load(3, top, data)
+        assert sim.dump(3, top, len(data)) == data
+        assert sim.dump(3, top - 4096, 4096) == bytes(4096)
+        assert sim.dump(1, 1 << 29, 8192) == bytes(8192)
+        with open(f"/proc/{sim.proc.pid}/status") as f:
+            rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
+        assert rss_kib < 256 << 10, f"driver RSS {rss_kib} KiB for 4 x 1 GiB of memory"
+        with pytest.raises(Exception, match="past the memory end"):
+            sim.load(0, (1 << 30) - 4, bytes(8))
+
+
 def test_make_inputs_are_reproducible():
     from ace.layouts import Dtype
     from sim_harness.replay import make_inputs
