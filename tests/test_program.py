@@ -5,6 +5,8 @@ import pytest
 from ace.sw.compiler import compile_collective
 from ace.config import NAMED_CONFIGS
 from ace.isa import INSTR_WORDS, from_words
+from ace.layouts import Dtype, ReduceOp
+from ace.vocab import Buffer, StepType
 from ace.sw.program import (ProgramError, Topology, assemble, decode_step, encode_step, from_text,
                          split_aligned, to_text)
 
@@ -53,6 +55,28 @@ def test_text_errors_name_line():
         from_text(good + "  0: s src=i[0] count=4\n")
     with pytest.raises(ProgramError, match=r"mine.txt:1: expected the 'program' line"):
         from_text("node 0\n", source="mine.txt")
+    with pytest.raises(ProgramError, match=r"<text>:4: unknown key 'size'; allowed: count, dep, "
+                       r"dst, dtype, from, mem, op, src, to"):
+        from_text(good + "  0: cpy src=i[0] dst=o[0] size=4\n")
+    with pytest.raises(ProgramError, match=r"<text>:4: dep '1-2' is not CHANNEL.STEP"):
+        from_text(good + "  0: nop dep=1-2\n")
+    with pytest.raises(ProgramError, match=r"<text>:2: 'channel' before any 'node'"):
+        from_text(good.replace("node 0\n", ""))
+    with pytest.raises(ProgramError, match=r"<text>:3: channel 1 out of order; expected 0"):
+        from_text(good.replace("channel 0", "channel 1"))
+
+
+def test_text_step_fields_and_channel_defaults():
+    """Every step key lands in its field; to=/from= default to the channel's peers."""
+    text = ("program collective=allreduce algorithm=x dtype=int32 op=sum count=4\nnode 0\n"
+            "channel 0 send=1@0 recv=2@1\n  0: rrs src=s[8] count=4 dtype=bf16 op=max\n"
+            "  1: load dst=o[4] count=2 mem=0x40 dep=0.0\n  2: rcs dst=s[0] count=4 to=3@2\n")
+    rrs, load, rcs = from_text(text).nodes[0].channels[0].steps
+    assert rrs.type == StepType.RRS and rrs.src == (Buffer.SCRATCH, 8)
+    assert (rrs.send_peer, rrs.send_link, rrs.recv_peer, rrs.recv_link) == (1, 0, 2, 1)
+    assert (rrs.dtype, rrs.op) == (Dtype.BF16, ReduceOp.MAX)
+    assert (load.dst, load.count, load.mem_addr, load.dep) == (("o", 4), 2, 0x40, (0, 0))
+    assert (rcs.send_peer, rcs.send_link, rcs.recv_peer) == (3, 2, 2)
 
 
 def test_assemble_words_and_decode():
