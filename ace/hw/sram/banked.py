@@ -158,8 +158,9 @@ class BankedSram(wiring.Component):
     ====== =======================================================================
     t + 1  per bank: the owner's row and enable, registered (RAM address)
     t + 3  per bank: the RAM's registered output (:attr:`BlockRam.read_latency` 2)
-    t + 4  per port: the word of the bank it read, registered (the crossbar stage)
-    t + 6  per port: out of the response FIFO's output register (``resp.valid``)
+    t + 4  per bank: the RAM's word registered again, beside the RAM
+    t + 5  per port: the word of the bank it read, registered (the crossbar stage)
+    t + 7  per port: out of the response FIFO's output register (``resp.valid``)
     ====== =======================================================================
 
     Writes take the same first stage (per bank: the owner's row, data and byte enables,
@@ -176,7 +177,7 @@ class BankedSram(wiring.Component):
     Writes: :class:`~ace.layouts.SramWrite` (address, data, byte enables); bytes whose ``mask``
     bit is clear keep their value; an all-zero mask is accepted and changes nothing.
 
-    Latency: :attr:`read_latency` (6) cycles from a read's transfer to its response, at the
+    Latency: :attr:`read_latency` (7) cycles from a read's transfer to its response, at the
     earliest. Throughput: one word per cycle per port on consecutive addresses (``banks /
     ports`` per port when there are more ports than banks); ``resp_depth`` of at least
     ``read_latency + 1`` keeps a read port at one word per cycle.
@@ -204,7 +205,9 @@ class BankedSram(wiring.Component):
 
     #: Register stages between a port's transfer and the RAM (the per-bank request register).
     REQUEST_STAGES = 1
-    #: Register stages from the RAM's output to the response FIFO (the crossbar register).
+    #: Register stages after the RAM's own output register, per bank, before the crossbar.
+    BANK_OUTPUT_STAGES = 1
+    #: Register stages from the crossbar's mux to the response FIFO (the crossbar register).
     RETURN_STAGES = 1
     #: Cycles from a FIFO write to its word on ``resp`` (``SyncFIFOBuffered``).
     FIFO_LATENCY = 2
@@ -238,8 +241,8 @@ class BankedSram(wiring.Component):
     @property
     def read_latency(self) -> int:
         """Cycles from a read request's transfer to its response becoming valid, at least."""
-        return (self.REQUEST_STAGES + BlockRam.read_latency + self.RETURN_STAGES
-                + self.FIFO_LATENCY)
+        return (self.REQUEST_STAGES + BlockRam.read_latency + self.BANK_OUTPUT_STAGES
+                + self.RETURN_STAGES + self.FIFO_LATENCY)
 
     @property
     def rows(self) -> int:
@@ -297,6 +300,13 @@ class BankedSram(wiring.Component):
     def _reads(self, m, rams):
         ports = [getattr(self, f"rd{i}") for i in range(self.read_ports)]
         slots = self._slots(m, "rd", self.read_ports)
+        # Each RAM's word is registered beside the RAM, so the long wires to the ports' muxes
+        # start at a flip-flop.
+        bank_words = []
+        for b, ram in enumerate(rams):
+            bank_word = Signal.like(ram.r_data, name=f"bank{b}_word")
+            m.d.sync += bank_word.eq(ram.r_data)
+            bank_words.append(bank_word)
         rows, hits = [], []
         for i, port in enumerate(ports):
             bank, row, one_hot, slot = self._port_bank(m, f"rd{i}", port.req.payload, slots[i])
@@ -306,21 +316,27 @@ class BankedSram(wiring.Component):
             free = Signal(range(self.resp_depth + 1), init=self.resp_depth, name=f"rd{i}_free")
             taken = Signal(name=f"rd{i}_taken")
             popped = Signal(name=f"rd{i}_popped")
-            free_next = Signal.like(free, name=f"rd{i}_free_next")
             m.d.comb += [
                 port.req.ready.eq(slot & credit),
                 taken.eq(port.req.valid & port.req.ready),
                 popped.eq(port.resp.valid & port.resp.ready),
-                free_next.eq(free - taken + popped),
             ]
-            m.d.sync += [free.eq(free_next), credit.eq(free_next != 0)]
+            # credit == (free != 0). Its next value is chosen by taken/popped among flags of
+            # the registered count, so no adder sits between ready and the credit register.
+            m.d.sync += free.eq(free - taken + popped)
+            with m.If(taken & ~popped):
+                m.d.sync += credit.eq(free >= 2)
+            with m.Elif(popped & ~taken):
+                m.d.sync += credit.eq(1)
             rows.append(row)
-            hits.append(Mux(taken, one_hot, 0))
+            # The bank's enable needs no ready: the bank's slot owner is unique.
+            hits.append(Mux(port.req.valid & credit, one_hot, 0))
 
             # The read's bank travels beside it through the RAM; the crossbar register takes
             # that bank's word.
             valid, bank_of = taken, bank
-            for stage in range(self.REQUEST_STAGES + BlockRam.read_latency):
+            for stage in range(self.REQUEST_STAGES + BlockRam.read_latency
+                               + self.BANK_OUTPUT_STAGES):
                 next_valid = Signal(name=f"rd{i}_valid_{stage + 1}")
                 next_bank = Signal.like(bank, name=f"rd{i}_bank_{stage + 1}")
                 m.d.sync += [next_valid.eq(valid), next_bank.eq(bank_of)]
@@ -329,7 +345,7 @@ class BankedSram(wiring.Component):
             with m.Switch(bank_of):
                 for b, ram in enumerate(rams):
                     with m.Case(b) if b < self.banks - 1 else m.Default():
-                        m.d.sync += word.eq(ram.r_data)
+                        m.d.sync += word.eq(bank_words[b])
             word_valid = Signal(name=f"rd{i}_word_valid")
             m.d.sync += word_valid.eq(valid)
             m.d.comb += [
@@ -345,7 +361,7 @@ class BankedSram(wiring.Component):
             enable = Signal(name=f"bank{b}_read_en")
             m.d.sync += [
                 row.eq(self._one_hot_select([s[b] for s in slots], rows)),
-                enable.eq(Cat(hit[b] for hit in hits).any()),
+                enable.eq(Cat(s[b] & hit[b] for s, hit in zip(slots, hits)).any()),
             ]
             m.d.comb += [ram.r_addr.eq(row), ram.r_en.eq(enable)]
 
@@ -357,7 +373,7 @@ class BankedSram(wiring.Component):
             _, row, one_hot, slot = self._port_bank(m, f"wr{j}", port.payload.addr, slots[j])
             m.d.comb += port.ready.eq(slot)
             rows.append(row)
-            hits.append(Mux(port.valid & slot, one_hot, 0))
+            hits.append(Mux(port.valid, one_hot, 0))
 
         for b, ram in enumerate(rams):
             owners = [s[b] for s in slots]
@@ -367,7 +383,7 @@ class BankedSram(wiring.Component):
             m.d.sync += [
                 row.eq(self._one_hot_select(owners, rows)),
                 data.eq(self._one_hot_select(owners, [p.payload.data for p in ports])),
-                enable.eq(self._one_hot_select([hit[b] for hit in hits],
+                enable.eq(self._one_hot_select([o & hit[b] for o, hit in zip(owners, hits)],
                                                [p.payload.mask for p in ports])),
             ]
             m.d.comb += [ram.w_addr.eq(row), ram.w_data.eq(data), ram.w_en.eq(enable)]
