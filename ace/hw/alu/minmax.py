@@ -7,8 +7,9 @@ halves of the keys; the halves give the two 16-bit results, and together (high h
 equal and low half less) the 32-bit result. A NaN operand of a float element gives the
 canonical quiet NaN for that element.
 
-Latency 1: the keys, the compares and the NaN tests end in registers (with the operands); the
-selection after them is combinational, so ``result`` is valid one cycle after the operands.
+Latency 2: the keys and the NaN tests end in registers (with the operands), then the compares
+and the per-element choice; the selection after them is combinational, so ``result`` is valid
+two cycles after the operands.
 """
 
 
@@ -25,8 +26,8 @@ class MinMaxUnit(wiring.Component):
     """``max``/``min`` of one lane (IEEE 754-2019 ``maximum``/``minimum`` for floats: NaN
     propagates as the canonical quiet NaN, ``-0 < +0``; signed for int32).
 
-    Latency is :attr:`latency` (1) cycle: operands in cycle ``t`` give ``result`` in cycle
-    ``t + 1``; one operation per cycle. ``result`` is a multiplexer after registers.
+    Latency is :attr:`latency` (2) cycles: operands in cycle ``t`` give ``result`` in cycle
+    ``t + 2``; one operation per cycle. ``result`` is a multiplexer after registers.
 
     Members
     -------
@@ -44,7 +45,7 @@ class MinMaxUnit(wiring.Component):
     """
 
     #: Cycles from operands to result.
-    LATENCY = 1
+    LATENCY = 2
 
     a: In(32)
     b: In(32)
@@ -54,8 +55,14 @@ class MinMaxUnit(wiring.Component):
 
     @property
     def latency(self) -> int:
-        """Cycles from operands to result (1)."""
+        """Cycles from operands to result (2)."""
         return self.LATENCY
+
+    @staticmethod
+    def _delay(m, value):
+        delayed = Signal.like(value, name=f"r{value.name}")
+        m.d.sync += delayed.eq(value)
+        return delayed
 
     def elaborate(self, platform):
         m = Module()
@@ -74,11 +81,18 @@ class MinMaxUnit(wiring.Component):
             flip_lo = Mux(wide,
                           Mux(is_float & sign_hi, 0xFFFF, 0x0000),
                           Mux(sign_lo, 0xFFFF, 0x8000))
-            key = Signal(32, name=f"{name}_key")
-            m.d.comb += key.eq(Cat(x[:16] ^ flip_lo, x[16:] ^ flip_hi))
+            key = Signal(32, name=f"r_{name}_key")
+            m.d.sync += key.eq(Cat(x[:16] ^ flip_lo, x[16:] ^ flip_hi))
             return key
 
+        # Stage 1: the keys, the NaN tests and the operands are registered.
         key_a, key_b = keys(self.a, "a"), keys(self.b, "b")
+        r_wide, r_is_max = Signal(name="r_wide"), Signal(name="r_is_max")
+        r_a, r_b = Signal(32, name="r_a"), Signal(32, name="r_b")
+        m.d.sync += [r_wide.eq(wide), r_is_max.eq(self.is_max), r_a.eq(self.a), r_b.eq(self.b)]
+        wide = r_wide
+
+        # Stage 2: the compares and the choice per element are registered.
         lt_lo = Signal(name="lt_lo")
         lt_hi = Signal(name="lt_hi")
         eq_hi = Signal(name="eq_hi")
@@ -95,13 +109,13 @@ class MinMaxUnit(wiring.Component):
             less_lo.eq(Mux(wide, lt_hi | (eq_hi & lt_lo), lt_lo)),
         ]
         # max takes b when a < b; min takes b unless a < b (equal keys are equal bits).
-        pick_b_lo = Signal(name="r_pick_b_lo")
-        pick_b_hi = Signal(name="r_pick_b_hi")
-        a, b = Signal(32, name="r_a"), Signal(32, name="r_b")
+        pick_b_lo = Signal(name="rr_pick_b_lo")
+        pick_b_hi = Signal(name="rr_pick_b_hi")
+        a, b = Signal(32, name="rr_a"), Signal(32, name="rr_b")
         m.d.sync += [
-            pick_b_lo.eq(less_lo == self.is_max),
-            pick_b_hi.eq(less_hi == self.is_max),
-            a.eq(self.a), b.eq(self.b),
+            pick_b_lo.eq(less_lo == r_is_max),
+            pick_b_hi.eq(less_hi == r_is_max),
+            a.eq(r_a), b.eq(r_b),
         ]
         picked = Signal(32, name="picked")
         m.d.comb += picked.eq(Cat(Mux(pick_b_lo, b[:16], a[:16]), Mux(pick_b_hi, b[16:], a[16:])))
@@ -128,6 +142,8 @@ class MinMaxUnit(wiring.Component):
                       | (is_bf16 & (nan16(self.a[16:], 8, 7) | nan16(self.b[16:], 8, 7)))),
             nan_word.eq(Mux(is_fp16, 0x7E00_7E00, Mux(is_bf16, 0x7FC0_7FC0, 0x7FC0_0000))),
         ]
+        nan_lo, nan_hi, nan_word = self._delay(m, nan_lo), self._delay(m, nan_hi), \
+            self._delay(m, nan_word)
         m.d.comb += self.result.eq(Cat(Mux(nan_lo, nan_word[:16], picked[:16]),
                                        Mux(nan_hi, nan_word[16:], picked[16:])))
         return m
