@@ -38,6 +38,7 @@ from ace.config import AceConfig
 from ace.layouts import (NicError, NicRxBeat, NicSendCmd, PacketHeader, PacketType,
                          make_packet_header, packet_header_check)
 from ace.hw.nic.interface import LINK_COUNTERS
+from ace.hw.nic.rx import RX_CHECK_STAGES
 
 CONFIG = AceConfig(**json.loads(os.environ["ACE_CONFIG"]))
 TOP = os.environ.get("ACE_TOP", "ace_nic")
@@ -405,7 +406,8 @@ async def test_malformed(dut, mode):
         errors_before = tb.counter("", link, "rx_errors")
         await source.send(bad_frame)
         await source.wait()
-        await ClockCycles(dut.clk, 3)
+        # The error is counted when the FSM, RX_CHECK_STAGES behind the link, sees the beat.
+        await ClockCycles(dut.clk, RX_CHECK_STAGES + 3)
         assert tb.counter("", link, "rx_errors") == errors_before + 1, f"bad frame {i} not counted"
         assert int(dut.link0_rx_error.value) == 1
         got = NicError(int(dut.link0_rx_error_cause.value))

@@ -2,13 +2,17 @@
 
 ::
 
-          ch{c}_send / ch{c}_send_data           ch{c}_recv (link select: ch{c}_recv_link)
-                        |  command check                                  ^
-                        v  (BAD_COMMAND: dropped, counted)                 |  mux over links
-    +-------------------+-------------------+          +-----------------+-----------------+
-    | NicLinkTx (link 0): arbiter, credits  |--> tx0   | NicLinkRx (link 0): checks,        |<-- rx0
-    |   <- credit_in, freed{c} ------------------------ |   per-channel NicRxBuffer          |
-    +---------------------------------------+          +------------------------------------+
+      ch{c}_send        ch{c}_send_data                ch{c}_recv (link: ch{c}_recv_link)
+          v                   v                              ^
+    [command register]   [skid buffer]                  [skid buffer]
+    check: BAD_COMMAND        |                              ^ mux over links
+          v                   v                              |
+    +-----------------------------------+       +------------------------------------+
+    | NicLinkTx l: requests -> grant    |       | NicLinkRx l: input -> decode ->    |
+    | slot -> header (CRC) | payload    |       | cause -> FSM -> NicRxBuffer per ch |
+    | -> skid                    credits| <-----| credit_in, freed[c]                |
+    +-----------------------------------+       +------------------------------------+
+                        v tx{l}                                   ^ rx{l}
                           ... one TX/RX pair per link ...
 
 Each link's TX and RX form a pair: CREDIT packets received on ``rx{l}`` add credits to
@@ -25,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from ace.layouts import AxiStreamSignature, NicError, NicRxBeat, NicSendCmd, NicTxBeat
 from ace.hw.nic.rx import NicLinkRx
+from ace.hw.nic.skid import NicSkidBuffer
 from ace.hw.nic.tx import COUNTER_BITS, NicLinkTx
 
 __all__ = ["NicInterface", "LINK_COUNTERS"]
@@ -51,7 +56,8 @@ class NicInterface(wiring.Component):
         This endpoint's id, sent as ``src`` in every header.
     tx{l} : Out(AxiStreamSignature(link_bytes, keep=True))
     rx{l} : In(AxiStreamSignature(link_bytes, keep=True))
-        Link ``l``; ``rx{l}.tready`` is always 1.
+        Link ``l``; ``rx{l}.tready`` is always 1. (Port names are the testbench and engine
+        contract; the blocks inside use indexed ports, ``tx.cmd[c]``, ``rx.out[c]``...)
     ch{c}_send : In(stream.Signature(NicSendCmd))
         Channel ``c`` sends one packet of ``length`` bytes (1..:attr:`max_send_bytes`) on
         ``link`` with ``tag``. A command with a bad length or link is taken and dropped, and
@@ -75,10 +81,19 @@ class NicInterface(wiring.Component):
     cmd_error : Out(1), cmd_errors : Out(48)
         Sticky flag and count of dropped bad send commands.
 
-    Throughput: one beat per cycle per link in each direction; a DATA packet of ``n`` payload
-    beats takes ``n + 1`` link cycles, with no idle cycle between packets.
-    Latency: first header beat one cycle after the command (combinational arbitration); a
-    received packet reaches ``ch{c}_recv`` 2 cycles after its last beat (store and forward).
+    Every port is driven from a register, and no ``ready`` passes combinationally between
+    ports: ``ch{c}_send`` enters a command register (checked there; ``ready`` is "empty"),
+    ``ch{c}_send_data`` and ``ch{c}_recv`` pass through skid buffers, ``tx{l}`` leaves the TX's
+    skid buffer and ``rx{l}`` enters the RX's input register.
+
+    Throughput: one beat per cycle per link in each direction; a DATA packet of ``n >= 2``
+    payload beats takes ``n + 1`` link cycles with no idle cycle between packets (1-beat
+    packets of a single channel: 3 cycles each; of two channels taking turns: 2).
+    Latency: first header beat on ``tx{l}`` 4 cycles after ``ch{c}_send`` is taken (command
+    register, then :data:`ace.hw.nic.tx.TX_COMMAND_STAGES`); a payload beat follows its
+    header at line rate; a received packet's first beat reaches ``ch{c}_recv`` 7 cycles after
+    its last beat arrived on ``rx{l}`` (4 check stages, buffer commit and read, skid buffer;
+    store and forward).
     """
 
     def __init__(self, config):
@@ -112,10 +127,8 @@ class NicInterface(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        nlinks, nch = cfg.num_links, cfg.num_channels
-
         txs, rxs = [], []
-        for l in range(nlinks):
+        for l in range(cfg.num_links):
             tx = NicLinkTx(cfg)
             rx = NicLinkRx(cfg)
             m.submodules[f"tx{l}"] = tx
@@ -133,63 +146,71 @@ class NicInterface(wiring.Component):
                 getattr(self, f"link{l}_rx_error").eq(rx.error),
                 getattr(self, f"link{l}_rx_error_cause").eq(rx.error_cause),
             ]
-            for c in range(nch):
-                m.d.comb += [
-                    getattr(tx, f"freed{c}").eq(getattr(rx, f"freed{c}")),
-                    getattr(rx, f"credits{c}").eq(getattr(tx, f"credits{c}")),
-                ]
+            for c in range(cfg.num_channels):
+                m.d.comb += [tx.freed[c].eq(rx.freed[c]), rx.credits[c].eq(tx.credits[c])]
             for name in LINK_COUNTERS:
-                block, field = (tx, name[3:]) if name.startswith("tx_") else (rx, name[3:])
-                m.d.comb += getattr(self, f"link{l}_{name}").eq(getattr(block, field))
+                block = tx if name.startswith("tx_") else rx
+                m.d.comb += getattr(self, f"link{l}_{name}").eq(getattr(block, name[3:]))
 
-        bad_cmds = []
-        for c in range(nch):
-            send = getattr(self, f"ch{c}_send")
-            send_data = getattr(self, f"ch{c}_send_data")
-            recv = getattr(self, f"ch{c}_recv")
-            recv_link = getattr(self, f"ch{c}_recv_link")
-
-            # A channel's payload beats go to one link at a time: hold its next command back
-            # while any link is still sending its previous packet's payload.
-            busy = Signal(name=f"ch{c}_busy")
-            m.d.comb += busy.eq(Cat(*(tx.active & (tx.channel == c) for tx in txs)).any())
-            bad = Signal(name=f"ch{c}_bad_cmd")
-            m.d.comb += bad.eq(send.valid & ((send.payload.length == 0) |
-                                             (send.payload.length > self.max_send_bytes) |
-                                             (send.payload.link >= nlinks)))
-            bad_cmds.append(bad)
-            taken = [bad]
-            data_taken = []
-            for l, tx in enumerate(txs):
-                cmd = getattr(tx, f"cmd{c}")
-                data = getattr(tx, f"data{c}")
-                m.d.comb += [
-                    cmd.payload.eq(send.payload),
-                    cmd.valid.eq(send.valid & ~bad & ~busy & (send.payload.link == l)),
-                    data.payload.eq(send_data.payload),
-                    data.valid.eq(send_data.valid),
-                ]
-                taken.append(cmd.ready)
-                data_taken.append(data.ready)
-            m.d.comb += [
-                send.ready.eq(Cat(*taken).any()),
-                send_data.ready.eq(Cat(*data_taken).any()),
-            ]
-
-            outs = [getattr(rx, f"out{c}") for rx in rxs]
-            m.d.comb += [
-                recv.valid.eq(Array(o.valid for o in outs)[recv_link]),
-                recv.payload.eq(Array(o.payload.as_value() for o in outs)[recv_link]),
-            ]
-            for l, out in enumerate(outs):
-                m.d.comb += out.ready.eq(recv.ready & (recv_link == l))
-
-        any_bad = Signal()
-        m.d.comb += any_bad.eq(Cat(*bad_cmds).any())
-        with m.If(any_bad):
+        bad_cmds = [self._channel_send(m, c, txs) for c in range(cfg.num_channels)]
+        for c in range(cfg.num_channels):
+            self._channel_recv(m, c, rxs)
+        with m.If(Cat(*bad_cmds).any()):
             m.d.sync += self.cmd_errors.eq(self.cmd_errors + sum(bad_cmds))
         with m.If(self.error_clear):
             m.d.sync += self.cmd_error.eq(0)
-        with m.Elif(any_bad):
+        with m.Elif(Cat(*bad_cmds).any()):
             m.d.sync += self.cmd_error.eq(1)
         return m
+
+    def _channel_send(self, m, c, txs):
+        """Channel ``c``'s send side: the command register (checked on entry, offered to its
+        link's TX, dropped if bad) and the payload skid buffer shared by the links. Returns the
+        signal that drops a bad command this cycle."""
+        cfg = self.config
+        send = getattr(self, f"ch{c}_send")
+        head = Signal(NicSendCmd(cfg), name=f"ch{c}_head")
+        head_valid = Signal(name=f"ch{c}_head_valid")
+        head_bad = Signal(name=f"ch{c}_head_bad")
+        m.d.comb += send.ready.eq(~head_valid)
+        with m.If(~head_valid):
+            m.d.sync += [
+                head_valid.eq(send.valid),
+                head.eq(send.payload),
+                head_bad.eq((send.payload.length == 0) |
+                            (send.payload.length > self.max_send_bytes) |
+                            (send.payload.link >= cfg.num_links)),
+            ]
+        with m.Elif(head_bad | Cat(*(tx.cmd[c].ready for tx in txs)).any()):
+            m.d.sync += head_valid.eq(0)
+
+        # A channel's payload beats go to one link at a time: its command for link l waits
+        # while another link has its previous packet granted or sending.
+        for l, tx in enumerate(txs):
+            elsewhere = Cat(*(other.busy[c] for other in txs if other is not tx)).any()
+            m.d.comb += [
+                tx.cmd[c].payload.eq(head),
+                tx.cmd[c].valid.eq(head_valid & ~head_bad & (head.link == l) & ~elsewhere),
+            ]
+
+        m.submodules[f"ch{c}_send_skid"] = skid = NicSkidBuffer(NicTxBeat(cfg))
+        wiring.connect(m, wiring.flipped(getattr(self, f"ch{c}_send_data")), skid.i)
+        for tx in txs:
+            m.d.comb += [tx.data[c].payload.eq(skid.o.payload), tx.data[c].valid.eq(skid.o.valid)]
+        m.d.comb += skid.o.ready.eq(Cat(*(tx.data[c].ready for tx in txs)).any())
+        bad = Signal(name=f"ch{c}_bad_cmd")
+        m.d.comb += bad.eq(head_valid & head_bad)
+        return bad
+
+    def _channel_recv(self, m, c, rxs):
+        """Channel ``c``'s receive side: the link mux into a skid buffer."""
+        recv_link = getattr(self, f"ch{c}_recv_link")
+        m.submodules[f"ch{c}_recv_skid"] = skid = NicSkidBuffer(NicRxBeat(self.config))
+        outs = [rx.out[c] for rx in rxs]
+        m.d.comb += [
+            skid.i.valid.eq(Array(o.valid for o in outs)[recv_link]),
+            skid.i.payload.eq(Array(o.payload.as_value() for o in outs)[recv_link]),
+        ]
+        for l, out in enumerate(outs):
+            m.d.comb += out.ready.eq(skid.i.ready & (recv_link == l))
+        wiring.connect(m, skid.o, wiring.flipped(getattr(self, f"ch{c}_recv")))

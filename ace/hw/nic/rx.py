@@ -1,11 +1,14 @@
-"""Receive side of one NIC link: header parsing and checking, per-channel buffers, credit
-intake, error counting.
+"""Receive side of one NIC link: header parsing and checking over four registered stages,
+per-channel buffers, credit intake, error counting.
 
 ::
 
-    link --> header check --> FSM (HEADER / PAYLOAD / DROP) --> NicRxBuffer per channel --> out{c}
-                 |                                                  |
-                 +--> credit_* (CREDIT packets, to this link's TX)  +--> freed{c} (to TX)
+    link --> input reg --> decode (CRC, field checks) --> cause --> judge (space, credits)
+                                                                               |
+                          FSM (HEADER / PAYLOAD / DROP) <----------------------+
+                           |        |
+        credit_* (to TX) <-+        v
+                                         freed[c] (to TX) <-- NicRxBuffer per channel --> out[c]
 
 The link is never stalled (``tready`` is always 1): the sender's credits guarantee buffer space,
 and a packet that does not fit is an error and is dropped.
@@ -13,17 +16,21 @@ and a packet that does not fit is an error and is dropped.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.layouts import (AxiStreamSignature, NicError, NicRxBeat, PACKET_MAGIC, PACKET_VERSION,
-                      PacketHeader, PacketType)
+                         PacketHeader, PacketType, struct_value)
 from ace.hw.nic.header import HeaderCheck
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import COUNTER_BITS
 
-__all__ = ["NicLinkRx"]
+__all__ = ["NicLinkRx", "RX_CHECK_STAGES"]
+
+#: Cycles from a beat on ``link`` to the FSM that acts on it: input register, decode (CRC and
+#: field checks), cause (priority of the stateless checks), judge (the two state checks).
+RX_CHECK_STAGES = 4
 
 
 class NicLinkRx(wiring.Component):
@@ -37,6 +44,17 @@ class NicLinkRx(wiring.Component):
     (DATA) or credit overflow (CREDIT). On payload beats: ``tlast`` exactly on the last beat.
     After an error the rest of the frame (up to ``tlast``) is discarded.
 
+    Pipeline: every beat goes through an input register, a decode stage (the header's CRC-8 and
+    the field compares, registered), a cause stage (the first failing stateless check,
+    registered) and a judge stage (the two checks that read state, free space and credits, each
+    for both outcomes of the beat the FSM handles meanwhile, registered); the FSM picks the
+    outcome that holds and writes the buffer. The free space of a channel is kept here in
+    registers: a DATA header reserves its beats, a rollback returns them, and a beat read from
+    the buffer counts as free once it is owed as a credit (``freed``); the judge stage reads it
+    a cycle before the FSM acts, so a beat read less than three cycles before a header is not
+    yet free for it. A sender that keeps to its credits cannot tell: a credit takes more than
+    ten cycles to reach it.
+
     Parameters
     ----------
     config : AceConfig
@@ -45,15 +63,15 @@ class NicLinkRx(wiring.Component):
     -------
     link : In(AxiStreamSignature(link_bytes, keep=True))
         ``tready`` is always 1. ``tkeep`` is ignored (the header's length is authoritative).
-    out{c} : Out(stream.Signature(NicRxBeat))
-        Channel ``c``'s accepted payload beats. Latency from the last beat of a packet to its
-        first beat on ``out{c}``: 2 cycles.
-    freed{c} : Out(1)
-        One beat of channel ``c``'s buffer was freed (a credit to return; to this link's TX).
-    credits{c} : In(range(rx_channel_beats + 1))
+    out : Out(stream.Signature(NicRxBeat)).array(num_channels)
+        Each channel's accepted payload beats.
+    freed : Out(1).array(num_channels)
+        One beat of the channel's buffer was freed (a credit to return; to this link's TX;
+        registered, the cycle after the beat left the buffer).
+    credits : In(range(rx_channel_beats + 1)).array(num_channels)
         Credits this link's TX holds, to detect a credit return that would overflow them.
     credit_valid, credit_channel, credit_count : Out
-        A valid CREDIT packet arrived.
+        A valid CREDIT packet arrived (from the FSM, whose inputs are registered).
     error_clear : In(1)
         Clears ``error`` and ``error_cause`` (not the counters).
     error : Out(1), error_cause : Out(NicError)
@@ -61,13 +79,20 @@ class NicLinkRx(wiring.Component):
     payload_bytes, header_bytes, busy_cycles, errors : Out(48)
         Payload bytes of accepted packets, header beats of accepted packets x link_bytes, cycles
         with a beat on the link, packets dropped for an error.
+
+    Latency: :data:`RX_CHECK_STAGES` (4) cycles from a beat to the FSM; from the last beat of a
+    packet on ``link`` to its first beat on ``out[c]``: 6 cycles. Throughput: one beat per cycle.
     """
 
     def __init__(self, config):
         self.config = config
+        nch = config.num_channels
         depth = config.rx_channel_beats
-        members = {
+        super().__init__({
             "link": In(AxiStreamSignature(config.link_bytes, keep=True)),
+            "out": Out(stream.Signature(NicRxBeat(config))).array(nch),
+            "freed": Out(1).array(nch),
+            "credits": In(range(depth + 1)).array(nch),
             "credit_valid": Out(1),
             "credit_channel": Out(4),
             "credit_count": Out(range(depth + 1)),
@@ -78,161 +103,34 @@ class NicLinkRx(wiring.Component):
             "header_bytes": Out(COUNTER_BITS),
             "busy_cycles": Out(COUNTER_BITS),
             "errors": Out(COUNTER_BITS),
-        }
-        for c in range(config.num_channels):
-            members[f"out{c}"] = Out(stream.Signature(NicRxBeat(config)))
-            members[f"freed{c}"] = Out(1)
-            members[f"credits{c}"] = In(range(depth + 1))
-        super().__init__(members)
+        })
+
+    def _stage_layout(self, extra):
+        lb = self.config.link_bytes
+        return data.StructLayout({"valid": 1, "data": 8 * lb, "last": 1, "beats":
+                                  range(self.config.max_packet_beats + 1),
+                                  "room": range(self.config.rx_channel_beats + 1), **extra})
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        nch = cfg.num_channels
-        lb = cfg.link_bytes
-        shift = (lb - 1).bit_length()
-        depth = cfg.rx_channel_beats
-        beat_range = range(cfg.max_packet_beats + 1)
-        link = self.link
-
         buffers = []
-        for c in range(nch):
+        for c in range(cfg.num_channels):
             buf = NicRxBuffer(cfg)
             m.submodules[f"buffer{c}"] = buf
             buffers.append(buf)
-            wiring.connect(m, buf.r, wiring.flipped(getattr(self, f"out{c}")))
-            m.d.comb += getattr(self, f"freed{c}").eq(buf.freed)
+            wiring.connect(m, buf.r, wiring.flipped(self.out[c]))
+            m.d.sync += self.freed[c].eq(buf.freed)
 
-        m.d.comb += link.tready.eq(1)
-        beat = Signal()
-        m.d.comb += beat.eq(link.tvalid)
+        m.d.comb += self.link.tready.eq(1)
+        m.d.sync += self.busy_cycles.eq(self.busy_cycles + self.link.tvalid)
+        arrived = Signal(self._stage_layout({}), name="in")
+        m.d.sync += [arrived.valid.eq(self.link.tvalid), arrived.data.eq(self.link.tdata),
+                     arrived.last.eq(self.link.tlast)]
+        decoded = self._decode(m, arrived)
+        checked = self._cause(m, decoded)
+        error_now, error_code = self._fsm(m, checked, buffers)
 
-        # -- header checks (combinational, on every beat; used in HEADER) --------------------
-        m.submodules.hdr_check = check = HeaderCheck()
-        hdr = Signal(PacketHeader)
-        m.d.comb += [
-            hdr.eq(link.tdata[:64]),
-            check.header.eq(hdr),
-        ]
-        hdr_beats = Signal(range((1 << 17) // lb + 2))
-        m.d.comb += hdr_beats.eq((hdr.length + (lb - 1)) >> shift)
-        free_arr = Array(buf.free for buf in buffers)
-        credits_arr = Array(getattr(self, f"credits{c}") for c in range(nch))
-        is_data = hdr.ptype == PacketType.DATA
-        is_credit = hdr.ptype == PacketType.CREDIT
-        cause = Signal(NicError)
-        with m.If((hdr.magic != PACKET_MAGIC) | (hdr.version != PACKET_VERSION)):
-            m.d.comb += cause.eq(NicError.BAD_MAGIC)
-        with m.Elif(~check.ok):
-            m.d.comb += cause.eq(NicError.BAD_CHECK)
-        with m.Elif(~is_data & ~is_credit):
-            m.d.comb += cause.eq(NicError.BAD_TYPE)
-        with m.Elif(hdr.channel >= nch):
-            m.d.comb += cause.eq(NicError.BAD_CHANNEL)
-        with m.Elif((hdr.length == 0) |
-                    (is_data & (hdr.length > cfg.max_packet_bytes)) |
-                    (is_credit & (hdr.length > depth))):
-            m.d.comb += cause.eq(NicError.BAD_LENGTH)
-        with m.Elif(is_data & link.tlast):
-            m.d.comb += cause.eq(NicError.EARLY_TLAST)
-        with m.Elif(is_credit & ~link.tlast):
-            m.d.comb += cause.eq(NicError.MISSING_TLAST)
-        with m.Elif(is_data & (hdr_beats > free_arr[hdr.channel])):
-            m.d.comb += cause.eq(NicError.OVERFLOW)
-        with m.Elif(is_credit & (credits_arr[hdr.channel] + hdr.length > depth)):
-            m.d.comb += cause.eq(NicError.CREDIT_OVERFLOW)
-
-        # -- packet state -------------------------------------------------------------------
-        cur = Signal(range(nch))
-        beats_left = Signal(beat_range)
-        length = Signal(17)
-        tag = Signal.like(hdr.tag)
-        src = Signal.like(hdr.src)
-        first = Signal()
-        last_keep = Signal(lb)
-        is_last = Signal()
-        m.d.comb += is_last.eq(beats_left == 1)
-
-        error_now = Signal()
-        error_code = Signal(NicError)
-
-        entry = Signal(NicRxBeat(cfg))
-        keep = Signal(lb)
-        m.d.comb += [
-            entry.data.eq(Cat(*(link.tdata.word_select(i, 8) & keep[i].replicate(8)
-                                for i in range(lb)))),
-            entry.keep.eq(keep),
-            entry.first.eq(first),
-            entry.last.eq(is_last),
-            entry.src.eq(src),
-            entry.tag.eq(tag),
-            entry.length.eq(length),
-        ]
-        with m.If(is_last):
-            m.d.comb += keep.eq(last_keep)
-        with m.Else():
-            m.d.comb += keep.eq(Const(-1, lb))
-        for buf in buffers:
-            m.d.comb += buf.w_data.eq(entry)
-
-        with m.FSM(name="rx_fsm") as fsm:
-            with m.State("HEADER"):
-                with m.If(beat):
-                    with m.If(cause != NicError.NONE):
-                        m.d.comb += [error_now.eq(1), error_code.eq(cause)]
-                        with m.If(~link.tlast):
-                            m.next = "DROP"
-                    with m.Elif(is_credit):
-                        m.d.comb += [
-                            self.credit_valid.eq(1),
-                            self.credit_channel.eq(hdr.channel),
-                            self.credit_count.eq(hdr.length),
-                        ]
-                        m.d.sync += self.header_bytes.eq(self.header_bytes + lb)
-                    with m.Else():
-                        last_index = (hdr.length - 1) & (lb - 1)
-                        m.d.sync += [
-                            cur.eq(hdr.channel),
-                            beats_left.eq(hdr_beats),
-                            length.eq(hdr.length),
-                            tag.eq(hdr.tag),
-                            src.eq(hdr.src),
-                            first.eq(1),
-                        ]
-                        for i in range(lb):
-                            m.d.sync += last_keep[i].eq(last_index >= i)
-                        m.next = "PAYLOAD"
-            with m.State("PAYLOAD"):
-                with m.If(beat):
-                    m.d.sync += [beats_left.eq(beats_left - 1), first.eq(0)]
-                    for c, buf in enumerate(buffers):
-                        with m.If(cur == c):
-                            m.d.comb += buf.w_en.eq(~(link.tlast & ~is_last))
-                            with m.If(is_last & link.tlast):
-                                m.d.comb += buf.commit.eq(1)
-                            with m.If(is_last != link.tlast):
-                                m.d.comb += buf.rollback.eq(1)
-                    with m.If(is_last & link.tlast):
-                        m.d.sync += [
-                            self.payload_bytes.eq(self.payload_bytes + length),
-                            self.header_bytes.eq(self.header_bytes + lb),
-                        ]
-                        m.next = "HEADER"
-                    with m.Elif(link.tlast):
-                        m.d.comb += [error_now.eq(1), error_code.eq(NicError.EARLY_TLAST)]
-                        m.next = "HEADER"
-                    with m.Elif(is_last):
-                        m.d.comb += [error_now.eq(1), error_code.eq(NicError.MISSING_TLAST)]
-                        m.next = "DROP"
-            with m.State("DROP"):
-                with m.If(beat & link.tlast):
-                    m.next = "HEADER"
-
-        # For tests: one expression per FSM state, true while in it.
-        self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD', 'DROP']}
-
-        # -- status and counters ------------------------------------------------------------
-        m.d.sync += self.busy_cycles.eq(self.busy_cycles + beat)
         with m.If(error_now):
             m.d.sync += self.errors.eq(self.errors + 1)
         with m.If(self.error_clear):
@@ -240,3 +138,239 @@ class NicLinkRx(wiring.Component):
         with m.Elif(error_now & ~self.error):
             m.d.sync += [self.error.eq(1), self.error_cause.eq(error_code)]
         return m
+
+    def _decode(self, m, arrived):
+        """Decode stage: the CRC-8 of the header and the stateless field checks, registered."""
+        cfg = self.config
+        lb = cfg.link_bytes
+        shift = (lb - 1).bit_length()
+        depth = cfg.rx_channel_beats
+        hdr = PacketHeader(arrived.data[:64])
+        m.submodules.hdr_check = check = HeaderCheck()
+        m.d.comb += check.header.eq(hdr)
+        flags = ("magic_bad", "type_bad", "channel_bad", "length_bad")
+        decoded = Signal(self._stage_layout({"crc": 8, **{f: 1 for f in flags}}), name="decoded")
+        is_data = hdr.ptype == PacketType.DATA
+        is_credit = hdr.ptype == PacketType.CREDIT
+        m.d.sync += [
+            decoded.valid.eq(arrived.valid), decoded.data.eq(arrived.data),
+            decoded.last.eq(arrived.last),
+            decoded.beats.eq((hdr.length + (lb - 1)) >> shift),
+            decoded.room.eq(depth - hdr.length),
+            decoded.crc.eq(check.check),
+            decoded.magic_bad.eq((hdr.magic != PACKET_MAGIC) | (hdr.version != PACKET_VERSION)),
+            decoded.type_bad.eq(~is_data & ~is_credit),
+            decoded.channel_bad.eq(hdr.channel >= cfg.num_channels),
+            decoded.length_bad.eq((hdr.length == 0) |
+                                  (is_data & (hdr.length > cfg.max_packet_bytes)) |
+                                  (is_credit & (hdr.length > depth))),
+        ]
+        return decoded
+
+    def _cause(self, m, decoded):
+        """Cause stage: the first failing stateless check (NONE if all pass), registered."""
+        hdr = PacketHeader(decoded.data[:64])
+        is_data = hdr.ptype == PacketType.DATA
+        cause = Signal(NicError)
+        with m.If(decoded.magic_bad):
+            m.d.comb += cause.eq(NicError.BAD_MAGIC)
+        with m.Elif(decoded.crc != hdr.check):
+            m.d.comb += cause.eq(NicError.BAD_CHECK)
+        with m.Elif(decoded.type_bad):
+            m.d.comb += cause.eq(NicError.BAD_TYPE)
+        with m.Elif(decoded.channel_bad):
+            m.d.comb += cause.eq(NicError.BAD_CHANNEL)
+        with m.Elif(decoded.length_bad):
+            m.d.comb += cause.eq(NicError.BAD_LENGTH)
+        with m.Elif(is_data & decoded.last):
+            m.d.comb += cause.eq(NicError.EARLY_TLAST)
+        with m.Elif(~is_data & ~decoded.last):
+            m.d.comb += cause.eq(NicError.MISSING_TLAST)
+        room_bits = self.config.rx_channel_beats.bit_length()
+        checked = Signal(self._stage_layout({"cause": NicError, "room_ahead": signed(room_bits + 1),
+                                             "same_ch_ahead": 1}), name="checked")
+        ahead = PacketHeader(checked.data[:64])     # the beat one stage ahead
+        m.d.sync += [
+            checked.valid.eq(decoded.valid), checked.data.eq(decoded.data),
+            checked.last.eq(decoded.last), checked.beats.eq(decoded.beats),
+            checked.room.eq(decoded.room), checked.cause.eq(cause),
+            # For a CREDIT right behind an accepted CREDIT: room left after the one ahead.
+            checked.room_ahead.eq(decoded.room - ahead.length[:room_bits]),
+            checked.same_ch_ahead.eq(hdr.channel == ahead.channel),
+        ]
+        return checked
+
+    def _judge(self, m, checked, space, cur):
+        """Judge stage: the two header checks that read state (free space for DATA, credit
+        overflow for CREDIT), each precomputed for both outcomes of the beat ahead, which the
+        FSM is acting on in this cycle: ``ok`` if it changes nothing for this beat, ``ok_alt``
+        if it rolls back this channel's packet (its space returns) or is an accepted CREDIT of
+        this channel (its count is added to the TX credits). Registered."""
+        hdr = PacketHeader(checked.data[:64])
+        ch = hdr.channel
+        is_data = hdr.ptype == PacketType.DATA
+        none = checked.cause == NicError.NONE
+        judged = Signal(self._stage_layout({
+            "cause": NicError, "is_data": 1, "ok": 1, "ok_alt": 1, "alt_rollback": 1,
+            "alt_credit": 1}), name="judged")
+        # Compare per channel, then select: no multiplexer in front of the carry chains (a
+        # channel number out of range is BAD_CHANNEL, so its low bits may select anything).
+        sel = ch[:max(1, (self.config.num_channels - 1).bit_length())]
+
+        def per_channel(fits):
+            return Array(fits(c) for c in range(self.config.num_channels))[sel]
+        m.d.sync += [
+            judged.valid.eq(checked.valid), judged.data.eq(checked.data),
+            judged.last.eq(checked.last), judged.beats.eq(checked.beats),
+            judged.cause.eq(checked.cause), judged.is_data.eq(is_data),
+            judged.ok.eq(none & Mux(
+                is_data, per_channel(lambda c: checked.beats <= space["total"][c]),
+                per_channel(lambda c: self.credits[c] <= checked.room))),
+            judged.ok_alt.eq(none & Mux(
+                is_data, per_channel(lambda c: checked.beats <= space["committed"][c]),
+                per_channel(lambda c: self.credits[c] <= checked.room_ahead))),
+            judged.alt_rollback.eq(is_data & (ch == cur)),
+            judged.alt_credit.eq(~is_data & checked.same_ch_ahead),
+        ]
+        return judged
+
+    def _packet_state(self, m, beat, buffers, cur):
+        """Registers of the packet being received, and the buffer entry each beat writes."""
+        cfg = self.config
+        lb = cfg.link_bytes
+        beat_range = range(cfg.max_packet_beats + 1)
+        hdr = PacketHeader(beat.data[:64])
+        pkt = {"cur": cur, "beats_left": Signal(beat_range),
+               "beats": Signal(beat_range, name="pkt_beats"), "length": Signal(17),
+               "tag": Signal.like(hdr.tag), "src": Signal.like(hdr.src), "first": Signal(),
+               "last_keep": Signal(lb), "is_last": Signal()}
+        keep = Signal(lb)
+        m.d.comb += pkt["is_last"].eq(pkt["beats_left"] == 1)
+        with m.If(pkt["is_last"]):
+            m.d.comb += keep.eq(pkt["last_keep"])
+        with m.Else():
+            m.d.comb += keep.eq(Const(-1, lb))
+        entry = Signal(NicRxBeat(cfg))
+        m.d.comb += entry.eq(struct_value(
+            NicRxBeat(cfg), keep=keep, first=pkt["first"], last=pkt["is_last"], src=pkt["src"],
+            tag=pkt["tag"], length=pkt["length"],
+            data=Cat(*(beat.data.word_select(i, 8) & keep[i].replicate(8) for i in range(lb)))))
+        for buf in buffers:
+            m.d.comb += buf.w_data.eq(entry)
+        return pkt
+
+    def _fsm(self, m, checked, buffers):
+        """The judge stage and the packet FSM on judged beats: buffer writes, credit intake,
+        errors. Returns (error_now, error_code)."""
+        lb = self.config.link_bytes
+        space = self._free_space(m, buffers)
+        cur = Signal(range(self.config.num_channels))
+        beat = self._judge(m, checked, space, cur)
+        hdr = PacketHeader(beat.data[:64])
+        is_data = beat.is_data
+        pkt = self._packet_state(m, beat, buffers, cur)
+        is_last = pkt["is_last"]
+        error_now = Signal()
+        error_code = Signal(NicError)
+        rollback = Signal()
+        commit = Signal()
+        credit_now = Signal()
+        # What the beat ahead did last cycle decides which precomputed result holds.
+        rolled_back = Signal()
+        credited = Signal()
+        m.d.sync += [rolled_back.eq(rollback), credited.eq(credit_now)]
+        ok = Signal()
+        m.d.comb += ok.eq(Mux((rolled_back & beat.alt_rollback) | (credited & beat.alt_credit),
+                              beat.ok_alt, beat.ok))
+        cause = Signal(NicError)
+        with m.If(beat.cause != NicError.NONE):
+            m.d.comb += cause.eq(beat.cause)
+        with m.Elif(is_data):
+            m.d.comb += cause.eq(NicError.OVERFLOW)
+        with m.Else():
+            m.d.comb += cause.eq(NicError.CREDIT_OVERFLOW)
+        m.d.comb += [self.credit_valid.eq(credit_now), self.credit_channel.eq(hdr.channel),
+                     self.credit_count.eq(hdr.length)]
+
+        with m.FSM(name="rx_fsm") as fsm:
+            with m.State("HEADER"):
+                with m.If(beat.valid):
+                    with m.If(~ok):
+                        m.d.comb += [error_now.eq(1), error_code.eq(cause)]
+                        with m.If(~beat.last):
+                            m.next = "DROP"
+                    with m.Elif(~is_data):
+                        m.d.comb += credit_now.eq(1)
+                        m.d.sync += self.header_bytes.eq(self.header_bytes + lb)
+                    with m.Else():
+                        last_index = (hdr.length - 1) & (lb - 1)
+                        m.d.comb += space["reserve"].eq(1)
+                        m.d.sync += [
+                            cur.eq(hdr.channel), pkt["beats_left"].eq(beat.beats),
+                            pkt["beats"].eq(beat.beats), pkt["length"].eq(hdr.length),
+                            pkt["tag"].eq(hdr.tag), pkt["src"].eq(hdr.src), pkt["first"].eq(1),
+                        ]
+                        for i in range(lb):
+                            m.d.sync += pkt["last_keep"][i].eq(last_index >= i)
+                        m.next = "PAYLOAD"
+            with m.State("PAYLOAD"):
+                with m.If(beat.valid):
+                    m.d.sync += [pkt["beats_left"].eq(pkt["beats_left"] - 1), pkt["first"].eq(0)]
+                    m.d.comb += [rollback.eq(is_last != beat.last),
+                                 commit.eq(is_last & beat.last)]
+                    for c, buf in enumerate(buffers):
+                        with m.If(cur == c):
+                            m.d.comb += [buf.w_en.eq(~(beat.last & ~is_last)),
+                                         buf.commit.eq(commit), buf.rollback.eq(rollback)]
+                    with m.If(is_last & beat.last):
+                        m.d.sync += [
+                            self.payload_bytes.eq(self.payload_bytes + pkt["length"]),
+                            self.header_bytes.eq(self.header_bytes + lb),
+                        ]
+                        m.next = "HEADER"
+                    with m.Elif(beat.last):
+                        m.d.comb += [error_now.eq(1), error_code.eq(NicError.EARLY_TLAST)]
+                        m.next = "HEADER"
+                    with m.Elif(is_last):
+                        m.d.comb += [error_now.eq(1), error_code.eq(NicError.MISSING_TLAST)]
+                        m.next = "DROP"
+            with m.State("DROP"):
+                with m.If(beat.valid & beat.last):
+                    m.next = "HEADER"
+
+        m.d.comb += [space["channel"].eq(Mux(fsm.ongoing("HEADER"), hdr.channel, cur)),
+                     space["beats"].eq(Mux(fsm.ongoing("HEADER"), beat.beats, pkt["beats"])),
+                     space["release"].eq(rollback), space["commit"].eq(commit)]
+        # For tests: one expression per FSM state, true while in it.
+        self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD', 'DROP']}
+        return error_now, error_code
+
+    def _free_space(self, m, buffers):
+        """Per channel, the buffer space a new packet may use, in two registers: ``total``
+        (``depth`` less the committed unread beats and the reservation of the packet being
+        received) and ``committed`` (without the reservation: what ``total`` becomes if that
+        packet rolls back). A DATA header taken (``reserve``) reserves its beats, a commit
+        turns them into committed ones, a rollback (``release``) returns them; a beat read from
+        the buffer counts when it is owed (``freed``). Returns the controls and registers."""
+        cfg = self.config
+        depth = cfg.rx_channel_beats
+        beat_range = range(cfg.max_packet_beats + 1)
+        ctl = {"reserve": Signal(name="space_reserve"), "release": Signal(name="space_release"),
+               "commit": Signal(name="space_commit"),
+               "channel": Signal(range(cfg.num_channels), name="space_channel"),
+               "beats": Signal(beat_range, name="space_beats"), "total": [], "committed": []}
+        for c in range(cfg.num_channels):
+            total = Signal(range(depth + 1), init=depth, name=f"space{c}_total")
+            committed = Signal(range(depth + 1), init=depth, name=f"space{c}_committed")
+            mine = ctl["channel"] == c
+            reserved = Mux(ctl["reserve"] & mine, ctl["beats"], 0)
+            released = Mux(ctl["release"] & mine, ctl["beats"], 0)
+            # Applied a cycle late: only a header right behind a rollback reads ``committed``,
+            # and a packet (two beats at least) separates it from any earlier commit.
+            kept = Signal(beat_range, name=f"space{c}_kept")
+            m.d.sync += kept.eq(Mux(ctl["commit"] & mine, ctl["beats"], 0))
+            m.d.sync += [total.eq(total + self.freed[c] + released - reserved),
+                         committed.eq(committed + self.freed[c] - kept)]
+            ctl["total"].append(total)
+            ctl["committed"].append(committed)
+        return ctl

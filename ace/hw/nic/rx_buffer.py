@@ -93,7 +93,7 @@ class NicRxBuffer(wiring.Component):
 
         fetch = Signal()
         m.d.comb += [
-            fetch.eq((used != 0) & (~out_valid | self.r.ready)),
+            fetch.eq((wr_commit != rd_ptr) & (~out_valid | self.r.ready)),
             rd.addr.eq(rd_ptr[:addr_bits]),
             rd.en.eq(fetch),
             self.r.payload.eq(rd.data),
