@@ -173,9 +173,10 @@ def cmd_replay(args) -> int:
 def _print_estimate(trace, system, modes) -> int:
     """``ace replay --estimate``: expected cycles and time of each mode, nothing run."""
     from sim_harness.preflight import preflight
+    from sim_harness.simulator import speed_file
     from sim_harness.speed import estimate
 
-    est = estimate(preflight(trace, system, modes))
+    est = estimate(preflight(trace, system, modes), speed_file())
     for mode, m in est["modes"].items():
         print(f"{mode}: about {m['cycles']:,} cycles, {m['seconds']:,.0f} CPU seconds")
     source = ("measured here" if est["measured"] else

@@ -65,6 +65,11 @@ def _port(name: str) -> str:
     return name.replace("__", "___05F")
 
 
+def speed_file() -> Path:
+    """Where the simulators record their speed (:mod:`sim_harness.speed`)."""
+    return HARNESS_BUILD_ROOT / "speed.json"
+
+
 def build_key_spec(spec: SystemSpec) -> SystemSpec:
     """The spec a build is made from: run-time values (rates, latencies) normalised away."""
     return dataclasses.replace(spec, link_latency=1, mem_latency=2, mem_bytes_per_cycle=None,
@@ -271,7 +276,8 @@ class SystemSimulator:
         """Record the run's speed (:mod:`sim_harness.speed`) and stop the driver."""
         if self.proc.poll() is None:
             try:
-                record_speed(self.spec.name, self.cycle, self.nodes, self.cpu_seconds())
+                record_speed(speed_file(), self.spec.name, self.cycle, self.nodes,
+                             self.cpu_seconds())
                 self._send("quit")
                 self.proc.wait(timeout=30)
             except (SimulatorError, BrokenPipeError, subprocess.TimeoutExpired):

@@ -9,8 +9,9 @@ in that mode (:data:`TIME_OVER_BOUND`), plus the program load through the CSRs
 (:data:`CSR_CYCLES_PER_WORD` per instruction word of the largest node).
 
 Speed: every :class:`~sim_harness.simulator.SystemSimulator` records, when it closes, the
-simulated node-cycles per CPU second of its driver in ``build/harness/speed.json`` (per system
-name, the latest run of at least :data:`MIN_RECORD_CYCLES` cycles). Before any such run the
+simulated node-cycles per CPU second of its driver in a JSON file
+(:func:`sim_harness.simulator.speed_file`, ``build/harness/speed.json``; per system name, the
+latest run of at least :data:`MIN_RECORD_CYCLES` cycles). Before any such run the
 estimate uses :data:`DEFAULT_NODE_CYCLES_PER_CPU_S`, measured on ``ring8``
 (docs/benchmarks.md). Both are CPU time: on cores shared with other jobs the wall time is
 longer.
@@ -40,11 +41,6 @@ DEFAULT_NODE_CYCLES_PER_CPU_S = 165_000
 MIN_RECORD_CYCLES = 20_000
 
 
-def _speed_file() -> Path:
-    from .simulator import HARNESS_BUILD_ROOT
-    return HARNESS_BUILD_ROOT / "speed.json"
-
-
 def expected_cycles(prepared, system, *, load: bool = True) -> int:
     """Expected cycles of one prepared collective (see the module docstring): the run, and
     with ``load`` the program load through the CSRs before it."""
@@ -60,20 +56,22 @@ def expected_cycles(prepared, system, *, load: bool = True) -> int:
     return int(TIME_OVER_BOUND[prepared.mode] * bound + load * CSR_CYCLES_PER_WORD * words)
 
 
-def recorded_speed(system_name: str) -> float | None:
-    """Node-cycles per CPU second last measured on the system named ``system_name``
-    (:attr:`~sim_harness.system.SystemSpec.name`) here, or None."""
+def recorded_speed(path: Path, system_name: str) -> float | None:
+    """Node-cycles per CPU second last recorded in ``path`` for the system named
+    ``system_name`` (:attr:`~sim_harness.system.SystemSpec.name`), or None."""
     try:
-        return float(json.loads(_speed_file().read_text())[system_name])
+        return float(json.loads(Path(path).read_text())[system_name])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def record_speed(system_name: str, cycles: int, nodes: int, cpu_seconds: float) -> None:
-    """Remember a run's speed (ignored when shorter than :data:`MIN_RECORD_CYCLES`)."""
+def record_speed(path: Path, system_name: str, cycles: int, nodes: int,
+                 cpu_seconds: float) -> None:
+    """Remember a run's speed in ``path`` (ignored when shorter than
+    :data:`MIN_RECORD_CYCLES`)."""
     if cycles < MIN_RECORD_CYCLES or cpu_seconds <= 0:
         return
-    path = _speed_file()
+    path = Path(path)
     try:
         speeds = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -88,11 +86,11 @@ def record_speed(system_name: str, cycles: int, nodes: int, cpu_seconds: float) 
         pass
 
 
-def estimate(plan) -> dict:
+def estimate(plan, path: Path) -> dict:
     """``{"modes": {mode: {"cycles", "seconds"}}, "node_cycles_per_cpu_s", "measured",
-    "seconds"}`` for a pre-flight ``plan``: the modes run in parallel, so the replay takes
-    about as long as its longest mode (given a core each)."""
-    speed = recorded_speed(plan.system.name)
+    "seconds"}`` for a pre-flight ``plan``, at the speed recorded in ``path``: the modes run in
+    parallel, so the replay takes about as long as its longest mode (given a core each)."""
+    speed = recorded_speed(path, plan.system.name)
     rate = speed or DEFAULT_NODE_CYCLES_PER_CPU_S
     nodes = plan.system.topology.num_nodes
     modes = {}

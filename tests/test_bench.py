@@ -47,18 +47,18 @@ def test_simulator_speed():
     assert records[0]["node_cycles_per_cpu_s"] > 10 * records[-1]["node_cycles_per_cpu_s"]
 
 
-def test_speed_record_round_trip(tmp_path, monkeypatch):
-    """A run's speed is kept per system (short runs are not), and the estimate uses it."""
-    from sim_harness import simulator, speed
+def test_speed_record_round_trip(tmp_path):
+    """A run's speed is kept per system (short runs are not)."""
+    from sim_harness import speed
 
-    monkeypatch.setattr(simulator, "HARNESS_BUILD_ROOT", tmp_path)
-    assert speed.recorded_speed("ring8x") is None
-    speed.record_speed("ring8x", 100, 8, 1.0)            # too short to say anything
-    assert speed.recorded_speed("ring8x") is None
-    speed.record_speed("ring8x", 200_000, 8, 4.0)
-    speed.record_speed("other", 50_000, 4, 1.0)
-    assert speed.recorded_speed("ring8x") == 400_000
-    assert speed.recorded_speed("other") == 200_000
+    path = tmp_path / "speed.json"
+    assert speed.recorded_speed(path, "ring8x") is None
+    speed.record_speed(path, "ring8x", 100, 8, 1.0)            # too short to say anything
+    assert speed.recorded_speed(path, "ring8x") is None
+    speed.record_speed(path, "ring8x", 200_000, 8, 4.0)
+    speed.record_speed(path, "other", 50_000, 4, 1.0)
+    assert speed.recorded_speed(path, "ring8x") == 400_000
+    assert speed.recorded_speed(path, "other") == 200_000
 
 
 def test_estimate_of_the_default_replay(tmp_path, monkeypatch, capsys):
@@ -73,8 +73,8 @@ def test_estimate_of_the_default_replay(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(simulator, "HARNESS_BUILD_ROOT", tmp_path)
     system = load_system("ring8")
     plan = preflight(load_trace(DEFAULT_TRACE), system, ("ace", "baseline"))
-    speed.record_speed(system.name, 1_000_000, 8, 40.0)         # 200,000 node-cycles/s
-    est = speed.estimate(plan)
+    speed.record_speed(simulator.speed_file(), system.name, 1_000_000, 8, 40.0)  # 200,000/s
+    est = speed.estimate(plan, simulator.speed_file())
     assert est["measured"] and est["node_cycles_per_cpu_s"] == 200_000
     for mode, measured in (("ace", 123_781), ("baseline", 259_052)):
         (prepared,) = plan.collectives[mode]

@@ -166,7 +166,7 @@ def test_a_bad_csr_batch_is_refused_whole_and_the_driver_reads_on():
     with SystemSimulator(SYSTEM) as sim:
         sim.reset()
         before = sim.cycle
-        sim._send("csr 4\n0 r 0\n3 x 12\n1 r 4\ncycle")
+        sim._send("csr 3\n0 r 0\n3 x 12\n1 r 4")
         with pytest.raises(SimulatorError, match="bad csr line 2: 3 x 12"):
             sim._reply()
         assert sim.cycle == before      # nothing of the batch ran
