@@ -279,14 +279,12 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
         (work_dir / "design.v").write_text(verilog.convert(SerialShellWrapper(dut), name=name,
                                                            emit_src=False))
         row["seconds"]["verilog"] = round(time.monotonic() - started, 1)
-        if not _synth_fpga(name, board.target, work_dir, row, log, breakdown):
-            pass
-        elif board.target == "xilinx":
-            row["fmax_note"] = XILINX_FMAX_NOTE
-        elif pnr == "none":
-            row["fmax_note"] = NO_PNR_NOTE
-        else:
-            _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout, speed)
+        if _synth_fpga(name, board.target, work_dir, row, log, breakdown):
+            if board.target == "xilinx" or pnr == "none":
+                row["fmax_note"] = XILINX_FMAX_NOTE if board.target == "xilinx" else NO_PNR_NOTE
+            else:
+                _place_and_route(board, work_dir, name, clock_mhz, row, log, pnr, pnr_timeout,
+                                 speed)
     row["seconds"]["total"] = round(time.monotonic() - started, 1)
     return row
 
