@@ -3,8 +3,8 @@ another.
 
 ::
 
-    rd0 AR --(fits rq0?)--+                                              +--> idq0 (arid)
-    rd1 AR --(fits rq1?)--+--> round robin --> AR register --> m_axi AR  |
+    rd0 AR --> slice --(fits rq0?)--+                                    +--> idq0 (arid)
+    rd1 AR --> slice --(fits rq1?)--+--> round robin --> AR register --> m_axi AR
                           |    (arid = master index) ------------------- +
     m_axi R --(by rid)--> rq0 (read_buffer_beats) --> rd0 R    (rid from idq0)
                       +-> rq1 (read_buffer_beats) --> rd1 R    (rid from idq1)
@@ -37,8 +37,9 @@ ID on ``m_axi``, memory returns them in order, so a master sees its R bursts and
 the order it issued them, whatever IDs it used. Bursts are forwarded unchanged otherwise
 (address, length, size, burst type, lock, cache, prot, strobes, responses).
 
-The masters' ``arready`` is combinational from their ``arvalid`` and ``m_axi.arready``; every
-other master-side ready is registered (a FIFO's), and every ``m_axi`` valid is registered.
+Every master-side ready is registered: a master's AR enters through a register slice
+(:class:`~ace.hw.common.skid_buffer.SkidBuffer`, one cycle of latency per burst request, full
+rate), its W and AW through FIFOs; every ``m_axi`` valid is registered.
 
 **Rules for masters.** ``arlen + 1`` and ``awlen + 1`` at most ``max_burst_beats`` (a longer read
 never fits and waits forever; a longer write never completes in the W buffer); W beats in AW
@@ -53,6 +54,7 @@ from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.common.arbiter import RoundRobinArbiter
+from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.axi.signatures import Axi4Signature
 
 __all__ = ["AxiInterconnect"]
@@ -100,7 +102,8 @@ class AxiInterconnect(wiring.Component):
 
     Latency, uncontended, in cycles:
 
-    * AR: :attr:`ar_latency` = 1, master AR handshake to ``m_axi.arvalid`` (a register).
+    * AR: :attr:`ar_latency` = 2, master AR handshake to ``m_axi.arvalid`` (the slice, then
+      the AR register).
     * R: :attr:`r_latency` = 2, ``m_axi`` R beat to the master's ``rvalid`` (the R buffer).
     * AW and W: :attr:`aw_latency` = 2, from the later of the master's AW handshake and its
       ``wlast`` beat handshake to ``m_axi.awvalid`` and the burst's first ``m_axi.wvalid``
@@ -110,7 +113,7 @@ class AxiInterconnect(wiring.Component):
     Throughput: one R beat and one W beat per cycle, one AR and one AW per cycle.
 
     * Reads: one master alone streams at one beat per cycle while the read round trip (memory
-      latency + 3 cycles) is below ``read_buffer_beats - max_burst_beats`` cycles.
+      latency + 4 cycles) is below ``read_buffer_beats - max_burst_beats`` cycles.
     * Writes: the next burst is granted in the cycle the current burst's last W beat is
       accepted, so bursts follow back to back with no idle cycle when the next one is already
       whole in its W buffer. One master streaming full bursts at one beat per cycle keeps that
@@ -150,7 +153,7 @@ class AxiInterconnect(wiring.Component):
         The memory port; ``rready`` and ``bready`` are always 1. The ID is the master index.
     """
 
-    ar_latency = 1
+    ar_latency = 2
     r_latency = 2
     aw_latency = 2
     b_latency = 1
@@ -205,12 +208,23 @@ class AxiInterconnect(wiring.Component):
         r_layout = data.StructLayout({"data": 8 * self.data_bytes, "resp": 2, "last": 1})
 
         m.submodules.ar_arbiter = arb = RoundRobinArbiter(n)
+        requests = []
         ar_free = Signal()                          # the AR register can take a burst now
         m.d.comb += ar_free.eq(~mem.arvalid | mem.arready)
         with m.If(mem.arready):
             m.d.sync += mem.arvalid.eq(0)
 
+        # Each master's AR enters through a register slice, so its arready is a register and
+        # the arbiter, the buffer-space compare and the AR register see registered requests.
+        ar_fields = ("arid", "araddr", "arlen", "arsize", "arburst", "arlock", "arcache", "arprot")
+        ar_layout = data.StructLayout({name: len(getattr(ports[0], name)) for name in ar_fields})
         for i, port in enumerate(ports):
+            m.submodules[f"ar_slice{i}"] = ar_slice = SkidBuffer(ar_layout)
+            m.d.comb += [ar_slice.i.valid.eq(port.arvalid), port.arready.eq(ar_slice.i.ready)]
+            m.d.comb += [ar_slice.i.payload[name].eq(getattr(port, name)) for name in ar_fields]
+            requests.append(ar_slice.o)
+
+        for i, (port, req) in enumerate(zip(ports, requests)):
             rq = SyncFIFOBuffered(width=r_layout.size, depth=self.read_buffer_beats + 1)
             idq = SyncFIFO(width=self.id_bits, depth=self.read_buffer_beats)
             m.submodules[f"rq{i}"] = rq
@@ -218,15 +232,15 @@ class AxiInterconnect(wiring.Component):
             reserved = Signal(range(self.read_buffer_beats + 1), name=f"rd{i}_reserved")
             fits = Signal(name=f"rd{i}_fits")
             m.d.comb += [
-                fits.eq(reserved + port.arlen < self.read_buffer_beats),
-                arb.requests[i].eq(port.arvalid & fits & ar_free),
-                port.arready.eq(arb.grant[i]),
-                idq.w_data.eq(port.arid),
+                fits.eq(reserved + req.payload.arlen < self.read_buffer_beats),
+                arb.requests[i].eq(req.valid & fits & ar_free),
+                req.ready.eq(arb.grant[i]),
+                idq.w_data.eq(req.payload.arid),
                 idq.w_en.eq(arb.grant[i]),
             ]
             taken = port.rvalid & port.rready
             with m.If(arb.grant[i]):
-                m.d.sync += reserved.eq(reserved + port.arlen + 1 - taken)
+                m.d.sync += reserved.eq(reserved + req.payload.arlen + 1 - taken)
             with m.Elif(taken):
                 m.d.sync += reserved.eq(reserved - 1)
 
@@ -250,14 +264,11 @@ class AxiInterconnect(wiring.Component):
         with m.If(arb.valid):
             m.d.sync += mem.arvalid.eq(1)
             with m.Switch(arb.grant_index):
-                for i, port in enumerate(ports):
+                for i, req in enumerate(requests):
                     with m.Case(i):
-                        m.d.sync += [
-                            mem.arid.eq(i), mem.araddr.eq(port.araddr),
-                            mem.arlen.eq(port.arlen), mem.arsize.eq(port.arsize),
-                            mem.arburst.eq(port.arburst), mem.arlock.eq(port.arlock),
-                            mem.arcache.eq(port.arcache), mem.arprot.eq(port.arprot),
-                        ]
+                        m.d.sync += mem.arid.eq(i)
+                        m.d.sync += [getattr(mem, name).eq(req.payload[name])
+                                     for name in ar_fields if name != "arid"]
         m.d.comb += mem.rready.eq(1)
 
     # -- writes ----------------------------------------------------------------------------

@@ -5,7 +5,7 @@
     operand A:  NIC receive (rr*, r, rcs)  | SRAM slice reader | memory reader (DmaReader) --+
     operand B:  SRAM slice reader | memory reader (rr* local slice, re destination) ----------+
                                                                                              v
-                      join (both operands, beat count) --> AluArray (op, or COPY) --> fork
+      join (both operands, beat count) --> skid --> AluArray (op, or COPY) --> skid --> fork
                                                                                              |
     result:     SRAM slice writer | memory writer (DmaWriter) <----------------------------+
                 NIC send (packetizer: commands of <= packet_bytes, then the beats) <-------+
@@ -23,8 +23,10 @@ it takes: ``src`` is the step's peer, each packet has the expected length and ta
 beats are still consumed, so the step ends.
 
 Throughput: one beat per cycle through the ALU when every source and sink keeps up. Latency of
-a step: about 3 cycles (command issue, SRAM read latency 2) + the ALU's 6 + 1 for the sink, plus
-the memory latency when a memory reader is the source. ``abort`` replaces NIC operand beats by
+a step: about 3 cycles (command issue, SRAM read latency) + 1 (operand register slice) + the
+ALU's :attr:`AluArray.latency` + 1 (result register slice) + 1 for the sink, plus the memory
+latency when a memory reader is the source. The two register slices (:class:`SkidBuffer`) keep
+the operand join and the result fork out of the ALU's cycle: no ``ready`` crosses the ALU. ``abort`` replaces NIC operand beats by
 zeros so a step stuck on a receive that never comes still finishes (with undefined results).
 """
 
@@ -36,6 +38,7 @@ from amaranth.lib.wiring import In, Out
 
 from ace.hw.alu.array import AluArray
 from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.reader import DmaReader
 from ace.hw.dma.writer import DmaWriter
 from ace.layouts import (DMA_LENGTH_BITS, NIC_NODE_BITS, NIC_TAG_BITS, DmaStatus, Dtype,
@@ -148,6 +151,12 @@ class StepDatapath(wiring.Component):
         m.submodules.mem_b = mem_b = DmaReader(cfg)
         m.submodules.mem_w = mem_w = DmaWriter(cfg)
         m.submodules.alu = alu = AluArray(cfg)
+        # Register slices on both sides of the ALU: the operand join (FIFO reads, operand mux,
+        # count compare) and the result fork (the sinks' readies) stay out of the ALU's cycle.
+        m.submodules.operands = operands = SkidBuffer(alu.i.signature.members["payload"].shape)
+        m.submodules.result = result = SkidBuffer(alu.o.signature.members["payload"].shape)
+        wiring.connect(m, operands.o, alu.i)
+        wiring.connect(m, alu.o, result.i)
         wiring.connect(m, sram_a.port, wiring.flipped(self.sram_rd_a))
         wiring.connect(m, sram_b.port, wiring.flipped(self.sram_rd_b))
         wiring.connect(m, sram_w.port, wiring.flipped(self.sram_wr))
@@ -176,6 +185,8 @@ class StepDatapath(wiring.Component):
         wait_b = Signal()
         wait_w = Signal()
         join_left = Signal(DMA_LENGTH_BITS)
+        join_more = Signal()     # join_left != 0, registered
+        join_last = Signal()     # join_left == 1, registered
         send_cmd_left = Signal(DMA_LENGTH_BITS)
         send_data_left = Signal(DMA_LENGTH_BITS)
         send_pkt = Signal(NIC_TAG_BITS)
@@ -198,6 +209,8 @@ class StepDatapath(wiring.Component):
                 pend_w.eq(p.w_use),
                 wait_w.eq(p.w_use & p.w_mem),
                 join_left.eq(nwords),
+                join_more.eq(nwords != 0),
+                join_last.eq(nwords == 1),
                 send_cmd_left.eq(Mux(p.send, p.bytes, 0)),
                 send_data_left.eq(Mux(p.send, nwords, 0)),
                 send_pkt.eq(0),
@@ -273,14 +286,15 @@ class StepDatapath(wiring.Component):
             m.d.comb += [b_valid.eq(sram_b.o.valid), b_data.eq(sram_b.o.payload.data)]
 
         fire = Signal()
+        join = operands.i
         m.d.comb += [
-            alu.i.valid.eq(active & (join_left != 0) & a_valid & b_valid),
-            alu.i.payload.a.eq(a_data),
-            alu.i.payload.b.eq(b_data),
-            alu.i.payload.op.eq(plan.op),
-            alu.i.payload.dtype.eq(plan.dtype),
-            alu.i.payload.last.eq(join_left == 1),
-            fire.eq(alu.i.valid & alu.i.ready),
+            join.valid.eq(active & join_more & a_valid & b_valid),
+            join.payload.a.eq(a_data),
+            join.payload.b.eq(b_data),
+            join.payload.op.eq(plan.op),
+            join.payload.dtype.eq(plan.dtype),
+            join.payload.last.eq(join_last),
+            fire.eq(join.valid & join.ready),
             self.alu_beat.eq(fire),
             self.nic_recv.ready.eq(fire & a_nic & ~self.abort),
             sram_a.o.ready.eq(fire & a_sram),
@@ -290,7 +304,8 @@ class StepDatapath(wiring.Component):
             self.nic_recv_link.eq(plan.recv_link),
         ]
         with m.If(fire):
-            m.d.sync += join_left.eq(join_left - 1)
+            m.d.sync += [join_left.eq(join_left - 1), join_more.eq(~join_last),
+                         join_last.eq(join_left == 2)]
 
         # -- receive checks ------------------------------------------------------------------
         beat = self.nic_recv.payload
@@ -323,7 +338,7 @@ class StepDatapath(wiring.Component):
         taken_s = Signal()
         w_ready = Signal()
         s_ready = Signal()
-        o = alu.o
+        o = result.o
         m.d.comb += [
             sram_w.i.payload.eq(o.payload.result),
             sram_w.i.valid.eq(o.valid & w_to_sram & ~taken_w),
@@ -361,7 +376,7 @@ class StepDatapath(wiring.Component):
         m.d.comb += finished.eq(
             active & ~Cat(pend_a, pend_b, pend_w, wait_a, wait_b, wait_w).any()
             & (join_left == 0) & (send_cmd_left == 0) & (send_data_left == 0)
-            & ~sram_w.busy & ~o.valid)
+            & ~sram_w.busy & ~o.valid & ~alu.o.valid)
         m.d.sync += self.done.eq(0)
         with m.If(finished):
             m.d.sync += [active.eq(0), self.done.eq(1)]
