@@ -7,7 +7,7 @@ import pytest
 
 from ace.cli import main
 from ace.config import NAMED_CONFIGS
-from ace.flow.generate import RTL_DIR, check, render
+from ace.flow.generate import RTL_DIR, check
 from ace.flow.lint import lint_config
 
 
