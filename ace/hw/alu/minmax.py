@@ -64,6 +64,33 @@ class MinMaxUnit(wiring.Component):
         m.d.sync += delayed.eq(value)
         return delayed
 
+    def _nan_tests(self, m):
+        """Whether each element's result is NaN (a NaN operand of a float dtype), and the
+        canonical NaN word of the dtype; registered twice, beside the two stages."""
+        def nan16(x, exp_bits, man_bits):
+            exp = x[man_bits:man_bits + exp_bits]
+            return (exp == (1 << exp_bits) - 1) & x[:man_bits].any()
+
+        def nan32(x):
+            return x[23:31].all() & x[:23].any()
+
+        nan_lo, nan_hi = Signal(name="r_nan_lo"), Signal(name="r_nan_hi")
+        nan_word = Signal(32, name="r_nan_word")
+        is_fp32 = self.dtype == Dtype.FP32
+        is_fp16 = self.dtype == Dtype.FP16
+        is_bf16 = self.dtype == Dtype.BF16
+        nan_fp32 = nan32(self.a) | nan32(self.b)
+        m.d.sync += [
+            nan_lo.eq((is_fp32 & nan_fp32)
+                      | (is_fp16 & (nan16(self.a[:16], 5, 10) | nan16(self.b[:16], 5, 10)))
+                      | (is_bf16 & (nan16(self.a[:16], 8, 7) | nan16(self.b[:16], 8, 7)))),
+            nan_hi.eq((is_fp32 & nan_fp32)
+                      | (is_fp16 & (nan16(self.a[16:], 5, 10) | nan16(self.b[16:], 5, 10)))
+                      | (is_bf16 & (nan16(self.a[16:], 8, 7) | nan16(self.b[16:], 8, 7)))),
+            nan_word.eq(Mux(is_fp16, 0x7E00_7E00, Mux(is_bf16, 0x7FC0_7FC0, 0x7FC0_0000))),
+        ]
+        return self._delay(m, nan_lo), self._delay(m, nan_hi), self._delay(m, nan_word)
+
     def elaborate(self, platform):
         m = Module()
         wide = Signal(name="wide")          # one 32-bit element
@@ -120,30 +147,7 @@ class MinMaxUnit(wiring.Component):
         picked = Signal(32, name="picked")
         m.d.comb += picked.eq(Cat(Mux(pick_b_lo, b[:16], a[:16]), Mux(pick_b_hi, b[16:], a[16:])))
 
-        def nan16(x, exp_bits, man_bits):
-            exp = x[man_bits:man_bits + exp_bits]
-            return (exp == (1 << exp_bits) - 1) & x[:man_bits].any()
-
-        def nan32(x):
-            return x[23:31].all() & x[:23].any()
-
-        nan_lo, nan_hi = Signal(name="r_nan_lo"), Signal(name="r_nan_hi")
-        nan_word = Signal(32, name="r_nan_word")
-        is_fp32 = self.dtype == Dtype.FP32
-        is_fp16 = self.dtype == Dtype.FP16
-        is_bf16 = self.dtype == Dtype.BF16
-        nan_fp32 = nan32(self.a) | nan32(self.b)
-        m.d.sync += [
-            nan_lo.eq((is_fp32 & nan_fp32)
-                      | (is_fp16 & (nan16(self.a[:16], 5, 10) | nan16(self.b[:16], 5, 10)))
-                      | (is_bf16 & (nan16(self.a[:16], 8, 7) | nan16(self.b[:16], 8, 7)))),
-            nan_hi.eq((is_fp32 & nan_fp32)
-                      | (is_fp16 & (nan16(self.a[16:], 5, 10) | nan16(self.b[16:], 5, 10)))
-                      | (is_bf16 & (nan16(self.a[16:], 8, 7) | nan16(self.b[16:], 8, 7)))),
-            nan_word.eq(Mux(is_fp16, 0x7E00_7E00, Mux(is_bf16, 0x7FC0_7FC0, 0x7FC0_0000))),
-        ]
-        nan_lo, nan_hi, nan_word = self._delay(m, nan_lo), self._delay(m, nan_hi), \
-            self._delay(m, nan_word)
+        nan_lo, nan_hi, nan_word = self._nan_tests(m)
         m.d.comb += self.result.eq(Cat(Mux(nan_lo, nan_word[:16], picked[:16]),
                                        Mux(nan_hi, nan_word[16:], picked[16:])))
         return m
