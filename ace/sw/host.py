@@ -34,6 +34,7 @@ from ace.regmap import (
 )
 from ace.sw.program import memory_footprint
 from ace.isa import INSTR_WORDS
+from ace.vocab import Mode
 
 __all__ = ["MEMORY_LIMIT", "AceError", "AceHost", "default_limits", "staging_area"]
 
@@ -156,7 +157,7 @@ class AceHost:
         sizes = default_limits(node, self.config)
         sizes.update(limits or {})
         await self.write32(CSR["NODE_ID"], node.node)
-        await self.write32(CSR["PLACEMENT"], 0 if node.placement == "sram" else 1)
+        await self.write32(CSR["PLACEMENT"], Mode.parse(node.placement).placement_bit)
         for b in "ios":
             await self.write64(f"BUF_BASE_{b.upper()}_LO", node.buffer_base[b])
             await self.write32(CSR[f"BUF_LIMIT_{b.upper()}"], sizes[b])
