@@ -1,5 +1,5 @@
 """Metrics of a trace replay: raw measurements of one collective in one mode -> the figures of
-DESIGN section 6, and the bounds they are compared with.
+docs/architecture.md, "What is measured", and the bounds they are compared with.
 
 Everything here is a pure function of plain dicts and numbers (no simulation, no files), so the
 replay runner, the report writers and the tests share one definition of every figure.

@@ -1,7 +1,7 @@
 """Tests of the replay metrics (sim_harness/metrics.py) on synthetic raw measurements.
 
 Every expected number is derived by hand in the test (the comment next to it shows how), from
-the definitions in DESIGN section 6 and the module docstring of ``sim_harness.metrics``.
+the definitions in docs/architecture.md, "What is measured" and the module docstring of ``sim_harness.metrics``.
 """
 
 import json

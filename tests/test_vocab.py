@@ -61,7 +61,7 @@ def test_step_types_and_operands():
     assert set(STEP_TYPES) == set(StepType) - {StepType.END}
     assert Step(type="rrcs").uses == {"src", "dst", "recv", "send"}
     assert StepType.LOAD.operands == {"dst", "mem"} and StepType.END.operands == set()
-    # DESIGN section 3: which steps send and which receive.
+    # The step table (docs/programming_model.md): which steps send and which receive.
     assert {t for t in STEP_TYPES if "send" in t.operands} == {"s", "rrs", "rrcs", "rcs"}
     assert {t for t in STEP_TYPES if "recv" in t.operands} == {"r", "rrc", "rrs", "rrcs", "rcs"}
 
