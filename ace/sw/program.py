@@ -803,8 +803,8 @@ def step_memory_traffic(step: Step, placement: str) -> tuple[int, int]:
     node's ``sram``/``memory`` or a :class:`~ace.vocab.Mode`.
 
     ``sram`` placement (ACE mode): only ``load`` (reads) and ``store`` (writes) touch memory.
-    ``memory`` placement (baseline, memory-staged, docs/architecture.md, "ACE mode and the memory-staged baseline"): every receive is written
-    to memory, every reduction reads both operands from memory and writes its result, and every
+    ``memory`` placement (baseline, memory-staged, docs/architecture.md, "ACE mode and the
+    memory-staged baseline"): every receive is written to memory, every reduction reads both operands from memory and writes its result, and every
     send reads its data from memory:
 
     ====== ============= ==============

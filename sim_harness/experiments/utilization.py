@@ -5,8 +5,8 @@ What is measured on the RTL: the all-reduce of the ``membw`` size on each system
 with the memory model's background share set to each workload's compute memory share
 (:data:`~.workloads.COMPUTE_MEM_SHARE`: the memory bandwidth the compute of ResNet-50, the
 transformer and DLRM keeps busy; values and reasoning in :mod:`.workloads`), and at share 0 for
-reference. The figure is the link utilization of docs/architecture.md, "What is measured" (payload bytes over link
-capacity, averaged over the links used); the gain is ACE's over the baseline's, which is also
+reference. The figure is the link utilization of docs/architecture.md, "What is measured"
+(payload bytes over link capacity, averaged over the links used); the gain is ACE's over the baseline's, which is also
 the ratio of their bus bandwidths. Mean and maximum are over systems x workloads, as the paper
 gives "1.44x on average, up to 2.67x" over its workloads and network sizes.
 """
