@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.xfail(strict=True, raises=ReplayError, reason=(
-    "open defect (issue 16): on the RTL, ACE mode stops with RECV_MISMATCH (node 0 channel 2 "
+    "open defect (issue 16): on the RTL, ACE mode stops with RECV_MISMATCH (node 2 channel 0 "
     "pc 15) and watchdog TIMEOUTs on the others, while the golden model runs the same folded "
     "program bit-exact; not yet diagnosed. strict: the test reports when it starts passing"))
 def test_folded_allpairs_on_switch4_bit_exact():
