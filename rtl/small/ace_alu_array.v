@@ -87,9 +87,9 @@ module ace_alu_array_small(s_axis__tvalid, s_axis__tlast, s_axis__tuser, m_axis_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_payload, i__payload, i__valid);
+module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__payload, o__valid, i__valid);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [3:0] \$1 ;
+  wire [5:0] \$1 ;
   reg [3:0] \$10 ;
   reg \$11 ;
   reg \$12 ;
@@ -98,10 +98,34 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
   reg \$15 ;
   reg [3:0] \$16 ;
   reg \$17 ;
-  reg [2:0] \$18 ;
-  wire [4:0] \$2 ;
+  reg \$18 ;
+  reg [3:0] \$19 ;
+  wire [6:0] \$2 ;
+  reg \$20 ;
+  reg \$21 ;
+  reg [3:0] \$22 ;
+  reg \$23 ;
+  reg \$24 ;
+  reg [3:0] \$25 ;
+  reg \$26 ;
+  reg \$27 ;
+  reg [3:0] \$28 ;
+  reg \$29 ;
   reg \$3 ;
+  reg \$30 ;
+  reg [3:0] \$31 ;
+  reg \$32 ;
+  reg \$33 ;
+  reg [3:0] \$34 ;
+  reg \$35 ;
+  reg \$36 ;
+  reg [3:0] \$37 ;
+  reg \$38 ;
+  reg \$39 ;
   reg [3:0] \$4 ;
+  reg [3:0] \$40 ;
+  reg \$41 ;
+  reg [4:0] \$42 ;
   reg \$5 ;
   reg \$6 ;
   reg [3:0] \$7 ;
@@ -121,6 +145,16 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
   reg d0_last = 1'h0;
   reg [3:0] d0_tag = 4'h0;
   reg d0_valid = 1'h0;
+  reg d10_last = 1'h0;
+  reg [3:0] d10_tag = 4'h0;
+  reg d10_valid = 1'h0;
+  reg d11_last = 1'h0;
+  reg [3:0] d11_tag = 4'h0;
+  reg d11_valid = 1'h0;
+  reg d12_last = 1'h0;
+  reg [3:0] d12_tag = 4'h0;
+  (* init = 1'h0 *)
+  wire d12_valid;
   reg d1_last = 1'h0;
   reg [3:0] d1_tag = 4'h0;
   reg d1_valid = 1'h0;
@@ -132,8 +166,22 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
   reg d3_valid = 1'h0;
   reg d4_last = 1'h0;
   reg [3:0] d4_tag = 4'h0;
-  (* init = 1'h0 *)
-  wire d4_valid;
+  reg d4_valid = 1'h0;
+  reg d5_last = 1'h0;
+  reg [3:0] d5_tag = 4'h0;
+  reg d5_valid = 1'h0;
+  reg d6_last = 1'h0;
+  reg [3:0] d6_tag = 4'h0;
+  reg d6_valid = 1'h0;
+  reg d7_last = 1'h0;
+  reg [3:0] d7_tag = 4'h0;
+  reg d7_valid = 1'h0;
+  reg d8_last = 1'h0;
+  reg [3:0] d8_tag = 4'h0;
+  reg d8_valid = 1'h0;
+  reg d9_last = 1'h0;
+  reg [3:0] d9_tag = 4'h0;
+  reg d9_valid = 1'h0;
   wire deliver;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
@@ -181,7 +229,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
   wire i__ready;
   input i__valid;
   wire i__valid;
-  reg [2:0] in_flight = 3'h0;
+  reg [4:0] in_flight = 5'h00;
   wire [132:0] o__payload;
   wire \o__payload.last ;
   wire [127:0] \o__payload.result ;
@@ -230,9 +278,37 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
   wire rst;
   wire [132:0] w_data;
   reg w_en = 1'h0;
+  always @(posedge clk)
+    d8_last <= \$29 ;
+  always @(posedge clk)
+    d9_valid <= \$30 ;
+  always @(posedge clk)
+    d9_tag <= \$31 ;
+  always @(posedge clk)
+    d9_last <= \$32 ;
+  always @(posedge clk)
+    d10_valid <= \$33 ;
+  always @(posedge clk)
+    d10_tag <= \$34 ;
+  always @(posedge clk)
+    d10_last <= \$35 ;
+  always @(posedge clk)
+    d11_valid <= \$36 ;
+  always @(posedge clk)
+    d11_tag <= \$37 ;
+  always @(posedge clk)
+    d11_last <= \$38 ;
+  always @(posedge clk)
+    w_en <= \$39 ;
+  always @(posedge clk)
+    d12_tag <= \$40 ;
+  always @(posedge clk)
+    d12_last <= \$41 ;
+  always @(posedge clk)
+    in_flight <= \$42 ;
   assign accept = i__valid & i__ready;
   assign deliver = o__valid & r_en;
-  assign i__ready = in_flight != 3'h7;
+  assign i__ready = in_flight != 5'h10;
   assign \$1  = in_flight + accept;
   assign \$2  = \$1  - deliver;
   always @(posedge clk)
@@ -260,21 +336,41 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
   always @(posedge clk)
     d3_last <= \$14 ;
   always @(posedge clk)
-    w_en <= \$15 ;
+    d4_valid <= \$15 ;
   always @(posedge clk)
     d4_tag <= \$16 ;
   always @(posedge clk)
     d4_last <= \$17 ;
   always @(posedge clk)
-    in_flight <= \$18 ;
+    d5_valid <= \$18 ;
+  always @(posedge clk)
+    d5_tag <= \$19 ;
+  always @(posedge clk)
+    d5_last <= \$20 ;
+  always @(posedge clk)
+    d6_valid <= \$21 ;
+  always @(posedge clk)
+    d6_tag <= \$22 ;
+  always @(posedge clk)
+    d6_last <= \$23 ;
+  always @(posedge clk)
+    d7_valid <= \$24 ;
+  always @(posedge clk)
+    d7_tag <= \$25 ;
+  always @(posedge clk)
+    d7_last <= \$26 ;
+  always @(posedge clk)
+    d8_valid <= \$27 ;
+  always @(posedge clk)
+    d8_tag <= \$28 ;
   \ace_alu_array_small.array.fifo  fifo (
     .clk(clk),
-    .\port$1846$0 (\result$25 ),
-    .\port$20$0 (result),
-    .\port$2759$0 (\result$26 ),
-    .\port$3720$0 (d4_tag),
-    .\port$3722$0 (d4_last),
-    .\port$933$0 (\result$24 ),
+    .\port$1624$0 (\result$25 ),
+    .\port$18$0 (result),
+    .\port$2427$0 (\result$26 ),
+    .\port$3344$0 (d12_tag),
+    .\port$3346$0 (d12_last),
+    .\port$821$0 (\result$24 ),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -285,33 +381,131 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
     .a(i__payload[31:0]),
     .b(i__payload[159:128]),
     .clk(clk),
-    .\port$3690$256 (i__payload[259:256]),
-    .\result$28 (result),
+    .\port$3266$256 (i__payload[259:256]),
+    .\result$56 (result),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane1  lane1 (
     .a(i__payload[63:32]),
     .b(i__payload[191:160]),
     .clk(clk),
-    .\port$3690$256 (i__payload[259:256]),
-    .\result$28 (\result$24 ),
+    .\port$3266$256 (i__payload[259:256]),
+    .\result$56 (\result$24 ),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane2  lane2 (
     .a(i__payload[95:64]),
     .b(i__payload[223:192]),
     .clk(clk),
-    .\port$3690$256 (i__payload[259:256]),
-    .\result$28 (\result$25 ),
+    .\port$3266$256 (i__payload[259:256]),
+    .\result$56 (\result$25 ),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane3  lane3 (
     .a(i__payload[127:96]),
     .clk(clk),
-    .\port$3690$224 (i__payload[259:224]),
-    .\result$28 (\result$26 ),
+    .\port$3266$224 (i__payload[259:224]),
+    .\result$56 (\result$26 ),
     .rst(rst)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$29  = d7_last;
+    if (rst) begin
+      \$29  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$30  = d8_valid;
+    if (rst) begin
+      \$30  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$31  = d8_tag;
+    if (rst) begin
+      \$31  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$32  = d8_last;
+    if (rst) begin
+      \$32  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$33  = d9_valid;
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$34  = d9_tag;
+    if (rst) begin
+      \$34  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$35  = d9_last;
+    if (rst) begin
+      \$35  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$36  = d10_valid;
+    if (rst) begin
+      \$36  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$37  = d10_tag;
+    if (rst) begin
+      \$37  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$38  = d10_last;
+    if (rst) begin
+      \$38  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$39  = d11_valid;
+    if (rst) begin
+      \$39  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$40  = d11_tag;
+    if (rst) begin
+      \$40  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$41  = d11_last;
+    if (rst) begin
+      \$41  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$42  = \$2 [4:0];
+    if (rst) begin
+      \$42  = 5'h00;
+    end
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \$3  = accept;
@@ -419,9 +613,79 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$18  = \$2 [2:0];
+    \$18  = d4_valid;
     if (rst) begin
-      \$18  = 3'h0;
+      \$18  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$19  = d4_tag;
+    if (rst) begin
+      \$19  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$20  = d4_last;
+    if (rst) begin
+      \$20  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$21  = d5_valid;
+    if (rst) begin
+      \$21  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$22  = d5_tag;
+    if (rst) begin
+      \$22  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$23  = d5_last;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$24  = d6_valid;
+    if (rst) begin
+      \$24  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$25  = d6_tag;
+    if (rst) begin
+      \$25  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$26  = d6_last;
+    if (rst) begin
+      \$26  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$27  = d7_valid;
+    if (rst) begin
+      \$27  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$28  = d7_tag;
+    if (rst) begin
+      \$28  = 4'h0;
     end
   end
   assign a = i__payload[31:0];
@@ -440,8 +704,8 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
   assign \b$17  = i__payload[255:224];
   assign \op$18  = i__payload[257:256];
   assign \dtype$19  = i__payload[259:258];
-  assign d4_valid = w_en;
-  assign w_data = { d4_last, d4_tag, \result$26 , \result$25 , \result$24 , result };
+  assign d12_valid = w_en;
+  assign w_data = { d12_last, d12_tag, \result$26 , \result$25 , \result$24 , result };
   assign r_data = out_payload;
   assign o__payload = out_payload;
   assign r_rdy = o__valid;
@@ -461,70 +725,83 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, o__valid, out_paylo
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.fifo (clk, rst, \port$20$0 , \port$933$0 , \port$1846$0 , \port$2759$0 , r_rdy, r_data, w_en, \port$3720$0 , \port$3722$0 , r_en);
+module \ace_alu_array_small.array.fifo (clk, rst, \port$18$0 , \port$821$0 , \port$1624$0 , \port$2427$0 , r_data, w_en, \port$3344$0 , \port$3346$0 , r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire [3:0] \$13 ;
+  wire [4:0] \$11 ;
+  wire [4:0] \$12 ;
+  wire \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
   wire \$17 ;
-  wire [3:0] \$18 ;
-  reg [2:0] \$19 ;
+  wire \$18 ;
+  wire [4:0] \$19 ;
   wire \$2 ;
-  reg [2:0] \$20 ;
-  reg [2:0] \$21 ;
-  wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [4:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  reg [3:0] \$30 ;
+  reg [3:0] \$31 ;
+  reg [3:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
+  wire [4:0] \$5 ;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
   wire \$9 ;
   input clk;
   wire clk;
-  (* init = 3'h0 *)
-  wire [2:0] consume;
-  reg [2:0] level = 3'h0;
-  input [31:0] \port$1846$0 ;
-  wire [31:0] \port$1846$0 ;
-  input [31:0] \port$20$0 ;
-  wire [31:0] \port$20$0 ;
-  input [31:0] \port$2759$0 ;
-  wire [31:0] \port$2759$0 ;
-  input [3:0] \port$3720$0 ;
-  wire [3:0] \port$3720$0 ;
-  input \port$3722$0 ;
-  wire \port$3722$0 ;
-  input [31:0] \port$933$0 ;
-  wire [31:0] \port$933$0 ;
-  (* init = 3'h0 *)
-  wire [2:0] produce;
+  (* init = 4'h0 *)
+  wire [3:0] consume;
+  reg [3:0] inner_level = 4'h0;
+  wire inner_r_rdy;
+  wire [4:0] level;
+  input [31:0] \port$1624$0 ;
+  wire [31:0] \port$1624$0 ;
+  input [31:0] \port$18$0 ;
+  wire [31:0] \port$18$0 ;
+  input [31:0] \port$2427$0 ;
+  wire [31:0] \port$2427$0 ;
+  input [3:0] \port$3344$0 ;
+  wire [3:0] \port$3344$0 ;
+  input \port$3346$0 ;
+  wire \port$3346$0 ;
+  input [31:0] \port$821$0 ;
+  wire [31:0] \port$821$0 ;
+  (* init = 4'h0 *)
+  wire [3:0] produce;
   output [132:0] r_data;
   wire [132:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
-  reg [2:0] r_port__addr = 3'h0;
+  wire [4:0] r_level;
+  reg [3:0] r_port__addr = 4'h0;
   wire [132:0] r_port__data;
+  wire r_port__en;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [132:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
-  reg [2:0] w_port__addr = 3'h0;
+  wire [4:0] w_level;
+  reg [3:0] w_port__addr = 4'h0;
   wire [132:0] w_port__data;
   wire w_port__en;
   wire w_rdy;
-  reg [132:0] storage [6:0];
+  reg [132:0] storage [14:0];
   initial begin
     storage[0] = 133'h0000000000000000000000000000000000;
     storage[1] = 133'h0000000000000000000000000000000000;
@@ -533,166 +810,228 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$20$0 , \port$933$0 , \po
     storage[4] = 133'h0000000000000000000000000000000000;
     storage[5] = 133'h0000000000000000000000000000000000;
     storage[6] = 133'h0000000000000000000000000000000000;
+    storage[7] = 133'h0000000000000000000000000000000000;
+    storage[8] = 133'h0000000000000000000000000000000000;
+    storage[9] = 133'h0000000000000000000000000000000000;
+    storage[10] = 133'h0000000000000000000000000000000000;
+    storage[11] = 133'h0000000000000000000000000000000000;
+    storage[12] = 133'h0000000000000000000000000000000000;
+    storage[13] = 133'h0000000000000000000000000000000000;
+    storage[14] = 133'h0000000000000000000000000000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$3722$0 , \port$3720$0 , \port$2759$0 , \port$1846$0 , \port$933$0 , \port$20$0  };
+      storage[w_port__addr] <= { \port$3346$0 , \port$3344$0 , \port$2427$0 , \port$1624$0 , \port$821$0 , \port$18$0  };
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h7;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr == 3'h6;
-  assign \$3  = w_port__addr + 1'h1;
-  assign \$4  = \$2  ? 4'h0 : \$3 ;
-  assign \$5  = r_rdy & r_en;
-  assign \$6  = r_port__addr == 3'h6;
-  assign \$7  = r_port__addr + 1'h1;
-  assign \$8  = \$6  ? 4'h0 : \$7 ;
-  assign \$9  = w_rdy & w_en;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = ~ \$10 ;
-  assign \$12  = \$9  & \$11 ;
-  assign \$13  = level + 1'h1;
-  assign \$14  = r_rdy & r_en;
-  assign \$15  = w_rdy & w_en;
-  assign \$16  = ~ \$15 ;
-  assign \$17  = \$14  & \$16 ;
-  assign \$18  = level - 1'h1;
+  reg [132:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
+    end
+  end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 4'hf;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 4'he;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 5'h00 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 4'he;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 5'h00 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
   always @(posedge clk)
-    w_port__addr <= \$19 ;
+    w_port__addr <= \$30 ;
   always @(posedge clk)
-    r_port__addr <= \$20 ;
+    r_port__addr <= \$31 ;
   always @(posedge clk)
-    level <= \$21 ;
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$19  = w_port__addr;
-    if (\$1 ) begin
-      \$19  = \$4 [2:0];
+    \$30  = w_port__addr;
+    if (\$3 ) begin
+      \$30  = \$6 [3:0];
     end
     if (rst) begin
-      \$19  = 3'h0;
+      \$30  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$20  = r_port__addr;
-    if (\$5 ) begin
-      \$20  = \$8 [2:0];
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [3:0];
     end
     if (rst) begin
-      \$20  = 3'h0;
+      \$31  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$21  = level;
-    if (\$12 ) begin
-      \$21  = \$13 [2:0];
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [3:0];
     end
-    if (\$17 ) begin
-      \$21  = \$18 [2:0];
+    if (\$25 ) begin
+      \$32  = \$26 [3:0];
     end
     if (rst) begin
-      \$21  = 3'h0;
+      \$32  = 4'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$3722$0 , \port$3720$0 , \port$2759$0 , \port$1846$0 , \port$933$0 , \port$20$0  };
-  assign w_data = { \port$3722$0 , \port$3720$0 , \port$2759$0 , \port$1846$0 , \port$933$0 , \port$20$0  };
+  assign w_port__data = { \port$3346$0 , \port$3344$0 , \port$2427$0 , \port$1624$0 , \port$821$0 , \port$18$0  };
+  assign w_data = { \port$3346$0 , \port$3344$0 , \port$2427$0 , \port$1624$0 , \port$821$0 , \port$18$0  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0 (rst, \result$28 , a, b, \port$3690$256 , clk);
+module \ace_alu_array_small.array.lane0 (rst, \result$56 , a, b, \port$3266$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
-  wire [32:0] \$1 ;
-  reg [1:0] \$10 ;
+  wire \$1 ;
+  wire \$10 ;
   reg [31:0] \$11 ;
-  reg \$12 ;
+  reg [31:0] \$12 ;
   reg [1:0] \$13 ;
-  reg [31:0] \$14 ;
-  reg \$15 ;
-  reg [1:0] \$16 ;
-  reg [31:0] \$17 ;
-  reg \$18 ;
-  reg [1:0] \$19 ;
+  reg [1:0] \$14 ;
+  reg [31:0] \$15 ;
+  reg \$16 ;
+  reg \$17 ;
+  reg [31:0] \$18 ;
+  reg \$19 ;
   wire \$2 ;
-  reg [31:0] \$20 ;
-  reg \$21 ;
-  reg [1:0] \$22 ;
-  wire [15:0] \$23 ;
-  wire [15:0] \$24 ;
+  reg \$20 ;
+  reg [31:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [31:0] \$24 ;
+  reg \$25 ;
+  reg \$26 ;
+  reg [31:0] \$27 ;
+  reg \$28 ;
+  reg \$29 ;
   wire \$3 ;
-  wire \$4 ;
+  reg [31:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
+  reg [31:0] \$33 ;
+  reg \$34 ;
+  reg \$35 ;
+  reg [31:0] \$36 ;
+  reg \$37 ;
+  reg \$38 ;
+  reg [31:0] \$39 ;
+  wire [31:0] \$4 ;
+  reg \$40 ;
+  reg \$41 ;
+  reg [31:0] \$42 ;
+  reg \$43 ;
+  reg \$44 ;
+  reg [31:0] \$45 ;
+  reg \$46 ;
+  reg \$47 ;
+  reg [31:0] \$48 ;
+  reg \$49 ;
   wire \$5 ;
-  wire \$6 ;
-  wire [31:0] \$7 ;
-  reg [31:0] \$8 ;
-  reg \$9 ;
+  reg \$50 ;
+  wire [15:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [32:0] \$6 ;
+  wire [32:0] \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  wire [31:0] \a$1 ;
-  wire [15:0] \a$10 ;
-  wire [31:0] \a$12 ;
-  wire [15:0] \a$4 ;
-  wire [15:0] \a$6 ;
-  wire [15:0] \a$8 ;
+  (* init = 32'd0 *)
+  wire [31:0] \a$49 ;
+  (* init = 32'd0 *)
+  wire [31:0] \a$52 ;
   input [31:0] b;
   wire [31:0] b;
-  wire [15:0] \b$11 ;
-  wire [31:0] \b$13 ;
-  wire [31:0] \b$3 ;
-  wire [15:0] \b$5 ;
-  wire [15:0] \b$7 ;
-  wire [15:0] \b$9 ;
+  (* init = 32'd0 *)
+  wire [31:0] \b$50 ;
+  (* init = 32'd0 *)
+  wire [31:0] \b$53 ;
   input clk;
   wire clk;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d0_dtype = 2'h0;
-  reg d0_fp_sum = 1'h0;
-  reg [31:0] d0_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d1_dtype = 2'h0;
+  reg d10_fp_sum = 1'h0;
+  reg d10_minmax = 1'h0;
+  reg [31:0] d10_simple = 32'd0;
+  reg d11_fp_sum = 1'h0;
+  reg d11_minmax = 1'h0;
+  reg [31:0] d11_simple = 32'd0;
+  reg d12_fp_sum = 1'h0;
+  reg d12_minmax = 1'h0;
+  reg [31:0] d12_simple = 32'd0;
   reg d1_fp_sum = 1'h0;
+  reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d2_dtype = 2'h0;
   reg d2_fp_sum = 1'h0;
+  reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d3_dtype = 2'h0;
   reg d3_fp_sum = 1'h0;
+  reg d3_minmax = 1'h0;
   reg [31:0] d3_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d4_dtype = 2'h0;
   reg d4_fp_sum = 1'h0;
+  reg d4_minmax = 1'h0;
   reg [31:0] d4_simple = 32'd0;
+  reg d5_fp_sum = 1'h0;
+  reg d5_minmax = 1'h0;
+  reg [31:0] d5_simple = 32'd0;
+  reg d6_fp_sum = 1'h0;
+  reg d6_minmax = 1'h0;
+  reg [31:0] d6_simple = 32'd0;
+  reg d7_fp_sum = 1'h0;
+  reg d7_minmax = 1'h0;
+  reg [31:0] d7_simple = 32'd0;
+  reg d8_fp_sum = 1'h0;
+  reg d8_minmax = 1'h0;
+  reg [31:0] d8_simple = 32'd0;
+  reg d9_fp_sum = 1'h0;
+  reg d9_minmax = 1'h0;
+  reg [31:0] d9_simple = 32'd0;
+  wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -704,8 +1043,15 @@ module \ace_alu_array_small.array.lane0 (rst, \result$28 , a, b, \port$3690$256 
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$15 ;
-  wire [31:0] fp_result;
+  (* init = 2'h0 *)
+  wire [1:0] \dtype$51 ;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  (* init = 2'h0 *)
+  wire [1:0] \dtype$54 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -714,240 +1060,433 @@ module \ace_alu_array_small.array.lane0 (rst, \result$28 , a, b, \port$3690$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$3690$256 ;
-  wire [3:0] \port$3690$256 ;
+  input [3:0] \port$3266$256 ;
+  wire [3:0] \port$3266$256 ;
   wire [31:0] result;
-  wire [15:0] \result$23 ;
-  wire [15:0] \result$24 ;
-  wire [15:0] \result$25 ;
-  wire [15:0] \result$26 ;
-  wire [31:0] \result$27 ;
-  output [31:0] \result$28 ;
-  wire [31:0] \result$28 ;
+  output [31:0] \result$56 ;
+  wire [31:0] \result$56 ;
+  wire [31:0] \result$57 ;
   input rst;
   wire rst;
-  reg [31:0] simple;
-  assign is_max = \port$3690$256 [1:0] == 1'h1;
-  assign \$1  = a + b;
-  assign \$2  = | \port$3690$256 [1:0];
-  assign \$3  = ~ \$2 ;
-  assign \$4  = | \port$3690$256 [3:2];
-  assign fp_sum = \$3  & \$4 ;
-  assign \$5  = d4_dtype == 1'h1;
-  assign \$6  = d4_dtype == 2'h2;
-  assign \$7  = \$6  ? { \result$26 , \result$25  } : { \result$24 , \result$23  };
-  assign fp_result = \$5  ? \result$27  : \$7 ;
-  assign \result$28  = d4_fp_sum ? fp_result : d4_simple;
+  reg [31:0] s0_a = 32'd0;
+  reg [31:0] s0_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s0_dtype = 2'h0;
+  (* enum_base_type = "ReduceOp" *)
+  (* enum_value_00 = "SUM" *)
+  (* enum_value_01 = "MAX" *)
+  (* enum_value_10 = "MIN" *)
+  (* enum_value_11 = "COPY" *)
+  reg [1:0] s0_op = 2'h0;
   always @(posedge clk)
-    d0_simple <= \$8 ;
+    d5_fp_sum <= \$28 ;
   always @(posedge clk)
-    d0_fp_sum <= \$9 ;
+    d5_minmax <= \$29 ;
   always @(posedge clk)
-    d0_dtype <= \$10 ;
+    d6_simple <= \$30 ;
   always @(posedge clk)
-    d1_simple <= \$11 ;
+    d6_fp_sum <= \$31 ;
   always @(posedge clk)
-    d1_fp_sum <= \$12 ;
+    d6_minmax <= \$32 ;
   always @(posedge clk)
-    d1_dtype <= \$13 ;
+    d7_simple <= \$33 ;
   always @(posedge clk)
-    d2_simple <= \$14 ;
+    d7_fp_sum <= \$34 ;
   always @(posedge clk)
-    d2_fp_sum <= \$15 ;
+    d7_minmax <= \$35 ;
   always @(posedge clk)
-    d2_dtype <= \$16 ;
+    d8_simple <= \$36 ;
   always @(posedge clk)
-    d3_simple <= \$17 ;
+    d8_fp_sum <= \$37 ;
   always @(posedge clk)
-    d3_fp_sum <= \$18 ;
+    d8_minmax <= \$38 ;
   always @(posedge clk)
-    d3_dtype <= \$19 ;
+    d9_simple <= \$39 ;
   always @(posedge clk)
-    d4_simple <= \$20 ;
+    d9_fp_sum <= \$40 ;
   always @(posedge clk)
-    d4_fp_sum <= \$21 ;
+    d9_minmax <= \$41 ;
   always @(posedge clk)
-    d4_dtype <= \$22 ;
-  \ace_alu_array_small.array.lane0.add_bf16_hi  add_bf16_hi (
-    .a(a[31:16]),
-    .b(b[31:16]),
+    d10_simple <= \$42 ;
+  always @(posedge clk)
+    d10_fp_sum <= \$43 ;
+  always @(posedge clk)
+    d10_minmax <= \$44 ;
+  always @(posedge clk)
+    d11_simple <= \$45 ;
+  always @(posedge clk)
+    d11_fp_sum <= \$46 ;
+  always @(posedge clk)
+    d11_minmax <= \$47 ;
+  always @(posedge clk)
+    d12_simple <= \$48 ;
+  always @(posedge clk)
+    d12_fp_sum <= \$49 ;
+  always @(posedge clk)
+    d12_minmax <= \$50 ;
+  assign \$1  = s0_op == 1'h1;
+  assign \$2  = s0_op == 2'h2;
+  assign \$3  = \$1  | \$2 ;
+  assign \$4  = d2_minmax ? { \$52 , \$51  } : d2_simple;
+  assign is_max = s0_op == 1'h1;
+  assign \$5  = s0_op == 2'h3;
+  assign \$6  = s0_a + s0_b;
+  assign \$7  = \$5  ? { 1'h0, s0_a } : \$6 ;
+  assign \$8  = | s0_op;
+  assign \$9  = ~ \$8 ;
+  assign \$10  = | s0_dtype;
+  assign fp_sum = \$9  & \$10 ;
+  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  always @(posedge clk)
+    s0_a <= \$11 ;
+  always @(posedge clk)
+    s0_b <= \$12 ;
+  always @(posedge clk)
+    s0_op <= \$13 ;
+  always @(posedge clk)
+    s0_dtype <= \$14 ;
+  always @(posedge clk)
+    d1_simple <= \$15 ;
+  always @(posedge clk)
+    d1_fp_sum <= \$16 ;
+  always @(posedge clk)
+    d1_minmax <= \$17 ;
+  always @(posedge clk)
+    d2_simple <= \$18 ;
+  always @(posedge clk)
+    d2_fp_sum <= \$19 ;
+  always @(posedge clk)
+    d2_minmax <= \$20 ;
+  always @(posedge clk)
+    d3_simple <= \$21 ;
+  always @(posedge clk)
+    d3_fp_sum <= \$22 ;
+  always @(posedge clk)
+    d3_minmax <= \$23 ;
+  always @(posedge clk)
+    d4_simple <= \$24 ;
+  always @(posedge clk)
+    d4_fp_sum <= \$25 ;
+  always @(posedge clk)
+    d4_minmax <= \$26 ;
+  always @(posedge clk)
+    d5_simple <= \$27 ;
+  \ace_alu_array_small.array.lane0.adder  adder (
+    .a(s0_a),
+    .b(s0_b),
     .clk(clk),
-    .result(\result$26 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane0.add_bf16_lo  add_bf16_lo (
-    .a(a[15:0]),
-    .b(b[15:0]),
-    .clk(clk),
-    .result(\result$25 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane0.add_fp16_hi  add_fp16_hi (
-    .a(a[31:16]),
-    .b(b[31:16]),
-    .clk(clk),
-    .result(\result$24 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane0.add_fp16_lo  add_fp16_lo (
-    .a(a[15:0]),
-    .b(b[15:0]),
-    .clk(clk),
-    .result(\result$23 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane0.add_fp32  add_fp32 (
-    .a(a),
-    .b(b),
-    .clk(clk),
-    .result(\result$27 ),
+    .dtype(s0_dtype),
+    .result(\result$57 ),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane0.minmax  minmax (
-    .a(a),
-    .b(b),
-    .dtype(\port$3690$256 [3:2]),
+    .a(s0_a),
+    .b(s0_b),
+    .clk(clk),
+    .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$917$0 (\$23 ),
-    .\port$918$0 (\$24 )
+    .\port$725$0 (\$51 ),
+    .\port$726$0 (\$52 ),
+    .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\port$3690$256 [1:0])
-      2'h0:
-          simple = \$1 [31:0];
-      2'h1, 2'h2:
-          simple = { \$24 , \$23  };
-      2'h3:
-          simple = a;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$8  = simple;
+    \$28  = d4_fp_sum;
     if (rst) begin
-      \$8  = 32'd0;
+      \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$9  = fp_sum;
+    \$29  = d4_minmax;
     if (rst) begin
-      \$9  = 1'h0;
+      \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$10  = \port$3690$256 [3:2];
+    \$30  = d5_simple;
     if (rst) begin
-      \$10  = 2'h0;
+      \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$11  = d0_simple;
+    \$31  = d5_fp_sum;
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$32  = d5_minmax;
+    if (rst) begin
+      \$32  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$33  = d6_simple;
+    if (rst) begin
+      \$33  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$34  = d6_fp_sum;
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$35  = d6_minmax;
+    if (rst) begin
+      \$35  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$36  = d7_simple;
+    if (rst) begin
+      \$36  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$37  = d7_fp_sum;
+    if (rst) begin
+      \$37  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$38  = d7_minmax;
+    if (rst) begin
+      \$38  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$39  = d8_simple;
+    if (rst) begin
+      \$39  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$40  = d8_fp_sum;
+    if (rst) begin
+      \$40  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$41  = d8_minmax;
+    if (rst) begin
+      \$41  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$42  = d9_simple;
+    if (rst) begin
+      \$42  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$43  = d9_fp_sum;
+    if (rst) begin
+      \$43  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$44  = d9_minmax;
+    if (rst) begin
+      \$44  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$45  = d10_simple;
+    if (rst) begin
+      \$45  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$46  = d10_fp_sum;
+    if (rst) begin
+      \$46  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$47  = d10_minmax;
+    if (rst) begin
+      \$47  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$48  = d11_simple;
+    if (rst) begin
+      \$48  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$49  = d11_fp_sum;
+    if (rst) begin
+      \$49  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$50  = d11_minmax;
+    if (rst) begin
+      \$50  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$11  = a;
     if (rst) begin
       \$11  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$12  = d0_fp_sum;
+    \$12  = b;
     if (rst) begin
-      \$12  = 1'h0;
+      \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$13  = d0_dtype;
+    \$13  = \port$3266$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$14  = d1_simple;
+    \$14  = \port$3266$256 [3:2];
     if (rst) begin
-      \$14  = 32'd0;
+      \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$15  = d1_fp_sum;
+    \$15  = \$7 [31:0];
     if (rst) begin
-      \$15  = 1'h0;
+      \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$16  = d1_dtype;
+    \$16  = fp_sum;
     if (rst) begin
-      \$16  = 2'h0;
+      \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$17  = d2_simple;
+    \$17  = \$3 ;
     if (rst) begin
-      \$17  = 32'd0;
+      \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$18  = d2_fp_sum;
+    \$18  = d1_simple;
     if (rst) begin
-      \$18  = 1'h0;
+      \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$19  = d2_dtype;
+    \$19  = d1_fp_sum;
     if (rst) begin
-      \$19  = 2'h0;
+      \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$20  = d3_simple;
+    \$20  = d1_minmax;
     if (rst) begin
-      \$20  = 32'd0;
+      \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$21  = d3_fp_sum;
+    \$21  = \$4 ;
     if (rst) begin
-      \$21  = 1'h0;
+      \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$22  = d3_dtype;
+    \$22  = d2_fp_sum;
     if (rst) begin
-      \$22  = 2'h0;
+      \$22  = 1'h0;
     end
   end
-  assign \a$1  = a;
-  assign \b$3  = b;
-  assign \a$4  = a[15:0];
-  assign \b$5  = b[15:0];
-  assign \a$6  = a[31:16];
-  assign \b$7  = b[31:16];
-  assign \a$8  = a[15:0];
-  assign \b$9  = b[15:0];
-  assign \a$10  = a[31:16];
-  assign \b$11  = b[31:16];
-  assign \a$12  = a;
-  assign \b$13  = b;
-  assign dtype = \port$3690$256 [3:2];
-  assign \dtype$15  = \port$3690$256 [3:2];
-  assign op = \port$3690$256 [1:0];
-  assign result = { \$24 , \$23  };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$23  = d2_minmax;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$24  = d3_simple;
+    if (rst) begin
+      \$24  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$25  = d3_fp_sum;
+    if (rst) begin
+      \$25  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$26  = d3_minmax;
+    if (rst) begin
+      \$26  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$27  = d4_simple;
+    if (rst) begin
+      \$27  = 32'd0;
+    end
+  end
+  assign op = \port$3266$256 [1:0];
+  assign dtype = \port$3266$256 [3:2];
+  assign direct = \$7 [31:0];
+  assign result = { \$52 , \$51  };
+  assign \a$49  = s0_a;
+  assign \b$50  = s0_b;
+  assign \dtype$51  = s0_dtype;
+  assign \a$52  = s0_a;
+  assign \b$53  = s0_b;
+  assign \dtype$54  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.add_bf16_hi (rst, a, b, result, clk);
+module \ace_alu_array_small.array.lane0.adder (rst, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -969,139 +1508,749 @@ module \ace_alu_array_small.array.lane0.add_bf16_hi (rst, a, b, result, clk);
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire \$117 ;
+  wire [10:0] \$117 ;
   wire \$118 ;
-  wire \$119 ;
+  wire [10:0] \$119 ;
   wire \$12 ;
-  wire \$120 ;
-  wire [10:0] \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
-  wire [12:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [8:0] \$127 ;
-  wire [9:0] \$128 ;
+  wire [8:0] \$120 ;
+  wire [8:0] \$121 ;
+  wire \$122 ;
+  wire [7:0] \$123 ;
+  wire \$124 ;
+  wire [7:0] \$125 ;
+  wire [8:0] \$126 ;
+  wire \$127 ;
+  wire [7:0] \$128 ;
   wire \$129 ;
   wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg [7:0] \$138 ;
-  reg [7:0] \$139 ;
+  wire [7:0] \$130 ;
+  wire [8:0] \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire [3:0] \$137 ;
+  wire [3:0] \$138 ;
+  wire \$139 ;
   wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [10:0] \$148 ;
-  reg \$149 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [11:0] \$152 ;
-  reg \$153 ;
-  reg [7:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [7:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [8:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
+  wire \$150 ;
+  wire [3:0] \$151 ;
+  wire [3:0] \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [7:0] \$16 ;
+  wire [4:0] \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire [7:0] \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire [3:0] \$177 ;
+  wire [3:0] \$178 ;
+  wire \$179 ;
   wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire \$19 ;
+  wire \$190 ;
+  wire [3:0] \$191 ;
+  wire [3:0] \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
+  wire [4:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire [7:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire [15:0] \$212 ;
+  wire [15:0] \$213 ;
+  wire [15:0] \$214 ;
+  wire [15:0] \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [15:0] \$221 ;
+  wire \$222 ;
+  wire [15:0] \$223 ;
+  wire [15:0] \$224 ;
+  wire [15:0] \$225 ;
+  wire \$226 ;
+  wire [15:0] \$227 ;
+  wire [15:0] \$228 ;
+  wire [15:0] \$229 ;
   wire \$23 ;
+  wire [15:0] \$230 ;
+  wire [15:0] \$231 ;
+  wire [15:0] \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire [15:0] \$235 ;
+  wire [15:0] \$236 ;
+  wire [15:0] \$237 ;
+  wire \$238 ;
+  wire [15:0] \$239 ;
   wire \$24 ;
+  wire [15:0] \$240 ;
+  wire [15:0] \$241 ;
+  wire \$242 ;
+  wire [15:0] \$243 ;
+  wire [15:0] \$244 ;
+  wire [15:0] \$245 ;
+  wire [15:0] \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
+  wire [15:0] \$250 ;
+  wire [15:0] \$251 ;
+  wire \$252 ;
+  wire [15:0] \$253 ;
+  wire [15:0] \$254 ;
+  wire [15:0] \$255 ;
+  wire \$256 ;
+  wire [15:0] \$257 ;
+  wire [15:0] \$258 ;
+  wire [15:0] \$259 ;
   wire \$26 ;
+  wire [15:0] \$260 ;
+  wire [15:0] \$261 ;
+  wire [15:0] \$262 ;
+  wire [15:0] \$263 ;
+  wire [15:0] \$264 ;
+  wire [15:0] \$265 ;
+  wire [15:0] \$266 ;
+  wire [15:0] \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire [15:0] \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire [15:0] \$284 ;
+  wire [15:0] \$285 ;
+  wire [15:0] \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
   wire \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire [15:0] \$294 ;
+  wire [15:0] \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire \$30 ;
-  wire \$31 ;
+  wire \$300 ;
+  wire [15:0] \$301 ;
+  wire [15:0] \$302 ;
+  wire [15:0] \$303 ;
+  wire \$304 ;
+  wire [15:0] \$305 ;
+  wire [15:0] \$306 ;
+  wire [15:0] \$307 ;
+  wire \$308 ;
+  wire [15:0] \$309 ;
+  wire [7:0] \$31 ;
+  wire [15:0] \$310 ;
+  wire [15:0] \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire [15:0] \$319 ;
   wire \$32 ;
+  wire [15:0] \$320 ;
+  wire [15:0] \$321 ;
+  wire \$322 ;
+  wire [15:0] \$323 ;
+  wire [15:0] \$324 ;
+  wire [15:0] \$325 ;
+  wire \$326 ;
+  wire [15:0] \$327 ;
+  wire [15:0] \$328 ;
+  wire [15:0] \$329 ;
   wire \$33 ;
-  wire [1:0] \$34 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire \$333 ;
+  wire [15:0] \$334 ;
+  wire [15:0] \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
+  wire \$34 ;
+  wire [15:0] \$340 ;
+  wire [15:0] \$341 ;
+  wire \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire [15:0] \$345 ;
+  wire [15:0] \$346 ;
+  wire [15:0] \$347 ;
+  wire \$348 ;
+  wire \$349 ;
   wire \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire [15:0] \$357 ;
+  wire \$358 ;
+  wire \$359 ;
   wire \$36 ;
+  wire \$360 ;
+  wire [15:0] \$361 ;
+  wire [15:0] \$362 ;
+  wire [15:0] \$363 ;
+  wire \$364 ;
+  wire [31:0] \$365 ;
+  wire [15:0] \$366 ;
+  wire [15:0] \$367 ;
+  wire [31:0] \$368 ;
+  wire [31:0] \$369 ;
   wire \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire [1:0] \$373 ;
+  wire [1:0] \$374 ;
+  wire [1:0] \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire [1:0] \$379 ;
   wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
+  wire [1:0] \$380 ;
+  wire [1:0] \$381 ;
+  wire \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire [1:0] \$385 ;
+  wire [1:0] \$386 ;
+  wire [1:0] \$387 ;
+  wire [1:0] \$388 ;
+  wire [1:0] \$389 ;
+  wire [7:0] \$39 ;
+  wire [1:0] \$390 ;
+  wire [1:0] \$391 ;
+  wire [1:0] \$392 ;
+  wire [1:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire \$399 ;
+  wire \$4 ;
   wire \$40 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire [1:0] \$403 ;
+  wire [1:0] \$404 ;
+  wire [1:0] \$405 ;
+  wire \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire [1:0] \$409 ;
   wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
+  wire [1:0] \$410 ;
+  wire [1:0] \$411 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire \$414 ;
+  wire [1:0] \$415 ;
+  wire [1:0] \$416 ;
+  wire [1:0] \$417 ;
+  wire \$418 ;
+  wire \$419 ;
+  wire \$42 ;
+  wire \$420 ;
+  wire [1:0] \$421 ;
+  wire [1:0] \$422 ;
+  wire [1:0] \$423 ;
+  wire [1:0] \$424 ;
+  wire [1:0] \$425 ;
+  wire [1:0] \$426 ;
+  wire [1:0] \$427 ;
+  wire [1:0] \$428 ;
+  wire [1:0] \$429 ;
+  wire \$43 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire \$432 ;
+  wire \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire [1:0] \$439 ;
   wire \$44 ;
+  wire [1:0] \$440 ;
+  wire [1:0] \$441 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
+  wire \$449 ;
   wire \$45 ;
+  wire \$450 ;
+  wire \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire \$459 ;
   wire \$46 ;
+  wire \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire \$468 ;
+  wire \$469 ;
   wire \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire [3:0] \$474 ;
+  wire [4:0] \$475 ;
+  wire \$476 ;
+  wire [3:0] \$477 ;
+  wire [4:0] \$478 ;
+  wire [15:0] \$479 ;
   wire \$48 ;
+  wire \$480 ;
+  wire [3:0] \$481 ;
+  wire [4:0] \$482 ;
+  wire [15:0] \$483 ;
+  wire [15:0] \$484 ;
+  wire \$485 ;
+  wire [3:0] \$486 ;
+  wire [4:0] \$487 ;
+  wire \$488 ;
+  wire \$489 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [3:0] \$490 ;
+  wire [4:0] \$491 ;
+  wire [15:0] \$492 ;
+  wire \$493 ;
+  wire [3:0] \$494 ;
+  wire [4:0] \$495 ;
+  wire \$496 ;
+  wire [15:0] \$497 ;
+  wire [15:0] \$498 ;
+  wire \$499 ;
+  wire [7:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
+  wire [3:0] \$500 ;
+  wire [4:0] \$501 ;
+  wire \$502 ;
+  wire [15:0] \$503 ;
+  wire [15:0] \$504 ;
+  wire [15:0] \$505 ;
+  wire \$506 ;
+  wire [3:0] \$507 ;
+  wire [4:0] \$508 ;
+  wire \$509 ;
+  wire [7:0] \$51 ;
+  wire [15:0] \$510 ;
+  wire [15:0] \$511 ;
+  wire [15:0] \$512 ;
+  wire \$513 ;
+  wire [3:0] \$514 ;
+  wire [4:0] \$515 ;
+  wire \$516 ;
+  wire [3:0] \$517 ;
+  wire [4:0] \$518 ;
+  wire [15:0] \$519 ;
   wire \$52 ;
+  wire [15:0] \$520 ;
+  wire [15:0] \$521 ;
+  wire [15:0] \$522 ;
+  wire [15:0] \$523 ;
+  wire [15:0] \$524 ;
+  wire [15:0] \$525 ;
+  wire \$526 ;
+  wire [15:0] \$527 ;
+  wire [15:0] \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
+  wire \$530 ;
+  wire [15:0] \$531 ;
+  wire \$532 ;
+  wire [15:0] \$533 ;
+  wire [15:0] \$534 ;
+  wire \$535 ;
+  wire [15:0] \$536 ;
+  wire [15:0] \$537 ;
+  wire [15:0] \$538 ;
+  wire \$539 ;
   wire \$54 ;
+  wire [15:0] \$540 ;
+  wire [15:0] \$541 ;
+  wire [15:0] \$542 ;
+  wire \$543 ;
+  wire [15:0] \$544 ;
+  wire \$545 ;
+  wire [15:0] \$546 ;
+  wire [15:0] \$547 ;
+  wire \$548 ;
+  wire [15:0] \$549 ;
   wire \$55 ;
+  wire [15:0] \$550 ;
+  wire [15:0] \$551 ;
+  wire \$552 ;
+  wire [15:0] \$553 ;
+  wire [15:0] \$554 ;
+  wire [15:0] \$555 ;
+  wire [15:0] \$556 ;
+  wire \$557 ;
+  wire [15:0] \$558 ;
+  wire \$559 ;
   wire \$56 ;
+  wire [15:0] \$560 ;
+  wire [15:0] \$561 ;
+  wire \$562 ;
+  wire [15:0] \$563 ;
+  wire [15:0] \$564 ;
+  wire [15:0] \$565 ;
+  wire \$566 ;
+  wire [15:0] \$567 ;
+  wire [15:0] \$568 ;
+  wire [15:0] \$569 ;
   wire \$57 ;
-  wire [1:0] \$58 ;
+  wire [15:0] \$570 ;
+  wire [9:0] \$571 ;
+  wire [10:0] \$572 ;
+  wire [9:0] \$573 ;
+  wire [10:0] \$574 ;
+  wire \$575 ;
+  wire [7:0] \$576 ;
+  wire \$577 ;
+  wire [4:0] \$578 ;
+  wire [7:0] \$579 ;
+  wire \$58 ;
+  wire [14:0] \$580 ;
+  wire \$581 ;
+  wire [4:0] \$582 ;
+  wire [7:0] \$583 ;
+  wire [14:0] \$584 ;
+  wire [30:0] \$585 ;
+  wire \$586 ;
+  wire \$587 ;
+  wire [7:0] \$588 ;
+  wire \$589 ;
   wire \$59 ;
+  wire [4:0] \$590 ;
+  wire [7:0] \$591 ;
+  wire [14:0] \$592 ;
+  wire \$593 ;
+  wire [4:0] \$594 ;
+  wire [7:0] \$595 ;
+  wire [14:0] \$596 ;
+  wire [30:0] \$597 ;
+  wire \$598 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
+  wire \$600 ;
+  wire \$601 ;
+  wire \$602 ;
+  wire \$603 ;
+  wire \$604 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
+  wire \$609 ;
   wire \$61 ;
-  wire \$62 ;
+  wire \$610 ;
+  wire \$611 ;
+  wire \$612 ;
+  wire \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire \$619 ;
+  wire [7:0] \$62 ;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire [14:0] \$624 ;
+  wire \$625 ;
+  wire [14:0] \$626 ;
+  wire \$627 ;
+  wire [15:0] \$628 ;
+  wire \$629 ;
   wire \$63 ;
+  wire \$630 ;
+  wire [14:0] \$631 ;
+  wire \$632 ;
+  wire [14:0] \$633 ;
+  wire \$634 ;
+  wire [15:0] \$635 ;
+  wire \$636 ;
+  wire \$637 ;
+  wire \$638 ;
+  wire \$639 ;
   wire \$64 ;
+  wire \$640 ;
+  wire \$641 ;
+  wire \$642 ;
+  wire \$643 ;
+  wire [15:0] \$644 ;
+  wire \$645 ;
+  wire \$646 ;
+  wire \$647 ;
+  wire \$648 ;
+  wire \$649 ;
   wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
+  wire \$650 ;
+  wire \$651 ;
+  wire [15:0] \$652 ;
+  wire [15:0] \$653 ;
+  wire \$654 ;
+  wire \$655 ;
+  wire \$656 ;
+  wire \$657 ;
+  wire \$658 ;
+  wire \$659 ;
+  wire \$66 ;
+  wire \$660 ;
+  wire [15:0] \$661 ;
+  wire \$662 ;
+  wire \$663 ;
+  wire \$664 ;
+  wire \$665 ;
+  wire [14:0] \$666 ;
+  wire \$667 ;
+  wire \$668 ;
+  wire \$669 ;
+  wire \$67 ;
+  wire \$670 ;
+  wire [14:0] \$671 ;
+  wire \$672 ;
+  wire \$673 ;
+  wire \$674 ;
+  wire \$675 ;
+  wire \$676 ;
+  wire \$677 ;
+  wire [14:0] \$678 ;
+  wire \$679 ;
   wire \$68 ;
-  wire [7:0] \$69 ;
+  wire \$680 ;
+  wire \$681 ;
+  wire \$682 ;
+  wire [14:0] \$683 ;
+  wire \$684 ;
+  wire \$685 ;
+  wire [34:0] \$686 ;
+  reg [1:0] \$687 ;
+  reg [1:0] \$688 ;
+  reg [1:0] \$689 ;
+  wire \$69 ;
+  reg [1:0] \$690 ;
+  reg [1:0] \$691 ;
+  reg [1:0] \$692 ;
+  reg [1:0] \$693 ;
+  reg [1:0] \$694 ;
+  reg [1:0] \$695 ;
+  reg [1:0] \$696 ;
+  reg [1:0] \$697 ;
+  reg [31:0] \$698 ;
+  reg [10:0] \$699 ;
   wire \$7 ;
-  wire [26:0] \$70 ;
+  wire \$70 ;
+  reg [10:0] \$700 ;
+  reg [31:0] \$701 ;
+  reg [10:0] \$702 ;
+  reg [10:0] \$703 ;
+  reg \$704 ;
+  reg \$705 ;
+  reg \$706 ;
+  reg [31:0] \$707 ;
+  reg [31:0] \$708 ;
+  reg [10:0] \$709 ;
   wire \$71 ;
+  reg [10:0] \$710 ;
+  reg \$711 ;
+  reg \$712 ;
+  reg [10:0] \$713 ;
+  reg [10:0] \$714 ;
+  reg [7:0] \$715 ;
+  reg [7:0] \$716 ;
+  reg [7:0] \$717 ;
+  reg [7:0] \$718 ;
+  reg [4:0] \$719 ;
   wire \$72 ;
-  wire [16:0] \$73 ;
+  reg \$720 ;
+  reg [13:0] \$721 ;
+  reg [4:0] \$722 ;
+  reg \$723 ;
+  reg [13:0] \$724 ;
+  reg [31:0] \$725 ;
+  reg [31:0] \$726 ;
+  reg [31:0] \$727 ;
+  reg \$728 ;
+  reg \$729 ;
+  wire \$73 ;
+  reg [13:0] \$730 ;
+  reg [13:0] \$731 ;
+  reg [4:0] \$732 ;
+  reg [4:0] \$733 ;
+  reg [31:0] \$734 ;
+  reg \$735 ;
+  reg \$736 ;
+  reg [13:0] \$737 ;
+  reg [13:0] \$738 ;
+  reg [32:0] \$739 ;
   wire \$74 ;
+  reg [32:0] \$740 ;
+  reg \$741 ;
+  reg [31:0] \$742 ;
+  reg [13:0] \$743 ;
+  reg [13:0] \$744 ;
+  reg [31:0] \$745 ;
+  reg [31:0] \$746 ;
+  reg [31:0] \$747 ;
+  reg [13:0] \$748 ;
+  reg [13:0] \$749 ;
   wire \$75 ;
+  reg [3:0] \$750 ;
+  reg [3:0] \$751 ;
+  reg \$752 ;
+  reg [13:0] \$753 ;
+  reg [13:0] \$754 ;
+  reg [31:0] \$755 ;
+  reg [4:0] \$756 ;
+  reg [4:0] \$757 ;
+  reg [13:0] \$758 ;
+  reg [13:0] \$759 ;
   wire \$76 ;
+  reg [31:0] \$760 ;
+  reg [32:0] \$761 ;
+  reg \$762 ;
+  reg \$763 ;
+  reg \$764 ;
+  reg \$765 ;
+  reg [15:0] \$766 ;
+  reg \$767 ;
+  reg \$768 ;
+  reg [15:0] \$769 ;
   wire [7:0] \$77 ;
-  wire [8:0] \$78 ;
-  wire [8:0] \$79 ;
+  reg \$770 ;
+  reg \$771 ;
+  reg \$772 ;
+  reg \$773 ;
+  reg [15:0] \$774 ;
+  reg [15:0] \$775 ;
+  reg [31:0] \$776 ;
+  reg [31:0] \$777 ;
+  wire \$78 ;
+  wire \$79 ;
   wire \$8 ;
-  wire [8:0] \$80 ;
+  wire \$80 ;
   wire \$81 ;
   wire \$82 ;
-  wire [7:0] \$83 ;
+  wire \$83 ;
   wire \$84 ;
-  wire \$85 ;
-  wire [7:0] \$86 ;
+  wire [7:0] \$85 ;
+  wire \$86 ;
   wire \$87 ;
   wire \$88 ;
   wire \$89 ;
@@ -1116,615 +2265,1986 @@ module \ace_alu_array_small.array.lane0.add_bf16_hi (rst, a, b, result, clk);
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [7:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [7:0] b_eff_exp;
+  input [31:0] a;
+  wire [31:0] a;
+  wire [7:0] a_hi_exp;
+  wire [15:0] a_hi_sig;
+  wire [7:0] a_lo_exp;
+  wire [15:0] a_lo_sig;
+  wire [31:0] a_sig;
+  input [31:0] b;
+  wire [31:0] b;
+  wire [7:0] b_hi_exp;
+  wire [15:0] b_hi_sig;
+  wire [7:0] b_lo_exp;
+  wire [15:0] b_lo_sig;
+  wire [31:0] b_sig;
   input clk;
   wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  input [1:0] dtype;
+  wire [1:0] dtype;
+  output [31:0] result;
+  reg [31:0] result = 32'd0;
   input rst;
   wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [7:0] s1_mx = 8'h00;
-  reg [7:0] s1_my = 8'h00;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [21:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [10:0] s2_x = 11'h000;
-  reg [10:0] s2_y = 11'h000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [11:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [11:0] s3_sum = 12'h000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [7:0] s4_sig = 8'h00;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:7];
-  assign a_eff_exp = \$1  ? a[14:7] : 8'h01;
-  assign \$2  = | b[14:7];
-  assign b_eff_exp = \$2  ? b[14:7] : 8'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'hb;
-  assign \$4  = \$3  ? 8'h0b : s1_d;
-  assign s1_wide = { s1_my, 14'h0000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[11];
-  assign \$6  = ~ s3_sum[10];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[9];
-  assign \$9  = ~ s3_sum[8];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[7];
-  assign \$13  = ~ s3_sum[6];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[5];
-  assign \$16  = ~ s3_sum[4];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[3];
-  assign \$21  = ~ s3_sum[2];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[1];
-  assign \$24  = ~ s3_sum[0];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$35  = ~ s3_sum[3];
-  assign \$36  = ~ s3_sum[2];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[1];
-  assign \$39  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[3];
-  assign \$41  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? 3'h4 : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[11];
-  assign \$45  = ~ s3_sum[10];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[9];
-  assign \$48  = ~ s3_sum[8];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[7];
-  assign \$52  = ~ s3_sum[6];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[5];
-  assign \$55  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[7];
-  assign \$57  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[11];
-  assign \$60  = ~ s3_sum[10];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[9];
-  assign \$63  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[11];
-  assign \$65  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 4'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[7] ? s4_exp : 9'h000;
-  assign \$73  = { s4_exp_field, s4_sig[6:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:7] >= 8'hff;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:7];
-  assign \$82  = | a[14:7];
-  assign \$83  = s0_swap ? { \$81 , b[6:0] } : { \$82 , a[6:0] };
-  assign \$84  = | a[14:7];
-  assign \$85  = | b[14:7];
-  assign \$86  = s0_swap ? { \$84 , a[6:0] } : { \$85 , b[6:0] };
-  assign \$87  = a[14:7] == 8'hff;
-  assign \$88  = | a[6:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:7] == 8'hff;
-  assign \$91  = | b[6:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:7] == 8'hff;
-  assign \$95  = | a[6:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:7] == 8'hff;
-  assign \$99  = | b[6:0];
+  wire [33:0] s10_chain;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s10_dtype = 2'h0;
+  reg s10_forced_hi = 1'h0;
+  reg s10_forced_lo = 1'h0;
+  reg s10_inc_hi = 1'h0;
+  reg s10_inc_lo = 1'h0;
+  reg [32:0] s10_packed = 33'h000000000;
+  reg s10_sign_hi = 1'h0;
+  reg s10_sign_lo = 1'h0;
+  reg [15:0] s10_special_hi = 16'h0000;
+  reg [15:0] s10_special_lo = 16'h0000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s11_dtype = 2'h0;
+  reg s11_forced_hi = 1'h0;
+  reg s11_forced_lo = 1'h0;
+  reg [31:0] s11_rounded = 32'd0;
+  reg s11_sign_hi = 1'h0;
+  reg s11_sign_lo = 1'h0;
+  reg [15:0] s11_special_hi = 16'h0000;
+  reg [15:0] s11_special_lo = 16'h0000;
+  reg [10:0] s1_a_hi = 11'h000;
+  wire [7:0] \s1_a_hi.exp ;
+  wire \s1_a_hi.inf ;
+  wire \s1_a_hi.nan ;
+  wire \s1_a_hi.sign ;
+  reg [10:0] s1_a_lo = 11'h000;
+  wire [7:0] \s1_a_lo.exp ;
+  wire \s1_a_lo.inf ;
+  wire \s1_a_lo.nan ;
+  wire \s1_a_lo.sign ;
+  reg [10:0] s1_b_hi = 11'h000;
+  wire [7:0] \s1_b_hi.exp ;
+  wire \s1_b_hi.inf ;
+  wire \s1_b_hi.nan ;
+  wire \s1_b_hi.sign ;
+  reg [10:0] s1_b_lo = 11'h000;
+  wire [7:0] \s1_b_lo.exp ;
+  wire \s1_b_lo.inf ;
+  wire \s1_b_lo.nan ;
+  wire \s1_b_lo.sign ;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s1_dtype = 2'h0;
+  reg s1_eq_hi = 1'h0;
+  reg s1_gt_hi = 1'h0;
+  reg s1_gt_lo = 1'h0;
+  reg [31:0] s1_sig_a = 32'd0;
+  reg [31:0] s1_sig_b = 32'd0;
+  reg [10:0] s2_a_hi = 11'h000;
+  wire [7:0] \s2_a_hi.exp ;
+  wire \s2_a_hi.inf ;
+  wire \s2_a_hi.nan ;
+  wire \s2_a_hi.sign ;
+  reg [10:0] s2_a_lo = 11'h000;
+  wire [7:0] \s2_a_lo.exp ;
+  wire \s2_a_lo.inf ;
+  wire \s2_a_lo.nan ;
+  wire \s2_a_lo.sign ;
+  reg [10:0] s2_b_hi = 11'h000;
+  wire [7:0] \s2_b_hi.exp ;
+  wire \s2_b_hi.inf ;
+  wire \s2_b_hi.nan ;
+  wire \s2_b_hi.sign ;
+  reg [10:0] s2_b_lo = 11'h000;
+  wire [7:0] \s2_b_lo.exp ;
+  wire \s2_b_lo.inf ;
+  wire \s2_b_lo.nan ;
+  wire \s2_b_lo.sign ;
+  reg [7:0] s2_d_ab_hi = 8'h00;
+  reg [7:0] s2_d_ab_lo = 8'h00;
+  reg [7:0] s2_d_ba_hi = 8'h00;
+  reg [7:0] s2_d_ba_lo = 8'h00;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s2_dtype = 2'h0;
+  reg [31:0] s2_sig_a = 32'd0;
+  reg [31:0] s2_sig_b = 32'd0;
+  reg s2_swap_hi = 1'h0;
+  reg s2_swap_lo = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s3_dtype = 2'h0;
+  reg [4:0] s3_shift_hi = 5'h00;
+  reg [4:0] s3_shift_lo = 5'h00;
+  reg [13:0] s3_slot_hi = 14'h0000;
+  wire \s3_slot_hi.both_neg ;
+  wire [8:0] \s3_slot_hi.exp ;
+  wire \s3_slot_hi.inf ;
+  wire \s3_slot_hi.inf_sign ;
+  wire \s3_slot_hi.nan ;
+  wire \s3_slot_hi.sign ;
+  reg [13:0] s3_slot_lo = 14'h0000;
+  wire \s3_slot_lo.both_neg ;
+  wire [8:0] \s3_slot_lo.exp ;
+  wire \s3_slot_lo.inf ;
+  wire \s3_slot_lo.inf_sign ;
+  wire \s3_slot_lo.nan ;
+  wire \s3_slot_lo.sign ;
+  reg s3_sub_hi = 1'h0;
+  reg s3_sub_lo = 1'h0;
+  reg [31:0] s3_x = 32'd0;
+  reg [31:0] s3_y = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s4_dtype = 2'h0;
+  reg [4:0] s4_shift_hi = 5'h00;
+  reg [4:0] s4_shift_lo = 5'h00;
+  reg [13:0] s4_slot_hi = 14'h0000;
+  wire \s4_slot_hi.both_neg ;
+  wire [8:0] \s4_slot_hi.exp ;
+  wire \s4_slot_hi.inf ;
+  wire \s4_slot_hi.inf_sign ;
+  wire \s4_slot_hi.nan ;
+  wire \s4_slot_hi.sign ;
+  reg [13:0] s4_slot_lo = 14'h0000;
+  wire \s4_slot_lo.both_neg ;
+  wire [8:0] \s4_slot_lo.exp ;
+  wire \s4_slot_lo.inf ;
+  wire \s4_slot_lo.inf_sign ;
+  wire \s4_slot_lo.nan ;
+  wire \s4_slot_lo.sign ;
+  reg s4_sticky_hi = 1'h0;
+  reg s4_sticky_lo = 1'h0;
+  reg s4_sub_hi = 1'h0;
+  reg s4_sub_lo = 1'h0;
+  reg [31:0] s4_x = 32'd0;
+  reg [31:0] s4_y = 32'd0;
+  reg s5_carry_in = 1'h0;
+  wire [33:0] s5_chain;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s5_dtype = 2'h0;
+  reg [31:0] s5_sentinel = 32'd0;
+  reg [13:0] s5_slot_hi = 14'h0000;
+  wire \s5_slot_hi.both_neg ;
+  wire [8:0] \s5_slot_hi.exp ;
+  wire \s5_slot_hi.inf ;
+  wire \s5_slot_hi.inf_sign ;
+  wire \s5_slot_hi.nan ;
+  wire \s5_slot_hi.sign ;
+  reg [13:0] s5_slot_lo = 14'h0000;
+  wire \s5_slot_lo.both_neg ;
+  wire [8:0] \s5_slot_lo.exp ;
+  wire \s5_slot_lo.inf ;
+  wire \s5_slot_lo.inf_sign ;
+  wire \s5_slot_lo.nan ;
+  wire \s5_slot_lo.sign ;
+  reg [32:0] s5_x = 33'h000000000;
+  reg [32:0] s5_y = 33'h000000000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s6_dtype = 2'h0;
+  reg [31:0] s6_marked = 32'd0;
+  reg [13:0] s6_slot_hi = 14'h0000;
+  wire \s6_slot_hi.both_neg ;
+  wire [8:0] \s6_slot_hi.exp ;
+  wire \s6_slot_hi.inf ;
+  wire \s6_slot_hi.inf_sign ;
+  wire \s6_slot_hi.nan ;
+  wire \s6_slot_hi.sign ;
+  reg [13:0] s6_slot_lo = 14'h0000;
+  wire \s6_slot_lo.both_neg ;
+  wire [8:0] \s6_slot_lo.exp ;
+  wire \s6_slot_lo.inf ;
+  wire \s6_slot_lo.inf_sign ;
+  wire \s6_slot_lo.nan ;
+  wire \s6_slot_lo.sign ;
+  reg [31:0] s6_sum = 32'd0;
+  reg [3:0] s7_count_hi = 4'h0;
+  reg [3:0] s7_count_lo = 4'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s7_dtype = 2'h0;
+  reg [13:0] s7_slot_hi = 14'h0000;
+  wire \s7_slot_hi.both_neg ;
+  wire [8:0] \s7_slot_hi.exp ;
+  wire \s7_slot_hi.inf ;
+  wire \s7_slot_hi.inf_sign ;
+  wire \s7_slot_hi.nan ;
+  wire \s7_slot_hi.sign ;
+  reg [13:0] s7_slot_lo = 14'h0000;
+  wire \s7_slot_lo.both_neg ;
+  wire [8:0] \s7_slot_lo.exp ;
+  wire \s7_slot_lo.inf ;
+  wire \s7_slot_lo.inf_sign ;
+  wire \s7_slot_lo.nan ;
+  wire \s7_slot_lo.sign ;
+  reg [31:0] s7_sum = 32'd0;
+  reg s7_zero_hi = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s8_dtype = 2'h0;
+  reg [4:0] s8_shift_hi = 5'h00;
+  reg [4:0] s8_shift_lo = 5'h00;
+  reg [13:0] s8_slot_hi = 14'h0000;
+  wire \s8_slot_hi.both_neg ;
+  wire [8:0] \s8_slot_hi.exp ;
+  wire \s8_slot_hi.inf ;
+  wire \s8_slot_hi.inf_sign ;
+  wire \s8_slot_hi.nan ;
+  wire \s8_slot_hi.sign ;
+  reg [13:0] s8_slot_lo = 14'h0000;
+  wire \s8_slot_lo.both_neg ;
+  wire [8:0] \s8_slot_lo.exp ;
+  wire \s8_slot_lo.inf ;
+  wire \s8_slot_lo.inf_sign ;
+  wire \s8_slot_lo.nan ;
+  wire \s8_slot_lo.sign ;
+  reg [31:0] s8_sum = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s9_dtype = 2'h0;
+  reg [13:0] s9_slot_hi = 14'h0000;
+  wire \s9_slot_hi.both_neg ;
+  wire [8:0] \s9_slot_hi.exp ;
+  wire \s9_slot_hi.inf ;
+  wire \s9_slot_hi.inf_sign ;
+  wire \s9_slot_hi.nan ;
+  wire \s9_slot_hi.sign ;
+  reg [13:0] s9_slot_lo = 14'h0000;
+  wire \s9_slot_lo.both_neg ;
+  wire [8:0] \s9_slot_lo.exp ;
+  wire \s9_slot_lo.inf ;
+  wire \s9_slot_lo.inf_sign ;
+  wire \s9_slot_lo.nan ;
+  wire \s9_slot_lo.sign ;
+  reg [31:0] s9_sum = 32'd0;
+  assign \$223  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$224  = s3_shift_lo[4] ? \$223  : s3_y[15:0];
+  assign \$225  = s3_dtype[1] ? { 8'h00, \$224 [15:8] } : { \$221 [7:0], \$220 [15:8] };
+  assign \$226  = ~ s3_dtype[1];
+  assign \$227  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$228  = s3_shift_lo[4] ? \$227  : s3_y[15:0];
+  assign \$229  = s3_shift_lo[3] ? \$225  : \$228 ;
+  assign \$230  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$231  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$232  = s3_shift_hi[3] ? { 8'h00, \$230 [15:8] } : \$231 ;
+  assign \$233  = ~ s3_dtype[1];
+  assign \$234  = ~ s3_dtype[1];
+  assign \$235  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$236  = s3_shift_lo[4] ? \$235  : s3_y[15:0];
+  assign \$237  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$238  = ~ s3_dtype[1];
+  assign \$239  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$240  = s3_shift_lo[4] ? \$239  : s3_y[15:0];
+  assign \$241  = s3_dtype[1] ? { 8'h00, \$240 [15:8] } : { \$237 [7:0], \$236 [15:8] };
+  assign \$242  = ~ s3_dtype[1];
+  assign \$243  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$244  = s3_shift_lo[4] ? \$243  : s3_y[15:0];
+  assign \$245  = s3_shift_lo[3] ? \$241  : \$244 ;
+  assign \$246  = s3_dtype[1] ? { 4'h0, \$245 [15:4] } : { \$232 [3:0], \$229 [15:4] };
+  assign \$247  = ~ s3_dtype[1];
+  assign \$248  = ~ s3_dtype[1];
+  assign \$249  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$250  = s3_shift_lo[4] ? \$249  : s3_y[15:0];
+  assign \$251  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$252  = ~ s3_dtype[1];
+  assign \$253  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$254  = s3_shift_lo[4] ? \$253  : s3_y[15:0];
+  assign \$255  = s3_dtype[1] ? { 8'h00, \$254 [15:8] } : { \$251 [7:0], \$250 [15:8] };
+  assign \$256  = ~ s3_dtype[1];
+  assign \$257  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$258  = s3_shift_lo[4] ? \$257  : s3_y[15:0];
+  assign \$259  = s3_shift_lo[3] ? \$255  : \$258 ;
+  assign \$260  = s3_shift_lo[2] ? \$246  : \$259 ;
+  assign \$261  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$262  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$263  = s3_shift_hi[3] ? { 8'h00, \$261 [15:8] } : \$262 ;
+  assign \$264  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$265  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$266  = s3_shift_hi[3] ? { 8'h00, \$264 [15:8] } : \$265 ;
+  assign \$267  = s3_shift_hi[2] ? { 4'h0, \$263 [15:4] } : \$266 ;
+  assign \$268  = ~ s3_dtype[1];
+  assign \$270  = s3_shift_hi[4] & \$269 ;
+  assign \$271  = | s3_y[31:16];
+  assign \$272  = \$270  & \$271 ;
+  assign \$274  = ~ s3_dtype[1];
+  assign \$276  = s3_shift_hi[3] & \$275 ;
+  assign \$277  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$278  = | \$277 [7:0];
+  assign \$279  = \$276  & \$278 ;
+  assign \$280  = \$273  | \$279 ;
+  assign \$281  = ~ s3_dtype[1];
+  assign \$283  = s3_shift_hi[2] & \$282 ;
+  assign \$284  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$285  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$286  = s3_shift_hi[3] ? { 8'h00, \$284 [15:8] } : \$285 ;
+  assign \$287  = | \$286 [3:0];
+  assign \$288  = \$283  & \$287 ;
+  assign \$289  = \$280  | \$288 ;
+  assign \$290  = | s3_y[15:0];
+  assign \$291  = s3_shift_lo[4] & \$290 ;
+  assign \$293  = ~ s3_dtype[1];
+  assign \$294  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$295  = s3_shift_lo[4] ? \$294  : s3_y[15:0];
+  assign \$296  = | \$295 [7:0];
+  assign \$297  = s3_shift_lo[3] & \$296 ;
+  assign \$298  = \$292  | \$297 ;
+  assign \$299  = ~ s3_dtype[1];
+  assign \$300  = ~ s3_dtype[1];
+  assign \$301  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$302  = s3_shift_lo[4] ? \$301  : s3_y[15:0];
+  assign \$303  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$304  = ~ s3_dtype[1];
+  assign \$305  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$306  = s3_shift_lo[4] ? \$305  : s3_y[15:0];
+  assign \$307  = s3_dtype[1] ? { 8'h00, \$306 [15:8] } : { \$303 [7:0], \$302 [15:8] };
+  assign \$308  = ~ s3_dtype[1];
+  assign \$309  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$310  = s3_shift_lo[4] ? \$309  : s3_y[15:0];
+  assign \$311  = s3_shift_lo[3] ? \$307  : \$310 ;
+  assign \$312  = | \$311 [3:0];
+  assign \$313  = s3_shift_lo[2] & \$312 ;
+  assign \$314  = \$298  | \$313 ;
+  assign \$315  = ~ s4_dtype[1];
+  assign \$316  = \$315  | s4_sub_hi;
+  assign \$317  = ~ s4_dtype[1];
+  assign \$318  = ~ s4_dtype[1];
+  assign \$319  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$320  = s4_shift_lo[1] ? \$319  : s4_y[15:0];
+  assign \$321  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$322  = ~ s4_dtype[1];
+  assign \$323  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$324  = s4_shift_lo[1] ? \$323  : s4_y[15:0];
+  assign \$325  = s4_dtype[1] ? { 1'h0, \$324 [15:1] } : { \$321 [0], \$320 [15:1] };
+  assign \$326  = ~ s4_dtype[1];
+  assign \$327  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$328  = s4_shift_lo[1] ? \$327  : s4_y[15:0];
+  assign \$329  = s4_shift_lo[0] ? \$325  : \$328 ;
+  assign \$330  = | s4_y[1:0];
+  assign \$331  = s4_shift_lo[1] & \$330 ;
+  assign \$332  = s4_sticky_lo | \$331 ;
+  assign \$333  = ~ s4_dtype[1];
+  assign \$334  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$335  = s4_shift_lo[1] ? \$334  : s4_y[15:0];
+  assign \$337  = s4_shift_lo[0] & \$336 ;
+  assign \$338  = \$332  | \$337 ;
+  assign \$339  = \$329  | { 15'h0000, \$338  };
+  assign \$340  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$341  = \$339  ^ \$340 ;
+  assign \$342  = ~ s4_dtype[1];
+  assign \$344  = \$343  & s4_sub_hi;
+  assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$346  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$347  = s4_shift_hi[0] ? { 1'h0, \$345 [15:1] } : \$346 ;
+  assign \$348  = ~ s4_dtype[1];
+  assign \$350  = s4_shift_hi[1] & \$349 ;
+  assign \$351  = | s4_y[17:16];
+  assign \$352  = \$350  & \$351 ;
+  assign \$353  = s4_sticky_hi | \$352 ;
+  assign \$354  = ~ s4_dtype[1];
+  assign \$356  = s4_shift_hi[0] & \$355 ;
+  assign \$357  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$359  = \$356  & \$358 ;
+  assign \$360  = \$353  | \$359 ;
+  assign \$361  = \$347  | { 15'h0000, \$360  };
+  assign \$362  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$363  = \$361  ^ \$362 ;
+  assign \$364  = ~ s4_dtype[1];
+  assign \$365  = 32'd2147483648 >> s4_slot_hi[10:2];
+  assign \$366  = 16'h8000 >> s4_slot_lo[10:2];
+  assign \$367  = 16'h8000 >> s4_slot_hi[10:2];
+  assign \$368  = s4_dtype[1] ? { \$367 , \$366  } : \$365 ;
+  assign \$369  = { \$686 [33:18], \$686 [16:1] } | s5_sentinel;
+  assign \$370  = | s6_marked[31:28];
+  assign \$371  = ~ \$370 ;
+  assign \$373  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$374  = s6_marked[30] ? 2'h1 : \$373 ;
+  assign \$375  = s6_marked[31] ? 2'h0 : \$374 ;
+  assign \$376  = | s6_marked[27:24];
+  assign \$377  = ~ \$376 ;
+  assign \$379  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$380  = s6_marked[26] ? 2'h1 : \$379 ;
+  assign \$381  = s6_marked[27] ? 2'h0 : \$380 ;
+  assign \$382  = | s6_marked[23:20];
+  assign \$383  = ~ \$382 ;
+  assign \$385  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$386  = s6_marked[22] ? 2'h1 : \$385 ;
+  assign \$387  = s6_marked[23] ? 2'h0 : \$386 ;
+  assign \$388  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$389  = s6_marked[18] ? 2'h1 : \$388 ;
+  assign \$390  = s6_marked[19] ? 2'h0 : \$389 ;
+  assign \$391  = \$384  ? \$387  : \$390 ;
+  assign \$392  = \$378  ? \$381  : \$391 ;
+  assign \$393  = \$372  ? \$375  : \$392 ;
+  assign \$394  = | s6_marked[31:28];
+  assign \$395  = ~ \$394 ;
+  assign \$397  = | s6_marked[27:24];
+  assign \$398  = ~ \$397 ;
+  assign \$400  = | s6_marked[23:20];
+  assign \$401  = ~ \$400 ;
+  assign \$403  = \$402  ? 2'h2 : 2'h3;
+  assign \$404  = \$399  ? 2'h1 : \$403 ;
+  assign \$405  = \$396  ? 2'h0 : \$404 ;
+  assign \$406  = | s6_marked[15:12];
+  assign \$407  = ~ \$406 ;
+  assign \$409  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$410  = s6_marked[14] ? 2'h1 : \$409 ;
+  assign \$411  = s6_marked[15] ? 2'h0 : \$410 ;
+  assign \$412  = | s6_marked[11:8];
+  assign \$413  = ~ \$412 ;
+  assign \$415  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$416  = s6_marked[10] ? 2'h1 : \$415 ;
+  assign \$417  = s6_marked[11] ? 2'h0 : \$416 ;
+  assign \$418  = | s6_marked[7:4];
+  assign \$419  = ~ \$418 ;
+  assign \$421  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$422  = s6_marked[6] ? 2'h1 : \$421 ;
+  assign \$423  = s6_marked[7] ? 2'h0 : \$422 ;
+  assign \$424  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$425  = s6_marked[2] ? 2'h1 : \$424 ;
+  assign \$426  = s6_marked[3] ? 2'h0 : \$425 ;
+  assign \$427  = \$420  ? \$423  : \$426 ;
+  assign \$428  = \$414  ? \$417  : \$427 ;
+  assign \$429  = \$408  ? \$411  : \$428 ;
+  assign \$430  = | s6_marked[15:12];
+  assign \$431  = ~ \$430 ;
+  assign \$433  = | s6_marked[11:8];
+  assign \$434  = ~ \$433 ;
+  assign \$436  = | s6_marked[7:4];
+  assign \$437  = ~ \$436 ;
+  assign \$439  = \$438  ? 2'h2 : 2'h3;
+  assign \$440  = \$435  ? 2'h1 : \$439 ;
+  assign \$441  = \$432  ? 2'h0 : \$440 ;
+  assign \$442  = | s6_marked[19:16];
+  assign \$443  = ~ \$442 ;
+  assign \$444  = | s6_marked[23:20];
+  assign \$445  = ~ \$444 ;
+  assign \$446  = \$443  & \$445 ;
+  assign \$447  = | s6_marked[27:24];
+  assign \$448  = ~ \$447 ;
+  assign \$449  = \$446  & \$448 ;
+  assign \$450  = | s6_marked[31:28];
+  assign \$451  = ~ \$450 ;
+  assign \$452  = \$449  & \$451 ;
+  assign \$453  = ~ s6_dtype[1];
+  assign \$454  = | s6_sum[31:16];
+  assign \$455  = ~ \$454 ;
+  assign \$456  = | s6_sum[15:0];
+  assign \$457  = ~ \$456 ;
+  assign \$458  = \$455  & \$457 ;
+  assign \$459  = | s6_sum[31:16];
+  assign \$460  = ~ \$459 ;
+  assign \$461  = s6_dtype[1] ? \$460  : \$458 ;
+  assign \$462  = \$461  ? s6_slot_hi[1] : s6_slot_hi[0];
+  assign \$463  = ~ s6_dtype[1];
+  assign \$464  = | s6_sum[31:16];
+  assign \$465  = ~ \$464 ;
+  assign \$466  = | s6_sum[15:0];
+  assign \$467  = ~ \$466 ;
+  assign \$468  = \$465  & \$467 ;
+  assign \$469  = | s6_sum[15:0];
+  assign \$470  = ~ \$469 ;
+  assign \$471  = s6_dtype[1] ? \$470  : \$468 ;
+  assign \$472  = \$471  ? s6_slot_lo[1] : s6_slot_lo[0];
+  assign \$473  = ~ s7_dtype[1];
+  assign \$474  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$475  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$474  };
+  assign \$476  = ~ s7_dtype[1];
+  assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
+  assign \$479  = \$478 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$480  = ~ s7_dtype[1];
+  assign \$481  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$482  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$481  };
+  assign \$483  = \$482 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$484  = \$475 [3] ? { \$479 [7:0], 8'h00 } : \$483 ;
+  assign \$485  = ~ s7_dtype[1];
+  assign \$486  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$487  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$486  };
+  assign \$488  = ~ s7_dtype[1];
+  assign \$489  = ~ s7_dtype[1];
+  assign \$490  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$491  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$490  };
+  assign \$492  = \$491 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$493  = ~ s7_dtype[1];
+  assign \$494  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$495  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$494  };
+  assign \$496  = ~ s7_dtype[1];
+  assign \$497  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$498  = \$495 [4] ? \$497  : s7_sum[31:16];
+  assign \$499  = ~ s7_dtype[1];
+  assign \$500  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$501  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$500  };
+  assign \$502  = ~ s7_dtype[1];
+  assign \$503  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$504  = \$501 [4] ? \$503  : s7_sum[31:16];
+  assign \$505  = s7_dtype[1] ? { \$504 [7:0], 8'h00 } : { \$498 [7:0], \$492 [15:8] };
+  assign \$506  = ~ s7_dtype[1];
+  assign \$507  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$508  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$507  };
+  assign \$509  = ~ s7_dtype[1];
+  assign \$510  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$511  = \$508 [4] ? \$510  : s7_sum[31:16];
+  assign \$512  = \$487 [3] ? \$505  : \$511 ;
+  assign \$513  = ~ s7_dtype[1];
+  assign \$514  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$515  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$514  };
+  assign \$516  = ~ s7_dtype[1];
+  assign \$517  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$518  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$517  };
+  assign \$519  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$520  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$521  = s8_shift_lo[1] ? { \$519 [13:0], 2'h0 } : \$520 ;
+  assign \$522  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$523  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$524  = s8_shift_lo[1] ? { \$522 [13:0], 2'h0 } : \$523 ;
+  assign \$525  = s8_shift_lo[0] ? { \$521 [14:0], 1'h0 } : \$524 ;
+  assign \$526  = ~ s8_dtype[1];
+  assign \$527  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$529  = s8_shift_lo[1] ? { \$527 [13:0], 2'h0 } : \$528 ;
+  assign \$530  = ~ s8_dtype[1];
+  assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$532  = ~ s8_dtype[1];
+  assign \$533  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$534  = s8_shift_hi[2] ? \$533  : s8_sum[31:16];
+  assign \$535  = ~ s8_dtype[1];
+  assign \$536  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$537  = s8_shift_hi[2] ? \$536  : s8_sum[31:16];
+  assign \$538  = s8_dtype[1] ? { \$537 [13:0], 2'h0 } : { \$534 [13:0], \$531 [15:14] };
+  assign \$539  = ~ s8_dtype[1];
+  assign \$540  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$541  = s8_shift_hi[2] ? \$540  : s8_sum[31:16];
+  assign \$542  = s8_shift_hi[1] ? \$538  : \$541 ;
+  assign \$543  = ~ s8_dtype[1];
+  assign \$544  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$545  = ~ s8_dtype[1];
+  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
+  assign \$548  = ~ s8_dtype[1];
+  assign \$549  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$550  = s8_shift_hi[2] ? \$549  : s8_sum[31:16];
+  assign \$551  = s8_dtype[1] ? { \$550 [13:0], 2'h0 } : { \$547 [13:0], \$544 [15:14] };
+  assign \$552  = ~ s8_dtype[1];
+  assign \$553  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$554  = s8_shift_hi[2] ? \$553  : s8_sum[31:16];
+  assign \$555  = s8_shift_hi[1] ? \$551  : \$554 ;
+  assign \$556  = s8_dtype[1] ? { \$555 [14:0], 1'h0 } : { \$542 [14:0], \$529 [15] };
+  assign \$557  = ~ s8_dtype[1];
+  assign \$558  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$559  = ~ s8_dtype[1];
+  assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
+  assign \$562  = ~ s8_dtype[1];
+  assign \$563  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$564  = s8_shift_hi[2] ? \$563  : s8_sum[31:16];
+  assign \$565  = s8_dtype[1] ? { \$564 [13:0], 2'h0 } : { \$561 [13:0], \$558 [15:14] };
+  assign \$566  = ~ s8_dtype[1];
+  assign \$567  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$568  = s8_shift_hi[2] ? \$567  : s8_sum[31:16];
+  assign \$569  = s8_shift_hi[1] ? \$565  : \$568 ;
+  assign \$570  = s8_shift_hi[0] ? \$556  : \$569 ;
+  assign \$571  = s8_slot_hi[10:2] + 1'h1;
+  assign \$572  = \$571  - s8_shift_hi;
+  assign \$573  = s8_slot_lo[10:2] + 1'h1;
+  assign \$574  = \$573  - s8_shift_lo;
+  assign \$575  = ~ s9_dtype[1];
+  assign \$576  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$577  = s9_dtype[1] & s9_dtype[0];
+  assign \$578  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$579  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$580  = \$577  ? { \$578 , s9_sum[14:5] } : { \$579 , s9_sum[14:8] };
+  assign \$581  = s9_dtype[1] & s9_dtype[0];
+  assign \$582  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$583  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$584  = \$581  ? { \$582 , s9_sum[30:21] } : { \$583 , s9_sum[30:24] };
+  assign \$585  = s9_dtype[1] ? { \$584 , 1'h0, \$580  } : { \$576 , s9_sum[30:8] };
+  assign \$586  = ~ s9_dtype[1];
+  assign \$587  = ~ s9_dtype[1];
+  assign \$588  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$589  = s9_dtype[1] & s9_dtype[0];
+  assign \$590  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$591  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$592  = \$589  ? { \$590 , s9_sum[14:5] } : { \$591 , s9_sum[14:8] };
+  assign \$593  = s9_dtype[1] & s9_dtype[0];
+  assign \$594  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$595  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$596  = \$593  ? { \$594 , s9_sum[30:21] } : { \$595 , s9_sum[30:24] };
+  assign \$597  = s9_dtype[1] ? { \$596 , 1'h0, \$592  } : { \$588 , s9_sum[30:8] };
+  assign \$598  = ~ s9_dtype[1];
+  assign \$600  = s9_dtype[1] & s9_dtype[0];
+  assign \$601  = | s9_sum[19:16];
+  assign \$602  = s9_sum[21] | \$601 ;
+  assign \$603  = s9_sum[20] & \$602 ;
+  assign \$604  = | s9_sum[22:16];
+  assign \$605  = s9_sum[24] | \$604 ;
+  assign \$606  = s9_sum[23] & \$605 ;
+  assign \$607  = \$600  ? \$603  : \$606 ;
+  assign \$608  = \$599  & \$607 ;
+  assign \$609  = ~ s9_dtype[1];
+  assign \$610  = | s9_sum[6:0];
+  assign \$611  = s9_sum[8] | \$610 ;
+  assign \$612  = s9_sum[7] & \$611 ;
+  assign \$613  = s9_dtype[1] & s9_dtype[0];
+  assign \$614  = | s9_sum[3:0];
+  assign \$615  = s9_sum[5] | \$614 ;
+  assign \$616  = s9_sum[4] & \$615 ;
+  assign \$617  = | s9_sum[6:0];
+  assign \$618  = s9_sum[8] | \$617 ;
+  assign \$619  = s9_sum[7] & \$618 ;
+  assign \$620  = \$613  ? \$616  : \$619 ;
+  assign \$621  = s9_dtype[1] ? \$620  : \$612 ;
+  assign \$622  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$623  = s9_dtype[1] & s9_dtype[0];
+  assign \$624  = \$623  ? 15'h7e00 : 15'h7fc0;
+  assign \$625  = s9_dtype[1] & s9_dtype[0];
+  assign \$626  = \$625  ? 15'h7c00 : 15'h7f80;
+  assign \$627  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$628  = s9_slot_hi[11] ? { 1'h0, \$624  } : { \$627 , \$626  };
+  assign \$629  = s9_slot_lo[11] | s9_slot_lo[12];
+  assign \$630  = s9_dtype[1] & s9_dtype[0];
+  assign \$631  = \$630  ? 15'h7e00 : 15'h7fc0;
+  assign \$632  = s9_dtype[1] & s9_dtype[0];
+  assign \$633  = \$632  ? 15'h7c00 : 15'h7f80;
+  assign \$634  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$635  = s9_slot_lo[11] ? { 1'h0, \$631  } : { \$634 , \$633  };
+  assign \$636  = ~ s11_dtype[1];
+  assign \$637  = s11_dtype[1] & s11_dtype[0];
+  assign \$638  = & s11_rounded[30:26];
+  assign \$639  = s11_rounded[31] | \$638 ;
+  assign \$640  = & s11_rounded[30:23];
+  assign \$641  = s11_rounded[31] | \$640 ;
+  assign \$642  = \$637  ? \$639  : \$641 ;
+  assign \$643  = s11_forced_hi | \$642 ;
+  assign \$644  = \$643  ? 16'h0000 : s11_rounded[15:0];
+  assign \$645  = s11_dtype[1] & s11_dtype[0];
+  assign \$646  = & s11_rounded[14:10];
+  assign \$647  = s11_rounded[15] | \$646 ;
+  assign \$648  = & s11_rounded[14:7];
+  assign \$649  = s11_rounded[15] | \$648 ;
+  assign \$650  = \$645  ? \$647  : \$649 ;
+  assign \$651  = s11_forced_lo | \$650 ;
+  assign \$652  = \$651  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$653  = s11_dtype[1] ? \$652  : \$644 ;
+  assign \$654  = s11_dtype[1] & s11_dtype[0];
+  assign \$655  = & s11_rounded[30:26];
+  assign \$656  = s11_rounded[31] | \$655 ;
+  assign \$657  = & s11_rounded[30:23];
+  assign \$658  = s11_rounded[31] | \$657 ;
+  assign \$659  = \$654  ? \$656  : \$658 ;
+  assign \$660  = s11_forced_hi | \$659 ;
+  assign \$661  = \$660  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$662  = dtype[1] & dtype[0];
+  assign a_hi_exp = \$662  ? { 3'h0, a[30:26] } : a[30:23];
+  assign \$663  = dtype[1] & dtype[0];
+  assign \$664  = | a_hi_exp;
+  assign \$665  = | a_hi_exp;
+  assign \$666  = \$663  ? { \$664 , a[25:16], 4'h0 } : { \$665 , a[22:16], 7'h00 };
+  assign \$667  = dtype[1] & dtype[0];
+  assign a_lo_exp = \$667  ? { 3'h0, a[14:10] } : a[14:7];
+  assign \$668  = dtype[1] & dtype[0];
+  assign \$669  = | a_lo_exp;
+  assign \$670  = | a_lo_exp;
+  assign \$671  = \$668  ? { \$669 , a[9:0], 4'h0 } : { \$670 , a[6:0], 7'h00 };
+  assign \$672  = ~ dtype[1];
+  assign \$673  = | a_hi_exp;
+  assign a_sig = dtype[1] ? { 1'h0, \$666 , 1'h0, \$671  } : { 1'h0, \$673 , a[22:0], 7'h00 };
+  assign \$674  = dtype[1] & dtype[0];
+  assign b_hi_exp = \$674  ? { 3'h0, b[30:26] } : b[30:23];
+  assign \$675  = dtype[1] & dtype[0];
+  assign \$676  = | b_hi_exp;
+  assign \$677  = | b_hi_exp;
+  assign \$678  = \$675  ? { \$676 , b[25:16], 4'h0 } : { \$677 , b[22:16], 7'h00 };
+  assign \$679  = dtype[1] & dtype[0];
+  assign b_lo_exp = \$679  ? { 3'h0, b[14:10] } : b[14:7];
+  assign \$680  = dtype[1] & dtype[0];
+  assign \$681  = | b_lo_exp;
+  assign \$682  = | b_lo_exp;
+  assign \$683  = \$680  ? { \$681 , b[9:0], 4'h0 } : { \$682 , b[6:0], 7'h00 };
+  assign \$684  = ~ dtype[1];
+  assign \$685  = | b_hi_exp;
+  assign b_sig = dtype[1] ? { 1'h0, \$678 , 1'h0, \$683  } : { 1'h0, \$685 , b[22:0], 7'h00 };
+  assign \$686  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
+  always @(posedge clk)
+    s1_dtype <= \$687 ;
+  always @(posedge clk)
+    s2_dtype <= \$688 ;
+  always @(posedge clk)
+    s3_dtype <= \$689 ;
+  always @(posedge clk)
+    s4_dtype <= \$690 ;
+  always @(posedge clk)
+    s5_dtype <= \$691 ;
+  always @(posedge clk)
+    s6_dtype <= \$692 ;
+  always @(posedge clk)
+    s7_dtype <= \$693 ;
+  always @(posedge clk)
+    s8_dtype <= \$694 ;
+  always @(posedge clk)
+    s9_dtype <= \$695 ;
+  always @(posedge clk)
+    s10_dtype <= \$696 ;
+  always @(posedge clk)
+    s11_dtype <= \$697 ;
+  always @(posedge clk)
+    s1_sig_a <= \$698 ;
+  always @(posedge clk)
+    s1_a_hi <= \$699 ;
+  always @(posedge clk)
+    s1_a_lo <= \$700 ;
+  always @(posedge clk)
+    s1_sig_b <= \$701 ;
+  always @(posedge clk)
+    s1_b_hi <= \$702 ;
+  always @(posedge clk)
+    s1_b_lo <= \$703 ;
+  always @(posedge clk)
+    s1_gt_lo <= \$704 ;
+  always @(posedge clk)
+    s1_gt_hi <= \$705 ;
+  always @(posedge clk)
+    s1_eq_hi <= \$706 ;
+  always @(posedge clk)
+    s2_sig_a <= \$707 ;
+  always @(posedge clk)
+    s2_sig_b <= \$708 ;
+  always @(posedge clk)
+    s2_a_hi <= \$709 ;
+  always @(posedge clk)
+    s2_b_hi <= \$710 ;
+  always @(posedge clk)
+    s2_swap_hi <= \$711 ;
+  always @(posedge clk)
+    s2_swap_lo <= \$712 ;
+  always @(posedge clk)
+    s2_a_lo <= \$713 ;
+  always @(posedge clk)
+    s2_b_lo <= \$714 ;
+  always @(posedge clk)
+    s2_d_ab_hi <= \$715 ;
+  always @(posedge clk)
+    s2_d_ba_hi <= \$716 ;
+  always @(posedge clk)
+    s2_d_ab_lo <= \$717 ;
+  always @(posedge clk)
+    s2_d_ba_lo <= \$718 ;
+  always @(posedge clk)
+    s3_shift_hi <= \$719 ;
+  always @(posedge clk)
+    s3_sub_hi <= \$720 ;
+  always @(posedge clk)
+    s3_slot_hi <= \$721 ;
+  always @(posedge clk)
+    s3_shift_lo <= \$722 ;
+  always @(posedge clk)
+    s3_sub_lo <= \$723 ;
+  always @(posedge clk)
+    s3_slot_lo <= \$724 ;
+  always @(posedge clk)
+    s3_x <= \$725 ;
+  always @(posedge clk)
+    s3_y <= \$726 ;
+  always @(posedge clk)
+    s4_x <= \$727 ;
+  always @(posedge clk)
+    s4_sub_hi <= \$728 ;
+  always @(posedge clk)
+    s4_sub_lo <= \$729 ;
+  always @(posedge clk)
+    s4_slot_hi <= \$730 ;
+  always @(posedge clk)
+    s4_slot_lo <= \$731 ;
+  always @(posedge clk)
+    s4_shift_hi <= \$732 ;
+  always @(posedge clk)
+    s4_shift_lo <= \$733 ;
+  always @(posedge clk)
+    s4_y <= \$734 ;
+  always @(posedge clk)
+    s4_sticky_hi <= \$735 ;
+  always @(posedge clk)
+    s4_sticky_lo <= \$736 ;
+  always @(posedge clk)
+    s5_slot_hi <= \$737 ;
+  always @(posedge clk)
+    s5_slot_lo <= \$738 ;
+  always @(posedge clk)
+    s5_x <= \$739 ;
+  always @(posedge clk)
+    s5_y <= \$740 ;
+  always @(posedge clk)
+    s5_carry_in <= \$741 ;
+  always @(posedge clk)
+    s5_sentinel <= \$742 ;
+  always @(posedge clk)
+    s6_slot_hi <= \$743 ;
+  always @(posedge clk)
+    s6_slot_lo <= \$744 ;
+  always @(posedge clk)
+    s6_sum <= \$745 ;
+  always @(posedge clk)
+    s6_marked <= \$746 ;
+  always @(posedge clk)
+    s7_sum <= \$747 ;
+  always @(posedge clk)
+    s7_slot_hi <= \$748 ;
+  always @(posedge clk)
+    s7_slot_lo <= \$749 ;
+  always @(posedge clk)
+    s7_count_hi <= \$750 ;
+  always @(posedge clk)
+    s7_count_lo <= \$751 ;
+  always @(posedge clk)
+    s7_zero_hi <= \$752 ;
+  always @(posedge clk)
+    s8_slot_hi <= \$753 ;
+  always @(posedge clk)
+    s8_slot_lo <= \$754 ;
+  always @(posedge clk)
+    s8_sum <= \$755 ;
+  always @(posedge clk)
+    s8_shift_hi <= \$756 ;
+  always @(posedge clk)
+    s8_shift_lo <= \$757 ;
+  always @(posedge clk)
+    s9_slot_hi <= \$758 ;
+  always @(posedge clk)
+    s9_slot_lo <= \$759 ;
+  always @(posedge clk)
+    s9_sum <= \$760 ;
+  always @(posedge clk)
+    s10_packed <= \$761 ;
+  always @(posedge clk)
+    s10_inc_hi <= \$762 ;
+  always @(posedge clk)
+    s10_inc_lo <= \$763 ;
+  always @(posedge clk)
+    s10_sign_hi <= \$764 ;
+  always @(posedge clk)
+    s10_forced_hi <= \$765 ;
+  always @(posedge clk)
+    s10_special_hi <= \$766 ;
+  always @(posedge clk)
+    s10_sign_lo <= \$767 ;
+  always @(posedge clk)
+    s10_forced_lo <= \$768 ;
+  always @(posedge clk)
+    s10_special_lo <= \$769 ;
+  always @(posedge clk)
+    s11_sign_hi <= \$770 ;
+  always @(posedge clk)
+    s11_sign_lo <= \$771 ;
+  always @(posedge clk)
+    s11_forced_hi <= \$772 ;
+  always @(posedge clk)
+    s11_forced_lo <= \$773 ;
+  always @(posedge clk)
+    s11_special_hi <= \$774 ;
+  always @(posedge clk)
+    s11_special_lo <= \$775 ;
+  always @(posedge clk)
+    s11_rounded <= \$776 ;
+  always @(posedge clk)
+    result <= \$777 ;
+  assign \$1  = | a_hi_exp;
+  assign \$2  = ~ \$1 ;
+  assign \$3  = a_hi_exp[0] | \$2 ;
+  assign \$4  = dtype[1] & dtype[0];
+  assign \$5  = \$4  ? 8'h1f : 8'hff;
+  assign \$6  = a_hi_exp == \$5 ;
+  assign \$7  = ~ dtype[1];
+  assign \$8  = | a[22:0];
+  assign \$9  = dtype[1] & dtype[0];
+  assign \$10  = | a[25:16];
+  assign \$11  = | a[22:16];
+  assign \$12  = \$9  ? \$10  : \$11 ;
+  assign \$13  = dtype[1] ? \$12  : \$8 ;
+  assign \$14  = \$6  & \$13 ;
+  assign \$15  = dtype[1] & dtype[0];
+  assign \$16  = \$15  ? 8'h1f : 8'hff;
+  assign \$17  = a_hi_exp == \$16 ;
+  assign \$18  = ~ dtype[1];
+  assign \$19  = | a[22:0];
+  assign \$20  = dtype[1] & dtype[0];
+  assign \$21  = | a[25:16];
+  assign \$22  = | a[22:16];
+  assign \$23  = \$20  ? \$21  : \$22 ;
+  assign \$24  = dtype[1] ? \$23  : \$19 ;
+  assign \$25  = ~ \$24 ;
+  assign \$26  = \$17  & \$25 ;
+  assign \$27  = | a_lo_exp;
+  assign \$28  = ~ \$27 ;
+  assign \$29  = a_lo_exp[0] | \$28 ;
+  assign \$30  = dtype[1] & dtype[0];
+  assign \$31  = \$30  ? 8'h1f : 8'hff;
+  assign \$32  = a_lo_exp == \$31 ;
+  assign \$33  = dtype[1] & dtype[0];
+  assign \$34  = | a[9:0];
+  assign \$35  = | a[6:0];
+  assign \$36  = \$33  ? \$34  : \$35 ;
+  assign \$37  = \$32  & \$36 ;
+  assign \$38  = dtype[1] & dtype[0];
+  assign \$39  = \$38  ? 8'h1f : 8'hff;
+  assign \$40  = a_lo_exp == \$39 ;
+  assign \$41  = dtype[1] & dtype[0];
+  assign \$42  = | a[9:0];
+  assign \$43  = | a[6:0];
+  assign \$44  = \$41  ? \$42  : \$43 ;
+  assign \$45  = ~ \$44 ;
+  assign \$46  = \$40  & \$45 ;
+  assign \$47  = | b_hi_exp;
+  assign \$48  = ~ \$47 ;
+  assign \$49  = b_hi_exp[0] | \$48 ;
+  assign \$50  = dtype[1] & dtype[0];
+  assign \$51  = \$50  ? 8'h1f : 8'hff;
+  assign \$52  = b_hi_exp == \$51 ;
+  assign \$53  = ~ dtype[1];
+  assign \$54  = | b[22:0];
+  assign \$55  = dtype[1] & dtype[0];
+  assign \$56  = | b[25:16];
+  assign \$57  = | b[22:16];
+  assign \$58  = \$55  ? \$56  : \$57 ;
+  assign \$59  = dtype[1] ? \$58  : \$54 ;
+  assign \$60  = \$52  & \$59 ;
+  assign \$61  = dtype[1] & dtype[0];
+  assign \$62  = \$61  ? 8'h1f : 8'hff;
+  assign \$63  = b_hi_exp == \$62 ;
+  assign \$64  = ~ dtype[1];
+  assign \$65  = | b[22:0];
+  assign \$66  = dtype[1] & dtype[0];
+  assign \$67  = | b[25:16];
+  assign \$68  = | b[22:16];
+  assign \$69  = \$66  ? \$67  : \$68 ;
+  assign \$70  = dtype[1] ? \$69  : \$65 ;
+  assign \$71  = ~ \$70 ;
+  assign \$72  = \$63  & \$71 ;
+  assign \$73  = | b_lo_exp;
+  assign \$74  = ~ \$73 ;
+  assign \$75  = b_lo_exp[0] | \$74 ;
+  assign \$76  = dtype[1] & dtype[0];
+  assign \$77  = \$76  ? 8'h1f : 8'hff;
+  assign \$78  = b_lo_exp == \$77 ;
+  assign \$79  = dtype[1] & dtype[0];
+  assign \$80  = | b[9:0];
+  assign \$81  = | b[6:0];
+  assign \$82  = \$79  ? \$80  : \$81 ;
+  assign \$83  = \$78  & \$82 ;
+  assign \$84  = dtype[1] & dtype[0];
+  assign \$85  = \$84  ? 8'h1f : 8'hff;
+  assign \$86  = b_lo_exp == \$85 ;
+  assign \$87  = dtype[1] & dtype[0];
+  assign \$88  = | b[9:0];
+  assign \$89  = | b[6:0];
+  assign \$90  = \$87  ? \$88  : \$89 ;
+  assign \$91  = ~ \$90 ;
+  assign \$92  = \$86  & \$91 ;
+  assign \$93  = b[14:0] > a[14:0];
+  assign \$94  = b[30:16] > a[30:16];
+  assign \$95  = b[30:16] == a[30:16];
+  assign \$96  = ~ s1_dtype[1];
+  assign \$97  = ~ s1_a_lo[0];
+  assign \$98  = s1_b_lo[0] & \$97 ;
+  assign \$99  = s1_a_lo[0] ^ s1_b_lo[0];
   assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:7] == 8'hff;
-  assign \$107  = | a[6:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:7] == 8'hff;
-  assign \$111  = | b[6:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:7] == 8'hff;
-  assign \$116  = | a[6:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[10:0];
-  assign \$121  = s1_wide[21:11] | { 10'h000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [11], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7f80 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7f80 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7fc0 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
+  assign \$101  = \$100  & s1_gt_lo;
+  assign \$102  = \$98  | \$101 ;
+  assign \$103  = s1_eq_hi & \$102 ;
+  assign \$104  = s1_gt_hi | \$103 ;
+  assign \$105  = s1_dtype[1] ? s1_gt_hi : \$104 ;
+  assign \$106  = ~ s1_dtype[1];
+  assign \$107  = ~ s1_a_lo[0];
+  assign \$108  = s1_b_lo[0] & \$107 ;
+  assign \$109  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \$110  & s1_gt_lo;
+  assign \$112  = \$108  | \$111 ;
+  assign \$113  = s1_eq_hi & \$112 ;
+  assign \$114  = s1_gt_hi | \$113 ;
+  assign \$115  = s1_dtype[1] ? s1_gt_lo : \$114 ;
+  assign \$116  = ~ s1_dtype[1];
+  assign \$117  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
+  assign \$118  = ~ s1_dtype[1];
+  assign \$119  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
+  assign \$120  = s1_a_hi[8:1] - s1_b_hi[8:1];
+  assign \$121  = s1_b_hi[8:1] - s1_a_hi[8:1];
+  assign \$122  = ~ s1_dtype[1];
+  assign \$123  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+  assign \$124  = ~ s1_dtype[1];
+  assign \$125  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
+  assign \$126  = \$123  - \$125 ;
+  assign \$127  = ~ s1_dtype[1];
+  assign \$128  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
+  assign \$129  = ~ s1_dtype[1];
+  assign \$130  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+  assign \$131  = \$128  - \$130 ;
+  assign \$132  = | s2_d_ba_hi[7:5];
+  assign \$133  = ~ s2_dtype[1];
+  assign \$135  = \$134  & s2_d_ba_hi[4];
+  assign \$136  = \$132  | \$135 ;
+  assign \$137  = \$136  ? 4'hf : 4'h0;
+  assign \$138  = s2_d_ba_hi[3:0] | \$137 ;
+  assign \$139  = | s2_d_ba_hi[7:5];
+  assign \$140  = ~ s2_dtype[1];
+  assign \$142  = \$141  & s2_d_ba_hi[4];
+  assign \$143  = \$139  | \$142 ;
+  assign \$144  = ~ s2_dtype[1];
+  assign \$145  = \$143  ? \$144  : s2_d_ba_hi[4];
+  assign \$146  = | s2_d_ab_hi[7:5];
+  assign \$147  = ~ s2_dtype[1];
+  assign \$149  = \$148  & s2_d_ab_hi[4];
+  assign \$150  = \$146  | \$149 ;
+  assign \$151  = \$150  ? 4'hf : 4'h0;
+  assign \$152  = s2_d_ab_hi[3:0] | \$151 ;
+  assign \$153  = | s2_d_ab_hi[7:5];
+  assign \$154  = ~ s2_dtype[1];
+  assign \$156  = \$155  & s2_d_ab_hi[4];
+  assign \$157  = \$153  | \$156 ;
+  assign \$158  = ~ s2_dtype[1];
+  assign \$159  = \$157  ? \$158  : s2_d_ab_hi[4];
+  assign \$160  = s2_swap_hi ? { \$145 , \$138  } : { \$159 , \$152  };
+  assign \$161  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$162  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
+  assign \$163  = s2_a_hi[0] & s2_b_hi[0];
+  assign \$164  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
+  assign \$165  = s2_a_hi[9] | s2_b_hi[9];
+  assign \$166  = s2_a_hi[10] & s2_b_hi[10];
+  assign \$167  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$168  = \$166  & \$167 ;
+  assign \$169  = \$165  | \$168 ;
+  assign \$170  = s2_a_hi[10] | s2_b_hi[10];
+  assign \$171  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
+  assign \$172  = | s2_d_ba_lo[7:5];
+  assign \$173  = ~ s2_dtype[1];
+  assign \$175  = \$174  & s2_d_ba_lo[4];
+  assign \$176  = \$172  | \$175 ;
+  assign \$177  = \$176  ? 4'hf : 4'h0;
+  assign \$178  = s2_d_ba_lo[3:0] | \$177 ;
+  assign \$179  = | s2_d_ba_lo[7:5];
+  assign \$180  = ~ s2_dtype[1];
+  assign \$182  = \$181  & s2_d_ba_lo[4];
+  assign \$183  = \$179  | \$182 ;
+  assign \$184  = ~ s2_dtype[1];
+  assign \$185  = \$183  ? \$184  : s2_d_ba_lo[4];
+  assign \$186  = | s2_d_ab_lo[7:5];
+  assign \$187  = ~ s2_dtype[1];
+  assign \$189  = \$188  & s2_d_ab_lo[4];
+  assign \$190  = \$186  | \$189 ;
+  assign \$191  = \$190  ? 4'hf : 4'h0;
+  assign \$192  = s2_d_ab_lo[3:0] | \$191 ;
+  assign \$193  = | s2_d_ab_lo[7:5];
+  assign \$194  = ~ s2_dtype[1];
+  assign \$196  = \$195  & s2_d_ab_lo[4];
+  assign \$197  = \$193  | \$196 ;
+  assign \$198  = ~ s2_dtype[1];
+  assign \$199  = \$197  ? \$198  : s2_d_ab_lo[4];
+  assign \$200  = s2_swap_lo ? { \$185 , \$178  } : { \$199 , \$192  };
+  assign \$201  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$202  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
+  assign \$203  = s2_a_lo[0] & s2_b_lo[0];
+  assign \$204  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
+  assign \$205  = s2_a_lo[9] | s2_b_lo[9];
+  assign \$206  = s2_a_lo[10] & s2_b_lo[10];
+  assign \$207  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$208  = \$206  & \$207 ;
+  assign \$209  = \$205  | \$208 ;
+  assign \$210  = s2_a_lo[10] | s2_b_lo[10];
+  assign \$211  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
+  assign \$212  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
+  assign \$213  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
+  assign \$214  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
+  assign \$215  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
+  assign \$216  = ~ s3_dtype[1];
+  assign \$217  = ~ s3_dtype[1];
+  assign \$218  = ~ s3_dtype[1];
+  assign \$219  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$220  = s3_shift_lo[4] ? \$219  : s3_y[15:0];
+  assign \$221  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$133  = \$74 ;
+    \$687  = dtype;
     if (rst) begin
-      \$133  = 1'h0;
+      \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$134  = \$75 ;
+    \$688  = s1_dtype;
     if (rst) begin
-      \$134  = 1'h0;
+      \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$135  = \$76 ;
+    \$689  = s2_dtype;
     if (rst) begin
-      \$135  = 1'h0;
+      \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$136  = \$77 ;
+    \$690  = s3_dtype;
     if (rst) begin
-      \$136  = 8'h00;
+      \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$137  = \$80 [7:0];
+    \$691  = s4_dtype;
     if (rst) begin
-      \$137  = 8'h00;
+      \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$138  = \$83 ;
+    \$692  = s5_dtype;
     if (rst) begin
-      \$138  = 8'h00;
+      \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$139  = \$86 ;
+    \$693  = s6_dtype;
     if (rst) begin
-      \$139  = 8'h00;
+      \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$140  = \$105 ;
+    \$694  = s7_dtype;
     if (rst) begin
-      \$140  = 1'h0;
+      \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$141  = \$114 ;
+    \$695  = s8_dtype;
     if (rst) begin
-      \$141  = 1'h0;
+      \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$142  = \$119 ;
+    \$696  = s9_dtype;
     if (rst) begin
-      \$142  = 1'h0;
+      \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$143  = s1_sx;
+    \$697  = s10_dtype;
     if (rst) begin
-      \$143  = 1'h0;
+      \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$144  = s1_sy;
+    \$698  = a_sig;
     if (rst) begin
-      \$144  = 1'h0;
+      \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$145  = s1_sub;
+    \$699 [0] = a[31];
+    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+    \$699 [9] = \$14 ;
+    \$699 [10] = \$26 ;
     if (rst) begin
-      \$145  = 1'h0;
+      \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$146  = s1_ex;
+    \$700 [0] = a[15];
+    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+    \$700 [9] = \$37 ;
+    \$700 [10] = \$46 ;
     if (rst) begin
-      \$146  = 8'h00;
+      \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$147  = { s1_mx, 3'h0 };
+    \$701  = b_sig;
     if (rst) begin
-      \$147  = 11'h000;
+      \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$148  = \$121 ;
+    \$702 [0] = b[31];
+    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+    \$702 [9] = \$60 ;
+    \$702 [10] = \$72 ;
     if (rst) begin
-      \$148  = 11'h000;
+      \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$149  = s1_nan;
+    \$703 [0] = b[15];
+    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+    \$703 [9] = \$83 ;
+    \$703 [10] = \$92 ;
     if (rst) begin
-      \$149  = 1'h0;
+      \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$150  = s1_inf;
+    \$704  = \$93 ;
     if (rst) begin
-      \$150  = 1'h0;
+      \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$151  = s1_inf_sign;
+    \$705  = \$94 ;
     if (rst) begin
-      \$151  = 1'h0;
+      \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$152  = \$124 [11:0];
+    \$706  = \$95 ;
     if (rst) begin
-      \$152  = 12'h000;
+      \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$153  = s2_sx;
+    \$707  = s1_sig_a;
     if (rst) begin
-      \$153  = 1'h0;
+      \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$154  = s2_ex;
+    \$708  = s1_sig_b;
     if (rst) begin
-      \$154  = 8'h00;
+      \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$155  = s2_nan;
+    \$709  = s1_a_hi;
     if (rst) begin
-      \$155  = 1'h0;
+      \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$156  = s2_inf;
+    \$710  = s1_b_hi;
     if (rst) begin
-      \$156  = 1'h0;
+      \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$157  = s2_inf_sign;
+    \$711  = \$105 ;
     if (rst) begin
-      \$157  = 1'h0;
+      \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$158  = \$125 ;
+    \$712  = \$115 ;
     if (rst) begin
-      \$158  = 1'h0;
+      \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$159  = \$70 [11:4];
+    \$713  = \$117 ;
     if (rst) begin
-      \$159  = 8'h00;
+      \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$160  = \$70 [3];
+    \$714  = \$119 ;
     if (rst) begin
-      \$160  = 1'h0;
+      \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$161  = \$126 ;
+    \$715  = \$120 [7:0];
     if (rst) begin
-      \$161  = 1'h0;
+      \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$162  = \$128 [8:0];
+    \$716  = \$121 [7:0];
     if (rst) begin
-      \$162  = 9'h000;
+      \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$163  = \$129 ;
+    \$717  = \$126 [7:0];
     if (rst) begin
-      \$163  = 1'h0;
+      \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$164  = s3_nan;
+    \$718  = \$131 [7:0];
     if (rst) begin
-      \$164  = 1'h0;
+      \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$165  = s3_inf;
+    \$719  = \$160 ;
     if (rst) begin
-      \$165  = 1'h0;
+      \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$166  = s3_inf_sign;
+    \$720  = \$161 ;
     if (rst) begin
-      \$166  = 1'h0;
+      \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$167  = \$132 ;
+    \$721 [0] = \$162 ;
+    \$721 [1] = \$163 ;
+    \$721 [10:2] = { 1'h0, \$164  };
+    \$721 [11] = \$169 ;
+    \$721 [12] = \$170 ;
+    \$721 [13] = \$171 ;
     if (rst) begin
-      \$167  = 16'h0000;
+      \$721  = 14'h0000;
     end
   end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [11:0];
-  assign s4_rounded = \$73 [15:0];
-  assign \$27  = 1'h0;
-  assign \$28  = 1'h0;
-  assign \$29  = 1'h0;
-  assign \$30  = 1'h0;
-  assign \$31  = 1'h0;
-  assign \$32  = 1'h0;
-  assign \$33  = 1'h0;
-  assign \$34  = 2'h0;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$722  = \$200 ;
+    if (rst) begin
+      \$722  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$723  = \$201 ;
+    if (rst) begin
+      \$723  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$724 [0] = \$202 ;
+    \$724 [1] = \$203 ;
+    \$724 [10:2] = { 1'h0, \$204  };
+    \$724 [11] = \$209 ;
+    \$724 [12] = \$210 ;
+    \$724 [13] = \$211 ;
+    if (rst) begin
+      \$724  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$725  = { \$213 , \$212  };
+    if (rst) begin
+      \$725  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$726  = { \$215 , \$214  };
+    if (rst) begin
+      \$726  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$727  = s3_x;
+    if (rst) begin
+      \$727  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$728  = s3_sub_hi;
+    if (rst) begin
+      \$728  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$729  = s3_sub_lo;
+    if (rst) begin
+      \$729  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$730  = s3_slot_hi;
+    if (rst) begin
+      \$730  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$731  = s3_slot_lo;
+    if (rst) begin
+      \$731  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$732  = s3_shift_hi;
+    if (rst) begin
+      \$732  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$733  = s3_shift_lo;
+    if (rst) begin
+      \$733  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$734  = { \$267 , \$260  };
+    if (rst) begin
+      \$734  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$735  = \$289 ;
+    if (rst) begin
+      \$735  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$736  = \$314 ;
+    if (rst) begin
+      \$736  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$737  = s4_slot_hi;
+    if (rst) begin
+      \$737  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$738  = s4_slot_lo;
+    if (rst) begin
+      \$738  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    if (rst) begin
+      \$739  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$740  = { \$363 , \$344 , \$341  };
+    if (rst) begin
+      \$740  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$741  = s4_sub_lo;
+    if (rst) begin
+      \$741  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$742  = \$368 ;
+    if (rst) begin
+      \$742  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$743  = s5_slot_hi;
+    if (rst) begin
+      \$743  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$744  = s5_slot_lo;
+    if (rst) begin
+      \$744  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$745  = { \$686 [33:18], \$686 [16:1] };
+    if (rst) begin
+      \$745  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$746  = \$369 ;
+    if (rst) begin
+      \$746  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$747  = s6_sum;
+    if (rst) begin
+      \$747  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$748 [13:1] = s6_slot_hi[13:1];
+    \$748 [0] = \$462 ;
+    if (rst) begin
+      \$748  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$749 [13:1] = s6_slot_lo[13:1];
+    \$749 [0] = \$472 ;
+    if (rst) begin
+      \$749  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$750  = { \$405 , \$393  };
+    if (rst) begin
+      \$750  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$751  = { \$441 , \$429  };
+    if (rst) begin
+      \$751  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$752  = \$452 ;
+    if (rst) begin
+      \$752  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$753  = s7_slot_hi;
+    if (rst) begin
+      \$753  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$754  = s7_slot_lo;
+    if (rst) begin
+      \$754  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$755  = { \$512 , \$484  };
+    if (rst) begin
+      \$755  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$756  = \$515 ;
+    if (rst) begin
+      \$756  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$757  = \$518 ;
+    if (rst) begin
+      \$757  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+    \$758 [10:2] = \$572 [8:0];
+    if (rst) begin
+      \$758  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+    \$759 [10:2] = \$574 [8:0];
+    if (rst) begin
+      \$759  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$760  = { \$570 , \$525  };
+    if (rst) begin
+      \$760  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    if (rst) begin
+      \$761  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$762  = \$608 ;
+    if (rst) begin
+      \$762  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$763  = \$621 ;
+    if (rst) begin
+      \$763  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$764  = s9_slot_hi[0];
+    if (rst) begin
+      \$764  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$765  = \$622 ;
+    if (rst) begin
+      \$765  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$766  = \$628 ;
+    if (rst) begin
+      \$766  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$767  = s9_slot_lo[0];
+    if (rst) begin
+      \$767  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$768  = \$629 ;
+    if (rst) begin
+      \$768  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$769  = \$635 ;
+    if (rst) begin
+      \$769  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$770  = s10_sign_hi;
+    if (rst) begin
+      \$770  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$771  = s10_sign_lo;
+    if (rst) begin
+      \$771  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$772  = s10_forced_hi;
+    if (rst) begin
+      \$772  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$773  = s10_forced_lo;
+    if (rst) begin
+      \$773  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$774  = s10_special_hi;
+    if (rst) begin
+      \$774  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$775  = s10_special_lo;
+    if (rst) begin
+      \$775  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    if (rst) begin
+      \$776  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$777  = { \$661 , \$653  };
+    if (rst) begin
+      \$777  = 32'd0;
+    end
+  end
+  assign s5_chain = \$686 [34:1];
+  assign a_hi_sig = { 1'h0, \$666  };
+  assign a_lo_sig = { 1'h0, \$671  };
+  assign b_hi_sig = { 1'h0, \$678  };
+  assign b_lo_sig = { 1'h0, \$683  };
+  assign \s1_a_hi.sign  = s1_a_hi[0];
+  assign \s1_a_hi.exp  = s1_a_hi[8:1];
+  assign \s1_a_hi.nan  = s1_a_hi[9];
+  assign \s1_a_hi.inf  = s1_a_hi[10];
+  assign \s1_a_lo.sign  = s1_a_lo[0];
+  assign \s1_a_lo.exp  = s1_a_lo[8:1];
+  assign \s1_a_lo.nan  = s1_a_lo[9];
+  assign \s1_a_lo.inf  = s1_a_lo[10];
+  assign \s1_b_hi.sign  = s1_b_hi[0];
+  assign \s1_b_hi.exp  = s1_b_hi[8:1];
+  assign \s1_b_hi.nan  = s1_b_hi[9];
+  assign \s1_b_hi.inf  = s1_b_hi[10];
+  assign \s1_b_lo.sign  = s1_b_lo[0];
+  assign \s1_b_lo.exp  = s1_b_lo[8:1];
+  assign \s1_b_lo.nan  = s1_b_lo[9];
+  assign \s1_b_lo.inf  = s1_b_lo[10];
+  assign \s2_a_hi.sign  = s2_a_hi[0];
+  assign \s2_a_hi.exp  = s2_a_hi[8:1];
+  assign \s2_a_hi.nan  = s2_a_hi[9];
+  assign \s2_a_hi.inf  = s2_a_hi[10];
+  assign \s2_b_hi.sign  = s2_b_hi[0];
+  assign \s2_b_hi.exp  = s2_b_hi[8:1];
+  assign \s2_b_hi.nan  = s2_b_hi[9];
+  assign \s2_b_hi.inf  = s2_b_hi[10];
+  assign \s2_a_lo.sign  = s2_a_lo[0];
+  assign \s2_a_lo.exp  = s2_a_lo[8:1];
+  assign \s2_a_lo.nan  = s2_a_lo[9];
+  assign \s2_a_lo.inf  = s2_a_lo[10];
+  assign \s2_b_lo.sign  = s2_b_lo[0];
+  assign \s2_b_lo.exp  = s2_b_lo[8:1];
+  assign \s2_b_lo.nan  = s2_b_lo[9];
+  assign \s2_b_lo.inf  = s2_b_lo[10];
+  assign \s3_slot_hi.sign  = s3_slot_hi[0];
+  assign \s3_slot_hi.both_neg  = s3_slot_hi[1];
+  assign \s3_slot_hi.exp  = s3_slot_hi[10:2];
+  assign \s3_slot_hi.nan  = s3_slot_hi[11];
+  assign \s3_slot_hi.inf  = s3_slot_hi[12];
+  assign \s3_slot_hi.inf_sign  = s3_slot_hi[13];
+  assign \s3_slot_lo.sign  = s3_slot_lo[0];
+  assign \s3_slot_lo.both_neg  = s3_slot_lo[1];
+  assign \s3_slot_lo.exp  = s3_slot_lo[10:2];
+  assign \s3_slot_lo.nan  = s3_slot_lo[11];
+  assign \s3_slot_lo.inf  = s3_slot_lo[12];
+  assign \s3_slot_lo.inf_sign  = s3_slot_lo[13];
+  assign \s4_slot_hi.sign  = s4_slot_hi[0];
+  assign \s4_slot_hi.both_neg  = s4_slot_hi[1];
+  assign \s4_slot_hi.exp  = s4_slot_hi[10:2];
+  assign \s4_slot_hi.nan  = s4_slot_hi[11];
+  assign \s4_slot_hi.inf  = s4_slot_hi[12];
+  assign \s4_slot_hi.inf_sign  = s4_slot_hi[13];
+  assign \s4_slot_lo.sign  = s4_slot_lo[0];
+  assign \s4_slot_lo.both_neg  = s4_slot_lo[1];
+  assign \s4_slot_lo.exp  = s4_slot_lo[10:2];
+  assign \s4_slot_lo.nan  = s4_slot_lo[11];
+  assign \s4_slot_lo.inf  = s4_slot_lo[12];
+  assign \s4_slot_lo.inf_sign  = s4_slot_lo[13];
+  assign \s5_slot_hi.sign  = s5_slot_hi[0];
+  assign \s5_slot_hi.both_neg  = s5_slot_hi[1];
+  assign \s5_slot_hi.exp  = s5_slot_hi[10:2];
+  assign \s5_slot_hi.nan  = s5_slot_hi[11];
+  assign \s5_slot_hi.inf  = s5_slot_hi[12];
+  assign \s5_slot_hi.inf_sign  = s5_slot_hi[13];
+  assign \s5_slot_lo.sign  = s5_slot_lo[0];
+  assign \s5_slot_lo.both_neg  = s5_slot_lo[1];
+  assign \s5_slot_lo.exp  = s5_slot_lo[10:2];
+  assign \s5_slot_lo.nan  = s5_slot_lo[11];
+  assign \s5_slot_lo.inf  = s5_slot_lo[12];
+  assign \s5_slot_lo.inf_sign  = s5_slot_lo[13];
+  assign \s6_slot_hi.sign  = s6_slot_hi[0];
+  assign \s6_slot_hi.both_neg  = s6_slot_hi[1];
+  assign \s6_slot_hi.exp  = s6_slot_hi[10:2];
+  assign \s6_slot_hi.nan  = s6_slot_hi[11];
+  assign \s6_slot_hi.inf  = s6_slot_hi[12];
+  assign \s6_slot_hi.inf_sign  = s6_slot_hi[13];
+  assign \s6_slot_lo.sign  = s6_slot_lo[0];
+  assign \s6_slot_lo.both_neg  = s6_slot_lo[1];
+  assign \s6_slot_lo.exp  = s6_slot_lo[10:2];
+  assign \s6_slot_lo.nan  = s6_slot_lo[11];
+  assign \s6_slot_lo.inf  = s6_slot_lo[12];
+  assign \s6_slot_lo.inf_sign  = s6_slot_lo[13];
+  assign \s7_slot_hi.sign  = s7_slot_hi[0];
+  assign \s7_slot_hi.both_neg  = s7_slot_hi[1];
+  assign \s7_slot_hi.exp  = s7_slot_hi[10:2];
+  assign \s7_slot_hi.nan  = s7_slot_hi[11];
+  assign \s7_slot_hi.inf  = s7_slot_hi[12];
+  assign \s7_slot_hi.inf_sign  = s7_slot_hi[13];
+  assign \s7_slot_lo.sign  = s7_slot_lo[0];
+  assign \s7_slot_lo.both_neg  = s7_slot_lo[1];
+  assign \s7_slot_lo.exp  = s7_slot_lo[10:2];
+  assign \s7_slot_lo.nan  = s7_slot_lo[11];
+  assign \s7_slot_lo.inf  = s7_slot_lo[12];
+  assign \s7_slot_lo.inf_sign  = s7_slot_lo[13];
+  assign \s8_slot_hi.sign  = s8_slot_hi[0];
+  assign \s8_slot_hi.both_neg  = s8_slot_hi[1];
+  assign \s8_slot_hi.exp  = s8_slot_hi[10:2];
+  assign \s8_slot_hi.nan  = s8_slot_hi[11];
+  assign \s8_slot_hi.inf  = s8_slot_hi[12];
+  assign \s8_slot_hi.inf_sign  = s8_slot_hi[13];
+  assign \s8_slot_lo.sign  = s8_slot_lo[0];
+  assign \s8_slot_lo.both_neg  = s8_slot_lo[1];
+  assign \s8_slot_lo.exp  = s8_slot_lo[10:2];
+  assign \s8_slot_lo.nan  = s8_slot_lo[11];
+  assign \s8_slot_lo.inf  = s8_slot_lo[12];
+  assign \s8_slot_lo.inf_sign  = s8_slot_lo[13];
+  assign \s9_slot_hi.sign  = s9_slot_hi[0];
+  assign \s9_slot_hi.both_neg  = s9_slot_hi[1];
+  assign \s9_slot_hi.exp  = s9_slot_hi[10:2];
+  assign \s9_slot_hi.nan  = s9_slot_hi[11];
+  assign \s9_slot_hi.inf  = s9_slot_hi[12];
+  assign \s9_slot_hi.inf_sign  = s9_slot_hi[13];
+  assign \s9_slot_lo.sign  = s9_slot_lo[0];
+  assign \s9_slot_lo.both_neg  = s9_slot_lo[1];
+  assign \s9_slot_lo.exp  = s9_slot_lo[10:2];
+  assign \s9_slot_lo.nan  = s9_slot_lo[11];
+  assign \s9_slot_lo.inf  = s9_slot_lo[12];
+  assign \s9_slot_lo.inf_sign  = s9_slot_lo[13];
+  assign \$134  = s2_dtype[1];
+  assign \$141  = s2_dtype[1];
+  assign \$148  = s2_dtype[1];
+  assign \$155  = s2_dtype[1];
+  assign \$174  = s2_dtype[1];
+  assign \$181  = s2_dtype[1];
+  assign \$188  = s2_dtype[1];
+  assign \$195  = s2_dtype[1];
+  assign \$269  = s3_dtype[1];
+  assign \$273  = \$272 ;
+  assign \$275  = s3_dtype[1];
+  assign \$282  = s3_dtype[1];
+  assign \$292  = \$291 ;
+  assign \$336  = \$335 [0];
+  assign \$343  = s4_dtype[1];
+  assign \$349  = s4_dtype[1];
+  assign \$355  = s4_dtype[1];
+  assign \$358  = \$357 [0];
+  assign \$372  = \$370 ;
+  assign \$378  = \$376 ;
+  assign \$384  = \$382 ;
+  assign \$396  = \$394 ;
+  assign \$399  = \$397 ;
+  assign \$402  = \$400 ;
+  assign \$408  = \$406 ;
+  assign \$414  = \$412 ;
+  assign \$420  = \$418 ;
+  assign \$432  = \$430 ;
+  assign \$435  = \$433 ;
+  assign \$438  = \$436 ;
+  assign \$599  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.add_bf16_lo (rst, a, b, result, clk);
+module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$725$0 , \port$726$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
+  wire [15:0] \$10 ;
+  reg [31:0] \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg [31:0] \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg [31:0] \$106 ;
   wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [10:0] \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
-  wire [12:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [8:0] \$127 ;
-  wire [9:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg [7:0] \$138 ;
-  reg [7:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [10:0] \$148 ;
-  reg \$149 ;
+  wire [15:0] \$12 ;
+  wire [15:0] \$13 ;
+  wire [15:0] \$14 ;
   wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [11:0] \$152 ;
-  reg \$153 ;
-  reg [7:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [7:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [8:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
   wire \$18 ;
-  wire \$19 ;
+  wire [15:0] \$19 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
+  wire [15:0] \$21 ;
+  wire [15:0] \$22 ;
+  wire [15:0] \$23 ;
   wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
+  wire [15:0] \$25 ;
+  wire [15:0] \$26 ;
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
@@ -1733,24 +4253,24 @@ module \ace_alu_array_small.array.lane0.add_bf16_lo (rst, a, b, result, clk);
   wire \$31 ;
   wire \$32 ;
   wire \$33 ;
-  wire [1:0] \$34 ;
+  wire \$34 ;
   wire \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [7:0] \$4 ;
+  wire \$4 ;
   wire \$40 ;
   wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
+  wire \$42 ;
+  wire \$43 ;
   wire \$44 ;
   wire \$45 ;
   wire \$46 ;
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [15:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -1759,1262 +4279,906 @@ module \ace_alu_array_small.array.lane0.add_bf16_lo (rst, a, b, result, clk);
   wire \$55 ;
   wire \$56 ;
   wire \$57 ;
-  wire [1:0] \$58 ;
+  wire \$58 ;
   wire \$59 ;
-  wire \$6 ;
+  wire [15:0] \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
+  wire \$66 ;
+  wire \$67 ;
   wire \$68 ;
-  wire [7:0] \$69 ;
-  wire \$7 ;
-  wire [26:0] \$70 ;
+  wire \$69 ;
+  wire [15:0] \$7 ;
+  wire \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire [16:0] \$73 ;
+  wire \$73 ;
   wire \$74 ;
   wire \$75 ;
   wire \$76 ;
-  wire [7:0] \$77 ;
-  wire [8:0] \$78 ;
-  wire [8:0] \$79 ;
-  wire \$8 ;
-  wire [8:0] \$80 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [15:0] \$8 ;
+  wire \$80 ;
   wire \$81 ;
   wire \$82 ;
-  wire [7:0] \$83 ;
+  wire \$83 ;
   wire \$84 ;
   wire \$85 ;
-  wire [7:0] \$86 ;
+  wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire \$89 ;
+  wire [30:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [7:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [7:0] b_eff_exp;
+  wire [30:0] \$90 ;
+  reg [31:0] \$91 ;
+  reg [31:0] \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg [31:0] \$95 ;
+  reg [31:0] \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg [31:0] \$99 ;
+  input [31:0] a;
+  wire [31:0] a;
+  input [31:0] b;
+  wire [31:0] b;
   input clk;
   wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  input [1:0] dtype;
+  wire [1:0] dtype;
+  wire eq_hi;
+  wire is_float;
+  input is_max;
+  wire is_max;
+  wire less_hi;
+  wire less_lo;
+  wire lt_hi;
+  wire lt_lo;
+  wire [31:0] picked;
+  output [15:0] \port$725$0 ;
+  wire [15:0] \port$725$0 ;
+  output [15:0] \port$726$0 ;
+  wire [15:0] \port$726$0 ;
+  reg [31:0] r_a = 32'd0;
+  reg [31:0] r_a_key = 32'd0;
+  reg [31:0] r_b = 32'd0;
+  reg [31:0] r_b_key = 32'd0;
+  reg r_is_max = 1'h0;
+  reg r_nan_hi = 1'h0;
+  reg r_nan_lo = 1'h0;
+  reg [31:0] r_nan_word = 32'd0;
+  reg r_wide = 1'h0;
+  wire [31:0] result;
+  reg [31:0] rr_a = 32'd0;
+  reg [31:0] rr_b = 32'd0;
+  reg rr_nan_hi = 1'h0;
+  reg rr_nan_lo = 1'h0;
+  reg [31:0] rr_nan_word = 32'd0;
+  reg rr_pick_b_hi = 1'h0;
+  reg rr_pick_b_lo = 1'h0;
   input rst;
   wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [7:0] s1_mx = 8'h00;
-  reg [7:0] s1_my = 8'h00;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [21:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [10:0] s2_x = 11'h000;
-  reg [10:0] s2_y = 11'h000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [11:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [11:0] s3_sum = 12'h000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [7:0] s4_sig = 8'h00;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:7];
-  assign a_eff_exp = \$1  ? a[14:7] : 8'h01;
-  assign \$2  = | b[14:7];
-  assign b_eff_exp = \$2  ? b[14:7] : 8'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'hb;
-  assign \$4  = \$3  ? 8'h0b : s1_d;
-  assign s1_wide = { s1_my, 14'h0000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[11];
-  assign \$6  = ~ s3_sum[10];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[9];
-  assign \$9  = ~ s3_sum[8];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[7];
-  assign \$13  = ~ s3_sum[6];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[5];
-  assign \$16  = ~ s3_sum[4];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[3];
-  assign \$21  = ~ s3_sum[2];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[1];
-  assign \$24  = ~ s3_sum[0];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$35  = ~ s3_sum[3];
-  assign \$36  = ~ s3_sum[2];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[1];
-  assign \$39  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[3];
-  assign \$41  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? 3'h4 : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[11];
-  assign \$45  = ~ s3_sum[10];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[9];
-  assign \$48  = ~ s3_sum[8];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[7];
-  assign \$52  = ~ s3_sum[6];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[5];
-  assign \$55  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[7];
-  assign \$57  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[11];
-  assign \$60  = ~ s3_sum[10];
+  wire wide;
+  assign wide = ~ dtype[1];
+  assign is_float = | dtype;
+  assign lt_lo = r_a_key[15:0] < r_b_key[15:0];
+  assign lt_hi = r_a_key[31:16] < r_b_key[31:16];
+  assign eq_hi = r_a_key[31:16] == r_b_key[31:16];
+  assign \$1  = eq_hi & lt_lo;
+  assign \$2  = lt_hi | \$1 ;
+  assign less_hi = r_wide ? \$2  : lt_hi;
+  assign \$3  = eq_hi & lt_lo;
+  assign \$4  = lt_hi | \$3 ;
+  assign less_lo = r_wide ? \$4  : lt_lo;
+  assign \$5  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
+  assign \$6  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
+  assign \$7  = rr_nan_lo ? rr_nan_word[15:0] : \$5 ;
+  assign \$8  = rr_nan_hi ? rr_nan_word[31:16] : \$6 ;
+  assign \$9  = is_float & a[31];
+  assign \$10  = \$9  ? 16'hffff : 16'h0000;
+  assign \$11  = dtype[1] ? a[15] : a[31];
+  assign \$12  = \$11  ? 16'hffff : 16'h8000;
+  assign \$13  = dtype[1] ? \$12  : \$10 ;
+  assign \$14  = a[15:0] ^ \$13 ;
+  assign \$15  = is_float & a[31];
+  assign \$16  = \$15  ? 16'hffff : 16'h8000;
+  assign \$17  = a[31:16] ^ \$16 ;
+  assign \$18  = is_float & b[31];
+  assign \$19  = \$18  ? 16'hffff : 16'h0000;
+  assign \$20  = dtype[1] ? b[15] : b[31];
+  assign \$21  = \$20  ? 16'hffff : 16'h8000;
+  assign \$22  = dtype[1] ? \$21  : \$19 ;
+  assign \$23  = b[15:0] ^ \$22 ;
+  assign \$24  = is_float & b[31];
+  assign \$25  = \$24  ? 16'hffff : 16'h8000;
+  assign \$26  = b[31:16] ^ \$25 ;
+  assign \$27  = less_lo == r_is_max;
+  assign \$28  = less_hi == r_is_max;
+  assign \$29  = dtype == 1'h1;
+  assign \$30  = & a[30:23];
+  assign \$31  = | a[22:0];
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = & b[30:23];
+  assign \$34  = | b[22:0];
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = \$32  | \$35 ;
+  assign \$37  = \$29  & \$36 ;
+  assign \$38  = dtype == 2'h3;
+  assign \$39  = a[14:10] == 5'h1f;
+  assign \$40  = | a[9:0];
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = b[14:10] == 5'h1f;
+  assign \$43  = | b[9:0];
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = \$41  | \$44 ;
+  assign \$46  = \$38  & \$45 ;
+  assign \$47  = \$37  | \$46 ;
+  assign \$48  = dtype == 2'h2;
+  assign \$49  = a[14:7] == 8'hff;
+  assign \$50  = | a[6:0];
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = b[14:7] == 8'hff;
+  assign \$53  = | b[6:0];
+  assign \$54  = \$52  & \$53 ;
+  assign \$55  = \$51  | \$54 ;
+  assign \$56  = \$48  & \$55 ;
+  assign \$57  = \$47  | \$56 ;
+  assign \$58  = dtype == 1'h1;
+  assign \$59  = & a[30:23];
+  assign \$60  = | a[22:0];
   assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[9];
-  assign \$63  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[11];
-  assign \$65  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 4'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[7] ? s4_exp : 9'h000;
-  assign \$73  = { s4_exp_field, s4_sig[6:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:7] >= 8'hff;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:7];
-  assign \$82  = | a[14:7];
-  assign \$83  = s0_swap ? { \$81 , b[6:0] } : { \$82 , a[6:0] };
-  assign \$84  = | a[14:7];
-  assign \$85  = | b[14:7];
-  assign \$86  = s0_swap ? { \$84 , a[6:0] } : { \$85 , b[6:0] };
-  assign \$87  = a[14:7] == 8'hff;
-  assign \$88  = | a[6:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:7] == 8'hff;
-  assign \$91  = | b[6:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:7] == 8'hff;
-  assign \$95  = | a[6:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:7] == 8'hff;
-  assign \$99  = | b[6:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:7] == 8'hff;
-  assign \$107  = | a[6:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:7] == 8'hff;
-  assign \$111  = | b[6:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:7] == 8'hff;
-  assign \$116  = | a[6:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[10:0];
-  assign \$121  = s1_wide[21:11] | { 10'h000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [11], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7f80 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7f80 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7fc0 : \$131 ;
+  assign \$62  = & b[30:23];
+  assign \$63  = | b[22:0];
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$61  | \$64 ;
+  assign \$66  = \$58  & \$65 ;
+  assign \$67  = dtype == 2'h3;
+  assign \$68  = a[30:26] == 5'h1f;
+  assign \$69  = | a[25:16];
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = b[30:26] == 5'h1f;
+  assign \$72  = | b[25:16];
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$70  | \$73 ;
+  assign \$75  = \$67  & \$74 ;
+  assign \$76  = \$66  | \$75 ;
+  assign \$77  = dtype == 2'h2;
+  assign \$78  = a[30:23] == 8'hff;
+  assign \$79  = | a[22:16];
+  assign \$80  = \$78  & \$79 ;
+  assign \$81  = b[30:23] == 8'hff;
+  assign \$82  = | b[22:16];
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = \$80  | \$83 ;
+  assign \$85  = \$77  & \$84 ;
+  assign \$86  = \$76  | \$85 ;
+  assign \$87  = dtype == 2'h3;
+  assign \$88  = dtype == 2'h2;
+  assign \$89  = \$88  ? 31'h7fc07fc0 : 31'h7fc00000;
+  assign \$90  = \$87  ? 31'h7e007e00 : \$89 ;
   always @(posedge clk)
-    s1_sx <= \$133 ;
+    r_a_key <= \$91 ;
   always @(posedge clk)
-    s1_sy <= \$134 ;
+    r_b_key <= \$92 ;
   always @(posedge clk)
-    s1_sub <= \$135 ;
+    r_wide <= \$93 ;
   always @(posedge clk)
-    s1_ex <= \$136 ;
+    r_is_max <= \$94 ;
   always @(posedge clk)
-    s1_d <= \$137 ;
+    r_a <= \$95 ;
   always @(posedge clk)
-    s1_mx <= \$138 ;
+    r_b <= \$96 ;
   always @(posedge clk)
-    s1_my <= \$139 ;
+    rr_pick_b_lo <= \$97 ;
   always @(posedge clk)
-    s1_nan <= \$140 ;
+    rr_pick_b_hi <= \$98 ;
   always @(posedge clk)
-    s1_inf <= \$141 ;
+    rr_a <= \$99 ;
   always @(posedge clk)
-    s1_inf_sign <= \$142 ;
+    rr_b <= \$100 ;
   always @(posedge clk)
-    s2_sx <= \$143 ;
+    r_nan_lo <= \$101 ;
   always @(posedge clk)
-    s2_sy <= \$144 ;
+    r_nan_hi <= \$102 ;
   always @(posedge clk)
-    s2_sub <= \$145 ;
+    r_nan_word <= \$103 ;
   always @(posedge clk)
-    s2_ex <= \$146 ;
+    rr_nan_lo <= \$104 ;
   always @(posedge clk)
-    s2_x <= \$147 ;
+    rr_nan_hi <= \$105 ;
   always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
+    rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$133  = \$74 ;
+    \$91  = { \$17 , \$14  };
     if (rst) begin
-      \$133  = 1'h0;
+      \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$134  = \$75 ;
+    \$92  = { \$26 , \$23  };
     if (rst) begin
-      \$134  = 1'h0;
+      \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$135  = \$76 ;
+    \$93  = wide;
     if (rst) begin
-      \$135  = 1'h0;
+      \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$136  = \$77 ;
+    \$94  = is_max;
     if (rst) begin
-      \$136  = 8'h00;
+      \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$137  = \$80 [7:0];
+    \$95  = a;
     if (rst) begin
-      \$137  = 8'h00;
+      \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$138  = \$83 ;
+    \$96  = b;
     if (rst) begin
-      \$138  = 8'h00;
+      \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$139  = \$86 ;
+    \$97  = \$27 ;
     if (rst) begin
-      \$139  = 8'h00;
+      \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$140  = \$105 ;
+    \$98  = \$28 ;
     if (rst) begin
-      \$140  = 1'h0;
+      \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$141  = \$114 ;
+    \$99  = r_a;
     if (rst) begin
-      \$141  = 1'h0;
+      \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$142  = \$119 ;
+    \$100  = r_b;
     if (rst) begin
-      \$142  = 1'h0;
+      \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$143  = s1_sx;
+    \$101  = \$57 ;
     if (rst) begin
-      \$143  = 1'h0;
+      \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$144  = s1_sy;
+    \$102  = \$86 ;
     if (rst) begin
-      \$144  = 1'h0;
+      \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$145  = s1_sub;
+    \$103  = { 1'h0, \$90  };
     if (rst) begin
-      \$145  = 1'h0;
+      \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$146  = s1_ex;
+    \$104  = r_nan_lo;
     if (rst) begin
-      \$146  = 8'h00;
+      \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$147  = { s1_mx, 3'h0 };
+    \$105  = r_nan_hi;
     if (rst) begin
-      \$147  = 11'h000;
+      \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$148  = \$121 ;
+    \$106  = r_nan_word;
     if (rst) begin
-      \$148  = 11'h000;
+      \$106  = 32'd0;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$152  = \$124 [11:0];
-    if (rst) begin
-      \$152  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$159  = \$70 [11:4];
-    if (rst) begin
-      \$159  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$162  = \$128 [8:0];
-    if (rst) begin
-      \$162  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [11:0];
-  assign s4_rounded = \$73 [15:0];
-  assign \$27  = 1'h0;
-  assign \$28  = 1'h0;
-  assign \$29  = 1'h0;
-  assign \$30  = 1'h0;
-  assign \$31  = 1'h0;
-  assign \$32  = 1'h0;
-  assign \$33  = 1'h0;
-  assign \$34  = 2'h0;
+  assign picked = { \$6 , \$5  };
+  assign result = { \$8 , \$7  };
+  assign \port$725$0  = \$7 ;
+  assign \port$726$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.add_fp16_hi (rst, a, b, result, clk);
+module \ace_alu_array_small.array.lane1 (rst, \result$56 , a, b, \port$3266$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [13:0] \$121 ;
-  wire [14:0] \$122 ;
-  wire [14:0] \$123 ;
-  wire [15:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [5:0] \$127 ;
-  wire [6:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [4:0] \$136 ;
-  reg [4:0] \$137 ;
-  reg [10:0] \$138 ;
-  reg [10:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [4:0] \$146 ;
-  reg [13:0] \$147 ;
-  reg [13:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [14:0] \$152 ;
-  reg \$153 ;
-  reg [4:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [10:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [5:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
+  reg [31:0] \$11 ;
+  reg [31:0] \$12 ;
+  reg [1:0] \$13 ;
+  reg [1:0] \$14 ;
+  reg [31:0] \$15 ;
+  reg \$16 ;
+  reg \$17 ;
+  reg [31:0] \$18 ;
+  reg \$19 ;
   wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
+  reg \$20 ;
+  reg [31:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [31:0] \$24 ;
+  reg \$25 ;
+  reg \$26 ;
+  reg [31:0] \$27 ;
+  reg \$28 ;
+  reg \$29 ;
   wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [4:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
+  reg [31:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
+  reg [31:0] \$33 ;
+  reg \$34 ;
+  reg \$35 ;
+  reg [31:0] \$36 ;
+  reg \$37 ;
+  reg \$38 ;
+  reg [31:0] \$39 ;
+  wire [31:0] \$4 ;
+  reg \$40 ;
+  reg \$41 ;
+  reg [31:0] \$42 ;
+  reg \$43 ;
+  reg \$44 ;
+  reg [31:0] \$45 ;
+  reg \$46 ;
+  reg \$47 ;
+  reg [31:0] \$48 ;
+  reg \$49 ;
   wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [4:0] \$69 ;
-  wire \$7 ;
-  wire [29:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [4:0] \$77 ;
-  wire [5:0] \$78 ;
-  wire [5:0] \$79 ;
+  reg \$50 ;
+  wire [15:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [32:0] \$6 ;
+  wire [32:0] \$7 ;
   wire \$8 ;
-  wire [5:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [10:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [10:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [4:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [4:0] b_eff_exp;
+  input [31:0] a;
+  wire [31:0] a;
+  (* init = 32'd0 *)
+  wire [31:0] \a$49 ;
+  (* init = 32'd0 *)
+  wire [31:0] \a$52 ;
+  input [31:0] b;
+  wire [31:0] b;
+  (* init = 32'd0 *)
+  wire [31:0] \b$50 ;
+  (* init = 32'd0 *)
+  wire [31:0] \b$53 ;
   input clk;
   wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
+  reg d10_fp_sum = 1'h0;
+  reg d10_minmax = 1'h0;
+  reg [31:0] d10_simple = 32'd0;
+  reg d11_fp_sum = 1'h0;
+  reg d11_minmax = 1'h0;
+  reg [31:0] d11_simple = 32'd0;
+  reg d12_fp_sum = 1'h0;
+  reg d12_minmax = 1'h0;
+  reg [31:0] d12_simple = 32'd0;
+  reg d1_fp_sum = 1'h0;
+  reg d1_minmax = 1'h0;
+  reg [31:0] d1_simple = 32'd0;
+  reg d2_fp_sum = 1'h0;
+  reg d2_minmax = 1'h0;
+  reg [31:0] d2_simple = 32'd0;
+  reg d3_fp_sum = 1'h0;
+  reg d3_minmax = 1'h0;
+  reg [31:0] d3_simple = 32'd0;
+  reg d4_fp_sum = 1'h0;
+  reg d4_minmax = 1'h0;
+  reg [31:0] d4_simple = 32'd0;
+  reg d5_fp_sum = 1'h0;
+  reg d5_minmax = 1'h0;
+  reg [31:0] d5_simple = 32'd0;
+  reg d6_fp_sum = 1'h0;
+  reg d6_minmax = 1'h0;
+  reg [31:0] d6_simple = 32'd0;
+  reg d7_fp_sum = 1'h0;
+  reg d7_minmax = 1'h0;
+  reg [31:0] d7_simple = 32'd0;
+  reg d8_fp_sum = 1'h0;
+  reg d8_minmax = 1'h0;
+  reg [31:0] d8_simple = 32'd0;
+  reg d9_fp_sum = 1'h0;
+  reg d9_minmax = 1'h0;
+  reg [31:0] d9_simple = 32'd0;
+  wire [31:0] direct;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  wire [1:0] dtype;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  (* init = 2'h0 *)
+  wire [1:0] \dtype$51 ;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  (* init = 2'h0 *)
+  wire [1:0] \dtype$54 ;
+  wire fp_sum;
+  wire is_max;
+  (* enum_base_type = "ReduceOp" *)
+  (* enum_value_00 = "SUM" *)
+  (* enum_value_01 = "MAX" *)
+  (* enum_value_10 = "MIN" *)
+  (* enum_value_11 = "COPY" *)
+  wire [1:0] op;
+  input [3:0] \port$3266$256 ;
+  wire [3:0] \port$3266$256 ;
+  wire [31:0] result;
+  output [31:0] \result$56 ;
+  wire [31:0] \result$56 ;
+  wire [31:0] \result$57 ;
   input rst;
   wire rst;
-  wire s0_swap;
-  reg [4:0] s1_d = 5'h00;
-  reg [4:0] s1_ex = 5'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [10:0] s1_mx = 11'h000;
-  reg [10:0] s1_my = 11'h000;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [27:0] s1_wide;
-  reg [4:0] s2_ex = 5'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [13:0] s2_x = 14'h0000;
-  reg [13:0] s2_y = 14'h0000;
-  reg s3_both_neg = 1'h0;
-  reg [4:0] s3_ex = 5'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [14:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [14:0] s3_sum = 15'h0000;
-  wire s3_zero;
-  reg [5:0] s4_exp = 6'h00;
-  wire [5:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [10:0] s4_sig = 11'h000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:10];
-  assign a_eff_exp = \$1  ? a[14:10] : 5'h01;
-  assign \$2  = | b[14:10];
-  assign b_eff_exp = \$2  ? b[14:10] : 5'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'he;
-  assign \$4  = \$3  ? 5'h0e : s1_d;
-  assign s1_wide = { s1_my, 17'h00000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[14];
-  assign \$6  = ~ s3_sum[13];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[12];
-  assign \$9  = ~ s3_sum[11];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[10];
-  assign \$13  = ~ s3_sum[9];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[8];
-  assign \$16  = ~ s3_sum[7];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[6];
-  assign \$21  = ~ s3_sum[5];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[4];
-  assign \$24  = ~ s3_sum[3];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[2];
-  assign \$28  = ~ s3_sum[1];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[0];
-  assign \$31  = s3_sum[0] ? 1'h0 : 1'h1;
-  assign \$32  = ~ s3_sum[2];
-  assign \$33  = s3_sum[2] ? 1'h0 : 1'h1;
-  assign \$34  = \$29  ? { 1'h1, \$31  } : { 1'h0, \$33  };
-  assign \$35  = ~ s3_sum[6];
-  assign \$36  = ~ s3_sum[5];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[4];
-  assign \$39  = s3_sum[4] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[6];
-  assign \$41  = s3_sum[6] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? { 1'h1, \$34  } : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[14];
-  assign \$45  = ~ s3_sum[13];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[12];
-  assign \$48  = ~ s3_sum[11];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[10];
-  assign \$52  = ~ s3_sum[9];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[8];
-  assign \$55  = s3_sum[8] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[10];
-  assign \$57  = s3_sum[10] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[14];
-  assign \$60  = ~ s3_sum[13];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[12];
-  assign \$63  = s3_sum[12] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[14];
-  assign \$65  = s3_sum[14] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 1'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[10] ? s4_exp : 6'h00;
-  assign \$73  = { s4_exp_field, s4_sig[9:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:10] >= 5'h1f;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:10];
-  assign \$82  = | a[14:10];
-  assign \$83  = s0_swap ? { \$81 , b[9:0] } : { \$82 , a[9:0] };
-  assign \$84  = | a[14:10];
-  assign \$85  = | b[14:10];
-  assign \$86  = s0_swap ? { \$84 , a[9:0] } : { \$85 , b[9:0] };
-  assign \$87  = a[14:10] == 5'h1f;
-  assign \$88  = | a[9:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:10] == 5'h1f;
-  assign \$91  = | b[9:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:10] == 5'h1f;
-  assign \$95  = | a[9:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:10] == 5'h1f;
-  assign \$99  = | b[9:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:10] == 5'h1f;
-  assign \$107  = | a[9:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:10] == 5'h1f;
-  assign \$111  = | b[9:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:10] == 5'h1f;
-  assign \$116  = | a[9:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[13:0];
-  assign \$121  = s1_wide[27:14] | { 13'h0000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [14], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7c00 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7c00 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7e00 : \$131 ;
+  reg [31:0] s0_a = 32'd0;
+  reg [31:0] s0_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s0_dtype = 2'h0;
+  (* enum_base_type = "ReduceOp" *)
+  (* enum_value_00 = "SUM" *)
+  (* enum_value_01 = "MAX" *)
+  (* enum_value_10 = "MIN" *)
+  (* enum_value_11 = "COPY" *)
+  reg [1:0] s0_op = 2'h0;
   always @(posedge clk)
-    s1_sx <= \$133 ;
+    d5_fp_sum <= \$28 ;
   always @(posedge clk)
-    s1_sy <= \$134 ;
+    d5_minmax <= \$29 ;
   always @(posedge clk)
-    s1_sub <= \$135 ;
+    d6_simple <= \$30 ;
   always @(posedge clk)
-    s1_ex <= \$136 ;
+    d6_fp_sum <= \$31 ;
   always @(posedge clk)
-    s1_d <= \$137 ;
+    d6_minmax <= \$32 ;
   always @(posedge clk)
-    s1_mx <= \$138 ;
+    d7_simple <= \$33 ;
   always @(posedge clk)
-    s1_my <= \$139 ;
+    d7_fp_sum <= \$34 ;
   always @(posedge clk)
-    s1_nan <= \$140 ;
+    d7_minmax <= \$35 ;
   always @(posedge clk)
-    s1_inf <= \$141 ;
+    d8_simple <= \$36 ;
   always @(posedge clk)
-    s1_inf_sign <= \$142 ;
+    d8_fp_sum <= \$37 ;
   always @(posedge clk)
-    s2_sx <= \$143 ;
+    d8_minmax <= \$38 ;
   always @(posedge clk)
-    s2_sy <= \$144 ;
+    d9_simple <= \$39 ;
   always @(posedge clk)
-    s2_sub <= \$145 ;
+    d9_fp_sum <= \$40 ;
   always @(posedge clk)
-    s2_ex <= \$146 ;
+    d9_minmax <= \$41 ;
   always @(posedge clk)
-    s2_x <= \$147 ;
+    d10_simple <= \$42 ;
   always @(posedge clk)
-    s2_y <= \$148 ;
+    d10_fp_sum <= \$43 ;
   always @(posedge clk)
-    s2_nan <= \$149 ;
+    d10_minmax <= \$44 ;
   always @(posedge clk)
-    s2_inf <= \$150 ;
+    d11_simple <= \$45 ;
   always @(posedge clk)
-    s2_inf_sign <= \$151 ;
+    d11_fp_sum <= \$46 ;
   always @(posedge clk)
-    s3_sum <= \$152 ;
+    d11_minmax <= \$47 ;
   always @(posedge clk)
-    s3_sign <= \$153 ;
+    d12_simple <= \$48 ;
   always @(posedge clk)
-    s3_ex <= \$154 ;
+    d12_fp_sum <= \$49 ;
   always @(posedge clk)
-    s3_nan <= \$155 ;
+    d12_minmax <= \$50 ;
+  assign \$1  = s0_op == 1'h1;
+  assign \$2  = s0_op == 2'h2;
+  assign \$3  = \$1  | \$2 ;
+  assign \$4  = d2_minmax ? { \$52 , \$51  } : d2_simple;
+  assign is_max = s0_op == 1'h1;
+  assign \$5  = s0_op == 2'h3;
+  assign \$6  = s0_a + s0_b;
+  assign \$7  = \$5  ? { 1'h0, s0_a } : \$6 ;
+  assign \$8  = | s0_op;
+  assign \$9  = ~ \$8 ;
+  assign \$10  = | s0_dtype;
+  assign fp_sum = \$9  & \$10 ;
+  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
   always @(posedge clk)
-    s3_inf <= \$156 ;
+    s0_a <= \$11 ;
   always @(posedge clk)
-    s3_inf_sign <= \$157 ;
+    s0_b <= \$12 ;
   always @(posedge clk)
-    s3_both_neg <= \$158 ;
+    s0_op <= \$13 ;
   always @(posedge clk)
-    s4_sig <= \$159 ;
+    s0_dtype <= \$14 ;
   always @(posedge clk)
-    s4_round <= \$160 ;
+    d1_simple <= \$15 ;
   always @(posedge clk)
-    s4_sticky <= \$161 ;
+    d1_fp_sum <= \$16 ;
   always @(posedge clk)
-    s4_exp <= \$162 ;
+    d1_minmax <= \$17 ;
   always @(posedge clk)
-    s4_sign <= \$163 ;
+    d2_simple <= \$18 ;
   always @(posedge clk)
-    s4_nan <= \$164 ;
+    d2_fp_sum <= \$19 ;
   always @(posedge clk)
-    s4_inf <= \$165 ;
+    d2_minmax <= \$20 ;
   always @(posedge clk)
-    s4_inf_sign <= \$166 ;
+    d3_simple <= \$21 ;
   always @(posedge clk)
-    result <= \$167 ;
+    d3_fp_sum <= \$22 ;
+  always @(posedge clk)
+    d3_minmax <= \$23 ;
+  always @(posedge clk)
+    d4_simple <= \$24 ;
+  always @(posedge clk)
+    d4_fp_sum <= \$25 ;
+  always @(posedge clk)
+    d4_minmax <= \$26 ;
+  always @(posedge clk)
+    d5_simple <= \$27 ;
+  \ace_alu_array_small.array.lane1.adder  adder (
+    .a(s0_a),
+    .b(s0_b),
+    .clk(clk),
+    .dtype(s0_dtype),
+    .result(\result$57 ),
+    .rst(rst)
+  );
+  \ace_alu_array_small.array.lane1.minmax  minmax (
+    .a(s0_a),
+    .b(s0_b),
+    .clk(clk),
+    .dtype(s0_dtype),
+    .is_max(is_max),
+    .\port$1528$0 (\$51 ),
+    .\port$1529$0 (\$52 ),
+    .rst(rst)
+  );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$133  = \$74 ;
+    \$28  = d4_fp_sum;
     if (rst) begin
-      \$133  = 1'h0;
+      \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$134  = \$75 ;
+    \$29  = d4_minmax;
     if (rst) begin
-      \$134  = 1'h0;
+      \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$135  = \$76 ;
+    \$30  = d5_simple;
     if (rst) begin
-      \$135  = 1'h0;
+      \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$136  = \$77 ;
+    \$31  = d5_fp_sum;
     if (rst) begin
-      \$136  = 5'h00;
+      \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$137  = \$80 [4:0];
+    \$32  = d5_minmax;
     if (rst) begin
-      \$137  = 5'h00;
+      \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$138  = \$83 ;
+    \$33  = d6_simple;
     if (rst) begin
-      \$138  = 11'h000;
+      \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$139  = \$86 ;
+    \$34  = d6_fp_sum;
     if (rst) begin
-      \$139  = 11'h000;
+      \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$140  = \$105 ;
+    \$35  = d6_minmax;
     if (rst) begin
-      \$140  = 1'h0;
+      \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$141  = \$114 ;
+    \$36  = d7_simple;
     if (rst) begin
-      \$141  = 1'h0;
+      \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$142  = \$119 ;
+    \$37  = d7_fp_sum;
     if (rst) begin
-      \$142  = 1'h0;
+      \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$143  = s1_sx;
+    \$38  = d7_minmax;
     if (rst) begin
-      \$143  = 1'h0;
+      \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$144  = s1_sy;
+    \$39  = d8_simple;
     if (rst) begin
-      \$144  = 1'h0;
+      \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$145  = s1_sub;
+    \$40  = d8_fp_sum;
     if (rst) begin
-      \$145  = 1'h0;
+      \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$146  = s1_ex;
+    \$41  = d8_minmax;
     if (rst) begin
-      \$146  = 5'h00;
+      \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$147  = { s1_mx, 3'h0 };
+    \$42  = d9_simple;
     if (rst) begin
-      \$147  = 14'h0000;
+      \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$148  = \$121 ;
+    \$43  = d9_fp_sum;
     if (rst) begin
-      \$148  = 14'h0000;
+      \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$149  = s1_nan;
+    \$44  = d9_minmax;
     if (rst) begin
-      \$149  = 1'h0;
+      \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$150  = s1_inf;
+    \$45  = d10_simple;
     if (rst) begin
-      \$150  = 1'h0;
+      \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$151  = s1_inf_sign;
+    \$46  = d10_fp_sum;
     if (rst) begin
-      \$151  = 1'h0;
+      \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$152  = \$124 [14:0];
+    \$47  = d10_minmax;
     if (rst) begin
-      \$152  = 15'h0000;
+      \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$153  = s2_sx;
+    \$48  = d11_simple;
     if (rst) begin
-      \$153  = 1'h0;
+      \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$154  = s2_ex;
+    \$49  = d11_fp_sum;
     if (rst) begin
-      \$154  = 5'h00;
+      \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$155  = s2_nan;
+    \$50  = d11_minmax;
     if (rst) begin
-      \$155  = 1'h0;
+      \$50  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$156  = s2_inf;
+    \$11  = a;
     if (rst) begin
-      \$156  = 1'h0;
+      \$11  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$157  = s2_inf_sign;
+    \$12  = b;
     if (rst) begin
-      \$157  = 1'h0;
+      \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$158  = \$125 ;
+    \$13  = \port$3266$256 [1:0];
     if (rst) begin
-      \$158  = 1'h0;
+      \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$159  = \$70 [14:4];
+    \$14  = \port$3266$256 [3:2];
     if (rst) begin
-      \$159  = 11'h000;
+      \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$160  = \$70 [3];
+    \$15  = \$7 [31:0];
     if (rst) begin
-      \$160  = 1'h0;
+      \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$161  = \$126 ;
+    \$16  = fp_sum;
     if (rst) begin
-      \$161  = 1'h0;
+      \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$162  = \$128 [5:0];
+    \$17  = \$3 ;
     if (rst) begin
-      \$162  = 6'h00;
+      \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$163  = \$129 ;
+    \$18  = d1_simple;
     if (rst) begin
-      \$163  = 1'h0;
+      \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$164  = s3_nan;
+    \$19  = d1_fp_sum;
     if (rst) begin
-      \$164  = 1'h0;
+      \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$165  = s3_inf;
+    \$20  = d1_minmax;
     if (rst) begin
-      \$165  = 1'h0;
+      \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$166  = s3_inf_sign;
+    \$21  = \$4 ;
     if (rst) begin
-      \$166  = 1'h0;
+      \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$167  = \$132 ;
+    \$22  = d2_fp_sum;
     if (rst) begin
-      \$167  = 16'h0000;
+      \$22  = 1'h0;
     end
   end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [14:0];
-  assign s4_rounded = \$73 [15:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$23  = d2_minmax;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$24  = d3_simple;
+    if (rst) begin
+      \$24  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$25  = d3_fp_sum;
+    if (rst) begin
+      \$25  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$26  = d3_minmax;
+    if (rst) begin
+      \$26  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$27  = d4_simple;
+    if (rst) begin
+      \$27  = 32'd0;
+    end
+  end
+  assign op = \port$3266$256 [1:0];
+  assign dtype = \port$3266$256 [3:2];
+  assign direct = \$7 [31:0];
+  assign result = { \$52 , \$51  };
+  assign \a$49  = s0_a;
+  assign \b$50  = s0_b;
+  assign \dtype$51  = s0_dtype;
+  assign \a$52  = s0_a;
+  assign \b$53  = s0_b;
+  assign \dtype$54  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.add_fp16_lo (rst, a, b, result, clk);
+module \ace_alu_array_small.array.lane1.adder (rst, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -3036,719 +5200,30 @@ module \ace_alu_array_small.array.lane0.add_fp16_lo (rst, a, b, result, clk);
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire \$117 ;
+  wire [10:0] \$117 ;
   wire \$118 ;
-  wire \$119 ;
+  wire [10:0] \$119 ;
   wire \$12 ;
-  wire \$120 ;
-  wire [13:0] \$121 ;
-  wire [14:0] \$122 ;
-  wire [14:0] \$123 ;
-  wire [15:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [5:0] \$127 ;
-  wire [6:0] \$128 ;
+  wire [8:0] \$120 ;
+  wire [8:0] \$121 ;
+  wire \$122 ;
+  wire [7:0] \$123 ;
+  wire \$124 ;
+  wire [7:0] \$125 ;
+  wire [8:0] \$126 ;
+  wire \$127 ;
+  wire [7:0] \$128 ;
   wire \$129 ;
   wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [4:0] \$136 ;
-  reg [4:0] \$137 ;
-  reg [10:0] \$138 ;
-  reg [10:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [4:0] \$146 ;
-  reg [13:0] \$147 ;
-  reg [13:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [14:0] \$152 ;
-  reg \$153 ;
-  reg [4:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [10:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [5:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [4:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [4:0] \$69 ;
-  wire \$7 ;
-  wire [29:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [4:0] \$77 ;
-  wire [5:0] \$78 ;
-  wire [5:0] \$79 ;
-  wire \$8 ;
-  wire [5:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [10:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [10:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [4:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [4:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [4:0] s1_d = 5'h00;
-  reg [4:0] s1_ex = 5'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [10:0] s1_mx = 11'h000;
-  reg [10:0] s1_my = 11'h000;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [27:0] s1_wide;
-  reg [4:0] s2_ex = 5'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [13:0] s2_x = 14'h0000;
-  reg [13:0] s2_y = 14'h0000;
-  reg s3_both_neg = 1'h0;
-  reg [4:0] s3_ex = 5'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [14:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [14:0] s3_sum = 15'h0000;
-  wire s3_zero;
-  reg [5:0] s4_exp = 6'h00;
-  wire [5:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [10:0] s4_sig = 11'h000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:10];
-  assign a_eff_exp = \$1  ? a[14:10] : 5'h01;
-  assign \$2  = | b[14:10];
-  assign b_eff_exp = \$2  ? b[14:10] : 5'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'he;
-  assign \$4  = \$3  ? 5'h0e : s1_d;
-  assign s1_wide = { s1_my, 17'h00000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[14];
-  assign \$6  = ~ s3_sum[13];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[12];
-  assign \$9  = ~ s3_sum[11];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[10];
-  assign \$13  = ~ s3_sum[9];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[8];
-  assign \$16  = ~ s3_sum[7];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[6];
-  assign \$21  = ~ s3_sum[5];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[4];
-  assign \$24  = ~ s3_sum[3];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[2];
-  assign \$28  = ~ s3_sum[1];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[0];
-  assign \$31  = s3_sum[0] ? 1'h0 : 1'h1;
-  assign \$32  = ~ s3_sum[2];
-  assign \$33  = s3_sum[2] ? 1'h0 : 1'h1;
-  assign \$34  = \$29  ? { 1'h1, \$31  } : { 1'h0, \$33  };
-  assign \$35  = ~ s3_sum[6];
-  assign \$36  = ~ s3_sum[5];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[4];
-  assign \$39  = s3_sum[4] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[6];
-  assign \$41  = s3_sum[6] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? { 1'h1, \$34  } : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[14];
-  assign \$45  = ~ s3_sum[13];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[12];
-  assign \$48  = ~ s3_sum[11];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[10];
-  assign \$52  = ~ s3_sum[9];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[8];
-  assign \$55  = s3_sum[8] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[10];
-  assign \$57  = s3_sum[10] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[14];
-  assign \$60  = ~ s3_sum[13];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[12];
-  assign \$63  = s3_sum[12] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[14];
-  assign \$65  = s3_sum[14] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 1'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[10] ? s4_exp : 6'h00;
-  assign \$73  = { s4_exp_field, s4_sig[9:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:10] >= 5'h1f;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:10];
-  assign \$82  = | a[14:10];
-  assign \$83  = s0_swap ? { \$81 , b[9:0] } : { \$82 , a[9:0] };
-  assign \$84  = | a[14:10];
-  assign \$85  = | b[14:10];
-  assign \$86  = s0_swap ? { \$84 , a[9:0] } : { \$85 , b[9:0] };
-  assign \$87  = a[14:10] == 5'h1f;
-  assign \$88  = | a[9:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:10] == 5'h1f;
-  assign \$91  = | b[9:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:10] == 5'h1f;
-  assign \$95  = | a[9:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:10] == 5'h1f;
-  assign \$99  = | b[9:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:10] == 5'h1f;
-  assign \$107  = | a[9:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:10] == 5'h1f;
-  assign \$111  = | b[9:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:10] == 5'h1f;
-  assign \$116  = | a[9:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[13:0];
-  assign \$121  = s1_wide[27:14] | { 13'h0000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [14], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7c00 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7c00 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7e00 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$133  = \$74 ;
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$134  = \$75 ;
-    if (rst) begin
-      \$134  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$135  = \$76 ;
-    if (rst) begin
-      \$135  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$136  = \$77 ;
-    if (rst) begin
-      \$136  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$137  = \$80 [4:0];
-    if (rst) begin
-      \$137  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$138  = \$83 ;
-    if (rst) begin
-      \$138  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$139  = \$86 ;
-    if (rst) begin
-      \$139  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$140  = \$105 ;
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$141  = \$114 ;
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$142  = \$119 ;
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$143  = s1_sx;
-    if (rst) begin
-      \$143  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$144  = s1_sy;
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$145  = s1_sub;
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$146  = s1_ex;
-    if (rst) begin
-      \$146  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$147  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$147  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$148  = \$121 ;
-    if (rst) begin
-      \$148  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$152  = \$124 [14:0];
-    if (rst) begin
-      \$152  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$159  = \$70 [14:4];
-    if (rst) begin
-      \$159  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$162  = \$128 [5:0];
-    if (rst) begin
-      \$162  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [14:0];
-  assign s4_rounded = \$73 [15:0];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.add_fp32 (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire [1:0] \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
+  wire [7:0] \$130 ;
+  wire [8:0] \$131 ;
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [1:0] \$137 ;
-  wire [2:0] \$138 ;
+  wire [3:0] \$137 ;
+  wire [3:0] \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
@@ -3763,41 +5238,41 @@ module \ace_alu_array_small.array.lane0.add_fp32 (rst, a, b, result, clk);
   wire \$149 ;
   wire \$15 ;
   wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire [1:0] \$153 ;
+  wire [3:0] \$151 ;
+  wire [3:0] \$152 ;
+  wire \$153 ;
   wire \$154 ;
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
-  wire \$16 ;
-  wire \$160 ;
-  wire [1:0] \$161 ;
-  wire [2:0] \$162 ;
-  wire [3:0] \$163 ;
-  wire \$164 ;
-  wire [7:0] \$165 ;
-  wire [58:0] \$166 ;
+  wire [7:0] \$16 ;
+  wire [4:0] \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire [7:0] \$164 ;
+  wire \$165 ;
+  wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire [32:0] \$169 ;
+  wire \$169 ;
   wire \$17 ;
   wire \$170 ;
   wire \$171 ;
   wire \$172 ;
-  wire [7:0] \$173 ;
-  wire [8:0] \$174 ;
-  wire [8:0] \$175 ;
-  wire [8:0] \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire [23:0] \$179 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire [3:0] \$177 ;
+  wire [3:0] \$178 ;
+  wire \$179 ;
   wire \$18 ;
   wire \$180 ;
   wire \$181 ;
-  wire [23:0] \$182 ;
+  wire \$182 ;
   wire \$183 ;
   wire \$184 ;
   wire \$185 ;
@@ -3807,8 +5282,8 @@ module \ace_alu_array_small.array.lane0.add_fp32 (rst, a, b, result, clk);
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
+  wire [3:0] \$191 ;
+  wire [3:0] \$192 ;
   wire \$193 ;
   wire \$194 ;
   wire \$195 ;
@@ -3818,11 +5293,11 @@ module \ace_alu_array_small.array.lane0.add_fp32 (rst, a, b, result, clk);
   wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$200 ;
+  wire [4:0] \$200 ;
   wire \$201 ;
   wire \$202 ;
   wire \$203 ;
-  wire \$204 ;
+  wire [7:0] \$204 ;
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
@@ -3831,119 +5306,633 @@ module \ace_alu_array_small.array.lane0.add_fp32 (rst, a, b, result, clk);
   wire \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
+  wire [15:0] \$212 ;
+  wire [15:0] \$213 ;
+  wire [15:0] \$214 ;
+  wire [15:0] \$215 ;
   wire \$216 ;
-  wire [26:0] \$217 ;
-  wire [27:0] \$218 ;
-  wire [27:0] \$219 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
-  wire [28:0] \$220 ;
-  wire \$221 ;
+  wire [15:0] \$220 ;
+  wire [15:0] \$221 ;
   wire \$222 ;
-  wire [8:0] \$223 ;
-  wire [9:0] \$224 ;
-  wire \$225 ;
-  wire [31:0] \$226 ;
-  wire [31:0] \$227 ;
-  wire [31:0] \$228 ;
-  reg \$229 ;
+  wire [15:0] \$223 ;
+  wire [15:0] \$224 ;
+  wire [15:0] \$225 ;
+  wire \$226 ;
+  wire [15:0] \$227 ;
+  wire [15:0] \$228 ;
+  wire [15:0] \$229 ;
   wire \$23 ;
-  reg \$230 ;
-  reg \$231 ;
-  reg [7:0] \$232 ;
-  reg [7:0] \$233 ;
-  reg [23:0] \$234 ;
-  reg [23:0] \$235 ;
-  reg \$236 ;
-  reg \$237 ;
-  reg \$238 ;
-  reg \$239 ;
+  wire [15:0] \$230 ;
+  wire [15:0] \$231 ;
+  wire [15:0] \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire [15:0] \$235 ;
+  wire [15:0] \$236 ;
+  wire [15:0] \$237 ;
+  wire \$238 ;
+  wire [15:0] \$239 ;
   wire \$24 ;
-  reg \$240 ;
-  reg \$241 ;
-  reg [7:0] \$242 ;
-  reg [26:0] \$243 ;
-  reg [26:0] \$244 ;
-  reg \$245 ;
-  reg \$246 ;
-  reg \$247 ;
-  reg [27:0] \$248 ;
-  reg \$249 ;
+  wire [15:0] \$240 ;
+  wire [15:0] \$241 ;
+  wire \$242 ;
+  wire [15:0] \$243 ;
+  wire [15:0] \$244 ;
+  wire [15:0] \$245 ;
+  wire [15:0] \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
-  reg [7:0] \$250 ;
-  reg \$251 ;
-  reg \$252 ;
-  reg \$253 ;
-  reg \$254 ;
-  reg [23:0] \$255 ;
-  reg \$256 ;
-  reg \$257 ;
-  reg [8:0] \$258 ;
-  reg \$259 ;
+  wire [15:0] \$250 ;
+  wire [15:0] \$251 ;
+  wire \$252 ;
+  wire [15:0] \$253 ;
+  wire [15:0] \$254 ;
+  wire [15:0] \$255 ;
+  wire \$256 ;
+  wire [15:0] \$257 ;
+  wire [15:0] \$258 ;
+  wire [15:0] \$259 ;
   wire \$26 ;
-  reg \$260 ;
-  reg \$261 ;
-  reg \$262 ;
-  reg [31:0] \$263 ;
+  wire [15:0] \$260 ;
+  wire [15:0] \$261 ;
+  wire [15:0] \$262 ;
+  wire [15:0] \$263 ;
+  wire [15:0] \$264 ;
+  wire [15:0] \$265 ;
+  wire [15:0] \$266 ;
+  wire [15:0] \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire [15:0] \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire [15:0] \$284 ;
+  wire [15:0] \$285 ;
+  wire [15:0] \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
   wire \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire [15:0] \$294 ;
+  wire [15:0] \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire \$30 ;
-  wire \$31 ;
+  wire \$300 ;
+  wire [15:0] \$301 ;
+  wire [15:0] \$302 ;
+  wire [15:0] \$303 ;
+  wire \$304 ;
+  wire [15:0] \$305 ;
+  wire [15:0] \$306 ;
+  wire [15:0] \$307 ;
+  wire \$308 ;
+  wire [15:0] \$309 ;
+  wire [7:0] \$31 ;
+  wire [15:0] \$310 ;
+  wire [15:0] \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire [15:0] \$319 ;
   wire \$32 ;
+  wire [15:0] \$320 ;
+  wire [15:0] \$321 ;
+  wire \$322 ;
+  wire [15:0] \$323 ;
+  wire [15:0] \$324 ;
+  wire [15:0] \$325 ;
+  wire \$326 ;
+  wire [15:0] \$327 ;
+  wire [15:0] \$328 ;
+  wire [15:0] \$329 ;
   wire \$33 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire \$333 ;
+  wire [15:0] \$334 ;
+  wire [15:0] \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
+  wire [15:0] \$340 ;
+  wire [15:0] \$341 ;
+  wire \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire [15:0] \$345 ;
+  wire [15:0] \$346 ;
+  wire [15:0] \$347 ;
+  wire \$348 ;
+  wire \$349 ;
   wire \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire [15:0] \$357 ;
+  wire \$358 ;
+  wire \$359 ;
   wire \$36 ;
+  wire \$360 ;
+  wire [15:0] \$361 ;
+  wire [15:0] \$362 ;
+  wire [15:0] \$363 ;
+  wire \$364 ;
+  wire [31:0] \$365 ;
+  wire [15:0] \$366 ;
+  wire [15:0] \$367 ;
+  wire [31:0] \$368 ;
+  wire [31:0] \$369 ;
   wire \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire [1:0] \$373 ;
+  wire [1:0] \$374 ;
+  wire [1:0] \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire [1:0] \$379 ;
   wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
+  wire [1:0] \$380 ;
+  wire [1:0] \$381 ;
+  wire \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire [1:0] \$385 ;
+  wire [1:0] \$386 ;
+  wire [1:0] \$387 ;
+  wire [1:0] \$388 ;
+  wire [1:0] \$389 ;
+  wire [7:0] \$39 ;
+  wire [1:0] \$390 ;
+  wire [1:0] \$391 ;
+  wire [1:0] \$392 ;
+  wire [1:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire \$399 ;
+  wire \$4 ;
   wire \$40 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire [1:0] \$403 ;
+  wire [1:0] \$404 ;
+  wire [1:0] \$405 ;
+  wire \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire [1:0] \$409 ;
   wire \$41 ;
+  wire [1:0] \$410 ;
+  wire [1:0] \$411 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire \$414 ;
+  wire [1:0] \$415 ;
+  wire [1:0] \$416 ;
+  wire [1:0] \$417 ;
+  wire \$418 ;
+  wire \$419 ;
   wire \$42 ;
+  wire \$420 ;
+  wire [1:0] \$421 ;
+  wire [1:0] \$422 ;
+  wire [1:0] \$423 ;
+  wire [1:0] \$424 ;
+  wire [1:0] \$425 ;
+  wire [1:0] \$426 ;
+  wire [1:0] \$427 ;
+  wire [1:0] \$428 ;
+  wire [1:0] \$429 ;
   wire \$43 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire \$432 ;
+  wire \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire [1:0] \$439 ;
   wire \$44 ;
+  wire [1:0] \$440 ;
+  wire [1:0] \$441 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
+  wire \$449 ;
   wire \$45 ;
+  wire \$450 ;
+  wire \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire \$459 ;
   wire \$46 ;
+  wire \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire \$468 ;
+  wire \$469 ;
   wire \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire [3:0] \$474 ;
+  wire [4:0] \$475 ;
+  wire \$476 ;
+  wire [3:0] \$477 ;
+  wire [4:0] \$478 ;
+  wire [15:0] \$479 ;
   wire \$48 ;
+  wire \$480 ;
+  wire [3:0] \$481 ;
+  wire [4:0] \$482 ;
+  wire [15:0] \$483 ;
+  wire [15:0] \$484 ;
+  wire \$485 ;
+  wire [3:0] \$486 ;
+  wire [4:0] \$487 ;
+  wire \$488 ;
+  wire \$489 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [3:0] \$490 ;
+  wire [4:0] \$491 ;
+  wire [15:0] \$492 ;
+  wire \$493 ;
+  wire [3:0] \$494 ;
+  wire [4:0] \$495 ;
+  wire \$496 ;
+  wire [15:0] \$497 ;
+  wire [15:0] \$498 ;
+  wire \$499 ;
+  wire [7:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
+  wire [3:0] \$500 ;
+  wire [4:0] \$501 ;
+  wire \$502 ;
+  wire [15:0] \$503 ;
+  wire [15:0] \$504 ;
+  wire [15:0] \$505 ;
+  wire \$506 ;
+  wire [3:0] \$507 ;
+  wire [4:0] \$508 ;
+  wire \$509 ;
+  wire [7:0] \$51 ;
+  wire [15:0] \$510 ;
+  wire [15:0] \$511 ;
+  wire [15:0] \$512 ;
+  wire \$513 ;
+  wire [3:0] \$514 ;
+  wire [4:0] \$515 ;
+  wire \$516 ;
+  wire [3:0] \$517 ;
+  wire [4:0] \$518 ;
+  wire [15:0] \$519 ;
   wire \$52 ;
+  wire [15:0] \$520 ;
+  wire [15:0] \$521 ;
+  wire [15:0] \$522 ;
+  wire [15:0] \$523 ;
+  wire [15:0] \$524 ;
+  wire [15:0] \$525 ;
+  wire \$526 ;
+  wire [15:0] \$527 ;
+  wire [15:0] \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
+  wire \$530 ;
+  wire [15:0] \$531 ;
+  wire \$532 ;
+  wire [15:0] \$533 ;
+  wire [15:0] \$534 ;
+  wire \$535 ;
+  wire [15:0] \$536 ;
+  wire [15:0] \$537 ;
+  wire [15:0] \$538 ;
+  wire \$539 ;
   wire \$54 ;
+  wire [15:0] \$540 ;
+  wire [15:0] \$541 ;
+  wire [15:0] \$542 ;
+  wire \$543 ;
+  wire [15:0] \$544 ;
+  wire \$545 ;
+  wire [15:0] \$546 ;
+  wire [15:0] \$547 ;
+  wire \$548 ;
+  wire [15:0] \$549 ;
   wire \$55 ;
+  wire [15:0] \$550 ;
+  wire [15:0] \$551 ;
+  wire \$552 ;
+  wire [15:0] \$553 ;
+  wire [15:0] \$554 ;
+  wire [15:0] \$555 ;
+  wire [15:0] \$556 ;
+  wire \$557 ;
+  wire [15:0] \$558 ;
+  wire \$559 ;
   wire \$56 ;
+  wire [15:0] \$560 ;
+  wire [15:0] \$561 ;
+  wire \$562 ;
+  wire [15:0] \$563 ;
+  wire [15:0] \$564 ;
+  wire [15:0] \$565 ;
+  wire \$566 ;
+  wire [15:0] \$567 ;
+  wire [15:0] \$568 ;
+  wire [15:0] \$569 ;
   wire \$57 ;
+  wire [15:0] \$570 ;
+  wire [9:0] \$571 ;
+  wire [10:0] \$572 ;
+  wire [9:0] \$573 ;
+  wire [10:0] \$574 ;
+  wire \$575 ;
+  wire [7:0] \$576 ;
+  wire \$577 ;
+  wire [4:0] \$578 ;
+  wire [7:0] \$579 ;
   wire \$58 ;
+  wire [14:0] \$580 ;
+  wire \$581 ;
+  wire [4:0] \$582 ;
+  wire [7:0] \$583 ;
+  wire [14:0] \$584 ;
+  wire [30:0] \$585 ;
+  wire \$586 ;
+  wire \$587 ;
+  wire [7:0] \$588 ;
+  wire \$589 ;
   wire \$59 ;
+  wire [4:0] \$590 ;
+  wire [7:0] \$591 ;
+  wire [14:0] \$592 ;
+  wire \$593 ;
+  wire [4:0] \$594 ;
+  wire [7:0] \$595 ;
+  wire [14:0] \$596 ;
+  wire [30:0] \$597 ;
+  wire \$598 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
+  wire \$600 ;
+  wire \$601 ;
+  wire \$602 ;
+  wire \$603 ;
+  wire \$604 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
+  wire \$609 ;
   wire \$61 ;
-  wire \$62 ;
+  wire \$610 ;
+  wire \$611 ;
+  wire \$612 ;
+  wire \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire \$619 ;
+  wire [7:0] \$62 ;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire [14:0] \$624 ;
+  wire \$625 ;
+  wire [14:0] \$626 ;
+  wire \$627 ;
+  wire [15:0] \$628 ;
+  wire \$629 ;
   wire \$63 ;
+  wire \$630 ;
+  wire [14:0] \$631 ;
+  wire \$632 ;
+  wire [14:0] \$633 ;
+  wire \$634 ;
+  wire [15:0] \$635 ;
+  wire \$636 ;
+  wire \$637 ;
+  wire \$638 ;
+  wire \$639 ;
   wire \$64 ;
-  wire [1:0] \$65 ;
+  wire \$640 ;
+  wire \$641 ;
+  wire \$642 ;
+  wire \$643 ;
+  wire [15:0] \$644 ;
+  wire \$645 ;
+  wire \$646 ;
+  wire \$647 ;
+  wire \$648 ;
+  wire \$649 ;
+  wire \$65 ;
+  wire \$650 ;
+  wire \$651 ;
+  wire [15:0] \$652 ;
+  wire [15:0] \$653 ;
+  wire \$654 ;
+  wire \$655 ;
+  wire \$656 ;
+  wire \$657 ;
+  wire \$658 ;
+  wire \$659 ;
   wire \$66 ;
+  wire \$660 ;
+  wire [15:0] \$661 ;
+  wire \$662 ;
+  wire \$663 ;
+  wire \$664 ;
+  wire \$665 ;
+  wire [14:0] \$666 ;
+  wire \$667 ;
+  wire \$668 ;
+  wire \$669 ;
   wire \$67 ;
+  wire \$670 ;
+  wire [14:0] \$671 ;
+  wire \$672 ;
+  wire \$673 ;
+  wire \$674 ;
+  wire \$675 ;
+  wire \$676 ;
+  wire \$677 ;
+  wire [14:0] \$678 ;
+  wire \$679 ;
   wire \$68 ;
+  wire \$680 ;
+  wire \$681 ;
+  wire \$682 ;
+  wire [14:0] \$683 ;
+  wire \$684 ;
+  wire \$685 ;
+  wire [34:0] \$686 ;
+  reg [1:0] \$687 ;
+  reg [1:0] \$688 ;
+  reg [1:0] \$689 ;
   wire \$69 ;
+  reg [1:0] \$690 ;
+  reg [1:0] \$691 ;
+  reg [1:0] \$692 ;
+  reg [1:0] \$693 ;
+  reg [1:0] \$694 ;
+  reg [1:0] \$695 ;
+  reg [1:0] \$696 ;
+  reg [1:0] \$697 ;
+  reg [31:0] \$698 ;
+  reg [10:0] \$699 ;
   wire \$7 ;
   wire \$70 ;
+  reg [10:0] \$700 ;
+  reg [31:0] \$701 ;
+  reg [10:0] \$702 ;
+  reg [10:0] \$703 ;
+  reg \$704 ;
+  reg \$705 ;
+  reg \$706 ;
+  reg [31:0] \$707 ;
+  reg [31:0] \$708 ;
+  reg [10:0] \$709 ;
   wire \$71 ;
+  reg [10:0] \$710 ;
+  reg \$711 ;
+  reg \$712 ;
+  reg [10:0] \$713 ;
+  reg [10:0] \$714 ;
+  reg [7:0] \$715 ;
+  reg [7:0] \$716 ;
+  reg [7:0] \$717 ;
+  reg [7:0] \$718 ;
+  reg [4:0] \$719 ;
   wire \$72 ;
-  wire [1:0] \$73 ;
-  wire [2:0] \$74 ;
+  reg \$720 ;
+  reg [13:0] \$721 ;
+  reg [4:0] \$722 ;
+  reg \$723 ;
+  reg [13:0] \$724 ;
+  reg [31:0] \$725 ;
+  reg [31:0] \$726 ;
+  reg [31:0] \$727 ;
+  reg \$728 ;
+  reg \$729 ;
+  wire \$73 ;
+  reg [13:0] \$730 ;
+  reg [13:0] \$731 ;
+  reg [4:0] \$732 ;
+  reg [4:0] \$733 ;
+  reg [31:0] \$734 ;
+  reg \$735 ;
+  reg \$736 ;
+  reg [13:0] \$737 ;
+  reg [13:0] \$738 ;
+  reg [32:0] \$739 ;
+  wire \$74 ;
+  reg [32:0] \$740 ;
+  reg \$741 ;
+  reg [31:0] \$742 ;
+  reg [13:0] \$743 ;
+  reg [13:0] \$744 ;
+  reg [31:0] \$745 ;
+  reg [31:0] \$746 ;
+  reg [31:0] \$747 ;
+  reg [13:0] \$748 ;
+  reg [13:0] \$749 ;
   wire \$75 ;
+  reg [3:0] \$750 ;
+  reg [3:0] \$751 ;
+  reg \$752 ;
+  reg [13:0] \$753 ;
+  reg [13:0] \$754 ;
+  reg [31:0] \$755 ;
+  reg [4:0] \$756 ;
+  reg [4:0] \$757 ;
+  reg [13:0] \$758 ;
+  reg [13:0] \$759 ;
   wire \$76 ;
-  wire \$77 ;
+  reg [31:0] \$760 ;
+  reg [32:0] \$761 ;
+  reg \$762 ;
+  reg \$763 ;
+  reg \$764 ;
+  reg \$765 ;
+  reg [15:0] \$766 ;
+  reg \$767 ;
+  reg \$768 ;
+  reg [15:0] \$769 ;
+  wire [7:0] \$77 ;
+  reg \$770 ;
+  reg \$771 ;
+  reg \$772 ;
+  reg \$773 ;
+  reg [15:0] \$774 ;
+  reg [15:0] \$775 ;
+  reg [31:0] \$776 ;
+  reg [31:0] \$777 ;
   wire \$78 ;
   wire \$79 ;
   wire \$8 ;
@@ -3952,11 +5941,11 @@ module \ace_alu_array_small.array.lane0.add_fp32 (rst, a, b, result, clk);
   wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire \$85 ;
+  wire [7:0] \$85 ;
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [1:0] \$89 ;
+  wire \$89 ;
   wire \$9 ;
   wire \$90 ;
   wire \$91 ;
@@ -3965,645 +5954,1989 @@ module \ace_alu_array_small.array.lane0.add_fp32 (rst, a, b, result, clk);
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
-  wire [1:0] \$97 ;
-  wire [2:0] \$98 ;
-  wire [3:0] \$99 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
   input [31:0] a;
   wire [31:0] a;
-  wire [7:0] a_eff_exp;
+  wire [7:0] a_hi_exp;
+  wire [15:0] a_hi_sig;
+  wire [7:0] a_lo_exp;
+  wire [15:0] a_lo_sig;
+  wire [31:0] a_sig;
   input [31:0] b;
   wire [31:0] b;
-  wire [7:0] b_eff_exp;
+  wire [7:0] b_hi_exp;
+  wire [15:0] b_hi_sig;
+  wire [7:0] b_lo_exp;
+  wire [15:0] b_lo_sig;
+  wire [31:0] b_sig;
   input clk;
   wire clk;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  input [1:0] dtype;
+  wire [1:0] dtype;
   output [31:0] result;
   reg [31:0] result = 32'd0;
   input rst;
   wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [23:0] s1_mx = 24'h000000;
-  reg [23:0] s1_my = 24'h000000;
-  reg s1_nan = 1'h0;
-  wire [4:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [53:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [26:0] s2_x = 27'h0000000;
-  reg [26:0] s2_y = 27'h0000000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [4:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [4:0] s3_norm_shift;
-  wire [27:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [27:0] s3_sum = 28'h0000000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [31:0] s4_rounded;
-  reg [23:0] s4_sig = 24'h000000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[30:23];
-  assign a_eff_exp = \$1  ? a[30:23] : 8'h01;
-  assign \$2  = | b[30:23];
-  assign b_eff_exp = \$2  ? b[30:23] : 8'h01;
-  assign s0_swap = b[30:0] > a[30:0];
-  assign \$3  = s1_d > 5'h1b;
-  assign \$4  = \$3  ? 8'h1b : s1_d;
-  assign s1_wide = { s1_my, 30'h00000000 } >> \$4 [4:0];
-  assign \$5  = ~ s3_sum[27];
-  assign \$6  = ~ s3_sum[26];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[25];
-  assign \$9  = ~ s3_sum[24];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[23];
-  assign \$13  = ~ s3_sum[22];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[21];
-  assign \$16  = ~ s3_sum[20];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[19];
-  assign \$21  = ~ s3_sum[18];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[17];
-  assign \$24  = ~ s3_sum[16];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[15];
-  assign \$28  = ~ s3_sum[14];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[13];
-  assign \$31  = ~ s3_sum[12];
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \$29  & \$32 ;
-  assign \$34  = \$26  & \$33 ;
-  assign \$35  = \$19  & \$34 ;
-  assign \$36  = ~ s3_sum[11];
-  assign \$37  = ~ s3_sum[10];
-  assign \$38  = \$36  & \$37 ;
-  assign \$39  = ~ s3_sum[9];
-  assign \$40  = ~ s3_sum[8];
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = \$38  & \$41 ;
-  assign \$43  = ~ s3_sum[7];
-  assign \$44  = ~ s3_sum[6];
-  assign \$45  = \$43  & \$44 ;
-  assign \$46  = ~ s3_sum[5];
-  assign \$47  = ~ s3_sum[4];
-  assign \$48  = \$46  & \$47 ;
-  assign \$49  = \$45  & \$48 ;
-  assign \$50  = \$42  & \$49 ;
-  assign \$51  = ~ s3_sum[3];
-  assign \$52  = ~ s3_sum[2];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[1];
-  assign \$55  = ~ s3_sum[0];
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = \$53  & \$56 ;
-  assign \$66  = ~ s3_sum[3];
-  assign \$67  = ~ s3_sum[2];
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = ~ s3_sum[1];
-  assign \$70  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$71  = ~ s3_sum[3];
-  assign \$72  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$73  = \$68  ? { 1'h1, \$70  } : { 1'h0, \$72  };
-  assign \$74  = \$57  ? 3'h4 : { 1'h0, \$73  };
-  assign \$75  = ~ s3_sum[11];
-  assign \$76  = ~ s3_sum[10];
-  assign \$77  = \$75  & \$76 ;
-  assign \$78  = ~ s3_sum[9];
-  assign \$79  = ~ s3_sum[8];
-  assign \$80  = \$78  & \$79 ;
-  assign \$81  = \$77  & \$80 ;
-  assign \$82  = ~ s3_sum[7];
-  assign \$83  = ~ s3_sum[6];
-  assign \$84  = \$82  & \$83 ;
-  assign \$85  = ~ s3_sum[5];
-  assign \$86  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$87  = ~ s3_sum[7];
-  assign \$88  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$89  = \$84  ? { 1'h1, \$86  } : { 1'h0, \$88  };
-  assign \$90  = ~ s3_sum[11];
-  assign \$91  = ~ s3_sum[10];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = ~ s3_sum[9];
-  assign \$94  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$95  = ~ s3_sum[11];
-  assign \$96  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$97  = \$92  ? { 1'h1, \$94  } : { 1'h0, \$96  };
-  assign \$98  = \$81  ? { 1'h1, \$89  } : { 1'h0, \$97  };
-  assign \$99  = \$50  ? { 1'h1, \$74  } : { 1'h0, \$98  };
-  assign \$100  = ~ s3_sum[27];
-  assign \$101  = ~ s3_sum[26];
-  assign \$102  = \$100  & \$101 ;
-  assign \$103  = ~ s3_sum[25];
-  assign \$104  = ~ s3_sum[24];
-  assign \$105  = \$103  & \$104 ;
-  assign \$106  = \$102  & \$105 ;
-  assign \$107  = ~ s3_sum[23];
-  assign \$108  = ~ s3_sum[22];
-  assign \$109  = \$107  & \$108 ;
-  assign \$110  = ~ s3_sum[21];
-  assign \$111  = ~ s3_sum[20];
-  assign \$112  = \$110  & \$111 ;
-  assign \$113  = \$109  & \$112 ;
-  assign \$114  = \$106  & \$113 ;
-  assign \$115  = ~ s3_sum[19];
-  assign \$116  = ~ s3_sum[18];
-  assign \$117  = \$115  & \$116 ;
-  assign \$118  = ~ s3_sum[17];
-  assign \$119  = ~ s3_sum[16];
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = \$117  & \$120 ;
-  assign \$122  = ~ s3_sum[15];
-  assign \$123  = ~ s3_sum[14];
-  assign \$124  = \$122  & \$123 ;
-  assign \$125  = ~ s3_sum[13];
-  assign \$126  = s3_sum[13] ? 1'h0 : 1'h1;
-  assign \$127  = ~ s3_sum[15];
-  assign \$128  = s3_sum[15] ? 1'h0 : 1'h1;
-  assign \$129  = \$124  ? { 1'h1, \$126  } : { 1'h0, \$128  };
-  assign \$130  = ~ s3_sum[19];
-  assign \$131  = ~ s3_sum[18];
-  assign \$132  = \$130  & \$131 ;
-  assign \$133  = ~ s3_sum[17];
-  assign \$134  = s3_sum[17] ? 1'h0 : 1'h1;
-  assign \$135  = ~ s3_sum[19];
-  assign \$136  = s3_sum[19] ? 1'h0 : 1'h1;
-  assign \$137  = \$132  ? { 1'h1, \$134  } : { 1'h0, \$136  };
-  assign \$138  = \$121  ? { 1'h1, \$129  } : { 1'h0, \$137  };
-  assign \$139  = ~ s3_sum[27];
-  assign \$140  = ~ s3_sum[26];
-  assign \$141  = \$139  & \$140 ;
-  assign \$142  = ~ s3_sum[25];
-  assign \$143  = ~ s3_sum[24];
-  assign \$144  = \$142  & \$143 ;
-  assign \$145  = \$141  & \$144 ;
-  assign \$146  = ~ s3_sum[23];
-  assign \$147  = ~ s3_sum[22];
-  assign \$148  = \$146  & \$147 ;
-  assign \$149  = ~ s3_sum[21];
-  assign \$150  = s3_sum[21] ? 1'h0 : 1'h1;
-  assign \$151  = ~ s3_sum[23];
-  assign \$152  = s3_sum[23] ? 1'h0 : 1'h1;
-  assign \$153  = \$148  ? { 1'h1, \$150  } : { 1'h0, \$152  };
-  assign \$154  = ~ s3_sum[27];
-  assign \$155  = ~ s3_sum[26];
-  assign \$156  = \$154  & \$155 ;
-  assign \$157  = ~ s3_sum[25];
-  assign \$158  = s3_sum[25] ? 1'h0 : 1'h1;
-  assign \$159  = ~ s3_sum[27];
-  assign \$160  = s3_sum[27] ? 1'h0 : 1'h1;
-  assign \$161  = \$156  ? { 1'h1, \$158  } : { 1'h0, \$160  };
-  assign \$162  = \$145  ? { 1'h1, \$153  } : { 1'h0, \$161  };
-  assign \$163  = \$114  ? { 1'h1, \$138  } : { 1'h0, \$162  };
-  assign s3_lz = \$35  ? { 1'h1, \$99  } : { 1'h0, \$163  };
-  assign \$164  = s3_lz > s3_ex;
-  assign \$165  = \$164  ? s3_ex : { 3'h0, s3_lz };
-  assign \$166  = s3_sum << \$165 [4:0];
-  assign \$167  = | s3_sum;
-  assign s3_zero = ~ \$167 ;
-  assign \$168  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$168 ;
-  assign s4_exp_field = s4_sig[23] ? s4_exp : 9'h000;
-  assign \$169  = { s4_exp_field, s4_sig[22:0] } + s4_increment;
-  assign s4_overflow = \$169 [31:23] >= 8'hff;
-  assign \$170  = s0_swap ? b[31] : a[31];
-  assign \$171  = s0_swap ? a[31] : b[31];
-  assign \$172  = a[31] ^ b[31];
-  assign \$173  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$174  = b_eff_exp - a_eff_exp;
-  assign \$175  = a_eff_exp - b_eff_exp;
-  assign \$176  = s0_swap ? \$174  : \$175 ;
-  assign \$177  = | b[30:23];
-  assign \$178  = | a[30:23];
-  assign \$179  = s0_swap ? { \$177 , b[22:0] } : { \$178 , a[22:0] };
-  assign \$180  = | a[30:23];
-  assign \$181  = | b[30:23];
-  assign \$182  = s0_swap ? { \$180 , a[22:0] } : { \$181 , b[22:0] };
-  assign \$183  = a[30:23] == 8'hff;
-  assign \$184  = | a[22:0];
-  assign \$185  = \$183  & \$184 ;
-  assign \$186  = b[30:23] == 8'hff;
-  assign \$187  = | b[22:0];
-  assign \$188  = \$186  & \$187 ;
-  assign \$189  = \$185  | \$188 ;
-  assign \$190  = a[30:23] == 8'hff;
-  assign \$191  = | a[22:0];
-  assign \$192  = ~ \$191 ;
-  assign \$193  = \$190  & \$192 ;
-  assign \$194  = b[30:23] == 8'hff;
-  assign \$195  = | b[22:0];
-  assign \$196  = ~ \$195 ;
-  assign \$197  = \$194  & \$196 ;
-  assign \$198  = \$193  & \$197 ;
-  assign \$199  = a[31] ^ b[31];
-  assign \$200  = \$198  & \$199 ;
-  assign \$201  = \$189  | \$200 ;
-  assign \$202  = a[30:23] == 8'hff;
-  assign \$203  = | a[22:0];
-  assign \$204  = ~ \$203 ;
-  assign \$205  = \$202  & \$204 ;
-  assign \$206  = b[30:23] == 8'hff;
-  assign \$207  = | b[22:0];
-  assign \$208  = ~ \$207 ;
-  assign \$209  = \$206  & \$208 ;
-  assign \$210  = \$205  | \$209 ;
-  assign \$211  = a[30:23] == 8'hff;
-  assign \$212  = | a[22:0];
-  assign \$213  = ~ \$212 ;
-  assign \$214  = \$211  & \$213 ;
-  assign \$215  = \$214  ? a[31] : b[31];
-  assign \$216  = | s1_wide[26:0];
-  assign \$217  = s1_wide[53:27] | { 26'h0000000, \$216  };
-  assign \$218  = s2_x - s2_y;
-  assign \$219  = s2_x + s2_y;
-  assign \$220  = s2_sub ? { \$218 [27], \$218  } : { 1'h0, \$219  };
-  assign \$221  = s2_sx & s2_sy;
-  assign \$222  = | \$166 [2:0];
-  assign \$223  = s3_ex + 1'h1;
-  assign \$224  = \$223  - \$165 [4:0];
-  assign \$225  = \$167  ? s3_sign : s3_both_neg;
-  assign \$226  = s4_overflow ? { s4_sign, 31'h7f800000 } : { s4_sign, \$169 [30:0] };
-  assign \$227  = s4_inf ? { s4_inf_sign, 31'h7f800000 } : \$226 ;
-  assign \$228  = s4_nan ? 32'd2143289344 : \$227 ;
+  wire [33:0] s10_chain;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s10_dtype = 2'h0;
+  reg s10_forced_hi = 1'h0;
+  reg s10_forced_lo = 1'h0;
+  reg s10_inc_hi = 1'h0;
+  reg s10_inc_lo = 1'h0;
+  reg [32:0] s10_packed = 33'h000000000;
+  reg s10_sign_hi = 1'h0;
+  reg s10_sign_lo = 1'h0;
+  reg [15:0] s10_special_hi = 16'h0000;
+  reg [15:0] s10_special_lo = 16'h0000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s11_dtype = 2'h0;
+  reg s11_forced_hi = 1'h0;
+  reg s11_forced_lo = 1'h0;
+  reg [31:0] s11_rounded = 32'd0;
+  reg s11_sign_hi = 1'h0;
+  reg s11_sign_lo = 1'h0;
+  reg [15:0] s11_special_hi = 16'h0000;
+  reg [15:0] s11_special_lo = 16'h0000;
+  reg [10:0] s1_a_hi = 11'h000;
+  wire [7:0] \s1_a_hi.exp ;
+  wire \s1_a_hi.inf ;
+  wire \s1_a_hi.nan ;
+  wire \s1_a_hi.sign ;
+  reg [10:0] s1_a_lo = 11'h000;
+  wire [7:0] \s1_a_lo.exp ;
+  wire \s1_a_lo.inf ;
+  wire \s1_a_lo.nan ;
+  wire \s1_a_lo.sign ;
+  reg [10:0] s1_b_hi = 11'h000;
+  wire [7:0] \s1_b_hi.exp ;
+  wire \s1_b_hi.inf ;
+  wire \s1_b_hi.nan ;
+  wire \s1_b_hi.sign ;
+  reg [10:0] s1_b_lo = 11'h000;
+  wire [7:0] \s1_b_lo.exp ;
+  wire \s1_b_lo.inf ;
+  wire \s1_b_lo.nan ;
+  wire \s1_b_lo.sign ;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s1_dtype = 2'h0;
+  reg s1_eq_hi = 1'h0;
+  reg s1_gt_hi = 1'h0;
+  reg s1_gt_lo = 1'h0;
+  reg [31:0] s1_sig_a = 32'd0;
+  reg [31:0] s1_sig_b = 32'd0;
+  reg [10:0] s2_a_hi = 11'h000;
+  wire [7:0] \s2_a_hi.exp ;
+  wire \s2_a_hi.inf ;
+  wire \s2_a_hi.nan ;
+  wire \s2_a_hi.sign ;
+  reg [10:0] s2_a_lo = 11'h000;
+  wire [7:0] \s2_a_lo.exp ;
+  wire \s2_a_lo.inf ;
+  wire \s2_a_lo.nan ;
+  wire \s2_a_lo.sign ;
+  reg [10:0] s2_b_hi = 11'h000;
+  wire [7:0] \s2_b_hi.exp ;
+  wire \s2_b_hi.inf ;
+  wire \s2_b_hi.nan ;
+  wire \s2_b_hi.sign ;
+  reg [10:0] s2_b_lo = 11'h000;
+  wire [7:0] \s2_b_lo.exp ;
+  wire \s2_b_lo.inf ;
+  wire \s2_b_lo.nan ;
+  wire \s2_b_lo.sign ;
+  reg [7:0] s2_d_ab_hi = 8'h00;
+  reg [7:0] s2_d_ab_lo = 8'h00;
+  reg [7:0] s2_d_ba_hi = 8'h00;
+  reg [7:0] s2_d_ba_lo = 8'h00;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s2_dtype = 2'h0;
+  reg [31:0] s2_sig_a = 32'd0;
+  reg [31:0] s2_sig_b = 32'd0;
+  reg s2_swap_hi = 1'h0;
+  reg s2_swap_lo = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s3_dtype = 2'h0;
+  reg [4:0] s3_shift_hi = 5'h00;
+  reg [4:0] s3_shift_lo = 5'h00;
+  reg [13:0] s3_slot_hi = 14'h0000;
+  wire \s3_slot_hi.both_neg ;
+  wire [8:0] \s3_slot_hi.exp ;
+  wire \s3_slot_hi.inf ;
+  wire \s3_slot_hi.inf_sign ;
+  wire \s3_slot_hi.nan ;
+  wire \s3_slot_hi.sign ;
+  reg [13:0] s3_slot_lo = 14'h0000;
+  wire \s3_slot_lo.both_neg ;
+  wire [8:0] \s3_slot_lo.exp ;
+  wire \s3_slot_lo.inf ;
+  wire \s3_slot_lo.inf_sign ;
+  wire \s3_slot_lo.nan ;
+  wire \s3_slot_lo.sign ;
+  reg s3_sub_hi = 1'h0;
+  reg s3_sub_lo = 1'h0;
+  reg [31:0] s3_x = 32'd0;
+  reg [31:0] s3_y = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s4_dtype = 2'h0;
+  reg [4:0] s4_shift_hi = 5'h00;
+  reg [4:0] s4_shift_lo = 5'h00;
+  reg [13:0] s4_slot_hi = 14'h0000;
+  wire \s4_slot_hi.both_neg ;
+  wire [8:0] \s4_slot_hi.exp ;
+  wire \s4_slot_hi.inf ;
+  wire \s4_slot_hi.inf_sign ;
+  wire \s4_slot_hi.nan ;
+  wire \s4_slot_hi.sign ;
+  reg [13:0] s4_slot_lo = 14'h0000;
+  wire \s4_slot_lo.both_neg ;
+  wire [8:0] \s4_slot_lo.exp ;
+  wire \s4_slot_lo.inf ;
+  wire \s4_slot_lo.inf_sign ;
+  wire \s4_slot_lo.nan ;
+  wire \s4_slot_lo.sign ;
+  reg s4_sticky_hi = 1'h0;
+  reg s4_sticky_lo = 1'h0;
+  reg s4_sub_hi = 1'h0;
+  reg s4_sub_lo = 1'h0;
+  reg [31:0] s4_x = 32'd0;
+  reg [31:0] s4_y = 32'd0;
+  reg s5_carry_in = 1'h0;
+  wire [33:0] s5_chain;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s5_dtype = 2'h0;
+  reg [31:0] s5_sentinel = 32'd0;
+  reg [13:0] s5_slot_hi = 14'h0000;
+  wire \s5_slot_hi.both_neg ;
+  wire [8:0] \s5_slot_hi.exp ;
+  wire \s5_slot_hi.inf ;
+  wire \s5_slot_hi.inf_sign ;
+  wire \s5_slot_hi.nan ;
+  wire \s5_slot_hi.sign ;
+  reg [13:0] s5_slot_lo = 14'h0000;
+  wire \s5_slot_lo.both_neg ;
+  wire [8:0] \s5_slot_lo.exp ;
+  wire \s5_slot_lo.inf ;
+  wire \s5_slot_lo.inf_sign ;
+  wire \s5_slot_lo.nan ;
+  wire \s5_slot_lo.sign ;
+  reg [32:0] s5_x = 33'h000000000;
+  reg [32:0] s5_y = 33'h000000000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s6_dtype = 2'h0;
+  reg [31:0] s6_marked = 32'd0;
+  reg [13:0] s6_slot_hi = 14'h0000;
+  wire \s6_slot_hi.both_neg ;
+  wire [8:0] \s6_slot_hi.exp ;
+  wire \s6_slot_hi.inf ;
+  wire \s6_slot_hi.inf_sign ;
+  wire \s6_slot_hi.nan ;
+  wire \s6_slot_hi.sign ;
+  reg [13:0] s6_slot_lo = 14'h0000;
+  wire \s6_slot_lo.both_neg ;
+  wire [8:0] \s6_slot_lo.exp ;
+  wire \s6_slot_lo.inf ;
+  wire \s6_slot_lo.inf_sign ;
+  wire \s6_slot_lo.nan ;
+  wire \s6_slot_lo.sign ;
+  reg [31:0] s6_sum = 32'd0;
+  reg [3:0] s7_count_hi = 4'h0;
+  reg [3:0] s7_count_lo = 4'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s7_dtype = 2'h0;
+  reg [13:0] s7_slot_hi = 14'h0000;
+  wire \s7_slot_hi.both_neg ;
+  wire [8:0] \s7_slot_hi.exp ;
+  wire \s7_slot_hi.inf ;
+  wire \s7_slot_hi.inf_sign ;
+  wire \s7_slot_hi.nan ;
+  wire \s7_slot_hi.sign ;
+  reg [13:0] s7_slot_lo = 14'h0000;
+  wire \s7_slot_lo.both_neg ;
+  wire [8:0] \s7_slot_lo.exp ;
+  wire \s7_slot_lo.inf ;
+  wire \s7_slot_lo.inf_sign ;
+  wire \s7_slot_lo.nan ;
+  wire \s7_slot_lo.sign ;
+  reg [31:0] s7_sum = 32'd0;
+  reg s7_zero_hi = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s8_dtype = 2'h0;
+  reg [4:0] s8_shift_hi = 5'h00;
+  reg [4:0] s8_shift_lo = 5'h00;
+  reg [13:0] s8_slot_hi = 14'h0000;
+  wire \s8_slot_hi.both_neg ;
+  wire [8:0] \s8_slot_hi.exp ;
+  wire \s8_slot_hi.inf ;
+  wire \s8_slot_hi.inf_sign ;
+  wire \s8_slot_hi.nan ;
+  wire \s8_slot_hi.sign ;
+  reg [13:0] s8_slot_lo = 14'h0000;
+  wire \s8_slot_lo.both_neg ;
+  wire [8:0] \s8_slot_lo.exp ;
+  wire \s8_slot_lo.inf ;
+  wire \s8_slot_lo.inf_sign ;
+  wire \s8_slot_lo.nan ;
+  wire \s8_slot_lo.sign ;
+  reg [31:0] s8_sum = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s9_dtype = 2'h0;
+  reg [13:0] s9_slot_hi = 14'h0000;
+  wire \s9_slot_hi.both_neg ;
+  wire [8:0] \s9_slot_hi.exp ;
+  wire \s9_slot_hi.inf ;
+  wire \s9_slot_hi.inf_sign ;
+  wire \s9_slot_hi.nan ;
+  wire \s9_slot_hi.sign ;
+  reg [13:0] s9_slot_lo = 14'h0000;
+  wire \s9_slot_lo.both_neg ;
+  wire [8:0] \s9_slot_lo.exp ;
+  wire \s9_slot_lo.inf ;
+  wire \s9_slot_lo.inf_sign ;
+  wire \s9_slot_lo.nan ;
+  wire \s9_slot_lo.sign ;
+  reg [31:0] s9_sum = 32'd0;
+  assign \$223  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$224  = s3_shift_lo[4] ? \$223  : s3_y[15:0];
+  assign \$225  = s3_dtype[1] ? { 8'h00, \$224 [15:8] } : { \$221 [7:0], \$220 [15:8] };
+  assign \$226  = ~ s3_dtype[1];
+  assign \$227  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$228  = s3_shift_lo[4] ? \$227  : s3_y[15:0];
+  assign \$229  = s3_shift_lo[3] ? \$225  : \$228 ;
+  assign \$230  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$231  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$232  = s3_shift_hi[3] ? { 8'h00, \$230 [15:8] } : \$231 ;
+  assign \$233  = ~ s3_dtype[1];
+  assign \$234  = ~ s3_dtype[1];
+  assign \$235  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$236  = s3_shift_lo[4] ? \$235  : s3_y[15:0];
+  assign \$237  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$238  = ~ s3_dtype[1];
+  assign \$239  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$240  = s3_shift_lo[4] ? \$239  : s3_y[15:0];
+  assign \$241  = s3_dtype[1] ? { 8'h00, \$240 [15:8] } : { \$237 [7:0], \$236 [15:8] };
+  assign \$242  = ~ s3_dtype[1];
+  assign \$243  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$244  = s3_shift_lo[4] ? \$243  : s3_y[15:0];
+  assign \$245  = s3_shift_lo[3] ? \$241  : \$244 ;
+  assign \$246  = s3_dtype[1] ? { 4'h0, \$245 [15:4] } : { \$232 [3:0], \$229 [15:4] };
+  assign \$247  = ~ s3_dtype[1];
+  assign \$248  = ~ s3_dtype[1];
+  assign \$249  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$250  = s3_shift_lo[4] ? \$249  : s3_y[15:0];
+  assign \$251  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$252  = ~ s3_dtype[1];
+  assign \$253  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$254  = s3_shift_lo[4] ? \$253  : s3_y[15:0];
+  assign \$255  = s3_dtype[1] ? { 8'h00, \$254 [15:8] } : { \$251 [7:0], \$250 [15:8] };
+  assign \$256  = ~ s3_dtype[1];
+  assign \$257  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$258  = s3_shift_lo[4] ? \$257  : s3_y[15:0];
+  assign \$259  = s3_shift_lo[3] ? \$255  : \$258 ;
+  assign \$260  = s3_shift_lo[2] ? \$246  : \$259 ;
+  assign \$261  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$262  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$263  = s3_shift_hi[3] ? { 8'h00, \$261 [15:8] } : \$262 ;
+  assign \$264  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$265  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$266  = s3_shift_hi[3] ? { 8'h00, \$264 [15:8] } : \$265 ;
+  assign \$267  = s3_shift_hi[2] ? { 4'h0, \$263 [15:4] } : \$266 ;
+  assign \$268  = ~ s3_dtype[1];
+  assign \$270  = s3_shift_hi[4] & \$269 ;
+  assign \$271  = | s3_y[31:16];
+  assign \$272  = \$270  & \$271 ;
+  assign \$274  = ~ s3_dtype[1];
+  assign \$276  = s3_shift_hi[3] & \$275 ;
+  assign \$277  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$278  = | \$277 [7:0];
+  assign \$279  = \$276  & \$278 ;
+  assign \$280  = \$273  | \$279 ;
+  assign \$281  = ~ s3_dtype[1];
+  assign \$283  = s3_shift_hi[2] & \$282 ;
+  assign \$284  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$285  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$286  = s3_shift_hi[3] ? { 8'h00, \$284 [15:8] } : \$285 ;
+  assign \$287  = | \$286 [3:0];
+  assign \$288  = \$283  & \$287 ;
+  assign \$289  = \$280  | \$288 ;
+  assign \$290  = | s3_y[15:0];
+  assign \$291  = s3_shift_lo[4] & \$290 ;
+  assign \$293  = ~ s3_dtype[1];
+  assign \$294  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$295  = s3_shift_lo[4] ? \$294  : s3_y[15:0];
+  assign \$296  = | \$295 [7:0];
+  assign \$297  = s3_shift_lo[3] & \$296 ;
+  assign \$298  = \$292  | \$297 ;
+  assign \$299  = ~ s3_dtype[1];
+  assign \$300  = ~ s3_dtype[1];
+  assign \$301  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$302  = s3_shift_lo[4] ? \$301  : s3_y[15:0];
+  assign \$303  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$304  = ~ s3_dtype[1];
+  assign \$305  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$306  = s3_shift_lo[4] ? \$305  : s3_y[15:0];
+  assign \$307  = s3_dtype[1] ? { 8'h00, \$306 [15:8] } : { \$303 [7:0], \$302 [15:8] };
+  assign \$308  = ~ s3_dtype[1];
+  assign \$309  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$310  = s3_shift_lo[4] ? \$309  : s3_y[15:0];
+  assign \$311  = s3_shift_lo[3] ? \$307  : \$310 ;
+  assign \$312  = | \$311 [3:0];
+  assign \$313  = s3_shift_lo[2] & \$312 ;
+  assign \$314  = \$298  | \$313 ;
+  assign \$315  = ~ s4_dtype[1];
+  assign \$316  = \$315  | s4_sub_hi;
+  assign \$317  = ~ s4_dtype[1];
+  assign \$318  = ~ s4_dtype[1];
+  assign \$319  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$320  = s4_shift_lo[1] ? \$319  : s4_y[15:0];
+  assign \$321  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$322  = ~ s4_dtype[1];
+  assign \$323  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$324  = s4_shift_lo[1] ? \$323  : s4_y[15:0];
+  assign \$325  = s4_dtype[1] ? { 1'h0, \$324 [15:1] } : { \$321 [0], \$320 [15:1] };
+  assign \$326  = ~ s4_dtype[1];
+  assign \$327  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$328  = s4_shift_lo[1] ? \$327  : s4_y[15:0];
+  assign \$329  = s4_shift_lo[0] ? \$325  : \$328 ;
+  assign \$330  = | s4_y[1:0];
+  assign \$331  = s4_shift_lo[1] & \$330 ;
+  assign \$332  = s4_sticky_lo | \$331 ;
+  assign \$333  = ~ s4_dtype[1];
+  assign \$334  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$335  = s4_shift_lo[1] ? \$334  : s4_y[15:0];
+  assign \$337  = s4_shift_lo[0] & \$336 ;
+  assign \$338  = \$332  | \$337 ;
+  assign \$339  = \$329  | { 15'h0000, \$338  };
+  assign \$340  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$341  = \$339  ^ \$340 ;
+  assign \$342  = ~ s4_dtype[1];
+  assign \$344  = \$343  & s4_sub_hi;
+  assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$346  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$347  = s4_shift_hi[0] ? { 1'h0, \$345 [15:1] } : \$346 ;
+  assign \$348  = ~ s4_dtype[1];
+  assign \$350  = s4_shift_hi[1] & \$349 ;
+  assign \$351  = | s4_y[17:16];
+  assign \$352  = \$350  & \$351 ;
+  assign \$353  = s4_sticky_hi | \$352 ;
+  assign \$354  = ~ s4_dtype[1];
+  assign \$356  = s4_shift_hi[0] & \$355 ;
+  assign \$357  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$359  = \$356  & \$358 ;
+  assign \$360  = \$353  | \$359 ;
+  assign \$361  = \$347  | { 15'h0000, \$360  };
+  assign \$362  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$363  = \$361  ^ \$362 ;
+  assign \$364  = ~ s4_dtype[1];
+  assign \$365  = 32'd2147483648 >> s4_slot_hi[10:2];
+  assign \$366  = 16'h8000 >> s4_slot_lo[10:2];
+  assign \$367  = 16'h8000 >> s4_slot_hi[10:2];
+  assign \$368  = s4_dtype[1] ? { \$367 , \$366  } : \$365 ;
+  assign \$369  = { \$686 [33:18], \$686 [16:1] } | s5_sentinel;
+  assign \$370  = | s6_marked[31:28];
+  assign \$371  = ~ \$370 ;
+  assign \$373  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$374  = s6_marked[30] ? 2'h1 : \$373 ;
+  assign \$375  = s6_marked[31] ? 2'h0 : \$374 ;
+  assign \$376  = | s6_marked[27:24];
+  assign \$377  = ~ \$376 ;
+  assign \$379  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$380  = s6_marked[26] ? 2'h1 : \$379 ;
+  assign \$381  = s6_marked[27] ? 2'h0 : \$380 ;
+  assign \$382  = | s6_marked[23:20];
+  assign \$383  = ~ \$382 ;
+  assign \$385  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$386  = s6_marked[22] ? 2'h1 : \$385 ;
+  assign \$387  = s6_marked[23] ? 2'h0 : \$386 ;
+  assign \$388  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$389  = s6_marked[18] ? 2'h1 : \$388 ;
+  assign \$390  = s6_marked[19] ? 2'h0 : \$389 ;
+  assign \$391  = \$384  ? \$387  : \$390 ;
+  assign \$392  = \$378  ? \$381  : \$391 ;
+  assign \$393  = \$372  ? \$375  : \$392 ;
+  assign \$394  = | s6_marked[31:28];
+  assign \$395  = ~ \$394 ;
+  assign \$397  = | s6_marked[27:24];
+  assign \$398  = ~ \$397 ;
+  assign \$400  = | s6_marked[23:20];
+  assign \$401  = ~ \$400 ;
+  assign \$403  = \$402  ? 2'h2 : 2'h3;
+  assign \$404  = \$399  ? 2'h1 : \$403 ;
+  assign \$405  = \$396  ? 2'h0 : \$404 ;
+  assign \$406  = | s6_marked[15:12];
+  assign \$407  = ~ \$406 ;
+  assign \$409  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$410  = s6_marked[14] ? 2'h1 : \$409 ;
+  assign \$411  = s6_marked[15] ? 2'h0 : \$410 ;
+  assign \$412  = | s6_marked[11:8];
+  assign \$413  = ~ \$412 ;
+  assign \$415  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$416  = s6_marked[10] ? 2'h1 : \$415 ;
+  assign \$417  = s6_marked[11] ? 2'h0 : \$416 ;
+  assign \$418  = | s6_marked[7:4];
+  assign \$419  = ~ \$418 ;
+  assign \$421  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$422  = s6_marked[6] ? 2'h1 : \$421 ;
+  assign \$423  = s6_marked[7] ? 2'h0 : \$422 ;
+  assign \$424  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$425  = s6_marked[2] ? 2'h1 : \$424 ;
+  assign \$426  = s6_marked[3] ? 2'h0 : \$425 ;
+  assign \$427  = \$420  ? \$423  : \$426 ;
+  assign \$428  = \$414  ? \$417  : \$427 ;
+  assign \$429  = \$408  ? \$411  : \$428 ;
+  assign \$430  = | s6_marked[15:12];
+  assign \$431  = ~ \$430 ;
+  assign \$433  = | s6_marked[11:8];
+  assign \$434  = ~ \$433 ;
+  assign \$436  = | s6_marked[7:4];
+  assign \$437  = ~ \$436 ;
+  assign \$439  = \$438  ? 2'h2 : 2'h3;
+  assign \$440  = \$435  ? 2'h1 : \$439 ;
+  assign \$441  = \$432  ? 2'h0 : \$440 ;
+  assign \$442  = | s6_marked[19:16];
+  assign \$443  = ~ \$442 ;
+  assign \$444  = | s6_marked[23:20];
+  assign \$445  = ~ \$444 ;
+  assign \$446  = \$443  & \$445 ;
+  assign \$447  = | s6_marked[27:24];
+  assign \$448  = ~ \$447 ;
+  assign \$449  = \$446  & \$448 ;
+  assign \$450  = | s6_marked[31:28];
+  assign \$451  = ~ \$450 ;
+  assign \$452  = \$449  & \$451 ;
+  assign \$453  = ~ s6_dtype[1];
+  assign \$454  = | s6_sum[31:16];
+  assign \$455  = ~ \$454 ;
+  assign \$456  = | s6_sum[15:0];
+  assign \$457  = ~ \$456 ;
+  assign \$458  = \$455  & \$457 ;
+  assign \$459  = | s6_sum[31:16];
+  assign \$460  = ~ \$459 ;
+  assign \$461  = s6_dtype[1] ? \$460  : \$458 ;
+  assign \$462  = \$461  ? s6_slot_hi[1] : s6_slot_hi[0];
+  assign \$463  = ~ s6_dtype[1];
+  assign \$464  = | s6_sum[31:16];
+  assign \$465  = ~ \$464 ;
+  assign \$466  = | s6_sum[15:0];
+  assign \$467  = ~ \$466 ;
+  assign \$468  = \$465  & \$467 ;
+  assign \$469  = | s6_sum[15:0];
+  assign \$470  = ~ \$469 ;
+  assign \$471  = s6_dtype[1] ? \$470  : \$468 ;
+  assign \$472  = \$471  ? s6_slot_lo[1] : s6_slot_lo[0];
+  assign \$473  = ~ s7_dtype[1];
+  assign \$474  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$475  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$474  };
+  assign \$476  = ~ s7_dtype[1];
+  assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
+  assign \$479  = \$478 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$480  = ~ s7_dtype[1];
+  assign \$481  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$482  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$481  };
+  assign \$483  = \$482 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$484  = \$475 [3] ? { \$479 [7:0], 8'h00 } : \$483 ;
+  assign \$485  = ~ s7_dtype[1];
+  assign \$486  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$487  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$486  };
+  assign \$488  = ~ s7_dtype[1];
+  assign \$489  = ~ s7_dtype[1];
+  assign \$490  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$491  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$490  };
+  assign \$492  = \$491 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$493  = ~ s7_dtype[1];
+  assign \$494  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$495  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$494  };
+  assign \$496  = ~ s7_dtype[1];
+  assign \$497  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$498  = \$495 [4] ? \$497  : s7_sum[31:16];
+  assign \$499  = ~ s7_dtype[1];
+  assign \$500  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$501  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$500  };
+  assign \$502  = ~ s7_dtype[1];
+  assign \$503  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$504  = \$501 [4] ? \$503  : s7_sum[31:16];
+  assign \$505  = s7_dtype[1] ? { \$504 [7:0], 8'h00 } : { \$498 [7:0], \$492 [15:8] };
+  assign \$506  = ~ s7_dtype[1];
+  assign \$507  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$508  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$507  };
+  assign \$509  = ~ s7_dtype[1];
+  assign \$510  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$511  = \$508 [4] ? \$510  : s7_sum[31:16];
+  assign \$512  = \$487 [3] ? \$505  : \$511 ;
+  assign \$513  = ~ s7_dtype[1];
+  assign \$514  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$515  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$514  };
+  assign \$516  = ~ s7_dtype[1];
+  assign \$517  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$518  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$517  };
+  assign \$519  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$520  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$521  = s8_shift_lo[1] ? { \$519 [13:0], 2'h0 } : \$520 ;
+  assign \$522  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$523  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$524  = s8_shift_lo[1] ? { \$522 [13:0], 2'h0 } : \$523 ;
+  assign \$525  = s8_shift_lo[0] ? { \$521 [14:0], 1'h0 } : \$524 ;
+  assign \$526  = ~ s8_dtype[1];
+  assign \$527  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$529  = s8_shift_lo[1] ? { \$527 [13:0], 2'h0 } : \$528 ;
+  assign \$530  = ~ s8_dtype[1];
+  assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$532  = ~ s8_dtype[1];
+  assign \$533  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$534  = s8_shift_hi[2] ? \$533  : s8_sum[31:16];
+  assign \$535  = ~ s8_dtype[1];
+  assign \$536  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$537  = s8_shift_hi[2] ? \$536  : s8_sum[31:16];
+  assign \$538  = s8_dtype[1] ? { \$537 [13:0], 2'h0 } : { \$534 [13:0], \$531 [15:14] };
+  assign \$539  = ~ s8_dtype[1];
+  assign \$540  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$541  = s8_shift_hi[2] ? \$540  : s8_sum[31:16];
+  assign \$542  = s8_shift_hi[1] ? \$538  : \$541 ;
+  assign \$543  = ~ s8_dtype[1];
+  assign \$544  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$545  = ~ s8_dtype[1];
+  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
+  assign \$548  = ~ s8_dtype[1];
+  assign \$549  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$550  = s8_shift_hi[2] ? \$549  : s8_sum[31:16];
+  assign \$551  = s8_dtype[1] ? { \$550 [13:0], 2'h0 } : { \$547 [13:0], \$544 [15:14] };
+  assign \$552  = ~ s8_dtype[1];
+  assign \$553  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$554  = s8_shift_hi[2] ? \$553  : s8_sum[31:16];
+  assign \$555  = s8_shift_hi[1] ? \$551  : \$554 ;
+  assign \$556  = s8_dtype[1] ? { \$555 [14:0], 1'h0 } : { \$542 [14:0], \$529 [15] };
+  assign \$557  = ~ s8_dtype[1];
+  assign \$558  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$559  = ~ s8_dtype[1];
+  assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
+  assign \$562  = ~ s8_dtype[1];
+  assign \$563  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$564  = s8_shift_hi[2] ? \$563  : s8_sum[31:16];
+  assign \$565  = s8_dtype[1] ? { \$564 [13:0], 2'h0 } : { \$561 [13:0], \$558 [15:14] };
+  assign \$566  = ~ s8_dtype[1];
+  assign \$567  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$568  = s8_shift_hi[2] ? \$567  : s8_sum[31:16];
+  assign \$569  = s8_shift_hi[1] ? \$565  : \$568 ;
+  assign \$570  = s8_shift_hi[0] ? \$556  : \$569 ;
+  assign \$571  = s8_slot_hi[10:2] + 1'h1;
+  assign \$572  = \$571  - s8_shift_hi;
+  assign \$573  = s8_slot_lo[10:2] + 1'h1;
+  assign \$574  = \$573  - s8_shift_lo;
+  assign \$575  = ~ s9_dtype[1];
+  assign \$576  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$577  = s9_dtype[1] & s9_dtype[0];
+  assign \$578  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$579  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$580  = \$577  ? { \$578 , s9_sum[14:5] } : { \$579 , s9_sum[14:8] };
+  assign \$581  = s9_dtype[1] & s9_dtype[0];
+  assign \$582  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$583  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$584  = \$581  ? { \$582 , s9_sum[30:21] } : { \$583 , s9_sum[30:24] };
+  assign \$585  = s9_dtype[1] ? { \$584 , 1'h0, \$580  } : { \$576 , s9_sum[30:8] };
+  assign \$586  = ~ s9_dtype[1];
+  assign \$587  = ~ s9_dtype[1];
+  assign \$588  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$589  = s9_dtype[1] & s9_dtype[0];
+  assign \$590  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$591  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$592  = \$589  ? { \$590 , s9_sum[14:5] } : { \$591 , s9_sum[14:8] };
+  assign \$593  = s9_dtype[1] & s9_dtype[0];
+  assign \$594  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$595  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$596  = \$593  ? { \$594 , s9_sum[30:21] } : { \$595 , s9_sum[30:24] };
+  assign \$597  = s9_dtype[1] ? { \$596 , 1'h0, \$592  } : { \$588 , s9_sum[30:8] };
+  assign \$598  = ~ s9_dtype[1];
+  assign \$600  = s9_dtype[1] & s9_dtype[0];
+  assign \$601  = | s9_sum[19:16];
+  assign \$602  = s9_sum[21] | \$601 ;
+  assign \$603  = s9_sum[20] & \$602 ;
+  assign \$604  = | s9_sum[22:16];
+  assign \$605  = s9_sum[24] | \$604 ;
+  assign \$606  = s9_sum[23] & \$605 ;
+  assign \$607  = \$600  ? \$603  : \$606 ;
+  assign \$608  = \$599  & \$607 ;
+  assign \$609  = ~ s9_dtype[1];
+  assign \$610  = | s9_sum[6:0];
+  assign \$611  = s9_sum[8] | \$610 ;
+  assign \$612  = s9_sum[7] & \$611 ;
+  assign \$613  = s9_dtype[1] & s9_dtype[0];
+  assign \$614  = | s9_sum[3:0];
+  assign \$615  = s9_sum[5] | \$614 ;
+  assign \$616  = s9_sum[4] & \$615 ;
+  assign \$617  = | s9_sum[6:0];
+  assign \$618  = s9_sum[8] | \$617 ;
+  assign \$619  = s9_sum[7] & \$618 ;
+  assign \$620  = \$613  ? \$616  : \$619 ;
+  assign \$621  = s9_dtype[1] ? \$620  : \$612 ;
+  assign \$622  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$623  = s9_dtype[1] & s9_dtype[0];
+  assign \$624  = \$623  ? 15'h7e00 : 15'h7fc0;
+  assign \$625  = s9_dtype[1] & s9_dtype[0];
+  assign \$626  = \$625  ? 15'h7c00 : 15'h7f80;
+  assign \$627  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$628  = s9_slot_hi[11] ? { 1'h0, \$624  } : { \$627 , \$626  };
+  assign \$629  = s9_slot_lo[11] | s9_slot_lo[12];
+  assign \$630  = s9_dtype[1] & s9_dtype[0];
+  assign \$631  = \$630  ? 15'h7e00 : 15'h7fc0;
+  assign \$632  = s9_dtype[1] & s9_dtype[0];
+  assign \$633  = \$632  ? 15'h7c00 : 15'h7f80;
+  assign \$634  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$635  = s9_slot_lo[11] ? { 1'h0, \$631  } : { \$634 , \$633  };
+  assign \$636  = ~ s11_dtype[1];
+  assign \$637  = s11_dtype[1] & s11_dtype[0];
+  assign \$638  = & s11_rounded[30:26];
+  assign \$639  = s11_rounded[31] | \$638 ;
+  assign \$640  = & s11_rounded[30:23];
+  assign \$641  = s11_rounded[31] | \$640 ;
+  assign \$642  = \$637  ? \$639  : \$641 ;
+  assign \$643  = s11_forced_hi | \$642 ;
+  assign \$644  = \$643  ? 16'h0000 : s11_rounded[15:0];
+  assign \$645  = s11_dtype[1] & s11_dtype[0];
+  assign \$646  = & s11_rounded[14:10];
+  assign \$647  = s11_rounded[15] | \$646 ;
+  assign \$648  = & s11_rounded[14:7];
+  assign \$649  = s11_rounded[15] | \$648 ;
+  assign \$650  = \$645  ? \$647  : \$649 ;
+  assign \$651  = s11_forced_lo | \$650 ;
+  assign \$652  = \$651  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$653  = s11_dtype[1] ? \$652  : \$644 ;
+  assign \$654  = s11_dtype[1] & s11_dtype[0];
+  assign \$655  = & s11_rounded[30:26];
+  assign \$656  = s11_rounded[31] | \$655 ;
+  assign \$657  = & s11_rounded[30:23];
+  assign \$658  = s11_rounded[31] | \$657 ;
+  assign \$659  = \$654  ? \$656  : \$658 ;
+  assign \$660  = s11_forced_hi | \$659 ;
+  assign \$661  = \$660  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$662  = dtype[1] & dtype[0];
+  assign a_hi_exp = \$662  ? { 3'h0, a[30:26] } : a[30:23];
+  assign \$663  = dtype[1] & dtype[0];
+  assign \$664  = | a_hi_exp;
+  assign \$665  = | a_hi_exp;
+  assign \$666  = \$663  ? { \$664 , a[25:16], 4'h0 } : { \$665 , a[22:16], 7'h00 };
+  assign \$667  = dtype[1] & dtype[0];
+  assign a_lo_exp = \$667  ? { 3'h0, a[14:10] } : a[14:7];
+  assign \$668  = dtype[1] & dtype[0];
+  assign \$669  = | a_lo_exp;
+  assign \$670  = | a_lo_exp;
+  assign \$671  = \$668  ? { \$669 , a[9:0], 4'h0 } : { \$670 , a[6:0], 7'h00 };
+  assign \$672  = ~ dtype[1];
+  assign \$673  = | a_hi_exp;
+  assign a_sig = dtype[1] ? { 1'h0, \$666 , 1'h0, \$671  } : { 1'h0, \$673 , a[22:0], 7'h00 };
+  assign \$674  = dtype[1] & dtype[0];
+  assign b_hi_exp = \$674  ? { 3'h0, b[30:26] } : b[30:23];
+  assign \$675  = dtype[1] & dtype[0];
+  assign \$676  = | b_hi_exp;
+  assign \$677  = | b_hi_exp;
+  assign \$678  = \$675  ? { \$676 , b[25:16], 4'h0 } : { \$677 , b[22:16], 7'h00 };
+  assign \$679  = dtype[1] & dtype[0];
+  assign b_lo_exp = \$679  ? { 3'h0, b[14:10] } : b[14:7];
+  assign \$680  = dtype[1] & dtype[0];
+  assign \$681  = | b_lo_exp;
+  assign \$682  = | b_lo_exp;
+  assign \$683  = \$680  ? { \$681 , b[9:0], 4'h0 } : { \$682 , b[6:0], 7'h00 };
+  assign \$684  = ~ dtype[1];
+  assign \$685  = | b_hi_exp;
+  assign b_sig = dtype[1] ? { 1'h0, \$678 , 1'h0, \$683  } : { 1'h0, \$685 , b[22:0], 7'h00 };
+  assign \$686  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
   always @(posedge clk)
-    s1_sx <= \$229 ;
+    s1_dtype <= \$687 ;
   always @(posedge clk)
-    s1_sy <= \$230 ;
+    s2_dtype <= \$688 ;
   always @(posedge clk)
-    s1_sub <= \$231 ;
+    s3_dtype <= \$689 ;
   always @(posedge clk)
-    s1_ex <= \$232 ;
+    s4_dtype <= \$690 ;
   always @(posedge clk)
-    s1_d <= \$233 ;
+    s5_dtype <= \$691 ;
   always @(posedge clk)
-    s1_mx <= \$234 ;
+    s6_dtype <= \$692 ;
   always @(posedge clk)
-    s1_my <= \$235 ;
+    s7_dtype <= \$693 ;
   always @(posedge clk)
-    s1_nan <= \$236 ;
+    s8_dtype <= \$694 ;
   always @(posedge clk)
-    s1_inf <= \$237 ;
+    s9_dtype <= \$695 ;
   always @(posedge clk)
-    s1_inf_sign <= \$238 ;
+    s10_dtype <= \$696 ;
   always @(posedge clk)
-    s2_sx <= \$239 ;
+    s11_dtype <= \$697 ;
   always @(posedge clk)
-    s2_sy <= \$240 ;
+    s1_sig_a <= \$698 ;
   always @(posedge clk)
-    s2_sub <= \$241 ;
+    s1_a_hi <= \$699 ;
   always @(posedge clk)
-    s2_ex <= \$242 ;
+    s1_a_lo <= \$700 ;
   always @(posedge clk)
-    s2_x <= \$243 ;
+    s1_sig_b <= \$701 ;
   always @(posedge clk)
-    s2_y <= \$244 ;
+    s1_b_hi <= \$702 ;
   always @(posedge clk)
-    s2_nan <= \$245 ;
+    s1_b_lo <= \$703 ;
   always @(posedge clk)
-    s2_inf <= \$246 ;
+    s1_gt_lo <= \$704 ;
   always @(posedge clk)
-    s2_inf_sign <= \$247 ;
+    s1_gt_hi <= \$705 ;
   always @(posedge clk)
-    s3_sum <= \$248 ;
+    s1_eq_hi <= \$706 ;
   always @(posedge clk)
-    s3_sign <= \$249 ;
+    s2_sig_a <= \$707 ;
   always @(posedge clk)
-    s3_ex <= \$250 ;
+    s2_sig_b <= \$708 ;
   always @(posedge clk)
-    s3_nan <= \$251 ;
+    s2_a_hi <= \$709 ;
   always @(posedge clk)
-    s3_inf <= \$252 ;
+    s2_b_hi <= \$710 ;
   always @(posedge clk)
-    s3_inf_sign <= \$253 ;
+    s2_swap_hi <= \$711 ;
   always @(posedge clk)
-    s3_both_neg <= \$254 ;
+    s2_swap_lo <= \$712 ;
   always @(posedge clk)
-    s4_sig <= \$255 ;
+    s2_a_lo <= \$713 ;
   always @(posedge clk)
-    s4_round <= \$256 ;
+    s2_b_lo <= \$714 ;
   always @(posedge clk)
-    s4_sticky <= \$257 ;
+    s2_d_ab_hi <= \$715 ;
   always @(posedge clk)
-    s4_exp <= \$258 ;
+    s2_d_ba_hi <= \$716 ;
   always @(posedge clk)
-    s4_sign <= \$259 ;
+    s2_d_ab_lo <= \$717 ;
   always @(posedge clk)
-    s4_nan <= \$260 ;
+    s2_d_ba_lo <= \$718 ;
   always @(posedge clk)
-    s4_inf <= \$261 ;
+    s3_shift_hi <= \$719 ;
   always @(posedge clk)
-    s4_inf_sign <= \$262 ;
+    s3_sub_hi <= \$720 ;
   always @(posedge clk)
-    result <= \$263 ;
+    s3_slot_hi <= \$721 ;
+  always @(posedge clk)
+    s3_shift_lo <= \$722 ;
+  always @(posedge clk)
+    s3_sub_lo <= \$723 ;
+  always @(posedge clk)
+    s3_slot_lo <= \$724 ;
+  always @(posedge clk)
+    s3_x <= \$725 ;
+  always @(posedge clk)
+    s3_y <= \$726 ;
+  always @(posedge clk)
+    s4_x <= \$727 ;
+  always @(posedge clk)
+    s4_sub_hi <= \$728 ;
+  always @(posedge clk)
+    s4_sub_lo <= \$729 ;
+  always @(posedge clk)
+    s4_slot_hi <= \$730 ;
+  always @(posedge clk)
+    s4_slot_lo <= \$731 ;
+  always @(posedge clk)
+    s4_shift_hi <= \$732 ;
+  always @(posedge clk)
+    s4_shift_lo <= \$733 ;
+  always @(posedge clk)
+    s4_y <= \$734 ;
+  always @(posedge clk)
+    s4_sticky_hi <= \$735 ;
+  always @(posedge clk)
+    s4_sticky_lo <= \$736 ;
+  always @(posedge clk)
+    s5_slot_hi <= \$737 ;
+  always @(posedge clk)
+    s5_slot_lo <= \$738 ;
+  always @(posedge clk)
+    s5_x <= \$739 ;
+  always @(posedge clk)
+    s5_y <= \$740 ;
+  always @(posedge clk)
+    s5_carry_in <= \$741 ;
+  always @(posedge clk)
+    s5_sentinel <= \$742 ;
+  always @(posedge clk)
+    s6_slot_hi <= \$743 ;
+  always @(posedge clk)
+    s6_slot_lo <= \$744 ;
+  always @(posedge clk)
+    s6_sum <= \$745 ;
+  always @(posedge clk)
+    s6_marked <= \$746 ;
+  always @(posedge clk)
+    s7_sum <= \$747 ;
+  always @(posedge clk)
+    s7_slot_hi <= \$748 ;
+  always @(posedge clk)
+    s7_slot_lo <= \$749 ;
+  always @(posedge clk)
+    s7_count_hi <= \$750 ;
+  always @(posedge clk)
+    s7_count_lo <= \$751 ;
+  always @(posedge clk)
+    s7_zero_hi <= \$752 ;
+  always @(posedge clk)
+    s8_slot_hi <= \$753 ;
+  always @(posedge clk)
+    s8_slot_lo <= \$754 ;
+  always @(posedge clk)
+    s8_sum <= \$755 ;
+  always @(posedge clk)
+    s8_shift_hi <= \$756 ;
+  always @(posedge clk)
+    s8_shift_lo <= \$757 ;
+  always @(posedge clk)
+    s9_slot_hi <= \$758 ;
+  always @(posedge clk)
+    s9_slot_lo <= \$759 ;
+  always @(posedge clk)
+    s9_sum <= \$760 ;
+  always @(posedge clk)
+    s10_packed <= \$761 ;
+  always @(posedge clk)
+    s10_inc_hi <= \$762 ;
+  always @(posedge clk)
+    s10_inc_lo <= \$763 ;
+  always @(posedge clk)
+    s10_sign_hi <= \$764 ;
+  always @(posedge clk)
+    s10_forced_hi <= \$765 ;
+  always @(posedge clk)
+    s10_special_hi <= \$766 ;
+  always @(posedge clk)
+    s10_sign_lo <= \$767 ;
+  always @(posedge clk)
+    s10_forced_lo <= \$768 ;
+  always @(posedge clk)
+    s10_special_lo <= \$769 ;
+  always @(posedge clk)
+    s11_sign_hi <= \$770 ;
+  always @(posedge clk)
+    s11_sign_lo <= \$771 ;
+  always @(posedge clk)
+    s11_forced_hi <= \$772 ;
+  always @(posedge clk)
+    s11_forced_lo <= \$773 ;
+  always @(posedge clk)
+    s11_special_hi <= \$774 ;
+  always @(posedge clk)
+    s11_special_lo <= \$775 ;
+  always @(posedge clk)
+    s11_rounded <= \$776 ;
+  always @(posedge clk)
+    result <= \$777 ;
+  assign \$1  = | a_hi_exp;
+  assign \$2  = ~ \$1 ;
+  assign \$3  = a_hi_exp[0] | \$2 ;
+  assign \$4  = dtype[1] & dtype[0];
+  assign \$5  = \$4  ? 8'h1f : 8'hff;
+  assign \$6  = a_hi_exp == \$5 ;
+  assign \$7  = ~ dtype[1];
+  assign \$8  = | a[22:0];
+  assign \$9  = dtype[1] & dtype[0];
+  assign \$10  = | a[25:16];
+  assign \$11  = | a[22:16];
+  assign \$12  = \$9  ? \$10  : \$11 ;
+  assign \$13  = dtype[1] ? \$12  : \$8 ;
+  assign \$14  = \$6  & \$13 ;
+  assign \$15  = dtype[1] & dtype[0];
+  assign \$16  = \$15  ? 8'h1f : 8'hff;
+  assign \$17  = a_hi_exp == \$16 ;
+  assign \$18  = ~ dtype[1];
+  assign \$19  = | a[22:0];
+  assign \$20  = dtype[1] & dtype[0];
+  assign \$21  = | a[25:16];
+  assign \$22  = | a[22:16];
+  assign \$23  = \$20  ? \$21  : \$22 ;
+  assign \$24  = dtype[1] ? \$23  : \$19 ;
+  assign \$25  = ~ \$24 ;
+  assign \$26  = \$17  & \$25 ;
+  assign \$27  = | a_lo_exp;
+  assign \$28  = ~ \$27 ;
+  assign \$29  = a_lo_exp[0] | \$28 ;
+  assign \$30  = dtype[1] & dtype[0];
+  assign \$31  = \$30  ? 8'h1f : 8'hff;
+  assign \$32  = a_lo_exp == \$31 ;
+  assign \$33  = dtype[1] & dtype[0];
+  assign \$34  = | a[9:0];
+  assign \$35  = | a[6:0];
+  assign \$36  = \$33  ? \$34  : \$35 ;
+  assign \$37  = \$32  & \$36 ;
+  assign \$38  = dtype[1] & dtype[0];
+  assign \$39  = \$38  ? 8'h1f : 8'hff;
+  assign \$40  = a_lo_exp == \$39 ;
+  assign \$41  = dtype[1] & dtype[0];
+  assign \$42  = | a[9:0];
+  assign \$43  = | a[6:0];
+  assign \$44  = \$41  ? \$42  : \$43 ;
+  assign \$45  = ~ \$44 ;
+  assign \$46  = \$40  & \$45 ;
+  assign \$47  = | b_hi_exp;
+  assign \$48  = ~ \$47 ;
+  assign \$49  = b_hi_exp[0] | \$48 ;
+  assign \$50  = dtype[1] & dtype[0];
+  assign \$51  = \$50  ? 8'h1f : 8'hff;
+  assign \$52  = b_hi_exp == \$51 ;
+  assign \$53  = ~ dtype[1];
+  assign \$54  = | b[22:0];
+  assign \$55  = dtype[1] & dtype[0];
+  assign \$56  = | b[25:16];
+  assign \$57  = | b[22:16];
+  assign \$58  = \$55  ? \$56  : \$57 ;
+  assign \$59  = dtype[1] ? \$58  : \$54 ;
+  assign \$60  = \$52  & \$59 ;
+  assign \$61  = dtype[1] & dtype[0];
+  assign \$62  = \$61  ? 8'h1f : 8'hff;
+  assign \$63  = b_hi_exp == \$62 ;
+  assign \$64  = ~ dtype[1];
+  assign \$65  = | b[22:0];
+  assign \$66  = dtype[1] & dtype[0];
+  assign \$67  = | b[25:16];
+  assign \$68  = | b[22:16];
+  assign \$69  = \$66  ? \$67  : \$68 ;
+  assign \$70  = dtype[1] ? \$69  : \$65 ;
+  assign \$71  = ~ \$70 ;
+  assign \$72  = \$63  & \$71 ;
+  assign \$73  = | b_lo_exp;
+  assign \$74  = ~ \$73 ;
+  assign \$75  = b_lo_exp[0] | \$74 ;
+  assign \$76  = dtype[1] & dtype[0];
+  assign \$77  = \$76  ? 8'h1f : 8'hff;
+  assign \$78  = b_lo_exp == \$77 ;
+  assign \$79  = dtype[1] & dtype[0];
+  assign \$80  = | b[9:0];
+  assign \$81  = | b[6:0];
+  assign \$82  = \$79  ? \$80  : \$81 ;
+  assign \$83  = \$78  & \$82 ;
+  assign \$84  = dtype[1] & dtype[0];
+  assign \$85  = \$84  ? 8'h1f : 8'hff;
+  assign \$86  = b_lo_exp == \$85 ;
+  assign \$87  = dtype[1] & dtype[0];
+  assign \$88  = | b[9:0];
+  assign \$89  = | b[6:0];
+  assign \$90  = \$87  ? \$88  : \$89 ;
+  assign \$91  = ~ \$90 ;
+  assign \$92  = \$86  & \$91 ;
+  assign \$93  = b[14:0] > a[14:0];
+  assign \$94  = b[30:16] > a[30:16];
+  assign \$95  = b[30:16] == a[30:16];
+  assign \$96  = ~ s1_dtype[1];
+  assign \$97  = ~ s1_a_lo[0];
+  assign \$98  = s1_b_lo[0] & \$97 ;
+  assign \$99  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$100  = ~ \$99 ;
+  assign \$101  = \$100  & s1_gt_lo;
+  assign \$102  = \$98  | \$101 ;
+  assign \$103  = s1_eq_hi & \$102 ;
+  assign \$104  = s1_gt_hi | \$103 ;
+  assign \$105  = s1_dtype[1] ? s1_gt_hi : \$104 ;
+  assign \$106  = ~ s1_dtype[1];
+  assign \$107  = ~ s1_a_lo[0];
+  assign \$108  = s1_b_lo[0] & \$107 ;
+  assign \$109  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \$110  & s1_gt_lo;
+  assign \$112  = \$108  | \$111 ;
+  assign \$113  = s1_eq_hi & \$112 ;
+  assign \$114  = s1_gt_hi | \$113 ;
+  assign \$115  = s1_dtype[1] ? s1_gt_lo : \$114 ;
+  assign \$116  = ~ s1_dtype[1];
+  assign \$117  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
+  assign \$118  = ~ s1_dtype[1];
+  assign \$119  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
+  assign \$120  = s1_a_hi[8:1] - s1_b_hi[8:1];
+  assign \$121  = s1_b_hi[8:1] - s1_a_hi[8:1];
+  assign \$122  = ~ s1_dtype[1];
+  assign \$123  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+  assign \$124  = ~ s1_dtype[1];
+  assign \$125  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
+  assign \$126  = \$123  - \$125 ;
+  assign \$127  = ~ s1_dtype[1];
+  assign \$128  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
+  assign \$129  = ~ s1_dtype[1];
+  assign \$130  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+  assign \$131  = \$128  - \$130 ;
+  assign \$132  = | s2_d_ba_hi[7:5];
+  assign \$133  = ~ s2_dtype[1];
+  assign \$135  = \$134  & s2_d_ba_hi[4];
+  assign \$136  = \$132  | \$135 ;
+  assign \$137  = \$136  ? 4'hf : 4'h0;
+  assign \$138  = s2_d_ba_hi[3:0] | \$137 ;
+  assign \$139  = | s2_d_ba_hi[7:5];
+  assign \$140  = ~ s2_dtype[1];
+  assign \$142  = \$141  & s2_d_ba_hi[4];
+  assign \$143  = \$139  | \$142 ;
+  assign \$144  = ~ s2_dtype[1];
+  assign \$145  = \$143  ? \$144  : s2_d_ba_hi[4];
+  assign \$146  = | s2_d_ab_hi[7:5];
+  assign \$147  = ~ s2_dtype[1];
+  assign \$149  = \$148  & s2_d_ab_hi[4];
+  assign \$150  = \$146  | \$149 ;
+  assign \$151  = \$150  ? 4'hf : 4'h0;
+  assign \$152  = s2_d_ab_hi[3:0] | \$151 ;
+  assign \$153  = | s2_d_ab_hi[7:5];
+  assign \$154  = ~ s2_dtype[1];
+  assign \$156  = \$155  & s2_d_ab_hi[4];
+  assign \$157  = \$153  | \$156 ;
+  assign \$158  = ~ s2_dtype[1];
+  assign \$159  = \$157  ? \$158  : s2_d_ab_hi[4];
+  assign \$160  = s2_swap_hi ? { \$145 , \$138  } : { \$159 , \$152  };
+  assign \$161  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$162  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
+  assign \$163  = s2_a_hi[0] & s2_b_hi[0];
+  assign \$164  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
+  assign \$165  = s2_a_hi[9] | s2_b_hi[9];
+  assign \$166  = s2_a_hi[10] & s2_b_hi[10];
+  assign \$167  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$168  = \$166  & \$167 ;
+  assign \$169  = \$165  | \$168 ;
+  assign \$170  = s2_a_hi[10] | s2_b_hi[10];
+  assign \$171  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
+  assign \$172  = | s2_d_ba_lo[7:5];
+  assign \$173  = ~ s2_dtype[1];
+  assign \$175  = \$174  & s2_d_ba_lo[4];
+  assign \$176  = \$172  | \$175 ;
+  assign \$177  = \$176  ? 4'hf : 4'h0;
+  assign \$178  = s2_d_ba_lo[3:0] | \$177 ;
+  assign \$179  = | s2_d_ba_lo[7:5];
+  assign \$180  = ~ s2_dtype[1];
+  assign \$182  = \$181  & s2_d_ba_lo[4];
+  assign \$183  = \$179  | \$182 ;
+  assign \$184  = ~ s2_dtype[1];
+  assign \$185  = \$183  ? \$184  : s2_d_ba_lo[4];
+  assign \$186  = | s2_d_ab_lo[7:5];
+  assign \$187  = ~ s2_dtype[1];
+  assign \$189  = \$188  & s2_d_ab_lo[4];
+  assign \$190  = \$186  | \$189 ;
+  assign \$191  = \$190  ? 4'hf : 4'h0;
+  assign \$192  = s2_d_ab_lo[3:0] | \$191 ;
+  assign \$193  = | s2_d_ab_lo[7:5];
+  assign \$194  = ~ s2_dtype[1];
+  assign \$196  = \$195  & s2_d_ab_lo[4];
+  assign \$197  = \$193  | \$196 ;
+  assign \$198  = ~ s2_dtype[1];
+  assign \$199  = \$197  ? \$198  : s2_d_ab_lo[4];
+  assign \$200  = s2_swap_lo ? { \$185 , \$178  } : { \$199 , \$192  };
+  assign \$201  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$202  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
+  assign \$203  = s2_a_lo[0] & s2_b_lo[0];
+  assign \$204  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
+  assign \$205  = s2_a_lo[9] | s2_b_lo[9];
+  assign \$206  = s2_a_lo[10] & s2_b_lo[10];
+  assign \$207  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$208  = \$206  & \$207 ;
+  assign \$209  = \$205  | \$208 ;
+  assign \$210  = s2_a_lo[10] | s2_b_lo[10];
+  assign \$211  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
+  assign \$212  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
+  assign \$213  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
+  assign \$214  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
+  assign \$215  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
+  assign \$216  = ~ s3_dtype[1];
+  assign \$217  = ~ s3_dtype[1];
+  assign \$218  = ~ s3_dtype[1];
+  assign \$219  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$220  = s3_shift_lo[4] ? \$219  : s3_y[15:0];
+  assign \$221  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$222  = ~ s3_dtype[1];
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$229  = \$170 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$687  = dtype;
     if (rst) begin
-      \$229  = 1'h0;
+      \$687  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$230  = \$171 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$688  = s1_dtype;
     if (rst) begin
-      \$230  = 1'h0;
+      \$688  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$231  = \$172 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$689  = s2_dtype;
     if (rst) begin
-      \$231  = 1'h0;
+      \$689  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$232  = \$173 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$690  = s3_dtype;
     if (rst) begin
-      \$232  = 8'h00;
+      \$690  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$233  = \$176 [7:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$691  = s4_dtype;
     if (rst) begin
-      \$233  = 8'h00;
+      \$691  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$234  = \$179 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$692  = s5_dtype;
     if (rst) begin
-      \$234  = 24'h000000;
+      \$692  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$235  = \$182 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$693  = s6_dtype;
     if (rst) begin
-      \$235  = 24'h000000;
+      \$693  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$236  = \$201 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$694  = s7_dtype;
     if (rst) begin
-      \$236  = 1'h0;
+      \$694  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$237  = \$210 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$695  = s8_dtype;
     if (rst) begin
-      \$237  = 1'h0;
+      \$695  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$238  = \$215 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$696  = s9_dtype;
     if (rst) begin
-      \$238  = 1'h0;
+      \$696  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$239  = s1_sx;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$697  = s10_dtype;
     if (rst) begin
-      \$239  = 1'h0;
+      \$697  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$240  = s1_sy;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$698  = a_sig;
     if (rst) begin
-      \$240  = 1'h0;
+      \$698  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$241  = s1_sub;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$699 [0] = a[31];
+    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+    \$699 [9] = \$14 ;
+    \$699 [10] = \$26 ;
     if (rst) begin
-      \$241  = 1'h0;
+      \$699  = 11'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$242  = s1_ex;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$700 [0] = a[15];
+    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+    \$700 [9] = \$37 ;
+    \$700 [10] = \$46 ;
     if (rst) begin
-      \$242  = 8'h00;
+      \$700  = 11'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$243  = { s1_mx, 3'h0 };
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$701  = b_sig;
     if (rst) begin
-      \$243  = 27'h0000000;
+      \$701  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$244  = \$217 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$702 [0] = b[31];
+    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+    \$702 [9] = \$60 ;
+    \$702 [10] = \$72 ;
     if (rst) begin
-      \$244  = 27'h0000000;
+      \$702  = 11'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$245  = s1_nan;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$703 [0] = b[15];
+    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+    \$703 [9] = \$83 ;
+    \$703 [10] = \$92 ;
     if (rst) begin
-      \$245  = 1'h0;
+      \$703  = 11'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$246  = s1_inf;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$704  = \$93 ;
     if (rst) begin
-      \$246  = 1'h0;
+      \$704  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$247  = s1_inf_sign;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$705  = \$94 ;
     if (rst) begin
-      \$247  = 1'h0;
+      \$705  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$248  = \$220 [27:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$706  = \$95 ;
     if (rst) begin
-      \$248  = 28'h0000000;
+      \$706  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$249  = s2_sx;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$707  = s1_sig_a;
     if (rst) begin
-      \$249  = 1'h0;
+      \$707  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$250  = s2_ex;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$708  = s1_sig_b;
     if (rst) begin
-      \$250  = 8'h00;
+      \$708  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$251  = s2_nan;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$709  = s1_a_hi;
     if (rst) begin
-      \$251  = 1'h0;
+      \$709  = 11'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$252  = s2_inf;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$710  = s1_b_hi;
     if (rst) begin
-      \$252  = 1'h0;
+      \$710  = 11'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$253  = s2_inf_sign;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$711  = \$105 ;
     if (rst) begin
-      \$253  = 1'h0;
+      \$711  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$254  = \$221 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$712  = \$115 ;
     if (rst) begin
-      \$254  = 1'h0;
+      \$712  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$255  = \$166 [27:4];
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$713  = \$117 ;
     if (rst) begin
-      \$255  = 24'h000000;
+      \$713  = 11'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$256  = \$166 [3];
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$714  = \$119 ;
     if (rst) begin
-      \$256  = 1'h0;
+      \$714  = 11'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$257  = \$222 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$715  = \$120 [7:0];
     if (rst) begin
-      \$257  = 1'h0;
+      \$715  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$258  = \$224 [8:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$716  = \$121 [7:0];
     if (rst) begin
-      \$258  = 9'h000;
+      \$716  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$259  = \$225 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$717  = \$126 [7:0];
     if (rst) begin
-      \$259  = 1'h0;
+      \$717  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$260  = s3_nan;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$718  = \$131 [7:0];
     if (rst) begin
-      \$260  = 1'h0;
+      \$718  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$261  = s3_inf;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$719  = \$160 ;
     if (rst) begin
-      \$261  = 1'h0;
+      \$719  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$262  = s3_inf_sign;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$720  = \$161 ;
     if (rst) begin
-      \$262  = 1'h0;
+      \$720  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$263  = \$228 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$721 [0] = \$162 ;
+    \$721 [1] = \$163 ;
+    \$721 [10:2] = { 1'h0, \$164  };
+    \$721 [11] = \$169 ;
+    \$721 [12] = \$170 ;
+    \$721 [13] = \$171 ;
     if (rst) begin
-      \$263  = 32'd0;
+      \$721  = 14'h0000;
     end
   end
-  assign s1_shift = \$4 [4:0];
-  assign s3_norm_shift = \$165 [4:0];
-  assign s3_normalised = \$166 [27:0];
-  assign s4_rounded = \$169 [31:0];
-  assign \$58  = 1'h0;
-  assign \$59  = 1'h0;
-  assign \$60  = 1'h0;
-  assign \$61  = 1'h0;
-  assign \$62  = 1'h0;
-  assign \$63  = 1'h0;
-  assign \$64  = 1'h0;
-  assign \$65  = 2'h0;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$722  = \$200 ;
+    if (rst) begin
+      \$722  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$723  = \$201 ;
+    if (rst) begin
+      \$723  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$724 [0] = \$202 ;
+    \$724 [1] = \$203 ;
+    \$724 [10:2] = { 1'h0, \$204  };
+    \$724 [11] = \$209 ;
+    \$724 [12] = \$210 ;
+    \$724 [13] = \$211 ;
+    if (rst) begin
+      \$724  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$725  = { \$213 , \$212  };
+    if (rst) begin
+      \$725  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$726  = { \$215 , \$214  };
+    if (rst) begin
+      \$726  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$727  = s3_x;
+    if (rst) begin
+      \$727  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$728  = s3_sub_hi;
+    if (rst) begin
+      \$728  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$729  = s3_sub_lo;
+    if (rst) begin
+      \$729  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$730  = s3_slot_hi;
+    if (rst) begin
+      \$730  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$731  = s3_slot_lo;
+    if (rst) begin
+      \$731  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$732  = s3_shift_hi;
+    if (rst) begin
+      \$732  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$733  = s3_shift_lo;
+    if (rst) begin
+      \$733  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$734  = { \$267 , \$260  };
+    if (rst) begin
+      \$734  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$735  = \$289 ;
+    if (rst) begin
+      \$735  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$736  = \$314 ;
+    if (rst) begin
+      \$736  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$737  = s4_slot_hi;
+    if (rst) begin
+      \$737  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$738  = s4_slot_lo;
+    if (rst) begin
+      \$738  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    if (rst) begin
+      \$739  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$740  = { \$363 , \$344 , \$341  };
+    if (rst) begin
+      \$740  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$741  = s4_sub_lo;
+    if (rst) begin
+      \$741  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$742  = \$368 ;
+    if (rst) begin
+      \$742  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$743  = s5_slot_hi;
+    if (rst) begin
+      \$743  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$744  = s5_slot_lo;
+    if (rst) begin
+      \$744  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$745  = { \$686 [33:18], \$686 [16:1] };
+    if (rst) begin
+      \$745  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$746  = \$369 ;
+    if (rst) begin
+      \$746  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$747  = s6_sum;
+    if (rst) begin
+      \$747  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$748 [13:1] = s6_slot_hi[13:1];
+    \$748 [0] = \$462 ;
+    if (rst) begin
+      \$748  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$749 [13:1] = s6_slot_lo[13:1];
+    \$749 [0] = \$472 ;
+    if (rst) begin
+      \$749  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$750  = { \$405 , \$393  };
+    if (rst) begin
+      \$750  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$751  = { \$441 , \$429  };
+    if (rst) begin
+      \$751  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$752  = \$452 ;
+    if (rst) begin
+      \$752  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$753  = s7_slot_hi;
+    if (rst) begin
+      \$753  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$754  = s7_slot_lo;
+    if (rst) begin
+      \$754  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$755  = { \$512 , \$484  };
+    if (rst) begin
+      \$755  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$756  = \$515 ;
+    if (rst) begin
+      \$756  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$757  = \$518 ;
+    if (rst) begin
+      \$757  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+    \$758 [10:2] = \$572 [8:0];
+    if (rst) begin
+      \$758  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+    \$759 [10:2] = \$574 [8:0];
+    if (rst) begin
+      \$759  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$760  = { \$570 , \$525  };
+    if (rst) begin
+      \$760  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    if (rst) begin
+      \$761  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$762  = \$608 ;
+    if (rst) begin
+      \$762  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$763  = \$621 ;
+    if (rst) begin
+      \$763  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$764  = s9_slot_hi[0];
+    if (rst) begin
+      \$764  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$765  = \$622 ;
+    if (rst) begin
+      \$765  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$766  = \$628 ;
+    if (rst) begin
+      \$766  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$767  = s9_slot_lo[0];
+    if (rst) begin
+      \$767  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$768  = \$629 ;
+    if (rst) begin
+      \$768  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$769  = \$635 ;
+    if (rst) begin
+      \$769  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$770  = s10_sign_hi;
+    if (rst) begin
+      \$770  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$771  = s10_sign_lo;
+    if (rst) begin
+      \$771  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$772  = s10_forced_hi;
+    if (rst) begin
+      \$772  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$773  = s10_forced_lo;
+    if (rst) begin
+      \$773  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$774  = s10_special_hi;
+    if (rst) begin
+      \$774  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$775  = s10_special_lo;
+    if (rst) begin
+      \$775  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    if (rst) begin
+      \$776  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$777  = { \$661 , \$653  };
+    if (rst) begin
+      \$777  = 32'd0;
+    end
+  end
+  assign s5_chain = \$686 [34:1];
+  assign a_hi_sig = { 1'h0, \$666  };
+  assign a_lo_sig = { 1'h0, \$671  };
+  assign b_hi_sig = { 1'h0, \$678  };
+  assign b_lo_sig = { 1'h0, \$683  };
+  assign \s1_a_hi.sign  = s1_a_hi[0];
+  assign \s1_a_hi.exp  = s1_a_hi[8:1];
+  assign \s1_a_hi.nan  = s1_a_hi[9];
+  assign \s1_a_hi.inf  = s1_a_hi[10];
+  assign \s1_a_lo.sign  = s1_a_lo[0];
+  assign \s1_a_lo.exp  = s1_a_lo[8:1];
+  assign \s1_a_lo.nan  = s1_a_lo[9];
+  assign \s1_a_lo.inf  = s1_a_lo[10];
+  assign \s1_b_hi.sign  = s1_b_hi[0];
+  assign \s1_b_hi.exp  = s1_b_hi[8:1];
+  assign \s1_b_hi.nan  = s1_b_hi[9];
+  assign \s1_b_hi.inf  = s1_b_hi[10];
+  assign \s1_b_lo.sign  = s1_b_lo[0];
+  assign \s1_b_lo.exp  = s1_b_lo[8:1];
+  assign \s1_b_lo.nan  = s1_b_lo[9];
+  assign \s1_b_lo.inf  = s1_b_lo[10];
+  assign \s2_a_hi.sign  = s2_a_hi[0];
+  assign \s2_a_hi.exp  = s2_a_hi[8:1];
+  assign \s2_a_hi.nan  = s2_a_hi[9];
+  assign \s2_a_hi.inf  = s2_a_hi[10];
+  assign \s2_b_hi.sign  = s2_b_hi[0];
+  assign \s2_b_hi.exp  = s2_b_hi[8:1];
+  assign \s2_b_hi.nan  = s2_b_hi[9];
+  assign \s2_b_hi.inf  = s2_b_hi[10];
+  assign \s2_a_lo.sign  = s2_a_lo[0];
+  assign \s2_a_lo.exp  = s2_a_lo[8:1];
+  assign \s2_a_lo.nan  = s2_a_lo[9];
+  assign \s2_a_lo.inf  = s2_a_lo[10];
+  assign \s2_b_lo.sign  = s2_b_lo[0];
+  assign \s2_b_lo.exp  = s2_b_lo[8:1];
+  assign \s2_b_lo.nan  = s2_b_lo[9];
+  assign \s2_b_lo.inf  = s2_b_lo[10];
+  assign \s3_slot_hi.sign  = s3_slot_hi[0];
+  assign \s3_slot_hi.both_neg  = s3_slot_hi[1];
+  assign \s3_slot_hi.exp  = s3_slot_hi[10:2];
+  assign \s3_slot_hi.nan  = s3_slot_hi[11];
+  assign \s3_slot_hi.inf  = s3_slot_hi[12];
+  assign \s3_slot_hi.inf_sign  = s3_slot_hi[13];
+  assign \s3_slot_lo.sign  = s3_slot_lo[0];
+  assign \s3_slot_lo.both_neg  = s3_slot_lo[1];
+  assign \s3_slot_lo.exp  = s3_slot_lo[10:2];
+  assign \s3_slot_lo.nan  = s3_slot_lo[11];
+  assign \s3_slot_lo.inf  = s3_slot_lo[12];
+  assign \s3_slot_lo.inf_sign  = s3_slot_lo[13];
+  assign \s4_slot_hi.sign  = s4_slot_hi[0];
+  assign \s4_slot_hi.both_neg  = s4_slot_hi[1];
+  assign \s4_slot_hi.exp  = s4_slot_hi[10:2];
+  assign \s4_slot_hi.nan  = s4_slot_hi[11];
+  assign \s4_slot_hi.inf  = s4_slot_hi[12];
+  assign \s4_slot_hi.inf_sign  = s4_slot_hi[13];
+  assign \s4_slot_lo.sign  = s4_slot_lo[0];
+  assign \s4_slot_lo.both_neg  = s4_slot_lo[1];
+  assign \s4_slot_lo.exp  = s4_slot_lo[10:2];
+  assign \s4_slot_lo.nan  = s4_slot_lo[11];
+  assign \s4_slot_lo.inf  = s4_slot_lo[12];
+  assign \s4_slot_lo.inf_sign  = s4_slot_lo[13];
+  assign \s5_slot_hi.sign  = s5_slot_hi[0];
+  assign \s5_slot_hi.both_neg  = s5_slot_hi[1];
+  assign \s5_slot_hi.exp  = s5_slot_hi[10:2];
+  assign \s5_slot_hi.nan  = s5_slot_hi[11];
+  assign \s5_slot_hi.inf  = s5_slot_hi[12];
+  assign \s5_slot_hi.inf_sign  = s5_slot_hi[13];
+  assign \s5_slot_lo.sign  = s5_slot_lo[0];
+  assign \s5_slot_lo.both_neg  = s5_slot_lo[1];
+  assign \s5_slot_lo.exp  = s5_slot_lo[10:2];
+  assign \s5_slot_lo.nan  = s5_slot_lo[11];
+  assign \s5_slot_lo.inf  = s5_slot_lo[12];
+  assign \s5_slot_lo.inf_sign  = s5_slot_lo[13];
+  assign \s6_slot_hi.sign  = s6_slot_hi[0];
+  assign \s6_slot_hi.both_neg  = s6_slot_hi[1];
+  assign \s6_slot_hi.exp  = s6_slot_hi[10:2];
+  assign \s6_slot_hi.nan  = s6_slot_hi[11];
+  assign \s6_slot_hi.inf  = s6_slot_hi[12];
+  assign \s6_slot_hi.inf_sign  = s6_slot_hi[13];
+  assign \s6_slot_lo.sign  = s6_slot_lo[0];
+  assign \s6_slot_lo.both_neg  = s6_slot_lo[1];
+  assign \s6_slot_lo.exp  = s6_slot_lo[10:2];
+  assign \s6_slot_lo.nan  = s6_slot_lo[11];
+  assign \s6_slot_lo.inf  = s6_slot_lo[12];
+  assign \s6_slot_lo.inf_sign  = s6_slot_lo[13];
+  assign \s7_slot_hi.sign  = s7_slot_hi[0];
+  assign \s7_slot_hi.both_neg  = s7_slot_hi[1];
+  assign \s7_slot_hi.exp  = s7_slot_hi[10:2];
+  assign \s7_slot_hi.nan  = s7_slot_hi[11];
+  assign \s7_slot_hi.inf  = s7_slot_hi[12];
+  assign \s7_slot_hi.inf_sign  = s7_slot_hi[13];
+  assign \s7_slot_lo.sign  = s7_slot_lo[0];
+  assign \s7_slot_lo.both_neg  = s7_slot_lo[1];
+  assign \s7_slot_lo.exp  = s7_slot_lo[10:2];
+  assign \s7_slot_lo.nan  = s7_slot_lo[11];
+  assign \s7_slot_lo.inf  = s7_slot_lo[12];
+  assign \s7_slot_lo.inf_sign  = s7_slot_lo[13];
+  assign \s8_slot_hi.sign  = s8_slot_hi[0];
+  assign \s8_slot_hi.both_neg  = s8_slot_hi[1];
+  assign \s8_slot_hi.exp  = s8_slot_hi[10:2];
+  assign \s8_slot_hi.nan  = s8_slot_hi[11];
+  assign \s8_slot_hi.inf  = s8_slot_hi[12];
+  assign \s8_slot_hi.inf_sign  = s8_slot_hi[13];
+  assign \s8_slot_lo.sign  = s8_slot_lo[0];
+  assign \s8_slot_lo.both_neg  = s8_slot_lo[1];
+  assign \s8_slot_lo.exp  = s8_slot_lo[10:2];
+  assign \s8_slot_lo.nan  = s8_slot_lo[11];
+  assign \s8_slot_lo.inf  = s8_slot_lo[12];
+  assign \s8_slot_lo.inf_sign  = s8_slot_lo[13];
+  assign \s9_slot_hi.sign  = s9_slot_hi[0];
+  assign \s9_slot_hi.both_neg  = s9_slot_hi[1];
+  assign \s9_slot_hi.exp  = s9_slot_hi[10:2];
+  assign \s9_slot_hi.nan  = s9_slot_hi[11];
+  assign \s9_slot_hi.inf  = s9_slot_hi[12];
+  assign \s9_slot_hi.inf_sign  = s9_slot_hi[13];
+  assign \s9_slot_lo.sign  = s9_slot_lo[0];
+  assign \s9_slot_lo.both_neg  = s9_slot_lo[1];
+  assign \s9_slot_lo.exp  = s9_slot_lo[10:2];
+  assign \s9_slot_lo.nan  = s9_slot_lo[11];
+  assign \s9_slot_lo.inf  = s9_slot_lo[12];
+  assign \s9_slot_lo.inf_sign  = s9_slot_lo[13];
+  assign \$134  = s2_dtype[1];
+  assign \$141  = s2_dtype[1];
+  assign \$148  = s2_dtype[1];
+  assign \$155  = s2_dtype[1];
+  assign \$174  = s2_dtype[1];
+  assign \$181  = s2_dtype[1];
+  assign \$188  = s2_dtype[1];
+  assign \$195  = s2_dtype[1];
+  assign \$269  = s3_dtype[1];
+  assign \$273  = \$272 ;
+  assign \$275  = s3_dtype[1];
+  assign \$282  = s3_dtype[1];
+  assign \$292  = \$291 ;
+  assign \$336  = \$335 [0];
+  assign \$343  = s4_dtype[1];
+  assign \$349  = s4_dtype[1];
+  assign \$355  = s4_dtype[1];
+  assign \$358  = \$357 [0];
+  assign \$372  = \$370 ;
+  assign \$378  = \$376 ;
+  assign \$384  = \$382 ;
+  assign \$396  = \$394 ;
+  assign \$399  = \$397 ;
+  assign \$402  = \$400 ;
+  assign \$408  = \$406 ;
+  assign \$414  = \$412 ;
+  assign \$420  = \$418 ;
+  assign \$432  = \$430 ;
+  assign \$435  = \$433 ;
+  assign \$438  = \$436 ;
+  assign \$599  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.minmax (\port$917$0 , \port$918$0 , a, b, dtype, is_max);
+module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1528$0 , \port$1529$0 , a, b, dtype, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire [15:0] \$11 ;
-  wire \$12 ;
+  wire [15:0] \$10 ;
+  reg [31:0] \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg [31:0] \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg [31:0] \$106 ;
+  wire \$11 ;
+  wire [15:0] \$12 ;
   wire [15:0] \$13 ;
   wire [15:0] \$14 ;
-  wire [15:0] \$15 ;
-  wire \$16 ;
+  wire \$15 ;
+  wire [15:0] \$16 ;
   wire [15:0] \$17 ;
-  wire [15:0] \$18 ;
-  wire \$19 ;
-  wire [15:0] \$2 ;
+  wire \$18 ;
+  wire [15:0] \$19 ;
+  wire \$2 ;
   wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
+  wire [15:0] \$21 ;
+  wire [15:0] \$22 ;
   wire [15:0] \$23 ;
-  wire [15:0] \$24 ;
-  wire \$25 ;
-  wire \$26 ;
+  wire \$24 ;
+  wire [15:0] \$25 ;
+  wire [15:0] \$26 ;
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
@@ -4618,7 +7951,7 @@ module \ace_alu_array_small.array.lane0.minmax (\port$917$0 , \port$918$0 , a, b
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [15:0] \$4 ;
+  wire \$4 ;
   wire \$40 ;
   wire \$41 ;
   wire \$42 ;
@@ -4651,7 +7984,7 @@ module \ace_alu_array_small.array.lane0.minmax (\port$917$0 , \port$918$0 , a, b
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire \$7 ;
+  wire [15:0] \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -4666,17 +7999,30 @@ module \ace_alu_array_small.array.lane0.minmax (\port$917$0 , \port$918$0 , a, b
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
-  wire [30:0] \$83 ;
-  wire [30:0] \$84 ;
-  wire [15:0] \$85 ;
-  wire [15:0] \$86 ;
-  wire [15:0] \$9 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire [30:0] \$89 ;
+  wire \$9 ;
+  wire [30:0] \$90 ;
+  reg [31:0] \$91 ;
+  reg [31:0] \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg [31:0] \$95 ;
+  reg [31:0] \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg [31:0] \$99 ;
   input [31:0] a;
   wire [31:0] a;
-  wire [31:0] a_key;
   input [31:0] b;
   wire [31:0] b;
-  wire [31:0] b_key;
+  input clk;
+  wire clk;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -4692,209 +8038,384 @@ module \ace_alu_array_small.array.lane0.minmax (\port$917$0 , \port$918$0 , a, b
   wire less_lo;
   wire lt_hi;
   wire lt_lo;
-  wire nan_hi;
-  wire nan_lo;
-  wire [31:0] nan_word;
-  wire pick_b_hi;
-  wire pick_b_lo;
   wire [31:0] picked;
-  output [15:0] \port$917$0 ;
-  wire [15:0] \port$917$0 ;
-  output [15:0] \port$918$0 ;
-  wire [15:0] \port$918$0 ;
+  output [15:0] \port$1528$0 ;
+  wire [15:0] \port$1528$0 ;
+  output [15:0] \port$1529$0 ;
+  wire [15:0] \port$1529$0 ;
+  reg [31:0] r_a = 32'd0;
+  reg [31:0] r_a_key = 32'd0;
+  reg [31:0] r_b = 32'd0;
+  reg [31:0] r_b_key = 32'd0;
+  reg r_is_max = 1'h0;
+  reg r_nan_hi = 1'h0;
+  reg r_nan_lo = 1'h0;
+  reg [31:0] r_nan_word = 32'd0;
+  reg r_wide = 1'h0;
   wire [31:0] result;
+  reg [31:0] rr_a = 32'd0;
+  reg [31:0] rr_b = 32'd0;
+  reg rr_nan_hi = 1'h0;
+  reg rr_nan_lo = 1'h0;
+  reg [31:0] rr_nan_word = 32'd0;
+  reg rr_pick_b_hi = 1'h0;
+  reg rr_pick_b_lo = 1'h0;
+  input rst;
+  wire rst;
   wire wide;
-  assign \$12  = dtype[1] ? b[15] : b[31];
-  assign \$13  = \$12  ? 16'hffff : 16'h8000;
-  assign \$14  = dtype[1] ? \$13  : \$11 ;
-  assign \$15  = b[15:0] ^ \$14 ;
-  assign \$16  = is_float & b[31];
-  assign \$17  = \$16  ? 16'hffff : 16'h8000;
-  assign \$18  = b[31:16] ^ \$17 ;
-  assign lt_lo = \$6  < \$15 ;
-  assign lt_hi = \$9  < \$18 ;
-  assign eq_hi = \$9  == \$18 ;
-  assign \$19  = eq_hi & lt_lo;
-  assign \$20  = lt_hi | \$19 ;
-  assign less_hi = dtype[1] ? lt_hi : \$20 ;
-  assign \$21  = eq_hi & lt_lo;
-  assign \$22  = lt_hi | \$21 ;
-  assign less_lo = dtype[1] ? lt_lo : \$22 ;
-  assign pick_b_lo = less_lo == is_max;
-  assign pick_b_hi = less_hi == is_max;
-  assign \$23  = pick_b_lo ? b[15:0] : a[15:0];
-  assign \$24  = pick_b_hi ? b[31:16] : a[31:16];
-  assign \$25  = dtype == 1'h1;
-  assign \$26  = & a[30:23];
-  assign \$27  = | a[22:0];
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = & b[30:23];
-  assign \$30  = | b[22:0];
-  assign \$31  = \$29  & \$30 ;
-  assign \$32  = \$28  | \$31 ;
-  assign \$33  = \$25  & \$32 ;
-  assign \$34  = dtype == 2'h3;
-  assign \$35  = a[14:10] == 5'h1f;
-  assign \$36  = | a[9:0];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = b[14:10] == 5'h1f;
-  assign \$39  = | b[9:0];
-  assign \$40  = \$38  & \$39 ;
-  assign \$41  = \$37  | \$40 ;
-  assign \$42  = \$34  & \$41 ;
-  assign \$43  = \$33  | \$42 ;
-  assign \$44  = dtype == 2'h2;
-  assign \$45  = a[14:7] == 8'hff;
-  assign \$46  = | a[6:0];
-  assign \$47  = \$45  & \$46 ;
-  assign \$48  = b[14:7] == 8'hff;
-  assign \$49  = | b[6:0];
-  assign \$50  = \$48  & \$49 ;
-  assign \$51  = \$47  | \$50 ;
-  assign \$52  = \$44  & \$51 ;
-  assign nan_lo = \$43  | \$52 ;
-  assign \$53  = dtype == 1'h1;
-  assign \$54  = & a[30:23];
-  assign \$55  = | a[22:0];
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = & b[30:23];
-  assign \$58  = | b[22:0];
-  assign \$59  = \$57  & \$58 ;
-  assign \$60  = \$56  | \$59 ;
-  assign \$61  = \$53  & \$60 ;
-  assign \$62  = dtype == 2'h3;
-  assign \$63  = a[30:26] == 5'h1f;
-  assign \$64  = | a[25:16];
-  assign \$65  = \$63  & \$64 ;
-  assign \$66  = b[30:26] == 5'h1f;
-  assign \$67  = | b[25:16];
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = \$65  | \$68 ;
-  assign \$70  = \$62  & \$69 ;
-  assign \$71  = \$61  | \$70 ;
-  assign \$72  = dtype == 2'h2;
-  assign \$73  = a[30:23] == 8'hff;
-  assign \$74  = | a[22:16];
-  assign \$75  = \$73  & \$74 ;
-  assign \$76  = b[30:23] == 8'hff;
-  assign \$77  = | b[22:16];
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = \$75  | \$78 ;
-  assign \$80  = \$72  & \$79 ;
-  assign nan_hi = \$71  | \$80 ;
-  assign \$81  = dtype == 2'h3;
-  assign \$82  = dtype == 2'h2;
-  assign \$83  = \$82  ? 31'h7fc07fc0 : 31'h7fc00000;
-  assign \$84  = \$81  ? 31'h7e007e00 : \$83 ;
-  assign \$85  = nan_lo ? \$84 [15:0] : \$23 ;
-  assign \$86  = nan_hi ? { 1'h0, \$84 [30:16] } : \$24 ;
   assign wide = ~ dtype[1];
   assign is_float = | dtype;
-  assign \$1  = is_float & a[31];
-  assign \$2  = \$1  ? 16'hffff : 16'h0000;
-  assign \$3  = dtype[1] ? a[15] : a[31];
-  assign \$4  = \$3  ? 16'hffff : 16'h8000;
-  assign \$5  = dtype[1] ? \$4  : \$2 ;
-  assign \$6  = a[15:0] ^ \$5 ;
-  assign \$7  = is_float & a[31];
-  assign \$8  = \$7  ? 16'hffff : 16'h8000;
-  assign \$9  = a[31:16] ^ \$8 ;
-  assign \$10  = is_float & b[31];
-  assign \$11  = \$10  ? 16'hffff : 16'h0000;
-  assign a_key = { \$9 , \$6  };
-  assign b_key = { \$18 , \$15  };
-  assign picked = { \$24 , \$23  };
-  assign nan_word = { 1'h0, \$84  };
-  assign result = { \$86 , \$85  };
-  assign \port$917$0  = \$85 ;
-  assign \port$918$0  = \$86 ;
+  assign lt_lo = r_a_key[15:0] < r_b_key[15:0];
+  assign lt_hi = r_a_key[31:16] < r_b_key[31:16];
+  assign eq_hi = r_a_key[31:16] == r_b_key[31:16];
+  assign \$1  = eq_hi & lt_lo;
+  assign \$2  = lt_hi | \$1 ;
+  assign less_hi = r_wide ? \$2  : lt_hi;
+  assign \$3  = eq_hi & lt_lo;
+  assign \$4  = lt_hi | \$3 ;
+  assign less_lo = r_wide ? \$4  : lt_lo;
+  assign \$5  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
+  assign \$6  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
+  assign \$7  = rr_nan_lo ? rr_nan_word[15:0] : \$5 ;
+  assign \$8  = rr_nan_hi ? rr_nan_word[31:16] : \$6 ;
+  assign \$9  = is_float & a[31];
+  assign \$10  = \$9  ? 16'hffff : 16'h0000;
+  assign \$11  = dtype[1] ? a[15] : a[31];
+  assign \$12  = \$11  ? 16'hffff : 16'h8000;
+  assign \$13  = dtype[1] ? \$12  : \$10 ;
+  assign \$14  = a[15:0] ^ \$13 ;
+  assign \$15  = is_float & a[31];
+  assign \$16  = \$15  ? 16'hffff : 16'h8000;
+  assign \$17  = a[31:16] ^ \$16 ;
+  assign \$18  = is_float & b[31];
+  assign \$19  = \$18  ? 16'hffff : 16'h0000;
+  assign \$20  = dtype[1] ? b[15] : b[31];
+  assign \$21  = \$20  ? 16'hffff : 16'h8000;
+  assign \$22  = dtype[1] ? \$21  : \$19 ;
+  assign \$23  = b[15:0] ^ \$22 ;
+  assign \$24  = is_float & b[31];
+  assign \$25  = \$24  ? 16'hffff : 16'h8000;
+  assign \$26  = b[31:16] ^ \$25 ;
+  assign \$27  = less_lo == r_is_max;
+  assign \$28  = less_hi == r_is_max;
+  assign \$29  = dtype == 1'h1;
+  assign \$30  = & a[30:23];
+  assign \$31  = | a[22:0];
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = & b[30:23];
+  assign \$34  = | b[22:0];
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = \$32  | \$35 ;
+  assign \$37  = \$29  & \$36 ;
+  assign \$38  = dtype == 2'h3;
+  assign \$39  = a[14:10] == 5'h1f;
+  assign \$40  = | a[9:0];
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = b[14:10] == 5'h1f;
+  assign \$43  = | b[9:0];
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = \$41  | \$44 ;
+  assign \$46  = \$38  & \$45 ;
+  assign \$47  = \$37  | \$46 ;
+  assign \$48  = dtype == 2'h2;
+  assign \$49  = a[14:7] == 8'hff;
+  assign \$50  = | a[6:0];
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = b[14:7] == 8'hff;
+  assign \$53  = | b[6:0];
+  assign \$54  = \$52  & \$53 ;
+  assign \$55  = \$51  | \$54 ;
+  assign \$56  = \$48  & \$55 ;
+  assign \$57  = \$47  | \$56 ;
+  assign \$58  = dtype == 1'h1;
+  assign \$59  = & a[30:23];
+  assign \$60  = | a[22:0];
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = & b[30:23];
+  assign \$63  = | b[22:0];
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$61  | \$64 ;
+  assign \$66  = \$58  & \$65 ;
+  assign \$67  = dtype == 2'h3;
+  assign \$68  = a[30:26] == 5'h1f;
+  assign \$69  = | a[25:16];
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = b[30:26] == 5'h1f;
+  assign \$72  = | b[25:16];
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$70  | \$73 ;
+  assign \$75  = \$67  & \$74 ;
+  assign \$76  = \$66  | \$75 ;
+  assign \$77  = dtype == 2'h2;
+  assign \$78  = a[30:23] == 8'hff;
+  assign \$79  = | a[22:16];
+  assign \$80  = \$78  & \$79 ;
+  assign \$81  = b[30:23] == 8'hff;
+  assign \$82  = | b[22:16];
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = \$80  | \$83 ;
+  assign \$85  = \$77  & \$84 ;
+  assign \$86  = \$76  | \$85 ;
+  assign \$87  = dtype == 2'h3;
+  assign \$88  = dtype == 2'h2;
+  assign \$89  = \$88  ? 31'h7fc07fc0 : 31'h7fc00000;
+  assign \$90  = \$87  ? 31'h7e007e00 : \$89 ;
+  always @(posedge clk)
+    r_a_key <= \$91 ;
+  always @(posedge clk)
+    r_b_key <= \$92 ;
+  always @(posedge clk)
+    r_wide <= \$93 ;
+  always @(posedge clk)
+    r_is_max <= \$94 ;
+  always @(posedge clk)
+    r_a <= \$95 ;
+  always @(posedge clk)
+    r_b <= \$96 ;
+  always @(posedge clk)
+    rr_pick_b_lo <= \$97 ;
+  always @(posedge clk)
+    rr_pick_b_hi <= \$98 ;
+  always @(posedge clk)
+    rr_a <= \$99 ;
+  always @(posedge clk)
+    rr_b <= \$100 ;
+  always @(posedge clk)
+    r_nan_lo <= \$101 ;
+  always @(posedge clk)
+    r_nan_hi <= \$102 ;
+  always @(posedge clk)
+    r_nan_word <= \$103 ;
+  always @(posedge clk)
+    rr_nan_lo <= \$104 ;
+  always @(posedge clk)
+    rr_nan_hi <= \$105 ;
+  always @(posedge clk)
+    rr_nan_word <= \$106 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$91  = { \$17 , \$14  };
+    if (rst) begin
+      \$91  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$92  = { \$26 , \$23  };
+    if (rst) begin
+      \$92  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$93  = wide;
+    if (rst) begin
+      \$93  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$94  = is_max;
+    if (rst) begin
+      \$94  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$95  = a;
+    if (rst) begin
+      \$95  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$96  = b;
+    if (rst) begin
+      \$96  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$97  = \$27 ;
+    if (rst) begin
+      \$97  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$98  = \$28 ;
+    if (rst) begin
+      \$98  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$99  = r_a;
+    if (rst) begin
+      \$99  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$100  = r_b;
+    if (rst) begin
+      \$100  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$101  = \$57 ;
+    if (rst) begin
+      \$101  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$102  = \$86 ;
+    if (rst) begin
+      \$102  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$103  = { 1'h0, \$90  };
+    if (rst) begin
+      \$103  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$104  = r_nan_lo;
+    if (rst) begin
+      \$104  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$105  = r_nan_hi;
+    if (rst) begin
+      \$105  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$106  = r_nan_word;
+    if (rst) begin
+      \$106  = 32'd0;
+    end
+  end
+  assign picked = { \$6 , \$5  };
+  assign result = { \$8 , \$7  };
+  assign \port$1528$0  = \$7 ;
+  assign \port$1529$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1 (rst, \result$28 , a, b, \port$3690$256 , clk);
+module \ace_alu_array_small.array.lane2 (rst, \result$56 , a, b, \port$3266$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
-  wire [32:0] \$1 ;
-  reg [1:0] \$10 ;
+  wire \$1 ;
+  wire \$10 ;
   reg [31:0] \$11 ;
-  reg \$12 ;
+  reg [31:0] \$12 ;
   reg [1:0] \$13 ;
-  reg [31:0] \$14 ;
-  reg \$15 ;
-  reg [1:0] \$16 ;
-  reg [31:0] \$17 ;
-  reg \$18 ;
-  reg [1:0] \$19 ;
+  reg [1:0] \$14 ;
+  reg [31:0] \$15 ;
+  reg \$16 ;
+  reg \$17 ;
+  reg [31:0] \$18 ;
+  reg \$19 ;
   wire \$2 ;
-  reg [31:0] \$20 ;
-  reg \$21 ;
-  reg [1:0] \$22 ;
-  wire [15:0] \$23 ;
-  wire [15:0] \$24 ;
+  reg \$20 ;
+  reg [31:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [31:0] \$24 ;
+  reg \$25 ;
+  reg \$26 ;
+  reg [31:0] \$27 ;
+  reg \$28 ;
+  reg \$29 ;
   wire \$3 ;
-  wire \$4 ;
+  reg [31:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
+  reg [31:0] \$33 ;
+  reg \$34 ;
+  reg \$35 ;
+  reg [31:0] \$36 ;
+  reg \$37 ;
+  reg \$38 ;
+  reg [31:0] \$39 ;
+  wire [31:0] \$4 ;
+  reg \$40 ;
+  reg \$41 ;
+  reg [31:0] \$42 ;
+  reg \$43 ;
+  reg \$44 ;
+  reg [31:0] \$45 ;
+  reg \$46 ;
+  reg \$47 ;
+  reg [31:0] \$48 ;
+  reg \$49 ;
   wire \$5 ;
-  wire \$6 ;
-  wire [31:0] \$7 ;
-  reg [31:0] \$8 ;
-  reg \$9 ;
+  reg \$50 ;
+  wire [15:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [32:0] \$6 ;
+  wire [32:0] \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input [31:0] a;
   wire [31:0] a;
-  wire [31:0] \a$1 ;
-  wire [15:0] \a$10 ;
-  wire [31:0] \a$12 ;
-  wire [15:0] \a$4 ;
-  wire [15:0] \a$6 ;
-  wire [15:0] \a$8 ;
+  (* init = 32'd0 *)
+  wire [31:0] \a$49 ;
+  (* init = 32'd0 *)
+  wire [31:0] \a$52 ;
   input [31:0] b;
   wire [31:0] b;
-  wire [15:0] \b$11 ;
-  wire [31:0] \b$13 ;
-  wire [31:0] \b$3 ;
-  wire [15:0] \b$5 ;
-  wire [15:0] \b$7 ;
-  wire [15:0] \b$9 ;
+  (* init = 32'd0 *)
+  wire [31:0] \b$50 ;
+  (* init = 32'd0 *)
+  wire [31:0] \b$53 ;
   input clk;
   wire clk;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d0_dtype = 2'h0;
-  reg d0_fp_sum = 1'h0;
-  reg [31:0] d0_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d1_dtype = 2'h0;
+  reg d10_fp_sum = 1'h0;
+  reg d10_minmax = 1'h0;
+  reg [31:0] d10_simple = 32'd0;
+  reg d11_fp_sum = 1'h0;
+  reg d11_minmax = 1'h0;
+  reg [31:0] d11_simple = 32'd0;
+  reg d12_fp_sum = 1'h0;
+  reg d12_minmax = 1'h0;
+  reg [31:0] d12_simple = 32'd0;
   reg d1_fp_sum = 1'h0;
+  reg d1_minmax = 1'h0;
   reg [31:0] d1_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d2_dtype = 2'h0;
   reg d2_fp_sum = 1'h0;
+  reg d2_minmax = 1'h0;
   reg [31:0] d2_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d3_dtype = 2'h0;
   reg d3_fp_sum = 1'h0;
+  reg d3_minmax = 1'h0;
   reg [31:0] d3_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d4_dtype = 2'h0;
   reg d4_fp_sum = 1'h0;
+  reg d4_minmax = 1'h0;
   reg [31:0] d4_simple = 32'd0;
+  reg d5_fp_sum = 1'h0;
+  reg d5_minmax = 1'h0;
+  reg [31:0] d5_simple = 32'd0;
+  reg d6_fp_sum = 1'h0;
+  reg d6_minmax = 1'h0;
+  reg [31:0] d6_simple = 32'd0;
+  reg d7_fp_sum = 1'h0;
+  reg d7_minmax = 1'h0;
+  reg [31:0] d7_simple = 32'd0;
+  reg d8_fp_sum = 1'h0;
+  reg d8_minmax = 1'h0;
+  reg [31:0] d8_simple = 32'd0;
+  reg d9_fp_sum = 1'h0;
+  reg d9_minmax = 1'h0;
+  reg [31:0] d9_simple = 32'd0;
+  wire [31:0] direct;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -4906,8 +8427,15 @@ module \ace_alu_array_small.array.lane1 (rst, \result$28 , a, b, \port$3690$256 
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$15 ;
-  wire [31:0] fp_result;
+  (* init = 2'h0 *)
+  wire [1:0] \dtype$51 ;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  (* init = 2'h0 *)
+  wire [1:0] \dtype$54 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -4916,240 +8444,433 @@ module \ace_alu_array_small.array.lane1 (rst, \result$28 , a, b, \port$3690$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$3690$256 ;
-  wire [3:0] \port$3690$256 ;
+  input [3:0] \port$3266$256 ;
+  wire [3:0] \port$3266$256 ;
   wire [31:0] result;
-  wire [15:0] \result$23 ;
-  wire [15:0] \result$24 ;
-  wire [15:0] \result$25 ;
-  wire [15:0] \result$26 ;
-  wire [31:0] \result$27 ;
-  output [31:0] \result$28 ;
-  wire [31:0] \result$28 ;
+  output [31:0] \result$56 ;
+  wire [31:0] \result$56 ;
+  wire [31:0] \result$57 ;
   input rst;
   wire rst;
-  reg [31:0] simple;
-  assign is_max = \port$3690$256 [1:0] == 1'h1;
-  assign \$1  = a + b;
-  assign \$2  = | \port$3690$256 [1:0];
-  assign \$3  = ~ \$2 ;
-  assign \$4  = | \port$3690$256 [3:2];
-  assign fp_sum = \$3  & \$4 ;
-  assign \$5  = d4_dtype == 1'h1;
-  assign \$6  = d4_dtype == 2'h2;
-  assign \$7  = \$6  ? { \result$26 , \result$25  } : { \result$24 , \result$23  };
-  assign fp_result = \$5  ? \result$27  : \$7 ;
-  assign \result$28  = d4_fp_sum ? fp_result : d4_simple;
+  reg [31:0] s0_a = 32'd0;
+  reg [31:0] s0_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s0_dtype = 2'h0;
+  (* enum_base_type = "ReduceOp" *)
+  (* enum_value_00 = "SUM" *)
+  (* enum_value_01 = "MAX" *)
+  (* enum_value_10 = "MIN" *)
+  (* enum_value_11 = "COPY" *)
+  reg [1:0] s0_op = 2'h0;
   always @(posedge clk)
-    d0_simple <= \$8 ;
+    d5_fp_sum <= \$28 ;
   always @(posedge clk)
-    d0_fp_sum <= \$9 ;
+    d5_minmax <= \$29 ;
   always @(posedge clk)
-    d0_dtype <= \$10 ;
+    d6_simple <= \$30 ;
   always @(posedge clk)
-    d1_simple <= \$11 ;
+    d6_fp_sum <= \$31 ;
   always @(posedge clk)
-    d1_fp_sum <= \$12 ;
+    d6_minmax <= \$32 ;
   always @(posedge clk)
-    d1_dtype <= \$13 ;
+    d7_simple <= \$33 ;
   always @(posedge clk)
-    d2_simple <= \$14 ;
+    d7_fp_sum <= \$34 ;
   always @(posedge clk)
-    d2_fp_sum <= \$15 ;
+    d7_minmax <= \$35 ;
   always @(posedge clk)
-    d2_dtype <= \$16 ;
+    d8_simple <= \$36 ;
   always @(posedge clk)
-    d3_simple <= \$17 ;
+    d8_fp_sum <= \$37 ;
   always @(posedge clk)
-    d3_fp_sum <= \$18 ;
+    d8_minmax <= \$38 ;
   always @(posedge clk)
-    d3_dtype <= \$19 ;
+    d9_simple <= \$39 ;
   always @(posedge clk)
-    d4_simple <= \$20 ;
+    d9_fp_sum <= \$40 ;
   always @(posedge clk)
-    d4_fp_sum <= \$21 ;
+    d9_minmax <= \$41 ;
   always @(posedge clk)
-    d4_dtype <= \$22 ;
-  \ace_alu_array_small.array.lane1.add_bf16_hi  add_bf16_hi (
-    .a(a[31:16]),
-    .b(b[31:16]),
+    d10_simple <= \$42 ;
+  always @(posedge clk)
+    d10_fp_sum <= \$43 ;
+  always @(posedge clk)
+    d10_minmax <= \$44 ;
+  always @(posedge clk)
+    d11_simple <= \$45 ;
+  always @(posedge clk)
+    d11_fp_sum <= \$46 ;
+  always @(posedge clk)
+    d11_minmax <= \$47 ;
+  always @(posedge clk)
+    d12_simple <= \$48 ;
+  always @(posedge clk)
+    d12_fp_sum <= \$49 ;
+  always @(posedge clk)
+    d12_minmax <= \$50 ;
+  assign \$1  = s0_op == 1'h1;
+  assign \$2  = s0_op == 2'h2;
+  assign \$3  = \$1  | \$2 ;
+  assign \$4  = d2_minmax ? { \$52 , \$51  } : d2_simple;
+  assign is_max = s0_op == 1'h1;
+  assign \$5  = s0_op == 2'h3;
+  assign \$6  = s0_a + s0_b;
+  assign \$7  = \$5  ? { 1'h0, s0_a } : \$6 ;
+  assign \$8  = | s0_op;
+  assign \$9  = ~ \$8 ;
+  assign \$10  = | s0_dtype;
+  assign fp_sum = \$9  & \$10 ;
+  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  always @(posedge clk)
+    s0_a <= \$11 ;
+  always @(posedge clk)
+    s0_b <= \$12 ;
+  always @(posedge clk)
+    s0_op <= \$13 ;
+  always @(posedge clk)
+    s0_dtype <= \$14 ;
+  always @(posedge clk)
+    d1_simple <= \$15 ;
+  always @(posedge clk)
+    d1_fp_sum <= \$16 ;
+  always @(posedge clk)
+    d1_minmax <= \$17 ;
+  always @(posedge clk)
+    d2_simple <= \$18 ;
+  always @(posedge clk)
+    d2_fp_sum <= \$19 ;
+  always @(posedge clk)
+    d2_minmax <= \$20 ;
+  always @(posedge clk)
+    d3_simple <= \$21 ;
+  always @(posedge clk)
+    d3_fp_sum <= \$22 ;
+  always @(posedge clk)
+    d3_minmax <= \$23 ;
+  always @(posedge clk)
+    d4_simple <= \$24 ;
+  always @(posedge clk)
+    d4_fp_sum <= \$25 ;
+  always @(posedge clk)
+    d4_minmax <= \$26 ;
+  always @(posedge clk)
+    d5_simple <= \$27 ;
+  \ace_alu_array_small.array.lane2.adder  adder (
+    .a(s0_a),
+    .b(s0_b),
     .clk(clk),
-    .result(\result$26 ),
+    .dtype(s0_dtype),
+    .result(\result$57 ),
     .rst(rst)
   );
-  \ace_alu_array_small.array.lane1.add_bf16_lo  add_bf16_lo (
-    .a(a[15:0]),
-    .b(b[15:0]),
+  \ace_alu_array_small.array.lane2.minmax  minmax (
+    .a(s0_a),
+    .b(s0_b),
     .clk(clk),
-    .result(\result$25 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane1.add_fp16_hi  add_fp16_hi (
-    .a(a[31:16]),
-    .b(b[31:16]),
-    .clk(clk),
-    .result(\result$24 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane1.add_fp16_lo  add_fp16_lo (
-    .a(a[15:0]),
-    .b(b[15:0]),
-    .clk(clk),
-    .result(\result$23 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane1.add_fp32  add_fp32 (
-    .a(a),
-    .b(b),
-    .clk(clk),
-    .result(\result$27 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane1.minmax  minmax (
-    .a(a),
-    .b(b),
-    .dtype(\port$3690$256 [3:2]),
+    .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$1830$0 (\$23 ),
-    .\port$1831$0 (\$24 )
+    .\port$2331$0 (\$51 ),
+    .\port$2332$0 (\$52 ),
+    .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\port$3690$256 [1:0])
-      2'h0:
-          simple = \$1 [31:0];
-      2'h1, 2'h2:
-          simple = { \$24 , \$23  };
-      2'h3:
-          simple = a;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$8  = simple;
+    \$28  = d4_fp_sum;
     if (rst) begin
-      \$8  = 32'd0;
+      \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$9  = fp_sum;
+    \$29  = d4_minmax;
     if (rst) begin
-      \$9  = 1'h0;
+      \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$10  = \port$3690$256 [3:2];
+    \$30  = d5_simple;
     if (rst) begin
-      \$10  = 2'h0;
+      \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$11  = d0_simple;
+    \$31  = d5_fp_sum;
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$32  = d5_minmax;
+    if (rst) begin
+      \$32  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$33  = d6_simple;
+    if (rst) begin
+      \$33  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$34  = d6_fp_sum;
+    if (rst) begin
+      \$34  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$35  = d6_minmax;
+    if (rst) begin
+      \$35  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$36  = d7_simple;
+    if (rst) begin
+      \$36  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$37  = d7_fp_sum;
+    if (rst) begin
+      \$37  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$38  = d7_minmax;
+    if (rst) begin
+      \$38  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$39  = d8_simple;
+    if (rst) begin
+      \$39  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$40  = d8_fp_sum;
+    if (rst) begin
+      \$40  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$41  = d8_minmax;
+    if (rst) begin
+      \$41  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$42  = d9_simple;
+    if (rst) begin
+      \$42  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$43  = d9_fp_sum;
+    if (rst) begin
+      \$43  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$44  = d9_minmax;
+    if (rst) begin
+      \$44  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$45  = d10_simple;
+    if (rst) begin
+      \$45  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$46  = d10_fp_sum;
+    if (rst) begin
+      \$46  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$47  = d10_minmax;
+    if (rst) begin
+      \$47  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$48  = d11_simple;
+    if (rst) begin
+      \$48  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$49  = d11_fp_sum;
+    if (rst) begin
+      \$49  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$50  = d11_minmax;
+    if (rst) begin
+      \$50  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$11  = a;
     if (rst) begin
       \$11  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$12  = d0_fp_sum;
+    \$12  = b;
     if (rst) begin
-      \$12  = 1'h0;
+      \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$13  = d0_dtype;
+    \$13  = \port$3266$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$14  = d1_simple;
+    \$14  = \port$3266$256 [3:2];
     if (rst) begin
-      \$14  = 32'd0;
+      \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$15  = d1_fp_sum;
+    \$15  = \$7 [31:0];
     if (rst) begin
-      \$15  = 1'h0;
+      \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$16  = d1_dtype;
+    \$16  = fp_sum;
     if (rst) begin
-      \$16  = 2'h0;
+      \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$17  = d2_simple;
+    \$17  = \$3 ;
     if (rst) begin
-      \$17  = 32'd0;
+      \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$18  = d2_fp_sum;
+    \$18  = d1_simple;
     if (rst) begin
-      \$18  = 1'h0;
+      \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$19  = d2_dtype;
+    \$19  = d1_fp_sum;
     if (rst) begin
-      \$19  = 2'h0;
+      \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$20  = d3_simple;
+    \$20  = d1_minmax;
     if (rst) begin
-      \$20  = 32'd0;
+      \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$21  = d3_fp_sum;
+    \$21  = \$4 ;
     if (rst) begin
-      \$21  = 1'h0;
+      \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$22  = d3_dtype;
+    \$22  = d2_fp_sum;
     if (rst) begin
-      \$22  = 2'h0;
+      \$22  = 1'h0;
     end
   end
-  assign \a$1  = a;
-  assign \b$3  = b;
-  assign \a$4  = a[15:0];
-  assign \b$5  = b[15:0];
-  assign \a$6  = a[31:16];
-  assign \b$7  = b[31:16];
-  assign \a$8  = a[15:0];
-  assign \b$9  = b[15:0];
-  assign \a$10  = a[31:16];
-  assign \b$11  = b[31:16];
-  assign \a$12  = a;
-  assign \b$13  = b;
-  assign dtype = \port$3690$256 [3:2];
-  assign \dtype$15  = \port$3690$256 [3:2];
-  assign op = \port$3690$256 [1:0];
-  assign result = { \$24 , \$23  };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$23  = d2_minmax;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$24  = d3_simple;
+    if (rst) begin
+      \$24  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$25  = d3_fp_sum;
+    if (rst) begin
+      \$25  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$26  = d3_minmax;
+    if (rst) begin
+      \$26  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$27  = d4_simple;
+    if (rst) begin
+      \$27  = 32'd0;
+    end
+  end
+  assign op = \port$3266$256 [1:0];
+  assign dtype = \port$3266$256 [3:2];
+  assign direct = \$7 [31:0];
+  assign result = { \$52 , \$51  };
+  assign \a$49  = s0_a;
+  assign \b$50  = s0_b;
+  assign \dtype$51  = s0_dtype;
+  assign \a$52  = s0_a;
+  assign \b$53  = s0_b;
+  assign \dtype$54  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.add_bf16_hi (rst, a, b, result, clk);
+module \ace_alu_array_small.array.lane2.adder (rst, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -5171,139 +8892,749 @@ module \ace_alu_array_small.array.lane1.add_bf16_hi (rst, a, b, result, clk);
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire \$117 ;
+  wire [10:0] \$117 ;
   wire \$118 ;
-  wire \$119 ;
+  wire [10:0] \$119 ;
   wire \$12 ;
-  wire \$120 ;
-  wire [10:0] \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
-  wire [12:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [8:0] \$127 ;
-  wire [9:0] \$128 ;
+  wire [8:0] \$120 ;
+  wire [8:0] \$121 ;
+  wire \$122 ;
+  wire [7:0] \$123 ;
+  wire \$124 ;
+  wire [7:0] \$125 ;
+  wire [8:0] \$126 ;
+  wire \$127 ;
+  wire [7:0] \$128 ;
   wire \$129 ;
   wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg [7:0] \$138 ;
-  reg [7:0] \$139 ;
+  wire [7:0] \$130 ;
+  wire [8:0] \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire [3:0] \$137 ;
+  wire [3:0] \$138 ;
+  wire \$139 ;
   wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [10:0] \$148 ;
-  reg \$149 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [11:0] \$152 ;
-  reg \$153 ;
-  reg [7:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [7:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [8:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
+  wire \$150 ;
+  wire [3:0] \$151 ;
+  wire [3:0] \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [7:0] \$16 ;
+  wire [4:0] \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire [7:0] \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire [3:0] \$177 ;
+  wire [3:0] \$178 ;
+  wire \$179 ;
   wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire \$19 ;
+  wire \$190 ;
+  wire [3:0] \$191 ;
+  wire [3:0] \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
+  wire [4:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire [7:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire [15:0] \$212 ;
+  wire [15:0] \$213 ;
+  wire [15:0] \$214 ;
+  wire [15:0] \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [15:0] \$221 ;
+  wire \$222 ;
+  wire [15:0] \$223 ;
+  wire [15:0] \$224 ;
+  wire [15:0] \$225 ;
+  wire \$226 ;
+  wire [15:0] \$227 ;
+  wire [15:0] \$228 ;
+  wire [15:0] \$229 ;
   wire \$23 ;
+  wire [15:0] \$230 ;
+  wire [15:0] \$231 ;
+  wire [15:0] \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire [15:0] \$235 ;
+  wire [15:0] \$236 ;
+  wire [15:0] \$237 ;
+  wire \$238 ;
+  wire [15:0] \$239 ;
   wire \$24 ;
+  wire [15:0] \$240 ;
+  wire [15:0] \$241 ;
+  wire \$242 ;
+  wire [15:0] \$243 ;
+  wire [15:0] \$244 ;
+  wire [15:0] \$245 ;
+  wire [15:0] \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
+  wire [15:0] \$250 ;
+  wire [15:0] \$251 ;
+  wire \$252 ;
+  wire [15:0] \$253 ;
+  wire [15:0] \$254 ;
+  wire [15:0] \$255 ;
+  wire \$256 ;
+  wire [15:0] \$257 ;
+  wire [15:0] \$258 ;
+  wire [15:0] \$259 ;
   wire \$26 ;
+  wire [15:0] \$260 ;
+  wire [15:0] \$261 ;
+  wire [15:0] \$262 ;
+  wire [15:0] \$263 ;
+  wire [15:0] \$264 ;
+  wire [15:0] \$265 ;
+  wire [15:0] \$266 ;
+  wire [15:0] \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire [15:0] \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire [15:0] \$284 ;
+  wire [15:0] \$285 ;
+  wire [15:0] \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
   wire \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire [15:0] \$294 ;
+  wire [15:0] \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire \$30 ;
-  wire \$31 ;
+  wire \$300 ;
+  wire [15:0] \$301 ;
+  wire [15:0] \$302 ;
+  wire [15:0] \$303 ;
+  wire \$304 ;
+  wire [15:0] \$305 ;
+  wire [15:0] \$306 ;
+  wire [15:0] \$307 ;
+  wire \$308 ;
+  wire [15:0] \$309 ;
+  wire [7:0] \$31 ;
+  wire [15:0] \$310 ;
+  wire [15:0] \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire [15:0] \$319 ;
   wire \$32 ;
+  wire [15:0] \$320 ;
+  wire [15:0] \$321 ;
+  wire \$322 ;
+  wire [15:0] \$323 ;
+  wire [15:0] \$324 ;
+  wire [15:0] \$325 ;
+  wire \$326 ;
+  wire [15:0] \$327 ;
+  wire [15:0] \$328 ;
+  wire [15:0] \$329 ;
   wire \$33 ;
-  wire [1:0] \$34 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire \$333 ;
+  wire [15:0] \$334 ;
+  wire [15:0] \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
+  wire \$34 ;
+  wire [15:0] \$340 ;
+  wire [15:0] \$341 ;
+  wire \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire [15:0] \$345 ;
+  wire [15:0] \$346 ;
+  wire [15:0] \$347 ;
+  wire \$348 ;
+  wire \$349 ;
   wire \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire [15:0] \$357 ;
+  wire \$358 ;
+  wire \$359 ;
   wire \$36 ;
+  wire \$360 ;
+  wire [15:0] \$361 ;
+  wire [15:0] \$362 ;
+  wire [15:0] \$363 ;
+  wire \$364 ;
+  wire [31:0] \$365 ;
+  wire [15:0] \$366 ;
+  wire [15:0] \$367 ;
+  wire [31:0] \$368 ;
+  wire [31:0] \$369 ;
   wire \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire [1:0] \$373 ;
+  wire [1:0] \$374 ;
+  wire [1:0] \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire [1:0] \$379 ;
   wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
+  wire [1:0] \$380 ;
+  wire [1:0] \$381 ;
+  wire \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire [1:0] \$385 ;
+  wire [1:0] \$386 ;
+  wire [1:0] \$387 ;
+  wire [1:0] \$388 ;
+  wire [1:0] \$389 ;
+  wire [7:0] \$39 ;
+  wire [1:0] \$390 ;
+  wire [1:0] \$391 ;
+  wire [1:0] \$392 ;
+  wire [1:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire \$399 ;
+  wire \$4 ;
   wire \$40 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire [1:0] \$403 ;
+  wire [1:0] \$404 ;
+  wire [1:0] \$405 ;
+  wire \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire [1:0] \$409 ;
   wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
+  wire [1:0] \$410 ;
+  wire [1:0] \$411 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire \$414 ;
+  wire [1:0] \$415 ;
+  wire [1:0] \$416 ;
+  wire [1:0] \$417 ;
+  wire \$418 ;
+  wire \$419 ;
+  wire \$42 ;
+  wire \$420 ;
+  wire [1:0] \$421 ;
+  wire [1:0] \$422 ;
+  wire [1:0] \$423 ;
+  wire [1:0] \$424 ;
+  wire [1:0] \$425 ;
+  wire [1:0] \$426 ;
+  wire [1:0] \$427 ;
+  wire [1:0] \$428 ;
+  wire [1:0] \$429 ;
+  wire \$43 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire \$432 ;
+  wire \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire [1:0] \$439 ;
   wire \$44 ;
+  wire [1:0] \$440 ;
+  wire [1:0] \$441 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
+  wire \$449 ;
   wire \$45 ;
+  wire \$450 ;
+  wire \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire \$459 ;
   wire \$46 ;
+  wire \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire \$468 ;
+  wire \$469 ;
   wire \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire [3:0] \$474 ;
+  wire [4:0] \$475 ;
+  wire \$476 ;
+  wire [3:0] \$477 ;
+  wire [4:0] \$478 ;
+  wire [15:0] \$479 ;
   wire \$48 ;
+  wire \$480 ;
+  wire [3:0] \$481 ;
+  wire [4:0] \$482 ;
+  wire [15:0] \$483 ;
+  wire [15:0] \$484 ;
+  wire \$485 ;
+  wire [3:0] \$486 ;
+  wire [4:0] \$487 ;
+  wire \$488 ;
+  wire \$489 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [3:0] \$490 ;
+  wire [4:0] \$491 ;
+  wire [15:0] \$492 ;
+  wire \$493 ;
+  wire [3:0] \$494 ;
+  wire [4:0] \$495 ;
+  wire \$496 ;
+  wire [15:0] \$497 ;
+  wire [15:0] \$498 ;
+  wire \$499 ;
+  wire [7:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
+  wire [3:0] \$500 ;
+  wire [4:0] \$501 ;
+  wire \$502 ;
+  wire [15:0] \$503 ;
+  wire [15:0] \$504 ;
+  wire [15:0] \$505 ;
+  wire \$506 ;
+  wire [3:0] \$507 ;
+  wire [4:0] \$508 ;
+  wire \$509 ;
+  wire [7:0] \$51 ;
+  wire [15:0] \$510 ;
+  wire [15:0] \$511 ;
+  wire [15:0] \$512 ;
+  wire \$513 ;
+  wire [3:0] \$514 ;
+  wire [4:0] \$515 ;
+  wire \$516 ;
+  wire [3:0] \$517 ;
+  wire [4:0] \$518 ;
+  wire [15:0] \$519 ;
   wire \$52 ;
+  wire [15:0] \$520 ;
+  wire [15:0] \$521 ;
+  wire [15:0] \$522 ;
+  wire [15:0] \$523 ;
+  wire [15:0] \$524 ;
+  wire [15:0] \$525 ;
+  wire \$526 ;
+  wire [15:0] \$527 ;
+  wire [15:0] \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
+  wire \$530 ;
+  wire [15:0] \$531 ;
+  wire \$532 ;
+  wire [15:0] \$533 ;
+  wire [15:0] \$534 ;
+  wire \$535 ;
+  wire [15:0] \$536 ;
+  wire [15:0] \$537 ;
+  wire [15:0] \$538 ;
+  wire \$539 ;
   wire \$54 ;
+  wire [15:0] \$540 ;
+  wire [15:0] \$541 ;
+  wire [15:0] \$542 ;
+  wire \$543 ;
+  wire [15:0] \$544 ;
+  wire \$545 ;
+  wire [15:0] \$546 ;
+  wire [15:0] \$547 ;
+  wire \$548 ;
+  wire [15:0] \$549 ;
   wire \$55 ;
+  wire [15:0] \$550 ;
+  wire [15:0] \$551 ;
+  wire \$552 ;
+  wire [15:0] \$553 ;
+  wire [15:0] \$554 ;
+  wire [15:0] \$555 ;
+  wire [15:0] \$556 ;
+  wire \$557 ;
+  wire [15:0] \$558 ;
+  wire \$559 ;
   wire \$56 ;
+  wire [15:0] \$560 ;
+  wire [15:0] \$561 ;
+  wire \$562 ;
+  wire [15:0] \$563 ;
+  wire [15:0] \$564 ;
+  wire [15:0] \$565 ;
+  wire \$566 ;
+  wire [15:0] \$567 ;
+  wire [15:0] \$568 ;
+  wire [15:0] \$569 ;
   wire \$57 ;
-  wire [1:0] \$58 ;
+  wire [15:0] \$570 ;
+  wire [9:0] \$571 ;
+  wire [10:0] \$572 ;
+  wire [9:0] \$573 ;
+  wire [10:0] \$574 ;
+  wire \$575 ;
+  wire [7:0] \$576 ;
+  wire \$577 ;
+  wire [4:0] \$578 ;
+  wire [7:0] \$579 ;
+  wire \$58 ;
+  wire [14:0] \$580 ;
+  wire \$581 ;
+  wire [4:0] \$582 ;
+  wire [7:0] \$583 ;
+  wire [14:0] \$584 ;
+  wire [30:0] \$585 ;
+  wire \$586 ;
+  wire \$587 ;
+  wire [7:0] \$588 ;
+  wire \$589 ;
   wire \$59 ;
+  wire [4:0] \$590 ;
+  wire [7:0] \$591 ;
+  wire [14:0] \$592 ;
+  wire \$593 ;
+  wire [4:0] \$594 ;
+  wire [7:0] \$595 ;
+  wire [14:0] \$596 ;
+  wire [30:0] \$597 ;
+  wire \$598 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
+  wire \$600 ;
+  wire \$601 ;
+  wire \$602 ;
+  wire \$603 ;
+  wire \$604 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
+  wire \$609 ;
   wire \$61 ;
-  wire \$62 ;
+  wire \$610 ;
+  wire \$611 ;
+  wire \$612 ;
+  wire \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire \$619 ;
+  wire [7:0] \$62 ;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire [14:0] \$624 ;
+  wire \$625 ;
+  wire [14:0] \$626 ;
+  wire \$627 ;
+  wire [15:0] \$628 ;
+  wire \$629 ;
   wire \$63 ;
+  wire \$630 ;
+  wire [14:0] \$631 ;
+  wire \$632 ;
+  wire [14:0] \$633 ;
+  wire \$634 ;
+  wire [15:0] \$635 ;
+  wire \$636 ;
+  wire \$637 ;
+  wire \$638 ;
+  wire \$639 ;
   wire \$64 ;
+  wire \$640 ;
+  wire \$641 ;
+  wire \$642 ;
+  wire \$643 ;
+  wire [15:0] \$644 ;
+  wire \$645 ;
+  wire \$646 ;
+  wire \$647 ;
+  wire \$648 ;
+  wire \$649 ;
   wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
+  wire \$650 ;
+  wire \$651 ;
+  wire [15:0] \$652 ;
+  wire [15:0] \$653 ;
+  wire \$654 ;
+  wire \$655 ;
+  wire \$656 ;
+  wire \$657 ;
+  wire \$658 ;
+  wire \$659 ;
+  wire \$66 ;
+  wire \$660 ;
+  wire [15:0] \$661 ;
+  wire \$662 ;
+  wire \$663 ;
+  wire \$664 ;
+  wire \$665 ;
+  wire [14:0] \$666 ;
+  wire \$667 ;
+  wire \$668 ;
+  wire \$669 ;
+  wire \$67 ;
+  wire \$670 ;
+  wire [14:0] \$671 ;
+  wire \$672 ;
+  wire \$673 ;
+  wire \$674 ;
+  wire \$675 ;
+  wire \$676 ;
+  wire \$677 ;
+  wire [14:0] \$678 ;
+  wire \$679 ;
   wire \$68 ;
-  wire [7:0] \$69 ;
+  wire \$680 ;
+  wire \$681 ;
+  wire \$682 ;
+  wire [14:0] \$683 ;
+  wire \$684 ;
+  wire \$685 ;
+  wire [34:0] \$686 ;
+  reg [1:0] \$687 ;
+  reg [1:0] \$688 ;
+  reg [1:0] \$689 ;
+  wire \$69 ;
+  reg [1:0] \$690 ;
+  reg [1:0] \$691 ;
+  reg [1:0] \$692 ;
+  reg [1:0] \$693 ;
+  reg [1:0] \$694 ;
+  reg [1:0] \$695 ;
+  reg [1:0] \$696 ;
+  reg [1:0] \$697 ;
+  reg [31:0] \$698 ;
+  reg [10:0] \$699 ;
   wire \$7 ;
-  wire [26:0] \$70 ;
+  wire \$70 ;
+  reg [10:0] \$700 ;
+  reg [31:0] \$701 ;
+  reg [10:0] \$702 ;
+  reg [10:0] \$703 ;
+  reg \$704 ;
+  reg \$705 ;
+  reg \$706 ;
+  reg [31:0] \$707 ;
+  reg [31:0] \$708 ;
+  reg [10:0] \$709 ;
   wire \$71 ;
+  reg [10:0] \$710 ;
+  reg \$711 ;
+  reg \$712 ;
+  reg [10:0] \$713 ;
+  reg [10:0] \$714 ;
+  reg [7:0] \$715 ;
+  reg [7:0] \$716 ;
+  reg [7:0] \$717 ;
+  reg [7:0] \$718 ;
+  reg [4:0] \$719 ;
   wire \$72 ;
-  wire [16:0] \$73 ;
+  reg \$720 ;
+  reg [13:0] \$721 ;
+  reg [4:0] \$722 ;
+  reg \$723 ;
+  reg [13:0] \$724 ;
+  reg [31:0] \$725 ;
+  reg [31:0] \$726 ;
+  reg [31:0] \$727 ;
+  reg \$728 ;
+  reg \$729 ;
+  wire \$73 ;
+  reg [13:0] \$730 ;
+  reg [13:0] \$731 ;
+  reg [4:0] \$732 ;
+  reg [4:0] \$733 ;
+  reg [31:0] \$734 ;
+  reg \$735 ;
+  reg \$736 ;
+  reg [13:0] \$737 ;
+  reg [13:0] \$738 ;
+  reg [32:0] \$739 ;
   wire \$74 ;
+  reg [32:0] \$740 ;
+  reg \$741 ;
+  reg [31:0] \$742 ;
+  reg [13:0] \$743 ;
+  reg [13:0] \$744 ;
+  reg [31:0] \$745 ;
+  reg [31:0] \$746 ;
+  reg [31:0] \$747 ;
+  reg [13:0] \$748 ;
+  reg [13:0] \$749 ;
   wire \$75 ;
+  reg [3:0] \$750 ;
+  reg [3:0] \$751 ;
+  reg \$752 ;
+  reg [13:0] \$753 ;
+  reg [13:0] \$754 ;
+  reg [31:0] \$755 ;
+  reg [4:0] \$756 ;
+  reg [4:0] \$757 ;
+  reg [13:0] \$758 ;
+  reg [13:0] \$759 ;
   wire \$76 ;
+  reg [31:0] \$760 ;
+  reg [32:0] \$761 ;
+  reg \$762 ;
+  reg \$763 ;
+  reg \$764 ;
+  reg \$765 ;
+  reg [15:0] \$766 ;
+  reg \$767 ;
+  reg \$768 ;
+  reg [15:0] \$769 ;
   wire [7:0] \$77 ;
-  wire [8:0] \$78 ;
-  wire [8:0] \$79 ;
+  reg \$770 ;
+  reg \$771 ;
+  reg \$772 ;
+  reg \$773 ;
+  reg [15:0] \$774 ;
+  reg [15:0] \$775 ;
+  reg [31:0] \$776 ;
+  reg [31:0] \$777 ;
+  wire \$78 ;
+  wire \$79 ;
   wire \$8 ;
-  wire [8:0] \$80 ;
+  wire \$80 ;
   wire \$81 ;
   wire \$82 ;
-  wire [7:0] \$83 ;
+  wire \$83 ;
   wire \$84 ;
-  wire \$85 ;
-  wire [7:0] \$86 ;
+  wire [7:0] \$85 ;
+  wire \$86 ;
   wire \$87 ;
   wire \$88 ;
   wire \$89 ;
@@ -5318,615 +9649,1986 @@ module \ace_alu_array_small.array.lane1.add_bf16_hi (rst, a, b, result, clk);
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [7:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [7:0] b_eff_exp;
+  input [31:0] a;
+  wire [31:0] a;
+  wire [7:0] a_hi_exp;
+  wire [15:0] a_hi_sig;
+  wire [7:0] a_lo_exp;
+  wire [15:0] a_lo_sig;
+  wire [31:0] a_sig;
+  input [31:0] b;
+  wire [31:0] b;
+  wire [7:0] b_hi_exp;
+  wire [15:0] b_hi_sig;
+  wire [7:0] b_lo_exp;
+  wire [15:0] b_lo_sig;
+  wire [31:0] b_sig;
   input clk;
   wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  input [1:0] dtype;
+  wire [1:0] dtype;
+  output [31:0] result;
+  reg [31:0] result = 32'd0;
   input rst;
   wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [7:0] s1_mx = 8'h00;
-  reg [7:0] s1_my = 8'h00;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [21:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [10:0] s2_x = 11'h000;
-  reg [10:0] s2_y = 11'h000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [11:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [11:0] s3_sum = 12'h000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [7:0] s4_sig = 8'h00;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:7];
-  assign a_eff_exp = \$1  ? a[14:7] : 8'h01;
-  assign \$2  = | b[14:7];
-  assign b_eff_exp = \$2  ? b[14:7] : 8'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'hb;
-  assign \$4  = \$3  ? 8'h0b : s1_d;
-  assign s1_wide = { s1_my, 14'h0000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[11];
-  assign \$6  = ~ s3_sum[10];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[9];
-  assign \$9  = ~ s3_sum[8];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[7];
-  assign \$13  = ~ s3_sum[6];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[5];
-  assign \$16  = ~ s3_sum[4];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[3];
-  assign \$21  = ~ s3_sum[2];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[1];
-  assign \$24  = ~ s3_sum[0];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$35  = ~ s3_sum[3];
-  assign \$36  = ~ s3_sum[2];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[1];
-  assign \$39  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[3];
-  assign \$41  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? 3'h4 : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[11];
-  assign \$45  = ~ s3_sum[10];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[9];
-  assign \$48  = ~ s3_sum[8];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[7];
-  assign \$52  = ~ s3_sum[6];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[5];
-  assign \$55  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[7];
-  assign \$57  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[11];
-  assign \$60  = ~ s3_sum[10];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[9];
-  assign \$63  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[11];
-  assign \$65  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 4'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[7] ? s4_exp : 9'h000;
-  assign \$73  = { s4_exp_field, s4_sig[6:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:7] >= 8'hff;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:7];
-  assign \$82  = | a[14:7];
-  assign \$83  = s0_swap ? { \$81 , b[6:0] } : { \$82 , a[6:0] };
-  assign \$84  = | a[14:7];
-  assign \$85  = | b[14:7];
-  assign \$86  = s0_swap ? { \$84 , a[6:0] } : { \$85 , b[6:0] };
-  assign \$87  = a[14:7] == 8'hff;
-  assign \$88  = | a[6:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:7] == 8'hff;
-  assign \$91  = | b[6:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:7] == 8'hff;
-  assign \$95  = | a[6:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:7] == 8'hff;
-  assign \$99  = | b[6:0];
+  wire [33:0] s10_chain;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s10_dtype = 2'h0;
+  reg s10_forced_hi = 1'h0;
+  reg s10_forced_lo = 1'h0;
+  reg s10_inc_hi = 1'h0;
+  reg s10_inc_lo = 1'h0;
+  reg [32:0] s10_packed = 33'h000000000;
+  reg s10_sign_hi = 1'h0;
+  reg s10_sign_lo = 1'h0;
+  reg [15:0] s10_special_hi = 16'h0000;
+  reg [15:0] s10_special_lo = 16'h0000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s11_dtype = 2'h0;
+  reg s11_forced_hi = 1'h0;
+  reg s11_forced_lo = 1'h0;
+  reg [31:0] s11_rounded = 32'd0;
+  reg s11_sign_hi = 1'h0;
+  reg s11_sign_lo = 1'h0;
+  reg [15:0] s11_special_hi = 16'h0000;
+  reg [15:0] s11_special_lo = 16'h0000;
+  reg [10:0] s1_a_hi = 11'h000;
+  wire [7:0] \s1_a_hi.exp ;
+  wire \s1_a_hi.inf ;
+  wire \s1_a_hi.nan ;
+  wire \s1_a_hi.sign ;
+  reg [10:0] s1_a_lo = 11'h000;
+  wire [7:0] \s1_a_lo.exp ;
+  wire \s1_a_lo.inf ;
+  wire \s1_a_lo.nan ;
+  wire \s1_a_lo.sign ;
+  reg [10:0] s1_b_hi = 11'h000;
+  wire [7:0] \s1_b_hi.exp ;
+  wire \s1_b_hi.inf ;
+  wire \s1_b_hi.nan ;
+  wire \s1_b_hi.sign ;
+  reg [10:0] s1_b_lo = 11'h000;
+  wire [7:0] \s1_b_lo.exp ;
+  wire \s1_b_lo.inf ;
+  wire \s1_b_lo.nan ;
+  wire \s1_b_lo.sign ;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s1_dtype = 2'h0;
+  reg s1_eq_hi = 1'h0;
+  reg s1_gt_hi = 1'h0;
+  reg s1_gt_lo = 1'h0;
+  reg [31:0] s1_sig_a = 32'd0;
+  reg [31:0] s1_sig_b = 32'd0;
+  reg [10:0] s2_a_hi = 11'h000;
+  wire [7:0] \s2_a_hi.exp ;
+  wire \s2_a_hi.inf ;
+  wire \s2_a_hi.nan ;
+  wire \s2_a_hi.sign ;
+  reg [10:0] s2_a_lo = 11'h000;
+  wire [7:0] \s2_a_lo.exp ;
+  wire \s2_a_lo.inf ;
+  wire \s2_a_lo.nan ;
+  wire \s2_a_lo.sign ;
+  reg [10:0] s2_b_hi = 11'h000;
+  wire [7:0] \s2_b_hi.exp ;
+  wire \s2_b_hi.inf ;
+  wire \s2_b_hi.nan ;
+  wire \s2_b_hi.sign ;
+  reg [10:0] s2_b_lo = 11'h000;
+  wire [7:0] \s2_b_lo.exp ;
+  wire \s2_b_lo.inf ;
+  wire \s2_b_lo.nan ;
+  wire \s2_b_lo.sign ;
+  reg [7:0] s2_d_ab_hi = 8'h00;
+  reg [7:0] s2_d_ab_lo = 8'h00;
+  reg [7:0] s2_d_ba_hi = 8'h00;
+  reg [7:0] s2_d_ba_lo = 8'h00;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s2_dtype = 2'h0;
+  reg [31:0] s2_sig_a = 32'd0;
+  reg [31:0] s2_sig_b = 32'd0;
+  reg s2_swap_hi = 1'h0;
+  reg s2_swap_lo = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s3_dtype = 2'h0;
+  reg [4:0] s3_shift_hi = 5'h00;
+  reg [4:0] s3_shift_lo = 5'h00;
+  reg [13:0] s3_slot_hi = 14'h0000;
+  wire \s3_slot_hi.both_neg ;
+  wire [8:0] \s3_slot_hi.exp ;
+  wire \s3_slot_hi.inf ;
+  wire \s3_slot_hi.inf_sign ;
+  wire \s3_slot_hi.nan ;
+  wire \s3_slot_hi.sign ;
+  reg [13:0] s3_slot_lo = 14'h0000;
+  wire \s3_slot_lo.both_neg ;
+  wire [8:0] \s3_slot_lo.exp ;
+  wire \s3_slot_lo.inf ;
+  wire \s3_slot_lo.inf_sign ;
+  wire \s3_slot_lo.nan ;
+  wire \s3_slot_lo.sign ;
+  reg s3_sub_hi = 1'h0;
+  reg s3_sub_lo = 1'h0;
+  reg [31:0] s3_x = 32'd0;
+  reg [31:0] s3_y = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s4_dtype = 2'h0;
+  reg [4:0] s4_shift_hi = 5'h00;
+  reg [4:0] s4_shift_lo = 5'h00;
+  reg [13:0] s4_slot_hi = 14'h0000;
+  wire \s4_slot_hi.both_neg ;
+  wire [8:0] \s4_slot_hi.exp ;
+  wire \s4_slot_hi.inf ;
+  wire \s4_slot_hi.inf_sign ;
+  wire \s4_slot_hi.nan ;
+  wire \s4_slot_hi.sign ;
+  reg [13:0] s4_slot_lo = 14'h0000;
+  wire \s4_slot_lo.both_neg ;
+  wire [8:0] \s4_slot_lo.exp ;
+  wire \s4_slot_lo.inf ;
+  wire \s4_slot_lo.inf_sign ;
+  wire \s4_slot_lo.nan ;
+  wire \s4_slot_lo.sign ;
+  reg s4_sticky_hi = 1'h0;
+  reg s4_sticky_lo = 1'h0;
+  reg s4_sub_hi = 1'h0;
+  reg s4_sub_lo = 1'h0;
+  reg [31:0] s4_x = 32'd0;
+  reg [31:0] s4_y = 32'd0;
+  reg s5_carry_in = 1'h0;
+  wire [33:0] s5_chain;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s5_dtype = 2'h0;
+  reg [31:0] s5_sentinel = 32'd0;
+  reg [13:0] s5_slot_hi = 14'h0000;
+  wire \s5_slot_hi.both_neg ;
+  wire [8:0] \s5_slot_hi.exp ;
+  wire \s5_slot_hi.inf ;
+  wire \s5_slot_hi.inf_sign ;
+  wire \s5_slot_hi.nan ;
+  wire \s5_slot_hi.sign ;
+  reg [13:0] s5_slot_lo = 14'h0000;
+  wire \s5_slot_lo.both_neg ;
+  wire [8:0] \s5_slot_lo.exp ;
+  wire \s5_slot_lo.inf ;
+  wire \s5_slot_lo.inf_sign ;
+  wire \s5_slot_lo.nan ;
+  wire \s5_slot_lo.sign ;
+  reg [32:0] s5_x = 33'h000000000;
+  reg [32:0] s5_y = 33'h000000000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s6_dtype = 2'h0;
+  reg [31:0] s6_marked = 32'd0;
+  reg [13:0] s6_slot_hi = 14'h0000;
+  wire \s6_slot_hi.both_neg ;
+  wire [8:0] \s6_slot_hi.exp ;
+  wire \s6_slot_hi.inf ;
+  wire \s6_slot_hi.inf_sign ;
+  wire \s6_slot_hi.nan ;
+  wire \s6_slot_hi.sign ;
+  reg [13:0] s6_slot_lo = 14'h0000;
+  wire \s6_slot_lo.both_neg ;
+  wire [8:0] \s6_slot_lo.exp ;
+  wire \s6_slot_lo.inf ;
+  wire \s6_slot_lo.inf_sign ;
+  wire \s6_slot_lo.nan ;
+  wire \s6_slot_lo.sign ;
+  reg [31:0] s6_sum = 32'd0;
+  reg [3:0] s7_count_hi = 4'h0;
+  reg [3:0] s7_count_lo = 4'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s7_dtype = 2'h0;
+  reg [13:0] s7_slot_hi = 14'h0000;
+  wire \s7_slot_hi.both_neg ;
+  wire [8:0] \s7_slot_hi.exp ;
+  wire \s7_slot_hi.inf ;
+  wire \s7_slot_hi.inf_sign ;
+  wire \s7_slot_hi.nan ;
+  wire \s7_slot_hi.sign ;
+  reg [13:0] s7_slot_lo = 14'h0000;
+  wire \s7_slot_lo.both_neg ;
+  wire [8:0] \s7_slot_lo.exp ;
+  wire \s7_slot_lo.inf ;
+  wire \s7_slot_lo.inf_sign ;
+  wire \s7_slot_lo.nan ;
+  wire \s7_slot_lo.sign ;
+  reg [31:0] s7_sum = 32'd0;
+  reg s7_zero_hi = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s8_dtype = 2'h0;
+  reg [4:0] s8_shift_hi = 5'h00;
+  reg [4:0] s8_shift_lo = 5'h00;
+  reg [13:0] s8_slot_hi = 14'h0000;
+  wire \s8_slot_hi.both_neg ;
+  wire [8:0] \s8_slot_hi.exp ;
+  wire \s8_slot_hi.inf ;
+  wire \s8_slot_hi.inf_sign ;
+  wire \s8_slot_hi.nan ;
+  wire \s8_slot_hi.sign ;
+  reg [13:0] s8_slot_lo = 14'h0000;
+  wire \s8_slot_lo.both_neg ;
+  wire [8:0] \s8_slot_lo.exp ;
+  wire \s8_slot_lo.inf ;
+  wire \s8_slot_lo.inf_sign ;
+  wire \s8_slot_lo.nan ;
+  wire \s8_slot_lo.sign ;
+  reg [31:0] s8_sum = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s9_dtype = 2'h0;
+  reg [13:0] s9_slot_hi = 14'h0000;
+  wire \s9_slot_hi.both_neg ;
+  wire [8:0] \s9_slot_hi.exp ;
+  wire \s9_slot_hi.inf ;
+  wire \s9_slot_hi.inf_sign ;
+  wire \s9_slot_hi.nan ;
+  wire \s9_slot_hi.sign ;
+  reg [13:0] s9_slot_lo = 14'h0000;
+  wire \s9_slot_lo.both_neg ;
+  wire [8:0] \s9_slot_lo.exp ;
+  wire \s9_slot_lo.inf ;
+  wire \s9_slot_lo.inf_sign ;
+  wire \s9_slot_lo.nan ;
+  wire \s9_slot_lo.sign ;
+  reg [31:0] s9_sum = 32'd0;
+  assign \$223  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$224  = s3_shift_lo[4] ? \$223  : s3_y[15:0];
+  assign \$225  = s3_dtype[1] ? { 8'h00, \$224 [15:8] } : { \$221 [7:0], \$220 [15:8] };
+  assign \$226  = ~ s3_dtype[1];
+  assign \$227  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$228  = s3_shift_lo[4] ? \$227  : s3_y[15:0];
+  assign \$229  = s3_shift_lo[3] ? \$225  : \$228 ;
+  assign \$230  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$231  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$232  = s3_shift_hi[3] ? { 8'h00, \$230 [15:8] } : \$231 ;
+  assign \$233  = ~ s3_dtype[1];
+  assign \$234  = ~ s3_dtype[1];
+  assign \$235  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$236  = s3_shift_lo[4] ? \$235  : s3_y[15:0];
+  assign \$237  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$238  = ~ s3_dtype[1];
+  assign \$239  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$240  = s3_shift_lo[4] ? \$239  : s3_y[15:0];
+  assign \$241  = s3_dtype[1] ? { 8'h00, \$240 [15:8] } : { \$237 [7:0], \$236 [15:8] };
+  assign \$242  = ~ s3_dtype[1];
+  assign \$243  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$244  = s3_shift_lo[4] ? \$243  : s3_y[15:0];
+  assign \$245  = s3_shift_lo[3] ? \$241  : \$244 ;
+  assign \$246  = s3_dtype[1] ? { 4'h0, \$245 [15:4] } : { \$232 [3:0], \$229 [15:4] };
+  assign \$247  = ~ s3_dtype[1];
+  assign \$248  = ~ s3_dtype[1];
+  assign \$249  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$250  = s3_shift_lo[4] ? \$249  : s3_y[15:0];
+  assign \$251  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$252  = ~ s3_dtype[1];
+  assign \$253  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$254  = s3_shift_lo[4] ? \$253  : s3_y[15:0];
+  assign \$255  = s3_dtype[1] ? { 8'h00, \$254 [15:8] } : { \$251 [7:0], \$250 [15:8] };
+  assign \$256  = ~ s3_dtype[1];
+  assign \$257  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$258  = s3_shift_lo[4] ? \$257  : s3_y[15:0];
+  assign \$259  = s3_shift_lo[3] ? \$255  : \$258 ;
+  assign \$260  = s3_shift_lo[2] ? \$246  : \$259 ;
+  assign \$261  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$262  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$263  = s3_shift_hi[3] ? { 8'h00, \$261 [15:8] } : \$262 ;
+  assign \$264  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$265  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$266  = s3_shift_hi[3] ? { 8'h00, \$264 [15:8] } : \$265 ;
+  assign \$267  = s3_shift_hi[2] ? { 4'h0, \$263 [15:4] } : \$266 ;
+  assign \$268  = ~ s3_dtype[1];
+  assign \$270  = s3_shift_hi[4] & \$269 ;
+  assign \$271  = | s3_y[31:16];
+  assign \$272  = \$270  & \$271 ;
+  assign \$274  = ~ s3_dtype[1];
+  assign \$276  = s3_shift_hi[3] & \$275 ;
+  assign \$277  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$278  = | \$277 [7:0];
+  assign \$279  = \$276  & \$278 ;
+  assign \$280  = \$273  | \$279 ;
+  assign \$281  = ~ s3_dtype[1];
+  assign \$283  = s3_shift_hi[2] & \$282 ;
+  assign \$284  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$285  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$286  = s3_shift_hi[3] ? { 8'h00, \$284 [15:8] } : \$285 ;
+  assign \$287  = | \$286 [3:0];
+  assign \$288  = \$283  & \$287 ;
+  assign \$289  = \$280  | \$288 ;
+  assign \$290  = | s3_y[15:0];
+  assign \$291  = s3_shift_lo[4] & \$290 ;
+  assign \$293  = ~ s3_dtype[1];
+  assign \$294  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$295  = s3_shift_lo[4] ? \$294  : s3_y[15:0];
+  assign \$296  = | \$295 [7:0];
+  assign \$297  = s3_shift_lo[3] & \$296 ;
+  assign \$298  = \$292  | \$297 ;
+  assign \$299  = ~ s3_dtype[1];
+  assign \$300  = ~ s3_dtype[1];
+  assign \$301  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$302  = s3_shift_lo[4] ? \$301  : s3_y[15:0];
+  assign \$303  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$304  = ~ s3_dtype[1];
+  assign \$305  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$306  = s3_shift_lo[4] ? \$305  : s3_y[15:0];
+  assign \$307  = s3_dtype[1] ? { 8'h00, \$306 [15:8] } : { \$303 [7:0], \$302 [15:8] };
+  assign \$308  = ~ s3_dtype[1];
+  assign \$309  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$310  = s3_shift_lo[4] ? \$309  : s3_y[15:0];
+  assign \$311  = s3_shift_lo[3] ? \$307  : \$310 ;
+  assign \$312  = | \$311 [3:0];
+  assign \$313  = s3_shift_lo[2] & \$312 ;
+  assign \$314  = \$298  | \$313 ;
+  assign \$315  = ~ s4_dtype[1];
+  assign \$316  = \$315  | s4_sub_hi;
+  assign \$317  = ~ s4_dtype[1];
+  assign \$318  = ~ s4_dtype[1];
+  assign \$319  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$320  = s4_shift_lo[1] ? \$319  : s4_y[15:0];
+  assign \$321  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$322  = ~ s4_dtype[1];
+  assign \$323  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$324  = s4_shift_lo[1] ? \$323  : s4_y[15:0];
+  assign \$325  = s4_dtype[1] ? { 1'h0, \$324 [15:1] } : { \$321 [0], \$320 [15:1] };
+  assign \$326  = ~ s4_dtype[1];
+  assign \$327  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$328  = s4_shift_lo[1] ? \$327  : s4_y[15:0];
+  assign \$329  = s4_shift_lo[0] ? \$325  : \$328 ;
+  assign \$330  = | s4_y[1:0];
+  assign \$331  = s4_shift_lo[1] & \$330 ;
+  assign \$332  = s4_sticky_lo | \$331 ;
+  assign \$333  = ~ s4_dtype[1];
+  assign \$334  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$335  = s4_shift_lo[1] ? \$334  : s4_y[15:0];
+  assign \$337  = s4_shift_lo[0] & \$336 ;
+  assign \$338  = \$332  | \$337 ;
+  assign \$339  = \$329  | { 15'h0000, \$338  };
+  assign \$340  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$341  = \$339  ^ \$340 ;
+  assign \$342  = ~ s4_dtype[1];
+  assign \$344  = \$343  & s4_sub_hi;
+  assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$346  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$347  = s4_shift_hi[0] ? { 1'h0, \$345 [15:1] } : \$346 ;
+  assign \$348  = ~ s4_dtype[1];
+  assign \$350  = s4_shift_hi[1] & \$349 ;
+  assign \$351  = | s4_y[17:16];
+  assign \$352  = \$350  & \$351 ;
+  assign \$353  = s4_sticky_hi | \$352 ;
+  assign \$354  = ~ s4_dtype[1];
+  assign \$356  = s4_shift_hi[0] & \$355 ;
+  assign \$357  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$359  = \$356  & \$358 ;
+  assign \$360  = \$353  | \$359 ;
+  assign \$361  = \$347  | { 15'h0000, \$360  };
+  assign \$362  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$363  = \$361  ^ \$362 ;
+  assign \$364  = ~ s4_dtype[1];
+  assign \$365  = 32'd2147483648 >> s4_slot_hi[10:2];
+  assign \$366  = 16'h8000 >> s4_slot_lo[10:2];
+  assign \$367  = 16'h8000 >> s4_slot_hi[10:2];
+  assign \$368  = s4_dtype[1] ? { \$367 , \$366  } : \$365 ;
+  assign \$369  = { \$686 [33:18], \$686 [16:1] } | s5_sentinel;
+  assign \$370  = | s6_marked[31:28];
+  assign \$371  = ~ \$370 ;
+  assign \$373  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$374  = s6_marked[30] ? 2'h1 : \$373 ;
+  assign \$375  = s6_marked[31] ? 2'h0 : \$374 ;
+  assign \$376  = | s6_marked[27:24];
+  assign \$377  = ~ \$376 ;
+  assign \$379  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$380  = s6_marked[26] ? 2'h1 : \$379 ;
+  assign \$381  = s6_marked[27] ? 2'h0 : \$380 ;
+  assign \$382  = | s6_marked[23:20];
+  assign \$383  = ~ \$382 ;
+  assign \$385  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$386  = s6_marked[22] ? 2'h1 : \$385 ;
+  assign \$387  = s6_marked[23] ? 2'h0 : \$386 ;
+  assign \$388  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$389  = s6_marked[18] ? 2'h1 : \$388 ;
+  assign \$390  = s6_marked[19] ? 2'h0 : \$389 ;
+  assign \$391  = \$384  ? \$387  : \$390 ;
+  assign \$392  = \$378  ? \$381  : \$391 ;
+  assign \$393  = \$372  ? \$375  : \$392 ;
+  assign \$394  = | s6_marked[31:28];
+  assign \$395  = ~ \$394 ;
+  assign \$397  = | s6_marked[27:24];
+  assign \$398  = ~ \$397 ;
+  assign \$400  = | s6_marked[23:20];
+  assign \$401  = ~ \$400 ;
+  assign \$403  = \$402  ? 2'h2 : 2'h3;
+  assign \$404  = \$399  ? 2'h1 : \$403 ;
+  assign \$405  = \$396  ? 2'h0 : \$404 ;
+  assign \$406  = | s6_marked[15:12];
+  assign \$407  = ~ \$406 ;
+  assign \$409  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$410  = s6_marked[14] ? 2'h1 : \$409 ;
+  assign \$411  = s6_marked[15] ? 2'h0 : \$410 ;
+  assign \$412  = | s6_marked[11:8];
+  assign \$413  = ~ \$412 ;
+  assign \$415  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$416  = s6_marked[10] ? 2'h1 : \$415 ;
+  assign \$417  = s6_marked[11] ? 2'h0 : \$416 ;
+  assign \$418  = | s6_marked[7:4];
+  assign \$419  = ~ \$418 ;
+  assign \$421  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$422  = s6_marked[6] ? 2'h1 : \$421 ;
+  assign \$423  = s6_marked[7] ? 2'h0 : \$422 ;
+  assign \$424  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$425  = s6_marked[2] ? 2'h1 : \$424 ;
+  assign \$426  = s6_marked[3] ? 2'h0 : \$425 ;
+  assign \$427  = \$420  ? \$423  : \$426 ;
+  assign \$428  = \$414  ? \$417  : \$427 ;
+  assign \$429  = \$408  ? \$411  : \$428 ;
+  assign \$430  = | s6_marked[15:12];
+  assign \$431  = ~ \$430 ;
+  assign \$433  = | s6_marked[11:8];
+  assign \$434  = ~ \$433 ;
+  assign \$436  = | s6_marked[7:4];
+  assign \$437  = ~ \$436 ;
+  assign \$439  = \$438  ? 2'h2 : 2'h3;
+  assign \$440  = \$435  ? 2'h1 : \$439 ;
+  assign \$441  = \$432  ? 2'h0 : \$440 ;
+  assign \$442  = | s6_marked[19:16];
+  assign \$443  = ~ \$442 ;
+  assign \$444  = | s6_marked[23:20];
+  assign \$445  = ~ \$444 ;
+  assign \$446  = \$443  & \$445 ;
+  assign \$447  = | s6_marked[27:24];
+  assign \$448  = ~ \$447 ;
+  assign \$449  = \$446  & \$448 ;
+  assign \$450  = | s6_marked[31:28];
+  assign \$451  = ~ \$450 ;
+  assign \$452  = \$449  & \$451 ;
+  assign \$453  = ~ s6_dtype[1];
+  assign \$454  = | s6_sum[31:16];
+  assign \$455  = ~ \$454 ;
+  assign \$456  = | s6_sum[15:0];
+  assign \$457  = ~ \$456 ;
+  assign \$458  = \$455  & \$457 ;
+  assign \$459  = | s6_sum[31:16];
+  assign \$460  = ~ \$459 ;
+  assign \$461  = s6_dtype[1] ? \$460  : \$458 ;
+  assign \$462  = \$461  ? s6_slot_hi[1] : s6_slot_hi[0];
+  assign \$463  = ~ s6_dtype[1];
+  assign \$464  = | s6_sum[31:16];
+  assign \$465  = ~ \$464 ;
+  assign \$466  = | s6_sum[15:0];
+  assign \$467  = ~ \$466 ;
+  assign \$468  = \$465  & \$467 ;
+  assign \$469  = | s6_sum[15:0];
+  assign \$470  = ~ \$469 ;
+  assign \$471  = s6_dtype[1] ? \$470  : \$468 ;
+  assign \$472  = \$471  ? s6_slot_lo[1] : s6_slot_lo[0];
+  assign \$473  = ~ s7_dtype[1];
+  assign \$474  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$475  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$474  };
+  assign \$476  = ~ s7_dtype[1];
+  assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
+  assign \$479  = \$478 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$480  = ~ s7_dtype[1];
+  assign \$481  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$482  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$481  };
+  assign \$483  = \$482 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$484  = \$475 [3] ? { \$479 [7:0], 8'h00 } : \$483 ;
+  assign \$485  = ~ s7_dtype[1];
+  assign \$486  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$487  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$486  };
+  assign \$488  = ~ s7_dtype[1];
+  assign \$489  = ~ s7_dtype[1];
+  assign \$490  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$491  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$490  };
+  assign \$492  = \$491 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$493  = ~ s7_dtype[1];
+  assign \$494  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$495  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$494  };
+  assign \$496  = ~ s7_dtype[1];
+  assign \$497  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$498  = \$495 [4] ? \$497  : s7_sum[31:16];
+  assign \$499  = ~ s7_dtype[1];
+  assign \$500  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$501  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$500  };
+  assign \$502  = ~ s7_dtype[1];
+  assign \$503  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$504  = \$501 [4] ? \$503  : s7_sum[31:16];
+  assign \$505  = s7_dtype[1] ? { \$504 [7:0], 8'h00 } : { \$498 [7:0], \$492 [15:8] };
+  assign \$506  = ~ s7_dtype[1];
+  assign \$507  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$508  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$507  };
+  assign \$509  = ~ s7_dtype[1];
+  assign \$510  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$511  = \$508 [4] ? \$510  : s7_sum[31:16];
+  assign \$512  = \$487 [3] ? \$505  : \$511 ;
+  assign \$513  = ~ s7_dtype[1];
+  assign \$514  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$515  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$514  };
+  assign \$516  = ~ s7_dtype[1];
+  assign \$517  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$518  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$517  };
+  assign \$519  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$520  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$521  = s8_shift_lo[1] ? { \$519 [13:0], 2'h0 } : \$520 ;
+  assign \$522  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$523  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$524  = s8_shift_lo[1] ? { \$522 [13:0], 2'h0 } : \$523 ;
+  assign \$525  = s8_shift_lo[0] ? { \$521 [14:0], 1'h0 } : \$524 ;
+  assign \$526  = ~ s8_dtype[1];
+  assign \$527  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$529  = s8_shift_lo[1] ? { \$527 [13:0], 2'h0 } : \$528 ;
+  assign \$530  = ~ s8_dtype[1];
+  assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$532  = ~ s8_dtype[1];
+  assign \$533  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$534  = s8_shift_hi[2] ? \$533  : s8_sum[31:16];
+  assign \$535  = ~ s8_dtype[1];
+  assign \$536  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$537  = s8_shift_hi[2] ? \$536  : s8_sum[31:16];
+  assign \$538  = s8_dtype[1] ? { \$537 [13:0], 2'h0 } : { \$534 [13:0], \$531 [15:14] };
+  assign \$539  = ~ s8_dtype[1];
+  assign \$540  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$541  = s8_shift_hi[2] ? \$540  : s8_sum[31:16];
+  assign \$542  = s8_shift_hi[1] ? \$538  : \$541 ;
+  assign \$543  = ~ s8_dtype[1];
+  assign \$544  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$545  = ~ s8_dtype[1];
+  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
+  assign \$548  = ~ s8_dtype[1];
+  assign \$549  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$550  = s8_shift_hi[2] ? \$549  : s8_sum[31:16];
+  assign \$551  = s8_dtype[1] ? { \$550 [13:0], 2'h0 } : { \$547 [13:0], \$544 [15:14] };
+  assign \$552  = ~ s8_dtype[1];
+  assign \$553  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$554  = s8_shift_hi[2] ? \$553  : s8_sum[31:16];
+  assign \$555  = s8_shift_hi[1] ? \$551  : \$554 ;
+  assign \$556  = s8_dtype[1] ? { \$555 [14:0], 1'h0 } : { \$542 [14:0], \$529 [15] };
+  assign \$557  = ~ s8_dtype[1];
+  assign \$558  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$559  = ~ s8_dtype[1];
+  assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
+  assign \$562  = ~ s8_dtype[1];
+  assign \$563  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$564  = s8_shift_hi[2] ? \$563  : s8_sum[31:16];
+  assign \$565  = s8_dtype[1] ? { \$564 [13:0], 2'h0 } : { \$561 [13:0], \$558 [15:14] };
+  assign \$566  = ~ s8_dtype[1];
+  assign \$567  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$568  = s8_shift_hi[2] ? \$567  : s8_sum[31:16];
+  assign \$569  = s8_shift_hi[1] ? \$565  : \$568 ;
+  assign \$570  = s8_shift_hi[0] ? \$556  : \$569 ;
+  assign \$571  = s8_slot_hi[10:2] + 1'h1;
+  assign \$572  = \$571  - s8_shift_hi;
+  assign \$573  = s8_slot_lo[10:2] + 1'h1;
+  assign \$574  = \$573  - s8_shift_lo;
+  assign \$575  = ~ s9_dtype[1];
+  assign \$576  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$577  = s9_dtype[1] & s9_dtype[0];
+  assign \$578  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$579  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$580  = \$577  ? { \$578 , s9_sum[14:5] } : { \$579 , s9_sum[14:8] };
+  assign \$581  = s9_dtype[1] & s9_dtype[0];
+  assign \$582  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$583  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$584  = \$581  ? { \$582 , s9_sum[30:21] } : { \$583 , s9_sum[30:24] };
+  assign \$585  = s9_dtype[1] ? { \$584 , 1'h0, \$580  } : { \$576 , s9_sum[30:8] };
+  assign \$586  = ~ s9_dtype[1];
+  assign \$587  = ~ s9_dtype[1];
+  assign \$588  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$589  = s9_dtype[1] & s9_dtype[0];
+  assign \$590  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$591  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$592  = \$589  ? { \$590 , s9_sum[14:5] } : { \$591 , s9_sum[14:8] };
+  assign \$593  = s9_dtype[1] & s9_dtype[0];
+  assign \$594  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$595  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$596  = \$593  ? { \$594 , s9_sum[30:21] } : { \$595 , s9_sum[30:24] };
+  assign \$597  = s9_dtype[1] ? { \$596 , 1'h0, \$592  } : { \$588 , s9_sum[30:8] };
+  assign \$598  = ~ s9_dtype[1];
+  assign \$600  = s9_dtype[1] & s9_dtype[0];
+  assign \$601  = | s9_sum[19:16];
+  assign \$602  = s9_sum[21] | \$601 ;
+  assign \$603  = s9_sum[20] & \$602 ;
+  assign \$604  = | s9_sum[22:16];
+  assign \$605  = s9_sum[24] | \$604 ;
+  assign \$606  = s9_sum[23] & \$605 ;
+  assign \$607  = \$600  ? \$603  : \$606 ;
+  assign \$608  = \$599  & \$607 ;
+  assign \$609  = ~ s9_dtype[1];
+  assign \$610  = | s9_sum[6:0];
+  assign \$611  = s9_sum[8] | \$610 ;
+  assign \$612  = s9_sum[7] & \$611 ;
+  assign \$613  = s9_dtype[1] & s9_dtype[0];
+  assign \$614  = | s9_sum[3:0];
+  assign \$615  = s9_sum[5] | \$614 ;
+  assign \$616  = s9_sum[4] & \$615 ;
+  assign \$617  = | s9_sum[6:0];
+  assign \$618  = s9_sum[8] | \$617 ;
+  assign \$619  = s9_sum[7] & \$618 ;
+  assign \$620  = \$613  ? \$616  : \$619 ;
+  assign \$621  = s9_dtype[1] ? \$620  : \$612 ;
+  assign \$622  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$623  = s9_dtype[1] & s9_dtype[0];
+  assign \$624  = \$623  ? 15'h7e00 : 15'h7fc0;
+  assign \$625  = s9_dtype[1] & s9_dtype[0];
+  assign \$626  = \$625  ? 15'h7c00 : 15'h7f80;
+  assign \$627  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$628  = s9_slot_hi[11] ? { 1'h0, \$624  } : { \$627 , \$626  };
+  assign \$629  = s9_slot_lo[11] | s9_slot_lo[12];
+  assign \$630  = s9_dtype[1] & s9_dtype[0];
+  assign \$631  = \$630  ? 15'h7e00 : 15'h7fc0;
+  assign \$632  = s9_dtype[1] & s9_dtype[0];
+  assign \$633  = \$632  ? 15'h7c00 : 15'h7f80;
+  assign \$634  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$635  = s9_slot_lo[11] ? { 1'h0, \$631  } : { \$634 , \$633  };
+  assign \$636  = ~ s11_dtype[1];
+  assign \$637  = s11_dtype[1] & s11_dtype[0];
+  assign \$638  = & s11_rounded[30:26];
+  assign \$639  = s11_rounded[31] | \$638 ;
+  assign \$640  = & s11_rounded[30:23];
+  assign \$641  = s11_rounded[31] | \$640 ;
+  assign \$642  = \$637  ? \$639  : \$641 ;
+  assign \$643  = s11_forced_hi | \$642 ;
+  assign \$644  = \$643  ? 16'h0000 : s11_rounded[15:0];
+  assign \$645  = s11_dtype[1] & s11_dtype[0];
+  assign \$646  = & s11_rounded[14:10];
+  assign \$647  = s11_rounded[15] | \$646 ;
+  assign \$648  = & s11_rounded[14:7];
+  assign \$649  = s11_rounded[15] | \$648 ;
+  assign \$650  = \$645  ? \$647  : \$649 ;
+  assign \$651  = s11_forced_lo | \$650 ;
+  assign \$652  = \$651  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$653  = s11_dtype[1] ? \$652  : \$644 ;
+  assign \$654  = s11_dtype[1] & s11_dtype[0];
+  assign \$655  = & s11_rounded[30:26];
+  assign \$656  = s11_rounded[31] | \$655 ;
+  assign \$657  = & s11_rounded[30:23];
+  assign \$658  = s11_rounded[31] | \$657 ;
+  assign \$659  = \$654  ? \$656  : \$658 ;
+  assign \$660  = s11_forced_hi | \$659 ;
+  assign \$661  = \$660  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$662  = dtype[1] & dtype[0];
+  assign a_hi_exp = \$662  ? { 3'h0, a[30:26] } : a[30:23];
+  assign \$663  = dtype[1] & dtype[0];
+  assign \$664  = | a_hi_exp;
+  assign \$665  = | a_hi_exp;
+  assign \$666  = \$663  ? { \$664 , a[25:16], 4'h0 } : { \$665 , a[22:16], 7'h00 };
+  assign \$667  = dtype[1] & dtype[0];
+  assign a_lo_exp = \$667  ? { 3'h0, a[14:10] } : a[14:7];
+  assign \$668  = dtype[1] & dtype[0];
+  assign \$669  = | a_lo_exp;
+  assign \$670  = | a_lo_exp;
+  assign \$671  = \$668  ? { \$669 , a[9:0], 4'h0 } : { \$670 , a[6:0], 7'h00 };
+  assign \$672  = ~ dtype[1];
+  assign \$673  = | a_hi_exp;
+  assign a_sig = dtype[1] ? { 1'h0, \$666 , 1'h0, \$671  } : { 1'h0, \$673 , a[22:0], 7'h00 };
+  assign \$674  = dtype[1] & dtype[0];
+  assign b_hi_exp = \$674  ? { 3'h0, b[30:26] } : b[30:23];
+  assign \$675  = dtype[1] & dtype[0];
+  assign \$676  = | b_hi_exp;
+  assign \$677  = | b_hi_exp;
+  assign \$678  = \$675  ? { \$676 , b[25:16], 4'h0 } : { \$677 , b[22:16], 7'h00 };
+  assign \$679  = dtype[1] & dtype[0];
+  assign b_lo_exp = \$679  ? { 3'h0, b[14:10] } : b[14:7];
+  assign \$680  = dtype[1] & dtype[0];
+  assign \$681  = | b_lo_exp;
+  assign \$682  = | b_lo_exp;
+  assign \$683  = \$680  ? { \$681 , b[9:0], 4'h0 } : { \$682 , b[6:0], 7'h00 };
+  assign \$684  = ~ dtype[1];
+  assign \$685  = | b_hi_exp;
+  assign b_sig = dtype[1] ? { 1'h0, \$678 , 1'h0, \$683  } : { 1'h0, \$685 , b[22:0], 7'h00 };
+  assign \$686  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
+  always @(posedge clk)
+    s1_dtype <= \$687 ;
+  always @(posedge clk)
+    s2_dtype <= \$688 ;
+  always @(posedge clk)
+    s3_dtype <= \$689 ;
+  always @(posedge clk)
+    s4_dtype <= \$690 ;
+  always @(posedge clk)
+    s5_dtype <= \$691 ;
+  always @(posedge clk)
+    s6_dtype <= \$692 ;
+  always @(posedge clk)
+    s7_dtype <= \$693 ;
+  always @(posedge clk)
+    s8_dtype <= \$694 ;
+  always @(posedge clk)
+    s9_dtype <= \$695 ;
+  always @(posedge clk)
+    s10_dtype <= \$696 ;
+  always @(posedge clk)
+    s11_dtype <= \$697 ;
+  always @(posedge clk)
+    s1_sig_a <= \$698 ;
+  always @(posedge clk)
+    s1_a_hi <= \$699 ;
+  always @(posedge clk)
+    s1_a_lo <= \$700 ;
+  always @(posedge clk)
+    s1_sig_b <= \$701 ;
+  always @(posedge clk)
+    s1_b_hi <= \$702 ;
+  always @(posedge clk)
+    s1_b_lo <= \$703 ;
+  always @(posedge clk)
+    s1_gt_lo <= \$704 ;
+  always @(posedge clk)
+    s1_gt_hi <= \$705 ;
+  always @(posedge clk)
+    s1_eq_hi <= \$706 ;
+  always @(posedge clk)
+    s2_sig_a <= \$707 ;
+  always @(posedge clk)
+    s2_sig_b <= \$708 ;
+  always @(posedge clk)
+    s2_a_hi <= \$709 ;
+  always @(posedge clk)
+    s2_b_hi <= \$710 ;
+  always @(posedge clk)
+    s2_swap_hi <= \$711 ;
+  always @(posedge clk)
+    s2_swap_lo <= \$712 ;
+  always @(posedge clk)
+    s2_a_lo <= \$713 ;
+  always @(posedge clk)
+    s2_b_lo <= \$714 ;
+  always @(posedge clk)
+    s2_d_ab_hi <= \$715 ;
+  always @(posedge clk)
+    s2_d_ba_hi <= \$716 ;
+  always @(posedge clk)
+    s2_d_ab_lo <= \$717 ;
+  always @(posedge clk)
+    s2_d_ba_lo <= \$718 ;
+  always @(posedge clk)
+    s3_shift_hi <= \$719 ;
+  always @(posedge clk)
+    s3_sub_hi <= \$720 ;
+  always @(posedge clk)
+    s3_slot_hi <= \$721 ;
+  always @(posedge clk)
+    s3_shift_lo <= \$722 ;
+  always @(posedge clk)
+    s3_sub_lo <= \$723 ;
+  always @(posedge clk)
+    s3_slot_lo <= \$724 ;
+  always @(posedge clk)
+    s3_x <= \$725 ;
+  always @(posedge clk)
+    s3_y <= \$726 ;
+  always @(posedge clk)
+    s4_x <= \$727 ;
+  always @(posedge clk)
+    s4_sub_hi <= \$728 ;
+  always @(posedge clk)
+    s4_sub_lo <= \$729 ;
+  always @(posedge clk)
+    s4_slot_hi <= \$730 ;
+  always @(posedge clk)
+    s4_slot_lo <= \$731 ;
+  always @(posedge clk)
+    s4_shift_hi <= \$732 ;
+  always @(posedge clk)
+    s4_shift_lo <= \$733 ;
+  always @(posedge clk)
+    s4_y <= \$734 ;
+  always @(posedge clk)
+    s4_sticky_hi <= \$735 ;
+  always @(posedge clk)
+    s4_sticky_lo <= \$736 ;
+  always @(posedge clk)
+    s5_slot_hi <= \$737 ;
+  always @(posedge clk)
+    s5_slot_lo <= \$738 ;
+  always @(posedge clk)
+    s5_x <= \$739 ;
+  always @(posedge clk)
+    s5_y <= \$740 ;
+  always @(posedge clk)
+    s5_carry_in <= \$741 ;
+  always @(posedge clk)
+    s5_sentinel <= \$742 ;
+  always @(posedge clk)
+    s6_slot_hi <= \$743 ;
+  always @(posedge clk)
+    s6_slot_lo <= \$744 ;
+  always @(posedge clk)
+    s6_sum <= \$745 ;
+  always @(posedge clk)
+    s6_marked <= \$746 ;
+  always @(posedge clk)
+    s7_sum <= \$747 ;
+  always @(posedge clk)
+    s7_slot_hi <= \$748 ;
+  always @(posedge clk)
+    s7_slot_lo <= \$749 ;
+  always @(posedge clk)
+    s7_count_hi <= \$750 ;
+  always @(posedge clk)
+    s7_count_lo <= \$751 ;
+  always @(posedge clk)
+    s7_zero_hi <= \$752 ;
+  always @(posedge clk)
+    s8_slot_hi <= \$753 ;
+  always @(posedge clk)
+    s8_slot_lo <= \$754 ;
+  always @(posedge clk)
+    s8_sum <= \$755 ;
+  always @(posedge clk)
+    s8_shift_hi <= \$756 ;
+  always @(posedge clk)
+    s8_shift_lo <= \$757 ;
+  always @(posedge clk)
+    s9_slot_hi <= \$758 ;
+  always @(posedge clk)
+    s9_slot_lo <= \$759 ;
+  always @(posedge clk)
+    s9_sum <= \$760 ;
+  always @(posedge clk)
+    s10_packed <= \$761 ;
+  always @(posedge clk)
+    s10_inc_hi <= \$762 ;
+  always @(posedge clk)
+    s10_inc_lo <= \$763 ;
+  always @(posedge clk)
+    s10_sign_hi <= \$764 ;
+  always @(posedge clk)
+    s10_forced_hi <= \$765 ;
+  always @(posedge clk)
+    s10_special_hi <= \$766 ;
+  always @(posedge clk)
+    s10_sign_lo <= \$767 ;
+  always @(posedge clk)
+    s10_forced_lo <= \$768 ;
+  always @(posedge clk)
+    s10_special_lo <= \$769 ;
+  always @(posedge clk)
+    s11_sign_hi <= \$770 ;
+  always @(posedge clk)
+    s11_sign_lo <= \$771 ;
+  always @(posedge clk)
+    s11_forced_hi <= \$772 ;
+  always @(posedge clk)
+    s11_forced_lo <= \$773 ;
+  always @(posedge clk)
+    s11_special_hi <= \$774 ;
+  always @(posedge clk)
+    s11_special_lo <= \$775 ;
+  always @(posedge clk)
+    s11_rounded <= \$776 ;
+  always @(posedge clk)
+    result <= \$777 ;
+  assign \$1  = | a_hi_exp;
+  assign \$2  = ~ \$1 ;
+  assign \$3  = a_hi_exp[0] | \$2 ;
+  assign \$4  = dtype[1] & dtype[0];
+  assign \$5  = \$4  ? 8'h1f : 8'hff;
+  assign \$6  = a_hi_exp == \$5 ;
+  assign \$7  = ~ dtype[1];
+  assign \$8  = | a[22:0];
+  assign \$9  = dtype[1] & dtype[0];
+  assign \$10  = | a[25:16];
+  assign \$11  = | a[22:16];
+  assign \$12  = \$9  ? \$10  : \$11 ;
+  assign \$13  = dtype[1] ? \$12  : \$8 ;
+  assign \$14  = \$6  & \$13 ;
+  assign \$15  = dtype[1] & dtype[0];
+  assign \$16  = \$15  ? 8'h1f : 8'hff;
+  assign \$17  = a_hi_exp == \$16 ;
+  assign \$18  = ~ dtype[1];
+  assign \$19  = | a[22:0];
+  assign \$20  = dtype[1] & dtype[0];
+  assign \$21  = | a[25:16];
+  assign \$22  = | a[22:16];
+  assign \$23  = \$20  ? \$21  : \$22 ;
+  assign \$24  = dtype[1] ? \$23  : \$19 ;
+  assign \$25  = ~ \$24 ;
+  assign \$26  = \$17  & \$25 ;
+  assign \$27  = | a_lo_exp;
+  assign \$28  = ~ \$27 ;
+  assign \$29  = a_lo_exp[0] | \$28 ;
+  assign \$30  = dtype[1] & dtype[0];
+  assign \$31  = \$30  ? 8'h1f : 8'hff;
+  assign \$32  = a_lo_exp == \$31 ;
+  assign \$33  = dtype[1] & dtype[0];
+  assign \$34  = | a[9:0];
+  assign \$35  = | a[6:0];
+  assign \$36  = \$33  ? \$34  : \$35 ;
+  assign \$37  = \$32  & \$36 ;
+  assign \$38  = dtype[1] & dtype[0];
+  assign \$39  = \$38  ? 8'h1f : 8'hff;
+  assign \$40  = a_lo_exp == \$39 ;
+  assign \$41  = dtype[1] & dtype[0];
+  assign \$42  = | a[9:0];
+  assign \$43  = | a[6:0];
+  assign \$44  = \$41  ? \$42  : \$43 ;
+  assign \$45  = ~ \$44 ;
+  assign \$46  = \$40  & \$45 ;
+  assign \$47  = | b_hi_exp;
+  assign \$48  = ~ \$47 ;
+  assign \$49  = b_hi_exp[0] | \$48 ;
+  assign \$50  = dtype[1] & dtype[0];
+  assign \$51  = \$50  ? 8'h1f : 8'hff;
+  assign \$52  = b_hi_exp == \$51 ;
+  assign \$53  = ~ dtype[1];
+  assign \$54  = | b[22:0];
+  assign \$55  = dtype[1] & dtype[0];
+  assign \$56  = | b[25:16];
+  assign \$57  = | b[22:16];
+  assign \$58  = \$55  ? \$56  : \$57 ;
+  assign \$59  = dtype[1] ? \$58  : \$54 ;
+  assign \$60  = \$52  & \$59 ;
+  assign \$61  = dtype[1] & dtype[0];
+  assign \$62  = \$61  ? 8'h1f : 8'hff;
+  assign \$63  = b_hi_exp == \$62 ;
+  assign \$64  = ~ dtype[1];
+  assign \$65  = | b[22:0];
+  assign \$66  = dtype[1] & dtype[0];
+  assign \$67  = | b[25:16];
+  assign \$68  = | b[22:16];
+  assign \$69  = \$66  ? \$67  : \$68 ;
+  assign \$70  = dtype[1] ? \$69  : \$65 ;
+  assign \$71  = ~ \$70 ;
+  assign \$72  = \$63  & \$71 ;
+  assign \$73  = | b_lo_exp;
+  assign \$74  = ~ \$73 ;
+  assign \$75  = b_lo_exp[0] | \$74 ;
+  assign \$76  = dtype[1] & dtype[0];
+  assign \$77  = \$76  ? 8'h1f : 8'hff;
+  assign \$78  = b_lo_exp == \$77 ;
+  assign \$79  = dtype[1] & dtype[0];
+  assign \$80  = | b[9:0];
+  assign \$81  = | b[6:0];
+  assign \$82  = \$79  ? \$80  : \$81 ;
+  assign \$83  = \$78  & \$82 ;
+  assign \$84  = dtype[1] & dtype[0];
+  assign \$85  = \$84  ? 8'h1f : 8'hff;
+  assign \$86  = b_lo_exp == \$85 ;
+  assign \$87  = dtype[1] & dtype[0];
+  assign \$88  = | b[9:0];
+  assign \$89  = | b[6:0];
+  assign \$90  = \$87  ? \$88  : \$89 ;
+  assign \$91  = ~ \$90 ;
+  assign \$92  = \$86  & \$91 ;
+  assign \$93  = b[14:0] > a[14:0];
+  assign \$94  = b[30:16] > a[30:16];
+  assign \$95  = b[30:16] == a[30:16];
+  assign \$96  = ~ s1_dtype[1];
+  assign \$97  = ~ s1_a_lo[0];
+  assign \$98  = s1_b_lo[0] & \$97 ;
+  assign \$99  = s1_a_lo[0] ^ s1_b_lo[0];
   assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:7] == 8'hff;
-  assign \$107  = | a[6:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:7] == 8'hff;
-  assign \$111  = | b[6:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:7] == 8'hff;
-  assign \$116  = | a[6:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[10:0];
-  assign \$121  = s1_wide[21:11] | { 10'h000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [11], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7f80 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7f80 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7fc0 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
+  assign \$101  = \$100  & s1_gt_lo;
+  assign \$102  = \$98  | \$101 ;
+  assign \$103  = s1_eq_hi & \$102 ;
+  assign \$104  = s1_gt_hi | \$103 ;
+  assign \$105  = s1_dtype[1] ? s1_gt_hi : \$104 ;
+  assign \$106  = ~ s1_dtype[1];
+  assign \$107  = ~ s1_a_lo[0];
+  assign \$108  = s1_b_lo[0] & \$107 ;
+  assign \$109  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \$110  & s1_gt_lo;
+  assign \$112  = \$108  | \$111 ;
+  assign \$113  = s1_eq_hi & \$112 ;
+  assign \$114  = s1_gt_hi | \$113 ;
+  assign \$115  = s1_dtype[1] ? s1_gt_lo : \$114 ;
+  assign \$116  = ~ s1_dtype[1];
+  assign \$117  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
+  assign \$118  = ~ s1_dtype[1];
+  assign \$119  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
+  assign \$120  = s1_a_hi[8:1] - s1_b_hi[8:1];
+  assign \$121  = s1_b_hi[8:1] - s1_a_hi[8:1];
+  assign \$122  = ~ s1_dtype[1];
+  assign \$123  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+  assign \$124  = ~ s1_dtype[1];
+  assign \$125  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
+  assign \$126  = \$123  - \$125 ;
+  assign \$127  = ~ s1_dtype[1];
+  assign \$128  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
+  assign \$129  = ~ s1_dtype[1];
+  assign \$130  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+  assign \$131  = \$128  - \$130 ;
+  assign \$132  = | s2_d_ba_hi[7:5];
+  assign \$133  = ~ s2_dtype[1];
+  assign \$135  = \$134  & s2_d_ba_hi[4];
+  assign \$136  = \$132  | \$135 ;
+  assign \$137  = \$136  ? 4'hf : 4'h0;
+  assign \$138  = s2_d_ba_hi[3:0] | \$137 ;
+  assign \$139  = | s2_d_ba_hi[7:5];
+  assign \$140  = ~ s2_dtype[1];
+  assign \$142  = \$141  & s2_d_ba_hi[4];
+  assign \$143  = \$139  | \$142 ;
+  assign \$144  = ~ s2_dtype[1];
+  assign \$145  = \$143  ? \$144  : s2_d_ba_hi[4];
+  assign \$146  = | s2_d_ab_hi[7:5];
+  assign \$147  = ~ s2_dtype[1];
+  assign \$149  = \$148  & s2_d_ab_hi[4];
+  assign \$150  = \$146  | \$149 ;
+  assign \$151  = \$150  ? 4'hf : 4'h0;
+  assign \$152  = s2_d_ab_hi[3:0] | \$151 ;
+  assign \$153  = | s2_d_ab_hi[7:5];
+  assign \$154  = ~ s2_dtype[1];
+  assign \$156  = \$155  & s2_d_ab_hi[4];
+  assign \$157  = \$153  | \$156 ;
+  assign \$158  = ~ s2_dtype[1];
+  assign \$159  = \$157  ? \$158  : s2_d_ab_hi[4];
+  assign \$160  = s2_swap_hi ? { \$145 , \$138  } : { \$159 , \$152  };
+  assign \$161  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$162  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
+  assign \$163  = s2_a_hi[0] & s2_b_hi[0];
+  assign \$164  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
+  assign \$165  = s2_a_hi[9] | s2_b_hi[9];
+  assign \$166  = s2_a_hi[10] & s2_b_hi[10];
+  assign \$167  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$168  = \$166  & \$167 ;
+  assign \$169  = \$165  | \$168 ;
+  assign \$170  = s2_a_hi[10] | s2_b_hi[10];
+  assign \$171  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
+  assign \$172  = | s2_d_ba_lo[7:5];
+  assign \$173  = ~ s2_dtype[1];
+  assign \$175  = \$174  & s2_d_ba_lo[4];
+  assign \$176  = \$172  | \$175 ;
+  assign \$177  = \$176  ? 4'hf : 4'h0;
+  assign \$178  = s2_d_ba_lo[3:0] | \$177 ;
+  assign \$179  = | s2_d_ba_lo[7:5];
+  assign \$180  = ~ s2_dtype[1];
+  assign \$182  = \$181  & s2_d_ba_lo[4];
+  assign \$183  = \$179  | \$182 ;
+  assign \$184  = ~ s2_dtype[1];
+  assign \$185  = \$183  ? \$184  : s2_d_ba_lo[4];
+  assign \$186  = | s2_d_ab_lo[7:5];
+  assign \$187  = ~ s2_dtype[1];
+  assign \$189  = \$188  & s2_d_ab_lo[4];
+  assign \$190  = \$186  | \$189 ;
+  assign \$191  = \$190  ? 4'hf : 4'h0;
+  assign \$192  = s2_d_ab_lo[3:0] | \$191 ;
+  assign \$193  = | s2_d_ab_lo[7:5];
+  assign \$194  = ~ s2_dtype[1];
+  assign \$196  = \$195  & s2_d_ab_lo[4];
+  assign \$197  = \$193  | \$196 ;
+  assign \$198  = ~ s2_dtype[1];
+  assign \$199  = \$197  ? \$198  : s2_d_ab_lo[4];
+  assign \$200  = s2_swap_lo ? { \$185 , \$178  } : { \$199 , \$192  };
+  assign \$201  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$202  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
+  assign \$203  = s2_a_lo[0] & s2_b_lo[0];
+  assign \$204  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
+  assign \$205  = s2_a_lo[9] | s2_b_lo[9];
+  assign \$206  = s2_a_lo[10] & s2_b_lo[10];
+  assign \$207  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$208  = \$206  & \$207 ;
+  assign \$209  = \$205  | \$208 ;
+  assign \$210  = s2_a_lo[10] | s2_b_lo[10];
+  assign \$211  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
+  assign \$212  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
+  assign \$213  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
+  assign \$214  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
+  assign \$215  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
+  assign \$216  = ~ s3_dtype[1];
+  assign \$217  = ~ s3_dtype[1];
+  assign \$218  = ~ s3_dtype[1];
+  assign \$219  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$220  = s3_shift_lo[4] ? \$219  : s3_y[15:0];
+  assign \$221  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$133  = \$74 ;
+    \$687  = dtype;
     if (rst) begin
-      \$133  = 1'h0;
+      \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$134  = \$75 ;
+    \$688  = s1_dtype;
     if (rst) begin
-      \$134  = 1'h0;
+      \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$135  = \$76 ;
+    \$689  = s2_dtype;
     if (rst) begin
-      \$135  = 1'h0;
+      \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$136  = \$77 ;
+    \$690  = s3_dtype;
     if (rst) begin
-      \$136  = 8'h00;
+      \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$137  = \$80 [7:0];
+    \$691  = s4_dtype;
     if (rst) begin
-      \$137  = 8'h00;
+      \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$138  = \$83 ;
+    \$692  = s5_dtype;
     if (rst) begin
-      \$138  = 8'h00;
+      \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$139  = \$86 ;
+    \$693  = s6_dtype;
     if (rst) begin
-      \$139  = 8'h00;
+      \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$140  = \$105 ;
+    \$694  = s7_dtype;
     if (rst) begin
-      \$140  = 1'h0;
+      \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$141  = \$114 ;
+    \$695  = s8_dtype;
     if (rst) begin
-      \$141  = 1'h0;
+      \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$142  = \$119 ;
+    \$696  = s9_dtype;
     if (rst) begin
-      \$142  = 1'h0;
+      \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$143  = s1_sx;
+    \$697  = s10_dtype;
     if (rst) begin
-      \$143  = 1'h0;
+      \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$144  = s1_sy;
+    \$698  = a_sig;
     if (rst) begin
-      \$144  = 1'h0;
+      \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$145  = s1_sub;
+    \$699 [0] = a[31];
+    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+    \$699 [9] = \$14 ;
+    \$699 [10] = \$26 ;
     if (rst) begin
-      \$145  = 1'h0;
+      \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$146  = s1_ex;
+    \$700 [0] = a[15];
+    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+    \$700 [9] = \$37 ;
+    \$700 [10] = \$46 ;
     if (rst) begin
-      \$146  = 8'h00;
+      \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$147  = { s1_mx, 3'h0 };
+    \$701  = b_sig;
     if (rst) begin
-      \$147  = 11'h000;
+      \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$148  = \$121 ;
+    \$702 [0] = b[31];
+    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+    \$702 [9] = \$60 ;
+    \$702 [10] = \$72 ;
     if (rst) begin
-      \$148  = 11'h000;
+      \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$149  = s1_nan;
+    \$703 [0] = b[15];
+    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+    \$703 [9] = \$83 ;
+    \$703 [10] = \$92 ;
     if (rst) begin
-      \$149  = 1'h0;
+      \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$150  = s1_inf;
+    \$704  = \$93 ;
     if (rst) begin
-      \$150  = 1'h0;
+      \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$151  = s1_inf_sign;
+    \$705  = \$94 ;
     if (rst) begin
-      \$151  = 1'h0;
+      \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$152  = \$124 [11:0];
+    \$706  = \$95 ;
     if (rst) begin
-      \$152  = 12'h000;
+      \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$153  = s2_sx;
+    \$707  = s1_sig_a;
     if (rst) begin
-      \$153  = 1'h0;
+      \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$154  = s2_ex;
+    \$708  = s1_sig_b;
     if (rst) begin
-      \$154  = 8'h00;
+      \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$155  = s2_nan;
+    \$709  = s1_a_hi;
     if (rst) begin
-      \$155  = 1'h0;
+      \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$156  = s2_inf;
+    \$710  = s1_b_hi;
     if (rst) begin
-      \$156  = 1'h0;
+      \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$157  = s2_inf_sign;
+    \$711  = \$105 ;
     if (rst) begin
-      \$157  = 1'h0;
+      \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$158  = \$125 ;
+    \$712  = \$115 ;
     if (rst) begin
-      \$158  = 1'h0;
+      \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$159  = \$70 [11:4];
+    \$713  = \$117 ;
     if (rst) begin
-      \$159  = 8'h00;
+      \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$160  = \$70 [3];
+    \$714  = \$119 ;
     if (rst) begin
-      \$160  = 1'h0;
+      \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$161  = \$126 ;
+    \$715  = \$120 [7:0];
     if (rst) begin
-      \$161  = 1'h0;
+      \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$162  = \$128 [8:0];
+    \$716  = \$121 [7:0];
     if (rst) begin
-      \$162  = 9'h000;
+      \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$163  = \$129 ;
+    \$717  = \$126 [7:0];
     if (rst) begin
-      \$163  = 1'h0;
+      \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$164  = s3_nan;
+    \$718  = \$131 [7:0];
     if (rst) begin
-      \$164  = 1'h0;
+      \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$165  = s3_inf;
+    \$719  = \$160 ;
     if (rst) begin
-      \$165  = 1'h0;
+      \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$166  = s3_inf_sign;
+    \$720  = \$161 ;
     if (rst) begin
-      \$166  = 1'h0;
+      \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$167  = \$132 ;
+    \$721 [0] = \$162 ;
+    \$721 [1] = \$163 ;
+    \$721 [10:2] = { 1'h0, \$164  };
+    \$721 [11] = \$169 ;
+    \$721 [12] = \$170 ;
+    \$721 [13] = \$171 ;
     if (rst) begin
-      \$167  = 16'h0000;
+      \$721  = 14'h0000;
     end
   end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [11:0];
-  assign s4_rounded = \$73 [15:0];
-  assign \$27  = 1'h0;
-  assign \$28  = 1'h0;
-  assign \$29  = 1'h0;
-  assign \$30  = 1'h0;
-  assign \$31  = 1'h0;
-  assign \$32  = 1'h0;
-  assign \$33  = 1'h0;
-  assign \$34  = 2'h0;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$722  = \$200 ;
+    if (rst) begin
+      \$722  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$723  = \$201 ;
+    if (rst) begin
+      \$723  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$724 [0] = \$202 ;
+    \$724 [1] = \$203 ;
+    \$724 [10:2] = { 1'h0, \$204  };
+    \$724 [11] = \$209 ;
+    \$724 [12] = \$210 ;
+    \$724 [13] = \$211 ;
+    if (rst) begin
+      \$724  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$725  = { \$213 , \$212  };
+    if (rst) begin
+      \$725  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$726  = { \$215 , \$214  };
+    if (rst) begin
+      \$726  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$727  = s3_x;
+    if (rst) begin
+      \$727  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$728  = s3_sub_hi;
+    if (rst) begin
+      \$728  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$729  = s3_sub_lo;
+    if (rst) begin
+      \$729  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$730  = s3_slot_hi;
+    if (rst) begin
+      \$730  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$731  = s3_slot_lo;
+    if (rst) begin
+      \$731  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$732  = s3_shift_hi;
+    if (rst) begin
+      \$732  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$733  = s3_shift_lo;
+    if (rst) begin
+      \$733  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$734  = { \$267 , \$260  };
+    if (rst) begin
+      \$734  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$735  = \$289 ;
+    if (rst) begin
+      \$735  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$736  = \$314 ;
+    if (rst) begin
+      \$736  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$737  = s4_slot_hi;
+    if (rst) begin
+      \$737  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$738  = s4_slot_lo;
+    if (rst) begin
+      \$738  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    if (rst) begin
+      \$739  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$740  = { \$363 , \$344 , \$341  };
+    if (rst) begin
+      \$740  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$741  = s4_sub_lo;
+    if (rst) begin
+      \$741  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$742  = \$368 ;
+    if (rst) begin
+      \$742  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$743  = s5_slot_hi;
+    if (rst) begin
+      \$743  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$744  = s5_slot_lo;
+    if (rst) begin
+      \$744  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$745  = { \$686 [33:18], \$686 [16:1] };
+    if (rst) begin
+      \$745  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$746  = \$369 ;
+    if (rst) begin
+      \$746  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$747  = s6_sum;
+    if (rst) begin
+      \$747  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$748 [13:1] = s6_slot_hi[13:1];
+    \$748 [0] = \$462 ;
+    if (rst) begin
+      \$748  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$749 [13:1] = s6_slot_lo[13:1];
+    \$749 [0] = \$472 ;
+    if (rst) begin
+      \$749  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$750  = { \$405 , \$393  };
+    if (rst) begin
+      \$750  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$751  = { \$441 , \$429  };
+    if (rst) begin
+      \$751  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$752  = \$452 ;
+    if (rst) begin
+      \$752  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$753  = s7_slot_hi;
+    if (rst) begin
+      \$753  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$754  = s7_slot_lo;
+    if (rst) begin
+      \$754  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$755  = { \$512 , \$484  };
+    if (rst) begin
+      \$755  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$756  = \$515 ;
+    if (rst) begin
+      \$756  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$757  = \$518 ;
+    if (rst) begin
+      \$757  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+    \$758 [10:2] = \$572 [8:0];
+    if (rst) begin
+      \$758  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+    \$759 [10:2] = \$574 [8:0];
+    if (rst) begin
+      \$759  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$760  = { \$570 , \$525  };
+    if (rst) begin
+      \$760  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    if (rst) begin
+      \$761  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$762  = \$608 ;
+    if (rst) begin
+      \$762  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$763  = \$621 ;
+    if (rst) begin
+      \$763  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$764  = s9_slot_hi[0];
+    if (rst) begin
+      \$764  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$765  = \$622 ;
+    if (rst) begin
+      \$765  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$766  = \$628 ;
+    if (rst) begin
+      \$766  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$767  = s9_slot_lo[0];
+    if (rst) begin
+      \$767  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$768  = \$629 ;
+    if (rst) begin
+      \$768  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$769  = \$635 ;
+    if (rst) begin
+      \$769  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$770  = s10_sign_hi;
+    if (rst) begin
+      \$770  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$771  = s10_sign_lo;
+    if (rst) begin
+      \$771  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$772  = s10_forced_hi;
+    if (rst) begin
+      \$772  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$773  = s10_forced_lo;
+    if (rst) begin
+      \$773  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$774  = s10_special_hi;
+    if (rst) begin
+      \$774  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$775  = s10_special_lo;
+    if (rst) begin
+      \$775  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    if (rst) begin
+      \$776  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$777  = { \$661 , \$653  };
+    if (rst) begin
+      \$777  = 32'd0;
+    end
+  end
+  assign s5_chain = \$686 [34:1];
+  assign a_hi_sig = { 1'h0, \$666  };
+  assign a_lo_sig = { 1'h0, \$671  };
+  assign b_hi_sig = { 1'h0, \$678  };
+  assign b_lo_sig = { 1'h0, \$683  };
+  assign \s1_a_hi.sign  = s1_a_hi[0];
+  assign \s1_a_hi.exp  = s1_a_hi[8:1];
+  assign \s1_a_hi.nan  = s1_a_hi[9];
+  assign \s1_a_hi.inf  = s1_a_hi[10];
+  assign \s1_a_lo.sign  = s1_a_lo[0];
+  assign \s1_a_lo.exp  = s1_a_lo[8:1];
+  assign \s1_a_lo.nan  = s1_a_lo[9];
+  assign \s1_a_lo.inf  = s1_a_lo[10];
+  assign \s1_b_hi.sign  = s1_b_hi[0];
+  assign \s1_b_hi.exp  = s1_b_hi[8:1];
+  assign \s1_b_hi.nan  = s1_b_hi[9];
+  assign \s1_b_hi.inf  = s1_b_hi[10];
+  assign \s1_b_lo.sign  = s1_b_lo[0];
+  assign \s1_b_lo.exp  = s1_b_lo[8:1];
+  assign \s1_b_lo.nan  = s1_b_lo[9];
+  assign \s1_b_lo.inf  = s1_b_lo[10];
+  assign \s2_a_hi.sign  = s2_a_hi[0];
+  assign \s2_a_hi.exp  = s2_a_hi[8:1];
+  assign \s2_a_hi.nan  = s2_a_hi[9];
+  assign \s2_a_hi.inf  = s2_a_hi[10];
+  assign \s2_b_hi.sign  = s2_b_hi[0];
+  assign \s2_b_hi.exp  = s2_b_hi[8:1];
+  assign \s2_b_hi.nan  = s2_b_hi[9];
+  assign \s2_b_hi.inf  = s2_b_hi[10];
+  assign \s2_a_lo.sign  = s2_a_lo[0];
+  assign \s2_a_lo.exp  = s2_a_lo[8:1];
+  assign \s2_a_lo.nan  = s2_a_lo[9];
+  assign \s2_a_lo.inf  = s2_a_lo[10];
+  assign \s2_b_lo.sign  = s2_b_lo[0];
+  assign \s2_b_lo.exp  = s2_b_lo[8:1];
+  assign \s2_b_lo.nan  = s2_b_lo[9];
+  assign \s2_b_lo.inf  = s2_b_lo[10];
+  assign \s3_slot_hi.sign  = s3_slot_hi[0];
+  assign \s3_slot_hi.both_neg  = s3_slot_hi[1];
+  assign \s3_slot_hi.exp  = s3_slot_hi[10:2];
+  assign \s3_slot_hi.nan  = s3_slot_hi[11];
+  assign \s3_slot_hi.inf  = s3_slot_hi[12];
+  assign \s3_slot_hi.inf_sign  = s3_slot_hi[13];
+  assign \s3_slot_lo.sign  = s3_slot_lo[0];
+  assign \s3_slot_lo.both_neg  = s3_slot_lo[1];
+  assign \s3_slot_lo.exp  = s3_slot_lo[10:2];
+  assign \s3_slot_lo.nan  = s3_slot_lo[11];
+  assign \s3_slot_lo.inf  = s3_slot_lo[12];
+  assign \s3_slot_lo.inf_sign  = s3_slot_lo[13];
+  assign \s4_slot_hi.sign  = s4_slot_hi[0];
+  assign \s4_slot_hi.both_neg  = s4_slot_hi[1];
+  assign \s4_slot_hi.exp  = s4_slot_hi[10:2];
+  assign \s4_slot_hi.nan  = s4_slot_hi[11];
+  assign \s4_slot_hi.inf  = s4_slot_hi[12];
+  assign \s4_slot_hi.inf_sign  = s4_slot_hi[13];
+  assign \s4_slot_lo.sign  = s4_slot_lo[0];
+  assign \s4_slot_lo.both_neg  = s4_slot_lo[1];
+  assign \s4_slot_lo.exp  = s4_slot_lo[10:2];
+  assign \s4_slot_lo.nan  = s4_slot_lo[11];
+  assign \s4_slot_lo.inf  = s4_slot_lo[12];
+  assign \s4_slot_lo.inf_sign  = s4_slot_lo[13];
+  assign \s5_slot_hi.sign  = s5_slot_hi[0];
+  assign \s5_slot_hi.both_neg  = s5_slot_hi[1];
+  assign \s5_slot_hi.exp  = s5_slot_hi[10:2];
+  assign \s5_slot_hi.nan  = s5_slot_hi[11];
+  assign \s5_slot_hi.inf  = s5_slot_hi[12];
+  assign \s5_slot_hi.inf_sign  = s5_slot_hi[13];
+  assign \s5_slot_lo.sign  = s5_slot_lo[0];
+  assign \s5_slot_lo.both_neg  = s5_slot_lo[1];
+  assign \s5_slot_lo.exp  = s5_slot_lo[10:2];
+  assign \s5_slot_lo.nan  = s5_slot_lo[11];
+  assign \s5_slot_lo.inf  = s5_slot_lo[12];
+  assign \s5_slot_lo.inf_sign  = s5_slot_lo[13];
+  assign \s6_slot_hi.sign  = s6_slot_hi[0];
+  assign \s6_slot_hi.both_neg  = s6_slot_hi[1];
+  assign \s6_slot_hi.exp  = s6_slot_hi[10:2];
+  assign \s6_slot_hi.nan  = s6_slot_hi[11];
+  assign \s6_slot_hi.inf  = s6_slot_hi[12];
+  assign \s6_slot_hi.inf_sign  = s6_slot_hi[13];
+  assign \s6_slot_lo.sign  = s6_slot_lo[0];
+  assign \s6_slot_lo.both_neg  = s6_slot_lo[1];
+  assign \s6_slot_lo.exp  = s6_slot_lo[10:2];
+  assign \s6_slot_lo.nan  = s6_slot_lo[11];
+  assign \s6_slot_lo.inf  = s6_slot_lo[12];
+  assign \s6_slot_lo.inf_sign  = s6_slot_lo[13];
+  assign \s7_slot_hi.sign  = s7_slot_hi[0];
+  assign \s7_slot_hi.both_neg  = s7_slot_hi[1];
+  assign \s7_slot_hi.exp  = s7_slot_hi[10:2];
+  assign \s7_slot_hi.nan  = s7_slot_hi[11];
+  assign \s7_slot_hi.inf  = s7_slot_hi[12];
+  assign \s7_slot_hi.inf_sign  = s7_slot_hi[13];
+  assign \s7_slot_lo.sign  = s7_slot_lo[0];
+  assign \s7_slot_lo.both_neg  = s7_slot_lo[1];
+  assign \s7_slot_lo.exp  = s7_slot_lo[10:2];
+  assign \s7_slot_lo.nan  = s7_slot_lo[11];
+  assign \s7_slot_lo.inf  = s7_slot_lo[12];
+  assign \s7_slot_lo.inf_sign  = s7_slot_lo[13];
+  assign \s8_slot_hi.sign  = s8_slot_hi[0];
+  assign \s8_slot_hi.both_neg  = s8_slot_hi[1];
+  assign \s8_slot_hi.exp  = s8_slot_hi[10:2];
+  assign \s8_slot_hi.nan  = s8_slot_hi[11];
+  assign \s8_slot_hi.inf  = s8_slot_hi[12];
+  assign \s8_slot_hi.inf_sign  = s8_slot_hi[13];
+  assign \s8_slot_lo.sign  = s8_slot_lo[0];
+  assign \s8_slot_lo.both_neg  = s8_slot_lo[1];
+  assign \s8_slot_lo.exp  = s8_slot_lo[10:2];
+  assign \s8_slot_lo.nan  = s8_slot_lo[11];
+  assign \s8_slot_lo.inf  = s8_slot_lo[12];
+  assign \s8_slot_lo.inf_sign  = s8_slot_lo[13];
+  assign \s9_slot_hi.sign  = s9_slot_hi[0];
+  assign \s9_slot_hi.both_neg  = s9_slot_hi[1];
+  assign \s9_slot_hi.exp  = s9_slot_hi[10:2];
+  assign \s9_slot_hi.nan  = s9_slot_hi[11];
+  assign \s9_slot_hi.inf  = s9_slot_hi[12];
+  assign \s9_slot_hi.inf_sign  = s9_slot_hi[13];
+  assign \s9_slot_lo.sign  = s9_slot_lo[0];
+  assign \s9_slot_lo.both_neg  = s9_slot_lo[1];
+  assign \s9_slot_lo.exp  = s9_slot_lo[10:2];
+  assign \s9_slot_lo.nan  = s9_slot_lo[11];
+  assign \s9_slot_lo.inf  = s9_slot_lo[12];
+  assign \s9_slot_lo.inf_sign  = s9_slot_lo[13];
+  assign \$134  = s2_dtype[1];
+  assign \$141  = s2_dtype[1];
+  assign \$148  = s2_dtype[1];
+  assign \$155  = s2_dtype[1];
+  assign \$174  = s2_dtype[1];
+  assign \$181  = s2_dtype[1];
+  assign \$188  = s2_dtype[1];
+  assign \$195  = s2_dtype[1];
+  assign \$269  = s3_dtype[1];
+  assign \$273  = \$272 ;
+  assign \$275  = s3_dtype[1];
+  assign \$282  = s3_dtype[1];
+  assign \$292  = \$291 ;
+  assign \$336  = \$335 [0];
+  assign \$343  = s4_dtype[1];
+  assign \$349  = s4_dtype[1];
+  assign \$355  = s4_dtype[1];
+  assign \$358  = \$357 [0];
+  assign \$372  = \$370 ;
+  assign \$378  = \$376 ;
+  assign \$384  = \$382 ;
+  assign \$396  = \$394 ;
+  assign \$399  = \$397 ;
+  assign \$402  = \$400 ;
+  assign \$408  = \$406 ;
+  assign \$414  = \$412 ;
+  assign \$420  = \$418 ;
+  assign \$432  = \$430 ;
+  assign \$435  = \$433 ;
+  assign \$438  = \$436 ;
+  assign \$599  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.add_bf16_lo (rst, a, b, result, clk);
+module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2331$0 , \port$2332$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
+  wire [15:0] \$10 ;
+  reg [31:0] \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg [31:0] \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg [31:0] \$106 ;
   wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [10:0] \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
-  wire [12:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [8:0] \$127 ;
-  wire [9:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg [7:0] \$138 ;
-  reg [7:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [10:0] \$148 ;
-  reg \$149 ;
+  wire [15:0] \$12 ;
+  wire [15:0] \$13 ;
+  wire [15:0] \$14 ;
   wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [11:0] \$152 ;
-  reg \$153 ;
-  reg [7:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [7:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [8:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
+  wire [15:0] \$16 ;
+  wire [15:0] \$17 ;
   wire \$18 ;
-  wire \$19 ;
+  wire [15:0] \$19 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
+  wire [15:0] \$21 ;
+  wire [15:0] \$22 ;
+  wire [15:0] \$23 ;
   wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
+  wire [15:0] \$25 ;
+  wire [15:0] \$26 ;
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
@@ -5935,24 +11637,24 @@ module \ace_alu_array_small.array.lane1.add_bf16_lo (rst, a, b, result, clk);
   wire \$31 ;
   wire \$32 ;
   wire \$33 ;
-  wire [1:0] \$34 ;
+  wire \$34 ;
   wire \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [7:0] \$4 ;
+  wire \$4 ;
   wire \$40 ;
   wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
+  wire \$42 ;
+  wire \$43 ;
   wire \$44 ;
   wire \$45 ;
   wire \$46 ;
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [15:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -5961,1262 +11663,906 @@ module \ace_alu_array_small.array.lane1.add_bf16_lo (rst, a, b, result, clk);
   wire \$55 ;
   wire \$56 ;
   wire \$57 ;
-  wire [1:0] \$58 ;
+  wire \$58 ;
   wire \$59 ;
-  wire \$6 ;
+  wire [15:0] \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
+  wire \$66 ;
+  wire \$67 ;
   wire \$68 ;
-  wire [7:0] \$69 ;
-  wire \$7 ;
-  wire [26:0] \$70 ;
+  wire \$69 ;
+  wire [15:0] \$7 ;
+  wire \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire [16:0] \$73 ;
+  wire \$73 ;
   wire \$74 ;
   wire \$75 ;
   wire \$76 ;
-  wire [7:0] \$77 ;
-  wire [8:0] \$78 ;
-  wire [8:0] \$79 ;
-  wire \$8 ;
-  wire [8:0] \$80 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [15:0] \$8 ;
+  wire \$80 ;
   wire \$81 ;
   wire \$82 ;
-  wire [7:0] \$83 ;
+  wire \$83 ;
   wire \$84 ;
   wire \$85 ;
-  wire [7:0] \$86 ;
+  wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire \$89 ;
+  wire [30:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [7:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [7:0] b_eff_exp;
+  wire [30:0] \$90 ;
+  reg [31:0] \$91 ;
+  reg [31:0] \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg [31:0] \$95 ;
+  reg [31:0] \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg [31:0] \$99 ;
+  input [31:0] a;
+  wire [31:0] a;
+  input [31:0] b;
+  wire [31:0] b;
   input clk;
   wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  input [1:0] dtype;
+  wire [1:0] dtype;
+  wire eq_hi;
+  wire is_float;
+  input is_max;
+  wire is_max;
+  wire less_hi;
+  wire less_lo;
+  wire lt_hi;
+  wire lt_lo;
+  wire [31:0] picked;
+  output [15:0] \port$2331$0 ;
+  wire [15:0] \port$2331$0 ;
+  output [15:0] \port$2332$0 ;
+  wire [15:0] \port$2332$0 ;
+  reg [31:0] r_a = 32'd0;
+  reg [31:0] r_a_key = 32'd0;
+  reg [31:0] r_b = 32'd0;
+  reg [31:0] r_b_key = 32'd0;
+  reg r_is_max = 1'h0;
+  reg r_nan_hi = 1'h0;
+  reg r_nan_lo = 1'h0;
+  reg [31:0] r_nan_word = 32'd0;
+  reg r_wide = 1'h0;
+  wire [31:0] result;
+  reg [31:0] rr_a = 32'd0;
+  reg [31:0] rr_b = 32'd0;
+  reg rr_nan_hi = 1'h0;
+  reg rr_nan_lo = 1'h0;
+  reg [31:0] rr_nan_word = 32'd0;
+  reg rr_pick_b_hi = 1'h0;
+  reg rr_pick_b_lo = 1'h0;
   input rst;
   wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [7:0] s1_mx = 8'h00;
-  reg [7:0] s1_my = 8'h00;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [21:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [10:0] s2_x = 11'h000;
-  reg [10:0] s2_y = 11'h000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [11:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [11:0] s3_sum = 12'h000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [7:0] s4_sig = 8'h00;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:7];
-  assign a_eff_exp = \$1  ? a[14:7] : 8'h01;
-  assign \$2  = | b[14:7];
-  assign b_eff_exp = \$2  ? b[14:7] : 8'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'hb;
-  assign \$4  = \$3  ? 8'h0b : s1_d;
-  assign s1_wide = { s1_my, 14'h0000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[11];
-  assign \$6  = ~ s3_sum[10];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[9];
-  assign \$9  = ~ s3_sum[8];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[7];
-  assign \$13  = ~ s3_sum[6];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[5];
-  assign \$16  = ~ s3_sum[4];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[3];
-  assign \$21  = ~ s3_sum[2];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[1];
-  assign \$24  = ~ s3_sum[0];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$35  = ~ s3_sum[3];
-  assign \$36  = ~ s3_sum[2];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[1];
-  assign \$39  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[3];
-  assign \$41  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? 3'h4 : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[11];
-  assign \$45  = ~ s3_sum[10];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[9];
-  assign \$48  = ~ s3_sum[8];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[7];
-  assign \$52  = ~ s3_sum[6];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[5];
-  assign \$55  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[7];
-  assign \$57  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[11];
-  assign \$60  = ~ s3_sum[10];
+  wire wide;
+  assign wide = ~ dtype[1];
+  assign is_float = | dtype;
+  assign lt_lo = r_a_key[15:0] < r_b_key[15:0];
+  assign lt_hi = r_a_key[31:16] < r_b_key[31:16];
+  assign eq_hi = r_a_key[31:16] == r_b_key[31:16];
+  assign \$1  = eq_hi & lt_lo;
+  assign \$2  = lt_hi | \$1 ;
+  assign less_hi = r_wide ? \$2  : lt_hi;
+  assign \$3  = eq_hi & lt_lo;
+  assign \$4  = lt_hi | \$3 ;
+  assign less_lo = r_wide ? \$4  : lt_lo;
+  assign \$5  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
+  assign \$6  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
+  assign \$7  = rr_nan_lo ? rr_nan_word[15:0] : \$5 ;
+  assign \$8  = rr_nan_hi ? rr_nan_word[31:16] : \$6 ;
+  assign \$9  = is_float & a[31];
+  assign \$10  = \$9  ? 16'hffff : 16'h0000;
+  assign \$11  = dtype[1] ? a[15] : a[31];
+  assign \$12  = \$11  ? 16'hffff : 16'h8000;
+  assign \$13  = dtype[1] ? \$12  : \$10 ;
+  assign \$14  = a[15:0] ^ \$13 ;
+  assign \$15  = is_float & a[31];
+  assign \$16  = \$15  ? 16'hffff : 16'h8000;
+  assign \$17  = a[31:16] ^ \$16 ;
+  assign \$18  = is_float & b[31];
+  assign \$19  = \$18  ? 16'hffff : 16'h0000;
+  assign \$20  = dtype[1] ? b[15] : b[31];
+  assign \$21  = \$20  ? 16'hffff : 16'h8000;
+  assign \$22  = dtype[1] ? \$21  : \$19 ;
+  assign \$23  = b[15:0] ^ \$22 ;
+  assign \$24  = is_float & b[31];
+  assign \$25  = \$24  ? 16'hffff : 16'h8000;
+  assign \$26  = b[31:16] ^ \$25 ;
+  assign \$27  = less_lo == r_is_max;
+  assign \$28  = less_hi == r_is_max;
+  assign \$29  = dtype == 1'h1;
+  assign \$30  = & a[30:23];
+  assign \$31  = | a[22:0];
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = & b[30:23];
+  assign \$34  = | b[22:0];
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = \$32  | \$35 ;
+  assign \$37  = \$29  & \$36 ;
+  assign \$38  = dtype == 2'h3;
+  assign \$39  = a[14:10] == 5'h1f;
+  assign \$40  = | a[9:0];
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = b[14:10] == 5'h1f;
+  assign \$43  = | b[9:0];
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = \$41  | \$44 ;
+  assign \$46  = \$38  & \$45 ;
+  assign \$47  = \$37  | \$46 ;
+  assign \$48  = dtype == 2'h2;
+  assign \$49  = a[14:7] == 8'hff;
+  assign \$50  = | a[6:0];
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = b[14:7] == 8'hff;
+  assign \$53  = | b[6:0];
+  assign \$54  = \$52  & \$53 ;
+  assign \$55  = \$51  | \$54 ;
+  assign \$56  = \$48  & \$55 ;
+  assign \$57  = \$47  | \$56 ;
+  assign \$58  = dtype == 1'h1;
+  assign \$59  = & a[30:23];
+  assign \$60  = | a[22:0];
   assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[9];
-  assign \$63  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[11];
-  assign \$65  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 4'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[7] ? s4_exp : 9'h000;
-  assign \$73  = { s4_exp_field, s4_sig[6:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:7] >= 8'hff;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:7];
-  assign \$82  = | a[14:7];
-  assign \$83  = s0_swap ? { \$81 , b[6:0] } : { \$82 , a[6:0] };
-  assign \$84  = | a[14:7];
-  assign \$85  = | b[14:7];
-  assign \$86  = s0_swap ? { \$84 , a[6:0] } : { \$85 , b[6:0] };
-  assign \$87  = a[14:7] == 8'hff;
-  assign \$88  = | a[6:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:7] == 8'hff;
-  assign \$91  = | b[6:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:7] == 8'hff;
-  assign \$95  = | a[6:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:7] == 8'hff;
-  assign \$99  = | b[6:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:7] == 8'hff;
-  assign \$107  = | a[6:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:7] == 8'hff;
-  assign \$111  = | b[6:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:7] == 8'hff;
-  assign \$116  = | a[6:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[10:0];
-  assign \$121  = s1_wide[21:11] | { 10'h000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [11], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7f80 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7f80 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7fc0 : \$131 ;
+  assign \$62  = & b[30:23];
+  assign \$63  = | b[22:0];
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$61  | \$64 ;
+  assign \$66  = \$58  & \$65 ;
+  assign \$67  = dtype == 2'h3;
+  assign \$68  = a[30:26] == 5'h1f;
+  assign \$69  = | a[25:16];
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = b[30:26] == 5'h1f;
+  assign \$72  = | b[25:16];
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$70  | \$73 ;
+  assign \$75  = \$67  & \$74 ;
+  assign \$76  = \$66  | \$75 ;
+  assign \$77  = dtype == 2'h2;
+  assign \$78  = a[30:23] == 8'hff;
+  assign \$79  = | a[22:16];
+  assign \$80  = \$78  & \$79 ;
+  assign \$81  = b[30:23] == 8'hff;
+  assign \$82  = | b[22:16];
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = \$80  | \$83 ;
+  assign \$85  = \$77  & \$84 ;
+  assign \$86  = \$76  | \$85 ;
+  assign \$87  = dtype == 2'h3;
+  assign \$88  = dtype == 2'h2;
+  assign \$89  = \$88  ? 31'h7fc07fc0 : 31'h7fc00000;
+  assign \$90  = \$87  ? 31'h7e007e00 : \$89 ;
   always @(posedge clk)
-    s1_sx <= \$133 ;
+    r_a_key <= \$91 ;
   always @(posedge clk)
-    s1_sy <= \$134 ;
+    r_b_key <= \$92 ;
   always @(posedge clk)
-    s1_sub <= \$135 ;
+    r_wide <= \$93 ;
   always @(posedge clk)
-    s1_ex <= \$136 ;
+    r_is_max <= \$94 ;
   always @(posedge clk)
-    s1_d <= \$137 ;
+    r_a <= \$95 ;
   always @(posedge clk)
-    s1_mx <= \$138 ;
+    r_b <= \$96 ;
   always @(posedge clk)
-    s1_my <= \$139 ;
+    rr_pick_b_lo <= \$97 ;
   always @(posedge clk)
-    s1_nan <= \$140 ;
+    rr_pick_b_hi <= \$98 ;
   always @(posedge clk)
-    s1_inf <= \$141 ;
+    rr_a <= \$99 ;
   always @(posedge clk)
-    s1_inf_sign <= \$142 ;
+    rr_b <= \$100 ;
   always @(posedge clk)
-    s2_sx <= \$143 ;
+    r_nan_lo <= \$101 ;
   always @(posedge clk)
-    s2_sy <= \$144 ;
+    r_nan_hi <= \$102 ;
   always @(posedge clk)
-    s2_sub <= \$145 ;
+    r_nan_word <= \$103 ;
   always @(posedge clk)
-    s2_ex <= \$146 ;
+    rr_nan_lo <= \$104 ;
   always @(posedge clk)
-    s2_x <= \$147 ;
+    rr_nan_hi <= \$105 ;
   always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
+    rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$133  = \$74 ;
+    \$91  = { \$17 , \$14  };
     if (rst) begin
-      \$133  = 1'h0;
+      \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$134  = \$75 ;
+    \$92  = { \$26 , \$23  };
     if (rst) begin
-      \$134  = 1'h0;
+      \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$135  = \$76 ;
+    \$93  = wide;
     if (rst) begin
-      \$135  = 1'h0;
+      \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$136  = \$77 ;
+    \$94  = is_max;
     if (rst) begin
-      \$136  = 8'h00;
+      \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$137  = \$80 [7:0];
+    \$95  = a;
     if (rst) begin
-      \$137  = 8'h00;
+      \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$138  = \$83 ;
+    \$96  = b;
     if (rst) begin
-      \$138  = 8'h00;
+      \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$139  = \$86 ;
+    \$97  = \$27 ;
     if (rst) begin
-      \$139  = 8'h00;
+      \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$140  = \$105 ;
+    \$98  = \$28 ;
     if (rst) begin
-      \$140  = 1'h0;
+      \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$141  = \$114 ;
+    \$99  = r_a;
     if (rst) begin
-      \$141  = 1'h0;
+      \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$142  = \$119 ;
+    \$100  = r_b;
     if (rst) begin
-      \$142  = 1'h0;
+      \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$143  = s1_sx;
+    \$101  = \$57 ;
     if (rst) begin
-      \$143  = 1'h0;
+      \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$144  = s1_sy;
+    \$102  = \$86 ;
     if (rst) begin
-      \$144  = 1'h0;
+      \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$145  = s1_sub;
+    \$103  = { 1'h0, \$90  };
     if (rst) begin
-      \$145  = 1'h0;
+      \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$146  = s1_ex;
+    \$104  = r_nan_lo;
     if (rst) begin
-      \$146  = 8'h00;
+      \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$147  = { s1_mx, 3'h0 };
+    \$105  = r_nan_hi;
     if (rst) begin
-      \$147  = 11'h000;
+      \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$148  = \$121 ;
+    \$106  = r_nan_word;
     if (rst) begin
-      \$148  = 11'h000;
+      \$106  = 32'd0;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$152  = \$124 [11:0];
-    if (rst) begin
-      \$152  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$159  = \$70 [11:4];
-    if (rst) begin
-      \$159  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$162  = \$128 [8:0];
-    if (rst) begin
-      \$162  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [11:0];
-  assign s4_rounded = \$73 [15:0];
-  assign \$27  = 1'h0;
-  assign \$28  = 1'h0;
-  assign \$29  = 1'h0;
-  assign \$30  = 1'h0;
-  assign \$31  = 1'h0;
-  assign \$32  = 1'h0;
-  assign \$33  = 1'h0;
-  assign \$34  = 2'h0;
+  assign picked = { \$6 , \$5  };
+  assign result = { \$8 , \$7  };
+  assign \port$2331$0  = \$7 ;
+  assign \port$2332$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.add_fp16_hi (rst, a, b, result, clk);
+module \ace_alu_array_small.array.lane3 (rst, \result$56 , a, \port$3266$224 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [13:0] \$121 ;
-  wire [14:0] \$122 ;
-  wire [14:0] \$123 ;
-  wire [15:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [5:0] \$127 ;
-  wire [6:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [4:0] \$136 ;
-  reg [4:0] \$137 ;
-  reg [10:0] \$138 ;
-  reg [10:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [4:0] \$146 ;
-  reg [13:0] \$147 ;
-  reg [13:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [14:0] \$152 ;
-  reg \$153 ;
-  reg [4:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [10:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [5:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
+  reg [31:0] \$11 ;
+  reg [31:0] \$12 ;
+  reg [1:0] \$13 ;
+  reg [1:0] \$14 ;
+  reg [31:0] \$15 ;
+  reg \$16 ;
+  reg \$17 ;
+  reg [31:0] \$18 ;
+  reg \$19 ;
   wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
+  reg \$20 ;
+  reg [31:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg [31:0] \$24 ;
+  reg \$25 ;
+  reg \$26 ;
+  reg [31:0] \$27 ;
+  reg \$28 ;
+  reg \$29 ;
   wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [4:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
+  reg [31:0] \$30 ;
+  reg \$31 ;
+  reg \$32 ;
+  reg [31:0] \$33 ;
+  reg \$34 ;
+  reg \$35 ;
+  reg [31:0] \$36 ;
+  reg \$37 ;
+  reg \$38 ;
+  reg [31:0] \$39 ;
+  wire [31:0] \$4 ;
+  reg \$40 ;
+  reg \$41 ;
+  reg [31:0] \$42 ;
+  reg \$43 ;
+  reg \$44 ;
+  reg [31:0] \$45 ;
+  reg \$46 ;
+  reg \$47 ;
+  reg [31:0] \$48 ;
+  reg \$49 ;
   wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [4:0] \$69 ;
-  wire \$7 ;
-  wire [29:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [4:0] \$77 ;
-  wire [5:0] \$78 ;
-  wire [5:0] \$79 ;
+  reg \$50 ;
+  wire [15:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [32:0] \$6 ;
+  wire [32:0] \$7 ;
   wire \$8 ;
-  wire [5:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [10:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [10:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [4:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [4:0] b_eff_exp;
+  input [31:0] a;
+  wire [31:0] a;
+  (* init = 32'd0 *)
+  wire [31:0] \a$49 ;
+  (* init = 32'd0 *)
+  wire [31:0] \a$52 ;
+  wire [31:0] b;
+  (* init = 32'd0 *)
+  wire [31:0] \b$50 ;
+  (* init = 32'd0 *)
+  wire [31:0] \b$53 ;
   input clk;
   wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
+  reg d10_fp_sum = 1'h0;
+  reg d10_minmax = 1'h0;
+  reg [31:0] d10_simple = 32'd0;
+  reg d11_fp_sum = 1'h0;
+  reg d11_minmax = 1'h0;
+  reg [31:0] d11_simple = 32'd0;
+  reg d12_fp_sum = 1'h0;
+  reg d12_minmax = 1'h0;
+  reg [31:0] d12_simple = 32'd0;
+  reg d1_fp_sum = 1'h0;
+  reg d1_minmax = 1'h0;
+  reg [31:0] d1_simple = 32'd0;
+  reg d2_fp_sum = 1'h0;
+  reg d2_minmax = 1'h0;
+  reg [31:0] d2_simple = 32'd0;
+  reg d3_fp_sum = 1'h0;
+  reg d3_minmax = 1'h0;
+  reg [31:0] d3_simple = 32'd0;
+  reg d4_fp_sum = 1'h0;
+  reg d4_minmax = 1'h0;
+  reg [31:0] d4_simple = 32'd0;
+  reg d5_fp_sum = 1'h0;
+  reg d5_minmax = 1'h0;
+  reg [31:0] d5_simple = 32'd0;
+  reg d6_fp_sum = 1'h0;
+  reg d6_minmax = 1'h0;
+  reg [31:0] d6_simple = 32'd0;
+  reg d7_fp_sum = 1'h0;
+  reg d7_minmax = 1'h0;
+  reg [31:0] d7_simple = 32'd0;
+  reg d8_fp_sum = 1'h0;
+  reg d8_minmax = 1'h0;
+  reg [31:0] d8_simple = 32'd0;
+  reg d9_fp_sum = 1'h0;
+  reg d9_minmax = 1'h0;
+  reg [31:0] d9_simple = 32'd0;
+  wire [31:0] direct;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  wire [1:0] dtype;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  (* init = 2'h0 *)
+  wire [1:0] \dtype$51 ;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  (* init = 2'h0 *)
+  wire [1:0] \dtype$54 ;
+  wire fp_sum;
+  wire is_max;
+  (* enum_base_type = "ReduceOp" *)
+  (* enum_value_00 = "SUM" *)
+  (* enum_value_01 = "MAX" *)
+  (* enum_value_10 = "MIN" *)
+  (* enum_value_11 = "COPY" *)
+  wire [1:0] op;
+  input [35:0] \port$3266$224 ;
+  wire [35:0] \port$3266$224 ;
+  wire [31:0] result;
+  output [31:0] \result$56 ;
+  wire [31:0] \result$56 ;
+  wire [31:0] \result$57 ;
   input rst;
   wire rst;
-  wire s0_swap;
-  reg [4:0] s1_d = 5'h00;
-  reg [4:0] s1_ex = 5'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [10:0] s1_mx = 11'h000;
-  reg [10:0] s1_my = 11'h000;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [27:0] s1_wide;
-  reg [4:0] s2_ex = 5'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [13:0] s2_x = 14'h0000;
-  reg [13:0] s2_y = 14'h0000;
-  reg s3_both_neg = 1'h0;
-  reg [4:0] s3_ex = 5'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [14:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [14:0] s3_sum = 15'h0000;
-  wire s3_zero;
-  reg [5:0] s4_exp = 6'h00;
-  wire [5:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [10:0] s4_sig = 11'h000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:10];
-  assign a_eff_exp = \$1  ? a[14:10] : 5'h01;
-  assign \$2  = | b[14:10];
-  assign b_eff_exp = \$2  ? b[14:10] : 5'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'he;
-  assign \$4  = \$3  ? 5'h0e : s1_d;
-  assign s1_wide = { s1_my, 17'h00000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[14];
-  assign \$6  = ~ s3_sum[13];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[12];
-  assign \$9  = ~ s3_sum[11];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[10];
-  assign \$13  = ~ s3_sum[9];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[8];
-  assign \$16  = ~ s3_sum[7];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[6];
-  assign \$21  = ~ s3_sum[5];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[4];
-  assign \$24  = ~ s3_sum[3];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[2];
-  assign \$28  = ~ s3_sum[1];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[0];
-  assign \$31  = s3_sum[0] ? 1'h0 : 1'h1;
-  assign \$32  = ~ s3_sum[2];
-  assign \$33  = s3_sum[2] ? 1'h0 : 1'h1;
-  assign \$34  = \$29  ? { 1'h1, \$31  } : { 1'h0, \$33  };
-  assign \$35  = ~ s3_sum[6];
-  assign \$36  = ~ s3_sum[5];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[4];
-  assign \$39  = s3_sum[4] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[6];
-  assign \$41  = s3_sum[6] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? { 1'h1, \$34  } : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[14];
-  assign \$45  = ~ s3_sum[13];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[12];
-  assign \$48  = ~ s3_sum[11];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[10];
-  assign \$52  = ~ s3_sum[9];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[8];
-  assign \$55  = s3_sum[8] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[10];
-  assign \$57  = s3_sum[10] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[14];
-  assign \$60  = ~ s3_sum[13];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[12];
-  assign \$63  = s3_sum[12] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[14];
-  assign \$65  = s3_sum[14] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 1'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[10] ? s4_exp : 6'h00;
-  assign \$73  = { s4_exp_field, s4_sig[9:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:10] >= 5'h1f;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:10];
-  assign \$82  = | a[14:10];
-  assign \$83  = s0_swap ? { \$81 , b[9:0] } : { \$82 , a[9:0] };
-  assign \$84  = | a[14:10];
-  assign \$85  = | b[14:10];
-  assign \$86  = s0_swap ? { \$84 , a[9:0] } : { \$85 , b[9:0] };
-  assign \$87  = a[14:10] == 5'h1f;
-  assign \$88  = | a[9:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:10] == 5'h1f;
-  assign \$91  = | b[9:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:10] == 5'h1f;
-  assign \$95  = | a[9:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:10] == 5'h1f;
-  assign \$99  = | b[9:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:10] == 5'h1f;
-  assign \$107  = | a[9:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:10] == 5'h1f;
-  assign \$111  = | b[9:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:10] == 5'h1f;
-  assign \$116  = | a[9:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[13:0];
-  assign \$121  = s1_wide[27:14] | { 13'h0000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [14], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7c00 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7c00 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7e00 : \$131 ;
+  reg [31:0] s0_a = 32'd0;
+  reg [31:0] s0_b = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s0_dtype = 2'h0;
+  (* enum_base_type = "ReduceOp" *)
+  (* enum_value_00 = "SUM" *)
+  (* enum_value_01 = "MAX" *)
+  (* enum_value_10 = "MIN" *)
+  (* enum_value_11 = "COPY" *)
+  reg [1:0] s0_op = 2'h0;
   always @(posedge clk)
-    s1_sx <= \$133 ;
+    d5_fp_sum <= \$28 ;
   always @(posedge clk)
-    s1_sy <= \$134 ;
+    d5_minmax <= \$29 ;
   always @(posedge clk)
-    s1_sub <= \$135 ;
+    d6_simple <= \$30 ;
   always @(posedge clk)
-    s1_ex <= \$136 ;
+    d6_fp_sum <= \$31 ;
   always @(posedge clk)
-    s1_d <= \$137 ;
+    d6_minmax <= \$32 ;
   always @(posedge clk)
-    s1_mx <= \$138 ;
+    d7_simple <= \$33 ;
   always @(posedge clk)
-    s1_my <= \$139 ;
+    d7_fp_sum <= \$34 ;
   always @(posedge clk)
-    s1_nan <= \$140 ;
+    d7_minmax <= \$35 ;
   always @(posedge clk)
-    s1_inf <= \$141 ;
+    d8_simple <= \$36 ;
   always @(posedge clk)
-    s1_inf_sign <= \$142 ;
+    d8_fp_sum <= \$37 ;
   always @(posedge clk)
-    s2_sx <= \$143 ;
+    d8_minmax <= \$38 ;
   always @(posedge clk)
-    s2_sy <= \$144 ;
+    d9_simple <= \$39 ;
   always @(posedge clk)
-    s2_sub <= \$145 ;
+    d9_fp_sum <= \$40 ;
   always @(posedge clk)
-    s2_ex <= \$146 ;
+    d9_minmax <= \$41 ;
   always @(posedge clk)
-    s2_x <= \$147 ;
+    d10_simple <= \$42 ;
   always @(posedge clk)
-    s2_y <= \$148 ;
+    d10_fp_sum <= \$43 ;
   always @(posedge clk)
-    s2_nan <= \$149 ;
+    d10_minmax <= \$44 ;
   always @(posedge clk)
-    s2_inf <= \$150 ;
+    d11_simple <= \$45 ;
   always @(posedge clk)
-    s2_inf_sign <= \$151 ;
+    d11_fp_sum <= \$46 ;
   always @(posedge clk)
-    s3_sum <= \$152 ;
+    d11_minmax <= \$47 ;
   always @(posedge clk)
-    s3_sign <= \$153 ;
+    d12_simple <= \$48 ;
   always @(posedge clk)
-    s3_ex <= \$154 ;
+    d12_fp_sum <= \$49 ;
   always @(posedge clk)
-    s3_nan <= \$155 ;
+    d12_minmax <= \$50 ;
+  assign \$1  = s0_op == 1'h1;
+  assign \$2  = s0_op == 2'h2;
+  assign \$3  = \$1  | \$2 ;
+  assign \$4  = d2_minmax ? { \$52 , \$51  } : d2_simple;
+  assign is_max = s0_op == 1'h1;
+  assign \$5  = s0_op == 2'h3;
+  assign \$6  = s0_a + s0_b;
+  assign \$7  = \$5  ? { 1'h0, s0_a } : \$6 ;
+  assign \$8  = | s0_op;
+  assign \$9  = ~ \$8 ;
+  assign \$10  = | s0_dtype;
+  assign fp_sum = \$9  & \$10 ;
+  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
   always @(posedge clk)
-    s3_inf <= \$156 ;
+    s0_a <= \$11 ;
   always @(posedge clk)
-    s3_inf_sign <= \$157 ;
+    s0_b <= \$12 ;
   always @(posedge clk)
-    s3_both_neg <= \$158 ;
+    s0_op <= \$13 ;
   always @(posedge clk)
-    s4_sig <= \$159 ;
+    s0_dtype <= \$14 ;
   always @(posedge clk)
-    s4_round <= \$160 ;
+    d1_simple <= \$15 ;
   always @(posedge clk)
-    s4_sticky <= \$161 ;
+    d1_fp_sum <= \$16 ;
   always @(posedge clk)
-    s4_exp <= \$162 ;
+    d1_minmax <= \$17 ;
   always @(posedge clk)
-    s4_sign <= \$163 ;
+    d2_simple <= \$18 ;
   always @(posedge clk)
-    s4_nan <= \$164 ;
+    d2_fp_sum <= \$19 ;
   always @(posedge clk)
-    s4_inf <= \$165 ;
+    d2_minmax <= \$20 ;
   always @(posedge clk)
-    s4_inf_sign <= \$166 ;
+    d3_simple <= \$21 ;
   always @(posedge clk)
-    result <= \$167 ;
+    d3_fp_sum <= \$22 ;
+  always @(posedge clk)
+    d3_minmax <= \$23 ;
+  always @(posedge clk)
+    d4_simple <= \$24 ;
+  always @(posedge clk)
+    d4_fp_sum <= \$25 ;
+  always @(posedge clk)
+    d4_minmax <= \$26 ;
+  always @(posedge clk)
+    d5_simple <= \$27 ;
+  \ace_alu_array_small.array.lane3.adder  adder (
+    .a(s0_a),
+    .b(s0_b),
+    .clk(clk),
+    .dtype(s0_dtype),
+    .result(\result$57 ),
+    .rst(rst)
+  );
+  \ace_alu_array_small.array.lane3.minmax  minmax (
+    .a(s0_a),
+    .b(s0_b),
+    .clk(clk),
+    .dtype(s0_dtype),
+    .is_max(is_max),
+    .\port$3134$0 (\$51 ),
+    .\port$3135$0 (\$52 ),
+    .rst(rst)
+  );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$133  = \$74 ;
+    \$28  = d4_fp_sum;
     if (rst) begin
-      \$133  = 1'h0;
+      \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$134  = \$75 ;
+    \$29  = d4_minmax;
     if (rst) begin
-      \$134  = 1'h0;
+      \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$135  = \$76 ;
+    \$30  = d5_simple;
     if (rst) begin
-      \$135  = 1'h0;
+      \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$136  = \$77 ;
+    \$31  = d5_fp_sum;
     if (rst) begin
-      \$136  = 5'h00;
+      \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$137  = \$80 [4:0];
+    \$32  = d5_minmax;
     if (rst) begin
-      \$137  = 5'h00;
+      \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$138  = \$83 ;
+    \$33  = d6_simple;
     if (rst) begin
-      \$138  = 11'h000;
+      \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$139  = \$86 ;
+    \$34  = d6_fp_sum;
     if (rst) begin
-      \$139  = 11'h000;
+      \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$140  = \$105 ;
+    \$35  = d6_minmax;
     if (rst) begin
-      \$140  = 1'h0;
+      \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$141  = \$114 ;
+    \$36  = d7_simple;
     if (rst) begin
-      \$141  = 1'h0;
+      \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$142  = \$119 ;
+    \$37  = d7_fp_sum;
     if (rst) begin
-      \$142  = 1'h0;
+      \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$143  = s1_sx;
+    \$38  = d7_minmax;
     if (rst) begin
-      \$143  = 1'h0;
+      \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$144  = s1_sy;
+    \$39  = d8_simple;
     if (rst) begin
-      \$144  = 1'h0;
+      \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$145  = s1_sub;
+    \$40  = d8_fp_sum;
     if (rst) begin
-      \$145  = 1'h0;
+      \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$146  = s1_ex;
+    \$41  = d8_minmax;
     if (rst) begin
-      \$146  = 5'h00;
+      \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$147  = { s1_mx, 3'h0 };
+    \$42  = d9_simple;
     if (rst) begin
-      \$147  = 14'h0000;
+      \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$148  = \$121 ;
+    \$43  = d9_fp_sum;
     if (rst) begin
-      \$148  = 14'h0000;
+      \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$149  = s1_nan;
+    \$44  = d9_minmax;
     if (rst) begin
-      \$149  = 1'h0;
+      \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$150  = s1_inf;
+    \$45  = d10_simple;
     if (rst) begin
-      \$150  = 1'h0;
+      \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$151  = s1_inf_sign;
+    \$46  = d10_fp_sum;
     if (rst) begin
-      \$151  = 1'h0;
+      \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$152  = \$124 [14:0];
+    \$47  = d10_minmax;
     if (rst) begin
-      \$152  = 15'h0000;
+      \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$153  = s2_sx;
+    \$48  = d11_simple;
     if (rst) begin
-      \$153  = 1'h0;
+      \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$154  = s2_ex;
+    \$49  = d11_fp_sum;
     if (rst) begin
-      \$154  = 5'h00;
+      \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$155  = s2_nan;
+    \$50  = d11_minmax;
     if (rst) begin
-      \$155  = 1'h0;
+      \$50  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$156  = s2_inf;
+    \$11  = a;
     if (rst) begin
-      \$156  = 1'h0;
+      \$11  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$157  = s2_inf_sign;
+    \$12  = \port$3266$224 [31:0];
     if (rst) begin
-      \$157  = 1'h0;
+      \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$158  = \$125 ;
+    \$13  = \port$3266$224 [33:32];
     if (rst) begin
-      \$158  = 1'h0;
+      \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$159  = \$70 [14:4];
+    \$14  = \port$3266$224 [35:34];
     if (rst) begin
-      \$159  = 11'h000;
+      \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$160  = \$70 [3];
+    \$15  = \$7 [31:0];
     if (rst) begin
-      \$160  = 1'h0;
+      \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$161  = \$126 ;
+    \$16  = fp_sum;
     if (rst) begin
-      \$161  = 1'h0;
+      \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$162  = \$128 [5:0];
+    \$17  = \$3 ;
     if (rst) begin
-      \$162  = 6'h00;
+      \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$163  = \$129 ;
+    \$18  = d1_simple;
     if (rst) begin
-      \$163  = 1'h0;
+      \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$164  = s3_nan;
+    \$19  = d1_fp_sum;
     if (rst) begin
-      \$164  = 1'h0;
+      \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$165  = s3_inf;
+    \$20  = d1_minmax;
     if (rst) begin
-      \$165  = 1'h0;
+      \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$166  = s3_inf_sign;
+    \$21  = \$4 ;
     if (rst) begin
-      \$166  = 1'h0;
+      \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$167  = \$132 ;
+    \$22  = d2_fp_sum;
     if (rst) begin
-      \$167  = 16'h0000;
+      \$22  = 1'h0;
     end
   end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [14:0];
-  assign s4_rounded = \$73 [15:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$23  = d2_minmax;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$24  = d3_simple;
+    if (rst) begin
+      \$24  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$25  = d3_fp_sum;
+    if (rst) begin
+      \$25  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$26  = d3_minmax;
+    if (rst) begin
+      \$26  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$27  = d4_simple;
+    if (rst) begin
+      \$27  = 32'd0;
+    end
+  end
+  assign b = \port$3266$224 [31:0];
+  assign op = \port$3266$224 [33:32];
+  assign dtype = \port$3266$224 [35:34];
+  assign direct = \$7 [31:0];
+  assign result = { \$52 , \$51  };
+  assign \a$49  = s0_a;
+  assign \b$50  = s0_b;
+  assign \dtype$51  = s0_dtype;
+  assign \a$52  = s0_a;
+  assign \b$53  = s0_b;
+  assign \dtype$54  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.add_fp16_lo (rst, a, b, result, clk);
+module \ace_alu_array_small.array.lane3.adder (rst, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -7238,139 +12584,749 @@ module \ace_alu_array_small.array.lane1.add_fp16_lo (rst, a, b, result, clk);
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire \$117 ;
+  wire [10:0] \$117 ;
   wire \$118 ;
-  wire \$119 ;
+  wire [10:0] \$119 ;
   wire \$12 ;
-  wire \$120 ;
-  wire [13:0] \$121 ;
-  wire [14:0] \$122 ;
-  wire [14:0] \$123 ;
-  wire [15:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [5:0] \$127 ;
-  wire [6:0] \$128 ;
+  wire [8:0] \$120 ;
+  wire [8:0] \$121 ;
+  wire \$122 ;
+  wire [7:0] \$123 ;
+  wire \$124 ;
+  wire [7:0] \$125 ;
+  wire [8:0] \$126 ;
+  wire \$127 ;
+  wire [7:0] \$128 ;
   wire \$129 ;
   wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [4:0] \$136 ;
-  reg [4:0] \$137 ;
-  reg [10:0] \$138 ;
-  reg [10:0] \$139 ;
+  wire [7:0] \$130 ;
+  wire [8:0] \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire [3:0] \$137 ;
+  wire [3:0] \$138 ;
+  wire \$139 ;
   wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [4:0] \$146 ;
-  reg [13:0] \$147 ;
-  reg [13:0] \$148 ;
-  reg \$149 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [14:0] \$152 ;
-  reg \$153 ;
-  reg [4:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [10:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [5:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
+  wire \$150 ;
+  wire [3:0] \$151 ;
+  wire [3:0] \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [7:0] \$16 ;
+  wire [4:0] \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire [7:0] \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire [3:0] \$177 ;
+  wire [3:0] \$178 ;
+  wire \$179 ;
   wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire \$19 ;
+  wire \$190 ;
+  wire [3:0] \$191 ;
+  wire [3:0] \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
+  wire [4:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire [7:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire [15:0] \$212 ;
+  wire [15:0] \$213 ;
+  wire [15:0] \$214 ;
+  wire [15:0] \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire [15:0] \$219 ;
   wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [15:0] \$221 ;
+  wire \$222 ;
+  wire [15:0] \$223 ;
+  wire [15:0] \$224 ;
+  wire [15:0] \$225 ;
+  wire \$226 ;
+  wire [15:0] \$227 ;
+  wire [15:0] \$228 ;
+  wire [15:0] \$229 ;
   wire \$23 ;
+  wire [15:0] \$230 ;
+  wire [15:0] \$231 ;
+  wire [15:0] \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire [15:0] \$235 ;
+  wire [15:0] \$236 ;
+  wire [15:0] \$237 ;
+  wire \$238 ;
+  wire [15:0] \$239 ;
   wire \$24 ;
+  wire [15:0] \$240 ;
+  wire [15:0] \$241 ;
+  wire \$242 ;
+  wire [15:0] \$243 ;
+  wire [15:0] \$244 ;
+  wire [15:0] \$245 ;
+  wire [15:0] \$246 ;
+  wire \$247 ;
+  wire \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
+  wire [15:0] \$250 ;
+  wire [15:0] \$251 ;
+  wire \$252 ;
+  wire [15:0] \$253 ;
+  wire [15:0] \$254 ;
+  wire [15:0] \$255 ;
+  wire \$256 ;
+  wire [15:0] \$257 ;
+  wire [15:0] \$258 ;
+  wire [15:0] \$259 ;
   wire \$26 ;
+  wire [15:0] \$260 ;
+  wire [15:0] \$261 ;
+  wire [15:0] \$262 ;
+  wire [15:0] \$263 ;
+  wire [15:0] \$264 ;
+  wire [15:0] \$265 ;
+  wire [15:0] \$266 ;
+  wire [15:0] \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire [15:0] \$277 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
+  wire [15:0] \$284 ;
+  wire [15:0] \$285 ;
+  wire [15:0] \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
   wire \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire [15:0] \$294 ;
+  wire [15:0] \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire \$30 ;
-  wire \$31 ;
+  wire \$300 ;
+  wire [15:0] \$301 ;
+  wire [15:0] \$302 ;
+  wire [15:0] \$303 ;
+  wire \$304 ;
+  wire [15:0] \$305 ;
+  wire [15:0] \$306 ;
+  wire [15:0] \$307 ;
+  wire \$308 ;
+  wire [15:0] \$309 ;
+  wire [7:0] \$31 ;
+  wire [15:0] \$310 ;
+  wire [15:0] \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire [15:0] \$319 ;
   wire \$32 ;
+  wire [15:0] \$320 ;
+  wire [15:0] \$321 ;
+  wire \$322 ;
+  wire [15:0] \$323 ;
+  wire [15:0] \$324 ;
+  wire [15:0] \$325 ;
+  wire \$326 ;
+  wire [15:0] \$327 ;
+  wire [15:0] \$328 ;
+  wire [15:0] \$329 ;
   wire \$33 ;
-  wire [1:0] \$34 ;
+  wire \$330 ;
+  wire \$331 ;
+  wire \$332 ;
+  wire \$333 ;
+  wire [15:0] \$334 ;
+  wire [15:0] \$335 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
+  wire \$34 ;
+  wire [15:0] \$340 ;
+  wire [15:0] \$341 ;
+  wire \$342 ;
+  wire \$343 ;
+  wire \$344 ;
+  wire [15:0] \$345 ;
+  wire [15:0] \$346 ;
+  wire [15:0] \$347 ;
+  wire \$348 ;
+  wire \$349 ;
   wire \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
+  wire \$355 ;
+  wire \$356 ;
+  wire [15:0] \$357 ;
+  wire \$358 ;
+  wire \$359 ;
   wire \$36 ;
+  wire \$360 ;
+  wire [15:0] \$361 ;
+  wire [15:0] \$362 ;
+  wire [15:0] \$363 ;
+  wire \$364 ;
+  wire [31:0] \$365 ;
+  wire [15:0] \$366 ;
+  wire [15:0] \$367 ;
+  wire [31:0] \$368 ;
+  wire [31:0] \$369 ;
   wire \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire \$372 ;
+  wire [1:0] \$373 ;
+  wire [1:0] \$374 ;
+  wire [1:0] \$375 ;
+  wire \$376 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire [1:0] \$379 ;
   wire \$38 ;
-  wire \$39 ;
-  wire [4:0] \$4 ;
+  wire [1:0] \$380 ;
+  wire [1:0] \$381 ;
+  wire \$382 ;
+  wire \$383 ;
+  wire \$384 ;
+  wire [1:0] \$385 ;
+  wire [1:0] \$386 ;
+  wire [1:0] \$387 ;
+  wire [1:0] \$388 ;
+  wire [1:0] \$389 ;
+  wire [7:0] \$39 ;
+  wire [1:0] \$390 ;
+  wire [1:0] \$391 ;
+  wire [1:0] \$392 ;
+  wire [1:0] \$393 ;
+  wire \$394 ;
+  wire \$395 ;
+  wire \$396 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire \$399 ;
+  wire \$4 ;
   wire \$40 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire [1:0] \$403 ;
+  wire [1:0] \$404 ;
+  wire [1:0] \$405 ;
+  wire \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire [1:0] \$409 ;
   wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
+  wire [1:0] \$410 ;
+  wire [1:0] \$411 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire \$414 ;
+  wire [1:0] \$415 ;
+  wire [1:0] \$416 ;
+  wire [1:0] \$417 ;
+  wire \$418 ;
+  wire \$419 ;
+  wire \$42 ;
+  wire \$420 ;
+  wire [1:0] \$421 ;
+  wire [1:0] \$422 ;
+  wire [1:0] \$423 ;
+  wire [1:0] \$424 ;
+  wire [1:0] \$425 ;
+  wire [1:0] \$426 ;
+  wire [1:0] \$427 ;
+  wire [1:0] \$428 ;
+  wire [1:0] \$429 ;
+  wire \$43 ;
+  wire \$430 ;
+  wire \$431 ;
+  wire \$432 ;
+  wire \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire [1:0] \$439 ;
   wire \$44 ;
+  wire [1:0] \$440 ;
+  wire [1:0] \$441 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
+  wire \$449 ;
   wire \$45 ;
+  wire \$450 ;
+  wire \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire \$454 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire \$458 ;
+  wire \$459 ;
   wire \$46 ;
+  wire \$460 ;
+  wire \$461 ;
+  wire \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire \$468 ;
+  wire \$469 ;
   wire \$47 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire [3:0] \$474 ;
+  wire [4:0] \$475 ;
+  wire \$476 ;
+  wire [3:0] \$477 ;
+  wire [4:0] \$478 ;
+  wire [15:0] \$479 ;
   wire \$48 ;
+  wire \$480 ;
+  wire [3:0] \$481 ;
+  wire [4:0] \$482 ;
+  wire [15:0] \$483 ;
+  wire [15:0] \$484 ;
+  wire \$485 ;
+  wire [3:0] \$486 ;
+  wire [4:0] \$487 ;
+  wire \$488 ;
+  wire \$489 ;
   wire \$49 ;
-  wire \$5 ;
+  wire [3:0] \$490 ;
+  wire [4:0] \$491 ;
+  wire [15:0] \$492 ;
+  wire \$493 ;
+  wire [3:0] \$494 ;
+  wire [4:0] \$495 ;
+  wire \$496 ;
+  wire [15:0] \$497 ;
+  wire [15:0] \$498 ;
+  wire \$499 ;
+  wire [7:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
+  wire [3:0] \$500 ;
+  wire [4:0] \$501 ;
+  wire \$502 ;
+  wire [15:0] \$503 ;
+  wire [15:0] \$504 ;
+  wire [15:0] \$505 ;
+  wire \$506 ;
+  wire [3:0] \$507 ;
+  wire [4:0] \$508 ;
+  wire \$509 ;
+  wire [7:0] \$51 ;
+  wire [15:0] \$510 ;
+  wire [15:0] \$511 ;
+  wire [15:0] \$512 ;
+  wire \$513 ;
+  wire [3:0] \$514 ;
+  wire [4:0] \$515 ;
+  wire \$516 ;
+  wire [3:0] \$517 ;
+  wire [4:0] \$518 ;
+  wire [15:0] \$519 ;
   wire \$52 ;
+  wire [15:0] \$520 ;
+  wire [15:0] \$521 ;
+  wire [15:0] \$522 ;
+  wire [15:0] \$523 ;
+  wire [15:0] \$524 ;
+  wire [15:0] \$525 ;
+  wire \$526 ;
+  wire [15:0] \$527 ;
+  wire [15:0] \$528 ;
+  wire [15:0] \$529 ;
   wire \$53 ;
+  wire \$530 ;
+  wire [15:0] \$531 ;
+  wire \$532 ;
+  wire [15:0] \$533 ;
+  wire [15:0] \$534 ;
+  wire \$535 ;
+  wire [15:0] \$536 ;
+  wire [15:0] \$537 ;
+  wire [15:0] \$538 ;
+  wire \$539 ;
   wire \$54 ;
+  wire [15:0] \$540 ;
+  wire [15:0] \$541 ;
+  wire [15:0] \$542 ;
+  wire \$543 ;
+  wire [15:0] \$544 ;
+  wire \$545 ;
+  wire [15:0] \$546 ;
+  wire [15:0] \$547 ;
+  wire \$548 ;
+  wire [15:0] \$549 ;
   wire \$55 ;
+  wire [15:0] \$550 ;
+  wire [15:0] \$551 ;
+  wire \$552 ;
+  wire [15:0] \$553 ;
+  wire [15:0] \$554 ;
+  wire [15:0] \$555 ;
+  wire [15:0] \$556 ;
+  wire \$557 ;
+  wire [15:0] \$558 ;
+  wire \$559 ;
   wire \$56 ;
+  wire [15:0] \$560 ;
+  wire [15:0] \$561 ;
+  wire \$562 ;
+  wire [15:0] \$563 ;
+  wire [15:0] \$564 ;
+  wire [15:0] \$565 ;
+  wire \$566 ;
+  wire [15:0] \$567 ;
+  wire [15:0] \$568 ;
+  wire [15:0] \$569 ;
   wire \$57 ;
-  wire [1:0] \$58 ;
+  wire [15:0] \$570 ;
+  wire [9:0] \$571 ;
+  wire [10:0] \$572 ;
+  wire [9:0] \$573 ;
+  wire [10:0] \$574 ;
+  wire \$575 ;
+  wire [7:0] \$576 ;
+  wire \$577 ;
+  wire [4:0] \$578 ;
+  wire [7:0] \$579 ;
+  wire \$58 ;
+  wire [14:0] \$580 ;
+  wire \$581 ;
+  wire [4:0] \$582 ;
+  wire [7:0] \$583 ;
+  wire [14:0] \$584 ;
+  wire [30:0] \$585 ;
+  wire \$586 ;
+  wire \$587 ;
+  wire [7:0] \$588 ;
+  wire \$589 ;
   wire \$59 ;
+  wire [4:0] \$590 ;
+  wire [7:0] \$591 ;
+  wire [14:0] \$592 ;
+  wire \$593 ;
+  wire [4:0] \$594 ;
+  wire [7:0] \$595 ;
+  wire [14:0] \$596 ;
+  wire [30:0] \$597 ;
+  wire \$598 ;
+  wire \$599 ;
   wire \$6 ;
   wire \$60 ;
+  wire \$600 ;
+  wire \$601 ;
+  wire \$602 ;
+  wire \$603 ;
+  wire \$604 ;
+  wire \$605 ;
+  wire \$606 ;
+  wire \$607 ;
+  wire \$608 ;
+  wire \$609 ;
   wire \$61 ;
-  wire \$62 ;
+  wire \$610 ;
+  wire \$611 ;
+  wire \$612 ;
+  wire \$613 ;
+  wire \$614 ;
+  wire \$615 ;
+  wire \$616 ;
+  wire \$617 ;
+  wire \$618 ;
+  wire \$619 ;
+  wire [7:0] \$62 ;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
+  wire \$623 ;
+  wire [14:0] \$624 ;
+  wire \$625 ;
+  wire [14:0] \$626 ;
+  wire \$627 ;
+  wire [15:0] \$628 ;
+  wire \$629 ;
   wire \$63 ;
+  wire \$630 ;
+  wire [14:0] \$631 ;
+  wire \$632 ;
+  wire [14:0] \$633 ;
+  wire \$634 ;
+  wire [15:0] \$635 ;
+  wire \$636 ;
+  wire \$637 ;
+  wire \$638 ;
+  wire \$639 ;
   wire \$64 ;
+  wire \$640 ;
+  wire \$641 ;
+  wire \$642 ;
+  wire \$643 ;
+  wire [15:0] \$644 ;
+  wire \$645 ;
+  wire \$646 ;
+  wire \$647 ;
+  wire \$648 ;
+  wire \$649 ;
   wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
+  wire \$650 ;
+  wire \$651 ;
+  wire [15:0] \$652 ;
+  wire [15:0] \$653 ;
+  wire \$654 ;
+  wire \$655 ;
+  wire \$656 ;
+  wire \$657 ;
+  wire \$658 ;
+  wire \$659 ;
+  wire \$66 ;
+  wire \$660 ;
+  wire [15:0] \$661 ;
+  wire \$662 ;
+  wire \$663 ;
+  wire \$664 ;
+  wire \$665 ;
+  wire [14:0] \$666 ;
+  wire \$667 ;
+  wire \$668 ;
+  wire \$669 ;
+  wire \$67 ;
+  wire \$670 ;
+  wire [14:0] \$671 ;
+  wire \$672 ;
+  wire \$673 ;
+  wire \$674 ;
+  wire \$675 ;
+  wire \$676 ;
+  wire \$677 ;
+  wire [14:0] \$678 ;
+  wire \$679 ;
   wire \$68 ;
-  wire [4:0] \$69 ;
+  wire \$680 ;
+  wire \$681 ;
+  wire \$682 ;
+  wire [14:0] \$683 ;
+  wire \$684 ;
+  wire \$685 ;
+  wire [34:0] \$686 ;
+  reg [1:0] \$687 ;
+  reg [1:0] \$688 ;
+  reg [1:0] \$689 ;
+  wire \$69 ;
+  reg [1:0] \$690 ;
+  reg [1:0] \$691 ;
+  reg [1:0] \$692 ;
+  reg [1:0] \$693 ;
+  reg [1:0] \$694 ;
+  reg [1:0] \$695 ;
+  reg [1:0] \$696 ;
+  reg [1:0] \$697 ;
+  reg [31:0] \$698 ;
+  reg [10:0] \$699 ;
   wire \$7 ;
-  wire [29:0] \$70 ;
+  wire \$70 ;
+  reg [10:0] \$700 ;
+  reg [31:0] \$701 ;
+  reg [10:0] \$702 ;
+  reg [10:0] \$703 ;
+  reg \$704 ;
+  reg \$705 ;
+  reg \$706 ;
+  reg [31:0] \$707 ;
+  reg [31:0] \$708 ;
+  reg [10:0] \$709 ;
   wire \$71 ;
+  reg [10:0] \$710 ;
+  reg \$711 ;
+  reg \$712 ;
+  reg [10:0] \$713 ;
+  reg [10:0] \$714 ;
+  reg [7:0] \$715 ;
+  reg [7:0] \$716 ;
+  reg [7:0] \$717 ;
+  reg [7:0] \$718 ;
+  reg [4:0] \$719 ;
   wire \$72 ;
-  wire [16:0] \$73 ;
+  reg \$720 ;
+  reg [13:0] \$721 ;
+  reg [4:0] \$722 ;
+  reg \$723 ;
+  reg [13:0] \$724 ;
+  reg [31:0] \$725 ;
+  reg [31:0] \$726 ;
+  reg [31:0] \$727 ;
+  reg \$728 ;
+  reg \$729 ;
+  wire \$73 ;
+  reg [13:0] \$730 ;
+  reg [13:0] \$731 ;
+  reg [4:0] \$732 ;
+  reg [4:0] \$733 ;
+  reg [31:0] \$734 ;
+  reg \$735 ;
+  reg \$736 ;
+  reg [13:0] \$737 ;
+  reg [13:0] \$738 ;
+  reg [32:0] \$739 ;
   wire \$74 ;
+  reg [32:0] \$740 ;
+  reg \$741 ;
+  reg [31:0] \$742 ;
+  reg [13:0] \$743 ;
+  reg [13:0] \$744 ;
+  reg [31:0] \$745 ;
+  reg [31:0] \$746 ;
+  reg [31:0] \$747 ;
+  reg [13:0] \$748 ;
+  reg [13:0] \$749 ;
   wire \$75 ;
+  reg [3:0] \$750 ;
+  reg [3:0] \$751 ;
+  reg \$752 ;
+  reg [13:0] \$753 ;
+  reg [13:0] \$754 ;
+  reg [31:0] \$755 ;
+  reg [4:0] \$756 ;
+  reg [4:0] \$757 ;
+  reg [13:0] \$758 ;
+  reg [13:0] \$759 ;
   wire \$76 ;
-  wire [4:0] \$77 ;
-  wire [5:0] \$78 ;
-  wire [5:0] \$79 ;
+  reg [31:0] \$760 ;
+  reg [32:0] \$761 ;
+  reg \$762 ;
+  reg \$763 ;
+  reg \$764 ;
+  reg \$765 ;
+  reg [15:0] \$766 ;
+  reg \$767 ;
+  reg \$768 ;
+  reg [15:0] \$769 ;
+  wire [7:0] \$77 ;
+  reg \$770 ;
+  reg \$771 ;
+  reg \$772 ;
+  reg \$773 ;
+  reg [15:0] \$774 ;
+  reg [15:0] \$775 ;
+  reg [31:0] \$776 ;
+  reg [31:0] \$777 ;
+  wire \$78 ;
+  wire \$79 ;
   wire \$8 ;
-  wire [5:0] \$80 ;
+  wire \$80 ;
   wire \$81 ;
   wire \$82 ;
-  wire [10:0] \$83 ;
+  wire \$83 ;
   wire \$84 ;
-  wire \$85 ;
-  wire [10:0] \$86 ;
+  wire [7:0] \$85 ;
+  wire \$86 ;
   wire \$87 ;
   wire \$88 ;
   wire \$89 ;
@@ -7385,1427 +13341,1986 @@ module \ace_alu_array_small.array.lane1.add_fp16_lo (rst, a, b, result, clk);
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [4:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [4:0] b_eff_exp;
+  input [31:0] a;
+  wire [31:0] a;
+  wire [7:0] a_hi_exp;
+  wire [15:0] a_hi_sig;
+  wire [7:0] a_lo_exp;
+  wire [15:0] a_lo_sig;
+  wire [31:0] a_sig;
+  input [31:0] b;
+  wire [31:0] b;
+  wire [7:0] b_hi_exp;
+  wire [15:0] b_hi_sig;
+  wire [7:0] b_lo_exp;
+  wire [15:0] b_lo_sig;
+  wire [31:0] b_sig;
   input clk;
   wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  input [1:0] dtype;
+  wire [1:0] dtype;
+  output [31:0] result;
+  reg [31:0] result = 32'd0;
   input rst;
   wire rst;
-  wire s0_swap;
-  reg [4:0] s1_d = 5'h00;
-  reg [4:0] s1_ex = 5'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [10:0] s1_mx = 11'h000;
-  reg [10:0] s1_my = 11'h000;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [27:0] s1_wide;
-  reg [4:0] s2_ex = 5'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [13:0] s2_x = 14'h0000;
-  reg [13:0] s2_y = 14'h0000;
-  reg s3_both_neg = 1'h0;
-  reg [4:0] s3_ex = 5'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [14:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [14:0] s3_sum = 15'h0000;
-  wire s3_zero;
-  reg [5:0] s4_exp = 6'h00;
-  wire [5:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [10:0] s4_sig = 11'h000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:10];
-  assign a_eff_exp = \$1  ? a[14:10] : 5'h01;
-  assign \$2  = | b[14:10];
-  assign b_eff_exp = \$2  ? b[14:10] : 5'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'he;
-  assign \$4  = \$3  ? 5'h0e : s1_d;
-  assign s1_wide = { s1_my, 17'h00000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[14];
-  assign \$6  = ~ s3_sum[13];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[12];
-  assign \$9  = ~ s3_sum[11];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[10];
-  assign \$13  = ~ s3_sum[9];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[8];
-  assign \$16  = ~ s3_sum[7];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[6];
-  assign \$21  = ~ s3_sum[5];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[4];
-  assign \$24  = ~ s3_sum[3];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[2];
-  assign \$28  = ~ s3_sum[1];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[0];
-  assign \$31  = s3_sum[0] ? 1'h0 : 1'h1;
-  assign \$32  = ~ s3_sum[2];
-  assign \$33  = s3_sum[2] ? 1'h0 : 1'h1;
-  assign \$34  = \$29  ? { 1'h1, \$31  } : { 1'h0, \$33  };
-  assign \$35  = ~ s3_sum[6];
-  assign \$36  = ~ s3_sum[5];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[4];
-  assign \$39  = s3_sum[4] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[6];
-  assign \$41  = s3_sum[6] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? { 1'h1, \$34  } : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[14];
-  assign \$45  = ~ s3_sum[13];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[12];
-  assign \$48  = ~ s3_sum[11];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[10];
-  assign \$52  = ~ s3_sum[9];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[8];
-  assign \$55  = s3_sum[8] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[10];
-  assign \$57  = s3_sum[10] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[14];
-  assign \$60  = ~ s3_sum[13];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[12];
-  assign \$63  = s3_sum[12] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[14];
-  assign \$65  = s3_sum[14] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 1'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[10] ? s4_exp : 6'h00;
-  assign \$73  = { s4_exp_field, s4_sig[9:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:10] >= 5'h1f;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:10];
-  assign \$82  = | a[14:10];
-  assign \$83  = s0_swap ? { \$81 , b[9:0] } : { \$82 , a[9:0] };
-  assign \$84  = | a[14:10];
-  assign \$85  = | b[14:10];
-  assign \$86  = s0_swap ? { \$84 , a[9:0] } : { \$85 , b[9:0] };
-  assign \$87  = a[14:10] == 5'h1f;
-  assign \$88  = | a[9:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:10] == 5'h1f;
-  assign \$91  = | b[9:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:10] == 5'h1f;
-  assign \$95  = | a[9:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:10] == 5'h1f;
-  assign \$99  = | b[9:0];
+  wire [33:0] s10_chain;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s10_dtype = 2'h0;
+  reg s10_forced_hi = 1'h0;
+  reg s10_forced_lo = 1'h0;
+  reg s10_inc_hi = 1'h0;
+  reg s10_inc_lo = 1'h0;
+  reg [32:0] s10_packed = 33'h000000000;
+  reg s10_sign_hi = 1'h0;
+  reg s10_sign_lo = 1'h0;
+  reg [15:0] s10_special_hi = 16'h0000;
+  reg [15:0] s10_special_lo = 16'h0000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s11_dtype = 2'h0;
+  reg s11_forced_hi = 1'h0;
+  reg s11_forced_lo = 1'h0;
+  reg [31:0] s11_rounded = 32'd0;
+  reg s11_sign_hi = 1'h0;
+  reg s11_sign_lo = 1'h0;
+  reg [15:0] s11_special_hi = 16'h0000;
+  reg [15:0] s11_special_lo = 16'h0000;
+  reg [10:0] s1_a_hi = 11'h000;
+  wire [7:0] \s1_a_hi.exp ;
+  wire \s1_a_hi.inf ;
+  wire \s1_a_hi.nan ;
+  wire \s1_a_hi.sign ;
+  reg [10:0] s1_a_lo = 11'h000;
+  wire [7:0] \s1_a_lo.exp ;
+  wire \s1_a_lo.inf ;
+  wire \s1_a_lo.nan ;
+  wire \s1_a_lo.sign ;
+  reg [10:0] s1_b_hi = 11'h000;
+  wire [7:0] \s1_b_hi.exp ;
+  wire \s1_b_hi.inf ;
+  wire \s1_b_hi.nan ;
+  wire \s1_b_hi.sign ;
+  reg [10:0] s1_b_lo = 11'h000;
+  wire [7:0] \s1_b_lo.exp ;
+  wire \s1_b_lo.inf ;
+  wire \s1_b_lo.nan ;
+  wire \s1_b_lo.sign ;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s1_dtype = 2'h0;
+  reg s1_eq_hi = 1'h0;
+  reg s1_gt_hi = 1'h0;
+  reg s1_gt_lo = 1'h0;
+  reg [31:0] s1_sig_a = 32'd0;
+  reg [31:0] s1_sig_b = 32'd0;
+  reg [10:0] s2_a_hi = 11'h000;
+  wire [7:0] \s2_a_hi.exp ;
+  wire \s2_a_hi.inf ;
+  wire \s2_a_hi.nan ;
+  wire \s2_a_hi.sign ;
+  reg [10:0] s2_a_lo = 11'h000;
+  wire [7:0] \s2_a_lo.exp ;
+  wire \s2_a_lo.inf ;
+  wire \s2_a_lo.nan ;
+  wire \s2_a_lo.sign ;
+  reg [10:0] s2_b_hi = 11'h000;
+  wire [7:0] \s2_b_hi.exp ;
+  wire \s2_b_hi.inf ;
+  wire \s2_b_hi.nan ;
+  wire \s2_b_hi.sign ;
+  reg [10:0] s2_b_lo = 11'h000;
+  wire [7:0] \s2_b_lo.exp ;
+  wire \s2_b_lo.inf ;
+  wire \s2_b_lo.nan ;
+  wire \s2_b_lo.sign ;
+  reg [7:0] s2_d_ab_hi = 8'h00;
+  reg [7:0] s2_d_ab_lo = 8'h00;
+  reg [7:0] s2_d_ba_hi = 8'h00;
+  reg [7:0] s2_d_ba_lo = 8'h00;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s2_dtype = 2'h0;
+  reg [31:0] s2_sig_a = 32'd0;
+  reg [31:0] s2_sig_b = 32'd0;
+  reg s2_swap_hi = 1'h0;
+  reg s2_swap_lo = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s3_dtype = 2'h0;
+  reg [4:0] s3_shift_hi = 5'h00;
+  reg [4:0] s3_shift_lo = 5'h00;
+  reg [13:0] s3_slot_hi = 14'h0000;
+  wire \s3_slot_hi.both_neg ;
+  wire [8:0] \s3_slot_hi.exp ;
+  wire \s3_slot_hi.inf ;
+  wire \s3_slot_hi.inf_sign ;
+  wire \s3_slot_hi.nan ;
+  wire \s3_slot_hi.sign ;
+  reg [13:0] s3_slot_lo = 14'h0000;
+  wire \s3_slot_lo.both_neg ;
+  wire [8:0] \s3_slot_lo.exp ;
+  wire \s3_slot_lo.inf ;
+  wire \s3_slot_lo.inf_sign ;
+  wire \s3_slot_lo.nan ;
+  wire \s3_slot_lo.sign ;
+  reg s3_sub_hi = 1'h0;
+  reg s3_sub_lo = 1'h0;
+  reg [31:0] s3_x = 32'd0;
+  reg [31:0] s3_y = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s4_dtype = 2'h0;
+  reg [4:0] s4_shift_hi = 5'h00;
+  reg [4:0] s4_shift_lo = 5'h00;
+  reg [13:0] s4_slot_hi = 14'h0000;
+  wire \s4_slot_hi.both_neg ;
+  wire [8:0] \s4_slot_hi.exp ;
+  wire \s4_slot_hi.inf ;
+  wire \s4_slot_hi.inf_sign ;
+  wire \s4_slot_hi.nan ;
+  wire \s4_slot_hi.sign ;
+  reg [13:0] s4_slot_lo = 14'h0000;
+  wire \s4_slot_lo.both_neg ;
+  wire [8:0] \s4_slot_lo.exp ;
+  wire \s4_slot_lo.inf ;
+  wire \s4_slot_lo.inf_sign ;
+  wire \s4_slot_lo.nan ;
+  wire \s4_slot_lo.sign ;
+  reg s4_sticky_hi = 1'h0;
+  reg s4_sticky_lo = 1'h0;
+  reg s4_sub_hi = 1'h0;
+  reg s4_sub_lo = 1'h0;
+  reg [31:0] s4_x = 32'd0;
+  reg [31:0] s4_y = 32'd0;
+  reg s5_carry_in = 1'h0;
+  wire [33:0] s5_chain;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s5_dtype = 2'h0;
+  reg [31:0] s5_sentinel = 32'd0;
+  reg [13:0] s5_slot_hi = 14'h0000;
+  wire \s5_slot_hi.both_neg ;
+  wire [8:0] \s5_slot_hi.exp ;
+  wire \s5_slot_hi.inf ;
+  wire \s5_slot_hi.inf_sign ;
+  wire \s5_slot_hi.nan ;
+  wire \s5_slot_hi.sign ;
+  reg [13:0] s5_slot_lo = 14'h0000;
+  wire \s5_slot_lo.both_neg ;
+  wire [8:0] \s5_slot_lo.exp ;
+  wire \s5_slot_lo.inf ;
+  wire \s5_slot_lo.inf_sign ;
+  wire \s5_slot_lo.nan ;
+  wire \s5_slot_lo.sign ;
+  reg [32:0] s5_x = 33'h000000000;
+  reg [32:0] s5_y = 33'h000000000;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s6_dtype = 2'h0;
+  reg [31:0] s6_marked = 32'd0;
+  reg [13:0] s6_slot_hi = 14'h0000;
+  wire \s6_slot_hi.both_neg ;
+  wire [8:0] \s6_slot_hi.exp ;
+  wire \s6_slot_hi.inf ;
+  wire \s6_slot_hi.inf_sign ;
+  wire \s6_slot_hi.nan ;
+  wire \s6_slot_hi.sign ;
+  reg [13:0] s6_slot_lo = 14'h0000;
+  wire \s6_slot_lo.both_neg ;
+  wire [8:0] \s6_slot_lo.exp ;
+  wire \s6_slot_lo.inf ;
+  wire \s6_slot_lo.inf_sign ;
+  wire \s6_slot_lo.nan ;
+  wire \s6_slot_lo.sign ;
+  reg [31:0] s6_sum = 32'd0;
+  reg [3:0] s7_count_hi = 4'h0;
+  reg [3:0] s7_count_lo = 4'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s7_dtype = 2'h0;
+  reg [13:0] s7_slot_hi = 14'h0000;
+  wire \s7_slot_hi.both_neg ;
+  wire [8:0] \s7_slot_hi.exp ;
+  wire \s7_slot_hi.inf ;
+  wire \s7_slot_hi.inf_sign ;
+  wire \s7_slot_hi.nan ;
+  wire \s7_slot_hi.sign ;
+  reg [13:0] s7_slot_lo = 14'h0000;
+  wire \s7_slot_lo.both_neg ;
+  wire [8:0] \s7_slot_lo.exp ;
+  wire \s7_slot_lo.inf ;
+  wire \s7_slot_lo.inf_sign ;
+  wire \s7_slot_lo.nan ;
+  wire \s7_slot_lo.sign ;
+  reg [31:0] s7_sum = 32'd0;
+  reg s7_zero_hi = 1'h0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s8_dtype = 2'h0;
+  reg [4:0] s8_shift_hi = 5'h00;
+  reg [4:0] s8_shift_lo = 5'h00;
+  reg [13:0] s8_slot_hi = 14'h0000;
+  wire \s8_slot_hi.both_neg ;
+  wire [8:0] \s8_slot_hi.exp ;
+  wire \s8_slot_hi.inf ;
+  wire \s8_slot_hi.inf_sign ;
+  wire \s8_slot_hi.nan ;
+  wire \s8_slot_hi.sign ;
+  reg [13:0] s8_slot_lo = 14'h0000;
+  wire \s8_slot_lo.both_neg ;
+  wire [8:0] \s8_slot_lo.exp ;
+  wire \s8_slot_lo.inf ;
+  wire \s8_slot_lo.inf_sign ;
+  wire \s8_slot_lo.nan ;
+  wire \s8_slot_lo.sign ;
+  reg [31:0] s8_sum = 32'd0;
+  (* enum_base_type = "Dtype" *)
+  (* enum_value_00 = "INT32" *)
+  (* enum_value_01 = "FP32" *)
+  (* enum_value_10 = "BF16" *)
+  (* enum_value_11 = "FP16" *)
+  reg [1:0] s9_dtype = 2'h0;
+  reg [13:0] s9_slot_hi = 14'h0000;
+  wire \s9_slot_hi.both_neg ;
+  wire [8:0] \s9_slot_hi.exp ;
+  wire \s9_slot_hi.inf ;
+  wire \s9_slot_hi.inf_sign ;
+  wire \s9_slot_hi.nan ;
+  wire \s9_slot_hi.sign ;
+  reg [13:0] s9_slot_lo = 14'h0000;
+  wire \s9_slot_lo.both_neg ;
+  wire [8:0] \s9_slot_lo.exp ;
+  wire \s9_slot_lo.inf ;
+  wire \s9_slot_lo.inf_sign ;
+  wire \s9_slot_lo.nan ;
+  wire \s9_slot_lo.sign ;
+  reg [31:0] s9_sum = 32'd0;
+  assign \$223  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$224  = s3_shift_lo[4] ? \$223  : s3_y[15:0];
+  assign \$225  = s3_dtype[1] ? { 8'h00, \$224 [15:8] } : { \$221 [7:0], \$220 [15:8] };
+  assign \$226  = ~ s3_dtype[1];
+  assign \$227  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$228  = s3_shift_lo[4] ? \$227  : s3_y[15:0];
+  assign \$229  = s3_shift_lo[3] ? \$225  : \$228 ;
+  assign \$230  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$231  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$232  = s3_shift_hi[3] ? { 8'h00, \$230 [15:8] } : \$231 ;
+  assign \$233  = ~ s3_dtype[1];
+  assign \$234  = ~ s3_dtype[1];
+  assign \$235  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$236  = s3_shift_lo[4] ? \$235  : s3_y[15:0];
+  assign \$237  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$238  = ~ s3_dtype[1];
+  assign \$239  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$240  = s3_shift_lo[4] ? \$239  : s3_y[15:0];
+  assign \$241  = s3_dtype[1] ? { 8'h00, \$240 [15:8] } : { \$237 [7:0], \$236 [15:8] };
+  assign \$242  = ~ s3_dtype[1];
+  assign \$243  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$244  = s3_shift_lo[4] ? \$243  : s3_y[15:0];
+  assign \$245  = s3_shift_lo[3] ? \$241  : \$244 ;
+  assign \$246  = s3_dtype[1] ? { 4'h0, \$245 [15:4] } : { \$232 [3:0], \$229 [15:4] };
+  assign \$247  = ~ s3_dtype[1];
+  assign \$248  = ~ s3_dtype[1];
+  assign \$249  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$250  = s3_shift_lo[4] ? \$249  : s3_y[15:0];
+  assign \$251  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$252  = ~ s3_dtype[1];
+  assign \$253  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$254  = s3_shift_lo[4] ? \$253  : s3_y[15:0];
+  assign \$255  = s3_dtype[1] ? { 8'h00, \$254 [15:8] } : { \$251 [7:0], \$250 [15:8] };
+  assign \$256  = ~ s3_dtype[1];
+  assign \$257  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$258  = s3_shift_lo[4] ? \$257  : s3_y[15:0];
+  assign \$259  = s3_shift_lo[3] ? \$255  : \$258 ;
+  assign \$260  = s3_shift_lo[2] ? \$246  : \$259 ;
+  assign \$261  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$262  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$263  = s3_shift_hi[3] ? { 8'h00, \$261 [15:8] } : \$262 ;
+  assign \$264  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$265  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$266  = s3_shift_hi[3] ? { 8'h00, \$264 [15:8] } : \$265 ;
+  assign \$267  = s3_shift_hi[2] ? { 4'h0, \$263 [15:4] } : \$266 ;
+  assign \$268  = ~ s3_dtype[1];
+  assign \$270  = s3_shift_hi[4] & \$269 ;
+  assign \$271  = | s3_y[31:16];
+  assign \$272  = \$270  & \$271 ;
+  assign \$274  = ~ s3_dtype[1];
+  assign \$276  = s3_shift_hi[3] & \$275 ;
+  assign \$277  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$278  = | \$277 [7:0];
+  assign \$279  = \$276  & \$278 ;
+  assign \$280  = \$273  | \$279 ;
+  assign \$281  = ~ s3_dtype[1];
+  assign \$283  = s3_shift_hi[2] & \$282 ;
+  assign \$284  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$285  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$286  = s3_shift_hi[3] ? { 8'h00, \$284 [15:8] } : \$285 ;
+  assign \$287  = | \$286 [3:0];
+  assign \$288  = \$283  & \$287 ;
+  assign \$289  = \$280  | \$288 ;
+  assign \$290  = | s3_y[15:0];
+  assign \$291  = s3_shift_lo[4] & \$290 ;
+  assign \$293  = ~ s3_dtype[1];
+  assign \$294  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$295  = s3_shift_lo[4] ? \$294  : s3_y[15:0];
+  assign \$296  = | \$295 [7:0];
+  assign \$297  = s3_shift_lo[3] & \$296 ;
+  assign \$298  = \$292  | \$297 ;
+  assign \$299  = ~ s3_dtype[1];
+  assign \$300  = ~ s3_dtype[1];
+  assign \$301  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$302  = s3_shift_lo[4] ? \$301  : s3_y[15:0];
+  assign \$303  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$304  = ~ s3_dtype[1];
+  assign \$305  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$306  = s3_shift_lo[4] ? \$305  : s3_y[15:0];
+  assign \$307  = s3_dtype[1] ? { 8'h00, \$306 [15:8] } : { \$303 [7:0], \$302 [15:8] };
+  assign \$308  = ~ s3_dtype[1];
+  assign \$309  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$310  = s3_shift_lo[4] ? \$309  : s3_y[15:0];
+  assign \$311  = s3_shift_lo[3] ? \$307  : \$310 ;
+  assign \$312  = | \$311 [3:0];
+  assign \$313  = s3_shift_lo[2] & \$312 ;
+  assign \$314  = \$298  | \$313 ;
+  assign \$315  = ~ s4_dtype[1];
+  assign \$316  = \$315  | s4_sub_hi;
+  assign \$317  = ~ s4_dtype[1];
+  assign \$318  = ~ s4_dtype[1];
+  assign \$319  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$320  = s4_shift_lo[1] ? \$319  : s4_y[15:0];
+  assign \$321  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$322  = ~ s4_dtype[1];
+  assign \$323  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$324  = s4_shift_lo[1] ? \$323  : s4_y[15:0];
+  assign \$325  = s4_dtype[1] ? { 1'h0, \$324 [15:1] } : { \$321 [0], \$320 [15:1] };
+  assign \$326  = ~ s4_dtype[1];
+  assign \$327  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$328  = s4_shift_lo[1] ? \$327  : s4_y[15:0];
+  assign \$329  = s4_shift_lo[0] ? \$325  : \$328 ;
+  assign \$330  = | s4_y[1:0];
+  assign \$331  = s4_shift_lo[1] & \$330 ;
+  assign \$332  = s4_sticky_lo | \$331 ;
+  assign \$333  = ~ s4_dtype[1];
+  assign \$334  = s4_dtype[1] ? { 2'h0, s4_y[15:2] } : s4_y[17:2];
+  assign \$335  = s4_shift_lo[1] ? \$334  : s4_y[15:0];
+  assign \$337  = s4_shift_lo[0] & \$336 ;
+  assign \$338  = \$332  | \$337 ;
+  assign \$339  = \$329  | { 15'h0000, \$338  };
+  assign \$340  = s4_sub_lo ? 16'hffff : 16'h0000;
+  assign \$341  = \$339  ^ \$340 ;
+  assign \$342  = ~ s4_dtype[1];
+  assign \$344  = \$343  & s4_sub_hi;
+  assign \$345  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$346  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$347  = s4_shift_hi[0] ? { 1'h0, \$345 [15:1] } : \$346 ;
+  assign \$348  = ~ s4_dtype[1];
+  assign \$350  = s4_shift_hi[1] & \$349 ;
+  assign \$351  = | s4_y[17:16];
+  assign \$352  = \$350  & \$351 ;
+  assign \$353  = s4_sticky_hi | \$352 ;
+  assign \$354  = ~ s4_dtype[1];
+  assign \$356  = s4_shift_hi[0] & \$355 ;
+  assign \$357  = s4_shift_hi[1] ? { 2'h0, s4_y[31:18] } : s4_y[31:16];
+  assign \$359  = \$356  & \$358 ;
+  assign \$360  = \$353  | \$359 ;
+  assign \$361  = \$347  | { 15'h0000, \$360  };
+  assign \$362  = s4_sub_hi ? 16'hffff : 16'h0000;
+  assign \$363  = \$361  ^ \$362 ;
+  assign \$364  = ~ s4_dtype[1];
+  assign \$365  = 32'd2147483648 >> s4_slot_hi[10:2];
+  assign \$366  = 16'h8000 >> s4_slot_lo[10:2];
+  assign \$367  = 16'h8000 >> s4_slot_hi[10:2];
+  assign \$368  = s4_dtype[1] ? { \$367 , \$366  } : \$365 ;
+  assign \$369  = { \$686 [33:18], \$686 [16:1] } | s5_sentinel;
+  assign \$370  = | s6_marked[31:28];
+  assign \$371  = ~ \$370 ;
+  assign \$373  = s6_marked[29] ? 2'h2 : 2'h3;
+  assign \$374  = s6_marked[30] ? 2'h1 : \$373 ;
+  assign \$375  = s6_marked[31] ? 2'h0 : \$374 ;
+  assign \$376  = | s6_marked[27:24];
+  assign \$377  = ~ \$376 ;
+  assign \$379  = s6_marked[25] ? 2'h2 : 2'h3;
+  assign \$380  = s6_marked[26] ? 2'h1 : \$379 ;
+  assign \$381  = s6_marked[27] ? 2'h0 : \$380 ;
+  assign \$382  = | s6_marked[23:20];
+  assign \$383  = ~ \$382 ;
+  assign \$385  = s6_marked[21] ? 2'h2 : 2'h3;
+  assign \$386  = s6_marked[22] ? 2'h1 : \$385 ;
+  assign \$387  = s6_marked[23] ? 2'h0 : \$386 ;
+  assign \$388  = s6_marked[17] ? 2'h2 : 2'h3;
+  assign \$389  = s6_marked[18] ? 2'h1 : \$388 ;
+  assign \$390  = s6_marked[19] ? 2'h0 : \$389 ;
+  assign \$391  = \$384  ? \$387  : \$390 ;
+  assign \$392  = \$378  ? \$381  : \$391 ;
+  assign \$393  = \$372  ? \$375  : \$392 ;
+  assign \$394  = | s6_marked[31:28];
+  assign \$395  = ~ \$394 ;
+  assign \$397  = | s6_marked[27:24];
+  assign \$398  = ~ \$397 ;
+  assign \$400  = | s6_marked[23:20];
+  assign \$401  = ~ \$400 ;
+  assign \$403  = \$402  ? 2'h2 : 2'h3;
+  assign \$404  = \$399  ? 2'h1 : \$403 ;
+  assign \$405  = \$396  ? 2'h0 : \$404 ;
+  assign \$406  = | s6_marked[15:12];
+  assign \$407  = ~ \$406 ;
+  assign \$409  = s6_marked[13] ? 2'h2 : 2'h3;
+  assign \$410  = s6_marked[14] ? 2'h1 : \$409 ;
+  assign \$411  = s6_marked[15] ? 2'h0 : \$410 ;
+  assign \$412  = | s6_marked[11:8];
+  assign \$413  = ~ \$412 ;
+  assign \$415  = s6_marked[9] ? 2'h2 : 2'h3;
+  assign \$416  = s6_marked[10] ? 2'h1 : \$415 ;
+  assign \$417  = s6_marked[11] ? 2'h0 : \$416 ;
+  assign \$418  = | s6_marked[7:4];
+  assign \$419  = ~ \$418 ;
+  assign \$421  = s6_marked[5] ? 2'h2 : 2'h3;
+  assign \$422  = s6_marked[6] ? 2'h1 : \$421 ;
+  assign \$423  = s6_marked[7] ? 2'h0 : \$422 ;
+  assign \$424  = s6_marked[1] ? 2'h2 : 2'h3;
+  assign \$425  = s6_marked[2] ? 2'h1 : \$424 ;
+  assign \$426  = s6_marked[3] ? 2'h0 : \$425 ;
+  assign \$427  = \$420  ? \$423  : \$426 ;
+  assign \$428  = \$414  ? \$417  : \$427 ;
+  assign \$429  = \$408  ? \$411  : \$428 ;
+  assign \$430  = | s6_marked[15:12];
+  assign \$431  = ~ \$430 ;
+  assign \$433  = | s6_marked[11:8];
+  assign \$434  = ~ \$433 ;
+  assign \$436  = | s6_marked[7:4];
+  assign \$437  = ~ \$436 ;
+  assign \$439  = \$438  ? 2'h2 : 2'h3;
+  assign \$440  = \$435  ? 2'h1 : \$439 ;
+  assign \$441  = \$432  ? 2'h0 : \$440 ;
+  assign \$442  = | s6_marked[19:16];
+  assign \$443  = ~ \$442 ;
+  assign \$444  = | s6_marked[23:20];
+  assign \$445  = ~ \$444 ;
+  assign \$446  = \$443  & \$445 ;
+  assign \$447  = | s6_marked[27:24];
+  assign \$448  = ~ \$447 ;
+  assign \$449  = \$446  & \$448 ;
+  assign \$450  = | s6_marked[31:28];
+  assign \$451  = ~ \$450 ;
+  assign \$452  = \$449  & \$451 ;
+  assign \$453  = ~ s6_dtype[1];
+  assign \$454  = | s6_sum[31:16];
+  assign \$455  = ~ \$454 ;
+  assign \$456  = | s6_sum[15:0];
+  assign \$457  = ~ \$456 ;
+  assign \$458  = \$455  & \$457 ;
+  assign \$459  = | s6_sum[31:16];
+  assign \$460  = ~ \$459 ;
+  assign \$461  = s6_dtype[1] ? \$460  : \$458 ;
+  assign \$462  = \$461  ? s6_slot_hi[1] : s6_slot_hi[0];
+  assign \$463  = ~ s6_dtype[1];
+  assign \$464  = | s6_sum[31:16];
+  assign \$465  = ~ \$464 ;
+  assign \$466  = | s6_sum[15:0];
+  assign \$467  = ~ \$466 ;
+  assign \$468  = \$465  & \$467 ;
+  assign \$469  = | s6_sum[15:0];
+  assign \$470  = ~ \$469 ;
+  assign \$471  = s6_dtype[1] ? \$470  : \$468 ;
+  assign \$472  = \$471  ? s6_slot_lo[1] : s6_slot_lo[0];
+  assign \$473  = ~ s7_dtype[1];
+  assign \$474  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$475  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$474  };
+  assign \$476  = ~ s7_dtype[1];
+  assign \$477  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$478  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$477  };
+  assign \$479  = \$478 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$480  = ~ s7_dtype[1];
+  assign \$481  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$482  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$481  };
+  assign \$483  = \$482 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$484  = \$475 [3] ? { \$479 [7:0], 8'h00 } : \$483 ;
+  assign \$485  = ~ s7_dtype[1];
+  assign \$486  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$487  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$486  };
+  assign \$488  = ~ s7_dtype[1];
+  assign \$489  = ~ s7_dtype[1];
+  assign \$490  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$491  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$490  };
+  assign \$492  = \$491 [4] ? 16'h0000 : s7_sum[15:0];
+  assign \$493  = ~ s7_dtype[1];
+  assign \$494  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$495  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$494  };
+  assign \$496  = ~ s7_dtype[1];
+  assign \$497  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$498  = \$495 [4] ? \$497  : s7_sum[31:16];
+  assign \$499  = ~ s7_dtype[1];
+  assign \$500  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$501  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$500  };
+  assign \$502  = ~ s7_dtype[1];
+  assign \$503  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$504  = \$501 [4] ? \$503  : s7_sum[31:16];
+  assign \$505  = s7_dtype[1] ? { \$504 [7:0], 8'h00 } : { \$498 [7:0], \$492 [15:8] };
+  assign \$506  = ~ s7_dtype[1];
+  assign \$507  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$508  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$507  };
+  assign \$509  = ~ s7_dtype[1];
+  assign \$510  = s7_dtype[1] ? 16'h0000 : s7_sum[15:0];
+  assign \$511  = \$508 [4] ? \$510  : s7_sum[31:16];
+  assign \$512  = \$487 [3] ? \$505  : \$511 ;
+  assign \$513  = ~ s7_dtype[1];
+  assign \$514  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$515  = s7_dtype[1] ? { 1'h0, s7_count_hi } : { s7_zero_hi, \$514  };
+  assign \$516  = ~ s7_dtype[1];
+  assign \$517  = s7_zero_hi ? s7_count_lo : s7_count_hi;
+  assign \$518  = s7_dtype[1] ? { 1'h0, s7_count_lo } : { s7_zero_hi, \$517  };
+  assign \$519  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$520  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$521  = s8_shift_lo[1] ? { \$519 [13:0], 2'h0 } : \$520 ;
+  assign \$522  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$523  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$524  = s8_shift_lo[1] ? { \$522 [13:0], 2'h0 } : \$523 ;
+  assign \$525  = s8_shift_lo[0] ? { \$521 [14:0], 1'h0 } : \$524 ;
+  assign \$526  = ~ s8_dtype[1];
+  assign \$527  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$528  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$529  = s8_shift_lo[1] ? { \$527 [13:0], 2'h0 } : \$528 ;
+  assign \$530  = ~ s8_dtype[1];
+  assign \$531  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$532  = ~ s8_dtype[1];
+  assign \$533  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$534  = s8_shift_hi[2] ? \$533  : s8_sum[31:16];
+  assign \$535  = ~ s8_dtype[1];
+  assign \$536  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$537  = s8_shift_hi[2] ? \$536  : s8_sum[31:16];
+  assign \$538  = s8_dtype[1] ? { \$537 [13:0], 2'h0 } : { \$534 [13:0], \$531 [15:14] };
+  assign \$539  = ~ s8_dtype[1];
+  assign \$540  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$541  = s8_shift_hi[2] ? \$540  : s8_sum[31:16];
+  assign \$542  = s8_shift_hi[1] ? \$538  : \$541 ;
+  assign \$543  = ~ s8_dtype[1];
+  assign \$544  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$545  = ~ s8_dtype[1];
+  assign \$546  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$547  = s8_shift_hi[2] ? \$546  : s8_sum[31:16];
+  assign \$548  = ~ s8_dtype[1];
+  assign \$549  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$550  = s8_shift_hi[2] ? \$549  : s8_sum[31:16];
+  assign \$551  = s8_dtype[1] ? { \$550 [13:0], 2'h0 } : { \$547 [13:0], \$544 [15:14] };
+  assign \$552  = ~ s8_dtype[1];
+  assign \$553  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$554  = s8_shift_hi[2] ? \$553  : s8_sum[31:16];
+  assign \$555  = s8_shift_hi[1] ? \$551  : \$554 ;
+  assign \$556  = s8_dtype[1] ? { \$555 [14:0], 1'h0 } : { \$542 [14:0], \$529 [15] };
+  assign \$557  = ~ s8_dtype[1];
+  assign \$558  = s8_shift_lo[2] ? { s8_sum[11:0], 4'h0 } : s8_sum[15:0];
+  assign \$559  = ~ s8_dtype[1];
+  assign \$560  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$561  = s8_shift_hi[2] ? \$560  : s8_sum[31:16];
+  assign \$562  = ~ s8_dtype[1];
+  assign \$563  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$564  = s8_shift_hi[2] ? \$563  : s8_sum[31:16];
+  assign \$565  = s8_dtype[1] ? { \$564 [13:0], 2'h0 } : { \$561 [13:0], \$558 [15:14] };
+  assign \$566  = ~ s8_dtype[1];
+  assign \$567  = s8_dtype[1] ? { s8_sum[27:16], 4'h0 } : s8_sum[27:12];
+  assign \$568  = s8_shift_hi[2] ? \$567  : s8_sum[31:16];
+  assign \$569  = s8_shift_hi[1] ? \$565  : \$568 ;
+  assign \$570  = s8_shift_hi[0] ? \$556  : \$569 ;
+  assign \$571  = s8_slot_hi[10:2] + 1'h1;
+  assign \$572  = \$571  - s8_shift_hi;
+  assign \$573  = s8_slot_lo[10:2] + 1'h1;
+  assign \$574  = \$573  - s8_shift_lo;
+  assign \$575  = ~ s9_dtype[1];
+  assign \$576  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$577  = s9_dtype[1] & s9_dtype[0];
+  assign \$578  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$579  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$580  = \$577  ? { \$578 , s9_sum[14:5] } : { \$579 , s9_sum[14:8] };
+  assign \$581  = s9_dtype[1] & s9_dtype[0];
+  assign \$582  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$583  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$584  = \$581  ? { \$582 , s9_sum[30:21] } : { \$583 , s9_sum[30:24] };
+  assign \$585  = s9_dtype[1] ? { \$584 , 1'h0, \$580  } : { \$576 , s9_sum[30:8] };
+  assign \$586  = ~ s9_dtype[1];
+  assign \$587  = ~ s9_dtype[1];
+  assign \$588  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$589  = s9_dtype[1] & s9_dtype[0];
+  assign \$590  = s9_sum[15] ? s9_slot_lo[6:2] : 5'h00;
+  assign \$591  = s9_sum[15] ? s9_slot_lo[9:2] : 8'h00;
+  assign \$592  = \$589  ? { \$590 , s9_sum[14:5] } : { \$591 , s9_sum[14:8] };
+  assign \$593  = s9_dtype[1] & s9_dtype[0];
+  assign \$594  = s9_sum[31] ? s9_slot_hi[6:2] : 5'h00;
+  assign \$595  = s9_sum[31] ? s9_slot_hi[9:2] : 8'h00;
+  assign \$596  = \$593  ? { \$594 , s9_sum[30:21] } : { \$595 , s9_sum[30:24] };
+  assign \$597  = s9_dtype[1] ? { \$596 , 1'h0, \$592  } : { \$588 , s9_sum[30:8] };
+  assign \$598  = ~ s9_dtype[1];
+  assign \$600  = s9_dtype[1] & s9_dtype[0];
+  assign \$601  = | s9_sum[19:16];
+  assign \$602  = s9_sum[21] | \$601 ;
+  assign \$603  = s9_sum[20] & \$602 ;
+  assign \$604  = | s9_sum[22:16];
+  assign \$605  = s9_sum[24] | \$604 ;
+  assign \$606  = s9_sum[23] & \$605 ;
+  assign \$607  = \$600  ? \$603  : \$606 ;
+  assign \$608  = \$599  & \$607 ;
+  assign \$609  = ~ s9_dtype[1];
+  assign \$610  = | s9_sum[6:0];
+  assign \$611  = s9_sum[8] | \$610 ;
+  assign \$612  = s9_sum[7] & \$611 ;
+  assign \$613  = s9_dtype[1] & s9_dtype[0];
+  assign \$614  = | s9_sum[3:0];
+  assign \$615  = s9_sum[5] | \$614 ;
+  assign \$616  = s9_sum[4] & \$615 ;
+  assign \$617  = | s9_sum[6:0];
+  assign \$618  = s9_sum[8] | \$617 ;
+  assign \$619  = s9_sum[7] & \$618 ;
+  assign \$620  = \$613  ? \$616  : \$619 ;
+  assign \$621  = s9_dtype[1] ? \$620  : \$612 ;
+  assign \$622  = s9_slot_hi[11] | s9_slot_hi[12];
+  assign \$623  = s9_dtype[1] & s9_dtype[0];
+  assign \$624  = \$623  ? 15'h7e00 : 15'h7fc0;
+  assign \$625  = s9_dtype[1] & s9_dtype[0];
+  assign \$626  = \$625  ? 15'h7c00 : 15'h7f80;
+  assign \$627  = s9_slot_hi[12] ? s9_slot_hi[13] : s9_slot_hi[0];
+  assign \$628  = s9_slot_hi[11] ? { 1'h0, \$624  } : { \$627 , \$626  };
+  assign \$629  = s9_slot_lo[11] | s9_slot_lo[12];
+  assign \$630  = s9_dtype[1] & s9_dtype[0];
+  assign \$631  = \$630  ? 15'h7e00 : 15'h7fc0;
+  assign \$632  = s9_dtype[1] & s9_dtype[0];
+  assign \$633  = \$632  ? 15'h7c00 : 15'h7f80;
+  assign \$634  = s9_slot_lo[12] ? s9_slot_lo[13] : s9_slot_lo[0];
+  assign \$635  = s9_slot_lo[11] ? { 1'h0, \$631  } : { \$634 , \$633  };
+  assign \$636  = ~ s11_dtype[1];
+  assign \$637  = s11_dtype[1] & s11_dtype[0];
+  assign \$638  = & s11_rounded[30:26];
+  assign \$639  = s11_rounded[31] | \$638 ;
+  assign \$640  = & s11_rounded[30:23];
+  assign \$641  = s11_rounded[31] | \$640 ;
+  assign \$642  = \$637  ? \$639  : \$641 ;
+  assign \$643  = s11_forced_hi | \$642 ;
+  assign \$644  = \$643  ? 16'h0000 : s11_rounded[15:0];
+  assign \$645  = s11_dtype[1] & s11_dtype[0];
+  assign \$646  = & s11_rounded[14:10];
+  assign \$647  = s11_rounded[15] | \$646 ;
+  assign \$648  = & s11_rounded[14:7];
+  assign \$649  = s11_rounded[15] | \$648 ;
+  assign \$650  = \$645  ? \$647  : \$649 ;
+  assign \$651  = s11_forced_lo | \$650 ;
+  assign \$652  = \$651  ? s11_special_lo : { s11_sign_lo, s11_rounded[14:0] };
+  assign \$653  = s11_dtype[1] ? \$652  : \$644 ;
+  assign \$654  = s11_dtype[1] & s11_dtype[0];
+  assign \$655  = & s11_rounded[30:26];
+  assign \$656  = s11_rounded[31] | \$655 ;
+  assign \$657  = & s11_rounded[30:23];
+  assign \$658  = s11_rounded[31] | \$657 ;
+  assign \$659  = \$654  ? \$656  : \$658 ;
+  assign \$660  = s11_forced_hi | \$659 ;
+  assign \$661  = \$660  ? s11_special_hi : { s11_sign_hi, s11_rounded[30:16] };
+  assign \$662  = dtype[1] & dtype[0];
+  assign a_hi_exp = \$662  ? { 3'h0, a[30:26] } : a[30:23];
+  assign \$663  = dtype[1] & dtype[0];
+  assign \$664  = | a_hi_exp;
+  assign \$665  = | a_hi_exp;
+  assign \$666  = \$663  ? { \$664 , a[25:16], 4'h0 } : { \$665 , a[22:16], 7'h00 };
+  assign \$667  = dtype[1] & dtype[0];
+  assign a_lo_exp = \$667  ? { 3'h0, a[14:10] } : a[14:7];
+  assign \$668  = dtype[1] & dtype[0];
+  assign \$669  = | a_lo_exp;
+  assign \$670  = | a_lo_exp;
+  assign \$671  = \$668  ? { \$669 , a[9:0], 4'h0 } : { \$670 , a[6:0], 7'h00 };
+  assign \$672  = ~ dtype[1];
+  assign \$673  = | a_hi_exp;
+  assign a_sig = dtype[1] ? { 1'h0, \$666 , 1'h0, \$671  } : { 1'h0, \$673 , a[22:0], 7'h00 };
+  assign \$674  = dtype[1] & dtype[0];
+  assign b_hi_exp = \$674  ? { 3'h0, b[30:26] } : b[30:23];
+  assign \$675  = dtype[1] & dtype[0];
+  assign \$676  = | b_hi_exp;
+  assign \$677  = | b_hi_exp;
+  assign \$678  = \$675  ? { \$676 , b[25:16], 4'h0 } : { \$677 , b[22:16], 7'h00 };
+  assign \$679  = dtype[1] & dtype[0];
+  assign b_lo_exp = \$679  ? { 3'h0, b[14:10] } : b[14:7];
+  assign \$680  = dtype[1] & dtype[0];
+  assign \$681  = | b_lo_exp;
+  assign \$682  = | b_lo_exp;
+  assign \$683  = \$680  ? { \$681 , b[9:0], 4'h0 } : { \$682 , b[6:0], 7'h00 };
+  assign \$684  = ~ dtype[1];
+  assign \$685  = | b_hi_exp;
+  assign b_sig = dtype[1] ? { 1'h0, \$678 , 1'h0, \$683  } : { 1'h0, \$685 , b[22:0], 7'h00 };
+  assign \$686  = { s5_x, s5_carry_in } + { s5_y, s5_carry_in };
+  assign s10_chain = s10_packed + { s10_inc_hi, 16'h0000, s10_inc_lo };
+  always @(posedge clk)
+    s1_dtype <= \$687 ;
+  always @(posedge clk)
+    s2_dtype <= \$688 ;
+  always @(posedge clk)
+    s3_dtype <= \$689 ;
+  always @(posedge clk)
+    s4_dtype <= \$690 ;
+  always @(posedge clk)
+    s5_dtype <= \$691 ;
+  always @(posedge clk)
+    s6_dtype <= \$692 ;
+  always @(posedge clk)
+    s7_dtype <= \$693 ;
+  always @(posedge clk)
+    s8_dtype <= \$694 ;
+  always @(posedge clk)
+    s9_dtype <= \$695 ;
+  always @(posedge clk)
+    s10_dtype <= \$696 ;
+  always @(posedge clk)
+    s11_dtype <= \$697 ;
+  always @(posedge clk)
+    s1_sig_a <= \$698 ;
+  always @(posedge clk)
+    s1_a_hi <= \$699 ;
+  always @(posedge clk)
+    s1_a_lo <= \$700 ;
+  always @(posedge clk)
+    s1_sig_b <= \$701 ;
+  always @(posedge clk)
+    s1_b_hi <= \$702 ;
+  always @(posedge clk)
+    s1_b_lo <= \$703 ;
+  always @(posedge clk)
+    s1_gt_lo <= \$704 ;
+  always @(posedge clk)
+    s1_gt_hi <= \$705 ;
+  always @(posedge clk)
+    s1_eq_hi <= \$706 ;
+  always @(posedge clk)
+    s2_sig_a <= \$707 ;
+  always @(posedge clk)
+    s2_sig_b <= \$708 ;
+  always @(posedge clk)
+    s2_a_hi <= \$709 ;
+  always @(posedge clk)
+    s2_b_hi <= \$710 ;
+  always @(posedge clk)
+    s2_swap_hi <= \$711 ;
+  always @(posedge clk)
+    s2_swap_lo <= \$712 ;
+  always @(posedge clk)
+    s2_a_lo <= \$713 ;
+  always @(posedge clk)
+    s2_b_lo <= \$714 ;
+  always @(posedge clk)
+    s2_d_ab_hi <= \$715 ;
+  always @(posedge clk)
+    s2_d_ba_hi <= \$716 ;
+  always @(posedge clk)
+    s2_d_ab_lo <= \$717 ;
+  always @(posedge clk)
+    s2_d_ba_lo <= \$718 ;
+  always @(posedge clk)
+    s3_shift_hi <= \$719 ;
+  always @(posedge clk)
+    s3_sub_hi <= \$720 ;
+  always @(posedge clk)
+    s3_slot_hi <= \$721 ;
+  always @(posedge clk)
+    s3_shift_lo <= \$722 ;
+  always @(posedge clk)
+    s3_sub_lo <= \$723 ;
+  always @(posedge clk)
+    s3_slot_lo <= \$724 ;
+  always @(posedge clk)
+    s3_x <= \$725 ;
+  always @(posedge clk)
+    s3_y <= \$726 ;
+  always @(posedge clk)
+    s4_x <= \$727 ;
+  always @(posedge clk)
+    s4_sub_hi <= \$728 ;
+  always @(posedge clk)
+    s4_sub_lo <= \$729 ;
+  always @(posedge clk)
+    s4_slot_hi <= \$730 ;
+  always @(posedge clk)
+    s4_slot_lo <= \$731 ;
+  always @(posedge clk)
+    s4_shift_hi <= \$732 ;
+  always @(posedge clk)
+    s4_shift_lo <= \$733 ;
+  always @(posedge clk)
+    s4_y <= \$734 ;
+  always @(posedge clk)
+    s4_sticky_hi <= \$735 ;
+  always @(posedge clk)
+    s4_sticky_lo <= \$736 ;
+  always @(posedge clk)
+    s5_slot_hi <= \$737 ;
+  always @(posedge clk)
+    s5_slot_lo <= \$738 ;
+  always @(posedge clk)
+    s5_x <= \$739 ;
+  always @(posedge clk)
+    s5_y <= \$740 ;
+  always @(posedge clk)
+    s5_carry_in <= \$741 ;
+  always @(posedge clk)
+    s5_sentinel <= \$742 ;
+  always @(posedge clk)
+    s6_slot_hi <= \$743 ;
+  always @(posedge clk)
+    s6_slot_lo <= \$744 ;
+  always @(posedge clk)
+    s6_sum <= \$745 ;
+  always @(posedge clk)
+    s6_marked <= \$746 ;
+  always @(posedge clk)
+    s7_sum <= \$747 ;
+  always @(posedge clk)
+    s7_slot_hi <= \$748 ;
+  always @(posedge clk)
+    s7_slot_lo <= \$749 ;
+  always @(posedge clk)
+    s7_count_hi <= \$750 ;
+  always @(posedge clk)
+    s7_count_lo <= \$751 ;
+  always @(posedge clk)
+    s7_zero_hi <= \$752 ;
+  always @(posedge clk)
+    s8_slot_hi <= \$753 ;
+  always @(posedge clk)
+    s8_slot_lo <= \$754 ;
+  always @(posedge clk)
+    s8_sum <= \$755 ;
+  always @(posedge clk)
+    s8_shift_hi <= \$756 ;
+  always @(posedge clk)
+    s8_shift_lo <= \$757 ;
+  always @(posedge clk)
+    s9_slot_hi <= \$758 ;
+  always @(posedge clk)
+    s9_slot_lo <= \$759 ;
+  always @(posedge clk)
+    s9_sum <= \$760 ;
+  always @(posedge clk)
+    s10_packed <= \$761 ;
+  always @(posedge clk)
+    s10_inc_hi <= \$762 ;
+  always @(posedge clk)
+    s10_inc_lo <= \$763 ;
+  always @(posedge clk)
+    s10_sign_hi <= \$764 ;
+  always @(posedge clk)
+    s10_forced_hi <= \$765 ;
+  always @(posedge clk)
+    s10_special_hi <= \$766 ;
+  always @(posedge clk)
+    s10_sign_lo <= \$767 ;
+  always @(posedge clk)
+    s10_forced_lo <= \$768 ;
+  always @(posedge clk)
+    s10_special_lo <= \$769 ;
+  always @(posedge clk)
+    s11_sign_hi <= \$770 ;
+  always @(posedge clk)
+    s11_sign_lo <= \$771 ;
+  always @(posedge clk)
+    s11_forced_hi <= \$772 ;
+  always @(posedge clk)
+    s11_forced_lo <= \$773 ;
+  always @(posedge clk)
+    s11_special_hi <= \$774 ;
+  always @(posedge clk)
+    s11_special_lo <= \$775 ;
+  always @(posedge clk)
+    s11_rounded <= \$776 ;
+  always @(posedge clk)
+    result <= \$777 ;
+  assign \$1  = | a_hi_exp;
+  assign \$2  = ~ \$1 ;
+  assign \$3  = a_hi_exp[0] | \$2 ;
+  assign \$4  = dtype[1] & dtype[0];
+  assign \$5  = \$4  ? 8'h1f : 8'hff;
+  assign \$6  = a_hi_exp == \$5 ;
+  assign \$7  = ~ dtype[1];
+  assign \$8  = | a[22:0];
+  assign \$9  = dtype[1] & dtype[0];
+  assign \$10  = | a[25:16];
+  assign \$11  = | a[22:16];
+  assign \$12  = \$9  ? \$10  : \$11 ;
+  assign \$13  = dtype[1] ? \$12  : \$8 ;
+  assign \$14  = \$6  & \$13 ;
+  assign \$15  = dtype[1] & dtype[0];
+  assign \$16  = \$15  ? 8'h1f : 8'hff;
+  assign \$17  = a_hi_exp == \$16 ;
+  assign \$18  = ~ dtype[1];
+  assign \$19  = | a[22:0];
+  assign \$20  = dtype[1] & dtype[0];
+  assign \$21  = | a[25:16];
+  assign \$22  = | a[22:16];
+  assign \$23  = \$20  ? \$21  : \$22 ;
+  assign \$24  = dtype[1] ? \$23  : \$19 ;
+  assign \$25  = ~ \$24 ;
+  assign \$26  = \$17  & \$25 ;
+  assign \$27  = | a_lo_exp;
+  assign \$28  = ~ \$27 ;
+  assign \$29  = a_lo_exp[0] | \$28 ;
+  assign \$30  = dtype[1] & dtype[0];
+  assign \$31  = \$30  ? 8'h1f : 8'hff;
+  assign \$32  = a_lo_exp == \$31 ;
+  assign \$33  = dtype[1] & dtype[0];
+  assign \$34  = | a[9:0];
+  assign \$35  = | a[6:0];
+  assign \$36  = \$33  ? \$34  : \$35 ;
+  assign \$37  = \$32  & \$36 ;
+  assign \$38  = dtype[1] & dtype[0];
+  assign \$39  = \$38  ? 8'h1f : 8'hff;
+  assign \$40  = a_lo_exp == \$39 ;
+  assign \$41  = dtype[1] & dtype[0];
+  assign \$42  = | a[9:0];
+  assign \$43  = | a[6:0];
+  assign \$44  = \$41  ? \$42  : \$43 ;
+  assign \$45  = ~ \$44 ;
+  assign \$46  = \$40  & \$45 ;
+  assign \$47  = | b_hi_exp;
+  assign \$48  = ~ \$47 ;
+  assign \$49  = b_hi_exp[0] | \$48 ;
+  assign \$50  = dtype[1] & dtype[0];
+  assign \$51  = \$50  ? 8'h1f : 8'hff;
+  assign \$52  = b_hi_exp == \$51 ;
+  assign \$53  = ~ dtype[1];
+  assign \$54  = | b[22:0];
+  assign \$55  = dtype[1] & dtype[0];
+  assign \$56  = | b[25:16];
+  assign \$57  = | b[22:16];
+  assign \$58  = \$55  ? \$56  : \$57 ;
+  assign \$59  = dtype[1] ? \$58  : \$54 ;
+  assign \$60  = \$52  & \$59 ;
+  assign \$61  = dtype[1] & dtype[0];
+  assign \$62  = \$61  ? 8'h1f : 8'hff;
+  assign \$63  = b_hi_exp == \$62 ;
+  assign \$64  = ~ dtype[1];
+  assign \$65  = | b[22:0];
+  assign \$66  = dtype[1] & dtype[0];
+  assign \$67  = | b[25:16];
+  assign \$68  = | b[22:16];
+  assign \$69  = \$66  ? \$67  : \$68 ;
+  assign \$70  = dtype[1] ? \$69  : \$65 ;
+  assign \$71  = ~ \$70 ;
+  assign \$72  = \$63  & \$71 ;
+  assign \$73  = | b_lo_exp;
+  assign \$74  = ~ \$73 ;
+  assign \$75  = b_lo_exp[0] | \$74 ;
+  assign \$76  = dtype[1] & dtype[0];
+  assign \$77  = \$76  ? 8'h1f : 8'hff;
+  assign \$78  = b_lo_exp == \$77 ;
+  assign \$79  = dtype[1] & dtype[0];
+  assign \$80  = | b[9:0];
+  assign \$81  = | b[6:0];
+  assign \$82  = \$79  ? \$80  : \$81 ;
+  assign \$83  = \$78  & \$82 ;
+  assign \$84  = dtype[1] & dtype[0];
+  assign \$85  = \$84  ? 8'h1f : 8'hff;
+  assign \$86  = b_lo_exp == \$85 ;
+  assign \$87  = dtype[1] & dtype[0];
+  assign \$88  = | b[9:0];
+  assign \$89  = | b[6:0];
+  assign \$90  = \$87  ? \$88  : \$89 ;
+  assign \$91  = ~ \$90 ;
+  assign \$92  = \$86  & \$91 ;
+  assign \$93  = b[14:0] > a[14:0];
+  assign \$94  = b[30:16] > a[30:16];
+  assign \$95  = b[30:16] == a[30:16];
+  assign \$96  = ~ s1_dtype[1];
+  assign \$97  = ~ s1_a_lo[0];
+  assign \$98  = s1_b_lo[0] & \$97 ;
+  assign \$99  = s1_a_lo[0] ^ s1_b_lo[0];
   assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:10] == 5'h1f;
-  assign \$107  = | a[9:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:10] == 5'h1f;
-  assign \$111  = | b[9:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:10] == 5'h1f;
-  assign \$116  = | a[9:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[13:0];
-  assign \$121  = s1_wide[27:14] | { 13'h0000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [14], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7c00 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7c00 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7e00 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
+  assign \$101  = \$100  & s1_gt_lo;
+  assign \$102  = \$98  | \$101 ;
+  assign \$103  = s1_eq_hi & \$102 ;
+  assign \$104  = s1_gt_hi | \$103 ;
+  assign \$105  = s1_dtype[1] ? s1_gt_hi : \$104 ;
+  assign \$106  = ~ s1_dtype[1];
+  assign \$107  = ~ s1_a_lo[0];
+  assign \$108  = s1_b_lo[0] & \$107 ;
+  assign \$109  = s1_a_lo[0] ^ s1_b_lo[0];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \$110  & s1_gt_lo;
+  assign \$112  = \$108  | \$111 ;
+  assign \$113  = s1_eq_hi & \$112 ;
+  assign \$114  = s1_gt_hi | \$113 ;
+  assign \$115  = s1_dtype[1] ? s1_gt_lo : \$114 ;
+  assign \$116  = ~ s1_dtype[1];
+  assign \$117  = s1_dtype[1] ? s1_a_lo : s1_a_hi;
+  assign \$118  = ~ s1_dtype[1];
+  assign \$119  = s1_dtype[1] ? s1_b_lo : s1_b_hi;
+  assign \$120  = s1_a_hi[8:1] - s1_b_hi[8:1];
+  assign \$121  = s1_b_hi[8:1] - s1_a_hi[8:1];
+  assign \$122  = ~ s1_dtype[1];
+  assign \$123  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+  assign \$124  = ~ s1_dtype[1];
+  assign \$125  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
+  assign \$126  = \$123  - \$125 ;
+  assign \$127  = ~ s1_dtype[1];
+  assign \$128  = s1_dtype[1] ? s1_b_lo[8:1] : s1_b_hi[8:1];
+  assign \$129  = ~ s1_dtype[1];
+  assign \$130  = s1_dtype[1] ? s1_a_lo[8:1] : s1_a_hi[8:1];
+  assign \$131  = \$128  - \$130 ;
+  assign \$132  = | s2_d_ba_hi[7:5];
+  assign \$133  = ~ s2_dtype[1];
+  assign \$135  = \$134  & s2_d_ba_hi[4];
+  assign \$136  = \$132  | \$135 ;
+  assign \$137  = \$136  ? 4'hf : 4'h0;
+  assign \$138  = s2_d_ba_hi[3:0] | \$137 ;
+  assign \$139  = | s2_d_ba_hi[7:5];
+  assign \$140  = ~ s2_dtype[1];
+  assign \$142  = \$141  & s2_d_ba_hi[4];
+  assign \$143  = \$139  | \$142 ;
+  assign \$144  = ~ s2_dtype[1];
+  assign \$145  = \$143  ? \$144  : s2_d_ba_hi[4];
+  assign \$146  = | s2_d_ab_hi[7:5];
+  assign \$147  = ~ s2_dtype[1];
+  assign \$149  = \$148  & s2_d_ab_hi[4];
+  assign \$150  = \$146  | \$149 ;
+  assign \$151  = \$150  ? 4'hf : 4'h0;
+  assign \$152  = s2_d_ab_hi[3:0] | \$151 ;
+  assign \$153  = | s2_d_ab_hi[7:5];
+  assign \$154  = ~ s2_dtype[1];
+  assign \$156  = \$155  & s2_d_ab_hi[4];
+  assign \$157  = \$153  | \$156 ;
+  assign \$158  = ~ s2_dtype[1];
+  assign \$159  = \$157  ? \$158  : s2_d_ab_hi[4];
+  assign \$160  = s2_swap_hi ? { \$145 , \$138  } : { \$159 , \$152  };
+  assign \$161  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$162  = s2_swap_hi ? s2_b_hi[0] : s2_a_hi[0];
+  assign \$163  = s2_a_hi[0] & s2_b_hi[0];
+  assign \$164  = s2_swap_hi ? s2_b_hi[8:1] : s2_a_hi[8:1];
+  assign \$165  = s2_a_hi[9] | s2_b_hi[9];
+  assign \$166  = s2_a_hi[10] & s2_b_hi[10];
+  assign \$167  = s2_a_hi[0] ^ s2_b_hi[0];
+  assign \$168  = \$166  & \$167 ;
+  assign \$169  = \$165  | \$168 ;
+  assign \$170  = s2_a_hi[10] | s2_b_hi[10];
+  assign \$171  = s2_a_hi[10] ? s2_a_hi[0] : s2_b_hi[0];
+  assign \$172  = | s2_d_ba_lo[7:5];
+  assign \$173  = ~ s2_dtype[1];
+  assign \$175  = \$174  & s2_d_ba_lo[4];
+  assign \$176  = \$172  | \$175 ;
+  assign \$177  = \$176  ? 4'hf : 4'h0;
+  assign \$178  = s2_d_ba_lo[3:0] | \$177 ;
+  assign \$179  = | s2_d_ba_lo[7:5];
+  assign \$180  = ~ s2_dtype[1];
+  assign \$182  = \$181  & s2_d_ba_lo[4];
+  assign \$183  = \$179  | \$182 ;
+  assign \$184  = ~ s2_dtype[1];
+  assign \$185  = \$183  ? \$184  : s2_d_ba_lo[4];
+  assign \$186  = | s2_d_ab_lo[7:5];
+  assign \$187  = ~ s2_dtype[1];
+  assign \$189  = \$188  & s2_d_ab_lo[4];
+  assign \$190  = \$186  | \$189 ;
+  assign \$191  = \$190  ? 4'hf : 4'h0;
+  assign \$192  = s2_d_ab_lo[3:0] | \$191 ;
+  assign \$193  = | s2_d_ab_lo[7:5];
+  assign \$194  = ~ s2_dtype[1];
+  assign \$196  = \$195  & s2_d_ab_lo[4];
+  assign \$197  = \$193  | \$196 ;
+  assign \$198  = ~ s2_dtype[1];
+  assign \$199  = \$197  ? \$198  : s2_d_ab_lo[4];
+  assign \$200  = s2_swap_lo ? { \$185 , \$178  } : { \$199 , \$192  };
+  assign \$201  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$202  = s2_swap_lo ? s2_b_lo[0] : s2_a_lo[0];
+  assign \$203  = s2_a_lo[0] & s2_b_lo[0];
+  assign \$204  = s2_swap_lo ? s2_b_lo[8:1] : s2_a_lo[8:1];
+  assign \$205  = s2_a_lo[9] | s2_b_lo[9];
+  assign \$206  = s2_a_lo[10] & s2_b_lo[10];
+  assign \$207  = s2_a_lo[0] ^ s2_b_lo[0];
+  assign \$208  = \$206  & \$207 ;
+  assign \$209  = \$205  | \$208 ;
+  assign \$210  = s2_a_lo[10] | s2_b_lo[10];
+  assign \$211  = s2_a_lo[10] ? s2_a_lo[0] : s2_b_lo[0];
+  assign \$212  = s2_swap_lo ? s2_sig_b[15:0] : s2_sig_a[15:0];
+  assign \$213  = s2_swap_hi ? s2_sig_b[31:16] : s2_sig_a[31:16];
+  assign \$214  = s2_swap_lo ? s2_sig_a[15:0] : s2_sig_b[15:0];
+  assign \$215  = s2_swap_hi ? s2_sig_a[31:16] : s2_sig_b[31:16];
+  assign \$216  = ~ s3_dtype[1];
+  assign \$217  = ~ s3_dtype[1];
+  assign \$218  = ~ s3_dtype[1];
+  assign \$219  = s3_dtype[1] ? 16'h0000 : s3_y[31:16];
+  assign \$220  = s3_shift_lo[4] ? \$219  : s3_y[15:0];
+  assign \$221  = s3_shift_hi[4] ? 16'h0000 : s3_y[31:16];
+  assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$133  = \$74 ;
+    \$687  = dtype;
     if (rst) begin
-      \$133  = 1'h0;
+      \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$134  = \$75 ;
+    \$688  = s1_dtype;
     if (rst) begin
-      \$134  = 1'h0;
+      \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$135  = \$76 ;
+    \$689  = s2_dtype;
     if (rst) begin
-      \$135  = 1'h0;
+      \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$136  = \$77 ;
+    \$690  = s3_dtype;
     if (rst) begin
-      \$136  = 5'h00;
+      \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$137  = \$80 [4:0];
+    \$691  = s4_dtype;
     if (rst) begin
-      \$137  = 5'h00;
+      \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$138  = \$83 ;
+    \$692  = s5_dtype;
     if (rst) begin
-      \$138  = 11'h000;
+      \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$139  = \$86 ;
+    \$693  = s6_dtype;
     if (rst) begin
-      \$139  = 11'h000;
+      \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$140  = \$105 ;
+    \$694  = s7_dtype;
     if (rst) begin
-      \$140  = 1'h0;
+      \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$141  = \$114 ;
+    \$695  = s8_dtype;
     if (rst) begin
-      \$141  = 1'h0;
+      \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$142  = \$119 ;
+    \$696  = s9_dtype;
     if (rst) begin
-      \$142  = 1'h0;
+      \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$143  = s1_sx;
+    \$697  = s10_dtype;
     if (rst) begin
-      \$143  = 1'h0;
+      \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$144  = s1_sy;
+    \$698  = a_sig;
     if (rst) begin
-      \$144  = 1'h0;
+      \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$145  = s1_sub;
+    \$699 [0] = a[31];
+    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+    \$699 [9] = \$14 ;
+    \$699 [10] = \$26 ;
     if (rst) begin
-      \$145  = 1'h0;
+      \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$146  = s1_ex;
+    \$700 [0] = a[15];
+    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+    \$700 [9] = \$37 ;
+    \$700 [10] = \$46 ;
     if (rst) begin
-      \$146  = 5'h00;
+      \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$147  = { s1_mx, 3'h0 };
+    \$701  = b_sig;
     if (rst) begin
-      \$147  = 14'h0000;
+      \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$148  = \$121 ;
+    \$702 [0] = b[31];
+    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+    \$702 [9] = \$60 ;
+    \$702 [10] = \$72 ;
     if (rst) begin
-      \$148  = 14'h0000;
+      \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$149  = s1_nan;
+    \$703 [0] = b[15];
+    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+    \$703 [9] = \$83 ;
+    \$703 [10] = \$92 ;
     if (rst) begin
-      \$149  = 1'h0;
+      \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$150  = s1_inf;
+    \$704  = \$93 ;
     if (rst) begin
-      \$150  = 1'h0;
+      \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$151  = s1_inf_sign;
+    \$705  = \$94 ;
     if (rst) begin
-      \$151  = 1'h0;
+      \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$152  = \$124 [14:0];
+    \$706  = \$95 ;
     if (rst) begin
-      \$152  = 15'h0000;
+      \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$153  = s2_sx;
+    \$707  = s1_sig_a;
     if (rst) begin
-      \$153  = 1'h0;
+      \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$154  = s2_ex;
+    \$708  = s1_sig_b;
     if (rst) begin
-      \$154  = 5'h00;
+      \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$155  = s2_nan;
+    \$709  = s1_a_hi;
     if (rst) begin
-      \$155  = 1'h0;
+      \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$156  = s2_inf;
+    \$710  = s1_b_hi;
     if (rst) begin
-      \$156  = 1'h0;
+      \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$157  = s2_inf_sign;
+    \$711  = \$105 ;
     if (rst) begin
-      \$157  = 1'h0;
+      \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$158  = \$125 ;
+    \$712  = \$115 ;
     if (rst) begin
-      \$158  = 1'h0;
+      \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$159  = \$70 [14:4];
+    \$713  = \$117 ;
     if (rst) begin
-      \$159  = 11'h000;
+      \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$160  = \$70 [3];
+    \$714  = \$119 ;
     if (rst) begin
-      \$160  = 1'h0;
+      \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$161  = \$126 ;
+    \$715  = \$120 [7:0];
     if (rst) begin
-      \$161  = 1'h0;
+      \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$162  = \$128 [5:0];
+    \$716  = \$121 [7:0];
     if (rst) begin
-      \$162  = 6'h00;
+      \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$163  = \$129 ;
+    \$717  = \$126 [7:0];
     if (rst) begin
-      \$163  = 1'h0;
+      \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$164  = s3_nan;
+    \$718  = \$131 [7:0];
     if (rst) begin
-      \$164  = 1'h0;
+      \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$165  = s3_inf;
+    \$719  = \$160 ;
     if (rst) begin
-      \$165  = 1'h0;
+      \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$166  = s3_inf_sign;
+    \$720  = \$161 ;
     if (rst) begin
-      \$166  = 1'h0;
+      \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$167  = \$132 ;
+    \$721 [0] = \$162 ;
+    \$721 [1] = \$163 ;
+    \$721 [10:2] = { 1'h0, \$164  };
+    \$721 [11] = \$169 ;
+    \$721 [12] = \$170 ;
+    \$721 [13] = \$171 ;
     if (rst) begin
-      \$167  = 16'h0000;
+      \$721  = 14'h0000;
     end
   end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [14:0];
-  assign s4_rounded = \$73 [15:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$722  = \$200 ;
+    if (rst) begin
+      \$722  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$723  = \$201 ;
+    if (rst) begin
+      \$723  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$724 [0] = \$202 ;
+    \$724 [1] = \$203 ;
+    \$724 [10:2] = { 1'h0, \$204  };
+    \$724 [11] = \$209 ;
+    \$724 [12] = \$210 ;
+    \$724 [13] = \$211 ;
+    if (rst) begin
+      \$724  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$725  = { \$213 , \$212  };
+    if (rst) begin
+      \$725  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$726  = { \$215 , \$214  };
+    if (rst) begin
+      \$726  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$727  = s3_x;
+    if (rst) begin
+      \$727  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$728  = s3_sub_hi;
+    if (rst) begin
+      \$728  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$729  = s3_sub_lo;
+    if (rst) begin
+      \$729  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$730  = s3_slot_hi;
+    if (rst) begin
+      \$730  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$731  = s3_slot_lo;
+    if (rst) begin
+      \$731  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$732  = s3_shift_hi;
+    if (rst) begin
+      \$732  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$733  = s3_shift_lo;
+    if (rst) begin
+      \$733  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$734  = { \$267 , \$260  };
+    if (rst) begin
+      \$734  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$735  = \$289 ;
+    if (rst) begin
+      \$735  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$736  = \$314 ;
+    if (rst) begin
+      \$736  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$737  = s4_slot_hi;
+    if (rst) begin
+      \$737  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$738  = s4_slot_lo;
+    if (rst) begin
+      \$738  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    if (rst) begin
+      \$739  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$740  = { \$363 , \$344 , \$341  };
+    if (rst) begin
+      \$740  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$741  = s4_sub_lo;
+    if (rst) begin
+      \$741  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$742  = \$368 ;
+    if (rst) begin
+      \$742  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$743  = s5_slot_hi;
+    if (rst) begin
+      \$743  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$744  = s5_slot_lo;
+    if (rst) begin
+      \$744  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$745  = { \$686 [33:18], \$686 [16:1] };
+    if (rst) begin
+      \$745  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$746  = \$369 ;
+    if (rst) begin
+      \$746  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$747  = s6_sum;
+    if (rst) begin
+      \$747  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$748 [13:1] = s6_slot_hi[13:1];
+    \$748 [0] = \$462 ;
+    if (rst) begin
+      \$748  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$749 [13:1] = s6_slot_lo[13:1];
+    \$749 [0] = \$472 ;
+    if (rst) begin
+      \$749  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$750  = { \$405 , \$393  };
+    if (rst) begin
+      \$750  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$751  = { \$441 , \$429  };
+    if (rst) begin
+      \$751  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$752  = \$452 ;
+    if (rst) begin
+      \$752  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$753  = s7_slot_hi;
+    if (rst) begin
+      \$753  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$754  = s7_slot_lo;
+    if (rst) begin
+      \$754  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$755  = { \$512 , \$484  };
+    if (rst) begin
+      \$755  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$756  = \$515 ;
+    if (rst) begin
+      \$756  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$757  = \$518 ;
+    if (rst) begin
+      \$757  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+    \$758 [10:2] = \$572 [8:0];
+    if (rst) begin
+      \$758  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+    \$759 [10:2] = \$574 [8:0];
+    if (rst) begin
+      \$759  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$760  = { \$570 , \$525  };
+    if (rst) begin
+      \$760  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    if (rst) begin
+      \$761  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$762  = \$608 ;
+    if (rst) begin
+      \$762  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$763  = \$621 ;
+    if (rst) begin
+      \$763  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$764  = s9_slot_hi[0];
+    if (rst) begin
+      \$764  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$765  = \$622 ;
+    if (rst) begin
+      \$765  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$766  = \$628 ;
+    if (rst) begin
+      \$766  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$767  = s9_slot_lo[0];
+    if (rst) begin
+      \$767  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$768  = \$629 ;
+    if (rst) begin
+      \$768  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$769  = \$635 ;
+    if (rst) begin
+      \$769  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$770  = s10_sign_hi;
+    if (rst) begin
+      \$770  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$771  = s10_sign_lo;
+    if (rst) begin
+      \$771  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$772  = s10_forced_hi;
+    if (rst) begin
+      \$772  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$773  = s10_forced_lo;
+    if (rst) begin
+      \$773  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$774  = s10_special_hi;
+    if (rst) begin
+      \$774  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$775  = s10_special_lo;
+    if (rst) begin
+      \$775  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    if (rst) begin
+      \$776  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$777  = { \$661 , \$653  };
+    if (rst) begin
+      \$777  = 32'd0;
+    end
+  end
+  assign s5_chain = \$686 [34:1];
+  assign a_hi_sig = { 1'h0, \$666  };
+  assign a_lo_sig = { 1'h0, \$671  };
+  assign b_hi_sig = { 1'h0, \$678  };
+  assign b_lo_sig = { 1'h0, \$683  };
+  assign \s1_a_hi.sign  = s1_a_hi[0];
+  assign \s1_a_hi.exp  = s1_a_hi[8:1];
+  assign \s1_a_hi.nan  = s1_a_hi[9];
+  assign \s1_a_hi.inf  = s1_a_hi[10];
+  assign \s1_a_lo.sign  = s1_a_lo[0];
+  assign \s1_a_lo.exp  = s1_a_lo[8:1];
+  assign \s1_a_lo.nan  = s1_a_lo[9];
+  assign \s1_a_lo.inf  = s1_a_lo[10];
+  assign \s1_b_hi.sign  = s1_b_hi[0];
+  assign \s1_b_hi.exp  = s1_b_hi[8:1];
+  assign \s1_b_hi.nan  = s1_b_hi[9];
+  assign \s1_b_hi.inf  = s1_b_hi[10];
+  assign \s1_b_lo.sign  = s1_b_lo[0];
+  assign \s1_b_lo.exp  = s1_b_lo[8:1];
+  assign \s1_b_lo.nan  = s1_b_lo[9];
+  assign \s1_b_lo.inf  = s1_b_lo[10];
+  assign \s2_a_hi.sign  = s2_a_hi[0];
+  assign \s2_a_hi.exp  = s2_a_hi[8:1];
+  assign \s2_a_hi.nan  = s2_a_hi[9];
+  assign \s2_a_hi.inf  = s2_a_hi[10];
+  assign \s2_b_hi.sign  = s2_b_hi[0];
+  assign \s2_b_hi.exp  = s2_b_hi[8:1];
+  assign \s2_b_hi.nan  = s2_b_hi[9];
+  assign \s2_b_hi.inf  = s2_b_hi[10];
+  assign \s2_a_lo.sign  = s2_a_lo[0];
+  assign \s2_a_lo.exp  = s2_a_lo[8:1];
+  assign \s2_a_lo.nan  = s2_a_lo[9];
+  assign \s2_a_lo.inf  = s2_a_lo[10];
+  assign \s2_b_lo.sign  = s2_b_lo[0];
+  assign \s2_b_lo.exp  = s2_b_lo[8:1];
+  assign \s2_b_lo.nan  = s2_b_lo[9];
+  assign \s2_b_lo.inf  = s2_b_lo[10];
+  assign \s3_slot_hi.sign  = s3_slot_hi[0];
+  assign \s3_slot_hi.both_neg  = s3_slot_hi[1];
+  assign \s3_slot_hi.exp  = s3_slot_hi[10:2];
+  assign \s3_slot_hi.nan  = s3_slot_hi[11];
+  assign \s3_slot_hi.inf  = s3_slot_hi[12];
+  assign \s3_slot_hi.inf_sign  = s3_slot_hi[13];
+  assign \s3_slot_lo.sign  = s3_slot_lo[0];
+  assign \s3_slot_lo.both_neg  = s3_slot_lo[1];
+  assign \s3_slot_lo.exp  = s3_slot_lo[10:2];
+  assign \s3_slot_lo.nan  = s3_slot_lo[11];
+  assign \s3_slot_lo.inf  = s3_slot_lo[12];
+  assign \s3_slot_lo.inf_sign  = s3_slot_lo[13];
+  assign \s4_slot_hi.sign  = s4_slot_hi[0];
+  assign \s4_slot_hi.both_neg  = s4_slot_hi[1];
+  assign \s4_slot_hi.exp  = s4_slot_hi[10:2];
+  assign \s4_slot_hi.nan  = s4_slot_hi[11];
+  assign \s4_slot_hi.inf  = s4_slot_hi[12];
+  assign \s4_slot_hi.inf_sign  = s4_slot_hi[13];
+  assign \s4_slot_lo.sign  = s4_slot_lo[0];
+  assign \s4_slot_lo.both_neg  = s4_slot_lo[1];
+  assign \s4_slot_lo.exp  = s4_slot_lo[10:2];
+  assign \s4_slot_lo.nan  = s4_slot_lo[11];
+  assign \s4_slot_lo.inf  = s4_slot_lo[12];
+  assign \s4_slot_lo.inf_sign  = s4_slot_lo[13];
+  assign \s5_slot_hi.sign  = s5_slot_hi[0];
+  assign \s5_slot_hi.both_neg  = s5_slot_hi[1];
+  assign \s5_slot_hi.exp  = s5_slot_hi[10:2];
+  assign \s5_slot_hi.nan  = s5_slot_hi[11];
+  assign \s5_slot_hi.inf  = s5_slot_hi[12];
+  assign \s5_slot_hi.inf_sign  = s5_slot_hi[13];
+  assign \s5_slot_lo.sign  = s5_slot_lo[0];
+  assign \s5_slot_lo.both_neg  = s5_slot_lo[1];
+  assign \s5_slot_lo.exp  = s5_slot_lo[10:2];
+  assign \s5_slot_lo.nan  = s5_slot_lo[11];
+  assign \s5_slot_lo.inf  = s5_slot_lo[12];
+  assign \s5_slot_lo.inf_sign  = s5_slot_lo[13];
+  assign \s6_slot_hi.sign  = s6_slot_hi[0];
+  assign \s6_slot_hi.both_neg  = s6_slot_hi[1];
+  assign \s6_slot_hi.exp  = s6_slot_hi[10:2];
+  assign \s6_slot_hi.nan  = s6_slot_hi[11];
+  assign \s6_slot_hi.inf  = s6_slot_hi[12];
+  assign \s6_slot_hi.inf_sign  = s6_slot_hi[13];
+  assign \s6_slot_lo.sign  = s6_slot_lo[0];
+  assign \s6_slot_lo.both_neg  = s6_slot_lo[1];
+  assign \s6_slot_lo.exp  = s6_slot_lo[10:2];
+  assign \s6_slot_lo.nan  = s6_slot_lo[11];
+  assign \s6_slot_lo.inf  = s6_slot_lo[12];
+  assign \s6_slot_lo.inf_sign  = s6_slot_lo[13];
+  assign \s7_slot_hi.sign  = s7_slot_hi[0];
+  assign \s7_slot_hi.both_neg  = s7_slot_hi[1];
+  assign \s7_slot_hi.exp  = s7_slot_hi[10:2];
+  assign \s7_slot_hi.nan  = s7_slot_hi[11];
+  assign \s7_slot_hi.inf  = s7_slot_hi[12];
+  assign \s7_slot_hi.inf_sign  = s7_slot_hi[13];
+  assign \s7_slot_lo.sign  = s7_slot_lo[0];
+  assign \s7_slot_lo.both_neg  = s7_slot_lo[1];
+  assign \s7_slot_lo.exp  = s7_slot_lo[10:2];
+  assign \s7_slot_lo.nan  = s7_slot_lo[11];
+  assign \s7_slot_lo.inf  = s7_slot_lo[12];
+  assign \s7_slot_lo.inf_sign  = s7_slot_lo[13];
+  assign \s8_slot_hi.sign  = s8_slot_hi[0];
+  assign \s8_slot_hi.both_neg  = s8_slot_hi[1];
+  assign \s8_slot_hi.exp  = s8_slot_hi[10:2];
+  assign \s8_slot_hi.nan  = s8_slot_hi[11];
+  assign \s8_slot_hi.inf  = s8_slot_hi[12];
+  assign \s8_slot_hi.inf_sign  = s8_slot_hi[13];
+  assign \s8_slot_lo.sign  = s8_slot_lo[0];
+  assign \s8_slot_lo.both_neg  = s8_slot_lo[1];
+  assign \s8_slot_lo.exp  = s8_slot_lo[10:2];
+  assign \s8_slot_lo.nan  = s8_slot_lo[11];
+  assign \s8_slot_lo.inf  = s8_slot_lo[12];
+  assign \s8_slot_lo.inf_sign  = s8_slot_lo[13];
+  assign \s9_slot_hi.sign  = s9_slot_hi[0];
+  assign \s9_slot_hi.both_neg  = s9_slot_hi[1];
+  assign \s9_slot_hi.exp  = s9_slot_hi[10:2];
+  assign \s9_slot_hi.nan  = s9_slot_hi[11];
+  assign \s9_slot_hi.inf  = s9_slot_hi[12];
+  assign \s9_slot_hi.inf_sign  = s9_slot_hi[13];
+  assign \s9_slot_lo.sign  = s9_slot_lo[0];
+  assign \s9_slot_lo.both_neg  = s9_slot_lo[1];
+  assign \s9_slot_lo.exp  = s9_slot_lo[10:2];
+  assign \s9_slot_lo.nan  = s9_slot_lo[11];
+  assign \s9_slot_lo.inf  = s9_slot_lo[12];
+  assign \s9_slot_lo.inf_sign  = s9_slot_lo[13];
+  assign \$134  = s2_dtype[1];
+  assign \$141  = s2_dtype[1];
+  assign \$148  = s2_dtype[1];
+  assign \$155  = s2_dtype[1];
+  assign \$174  = s2_dtype[1];
+  assign \$181  = s2_dtype[1];
+  assign \$188  = s2_dtype[1];
+  assign \$195  = s2_dtype[1];
+  assign \$269  = s3_dtype[1];
+  assign \$273  = \$272 ;
+  assign \$275  = s3_dtype[1];
+  assign \$282  = s3_dtype[1];
+  assign \$292  = \$291 ;
+  assign \$336  = \$335 [0];
+  assign \$343  = s4_dtype[1];
+  assign \$349  = s4_dtype[1];
+  assign \$355  = s4_dtype[1];
+  assign \$358  = \$357 [0];
+  assign \$372  = \$370 ;
+  assign \$378  = \$376 ;
+  assign \$384  = \$382 ;
+  assign \$396  = \$394 ;
+  assign \$399  = \$397 ;
+  assign \$402  = \$400 ;
+  assign \$408  = \$406 ;
+  assign \$414  = \$412 ;
+  assign \$420  = \$418 ;
+  assign \$432  = \$430 ;
+  assign \$435  = \$433 ;
+  assign \$438  = \$436 ;
+  assign \$599  = s9_dtype[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.add_fp32 (rst, a, b, result, clk);
+module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3134$0 , \port$3135$0 , a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
+  wire [15:0] \$10 ;
+  reg [31:0] \$100 ;
+  reg \$101 ;
+  reg \$102 ;
+  reg [31:0] \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg [31:0] \$106 ;
   wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire [1:0] \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire [1:0] \$137 ;
-  wire [2:0] \$138 ;
-  wire \$139 ;
-  wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
-  wire \$149 ;
-  wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire [1:0] \$153 ;
-  wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
-  wire \$16 ;
-  wire \$160 ;
-  wire [1:0] \$161 ;
-  wire [2:0] \$162 ;
-  wire [3:0] \$163 ;
-  wire \$164 ;
-  wire [7:0] \$165 ;
-  wire [58:0] \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire [32:0] \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
-  wire [7:0] \$173 ;
-  wire [8:0] \$174 ;
-  wire [8:0] \$175 ;
-  wire [8:0] \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire [23:0] \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire [23:0] \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
-  wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire [26:0] \$217 ;
-  wire [27:0] \$218 ;
-  wire [27:0] \$219 ;
-  wire \$22 ;
-  wire [28:0] \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire [8:0] \$223 ;
-  wire [9:0] \$224 ;
-  wire \$225 ;
-  wire [31:0] \$226 ;
-  wire [31:0] \$227 ;
-  wire [31:0] \$228 ;
-  reg \$229 ;
-  wire \$23 ;
-  reg \$230 ;
-  reg \$231 ;
-  reg [7:0] \$232 ;
-  reg [7:0] \$233 ;
-  reg [23:0] \$234 ;
-  reg [23:0] \$235 ;
-  reg \$236 ;
-  reg \$237 ;
-  reg \$238 ;
-  reg \$239 ;
-  wire \$24 ;
-  reg \$240 ;
-  reg \$241 ;
-  reg [7:0] \$242 ;
-  reg [26:0] \$243 ;
-  reg [26:0] \$244 ;
-  reg \$245 ;
-  reg \$246 ;
-  reg \$247 ;
-  reg [27:0] \$248 ;
-  reg \$249 ;
-  wire \$25 ;
-  reg [7:0] \$250 ;
-  reg \$251 ;
-  reg \$252 ;
-  reg \$253 ;
-  reg \$254 ;
-  reg [23:0] \$255 ;
-  reg \$256 ;
-  reg \$257 ;
-  reg [8:0] \$258 ;
-  reg \$259 ;
-  wire \$26 ;
-  reg \$260 ;
-  reg \$261 ;
-  reg \$262 ;
-  reg [31:0] \$263 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire [1:0] \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [1:0] \$73 ;
-  wire [2:0] \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [1:0] \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire [1:0] \$97 ;
-  wire [2:0] \$98 ;
-  wire [3:0] \$99 ;
-  input [31:0] a;
-  wire [31:0] a;
-  wire [7:0] a_eff_exp;
-  input [31:0] b;
-  wire [31:0] b;
-  wire [7:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [31:0] result;
-  reg [31:0] result = 32'd0;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [23:0] s1_mx = 24'h000000;
-  reg [23:0] s1_my = 24'h000000;
-  reg s1_nan = 1'h0;
-  wire [4:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [53:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [26:0] s2_x = 27'h0000000;
-  reg [26:0] s2_y = 27'h0000000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [4:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [4:0] s3_norm_shift;
-  wire [27:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [27:0] s3_sum = 28'h0000000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [31:0] s4_rounded;
-  reg [23:0] s4_sig = 24'h000000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[30:23];
-  assign a_eff_exp = \$1  ? a[30:23] : 8'h01;
-  assign \$2  = | b[30:23];
-  assign b_eff_exp = \$2  ? b[30:23] : 8'h01;
-  assign s0_swap = b[30:0] > a[30:0];
-  assign \$3  = s1_d > 5'h1b;
-  assign \$4  = \$3  ? 8'h1b : s1_d;
-  assign s1_wide = { s1_my, 30'h00000000 } >> \$4 [4:0];
-  assign \$5  = ~ s3_sum[27];
-  assign \$6  = ~ s3_sum[26];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[25];
-  assign \$9  = ~ s3_sum[24];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[23];
-  assign \$13  = ~ s3_sum[22];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[21];
-  assign \$16  = ~ s3_sum[20];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[19];
-  assign \$21  = ~ s3_sum[18];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[17];
-  assign \$24  = ~ s3_sum[16];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[15];
-  assign \$28  = ~ s3_sum[14];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[13];
-  assign \$31  = ~ s3_sum[12];
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \$29  & \$32 ;
-  assign \$34  = \$26  & \$33 ;
-  assign \$35  = \$19  & \$34 ;
-  assign \$36  = ~ s3_sum[11];
-  assign \$37  = ~ s3_sum[10];
-  assign \$38  = \$36  & \$37 ;
-  assign \$39  = ~ s3_sum[9];
-  assign \$40  = ~ s3_sum[8];
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = \$38  & \$41 ;
-  assign \$43  = ~ s3_sum[7];
-  assign \$44  = ~ s3_sum[6];
-  assign \$45  = \$43  & \$44 ;
-  assign \$46  = ~ s3_sum[5];
-  assign \$47  = ~ s3_sum[4];
-  assign \$48  = \$46  & \$47 ;
-  assign \$49  = \$45  & \$48 ;
-  assign \$50  = \$42  & \$49 ;
-  assign \$51  = ~ s3_sum[3];
-  assign \$52  = ~ s3_sum[2];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[1];
-  assign \$55  = ~ s3_sum[0];
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = \$53  & \$56 ;
-  assign \$66  = ~ s3_sum[3];
-  assign \$67  = ~ s3_sum[2];
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = ~ s3_sum[1];
-  assign \$70  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$71  = ~ s3_sum[3];
-  assign \$72  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$73  = \$68  ? { 1'h1, \$70  } : { 1'h0, \$72  };
-  assign \$74  = \$57  ? 3'h4 : { 1'h0, \$73  };
-  assign \$75  = ~ s3_sum[11];
-  assign \$76  = ~ s3_sum[10];
-  assign \$77  = \$75  & \$76 ;
-  assign \$78  = ~ s3_sum[9];
-  assign \$79  = ~ s3_sum[8];
-  assign \$80  = \$78  & \$79 ;
-  assign \$81  = \$77  & \$80 ;
-  assign \$82  = ~ s3_sum[7];
-  assign \$83  = ~ s3_sum[6];
-  assign \$84  = \$82  & \$83 ;
-  assign \$85  = ~ s3_sum[5];
-  assign \$86  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$87  = ~ s3_sum[7];
-  assign \$88  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$89  = \$84  ? { 1'h1, \$86  } : { 1'h0, \$88  };
-  assign \$90  = ~ s3_sum[11];
-  assign \$91  = ~ s3_sum[10];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = ~ s3_sum[9];
-  assign \$94  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$95  = ~ s3_sum[11];
-  assign \$96  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$97  = \$92  ? { 1'h1, \$94  } : { 1'h0, \$96  };
-  assign \$98  = \$81  ? { 1'h1, \$89  } : { 1'h0, \$97  };
-  assign \$99  = \$50  ? { 1'h1, \$74  } : { 1'h0, \$98  };
-  assign \$100  = ~ s3_sum[27];
-  assign \$101  = ~ s3_sum[26];
-  assign \$102  = \$100  & \$101 ;
-  assign \$103  = ~ s3_sum[25];
-  assign \$104  = ~ s3_sum[24];
-  assign \$105  = \$103  & \$104 ;
-  assign \$106  = \$102  & \$105 ;
-  assign \$107  = ~ s3_sum[23];
-  assign \$108  = ~ s3_sum[22];
-  assign \$109  = \$107  & \$108 ;
-  assign \$110  = ~ s3_sum[21];
-  assign \$111  = ~ s3_sum[20];
-  assign \$112  = \$110  & \$111 ;
-  assign \$113  = \$109  & \$112 ;
-  assign \$114  = \$106  & \$113 ;
-  assign \$115  = ~ s3_sum[19];
-  assign \$116  = ~ s3_sum[18];
-  assign \$117  = \$115  & \$116 ;
-  assign \$118  = ~ s3_sum[17];
-  assign \$119  = ~ s3_sum[16];
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = \$117  & \$120 ;
-  assign \$122  = ~ s3_sum[15];
-  assign \$123  = ~ s3_sum[14];
-  assign \$124  = \$122  & \$123 ;
-  assign \$125  = ~ s3_sum[13];
-  assign \$126  = s3_sum[13] ? 1'h0 : 1'h1;
-  assign \$127  = ~ s3_sum[15];
-  assign \$128  = s3_sum[15] ? 1'h0 : 1'h1;
-  assign \$129  = \$124  ? { 1'h1, \$126  } : { 1'h0, \$128  };
-  assign \$130  = ~ s3_sum[19];
-  assign \$131  = ~ s3_sum[18];
-  assign \$132  = \$130  & \$131 ;
-  assign \$133  = ~ s3_sum[17];
-  assign \$134  = s3_sum[17] ? 1'h0 : 1'h1;
-  assign \$135  = ~ s3_sum[19];
-  assign \$136  = s3_sum[19] ? 1'h0 : 1'h1;
-  assign \$137  = \$132  ? { 1'h1, \$134  } : { 1'h0, \$136  };
-  assign \$138  = \$121  ? { 1'h1, \$129  } : { 1'h0, \$137  };
-  assign \$139  = ~ s3_sum[27];
-  assign \$140  = ~ s3_sum[26];
-  assign \$141  = \$139  & \$140 ;
-  assign \$142  = ~ s3_sum[25];
-  assign \$143  = ~ s3_sum[24];
-  assign \$144  = \$142  & \$143 ;
-  assign \$145  = \$141  & \$144 ;
-  assign \$146  = ~ s3_sum[23];
-  assign \$147  = ~ s3_sum[22];
-  assign \$148  = \$146  & \$147 ;
-  assign \$149  = ~ s3_sum[21];
-  assign \$150  = s3_sum[21] ? 1'h0 : 1'h1;
-  assign \$151  = ~ s3_sum[23];
-  assign \$152  = s3_sum[23] ? 1'h0 : 1'h1;
-  assign \$153  = \$148  ? { 1'h1, \$150  } : { 1'h0, \$152  };
-  assign \$154  = ~ s3_sum[27];
-  assign \$155  = ~ s3_sum[26];
-  assign \$156  = \$154  & \$155 ;
-  assign \$157  = ~ s3_sum[25];
-  assign \$158  = s3_sum[25] ? 1'h0 : 1'h1;
-  assign \$159  = ~ s3_sum[27];
-  assign \$160  = s3_sum[27] ? 1'h0 : 1'h1;
-  assign \$161  = \$156  ? { 1'h1, \$158  } : { 1'h0, \$160  };
-  assign \$162  = \$145  ? { 1'h1, \$153  } : { 1'h0, \$161  };
-  assign \$163  = \$114  ? { 1'h1, \$138  } : { 1'h0, \$162  };
-  assign s3_lz = \$35  ? { 1'h1, \$99  } : { 1'h0, \$163  };
-  assign \$164  = s3_lz > s3_ex;
-  assign \$165  = \$164  ? s3_ex : { 3'h0, s3_lz };
-  assign \$166  = s3_sum << \$165 [4:0];
-  assign \$167  = | s3_sum;
-  assign s3_zero = ~ \$167 ;
-  assign \$168  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$168 ;
-  assign s4_exp_field = s4_sig[23] ? s4_exp : 9'h000;
-  assign \$169  = { s4_exp_field, s4_sig[22:0] } + s4_increment;
-  assign s4_overflow = \$169 [31:23] >= 8'hff;
-  assign \$170  = s0_swap ? b[31] : a[31];
-  assign \$171  = s0_swap ? a[31] : b[31];
-  assign \$172  = a[31] ^ b[31];
-  assign \$173  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$174  = b_eff_exp - a_eff_exp;
-  assign \$175  = a_eff_exp - b_eff_exp;
-  assign \$176  = s0_swap ? \$174  : \$175 ;
-  assign \$177  = | b[30:23];
-  assign \$178  = | a[30:23];
-  assign \$179  = s0_swap ? { \$177 , b[22:0] } : { \$178 , a[22:0] };
-  assign \$180  = | a[30:23];
-  assign \$181  = | b[30:23];
-  assign \$182  = s0_swap ? { \$180 , a[22:0] } : { \$181 , b[22:0] };
-  assign \$183  = a[30:23] == 8'hff;
-  assign \$184  = | a[22:0];
-  assign \$185  = \$183  & \$184 ;
-  assign \$186  = b[30:23] == 8'hff;
-  assign \$187  = | b[22:0];
-  assign \$188  = \$186  & \$187 ;
-  assign \$189  = \$185  | \$188 ;
-  assign \$190  = a[30:23] == 8'hff;
-  assign \$191  = | a[22:0];
-  assign \$192  = ~ \$191 ;
-  assign \$193  = \$190  & \$192 ;
-  assign \$194  = b[30:23] == 8'hff;
-  assign \$195  = | b[22:0];
-  assign \$196  = ~ \$195 ;
-  assign \$197  = \$194  & \$196 ;
-  assign \$198  = \$193  & \$197 ;
-  assign \$199  = a[31] ^ b[31];
-  assign \$200  = \$198  & \$199 ;
-  assign \$201  = \$189  | \$200 ;
-  assign \$202  = a[30:23] == 8'hff;
-  assign \$203  = | a[22:0];
-  assign \$204  = ~ \$203 ;
-  assign \$205  = \$202  & \$204 ;
-  assign \$206  = b[30:23] == 8'hff;
-  assign \$207  = | b[22:0];
-  assign \$208  = ~ \$207 ;
-  assign \$209  = \$206  & \$208 ;
-  assign \$210  = \$205  | \$209 ;
-  assign \$211  = a[30:23] == 8'hff;
-  assign \$212  = | a[22:0];
-  assign \$213  = ~ \$212 ;
-  assign \$214  = \$211  & \$213 ;
-  assign \$215  = \$214  ? a[31] : b[31];
-  assign \$216  = | s1_wide[26:0];
-  assign \$217  = s1_wide[53:27] | { 26'h0000000, \$216  };
-  assign \$218  = s2_x - s2_y;
-  assign \$219  = s2_x + s2_y;
-  assign \$220  = s2_sub ? { \$218 [27], \$218  } : { 1'h0, \$219  };
-  assign \$221  = s2_sx & s2_sy;
-  assign \$222  = | \$166 [2:0];
-  assign \$223  = s3_ex + 1'h1;
-  assign \$224  = \$223  - \$165 [4:0];
-  assign \$225  = \$167  ? s3_sign : s3_both_neg;
-  assign \$226  = s4_overflow ? { s4_sign, 31'h7f800000 } : { s4_sign, \$169 [30:0] };
-  assign \$227  = s4_inf ? { s4_inf_sign, 31'h7f800000 } : \$226 ;
-  assign \$228  = s4_nan ? 32'd2143289344 : \$227 ;
-  always @(posedge clk)
-    s1_sx <= \$229 ;
-  always @(posedge clk)
-    s1_sy <= \$230 ;
-  always @(posedge clk)
-    s1_sub <= \$231 ;
-  always @(posedge clk)
-    s1_ex <= \$232 ;
-  always @(posedge clk)
-    s1_d <= \$233 ;
-  always @(posedge clk)
-    s1_mx <= \$234 ;
-  always @(posedge clk)
-    s1_my <= \$235 ;
-  always @(posedge clk)
-    s1_nan <= \$236 ;
-  always @(posedge clk)
-    s1_inf <= \$237 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$238 ;
-  always @(posedge clk)
-    s2_sx <= \$239 ;
-  always @(posedge clk)
-    s2_sy <= \$240 ;
-  always @(posedge clk)
-    s2_sub <= \$241 ;
-  always @(posedge clk)
-    s2_ex <= \$242 ;
-  always @(posedge clk)
-    s2_x <= \$243 ;
-  always @(posedge clk)
-    s2_y <= \$244 ;
-  always @(posedge clk)
-    s2_nan <= \$245 ;
-  always @(posedge clk)
-    s2_inf <= \$246 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$247 ;
-  always @(posedge clk)
-    s3_sum <= \$248 ;
-  always @(posedge clk)
-    s3_sign <= \$249 ;
-  always @(posedge clk)
-    s3_ex <= \$250 ;
-  always @(posedge clk)
-    s3_nan <= \$251 ;
-  always @(posedge clk)
-    s3_inf <= \$252 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$253 ;
-  always @(posedge clk)
-    s3_both_neg <= \$254 ;
-  always @(posedge clk)
-    s4_sig <= \$255 ;
-  always @(posedge clk)
-    s4_round <= \$256 ;
-  always @(posedge clk)
-    s4_sticky <= \$257 ;
-  always @(posedge clk)
-    s4_exp <= \$258 ;
-  always @(posedge clk)
-    s4_sign <= \$259 ;
-  always @(posedge clk)
-    s4_nan <= \$260 ;
-  always @(posedge clk)
-    s4_inf <= \$261 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$262 ;
-  always @(posedge clk)
-    result <= \$263 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$229  = \$170 ;
-    if (rst) begin
-      \$229  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$230  = \$171 ;
-    if (rst) begin
-      \$230  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$231  = \$172 ;
-    if (rst) begin
-      \$231  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$232  = \$173 ;
-    if (rst) begin
-      \$232  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$233  = \$176 [7:0];
-    if (rst) begin
-      \$233  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$234  = \$179 ;
-    if (rst) begin
-      \$234  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$235  = \$182 ;
-    if (rst) begin
-      \$235  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$236  = \$201 ;
-    if (rst) begin
-      \$236  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$237  = \$210 ;
-    if (rst) begin
-      \$237  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$238  = \$215 ;
-    if (rst) begin
-      \$238  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$239  = s1_sx;
-    if (rst) begin
-      \$239  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$240  = s1_sy;
-    if (rst) begin
-      \$240  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$241  = s1_sub;
-    if (rst) begin
-      \$241  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$242  = s1_ex;
-    if (rst) begin
-      \$242  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$243  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$243  = 27'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$244  = \$217 ;
-    if (rst) begin
-      \$244  = 27'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$245  = s1_nan;
-    if (rst) begin
-      \$245  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$246  = s1_inf;
-    if (rst) begin
-      \$246  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$247  = s1_inf_sign;
-    if (rst) begin
-      \$247  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$248  = \$220 [27:0];
-    if (rst) begin
-      \$248  = 28'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$249  = s2_sx;
-    if (rst) begin
-      \$249  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$250  = s2_ex;
-    if (rst) begin
-      \$250  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$251  = s2_nan;
-    if (rst) begin
-      \$251  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$252  = s2_inf;
-    if (rst) begin
-      \$252  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$253  = s2_inf_sign;
-    if (rst) begin
-      \$253  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$254  = \$221 ;
-    if (rst) begin
-      \$254  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$255  = \$166 [27:4];
-    if (rst) begin
-      \$255  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$256  = \$166 [3];
-    if (rst) begin
-      \$256  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$257  = \$222 ;
-    if (rst) begin
-      \$257  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$258  = \$224 [8:0];
-    if (rst) begin
-      \$258  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$259  = \$225 ;
-    if (rst) begin
-      \$259  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$260  = s3_nan;
-    if (rst) begin
-      \$260  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$261  = s3_inf;
-    if (rst) begin
-      \$261  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$262  = s3_inf_sign;
-    if (rst) begin
-      \$262  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$263  = \$228 ;
-    if (rst) begin
-      \$263  = 32'd0;
-    end
-  end
-  assign s1_shift = \$4 [4:0];
-  assign s3_norm_shift = \$165 [4:0];
-  assign s3_normalised = \$166 [27:0];
-  assign s4_rounded = \$169 [31:0];
-  assign \$58  = 1'h0;
-  assign \$59  = 1'h0;
-  assign \$60  = 1'h0;
-  assign \$61  = 1'h0;
-  assign \$62  = 1'h0;
-  assign \$63  = 1'h0;
-  assign \$64  = 1'h0;
-  assign \$65  = 2'h0;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.minmax (\port$1830$0 , \port$1831$0 , a, b, dtype, is_max);
-  wire \$1 ;
-  wire \$10 ;
-  wire [15:0] \$11 ;
-  wire \$12 ;
+  wire [15:0] \$12 ;
   wire [15:0] \$13 ;
   wire [15:0] \$14 ;
-  wire [15:0] \$15 ;
-  wire \$16 ;
+  wire \$15 ;
+  wire [15:0] \$16 ;
   wire [15:0] \$17 ;
-  wire [15:0] \$18 ;
-  wire \$19 ;
-  wire [15:0] \$2 ;
+  wire \$18 ;
+  wire [15:0] \$19 ;
+  wire \$2 ;
   wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
+  wire [15:0] \$21 ;
+  wire [15:0] \$22 ;
   wire [15:0] \$23 ;
-  wire [15:0] \$24 ;
-  wire \$25 ;
-  wire \$26 ;
+  wire \$24 ;
+  wire [15:0] \$25 ;
+  wire [15:0] \$26 ;
   wire \$27 ;
   wire \$28 ;
   wire \$29 ;
@@ -8820,4209 +15335,7 @@ module \ace_alu_array_small.array.lane1.minmax (\port$1830$0 , \port$1831$0 , a,
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
-  wire [15:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire [15:0] \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire [15:0] \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire [15:0] \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [30:0] \$83 ;
-  wire [30:0] \$84 ;
-  wire [15:0] \$85 ;
-  wire [15:0] \$86 ;
-  wire [15:0] \$9 ;
-  input [31:0] a;
-  wire [31:0] a;
-  wire [31:0] a_key;
-  input [31:0] b;
-  wire [31:0] b;
-  wire [31:0] b_key;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  input [1:0] dtype;
-  wire [1:0] dtype;
-  wire eq_hi;
-  wire is_float;
-  input is_max;
-  wire is_max;
-  wire less_hi;
-  wire less_lo;
-  wire lt_hi;
-  wire lt_lo;
-  wire nan_hi;
-  wire nan_lo;
-  wire [31:0] nan_word;
-  wire pick_b_hi;
-  wire pick_b_lo;
-  wire [31:0] picked;
-  output [15:0] \port$1830$0 ;
-  wire [15:0] \port$1830$0 ;
-  output [15:0] \port$1831$0 ;
-  wire [15:0] \port$1831$0 ;
-  wire [31:0] result;
-  wire wide;
-  assign \$12  = dtype[1] ? b[15] : b[31];
-  assign \$13  = \$12  ? 16'hffff : 16'h8000;
-  assign \$14  = dtype[1] ? \$13  : \$11 ;
-  assign \$15  = b[15:0] ^ \$14 ;
-  assign \$16  = is_float & b[31];
-  assign \$17  = \$16  ? 16'hffff : 16'h8000;
-  assign \$18  = b[31:16] ^ \$17 ;
-  assign lt_lo = \$6  < \$15 ;
-  assign lt_hi = \$9  < \$18 ;
-  assign eq_hi = \$9  == \$18 ;
-  assign \$19  = eq_hi & lt_lo;
-  assign \$20  = lt_hi | \$19 ;
-  assign less_hi = dtype[1] ? lt_hi : \$20 ;
-  assign \$21  = eq_hi & lt_lo;
-  assign \$22  = lt_hi | \$21 ;
-  assign less_lo = dtype[1] ? lt_lo : \$22 ;
-  assign pick_b_lo = less_lo == is_max;
-  assign pick_b_hi = less_hi == is_max;
-  assign \$23  = pick_b_lo ? b[15:0] : a[15:0];
-  assign \$24  = pick_b_hi ? b[31:16] : a[31:16];
-  assign \$25  = dtype == 1'h1;
-  assign \$26  = & a[30:23];
-  assign \$27  = | a[22:0];
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = & b[30:23];
-  assign \$30  = | b[22:0];
-  assign \$31  = \$29  & \$30 ;
-  assign \$32  = \$28  | \$31 ;
-  assign \$33  = \$25  & \$32 ;
-  assign \$34  = dtype == 2'h3;
-  assign \$35  = a[14:10] == 5'h1f;
-  assign \$36  = | a[9:0];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = b[14:10] == 5'h1f;
-  assign \$39  = | b[9:0];
-  assign \$40  = \$38  & \$39 ;
-  assign \$41  = \$37  | \$40 ;
-  assign \$42  = \$34  & \$41 ;
-  assign \$43  = \$33  | \$42 ;
-  assign \$44  = dtype == 2'h2;
-  assign \$45  = a[14:7] == 8'hff;
-  assign \$46  = | a[6:0];
-  assign \$47  = \$45  & \$46 ;
-  assign \$48  = b[14:7] == 8'hff;
-  assign \$49  = | b[6:0];
-  assign \$50  = \$48  & \$49 ;
-  assign \$51  = \$47  | \$50 ;
-  assign \$52  = \$44  & \$51 ;
-  assign nan_lo = \$43  | \$52 ;
-  assign \$53  = dtype == 1'h1;
-  assign \$54  = & a[30:23];
-  assign \$55  = | a[22:0];
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = & b[30:23];
-  assign \$58  = | b[22:0];
-  assign \$59  = \$57  & \$58 ;
-  assign \$60  = \$56  | \$59 ;
-  assign \$61  = \$53  & \$60 ;
-  assign \$62  = dtype == 2'h3;
-  assign \$63  = a[30:26] == 5'h1f;
-  assign \$64  = | a[25:16];
-  assign \$65  = \$63  & \$64 ;
-  assign \$66  = b[30:26] == 5'h1f;
-  assign \$67  = | b[25:16];
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = \$65  | \$68 ;
-  assign \$70  = \$62  & \$69 ;
-  assign \$71  = \$61  | \$70 ;
-  assign \$72  = dtype == 2'h2;
-  assign \$73  = a[30:23] == 8'hff;
-  assign \$74  = | a[22:16];
-  assign \$75  = \$73  & \$74 ;
-  assign \$76  = b[30:23] == 8'hff;
-  assign \$77  = | b[22:16];
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = \$75  | \$78 ;
-  assign \$80  = \$72  & \$79 ;
-  assign nan_hi = \$71  | \$80 ;
-  assign \$81  = dtype == 2'h3;
-  assign \$82  = dtype == 2'h2;
-  assign \$83  = \$82  ? 31'h7fc07fc0 : 31'h7fc00000;
-  assign \$84  = \$81  ? 31'h7e007e00 : \$83 ;
-  assign \$85  = nan_lo ? \$84 [15:0] : \$23 ;
-  assign \$86  = nan_hi ? { 1'h0, \$84 [30:16] } : \$24 ;
-  assign wide = ~ dtype[1];
-  assign is_float = | dtype;
-  assign \$1  = is_float & a[31];
-  assign \$2  = \$1  ? 16'hffff : 16'h0000;
-  assign \$3  = dtype[1] ? a[15] : a[31];
-  assign \$4  = \$3  ? 16'hffff : 16'h8000;
-  assign \$5  = dtype[1] ? \$4  : \$2 ;
-  assign \$6  = a[15:0] ^ \$5 ;
-  assign \$7  = is_float & a[31];
-  assign \$8  = \$7  ? 16'hffff : 16'h8000;
-  assign \$9  = a[31:16] ^ \$8 ;
-  assign \$10  = is_float & b[31];
-  assign \$11  = \$10  ? 16'hffff : 16'h0000;
-  assign a_key = { \$9 , \$6  };
-  assign b_key = { \$18 , \$15  };
-  assign picked = { \$24 , \$23  };
-  assign nan_word = { 1'h0, \$84  };
-  assign result = { \$86 , \$85  };
-  assign \port$1830$0  = \$85 ;
-  assign \port$1831$0  = \$86 ;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2 (rst, \result$28 , a, b, \port$3690$256 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
-  wire [32:0] \$1 ;
-  reg [1:0] \$10 ;
-  reg [31:0] \$11 ;
-  reg \$12 ;
-  reg [1:0] \$13 ;
-  reg [31:0] \$14 ;
-  reg \$15 ;
-  reg [1:0] \$16 ;
-  reg [31:0] \$17 ;
-  reg \$18 ;
-  reg [1:0] \$19 ;
-  wire \$2 ;
-  reg [31:0] \$20 ;
-  reg \$21 ;
-  reg [1:0] \$22 ;
-  wire [15:0] \$23 ;
-  wire [15:0] \$24 ;
-  wire \$3 ;
   wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire [31:0] \$7 ;
-  reg [31:0] \$8 ;
-  reg \$9 ;
-  input [31:0] a;
-  wire [31:0] a;
-  wire [31:0] \a$1 ;
-  wire [15:0] \a$10 ;
-  wire [31:0] \a$12 ;
-  wire [15:0] \a$4 ;
-  wire [15:0] \a$6 ;
-  wire [15:0] \a$8 ;
-  input [31:0] b;
-  wire [31:0] b;
-  wire [15:0] \b$11 ;
-  wire [31:0] \b$13 ;
-  wire [31:0] \b$3 ;
-  wire [15:0] \b$5 ;
-  wire [15:0] \b$7 ;
-  wire [15:0] \b$9 ;
-  input clk;
-  wire clk;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d0_dtype = 2'h0;
-  reg d0_fp_sum = 1'h0;
-  reg [31:0] d0_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d1_dtype = 2'h0;
-  reg d1_fp_sum = 1'h0;
-  reg [31:0] d1_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d2_dtype = 2'h0;
-  reg d2_fp_sum = 1'h0;
-  reg [31:0] d2_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d3_dtype = 2'h0;
-  reg d3_fp_sum = 1'h0;
-  reg [31:0] d3_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d4_dtype = 2'h0;
-  reg d4_fp_sum = 1'h0;
-  reg [31:0] d4_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  wire [1:0] dtype;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$15 ;
-  wire [31:0] fp_result;
-  wire fp_sum;
-  wire is_max;
-  (* enum_base_type = "ReduceOp" *)
-  (* enum_value_00 = "SUM" *)
-  (* enum_value_01 = "MAX" *)
-  (* enum_value_10 = "MIN" *)
-  (* enum_value_11 = "COPY" *)
-  wire [1:0] op;
-  input [3:0] \port$3690$256 ;
-  wire [3:0] \port$3690$256 ;
-  wire [31:0] result;
-  wire [15:0] \result$23 ;
-  wire [15:0] \result$24 ;
-  wire [15:0] \result$25 ;
-  wire [15:0] \result$26 ;
-  wire [31:0] \result$27 ;
-  output [31:0] \result$28 ;
-  wire [31:0] \result$28 ;
-  input rst;
-  wire rst;
-  reg [31:0] simple;
-  assign is_max = \port$3690$256 [1:0] == 1'h1;
-  assign \$1  = a + b;
-  assign \$2  = | \port$3690$256 [1:0];
-  assign \$3  = ~ \$2 ;
-  assign \$4  = | \port$3690$256 [3:2];
-  assign fp_sum = \$3  & \$4 ;
-  assign \$5  = d4_dtype == 1'h1;
-  assign \$6  = d4_dtype == 2'h2;
-  assign \$7  = \$6  ? { \result$26 , \result$25  } : { \result$24 , \result$23  };
-  assign fp_result = \$5  ? \result$27  : \$7 ;
-  assign \result$28  = d4_fp_sum ? fp_result : d4_simple;
-  always @(posedge clk)
-    d0_simple <= \$8 ;
-  always @(posedge clk)
-    d0_fp_sum <= \$9 ;
-  always @(posedge clk)
-    d0_dtype <= \$10 ;
-  always @(posedge clk)
-    d1_simple <= \$11 ;
-  always @(posedge clk)
-    d1_fp_sum <= \$12 ;
-  always @(posedge clk)
-    d1_dtype <= \$13 ;
-  always @(posedge clk)
-    d2_simple <= \$14 ;
-  always @(posedge clk)
-    d2_fp_sum <= \$15 ;
-  always @(posedge clk)
-    d2_dtype <= \$16 ;
-  always @(posedge clk)
-    d3_simple <= \$17 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$18 ;
-  always @(posedge clk)
-    d3_dtype <= \$19 ;
-  always @(posedge clk)
-    d4_simple <= \$20 ;
-  always @(posedge clk)
-    d4_fp_sum <= \$21 ;
-  always @(posedge clk)
-    d4_dtype <= \$22 ;
-  \ace_alu_array_small.array.lane2.add_bf16_hi  add_bf16_hi (
-    .a(a[31:16]),
-    .b(b[31:16]),
-    .clk(clk),
-    .result(\result$26 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane2.add_bf16_lo  add_bf16_lo (
-    .a(a[15:0]),
-    .b(b[15:0]),
-    .clk(clk),
-    .result(\result$25 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane2.add_fp16_hi  add_fp16_hi (
-    .a(a[31:16]),
-    .b(b[31:16]),
-    .clk(clk),
-    .result(\result$24 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane2.add_fp16_lo  add_fp16_lo (
-    .a(a[15:0]),
-    .b(b[15:0]),
-    .clk(clk),
-    .result(\result$23 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane2.add_fp32  add_fp32 (
-    .a(a),
-    .b(b),
-    .clk(clk),
-    .result(\result$27 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane2.minmax  minmax (
-    .a(a),
-    .b(b),
-    .dtype(\port$3690$256 [3:2]),
-    .is_max(is_max),
-    .\port$2743$0 (\$23 ),
-    .\port$2744$0 (\$24 )
-  );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\port$3690$256 [1:0])
-      2'h0:
-          simple = \$1 [31:0];
-      2'h1, 2'h2:
-          simple = { \$24 , \$23  };
-      2'h3:
-          simple = a;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$8  = simple;
-    if (rst) begin
-      \$8  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$9  = fp_sum;
-    if (rst) begin
-      \$9  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$10  = \port$3690$256 [3:2];
-    if (rst) begin
-      \$10  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$11  = d0_simple;
-    if (rst) begin
-      \$11  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$12  = d0_fp_sum;
-    if (rst) begin
-      \$12  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$13  = d0_dtype;
-    if (rst) begin
-      \$13  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$14  = d1_simple;
-    if (rst) begin
-      \$14  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$15  = d1_fp_sum;
-    if (rst) begin
-      \$15  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$16  = d1_dtype;
-    if (rst) begin
-      \$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$17  = d2_simple;
-    if (rst) begin
-      \$17  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$18  = d2_fp_sum;
-    if (rst) begin
-      \$18  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$19  = d2_dtype;
-    if (rst) begin
-      \$19  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$20  = d3_simple;
-    if (rst) begin
-      \$20  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$21  = d3_fp_sum;
-    if (rst) begin
-      \$21  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$22  = d3_dtype;
-    if (rst) begin
-      \$22  = 2'h0;
-    end
-  end
-  assign \a$1  = a;
-  assign \b$3  = b;
-  assign \a$4  = a[15:0];
-  assign \b$5  = b[15:0];
-  assign \a$6  = a[31:16];
-  assign \b$7  = b[31:16];
-  assign \a$8  = a[15:0];
-  assign \b$9  = b[15:0];
-  assign \a$10  = a[31:16];
-  assign \b$11  = b[31:16];
-  assign \a$12  = a;
-  assign \b$13  = b;
-  assign dtype = \port$3690$256 [3:2];
-  assign \dtype$15  = \port$3690$256 [3:2];
-  assign op = \port$3690$256 [1:0];
-  assign result = { \$24 , \$23  };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.add_bf16_hi (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [10:0] \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
-  wire [12:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [8:0] \$127 ;
-  wire [9:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg [7:0] \$138 ;
-  reg [7:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [10:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [11:0] \$152 ;
-  reg \$153 ;
-  reg [7:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [7:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [8:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [7:0] \$69 ;
-  wire \$7 ;
-  wire [26:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [7:0] \$77 ;
-  wire [8:0] \$78 ;
-  wire [8:0] \$79 ;
-  wire \$8 ;
-  wire [8:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [7:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [7:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [7:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [7:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [7:0] s1_mx = 8'h00;
-  reg [7:0] s1_my = 8'h00;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [21:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [10:0] s2_x = 11'h000;
-  reg [10:0] s2_y = 11'h000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [11:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [11:0] s3_sum = 12'h000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [7:0] s4_sig = 8'h00;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:7];
-  assign a_eff_exp = \$1  ? a[14:7] : 8'h01;
-  assign \$2  = | b[14:7];
-  assign b_eff_exp = \$2  ? b[14:7] : 8'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'hb;
-  assign \$4  = \$3  ? 8'h0b : s1_d;
-  assign s1_wide = { s1_my, 14'h0000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[11];
-  assign \$6  = ~ s3_sum[10];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[9];
-  assign \$9  = ~ s3_sum[8];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[7];
-  assign \$13  = ~ s3_sum[6];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[5];
-  assign \$16  = ~ s3_sum[4];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[3];
-  assign \$21  = ~ s3_sum[2];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[1];
-  assign \$24  = ~ s3_sum[0];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$35  = ~ s3_sum[3];
-  assign \$36  = ~ s3_sum[2];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[1];
-  assign \$39  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[3];
-  assign \$41  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? 3'h4 : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[11];
-  assign \$45  = ~ s3_sum[10];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[9];
-  assign \$48  = ~ s3_sum[8];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[7];
-  assign \$52  = ~ s3_sum[6];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[5];
-  assign \$55  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[7];
-  assign \$57  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[11];
-  assign \$60  = ~ s3_sum[10];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[9];
-  assign \$63  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[11];
-  assign \$65  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 4'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[7] ? s4_exp : 9'h000;
-  assign \$73  = { s4_exp_field, s4_sig[6:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:7] >= 8'hff;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:7];
-  assign \$82  = | a[14:7];
-  assign \$83  = s0_swap ? { \$81 , b[6:0] } : { \$82 , a[6:0] };
-  assign \$84  = | a[14:7];
-  assign \$85  = | b[14:7];
-  assign \$86  = s0_swap ? { \$84 , a[6:0] } : { \$85 , b[6:0] };
-  assign \$87  = a[14:7] == 8'hff;
-  assign \$88  = | a[6:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:7] == 8'hff;
-  assign \$91  = | b[6:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:7] == 8'hff;
-  assign \$95  = | a[6:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:7] == 8'hff;
-  assign \$99  = | b[6:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:7] == 8'hff;
-  assign \$107  = | a[6:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:7] == 8'hff;
-  assign \$111  = | b[6:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:7] == 8'hff;
-  assign \$116  = | a[6:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[10:0];
-  assign \$121  = s1_wide[21:11] | { 10'h000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [11], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7f80 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7f80 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7fc0 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$133  = \$74 ;
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$134  = \$75 ;
-    if (rst) begin
-      \$134  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$135  = \$76 ;
-    if (rst) begin
-      \$135  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$136  = \$77 ;
-    if (rst) begin
-      \$136  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$137  = \$80 [7:0];
-    if (rst) begin
-      \$137  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$138  = \$83 ;
-    if (rst) begin
-      \$138  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$139  = \$86 ;
-    if (rst) begin
-      \$139  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$140  = \$105 ;
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$141  = \$114 ;
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$142  = \$119 ;
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$143  = s1_sx;
-    if (rst) begin
-      \$143  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$144  = s1_sy;
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$145  = s1_sub;
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$146  = s1_ex;
-    if (rst) begin
-      \$146  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$147  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$147  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$148  = \$121 ;
-    if (rst) begin
-      \$148  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$152  = \$124 [11:0];
-    if (rst) begin
-      \$152  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$159  = \$70 [11:4];
-    if (rst) begin
-      \$159  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$162  = \$128 [8:0];
-    if (rst) begin
-      \$162  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [11:0];
-  assign s4_rounded = \$73 [15:0];
-  assign \$27  = 1'h0;
-  assign \$28  = 1'h0;
-  assign \$29  = 1'h0;
-  assign \$30  = 1'h0;
-  assign \$31  = 1'h0;
-  assign \$32  = 1'h0;
-  assign \$33  = 1'h0;
-  assign \$34  = 2'h0;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.add_bf16_lo (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [10:0] \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
-  wire [12:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [8:0] \$127 ;
-  wire [9:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg [7:0] \$138 ;
-  reg [7:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [10:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [11:0] \$152 ;
-  reg \$153 ;
-  reg [7:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [7:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [8:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [7:0] \$69 ;
-  wire \$7 ;
-  wire [26:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [7:0] \$77 ;
-  wire [8:0] \$78 ;
-  wire [8:0] \$79 ;
-  wire \$8 ;
-  wire [8:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [7:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [7:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [7:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [7:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [7:0] s1_mx = 8'h00;
-  reg [7:0] s1_my = 8'h00;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [21:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [10:0] s2_x = 11'h000;
-  reg [10:0] s2_y = 11'h000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [11:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [11:0] s3_sum = 12'h000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [7:0] s4_sig = 8'h00;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:7];
-  assign a_eff_exp = \$1  ? a[14:7] : 8'h01;
-  assign \$2  = | b[14:7];
-  assign b_eff_exp = \$2  ? b[14:7] : 8'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'hb;
-  assign \$4  = \$3  ? 8'h0b : s1_d;
-  assign s1_wide = { s1_my, 14'h0000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[11];
-  assign \$6  = ~ s3_sum[10];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[9];
-  assign \$9  = ~ s3_sum[8];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[7];
-  assign \$13  = ~ s3_sum[6];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[5];
-  assign \$16  = ~ s3_sum[4];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[3];
-  assign \$21  = ~ s3_sum[2];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[1];
-  assign \$24  = ~ s3_sum[0];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$35  = ~ s3_sum[3];
-  assign \$36  = ~ s3_sum[2];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[1];
-  assign \$39  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[3];
-  assign \$41  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? 3'h4 : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[11];
-  assign \$45  = ~ s3_sum[10];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[9];
-  assign \$48  = ~ s3_sum[8];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[7];
-  assign \$52  = ~ s3_sum[6];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[5];
-  assign \$55  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[7];
-  assign \$57  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[11];
-  assign \$60  = ~ s3_sum[10];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[9];
-  assign \$63  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[11];
-  assign \$65  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 4'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[7] ? s4_exp : 9'h000;
-  assign \$73  = { s4_exp_field, s4_sig[6:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:7] >= 8'hff;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:7];
-  assign \$82  = | a[14:7];
-  assign \$83  = s0_swap ? { \$81 , b[6:0] } : { \$82 , a[6:0] };
-  assign \$84  = | a[14:7];
-  assign \$85  = | b[14:7];
-  assign \$86  = s0_swap ? { \$84 , a[6:0] } : { \$85 , b[6:0] };
-  assign \$87  = a[14:7] == 8'hff;
-  assign \$88  = | a[6:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:7] == 8'hff;
-  assign \$91  = | b[6:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:7] == 8'hff;
-  assign \$95  = | a[6:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:7] == 8'hff;
-  assign \$99  = | b[6:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:7] == 8'hff;
-  assign \$107  = | a[6:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:7] == 8'hff;
-  assign \$111  = | b[6:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:7] == 8'hff;
-  assign \$116  = | a[6:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[10:0];
-  assign \$121  = s1_wide[21:11] | { 10'h000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [11], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7f80 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7f80 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7fc0 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$133  = \$74 ;
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$134  = \$75 ;
-    if (rst) begin
-      \$134  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$135  = \$76 ;
-    if (rst) begin
-      \$135  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$136  = \$77 ;
-    if (rst) begin
-      \$136  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$137  = \$80 [7:0];
-    if (rst) begin
-      \$137  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$138  = \$83 ;
-    if (rst) begin
-      \$138  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$139  = \$86 ;
-    if (rst) begin
-      \$139  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$140  = \$105 ;
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$141  = \$114 ;
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$142  = \$119 ;
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$143  = s1_sx;
-    if (rst) begin
-      \$143  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$144  = s1_sy;
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$145  = s1_sub;
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$146  = s1_ex;
-    if (rst) begin
-      \$146  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$147  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$147  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$148  = \$121 ;
-    if (rst) begin
-      \$148  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$152  = \$124 [11:0];
-    if (rst) begin
-      \$152  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$159  = \$70 [11:4];
-    if (rst) begin
-      \$159  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$162  = \$128 [8:0];
-    if (rst) begin
-      \$162  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [11:0];
-  assign s4_rounded = \$73 [15:0];
-  assign \$27  = 1'h0;
-  assign \$28  = 1'h0;
-  assign \$29  = 1'h0;
-  assign \$30  = 1'h0;
-  assign \$31  = 1'h0;
-  assign \$32  = 1'h0;
-  assign \$33  = 1'h0;
-  assign \$34  = 2'h0;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.add_fp16_hi (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$18  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [13:0] \$121 ;
-  wire [14:0] \$122 ;
-  wire [14:0] \$123 ;
-  wire [15:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [5:0] \$127 ;
-  wire [6:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [4:0] \$136 ;
-  reg [4:0] \$137 ;
-  reg [10:0] \$138 ;
-  reg [10:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [4:0] \$146 ;
-  reg [13:0] \$147 ;
-  reg [13:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [14:0] \$152 ;
-  reg \$153 ;
-  reg [4:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [10:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [5:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [4:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [4:0] \$69 ;
-  wire \$7 ;
-  wire [29:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [4:0] \$77 ;
-  wire [5:0] \$78 ;
-  wire [5:0] \$79 ;
-  wire \$8 ;
-  wire [5:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [10:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [10:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [4:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [4:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [4:0] s1_d = 5'h00;
-  reg [4:0] s1_ex = 5'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [10:0] s1_mx = 11'h000;
-  reg [10:0] s1_my = 11'h000;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [27:0] s1_wide;
-  reg [4:0] s2_ex = 5'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [13:0] s2_x = 14'h0000;
-  reg [13:0] s2_y = 14'h0000;
-  reg s3_both_neg = 1'h0;
-  reg [4:0] s3_ex = 5'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [14:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [14:0] s3_sum = 15'h0000;
-  wire s3_zero;
-  reg [5:0] s4_exp = 6'h00;
-  wire [5:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [10:0] s4_sig = 11'h000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:10];
-  assign a_eff_exp = \$1  ? a[14:10] : 5'h01;
-  assign \$2  = | b[14:10];
-  assign b_eff_exp = \$2  ? b[14:10] : 5'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'he;
-  assign \$4  = \$3  ? 5'h0e : s1_d;
-  assign s1_wide = { s1_my, 17'h00000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[14];
-  assign \$6  = ~ s3_sum[13];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[12];
-  assign \$9  = ~ s3_sum[11];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[10];
-  assign \$13  = ~ s3_sum[9];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[8];
-  assign \$16  = ~ s3_sum[7];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[6];
-  assign \$21  = ~ s3_sum[5];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[4];
-  assign \$24  = ~ s3_sum[3];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[2];
-  assign \$28  = ~ s3_sum[1];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[0];
-  assign \$31  = s3_sum[0] ? 1'h0 : 1'h1;
-  assign \$32  = ~ s3_sum[2];
-  assign \$33  = s3_sum[2] ? 1'h0 : 1'h1;
-  assign \$34  = \$29  ? { 1'h1, \$31  } : { 1'h0, \$33  };
-  assign \$35  = ~ s3_sum[6];
-  assign \$36  = ~ s3_sum[5];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[4];
-  assign \$39  = s3_sum[4] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[6];
-  assign \$41  = s3_sum[6] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? { 1'h1, \$34  } : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[14];
-  assign \$45  = ~ s3_sum[13];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[12];
-  assign \$48  = ~ s3_sum[11];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[10];
-  assign \$52  = ~ s3_sum[9];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[8];
-  assign \$55  = s3_sum[8] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[10];
-  assign \$57  = s3_sum[10] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[14];
-  assign \$60  = ~ s3_sum[13];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[12];
-  assign \$63  = s3_sum[12] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[14];
-  assign \$65  = s3_sum[14] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 1'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[10] ? s4_exp : 6'h00;
-  assign \$73  = { s4_exp_field, s4_sig[9:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:10] >= 5'h1f;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:10];
-  assign \$82  = | a[14:10];
-  assign \$83  = s0_swap ? { \$81 , b[9:0] } : { \$82 , a[9:0] };
-  assign \$84  = | a[14:10];
-  assign \$85  = | b[14:10];
-  assign \$86  = s0_swap ? { \$84 , a[9:0] } : { \$85 , b[9:0] };
-  assign \$87  = a[14:10] == 5'h1f;
-  assign \$88  = | a[9:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:10] == 5'h1f;
-  assign \$91  = | b[9:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:10] == 5'h1f;
-  assign \$95  = | a[9:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:10] == 5'h1f;
-  assign \$99  = | b[9:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:10] == 5'h1f;
-  assign \$107  = | a[9:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:10] == 5'h1f;
-  assign \$111  = | b[9:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:10] == 5'h1f;
-  assign \$116  = | a[9:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[13:0];
-  assign \$121  = s1_wide[27:14] | { 13'h0000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [14], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7c00 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7c00 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7e00 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$133  = \$74 ;
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$134  = \$75 ;
-    if (rst) begin
-      \$134  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$135  = \$76 ;
-    if (rst) begin
-      \$135  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$136  = \$77 ;
-    if (rst) begin
-      \$136  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$137  = \$80 [4:0];
-    if (rst) begin
-      \$137  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$138  = \$83 ;
-    if (rst) begin
-      \$138  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$139  = \$86 ;
-    if (rst) begin
-      \$139  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$140  = \$105 ;
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$141  = \$114 ;
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$142  = \$119 ;
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$143  = s1_sx;
-    if (rst) begin
-      \$143  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$144  = s1_sy;
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$145  = s1_sub;
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$146  = s1_ex;
-    if (rst) begin
-      \$146  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$147  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$147  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$148  = \$121 ;
-    if (rst) begin
-      \$148  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$152  = \$124 [14:0];
-    if (rst) begin
-      \$152  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$159  = \$70 [14:4];
-    if (rst) begin
-      \$159  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$162  = \$128 [5:0];
-    if (rst) begin
-      \$162  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [14:0];
-  assign s4_rounded = \$73 [15:0];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.add_fp16_lo (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [13:0] \$121 ;
-  wire [14:0] \$122 ;
-  wire [14:0] \$123 ;
-  wire [15:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [5:0] \$127 ;
-  wire [6:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [4:0] \$136 ;
-  reg [4:0] \$137 ;
-  reg [10:0] \$138 ;
-  reg [10:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [4:0] \$146 ;
-  reg [13:0] \$147 ;
-  reg [13:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [14:0] \$152 ;
-  reg \$153 ;
-  reg [4:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [10:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [5:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [4:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [4:0] \$69 ;
-  wire \$7 ;
-  wire [29:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [4:0] \$77 ;
-  wire [5:0] \$78 ;
-  wire [5:0] \$79 ;
-  wire \$8 ;
-  wire [5:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [10:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [10:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [4:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [4:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [4:0] s1_d = 5'h00;
-  reg [4:0] s1_ex = 5'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [10:0] s1_mx = 11'h000;
-  reg [10:0] s1_my = 11'h000;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [27:0] s1_wide;
-  reg [4:0] s2_ex = 5'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [13:0] s2_x = 14'h0000;
-  reg [13:0] s2_y = 14'h0000;
-  reg s3_both_neg = 1'h0;
-  reg [4:0] s3_ex = 5'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [14:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [14:0] s3_sum = 15'h0000;
-  wire s3_zero;
-  reg [5:0] s4_exp = 6'h00;
-  wire [5:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [10:0] s4_sig = 11'h000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:10];
-  assign a_eff_exp = \$1  ? a[14:10] : 5'h01;
-  assign \$2  = | b[14:10];
-  assign b_eff_exp = \$2  ? b[14:10] : 5'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'he;
-  assign \$4  = \$3  ? 5'h0e : s1_d;
-  assign s1_wide = { s1_my, 17'h00000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[14];
-  assign \$6  = ~ s3_sum[13];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[12];
-  assign \$9  = ~ s3_sum[11];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[10];
-  assign \$13  = ~ s3_sum[9];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[8];
-  assign \$16  = ~ s3_sum[7];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[6];
-  assign \$21  = ~ s3_sum[5];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[4];
-  assign \$24  = ~ s3_sum[3];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[2];
-  assign \$28  = ~ s3_sum[1];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[0];
-  assign \$31  = s3_sum[0] ? 1'h0 : 1'h1;
-  assign \$32  = ~ s3_sum[2];
-  assign \$33  = s3_sum[2] ? 1'h0 : 1'h1;
-  assign \$34  = \$29  ? { 1'h1, \$31  } : { 1'h0, \$33  };
-  assign \$35  = ~ s3_sum[6];
-  assign \$36  = ~ s3_sum[5];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[4];
-  assign \$39  = s3_sum[4] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[6];
-  assign \$41  = s3_sum[6] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? { 1'h1, \$34  } : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[14];
-  assign \$45  = ~ s3_sum[13];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[12];
-  assign \$48  = ~ s3_sum[11];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[10];
-  assign \$52  = ~ s3_sum[9];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[8];
-  assign \$55  = s3_sum[8] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[10];
-  assign \$57  = s3_sum[10] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[14];
-  assign \$60  = ~ s3_sum[13];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[12];
-  assign \$63  = s3_sum[12] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[14];
-  assign \$65  = s3_sum[14] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 1'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[10] ? s4_exp : 6'h00;
-  assign \$73  = { s4_exp_field, s4_sig[9:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:10] >= 5'h1f;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:10];
-  assign \$82  = | a[14:10];
-  assign \$83  = s0_swap ? { \$81 , b[9:0] } : { \$82 , a[9:0] };
-  assign \$84  = | a[14:10];
-  assign \$85  = | b[14:10];
-  assign \$86  = s0_swap ? { \$84 , a[9:0] } : { \$85 , b[9:0] };
-  assign \$87  = a[14:10] == 5'h1f;
-  assign \$88  = | a[9:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:10] == 5'h1f;
-  assign \$91  = | b[9:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:10] == 5'h1f;
-  assign \$95  = | a[9:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:10] == 5'h1f;
-  assign \$99  = | b[9:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:10] == 5'h1f;
-  assign \$107  = | a[9:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:10] == 5'h1f;
-  assign \$111  = | b[9:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:10] == 5'h1f;
-  assign \$116  = | a[9:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[13:0];
-  assign \$121  = s1_wide[27:14] | { 13'h0000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [14], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7c00 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7c00 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7e00 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$133  = \$74 ;
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$134  = \$75 ;
-    if (rst) begin
-      \$134  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$135  = \$76 ;
-    if (rst) begin
-      \$135  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$136  = \$77 ;
-    if (rst) begin
-      \$136  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$137  = \$80 [4:0];
-    if (rst) begin
-      \$137  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$138  = \$83 ;
-    if (rst) begin
-      \$138  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$139  = \$86 ;
-    if (rst) begin
-      \$139  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$140  = \$105 ;
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$141  = \$114 ;
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$142  = \$119 ;
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$143  = s1_sx;
-    if (rst) begin
-      \$143  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$144  = s1_sy;
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$145  = s1_sub;
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$146  = s1_ex;
-    if (rst) begin
-      \$146  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$147  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$147  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$148  = \$121 ;
-    if (rst) begin
-      \$148  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$152  = \$124 [14:0];
-    if (rst) begin
-      \$152  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$159  = \$70 [14:4];
-    if (rst) begin
-      \$159  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$162  = \$128 [5:0];
-    if (rst) begin
-      \$162  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [14:0];
-  assign s4_rounded = \$73 [15:0];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.add_fp32 (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire [1:0] \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire [1:0] \$137 ;
-  wire [2:0] \$138 ;
-  wire \$139 ;
-  wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
-  wire \$149 ;
-  wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire [1:0] \$153 ;
-  wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
-  wire \$16 ;
-  wire \$160 ;
-  wire [1:0] \$161 ;
-  wire [2:0] \$162 ;
-  wire [3:0] \$163 ;
-  wire \$164 ;
-  wire [7:0] \$165 ;
-  wire [58:0] \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire [32:0] \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
-  wire [7:0] \$173 ;
-  wire [8:0] \$174 ;
-  wire [8:0] \$175 ;
-  wire [8:0] \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire [23:0] \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire [23:0] \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
-  wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire [26:0] \$217 ;
-  wire [27:0] \$218 ;
-  wire [27:0] \$219 ;
-  wire \$22 ;
-  wire [28:0] \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire [8:0] \$223 ;
-  wire [9:0] \$224 ;
-  wire \$225 ;
-  wire [31:0] \$226 ;
-  wire [31:0] \$227 ;
-  wire [31:0] \$228 ;
-  reg \$229 ;
-  wire \$23 ;
-  reg \$230 ;
-  reg \$231 ;
-  reg [7:0] \$232 ;
-  reg [7:0] \$233 ;
-  reg [23:0] \$234 ;
-  reg [23:0] \$235 ;
-  reg \$236 ;
-  reg \$237 ;
-  reg \$238 ;
-  reg \$239 ;
-  wire \$24 ;
-  reg \$240 ;
-  reg \$241 ;
-  reg [7:0] \$242 ;
-  reg [26:0] \$243 ;
-  reg [26:0] \$244 ;
-  reg \$245 ;
-  reg \$246 ;
-  reg \$247 ;
-  reg [27:0] \$248 ;
-  reg \$249 ;
-  wire \$25 ;
-  reg [7:0] \$250 ;
-  reg \$251 ;
-  reg \$252 ;
-  reg \$253 ;
-  reg \$254 ;
-  reg [23:0] \$255 ;
-  reg \$256 ;
-  reg \$257 ;
-  reg [8:0] \$258 ;
-  reg \$259 ;
-  wire \$26 ;
-  reg \$260 ;
-  reg \$261 ;
-  reg \$262 ;
-  reg [31:0] \$263 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire [1:0] \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [1:0] \$73 ;
-  wire [2:0] \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [1:0] \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire [1:0] \$97 ;
-  wire [2:0] \$98 ;
-  wire [3:0] \$99 ;
-  input [31:0] a;
-  wire [31:0] a;
-  wire [7:0] a_eff_exp;
-  input [31:0] b;
-  wire [31:0] b;
-  wire [7:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [31:0] result;
-  reg [31:0] result = 32'd0;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [23:0] s1_mx = 24'h000000;
-  reg [23:0] s1_my = 24'h000000;
-  reg s1_nan = 1'h0;
-  wire [4:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [53:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [26:0] s2_x = 27'h0000000;
-  reg [26:0] s2_y = 27'h0000000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [4:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [4:0] s3_norm_shift;
-  wire [27:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [27:0] s3_sum = 28'h0000000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [31:0] s4_rounded;
-  reg [23:0] s4_sig = 24'h000000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[30:23];
-  assign a_eff_exp = \$1  ? a[30:23] : 8'h01;
-  assign \$2  = | b[30:23];
-  assign b_eff_exp = \$2  ? b[30:23] : 8'h01;
-  assign s0_swap = b[30:0] > a[30:0];
-  assign \$3  = s1_d > 5'h1b;
-  assign \$4  = \$3  ? 8'h1b : s1_d;
-  assign s1_wide = { s1_my, 30'h00000000 } >> \$4 [4:0];
-  assign \$5  = ~ s3_sum[27];
-  assign \$6  = ~ s3_sum[26];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[25];
-  assign \$9  = ~ s3_sum[24];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[23];
-  assign \$13  = ~ s3_sum[22];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[21];
-  assign \$16  = ~ s3_sum[20];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[19];
-  assign \$21  = ~ s3_sum[18];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[17];
-  assign \$24  = ~ s3_sum[16];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[15];
-  assign \$28  = ~ s3_sum[14];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[13];
-  assign \$31  = ~ s3_sum[12];
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \$29  & \$32 ;
-  assign \$34  = \$26  & \$33 ;
-  assign \$35  = \$19  & \$34 ;
-  assign \$36  = ~ s3_sum[11];
-  assign \$37  = ~ s3_sum[10];
-  assign \$38  = \$36  & \$37 ;
-  assign \$39  = ~ s3_sum[9];
-  assign \$40  = ~ s3_sum[8];
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = \$38  & \$41 ;
-  assign \$43  = ~ s3_sum[7];
-  assign \$44  = ~ s3_sum[6];
-  assign \$45  = \$43  & \$44 ;
-  assign \$46  = ~ s3_sum[5];
-  assign \$47  = ~ s3_sum[4];
-  assign \$48  = \$46  & \$47 ;
-  assign \$49  = \$45  & \$48 ;
-  assign \$50  = \$42  & \$49 ;
-  assign \$51  = ~ s3_sum[3];
-  assign \$52  = ~ s3_sum[2];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[1];
-  assign \$55  = ~ s3_sum[0];
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = \$53  & \$56 ;
-  assign \$66  = ~ s3_sum[3];
-  assign \$67  = ~ s3_sum[2];
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = ~ s3_sum[1];
-  assign \$70  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$71  = ~ s3_sum[3];
-  assign \$72  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$73  = \$68  ? { 1'h1, \$70  } : { 1'h0, \$72  };
-  assign \$74  = \$57  ? 3'h4 : { 1'h0, \$73  };
-  assign \$75  = ~ s3_sum[11];
-  assign \$76  = ~ s3_sum[10];
-  assign \$77  = \$75  & \$76 ;
-  assign \$78  = ~ s3_sum[9];
-  assign \$79  = ~ s3_sum[8];
-  assign \$80  = \$78  & \$79 ;
-  assign \$81  = \$77  & \$80 ;
-  assign \$82  = ~ s3_sum[7];
-  assign \$83  = ~ s3_sum[6];
-  assign \$84  = \$82  & \$83 ;
-  assign \$85  = ~ s3_sum[5];
-  assign \$86  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$87  = ~ s3_sum[7];
-  assign \$88  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$89  = \$84  ? { 1'h1, \$86  } : { 1'h0, \$88  };
-  assign \$90  = ~ s3_sum[11];
-  assign \$91  = ~ s3_sum[10];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = ~ s3_sum[9];
-  assign \$94  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$95  = ~ s3_sum[11];
-  assign \$96  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$97  = \$92  ? { 1'h1, \$94  } : { 1'h0, \$96  };
-  assign \$98  = \$81  ? { 1'h1, \$89  } : { 1'h0, \$97  };
-  assign \$99  = \$50  ? { 1'h1, \$74  } : { 1'h0, \$98  };
-  assign \$100  = ~ s3_sum[27];
-  assign \$101  = ~ s3_sum[26];
-  assign \$102  = \$100  & \$101 ;
-  assign \$103  = ~ s3_sum[25];
-  assign \$104  = ~ s3_sum[24];
-  assign \$105  = \$103  & \$104 ;
-  assign \$106  = \$102  & \$105 ;
-  assign \$107  = ~ s3_sum[23];
-  assign \$108  = ~ s3_sum[22];
-  assign \$109  = \$107  & \$108 ;
-  assign \$110  = ~ s3_sum[21];
-  assign \$111  = ~ s3_sum[20];
-  assign \$112  = \$110  & \$111 ;
-  assign \$113  = \$109  & \$112 ;
-  assign \$114  = \$106  & \$113 ;
-  assign \$115  = ~ s3_sum[19];
-  assign \$116  = ~ s3_sum[18];
-  assign \$117  = \$115  & \$116 ;
-  assign \$118  = ~ s3_sum[17];
-  assign \$119  = ~ s3_sum[16];
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = \$117  & \$120 ;
-  assign \$122  = ~ s3_sum[15];
-  assign \$123  = ~ s3_sum[14];
-  assign \$124  = \$122  & \$123 ;
-  assign \$125  = ~ s3_sum[13];
-  assign \$126  = s3_sum[13] ? 1'h0 : 1'h1;
-  assign \$127  = ~ s3_sum[15];
-  assign \$128  = s3_sum[15] ? 1'h0 : 1'h1;
-  assign \$129  = \$124  ? { 1'h1, \$126  } : { 1'h0, \$128  };
-  assign \$130  = ~ s3_sum[19];
-  assign \$131  = ~ s3_sum[18];
-  assign \$132  = \$130  & \$131 ;
-  assign \$133  = ~ s3_sum[17];
-  assign \$134  = s3_sum[17] ? 1'h0 : 1'h1;
-  assign \$135  = ~ s3_sum[19];
-  assign \$136  = s3_sum[19] ? 1'h0 : 1'h1;
-  assign \$137  = \$132  ? { 1'h1, \$134  } : { 1'h0, \$136  };
-  assign \$138  = \$121  ? { 1'h1, \$129  } : { 1'h0, \$137  };
-  assign \$139  = ~ s3_sum[27];
-  assign \$140  = ~ s3_sum[26];
-  assign \$141  = \$139  & \$140 ;
-  assign \$142  = ~ s3_sum[25];
-  assign \$143  = ~ s3_sum[24];
-  assign \$144  = \$142  & \$143 ;
-  assign \$145  = \$141  & \$144 ;
-  assign \$146  = ~ s3_sum[23];
-  assign \$147  = ~ s3_sum[22];
-  assign \$148  = \$146  & \$147 ;
-  assign \$149  = ~ s3_sum[21];
-  assign \$150  = s3_sum[21] ? 1'h0 : 1'h1;
-  assign \$151  = ~ s3_sum[23];
-  assign \$152  = s3_sum[23] ? 1'h0 : 1'h1;
-  assign \$153  = \$148  ? { 1'h1, \$150  } : { 1'h0, \$152  };
-  assign \$154  = ~ s3_sum[27];
-  assign \$155  = ~ s3_sum[26];
-  assign \$156  = \$154  & \$155 ;
-  assign \$157  = ~ s3_sum[25];
-  assign \$158  = s3_sum[25] ? 1'h0 : 1'h1;
-  assign \$159  = ~ s3_sum[27];
-  assign \$160  = s3_sum[27] ? 1'h0 : 1'h1;
-  assign \$161  = \$156  ? { 1'h1, \$158  } : { 1'h0, \$160  };
-  assign \$162  = \$145  ? { 1'h1, \$153  } : { 1'h0, \$161  };
-  assign \$163  = \$114  ? { 1'h1, \$138  } : { 1'h0, \$162  };
-  assign s3_lz = \$35  ? { 1'h1, \$99  } : { 1'h0, \$163  };
-  assign \$164  = s3_lz > s3_ex;
-  assign \$165  = \$164  ? s3_ex : { 3'h0, s3_lz };
-  assign \$166  = s3_sum << \$165 [4:0];
-  assign \$167  = | s3_sum;
-  assign s3_zero = ~ \$167 ;
-  assign \$168  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$168 ;
-  assign s4_exp_field = s4_sig[23] ? s4_exp : 9'h000;
-  assign \$169  = { s4_exp_field, s4_sig[22:0] } + s4_increment;
-  assign s4_overflow = \$169 [31:23] >= 8'hff;
-  assign \$170  = s0_swap ? b[31] : a[31];
-  assign \$171  = s0_swap ? a[31] : b[31];
-  assign \$172  = a[31] ^ b[31];
-  assign \$173  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$174  = b_eff_exp - a_eff_exp;
-  assign \$175  = a_eff_exp - b_eff_exp;
-  assign \$176  = s0_swap ? \$174  : \$175 ;
-  assign \$177  = | b[30:23];
-  assign \$178  = | a[30:23];
-  assign \$179  = s0_swap ? { \$177 , b[22:0] } : { \$178 , a[22:0] };
-  assign \$180  = | a[30:23];
-  assign \$181  = | b[30:23];
-  assign \$182  = s0_swap ? { \$180 , a[22:0] } : { \$181 , b[22:0] };
-  assign \$183  = a[30:23] == 8'hff;
-  assign \$184  = | a[22:0];
-  assign \$185  = \$183  & \$184 ;
-  assign \$186  = b[30:23] == 8'hff;
-  assign \$187  = | b[22:0];
-  assign \$188  = \$186  & \$187 ;
-  assign \$189  = \$185  | \$188 ;
-  assign \$190  = a[30:23] == 8'hff;
-  assign \$191  = | a[22:0];
-  assign \$192  = ~ \$191 ;
-  assign \$193  = \$190  & \$192 ;
-  assign \$194  = b[30:23] == 8'hff;
-  assign \$195  = | b[22:0];
-  assign \$196  = ~ \$195 ;
-  assign \$197  = \$194  & \$196 ;
-  assign \$198  = \$193  & \$197 ;
-  assign \$199  = a[31] ^ b[31];
-  assign \$200  = \$198  & \$199 ;
-  assign \$201  = \$189  | \$200 ;
-  assign \$202  = a[30:23] == 8'hff;
-  assign \$203  = | a[22:0];
-  assign \$204  = ~ \$203 ;
-  assign \$205  = \$202  & \$204 ;
-  assign \$206  = b[30:23] == 8'hff;
-  assign \$207  = | b[22:0];
-  assign \$208  = ~ \$207 ;
-  assign \$209  = \$206  & \$208 ;
-  assign \$210  = \$205  | \$209 ;
-  assign \$211  = a[30:23] == 8'hff;
-  assign \$212  = | a[22:0];
-  assign \$213  = ~ \$212 ;
-  assign \$214  = \$211  & \$213 ;
-  assign \$215  = \$214  ? a[31] : b[31];
-  assign \$216  = | s1_wide[26:0];
-  assign \$217  = s1_wide[53:27] | { 26'h0000000, \$216  };
-  assign \$218  = s2_x - s2_y;
-  assign \$219  = s2_x + s2_y;
-  assign \$220  = s2_sub ? { \$218 [27], \$218  } : { 1'h0, \$219  };
-  assign \$221  = s2_sx & s2_sy;
-  assign \$222  = | \$166 [2:0];
-  assign \$223  = s3_ex + 1'h1;
-  assign \$224  = \$223  - \$165 [4:0];
-  assign \$225  = \$167  ? s3_sign : s3_both_neg;
-  assign \$226  = s4_overflow ? { s4_sign, 31'h7f800000 } : { s4_sign, \$169 [30:0] };
-  assign \$227  = s4_inf ? { s4_inf_sign, 31'h7f800000 } : \$226 ;
-  assign \$228  = s4_nan ? 32'd2143289344 : \$227 ;
-  always @(posedge clk)
-    s1_sx <= \$229 ;
-  always @(posedge clk)
-    s1_sy <= \$230 ;
-  always @(posedge clk)
-    s1_sub <= \$231 ;
-  always @(posedge clk)
-    s1_ex <= \$232 ;
-  always @(posedge clk)
-    s1_d <= \$233 ;
-  always @(posedge clk)
-    s1_mx <= \$234 ;
-  always @(posedge clk)
-    s1_my <= \$235 ;
-  always @(posedge clk)
-    s1_nan <= \$236 ;
-  always @(posedge clk)
-    s1_inf <= \$237 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$238 ;
-  always @(posedge clk)
-    s2_sx <= \$239 ;
-  always @(posedge clk)
-    s2_sy <= \$240 ;
-  always @(posedge clk)
-    s2_sub <= \$241 ;
-  always @(posedge clk)
-    s2_ex <= \$242 ;
-  always @(posedge clk)
-    s2_x <= \$243 ;
-  always @(posedge clk)
-    s2_y <= \$244 ;
-  always @(posedge clk)
-    s2_nan <= \$245 ;
-  always @(posedge clk)
-    s2_inf <= \$246 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$247 ;
-  always @(posedge clk)
-    s3_sum <= \$248 ;
-  always @(posedge clk)
-    s3_sign <= \$249 ;
-  always @(posedge clk)
-    s3_ex <= \$250 ;
-  always @(posedge clk)
-    s3_nan <= \$251 ;
-  always @(posedge clk)
-    s3_inf <= \$252 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$253 ;
-  always @(posedge clk)
-    s3_both_neg <= \$254 ;
-  always @(posedge clk)
-    s4_sig <= \$255 ;
-  always @(posedge clk)
-    s4_round <= \$256 ;
-  always @(posedge clk)
-    s4_sticky <= \$257 ;
-  always @(posedge clk)
-    s4_exp <= \$258 ;
-  always @(posedge clk)
-    s4_sign <= \$259 ;
-  always @(posedge clk)
-    s4_nan <= \$260 ;
-  always @(posedge clk)
-    s4_inf <= \$261 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$262 ;
-  always @(posedge clk)
-    result <= \$263 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$229  = \$170 ;
-    if (rst) begin
-      \$229  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$230  = \$171 ;
-    if (rst) begin
-      \$230  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$231  = \$172 ;
-    if (rst) begin
-      \$231  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$232  = \$173 ;
-    if (rst) begin
-      \$232  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$233  = \$176 [7:0];
-    if (rst) begin
-      \$233  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$234  = \$179 ;
-    if (rst) begin
-      \$234  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$235  = \$182 ;
-    if (rst) begin
-      \$235  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$236  = \$201 ;
-    if (rst) begin
-      \$236  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$237  = \$210 ;
-    if (rst) begin
-      \$237  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$238  = \$215 ;
-    if (rst) begin
-      \$238  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$239  = s1_sx;
-    if (rst) begin
-      \$239  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$240  = s1_sy;
-    if (rst) begin
-      \$240  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$241  = s1_sub;
-    if (rst) begin
-      \$241  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$242  = s1_ex;
-    if (rst) begin
-      \$242  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$243  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$243  = 27'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$244  = \$217 ;
-    if (rst) begin
-      \$244  = 27'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$245  = s1_nan;
-    if (rst) begin
-      \$245  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$246  = s1_inf;
-    if (rst) begin
-      \$246  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$247  = s1_inf_sign;
-    if (rst) begin
-      \$247  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$248  = \$220 [27:0];
-    if (rst) begin
-      \$248  = 28'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$249  = s2_sx;
-    if (rst) begin
-      \$249  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$250  = s2_ex;
-    if (rst) begin
-      \$250  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$251  = s2_nan;
-    if (rst) begin
-      \$251  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$252  = s2_inf;
-    if (rst) begin
-      \$252  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$253  = s2_inf_sign;
-    if (rst) begin
-      \$253  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$254  = \$221 ;
-    if (rst) begin
-      \$254  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$255  = \$166 [27:4];
-    if (rst) begin
-      \$255  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$256  = \$166 [3];
-    if (rst) begin
-      \$256  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$257  = \$222 ;
-    if (rst) begin
-      \$257  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$258  = \$224 [8:0];
-    if (rst) begin
-      \$258  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$259  = \$225 ;
-    if (rst) begin
-      \$259  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$260  = s3_nan;
-    if (rst) begin
-      \$260  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$261  = s3_inf;
-    if (rst) begin
-      \$261  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$262  = s3_inf_sign;
-    if (rst) begin
-      \$262  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$263  = \$228 ;
-    if (rst) begin
-      \$263  = 32'd0;
-    end
-  end
-  assign s1_shift = \$4 [4:0];
-  assign s3_norm_shift = \$165 [4:0];
-  assign s3_normalised = \$166 [27:0];
-  assign s4_rounded = \$169 [31:0];
-  assign \$58  = 1'h0;
-  assign \$59  = 1'h0;
-  assign \$60  = 1'h0;
-  assign \$61  = 1'h0;
-  assign \$62  = 1'h0;
-  assign \$63  = 1'h0;
-  assign \$64  = 1'h0;
-  assign \$65  = 2'h0;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.minmax (\port$2743$0 , \port$2744$0 , a, b, dtype, is_max);
-  wire \$1 ;
-  wire \$10 ;
-  wire [15:0] \$11 ;
-  wire \$12 ;
-  wire [15:0] \$13 ;
-  wire [15:0] \$14 ;
-  wire [15:0] \$15 ;
-  wire \$16 ;
-  wire [15:0] \$17 ;
-  wire [15:0] \$18 ;
-  wire \$19 ;
-  wire [15:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire [15:0] \$23 ;
-  wire [15:0] \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [15:0] \$4 ;
   wire \$40 ;
   wire \$41 ;
   wire \$42 ;
@@ -13055,7 +15368,7 @@ module \ace_alu_array_small.array.lane2.minmax (\port$2743$0 , \port$2744$0 , a,
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire \$7 ;
+  wire [15:0] \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
@@ -13067,3492 +15380,6 @@ module \ace_alu_array_small.array.lane2.minmax (\port$2743$0 , \port$2744$0 , a,
   wire \$78 ;
   wire \$79 ;
   wire [15:0] \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [30:0] \$83 ;
-  wire [30:0] \$84 ;
-  wire [15:0] \$85 ;
-  wire [15:0] \$86 ;
-  wire [15:0] \$9 ;
-  input [31:0] a;
-  wire [31:0] a;
-  wire [31:0] a_key;
-  input [31:0] b;
-  wire [31:0] b;
-  wire [31:0] b_key;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  input [1:0] dtype;
-  wire [1:0] dtype;
-  wire eq_hi;
-  wire is_float;
-  input is_max;
-  wire is_max;
-  wire less_hi;
-  wire less_lo;
-  wire lt_hi;
-  wire lt_lo;
-  wire nan_hi;
-  wire nan_lo;
-  wire [31:0] nan_word;
-  wire pick_b_hi;
-  wire pick_b_lo;
-  wire [31:0] picked;
-  output [15:0] \port$2743$0 ;
-  wire [15:0] \port$2743$0 ;
-  output [15:0] \port$2744$0 ;
-  wire [15:0] \port$2744$0 ;
-  wire [31:0] result;
-  wire wide;
-  assign \$12  = dtype[1] ? b[15] : b[31];
-  assign \$13  = \$12  ? 16'hffff : 16'h8000;
-  assign \$14  = dtype[1] ? \$13  : \$11 ;
-  assign \$15  = b[15:0] ^ \$14 ;
-  assign \$16  = is_float & b[31];
-  assign \$17  = \$16  ? 16'hffff : 16'h8000;
-  assign \$18  = b[31:16] ^ \$17 ;
-  assign lt_lo = \$6  < \$15 ;
-  assign lt_hi = \$9  < \$18 ;
-  assign eq_hi = \$9  == \$18 ;
-  assign \$19  = eq_hi & lt_lo;
-  assign \$20  = lt_hi | \$19 ;
-  assign less_hi = dtype[1] ? lt_hi : \$20 ;
-  assign \$21  = eq_hi & lt_lo;
-  assign \$22  = lt_hi | \$21 ;
-  assign less_lo = dtype[1] ? lt_lo : \$22 ;
-  assign pick_b_lo = less_lo == is_max;
-  assign pick_b_hi = less_hi == is_max;
-  assign \$23  = pick_b_lo ? b[15:0] : a[15:0];
-  assign \$24  = pick_b_hi ? b[31:16] : a[31:16];
-  assign \$25  = dtype == 1'h1;
-  assign \$26  = & a[30:23];
-  assign \$27  = | a[22:0];
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = & b[30:23];
-  assign \$30  = | b[22:0];
-  assign \$31  = \$29  & \$30 ;
-  assign \$32  = \$28  | \$31 ;
-  assign \$33  = \$25  & \$32 ;
-  assign \$34  = dtype == 2'h3;
-  assign \$35  = a[14:10] == 5'h1f;
-  assign \$36  = | a[9:0];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = b[14:10] == 5'h1f;
-  assign \$39  = | b[9:0];
-  assign \$40  = \$38  & \$39 ;
-  assign \$41  = \$37  | \$40 ;
-  assign \$42  = \$34  & \$41 ;
-  assign \$43  = \$33  | \$42 ;
-  assign \$44  = dtype == 2'h2;
-  assign \$45  = a[14:7] == 8'hff;
-  assign \$46  = | a[6:0];
-  assign \$47  = \$45  & \$46 ;
-  assign \$48  = b[14:7] == 8'hff;
-  assign \$49  = | b[6:0];
-  assign \$50  = \$48  & \$49 ;
-  assign \$51  = \$47  | \$50 ;
-  assign \$52  = \$44  & \$51 ;
-  assign nan_lo = \$43  | \$52 ;
-  assign \$53  = dtype == 1'h1;
-  assign \$54  = & a[30:23];
-  assign \$55  = | a[22:0];
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = & b[30:23];
-  assign \$58  = | b[22:0];
-  assign \$59  = \$57  & \$58 ;
-  assign \$60  = \$56  | \$59 ;
-  assign \$61  = \$53  & \$60 ;
-  assign \$62  = dtype == 2'h3;
-  assign \$63  = a[30:26] == 5'h1f;
-  assign \$64  = | a[25:16];
-  assign \$65  = \$63  & \$64 ;
-  assign \$66  = b[30:26] == 5'h1f;
-  assign \$67  = | b[25:16];
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = \$65  | \$68 ;
-  assign \$70  = \$62  & \$69 ;
-  assign \$71  = \$61  | \$70 ;
-  assign \$72  = dtype == 2'h2;
-  assign \$73  = a[30:23] == 8'hff;
-  assign \$74  = | a[22:16];
-  assign \$75  = \$73  & \$74 ;
-  assign \$76  = b[30:23] == 8'hff;
-  assign \$77  = | b[22:16];
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = \$75  | \$78 ;
-  assign \$80  = \$72  & \$79 ;
-  assign nan_hi = \$71  | \$80 ;
-  assign \$81  = dtype == 2'h3;
-  assign \$82  = dtype == 2'h2;
-  assign \$83  = \$82  ? 31'h7fc07fc0 : 31'h7fc00000;
-  assign \$84  = \$81  ? 31'h7e007e00 : \$83 ;
-  assign \$85  = nan_lo ? \$84 [15:0] : \$23 ;
-  assign \$86  = nan_hi ? { 1'h0, \$84 [30:16] } : \$24 ;
-  assign wide = ~ dtype[1];
-  assign is_float = | dtype;
-  assign \$1  = is_float & a[31];
-  assign \$2  = \$1  ? 16'hffff : 16'h0000;
-  assign \$3  = dtype[1] ? a[15] : a[31];
-  assign \$4  = \$3  ? 16'hffff : 16'h8000;
-  assign \$5  = dtype[1] ? \$4  : \$2 ;
-  assign \$6  = a[15:0] ^ \$5 ;
-  assign \$7  = is_float & a[31];
-  assign \$8  = \$7  ? 16'hffff : 16'h8000;
-  assign \$9  = a[31:16] ^ \$8 ;
-  assign \$10  = is_float & b[31];
-  assign \$11  = \$10  ? 16'hffff : 16'h0000;
-  assign a_key = { \$9 , \$6  };
-  assign b_key = { \$18 , \$15  };
-  assign picked = { \$24 , \$23  };
-  assign nan_word = { 1'h0, \$84  };
-  assign result = { \$86 , \$85  };
-  assign \port$2743$0  = \$85 ;
-  assign \port$2744$0  = \$86 ;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3 (rst, \result$28 , a, \port$3690$224 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
-  wire [32:0] \$1 ;
-  reg [1:0] \$10 ;
-  reg [31:0] \$11 ;
-  reg \$12 ;
-  reg [1:0] \$13 ;
-  reg [31:0] \$14 ;
-  reg \$15 ;
-  reg [1:0] \$16 ;
-  reg [31:0] \$17 ;
-  reg \$18 ;
-  reg [1:0] \$19 ;
-  wire \$2 ;
-  reg [31:0] \$20 ;
-  reg \$21 ;
-  reg [1:0] \$22 ;
-  wire [15:0] \$23 ;
-  wire [15:0] \$24 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire [31:0] \$7 ;
-  reg [31:0] \$8 ;
-  reg \$9 ;
-  input [31:0] a;
-  wire [31:0] a;
-  wire [31:0] \a$1 ;
-  wire [15:0] \a$10 ;
-  wire [31:0] \a$12 ;
-  wire [15:0] \a$4 ;
-  wire [15:0] \a$6 ;
-  wire [15:0] \a$8 ;
-  wire [31:0] b;
-  wire [15:0] \b$11 ;
-  wire [31:0] \b$13 ;
-  wire [31:0] \b$3 ;
-  wire [15:0] \b$5 ;
-  wire [15:0] \b$7 ;
-  wire [15:0] \b$9 ;
-  input clk;
-  wire clk;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d0_dtype = 2'h0;
-  reg d0_fp_sum = 1'h0;
-  reg [31:0] d0_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d1_dtype = 2'h0;
-  reg d1_fp_sum = 1'h0;
-  reg [31:0] d1_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d2_dtype = 2'h0;
-  reg d2_fp_sum = 1'h0;
-  reg [31:0] d2_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d3_dtype = 2'h0;
-  reg d3_fp_sum = 1'h0;
-  reg [31:0] d3_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  reg [1:0] d4_dtype = 2'h0;
-  reg d4_fp_sum = 1'h0;
-  reg [31:0] d4_simple = 32'd0;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  wire [1:0] dtype;
-  (* enum_base_type = "Dtype" *)
-  (* enum_value_00 = "INT32" *)
-  (* enum_value_01 = "FP32" *)
-  (* enum_value_10 = "BF16" *)
-  (* enum_value_11 = "FP16" *)
-  wire [1:0] \dtype$15 ;
-  wire [31:0] fp_result;
-  wire fp_sum;
-  wire is_max;
-  (* enum_base_type = "ReduceOp" *)
-  (* enum_value_00 = "SUM" *)
-  (* enum_value_01 = "MAX" *)
-  (* enum_value_10 = "MIN" *)
-  (* enum_value_11 = "COPY" *)
-  wire [1:0] op;
-  input [35:0] \port$3690$224 ;
-  wire [35:0] \port$3690$224 ;
-  wire [31:0] result;
-  wire [15:0] \result$23 ;
-  wire [15:0] \result$24 ;
-  wire [15:0] \result$25 ;
-  wire [15:0] \result$26 ;
-  wire [31:0] \result$27 ;
-  output [31:0] \result$28 ;
-  wire [31:0] \result$28 ;
-  input rst;
-  wire rst;
-  reg [31:0] simple;
-  assign is_max = \port$3690$224 [33:32] == 1'h1;
-  assign \$1  = a + \port$3690$224 [31:0];
-  assign \$2  = | \port$3690$224 [33:32];
-  assign \$3  = ~ \$2 ;
-  assign \$4  = | \port$3690$224 [35:34];
-  assign fp_sum = \$3  & \$4 ;
-  assign \$5  = d4_dtype == 1'h1;
-  assign \$6  = d4_dtype == 2'h2;
-  assign \$7  = \$6  ? { \result$26 , \result$25  } : { \result$24 , \result$23  };
-  assign fp_result = \$5  ? \result$27  : \$7 ;
-  assign \result$28  = d4_fp_sum ? fp_result : d4_simple;
-  always @(posedge clk)
-    d0_simple <= \$8 ;
-  always @(posedge clk)
-    d0_fp_sum <= \$9 ;
-  always @(posedge clk)
-    d0_dtype <= \$10 ;
-  always @(posedge clk)
-    d1_simple <= \$11 ;
-  always @(posedge clk)
-    d1_fp_sum <= \$12 ;
-  always @(posedge clk)
-    d1_dtype <= \$13 ;
-  always @(posedge clk)
-    d2_simple <= \$14 ;
-  always @(posedge clk)
-    d2_fp_sum <= \$15 ;
-  always @(posedge clk)
-    d2_dtype <= \$16 ;
-  always @(posedge clk)
-    d3_simple <= \$17 ;
-  always @(posedge clk)
-    d3_fp_sum <= \$18 ;
-  always @(posedge clk)
-    d3_dtype <= \$19 ;
-  always @(posedge clk)
-    d4_simple <= \$20 ;
-  always @(posedge clk)
-    d4_fp_sum <= \$21 ;
-  always @(posedge clk)
-    d4_dtype <= \$22 ;
-  \ace_alu_array_small.array.lane3.add_bf16_hi  add_bf16_hi (
-    .a(a[31:16]),
-    .b(\port$3690$224 [31:16]),
-    .clk(clk),
-    .result(\result$26 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane3.add_bf16_lo  add_bf16_lo (
-    .a(a[15:0]),
-    .b(\port$3690$224 [15:0]),
-    .clk(clk),
-    .result(\result$25 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane3.add_fp16_hi  add_fp16_hi (
-    .a(a[31:16]),
-    .b(\port$3690$224 [31:16]),
-    .clk(clk),
-    .result(\result$24 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane3.add_fp16_lo  add_fp16_lo (
-    .a(a[15:0]),
-    .b(\port$3690$224 [15:0]),
-    .clk(clk),
-    .result(\result$23 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane3.add_fp32  add_fp32 (
-    .a(a),
-    .b(\port$3690$224 [31:0]),
-    .clk(clk),
-    .result(\result$27 ),
-    .rst(rst)
-  );
-  \ace_alu_array_small.array.lane3.minmax  minmax (
-    .a(a),
-    .b(\port$3690$224 [31:0]),
-    .dtype(\port$3690$224 [35:34]),
-    .is_max(is_max),
-    .\port$3656$0 (\$23 ),
-    .\port$3657$0 (\$24 )
-  );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\port$3690$224 [33:32])
-      2'h0:
-          simple = \$1 [31:0];
-      2'h1, 2'h2:
-          simple = { \$24 , \$23  };
-      2'h3:
-          simple = a;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$8  = simple;
-    if (rst) begin
-      \$8  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$9  = fp_sum;
-    if (rst) begin
-      \$9  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$10  = \port$3690$224 [35:34];
-    if (rst) begin
-      \$10  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$11  = d0_simple;
-    if (rst) begin
-      \$11  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$12  = d0_fp_sum;
-    if (rst) begin
-      \$12  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$13  = d0_dtype;
-    if (rst) begin
-      \$13  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$14  = d1_simple;
-    if (rst) begin
-      \$14  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$15  = d1_fp_sum;
-    if (rst) begin
-      \$15  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$16  = d1_dtype;
-    if (rst) begin
-      \$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$17  = d2_simple;
-    if (rst) begin
-      \$17  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$18  = d2_fp_sum;
-    if (rst) begin
-      \$18  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$19  = d2_dtype;
-    if (rst) begin
-      \$19  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$20  = d3_simple;
-    if (rst) begin
-      \$20  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$21  = d3_fp_sum;
-    if (rst) begin
-      \$21  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$22  = d3_dtype;
-    if (rst) begin
-      \$22  = 2'h0;
-    end
-  end
-  assign \a$1  = a;
-  assign b = \port$3690$224 [31:0];
-  assign \b$3  = \port$3690$224 [31:0];
-  assign \a$4  = a[15:0];
-  assign \b$5  = \port$3690$224 [15:0];
-  assign \a$6  = a[31:16];
-  assign \b$7  = \port$3690$224 [31:16];
-  assign \a$8  = a[15:0];
-  assign \b$9  = \port$3690$224 [15:0];
-  assign \a$10  = a[31:16];
-  assign \b$11  = \port$3690$224 [31:16];
-  assign \a$12  = a;
-  assign \b$13  = \port$3690$224 [31:0];
-  assign dtype = \port$3690$224 [35:34];
-  assign \dtype$15  = \port$3690$224 [35:34];
-  assign op = \port$3690$224 [33:32];
-  assign result = { \$24 , \$23  };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.add_bf16_hi (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [10:0] \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
-  wire [12:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [8:0] \$127 ;
-  wire [9:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg [7:0] \$138 ;
-  reg [7:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [10:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [11:0] \$152 ;
-  reg \$153 ;
-  reg [7:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [7:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [8:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [7:0] \$69 ;
-  wire \$7 ;
-  wire [26:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [7:0] \$77 ;
-  wire [8:0] \$78 ;
-  wire [8:0] \$79 ;
-  wire \$8 ;
-  wire [8:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [7:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [7:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [7:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [7:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [7:0] s1_mx = 8'h00;
-  reg [7:0] s1_my = 8'h00;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [21:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [10:0] s2_x = 11'h000;
-  reg [10:0] s2_y = 11'h000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [11:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [11:0] s3_sum = 12'h000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [7:0] s4_sig = 8'h00;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:7];
-  assign a_eff_exp = \$1  ? a[14:7] : 8'h01;
-  assign \$2  = | b[14:7];
-  assign b_eff_exp = \$2  ? b[14:7] : 8'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'hb;
-  assign \$4  = \$3  ? 8'h0b : s1_d;
-  assign s1_wide = { s1_my, 14'h0000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[11];
-  assign \$6  = ~ s3_sum[10];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[9];
-  assign \$9  = ~ s3_sum[8];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[7];
-  assign \$13  = ~ s3_sum[6];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[5];
-  assign \$16  = ~ s3_sum[4];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[3];
-  assign \$21  = ~ s3_sum[2];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[1];
-  assign \$24  = ~ s3_sum[0];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$35  = ~ s3_sum[3];
-  assign \$36  = ~ s3_sum[2];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[1];
-  assign \$39  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[3];
-  assign \$41  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? 3'h4 : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[11];
-  assign \$45  = ~ s3_sum[10];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[9];
-  assign \$48  = ~ s3_sum[8];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[7];
-  assign \$52  = ~ s3_sum[6];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[5];
-  assign \$55  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[7];
-  assign \$57  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[11];
-  assign \$60  = ~ s3_sum[10];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[9];
-  assign \$63  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[11];
-  assign \$65  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 4'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[7] ? s4_exp : 9'h000;
-  assign \$73  = { s4_exp_field, s4_sig[6:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:7] >= 8'hff;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:7];
-  assign \$82  = | a[14:7];
-  assign \$83  = s0_swap ? { \$81 , b[6:0] } : { \$82 , a[6:0] };
-  assign \$84  = | a[14:7];
-  assign \$85  = | b[14:7];
-  assign \$86  = s0_swap ? { \$84 , a[6:0] } : { \$85 , b[6:0] };
-  assign \$87  = a[14:7] == 8'hff;
-  assign \$88  = | a[6:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:7] == 8'hff;
-  assign \$91  = | b[6:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:7] == 8'hff;
-  assign \$95  = | a[6:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:7] == 8'hff;
-  assign \$99  = | b[6:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:7] == 8'hff;
-  assign \$107  = | a[6:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:7] == 8'hff;
-  assign \$111  = | b[6:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:7] == 8'hff;
-  assign \$116  = | a[6:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[10:0];
-  assign \$121  = s1_wide[21:11] | { 10'h000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [11], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7f80 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7f80 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7fc0 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$133  = \$74 ;
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$134  = \$75 ;
-    if (rst) begin
-      \$134  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$135  = \$76 ;
-    if (rst) begin
-      \$135  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$136  = \$77 ;
-    if (rst) begin
-      \$136  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$137  = \$80 [7:0];
-    if (rst) begin
-      \$137  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$138  = \$83 ;
-    if (rst) begin
-      \$138  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$139  = \$86 ;
-    if (rst) begin
-      \$139  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$140  = \$105 ;
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$141  = \$114 ;
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$142  = \$119 ;
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$143  = s1_sx;
-    if (rst) begin
-      \$143  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$144  = s1_sy;
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$145  = s1_sub;
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$146  = s1_ex;
-    if (rst) begin
-      \$146  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$147  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$147  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$148  = \$121 ;
-    if (rst) begin
-      \$148  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$152  = \$124 [11:0];
-    if (rst) begin
-      \$152  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$159  = \$70 [11:4];
-    if (rst) begin
-      \$159  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$162  = \$128 [8:0];
-    if (rst) begin
-      \$162  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [11:0];
-  assign s4_rounded = \$73 [15:0];
-  assign \$27  = 1'h0;
-  assign \$28  = 1'h0;
-  assign \$29  = 1'h0;
-  assign \$30  = 1'h0;
-  assign \$31  = 1'h0;
-  assign \$32  = 1'h0;
-  assign \$33  = 1'h0;
-  assign \$34  = 2'h0;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.add_bf16_lo (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [10:0] \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
-  wire [12:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [8:0] \$127 ;
-  wire [9:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg [7:0] \$138 ;
-  reg [7:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [10:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [11:0] \$152 ;
-  reg \$153 ;
-  reg [7:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [7:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [8:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [7:0] \$69 ;
-  wire \$7 ;
-  wire [26:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [7:0] \$77 ;
-  wire [8:0] \$78 ;
-  wire [8:0] \$79 ;
-  wire \$8 ;
-  wire [8:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [7:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [7:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [7:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [7:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [7:0] s1_mx = 8'h00;
-  reg [7:0] s1_my = 8'h00;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [21:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [10:0] s2_x = 11'h000;
-  reg [10:0] s2_y = 11'h000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [11:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [11:0] s3_sum = 12'h000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [7:0] s4_sig = 8'h00;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:7];
-  assign a_eff_exp = \$1  ? a[14:7] : 8'h01;
-  assign \$2  = | b[14:7];
-  assign b_eff_exp = \$2  ? b[14:7] : 8'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'hb;
-  assign \$4  = \$3  ? 8'h0b : s1_d;
-  assign s1_wide = { s1_my, 14'h0000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[11];
-  assign \$6  = ~ s3_sum[10];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[9];
-  assign \$9  = ~ s3_sum[8];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[7];
-  assign \$13  = ~ s3_sum[6];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[5];
-  assign \$16  = ~ s3_sum[4];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[3];
-  assign \$21  = ~ s3_sum[2];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[1];
-  assign \$24  = ~ s3_sum[0];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$35  = ~ s3_sum[3];
-  assign \$36  = ~ s3_sum[2];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[1];
-  assign \$39  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[3];
-  assign \$41  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? 3'h4 : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[11];
-  assign \$45  = ~ s3_sum[10];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[9];
-  assign \$48  = ~ s3_sum[8];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[7];
-  assign \$52  = ~ s3_sum[6];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[5];
-  assign \$55  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[7];
-  assign \$57  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[11];
-  assign \$60  = ~ s3_sum[10];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[9];
-  assign \$63  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[11];
-  assign \$65  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 4'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[7] ? s4_exp : 9'h000;
-  assign \$73  = { s4_exp_field, s4_sig[6:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:7] >= 8'hff;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:7];
-  assign \$82  = | a[14:7];
-  assign \$83  = s0_swap ? { \$81 , b[6:0] } : { \$82 , a[6:0] };
-  assign \$84  = | a[14:7];
-  assign \$85  = | b[14:7];
-  assign \$86  = s0_swap ? { \$84 , a[6:0] } : { \$85 , b[6:0] };
-  assign \$87  = a[14:7] == 8'hff;
-  assign \$88  = | a[6:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:7] == 8'hff;
-  assign \$91  = | b[6:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:7] == 8'hff;
-  assign \$95  = | a[6:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:7] == 8'hff;
-  assign \$99  = | b[6:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:7] == 8'hff;
-  assign \$107  = | a[6:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:7] == 8'hff;
-  assign \$111  = | b[6:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:7] == 8'hff;
-  assign \$116  = | a[6:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[10:0];
-  assign \$121  = s1_wide[21:11] | { 10'h000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [11], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7f80 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7f80 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7fc0 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$133  = \$74 ;
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$134  = \$75 ;
-    if (rst) begin
-      \$134  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$135  = \$76 ;
-    if (rst) begin
-      \$135  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$136  = \$77 ;
-    if (rst) begin
-      \$136  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$137  = \$80 [7:0];
-    if (rst) begin
-      \$137  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$138  = \$83 ;
-    if (rst) begin
-      \$138  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$139  = \$86 ;
-    if (rst) begin
-      \$139  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$140  = \$105 ;
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$141  = \$114 ;
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$142  = \$119 ;
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$143  = s1_sx;
-    if (rst) begin
-      \$143  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$144  = s1_sy;
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$145  = s1_sub;
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$146  = s1_ex;
-    if (rst) begin
-      \$146  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$147  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$147  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$148  = \$121 ;
-    if (rst) begin
-      \$148  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$152  = \$124 [11:0];
-    if (rst) begin
-      \$152  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$159  = \$70 [11:4];
-    if (rst) begin
-      \$159  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$162  = \$128 [8:0];
-    if (rst) begin
-      \$162  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [11:0];
-  assign s4_rounded = \$73 [15:0];
-  assign \$27  = 1'h0;
-  assign \$28  = 1'h0;
-  assign \$29  = 1'h0;
-  assign \$30  = 1'h0;
-  assign \$31  = 1'h0;
-  assign \$32  = 1'h0;
-  assign \$33  = 1'h0;
-  assign \$34  = 2'h0;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.add_fp16_hi (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [13:0] \$121 ;
-  wire [14:0] \$122 ;
-  wire [14:0] \$123 ;
-  wire [15:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [5:0] \$127 ;
-  wire [6:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [4:0] \$136 ;
-  reg [4:0] \$137 ;
-  reg [10:0] \$138 ;
-  reg [10:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [4:0] \$146 ;
-  reg [13:0] \$147 ;
-  reg [13:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [14:0] \$152 ;
-  reg \$153 ;
-  reg [4:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [10:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [5:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [4:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [4:0] \$69 ;
-  wire \$7 ;
-  wire [29:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [4:0] \$77 ;
-  wire [5:0] \$78 ;
-  wire [5:0] \$79 ;
-  wire \$8 ;
-  wire [5:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [10:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [10:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [4:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [4:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [4:0] s1_d = 5'h00;
-  reg [4:0] s1_ex = 5'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [10:0] s1_mx = 11'h000;
-  reg [10:0] s1_my = 11'h000;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [27:0] s1_wide;
-  reg [4:0] s2_ex = 5'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [13:0] s2_x = 14'h0000;
-  reg [13:0] s2_y = 14'h0000;
-  reg s3_both_neg = 1'h0;
-  reg [4:0] s3_ex = 5'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [14:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [14:0] s3_sum = 15'h0000;
-  wire s3_zero;
-  reg [5:0] s4_exp = 6'h00;
-  wire [5:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [10:0] s4_sig = 11'h000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:10];
-  assign a_eff_exp = \$1  ? a[14:10] : 5'h01;
-  assign \$2  = | b[14:10];
-  assign b_eff_exp = \$2  ? b[14:10] : 5'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'he;
-  assign \$4  = \$3  ? 5'h0e : s1_d;
-  assign s1_wide = { s1_my, 17'h00000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[14];
-  assign \$6  = ~ s3_sum[13];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[12];
-  assign \$9  = ~ s3_sum[11];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[10];
-  assign \$13  = ~ s3_sum[9];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[8];
-  assign \$16  = ~ s3_sum[7];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[6];
-  assign \$21  = ~ s3_sum[5];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[4];
-  assign \$24  = ~ s3_sum[3];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[2];
-  assign \$28  = ~ s3_sum[1];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[0];
-  assign \$31  = s3_sum[0] ? 1'h0 : 1'h1;
-  assign \$32  = ~ s3_sum[2];
-  assign \$33  = s3_sum[2] ? 1'h0 : 1'h1;
-  assign \$34  = \$29  ? { 1'h1, \$31  } : { 1'h0, \$33  };
-  assign \$35  = ~ s3_sum[6];
-  assign \$36  = ~ s3_sum[5];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[4];
-  assign \$39  = s3_sum[4] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[6];
-  assign \$41  = s3_sum[6] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? { 1'h1, \$34  } : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[14];
-  assign \$45  = ~ s3_sum[13];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[12];
-  assign \$48  = ~ s3_sum[11];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[10];
-  assign \$52  = ~ s3_sum[9];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[8];
-  assign \$55  = s3_sum[8] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[10];
-  assign \$57  = s3_sum[10] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[14];
-  assign \$60  = ~ s3_sum[13];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[12];
-  assign \$63  = s3_sum[12] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[14];
-  assign \$65  = s3_sum[14] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 1'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[10] ? s4_exp : 6'h00;
-  assign \$73  = { s4_exp_field, s4_sig[9:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:10] >= 5'h1f;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:10];
-  assign \$82  = | a[14:10];
-  assign \$83  = s0_swap ? { \$81 , b[9:0] } : { \$82 , a[9:0] };
-  assign \$84  = | a[14:10];
-  assign \$85  = | b[14:10];
-  assign \$86  = s0_swap ? { \$84 , a[9:0] } : { \$85 , b[9:0] };
-  assign \$87  = a[14:10] == 5'h1f;
-  assign \$88  = | a[9:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:10] == 5'h1f;
-  assign \$91  = | b[9:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:10] == 5'h1f;
-  assign \$95  = | a[9:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:10] == 5'h1f;
-  assign \$99  = | b[9:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:10] == 5'h1f;
-  assign \$107  = | a[9:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:10] == 5'h1f;
-  assign \$111  = | b[9:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:10] == 5'h1f;
-  assign \$116  = | a[9:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[13:0];
-  assign \$121  = s1_wide[27:14] | { 13'h0000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [14], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7c00 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7c00 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7e00 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$133  = \$74 ;
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$134  = \$75 ;
-    if (rst) begin
-      \$134  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$135  = \$76 ;
-    if (rst) begin
-      \$135  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$136  = \$77 ;
-    if (rst) begin
-      \$136  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$137  = \$80 [4:0];
-    if (rst) begin
-      \$137  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$138  = \$83 ;
-    if (rst) begin
-      \$138  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$139  = \$86 ;
-    if (rst) begin
-      \$139  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$140  = \$105 ;
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$141  = \$114 ;
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$142  = \$119 ;
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$143  = s1_sx;
-    if (rst) begin
-      \$143  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$144  = s1_sy;
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$145  = s1_sub;
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$146  = s1_ex;
-    if (rst) begin
-      \$146  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$147  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$147  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$148  = \$121 ;
-    if (rst) begin
-      \$148  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$152  = \$124 [14:0];
-    if (rst) begin
-      \$152  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$159  = \$70 [14:4];
-    if (rst) begin
-      \$159  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$162  = \$128 [5:0];
-    if (rst) begin
-      \$162  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [14:0];
-  assign s4_rounded = \$73 [15:0];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.add_fp16_lo (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$25  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire [13:0] \$121 ;
-  wire [14:0] \$122 ;
-  wire [14:0] \$123 ;
-  wire [15:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire [5:0] \$127 ;
-  wire [6:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire [15:0] \$130 ;
-  wire [15:0] \$131 ;
-  wire [15:0] \$132 ;
-  reg \$133 ;
-  reg \$134 ;
-  reg \$135 ;
-  reg [4:0] \$136 ;
-  reg [4:0] \$137 ;
-  reg [10:0] \$138 ;
-  reg [10:0] \$139 ;
-  wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [4:0] \$146 ;
-  reg [13:0] \$147 ;
-  reg [13:0] \$148 ;
-  reg \$149 ;
-  wire \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [14:0] \$152 ;
-  reg \$153 ;
-  reg [4:0] \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg [10:0] \$159 ;
-  wire \$16 ;
-  reg \$160 ;
-  reg \$161 ;
-  reg [5:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg \$165 ;
-  reg \$166 ;
-  reg [15:0] \$167 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire [1:0] \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [4:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [1:0] \$42 ;
-  wire [2:0] \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire [1:0] \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [1:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire \$68 ;
-  wire [4:0] \$69 ;
-  wire \$7 ;
-  wire [29:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [16:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire [4:0] \$77 ;
-  wire [5:0] \$78 ;
-  wire [5:0] \$79 ;
-  wire \$8 ;
-  wire [5:0] \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [10:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [10:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  input [15:0] a;
-  wire [15:0] a;
-  wire [4:0] a_eff_exp;
-  input [15:0] b;
-  wire [15:0] b;
-  wire [4:0] b_eff_exp;
-  input clk;
-  wire clk;
-  output [15:0] result;
-  reg [15:0] result = 16'h0000;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [4:0] s1_d = 5'h00;
-  reg [4:0] s1_ex = 5'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [10:0] s1_mx = 11'h000;
-  reg [10:0] s1_my = 11'h000;
-  reg s1_nan = 1'h0;
-  wire [3:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [27:0] s1_wide;
-  reg [4:0] s2_ex = 5'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [13:0] s2_x = 14'h0000;
-  reg [13:0] s2_y = 14'h0000;
-  reg s3_both_neg = 1'h0;
-  reg [4:0] s3_ex = 5'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [3:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [3:0] s3_norm_shift;
-  wire [14:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [14:0] s3_sum = 15'h0000;
-  wire s3_zero;
-  reg [5:0] s4_exp = 6'h00;
-  wire [5:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [15:0] s4_rounded;
-  reg [10:0] s4_sig = 11'h000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[14:10];
-  assign a_eff_exp = \$1  ? a[14:10] : 5'h01;
-  assign \$2  = | b[14:10];
-  assign b_eff_exp = \$2  ? b[14:10] : 5'h01;
-  assign s0_swap = b[14:0] > a[14:0];
-  assign \$3  = s1_d > 4'he;
-  assign \$4  = \$3  ? 5'h0e : s1_d;
-  assign s1_wide = { s1_my, 17'h00000 } >> \$4 [3:0];
-  assign \$5  = ~ s3_sum[14];
-  assign \$6  = ~ s3_sum[13];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[12];
-  assign \$9  = ~ s3_sum[11];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[10];
-  assign \$13  = ~ s3_sum[9];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[8];
-  assign \$16  = ~ s3_sum[7];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[6];
-  assign \$21  = ~ s3_sum[5];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[4];
-  assign \$24  = ~ s3_sum[3];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[2];
-  assign \$28  = ~ s3_sum[1];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[0];
-  assign \$31  = s3_sum[0] ? 1'h0 : 1'h1;
-  assign \$32  = ~ s3_sum[2];
-  assign \$33  = s3_sum[2] ? 1'h0 : 1'h1;
-  assign \$34  = \$29  ? { 1'h1, \$31  } : { 1'h0, \$33  };
-  assign \$35  = ~ s3_sum[6];
-  assign \$36  = ~ s3_sum[5];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ s3_sum[4];
-  assign \$39  = s3_sum[4] ? 1'h0 : 1'h1;
-  assign \$40  = ~ s3_sum[6];
-  assign \$41  = s3_sum[6] ? 1'h0 : 1'h1;
-  assign \$42  = \$37  ? { 1'h1, \$39  } : { 1'h0, \$41  };
-  assign \$43  = \$26  ? { 1'h1, \$34  } : { 1'h0, \$42  };
-  assign \$44  = ~ s3_sum[14];
-  assign \$45  = ~ s3_sum[13];
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ s3_sum[12];
-  assign \$48  = ~ s3_sum[11];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = \$46  & \$49 ;
-  assign \$51  = ~ s3_sum[10];
-  assign \$52  = ~ s3_sum[9];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[8];
-  assign \$55  = s3_sum[8] ? 1'h0 : 1'h1;
-  assign \$56  = ~ s3_sum[10];
-  assign \$57  = s3_sum[10] ? 1'h0 : 1'h1;
-  assign \$58  = \$53  ? { 1'h1, \$55  } : { 1'h0, \$57  };
-  assign \$59  = ~ s3_sum[14];
-  assign \$60  = ~ s3_sum[13];
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = ~ s3_sum[12];
-  assign \$63  = s3_sum[12] ? 1'h0 : 1'h1;
-  assign \$64  = ~ s3_sum[14];
-  assign \$65  = s3_sum[14] ? 1'h0 : 1'h1;
-  assign \$66  = \$61  ? { 1'h1, \$63  } : { 1'h0, \$65  };
-  assign \$67  = \$50  ? { 1'h1, \$58  } : { 1'h0, \$66  };
-  assign s3_lz = \$19  ? { 1'h1, \$43  } : { 1'h0, \$67  };
-  assign \$68  = s3_lz > s3_ex;
-  assign \$69  = \$68  ? s3_ex : { 1'h0, s3_lz };
-  assign \$70  = s3_sum << \$69 [3:0];
-  assign \$71  = | s3_sum;
-  assign s3_zero = ~ \$71 ;
-  assign \$72  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$72 ;
-  assign s4_exp_field = s4_sig[10] ? s4_exp : 6'h00;
-  assign \$73  = { s4_exp_field, s4_sig[9:0] } + s4_increment;
-  assign s4_overflow = \$73 [15:10] >= 5'h1f;
-  assign \$74  = s0_swap ? b[15] : a[15];
-  assign \$75  = s0_swap ? a[15] : b[15];
-  assign \$76  = a[15] ^ b[15];
-  assign \$77  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$78  = b_eff_exp - a_eff_exp;
-  assign \$79  = a_eff_exp - b_eff_exp;
-  assign \$80  = s0_swap ? \$78  : \$79 ;
-  assign \$81  = | b[14:10];
-  assign \$82  = | a[14:10];
-  assign \$83  = s0_swap ? { \$81 , b[9:0] } : { \$82 , a[9:0] };
-  assign \$84  = | a[14:10];
-  assign \$85  = | b[14:10];
-  assign \$86  = s0_swap ? { \$84 , a[9:0] } : { \$85 , b[9:0] };
-  assign \$87  = a[14:10] == 5'h1f;
-  assign \$88  = | a[9:0];
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = b[14:10] == 5'h1f;
-  assign \$91  = | b[9:0];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = \$89  | \$92 ;
-  assign \$94  = a[14:10] == 5'h1f;
-  assign \$95  = | a[9:0];
-  assign \$96  = ~ \$95 ;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = b[14:10] == 5'h1f;
-  assign \$99  = | b[9:0];
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = \$97  & \$101 ;
-  assign \$103  = a[15] ^ b[15];
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = \$93  | \$104 ;
-  assign \$106  = a[14:10] == 5'h1f;
-  assign \$107  = | a[9:0];
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = b[14:10] == 5'h1f;
-  assign \$111  = | b[9:0];
-  assign \$112  = ~ \$111 ;
-  assign \$113  = \$110  & \$112 ;
-  assign \$114  = \$109  | \$113 ;
-  assign \$115  = a[14:10] == 5'h1f;
-  assign \$116  = | a[9:0];
-  assign \$117  = ~ \$116 ;
-  assign \$118  = \$115  & \$117 ;
-  assign \$119  = \$118  ? a[15] : b[15];
-  assign \$120  = | s1_wide[13:0];
-  assign \$121  = s1_wide[27:14] | { 13'h0000, \$120  };
-  assign \$122  = s2_x - s2_y;
-  assign \$123  = s2_x + s2_y;
-  assign \$124  = s2_sub ? { \$122 [14], \$122  } : { 1'h0, \$123  };
-  assign \$125  = s2_sx & s2_sy;
-  assign \$126  = | \$70 [2:0];
-  assign \$127  = s3_ex + 1'h1;
-  assign \$128  = \$127  - \$69 [3:0];
-  assign \$129  = \$71  ? s3_sign : s3_both_neg;
-  assign \$130  = s4_overflow ? { s4_sign, 15'h7c00 } : { s4_sign, \$73 [14:0] };
-  assign \$131  = s4_inf ? { s4_inf_sign, 15'h7c00 } : \$130 ;
-  assign \$132  = s4_nan ? 16'h7e00 : \$131 ;
-  always @(posedge clk)
-    s1_sx <= \$133 ;
-  always @(posedge clk)
-    s1_sy <= \$134 ;
-  always @(posedge clk)
-    s1_sub <= \$135 ;
-  always @(posedge clk)
-    s1_ex <= \$136 ;
-  always @(posedge clk)
-    s1_d <= \$137 ;
-  always @(posedge clk)
-    s1_mx <= \$138 ;
-  always @(posedge clk)
-    s1_my <= \$139 ;
-  always @(posedge clk)
-    s1_nan <= \$140 ;
-  always @(posedge clk)
-    s1_inf <= \$141 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$142 ;
-  always @(posedge clk)
-    s2_sx <= \$143 ;
-  always @(posedge clk)
-    s2_sy <= \$144 ;
-  always @(posedge clk)
-    s2_sub <= \$145 ;
-  always @(posedge clk)
-    s2_ex <= \$146 ;
-  always @(posedge clk)
-    s2_x <= \$147 ;
-  always @(posedge clk)
-    s2_y <= \$148 ;
-  always @(posedge clk)
-    s2_nan <= \$149 ;
-  always @(posedge clk)
-    s2_inf <= \$150 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$151 ;
-  always @(posedge clk)
-    s3_sum <= \$152 ;
-  always @(posedge clk)
-    s3_sign <= \$153 ;
-  always @(posedge clk)
-    s3_ex <= \$154 ;
-  always @(posedge clk)
-    s3_nan <= \$155 ;
-  always @(posedge clk)
-    s3_inf <= \$156 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$157 ;
-  always @(posedge clk)
-    s3_both_neg <= \$158 ;
-  always @(posedge clk)
-    s4_sig <= \$159 ;
-  always @(posedge clk)
-    s4_round <= \$160 ;
-  always @(posedge clk)
-    s4_sticky <= \$161 ;
-  always @(posedge clk)
-    s4_exp <= \$162 ;
-  always @(posedge clk)
-    s4_sign <= \$163 ;
-  always @(posedge clk)
-    s4_nan <= \$164 ;
-  always @(posedge clk)
-    s4_inf <= \$165 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$166 ;
-  always @(posedge clk)
-    result <= \$167 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$133  = \$74 ;
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$134  = \$75 ;
-    if (rst) begin
-      \$134  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$135  = \$76 ;
-    if (rst) begin
-      \$135  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$136  = \$77 ;
-    if (rst) begin
-      \$136  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$137  = \$80 [4:0];
-    if (rst) begin
-      \$137  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$138  = \$83 ;
-    if (rst) begin
-      \$138  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$139  = \$86 ;
-    if (rst) begin
-      \$139  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$140  = \$105 ;
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$141  = \$114 ;
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$142  = \$119 ;
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$143  = s1_sx;
-    if (rst) begin
-      \$143  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$144  = s1_sy;
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$145  = s1_sub;
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$146  = s1_ex;
-    if (rst) begin
-      \$146  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$147  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$147  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$148  = \$121 ;
-    if (rst) begin
-      \$148  = 14'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$149  = s1_nan;
-    if (rst) begin
-      \$149  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$150  = s1_inf;
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$151  = s1_inf_sign;
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$152  = \$124 [14:0];
-    if (rst) begin
-      \$152  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$153  = s2_sx;
-    if (rst) begin
-      \$153  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$154  = s2_ex;
-    if (rst) begin
-      \$154  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$155  = s2_nan;
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$156  = s2_inf;
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$157  = s2_inf_sign;
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$158  = \$125 ;
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$159  = \$70 [14:4];
-    if (rst) begin
-      \$159  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$160  = \$70 [3];
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$161  = \$126 ;
-    if (rst) begin
-      \$161  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$162  = \$128 [5:0];
-    if (rst) begin
-      \$162  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$163  = \$129 ;
-    if (rst) begin
-      \$163  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$164  = s3_nan;
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$165  = s3_inf;
-    if (rst) begin
-      \$165  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$166  = s3_inf_sign;
-    if (rst) begin
-      \$166  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$167  = \$132 ;
-    if (rst) begin
-      \$167  = 16'h0000;
-    end
-  end
-  assign s1_shift = \$4 [3:0];
-  assign s3_norm_shift = \$69 [3:0];
-  assign s3_normalised = \$70 [14:0];
-  assign s4_rounded = \$73 [15:0];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.add_fp32 (rst, a, b, result, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire [1:0] \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire [1:0] \$137 ;
-  wire [2:0] \$138 ;
-  wire \$139 ;
-  wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
-  wire \$149 ;
-  wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire [1:0] \$153 ;
-  wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
-  wire \$16 ;
-  wire \$160 ;
-  wire [1:0] \$161 ;
-  wire [2:0] \$162 ;
-  wire [3:0] \$163 ;
-  wire \$164 ;
-  wire [7:0] \$165 ;
-  wire [58:0] \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire [32:0] \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
-  wire [7:0] \$173 ;
-  wire [8:0] \$174 ;
-  wire [8:0] \$175 ;
-  wire [8:0] \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire [23:0] \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire [23:0] \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
-  wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire [26:0] \$217 ;
-  wire [27:0] \$218 ;
-  wire [27:0] \$219 ;
-  wire \$22 ;
-  wire [28:0] \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire [8:0] \$223 ;
-  wire [9:0] \$224 ;
-  wire \$225 ;
-  wire [31:0] \$226 ;
-  wire [31:0] \$227 ;
-  wire [31:0] \$228 ;
-  reg \$229 ;
-  wire \$23 ;
-  reg \$230 ;
-  reg \$231 ;
-  reg [7:0] \$232 ;
-  reg [7:0] \$233 ;
-  reg [23:0] \$234 ;
-  reg [23:0] \$235 ;
-  reg \$236 ;
-  reg \$237 ;
-  reg \$238 ;
-  reg \$239 ;
-  wire \$24 ;
-  reg \$240 ;
-  reg \$241 ;
-  reg [7:0] \$242 ;
-  reg [26:0] \$243 ;
-  reg [26:0] \$244 ;
-  reg \$245 ;
-  reg \$246 ;
-  reg \$247 ;
-  reg [27:0] \$248 ;
-  reg \$249 ;
-  wire \$25 ;
-  reg [7:0] \$250 ;
-  reg \$251 ;
-  reg \$252 ;
-  reg \$253 ;
-  reg \$254 ;
-  reg [23:0] \$255 ;
-  reg \$256 ;
-  reg \$257 ;
-  reg [8:0] \$258 ;
-  reg \$259 ;
-  wire \$26 ;
-  reg \$260 ;
-  reg \$261 ;
-  reg \$262 ;
-  reg [31:0] \$263 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [7:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire [1:0] \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [1:0] \$73 ;
-  wire [2:0] \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
   wire \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -16562,727 +15389,24 @@ module \ace_alu_array_small.array.lane3.add_fp32 (rst, a, b, result, clk);
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire [1:0] \$89 ;
+  wire [30:0] \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire [1:0] \$97 ;
-  wire [2:0] \$98 ;
-  wire [3:0] \$99 ;
+  wire [30:0] \$90 ;
+  reg [31:0] \$91 ;
+  reg [31:0] \$92 ;
+  reg \$93 ;
+  reg \$94 ;
+  reg [31:0] \$95 ;
+  reg [31:0] \$96 ;
+  reg \$97 ;
+  reg \$98 ;
+  reg [31:0] \$99 ;
   input [31:0] a;
   wire [31:0] a;
-  wire [7:0] a_eff_exp;
   input [31:0] b;
   wire [31:0] b;
-  wire [7:0] b_eff_exp;
   input clk;
   wire clk;
-  output [31:0] result;
-  reg [31:0] result = 32'd0;
-  input rst;
-  wire rst;
-  wire s0_swap;
-  reg [7:0] s1_d = 8'h00;
-  reg [7:0] s1_ex = 8'h00;
-  reg s1_inf = 1'h0;
-  reg s1_inf_sign = 1'h0;
-  reg [23:0] s1_mx = 24'h000000;
-  reg [23:0] s1_my = 24'h000000;
-  reg s1_nan = 1'h0;
-  wire [4:0] s1_shift;
-  reg s1_sub = 1'h0;
-  reg s1_sx = 1'h0;
-  reg s1_sy = 1'h0;
-  wire [53:0] s1_wide;
-  reg [7:0] s2_ex = 8'h00;
-  reg s2_inf = 1'h0;
-  reg s2_inf_sign = 1'h0;
-  reg s2_nan = 1'h0;
-  reg s2_sub = 1'h0;
-  reg s2_sx = 1'h0;
-  reg s2_sy = 1'h0;
-  reg [26:0] s2_x = 27'h0000000;
-  reg [26:0] s2_y = 27'h0000000;
-  reg s3_both_neg = 1'h0;
-  reg [7:0] s3_ex = 8'h00;
-  reg s3_inf = 1'h0;
-  reg s3_inf_sign = 1'h0;
-  wire [4:0] s3_lz;
-  reg s3_nan = 1'h0;
-  wire [4:0] s3_norm_shift;
-  wire [27:0] s3_normalised;
-  reg s3_sign = 1'h0;
-  reg [27:0] s3_sum = 28'h0000000;
-  wire s3_zero;
-  reg [8:0] s4_exp = 9'h000;
-  wire [8:0] s4_exp_field;
-  wire s4_increment;
-  reg s4_inf = 1'h0;
-  reg s4_inf_sign = 1'h0;
-  reg s4_nan = 1'h0;
-  wire s4_overflow;
-  reg s4_round = 1'h0;
-  wire [31:0] s4_rounded;
-  reg [23:0] s4_sig = 24'h000000;
-  reg s4_sign = 1'h0;
-  reg s4_sticky = 1'h0;
-  assign \$1  = | a[30:23];
-  assign a_eff_exp = \$1  ? a[30:23] : 8'h01;
-  assign \$2  = | b[30:23];
-  assign b_eff_exp = \$2  ? b[30:23] : 8'h01;
-  assign s0_swap = b[30:0] > a[30:0];
-  assign \$3  = s1_d > 5'h1b;
-  assign \$4  = \$3  ? 8'h1b : s1_d;
-  assign s1_wide = { s1_my, 30'h00000000 } >> \$4 [4:0];
-  assign \$5  = ~ s3_sum[27];
-  assign \$6  = ~ s3_sum[26];
-  assign \$7  = \$5  & \$6 ;
-  assign \$8  = ~ s3_sum[25];
-  assign \$9  = ~ s3_sum[24];
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = \$7  & \$10 ;
-  assign \$12  = ~ s3_sum[23];
-  assign \$13  = ~ s3_sum[22];
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ s3_sum[21];
-  assign \$16  = ~ s3_sum[20];
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = \$14  & \$17 ;
-  assign \$19  = \$11  & \$18 ;
-  assign \$20  = ~ s3_sum[19];
-  assign \$21  = ~ s3_sum[18];
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ s3_sum[17];
-  assign \$24  = ~ s3_sum[16];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = \$22  & \$25 ;
-  assign \$27  = ~ s3_sum[15];
-  assign \$28  = ~ s3_sum[14];
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ s3_sum[13];
-  assign \$31  = ~ s3_sum[12];
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \$29  & \$32 ;
-  assign \$34  = \$26  & \$33 ;
-  assign \$35  = \$19  & \$34 ;
-  assign \$36  = ~ s3_sum[11];
-  assign \$37  = ~ s3_sum[10];
-  assign \$38  = \$36  & \$37 ;
-  assign \$39  = ~ s3_sum[9];
-  assign \$40  = ~ s3_sum[8];
-  assign \$41  = \$39  & \$40 ;
-  assign \$42  = \$38  & \$41 ;
-  assign \$43  = ~ s3_sum[7];
-  assign \$44  = ~ s3_sum[6];
-  assign \$45  = \$43  & \$44 ;
-  assign \$46  = ~ s3_sum[5];
-  assign \$47  = ~ s3_sum[4];
-  assign \$48  = \$46  & \$47 ;
-  assign \$49  = \$45  & \$48 ;
-  assign \$50  = \$42  & \$49 ;
-  assign \$51  = ~ s3_sum[3];
-  assign \$52  = ~ s3_sum[2];
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = ~ s3_sum[1];
-  assign \$55  = ~ s3_sum[0];
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = \$53  & \$56 ;
-  assign \$66  = ~ s3_sum[3];
-  assign \$67  = ~ s3_sum[2];
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = ~ s3_sum[1];
-  assign \$70  = s3_sum[1] ? 1'h0 : 1'h1;
-  assign \$71  = ~ s3_sum[3];
-  assign \$72  = s3_sum[3] ? 1'h0 : 1'h1;
-  assign \$73  = \$68  ? { 1'h1, \$70  } : { 1'h0, \$72  };
-  assign \$74  = \$57  ? 3'h4 : { 1'h0, \$73  };
-  assign \$75  = ~ s3_sum[11];
-  assign \$76  = ~ s3_sum[10];
-  assign \$77  = \$75  & \$76 ;
-  assign \$78  = ~ s3_sum[9];
-  assign \$79  = ~ s3_sum[8];
-  assign \$80  = \$78  & \$79 ;
-  assign \$81  = \$77  & \$80 ;
-  assign \$82  = ~ s3_sum[7];
-  assign \$83  = ~ s3_sum[6];
-  assign \$84  = \$82  & \$83 ;
-  assign \$85  = ~ s3_sum[5];
-  assign \$86  = s3_sum[5] ? 1'h0 : 1'h1;
-  assign \$87  = ~ s3_sum[7];
-  assign \$88  = s3_sum[7] ? 1'h0 : 1'h1;
-  assign \$89  = \$84  ? { 1'h1, \$86  } : { 1'h0, \$88  };
-  assign \$90  = ~ s3_sum[11];
-  assign \$91  = ~ s3_sum[10];
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = ~ s3_sum[9];
-  assign \$94  = s3_sum[9] ? 1'h0 : 1'h1;
-  assign \$95  = ~ s3_sum[11];
-  assign \$96  = s3_sum[11] ? 1'h0 : 1'h1;
-  assign \$97  = \$92  ? { 1'h1, \$94  } : { 1'h0, \$96  };
-  assign \$98  = \$81  ? { 1'h1, \$89  } : { 1'h0, \$97  };
-  assign \$99  = \$50  ? { 1'h1, \$74  } : { 1'h0, \$98  };
-  assign \$100  = ~ s3_sum[27];
-  assign \$101  = ~ s3_sum[26];
-  assign \$102  = \$100  & \$101 ;
-  assign \$103  = ~ s3_sum[25];
-  assign \$104  = ~ s3_sum[24];
-  assign \$105  = \$103  & \$104 ;
-  assign \$106  = \$102  & \$105 ;
-  assign \$107  = ~ s3_sum[23];
-  assign \$108  = ~ s3_sum[22];
-  assign \$109  = \$107  & \$108 ;
-  assign \$110  = ~ s3_sum[21];
-  assign \$111  = ~ s3_sum[20];
-  assign \$112  = \$110  & \$111 ;
-  assign \$113  = \$109  & \$112 ;
-  assign \$114  = \$106  & \$113 ;
-  assign \$115  = ~ s3_sum[19];
-  assign \$116  = ~ s3_sum[18];
-  assign \$117  = \$115  & \$116 ;
-  assign \$118  = ~ s3_sum[17];
-  assign \$119  = ~ s3_sum[16];
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = \$117  & \$120 ;
-  assign \$122  = ~ s3_sum[15];
-  assign \$123  = ~ s3_sum[14];
-  assign \$124  = \$122  & \$123 ;
-  assign \$125  = ~ s3_sum[13];
-  assign \$126  = s3_sum[13] ? 1'h0 : 1'h1;
-  assign \$127  = ~ s3_sum[15];
-  assign \$128  = s3_sum[15] ? 1'h0 : 1'h1;
-  assign \$129  = \$124  ? { 1'h1, \$126  } : { 1'h0, \$128  };
-  assign \$130  = ~ s3_sum[19];
-  assign \$131  = ~ s3_sum[18];
-  assign \$132  = \$130  & \$131 ;
-  assign \$133  = ~ s3_sum[17];
-  assign \$134  = s3_sum[17] ? 1'h0 : 1'h1;
-  assign \$135  = ~ s3_sum[19];
-  assign \$136  = s3_sum[19] ? 1'h0 : 1'h1;
-  assign \$137  = \$132  ? { 1'h1, \$134  } : { 1'h0, \$136  };
-  assign \$138  = \$121  ? { 1'h1, \$129  } : { 1'h0, \$137  };
-  assign \$139  = ~ s3_sum[27];
-  assign \$140  = ~ s3_sum[26];
-  assign \$141  = \$139  & \$140 ;
-  assign \$142  = ~ s3_sum[25];
-  assign \$143  = ~ s3_sum[24];
-  assign \$144  = \$142  & \$143 ;
-  assign \$145  = \$141  & \$144 ;
-  assign \$146  = ~ s3_sum[23];
-  assign \$147  = ~ s3_sum[22];
-  assign \$148  = \$146  & \$147 ;
-  assign \$149  = ~ s3_sum[21];
-  assign \$150  = s3_sum[21] ? 1'h0 : 1'h1;
-  assign \$151  = ~ s3_sum[23];
-  assign \$152  = s3_sum[23] ? 1'h0 : 1'h1;
-  assign \$153  = \$148  ? { 1'h1, \$150  } : { 1'h0, \$152  };
-  assign \$154  = ~ s3_sum[27];
-  assign \$155  = ~ s3_sum[26];
-  assign \$156  = \$154  & \$155 ;
-  assign \$157  = ~ s3_sum[25];
-  assign \$158  = s3_sum[25] ? 1'h0 : 1'h1;
-  assign \$159  = ~ s3_sum[27];
-  assign \$160  = s3_sum[27] ? 1'h0 : 1'h1;
-  assign \$161  = \$156  ? { 1'h1, \$158  } : { 1'h0, \$160  };
-  assign \$162  = \$145  ? { 1'h1, \$153  } : { 1'h0, \$161  };
-  assign \$163  = \$114  ? { 1'h1, \$138  } : { 1'h0, \$162  };
-  assign s3_lz = \$35  ? { 1'h1, \$99  } : { 1'h0, \$163  };
-  assign \$164  = s3_lz > s3_ex;
-  assign \$165  = \$164  ? s3_ex : { 3'h0, s3_lz };
-  assign \$166  = s3_sum << \$165 [4:0];
-  assign \$167  = | s3_sum;
-  assign s3_zero = ~ \$167 ;
-  assign \$168  = s4_sticky | s4_sig[0];
-  assign s4_increment = s4_round & \$168 ;
-  assign s4_exp_field = s4_sig[23] ? s4_exp : 9'h000;
-  assign \$169  = { s4_exp_field, s4_sig[22:0] } + s4_increment;
-  assign s4_overflow = \$169 [31:23] >= 8'hff;
-  assign \$170  = s0_swap ? b[31] : a[31];
-  assign \$171  = s0_swap ? a[31] : b[31];
-  assign \$172  = a[31] ^ b[31];
-  assign \$173  = s0_swap ? b_eff_exp : a_eff_exp;
-  assign \$174  = b_eff_exp - a_eff_exp;
-  assign \$175  = a_eff_exp - b_eff_exp;
-  assign \$176  = s0_swap ? \$174  : \$175 ;
-  assign \$177  = | b[30:23];
-  assign \$178  = | a[30:23];
-  assign \$179  = s0_swap ? { \$177 , b[22:0] } : { \$178 , a[22:0] };
-  assign \$180  = | a[30:23];
-  assign \$181  = | b[30:23];
-  assign \$182  = s0_swap ? { \$180 , a[22:0] } : { \$181 , b[22:0] };
-  assign \$183  = a[30:23] == 8'hff;
-  assign \$184  = | a[22:0];
-  assign \$185  = \$183  & \$184 ;
-  assign \$186  = b[30:23] == 8'hff;
-  assign \$187  = | b[22:0];
-  assign \$188  = \$186  & \$187 ;
-  assign \$189  = \$185  | \$188 ;
-  assign \$190  = a[30:23] == 8'hff;
-  assign \$191  = | a[22:0];
-  assign \$192  = ~ \$191 ;
-  assign \$193  = \$190  & \$192 ;
-  assign \$194  = b[30:23] == 8'hff;
-  assign \$195  = | b[22:0];
-  assign \$196  = ~ \$195 ;
-  assign \$197  = \$194  & \$196 ;
-  assign \$198  = \$193  & \$197 ;
-  assign \$199  = a[31] ^ b[31];
-  assign \$200  = \$198  & \$199 ;
-  assign \$201  = \$189  | \$200 ;
-  assign \$202  = a[30:23] == 8'hff;
-  assign \$203  = | a[22:0];
-  assign \$204  = ~ \$203 ;
-  assign \$205  = \$202  & \$204 ;
-  assign \$206  = b[30:23] == 8'hff;
-  assign \$207  = | b[22:0];
-  assign \$208  = ~ \$207 ;
-  assign \$209  = \$206  & \$208 ;
-  assign \$210  = \$205  | \$209 ;
-  assign \$211  = a[30:23] == 8'hff;
-  assign \$212  = | a[22:0];
-  assign \$213  = ~ \$212 ;
-  assign \$214  = \$211  & \$213 ;
-  assign \$215  = \$214  ? a[31] : b[31];
-  assign \$216  = | s1_wide[26:0];
-  assign \$217  = s1_wide[53:27] | { 26'h0000000, \$216  };
-  assign \$218  = s2_x - s2_y;
-  assign \$219  = s2_x + s2_y;
-  assign \$220  = s2_sub ? { \$218 [27], \$218  } : { 1'h0, \$219  };
-  assign \$221  = s2_sx & s2_sy;
-  assign \$222  = | \$166 [2:0];
-  assign \$223  = s3_ex + 1'h1;
-  assign \$224  = \$223  - \$165 [4:0];
-  assign \$225  = \$167  ? s3_sign : s3_both_neg;
-  assign \$226  = s4_overflow ? { s4_sign, 31'h7f800000 } : { s4_sign, \$169 [30:0] };
-  assign \$227  = s4_inf ? { s4_inf_sign, 31'h7f800000 } : \$226 ;
-  assign \$228  = s4_nan ? 32'd2143289344 : \$227 ;
-  always @(posedge clk)
-    s1_sx <= \$229 ;
-  always @(posedge clk)
-    s1_sy <= \$230 ;
-  always @(posedge clk)
-    s1_sub <= \$231 ;
-  always @(posedge clk)
-    s1_ex <= \$232 ;
-  always @(posedge clk)
-    s1_d <= \$233 ;
-  always @(posedge clk)
-    s1_mx <= \$234 ;
-  always @(posedge clk)
-    s1_my <= \$235 ;
-  always @(posedge clk)
-    s1_nan <= \$236 ;
-  always @(posedge clk)
-    s1_inf <= \$237 ;
-  always @(posedge clk)
-    s1_inf_sign <= \$238 ;
-  always @(posedge clk)
-    s2_sx <= \$239 ;
-  always @(posedge clk)
-    s2_sy <= \$240 ;
-  always @(posedge clk)
-    s2_sub <= \$241 ;
-  always @(posedge clk)
-    s2_ex <= \$242 ;
-  always @(posedge clk)
-    s2_x <= \$243 ;
-  always @(posedge clk)
-    s2_y <= \$244 ;
-  always @(posedge clk)
-    s2_nan <= \$245 ;
-  always @(posedge clk)
-    s2_inf <= \$246 ;
-  always @(posedge clk)
-    s2_inf_sign <= \$247 ;
-  always @(posedge clk)
-    s3_sum <= \$248 ;
-  always @(posedge clk)
-    s3_sign <= \$249 ;
-  always @(posedge clk)
-    s3_ex <= \$250 ;
-  always @(posedge clk)
-    s3_nan <= \$251 ;
-  always @(posedge clk)
-    s3_inf <= \$252 ;
-  always @(posedge clk)
-    s3_inf_sign <= \$253 ;
-  always @(posedge clk)
-    s3_both_neg <= \$254 ;
-  always @(posedge clk)
-    s4_sig <= \$255 ;
-  always @(posedge clk)
-    s4_round <= \$256 ;
-  always @(posedge clk)
-    s4_sticky <= \$257 ;
-  always @(posedge clk)
-    s4_exp <= \$258 ;
-  always @(posedge clk)
-    s4_sign <= \$259 ;
-  always @(posedge clk)
-    s4_nan <= \$260 ;
-  always @(posedge clk)
-    s4_inf <= \$261 ;
-  always @(posedge clk)
-    s4_inf_sign <= \$262 ;
-  always @(posedge clk)
-    result <= \$263 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$229  = \$170 ;
-    if (rst) begin
-      \$229  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$230  = \$171 ;
-    if (rst) begin
-      \$230  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$231  = \$172 ;
-    if (rst) begin
-      \$231  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$232  = \$173 ;
-    if (rst) begin
-      \$232  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$233  = \$176 [7:0];
-    if (rst) begin
-      \$233  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$234  = \$179 ;
-    if (rst) begin
-      \$234  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$235  = \$182 ;
-    if (rst) begin
-      \$235  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$236  = \$201 ;
-    if (rst) begin
-      \$236  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$237  = \$210 ;
-    if (rst) begin
-      \$237  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$238  = \$215 ;
-    if (rst) begin
-      \$238  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$239  = s1_sx;
-    if (rst) begin
-      \$239  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$240  = s1_sy;
-    if (rst) begin
-      \$240  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$241  = s1_sub;
-    if (rst) begin
-      \$241  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$242  = s1_ex;
-    if (rst) begin
-      \$242  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$243  = { s1_mx, 3'h0 };
-    if (rst) begin
-      \$243  = 27'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$244  = \$217 ;
-    if (rst) begin
-      \$244  = 27'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$245  = s1_nan;
-    if (rst) begin
-      \$245  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$246  = s1_inf;
-    if (rst) begin
-      \$246  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$247  = s1_inf_sign;
-    if (rst) begin
-      \$247  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$248  = \$220 [27:0];
-    if (rst) begin
-      \$248  = 28'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$249  = s2_sx;
-    if (rst) begin
-      \$249  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$250  = s2_ex;
-    if (rst) begin
-      \$250  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$251  = s2_nan;
-    if (rst) begin
-      \$251  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$252  = s2_inf;
-    if (rst) begin
-      \$252  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$253  = s2_inf_sign;
-    if (rst) begin
-      \$253  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$254  = \$221 ;
-    if (rst) begin
-      \$254  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$255  = \$166 [27:4];
-    if (rst) begin
-      \$255  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$256  = \$166 [3];
-    if (rst) begin
-      \$256  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$257  = \$222 ;
-    if (rst) begin
-      \$257  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$258  = \$224 [8:0];
-    if (rst) begin
-      \$258  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$259  = \$225 ;
-    if (rst) begin
-      \$259  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$260  = s3_nan;
-    if (rst) begin
-      \$260  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$261  = s3_inf;
-    if (rst) begin
-      \$261  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$262  = s3_inf_sign;
-    if (rst) begin
-      \$262  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$263  = \$228 ;
-    if (rst) begin
-      \$263  = 32'd0;
-    end
-  end
-  assign s1_shift = \$4 [4:0];
-  assign s3_norm_shift = \$165 [4:0];
-  assign s3_normalised = \$166 [27:0];
-  assign s4_rounded = \$169 [31:0];
-  assign \$58  = 1'h0;
-  assign \$59  = 1'h0;
-  assign \$60  = 1'h0;
-  assign \$61  = 1'h0;
-  assign \$62  = 1'h0;
-  assign \$63  = 1'h0;
-  assign \$64  = 1'h0;
-  assign \$65  = 2'h0;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.minmax (\port$3656$0 , \port$3657$0 , a, b, dtype, is_max);
-  wire \$1 ;
-  wire \$10 ;
-  wire [15:0] \$11 ;
-  wire \$12 ;
-  wire [15:0] \$13 ;
-  wire [15:0] \$14 ;
-  wire [15:0] \$15 ;
-  wire \$16 ;
-  wire [15:0] \$17 ;
-  wire [15:0] \$18 ;
-  wire \$19 ;
-  wire [15:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire [15:0] \$23 ;
-  wire [15:0] \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire [15:0] \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire [15:0] \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire [15:0] \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire [15:0] \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [30:0] \$83 ;
-  wire [30:0] \$84 ;
-  wire [15:0] \$85 ;
-  wire [15:0] \$86 ;
-  wire [15:0] \$9 ;
-  input [31:0] a;
-  wire [31:0] a;
-  wire [31:0] a_key;
-  input [31:0] b;
-  wire [31:0] b;
-  wire [31:0] b_key;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
@@ -17298,120 +15422,274 @@ module \ace_alu_array_small.array.lane3.minmax (\port$3656$0 , \port$3657$0 , a,
   wire less_lo;
   wire lt_hi;
   wire lt_lo;
-  wire nan_hi;
-  wire nan_lo;
-  wire [31:0] nan_word;
-  wire pick_b_hi;
-  wire pick_b_lo;
   wire [31:0] picked;
-  output [15:0] \port$3656$0 ;
-  wire [15:0] \port$3656$0 ;
-  output [15:0] \port$3657$0 ;
-  wire [15:0] \port$3657$0 ;
+  output [15:0] \port$3134$0 ;
+  wire [15:0] \port$3134$0 ;
+  output [15:0] \port$3135$0 ;
+  wire [15:0] \port$3135$0 ;
+  reg [31:0] r_a = 32'd0;
+  reg [31:0] r_a_key = 32'd0;
+  reg [31:0] r_b = 32'd0;
+  reg [31:0] r_b_key = 32'd0;
+  reg r_is_max = 1'h0;
+  reg r_nan_hi = 1'h0;
+  reg r_nan_lo = 1'h0;
+  reg [31:0] r_nan_word = 32'd0;
+  reg r_wide = 1'h0;
   wire [31:0] result;
+  reg [31:0] rr_a = 32'd0;
+  reg [31:0] rr_b = 32'd0;
+  reg rr_nan_hi = 1'h0;
+  reg rr_nan_lo = 1'h0;
+  reg [31:0] rr_nan_word = 32'd0;
+  reg rr_pick_b_hi = 1'h0;
+  reg rr_pick_b_lo = 1'h0;
+  input rst;
+  wire rst;
   wire wide;
-  assign \$12  = dtype[1] ? b[15] : b[31];
-  assign \$13  = \$12  ? 16'hffff : 16'h8000;
-  assign \$14  = dtype[1] ? \$13  : \$11 ;
-  assign \$15  = b[15:0] ^ \$14 ;
-  assign \$16  = is_float & b[31];
-  assign \$17  = \$16  ? 16'hffff : 16'h8000;
-  assign \$18  = b[31:16] ^ \$17 ;
-  assign lt_lo = \$6  < \$15 ;
-  assign lt_hi = \$9  < \$18 ;
-  assign eq_hi = \$9  == \$18 ;
-  assign \$19  = eq_hi & lt_lo;
-  assign \$20  = lt_hi | \$19 ;
-  assign less_hi = dtype[1] ? lt_hi : \$20 ;
-  assign \$21  = eq_hi & lt_lo;
-  assign \$22  = lt_hi | \$21 ;
-  assign less_lo = dtype[1] ? lt_lo : \$22 ;
-  assign pick_b_lo = less_lo == is_max;
-  assign pick_b_hi = less_hi == is_max;
-  assign \$23  = pick_b_lo ? b[15:0] : a[15:0];
-  assign \$24  = pick_b_hi ? b[31:16] : a[31:16];
-  assign \$25  = dtype == 1'h1;
-  assign \$26  = & a[30:23];
-  assign \$27  = | a[22:0];
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = & b[30:23];
-  assign \$30  = | b[22:0];
-  assign \$31  = \$29  & \$30 ;
-  assign \$32  = \$28  | \$31 ;
-  assign \$33  = \$25  & \$32 ;
-  assign \$34  = dtype == 2'h3;
-  assign \$35  = a[14:10] == 5'h1f;
-  assign \$36  = | a[9:0];
-  assign \$37  = \$35  & \$36 ;
-  assign \$38  = b[14:10] == 5'h1f;
-  assign \$39  = | b[9:0];
-  assign \$40  = \$38  & \$39 ;
-  assign \$41  = \$37  | \$40 ;
-  assign \$42  = \$34  & \$41 ;
-  assign \$43  = \$33  | \$42 ;
-  assign \$44  = dtype == 2'h2;
-  assign \$45  = a[14:7] == 8'hff;
-  assign \$46  = | a[6:0];
-  assign \$47  = \$45  & \$46 ;
-  assign \$48  = b[14:7] == 8'hff;
-  assign \$49  = | b[6:0];
-  assign \$50  = \$48  & \$49 ;
-  assign \$51  = \$47  | \$50 ;
-  assign \$52  = \$44  & \$51 ;
-  assign nan_lo = \$43  | \$52 ;
-  assign \$53  = dtype == 1'h1;
-  assign \$54  = & a[30:23];
-  assign \$55  = | a[22:0];
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = & b[30:23];
-  assign \$58  = | b[22:0];
-  assign \$59  = \$57  & \$58 ;
-  assign \$60  = \$56  | \$59 ;
-  assign \$61  = \$53  & \$60 ;
-  assign \$62  = dtype == 2'h3;
-  assign \$63  = a[30:26] == 5'h1f;
-  assign \$64  = | a[25:16];
-  assign \$65  = \$63  & \$64 ;
-  assign \$66  = b[30:26] == 5'h1f;
-  assign \$67  = | b[25:16];
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = \$65  | \$68 ;
-  assign \$70  = \$62  & \$69 ;
-  assign \$71  = \$61  | \$70 ;
-  assign \$72  = dtype == 2'h2;
-  assign \$73  = a[30:23] == 8'hff;
-  assign \$74  = | a[22:16];
-  assign \$75  = \$73  & \$74 ;
-  assign \$76  = b[30:23] == 8'hff;
-  assign \$77  = | b[22:16];
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = \$75  | \$78 ;
-  assign \$80  = \$72  & \$79 ;
-  assign nan_hi = \$71  | \$80 ;
-  assign \$81  = dtype == 2'h3;
-  assign \$82  = dtype == 2'h2;
-  assign \$83  = \$82  ? 31'h7fc07fc0 : 31'h7fc00000;
-  assign \$84  = \$81  ? 31'h7e007e00 : \$83 ;
-  assign \$85  = nan_lo ? \$84 [15:0] : \$23 ;
-  assign \$86  = nan_hi ? { 1'h0, \$84 [30:16] } : \$24 ;
   assign wide = ~ dtype[1];
   assign is_float = | dtype;
-  assign \$1  = is_float & a[31];
-  assign \$2  = \$1  ? 16'hffff : 16'h0000;
-  assign \$3  = dtype[1] ? a[15] : a[31];
-  assign \$4  = \$3  ? 16'hffff : 16'h8000;
-  assign \$5  = dtype[1] ? \$4  : \$2 ;
-  assign \$6  = a[15:0] ^ \$5 ;
-  assign \$7  = is_float & a[31];
-  assign \$8  = \$7  ? 16'hffff : 16'h8000;
-  assign \$9  = a[31:16] ^ \$8 ;
-  assign \$10  = is_float & b[31];
-  assign \$11  = \$10  ? 16'hffff : 16'h0000;
-  assign a_key = { \$9 , \$6  };
-  assign b_key = { \$18 , \$15  };
-  assign picked = { \$24 , \$23  };
-  assign nan_word = { 1'h0, \$84  };
-  assign result = { \$86 , \$85  };
-  assign \port$3656$0  = \$85 ;
-  assign \port$3657$0  = \$86 ;
+  assign lt_lo = r_a_key[15:0] < r_b_key[15:0];
+  assign lt_hi = r_a_key[31:16] < r_b_key[31:16];
+  assign eq_hi = r_a_key[31:16] == r_b_key[31:16];
+  assign \$1  = eq_hi & lt_lo;
+  assign \$2  = lt_hi | \$1 ;
+  assign less_hi = r_wide ? \$2  : lt_hi;
+  assign \$3  = eq_hi & lt_lo;
+  assign \$4  = lt_hi | \$3 ;
+  assign less_lo = r_wide ? \$4  : lt_lo;
+  assign \$5  = rr_pick_b_lo ? rr_b[15:0] : rr_a[15:0];
+  assign \$6  = rr_pick_b_hi ? rr_b[31:16] : rr_a[31:16];
+  assign \$7  = rr_nan_lo ? rr_nan_word[15:0] : \$5 ;
+  assign \$8  = rr_nan_hi ? rr_nan_word[31:16] : \$6 ;
+  assign \$9  = is_float & a[31];
+  assign \$10  = \$9  ? 16'hffff : 16'h0000;
+  assign \$11  = dtype[1] ? a[15] : a[31];
+  assign \$12  = \$11  ? 16'hffff : 16'h8000;
+  assign \$13  = dtype[1] ? \$12  : \$10 ;
+  assign \$14  = a[15:0] ^ \$13 ;
+  assign \$15  = is_float & a[31];
+  assign \$16  = \$15  ? 16'hffff : 16'h8000;
+  assign \$17  = a[31:16] ^ \$16 ;
+  assign \$18  = is_float & b[31];
+  assign \$19  = \$18  ? 16'hffff : 16'h0000;
+  assign \$20  = dtype[1] ? b[15] : b[31];
+  assign \$21  = \$20  ? 16'hffff : 16'h8000;
+  assign \$22  = dtype[1] ? \$21  : \$19 ;
+  assign \$23  = b[15:0] ^ \$22 ;
+  assign \$24  = is_float & b[31];
+  assign \$25  = \$24  ? 16'hffff : 16'h8000;
+  assign \$26  = b[31:16] ^ \$25 ;
+  assign \$27  = less_lo == r_is_max;
+  assign \$28  = less_hi == r_is_max;
+  assign \$29  = dtype == 1'h1;
+  assign \$30  = & a[30:23];
+  assign \$31  = | a[22:0];
+  assign \$32  = \$30  & \$31 ;
+  assign \$33  = & b[30:23];
+  assign \$34  = | b[22:0];
+  assign \$35  = \$33  & \$34 ;
+  assign \$36  = \$32  | \$35 ;
+  assign \$37  = \$29  & \$36 ;
+  assign \$38  = dtype == 2'h3;
+  assign \$39  = a[14:10] == 5'h1f;
+  assign \$40  = | a[9:0];
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = b[14:10] == 5'h1f;
+  assign \$43  = | b[9:0];
+  assign \$44  = \$42  & \$43 ;
+  assign \$45  = \$41  | \$44 ;
+  assign \$46  = \$38  & \$45 ;
+  assign \$47  = \$37  | \$46 ;
+  assign \$48  = dtype == 2'h2;
+  assign \$49  = a[14:7] == 8'hff;
+  assign \$50  = | a[6:0];
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = b[14:7] == 8'hff;
+  assign \$53  = | b[6:0];
+  assign \$54  = \$52  & \$53 ;
+  assign \$55  = \$51  | \$54 ;
+  assign \$56  = \$48  & \$55 ;
+  assign \$57  = \$47  | \$56 ;
+  assign \$58  = dtype == 1'h1;
+  assign \$59  = & a[30:23];
+  assign \$60  = | a[22:0];
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = & b[30:23];
+  assign \$63  = | b[22:0];
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$61  | \$64 ;
+  assign \$66  = \$58  & \$65 ;
+  assign \$67  = dtype == 2'h3;
+  assign \$68  = a[30:26] == 5'h1f;
+  assign \$69  = | a[25:16];
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = b[30:26] == 5'h1f;
+  assign \$72  = | b[25:16];
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = \$70  | \$73 ;
+  assign \$75  = \$67  & \$74 ;
+  assign \$76  = \$66  | \$75 ;
+  assign \$77  = dtype == 2'h2;
+  assign \$78  = a[30:23] == 8'hff;
+  assign \$79  = | a[22:16];
+  assign \$80  = \$78  & \$79 ;
+  assign \$81  = b[30:23] == 8'hff;
+  assign \$82  = | b[22:16];
+  assign \$83  = \$81  & \$82 ;
+  assign \$84  = \$80  | \$83 ;
+  assign \$85  = \$77  & \$84 ;
+  assign \$86  = \$76  | \$85 ;
+  assign \$87  = dtype == 2'h3;
+  assign \$88  = dtype == 2'h2;
+  assign \$89  = \$88  ? 31'h7fc07fc0 : 31'h7fc00000;
+  assign \$90  = \$87  ? 31'h7e007e00 : \$89 ;
+  always @(posedge clk)
+    r_a_key <= \$91 ;
+  always @(posedge clk)
+    r_b_key <= \$92 ;
+  always @(posedge clk)
+    r_wide <= \$93 ;
+  always @(posedge clk)
+    r_is_max <= \$94 ;
+  always @(posedge clk)
+    r_a <= \$95 ;
+  always @(posedge clk)
+    r_b <= \$96 ;
+  always @(posedge clk)
+    rr_pick_b_lo <= \$97 ;
+  always @(posedge clk)
+    rr_pick_b_hi <= \$98 ;
+  always @(posedge clk)
+    rr_a <= \$99 ;
+  always @(posedge clk)
+    rr_b <= \$100 ;
+  always @(posedge clk)
+    r_nan_lo <= \$101 ;
+  always @(posedge clk)
+    r_nan_hi <= \$102 ;
+  always @(posedge clk)
+    r_nan_word <= \$103 ;
+  always @(posedge clk)
+    rr_nan_lo <= \$104 ;
+  always @(posedge clk)
+    rr_nan_hi <= \$105 ;
+  always @(posedge clk)
+    rr_nan_word <= \$106 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$91  = { \$17 , \$14  };
+    if (rst) begin
+      \$91  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$92  = { \$26 , \$23  };
+    if (rst) begin
+      \$92  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$93  = wide;
+    if (rst) begin
+      \$93  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$94  = is_max;
+    if (rst) begin
+      \$94  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$95  = a;
+    if (rst) begin
+      \$95  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$96  = b;
+    if (rst) begin
+      \$96  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$97  = \$27 ;
+    if (rst) begin
+      \$97  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$98  = \$28 ;
+    if (rst) begin
+      \$98  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$99  = r_a;
+    if (rst) begin
+      \$99  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$100  = r_b;
+    if (rst) begin
+      \$100  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$101  = \$57 ;
+    if (rst) begin
+      \$101  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$102  = \$86 ;
+    if (rst) begin
+      \$102  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$103  = { 1'h0, \$90  };
+    if (rst) begin
+      \$103  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$104  = r_nan_lo;
+    if (rst) begin
+      \$104  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$105  = r_nan_hi;
+    if (rst) begin
+      \$105  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$106  = r_nan_word;
+    if (rst) begin
+      \$106  = 32'd0;
+    end
+  end
+  assign picked = { \$6 , \$5  };
+  assign result = { \$8 , \$7  };
+  assign \port$3134$0  = \$7 ;
+  assign \port$3135$0  = \$8 ;
 endmodule

@@ -44,27 +44,46 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire \$40 ;
   wire \$41 ;
   wire \$42 ;
-  wire [1:0] \$43 ;
-  wire [2:0] \$44 ;
-  wire [48:0] \$45 ;
-  reg [47:0] \$46 ;
-  reg \$47 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire [1:0] \$46 ;
+  wire [2:0] \$47 ;
+  wire [48:0] \$48 ;
+  wire \$49 ;
   wire \$5 ;
+  reg \$50 ;
+  reg [19:0] \$51 ;
+  reg \$52 ;
+  reg \$53 ;
+  reg [19:0] \$54 ;
+  reg \$55 ;
+  reg [47:0] \$56 ;
+  reg \$57 ;
+  wire [144:0] \$58 ;
+  wire [144:0] \$59 ;
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
-  wire active;
-  wire \active$141 ;
-  wire any_bad;
+  wire busy__0;
+  wire \busy__0$146 ;
+  wire busy__1;
+  wire \busy__1$168 ;
   wire [47:0] busy_cycles;
   wire [47:0] \busy_cycles$100 ;
   wire [47:0] \busy_cycles$132 ;
   wire [47:0] \busy_cycles$136 ;
   wire ch0_bad_cmd;
-  wire ch0_busy;
+  (* init = 20'h00000 *)
+  wire [19:0] ch0_head;
+  wire [10:0] \ch0_head.length ;
+  wire \ch0_head.link ;
+  wire [7:0] \ch0_head.tag ;
+  reg ch0_head_bad = 1'h0;
+  reg ch0_head_valid = 1'h0;
   output [178:0] ch0_recv__payload;
-  reg [178:0] ch0_recv__payload;
+  wire [178:0] ch0_recv__payload;
   wire [127:0] \ch0_recv__payload.data ;
   wire \ch0_recv__payload.first ;
   wire [15:0] \ch0_recv__payload.keep ;
@@ -75,7 +94,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   input ch0_recv__ready;
   wire ch0_recv__ready;
   output ch0_recv__valid;
-  reg ch0_recv__valid;
+  wire ch0_recv__valid;
   input ch0_recv_link;
   wire ch0_recv_link;
   input [19:0] ch0_send__payload;
@@ -95,9 +114,15 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   input ch0_send_data__valid;
   wire ch0_send_data__valid;
   wire ch1_bad_cmd;
-  wire ch1_busy;
+  (* init = 20'h00000 *)
+  wire [19:0] ch1_head;
+  wire [10:0] \ch1_head.length ;
+  wire \ch1_head.link ;
+  wire [7:0] \ch1_head.tag ;
+  reg ch1_head_bad = 1'h0;
+  reg ch1_head_valid = 1'h0;
   output [178:0] ch1_recv__payload;
-  reg [178:0] ch1_recv__payload;
+  wire [178:0] ch1_recv__payload;
   wire [127:0] \ch1_recv__payload.data ;
   wire \ch1_recv__payload.first ;
   wire [15:0] \ch1_recv__payload.keep ;
@@ -108,7 +133,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   input ch1_recv__ready;
   wire ch1_recv__ready;
   output ch1_recv__valid;
-  reg ch1_recv__valid;
+  wire ch1_recv__valid;
   input ch1_recv_link;
   wire ch1_recv_link;
   input [19:0] ch1_send__payload;
@@ -127,34 +152,34 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire ch1_send_data__ready;
   input ch1_send_data__valid;
   wire ch1_send_data__valid;
-  wire channel;
-  wire \channel$142 ;
   input clk;
   wire clk;
-  wire [19:0] cmd0__payload;
-  wire [19:0] \cmd0__payload$148 ;
-  wire [10:0] \cmd0__payload$148.length ;
-  wire \cmd0__payload$148.link ;
-  wire [7:0] \cmd0__payload$148.tag ;
-  wire [10:0] \cmd0__payload.length ;
-  wire \cmd0__payload.link ;
-  wire [7:0] \cmd0__payload.tag ;
-  wire cmd0__ready;
-  wire \cmd0__ready$153 ;
-  wire cmd0__valid;
-  wire \cmd0__valid$149 ;
-  wire [19:0] cmd1__payload;
-  wire [19:0] \cmd1__payload$168 ;
-  wire [10:0] \cmd1__payload$168.length ;
-  wire \cmd1__payload$168.link ;
-  wire [7:0] \cmd1__payload$168.tag ;
-  wire [10:0] \cmd1__payload.length ;
-  wire \cmd1__payload.link ;
-  wire [7:0] \cmd1__payload.tag ;
-  wire cmd1__ready;
-  wire \cmd1__ready$173 ;
-  wire cmd1__valid;
-  wire \cmd1__valid$169 ;
+  reg [19:0] cmd__0__payload = 20'h00000;
+  (* init = 20'h00000 *)
+  wire [19:0] \cmd__0__payload$144 ;
+  wire [10:0] \cmd__0__payload$144.length ;
+  wire \cmd__0__payload$144.link ;
+  wire [7:0] \cmd__0__payload$144.tag ;
+  wire [10:0] \cmd__0__payload.length ;
+  wire \cmd__0__payload.link ;
+  wire [7:0] \cmd__0__payload.tag ;
+  wire cmd__0__ready;
+  wire \cmd__0__ready$207 ;
+  wire cmd__0__valid;
+  wire \cmd__0__valid$145 ;
+  reg [19:0] cmd__1__payload = 20'h00000;
+  (* init = 20'h00000 *)
+  wire [19:0] \cmd__1__payload$166 ;
+  wire [10:0] \cmd__1__payload$166.length ;
+  wire \cmd__1__payload$166.link ;
+  wire [7:0] \cmd__1__payload$166.tag ;
+  wire [10:0] \cmd__1__payload.length ;
+  wire \cmd__1__payload.link ;
+  wire [7:0] \cmd__1__payload.tag ;
+  wire cmd__1__ready;
+  wire \cmd__1__ready$209 ;
+  wire cmd__1__valid;
+  wire \cmd__1__valid$167 ;
   output cmd_error;
   reg cmd_error = 1'h0;
   output [47:0] cmd_errors;
@@ -171,30 +196,30 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire \credit_in_valid$113 ;
   wire credit_valid;
   wire \credit_valid$114 ;
-  wire [5:0] credits0;
-  wire [5:0] \credits0$124 ;
-  wire [5:0] \credits0$125 ;
-  wire [5:0] \credits0$89 ;
-  wire [5:0] credits1;
-  wire [5:0] \credits1$128 ;
-  wire [5:0] \credits1$129 ;
-  wire [5:0] \credits1$93 ;
-  wire [127:0] data0__payload;
-  wire [127:0] \data0__payload$150 ;
-  wire [127:0] \data0__payload$150.data ;
-  wire [127:0] \data0__payload.data ;
-  wire data0__ready;
-  wire \data0__ready$155 ;
-  wire data0__valid;
-  wire \data0__valid$151 ;
-  wire [127:0] data1__payload;
-  wire [127:0] \data1__payload$170 ;
-  wire [127:0] \data1__payload$170.data ;
-  wire [127:0] \data1__payload.data ;
-  wire data1__ready;
-  wire \data1__ready$175 ;
-  wire data1__valid;
-  wire \data1__valid$171 ;
+  wire [5:0] credits__0;
+  wire [5:0] \credits__0$124 ;
+  wire [5:0] \credits__0$125 ;
+  wire [5:0] \credits__0$89 ;
+  wire [5:0] credits__1;
+  wire [5:0] \credits__1$128 ;
+  wire [5:0] \credits__1$129 ;
+  wire [5:0] \credits__1$93 ;
+  wire [127:0] data__0__payload;
+  wire [127:0] \data__0__payload$154 ;
+  wire [127:0] \data__0__payload$154.data ;
+  wire [127:0] \data__0__payload.data ;
+  wire data__0__ready;
+  wire \data__0__ready$158 ;
+  wire data__0__valid;
+  wire \data__0__valid$155 ;
+  wire [127:0] data__1__payload;
+  wire [127:0] \data__1__payload$176 ;
+  wire [127:0] \data__1__payload$176.data ;
+  wire [127:0] \data__1__payload.data ;
+  wire data__1__ready;
+  wire \data__1__ready$180 ;
+  wire data__1__valid;
+  wire \data__1__valid$177 ;
   wire error;
   wire \error$120 ;
   (* enum_base_type = "NicError" *)
@@ -229,18 +254,46 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire \error_clear$83 ;
   wire [47:0] errors;
   wire [47:0] \errors$137 ;
-  wire freed0;
-  wire \freed0$122 ;
-  wire \freed0$123 ;
-  wire \freed0$87 ;
-  wire freed1;
-  wire \freed1$126 ;
-  wire \freed1$127 ;
-  wire \freed1$91 ;
+  wire freed__0;
+  wire \freed__0$122 ;
+  wire \freed__0$123 ;
+  wire \freed__0$87 ;
+  wire freed__1;
+  wire \freed__1$126 ;
+  wire \freed__1$127 ;
+  wire \freed__1$91 ;
   wire [47:0] header_bytes;
   wire [47:0] \header_bytes$131 ;
   wire [47:0] \header_bytes$135 ;
   wire [47:0] \header_bytes$99 ;
+  wire [127:0] i__payload;
+  wire [127:0] \i__payload$169 ;
+  wire [127:0] \i__payload$169.data ;
+  reg [178:0] \i__payload$185 ;
+  wire [127:0] \i__payload$185.data ;
+  wire \i__payload$185.first ;
+  wire [15:0] \i__payload$185.keep ;
+  wire \i__payload$185.last ;
+  wire [16:0] \i__payload$185.length ;
+  wire [7:0] \i__payload$185.src ;
+  wire [7:0] \i__payload$185.tag ;
+  reg [178:0] \i__payload$197 ;
+  wire [127:0] \i__payload$197.data ;
+  wire \i__payload$197.first ;
+  wire [15:0] \i__payload$197.keep ;
+  wire \i__payload$197.last ;
+  wire [16:0] \i__payload$197.length ;
+  wire [7:0] \i__payload$197.src ;
+  wire [7:0] \i__payload$197.tag ;
+  wire [127:0] \i__payload.data ;
+  wire i__ready;
+  wire \i__ready$170 ;
+  wire \i__ready$189 ;
+  wire \i__ready$201 ;
+  wire i__valid;
+  wire \i__valid$171 ;
+  reg \i__valid$182 ;
+  reg \i__valid$194 ;
   output [47:0] link0_rx_busy_cycles;
   wire [47:0] link0_rx_busy_cycles;
   output link0_rx_error;
@@ -329,46 +382,74 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [7:0] node_id;
   wire [7:0] \node_id$112 ;
   wire [7:0] \node_id$76 ;
-  wire [178:0] out0__payload;
-  wire [178:0] \out0__payload$159 ;
-  wire [127:0] \out0__payload$159.data ;
-  wire \out0__payload$159.first ;
-  wire [15:0] \out0__payload$159.keep ;
-  wire \out0__payload$159.last ;
-  wire [16:0] \out0__payload$159.length ;
-  wire [7:0] \out0__payload$159.src ;
-  wire [7:0] \out0__payload$159.tag ;
-  wire [127:0] \out0__payload.data ;
-  wire \out0__payload.first ;
-  wire [15:0] \out0__payload.keep ;
-  wire \out0__payload.last ;
-  wire [16:0] \out0__payload.length ;
-  wire [7:0] \out0__payload.src ;
-  wire [7:0] \out0__payload.tag ;
-  wire out0__ready;
-  wire \out0__ready$161 ;
-  wire out0__valid;
-  wire \out0__valid$157 ;
-  wire [178:0] out1__payload;
-  wire [178:0] \out1__payload$179 ;
-  wire [127:0] \out1__payload$179.data ;
-  wire \out1__payload$179.first ;
-  wire [15:0] \out1__payload$179.keep ;
-  wire \out1__payload$179.last ;
-  wire [16:0] \out1__payload$179.length ;
-  wire [7:0] \out1__payload$179.src ;
-  wire [7:0] \out1__payload$179.tag ;
-  wire [127:0] \out1__payload.data ;
-  wire \out1__payload.first ;
-  wire [15:0] \out1__payload.keep ;
-  wire \out1__payload.last ;
-  wire [16:0] \out1__payload.length ;
-  wire [7:0] \out1__payload.src ;
-  wire [7:0] \out1__payload.tag ;
-  wire out1__ready;
-  wire \out1__ready$181 ;
-  wire out1__valid;
-  wire \out1__valid$177 ;
+  wire [127:0] o__payload;
+  wire [127:0] \o__payload$173 ;
+  wire [127:0] \o__payload$173.data ;
+  wire [178:0] \o__payload$191 ;
+  wire [127:0] \o__payload$191.data ;
+  wire \o__payload$191.first ;
+  wire [15:0] \o__payload$191.keep ;
+  wire \o__payload$191.last ;
+  wire [16:0] \o__payload$191.length ;
+  wire [7:0] \o__payload$191.src ;
+  wire [7:0] \o__payload$191.tag ;
+  wire [178:0] \o__payload$203 ;
+  wire [127:0] \o__payload$203.data ;
+  wire \o__payload$203.first ;
+  wire [15:0] \o__payload$203.keep ;
+  wire \o__payload$203.last ;
+  wire [16:0] \o__payload$203.length ;
+  wire [7:0] \o__payload$203.src ;
+  wire [7:0] \o__payload$203.tag ;
+  wire [127:0] \o__payload.data ;
+  wire o__ready;
+  wire \o__ready$178 ;
+  wire \o__ready$192 ;
+  wire \o__ready$204 ;
+  wire o__valid;
+  wire \o__valid$175 ;
+  wire \o__valid$193 ;
+  wire \o__valid$205 ;
+  wire [178:0] out__0__payload;
+  wire [178:0] \out__0__payload$187 ;
+  wire [127:0] \out__0__payload$187.data ;
+  wire \out__0__payload$187.first ;
+  wire [15:0] \out__0__payload$187.keep ;
+  wire \out__0__payload$187.last ;
+  wire [16:0] \out__0__payload$187.length ;
+  wire [7:0] \out__0__payload$187.src ;
+  wire [7:0] \out__0__payload$187.tag ;
+  wire [127:0] \out__0__payload.data ;
+  wire \out__0__payload.first ;
+  wire [15:0] \out__0__payload.keep ;
+  wire \out__0__payload.last ;
+  wire [16:0] \out__0__payload.length ;
+  wire [7:0] \out__0__payload.src ;
+  wire [7:0] \out__0__payload.tag ;
+  wire out__0__ready;
+  wire \out__0__ready$190 ;
+  wire out__0__valid;
+  wire \out__0__valid$184 ;
+  wire [178:0] out__1__payload;
+  wire [178:0] \out__1__payload$199 ;
+  wire [127:0] \out__1__payload$199.data ;
+  wire \out__1__payload$199.first ;
+  wire [15:0] \out__1__payload$199.keep ;
+  wire \out__1__payload$199.last ;
+  wire [16:0] \out__1__payload$199.length ;
+  wire [7:0] \out__1__payload$199.src ;
+  wire [7:0] \out__1__payload$199.tag ;
+  wire [127:0] \out__1__payload.data ;
+  wire \out__1__payload.first ;
+  wire [15:0] \out__1__payload.keep ;
+  wire \out__1__payload.last ;
+  wire [16:0] \out__1__payload.length ;
+  wire [7:0] \out__1__payload.src ;
+  wire [7:0] \out__1__payload.tag ;
+  wire out__1__ready;
+  wire \out__1__ready$202 ;
+  wire out__1__valid;
+  wire \out__1__valid$196 ;
   wire [47:0] payload_bytes;
   wire [47:0] \payload_bytes$130 ;
   wire [47:0] \payload_bytes$134 ;
@@ -417,187 +498,234 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire tx1__tready;
   output tx1__tvalid;
   wire tx1__tvalid;
-  assign \cmd1__valid$169  = \$39  & \$40 ;
-  assign ch1_send__ready = | { \cmd1__ready$173 , cmd1__ready, ch1_bad_cmd };
-  assign ch1_send_data__ready = | { \data1__ready$175 , data1__ready };
-  assign \$41  = ! ch1_recv_link;
-  assign out1__ready = ch1_recv__ready & \$41 ;
-  assign \out1__ready$181  = ch1_recv__ready & \$42 ;
-  assign any_bad = | { ch1_bad_cmd, ch0_bad_cmd };
-  assign \$43  = 1'h0 + ch0_bad_cmd;
-  assign \$44  = \$43  + ch1_bad_cmd;
-  assign \$45  = cmd_errors + \$44 ;
+  assign \$27  = ! ch1_recv_link;
+  assign out__1__ready = \i__ready$201  & \$27 ;
+  assign \out__1__ready$202  = \i__ready$201  & \$28 ;
+  assign \$29  = ~ ch0_head_valid;
+  assign \$30  = | { \cmd__0__ready$207 , cmd__0__ready };
+  assign \$31  = ch0_head_bad | \$30 ;
+  assign \$32  = ! ch0_send__payload[19:9];
+  assign \$33  = ch0_send__payload[19:9] > 10'h200;
+  assign \$34  = \$32  | \$33 ;
+  assign \$35  = ch0_send__payload[0] >= 2'h2;
+  assign \$36  = \$34  | \$35 ;
+  assign \$37  = ~ ch1_head_valid;
+  assign \$38  = | { \cmd__1__ready$209 , cmd__1__ready };
+  assign \$39  = ch1_head_bad | \$38 ;
+  assign \$40  = ! ch1_send__payload[19:9];
+  assign \$41  = ch1_send__payload[19:9] > 10'h200;
+  assign \$42  = \$40  | \$41 ;
+  assign \$43  = ch1_send__payload[0] >= 2'h2;
+  assign \$44  = \$42  | \$43 ;
+  assign \$45  = | { ch1_bad_cmd, ch0_bad_cmd };
+  assign \$46  = 1'h0 + ch0_bad_cmd;
+  assign \$47  = \$46  + ch1_bad_cmd;
+  assign \$48  = cmd_errors + \$47 ;
+  assign \$49  = | { ch1_bad_cmd, ch0_bad_cmd };
   always @(posedge clk)
-    cmd_errors <= \$46 ;
+    ch0_head_valid <= \$50 ;
   always @(posedge clk)
-    cmd_error <= \$47 ;
-  assign \$1  = ! channel;
-  assign \$2  = active & \$1 ;
-  assign \$3  = ! \channel$142 ;
-  assign \$4  = \active$141  & \$3 ;
-  assign ch0_busy = | { \$4 , \$2  };
-  assign \$5  = ! ch0_send__payload[19:9];
-  assign \$6  = ch0_send__payload[19:9] > 10'h200;
-  assign \$7  = \$5  | \$6 ;
-  assign \$8  = ch0_send__payload[0] >= 2'h2;
-  assign \$9  = \$7  | \$8 ;
-  assign ch0_bad_cmd = ch0_send__valid & \$9 ;
-  assign \$10  = ~ ch0_bad_cmd;
-  assign \$11  = ch0_send__valid & \$10 ;
-  assign \$12  = ~ ch0_busy;
-  assign \$13  = \$11  & \$12 ;
-  assign \$14  = ! ch0_send__payload[0];
-  assign cmd0__valid = \$13  & \$14 ;
-  assign \$15  = ~ ch0_bad_cmd;
-  assign \$16  = ch0_send__valid & \$15 ;
-  assign \$17  = ~ ch0_busy;
-  assign \$18  = \$16  & \$17 ;
-  assign \cmd0__valid$149  = \$18  & \$19 ;
-  assign ch0_send__ready = | { \cmd0__ready$153 , cmd0__ready, ch0_bad_cmd };
-  assign ch0_send_data__ready = | { \data0__ready$155 , data0__ready };
-  assign \$20  = ! ch0_recv_link;
-  assign out0__ready = ch0_recv__ready & \$20 ;
-  assign \out0__ready$161  = ch0_recv__ready & \$21 ;
-  assign \$23  = active & \$22 ;
-  assign \$25  = \active$141  & \$24 ;
-  assign ch1_busy = | { \$25 , \$23  };
-  assign \$26  = ! ch1_send__payload[19:9];
-  assign \$27  = ch1_send__payload[19:9] > 10'h200;
-  assign \$28  = \$26  | \$27 ;
-  assign \$29  = ch1_send__payload[0] >= 2'h2;
-  assign \$30  = \$28  | \$29 ;
-  assign ch1_bad_cmd = ch1_send__valid & \$30 ;
-  assign \$31  = ~ ch1_bad_cmd;
-  assign \$32  = ch1_send__valid & \$31 ;
-  assign \$33  = ~ ch1_busy;
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = ! ch1_send__payload[0];
-  assign cmd1__valid = \$34  & \$35 ;
-  assign \$36  = ~ ch1_bad_cmd;
-  assign \$37  = ch1_send__valid & \$36 ;
-  assign \$38  = ~ ch1_busy;
-  assign \$39  = \$37  & \$38 ;
+    cmd__0__payload <= \$51 ;
+  always @(posedge clk)
+    ch0_head_bad <= \$52 ;
+  always @(posedge clk)
+    ch1_head_valid <= \$53 ;
+  always @(posedge clk)
+    cmd__1__payload <= \$54 ;
+  always @(posedge clk)
+    ch1_head_bad <= \$55 ;
+  always @(posedge clk)
+    cmd_errors <= \$56 ;
+  always @(posedge clk)
+    cmd_error <= \$57 ;
+  assign ch0_send__ready = ~ ch0_head_valid;
+  assign \$1  = ~ ch0_head_bad;
+  assign \$2  = ch0_head_valid & \$1 ;
+  assign \$3  = ! cmd__0__payload[0];
+  assign \$4  = \$2  & \$3 ;
+  assign \$6  = ~ \$5 ;
+  assign cmd__0__valid = \$4  & \$6 ;
+  assign \$7  = ~ ch0_head_bad;
+  assign \$8  = ch0_head_valid & \$7 ;
+  assign \$10  = \$8  & \$9 ;
+  assign \$12  = ~ \$11 ;
+  assign \cmd__0__valid$145  = \$10  & \$12 ;
+  assign o__ready = | { \data__0__ready$158 , data__0__ready };
+  assign ch0_bad_cmd = ch0_head_valid & ch0_head_bad;
+  assign ch1_send__ready = ~ ch1_head_valid;
+  assign \$13  = ~ ch1_head_bad;
+  assign \$14  = ch1_head_valid & \$13 ;
+  assign \$15  = ! cmd__1__payload[0];
+  assign \$16  = \$14  & \$15 ;
+  assign \$18  = ~ \$17 ;
+  assign cmd__1__valid = \$16  & \$18 ;
+  assign \$19  = ~ ch1_head_bad;
+  assign \$20  = ch1_head_valid & \$19 ;
+  assign \$22  = \$20  & \$21 ;
+  assign \$24  = ~ \$23 ;
+  assign \cmd__1__valid$167  = \$22  & \$24 ;
+  assign \o__ready$178  = | { \data__1__ready$180 , data__1__ready };
+  assign ch1_bad_cmd = ch1_head_valid & ch1_head_bad;
+  assign \$25  = ! ch0_recv_link;
+  assign out__0__ready = \i__ready$189  & \$25 ;
+  assign \out__0__ready$190  = \i__ready$189  & \$26 ;
+  \ace_nic_small.ch0_recv_skid  ch0_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$185 ),
+    .i__ready(\i__ready$189 ),
+    .i__valid(\i__valid$182 ),
+    .o__payload(ch0_recv__payload),
+    .o__ready(ch0_recv__ready),
+    .o__valid(ch0_recv__valid),
+    .rst(rst)
+  );
+  \ace_nic_small.ch0_send_skid  ch0_send_skid (
+    .clk(clk),
+    .i__payload(ch0_send_data__payload),
+    .i__ready(ch0_send_data__ready),
+    .i__valid(ch0_send_data__valid),
+    .o__payload(data__0__payload),
+    .o__ready(o__ready),
+    .o__valid(data__0__valid),
+    .rst(rst)
+  );
+  \ace_nic_small.ch1_recv_skid  ch1_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$197 ),
+    .i__ready(\i__ready$201 ),
+    .i__valid(\i__valid$194 ),
+    .o__payload(ch1_recv__payload),
+    .o__ready(ch1_recv__ready),
+    .o__valid(ch1_recv__valid),
+    .rst(rst)
+  );
+  \ace_nic_small.ch1_send_skid  ch1_send_skid (
+    .clk(clk),
+    .i__payload(ch1_send_data__payload),
+    .i__ready(ch1_send_data__ready),
+    .i__valid(ch1_send_data__valid),
+    .o__payload(data__1__payload),
+    .o__ready(\o__ready$178 ),
+    .o__valid(data__1__valid),
+    .rst(rst)
+  );
   \ace_nic_small.rx0  rx0 (
-    .beat(rx0__tvalid),
     .busy_cycles(link0_rx_busy_cycles),
     .clk(clk),
     .credit_channel(credit_in_channel),
     .credit_count(credit_in_count),
     .credit_valid(credit_in_valid),
-    .credits0(credits0),
-    .credits1(credits1),
+    .credits__0(credits__0),
+    .credits__1(credits__1),
     .error(link0_rx_error),
     .error_cause(link0_rx_error_cause),
     .error_clear(error_clear),
     .errors(link0_rx_errors),
-    .freed0(freed0),
-    .freed1(freed1),
+    .freed__0(freed__0),
+    .freed__1(freed__1),
     .header_bytes(link0_rx_header_bytes),
     .link__tdata(rx0__tdata),
     .link__tlast(rx0__tlast),
-    .out0__payload(out0__payload),
-    .out0__valid(out0__valid),
-    .out1__payload(out1__payload),
-    .out1__valid(out1__valid),
+    .link__tvalid(rx0__tvalid),
+    .out__0__payload(out__0__payload),
+    .out__0__valid(out__0__valid),
+    .out__1__payload(out__1__payload),
+    .out__1__valid(out__1__valid),
     .payload_bytes(link0_rx_payload_bytes),
-    .r__ready(out0__ready),
-    .\r__ready$10 (out1__ready),
+    .r__ready(out__0__ready),
+    .\r__ready$8 (out__1__ready),
     .rst(rst)
   );
   \ace_nic_small.rx1  rx1 (
-    .beat(rx1__tvalid),
     .busy_cycles(link1_rx_busy_cycles),
     .clk(clk),
     .credit_channel(\credit_in_channel$115 ),
     .credit_count(\credit_in_count$117 ),
     .credit_valid(\credit_in_valid$113 ),
-    .credits0(\credits0$124 ),
-    .credits1(\credits1$128 ),
+    .credits__0(\credits__0$124 ),
+    .credits__1(\credits__1$128 ),
     .error(link1_rx_error),
     .error_cause(link1_rx_error_cause),
     .error_clear(error_clear),
     .errors(link1_rx_errors),
-    .freed0(\freed0$122 ),
-    .freed1(\freed1$126 ),
+    .freed__0(\freed__0$122 ),
+    .freed__1(\freed__1$126 ),
     .header_bytes(link1_rx_header_bytes),
     .link__tdata(rx1__tdata),
     .link__tlast(rx1__tlast),
-    .out0__payload(\out0__payload$159 ),
-    .out0__valid(\out0__valid$157 ),
-    .out1__payload(\out1__payload$179 ),
-    .out1__valid(\out1__valid$177 ),
+    .link__tvalid(rx1__tvalid),
+    .out__0__payload(\out__0__payload$187 ),
+    .out__0__valid(\out__0__valid$184 ),
+    .out__1__payload(\out__1__payload$199 ),
+    .out__1__valid(\out__1__valid$196 ),
     .payload_bytes(link1_rx_payload_bytes),
-    .r__ready(\out0__ready$161 ),
-    .\r__ready$10 (\out1__ready$181 ),
+    .r__ready(\out__0__ready$190 ),
+    .\r__ready$8 (\out__1__ready$202 ),
     .rst(rst)
   );
   \ace_nic_small.tx0  tx0 (
-    .active(active),
+    .busy__0(\busy__0$146 ),
+    .busy__1(\busy__1$168 ),
     .busy_cycles(link0_tx_busy_cycles),
-    .channel(channel),
     .clk(clk),
-    .cmd0__payload(ch0_send__payload),
-    .cmd0__ready(cmd0__ready),
-    .cmd0__valid(cmd0__valid),
-    .cmd1__payload(ch1_send__payload),
-    .cmd1__ready(cmd1__ready),
-    .cmd1__valid(cmd1__valid),
+    .cmd__0__payload(cmd__0__payload),
+    .cmd__0__ready(cmd__0__ready),
+    .cmd__0__valid(cmd__0__valid),
+    .cmd__1__payload(cmd__1__payload),
+    .cmd__1__ready(cmd__1__ready),
+    .cmd__1__valid(cmd__1__valid),
     .credit_in_channel(credit_in_channel),
     .credit_in_count(credit_in_count),
     .credit_in_valid(credit_in_valid),
-    .credits0(credits0),
-    .credits1(credits1),
-    .data0__payload(ch0_send_data__payload),
-    .data0__ready(data0__ready),
-    .data0__valid(ch0_send_data__valid),
-    .data1__payload(ch1_send_data__payload),
-    .data1__ready(data1__ready),
-    .data1__valid(ch1_send_data__valid),
-    .freed0(freed0),
-    .freed1(freed1),
+    .credits__0(credits__0),
+    .credits__1(credits__1),
+    .data__0__payload(data__0__payload),
+    .data__0__ready(data__0__ready),
+    .data__0__valid(data__0__valid),
+    .data__1__payload(data__1__payload),
+    .data__1__ready(data__1__ready),
+    .data__1__valid(data__1__valid),
+    .freed__0(freed__0),
+    .freed__1(freed__1),
     .header_bytes(link0_tx_header_bytes),
-    .link__tdata(tx0__tdata),
-    .link__tkeep(tx0__tkeep),
-    .link__tlast(tx0__tlast),
-    .link__tready(tx0__tready),
     .link__tvalid(tx0__tvalid),
     .node_id(node_id),
+    .o__ready(tx0__tready),
     .payload_bytes(link0_tx_payload_bytes),
+    .\port$2247$0 (\$58 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
   \ace_nic_small.tx1  tx1 (
-    .active(\active$141 ),
+    .busy__0(busy__0),
+    .busy__1(busy__1),
     .busy_cycles(link1_tx_busy_cycles),
-    .channel(\channel$142 ),
     .clk(clk),
-    .cmd0__payload(ch0_send__payload),
-    .cmd0__ready(\cmd0__ready$153 ),
-    .cmd0__valid(\cmd0__valid$149 ),
-    .cmd1__payload(ch1_send__payload),
-    .cmd1__ready(\cmd1__ready$173 ),
-    .cmd1__valid(\cmd1__valid$169 ),
+    .cmd__0__payload(cmd__0__payload),
+    .cmd__0__ready(\cmd__0__ready$207 ),
+    .cmd__0__valid(\cmd__0__valid$145 ),
+    .cmd__1__payload(cmd__1__payload),
+    .cmd__1__ready(\cmd__1__ready$209 ),
+    .cmd__1__valid(\cmd__1__valid$167 ),
     .credit_in_channel(\credit_in_channel$115 ),
     .credit_in_count(\credit_in_count$117 ),
     .credit_in_valid(\credit_in_valid$113 ),
-    .credits0(\credits0$124 ),
-    .credits1(\credits1$128 ),
-    .data0__payload(ch0_send_data__payload),
-    .data0__ready(\data0__ready$155 ),
-    .data0__valid(ch0_send_data__valid),
-    .data1__payload(ch1_send_data__payload),
-    .data1__ready(\data1__ready$175 ),
-    .data1__valid(ch1_send_data__valid),
-    .freed0(\freed0$122 ),
-    .freed1(\freed1$126 ),
+    .credits__0(\credits__0$124 ),
+    .credits__1(\credits__1$128 ),
+    .data__0__payload(data__0__payload),
+    .data__0__ready(\data__0__ready$158 ),
+    .data__0__valid(data__0__valid),
+    .data__1__payload(data__1__payload),
+    .data__1__ready(\data__1__ready$180 ),
+    .data__1__valid(data__1__valid),
+    .freed__0(\freed__0$122 ),
+    .freed__1(\freed__1$126 ),
     .header_bytes(link1_tx_header_bytes),
-    .link__tdata(tx1__tdata),
-    .link__tkeep(tx1__tkeep),
-    .link__tlast(tx1__tlast),
-    .link__tready(tx1__tready),
     .link__tvalid(tx1__tvalid),
     .node_id(node_id),
+    .o__ready(tx1__tready),
     .payload_bytes(link1_tx_payload_bytes),
+    .\port$2433$0 (\$59 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -606,9 +734,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch1_recv_link)
       1'h0:
-          ch1_recv__valid = out1__valid;
+          \i__valid$194  = out__1__valid;
       1'h1:
-          ch1_recv__valid = \out1__valid$177 ;
+          \i__valid$194  = \out__1__valid$196 ;
     endcase
   end
   always @* begin
@@ -616,31 +744,95 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch1_recv_link)
       1'h0:
-          ch1_recv__payload = out1__payload;
+          \i__payload$197  = out__1__payload;
       1'h1:
-          ch1_recv__payload = \out1__payload$179 ;
+          \i__payload$197  = \out__1__payload$199 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$46  = cmd_errors;
-    if (any_bad) begin
-      \$46  = \$45 [47:0];
+    \$50  = ch0_head_valid;
+    if (\$29 ) begin
+      \$50  = ch0_send__valid;
+    end else if (\$31 ) begin
+      \$50  = 1'h0;
     end
     if (rst) begin
-      \$46  = 48'h000000000000;
+      \$50  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$47  = cmd_error;
+    \$51  = cmd__0__payload;
+    if (\$29 ) begin
+      \$51  = ch0_send__payload;
+    end
+    if (rst) begin
+      \$51  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
+    \$52  = ch0_head_bad;
+    if (\$29 ) begin
+      \$52  = \$36 ;
+    end
+    if (rst) begin
+      \$52  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
+    \$53  = ch1_head_valid;
+    if (\$37 ) begin
+      \$53  = ch1_send__valid;
+    end else if (\$39 ) begin
+      \$53  = 1'h0;
+    end
+    if (rst) begin
+      \$53  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
+    \$54  = cmd__1__payload;
+    if (\$37 ) begin
+      \$54  = ch1_send__payload;
+    end
+    if (rst) begin
+      \$54  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
+    \$55  = ch1_head_bad;
+    if (\$37 ) begin
+      \$55  = \$44 ;
+    end
+    if (rst) begin
+      \$55  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
+    \$56  = cmd_errors;
+    if (\$45 ) begin
+      \$56  = \$48 [47:0];
+    end
+    if (rst) begin
+      \$56  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
+    \$57  = cmd_error;
     if (error_clear) begin
-      \$47  = 1'h0;
-    end else if (any_bad) begin
-      \$47  = 1'h1;
+      \$57  = 1'h0;
+    end else if (\$49 ) begin
+      \$57  = 1'h1;
     end
     if (rst) begin
-      \$47  = 1'h0;
+      \$57  = 1'h0;
     end
   end
   always @* begin
@@ -648,9 +840,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch0_recv_link)
       1'h0:
-          ch0_recv__valid = out0__valid;
+          \i__valid$182  = out__0__valid;
       1'h1:
-          ch0_recv__valid = \out0__valid$157 ;
+          \i__valid$182  = \out__0__valid$184 ;
     endcase
   end
   always @* begin
@@ -658,14 +850,14 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch0_recv_link)
       1'h0:
-          ch0_recv__payload = out0__payload;
+          \i__payload$185  = out__0__payload;
       1'h1:
-          ch0_recv__payload = \out0__payload$159 ;
+          \i__payload$185  = \out__0__payload$187 ;
     endcase
   end
-  assign link__tdata = tx0__tdata;
-  assign link__tkeep = tx0__tkeep;
-  assign link__tlast = tx0__tlast;
+  assign link__tdata = \$58 [127:0];
+  assign link__tkeep = \$58 [143:128];
+  assign link__tlast = \$58 [144];
   assign link__tready = tx0__tready;
   assign link__tvalid = tx0__tvalid;
   assign \link__tdata$71  = rx0__tdata;
@@ -680,10 +872,10 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \error_clear$83  = error_clear;
   assign error = link0_rx_error;
   assign error_cause = link0_rx_error_cause;
-  assign \freed0$87  = freed0;
-  assign \credits0$89  = credits0;
-  assign \freed1$91  = freed1;
-  assign \credits1$93  = credits1;
+  assign \freed__0$87  = freed__0;
+  assign \credits__0$89  = credits__0;
+  assign \freed__1$91  = freed__1;
+  assign \credits__1$93  = credits__1;
   assign payload_bytes = link0_tx_payload_bytes;
   assign header_bytes = link0_tx_header_bytes;
   assign busy_cycles = link0_tx_busy_cycles;
@@ -692,9 +884,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \header_bytes$99  = link0_rx_header_bytes;
   assign \busy_cycles$100  = link0_rx_busy_cycles;
   assign errors = link0_rx_errors;
-  assign \link__tdata$102  = tx1__tdata;
-  assign \link__tkeep$103  = tx1__tkeep;
-  assign \link__tlast$104  = tx1__tlast;
+  assign \link__tdata$102  = \$59 [127:0];
+  assign \link__tkeep$103  = \$59 [143:128];
+  assign \link__tlast$104  = \$59 [144];
   assign \link__tready$105  = tx1__tready;
   assign \link__tvalid$106  = tx1__tvalid;
   assign \link__tdata$107  = rx1__tdata;
@@ -709,10 +901,10 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \error_clear$119  = error_clear;
   assign \error$120  = link1_rx_error;
   assign \error_cause$121  = link1_rx_error_cause;
-  assign \freed0$123  = \freed0$122 ;
-  assign \credits0$125  = \credits0$124 ;
-  assign \freed1$127  = \freed1$126 ;
-  assign \credits1$129  = \credits1$128 ;
+  assign \freed__0$123  = \freed__0$122 ;
+  assign \credits__0$125  = \credits__0$124 ;
+  assign \freed__1$127  = \freed__1$126 ;
+  assign \credits__1$129  = \credits__1$128 ;
   assign \payload_bytes$130  = link1_tx_payload_bytes;
   assign \header_bytes$131  = link1_tx_header_bytes;
   assign \busy_cycles$132  = link1_tx_busy_cycles;
@@ -721,19 +913,37 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \header_bytes$135  = link1_rx_header_bytes;
   assign \busy_cycles$136  = link1_rx_busy_cycles;
   assign \errors$137  = link1_rx_errors;
-  assign cmd0__payload = ch0_send__payload;
-  assign data0__payload = ch0_send_data__payload;
-  assign data0__valid = ch0_send_data__valid;
-  assign \cmd0__payload$148  = ch0_send__payload;
-  assign \data0__payload$150  = ch0_send_data__payload;
-  assign \data0__valid$151  = ch0_send_data__valid;
-  assign cmd1__payload = ch1_send__payload;
-  assign data1__payload = ch1_send_data__payload;
-  assign data1__valid = ch1_send_data__valid;
-  assign \cmd1__payload$168  = ch1_send__payload;
-  assign \data1__payload$170  = ch1_send_data__payload;
-  assign \data1__valid$171  = ch1_send_data__valid;
+  assign ch0_head = cmd__0__payload;
+  assign \cmd__0__payload$144  = cmd__0__payload;
+  assign i__payload = ch0_send_data__payload;
+  assign i__ready = ch0_send_data__ready;
+  assign i__valid = ch0_send_data__valid;
+  assign o__payload = data__0__payload;
+  assign o__valid = data__0__valid;
+  assign \data__0__payload$154  = data__0__payload;
+  assign \data__0__valid$155  = data__0__valid;
+  assign ch1_head = cmd__1__payload;
+  assign \cmd__1__payload$166  = cmd__1__payload;
+  assign \i__payload$169  = ch1_send_data__payload;
+  assign \i__ready$170  = ch1_send_data__ready;
+  assign \i__valid$171  = ch1_send_data__valid;
+  assign \o__payload$173  = data__1__payload;
+  assign \o__valid$175  = data__1__valid;
+  assign \data__1__payload$176  = data__1__payload;
+  assign \data__1__valid$177  = data__1__valid;
+  assign \o__payload$191  = ch0_recv__payload;
+  assign \o__ready$192  = ch0_recv__ready;
+  assign \o__valid$193  = ch0_recv__valid;
+  assign \o__payload$203  = ch1_recv__payload;
+  assign \o__ready$204  = ch1_recv__ready;
+  assign \o__valid$205  = ch1_recv__valid;
+  assign tx0__tdata = \$58 [127:0];
+  assign tx0__tlast = \$58 [144];
+  assign tx0__tkeep = \$58 [143:128];
   assign rx0__tready = 1'h1;
+  assign tx1__tdata = \$59 [127:0];
+  assign tx1__tlast = \$59 [144];
+  assign tx1__tkeep = \$59 [143:128];
   assign rx1__tready = 1'h1;
   assign \ch0_send__payload.link  = ch0_send__payload[0];
   assign \ch0_send__payload.tag  = ch0_send__payload[8:1];
@@ -757,1678 +967,618 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \ch1_recv__payload.src  = ch1_recv__payload[153:146];
   assign \ch1_recv__payload.tag  = ch1_recv__payload[161:154];
   assign \ch1_recv__payload.length  = ch1_recv__payload[178:162];
-  assign \cmd0__payload.link  = ch0_send__payload[0];
-  assign \cmd0__payload.tag  = ch0_send__payload[8:1];
-  assign \cmd0__payload.length  = ch0_send__payload[19:9];
-  assign \data0__payload.data  = ch0_send_data__payload;
-  assign \cmd0__payload$148.link  = ch0_send__payload[0];
-  assign \cmd0__payload$148.tag  = ch0_send__payload[8:1];
-  assign \cmd0__payload$148.length  = ch0_send__payload[19:9];
-  assign \data0__payload$150.data  = ch0_send_data__payload;
-  assign \out0__payload.data  = out0__payload[127:0];
-  assign \out0__payload.keep  = out0__payload[143:128];
-  assign \out0__payload.first  = out0__payload[144];
-  assign \out0__payload.last  = out0__payload[145];
-  assign \out0__payload.src  = out0__payload[153:146];
-  assign \out0__payload.tag  = out0__payload[161:154];
-  assign \out0__payload.length  = out0__payload[178:162];
-  assign \out0__payload$159.data  = \out0__payload$159 [127:0];
-  assign \out0__payload$159.keep  = \out0__payload$159 [143:128];
-  assign \out0__payload$159.first  = \out0__payload$159 [144];
-  assign \out0__payload$159.last  = \out0__payload$159 [145];
-  assign \out0__payload$159.src  = \out0__payload$159 [153:146];
-  assign \out0__payload$159.tag  = \out0__payload$159 [161:154];
-  assign \out0__payload$159.length  = \out0__payload$159 [178:162];
-  assign \cmd1__payload.link  = ch1_send__payload[0];
-  assign \cmd1__payload.tag  = ch1_send__payload[8:1];
-  assign \cmd1__payload.length  = ch1_send__payload[19:9];
-  assign \data1__payload.data  = ch1_send_data__payload;
-  assign \cmd1__payload$168.link  = ch1_send__payload[0];
-  assign \cmd1__payload$168.tag  = ch1_send__payload[8:1];
-  assign \cmd1__payload$168.length  = ch1_send__payload[19:9];
-  assign \data1__payload$170.data  = ch1_send_data__payload;
-  assign \out1__payload.data  = out1__payload[127:0];
-  assign \out1__payload.keep  = out1__payload[143:128];
-  assign \out1__payload.first  = out1__payload[144];
-  assign \out1__payload.last  = out1__payload[145];
-  assign \out1__payload.src  = out1__payload[153:146];
-  assign \out1__payload.tag  = out1__payload[161:154];
-  assign \out1__payload.length  = out1__payload[178:162];
-  assign \out1__payload$179.data  = \out1__payload$179 [127:0];
-  assign \out1__payload$179.keep  = \out1__payload$179 [143:128];
-  assign \out1__payload$179.first  = \out1__payload$179 [144];
-  assign \out1__payload$179.last  = \out1__payload$179 [145];
-  assign \out1__payload$179.src  = \out1__payload$179 [153:146];
-  assign \out1__payload$179.tag  = \out1__payload$179 [161:154];
-  assign \out1__payload$179.length  = \out1__payload$179 [178:162];
-  assign \$19  = ch0_send__payload[0];
-  assign \$21  = ch0_recv_link;
-  assign \$22  = channel;
-  assign \$24  = \channel$142 ;
-  assign \$40  = ch1_send__payload[0];
-  assign \$42  = ch1_recv_link;
+  assign \cmd__0__payload.link  = cmd__0__payload[0];
+  assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
+  assign \cmd__0__payload.length  = cmd__0__payload[19:9];
+  assign \ch0_head.link  = cmd__0__payload[0];
+  assign \ch0_head.tag  = cmd__0__payload[8:1];
+  assign \ch0_head.length  = cmd__0__payload[19:9];
+  assign \cmd__0__payload$144.link  = cmd__0__payload[0];
+  assign \cmd__0__payload$144.tag  = cmd__0__payload[8:1];
+  assign \cmd__0__payload$144.length  = cmd__0__payload[19:9];
+  assign \i__payload.data  = ch0_send_data__payload;
+  assign \data__0__payload.data  = data__0__payload;
+  assign \o__payload.data  = data__0__payload;
+  assign \data__0__payload$154.data  = data__0__payload;
+  assign \cmd__1__payload.link  = cmd__1__payload[0];
+  assign \cmd__1__payload.tag  = cmd__1__payload[8:1];
+  assign \cmd__1__payload.length  = cmd__1__payload[19:9];
+  assign \ch1_head.link  = cmd__1__payload[0];
+  assign \ch1_head.tag  = cmd__1__payload[8:1];
+  assign \ch1_head.length  = cmd__1__payload[19:9];
+  assign \cmd__1__payload$166.link  = cmd__1__payload[0];
+  assign \cmd__1__payload$166.tag  = cmd__1__payload[8:1];
+  assign \cmd__1__payload$166.length  = cmd__1__payload[19:9];
+  assign \i__payload$169.data  = ch1_send_data__payload;
+  assign \data__1__payload.data  = data__1__payload;
+  assign \o__payload$173.data  = data__1__payload;
+  assign \data__1__payload$176.data  = data__1__payload;
+  assign \i__payload$185.data  = \i__payload$185 [127:0];
+  assign \i__payload$185.keep  = \i__payload$185 [143:128];
+  assign \i__payload$185.first  = \i__payload$185 [144];
+  assign \i__payload$185.last  = \i__payload$185 [145];
+  assign \i__payload$185.src  = \i__payload$185 [153:146];
+  assign \i__payload$185.tag  = \i__payload$185 [161:154];
+  assign \i__payload$185.length  = \i__payload$185 [178:162];
+  assign \out__0__payload.data  = out__0__payload[127:0];
+  assign \out__0__payload.keep  = out__0__payload[143:128];
+  assign \out__0__payload.first  = out__0__payload[144];
+  assign \out__0__payload.last  = out__0__payload[145];
+  assign \out__0__payload.src  = out__0__payload[153:146];
+  assign \out__0__payload.tag  = out__0__payload[161:154];
+  assign \out__0__payload.length  = out__0__payload[178:162];
+  assign \out__0__payload$187.data  = \out__0__payload$187 [127:0];
+  assign \out__0__payload$187.keep  = \out__0__payload$187 [143:128];
+  assign \out__0__payload$187.first  = \out__0__payload$187 [144];
+  assign \out__0__payload$187.last  = \out__0__payload$187 [145];
+  assign \out__0__payload$187.src  = \out__0__payload$187 [153:146];
+  assign \out__0__payload$187.tag  = \out__0__payload$187 [161:154];
+  assign \out__0__payload$187.length  = \out__0__payload$187 [178:162];
+  assign \o__payload$191.data  = ch0_recv__payload[127:0];
+  assign \o__payload$191.keep  = ch0_recv__payload[143:128];
+  assign \o__payload$191.first  = ch0_recv__payload[144];
+  assign \o__payload$191.last  = ch0_recv__payload[145];
+  assign \o__payload$191.src  = ch0_recv__payload[153:146];
+  assign \o__payload$191.tag  = ch0_recv__payload[161:154];
+  assign \o__payload$191.length  = ch0_recv__payload[178:162];
+  assign \i__payload$197.data  = \i__payload$197 [127:0];
+  assign \i__payload$197.keep  = \i__payload$197 [143:128];
+  assign \i__payload$197.first  = \i__payload$197 [144];
+  assign \i__payload$197.last  = \i__payload$197 [145];
+  assign \i__payload$197.src  = \i__payload$197 [153:146];
+  assign \i__payload$197.tag  = \i__payload$197 [161:154];
+  assign \i__payload$197.length  = \i__payload$197 [178:162];
+  assign \out__1__payload.data  = out__1__payload[127:0];
+  assign \out__1__payload.keep  = out__1__payload[143:128];
+  assign \out__1__payload.first  = out__1__payload[144];
+  assign \out__1__payload.last  = out__1__payload[145];
+  assign \out__1__payload.src  = out__1__payload[153:146];
+  assign \out__1__payload.tag  = out__1__payload[161:154];
+  assign \out__1__payload.length  = out__1__payload[178:162];
+  assign \out__1__payload$199.data  = \out__1__payload$199 [127:0];
+  assign \out__1__payload$199.keep  = \out__1__payload$199 [143:128];
+  assign \out__1__payload$199.first  = \out__1__payload$199 [144];
+  assign \out__1__payload$199.last  = \out__1__payload$199 [145];
+  assign \out__1__payload$199.src  = \out__1__payload$199 [153:146];
+  assign \out__1__payload$199.tag  = \out__1__payload$199 [161:154];
+  assign \out__1__payload$199.length  = \out__1__payload$199 [178:162];
+  assign \o__payload$203.data  = ch1_recv__payload[127:0];
+  assign \o__payload$203.keep  = ch1_recv__payload[143:128];
+  assign \o__payload$203.first  = ch1_recv__payload[144];
+  assign \o__payload$203.last  = ch1_recv__payload[145];
+  assign \o__payload$203.src  = ch1_recv__payload[153:146];
+  assign \o__payload$203.tag  = ch1_recv__payload[161:154];
+  assign \o__payload$203.length  = ch1_recv__payload[178:162];
+  assign \$5  = busy__0;
+  assign \$9  = cmd__0__payload[0];
+  assign \$11  = \busy__0$146 ;
+  assign \$17  = busy__1;
+  assign \$21  = cmd__1__payload[0];
+  assign \$23  = \busy__1$168 ;
+  assign \$26  = ch0_recv_link;
+  assign \$28  = ch1_recv_link;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0 (link__tdata, beat, link__tlast, clk, rst, r__ready, \r__ready$10 , freed0, out0__payload, freed1, out1__payload, credits0, credits1, credit_valid, credit_channel, credit_count, header_bytes, payload_bytes, busy_cycles, errors, error
-, error_cause, out0__valid, out1__valid, error_clear);
+module \ace_nic_small.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready, o__payload, o__valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
-  wire [17:0] \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire [17:0] \$101 ;
-  wire [17:0] \$102 ;
-  wire \$103 ;
-  wire [17:0] \$104 ;
-  wire [17:0] \$105 ;
-  wire \$106 ;
-  wire [17:0] \$107 ;
-  wire [17:0] \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire [17:0] \$110 ;
-  wire [17:0] \$111 ;
-  wire \$112 ;
-  wire [17:0] \$113 ;
-  wire [17:0] \$114 ;
-  wire \$115 ;
-  wire [17:0] \$116 ;
-  wire [17:0] \$117 ;
-  wire \$118 ;
-  wire [17:0] \$119 ;
-  wire \$12 ;
-  wire [17:0] \$120 ;
-  wire \$121 ;
-  wire [7:0] \$122 ;
-  wire \$123 ;
-  wire [48:0] \$124 ;
-  wire [48:0] \$125 ;
-  wire \$126 ;
-  wire [48:0] \$127 ;
-  wire [48:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  reg [1:0] \$131 ;
-  reg [47:0] \$132 ;
-  reg \$133 ;
-  reg [6:0] \$134 ;
-  reg [16:0] \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg \$138 ;
-  reg [15:0] \$139 ;
-  wire \$14 ;
-  reg [47:0] \$140 ;
-  reg [47:0] \$141 ;
-  reg [47:0] \$142 ;
-  reg \$143 ;
-  reg [3:0] \$144 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [17:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  reg [5:0] \$28 ;
-  wire \$29 ;
+  wire \$1 ;
+  wire \$2 ;
   wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  reg [5:0] \$32 ;
-  wire [17:0] \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire [7:0] \$36 ;
-  wire [7:0] \$37 ;
-  wire [7:0] \$38 ;
-  wire [7:0] \$39 ;
   wire \$4 ;
-  wire [7:0] \$40 ;
-  wire [7:0] \$41 ;
-  wire [7:0] \$42 ;
-  wire [7:0] \$43 ;
-  wire [7:0] \$44 ;
-  wire [7:0] \$45 ;
-  wire [7:0] \$46 ;
-  wire [7:0] \$47 ;
-  wire [7:0] \$48 ;
-  wire [7:0] \$49 ;
-  wire \$5 ;
-  wire [7:0] \$50 ;
-  wire [7:0] \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [48:0] \$73 ;
-  wire [17:0] \$74 ;
-  wire [17:0] \$75 ;
-  wire \$76 ;
-  wire [17:0] \$77 ;
-  wire [17:0] \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire [17:0] \$80 ;
-  wire [17:0] \$81 ;
-  wire \$82 ;
-  wire [17:0] \$83 ;
-  wire [17:0] \$84 ;
-  wire \$85 ;
-  wire [17:0] \$86 ;
-  wire [17:0] \$87 ;
-  wire \$88 ;
-  wire [17:0] \$89 ;
-  wire \$9 ;
-  wire [17:0] \$90 ;
-  wire \$91 ;
-  wire [17:0] \$92 ;
-  wire [17:0] \$93 ;
-  wire \$94 ;
-  wire [17:0] \$95 ;
-  wire [17:0] \$96 ;
-  wire \$97 ;
-  wire [17:0] \$98 ;
-  wire [17:0] \$99 ;
-  input beat;
-  wire beat;
-  reg [6:0] beats_left = 7'h00;
-  output [47:0] busy_cycles;
-  reg [47:0] busy_cycles = 48'h000000000000;
-  (* enum_base_type = "NicError" *)
-  (* enum_value_0000 = "NONE" *)
-  (* enum_value_0001 = "BAD_MAGIC" *)
-  (* enum_value_0010 = "BAD_CHECK" *)
-  (* enum_value_0011 = "BAD_TYPE" *)
-  (* enum_value_0100 = "BAD_CHANNEL" *)
-  (* enum_value_0101 = "BAD_LENGTH" *)
-  (* enum_value_0110 = "EARLY_TLAST" *)
-  (* enum_value_0111 = "MISSING_TLAST" *)
-  (* enum_value_1000 = "OVERFLOW" *)
-  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
-  (* enum_value_1010 = "BAD_COMMAND" *)
-  reg [3:0] cause;
+  reg [178:0] \$5 ;
+  reg \$6 ;
+  reg \$7 ;
+  reg [178:0] \$8 ;
   input clk;
   wire clk;
-  reg commit;
-  reg \commit$52 ;
-  output [3:0] credit_channel;
-  reg [3:0] credit_channel;
-  output [5:0] credit_count;
-  reg [5:0] credit_count;
-  output credit_valid;
-  reg credit_valid;
-  input [5:0] credits0;
-  wire [5:0] credits0;
-  input [5:0] credits1;
-  wire [5:0] credits1;
-  reg cur = 1'h0;
-  wire [178:0] entry;
-  wire [127:0] \entry.data ;
-  wire \entry.first ;
-  wire [15:0] \entry.keep ;
-  wire \entry.last ;
-  wire [16:0] \entry.length ;
-  wire [7:0] \entry.src ;
-  wire [7:0] \entry.tag ;
-  output error;
-  reg error = 1'h0;
-  (* enum_base_type = "NicError" *)
-  (* enum_value_0000 = "NONE" *)
-  (* enum_value_0001 = "BAD_MAGIC" *)
-  (* enum_value_0010 = "BAD_CHECK" *)
-  (* enum_value_0011 = "BAD_TYPE" *)
-  (* enum_value_0100 = "BAD_CHANNEL" *)
-  (* enum_value_0101 = "BAD_LENGTH" *)
-  (* enum_value_0110 = "EARLY_TLAST" *)
-  (* enum_value_0111 = "MISSING_TLAST" *)
-  (* enum_value_1000 = "OVERFLOW" *)
-  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
-  (* enum_value_1010 = "BAD_COMMAND" *)
-  output [3:0] error_cause;
-  reg [3:0] error_cause = 4'h0;
-  input error_clear;
-  wire error_clear;
-  (* enum_base_type = "NicError" *)
-  (* enum_value_0000 = "NONE" *)
-  (* enum_value_0001 = "BAD_MAGIC" *)
-  (* enum_value_0010 = "BAD_CHECK" *)
-  (* enum_value_0011 = "BAD_TYPE" *)
-  (* enum_value_0100 = "BAD_CHANNEL" *)
-  (* enum_value_0101 = "BAD_LENGTH" *)
-  (* enum_value_0110 = "EARLY_TLAST" *)
-  (* enum_value_0111 = "MISSING_TLAST" *)
-  (* enum_value_1000 = "OVERFLOW" *)
-  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
-  (* enum_value_1010 = "BAD_COMMAND" *)
-  reg [3:0] error_code;
-  reg error_now;
-  output [47:0] errors;
-  reg [47:0] errors = 48'h000000000000;
-  reg first = 1'h0;
-  wire [5:0] free;
-  wire [5:0] \free$26 ;
-  wire freed;
-  wire \freed$15 ;
-  output freed0;
-  wire freed0;
-  output freed1;
-  wire freed1;
-  wire [63:0] hdr;
-  wire [3:0] \hdr.channel ;
-  wire [7:0] \hdr.check ;
-  wire [16:0] \hdr.length ;
-  wire [3:0] \hdr.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \hdr.ptype ;
-  wire [3:0] \hdr.rsvd0 ;
-  wire [6:0] \hdr.rsvd1 ;
-  wire [7:0] \hdr.src ;
-  wire [7:0] \hdr.tag ;
-  wire [1:0] \hdr.version ;
-  wire [13:0] hdr_beats;
-  wire [63:0] header;
-  wire [3:0] \header.channel ;
-  wire [7:0] \header.check ;
-  wire [16:0] \header.length ;
-  wire [3:0] \header.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \header.ptype ;
-  wire [3:0] \header.rsvd0 ;
-  wire [6:0] \header.rsvd1 ;
-  wire [7:0] \header.src ;
-  wire [7:0] \header.tag ;
-  wire [1:0] \header.version ;
-  output [47:0] header_bytes;
-  reg [47:0] header_bytes = 48'h000000000000;
-  wire is_last;
-  reg [15:0] keep;
-  reg [15:0] last_keep = 16'h0000;
-  reg [16:0] length = 17'h00000;
-  input [127:0] link__tdata;
-  wire [127:0] link__tdata;
-  input link__tlast;
-  wire link__tlast;
-  wire link__tready;
-  wire link__tvalid;
-  wire ok;
-  output [178:0] out0__payload;
-  wire [178:0] out0__payload;
-  wire [127:0] \out0__payload.data ;
-  wire \out0__payload.first ;
-  wire [15:0] \out0__payload.keep ;
-  wire \out0__payload.last ;
-  wire [16:0] \out0__payload.length ;
-  wire [7:0] \out0__payload.src ;
-  wire [7:0] \out0__payload.tag ;
-  wire out0__ready;
-  output out0__valid;
-  wire out0__valid;
-  output [178:0] out1__payload;
-  wire [178:0] out1__payload;
-  wire [127:0] \out1__payload.data ;
-  wire \out1__payload.first ;
-  wire [15:0] \out1__payload.keep ;
-  wire \out1__payload.last ;
-  wire [16:0] \out1__payload.length ;
-  wire [7:0] \out1__payload.src ;
-  wire [7:0] \out1__payload.tag ;
-  wire out1__ready;
-  output out1__valid;
-  wire out1__valid;
-  output [47:0] payload_bytes;
-  reg [47:0] payload_bytes = 48'h000000000000;
-  wire [178:0] r__payload;
-  wire [178:0] \r__payload$9 ;
-  wire [127:0] \r__payload$9.data ;
-  wire \r__payload$9.first ;
-  wire [15:0] \r__payload$9.keep ;
-  wire \r__payload$9.last ;
-  wire [16:0] \r__payload$9.length ;
-  wire [7:0] \r__payload$9.src ;
-  wire [7:0] \r__payload$9.tag ;
-  wire [127:0] \r__payload.data ;
-  wire \r__payload.first ;
-  wire [15:0] \r__payload.keep ;
-  wire \r__payload.last ;
-  wire [16:0] \r__payload.length ;
-  wire [7:0] \r__payload.src ;
-  wire [7:0] \r__payload.tag ;
-  input r__ready;
-  wire r__ready;
-  input \r__ready$10 ;
-  wire \r__ready$10 ;
-  wire r__valid;
-  wire \r__valid$13 ;
-  reg rollback;
-  reg \rollback$53 ;
+  input [178:0] i__payload;
+  wire [178:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output [178:0] o__payload;
+  reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
   input rst;
   wire rst;
-  reg [1:0] rx_fsm_state = 2'h0;
-  reg [7:0] src = 8'h00;
-  reg [7:0] tag = 8'h00;
-  wire [178:0] w_data;
-  wire [178:0] \w_data$40 ;
-  wire [127:0] \w_data$40.data ;
-  wire \w_data$40.first ;
-  wire [15:0] \w_data$40.keep ;
-  wire \w_data$40.last ;
-  wire [16:0] \w_data$40.length ;
-  wire [7:0] \w_data$40.src ;
-  wire [7:0] \w_data$40.tag ;
-  wire [127:0] \w_data.data ;
-  wire \w_data.first ;
-  wire [15:0] \w_data.keep ;
-  wire \w_data.last ;
-  wire [16:0] \w_data.length ;
-  wire [7:0] \w_data.src ;
-  wire [7:0] \w_data.tag ;
-  reg w_en;
-  reg \w_en$51 ;
-  assign \$1  = link__tdata[48:32] + 4'hf;
-  assign \$3  = link__tdata[3:0] != 4'ha;
-  assign \$4  = | link__tdata[5:4];
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = ~ ok;
-  assign \$7  = ! link__tdata[7:6];
-  assign \$8  = ~ \$7 ;
-  assign \$9  = link__tdata[7:6] == 1'h1;
-  assign \$10  = ~ \$9 ;
-  assign \$11  = \$8  & \$10 ;
-  assign \$12  = link__tdata[19:16] >= 2'h2;
-  assign \$13  = ! link__tdata[48:32];
-  assign \$14  = ! link__tdata[7:6];
-  assign \$15  = link__tdata[48:32] > 11'h400;
-  assign \$16  = \$14  & \$15 ;
-  assign \$17  = \$13  | \$16 ;
-  assign \$18  = link__tdata[7:6] == 1'h1;
-  assign \$19  = link__tdata[48:32] > 6'h20;
-  assign \$20  = \$18  & \$19 ;
-  assign \$21  = \$17  | \$20 ;
-  assign \$22  = ! link__tdata[7:6];
-  assign \$23  = \$22  & link__tlast;
-  assign \$24  = link__tdata[7:6] == 1'h1;
-  assign \$25  = ~ link__tlast;
-  assign \$26  = \$24  & \$25 ;
-  assign \$27  = ! link__tdata[7:6];
-  assign \$29  = \$28  < \$2 [13:0];
-  assign \$30  = \$27  & \$29 ;
-  assign \$31  = link__tdata[7:6] == 1'h1;
-  assign \$33  = \$32  + link__tdata[48:32];
-  assign \$34  = \$33  > 6'h20;
-  assign \$35  = \$31  & \$34 ;
-  assign is_last = beats_left == 1'h1;
-  assign \$36  = link__tdata[7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$37  = link__tdata[15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
-  assign \$38  = link__tdata[23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$39  = link__tdata[31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
-  assign \$40  = link__tdata[39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$41  = link__tdata[47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
-  assign \$42  = link__tdata[55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$43  = link__tdata[63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
-  assign \$44  = link__tdata[71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$45  = link__tdata[79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
-  assign \$46  = link__tdata[87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$47  = link__tdata[95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
-  assign \$48  = link__tdata[103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$49  = link__tdata[111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
-  assign \$50  = link__tdata[119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$51  = link__tdata[127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
-  assign \$52  = | cause;
-  assign \$53  = link__tdata[7:6] == 1'h1;
-  assign \$54  = ! cur;
-  assign \$55  = ~ is_last;
-  assign \$56  = link__tlast & \$55 ;
-  assign \$57  = ~ \$56 ;
-  assign \$58  = is_last & link__tlast;
-  assign \$59  = is_last != link__tlast;
-  assign \$61  = ~ is_last;
-  assign \$62  = link__tlast & \$61 ;
-  assign \$63  = ~ \$62 ;
-  assign \$64  = is_last & link__tlast;
-  assign \$65  = is_last != link__tlast;
-  assign \$66  = is_last & link__tlast;
-  assign \$67  = ! rx_fsm_state;
-  assign \$68  = rx_fsm_state == 1'h1;
-  assign \$69  = rx_fsm_state == 2'h2;
-  assign \$70  = | cause;
-  assign \$71  = link__tdata[7:6] == 1'h1;
-  assign \$72  = ~ link__tlast;
-  assign \$73  = header_bytes + 5'h10;
-  assign \$74  = link__tdata[48:32] - 1'h1;
-  assign \$76  = $signed(\$75 ) >= $signed(1'h0);
-  assign \$77  = link__tdata[48:32] - 1'h1;
-  assign \$79  = $signed(\$78 ) >= $signed(2'h1);
-  assign \$80  = link__tdata[48:32] - 1'h1;
-  assign \$82  = $signed(\$81 ) >= $signed(3'h2);
-  assign \$83  = link__tdata[48:32] - 1'h1;
-  assign \$85  = $signed(\$84 ) >= $signed(3'h3);
-  assign \$86  = link__tdata[48:32] - 1'h1;
-  assign \$88  = $signed(\$87 ) >= $signed(4'h4);
-  assign \$89  = link__tdata[48:32] - 1'h1;
-  assign \$91  = $signed(\$90 ) >= $signed(4'h5);
-  assign \$92  = link__tdata[48:32] - 1'h1;
-  assign \$94  = $signed(\$93 ) >= $signed(4'h6);
-  assign \$95  = link__tdata[48:32] - 1'h1;
-  assign \$97  = $signed(\$96 ) >= $signed(4'h7);
-  assign \$98  = link__tdata[48:32] - 1'h1;
-  assign \$100  = $signed(\$99 ) >= $signed(5'h08);
-  assign \$101  = link__tdata[48:32] - 1'h1;
-  assign \$103  = $signed(\$102 ) >= $signed(5'h09);
-  assign \$104  = link__tdata[48:32] - 1'h1;
-  assign \$106  = $signed(\$105 ) >= $signed(5'h0a);
-  assign \$107  = link__tdata[48:32] - 1'h1;
-  assign \$109  = $signed(\$108 ) >= $signed(5'h0b);
-  assign \$110  = link__tdata[48:32] - 1'h1;
-  assign \$112  = $signed(\$111 ) >= $signed(5'h0c);
-  assign \$113  = link__tdata[48:32] - 1'h1;
-  assign \$115  = $signed(\$114 ) >= $signed(5'h0d);
-  assign \$116  = link__tdata[48:32] - 1'h1;
-  assign \$118  = $signed(\$117 ) >= $signed(5'h0e);
-  assign \$119  = link__tdata[48:32] - 1'h1;
-  assign \$121  = $signed(\$120 ) >= $signed(5'h0f);
-  assign \$122  = beats_left - 1'h1;
-  assign \$123  = is_last & link__tlast;
-  assign \$124  = payload_bytes + length;
-  assign \$125  = header_bytes + 5'h10;
-  assign \$126  = beat & link__tlast;
-  assign \$127  = busy_cycles + beat;
-  assign \$128  = errors + 1'h1;
-  assign \$129  = ~ error;
-  assign \$130  = error_now & \$129 ;
+  reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [15:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ o__valid;
+  assign \$2  = \$1  | o__ready;
+  assign \$3  = ~ skid_valid;
+  assign \$4  = i__valid & \$3 ;
   always @(posedge clk)
-    rx_fsm_state <= \$131 ;
+    o__payload <= \$5 ;
   always @(posedge clk)
-    header_bytes <= \$132 ;
+    o__valid <= \$6 ;
   always @(posedge clk)
-    cur <= \$133 ;
+    skid_valid <= \$7 ;
   always @(posedge clk)
-    beats_left <= \$134 ;
-  always @(posedge clk)
-    length <= \$135 ;
-  always @(posedge clk)
-    tag <= \$136 ;
-  always @(posedge clk)
-    src <= \$137 ;
-  always @(posedge clk)
-    first <= \$138 ;
-  always @(posedge clk)
-    last_keep <= \$139 ;
-  always @(posedge clk)
-    payload_bytes <= \$140 ;
-  always @(posedge clk)
-    busy_cycles <= \$141 ;
-  always @(posedge clk)
-    errors <= \$142 ;
-  always @(posedge clk)
-    error <= \$143 ;
-  always @(posedge clk)
-    error_cause <= \$144 ;
-  \ace_nic_small.rx0.buffer0  buffer0 (
-    .clk(clk),
-    .commit(commit),
-    .fetch(freed0),
-    .free(free),
-    .out_valid(out0__valid),
-    .r__payload(out0__payload),
-    .r__ready(r__ready),
-    .rollback(rollback),
-    .rst(rst),
-    .w_en(w_en),
-    .wr__data(entry)
-  );
-  \ace_nic_small.rx0.buffer1  buffer1 (
-    .clk(clk),
-    .commit(\commit$52 ),
-    .fetch(freed1),
-    .free(\free$26 ),
-    .out_valid(out1__valid),
-    .r__payload(out1__payload),
-    .r__ready(\r__ready$10 ),
-    .rollback(\rollback$53 ),
-    .rst(rst),
-    .w_en(\w_en$51 ),
-    .wr__data(entry)
-  );
-  \ace_nic_small.rx0.hdr_check  hdr_check (
-    .header(link__tdata[63:0]),
-    .ok(ok)
-  );
+    skid_payload <= \$8 ;
+  assign i__ready = ~ skid_valid;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$28  = 6'h00;
-    casez (link__tdata[19:16])
-      4'h0:
-          \$28  = free;
-      4'h1:
-          \$28  = \free$26 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$32  = 6'h00;
-    casez (link__tdata[19:16])
-      4'h0:
-          \$32  = credits0;
-      4'h1:
-          \$32  = credits1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    cause = 4'h0;
-    if (\$5 ) begin
-      cause = 4'h1;
-    end else if (\$6 ) begin
-      cause = 4'h2;
-    end else if (\$11 ) begin
-      cause = 4'h3;
-    end else if (\$12 ) begin
-      cause = 4'h4;
-    end else if (\$21 ) begin
-      cause = 4'h5;
-    end else if (\$23 ) begin
-      cause = 4'h6;
-    end else if (\$26 ) begin
-      cause = 4'h7;
-    end else if (\$30 ) begin
-      cause = 4'h8;
-    end else if (\$35 ) begin
-      cause = 4'h9;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    (* full_case = 32'd1 *)
-    if (is_last) begin
-      keep = last_keep;
-    end else begin
-      keep = 16'hffff;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    error_now = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            if (\$52 ) begin
-              error_now = 1'h1;
-            end
-          end
-      2'h2:
-          if (beat) begin
-            if (\$66 ) begin
-            end else if (link__tlast) begin
-              error_now = 1'h1;
-            end else if (is_last) begin
-              error_now = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    error_code = 4'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            if (\$52 ) begin
-              error_code = cause;
-            end
-          end
-      2'h2:
-          if (beat) begin
-            if (\$66 ) begin
-            end else if (link__tlast) begin
-              error_code = 4'h6;
-            end else if (is_last) begin
-              error_code = 4'h7;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    credit_valid = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            if (\$52 ) begin
-            end else if (\$53 ) begin
-              credit_valid = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    credit_channel = 4'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            if (\$52 ) begin
-            end else if (\$53 ) begin
-              credit_channel = link__tdata[19:16];
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    credit_count = 6'h00;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            if (\$52 ) begin
-            end else if (\$53 ) begin
-              credit_count = link__tdata[37:32];
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    w_en = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (beat) begin
-            if (\$54 ) begin
-              w_en = \$57 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    commit = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (beat) begin
-            if (\$54 ) begin
-              if (\$58 ) begin
-                commit = 1'h1;
-              end
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    rollback = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (beat) begin
-            if (\$54 ) begin
-              if (\$59 ) begin
-                rollback = 1'h1;
-              end
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \w_en$51  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (beat) begin
-            if (\$60 ) begin
-              \w_en$51  = \$63 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \commit$52  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (beat) begin
-            if (\$60 ) begin
-              if (\$64 ) begin
-                \commit$52  = 1'h1;
-              end
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \rollback$53  = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (beat) begin
-            if (\$60 ) begin
-              if (\$65 ) begin
-                \rollback$53  = 1'h1;
-              end
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$131  = rx_fsm_state;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            (* full_case = 32'd1 *)
-            if (\$70 ) begin
-              if (\$72 ) begin
-                \$131  = 2'h1;
-              end
-            end else if (\$71 ) begin
-            end else begin
-              \$131  = 2'h2;
-            end
-          end
-      2'h2:
-          if (beat) begin
-            if (\$123 ) begin
-              \$131  = 2'h0;
-            end else if (link__tlast) begin
-              \$131  = 2'h0;
-            end else if (is_last) begin
-              \$131  = 2'h1;
-            end
-          end
-      2'h1:
-          if (\$126 ) begin
-            \$131  = 2'h0;
-          end
-    endcase
-    if (rst) begin
-      \$131  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$132  = header_bytes;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            if (\$70 ) begin
-            end else if (\$71 ) begin
-              \$132  = \$73 [47:0];
-            end
-          end
-      2'h2:
-          if (beat) begin
-            if (\$123 ) begin
-              \$132  = \$125 [47:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$132  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$133  = cur;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
-            end else begin
-              \$133  = link__tdata[16];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$134  = beats_left;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
-            end else begin
-              \$134  = \$2 [6:0];
-            end
-          end
-      2'h2:
-          if (beat) begin
-            \$134  = \$122 [6:0];
-          end
-    endcase
-    if (rst) begin
-      \$134  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$135  = length;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
-            end else begin
-              \$135  = link__tdata[48:32];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$135  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$136  = tag;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
-            end else begin
-              \$136  = link__tdata[31:24];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$136  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$137  = src;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
-            end else begin
-              \$137  = link__tdata[15:8];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$137  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$138  = first;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
-            end else begin
-              \$138  = 1'h1;
-            end
-          end
-      2'h2:
-          if (beat) begin
-            \$138  = 1'h0;
-          end
-    endcase
-    if (rst) begin
-      \$138  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$139  = last_keep;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
-            end else begin
-              \$139 [0] = \$76 ;
-              \$139 [1] = \$79 ;
-              \$139 [2] = \$82 ;
-              \$139 [3] = \$85 ;
-              \$139 [4] = \$88 ;
-              \$139 [5] = \$91 ;
-              \$139 [6] = \$94 ;
-              \$139 [7] = \$97 ;
-              \$139 [8] = \$100 ;
-              \$139 [9] = \$103 ;
-              \$139 [10] = \$106 ;
-              \$139 [11] = \$109 ;
-              \$139 [12] = \$112 ;
-              \$139 [13] = \$115 ;
-              \$139 [14] = \$118 ;
-              \$139 [15] = \$121 ;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$139  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$140  = payload_bytes;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (beat) begin
-            if (\$123 ) begin
-              \$140  = \$124 [47:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$140  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$141  = \$127 [47:0];
-    if (rst) begin
-      \$141  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$142  = errors;
-    if (error_now) begin
-      \$142  = \$128 [47:0];
+    \$5  = o__payload;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$5  = skid_payload;
+      end else begin
+        \$5  = i__payload;
+      end
     end
     if (rst) begin
-      \$142  = 48'h000000000000;
+      \$5  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$143  = error;
-    if (error_clear) begin
-      \$143  = 1'h0;
-    end else if (\$130 ) begin
-      \$143  = 1'h1;
+    \$6  = o__valid;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$6  = 1'h1;
+      end else begin
+        \$6  = i__valid;
+      end
     end
     if (rst) begin
-      \$143  = 1'h0;
+      \$6  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$144  = error_cause;
-    if (error_clear) begin
-      \$144  = 4'h0;
-    end else if (\$130 ) begin
-      \$144  = error_code;
+    \$7  = skid_valid;
+    if (\$2 ) begin
+      if (skid_valid) begin
+        \$7  = 1'h0;
+      end
+    end else if (\$4 ) begin
+      \$7  = 1'h1;
     end
     if (rst) begin
-      \$144  = 4'h0;
+      \$7  = 1'h0;
     end
   end
-  assign r__payload = out0__payload;
-  assign out0__ready = r__ready;
-  assign r__valid = out0__valid;
-  assign freed = freed0;
-  assign \r__payload$9  = out1__payload;
-  assign out1__ready = \r__ready$10 ;
-  assign \r__valid$13  = out1__valid;
-  assign \freed$15  = freed1;
-  assign link__tready = 1'h1;
-  assign link__tvalid = beat;
-  assign hdr = link__tdata[63:0];
-  assign header = link__tdata[63:0];
-  assign hdr_beats = \$2 [13:0];
-  assign w_data = entry;
-  assign \w_data$40  = entry;
-  assign \out0__payload.data  = out0__payload[127:0];
-  assign \out0__payload.keep  = out0__payload[143:128];
-  assign \out0__payload.first  = out0__payload[144];
-  assign \out0__payload.last  = out0__payload[145];
-  assign \out0__payload.src  = out0__payload[153:146];
-  assign \out0__payload.tag  = out0__payload[161:154];
-  assign \out0__payload.length  = out0__payload[178:162];
-  assign \r__payload.data  = out0__payload[127:0];
-  assign \r__payload.keep  = out0__payload[143:128];
-  assign \r__payload.first  = out0__payload[144];
-  assign \r__payload.last  = out0__payload[145];
-  assign \r__payload.src  = out0__payload[153:146];
-  assign \r__payload.tag  = out0__payload[161:154];
-  assign \r__payload.length  = out0__payload[178:162];
-  assign \out1__payload.data  = out1__payload[127:0];
-  assign \out1__payload.keep  = out1__payload[143:128];
-  assign \out1__payload.first  = out1__payload[144];
-  assign \out1__payload.last  = out1__payload[145];
-  assign \out1__payload.src  = out1__payload[153:146];
-  assign \out1__payload.tag  = out1__payload[161:154];
-  assign \out1__payload.length  = out1__payload[178:162];
-  assign \r__payload$9.data  = out1__payload[127:0];
-  assign \r__payload$9.keep  = out1__payload[143:128];
-  assign \r__payload$9.first  = out1__payload[144];
-  assign \r__payload$9.last  = out1__payload[145];
-  assign \r__payload$9.src  = out1__payload[153:146];
-  assign \r__payload$9.tag  = out1__payload[161:154];
-  assign \r__payload$9.length  = out1__payload[178:162];
-  assign \hdr.magic  = link__tdata[3:0];
-  assign \hdr.version  = link__tdata[5:4];
-  assign \hdr.ptype  = link__tdata[7:6];
-  assign \hdr.src  = link__tdata[15:8];
-  assign \hdr.channel  = link__tdata[19:16];
-  assign \hdr.rsvd0  = link__tdata[23:20];
-  assign \hdr.tag  = link__tdata[31:24];
-  assign \hdr.length  = link__tdata[48:32];
-  assign \hdr.rsvd1  = link__tdata[55:49];
-  assign \hdr.check  = link__tdata[63:56];
-  assign \header.magic  = link__tdata[3:0];
-  assign \header.version  = link__tdata[5:4];
-  assign \header.ptype  = link__tdata[7:6];
-  assign \header.src  = link__tdata[15:8];
-  assign \header.channel  = link__tdata[19:16];
-  assign \header.rsvd0  = link__tdata[23:20];
-  assign \header.tag  = link__tdata[31:24];
-  assign \header.length  = link__tdata[48:32];
-  assign \header.rsvd1  = link__tdata[55:49];
-  assign \header.check  = link__tdata[63:56];
-  assign \entry.data  = entry[127:0];
-  assign \entry.keep  = entry[143:128];
-  assign \entry.first  = entry[144];
-  assign \entry.last  = entry[145];
-  assign \entry.src  = entry[153:146];
-  assign \entry.tag  = entry[161:154];
-  assign \entry.length  = entry[178:162];
-  assign \w_data.data  = entry[127:0];
-  assign \w_data.keep  = entry[143:128];
-  assign \w_data.first  = entry[144];
-  assign \w_data.last  = entry[145];
-  assign \w_data.src  = entry[153:146];
-  assign \w_data.tag  = entry[161:154];
-  assign \w_data.length  = entry[178:162];
-  assign \w_data$40.data  = entry[127:0];
-  assign \w_data$40.keep  = entry[143:128];
-  assign \w_data$40.first  = entry[144];
-  assign \w_data$40.last  = entry[145];
-  assign \w_data$40.src  = entry[153:146];
-  assign \w_data$40.tag  = entry[161:154];
-  assign \w_data$40.length  = entry[178:162];
-  assign entry[178:162] = length;
-  assign entry[161:154] = tag;
-  assign entry[153:146] = src;
-  assign entry[145] = is_last;
-  assign entry[144] = first;
-  assign entry[143:128] = keep;
-  assign entry[127:0] = { \$51 , \$50 , \$49 , \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41 , \$40 , \$39 , \$38 , \$37 , \$36  };
-  assign \$2  = { 4'h0, \$1 [17:4] };
-  assign \$60  = cur;
-  assign \$75 [17:4] = 14'h0000;
-  assign \$75 [3:0] = \$74 [3:0];
-  assign \$78 [17:4] = 14'h0000;
-  assign \$78 [3:0] = \$77 [3:0];
-  assign \$81 [17:4] = 14'h0000;
-  assign \$81 [3:0] = \$80 [3:0];
-  assign \$84 [17:4] = 14'h0000;
-  assign \$84 [3:0] = \$83 [3:0];
-  assign \$87 [17:4] = 14'h0000;
-  assign \$87 [3:0] = \$86 [3:0];
-  assign \$90 [17:4] = 14'h0000;
-  assign \$90 [3:0] = \$89 [3:0];
-  assign \$93 [17:4] = 14'h0000;
-  assign \$93 [3:0] = \$92 [3:0];
-  assign \$96 [17:4] = 14'h0000;
-  assign \$96 [3:0] = \$95 [3:0];
-  assign \$99 [17:4] = 14'h0000;
-  assign \$99 [3:0] = \$98 [3:0];
-  assign \$102 [17:4] = 14'h0000;
-  assign \$102 [3:0] = \$101 [3:0];
-  assign \$105 [17:4] = 14'h0000;
-  assign \$105 [3:0] = \$104 [3:0];
-  assign \$108 [17:4] = 14'h0000;
-  assign \$108 [3:0] = \$107 [3:0];
-  assign \$111 [17:4] = 14'h0000;
-  assign \$111 [3:0] = \$110 [3:0];
-  assign \$114 [17:4] = 14'h0000;
-  assign \$114 [3:0] = \$113 [3:0];
-  assign \$117 [17:4] = 14'h0000;
-  assign \$117 [3:0] = \$116 [3:0];
-  assign \$120 [17:4] = 14'h0000;
-  assign \$120 [3:0] = \$119 [3:0];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$8  = skid_payload;
+    if (\$2 ) begin
+    end else if (\$4 ) begin
+      \$8  = i__payload;
+    end
+    if (rst) begin
+      \$8  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.first  = o__payload[144];
+  assign \o__payload.last  = o__payload[145];
+  assign \o__payload.src  = o__payload[153:146];
+  assign \o__payload.tag  = o__payload[161:154];
+  assign \o__payload.length  = o__payload[178:162];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.first  = skid_payload[144];
+  assign \skid_payload.last  = skid_payload[145];
+  assign \skid_payload.src  = skid_payload[153:146];
+  assign \skid_payload.tag  = skid_payload[161:154];
+  assign \skid_payload.length  = skid_payload[178:162];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.first  = i__payload[144];
+  assign \i__payload.last  = i__payload[145];
+  assign \i__payload.src  = i__payload[153:146];
+  assign \i__payload.tag  = i__payload[161:154];
+  assign \i__payload.length  = i__payload[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer0 (rst, r__ready, free, fetch, r__payload, wr__data, w_en, commit, rollback, out_valid, clk);
+module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, i__ready, o__payload, o__valid, i__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
   wire \$1 ;
-  reg [5:0] \$10 ;
-  reg [5:0] \$11 ;
-  reg \$12 ;
-  wire [6:0] \$2 ;
-  wire [6:0] \$3 ;
-  wire [6:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire [6:0] \$8 ;
-  reg [5:0] \$9 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  reg [127:0] \$5 ;
+  reg \$6 ;
+  reg \$7 ;
+  reg [127:0] \$8 ;
   input clk;
   wire clk;
-  input commit;
-  wire commit;
-  output fetch;
-  wire fetch;
-  output [5:0] free;
-  wire [5:0] free;
-  wire freed;
-  output out_valid;
-  reg out_valid = 1'h0;
-  output [178:0] r__payload;
-  wire [178:0] r__payload;
-  wire [127:0] \r__payload.data ;
-  wire \r__payload.first ;
-  wire [15:0] \r__payload.keep ;
-  wire \r__payload.last ;
-  wire [16:0] \r__payload.length ;
-  wire [7:0] \r__payload.src ;
-  wire [7:0] \r__payload.tag ;
-  input r__ready;
-  wire r__ready;
-  (* init = 1'h0 *)
-  wire r__valid;
-  wire [4:0] rd__addr;
-  wire [178:0] rd__data;
-  wire [127:0] \rd__data.data ;
-  wire \rd__data.first ;
-  wire [15:0] \rd__data.keep ;
-  wire \rd__data.last ;
-  wire [16:0] \rd__data.length ;
-  wire [7:0] \rd__data.src ;
-  wire [7:0] \rd__data.tag ;
-  wire rd__en;
-  reg [5:0] rd_ptr = 6'h00;
-  input rollback;
-  wire rollback;
+  input [127:0] i__payload;
+  wire [127:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  output i__ready;
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output [127:0] o__payload;
+  reg [127:0] o__payload = 128'h00000000000000000000000000000000;
+  wire [127:0] \o__payload.data ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
   input rst;
   wire rst;
-  wire [5:0] used;
-  wire [178:0] w_data;
-  wire [127:0] \w_data.data ;
-  wire \w_data.first ;
-  wire [15:0] \w_data.keep ;
-  wire \w_data.last ;
-  wire [16:0] \w_data.length ;
-  wire [7:0] \w_data.src ;
-  wire [7:0] \w_data.tag ;
-  input w_en;
-  wire w_en;
-  wire [4:0] wr__addr;
-  input [178:0] wr__data;
-  wire [178:0] wr__data;
-  wire [127:0] \wr__data.data ;
-  wire \wr__data.first ;
-  wire [15:0] \wr__data.keep ;
-  wire \wr__data.last ;
-  wire [16:0] \wr__data.length ;
-  wire [7:0] \wr__data.src ;
-  wire [7:0] \wr__data.tag ;
-  wire wr__en;
-  reg [5:0] wr_commit = 6'h00;
-  reg [5:0] wr_tmp = 6'h00;
-  wire [5:0] wr_tmp_next;
-  reg [178:0] mem [31:0];
-  initial begin
-    mem[0] = 179'h000000000000000000000000000000000000000000000;
-    mem[1] = 179'h000000000000000000000000000000000000000000000;
-    mem[2] = 179'h000000000000000000000000000000000000000000000;
-    mem[3] = 179'h000000000000000000000000000000000000000000000;
-    mem[4] = 179'h000000000000000000000000000000000000000000000;
-    mem[5] = 179'h000000000000000000000000000000000000000000000;
-    mem[6] = 179'h000000000000000000000000000000000000000000000;
-    mem[7] = 179'h000000000000000000000000000000000000000000000;
-    mem[8] = 179'h000000000000000000000000000000000000000000000;
-    mem[9] = 179'h000000000000000000000000000000000000000000000;
-    mem[10] = 179'h000000000000000000000000000000000000000000000;
-    mem[11] = 179'h000000000000000000000000000000000000000000000;
-    mem[12] = 179'h000000000000000000000000000000000000000000000;
-    mem[13] = 179'h000000000000000000000000000000000000000000000;
-    mem[14] = 179'h000000000000000000000000000000000000000000000;
-    mem[15] = 179'h000000000000000000000000000000000000000000000;
-    mem[16] = 179'h000000000000000000000000000000000000000000000;
-    mem[17] = 179'h000000000000000000000000000000000000000000000;
-    mem[18] = 179'h000000000000000000000000000000000000000000000;
-    mem[19] = 179'h000000000000000000000000000000000000000000000;
-    mem[20] = 179'h000000000000000000000000000000000000000000000;
-    mem[21] = 179'h000000000000000000000000000000000000000000000;
-    mem[22] = 179'h000000000000000000000000000000000000000000000;
-    mem[23] = 179'h000000000000000000000000000000000000000000000;
-    mem[24] = 179'h000000000000000000000000000000000000000000000;
-    mem[25] = 179'h000000000000000000000000000000000000000000000;
-    mem[26] = 179'h000000000000000000000000000000000000000000000;
-    mem[27] = 179'h000000000000000000000000000000000000000000000;
-    mem[28] = 179'h000000000000000000000000000000000000000000000;
-    mem[29] = 179'h000000000000000000000000000000000000000000000;
-    mem[30] = 179'h000000000000000000000000000000000000000000000;
-    mem[31] = 179'h000000000000000000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (wr__en)
-      mem[wr_tmp[4:0]] <= wr__data;
-  end
-  reg [178:0] _0_;
-  always @(posedge clk) begin
-    if (fetch) begin
-      _0_ <= mem[rd_ptr[4:0]];
-    end
-  end
-  assign r__payload = _0_;
-  assign \$1  = ~ rollback;
-  assign wr__en = w_en & \$1 ;
-  assign \$2  = wr_tmp + w_en;
-  assign \$3  = wr_commit - rd_ptr;
-  assign \$4  = 6'h20 - \$3 [5:0];
-  assign \$5  = | \$3 [5:0];
-  assign \$6  = ~ out_valid;
-  assign \$7  = \$6  | r__ready;
-  assign fetch = \$5  & \$7 ;
-  assign \$8  = rd_ptr + 1'h1;
+  reg [127:0] skid_payload = 128'h00000000000000000000000000000000;
+  wire [127:0] \skid_payload.data ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ o__valid;
+  assign \$2  = \$1  | o__ready;
+  assign \$3  = ~ skid_valid;
+  assign \$4  = i__valid & \$3 ;
   always @(posedge clk)
-    wr_tmp <= \$9 ;
+    o__payload <= \$5 ;
   always @(posedge clk)
-    wr_commit <= \$10 ;
+    o__valid <= \$6 ;
   always @(posedge clk)
-    rd_ptr <= \$11 ;
+    skid_valid <= \$7 ;
   always @(posedge clk)
-    out_valid <= \$12 ;
+    skid_payload <= \$8 ;
+  assign i__ready = ~ skid_valid;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    (* full_case = 32'd1 *)
-    if (rollback) begin
-      \$9  = wr_commit;
-    end else begin
-      \$9  = \$2 [5:0];
-    end
-    if (rst) begin
-      \$9  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$10  = wr_commit;
-    (* full_case = 32'd1 *)
-    if (rollback) begin
-    end else begin
-      if (commit) begin
-        \$10  = \$2 [5:0];
+    \$5  = o__payload;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$5  = skid_payload;
+      end else begin
+        \$5  = i__payload;
       end
     end
     if (rst) begin
-      \$10  = 6'h00;
+      \$5  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$11  = rd_ptr;
-    if (fetch) begin
-      \$11  = \$8 [5:0];
+    \$6  = o__valid;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$6  = 1'h1;
+      end else begin
+        \$6  = i__valid;
+      end
     end
     if (rst) begin
-      \$11  = 6'h00;
+      \$6  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$12  = out_valid;
-    if (fetch) begin
-      \$12  = 1'h1;
-    end else if (r__ready) begin
-      \$12  = 1'h0;
+    \$7  = skid_valid;
+    if (\$2 ) begin
+      if (skid_valid) begin
+        \$7  = 1'h0;
+      end
+    end else if (\$4 ) begin
+      \$7  = 1'h1;
     end
     if (rst) begin
-      \$12  = 1'h0;
+      \$7  = 1'h0;
     end
   end
-  assign wr__addr = wr_tmp[4:0];
-  assign w_data = wr__data;
-  assign wr_tmp_next = \$2 [5:0];
-  assign used = \$3 [5:0];
-  assign rd__addr = rd_ptr[4:0];
-  assign rd__en = fetch;
-  assign rd__data = r__payload;
-  assign r__valid = out_valid;
-  assign freed = fetch;
-  assign free = \$4 [5:0];
-  assign \wr__data.data  = wr__data[127:0];
-  assign \wr__data.keep  = wr__data[143:128];
-  assign \wr__data.first  = wr__data[144];
-  assign \wr__data.last  = wr__data[145];
-  assign \wr__data.src  = wr__data[153:146];
-  assign \wr__data.tag  = wr__data[161:154];
-  assign \wr__data.length  = wr__data[178:162];
-  assign \w_data.data  = wr__data[127:0];
-  assign \w_data.keep  = wr__data[143:128];
-  assign \w_data.first  = wr__data[144];
-  assign \w_data.last  = wr__data[145];
-  assign \w_data.src  = wr__data[153:146];
-  assign \w_data.tag  = wr__data[161:154];
-  assign \w_data.length  = wr__data[178:162];
-  assign \r__payload.data  = r__payload[127:0];
-  assign \r__payload.keep  = r__payload[143:128];
-  assign \r__payload.first  = r__payload[144];
-  assign \r__payload.last  = r__payload[145];
-  assign \r__payload.src  = r__payload[153:146];
-  assign \r__payload.tag  = r__payload[161:154];
-  assign \r__payload.length  = r__payload[178:162];
-  assign \rd__data.data  = r__payload[127:0];
-  assign \rd__data.keep  = r__payload[143:128];
-  assign \rd__data.first  = r__payload[144];
-  assign \rd__data.last  = r__payload[145];
-  assign \rd__data.src  = r__payload[153:146];
-  assign \rd__data.tag  = r__payload[161:154];
-  assign \rd__data.length  = r__payload[178:162];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$8  = skid_payload;
+    if (\$2 ) begin
+    end else if (\$4 ) begin
+      \$8  = i__payload;
+    end
+    if (rst) begin
+      \$8  = 128'h00000000000000000000000000000000;
+    end
+  end
+  assign \o__payload.data  = o__payload;
+  assign \skid_payload.data  = skid_payload;
+  assign \i__payload.data  = i__payload;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer1 (rst, r__ready, free, fetch, r__payload, wr__data, w_en, commit, rollback, out_valid, clk);
+module \ace_nic_small.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready, o__payload, o__valid, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
   wire \$1 ;
-  reg [5:0] \$10 ;
-  reg [5:0] \$11 ;
-  reg \$12 ;
-  wire [6:0] \$2 ;
-  wire [6:0] \$3 ;
-  wire [6:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire [6:0] \$8 ;
-  reg [5:0] \$9 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  reg [178:0] \$5 ;
+  reg \$6 ;
+  reg \$7 ;
+  reg [178:0] \$8 ;
   input clk;
   wire clk;
-  input commit;
-  wire commit;
-  output fetch;
-  wire fetch;
-  output [5:0] free;
-  wire [5:0] free;
-  wire freed;
-  output out_valid;
-  reg out_valid = 1'h0;
-  output [178:0] r__payload;
-  wire [178:0] r__payload;
-  wire [127:0] \r__payload.data ;
-  wire \r__payload.first ;
-  wire [15:0] \r__payload.keep ;
-  wire \r__payload.last ;
-  wire [16:0] \r__payload.length ;
-  wire [7:0] \r__payload.src ;
-  wire [7:0] \r__payload.tag ;
-  input r__ready;
-  wire r__ready;
-  (* init = 1'h0 *)
-  wire r__valid;
-  wire [4:0] rd__addr;
-  wire [178:0] rd__data;
-  wire [127:0] \rd__data.data ;
-  wire \rd__data.first ;
-  wire [15:0] \rd__data.keep ;
-  wire \rd__data.last ;
-  wire [16:0] \rd__data.length ;
-  wire [7:0] \rd__data.src ;
-  wire [7:0] \rd__data.tag ;
-  wire rd__en;
-  reg [5:0] rd_ptr = 6'h00;
-  input rollback;
-  wire rollback;
+  input [178:0] i__payload;
+  wire [178:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output [178:0] o__payload;
+  reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
   input rst;
   wire rst;
-  wire [5:0] used;
-  wire [178:0] w_data;
-  wire [127:0] \w_data.data ;
-  wire \w_data.first ;
-  wire [15:0] \w_data.keep ;
-  wire \w_data.last ;
-  wire [16:0] \w_data.length ;
-  wire [7:0] \w_data.src ;
-  wire [7:0] \w_data.tag ;
-  input w_en;
-  wire w_en;
-  wire [4:0] wr__addr;
-  input [178:0] wr__data;
-  wire [178:0] wr__data;
-  wire [127:0] \wr__data.data ;
-  wire \wr__data.first ;
-  wire [15:0] \wr__data.keep ;
-  wire \wr__data.last ;
-  wire [16:0] \wr__data.length ;
-  wire [7:0] \wr__data.src ;
-  wire [7:0] \wr__data.tag ;
-  wire wr__en;
-  reg [5:0] wr_commit = 6'h00;
-  reg [5:0] wr_tmp = 6'h00;
-  wire [5:0] wr_tmp_next;
-  reg [178:0] mem [31:0];
-  initial begin
-    mem[0] = 179'h000000000000000000000000000000000000000000000;
-    mem[1] = 179'h000000000000000000000000000000000000000000000;
-    mem[2] = 179'h000000000000000000000000000000000000000000000;
-    mem[3] = 179'h000000000000000000000000000000000000000000000;
-    mem[4] = 179'h000000000000000000000000000000000000000000000;
-    mem[5] = 179'h000000000000000000000000000000000000000000000;
-    mem[6] = 179'h000000000000000000000000000000000000000000000;
-    mem[7] = 179'h000000000000000000000000000000000000000000000;
-    mem[8] = 179'h000000000000000000000000000000000000000000000;
-    mem[9] = 179'h000000000000000000000000000000000000000000000;
-    mem[10] = 179'h000000000000000000000000000000000000000000000;
-    mem[11] = 179'h000000000000000000000000000000000000000000000;
-    mem[12] = 179'h000000000000000000000000000000000000000000000;
-    mem[13] = 179'h000000000000000000000000000000000000000000000;
-    mem[14] = 179'h000000000000000000000000000000000000000000000;
-    mem[15] = 179'h000000000000000000000000000000000000000000000;
-    mem[16] = 179'h000000000000000000000000000000000000000000000;
-    mem[17] = 179'h000000000000000000000000000000000000000000000;
-    mem[18] = 179'h000000000000000000000000000000000000000000000;
-    mem[19] = 179'h000000000000000000000000000000000000000000000;
-    mem[20] = 179'h000000000000000000000000000000000000000000000;
-    mem[21] = 179'h000000000000000000000000000000000000000000000;
-    mem[22] = 179'h000000000000000000000000000000000000000000000;
-    mem[23] = 179'h000000000000000000000000000000000000000000000;
-    mem[24] = 179'h000000000000000000000000000000000000000000000;
-    mem[25] = 179'h000000000000000000000000000000000000000000000;
-    mem[26] = 179'h000000000000000000000000000000000000000000000;
-    mem[27] = 179'h000000000000000000000000000000000000000000000;
-    mem[28] = 179'h000000000000000000000000000000000000000000000;
-    mem[29] = 179'h000000000000000000000000000000000000000000000;
-    mem[30] = 179'h000000000000000000000000000000000000000000000;
-    mem[31] = 179'h000000000000000000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (wr__en)
-      mem[wr_tmp[4:0]] <= wr__data;
-  end
-  reg [178:0] _0_;
-  always @(posedge clk) begin
-    if (fetch) begin
-      _0_ <= mem[rd_ptr[4:0]];
-    end
-  end
-  assign r__payload = _0_;
-  assign \$1  = ~ rollback;
-  assign wr__en = w_en & \$1 ;
-  assign \$2  = wr_tmp + w_en;
-  assign \$3  = wr_commit - rd_ptr;
-  assign \$4  = 6'h20 - \$3 [5:0];
-  assign \$5  = | \$3 [5:0];
-  assign \$6  = ~ out_valid;
-  assign \$7  = \$6  | r__ready;
-  assign fetch = \$5  & \$7 ;
-  assign \$8  = rd_ptr + 1'h1;
+  reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [15:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ o__valid;
+  assign \$2  = \$1  | o__ready;
+  assign \$3  = ~ skid_valid;
+  assign \$4  = i__valid & \$3 ;
   always @(posedge clk)
-    wr_tmp <= \$9 ;
+    o__payload <= \$5 ;
   always @(posedge clk)
-    wr_commit <= \$10 ;
+    o__valid <= \$6 ;
   always @(posedge clk)
-    rd_ptr <= \$11 ;
+    skid_valid <= \$7 ;
   always @(posedge clk)
-    out_valid <= \$12 ;
+    skid_payload <= \$8 ;
+  assign i__ready = ~ skid_valid;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    (* full_case = 32'd1 *)
-    if (rollback) begin
-      \$9  = wr_commit;
-    end else begin
-      \$9  = \$2 [5:0];
-    end
-    if (rst) begin
-      \$9  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$10  = wr_commit;
-    (* full_case = 32'd1 *)
-    if (rollback) begin
-    end else begin
-      if (commit) begin
-        \$10  = \$2 [5:0];
+    \$5  = o__payload;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$5  = skid_payload;
+      end else begin
+        \$5  = i__payload;
       end
     end
     if (rst) begin
-      \$10  = 6'h00;
+      \$5  = 179'h000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$11  = rd_ptr;
-    if (fetch) begin
-      \$11  = \$8 [5:0];
+    \$6  = o__valid;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$6  = 1'h1;
+      end else begin
+        \$6  = i__valid;
+      end
     end
     if (rst) begin
-      \$11  = 6'h00;
+      \$6  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$12  = out_valid;
-    if (fetch) begin
-      \$12  = 1'h1;
-    end else if (r__ready) begin
-      \$12  = 1'h0;
+    \$7  = skid_valid;
+    if (\$2 ) begin
+      if (skid_valid) begin
+        \$7  = 1'h0;
+      end
+    end else if (\$4 ) begin
+      \$7  = 1'h1;
     end
     if (rst) begin
-      \$12  = 1'h0;
+      \$7  = 1'h0;
     end
   end
-  assign wr__addr = wr_tmp[4:0];
-  assign w_data = wr__data;
-  assign wr_tmp_next = \$2 [5:0];
-  assign used = \$3 [5:0];
-  assign rd__addr = rd_ptr[4:0];
-  assign rd__en = fetch;
-  assign rd__data = r__payload;
-  assign r__valid = out_valid;
-  assign freed = fetch;
-  assign free = \$4 [5:0];
-  assign \wr__data.data  = wr__data[127:0];
-  assign \wr__data.keep  = wr__data[143:128];
-  assign \wr__data.first  = wr__data[144];
-  assign \wr__data.last  = wr__data[145];
-  assign \wr__data.src  = wr__data[153:146];
-  assign \wr__data.tag  = wr__data[161:154];
-  assign \wr__data.length  = wr__data[178:162];
-  assign \w_data.data  = wr__data[127:0];
-  assign \w_data.keep  = wr__data[143:128];
-  assign \w_data.first  = wr__data[144];
-  assign \w_data.last  = wr__data[145];
-  assign \w_data.src  = wr__data[153:146];
-  assign \w_data.tag  = wr__data[161:154];
-  assign \w_data.length  = wr__data[178:162];
-  assign \r__payload.data  = r__payload[127:0];
-  assign \r__payload.keep  = r__payload[143:128];
-  assign \r__payload.first  = r__payload[144];
-  assign \r__payload.last  = r__payload[145];
-  assign \r__payload.src  = r__payload[153:146];
-  assign \r__payload.tag  = r__payload[161:154];
-  assign \r__payload.length  = r__payload[178:162];
-  assign \rd__data.data  = r__payload[127:0];
-  assign \rd__data.keep  = r__payload[143:128];
-  assign \rd__data.first  = r__payload[144];
-  assign \rd__data.last  = r__payload[145];
-  assign \rd__data.src  = r__payload[153:146];
-  assign \rd__data.tag  = r__payload[161:154];
-  assign \rd__data.length  = r__payload[178:162];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$8  = skid_payload;
+    if (\$2 ) begin
+    end else if (\$4 ) begin
+      \$8  = i__payload;
+    end
+    if (rst) begin
+      \$8  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.first  = o__payload[144];
+  assign \o__payload.last  = o__payload[145];
+  assign \o__payload.src  = o__payload[153:146];
+  assign \o__payload.tag  = o__payload[161:154];
+  assign \o__payload.length  = o__payload[178:162];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.first  = skid_payload[144];
+  assign \skid_payload.last  = skid_payload[145];
+  assign \skid_payload.src  = skid_payload[153:146];
+  assign \skid_payload.tag  = skid_payload[161:154];
+  assign \skid_payload.length  = skid_payload[178:162];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.first  = i__payload[144];
+  assign \i__payload.last  = i__payload[145];
+  assign \i__payload.src  = i__payload[153:146];
+  assign \i__payload.tag  = i__payload[161:154];
+  assign \i__payload.length  = i__payload[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.hdr_check (ok, header);
+module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, i__ready, o__payload, o__valid, i__payload);
+  reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  reg [127:0] \$5 ;
+  reg \$6 ;
+  reg \$7 ;
+  reg [127:0] \$8 ;
+  input clk;
+  wire clk;
+  input [127:0] i__payload;
+  wire [127:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  output i__ready;
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output [127:0] o__payload;
+  reg [127:0] o__payload = 128'h00000000000000000000000000000000;
+  wire [127:0] \o__payload.data ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  input rst;
+  wire rst;
+  reg [127:0] skid_payload = 128'h00000000000000000000000000000000;
+  wire [127:0] \skid_payload.data ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ o__valid;
+  assign \$2  = \$1  | o__ready;
+  assign \$3  = ~ skid_valid;
+  assign \$4  = i__valid & \$3 ;
+  always @(posedge clk)
+    o__payload <= \$5 ;
+  always @(posedge clk)
+    o__valid <= \$6 ;
+  always @(posedge clk)
+    skid_valid <= \$7 ;
+  always @(posedge clk)
+    skid_payload <= \$8 ;
+  assign i__ready = ~ skid_valid;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$5  = o__payload;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$5  = skid_payload;
+      end else begin
+        \$5  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$5  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$6  = o__valid;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$6  = 1'h1;
+      end else begin
+        \$6  = i__valid;
+      end
+    end
+    if (rst) begin
+      \$6  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$7  = skid_valid;
+    if (\$2 ) begin
+      if (skid_valid) begin
+        \$7  = 1'h0;
+      end
+    end else if (\$4 ) begin
+      \$7  = 1'h1;
+    end
+    if (rst) begin
+      \$7  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$8  = skid_payload;
+    if (\$2 ) begin
+    end else if (\$4 ) begin
+      \$8  = i__payload;
+    end
+    if (rst) begin
+      \$8  = 128'h00000000000000000000000000000000;
+    end
+  end
+  assign \o__payload.data  = o__payload;
+  assign \skid_payload.data  = skid_payload;
+  assign \i__payload.data  = i__payload;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__ready, \r__ready$8 , out__0__payload, out__1__payload, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error
+, error_cause, out__0__valid, out__1__valid, error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
+  wire \$1 ;
+  wire [7:0] \$10 ;
   wire \$100 ;
   wire \$101 ;
-  wire \$102 ;
+  reg \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire \$105 ;
+  reg \$105 ;
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
   wire \$109 ;
-  wire \$11 ;
+  wire [7:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
-  wire \$112 ;
+  reg \$112 ;
   wire \$113 ;
   wire \$114 ;
-  wire \$115 ;
+  reg \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
   wire \$119 ;
-  wire \$12 ;
+  wire [7:0] \$12 ;
   wire \$120 ;
   wire \$121 ;
   wire \$122 ;
@@ -2436,108 +1586,104 @@ module \ace_nic_small.rx0.hdr_check (ok, header);
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire \$129 ;
-  wire \$13 ;
+  wire [48:0] \$127 ;
+  wire [17:0] \$128 ;
+  wire [17:0] \$129 ;
+  wire [7:0] \$13 ;
   wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
+  wire [17:0] \$131 ;
+  wire [17:0] \$132 ;
   wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
+  wire [17:0] \$134 ;
+  wire [17:0] \$135 ;
   wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
+  wire [17:0] \$137 ;
+  wire [17:0] \$138 ;
   wire \$139 ;
-  wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
+  wire [7:0] \$14 ;
+  wire [17:0] \$140 ;
+  wire [17:0] \$141 ;
   wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
+  wire [17:0] \$143 ;
+  wire [17:0] \$144 ;
   wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
+  wire [17:0] \$146 ;
+  wire [17:0] \$147 ;
   wire \$148 ;
-  wire \$149 ;
-  wire \$15 ;
-  wire \$150 ;
+  wire [17:0] \$149 ;
+  wire [7:0] \$15 ;
+  wire [17:0] \$150 ;
   wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
+  wire [17:0] \$152 ;
+  wire [17:0] \$153 ;
   wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
+  wire [17:0] \$155 ;
+  wire [17:0] \$156 ;
   wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
-  wire \$16 ;
+  wire [17:0] \$158 ;
+  wire [17:0] \$159 ;
+  wire [7:0] \$16 ;
   wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
+  wire [17:0] \$161 ;
+  wire [17:0] \$162 ;
   wire \$163 ;
-  wire \$164 ;
-  wire \$165 ;
+  wire [17:0] \$164 ;
+  wire [17:0] \$165 ;
   wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
+  wire [17:0] \$167 ;
+  wire [17:0] \$168 ;
   wire \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
+  wire [7:0] \$17 ;
+  wire [17:0] \$170 ;
+  wire [17:0] \$171 ;
   wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
+  wire [17:0] \$173 ;
+  wire [17:0] \$174 ;
   wire \$175 ;
-  wire \$176 ;
+  wire [7:0] \$176 ;
   wire \$177 ;
-  wire \$178 ;
-  wire \$179 ;
-  wire \$18 ;
+  wire [48:0] \$178 ;
+  wire [48:0] \$179 ;
+  wire [7:0] \$18 ;
   wire \$180 ;
-  wire \$181 ;
+  wire [48:0] \$181 ;
   wire \$182 ;
   wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
+  reg \$184 ;
+  reg \$185 ;
+  reg [47:0] \$186 ;
+  reg [142:0] \$187 ;
+  reg [154:0] \$188 ;
+  reg [154:0] \$189 ;
+  wire [7:0] \$19 ;
+  reg [6:0] \$190 ;
+  reg [5:0] \$191 ;
+  reg [5:0] \$192 ;
+  reg [6:0] \$193 ;
+  reg [5:0] \$194 ;
+  reg [5:0] \$195 ;
+  reg [151:0] \$196 ;
+  reg \$197 ;
+  reg \$198 ;
+  reg [1:0] \$199 ;
   wire \$2 ;
-  wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
-  wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire \$22 ;
-  wire \$23 ;
+  wire [7:0] \$20 ;
+  reg [47:0] \$200 ;
+  reg \$201 ;
+  reg [6:0] \$202 ;
+  reg [6:0] \$203 ;
+  reg [16:0] \$204 ;
+  reg [7:0] \$205 ;
+  reg [7:0] \$206 ;
+  reg \$207 ;
+  reg [15:0] \$208 ;
+  reg [47:0] \$209 ;
+  wire [7:0] \$21 ;
+  reg [47:0] \$210 ;
+  reg \$211 ;
+  reg [3:0] \$212 ;
+  wire [7:0] \$22 ;
+  wire [7:0] \$23 ;
   wire \$24 ;
   wire \$25 ;
   wire \$26 ;
@@ -2557,14 +1703,14 @@ module \ace_nic_small.rx0.hdr_check (ok, header);
   wire \$39 ;
   wire \$4 ;
   wire \$40 ;
-  wire \$41 ;
+  wire [3:0] \$41 ;
   wire \$42 ;
   wire \$43 ;
   wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
+  wire [48:0] \$45 ;
+  wire [17:0] \$46 ;
+  wire [17:0] \$47 ;
+  wire [17:0] \$48 ;
   wire \$49 ;
   wire \$5 ;
   wire \$50 ;
@@ -2585,448 +1731,49 @@ module \ace_nic_small.rx0.hdr_check (ok, header);
   wire \$64 ;
   wire \$65 ;
   wire \$66 ;
-  wire \$67 ;
+  wire [6:0] \$67 ;
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
   wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
+  wire [6:0] \$71 ;
+  wire [6:0] \$72 ;
   wire \$73 ;
   wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
+  wire [6:0] \$75 ;
+  wire [7:0] \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
+  wire [6:0] \$79 ;
+  wire [7:0] \$8 ;
+  wire [8:0] \$80 ;
+  wire [6:0] \$81 ;
+  wire [7:0] \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
+  wire [6:0] \$85 ;
+  wire [6:0] \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
+  wire [6:0] \$89 ;
+  wire [7:0] \$9 ;
+  wire [7:0] \$90 ;
   wire \$91 ;
   wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
+  wire [6:0] \$93 ;
+  wire [8:0] \$94 ;
+  wire [6:0] \$95 ;
+  wire [7:0] \$96 ;
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
-  wire [7:0] check;
-  input [63:0] header;
-  wire [63:0] header;
-  wire [3:0] \header.channel ;
-  wire [7:0] \header.check ;
-  wire [16:0] \header.length ;
-  wire [3:0] \header.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \header.ptype ;
-  wire [3:0] \header.rsvd0 ;
-  wire [6:0] \header.rsvd1 ;
-  wire [7:0] \header.src ;
-  wire [7:0] \header.tag ;
-  wire [1:0] \header.version ;
-  output ok;
-  wire ok;
-  assign \$2  = \$1  ^ header[1];
-  assign \$3  = \$2  ^ header[2];
-  assign \$4  = \$3  ^ header[4];
-  assign \$5  = \$4  ^ header[5];
-  assign \$6  = \$5  ^ header[6];
-  assign \$7  = \$6  ^ header[8];
-  assign \$8  = \$7  ^ header[11];
-  assign \$9  = \$8  ^ header[13];
-  assign \$10  = \$9  ^ header[18];
-  assign \$11  = \$10  ^ header[19];
-  assign \$12  = \$11  ^ header[23];
-  assign \$13  = \$12  ^ header[28];
-  assign \$14  = \$13  ^ header[30];
-  assign \$15  = \$14  ^ header[31];
-  assign \$16  = \$15  ^ header[32];
-  assign \$17  = \$16  ^ header[34];
-  assign \$18  = \$17  ^ header[35];
-  assign \$19  = \$18  ^ header[37];
-  assign \$20  = \$19  ^ header[39];
-  assign \$21  = \$20  ^ header[40];
-  assign \$22  = \$21  ^ header[44];
-  assign \$23  = \$22  ^ header[46];
-  assign \$24  = \$23  ^ header[48];
-  assign \$25  = \$24  ^ header[54];
-  assign \$26  = \$25  ^ header[55];
-  assign \$28  = \$27  ^ header[3];
-  assign \$29  = \$28  ^ header[4];
-  assign \$30  = \$29  ^ header[7];
-  assign \$31  = \$30  ^ header[9];
-  assign \$32  = \$31  ^ header[11];
-  assign \$33  = \$32  ^ header[12];
-  assign \$34  = \$33  ^ header[13];
-  assign \$35  = \$34  ^ header[14];
-  assign \$36  = \$35  ^ header[16];
-  assign \$37  = \$36  ^ header[18];
-  assign \$38  = \$37  ^ header[20];
-  assign \$39  = \$38  ^ header[23];
-  assign \$40  = \$39  ^ header[24];
-  assign \$41  = \$40  ^ header[28];
-  assign \$42  = \$41  ^ header[29];
-  assign \$43  = \$42  ^ header[30];
-  assign \$44  = \$43  ^ header[32];
-  assign \$45  = \$44  ^ header[33];
-  assign \$46  = \$45  ^ header[34];
-  assign \$47  = \$46  ^ header[36];
-  assign \$48  = \$47  ^ header[37];
-  assign \$49  = \$48  ^ header[38];
-  assign \$50  = \$49  ^ header[39];
-  assign \$51  = \$50  ^ header[41];
-  assign \$52  = \$51  ^ header[44];
-  assign \$53  = \$52  ^ header[45];
-  assign \$54  = \$53  ^ header[46];
-  assign \$55  = \$54  ^ header[47];
-  assign \$56  = \$55  ^ header[48];
-  assign \$57  = \$56  ^ header[49];
-  assign \$58  = \$57  ^ header[54];
-  assign \$60  = \$59  ^ header[2];
-  assign \$61  = \$60  ^ header[6];
-  assign \$62  = \$61  ^ header[10];
-  assign \$63  = \$62  ^ header[11];
-  assign \$64  = \$63  ^ header[12];
-  assign \$65  = \$64  ^ header[14];
-  assign \$66  = \$65  ^ header[15];
-  assign \$67  = \$66  ^ header[17];
-  assign \$68  = \$67  ^ header[18];
-  assign \$69  = \$68  ^ header[21];
-  assign \$70  = \$69  ^ header[23];
-  assign \$71  = \$70  ^ header[24];
-  assign \$72  = \$71  ^ header[25];
-  assign \$73  = \$72  ^ header[28];
-  assign \$74  = \$73  ^ header[29];
-  assign \$75  = \$74  ^ header[33];
-  assign \$76  = \$75  ^ header[38];
-  assign \$77  = \$76  ^ header[40];
-  assign \$78  = \$77  ^ header[42];
-  assign \$79  = \$78  ^ header[44];
-  assign \$80  = \$79  ^ header[45];
-  assign \$81  = \$80  ^ header[47];
-  assign \$82  = \$81  ^ header[48];
-  assign \$83  = \$82  ^ header[49];
-  assign \$84  = \$83  ^ header[50];
-  assign \$85  = \$84  ^ header[54];
-  assign \$87  = \$86  ^ header[1];
-  assign \$88  = \$87  ^ header[3];
-  assign \$89  = \$88  ^ header[7];
-  assign \$90  = \$89  ^ header[8];
-  assign \$91  = \$90  ^ header[11];
-  assign \$92  = \$91  ^ header[12];
-  assign \$93  = \$92  ^ header[13];
-  assign \$94  = \$93  ^ header[15];
-  assign \$95  = \$94  ^ header[18];
-  assign \$96  = \$95  ^ header[19];
-  assign \$97  = \$96  ^ header[22];
-  assign \$98  = \$97  ^ header[25];
-  assign \$99  = \$98  ^ header[26];
-  assign \$100  = \$99  ^ header[29];
-  assign \$101  = \$100  ^ header[30];
-  assign \$102  = \$101  ^ header[32];
-  assign \$103  = \$102  ^ header[34];
-  assign \$104  = \$103  ^ header[39];
-  assign \$105  = \$104  ^ header[41];
-  assign \$106  = \$105  ^ header[43];
-  assign \$107  = \$106  ^ header[45];
-  assign \$108  = \$107  ^ header[46];
-  assign \$109  = \$108  ^ header[49];
-  assign \$110  = \$109  ^ header[50];
-  assign \$111  = \$110  ^ header[51];
-  assign \$112  = \$111  ^ header[55];
-  assign \$114  = \$113  ^ header[1];
-  assign \$115  = \$114  ^ header[2];
-  assign \$116  = \$115  ^ header[4];
-  assign \$117  = \$116  ^ header[9];
-  assign \$118  = \$117  ^ header[12];
-  assign \$119  = \$118  ^ header[13];
-  assign \$120  = \$119  ^ header[14];
-  assign \$121  = \$120  ^ header[19];
-  assign \$122  = \$121  ^ header[20];
-  assign \$123  = \$122  ^ header[23];
-  assign \$124  = \$123  ^ header[24];
-  assign \$125  = \$124  ^ header[26];
-  assign \$126  = \$125  ^ header[27];
-  assign \$127  = \$126  ^ header[30];
-  assign \$128  = \$127  ^ header[31];
-  assign \$129  = \$128  ^ header[33];
-  assign \$130  = \$129  ^ header[35];
-  assign \$131  = \$130  ^ header[40];
-  assign \$132  = \$131  ^ header[42];
-  assign \$133  = \$132  ^ header[44];
-  assign \$134  = \$133  ^ header[46];
-  assign \$135  = \$134  ^ header[47];
-  assign \$136  = \$135  ^ header[50];
-  assign \$137  = \$136  ^ header[51];
-  assign \$138  = \$137  ^ header[52];
-  assign \$140  = \$139  ^ header[2];
-  assign \$141  = \$140  ^ header[3];
-  assign \$142  = \$141  ^ header[5];
-  assign \$143  = \$142  ^ header[8];
-  assign \$144  = \$143  ^ header[10];
-  assign \$145  = \$144  ^ header[13];
-  assign \$146  = \$145  ^ header[14];
-  assign \$147  = \$146  ^ header[15];
-  assign \$148  = \$147  ^ header[16];
-  assign \$149  = \$148  ^ header[20];
-  assign \$150  = \$149  ^ header[21];
-  assign \$151  = \$150  ^ header[25];
-  assign \$152  = \$151  ^ header[27];
-  assign \$153  = \$152  ^ header[28];
-  assign \$154  = \$153  ^ header[31];
-  assign \$155  = \$154  ^ header[32];
-  assign \$156  = \$155  ^ header[34];
-  assign \$157  = \$156  ^ header[36];
-  assign \$158  = \$157  ^ header[41];
-  assign \$159  = \$158  ^ header[43];
-  assign \$160  = \$159  ^ header[45];
-  assign \$161  = \$160  ^ header[47];
-  assign \$162  = \$161  ^ header[51];
-  assign \$163  = \$162  ^ header[52];
-  assign \$164  = \$163  ^ header[53];
-  assign \$166  = \$165  ^ header[2];
-  assign \$167  = \$166  ^ header[3];
-  assign \$168  = \$167  ^ header[4];
-  assign \$169  = \$168  ^ header[6];
-  assign \$170  = \$169  ^ header[9];
-  assign \$171  = \$170  ^ header[11];
-  assign \$172  = \$171  ^ header[14];
-  assign \$173  = \$172  ^ header[15];
-  assign \$174  = \$173  ^ header[16];
-  assign \$175  = \$174  ^ header[17];
-  assign \$176  = \$175  ^ header[21];
-  assign \$177  = \$176  ^ header[22];
-  assign \$178  = \$177  ^ header[26];
-  assign \$179  = \$178  ^ header[28];
-  assign \$180  = \$179  ^ header[29];
-  assign \$181  = \$180  ^ header[32];
-  assign \$182  = \$181  ^ header[33];
-  assign \$183  = \$182  ^ header[35];
-  assign \$184  = \$183  ^ header[37];
-  assign \$185  = \$184  ^ header[42];
-  assign \$186  = \$185  ^ header[44];
-  assign \$187  = \$186  ^ header[46];
-  assign \$188  = \$187  ^ header[52];
-  assign \$189  = \$188  ^ header[53];
-  assign \$190  = \$189  ^ header[54];
-  assign \$192  = \$191  ^ header[1];
-  assign \$193  = \$192  ^ header[3];
-  assign \$194  = \$193  ^ header[4];
-  assign \$195  = \$194  ^ header[5];
-  assign \$196  = \$195  ^ header[7];
-  assign \$197  = \$196  ^ header[10];
-  assign \$198  = \$197  ^ header[12];
-  assign \$199  = \$198  ^ header[15];
-  assign \$200  = \$199  ^ header[17];
-  assign \$201  = \$200  ^ header[18];
-  assign \$202  = \$201  ^ header[22];
-  assign \$203  = \$202  ^ header[23];
-  assign \$204  = \$203  ^ header[27];
-  assign \$205  = \$204  ^ header[29];
-  assign \$206  = \$205  ^ header[30];
-  assign \$207  = \$206  ^ header[33];
-  assign \$208  = \$207  ^ header[34];
-  assign \$209  = \$208  ^ header[36];
-  assign \$210  = \$209  ^ header[38];
-  assign \$211  = \$210  ^ header[43];
-  assign \$212  = \$211  ^ header[45];
-  assign \$213  = \$212  ^ header[47];
-  assign \$214  = \$213  ^ header[53];
-  assign \$215  = \$214  ^ header[54];
-  assign \$216  = \$215  ^ header[55];
-  assign ok = header[63:56] == check;
-  assign \header.magic  = header[3:0];
-  assign \header.version  = header[5:4];
-  assign \header.ptype  = header[7:6];
-  assign \header.src  = header[15:8];
-  assign \header.channel  = header[19:16];
-  assign \header.rsvd0  = header[23:20];
-  assign \header.tag  = header[31:24];
-  assign \header.length  = header[48:32];
-  assign \header.rsvd1  = header[55:49];
-  assign \header.check  = header[63:56];
-  assign check[7] = \$216 ;
-  assign check[6] = \$190 ;
-  assign check[5] = \$164 ;
-  assign check[4] = \$138 ;
-  assign check[3] = \$112 ;
-  assign check[2] = \$85 ;
-  assign check[1] = \$58 ;
-  assign check[0] = \$26 ;
-  assign \$1  = header[0];
-  assign \$27  = header[0];
-  assign \$59  = header[0];
-  assign \$86  = header[0];
-  assign \$113  = header[0];
-  assign \$139  = header[1];
-  assign \$165  = header[0];
-  assign \$191  = header[0];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.rx1 (link__tdata, beat, link__tlast, clk, rst, r__ready, \r__ready$10 , freed0, out0__payload, freed1, out1__payload, credits0, credits1, credit_valid, credit_channel, credit_count, header_bytes, payload_bytes, busy_cycles, errors, error
-, error_cause, out0__valid, out1__valid, error_clear);
-  reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
-  wire [17:0] \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire [17:0] \$101 ;
-  wire [17:0] \$102 ;
-  wire \$103 ;
-  wire [17:0] \$104 ;
-  wire [17:0] \$105 ;
-  wire \$106 ;
-  wire [17:0] \$107 ;
-  wire [17:0] \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire [17:0] \$110 ;
-  wire [17:0] \$111 ;
-  wire \$112 ;
-  wire [17:0] \$113 ;
-  wire [17:0] \$114 ;
-  wire \$115 ;
-  wire [17:0] \$116 ;
-  wire [17:0] \$117 ;
-  wire \$118 ;
-  wire [17:0] \$119 ;
-  wire \$12 ;
-  wire [17:0] \$120 ;
-  wire \$121 ;
-  wire [7:0] \$122 ;
-  wire \$123 ;
-  wire [48:0] \$124 ;
-  wire [48:0] \$125 ;
-  wire \$126 ;
-  wire [48:0] \$127 ;
-  wire [48:0] \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  reg [1:0] \$131 ;
-  reg [47:0] \$132 ;
-  reg \$133 ;
-  reg [6:0] \$134 ;
-  reg [16:0] \$135 ;
-  reg [7:0] \$136 ;
-  reg [7:0] \$137 ;
-  reg \$138 ;
-  reg [15:0] \$139 ;
-  wire \$14 ;
-  reg [47:0] \$140 ;
-  reg [47:0] \$141 ;
-  reg [47:0] \$142 ;
-  reg \$143 ;
-  reg [3:0] \$144 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [17:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  reg [5:0] \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  reg [5:0] \$32 ;
-  wire [17:0] \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire [7:0] \$36 ;
-  wire [7:0] \$37 ;
-  wire [7:0] \$38 ;
-  wire [7:0] \$39 ;
-  wire \$4 ;
-  wire [7:0] \$40 ;
-  wire [7:0] \$41 ;
-  wire [7:0] \$42 ;
-  wire [7:0] \$43 ;
-  wire [7:0] \$44 ;
-  wire [7:0] \$45 ;
-  wire [7:0] \$46 ;
-  wire [7:0] \$47 ;
-  wire [7:0] \$48 ;
-  wire [7:0] \$49 ;
-  wire \$5 ;
-  wire [7:0] \$50 ;
-  wire [7:0] \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [48:0] \$73 ;
-  wire [17:0] \$74 ;
-  wire [17:0] \$75 ;
-  wire \$76 ;
-  wire [17:0] \$77 ;
-  wire [17:0] \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire [17:0] \$80 ;
-  wire [17:0] \$81 ;
-  wire \$82 ;
-  wire [17:0] \$83 ;
-  wire [17:0] \$84 ;
-  wire \$85 ;
-  wire [17:0] \$86 ;
-  wire [17:0] \$87 ;
-  wire \$88 ;
-  wire [17:0] \$89 ;
-  wire \$9 ;
-  wire [17:0] \$90 ;
-  wire \$91 ;
-  wire [17:0] \$92 ;
-  wire [17:0] \$93 ;
-  wire \$94 ;
-  wire [17:0] \$95 ;
-  wire [17:0] \$96 ;
-  wire \$97 ;
-  wire [17:0] \$98 ;
-  wire [17:0] \$99 ;
-  input beat;
-  wire beat;
-  reg [6:0] beats_left = 7'h00;
+  reg [7:0] \$like  = 8'h00;
+  reg [7:0] \$like$25  = 8'h00;
+  wire \$signal ;
+  reg [6:0] \$signal$18  = 7'h00;
+  reg [15:0] \$signal$20  = 16'h0000;
+  reg \$signal$23  = 1'h0;
+  reg [16:0] \$signal$26  = 17'h00000;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
   (* enum_base_type = "NicError" *)
@@ -3042,21 +1789,70 @@ module \ace_nic_small.rx1 (link__tdata, beat, link__tlast, clk, rst, r__ready, \
   (* enum_value_1001 = "CREDIT_OVERFLOW" *)
   (* enum_value_1010 = "BAD_COMMAND" *)
   reg [3:0] cause;
+  (* enum_base_type = "NicError" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "BAD_MAGIC" *)
+  (* enum_value_0010 = "BAD_CHECK" *)
+  (* enum_value_0011 = "BAD_TYPE" *)
+  (* enum_value_0100 = "BAD_CHANNEL" *)
+  (* enum_value_0101 = "BAD_LENGTH" *)
+  (* enum_value_0110 = "EARLY_TLAST" *)
+  (* enum_value_0111 = "MISSING_TLAST" *)
+  (* enum_value_1000 = "OVERFLOW" *)
+  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
+  (* enum_value_1010 = "BAD_COMMAND" *)
+  reg [3:0] \cause$32 ;
+  wire [7:0] check;
+  reg [154:0] checked = 155'h000000000000000000000000000000000000000;
+  wire [6:0] \checked.beats ;
+  (* enum_base_type = "NicError" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "BAD_MAGIC" *)
+  (* enum_value_0010 = "BAD_CHECK" *)
+  (* enum_value_0011 = "BAD_TYPE" *)
+  (* enum_value_0100 = "BAD_CHANNEL" *)
+  (* enum_value_0101 = "BAD_LENGTH" *)
+  (* enum_value_0110 = "EARLY_TLAST" *)
+  (* enum_value_0111 = "MISSING_TLAST" *)
+  (* enum_value_1000 = "OVERFLOW" *)
+  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
+  (* enum_value_1010 = "BAD_COMMAND" *)
+  wire [3:0] \checked.cause ;
+  wire [127:0] \checked.data ;
+  wire \checked.last ;
+  wire [5:0] \checked.room ;
+  wire [6:0] \checked.room_ahead ;
+  wire \checked.same_ch_ahead ;
+  wire \checked.valid ;
   input clk;
   wire clk;
   reg commit;
-  reg \commit$52 ;
+  reg \commit$45 ;
+  reg \commit$48 ;
   output [3:0] credit_channel;
-  reg [3:0] credit_channel;
+  wire [3:0] credit_channel;
   output [5:0] credit_count;
-  reg [5:0] credit_count;
+  wire [5:0] credit_count;
+  wire credit_now;
   output credit_valid;
   reg credit_valid;
-  input [5:0] credits0;
-  wire [5:0] credits0;
-  input [5:0] credits1;
-  wire [5:0] credits1;
+  reg credited = 1'h0;
+  input [5:0] credits__0;
+  wire [5:0] credits__0;
+  input [5:0] credits__1;
+  wire [5:0] credits__1;
   reg cur = 1'h0;
+  reg [154:0] decoded = 155'h000000000000000000000000000000000000000;
+  wire [6:0] \decoded.beats ;
+  wire \decoded.channel_bad ;
+  wire [7:0] \decoded.crc ;
+  wire [127:0] \decoded.data ;
+  wire \decoded.last ;
+  wire \decoded.length_bad ;
+  wire \decoded.magic_bad ;
+  wire [5:0] \decoded.room ;
+  wire \decoded.type_bad ;
+  wire \decoded.valid ;
   wire [178:0] entry;
   wire [127:0] \entry.data ;
   wire \entry.first ;
@@ -3099,30 +1895,12 @@ module \ace_nic_small.rx1 (link__tdata, beat, link__tlast, clk, rst, r__ready, \
   reg error_now;
   output [47:0] errors;
   reg [47:0] errors = 48'h000000000000;
-  reg first = 1'h0;
-  wire [5:0] free;
-  wire [5:0] \free$26 ;
   wire freed;
-  wire \freed$15 ;
-  output freed0;
-  wire freed0;
-  output freed1;
-  wire freed1;
-  wire [63:0] hdr;
-  wire [3:0] \hdr.channel ;
-  wire [7:0] \hdr.check ;
-  wire [16:0] \hdr.length ;
-  wire [3:0] \hdr.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \hdr.ptype ;
-  wire [3:0] \hdr.rsvd0 ;
-  wire [6:0] \hdr.rsvd1 ;
-  wire [7:0] \hdr.src ;
-  wire [7:0] \hdr.tag ;
-  wire [1:0] \hdr.version ;
-  wire [13:0] hdr_beats;
+  wire \freed$60 ;
+  output freed__0;
+  reg freed__0 = 1'h0;
+  output freed__1;
+  reg freed__1 = 1'h0;
   wire [63:0] header;
   wire [3:0] \header.channel ;
   wire [7:0] \header.check ;
@@ -3139,52 +1917,81 @@ module \ace_nic_small.rx1 (link__tdata, beat, link__tlast, clk, rst, r__ready, \
   wire [1:0] \header.version ;
   output [47:0] header_bytes;
   reg [47:0] header_bytes = 48'h000000000000;
-  wire is_last;
+  reg [142:0] in = 143'h000000000000000000000000000000000000;
+  wire [6:0] \in.beats ;
+  wire [127:0] \in.data ;
+  wire \in.last ;
+  wire [5:0] \in.room ;
+  wire \in.valid ;
+  reg [151:0] judged = 152'h00000000000000000000000000000000000000;
+  wire \judged.alt_credit ;
+  wire \judged.alt_rollback ;
+  wire [6:0] \judged.beats ;
+  (* enum_base_type = "NicError" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "BAD_MAGIC" *)
+  (* enum_value_0010 = "BAD_CHECK" *)
+  (* enum_value_0011 = "BAD_TYPE" *)
+  (* enum_value_0100 = "BAD_CHANNEL" *)
+  (* enum_value_0101 = "BAD_LENGTH" *)
+  (* enum_value_0110 = "EARLY_TLAST" *)
+  (* enum_value_0111 = "MISSING_TLAST" *)
+  (* enum_value_1000 = "OVERFLOW" *)
+  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
+  (* enum_value_1010 = "BAD_COMMAND" *)
+  wire [3:0] \judged.cause ;
+  wire [127:0] \judged.data ;
+  wire \judged.is_data ;
+  wire \judged.last ;
+  wire \judged.ok ;
+  wire \judged.ok_alt ;
+  wire [5:0] \judged.room ;
+  wire \judged.valid ;
   reg [15:0] keep;
-  reg [15:0] last_keep = 16'h0000;
-  reg [16:0] length = 17'h00000;
   input [127:0] link__tdata;
   wire [127:0] link__tdata;
   input link__tlast;
   wire link__tlast;
   wire link__tready;
+  input link__tvalid;
   wire link__tvalid;
   wire ok;
-  output [178:0] out0__payload;
-  wire [178:0] out0__payload;
-  wire [127:0] \out0__payload.data ;
-  wire \out0__payload.first ;
-  wire [15:0] \out0__payload.keep ;
-  wire \out0__payload.last ;
-  wire [16:0] \out0__payload.length ;
-  wire [7:0] \out0__payload.src ;
-  wire [7:0] \out0__payload.tag ;
-  wire out0__ready;
-  output out0__valid;
-  wire out0__valid;
-  output [178:0] out1__payload;
-  wire [178:0] out1__payload;
-  wire [127:0] \out1__payload.data ;
-  wire \out1__payload.first ;
-  wire [15:0] \out1__payload.keep ;
-  wire \out1__payload.last ;
-  wire [16:0] \out1__payload.length ;
-  wire [7:0] \out1__payload.src ;
-  wire [7:0] \out1__payload.tag ;
-  wire out1__ready;
-  output out1__valid;
-  wire out1__valid;
+  output [178:0] out__0__payload;
+  wire [178:0] out__0__payload;
+  wire [127:0] \out__0__payload.data ;
+  wire \out__0__payload.first ;
+  wire [15:0] \out__0__payload.keep ;
+  wire \out__0__payload.last ;
+  wire [16:0] \out__0__payload.length ;
+  wire [7:0] \out__0__payload.src ;
+  wire [7:0] \out__0__payload.tag ;
+  wire out__0__ready;
+  output out__0__valid;
+  wire out__0__valid;
+  output [178:0] out__1__payload;
+  wire [178:0] out__1__payload;
+  wire [127:0] \out__1__payload.data ;
+  wire \out__1__payload.first ;
+  wire [15:0] \out__1__payload.keep ;
+  wire \out__1__payload.last ;
+  wire [16:0] \out__1__payload.length ;
+  wire [7:0] \out__1__payload.src ;
+  wire [7:0] \out__1__payload.tag ;
+  wire out__1__ready;
+  output out__1__valid;
+  wire out__1__valid;
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
+  reg [6:0] pkt_beats = 7'h00;
   wire [178:0] r__payload;
-  wire [178:0] \r__payload$9 ;
-  wire [127:0] \r__payload$9.data ;
-  wire \r__payload$9.first ;
-  wire [15:0] \r__payload$9.keep ;
-  wire \r__payload$9.last ;
-  wire [16:0] \r__payload$9.length ;
-  wire [7:0] \r__payload$9.src ;
-  wire [7:0] \r__payload$9.tag ;
+  wire [178:0] \r__payload$7 ;
+  wire [127:0] \r__payload$7.data ;
+  wire \r__payload$7.first ;
+  wire [15:0] \r__payload$7.keep ;
+  wire \r__payload$7.last ;
+  wire [16:0] \r__payload$7.length ;
+  wire [7:0] \r__payload$7.src ;
+  wire [7:0] \r__payload$7.tag ;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
   wire [15:0] \r__payload.keep ;
@@ -3194,26 +2001,37 @@ module \ace_nic_small.rx1 (link__tdata, beat, link__tlast, clk, rst, r__ready, \
   wire [7:0] \r__payload.tag ;
   input r__ready;
   wire r__ready;
-  input \r__ready$10 ;
-  wire \r__ready$10 ;
+  input \r__ready$8 ;
+  wire \r__ready$8 ;
   wire r__valid;
-  wire \r__valid$13 ;
+  wire \r__valid$11 ;
   reg rollback;
-  reg \rollback$53 ;
+  reg \rollback$46 ;
+  reg \rollback$49 ;
+  reg rolled_back = 1'h0;
   input rst;
   wire rst;
   reg [1:0] rx_fsm_state = 2'h0;
-  reg [7:0] src = 8'h00;
-  reg [7:0] tag = 8'h00;
+  reg [5:0] space0_committed = 6'h20;
+  reg [6:0] space0_kept = 7'h00;
+  reg [5:0] space0_total = 6'h20;
+  reg [5:0] space1_committed = 6'h20;
+  reg [6:0] space1_kept = 7'h00;
+  reg [5:0] space1_total = 6'h20;
+  wire [6:0] space_beats;
+  wire space_channel;
+  wire space_commit;
+  wire space_release;
+  reg space_reserve;
   wire [178:0] w_data;
-  wire [178:0] \w_data$40 ;
-  wire [127:0] \w_data$40.data ;
-  wire \w_data$40.first ;
-  wire [15:0] \w_data$40.keep ;
-  wire \w_data$40.last ;
-  wire [16:0] \w_data$40.length ;
-  wire [7:0] \w_data$40.src ;
-  wire [7:0] \w_data$40.tag ;
+  wire [178:0] \w_data$28 ;
+  wire [127:0] \w_data$28.data ;
+  wire \w_data$28.first ;
+  wire [15:0] \w_data$28.keep ;
+  wire \w_data$28.last ;
+  wire [16:0] \w_data$28.length ;
+  wire [7:0] \w_data$28.src ;
+  wire [7:0] \w_data$28.tag ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -3222,1025 +2040,1114 @@ module \ace_nic_small.rx1 (link__tdata, beat, link__tlast, clk, rst, r__ready, \
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
   reg w_en;
-  reg \w_en$51 ;
-  assign \$1  = link__tdata[48:32] + 4'hf;
-  assign \$3  = link__tdata[3:0] != 4'ha;
-  assign \$4  = | link__tdata[5:4];
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = ~ ok;
-  assign \$7  = ! link__tdata[7:6];
-  assign \$8  = ~ \$7 ;
-  assign \$9  = link__tdata[7:6] == 1'h1;
-  assign \$10  = ~ \$9 ;
-  assign \$11  = \$8  & \$10 ;
-  assign \$12  = link__tdata[19:16] >= 2'h2;
-  assign \$13  = ! link__tdata[48:32];
-  assign \$14  = ! link__tdata[7:6];
-  assign \$15  = link__tdata[48:32] > 11'h400;
-  assign \$16  = \$14  & \$15 ;
-  assign \$17  = \$13  | \$16 ;
-  assign \$18  = link__tdata[7:6] == 1'h1;
-  assign \$19  = link__tdata[48:32] > 6'h20;
-  assign \$20  = \$18  & \$19 ;
-  assign \$21  = \$17  | \$20 ;
-  assign \$22  = ! link__tdata[7:6];
-  assign \$23  = \$22  & link__tlast;
-  assign \$24  = link__tdata[7:6] == 1'h1;
-  assign \$25  = ~ link__tlast;
-  assign \$26  = \$24  & \$25 ;
-  assign \$27  = ! link__tdata[7:6];
-  assign \$29  = \$28  < \$2 [13:0];
-  assign \$30  = \$27  & \$29 ;
-  assign \$31  = link__tdata[7:6] == 1'h1;
-  assign \$33  = \$32  + link__tdata[48:32];
-  assign \$34  = \$33  > 6'h20;
-  assign \$35  = \$31  & \$34 ;
-  assign is_last = beats_left == 1'h1;
-  assign \$36  = link__tdata[7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$37  = link__tdata[15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
-  assign \$38  = link__tdata[23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$39  = link__tdata[31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
-  assign \$40  = link__tdata[39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$41  = link__tdata[47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
-  assign \$42  = link__tdata[55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$43  = link__tdata[63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
-  assign \$44  = link__tdata[71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$45  = link__tdata[79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
-  assign \$46  = link__tdata[87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$47  = link__tdata[95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
-  assign \$48  = link__tdata[103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$49  = link__tdata[111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
-  assign \$50  = link__tdata[119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$51  = link__tdata[127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
-  assign \$52  = | cause;
-  assign \$53  = link__tdata[7:6] == 1'h1;
-  assign \$54  = ! cur;
-  assign \$55  = ~ is_last;
-  assign \$56  = link__tlast & \$55 ;
-  assign \$57  = ~ \$56 ;
-  assign \$58  = is_last & link__tlast;
-  assign \$59  = is_last != link__tlast;
-  assign \$61  = ~ is_last;
-  assign \$62  = link__tlast & \$61 ;
-  assign \$63  = ~ \$62 ;
-  assign \$64  = is_last & link__tlast;
-  assign \$65  = is_last != link__tlast;
-  assign \$66  = is_last & link__tlast;
-  assign \$67  = ! rx_fsm_state;
-  assign \$68  = rx_fsm_state == 1'h1;
-  assign \$69  = rx_fsm_state == 2'h2;
-  assign \$70  = | cause;
-  assign \$71  = link__tdata[7:6] == 1'h1;
-  assign \$72  = ~ link__tlast;
-  assign \$73  = header_bytes + 5'h10;
-  assign \$74  = link__tdata[48:32] - 1'h1;
-  assign \$76  = $signed(\$75 ) >= $signed(1'h0);
-  assign \$77  = link__tdata[48:32] - 1'h1;
-  assign \$79  = $signed(\$78 ) >= $signed(2'h1);
-  assign \$80  = link__tdata[48:32] - 1'h1;
-  assign \$82  = $signed(\$81 ) >= $signed(3'h2);
-  assign \$83  = link__tdata[48:32] - 1'h1;
-  assign \$85  = $signed(\$84 ) >= $signed(3'h3);
-  assign \$86  = link__tdata[48:32] - 1'h1;
-  assign \$88  = $signed(\$87 ) >= $signed(4'h4);
-  assign \$89  = link__tdata[48:32] - 1'h1;
-  assign \$91  = $signed(\$90 ) >= $signed(4'h5);
-  assign \$92  = link__tdata[48:32] - 1'h1;
-  assign \$94  = $signed(\$93 ) >= $signed(4'h6);
-  assign \$95  = link__tdata[48:32] - 1'h1;
-  assign \$97  = $signed(\$96 ) >= $signed(4'h7);
-  assign \$98  = link__tdata[48:32] - 1'h1;
-  assign \$100  = $signed(\$99 ) >= $signed(5'h08);
-  assign \$101  = link__tdata[48:32] - 1'h1;
-  assign \$103  = $signed(\$102 ) >= $signed(5'h09);
-  assign \$104  = link__tdata[48:32] - 1'h1;
-  assign \$106  = $signed(\$105 ) >= $signed(5'h0a);
-  assign \$107  = link__tdata[48:32] - 1'h1;
-  assign \$109  = $signed(\$108 ) >= $signed(5'h0b);
-  assign \$110  = link__tdata[48:32] - 1'h1;
-  assign \$112  = $signed(\$111 ) >= $signed(5'h0c);
-  assign \$113  = link__tdata[48:32] - 1'h1;
-  assign \$115  = $signed(\$114 ) >= $signed(5'h0d);
-  assign \$116  = link__tdata[48:32] - 1'h1;
-  assign \$118  = $signed(\$117 ) >= $signed(5'h0e);
-  assign \$119  = link__tdata[48:32] - 1'h1;
-  assign \$121  = $signed(\$120 ) >= $signed(5'h0f);
-  assign \$122  = beats_left - 1'h1;
-  assign \$123  = is_last & link__tlast;
-  assign \$124  = payload_bytes + length;
-  assign \$125  = header_bytes + 5'h10;
-  assign \$126  = beat & link__tlast;
-  assign \$127  = busy_cycles + beat;
-  assign \$128  = errors + 1'h1;
-  assign \$129  = ~ error;
-  assign \$130  = error_now & \$129 ;
+  reg \w_en$47 ;
+  assign \$1  = decoded[150:143] != decoded[64:57];
+  assign \$2  = ! decoded[8:7];
+  assign \$3  = \$2  & decoded[129];
+  assign \$4  = ! decoded[8:7];
+  assign \$5  = ~ \$4 ;
+  assign \$6  = ~ decoded[129];
+  assign \$7  = \$5  & \$6 ;
+  assign \$signal  = \$signal$18  == 1'h1;
+  assign \$8  = judged[8:1] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
+  assign \$9  = judged[16:9] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
+  assign \$10  = judged[24:17] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
+  assign \$11  = judged[32:25] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
+  assign \$12  = judged[40:33] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
+  assign \$13  = judged[48:41] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
+  assign \$14  = judged[56:49] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
+  assign \$15  = judged[64:57] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
+  assign \$16  = judged[72:65] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
+  assign \$17  = judged[80:73] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
+  assign \$18  = judged[88:81] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
+  assign \$19  = judged[96:89] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
+  assign \$20  = judged[104:97] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
+  assign \$21  = judged[112:105] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
+  assign \$22  = judged[120:113] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
+  assign \$23  = judged[128:121] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
+  assign \$24  = rolled_back & judged[150];
+  assign \$25  = credited & judged[151];
+  assign \$26  = \$24  | \$25 ;
+  assign ok = \$26  ? judged[149] : judged[148];
+  assign \$27  = | judged[146:143];
+  assign \$28  = ~ ok;
+  assign \$29  = ~ judged[147];
+  assign \$30  = \$signal  != judged[129];
+  assign \$31  = \$signal  & judged[129];
+  assign \$32  = ! cur;
+  assign \$33  = ~ \$signal ;
+  assign \$34  = judged[129] & \$33 ;
+  assign \$35  = ~ \$34 ;
+  assign \$37  = ~ \$signal ;
+  assign \$38  = judged[129] & \$37 ;
+  assign \$39  = ~ \$38 ;
+  assign \$40  = \$signal  & judged[129];
+  assign \$41  = \$42  ? judged[20:17] : { 3'h0, cur };
+  assign space_beats = \$42  ? judged[136:130] : pkt_beats;
+  assign \$42  = ! rx_fsm_state;
+  assign \$43  = rx_fsm_state == 1'h1;
+  assign \$44  = rx_fsm_state == 2'h2;
+  assign \$45  = busy_cycles + link__tvalid;
+  assign \$46  = in[49:33] + 4'hf;
+  assign \$48  = 6'h20 - in[49:33];
+  assign \$49  = in[4:1] != 4'ha;
+  assign \$50  = | in[6:5];
+  assign \$51  = \$49  | \$50 ;
+  assign \$52  = ! in[8:7];
+  assign \$53  = ~ \$52 ;
+  assign \$54  = in[8:7] == 1'h1;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = \$53  & \$55 ;
+  assign \$57  = in[20:17] >= 2'h2;
+  assign \$58  = ! in[49:33];
+  assign \$59  = ! in[8:7];
+  assign \$60  = in[49:33] > 11'h400;
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = \$58  | \$61 ;
+  assign \$63  = in[8:7] == 1'h1;
+  assign \$64  = in[49:33] > 6'h20;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = \$62  | \$65 ;
+  assign \$67  = decoded[142:137] - checked[38:33];
+  assign \$68  = decoded[20:17] == checked[20:17];
+  assign \$69  = ! \$41 [0];
+  assign \$70  = commit & \$69 ;
+  assign \$71  = \$70  ? space_beats : 7'h00;
+  assign \$72  = space0_total + freed__0;
+  assign \$73  = ! \$41 [0];
+  assign \$74  = rollback & \$73 ;
+  assign \$75  = \$74  ? space_beats : 7'h00;
+  assign \$76  = \$72  + \$75 ;
+  assign \$77  = ! \$41 [0];
+  assign \$78  = space_reserve & \$77 ;
+  assign \$79  = \$78  ? space_beats : 7'h00;
+  assign \$80  = \$76  - \$79 ;
+  assign \$81  = space0_committed + freed__0;
+  assign \$82  = \$81  - space0_kept;
+  assign \$84  = commit & \$83 ;
+  assign \$85  = \$84  ? space_beats : 7'h00;
+  assign \$86  = space1_total + freed__1;
+  assign \$88  = rollback & \$87 ;
+  assign \$89  = \$88  ? space_beats : 7'h00;
+  assign \$90  = \$86  + \$89 ;
+  assign \$92  = space_reserve & \$91 ;
+  assign \$93  = \$92  ? space_beats : 7'h00;
+  assign \$94  = \$90  - \$93 ;
+  assign \$95  = space1_committed + freed__1;
+  assign \$96  = \$95  - space1_kept;
+  assign \$97  = ! checked[8:7];
+  assign \$98  = ! checked[146:143];
+  assign \$99  = ! checked[8:7];
+  assign \$100  = checked[136:130] <= space0_total;
+  assign \$101  = checked[136:130] <= space1_total;
+  assign \$103  = credits__0 <= checked[142:137];
+  assign \$104  = credits__1 <= checked[142:137];
+  assign \$106  = \$99  ? \$102  : \$105 ;
+  assign \$107  = \$98  & \$106 ;
+  assign \$108  = ! checked[146:143];
+  assign \$109  = ! checked[8:7];
+  assign \$110  = checked[136:130] <= space0_committed;
+  assign \$111  = checked[136:130] <= space1_committed;
+  assign \$113  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$114  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$116  = \$109  ? \$112  : \$115 ;
+  assign \$117  = \$108  & \$116 ;
+  assign \$118  = ! checked[8:7];
+  assign \$119  = checked[20:17] == cur;
+  assign \$120  = \$118  & \$119 ;
+  assign \$121  = ! checked[8:7];
+  assign \$122  = ~ \$121 ;
+  assign \$123  = \$122  & checked[154];
+  assign \$124  = ~ ok;
+  assign \$125  = ~ judged[147];
+  assign \$126  = ~ judged[129];
+  assign \$127  = header_bytes + 5'h10;
+  assign \$128  = judged[49:33] - 1'h1;
+  assign \$130  = $signed(\$129 ) >= $signed(1'h0);
+  assign \$131  = judged[49:33] - 1'h1;
+  assign \$133  = $signed(\$132 ) >= $signed(2'h1);
+  assign \$134  = judged[49:33] - 1'h1;
+  assign \$136  = $signed(\$135 ) >= $signed(3'h2);
+  assign \$137  = judged[49:33] - 1'h1;
+  assign \$139  = $signed(\$138 ) >= $signed(3'h3);
+  assign \$140  = judged[49:33] - 1'h1;
+  assign \$142  = $signed(\$141 ) >= $signed(4'h4);
+  assign \$143  = judged[49:33] - 1'h1;
+  assign \$145  = $signed(\$144 ) >= $signed(4'h5);
+  assign \$146  = judged[49:33] - 1'h1;
+  assign \$148  = $signed(\$147 ) >= $signed(4'h6);
+  assign \$149  = judged[49:33] - 1'h1;
+  assign \$151  = $signed(\$150 ) >= $signed(4'h7);
+  assign \$152  = judged[49:33] - 1'h1;
+  assign \$154  = $signed(\$153 ) >= $signed(5'h08);
+  assign \$155  = judged[49:33] - 1'h1;
+  assign \$157  = $signed(\$156 ) >= $signed(5'h09);
+  assign \$158  = judged[49:33] - 1'h1;
+  assign \$160  = $signed(\$159 ) >= $signed(5'h0a);
+  assign \$161  = judged[49:33] - 1'h1;
+  assign \$163  = $signed(\$162 ) >= $signed(5'h0b);
+  assign \$164  = judged[49:33] - 1'h1;
+  assign \$166  = $signed(\$165 ) >= $signed(5'h0c);
+  assign \$167  = judged[49:33] - 1'h1;
+  assign \$169  = $signed(\$168 ) >= $signed(5'h0d);
+  assign \$170  = judged[49:33] - 1'h1;
+  assign \$172  = $signed(\$171 ) >= $signed(5'h0e);
+  assign \$173  = judged[49:33] - 1'h1;
+  assign \$175  = $signed(\$174 ) >= $signed(5'h0f);
+  assign \$176  = \$signal$18  - 1'h1;
+  assign \$177  = \$signal  & judged[129];
+  assign \$178  = payload_bytes + \$signal$26 ;
+  assign \$179  = header_bytes + 5'h10;
+  assign \$180  = judged[0] & judged[129];
+  assign \$181  = errors + 1'h1;
+  assign \$182  = ~ error;
+  assign \$183  = error_now & \$182 ;
   always @(posedge clk)
-    rx_fsm_state <= \$131 ;
+    freed__0 <= \$184 ;
   always @(posedge clk)
-    header_bytes <= \$132 ;
+    freed__1 <= \$185 ;
   always @(posedge clk)
-    cur <= \$133 ;
+    busy_cycles <= \$186 ;
   always @(posedge clk)
-    beats_left <= \$134 ;
+    in <= \$187 ;
   always @(posedge clk)
-    length <= \$135 ;
+    decoded <= \$188 ;
   always @(posedge clk)
-    tag <= \$136 ;
+    checked <= \$189 ;
   always @(posedge clk)
-    src <= \$137 ;
+    space0_kept <= \$190 ;
   always @(posedge clk)
-    first <= \$138 ;
+    space0_total <= \$191 ;
   always @(posedge clk)
-    last_keep <= \$139 ;
+    space0_committed <= \$192 ;
   always @(posedge clk)
-    payload_bytes <= \$140 ;
+    space1_kept <= \$193 ;
   always @(posedge clk)
-    busy_cycles <= \$141 ;
+    space1_total <= \$194 ;
   always @(posedge clk)
-    errors <= \$142 ;
+    space1_committed <= \$195 ;
   always @(posedge clk)
-    error <= \$143 ;
+    judged <= \$196 ;
   always @(posedge clk)
-    error_cause <= \$144 ;
-  \ace_nic_small.rx1.buffer0  buffer0 (
+    rolled_back <= \$197 ;
+  always @(posedge clk)
+    credited <= \$198 ;
+  always @(posedge clk)
+    rx_fsm_state <= \$199 ;
+  always @(posedge clk)
+    header_bytes <= \$200 ;
+  always @(posedge clk)
+    cur <= \$201 ;
+  always @(posedge clk)
+    \$signal$18  <= \$202 ;
+  always @(posedge clk)
+    pkt_beats <= \$203 ;
+  always @(posedge clk)
+    \$signal$26  <= \$204 ;
+  always @(posedge clk)
+    \$like$25  <= \$205 ;
+  always @(posedge clk)
+    \$like  <= \$206 ;
+  always @(posedge clk)
+    \$signal$23  <= \$207 ;
+  always @(posedge clk)
+    \$signal$20  <= \$208 ;
+  always @(posedge clk)
+    payload_bytes <= \$209 ;
+  always @(posedge clk)
+    errors <= \$210 ;
+  always @(posedge clk)
+    error <= \$211 ;
+  always @(posedge clk)
+    error_cause <= \$212 ;
+  \ace_nic_small.rx0.buffer0  buffer0 (
     .clk(clk),
-    .commit(commit),
-    .fetch(freed0),
-    .free(free),
-    .out_valid(out0__valid),
-    .r__payload(out0__payload),
+    .commit(\commit$45 ),
+    .fetch(freed),
+    .out_valid(out__0__valid),
+    .\port$2256$0 (keep),
+    .\port$2313$0 (\$signal$26 ),
+    .\port$2315$0 (\$like$25 ),
+    .\port$2317$0 (\$like ),
+    .\port$2319$0 (\$signal$23 ),
+    .\port$620$0 (\$signal ),
+    .\port$623$0 (\$8 ),
+    .\port$624$0 (\$9 ),
+    .\port$625$0 (\$10 ),
+    .\port$626$0 (\$11 ),
+    .\port$627$0 (\$12 ),
+    .\port$628$0 (\$13 ),
+    .\port$629$0 (\$14 ),
+    .\port$630$0 (\$15 ),
+    .\port$631$0 (\$16 ),
+    .\port$632$0 (\$17 ),
+    .\port$633$0 (\$18 ),
+    .\port$634$0 (\$19 ),
+    .\port$635$0 (\$20 ),
+    .\port$636$0 (\$21 ),
+    .\port$637$0 (\$22 ),
+    .\port$638$0 (\$23 ),
+    .r__payload(out__0__payload),
     .r__ready(r__ready),
-    .rollback(rollback),
+    .rollback(\rollback$46 ),
     .rst(rst),
-    .w_en(w_en),
-    .wr__data(entry)
+    .w_en(w_en)
   );
-  \ace_nic_small.rx1.buffer1  buffer1 (
+  \ace_nic_small.rx0.buffer1  buffer1 (
     .clk(clk),
-    .commit(\commit$52 ),
-    .fetch(freed1),
-    .free(\free$26 ),
-    .out_valid(out1__valid),
-    .r__payload(out1__payload),
-    .r__ready(\r__ready$10 ),
-    .rollback(\rollback$53 ),
+    .commit(\commit$48 ),
+    .fetch(\freed$60 ),
+    .out_valid(out__1__valid),
+    .\port$2256$0 (keep),
+    .\port$2313$0 (\$signal$26 ),
+    .\port$2315$0 (\$like$25 ),
+    .\port$2317$0 (\$like ),
+    .\port$2319$0 (\$signal$23 ),
+    .\port$620$0 (\$signal ),
+    .\port$623$0 (\$8 ),
+    .\port$624$0 (\$9 ),
+    .\port$625$0 (\$10 ),
+    .\port$626$0 (\$11 ),
+    .\port$627$0 (\$12 ),
+    .\port$628$0 (\$13 ),
+    .\port$629$0 (\$14 ),
+    .\port$630$0 (\$15 ),
+    .\port$631$0 (\$16 ),
+    .\port$632$0 (\$17 ),
+    .\port$633$0 (\$18 ),
+    .\port$634$0 (\$19 ),
+    .\port$635$0 (\$20 ),
+    .\port$636$0 (\$21 ),
+    .\port$637$0 (\$22 ),
+    .\port$638$0 (\$23 ),
+    .r__payload(out__1__payload),
+    .r__ready(\r__ready$8 ),
+    .rollback(\rollback$49 ),
     .rst(rst),
-    .w_en(\w_en$51 ),
-    .wr__data(entry)
+    .w_en(\w_en$47 )
   );
-  \ace_nic_small.rx1.hdr_check  hdr_check (
-    .header(link__tdata[63:0]),
-    .ok(ok)
+  \ace_nic_small.rx0.hdr_check  hdr_check (
+    .check(check),
+    .header(in[64:1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$28  = 6'h00;
-    casez (link__tdata[19:16])
-      4'h0:
-          \$28  = free;
-      4'h1:
-          \$28  = \free$26 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$102  = \$100 ;
+      1'h1:
+          \$102  = \$101 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$32  = 6'h00;
-    casez (link__tdata[19:16])
-      4'h0:
-          \$32  = credits0;
-      4'h1:
-          \$32  = credits1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$105  = \$103 ;
+      1'h1:
+          \$105  = \$104 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$112  = \$110 ;
+      1'h1:
+          \$112  = \$111 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$115  = \$113 ;
+      1'h1:
+          \$115  = \$114 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
     cause = 4'h0;
-    if (\$5 ) begin
+    if (decoded[151]) begin
       cause = 4'h1;
-    end else if (\$6 ) begin
+    end else if (\$1 ) begin
       cause = 4'h2;
-    end else if (\$11 ) begin
+    end else if (decoded[152]) begin
       cause = 4'h3;
-    end else if (\$12 ) begin
+    end else if (decoded[153]) begin
       cause = 4'h4;
-    end else if (\$21 ) begin
+    end else if (decoded[154]) begin
       cause = 4'h5;
-    end else if (\$23 ) begin
+    end else if (\$3 ) begin
       cause = 4'h6;
-    end else if (\$26 ) begin
+    end else if (\$7 ) begin
       cause = 4'h7;
-    end else if (\$30 ) begin
-      cause = 4'h8;
-    end else if (\$35 ) begin
-      cause = 4'h9;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
     (* full_case = 32'd1 *)
-    if (is_last) begin
-      keep = last_keep;
+    if (\$signal ) begin
+      keep = \$signal$20 ;
     end else begin
       keep = 16'hffff;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$27 ) begin
+      \cause$32  = judged[146:143];
+    end else if (judged[147]) begin
+      \cause$32  = 4'h8;
+    end else begin
+      \cause$32  = 4'h9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
     error_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
-            if (\$52 ) begin
+          if (judged[0]) begin
+            if (\$28 ) begin
               error_now = 1'h1;
             end
           end
       2'h2:
-          if (beat) begin
-            if (\$66 ) begin
-            end else if (link__tlast) begin
+          if (judged[0]) begin
+            if (\$40 ) begin
+            end else if (judged[129]) begin
               error_now = 1'h1;
-            end else if (is_last) begin
+            end else if (\$signal ) begin
               error_now = 1'h1;
             end
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
     error_code = 4'h0;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
-            if (\$52 ) begin
-              error_code = cause;
+          if (judged[0]) begin
+            if (\$28 ) begin
+              error_code = \cause$32 ;
             end
           end
       2'h2:
-          if (beat) begin
-            if (\$66 ) begin
-            end else if (link__tlast) begin
+          if (judged[0]) begin
+            if (\$40 ) begin
+            end else if (judged[129]) begin
               error_code = 4'h6;
-            end else if (is_last) begin
+            end else if (\$signal ) begin
               error_code = 4'h7;
             end
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
     credit_valid = 1'h0;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
-            if (\$52 ) begin
-            end else if (\$53 ) begin
+          if (judged[0]) begin
+            if (\$28 ) begin
+            end else if (\$29 ) begin
               credit_valid = 1'h1;
             end
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    credit_channel = 4'h0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    space_reserve = 1'h0;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
-            if (\$52 ) begin
-            end else if (\$53 ) begin
-              credit_channel = link__tdata[19:16];
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$28 ) begin
+            end else if (\$29 ) begin
+            end else begin
+              space_reserve = 1'h1;
             end
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    credit_count = 6'h00;
-    casez (rx_fsm_state)
-      2'h0:
-          if (beat) begin
-            if (\$52 ) begin
-            end else if (\$53 ) begin
-              credit_count = link__tdata[37:32];
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    w_en = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (beat) begin
-            if (\$54 ) begin
-              w_en = \$57 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    commit = 1'h0;
-    casez (rx_fsm_state)
-      2'h0:
-          /* empty */;
-      2'h2:
-          if (beat) begin
-            if (\$54 ) begin
-              if (\$58 ) begin
-                commit = 1'h1;
-              end
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
     rollback = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
-          if (beat) begin
-            if (\$54 ) begin
-              if (\$59 ) begin
-                rollback = 1'h1;
-              end
-            end
+          if (judged[0]) begin
+            rollback = \$30 ;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \w_en$51  = 1'h0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    commit = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
-          if (beat) begin
-            if (\$60 ) begin
-              \w_en$51  = \$63 ;
-            end
+          if (judged[0]) begin
+            commit = \$31 ;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \commit$52  = 1'h0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    w_en = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
-          if (beat) begin
-            if (\$60 ) begin
-              if (\$64 ) begin
-                \commit$52  = 1'h1;
-              end
+          if (judged[0]) begin
+            if (\$32 ) begin
+              w_en = \$35 ;
             end
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \rollback$53  = 1'h0;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \commit$45  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
-          if (beat) begin
-            if (\$60 ) begin
-              if (\$65 ) begin
-                \rollback$53  = 1'h1;
-              end
+          if (judged[0]) begin
+            if (\$32 ) begin
+              \commit$45  = commit;
             end
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$131  = rx_fsm_state;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \rollback$46  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$32 ) begin
+              \rollback$46  = rollback;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \w_en$47  = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$36 ) begin
+              \w_en$47  = \$39 ;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \commit$48  = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$36 ) begin
+              \commit$48  = commit;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \rollback$49  = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$36 ) begin
+              \rollback$49  = rollback;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$184  = freed;
+    if (rst) begin
+      \$184  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$185  = \freed$60 ;
+    if (rst) begin
+      \$185  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$186  = \$45 [47:0];
+    if (rst) begin
+      \$186  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$187 [142:130] = in[142:130];
+    \$187 [0] = link__tvalid;
+    \$187 [128:1] = link__tdata;
+    \$187 [129] = link__tlast;
+    if (rst) begin
+      \$187  = 143'h000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$188 [0] = in[0];
+    \$188 [128:1] = in[128:1];
+    \$188 [129] = in[129];
+    \$188 [136:130] = \$47 [6:0];
+    \$188 [142:137] = \$48 [5:0];
+    \$188 [150:143] = check;
+    \$188 [151] = \$51 ;
+    \$188 [152] = \$56 ;
+    \$188 [153] = \$57 ;
+    \$188 [154] = \$66 ;
+    if (rst) begin
+      \$188  = 155'h000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$189 [0] = decoded[0];
+    \$189 [128:1] = decoded[128:1];
+    \$189 [129] = decoded[129];
+    \$189 [136:130] = decoded[136:130];
+    \$189 [142:137] = decoded[142:137];
+    \$189 [146:143] = cause;
+    \$189 [153:147] = \$67 ;
+    \$189 [154] = \$68 ;
+    if (rst) begin
+      \$189  = 155'h000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$190  = \$71 ;
+    if (rst) begin
+      \$190  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$191  = \$80 [5:0];
+    if (rst) begin
+      \$191  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$192  = \$82 [5:0];
+    if (rst) begin
+      \$192  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$193  = \$85 ;
+    if (rst) begin
+      \$193  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$194  = \$94 [5:0];
+    if (rst) begin
+      \$194  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$195  = \$96 [5:0];
+    if (rst) begin
+      \$195  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$196 [142:137] = judged[142:137];
+    \$196 [0] = checked[0];
+    \$196 [128:1] = checked[128:1];
+    \$196 [129] = checked[129];
+    \$196 [136:130] = checked[136:130];
+    \$196 [146:143] = checked[146:143];
+    \$196 [147] = \$97 ;
+    \$196 [148] = \$107 ;
+    \$196 [149] = \$117 ;
+    \$196 [150] = \$120 ;
+    \$196 [151] = \$123 ;
+    if (rst) begin
+      \$196  = 152'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$197  = rollback;
+    if (rst) begin
+      \$197  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$198  = credit_valid;
+    if (rst) begin
+      \$198  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$199  = rx_fsm_state;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$70 ) begin
-              if (\$72 ) begin
-                \$131  = 2'h1;
+            if (\$124 ) begin
+              if (\$126 ) begin
+                \$199  = 2'h1;
               end
-            end else if (\$71 ) begin
+            end else if (\$125 ) begin
             end else begin
-              \$131  = 2'h2;
+              \$199  = 2'h2;
             end
           end
       2'h2:
-          if (beat) begin
-            if (\$123 ) begin
-              \$131  = 2'h0;
-            end else if (link__tlast) begin
-              \$131  = 2'h0;
-            end else if (is_last) begin
-              \$131  = 2'h1;
+          if (judged[0]) begin
+            if (\$177 ) begin
+              \$199  = 2'h0;
+            end else if (judged[129]) begin
+              \$199  = 2'h0;
+            end else if (\$signal ) begin
+              \$199  = 2'h1;
             end
           end
       2'h1:
-          if (\$126 ) begin
-            \$131  = 2'h0;
+          if (\$180 ) begin
+            \$199  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$131  = 2'h0;
+      \$199  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$132  = header_bytes;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$200  = header_bytes;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
-            if (\$70 ) begin
-            end else if (\$71 ) begin
-              \$132  = \$73 [47:0];
+          if (judged[0]) begin
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+              \$200  = \$127 [47:0];
             end
           end
       2'h2:
-          if (beat) begin
-            if (\$123 ) begin
-              \$132  = \$125 [47:0];
+          if (judged[0]) begin
+            if (\$177 ) begin
+              \$200  = \$179 [47:0];
             end
           end
     endcase
     if (rst) begin
-      \$132  = 48'h000000000000;
+      \$200  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$133  = cur;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$201  = cur;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
+          if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
+            if (\$124 ) begin
+            end else if (\$125 ) begin
             end else begin
-              \$133  = link__tdata[16];
+              \$201  = judged[17];
             end
           end
     endcase
     if (rst) begin
-      \$133  = 1'h0;
+      \$201  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$134  = beats_left;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$202  = \$signal$18 ;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
+          if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
+            if (\$124 ) begin
+            end else if (\$125 ) begin
             end else begin
-              \$134  = \$2 [6:0];
+              \$202  = judged[136:130];
             end
           end
       2'h2:
-          if (beat) begin
-            \$134  = \$122 [6:0];
+          if (judged[0]) begin
+            \$202  = \$176 [6:0];
           end
     endcase
     if (rst) begin
-      \$134  = 7'h00;
+      \$202  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$135  = length;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$203  = pkt_beats;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
+          if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
+            if (\$124 ) begin
+            end else if (\$125 ) begin
             end else begin
-              \$135  = link__tdata[48:32];
+              \$203  = judged[136:130];
             end
           end
     endcase
     if (rst) begin
-      \$135  = 17'h00000;
+      \$203  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$136  = tag;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$204  = \$signal$26 ;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
+          if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
+            if (\$124 ) begin
+            end else if (\$125 ) begin
             end else begin
-              \$136  = link__tdata[31:24];
+              \$204  = judged[49:33];
             end
           end
     endcase
     if (rst) begin
-      \$136  = 8'h00;
+      \$204  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$137  = src;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$205  = \$like$25 ;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
+          if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
+            if (\$124 ) begin
+            end else if (\$125 ) begin
             end else begin
-              \$137  = link__tdata[15:8];
+              \$205  = judged[32:25];
             end
           end
     endcase
     if (rst) begin
-      \$137  = 8'h00;
+      \$205  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$138  = first;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$206  = \$like ;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
+          if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
+            if (\$124 ) begin
+            end else if (\$125 ) begin
             end else begin
-              \$138  = 1'h1;
+              \$206  = judged[16:9];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$206  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$207  = \$signal$23 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+            end else begin
+              \$207  = 1'h1;
             end
           end
       2'h2:
-          if (beat) begin
-            \$138  = 1'h0;
+          if (judged[0]) begin
+            \$207  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$138  = 1'h0;
+      \$207  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$139  = last_keep;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$208  = \$signal$20 ;
     casez (rx_fsm_state)
       2'h0:
-          if (beat) begin
+          if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$70 ) begin
-            end else if (\$71 ) begin
+            if (\$124 ) begin
+            end else if (\$125 ) begin
             end else begin
-              \$139 [0] = \$76 ;
-              \$139 [1] = \$79 ;
-              \$139 [2] = \$82 ;
-              \$139 [3] = \$85 ;
-              \$139 [4] = \$88 ;
-              \$139 [5] = \$91 ;
-              \$139 [6] = \$94 ;
-              \$139 [7] = \$97 ;
-              \$139 [8] = \$100 ;
-              \$139 [9] = \$103 ;
-              \$139 [10] = \$106 ;
-              \$139 [11] = \$109 ;
-              \$139 [12] = \$112 ;
-              \$139 [13] = \$115 ;
-              \$139 [14] = \$118 ;
-              \$139 [15] = \$121 ;
+              \$208 [0] = \$130 ;
+              \$208 [1] = \$133 ;
+              \$208 [2] = \$136 ;
+              \$208 [3] = \$139 ;
+              \$208 [4] = \$142 ;
+              \$208 [5] = \$145 ;
+              \$208 [6] = \$148 ;
+              \$208 [7] = \$151 ;
+              \$208 [8] = \$154 ;
+              \$208 [9] = \$157 ;
+              \$208 [10] = \$160 ;
+              \$208 [11] = \$163 ;
+              \$208 [12] = \$166 ;
+              \$208 [13] = \$169 ;
+              \$208 [14] = \$172 ;
+              \$208 [15] = \$175 ;
             end
           end
     endcase
     if (rst) begin
-      \$139  = 16'h0000;
+      \$208  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$140  = payload_bytes;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$209  = payload_bytes;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
-          if (beat) begin
-            if (\$123 ) begin
-              \$140  = \$124 [47:0];
+          if (judged[0]) begin
+            if (\$177 ) begin
+              \$209  = \$178 [47:0];
             end
           end
     endcase
     if (rst) begin
-      \$140  = 48'h000000000000;
+      \$209  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$141  = \$127 [47:0];
-    if (rst) begin
-      \$141  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$142  = errors;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$210  = errors;
     if (error_now) begin
-      \$142  = \$128 [47:0];
+      \$210  = \$181 [47:0];
     end
     if (rst) begin
-      \$142  = 48'h000000000000;
+      \$210  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$143  = error;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$211  = error;
     if (error_clear) begin
-      \$143  = 1'h0;
-    end else if (\$130 ) begin
-      \$143  = 1'h1;
+      \$211  = 1'h0;
+    end else if (\$183 ) begin
+      \$211  = 1'h1;
     end
     if (rst) begin
-      \$143  = 1'h0;
+      \$211  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$144  = error_cause;
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$212  = error_cause;
     if (error_clear) begin
-      \$144  = 4'h0;
-    end else if (\$130 ) begin
-      \$144  = error_code;
+      \$212  = 4'h0;
+    end else if (\$183 ) begin
+      \$212  = error_code;
     end
     if (rst) begin
-      \$144  = 4'h0;
+      \$212  = 4'h0;
     end
   end
-  assign r__payload = out0__payload;
-  assign out0__ready = r__ready;
-  assign r__valid = out0__valid;
-  assign freed = freed0;
-  assign \r__payload$9  = out1__payload;
-  assign out1__ready = \r__ready$10 ;
-  assign \r__valid$13  = out1__valid;
-  assign \freed$15  = freed1;
+  assign r__payload = out__0__payload;
+  assign out__0__ready = r__ready;
+  assign r__valid = out__0__valid;
+  assign \r__payload$7  = out__1__payload;
+  assign out__1__ready = \r__ready$8 ;
+  assign \r__valid$11  = out__1__valid;
   assign link__tready = 1'h1;
-  assign link__tvalid = beat;
-  assign hdr = link__tdata[63:0];
-  assign header = link__tdata[63:0];
-  assign hdr_beats = \$2 [13:0];
-  assign w_data = entry;
-  assign \w_data$40  = entry;
-  assign \out0__payload.data  = out0__payload[127:0];
-  assign \out0__payload.keep  = out0__payload[143:128];
-  assign \out0__payload.first  = out0__payload[144];
-  assign \out0__payload.last  = out0__payload[145];
-  assign \out0__payload.src  = out0__payload[153:146];
-  assign \out0__payload.tag  = out0__payload[161:154];
-  assign \out0__payload.length  = out0__payload[178:162];
-  assign \r__payload.data  = out0__payload[127:0];
-  assign \r__payload.keep  = out0__payload[143:128];
-  assign \r__payload.first  = out0__payload[144];
-  assign \r__payload.last  = out0__payload[145];
-  assign \r__payload.src  = out0__payload[153:146];
-  assign \r__payload.tag  = out0__payload[161:154];
-  assign \r__payload.length  = out0__payload[178:162];
-  assign \out1__payload.data  = out1__payload[127:0];
-  assign \out1__payload.keep  = out1__payload[143:128];
-  assign \out1__payload.first  = out1__payload[144];
-  assign \out1__payload.last  = out1__payload[145];
-  assign \out1__payload.src  = out1__payload[153:146];
-  assign \out1__payload.tag  = out1__payload[161:154];
-  assign \out1__payload.length  = out1__payload[178:162];
-  assign \r__payload$9.data  = out1__payload[127:0];
-  assign \r__payload$9.keep  = out1__payload[143:128];
-  assign \r__payload$9.first  = out1__payload[144];
-  assign \r__payload$9.last  = out1__payload[145];
-  assign \r__payload$9.src  = out1__payload[153:146];
-  assign \r__payload$9.tag  = out1__payload[161:154];
-  assign \r__payload$9.length  = out1__payload[178:162];
-  assign \hdr.magic  = link__tdata[3:0];
-  assign \hdr.version  = link__tdata[5:4];
-  assign \hdr.ptype  = link__tdata[7:6];
-  assign \hdr.src  = link__tdata[15:8];
-  assign \hdr.channel  = link__tdata[19:16];
-  assign \hdr.rsvd0  = link__tdata[23:20];
-  assign \hdr.tag  = link__tdata[31:24];
-  assign \hdr.length  = link__tdata[48:32];
-  assign \hdr.rsvd1  = link__tdata[55:49];
-  assign \hdr.check  = link__tdata[63:56];
-  assign \header.magic  = link__tdata[3:0];
-  assign \header.version  = link__tdata[5:4];
-  assign \header.ptype  = link__tdata[7:6];
-  assign \header.src  = link__tdata[15:8];
-  assign \header.channel  = link__tdata[19:16];
-  assign \header.rsvd0  = link__tdata[23:20];
-  assign \header.tag  = link__tdata[31:24];
-  assign \header.length  = link__tdata[48:32];
-  assign \header.rsvd1  = link__tdata[55:49];
-  assign \header.check  = link__tdata[63:56];
-  assign \entry.data  = entry[127:0];
-  assign \entry.keep  = entry[143:128];
-  assign \entry.first  = entry[144];
-  assign \entry.last  = entry[145];
-  assign \entry.src  = entry[153:146];
-  assign \entry.tag  = entry[161:154];
-  assign \entry.length  = entry[178:162];
-  assign \w_data.data  = entry[127:0];
-  assign \w_data.keep  = entry[143:128];
-  assign \w_data.first  = entry[144];
-  assign \w_data.last  = entry[145];
-  assign \w_data.src  = entry[153:146];
-  assign \w_data.tag  = entry[161:154];
-  assign \w_data.length  = entry[178:162];
-  assign \w_data$40.data  = entry[127:0];
-  assign \w_data$40.keep  = entry[143:128];
-  assign \w_data$40.first  = entry[144];
-  assign \w_data$40.last  = entry[145];
-  assign \w_data$40.src  = entry[153:146];
-  assign \w_data$40.tag  = entry[161:154];
-  assign \w_data$40.length  = entry[178:162];
-  assign entry[178:162] = length;
-  assign entry[161:154] = tag;
-  assign entry[153:146] = src;
-  assign entry[145] = is_last;
-  assign entry[144] = first;
-  assign entry[143:128] = keep;
-  assign entry[127:0] = { \$51 , \$50 , \$49 , \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41 , \$40 , \$39 , \$38 , \$37 , \$36  };
-  assign \$2  = { 4'h0, \$1 [17:4] };
-  assign \$60  = cur;
-  assign \$75 [17:4] = 14'h0000;
-  assign \$75 [3:0] = \$74 [3:0];
-  assign \$78 [17:4] = 14'h0000;
-  assign \$78 [3:0] = \$77 [3:0];
-  assign \$81 [17:4] = 14'h0000;
-  assign \$81 [3:0] = \$80 [3:0];
-  assign \$84 [17:4] = 14'h0000;
-  assign \$84 [3:0] = \$83 [3:0];
-  assign \$87 [17:4] = 14'h0000;
-  assign \$87 [3:0] = \$86 [3:0];
-  assign \$90 [17:4] = 14'h0000;
-  assign \$90 [3:0] = \$89 [3:0];
-  assign \$93 [17:4] = 14'h0000;
-  assign \$93 [3:0] = \$92 [3:0];
-  assign \$96 [17:4] = 14'h0000;
-  assign \$96 [3:0] = \$95 [3:0];
-  assign \$99 [17:4] = 14'h0000;
-  assign \$99 [3:0] = \$98 [3:0];
-  assign \$102 [17:4] = 14'h0000;
-  assign \$102 [3:0] = \$101 [3:0];
-  assign \$105 [17:4] = 14'h0000;
-  assign \$105 [3:0] = \$104 [3:0];
-  assign \$108 [17:4] = 14'h0000;
-  assign \$108 [3:0] = \$107 [3:0];
-  assign \$111 [17:4] = 14'h0000;
-  assign \$111 [3:0] = \$110 [3:0];
-  assign \$114 [17:4] = 14'h0000;
-  assign \$114 [3:0] = \$113 [3:0];
-  assign \$117 [17:4] = 14'h0000;
-  assign \$117 [3:0] = \$116 [3:0];
-  assign \$120 [17:4] = 14'h0000;
-  assign \$120 [3:0] = \$119 [3:0];
+  assign header = in[64:1];
+  assign entry = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign w_data = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \w_data$28  = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign credit_now = credit_valid;
+  assign space_channel = \$41 [0];
+  assign space_release = rollback;
+  assign space_commit = commit;
+  assign credit_channel = judged[20:17];
+  assign credit_count = judged[38:33];
+  assign \out__0__payload.data  = out__0__payload[127:0];
+  assign \out__0__payload.keep  = out__0__payload[143:128];
+  assign \out__0__payload.first  = out__0__payload[144];
+  assign \out__0__payload.last  = out__0__payload[145];
+  assign \out__0__payload.src  = out__0__payload[153:146];
+  assign \out__0__payload.tag  = out__0__payload[161:154];
+  assign \out__0__payload.length  = out__0__payload[178:162];
+  assign \r__payload.data  = out__0__payload[127:0];
+  assign \r__payload.keep  = out__0__payload[143:128];
+  assign \r__payload.first  = out__0__payload[144];
+  assign \r__payload.last  = out__0__payload[145];
+  assign \r__payload.src  = out__0__payload[153:146];
+  assign \r__payload.tag  = out__0__payload[161:154];
+  assign \r__payload.length  = out__0__payload[178:162];
+  assign \out__1__payload.data  = out__1__payload[127:0];
+  assign \out__1__payload.keep  = out__1__payload[143:128];
+  assign \out__1__payload.first  = out__1__payload[144];
+  assign \out__1__payload.last  = out__1__payload[145];
+  assign \out__1__payload.src  = out__1__payload[153:146];
+  assign \out__1__payload.tag  = out__1__payload[161:154];
+  assign \out__1__payload.length  = out__1__payload[178:162];
+  assign \r__payload$7.data  = out__1__payload[127:0];
+  assign \r__payload$7.keep  = out__1__payload[143:128];
+  assign \r__payload$7.first  = out__1__payload[144];
+  assign \r__payload$7.last  = out__1__payload[145];
+  assign \r__payload$7.src  = out__1__payload[153:146];
+  assign \r__payload$7.tag  = out__1__payload[161:154];
+  assign \r__payload$7.length  = out__1__payload[178:162];
+  assign \header.magic  = in[4:1];
+  assign \header.version  = in[6:5];
+  assign \header.ptype  = in[8:7];
+  assign \header.src  = in[16:9];
+  assign \header.channel  = in[20:17];
+  assign \header.rsvd0  = in[24:21];
+  assign \header.tag  = in[32:25];
+  assign \header.length  = in[49:33];
+  assign \header.rsvd1  = in[56:50];
+  assign \header.check  = in[64:57];
+  assign \in.valid  = in[0];
+  assign \in.data  = in[128:1];
+  assign \in.last  = in[129];
+  assign \in.beats  = in[136:130];
+  assign \in.room  = in[142:137];
+  assign \decoded.valid  = decoded[0];
+  assign \decoded.data  = decoded[128:1];
+  assign \decoded.last  = decoded[129];
+  assign \decoded.beats  = decoded[136:130];
+  assign \decoded.room  = decoded[142:137];
+  assign \decoded.crc  = decoded[150:143];
+  assign \decoded.magic_bad  = decoded[151];
+  assign \decoded.type_bad  = decoded[152];
+  assign \decoded.channel_bad  = decoded[153];
+  assign \decoded.length_bad  = decoded[154];
+  assign \entry.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \entry.keep  = keep;
+  assign \entry.first  = \$signal$23 ;
+  assign \entry.last  = \$signal ;
+  assign \entry.src  = \$like ;
+  assign \entry.tag  = \$like$25 ;
+  assign \entry.length  = \$signal$26 ;
+  assign \judged.valid  = judged[0];
+  assign \judged.data  = judged[128:1];
+  assign \judged.last  = judged[129];
+  assign \judged.beats  = judged[136:130];
+  assign \judged.room  = judged[142:137];
+  assign \judged.cause  = judged[146:143];
+  assign \judged.is_data  = judged[147];
+  assign \judged.ok  = judged[148];
+  assign \judged.ok_alt  = judged[149];
+  assign \judged.alt_rollback  = judged[150];
+  assign \judged.alt_credit  = judged[151];
+  assign \w_data.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \w_data.keep  = keep;
+  assign \w_data.first  = \$signal$23 ;
+  assign \w_data.last  = \$signal ;
+  assign \w_data.src  = \$like ;
+  assign \w_data.tag  = \$like$25 ;
+  assign \w_data.length  = \$signal$26 ;
+  assign \w_data$28.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \w_data$28.keep  = keep;
+  assign \w_data$28.first  = \$signal$23 ;
+  assign \w_data$28.last  = \$signal ;
+  assign \w_data$28.src  = \$like ;
+  assign \w_data$28.tag  = \$like$25 ;
+  assign \w_data$28.length  = \$signal$26 ;
+  assign \checked.valid  = checked[0];
+  assign \checked.data  = checked[128:1];
+  assign \checked.last  = checked[129];
+  assign \checked.beats  = checked[136:130];
+  assign \checked.room  = checked[142:137];
+  assign \checked.cause  = checked[146:143];
+  assign \checked.room_ahead  = checked[153:147];
+  assign \checked.same_ch_ahead  = checked[154];
+  assign \$36  = cur;
+  assign \$47  = { 4'h0, \$46 [17:4] };
+  assign \$83  = \$41 [0];
+  assign \$87  = \$41 [0];
+  assign \$91  = \$41 [0];
+  assign \$129 [17:4] = 14'h0000;
+  assign \$129 [3:0] = \$128 [3:0];
+  assign \$132 [17:4] = 14'h0000;
+  assign \$132 [3:0] = \$131 [3:0];
+  assign \$135 [17:4] = 14'h0000;
+  assign \$135 [3:0] = \$134 [3:0];
+  assign \$138 [17:4] = 14'h0000;
+  assign \$138 [3:0] = \$137 [3:0];
+  assign \$141 [17:4] = 14'h0000;
+  assign \$141 [3:0] = \$140 [3:0];
+  assign \$144 [17:4] = 14'h0000;
+  assign \$144 [3:0] = \$143 [3:0];
+  assign \$147 [17:4] = 14'h0000;
+  assign \$147 [3:0] = \$146 [3:0];
+  assign \$150 [17:4] = 14'h0000;
+  assign \$150 [3:0] = \$149 [3:0];
+  assign \$153 [17:4] = 14'h0000;
+  assign \$153 [3:0] = \$152 [3:0];
+  assign \$156 [17:4] = 14'h0000;
+  assign \$156 [3:0] = \$155 [3:0];
+  assign \$159 [17:4] = 14'h0000;
+  assign \$159 [3:0] = \$158 [3:0];
+  assign \$162 [17:4] = 14'h0000;
+  assign \$162 [3:0] = \$161 [3:0];
+  assign \$165 [17:4] = 14'h0000;
+  assign \$165 [3:0] = \$164 [3:0];
+  assign \$168 [17:4] = 14'h0000;
+  assign \$168 [3:0] = \$167 [3:0];
+  assign \$171 [17:4] = 14'h0000;
+  assign \$171 [3:0] = \$170 [3:0];
+  assign \$174 [17:4] = 14'h0000;
+  assign \$174 [3:0] = \$173 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer0 (rst, r__ready, free, fetch, r__payload, wr__data, w_en, commit, rollback, out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
-  wire \$1 ;
-  reg [5:0] \$10 ;
-  reg [5:0] \$11 ;
-  reg \$12 ;
-  wire [6:0] \$2 ;
-  wire [6:0] \$3 ;
-  wire [6:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire [6:0] \$8 ;
-  reg [5:0] \$9 ;
-  input clk;
-  wire clk;
-  input commit;
-  wire commit;
-  output fetch;
-  wire fetch;
-  output [5:0] free;
-  wire [5:0] free;
-  wire freed;
-  output out_valid;
-  reg out_valid = 1'h0;
-  output [178:0] r__payload;
-  wire [178:0] r__payload;
-  wire [127:0] \r__payload.data ;
-  wire \r__payload.first ;
-  wire [15:0] \r__payload.keep ;
-  wire \r__payload.last ;
-  wire [16:0] \r__payload.length ;
-  wire [7:0] \r__payload.src ;
-  wire [7:0] \r__payload.tag ;
-  input r__ready;
-  wire r__ready;
-  (* init = 1'h0 *)
-  wire r__valid;
-  wire [4:0] rd__addr;
-  wire [178:0] rd__data;
-  wire [127:0] \rd__data.data ;
-  wire \rd__data.first ;
-  wire [15:0] \rd__data.keep ;
-  wire \rd__data.last ;
-  wire [16:0] \rd__data.length ;
-  wire [7:0] \rd__data.src ;
-  wire [7:0] \rd__data.tag ;
-  wire rd__en;
-  reg [5:0] rd_ptr = 6'h00;
-  input rollback;
-  wire rollback;
-  input rst;
-  wire rst;
-  wire [5:0] used;
-  wire [178:0] w_data;
-  wire [127:0] \w_data.data ;
-  wire \w_data.first ;
-  wire [15:0] \w_data.keep ;
-  wire \w_data.last ;
-  wire [16:0] \w_data.length ;
-  wire [7:0] \w_data.src ;
-  wire [7:0] \w_data.tag ;
-  input w_en;
-  wire w_en;
-  wire [4:0] wr__addr;
-  input [178:0] wr__data;
-  wire [178:0] wr__data;
-  wire [127:0] \wr__data.data ;
-  wire \wr__data.first ;
-  wire [15:0] \wr__data.keep ;
-  wire \wr__data.last ;
-  wire [16:0] \wr__data.length ;
-  wire [7:0] \wr__data.src ;
-  wire [7:0] \wr__data.tag ;
-  wire wr__en;
-  reg [5:0] wr_commit = 6'h00;
-  reg [5:0] wr_tmp = 6'h00;
-  wire [5:0] wr_tmp_next;
-  reg [178:0] mem [31:0];
-  initial begin
-    mem[0] = 179'h000000000000000000000000000000000000000000000;
-    mem[1] = 179'h000000000000000000000000000000000000000000000;
-    mem[2] = 179'h000000000000000000000000000000000000000000000;
-    mem[3] = 179'h000000000000000000000000000000000000000000000;
-    mem[4] = 179'h000000000000000000000000000000000000000000000;
-    mem[5] = 179'h000000000000000000000000000000000000000000000;
-    mem[6] = 179'h000000000000000000000000000000000000000000000;
-    mem[7] = 179'h000000000000000000000000000000000000000000000;
-    mem[8] = 179'h000000000000000000000000000000000000000000000;
-    mem[9] = 179'h000000000000000000000000000000000000000000000;
-    mem[10] = 179'h000000000000000000000000000000000000000000000;
-    mem[11] = 179'h000000000000000000000000000000000000000000000;
-    mem[12] = 179'h000000000000000000000000000000000000000000000;
-    mem[13] = 179'h000000000000000000000000000000000000000000000;
-    mem[14] = 179'h000000000000000000000000000000000000000000000;
-    mem[15] = 179'h000000000000000000000000000000000000000000000;
-    mem[16] = 179'h000000000000000000000000000000000000000000000;
-    mem[17] = 179'h000000000000000000000000000000000000000000000;
-    mem[18] = 179'h000000000000000000000000000000000000000000000;
-    mem[19] = 179'h000000000000000000000000000000000000000000000;
-    mem[20] = 179'h000000000000000000000000000000000000000000000;
-    mem[21] = 179'h000000000000000000000000000000000000000000000;
-    mem[22] = 179'h000000000000000000000000000000000000000000000;
-    mem[23] = 179'h000000000000000000000000000000000000000000000;
-    mem[24] = 179'h000000000000000000000000000000000000000000000;
-    mem[25] = 179'h000000000000000000000000000000000000000000000;
-    mem[26] = 179'h000000000000000000000000000000000000000000000;
-    mem[27] = 179'h000000000000000000000000000000000000000000000;
-    mem[28] = 179'h000000000000000000000000000000000000000000000;
-    mem[29] = 179'h000000000000000000000000000000000000000000000;
-    mem[30] = 179'h000000000000000000000000000000000000000000000;
-    mem[31] = 179'h000000000000000000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (wr__en)
-      mem[wr_tmp[4:0]] <= wr__data;
-  end
-  reg [178:0] _0_;
-  always @(posedge clk) begin
-    if (fetch) begin
-      _0_ <= mem[rd_ptr[4:0]];
-    end
-  end
-  assign r__payload = _0_;
-  assign \$1  = ~ rollback;
-  assign wr__en = w_en & \$1 ;
-  assign \$2  = wr_tmp + w_en;
-  assign \$3  = wr_commit - rd_ptr;
-  assign \$4  = 6'h20 - \$3 [5:0];
-  assign \$5  = | \$3 [5:0];
-  assign \$6  = ~ out_valid;
-  assign \$7  = \$6  | r__ready;
-  assign fetch = \$5  & \$7 ;
-  assign \$8  = rd_ptr + 1'h1;
-  always @(posedge clk)
-    wr_tmp <= \$9 ;
-  always @(posedge clk)
-    wr_commit <= \$10 ;
-  always @(posedge clk)
-    rd_ptr <= \$11 ;
-  always @(posedge clk)
-    out_valid <= \$12 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    (* full_case = 32'd1 *)
-    if (rollback) begin
-      \$9  = wr_commit;
-    end else begin
-      \$9  = \$2 [5:0];
-    end
-    if (rst) begin
-      \$9  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$10  = wr_commit;
-    (* full_case = 32'd1 *)
-    if (rollback) begin
-    end else begin
-      if (commit) begin
-        \$10  = \$2 [5:0];
-      end
-    end
-    if (rst) begin
-      \$10  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$11  = rd_ptr;
-    if (fetch) begin
-      \$11  = \$8 [5:0];
-    end
-    if (rst) begin
-      \$11  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$12  = out_valid;
-    if (fetch) begin
-      \$12  = 1'h1;
-    end else if (r__ready) begin
-      \$12  = 1'h0;
-    end
-    if (rst) begin
-      \$12  = 1'h0;
-    end
-  end
-  assign wr__addr = wr_tmp[4:0];
-  assign w_data = wr__data;
-  assign wr_tmp_next = \$2 [5:0];
-  assign used = \$3 [5:0];
-  assign rd__addr = rd_ptr[4:0];
-  assign rd__en = fetch;
-  assign rd__data = r__payload;
-  assign r__valid = out_valid;
-  assign freed = fetch;
-  assign free = \$4 [5:0];
-  assign \wr__data.data  = wr__data[127:0];
-  assign \wr__data.keep  = wr__data[143:128];
-  assign \wr__data.first  = wr__data[144];
-  assign \wr__data.last  = wr__data[145];
-  assign \wr__data.src  = wr__data[153:146];
-  assign \wr__data.tag  = wr__data[161:154];
-  assign \wr__data.length  = wr__data[178:162];
-  assign \w_data.data  = wr__data[127:0];
-  assign \w_data.keep  = wr__data[143:128];
-  assign \w_data.first  = wr__data[144];
-  assign \w_data.last  = wr__data[145];
-  assign \w_data.src  = wr__data[153:146];
-  assign \w_data.tag  = wr__data[161:154];
-  assign \w_data.length  = wr__data[178:162];
-  assign \r__payload.data  = r__payload[127:0];
-  assign \r__payload.keep  = r__payload[143:128];
-  assign \r__payload.first  = r__payload[144];
-  assign \r__payload.last  = r__payload[145];
-  assign \r__payload.src  = r__payload[153:146];
-  assign \r__payload.tag  = r__payload[161:154];
-  assign \r__payload.length  = r__payload[178:162];
-  assign \rd__data.data  = r__payload[127:0];
-  assign \rd__data.keep  = r__payload[143:128];
-  assign \rd__data.first  = r__payload[144];
-  assign \rd__data.last  = r__payload[145];
-  assign \rd__data.src  = r__payload[153:146];
-  assign \rd__data.tag  = r__payload[161:154];
-  assign \rd__data.length  = r__payload[178:162];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer1 (rst, r__ready, free, fetch, r__payload, wr__data, w_en, commit, rollback, out_valid, clk);
+module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \port$624$0 , \port$625$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , fetch, r__payload
+, \port$2256$0 , w_en, commit, rollback, \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$2319$0 , out_valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$55  = 0;
   wire \$1 ;
   reg [5:0] \$10 ;
@@ -4260,11 +3167,54 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, free, fetch, r__payload, wr__d
   wire commit;
   output fetch;
   wire fetch;
-  output [5:0] free;
   wire [5:0] free;
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
+  input [15:0] \port$2256$0 ;
+  wire [15:0] \port$2256$0 ;
+  input [16:0] \port$2313$0 ;
+  wire [16:0] \port$2313$0 ;
+  input [7:0] \port$2315$0 ;
+  wire [7:0] \port$2315$0 ;
+  input [7:0] \port$2317$0 ;
+  wire [7:0] \port$2317$0 ;
+  input \port$2319$0 ;
+  wire \port$2319$0 ;
+  input \port$620$0 ;
+  wire \port$620$0 ;
+  input [7:0] \port$623$0 ;
+  wire [7:0] \port$623$0 ;
+  input [7:0] \port$624$0 ;
+  wire [7:0] \port$624$0 ;
+  input [7:0] \port$625$0 ;
+  wire [7:0] \port$625$0 ;
+  input [7:0] \port$626$0 ;
+  wire [7:0] \port$626$0 ;
+  input [7:0] \port$627$0 ;
+  wire [7:0] \port$627$0 ;
+  input [7:0] \port$628$0 ;
+  wire [7:0] \port$628$0 ;
+  input [7:0] \port$629$0 ;
+  wire [7:0] \port$629$0 ;
+  input [7:0] \port$630$0 ;
+  wire [7:0] \port$630$0 ;
+  input [7:0] \port$631$0 ;
+  wire [7:0] \port$631$0 ;
+  input [7:0] \port$632$0 ;
+  wire [7:0] \port$632$0 ;
+  input [7:0] \port$633$0 ;
+  wire [7:0] \port$633$0 ;
+  input [7:0] \port$634$0 ;
+  wire [7:0] \port$634$0 ;
+  input [7:0] \port$635$0 ;
+  wire [7:0] \port$635$0 ;
+  input [7:0] \port$636$0 ;
+  wire [7:0] \port$636$0 ;
+  input [7:0] \port$637$0 ;
+  wire [7:0] \port$637$0 ;
+  input [7:0] \port$638$0 ;
+  wire [7:0] \port$638$0 ;
   output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
@@ -4305,7 +3255,6 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, free, fetch, r__payload, wr__d
   input w_en;
   wire w_en;
   wire [4:0] wr__addr;
-  input [178:0] wr__data;
   wire [178:0] wr__data;
   wire [127:0] \wr__data.data ;
   wire \wr__data.first ;
@@ -4355,7 +3304,7 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, free, fetch, r__payload, wr__d
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[4:0]] <= wr__data;
+      mem[wr_tmp[4:0]] <= { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
   end
   reg [178:0] _0_;
   always @(posedge clk) begin
@@ -4369,7 +3318,7 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, free, fetch, r__payload, wr__d
   assign \$2  = wr_tmp + w_en;
   assign \$3  = wr_commit - rd_ptr;
   assign \$4  = 6'h20 - \$3 [5:0];
-  assign \$5  = | \$3 [5:0];
+  assign \$5  = wr_commit != rd_ptr;
   assign \$6  = ~ out_valid;
   assign \$7  = \$6  | r__ready;
   assign fetch = \$5  & \$7 ;
@@ -4431,29 +3380,30 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, free, fetch, r__payload, wr__d
     end
   end
   assign wr__addr = wr_tmp[4:0];
-  assign w_data = wr__data;
+  assign wr__data = { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  assign w_data = { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
   assign wr_tmp_next = \$2 [5:0];
   assign used = \$3 [5:0];
+  assign free = \$4 [5:0];
   assign rd__addr = rd_ptr[4:0];
   assign rd__en = fetch;
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign free = \$4 [5:0];
-  assign \wr__data.data  = wr__data[127:0];
-  assign \wr__data.keep  = wr__data[143:128];
-  assign \wr__data.first  = wr__data[144];
-  assign \wr__data.last  = wr__data[145];
-  assign \wr__data.src  = wr__data[153:146];
-  assign \wr__data.tag  = wr__data[161:154];
-  assign \wr__data.length  = wr__data[178:162];
-  assign \w_data.data  = wr__data[127:0];
-  assign \w_data.keep  = wr__data[143:128];
-  assign \w_data.first  = wr__data[144];
-  assign \w_data.last  = wr__data[145];
-  assign \w_data.src  = wr__data[153:146];
-  assign \w_data.tag  = wr__data[161:154];
-  assign \w_data.length  = wr__data[178:162];
+  assign \wr__data.data  = { \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  assign \wr__data.keep  = \port$2256$0 ;
+  assign \wr__data.first  = \port$2319$0 ;
+  assign \wr__data.last  = \port$620$0 ;
+  assign \wr__data.src  = \port$2317$0 ;
+  assign \wr__data.tag  = \port$2315$0 ;
+  assign \wr__data.length  = \port$2313$0 ;
+  assign \w_data.data  = { \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  assign \w_data.keep  = \port$2256$0 ;
+  assign \w_data.first  = \port$2319$0 ;
+  assign \w_data.last  = \port$620$0 ;
+  assign \w_data.src  = \port$2317$0 ;
+  assign \w_data.tag  = \port$2315$0 ;
+  assign \w_data.length  = \port$2313$0 ;
   assign \r__payload.data  = r__payload[127:0];
   assign \r__payload.keep  = r__payload[143:128];
   assign \r__payload.first  = r__payload[144];
@@ -4471,7 +3421,282 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, free, fetch, r__payload, wr__d
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.hdr_check (ok, header);
+module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \port$624$0 , \port$625$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , fetch, r__payload
+, \port$2256$0 , w_en, commit, rollback, \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$2319$0 , out_valid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
+  wire \$1 ;
+  reg [5:0] \$10 ;
+  reg [5:0] \$11 ;
+  reg \$12 ;
+  wire [6:0] \$2 ;
+  wire [6:0] \$3 ;
+  wire [6:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire [6:0] \$8 ;
+  reg [5:0] \$9 ;
+  input clk;
+  wire clk;
+  input commit;
+  wire commit;
+  output fetch;
+  wire fetch;
+  wire [5:0] free;
+  wire freed;
+  output out_valid;
+  reg out_valid = 1'h0;
+  input [15:0] \port$2256$0 ;
+  wire [15:0] \port$2256$0 ;
+  input [16:0] \port$2313$0 ;
+  wire [16:0] \port$2313$0 ;
+  input [7:0] \port$2315$0 ;
+  wire [7:0] \port$2315$0 ;
+  input [7:0] \port$2317$0 ;
+  wire [7:0] \port$2317$0 ;
+  input \port$2319$0 ;
+  wire \port$2319$0 ;
+  input \port$620$0 ;
+  wire \port$620$0 ;
+  input [7:0] \port$623$0 ;
+  wire [7:0] \port$623$0 ;
+  input [7:0] \port$624$0 ;
+  wire [7:0] \port$624$0 ;
+  input [7:0] \port$625$0 ;
+  wire [7:0] \port$625$0 ;
+  input [7:0] \port$626$0 ;
+  wire [7:0] \port$626$0 ;
+  input [7:0] \port$627$0 ;
+  wire [7:0] \port$627$0 ;
+  input [7:0] \port$628$0 ;
+  wire [7:0] \port$628$0 ;
+  input [7:0] \port$629$0 ;
+  wire [7:0] \port$629$0 ;
+  input [7:0] \port$630$0 ;
+  wire [7:0] \port$630$0 ;
+  input [7:0] \port$631$0 ;
+  wire [7:0] \port$631$0 ;
+  input [7:0] \port$632$0 ;
+  wire [7:0] \port$632$0 ;
+  input [7:0] \port$633$0 ;
+  wire [7:0] \port$633$0 ;
+  input [7:0] \port$634$0 ;
+  wire [7:0] \port$634$0 ;
+  input [7:0] \port$635$0 ;
+  wire [7:0] \port$635$0 ;
+  input [7:0] \port$636$0 ;
+  wire [7:0] \port$636$0 ;
+  input [7:0] \port$637$0 ;
+  wire [7:0] \port$637$0 ;
+  input [7:0] \port$638$0 ;
+  wire [7:0] \port$638$0 ;
+  output [178:0] r__payload;
+  wire [178:0] r__payload;
+  wire [127:0] \r__payload.data ;
+  wire \r__payload.first ;
+  wire [15:0] \r__payload.keep ;
+  wire \r__payload.last ;
+  wire [16:0] \r__payload.length ;
+  wire [7:0] \r__payload.src ;
+  wire [7:0] \r__payload.tag ;
+  input r__ready;
+  wire r__ready;
+  (* init = 1'h0 *)
+  wire r__valid;
+  wire [4:0] rd__addr;
+  wire [178:0] rd__data;
+  wire [127:0] \rd__data.data ;
+  wire \rd__data.first ;
+  wire [15:0] \rd__data.keep ;
+  wire \rd__data.last ;
+  wire [16:0] \rd__data.length ;
+  wire [7:0] \rd__data.src ;
+  wire [7:0] \rd__data.tag ;
+  wire rd__en;
+  reg [5:0] rd_ptr = 6'h00;
+  input rollback;
+  wire rollback;
+  input rst;
+  wire rst;
+  wire [5:0] used;
+  wire [178:0] w_data;
+  wire [127:0] \w_data.data ;
+  wire \w_data.first ;
+  wire [15:0] \w_data.keep ;
+  wire \w_data.last ;
+  wire [16:0] \w_data.length ;
+  wire [7:0] \w_data.src ;
+  wire [7:0] \w_data.tag ;
+  input w_en;
+  wire w_en;
+  wire [4:0] wr__addr;
+  wire [178:0] wr__data;
+  wire [127:0] \wr__data.data ;
+  wire \wr__data.first ;
+  wire [15:0] \wr__data.keep ;
+  wire \wr__data.last ;
+  wire [16:0] \wr__data.length ;
+  wire [7:0] \wr__data.src ;
+  wire [7:0] \wr__data.tag ;
+  wire wr__en;
+  reg [5:0] wr_commit = 6'h00;
+  reg [5:0] wr_tmp = 6'h00;
+  wire [5:0] wr_tmp_next;
+  reg [178:0] mem [31:0];
+  initial begin
+    mem[0] = 179'h000000000000000000000000000000000000000000000;
+    mem[1] = 179'h000000000000000000000000000000000000000000000;
+    mem[2] = 179'h000000000000000000000000000000000000000000000;
+    mem[3] = 179'h000000000000000000000000000000000000000000000;
+    mem[4] = 179'h000000000000000000000000000000000000000000000;
+    mem[5] = 179'h000000000000000000000000000000000000000000000;
+    mem[6] = 179'h000000000000000000000000000000000000000000000;
+    mem[7] = 179'h000000000000000000000000000000000000000000000;
+    mem[8] = 179'h000000000000000000000000000000000000000000000;
+    mem[9] = 179'h000000000000000000000000000000000000000000000;
+    mem[10] = 179'h000000000000000000000000000000000000000000000;
+    mem[11] = 179'h000000000000000000000000000000000000000000000;
+    mem[12] = 179'h000000000000000000000000000000000000000000000;
+    mem[13] = 179'h000000000000000000000000000000000000000000000;
+    mem[14] = 179'h000000000000000000000000000000000000000000000;
+    mem[15] = 179'h000000000000000000000000000000000000000000000;
+    mem[16] = 179'h000000000000000000000000000000000000000000000;
+    mem[17] = 179'h000000000000000000000000000000000000000000000;
+    mem[18] = 179'h000000000000000000000000000000000000000000000;
+    mem[19] = 179'h000000000000000000000000000000000000000000000;
+    mem[20] = 179'h000000000000000000000000000000000000000000000;
+    mem[21] = 179'h000000000000000000000000000000000000000000000;
+    mem[22] = 179'h000000000000000000000000000000000000000000000;
+    mem[23] = 179'h000000000000000000000000000000000000000000000;
+    mem[24] = 179'h000000000000000000000000000000000000000000000;
+    mem[25] = 179'h000000000000000000000000000000000000000000000;
+    mem[26] = 179'h000000000000000000000000000000000000000000000;
+    mem[27] = 179'h000000000000000000000000000000000000000000000;
+    mem[28] = 179'h000000000000000000000000000000000000000000000;
+    mem[29] = 179'h000000000000000000000000000000000000000000000;
+    mem[30] = 179'h000000000000000000000000000000000000000000000;
+    mem[31] = 179'h000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (wr__en)
+      mem[wr_tmp[4:0]] <= { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  end
+  reg [178:0] _0_;
+  always @(posedge clk) begin
+    if (fetch) begin
+      _0_ <= mem[rd_ptr[4:0]];
+    end
+  end
+  assign r__payload = _0_;
+  assign \$1  = ~ rollback;
+  assign wr__en = w_en & \$1 ;
+  assign \$2  = wr_tmp + w_en;
+  assign \$3  = wr_commit - rd_ptr;
+  assign \$4  = 6'h20 - \$3 [5:0];
+  assign \$5  = wr_commit != rd_ptr;
+  assign \$6  = ~ out_valid;
+  assign \$7  = \$6  | r__ready;
+  assign fetch = \$5  & \$7 ;
+  assign \$8  = rd_ptr + 1'h1;
+  always @(posedge clk)
+    wr_tmp <= \$9 ;
+  always @(posedge clk)
+    wr_commit <= \$10 ;
+  always @(posedge clk)
+    rd_ptr <= \$11 ;
+  always @(posedge clk)
+    out_valid <= \$12 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    (* full_case = 32'd1 *)
+    if (rollback) begin
+      \$9  = wr_commit;
+    end else begin
+      \$9  = \$2 [5:0];
+    end
+    if (rst) begin
+      \$9  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$10  = wr_commit;
+    (* full_case = 32'd1 *)
+    if (rollback) begin
+    end else begin
+      if (commit) begin
+        \$10  = \$2 [5:0];
+      end
+    end
+    if (rst) begin
+      \$10  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$11  = rd_ptr;
+    if (fetch) begin
+      \$11  = \$8 [5:0];
+    end
+    if (rst) begin
+      \$11  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$12  = out_valid;
+    if (fetch) begin
+      \$12  = 1'h1;
+    end else if (r__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  assign wr__addr = wr_tmp[4:0];
+  assign wr__data = { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  assign w_data = { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  assign wr_tmp_next = \$2 [5:0];
+  assign used = \$3 [5:0];
+  assign free = \$4 [5:0];
+  assign rd__addr = rd_ptr[4:0];
+  assign rd__en = fetch;
+  assign rd__data = r__payload;
+  assign r__valid = out_valid;
+  assign freed = fetch;
+  assign \wr__data.data  = { \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  assign \wr__data.keep  = \port$2256$0 ;
+  assign \wr__data.first  = \port$2319$0 ;
+  assign \wr__data.last  = \port$620$0 ;
+  assign \wr__data.src  = \port$2317$0 ;
+  assign \wr__data.tag  = \port$2315$0 ;
+  assign \wr__data.length  = \port$2313$0 ;
+  assign \w_data.data  = { \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  assign \w_data.keep  = \port$2256$0 ;
+  assign \w_data.first  = \port$2319$0 ;
+  assign \w_data.last  = \port$620$0 ;
+  assign \w_data.src  = \port$2317$0 ;
+  assign \w_data.tag  = \port$2315$0 ;
+  assign \w_data.length  = \port$2313$0 ;
+  assign \r__payload.data  = r__payload[127:0];
+  assign \r__payload.keep  = r__payload[143:128];
+  assign \r__payload.first  = r__payload[144];
+  assign \r__payload.last  = r__payload[145];
+  assign \r__payload.src  = r__payload[153:146];
+  assign \r__payload.tag  = r__payload[161:154];
+  assign \r__payload.length  = r__payload[178:162];
+  assign \rd__data.data  = r__payload[127:0];
+  assign \rd__data.keep  = r__payload[143:128];
+  assign \rd__data.first  = r__payload[144];
+  assign \rd__data.last  = r__payload[145];
+  assign \rd__data.src  = r__payload[153:146];
+  assign \rd__data.tag  = r__payload[161:154];
+  assign \rd__data.length  = r__payload[178:162];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx0.hdr_check (check, header);
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -4688,6 +3913,7 @@ module \ace_nic_small.rx1.hdr_check (ok, header);
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
+  output [7:0] check;
   wire [7:0] check;
   input [63:0] header;
   wire [63:0] header;
@@ -4704,7 +3930,6 @@ module \ace_nic_small.rx1.hdr_check (ok, header);
   wire [7:0] \header.src ;
   wire [7:0] \header.tag ;
   wire [1:0] \header.version ;
-  output ok;
   wire ok;
   assign \$2  = \$1  ^ header[1];
   assign \$3  = \$2  ^ header[2];
@@ -4944,124 +4169,170 @@ module \ace_nic_small.rx1.hdr_check (ok, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0 (link__tready, cmd0__payload, data0__payload, data0__valid, cmd1__payload, data1__payload, data1__valid, clk, rst, cmd0__valid, cmd1__valid, freed0, freed1, link__tvalid, link__tdata, link__tkeep, link__tlast, cmd0__ready, cmd1__ready, active, data0__ready
-, data1__ready, header_bytes, channel, payload_bytes, credits0, credits1, busy_cycles, stall_cycles, credit_in_valid, credit_in_channel, credit_in_count, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
-  wire [11:0] \$1 ;
-  wire \$10 ;
+module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__ready, \r__ready$8 , out__0__payload, out__1__payload, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error
+, error_cause, out__0__valid, out__1__valid, error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
+  wire \$1 ;
+  wire [7:0] \$10 ;
   wire \$100 ;
-  wire [11:0] \$101 ;
-  wire [11:0] \$102 ;
+  wire \$101 ;
+  reg \$102 ;
   wire \$103 ;
-  wire [11:0] \$104 ;
-  wire [11:0] \$105 ;
+  wire \$104 ;
+  reg \$105 ;
   wire \$106 ;
-  wire [11:0] \$107 ;
-  wire [11:0] \$108 ;
+  wire \$107 ;
+  wire \$108 ;
   wire \$109 ;
-  wire \$11 ;
-  wire [11:0] \$110 ;
-  wire [11:0] \$111 ;
-  wire \$112 ;
-  wire [11:0] \$113 ;
-  wire [11:0] \$114 ;
-  wire \$115 ;
-  wire [11:0] \$116 ;
-  wire [11:0] \$117 ;
+  wire [7:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  reg \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  reg \$115 ;
+  wire \$116 ;
+  wire \$117 ;
   wire \$118 ;
-  wire [11:0] \$119 ;
-  wire \$12 ;
-  wire [11:0] \$120 ;
+  wire \$119 ;
+  wire [7:0] \$12 ;
+  wire \$120 ;
   wire \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
+  wire \$122 ;
+  wire \$123 ;
   wire \$124 ;
-  wire [11:0] \$125 ;
-  wire [11:0] \$126 ;
-  wire \$127 ;
-  wire [11:0] \$128 ;
-  wire [11:0] \$129 ;
-  wire \$13 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire [48:0] \$127 ;
+  wire [17:0] \$128 ;
+  wire [17:0] \$129 ;
+  wire [7:0] \$13 ;
   wire \$130 ;
-  wire [7:0] \$131 ;
-  wire [48:0] \$132 ;
-  wire [48:0] \$133 ;
-  wire [6:0] \$134 ;
-  wire [7:0] \$135 ;
-  wire [6:0] \$136 ;
-  wire [7:0] \$137 ;
-  wire [6:0] \$138 ;
-  wire [7:0] \$139 ;
-  reg [5:0] \$14 ;
-  wire [6:0] \$140 ;
-  wire [7:0] \$141 ;
-  wire [48:0] \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire [48:0] \$145 ;
-  reg [2:0] \$146 ;
-  reg [2:0] \$147 ;
-  reg \$148 ;
-  reg [63:0] \$149 ;
-  reg [7:0] \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [6:0] \$152 ;
-  reg [47:0] \$153 ;
-  reg \$154 ;
-  reg \$155 ;
-  reg [6:0] \$156 ;
-  reg [4:0] \$157 ;
-  reg [15:0] \$158 ;
-  reg \$159 ;
-  reg [10:0] \$16 ;
-  reg [47:0] \$160 ;
-  reg [5:0] \$161 ;
-  reg [5:0] \$162 ;
-  reg [5:0] \$163 ;
-  reg [5:0] \$164 ;
-  reg [47:0] \$165 ;
-  reg [47:0] \$166 ;
-  reg [6:0] \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [11:0] \$2 ;
-  reg \$20 ;
-  reg [127:0] \$21 ;
+  wire [17:0] \$131 ;
+  wire [17:0] \$132 ;
+  wire \$133 ;
+  wire [17:0] \$134 ;
+  wire [17:0] \$135 ;
+  wire \$136 ;
+  wire [17:0] \$137 ;
+  wire [17:0] \$138 ;
+  wire \$139 ;
+  wire [7:0] \$14 ;
+  wire [17:0] \$140 ;
+  wire [17:0] \$141 ;
+  wire \$142 ;
+  wire [17:0] \$143 ;
+  wire [17:0] \$144 ;
+  wire \$145 ;
+  wire [17:0] \$146 ;
+  wire [17:0] \$147 ;
+  wire \$148 ;
+  wire [17:0] \$149 ;
+  wire [7:0] \$15 ;
+  wire [17:0] \$150 ;
+  wire \$151 ;
+  wire [17:0] \$152 ;
+  wire [17:0] \$153 ;
+  wire \$154 ;
+  wire [17:0] \$155 ;
+  wire [17:0] \$156 ;
+  wire \$157 ;
+  wire [17:0] \$158 ;
+  wire [17:0] \$159 ;
+  wire [7:0] \$16 ;
+  wire \$160 ;
+  wire [17:0] \$161 ;
+  wire [17:0] \$162 ;
+  wire \$163 ;
+  wire [17:0] \$164 ;
+  wire [17:0] \$165 ;
+  wire \$166 ;
+  wire [17:0] \$167 ;
+  wire [17:0] \$168 ;
+  wire \$169 ;
+  wire [7:0] \$17 ;
+  wire [17:0] \$170 ;
+  wire [17:0] \$171 ;
+  wire \$172 ;
+  wire [17:0] \$173 ;
+  wire [17:0] \$174 ;
+  wire \$175 ;
+  wire [7:0] \$176 ;
+  wire \$177 ;
+  wire [48:0] \$178 ;
+  wire [48:0] \$179 ;
+  wire [7:0] \$18 ;
+  wire \$180 ;
+  wire [48:0] \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  reg \$184 ;
+  reg \$185 ;
+  reg [47:0] \$186 ;
+  reg [142:0] \$187 ;
+  reg [154:0] \$188 ;
+  reg [154:0] \$189 ;
+  wire [7:0] \$19 ;
+  reg [6:0] \$190 ;
+  reg [5:0] \$191 ;
+  reg [5:0] \$192 ;
+  reg [6:0] \$193 ;
+  reg [5:0] \$194 ;
+  reg [5:0] \$195 ;
+  reg [151:0] \$196 ;
+  reg \$197 ;
+  reg \$198 ;
+  reg [1:0] \$199 ;
+  wire \$2 ;
+  wire [7:0] \$20 ;
+  reg [47:0] \$200 ;
+  reg \$201 ;
+  reg [6:0] \$202 ;
+  reg [6:0] \$203 ;
+  reg [16:0] \$204 ;
+  reg [7:0] \$205 ;
+  reg [7:0] \$206 ;
+  reg \$207 ;
+  reg [15:0] \$208 ;
+  reg [47:0] \$209 ;
+  wire [7:0] \$21 ;
+  reg [47:0] \$210 ;
+  reg \$211 ;
+  reg [3:0] \$212 ;
   wire [7:0] \$22 ;
-  reg [127:0] \$23 ;
-  wire [7:0] \$24 ;
-  reg [127:0] \$25 ;
-  wire [7:0] \$26 ;
-  reg [127:0] \$27 ;
-  wire [7:0] \$28 ;
-  reg [127:0] \$29 ;
+  wire [7:0] \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  wire [7:0] \$30 ;
-  reg [127:0] \$31 ;
-  wire [7:0] \$32 ;
-  reg [127:0] \$33 ;
-  wire [7:0] \$34 ;
-  reg [127:0] \$35 ;
-  wire [7:0] \$36 ;
-  reg [127:0] \$37 ;
-  wire [7:0] \$38 ;
-  reg [127:0] \$39 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
   wire \$4 ;
-  wire [7:0] \$40 ;
-  reg [127:0] \$41 ;
-  wire [7:0] \$42 ;
-  reg [127:0] \$43 ;
-  wire [7:0] \$44 ;
-  reg [127:0] \$45 ;
-  wire [7:0] \$46 ;
-  reg [127:0] \$47 ;
-  wire [7:0] \$48 ;
-  reg [127:0] \$49 ;
+  wire \$40 ;
+  wire [3:0] \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire [48:0] \$45 ;
+  wire [17:0] \$46 ;
+  wire [17:0] \$47 ;
+  wire [17:0] \$48 ;
+  wire \$49 ;
   wire \$5 ;
-  wire [7:0] \$50 ;
-  reg [127:0] \$51 ;
-  wire [7:0] \$52 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
   wire \$53 ;
   wire \$54 ;
   wire \$55 ;
@@ -5069,7 +4340,7 @@ module \ace_nic_small.tx0 (link__tready, cmd0__payload, data0__payload, data0__v
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [11:0] \$6 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
   wire \$62 ;
@@ -5077,130 +4348,176 @@ module \ace_nic_small.tx0 (link__tready, cmd0__payload, data0__payload, data0__v
   wire \$64 ;
   wire \$65 ;
   wire \$66 ;
-  wire \$67 ;
+  wire [6:0] \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [11:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
-  wire \$71 ;
-  wire [3:0] \$72 ;
+  wire [6:0] \$71 ;
+  wire [6:0] \$72 ;
   wire \$73 ;
-  wire [3:0] \$74 ;
-  wire \$75 ;
-  wire \$76 ;
+  wire \$74 ;
+  wire [6:0] \$75 ;
+  wire [7:0] \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire [48:0] \$79 ;
-  wire \$8 ;
-  wire [11:0] \$80 ;
-  wire [11:0] \$81 ;
-  wire [12:0] \$82 ;
-  wire [11:0] \$83 ;
-  wire [11:0] \$84 ;
-  wire \$85 ;
-  wire [11:0] \$86 ;
-  wire [11:0] \$87 ;
+  wire [6:0] \$79 ;
+  wire [7:0] \$8 ;
+  wire [8:0] \$80 ;
+  wire [6:0] \$81 ;
+  wire [7:0] \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire [6:0] \$85 ;
+  wire [6:0] \$86 ;
+  wire \$87 ;
   wire \$88 ;
-  wire [11:0] \$89 ;
-  wire \$9 ;
-  wire [11:0] \$90 ;
+  wire [6:0] \$89 ;
+  wire [7:0] \$9 ;
+  wire [7:0] \$90 ;
   wire \$91 ;
-  wire [11:0] \$92 ;
-  wire [11:0] \$93 ;
-  wire \$94 ;
-  wire [11:0] \$95 ;
-  wire [11:0] \$96 ;
+  wire \$92 ;
+  wire [6:0] \$93 ;
+  wire [8:0] \$94 ;
+  wire [6:0] \$95 ;
+  wire [7:0] \$96 ;
   wire \$97 ;
-  wire [11:0] \$98 ;
-  wire [11:0] \$99 ;
-  output active;
-  reg active;
-  reg [6:0] beats_left = 7'h00;
+  wire \$98 ;
+  wire \$99 ;
+  reg [7:0] \$like  = 8'h00;
+  reg [7:0] \$like$25  = 8'h00;
+  wire \$signal ;
+  reg [6:0] \$signal$18  = 7'h00;
+  reg [15:0] \$signal$20  = 16'h0000;
+  reg \$signal$23  = 1'h0;
+  reg [16:0] \$signal$26  = 17'h00000;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
-  output channel;
-  reg channel = 1'h0;
+  (* enum_base_type = "NicError" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "BAD_MAGIC" *)
+  (* enum_value_0010 = "BAD_CHECK" *)
+  (* enum_value_0011 = "BAD_TYPE" *)
+  (* enum_value_0100 = "BAD_CHANNEL" *)
+  (* enum_value_0101 = "BAD_LENGTH" *)
+  (* enum_value_0110 = "EARLY_TLAST" *)
+  (* enum_value_0111 = "MISSING_TLAST" *)
+  (* enum_value_1000 = "OVERFLOW" *)
+  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
+  (* enum_value_1010 = "BAD_COMMAND" *)
+  reg [3:0] cause;
+  (* enum_base_type = "NicError" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "BAD_MAGIC" *)
+  (* enum_value_0010 = "BAD_CHECK" *)
+  (* enum_value_0011 = "BAD_TYPE" *)
+  (* enum_value_0100 = "BAD_CHANNEL" *)
+  (* enum_value_0101 = "BAD_LENGTH" *)
+  (* enum_value_0110 = "EARLY_TLAST" *)
+  (* enum_value_0111 = "MISSING_TLAST" *)
+  (* enum_value_1000 = "OVERFLOW" *)
+  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
+  (* enum_value_1010 = "BAD_COMMAND" *)
+  reg [3:0] \cause$32 ;
   wire [7:0] check;
+  reg [154:0] checked = 155'h000000000000000000000000000000000000000;
+  wire [6:0] \checked.beats ;
+  (* enum_base_type = "NicError" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "BAD_MAGIC" *)
+  (* enum_value_0010 = "BAD_CHECK" *)
+  (* enum_value_0011 = "BAD_TYPE" *)
+  (* enum_value_0100 = "BAD_CHANNEL" *)
+  (* enum_value_0101 = "BAD_LENGTH" *)
+  (* enum_value_0110 = "EARLY_TLAST" *)
+  (* enum_value_0111 = "MISSING_TLAST" *)
+  (* enum_value_1000 = "OVERFLOW" *)
+  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
+  (* enum_value_1010 = "BAD_COMMAND" *)
+  wire [3:0] \checked.cause ;
+  wire [127:0] \checked.data ;
+  wire \checked.last ;
+  wire [5:0] \checked.room ;
+  wire [6:0] \checked.room_ahead ;
+  wire \checked.same_ch_ahead ;
+  wire \checked.valid ;
   input clk;
   wire clk;
-  input [19:0] cmd0__payload;
-  wire [19:0] cmd0__payload;
-  wire [10:0] \cmd0__payload.length ;
-  wire \cmd0__payload.link ;
-  wire [7:0] \cmd0__payload.tag ;
-  output cmd0__ready;
-  reg cmd0__ready;
-  input cmd0__valid;
-  wire cmd0__valid;
-  wire [6:0] cmd0_beats;
-  wire cmd0_eligible;
-  input [19:0] cmd1__payload;
-  wire [19:0] cmd1__payload;
-  wire [10:0] \cmd1__payload.length ;
-  wire \cmd1__payload.link ;
-  wire [7:0] \cmd1__payload.tag ;
-  output cmd1__ready;
-  reg cmd1__ready;
-  input cmd1__valid;
-  wire cmd1__valid;
-  wire [6:0] cmd1_beats;
-  wire cmd1_eligible;
-  input [3:0] credit_in_channel;
-  wire [3:0] credit_in_channel;
-  input [5:0] credit_in_count;
-  wire [5:0] credit_in_count;
-  input credit_in_valid;
-  wire credit_in_valid;
-  output [5:0] credits0;
-  reg [5:0] credits0 = 6'h20;
-  reg [5:0] credits0_gained;
-  (* init = 6'h20 *)
-  wire [5:0] credits0_q;
-  reg [6:0] credits0_spent;
-  output [5:0] credits1;
-  reg [5:0] credits1 = 6'h20;
-  reg [5:0] credits1_gained;
-  (* init = 6'h20 *)
-  wire [5:0] credits1_q;
-  reg [6:0] credits1_spent;
-  (* init = 1'h0 *)
-  wire cur;
-  input [127:0] data0__payload;
-  wire [127:0] data0__payload;
-  wire [127:0] \data0__payload.data ;
-  output data0__ready;
-  reg data0__ready;
-  input data0__valid;
-  wire data0__valid;
-  input [127:0] data1__payload;
-  wire [127:0] data1__payload;
-  wire [127:0] \data1__payload.data ;
-  output data1__ready;
-  reg data1__ready;
-  input data1__valid;
-  wire data1__valid;
-  input freed0;
-  wire freed0;
-  input freed1;
-  wire freed1;
-  reg [63:0] hdr;
-  wire [3:0] \hdr.channel ;
-  wire [7:0] \hdr.check ;
-  wire [16:0] \hdr.length ;
-  wire [3:0] \hdr.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \hdr.ptype ;
-  wire [3:0] \hdr.rsvd0 ;
-  wire [6:0] \hdr.rsvd1 ;
-  wire [7:0] \hdr.src ;
-  wire [7:0] \hdr.tag ;
-  wire [1:0] \hdr.version ;
-  reg [6:0] hdr_beats;
-  reg hdr_ch;
-  reg hdr_credit;
-  reg hdr_valid;
+  reg commit;
+  reg \commit$45 ;
+  reg \commit$48 ;
+  output [3:0] credit_channel;
+  wire [3:0] credit_channel;
+  output [5:0] credit_count;
+  wire [5:0] credit_count;
+  wire credit_now;
+  output credit_valid;
+  reg credit_valid;
+  reg credited = 1'h0;
+  input [5:0] credits__0;
+  wire [5:0] credits__0;
+  input [5:0] credits__1;
+  wire [5:0] credits__1;
+  reg cur = 1'h0;
+  reg [154:0] decoded = 155'h000000000000000000000000000000000000000;
+  wire [6:0] \decoded.beats ;
+  wire \decoded.channel_bad ;
+  wire [7:0] \decoded.crc ;
+  wire [127:0] \decoded.data ;
+  wire \decoded.last ;
+  wire \decoded.length_bad ;
+  wire \decoded.magic_bad ;
+  wire [5:0] \decoded.room ;
+  wire \decoded.type_bad ;
+  wire \decoded.valid ;
+  wire [178:0] entry;
+  wire [127:0] \entry.data ;
+  wire \entry.first ;
+  wire [15:0] \entry.keep ;
+  wire \entry.last ;
+  wire [16:0] \entry.length ;
+  wire [7:0] \entry.src ;
+  wire [7:0] \entry.tag ;
+  output error;
+  reg error = 1'h0;
+  (* enum_base_type = "NicError" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "BAD_MAGIC" *)
+  (* enum_value_0010 = "BAD_CHECK" *)
+  (* enum_value_0011 = "BAD_TYPE" *)
+  (* enum_value_0100 = "BAD_CHANNEL" *)
+  (* enum_value_0101 = "BAD_LENGTH" *)
+  (* enum_value_0110 = "EARLY_TLAST" *)
+  (* enum_value_0111 = "MISSING_TLAST" *)
+  (* enum_value_1000 = "OVERFLOW" *)
+  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
+  (* enum_value_1010 = "BAD_COMMAND" *)
+  output [3:0] error_cause;
+  reg [3:0] error_cause = 4'h0;
+  input error_clear;
+  wire error_clear;
+  (* enum_base_type = "NicError" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "BAD_MAGIC" *)
+  (* enum_value_0010 = "BAD_CHECK" *)
+  (* enum_value_0011 = "BAD_TYPE" *)
+  (* enum_value_0100 = "BAD_CHANNEL" *)
+  (* enum_value_0101 = "BAD_LENGTH" *)
+  (* enum_value_0110 = "EARLY_TLAST" *)
+  (* enum_value_0111 = "MISSING_TLAST" *)
+  (* enum_value_1000 = "OVERFLOW" *)
+  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
+  (* enum_value_1010 = "BAD_COMMAND" *)
+  reg [3:0] error_code;
+  reg error_now;
+  output [47:0] errors;
+  reg [47:0] errors = 48'h000000000000;
+  wire freed;
+  wire \freed$60 ;
+  output freed__0;
+  reg freed__0 = 1'h0;
+  output freed__1;
+  reg freed__1 = 1'h0;
   wire [63:0] header;
   wire [3:0] \header.channel ;
   wire [7:0] \header.check ;
@@ -5217,1201 +4534,3716 @@ module \ace_nic_small.tx0 (link__tready, cmd0__payload, data0__payload, data0__v
   wire [1:0] \header.version ;
   output [47:0] header_bytes;
   reg [47:0] header_bytes = 48'h000000000000;
+  reg [142:0] in = 143'h000000000000000000000000000000000000;
+  wire [6:0] \in.beats ;
+  wire [127:0] \in.data ;
+  wire \in.last ;
+  wire [5:0] \in.room ;
+  wire \in.valid ;
+  reg [151:0] judged = 152'h00000000000000000000000000000000000000;
+  wire \judged.alt_credit ;
+  wire \judged.alt_rollback ;
+  wire [6:0] \judged.beats ;
+  (* enum_base_type = "NicError" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "BAD_MAGIC" *)
+  (* enum_value_0010 = "BAD_CHECK" *)
+  (* enum_value_0011 = "BAD_TYPE" *)
+  (* enum_value_0100 = "BAD_CHANNEL" *)
+  (* enum_value_0101 = "BAD_LENGTH" *)
+  (* enum_value_0110 = "EARLY_TLAST" *)
+  (* enum_value_0111 = "MISSING_TLAST" *)
+  (* enum_value_1000 = "OVERFLOW" *)
+  (* enum_value_1001 = "CREDIT_OVERFLOW" *)
+  (* enum_value_1010 = "BAD_COMMAND" *)
+  wire [3:0] \judged.cause ;
+  wire [127:0] \judged.data ;
+  wire \judged.is_data ;
+  wire \judged.last ;
+  wire \judged.ok ;
+  wire \judged.ok_alt ;
+  wire [5:0] \judged.room ;
+  wire \judged.valid ;
+  reg [15:0] keep;
+  input [127:0] link__tdata;
+  wire [127:0] link__tdata;
+  input link__tlast;
+  wire link__tlast;
+  wire link__tready;
+  input link__tvalid;
+  wire link__tvalid;
+  wire ok;
+  output [178:0] out__0__payload;
+  wire [178:0] out__0__payload;
+  wire [127:0] \out__0__payload.data ;
+  wire \out__0__payload.first ;
+  wire [15:0] \out__0__payload.keep ;
+  wire \out__0__payload.last ;
+  wire [16:0] \out__0__payload.length ;
+  wire [7:0] \out__0__payload.src ;
+  wire [7:0] \out__0__payload.tag ;
+  wire out__0__ready;
+  output out__0__valid;
+  wire out__0__valid;
+  output [178:0] out__1__payload;
+  wire [178:0] out__1__payload;
+  wire [127:0] \out__1__payload.data ;
+  wire \out__1__payload.first ;
+  wire [15:0] \out__1__payload.keep ;
+  wire \out__1__payload.last ;
+  wire [16:0] \out__1__payload.length ;
+  wire [7:0] \out__1__payload.src ;
+  wire [7:0] \out__1__payload.tag ;
+  wire out__1__ready;
+  output out__1__valid;
+  wire out__1__valid;
+  output [47:0] payload_bytes;
+  reg [47:0] payload_bytes = 48'h000000000000;
+  reg [6:0] pkt_beats = 7'h00;
+  wire [178:0] r__payload;
+  wire [178:0] \r__payload$7 ;
+  wire [127:0] \r__payload$7.data ;
+  wire \r__payload$7.first ;
+  wire [15:0] \r__payload$7.keep ;
+  wire \r__payload$7.last ;
+  wire [16:0] \r__payload$7.length ;
+  wire [7:0] \r__payload$7.src ;
+  wire [7:0] \r__payload$7.tag ;
+  wire [127:0] \r__payload.data ;
+  wire \r__payload.first ;
+  wire [15:0] \r__payload.keep ;
+  wire \r__payload.last ;
+  wire [16:0] \r__payload.length ;
+  wire [7:0] \r__payload.src ;
+  wire [7:0] \r__payload.tag ;
+  input r__ready;
+  wire r__ready;
+  input \r__ready$8 ;
+  wire \r__ready$8 ;
+  wire r__valid;
+  wire \r__valid$11 ;
+  reg rollback;
+  reg \rollback$46 ;
+  reg \rollback$49 ;
+  reg rolled_back = 1'h0;
+  input rst;
+  wire rst;
+  reg [1:0] rx_fsm_state = 2'h0;
+  reg [5:0] space0_committed = 6'h20;
+  reg [6:0] space0_kept = 7'h00;
+  reg [5:0] space0_total = 6'h20;
+  reg [5:0] space1_committed = 6'h20;
+  reg [6:0] space1_kept = 7'h00;
+  reg [5:0] space1_total = 6'h20;
+  wire [6:0] space_beats;
+  wire space_channel;
+  wire space_commit;
+  wire space_release;
+  reg space_reserve;
+  wire [178:0] w_data;
+  wire [178:0] \w_data$28 ;
+  wire [127:0] \w_data$28.data ;
+  wire \w_data$28.first ;
+  wire [15:0] \w_data$28.keep ;
+  wire \w_data$28.last ;
+  wire [16:0] \w_data$28.length ;
+  wire [7:0] \w_data$28.src ;
+  wire [7:0] \w_data$28.tag ;
+  wire [127:0] \w_data.data ;
+  wire \w_data.first ;
+  wire [15:0] \w_data.keep ;
+  wire \w_data.last ;
+  wire [16:0] \w_data.length ;
+  wire [7:0] \w_data.src ;
+  wire [7:0] \w_data.tag ;
+  reg w_en;
+  reg \w_en$47 ;
+  assign \$1  = decoded[150:143] != decoded[64:57];
+  assign \$2  = ! decoded[8:7];
+  assign \$3  = \$2  & decoded[129];
+  assign \$4  = ! decoded[8:7];
+  assign \$5  = ~ \$4 ;
+  assign \$6  = ~ decoded[129];
+  assign \$7  = \$5  & \$6 ;
+  assign \$signal  = \$signal$18  == 1'h1;
+  assign \$8  = judged[8:1] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
+  assign \$9  = judged[16:9] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
+  assign \$10  = judged[24:17] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
+  assign \$11  = judged[32:25] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
+  assign \$12  = judged[40:33] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
+  assign \$13  = judged[48:41] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
+  assign \$14  = judged[56:49] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
+  assign \$15  = judged[64:57] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
+  assign \$16  = judged[72:65] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
+  assign \$17  = judged[80:73] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
+  assign \$18  = judged[88:81] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
+  assign \$19  = judged[96:89] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
+  assign \$20  = judged[104:97] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
+  assign \$21  = judged[112:105] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
+  assign \$22  = judged[120:113] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
+  assign \$23  = judged[128:121] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
+  assign \$24  = rolled_back & judged[150];
+  assign \$25  = credited & judged[151];
+  assign \$26  = \$24  | \$25 ;
+  assign ok = \$26  ? judged[149] : judged[148];
+  assign \$27  = | judged[146:143];
+  assign \$28  = ~ ok;
+  assign \$29  = ~ judged[147];
+  assign \$30  = \$signal  != judged[129];
+  assign \$31  = \$signal  & judged[129];
+  assign \$32  = ! cur;
+  assign \$33  = ~ \$signal ;
+  assign \$34  = judged[129] & \$33 ;
+  assign \$35  = ~ \$34 ;
+  assign \$37  = ~ \$signal ;
+  assign \$38  = judged[129] & \$37 ;
+  assign \$39  = ~ \$38 ;
+  assign \$40  = \$signal  & judged[129];
+  assign \$41  = \$42  ? judged[20:17] : { 3'h0, cur };
+  assign space_beats = \$42  ? judged[136:130] : pkt_beats;
+  assign \$42  = ! rx_fsm_state;
+  assign \$43  = rx_fsm_state == 1'h1;
+  assign \$44  = rx_fsm_state == 2'h2;
+  assign \$45  = busy_cycles + link__tvalid;
+  assign \$46  = in[49:33] + 4'hf;
+  assign \$48  = 6'h20 - in[49:33];
+  assign \$49  = in[4:1] != 4'ha;
+  assign \$50  = | in[6:5];
+  assign \$51  = \$49  | \$50 ;
+  assign \$52  = ! in[8:7];
+  assign \$53  = ~ \$52 ;
+  assign \$54  = in[8:7] == 1'h1;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = \$53  & \$55 ;
+  assign \$57  = in[20:17] >= 2'h2;
+  assign \$58  = ! in[49:33];
+  assign \$59  = ! in[8:7];
+  assign \$60  = in[49:33] > 11'h400;
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = \$58  | \$61 ;
+  assign \$63  = in[8:7] == 1'h1;
+  assign \$64  = in[49:33] > 6'h20;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = \$62  | \$65 ;
+  assign \$67  = decoded[142:137] - checked[38:33];
+  assign \$68  = decoded[20:17] == checked[20:17];
+  assign \$69  = ! \$41 [0];
+  assign \$70  = commit & \$69 ;
+  assign \$71  = \$70  ? space_beats : 7'h00;
+  assign \$72  = space0_total + freed__0;
+  assign \$73  = ! \$41 [0];
+  assign \$74  = rollback & \$73 ;
+  assign \$75  = \$74  ? space_beats : 7'h00;
+  assign \$76  = \$72  + \$75 ;
+  assign \$77  = ! \$41 [0];
+  assign \$78  = space_reserve & \$77 ;
+  assign \$79  = \$78  ? space_beats : 7'h00;
+  assign \$80  = \$76  - \$79 ;
+  assign \$81  = space0_committed + freed__0;
+  assign \$82  = \$81  - space0_kept;
+  assign \$84  = commit & \$83 ;
+  assign \$85  = \$84  ? space_beats : 7'h00;
+  assign \$86  = space1_total + freed__1;
+  assign \$88  = rollback & \$87 ;
+  assign \$89  = \$88  ? space_beats : 7'h00;
+  assign \$90  = \$86  + \$89 ;
+  assign \$92  = space_reserve & \$91 ;
+  assign \$93  = \$92  ? space_beats : 7'h00;
+  assign \$94  = \$90  - \$93 ;
+  assign \$95  = space1_committed + freed__1;
+  assign \$96  = \$95  - space1_kept;
+  assign \$97  = ! checked[8:7];
+  assign \$98  = ! checked[146:143];
+  assign \$99  = ! checked[8:7];
+  assign \$100  = checked[136:130] <= space0_total;
+  assign \$101  = checked[136:130] <= space1_total;
+  assign \$103  = credits__0 <= checked[142:137];
+  assign \$104  = credits__1 <= checked[142:137];
+  assign \$106  = \$99  ? \$102  : \$105 ;
+  assign \$107  = \$98  & \$106 ;
+  assign \$108  = ! checked[146:143];
+  assign \$109  = ! checked[8:7];
+  assign \$110  = checked[136:130] <= space0_committed;
+  assign \$111  = checked[136:130] <= space1_committed;
+  assign \$113  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$114  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$116  = \$109  ? \$112  : \$115 ;
+  assign \$117  = \$108  & \$116 ;
+  assign \$118  = ! checked[8:7];
+  assign \$119  = checked[20:17] == cur;
+  assign \$120  = \$118  & \$119 ;
+  assign \$121  = ! checked[8:7];
+  assign \$122  = ~ \$121 ;
+  assign \$123  = \$122  & checked[154];
+  assign \$124  = ~ ok;
+  assign \$125  = ~ judged[147];
+  assign \$126  = ~ judged[129];
+  assign \$127  = header_bytes + 5'h10;
+  assign \$128  = judged[49:33] - 1'h1;
+  assign \$130  = $signed(\$129 ) >= $signed(1'h0);
+  assign \$131  = judged[49:33] - 1'h1;
+  assign \$133  = $signed(\$132 ) >= $signed(2'h1);
+  assign \$134  = judged[49:33] - 1'h1;
+  assign \$136  = $signed(\$135 ) >= $signed(3'h2);
+  assign \$137  = judged[49:33] - 1'h1;
+  assign \$139  = $signed(\$138 ) >= $signed(3'h3);
+  assign \$140  = judged[49:33] - 1'h1;
+  assign \$142  = $signed(\$141 ) >= $signed(4'h4);
+  assign \$143  = judged[49:33] - 1'h1;
+  assign \$145  = $signed(\$144 ) >= $signed(4'h5);
+  assign \$146  = judged[49:33] - 1'h1;
+  assign \$148  = $signed(\$147 ) >= $signed(4'h6);
+  assign \$149  = judged[49:33] - 1'h1;
+  assign \$151  = $signed(\$150 ) >= $signed(4'h7);
+  assign \$152  = judged[49:33] - 1'h1;
+  assign \$154  = $signed(\$153 ) >= $signed(5'h08);
+  assign \$155  = judged[49:33] - 1'h1;
+  assign \$157  = $signed(\$156 ) >= $signed(5'h09);
+  assign \$158  = judged[49:33] - 1'h1;
+  assign \$160  = $signed(\$159 ) >= $signed(5'h0a);
+  assign \$161  = judged[49:33] - 1'h1;
+  assign \$163  = $signed(\$162 ) >= $signed(5'h0b);
+  assign \$164  = judged[49:33] - 1'h1;
+  assign \$166  = $signed(\$165 ) >= $signed(5'h0c);
+  assign \$167  = judged[49:33] - 1'h1;
+  assign \$169  = $signed(\$168 ) >= $signed(5'h0d);
+  assign \$170  = judged[49:33] - 1'h1;
+  assign \$172  = $signed(\$171 ) >= $signed(5'h0e);
+  assign \$173  = judged[49:33] - 1'h1;
+  assign \$175  = $signed(\$174 ) >= $signed(5'h0f);
+  assign \$176  = \$signal$18  - 1'h1;
+  assign \$177  = \$signal  & judged[129];
+  assign \$178  = payload_bytes + \$signal$26 ;
+  assign \$179  = header_bytes + 5'h10;
+  assign \$180  = judged[0] & judged[129];
+  assign \$181  = errors + 1'h1;
+  assign \$182  = ~ error;
+  assign \$183  = error_now & \$182 ;
+  always @(posedge clk)
+    freed__0 <= \$184 ;
+  always @(posedge clk)
+    freed__1 <= \$185 ;
+  always @(posedge clk)
+    busy_cycles <= \$186 ;
+  always @(posedge clk)
+    in <= \$187 ;
+  always @(posedge clk)
+    decoded <= \$188 ;
+  always @(posedge clk)
+    checked <= \$189 ;
+  always @(posedge clk)
+    space0_kept <= \$190 ;
+  always @(posedge clk)
+    space0_total <= \$191 ;
+  always @(posedge clk)
+    space0_committed <= \$192 ;
+  always @(posedge clk)
+    space1_kept <= \$193 ;
+  always @(posedge clk)
+    space1_total <= \$194 ;
+  always @(posedge clk)
+    space1_committed <= \$195 ;
+  always @(posedge clk)
+    judged <= \$196 ;
+  always @(posedge clk)
+    rolled_back <= \$197 ;
+  always @(posedge clk)
+    credited <= \$198 ;
+  always @(posedge clk)
+    rx_fsm_state <= \$199 ;
+  always @(posedge clk)
+    header_bytes <= \$200 ;
+  always @(posedge clk)
+    cur <= \$201 ;
+  always @(posedge clk)
+    \$signal$18  <= \$202 ;
+  always @(posedge clk)
+    pkt_beats <= \$203 ;
+  always @(posedge clk)
+    \$signal$26  <= \$204 ;
+  always @(posedge clk)
+    \$like$25  <= \$205 ;
+  always @(posedge clk)
+    \$like  <= \$206 ;
+  always @(posedge clk)
+    \$signal$23  <= \$207 ;
+  always @(posedge clk)
+    \$signal$20  <= \$208 ;
+  always @(posedge clk)
+    payload_bytes <= \$209 ;
+  always @(posedge clk)
+    errors <= \$210 ;
+  always @(posedge clk)
+    error <= \$211 ;
+  always @(posedge clk)
+    error_cause <= \$212 ;
+  \ace_nic_small.rx1.buffer0  buffer0 (
+    .clk(clk),
+    .commit(\commit$45 ),
+    .fetch(freed),
+    .out_valid(out__0__valid),
+    .\port$1628$0 (\$signal ),
+    .\port$1631$0 (\$8 ),
+    .\port$1632$0 (\$9 ),
+    .\port$1633$0 (\$10 ),
+    .\port$1634$0 (\$11 ),
+    .\port$1635$0 (\$12 ),
+    .\port$1636$0 (\$13 ),
+    .\port$1637$0 (\$14 ),
+    .\port$1638$0 (\$15 ),
+    .\port$1639$0 (\$16 ),
+    .\port$1640$0 (\$17 ),
+    .\port$1641$0 (\$18 ),
+    .\port$1642$0 (\$19 ),
+    .\port$1643$0 (\$20 ),
+    .\port$1644$0 (\$21 ),
+    .\port$1645$0 (\$22 ),
+    .\port$1646$0 (\$23 ),
+    .\port$2442$0 (keep),
+    .\port$2499$0 (\$signal$26 ),
+    .\port$2501$0 (\$like$25 ),
+    .\port$2503$0 (\$like ),
+    .\port$2505$0 (\$signal$23 ),
+    .r__payload(out__0__payload),
+    .r__ready(r__ready),
+    .rollback(\rollback$46 ),
+    .rst(rst),
+    .w_en(w_en)
+  );
+  \ace_nic_small.rx1.buffer1  buffer1 (
+    .clk(clk),
+    .commit(\commit$48 ),
+    .fetch(\freed$60 ),
+    .out_valid(out__1__valid),
+    .\port$1628$0 (\$signal ),
+    .\port$1631$0 (\$8 ),
+    .\port$1632$0 (\$9 ),
+    .\port$1633$0 (\$10 ),
+    .\port$1634$0 (\$11 ),
+    .\port$1635$0 (\$12 ),
+    .\port$1636$0 (\$13 ),
+    .\port$1637$0 (\$14 ),
+    .\port$1638$0 (\$15 ),
+    .\port$1639$0 (\$16 ),
+    .\port$1640$0 (\$17 ),
+    .\port$1641$0 (\$18 ),
+    .\port$1642$0 (\$19 ),
+    .\port$1643$0 (\$20 ),
+    .\port$1644$0 (\$21 ),
+    .\port$1645$0 (\$22 ),
+    .\port$1646$0 (\$23 ),
+    .\port$2442$0 (keep),
+    .\port$2499$0 (\$signal$26 ),
+    .\port$2501$0 (\$like$25 ),
+    .\port$2503$0 (\$like ),
+    .\port$2505$0 (\$signal$23 ),
+    .r__payload(out__1__payload),
+    .r__ready(\r__ready$8 ),
+    .rollback(\rollback$49 ),
+    .rst(rst),
+    .w_en(\w_en$47 )
+  );
+  \ace_nic_small.rx1.hdr_check  hdr_check (
+    .check(check),
+    .header(in[64:1])
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$102  = \$100 ;
+      1'h1:
+          \$102  = \$101 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$105  = \$103 ;
+      1'h1:
+          \$105  = \$104 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$112  = \$110 ;
+      1'h1:
+          \$112  = \$111 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    (* full_case = 32'd1 *)
+    casez (checked[17])
+      1'h0:
+          \$115  = \$113 ;
+      1'h1:
+          \$115  = \$114 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    cause = 4'h0;
+    if (decoded[151]) begin
+      cause = 4'h1;
+    end else if (\$1 ) begin
+      cause = 4'h2;
+    end else if (decoded[152]) begin
+      cause = 4'h3;
+    end else if (decoded[153]) begin
+      cause = 4'h4;
+    end else if (decoded[154]) begin
+      cause = 4'h5;
+    end else if (\$3 ) begin
+      cause = 4'h6;
+    end else if (\$7 ) begin
+      cause = 4'h7;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$signal ) begin
+      keep = \$signal$20 ;
+    end else begin
+      keep = 16'hffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$27 ) begin
+      \cause$32  = judged[146:143];
+    end else if (judged[147]) begin
+      \cause$32  = 4'h8;
+    end else begin
+      \cause$32  = 4'h9;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    error_now = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            if (\$28 ) begin
+              error_now = 1'h1;
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            if (\$40 ) begin
+            end else if (judged[129]) begin
+              error_now = 1'h1;
+            end else if (\$signal ) begin
+              error_now = 1'h1;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    error_code = 4'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            if (\$28 ) begin
+              error_code = \cause$32 ;
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            if (\$40 ) begin
+            end else if (judged[129]) begin
+              error_code = 4'h6;
+            end else if (\$signal ) begin
+              error_code = 4'h7;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    credit_valid = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            if (\$28 ) begin
+            end else if (\$29 ) begin
+              credit_valid = 1'h1;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    space_reserve = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$28 ) begin
+            end else if (\$29 ) begin
+            end else begin
+              space_reserve = 1'h1;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    rollback = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            rollback = \$30 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    commit = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            commit = \$31 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    w_en = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$32 ) begin
+              w_en = \$35 ;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \commit$45  = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$32 ) begin
+              \commit$45  = commit;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \rollback$46  = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$32 ) begin
+              \rollback$46  = rollback;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \w_en$47  = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$36 ) begin
+              \w_en$47  = \$39 ;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \commit$48  = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$36 ) begin
+              \commit$48  = commit;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \rollback$49  = 1'h0;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$36 ) begin
+              \rollback$49  = rollback;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$184  = freed;
+    if (rst) begin
+      \$184  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$185  = \freed$60 ;
+    if (rst) begin
+      \$185  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$186  = \$45 [47:0];
+    if (rst) begin
+      \$186  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$187 [142:130] = in[142:130];
+    \$187 [0] = link__tvalid;
+    \$187 [128:1] = link__tdata;
+    \$187 [129] = link__tlast;
+    if (rst) begin
+      \$187  = 143'h000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$188 [0] = in[0];
+    \$188 [128:1] = in[128:1];
+    \$188 [129] = in[129];
+    \$188 [136:130] = \$47 [6:0];
+    \$188 [142:137] = \$48 [5:0];
+    \$188 [150:143] = check;
+    \$188 [151] = \$51 ;
+    \$188 [152] = \$56 ;
+    \$188 [153] = \$57 ;
+    \$188 [154] = \$66 ;
+    if (rst) begin
+      \$188  = 155'h000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$189 [0] = decoded[0];
+    \$189 [128:1] = decoded[128:1];
+    \$189 [129] = decoded[129];
+    \$189 [136:130] = decoded[136:130];
+    \$189 [142:137] = decoded[142:137];
+    \$189 [146:143] = cause;
+    \$189 [153:147] = \$67 ;
+    \$189 [154] = \$68 ;
+    if (rst) begin
+      \$189  = 155'h000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$190  = \$71 ;
+    if (rst) begin
+      \$190  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$191  = \$80 [5:0];
+    if (rst) begin
+      \$191  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$192  = \$82 [5:0];
+    if (rst) begin
+      \$192  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$193  = \$85 ;
+    if (rst) begin
+      \$193  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$194  = \$94 [5:0];
+    if (rst) begin
+      \$194  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$195  = \$96 [5:0];
+    if (rst) begin
+      \$195  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$196 [142:137] = judged[142:137];
+    \$196 [0] = checked[0];
+    \$196 [128:1] = checked[128:1];
+    \$196 [129] = checked[129];
+    \$196 [136:130] = checked[136:130];
+    \$196 [146:143] = checked[146:143];
+    \$196 [147] = \$97 ;
+    \$196 [148] = \$107 ;
+    \$196 [149] = \$117 ;
+    \$196 [150] = \$120 ;
+    \$196 [151] = \$123 ;
+    if (rst) begin
+      \$196  = 152'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$197  = rollback;
+    if (rst) begin
+      \$197  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$198  = credit_valid;
+    if (rst) begin
+      \$198  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$199  = rx_fsm_state;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+              if (\$126 ) begin
+                \$199  = 2'h1;
+              end
+            end else if (\$125 ) begin
+            end else begin
+              \$199  = 2'h2;
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            if (\$177 ) begin
+              \$199  = 2'h0;
+            end else if (judged[129]) begin
+              \$199  = 2'h0;
+            end else if (\$signal ) begin
+              \$199  = 2'h1;
+            end
+          end
+      2'h1:
+          if (\$180 ) begin
+            \$199  = 2'h0;
+          end
+    endcase
+    if (rst) begin
+      \$199  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$200  = header_bytes;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+              \$200  = \$127 [47:0];
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            if (\$177 ) begin
+              \$200  = \$179 [47:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$200  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$201  = cur;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+            end else begin
+              \$201  = judged[17];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$201  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$202  = \$signal$18 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+            end else begin
+              \$202  = judged[136:130];
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            \$202  = \$176 [6:0];
+          end
+    endcase
+    if (rst) begin
+      \$202  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$203  = pkt_beats;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+            end else begin
+              \$203  = judged[136:130];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$203  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$204  = \$signal$26 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+            end else begin
+              \$204  = judged[49:33];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$204  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$205  = \$like$25 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+            end else begin
+              \$205  = judged[32:25];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$205  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$206  = \$like ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+            end else begin
+              \$206  = judged[16:9];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$206  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$207  = \$signal$23 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+            end else begin
+              \$207  = 1'h1;
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            \$207  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$207  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$208  = \$signal$20 ;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$124 ) begin
+            end else if (\$125 ) begin
+            end else begin
+              \$208 [0] = \$130 ;
+              \$208 [1] = \$133 ;
+              \$208 [2] = \$136 ;
+              \$208 [3] = \$139 ;
+              \$208 [4] = \$142 ;
+              \$208 [5] = \$145 ;
+              \$208 [6] = \$148 ;
+              \$208 [7] = \$151 ;
+              \$208 [8] = \$154 ;
+              \$208 [9] = \$157 ;
+              \$208 [10] = \$160 ;
+              \$208 [11] = \$163 ;
+              \$208 [12] = \$166 ;
+              \$208 [13] = \$169 ;
+              \$208 [14] = \$172 ;
+              \$208 [15] = \$175 ;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$208  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$209  = payload_bytes;
+    casez (rx_fsm_state)
+      2'h0:
+          /* empty */;
+      2'h2:
+          if (judged[0]) begin
+            if (\$177 ) begin
+              \$209  = \$178 [47:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$209  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$210  = errors;
+    if (error_now) begin
+      \$210  = \$181 [47:0];
+    end
+    if (rst) begin
+      \$210  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$211  = error;
+    if (error_clear) begin
+      \$211  = 1'h0;
+    end else if (\$183 ) begin
+      \$211  = 1'h1;
+    end
+    if (rst) begin
+      \$211  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$212  = error_cause;
+    if (error_clear) begin
+      \$212  = 4'h0;
+    end else if (\$183 ) begin
+      \$212  = error_code;
+    end
+    if (rst) begin
+      \$212  = 4'h0;
+    end
+  end
+  assign r__payload = out__0__payload;
+  assign out__0__ready = r__ready;
+  assign r__valid = out__0__valid;
+  assign \r__payload$7  = out__1__payload;
+  assign out__1__ready = \r__ready$8 ;
+  assign \r__valid$11  = out__1__valid;
+  assign link__tready = 1'h1;
+  assign header = in[64:1];
+  assign entry = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign w_data = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \w_data$28  = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign credit_now = credit_valid;
+  assign space_channel = \$41 [0];
+  assign space_release = rollback;
+  assign space_commit = commit;
+  assign credit_channel = judged[20:17];
+  assign credit_count = judged[38:33];
+  assign \out__0__payload.data  = out__0__payload[127:0];
+  assign \out__0__payload.keep  = out__0__payload[143:128];
+  assign \out__0__payload.first  = out__0__payload[144];
+  assign \out__0__payload.last  = out__0__payload[145];
+  assign \out__0__payload.src  = out__0__payload[153:146];
+  assign \out__0__payload.tag  = out__0__payload[161:154];
+  assign \out__0__payload.length  = out__0__payload[178:162];
+  assign \r__payload.data  = out__0__payload[127:0];
+  assign \r__payload.keep  = out__0__payload[143:128];
+  assign \r__payload.first  = out__0__payload[144];
+  assign \r__payload.last  = out__0__payload[145];
+  assign \r__payload.src  = out__0__payload[153:146];
+  assign \r__payload.tag  = out__0__payload[161:154];
+  assign \r__payload.length  = out__0__payload[178:162];
+  assign \out__1__payload.data  = out__1__payload[127:0];
+  assign \out__1__payload.keep  = out__1__payload[143:128];
+  assign \out__1__payload.first  = out__1__payload[144];
+  assign \out__1__payload.last  = out__1__payload[145];
+  assign \out__1__payload.src  = out__1__payload[153:146];
+  assign \out__1__payload.tag  = out__1__payload[161:154];
+  assign \out__1__payload.length  = out__1__payload[178:162];
+  assign \r__payload$7.data  = out__1__payload[127:0];
+  assign \r__payload$7.keep  = out__1__payload[143:128];
+  assign \r__payload$7.first  = out__1__payload[144];
+  assign \r__payload$7.last  = out__1__payload[145];
+  assign \r__payload$7.src  = out__1__payload[153:146];
+  assign \r__payload$7.tag  = out__1__payload[161:154];
+  assign \r__payload$7.length  = out__1__payload[178:162];
+  assign \header.magic  = in[4:1];
+  assign \header.version  = in[6:5];
+  assign \header.ptype  = in[8:7];
+  assign \header.src  = in[16:9];
+  assign \header.channel  = in[20:17];
+  assign \header.rsvd0  = in[24:21];
+  assign \header.tag  = in[32:25];
+  assign \header.length  = in[49:33];
+  assign \header.rsvd1  = in[56:50];
+  assign \header.check  = in[64:57];
+  assign \in.valid  = in[0];
+  assign \in.data  = in[128:1];
+  assign \in.last  = in[129];
+  assign \in.beats  = in[136:130];
+  assign \in.room  = in[142:137];
+  assign \decoded.valid  = decoded[0];
+  assign \decoded.data  = decoded[128:1];
+  assign \decoded.last  = decoded[129];
+  assign \decoded.beats  = decoded[136:130];
+  assign \decoded.room  = decoded[142:137];
+  assign \decoded.crc  = decoded[150:143];
+  assign \decoded.magic_bad  = decoded[151];
+  assign \decoded.type_bad  = decoded[152];
+  assign \decoded.channel_bad  = decoded[153];
+  assign \decoded.length_bad  = decoded[154];
+  assign \entry.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \entry.keep  = keep;
+  assign \entry.first  = \$signal$23 ;
+  assign \entry.last  = \$signal ;
+  assign \entry.src  = \$like ;
+  assign \entry.tag  = \$like$25 ;
+  assign \entry.length  = \$signal$26 ;
+  assign \judged.valid  = judged[0];
+  assign \judged.data  = judged[128:1];
+  assign \judged.last  = judged[129];
+  assign \judged.beats  = judged[136:130];
+  assign \judged.room  = judged[142:137];
+  assign \judged.cause  = judged[146:143];
+  assign \judged.is_data  = judged[147];
+  assign \judged.ok  = judged[148];
+  assign \judged.ok_alt  = judged[149];
+  assign \judged.alt_rollback  = judged[150];
+  assign \judged.alt_credit  = judged[151];
+  assign \w_data.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \w_data.keep  = keep;
+  assign \w_data.first  = \$signal$23 ;
+  assign \w_data.last  = \$signal ;
+  assign \w_data.src  = \$like ;
+  assign \w_data.tag  = \$like$25 ;
+  assign \w_data.length  = \$signal$26 ;
+  assign \w_data$28.data  = { \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
+  assign \w_data$28.keep  = keep;
+  assign \w_data$28.first  = \$signal$23 ;
+  assign \w_data$28.last  = \$signal ;
+  assign \w_data$28.src  = \$like ;
+  assign \w_data$28.tag  = \$like$25 ;
+  assign \w_data$28.length  = \$signal$26 ;
+  assign \checked.valid  = checked[0];
+  assign \checked.data  = checked[128:1];
+  assign \checked.last  = checked[129];
+  assign \checked.beats  = checked[136:130];
+  assign \checked.room  = checked[142:137];
+  assign \checked.cause  = checked[146:143];
+  assign \checked.room_ahead  = checked[153:147];
+  assign \checked.same_ch_ahead  = checked[154];
+  assign \$36  = cur;
+  assign \$47  = { 4'h0, \$46 [17:4] };
+  assign \$83  = \$41 [0];
+  assign \$87  = \$41 [0];
+  assign \$91  = \$41 [0];
+  assign \$129 [17:4] = 14'h0000;
+  assign \$129 [3:0] = \$128 [3:0];
+  assign \$132 [17:4] = 14'h0000;
+  assign \$132 [3:0] = \$131 [3:0];
+  assign \$135 [17:4] = 14'h0000;
+  assign \$135 [3:0] = \$134 [3:0];
+  assign \$138 [17:4] = 14'h0000;
+  assign \$138 [3:0] = \$137 [3:0];
+  assign \$141 [17:4] = 14'h0000;
+  assign \$141 [3:0] = \$140 [3:0];
+  assign \$144 [17:4] = 14'h0000;
+  assign \$144 [3:0] = \$143 [3:0];
+  assign \$147 [17:4] = 14'h0000;
+  assign \$147 [3:0] = \$146 [3:0];
+  assign \$150 [17:4] = 14'h0000;
+  assign \$150 [3:0] = \$149 [3:0];
+  assign \$153 [17:4] = 14'h0000;
+  assign \$153 [3:0] = \$152 [3:0];
+  assign \$156 [17:4] = 14'h0000;
+  assign \$156 [3:0] = \$155 [3:0];
+  assign \$159 [17:4] = 14'h0000;
+  assign \$159 [3:0] = \$158 [3:0];
+  assign \$162 [17:4] = 14'h0000;
+  assign \$162 [3:0] = \$161 [3:0];
+  assign \$165 [17:4] = 14'h0000;
+  assign \$165 [3:0] = \$164 [3:0];
+  assign \$168 [17:4] = 14'h0000;
+  assign \$168 [3:0] = \$167 [3:0];
+  assign \$171 [17:4] = 14'h0000;
+  assign \$171 [3:0] = \$170 [3:0];
+  assign \$174 [17:4] = 14'h0000;
+  assign \$174 [3:0] = \$173 [3:0];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , \port$1632$0 , \port$1633$0 , \port$1634$0 , \port$1635$0 , \port$1636$0 , \port$1637$0 , \port$1638$0 , \port$1639$0 , \port$1640$0 , \port$1641$0 , \port$1642$0 , \port$1643$0 , \port$1644$0 , \port$1645$0 , \port$1646$0 , fetch, r__payload
+, \port$2442$0 , w_en, commit, rollback, \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$2505$0 , out_valid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$58  = 0;
+  wire \$1 ;
+  reg [5:0] \$10 ;
+  reg [5:0] \$11 ;
+  reg \$12 ;
+  wire [6:0] \$2 ;
+  wire [6:0] \$3 ;
+  wire [6:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire [6:0] \$8 ;
+  reg [5:0] \$9 ;
+  input clk;
+  wire clk;
+  input commit;
+  wire commit;
+  output fetch;
+  wire fetch;
+  wire [5:0] free;
+  wire freed;
+  output out_valid;
+  reg out_valid = 1'h0;
+  input \port$1628$0 ;
+  wire \port$1628$0 ;
+  input [7:0] \port$1631$0 ;
+  wire [7:0] \port$1631$0 ;
+  input [7:0] \port$1632$0 ;
+  wire [7:0] \port$1632$0 ;
+  input [7:0] \port$1633$0 ;
+  wire [7:0] \port$1633$0 ;
+  input [7:0] \port$1634$0 ;
+  wire [7:0] \port$1634$0 ;
+  input [7:0] \port$1635$0 ;
+  wire [7:0] \port$1635$0 ;
+  input [7:0] \port$1636$0 ;
+  wire [7:0] \port$1636$0 ;
+  input [7:0] \port$1637$0 ;
+  wire [7:0] \port$1637$0 ;
+  input [7:0] \port$1638$0 ;
+  wire [7:0] \port$1638$0 ;
+  input [7:0] \port$1639$0 ;
+  wire [7:0] \port$1639$0 ;
+  input [7:0] \port$1640$0 ;
+  wire [7:0] \port$1640$0 ;
+  input [7:0] \port$1641$0 ;
+  wire [7:0] \port$1641$0 ;
+  input [7:0] \port$1642$0 ;
+  wire [7:0] \port$1642$0 ;
+  input [7:0] \port$1643$0 ;
+  wire [7:0] \port$1643$0 ;
+  input [7:0] \port$1644$0 ;
+  wire [7:0] \port$1644$0 ;
+  input [7:0] \port$1645$0 ;
+  wire [7:0] \port$1645$0 ;
+  input [7:0] \port$1646$0 ;
+  wire [7:0] \port$1646$0 ;
+  input [15:0] \port$2442$0 ;
+  wire [15:0] \port$2442$0 ;
+  input [16:0] \port$2499$0 ;
+  wire [16:0] \port$2499$0 ;
+  input [7:0] \port$2501$0 ;
+  wire [7:0] \port$2501$0 ;
+  input [7:0] \port$2503$0 ;
+  wire [7:0] \port$2503$0 ;
+  input \port$2505$0 ;
+  wire \port$2505$0 ;
+  output [178:0] r__payload;
+  wire [178:0] r__payload;
+  wire [127:0] \r__payload.data ;
+  wire \r__payload.first ;
+  wire [15:0] \r__payload.keep ;
+  wire \r__payload.last ;
+  wire [16:0] \r__payload.length ;
+  wire [7:0] \r__payload.src ;
+  wire [7:0] \r__payload.tag ;
+  input r__ready;
+  wire r__ready;
+  (* init = 1'h0 *)
+  wire r__valid;
+  wire [4:0] rd__addr;
+  wire [178:0] rd__data;
+  wire [127:0] \rd__data.data ;
+  wire \rd__data.first ;
+  wire [15:0] \rd__data.keep ;
+  wire \rd__data.last ;
+  wire [16:0] \rd__data.length ;
+  wire [7:0] \rd__data.src ;
+  wire [7:0] \rd__data.tag ;
+  wire rd__en;
+  reg [5:0] rd_ptr = 6'h00;
+  input rollback;
+  wire rollback;
+  input rst;
+  wire rst;
+  wire [5:0] used;
+  wire [178:0] w_data;
+  wire [127:0] \w_data.data ;
+  wire \w_data.first ;
+  wire [15:0] \w_data.keep ;
+  wire \w_data.last ;
+  wire [16:0] \w_data.length ;
+  wire [7:0] \w_data.src ;
+  wire [7:0] \w_data.tag ;
+  input w_en;
+  wire w_en;
+  wire [4:0] wr__addr;
+  wire [178:0] wr__data;
+  wire [127:0] \wr__data.data ;
+  wire \wr__data.first ;
+  wire [15:0] \wr__data.keep ;
+  wire \wr__data.last ;
+  wire [16:0] \wr__data.length ;
+  wire [7:0] \wr__data.src ;
+  wire [7:0] \wr__data.tag ;
+  wire wr__en;
+  reg [5:0] wr_commit = 6'h00;
+  reg [5:0] wr_tmp = 6'h00;
+  wire [5:0] wr_tmp_next;
+  reg [178:0] mem [31:0];
+  initial begin
+    mem[0] = 179'h000000000000000000000000000000000000000000000;
+    mem[1] = 179'h000000000000000000000000000000000000000000000;
+    mem[2] = 179'h000000000000000000000000000000000000000000000;
+    mem[3] = 179'h000000000000000000000000000000000000000000000;
+    mem[4] = 179'h000000000000000000000000000000000000000000000;
+    mem[5] = 179'h000000000000000000000000000000000000000000000;
+    mem[6] = 179'h000000000000000000000000000000000000000000000;
+    mem[7] = 179'h000000000000000000000000000000000000000000000;
+    mem[8] = 179'h000000000000000000000000000000000000000000000;
+    mem[9] = 179'h000000000000000000000000000000000000000000000;
+    mem[10] = 179'h000000000000000000000000000000000000000000000;
+    mem[11] = 179'h000000000000000000000000000000000000000000000;
+    mem[12] = 179'h000000000000000000000000000000000000000000000;
+    mem[13] = 179'h000000000000000000000000000000000000000000000;
+    mem[14] = 179'h000000000000000000000000000000000000000000000;
+    mem[15] = 179'h000000000000000000000000000000000000000000000;
+    mem[16] = 179'h000000000000000000000000000000000000000000000;
+    mem[17] = 179'h000000000000000000000000000000000000000000000;
+    mem[18] = 179'h000000000000000000000000000000000000000000000;
+    mem[19] = 179'h000000000000000000000000000000000000000000000;
+    mem[20] = 179'h000000000000000000000000000000000000000000000;
+    mem[21] = 179'h000000000000000000000000000000000000000000000;
+    mem[22] = 179'h000000000000000000000000000000000000000000000;
+    mem[23] = 179'h000000000000000000000000000000000000000000000;
+    mem[24] = 179'h000000000000000000000000000000000000000000000;
+    mem[25] = 179'h000000000000000000000000000000000000000000000;
+    mem[26] = 179'h000000000000000000000000000000000000000000000;
+    mem[27] = 179'h000000000000000000000000000000000000000000000;
+    mem[28] = 179'h000000000000000000000000000000000000000000000;
+    mem[29] = 179'h000000000000000000000000000000000000000000000;
+    mem[30] = 179'h000000000000000000000000000000000000000000000;
+    mem[31] = 179'h000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (wr__en)
+      mem[wr_tmp[4:0]] <= { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  end
+  reg [178:0] _0_;
+  always @(posedge clk) begin
+    if (fetch) begin
+      _0_ <= mem[rd_ptr[4:0]];
+    end
+  end
+  assign r__payload = _0_;
+  assign \$1  = ~ rollback;
+  assign wr__en = w_en & \$1 ;
+  assign \$2  = wr_tmp + w_en;
+  assign \$3  = wr_commit - rd_ptr;
+  assign \$4  = 6'h20 - \$3 [5:0];
+  assign \$5  = wr_commit != rd_ptr;
+  assign \$6  = ~ out_valid;
+  assign \$7  = \$6  | r__ready;
+  assign fetch = \$5  & \$7 ;
+  assign \$8  = rd_ptr + 1'h1;
+  always @(posedge clk)
+    wr_tmp <= \$9 ;
+  always @(posedge clk)
+    wr_commit <= \$10 ;
+  always @(posedge clk)
+    rd_ptr <= \$11 ;
+  always @(posedge clk)
+    out_valid <= \$12 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    (* full_case = 32'd1 *)
+    if (rollback) begin
+      \$9  = wr_commit;
+    end else begin
+      \$9  = \$2 [5:0];
+    end
+    if (rst) begin
+      \$9  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    \$10  = wr_commit;
+    (* full_case = 32'd1 *)
+    if (rollback) begin
+    end else begin
+      if (commit) begin
+        \$10  = \$2 [5:0];
+      end
+    end
+    if (rst) begin
+      \$10  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    \$11  = rd_ptr;
+    if (fetch) begin
+      \$11  = \$8 [5:0];
+    end
+    if (rst) begin
+      \$11  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    \$12  = out_valid;
+    if (fetch) begin
+      \$12  = 1'h1;
+    end else if (r__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  assign wr__addr = wr_tmp[4:0];
+  assign wr__data = { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign w_data = { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign wr_tmp_next = \$2 [5:0];
+  assign used = \$3 [5:0];
+  assign free = \$4 [5:0];
+  assign rd__addr = rd_ptr[4:0];
+  assign rd__en = fetch;
+  assign rd__data = r__payload;
+  assign r__valid = out_valid;
+  assign freed = fetch;
+  assign \wr__data.data  = { \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign \wr__data.keep  = \port$2442$0 ;
+  assign \wr__data.first  = \port$2505$0 ;
+  assign \wr__data.last  = \port$1628$0 ;
+  assign \wr__data.src  = \port$2503$0 ;
+  assign \wr__data.tag  = \port$2501$0 ;
+  assign \wr__data.length  = \port$2499$0 ;
+  assign \w_data.data  = { \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign \w_data.keep  = \port$2442$0 ;
+  assign \w_data.first  = \port$2505$0 ;
+  assign \w_data.last  = \port$1628$0 ;
+  assign \w_data.src  = \port$2503$0 ;
+  assign \w_data.tag  = \port$2501$0 ;
+  assign \w_data.length  = \port$2499$0 ;
+  assign \r__payload.data  = r__payload[127:0];
+  assign \r__payload.keep  = r__payload[143:128];
+  assign \r__payload.first  = r__payload[144];
+  assign \r__payload.last  = r__payload[145];
+  assign \r__payload.src  = r__payload[153:146];
+  assign \r__payload.tag  = r__payload[161:154];
+  assign \r__payload.length  = r__payload[178:162];
+  assign \rd__data.data  = r__payload[127:0];
+  assign \rd__data.keep  = r__payload[143:128];
+  assign \rd__data.first  = r__payload[144];
+  assign \rd__data.last  = r__payload[145];
+  assign \rd__data.src  = r__payload[153:146];
+  assign \rd__data.tag  = r__payload[161:154];
+  assign \rd__data.length  = r__payload[178:162];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , \port$1632$0 , \port$1633$0 , \port$1634$0 , \port$1635$0 , \port$1636$0 , \port$1637$0 , \port$1638$0 , \port$1639$0 , \port$1640$0 , \port$1641$0 , \port$1642$0 , \port$1643$0 , \port$1644$0 , \port$1645$0 , \port$1646$0 , fetch, r__payload
+, \port$2442$0 , w_en, commit, rollback, \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$2505$0 , out_valid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
+  wire \$1 ;
+  reg [5:0] \$10 ;
+  reg [5:0] \$11 ;
+  reg \$12 ;
+  wire [6:0] \$2 ;
+  wire [6:0] \$3 ;
+  wire [6:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire [6:0] \$8 ;
+  reg [5:0] \$9 ;
+  input clk;
+  wire clk;
+  input commit;
+  wire commit;
+  output fetch;
+  wire fetch;
+  wire [5:0] free;
+  wire freed;
+  output out_valid;
+  reg out_valid = 1'h0;
+  input \port$1628$0 ;
+  wire \port$1628$0 ;
+  input [7:0] \port$1631$0 ;
+  wire [7:0] \port$1631$0 ;
+  input [7:0] \port$1632$0 ;
+  wire [7:0] \port$1632$0 ;
+  input [7:0] \port$1633$0 ;
+  wire [7:0] \port$1633$0 ;
+  input [7:0] \port$1634$0 ;
+  wire [7:0] \port$1634$0 ;
+  input [7:0] \port$1635$0 ;
+  wire [7:0] \port$1635$0 ;
+  input [7:0] \port$1636$0 ;
+  wire [7:0] \port$1636$0 ;
+  input [7:0] \port$1637$0 ;
+  wire [7:0] \port$1637$0 ;
+  input [7:0] \port$1638$0 ;
+  wire [7:0] \port$1638$0 ;
+  input [7:0] \port$1639$0 ;
+  wire [7:0] \port$1639$0 ;
+  input [7:0] \port$1640$0 ;
+  wire [7:0] \port$1640$0 ;
+  input [7:0] \port$1641$0 ;
+  wire [7:0] \port$1641$0 ;
+  input [7:0] \port$1642$0 ;
+  wire [7:0] \port$1642$0 ;
+  input [7:0] \port$1643$0 ;
+  wire [7:0] \port$1643$0 ;
+  input [7:0] \port$1644$0 ;
+  wire [7:0] \port$1644$0 ;
+  input [7:0] \port$1645$0 ;
+  wire [7:0] \port$1645$0 ;
+  input [7:0] \port$1646$0 ;
+  wire [7:0] \port$1646$0 ;
+  input [15:0] \port$2442$0 ;
+  wire [15:0] \port$2442$0 ;
+  input [16:0] \port$2499$0 ;
+  wire [16:0] \port$2499$0 ;
+  input [7:0] \port$2501$0 ;
+  wire [7:0] \port$2501$0 ;
+  input [7:0] \port$2503$0 ;
+  wire [7:0] \port$2503$0 ;
+  input \port$2505$0 ;
+  wire \port$2505$0 ;
+  output [178:0] r__payload;
+  wire [178:0] r__payload;
+  wire [127:0] \r__payload.data ;
+  wire \r__payload.first ;
+  wire [15:0] \r__payload.keep ;
+  wire \r__payload.last ;
+  wire [16:0] \r__payload.length ;
+  wire [7:0] \r__payload.src ;
+  wire [7:0] \r__payload.tag ;
+  input r__ready;
+  wire r__ready;
+  (* init = 1'h0 *)
+  wire r__valid;
+  wire [4:0] rd__addr;
+  wire [178:0] rd__data;
+  wire [127:0] \rd__data.data ;
+  wire \rd__data.first ;
+  wire [15:0] \rd__data.keep ;
+  wire \rd__data.last ;
+  wire [16:0] \rd__data.length ;
+  wire [7:0] \rd__data.src ;
+  wire [7:0] \rd__data.tag ;
+  wire rd__en;
+  reg [5:0] rd_ptr = 6'h00;
+  input rollback;
+  wire rollback;
+  input rst;
+  wire rst;
+  wire [5:0] used;
+  wire [178:0] w_data;
+  wire [127:0] \w_data.data ;
+  wire \w_data.first ;
+  wire [15:0] \w_data.keep ;
+  wire \w_data.last ;
+  wire [16:0] \w_data.length ;
+  wire [7:0] \w_data.src ;
+  wire [7:0] \w_data.tag ;
+  input w_en;
+  wire w_en;
+  wire [4:0] wr__addr;
+  wire [178:0] wr__data;
+  wire [127:0] \wr__data.data ;
+  wire \wr__data.first ;
+  wire [15:0] \wr__data.keep ;
+  wire \wr__data.last ;
+  wire [16:0] \wr__data.length ;
+  wire [7:0] \wr__data.src ;
+  wire [7:0] \wr__data.tag ;
+  wire wr__en;
+  reg [5:0] wr_commit = 6'h00;
+  reg [5:0] wr_tmp = 6'h00;
+  wire [5:0] wr_tmp_next;
+  reg [178:0] mem [31:0];
+  initial begin
+    mem[0] = 179'h000000000000000000000000000000000000000000000;
+    mem[1] = 179'h000000000000000000000000000000000000000000000;
+    mem[2] = 179'h000000000000000000000000000000000000000000000;
+    mem[3] = 179'h000000000000000000000000000000000000000000000;
+    mem[4] = 179'h000000000000000000000000000000000000000000000;
+    mem[5] = 179'h000000000000000000000000000000000000000000000;
+    mem[6] = 179'h000000000000000000000000000000000000000000000;
+    mem[7] = 179'h000000000000000000000000000000000000000000000;
+    mem[8] = 179'h000000000000000000000000000000000000000000000;
+    mem[9] = 179'h000000000000000000000000000000000000000000000;
+    mem[10] = 179'h000000000000000000000000000000000000000000000;
+    mem[11] = 179'h000000000000000000000000000000000000000000000;
+    mem[12] = 179'h000000000000000000000000000000000000000000000;
+    mem[13] = 179'h000000000000000000000000000000000000000000000;
+    mem[14] = 179'h000000000000000000000000000000000000000000000;
+    mem[15] = 179'h000000000000000000000000000000000000000000000;
+    mem[16] = 179'h000000000000000000000000000000000000000000000;
+    mem[17] = 179'h000000000000000000000000000000000000000000000;
+    mem[18] = 179'h000000000000000000000000000000000000000000000;
+    mem[19] = 179'h000000000000000000000000000000000000000000000;
+    mem[20] = 179'h000000000000000000000000000000000000000000000;
+    mem[21] = 179'h000000000000000000000000000000000000000000000;
+    mem[22] = 179'h000000000000000000000000000000000000000000000;
+    mem[23] = 179'h000000000000000000000000000000000000000000000;
+    mem[24] = 179'h000000000000000000000000000000000000000000000;
+    mem[25] = 179'h000000000000000000000000000000000000000000000;
+    mem[26] = 179'h000000000000000000000000000000000000000000000;
+    mem[27] = 179'h000000000000000000000000000000000000000000000;
+    mem[28] = 179'h000000000000000000000000000000000000000000000;
+    mem[29] = 179'h000000000000000000000000000000000000000000000;
+    mem[30] = 179'h000000000000000000000000000000000000000000000;
+    mem[31] = 179'h000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (wr__en)
+      mem[wr_tmp[4:0]] <= { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  end
+  reg [178:0] _0_;
+  always @(posedge clk) begin
+    if (fetch) begin
+      _0_ <= mem[rd_ptr[4:0]];
+    end
+  end
+  assign r__payload = _0_;
+  assign \$1  = ~ rollback;
+  assign wr__en = w_en & \$1 ;
+  assign \$2  = wr_tmp + w_en;
+  assign \$3  = wr_commit - rd_ptr;
+  assign \$4  = 6'h20 - \$3 [5:0];
+  assign \$5  = wr_commit != rd_ptr;
+  assign \$6  = ~ out_valid;
+  assign \$7  = \$6  | r__ready;
+  assign fetch = \$5  & \$7 ;
+  assign \$8  = rd_ptr + 1'h1;
+  always @(posedge clk)
+    wr_tmp <= \$9 ;
+  always @(posedge clk)
+    wr_commit <= \$10 ;
+  always @(posedge clk)
+    rd_ptr <= \$11 ;
+  always @(posedge clk)
+    out_valid <= \$12 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    (* full_case = 32'd1 *)
+    if (rollback) begin
+      \$9  = wr_commit;
+    end else begin
+      \$9  = \$2 [5:0];
+    end
+    if (rst) begin
+      \$9  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$10  = wr_commit;
+    (* full_case = 32'd1 *)
+    if (rollback) begin
+    end else begin
+      if (commit) begin
+        \$10  = \$2 [5:0];
+      end
+    end
+    if (rst) begin
+      \$10  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$11  = rd_ptr;
+    if (fetch) begin
+      \$11  = \$8 [5:0];
+    end
+    if (rst) begin
+      \$11  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$12  = out_valid;
+    if (fetch) begin
+      \$12  = 1'h1;
+    end else if (r__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  assign wr__addr = wr_tmp[4:0];
+  assign wr__data = { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign w_data = { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign wr_tmp_next = \$2 [5:0];
+  assign used = \$3 [5:0];
+  assign free = \$4 [5:0];
+  assign rd__addr = rd_ptr[4:0];
+  assign rd__en = fetch;
+  assign rd__data = r__payload;
+  assign r__valid = out_valid;
+  assign freed = fetch;
+  assign \wr__data.data  = { \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign \wr__data.keep  = \port$2442$0 ;
+  assign \wr__data.first  = \port$2505$0 ;
+  assign \wr__data.last  = \port$1628$0 ;
+  assign \wr__data.src  = \port$2503$0 ;
+  assign \wr__data.tag  = \port$2501$0 ;
+  assign \wr__data.length  = \port$2499$0 ;
+  assign \w_data.data  = { \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign \w_data.keep  = \port$2442$0 ;
+  assign \w_data.first  = \port$2505$0 ;
+  assign \w_data.last  = \port$1628$0 ;
+  assign \w_data.src  = \port$2503$0 ;
+  assign \w_data.tag  = \port$2501$0 ;
+  assign \w_data.length  = \port$2499$0 ;
+  assign \r__payload.data  = r__payload[127:0];
+  assign \r__payload.keep  = r__payload[143:128];
+  assign \r__payload.first  = r__payload[144];
+  assign \r__payload.last  = r__payload[145];
+  assign \r__payload.src  = r__payload[153:146];
+  assign \r__payload.tag  = r__payload[161:154];
+  assign \r__payload.length  = r__payload[178:162];
+  assign \rd__data.data  = r__payload[127:0];
+  assign \rd__data.keep  = r__payload[143:128];
+  assign \rd__data.first  = r__payload[144];
+  assign \rd__data.last  = r__payload[145];
+  assign \rd__data.src  = r__payload[153:146];
+  assign \rd__data.tag  = r__payload[161:154];
+  assign \rd__data.length  = r__payload[178:162];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx1.hdr_check (check, header);
+  wire \$1 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
+  wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  output [7:0] check;
+  wire [7:0] check;
+  input [63:0] header;
+  wire [63:0] header;
+  wire [3:0] \header.channel ;
+  wire [7:0] \header.check ;
+  wire [16:0] \header.length ;
+  wire [3:0] \header.magic ;
+  (* enum_base_type = "PacketType" *)
+  (* enum_value_00 = "DATA" *)
+  (* enum_value_01 = "CREDIT" *)
+  wire [1:0] \header.ptype ;
+  wire [3:0] \header.rsvd0 ;
+  wire [6:0] \header.rsvd1 ;
+  wire [7:0] \header.src ;
+  wire [7:0] \header.tag ;
+  wire [1:0] \header.version ;
+  wire ok;
+  assign \$2  = \$1  ^ header[1];
+  assign \$3  = \$2  ^ header[2];
+  assign \$4  = \$3  ^ header[4];
+  assign \$5  = \$4  ^ header[5];
+  assign \$6  = \$5  ^ header[6];
+  assign \$7  = \$6  ^ header[8];
+  assign \$8  = \$7  ^ header[11];
+  assign \$9  = \$8  ^ header[13];
+  assign \$10  = \$9  ^ header[18];
+  assign \$11  = \$10  ^ header[19];
+  assign \$12  = \$11  ^ header[23];
+  assign \$13  = \$12  ^ header[28];
+  assign \$14  = \$13  ^ header[30];
+  assign \$15  = \$14  ^ header[31];
+  assign \$16  = \$15  ^ header[32];
+  assign \$17  = \$16  ^ header[34];
+  assign \$18  = \$17  ^ header[35];
+  assign \$19  = \$18  ^ header[37];
+  assign \$20  = \$19  ^ header[39];
+  assign \$21  = \$20  ^ header[40];
+  assign \$22  = \$21  ^ header[44];
+  assign \$23  = \$22  ^ header[46];
+  assign \$24  = \$23  ^ header[48];
+  assign \$25  = \$24  ^ header[54];
+  assign \$26  = \$25  ^ header[55];
+  assign \$28  = \$27  ^ header[3];
+  assign \$29  = \$28  ^ header[4];
+  assign \$30  = \$29  ^ header[7];
+  assign \$31  = \$30  ^ header[9];
+  assign \$32  = \$31  ^ header[11];
+  assign \$33  = \$32  ^ header[12];
+  assign \$34  = \$33  ^ header[13];
+  assign \$35  = \$34  ^ header[14];
+  assign \$36  = \$35  ^ header[16];
+  assign \$37  = \$36  ^ header[18];
+  assign \$38  = \$37  ^ header[20];
+  assign \$39  = \$38  ^ header[23];
+  assign \$40  = \$39  ^ header[24];
+  assign \$41  = \$40  ^ header[28];
+  assign \$42  = \$41  ^ header[29];
+  assign \$43  = \$42  ^ header[30];
+  assign \$44  = \$43  ^ header[32];
+  assign \$45  = \$44  ^ header[33];
+  assign \$46  = \$45  ^ header[34];
+  assign \$47  = \$46  ^ header[36];
+  assign \$48  = \$47  ^ header[37];
+  assign \$49  = \$48  ^ header[38];
+  assign \$50  = \$49  ^ header[39];
+  assign \$51  = \$50  ^ header[41];
+  assign \$52  = \$51  ^ header[44];
+  assign \$53  = \$52  ^ header[45];
+  assign \$54  = \$53  ^ header[46];
+  assign \$55  = \$54  ^ header[47];
+  assign \$56  = \$55  ^ header[48];
+  assign \$57  = \$56  ^ header[49];
+  assign \$58  = \$57  ^ header[54];
+  assign \$60  = \$59  ^ header[2];
+  assign \$61  = \$60  ^ header[6];
+  assign \$62  = \$61  ^ header[10];
+  assign \$63  = \$62  ^ header[11];
+  assign \$64  = \$63  ^ header[12];
+  assign \$65  = \$64  ^ header[14];
+  assign \$66  = \$65  ^ header[15];
+  assign \$67  = \$66  ^ header[17];
+  assign \$68  = \$67  ^ header[18];
+  assign \$69  = \$68  ^ header[21];
+  assign \$70  = \$69  ^ header[23];
+  assign \$71  = \$70  ^ header[24];
+  assign \$72  = \$71  ^ header[25];
+  assign \$73  = \$72  ^ header[28];
+  assign \$74  = \$73  ^ header[29];
+  assign \$75  = \$74  ^ header[33];
+  assign \$76  = \$75  ^ header[38];
+  assign \$77  = \$76  ^ header[40];
+  assign \$78  = \$77  ^ header[42];
+  assign \$79  = \$78  ^ header[44];
+  assign \$80  = \$79  ^ header[45];
+  assign \$81  = \$80  ^ header[47];
+  assign \$82  = \$81  ^ header[48];
+  assign \$83  = \$82  ^ header[49];
+  assign \$84  = \$83  ^ header[50];
+  assign \$85  = \$84  ^ header[54];
+  assign \$87  = \$86  ^ header[1];
+  assign \$88  = \$87  ^ header[3];
+  assign \$89  = \$88  ^ header[7];
+  assign \$90  = \$89  ^ header[8];
+  assign \$91  = \$90  ^ header[11];
+  assign \$92  = \$91  ^ header[12];
+  assign \$93  = \$92  ^ header[13];
+  assign \$94  = \$93  ^ header[15];
+  assign \$95  = \$94  ^ header[18];
+  assign \$96  = \$95  ^ header[19];
+  assign \$97  = \$96  ^ header[22];
+  assign \$98  = \$97  ^ header[25];
+  assign \$99  = \$98  ^ header[26];
+  assign \$100  = \$99  ^ header[29];
+  assign \$101  = \$100  ^ header[30];
+  assign \$102  = \$101  ^ header[32];
+  assign \$103  = \$102  ^ header[34];
+  assign \$104  = \$103  ^ header[39];
+  assign \$105  = \$104  ^ header[41];
+  assign \$106  = \$105  ^ header[43];
+  assign \$107  = \$106  ^ header[45];
+  assign \$108  = \$107  ^ header[46];
+  assign \$109  = \$108  ^ header[49];
+  assign \$110  = \$109  ^ header[50];
+  assign \$111  = \$110  ^ header[51];
+  assign \$112  = \$111  ^ header[55];
+  assign \$114  = \$113  ^ header[1];
+  assign \$115  = \$114  ^ header[2];
+  assign \$116  = \$115  ^ header[4];
+  assign \$117  = \$116  ^ header[9];
+  assign \$118  = \$117  ^ header[12];
+  assign \$119  = \$118  ^ header[13];
+  assign \$120  = \$119  ^ header[14];
+  assign \$121  = \$120  ^ header[19];
+  assign \$122  = \$121  ^ header[20];
+  assign \$123  = \$122  ^ header[23];
+  assign \$124  = \$123  ^ header[24];
+  assign \$125  = \$124  ^ header[26];
+  assign \$126  = \$125  ^ header[27];
+  assign \$127  = \$126  ^ header[30];
+  assign \$128  = \$127  ^ header[31];
+  assign \$129  = \$128  ^ header[33];
+  assign \$130  = \$129  ^ header[35];
+  assign \$131  = \$130  ^ header[40];
+  assign \$132  = \$131  ^ header[42];
+  assign \$133  = \$132  ^ header[44];
+  assign \$134  = \$133  ^ header[46];
+  assign \$135  = \$134  ^ header[47];
+  assign \$136  = \$135  ^ header[50];
+  assign \$137  = \$136  ^ header[51];
+  assign \$138  = \$137  ^ header[52];
+  assign \$140  = \$139  ^ header[2];
+  assign \$141  = \$140  ^ header[3];
+  assign \$142  = \$141  ^ header[5];
+  assign \$143  = \$142  ^ header[8];
+  assign \$144  = \$143  ^ header[10];
+  assign \$145  = \$144  ^ header[13];
+  assign \$146  = \$145  ^ header[14];
+  assign \$147  = \$146  ^ header[15];
+  assign \$148  = \$147  ^ header[16];
+  assign \$149  = \$148  ^ header[20];
+  assign \$150  = \$149  ^ header[21];
+  assign \$151  = \$150  ^ header[25];
+  assign \$152  = \$151  ^ header[27];
+  assign \$153  = \$152  ^ header[28];
+  assign \$154  = \$153  ^ header[31];
+  assign \$155  = \$154  ^ header[32];
+  assign \$156  = \$155  ^ header[34];
+  assign \$157  = \$156  ^ header[36];
+  assign \$158  = \$157  ^ header[41];
+  assign \$159  = \$158  ^ header[43];
+  assign \$160  = \$159  ^ header[45];
+  assign \$161  = \$160  ^ header[47];
+  assign \$162  = \$161  ^ header[51];
+  assign \$163  = \$162  ^ header[52];
+  assign \$164  = \$163  ^ header[53];
+  assign \$166  = \$165  ^ header[2];
+  assign \$167  = \$166  ^ header[3];
+  assign \$168  = \$167  ^ header[4];
+  assign \$169  = \$168  ^ header[6];
+  assign \$170  = \$169  ^ header[9];
+  assign \$171  = \$170  ^ header[11];
+  assign \$172  = \$171  ^ header[14];
+  assign \$173  = \$172  ^ header[15];
+  assign \$174  = \$173  ^ header[16];
+  assign \$175  = \$174  ^ header[17];
+  assign \$176  = \$175  ^ header[21];
+  assign \$177  = \$176  ^ header[22];
+  assign \$178  = \$177  ^ header[26];
+  assign \$179  = \$178  ^ header[28];
+  assign \$180  = \$179  ^ header[29];
+  assign \$181  = \$180  ^ header[32];
+  assign \$182  = \$181  ^ header[33];
+  assign \$183  = \$182  ^ header[35];
+  assign \$184  = \$183  ^ header[37];
+  assign \$185  = \$184  ^ header[42];
+  assign \$186  = \$185  ^ header[44];
+  assign \$187  = \$186  ^ header[46];
+  assign \$188  = \$187  ^ header[52];
+  assign \$189  = \$188  ^ header[53];
+  assign \$190  = \$189  ^ header[54];
+  assign \$192  = \$191  ^ header[1];
+  assign \$193  = \$192  ^ header[3];
+  assign \$194  = \$193  ^ header[4];
+  assign \$195  = \$194  ^ header[5];
+  assign \$196  = \$195  ^ header[7];
+  assign \$197  = \$196  ^ header[10];
+  assign \$198  = \$197  ^ header[12];
+  assign \$199  = \$198  ^ header[15];
+  assign \$200  = \$199  ^ header[17];
+  assign \$201  = \$200  ^ header[18];
+  assign \$202  = \$201  ^ header[22];
+  assign \$203  = \$202  ^ header[23];
+  assign \$204  = \$203  ^ header[27];
+  assign \$205  = \$204  ^ header[29];
+  assign \$206  = \$205  ^ header[30];
+  assign \$207  = \$206  ^ header[33];
+  assign \$208  = \$207  ^ header[34];
+  assign \$209  = \$208  ^ header[36];
+  assign \$210  = \$209  ^ header[38];
+  assign \$211  = \$210  ^ header[43];
+  assign \$212  = \$211  ^ header[45];
+  assign \$213  = \$212  ^ header[47];
+  assign \$214  = \$213  ^ header[53];
+  assign \$215  = \$214  ^ header[54];
+  assign \$216  = \$215  ^ header[55];
+  assign ok = header[63:56] == check;
+  assign \header.magic  = header[3:0];
+  assign \header.version  = header[5:4];
+  assign \header.ptype  = header[7:6];
+  assign \header.src  = header[15:8];
+  assign \header.channel  = header[19:16];
+  assign \header.rsvd0  = header[23:20];
+  assign \header.tag  = header[31:24];
+  assign \header.length  = header[48:32];
+  assign \header.rsvd1  = header[55:49];
+  assign \header.check  = header[63:56];
+  assign check[7] = \$216 ;
+  assign check[6] = \$190 ;
+  assign check[5] = \$164 ;
+  assign check[4] = \$138 ;
+  assign check[3] = \$112 ;
+  assign check[2] = \$85 ;
+  assign check[1] = \$58 ;
+  assign check[0] = \$26 ;
+  assign \$1  = header[0];
+  assign \$27  = header[0];
+  assign \$59  = header[0];
+  assign \$86  = header[0];
+  assign \$113  = header[0];
+  assign \$139  = header[1];
+  assign \$165  = header[0];
+  assign \$191  = header[0];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, \port$2247$0 , link__tvalid
+, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__payload, data__0__valid, data__1__payload, data__1__valid, node_id);
+  reg \$auto$verilog_backend.cc:2355:dump_module$60  = 0;
+  wire [11:0] \$1 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire \$11 ;
+  wire \$110 ;
+  wire [3:0] \$111 ;
+  wire [6:0] \$112 ;
+  wire [7:0] \$113 ;
+  wire [6:0] \$114 ;
+  wire [7:0] \$115 ;
+  wire [12:0] \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [11:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [11:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire [3:0] \$140 ;
+  wire [6:0] \$141 ;
+  wire [7:0] \$142 ;
+  wire [6:0] \$143 ;
+  wire [7:0] \$144 ;
+  reg [5:0] \$145 ;
+  reg [7:0] \$146 ;
+  reg [10:0] \$147 ;
+  reg [6:0] \$148 ;
+  wire \$149 ;
+  wire \$15 ;
+  wire \$150 ;
+  wire [17:0] \$151 ;
+  wire [17:0] \$152 ;
+  wire [18:0] \$153 ;
+  wire [17:0] \$154 ;
+  wire [17:0] \$155 ;
+  wire \$156 ;
+  wire [17:0] \$157 ;
+  wire [17:0] \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire [17:0] \$160 ;
+  wire [17:0] \$161 ;
+  wire \$162 ;
+  wire [17:0] \$163 ;
+  wire [17:0] \$164 ;
+  wire \$165 ;
+  wire [17:0] \$166 ;
+  wire [17:0] \$167 ;
+  wire \$168 ;
+  wire [17:0] \$169 ;
+  wire \$17 ;
+  wire [17:0] \$170 ;
+  wire \$171 ;
+  wire [17:0] \$172 ;
+  wire [17:0] \$173 ;
+  wire \$174 ;
+  wire [17:0] \$175 ;
+  wire [17:0] \$176 ;
+  wire \$177 ;
+  wire [17:0] \$178 ;
+  wire [17:0] \$179 ;
+  wire \$18 ;
+  wire \$180 ;
+  wire [17:0] \$181 ;
+  wire [17:0] \$182 ;
+  wire \$183 ;
+  wire [17:0] \$184 ;
+  wire [17:0] \$185 ;
+  wire \$186 ;
+  wire [17:0] \$187 ;
+  wire [17:0] \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire [17:0] \$190 ;
+  wire [17:0] \$191 ;
+  wire \$192 ;
+  wire [17:0] \$193 ;
+  wire [17:0] \$194 ;
+  wire \$195 ;
+  wire [17:0] \$196 ;
+  wire [17:0] \$197 ;
+  wire \$198 ;
+  wire [17:0] \$199 ;
+  wire [11:0] \$2 ;
+  wire \$20 ;
+  wire [17:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire [7:0] \$203 ;
+  reg [47:0] \$204 ;
+  reg [47:0] \$205 ;
+  reg [47:0] \$206 ;
+  reg [47:0] \$207 ;
+  reg \$208 ;
+  reg \$209 ;
+  wire \$21 ;
+  reg \$210 ;
+  reg [2:0] \$211 ;
+  reg [5:0] \$212 ;
+  reg [5:0] \$213 ;
+  reg \$214 ;
+  reg \$215 ;
+  reg \$216 ;
+  reg [2:0] \$217 ;
+  reg [5:0] \$218 ;
+  reg [5:0] \$219 ;
+  wire \$22 ;
+  reg \$220 ;
+  reg \$221 ;
+  reg \$222 ;
+  reg \$223 ;
+  reg [7:0] \$224 ;
+  reg [16:0] \$225 ;
+  reg [6:0] \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg [6:0] \$229 ;
+  wire \$23 ;
+  reg [4:0] \$230 ;
+  reg [15:0] \$231 ;
+  reg \$232 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  reg \$29 ;
+  wire \$3 ;
+  reg [127:0] \$30 ;
+  wire [7:0] \$31 ;
+  reg [127:0] \$32 ;
+  wire [7:0] \$33 ;
+  reg [127:0] \$34 ;
+  wire [7:0] \$35 ;
+  reg [127:0] \$36 ;
+  wire [7:0] \$37 ;
+  reg [127:0] \$38 ;
+  wire [7:0] \$39 ;
+  wire \$4 ;
+  reg [127:0] \$40 ;
+  wire [7:0] \$41 ;
+  reg [127:0] \$42 ;
+  wire [7:0] \$43 ;
+  reg [127:0] \$44 ;
+  wire [7:0] \$45 ;
+  reg [127:0] \$46 ;
+  wire [7:0] \$47 ;
+  reg [127:0] \$48 ;
+  wire [7:0] \$49 ;
+  wire \$5 ;
+  reg [127:0] \$50 ;
+  wire [7:0] \$51 ;
+  reg [127:0] \$52 ;
+  wire [7:0] \$53 ;
+  reg [127:0] \$54 ;
+  wire [7:0] \$55 ;
+  reg [127:0] \$56 ;
+  wire [7:0] \$57 ;
+  reg [127:0] \$58 ;
+  wire [7:0] \$59 ;
+  wire \$6 ;
+  reg [127:0] \$60 ;
+  wire [7:0] \$61 ;
+  wire [4:0] \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire [48:0] \$81 ;
+  wire [48:0] \$82 ;
+  wire [48:0] \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire [48:0] \$86 ;
+  wire [12:0] \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  reg [6:0] beats_left = 7'h00;
+  output busy__0;
+  wire busy__0;
+  output busy__1;
+  wire busy__1;
+  output [47:0] busy_cycles;
+  reg [47:0] busy_cycles = 48'h000000000000;
+  reg ch0_eligible = 1'h0;
+  reg ch0_pending = 1'h0;
+  reg ch0_urgent = 1'h0;
+  reg ch1_eligible = 1'h0;
+  reg ch1_pending = 1'h0;
+  reg ch1_urgent = 1'h0;
+  wire [7:0] check;
+  input clk;
+  wire clk;
+  wire [6:0] cmd0_beats;
+  wire [6:0] cmd1_beats;
+  input [19:0] cmd__0__payload;
+  wire [19:0] cmd__0__payload;
+  wire [10:0] \cmd__0__payload.length ;
+  wire \cmd__0__payload.link ;
+  wire [7:0] \cmd__0__payload.tag ;
+  output cmd__0__ready;
+  reg cmd__0__ready;
+  input cmd__0__valid;
+  wire cmd__0__valid;
+  input [19:0] cmd__1__payload;
+  wire [19:0] cmd__1__payload;
+  wire [10:0] \cmd__1__payload.length ;
+  wire \cmd__1__payload.link ;
+  wire [7:0] \cmd__1__payload.tag ;
+  output cmd__1__ready;
+  reg cmd__1__ready;
+  input cmd__1__valid;
+  wire cmd__1__valid;
+  input [3:0] credit_in_channel;
+  wire [3:0] credit_in_channel;
+  input [5:0] credit_in_count;
+  wire [5:0] credit_in_count;
+  input credit_in_valid;
+  wire credit_in_valid;
+  reg [5:0] credits0_gained;
+  (* init = 6'h20 *)
+  wire [5:0] credits0_q;
+  reg [6:0] credits0_spent;
+  reg [5:0] credits1_gained;
+  (* init = 6'h20 *)
+  wire [5:0] credits1_q;
+  reg [6:0] credits1_spent;
+  output [5:0] credits__0;
+  reg [5:0] credits__0 = 6'h20;
+  output [5:0] credits__1;
+  reg [5:0] credits__1 = 6'h20;
+  reg cur = 1'h0;
+  input [127:0] data__0__payload;
+  wire [127:0] data__0__payload;
+  wire [127:0] \data__0__payload.data ;
+  output data__0__ready;
+  reg data__0__ready;
+  input data__0__valid;
+  wire data__0__valid;
+  input [127:0] data__1__payload;
+  wire [127:0] data__1__payload;
+  wire [127:0] \data__1__payload.data ;
+  output data__1__ready;
+  reg data__1__ready;
+  input data__1__valid;
+  wire data__1__valid;
+  input freed__0;
+  wire freed__0;
+  input freed__1;
+  wire freed__1;
+  reg grant;
+  reg grant_ch;
+  reg grant_credit;
+  wire [63:0] header;
+  wire [3:0] \header.channel ;
+  wire [7:0] \header.check ;
+  wire [16:0] \header.length ;
+  wire [3:0] \header.magic ;
+  (* enum_base_type = "PacketType" *)
+  (* enum_value_00 = "DATA" *)
+  (* enum_value_01 = "CREDIT" *)
+  wire [1:0] \header.ptype ;
+  wire [3:0] \header.rsvd0 ;
+  wire [6:0] \header.rsvd1 ;
+  wire [7:0] \header.src ;
+  wire [7:0] \header.tag ;
+  wire [1:0] \header.version ;
+  output [47:0] header_bytes;
+  reg [47:0] header_bytes = 48'h000000000000;
+  reg [150:0] i__payload;
+  wire [4:0] \i__payload.bytes ;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.header ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire i__ready;
+  reg i__valid;
   wire is_last;
   reg [15:0] keep;
   reg [4:0] last_bytes = 5'h00;
   reg [15:0] last_keep = 16'h0000;
-  output [127:0] link__tdata;
-  reg [127:0] link__tdata;
-  output [15:0] link__tkeep;
-  reg [15:0] link__tkeep;
-  output link__tlast;
-  reg link__tlast;
-  input link__tready;
+  wire [127:0] link__tdata;
+  wire [15:0] link__tkeep;
+  wire link__tlast;
   wire link__tready;
   output link__tvalid;
-  reg link__tvalid;
-  reg [6:0] lock_beats = 7'h00;
-  reg lock_ch = 1'h0;
-  reg lock_credit = 1'h0;
-  reg [63:0] lock_hdr = 64'h0000000000000000;
-  wire [3:0] \lock_hdr.channel ;
-  wire [7:0] \lock_hdr.check ;
-  wire [16:0] \lock_hdr.length ;
-  wire [3:0] \lock_hdr.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \lock_hdr.ptype ;
-  wire [3:0] \lock_hdr.rsvd0 ;
-  wire [6:0] \lock_hdr.rsvd1 ;
-  wire [7:0] \lock_hdr.src ;
-  wire [7:0] \lock_hdr.tag ;
-  wire [1:0] \lock_hdr.version ;
-  reg locked = 1'h0;
+  wire link__tvalid;
   input [7:0] node_id;
   wire [7:0] node_id;
+  wire [150:0] o__payload;
+  wire [4:0] \o__payload.bytes ;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.header ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  input o__ready;
+  wire o__ready;
+  wire o__valid;
   reg [5:0] owed0 = 6'h00;
-  wire owed0_pending;
   reg [2:0] owed0_quiet = 3'h0;
   reg [5:0] owed0_returned;
-  wire owed0_urgent;
   reg [5:0] owed1 = 6'h00;
-  wire owed1_pending;
   reg [2:0] owed1_quiet = 3'h0;
   reg [5:0] owed1_returned;
-  wire owed1_urgent;
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  reg [6:0] pick_beats;
-  reg pick_ch;
-  wire [3:0] pick_ch4;
-  reg pick_credit;
-  wire [63:0] pick_hdr;
-  wire [3:0] \pick_hdr.channel ;
-  wire [7:0] \pick_hdr.check ;
-  wire [16:0] \pick_hdr.length ;
-  wire [3:0] \pick_hdr.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \pick_hdr.ptype ;
-  wire [3:0] \pick_hdr.rsvd0 ;
-  wire [6:0] \pick_hdr.rsvd1 ;
-  wire [7:0] \pick_hdr.src ;
-  wire [7:0] \pick_hdr.tag ;
-  wire [1:0] \pick_hdr.version ;
-  reg [16:0] pick_length;
-  reg [7:0] pick_tag;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  reg [1:0] pick_type;
-  reg pick_valid;
+  output [144:0] \port$2247$0 ;
+  wire [144:0] \port$2247$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
   wire rst;
-  reg sent_credit;
-  reg sent_data;
+  reg [6:0] slot_beats = 7'h00;
+  reg slot_ch = 1'h0;
+  reg slot_credit = 1'h0;
+  reg slot_fresh = 1'h0;
+  reg [16:0] slot_length = 17'h00000;
+  reg [7:0] slot_tag = 8'h00;
+  reg slot_valid = 1'h0;
   output [47:0] stall_cycles;
   reg [47:0] stall_cycles = 48'h000000000000;
   wire take;
   reg tx_fsm_state = 1'h0;
   reg urgent_pick;
-  assign \$1  = cmd0__payload[19:9] + 4'hf;
-  assign \$3  = credits0 >= \$2 [6:0];
-  assign cmd0_eligible = cmd0__valid & \$3 ;
-  assign owed0_urgent = owed0 >= 4'h8;
-  assign \$4  = | owed0;
-  assign \$5  = owed0_quiet == 3'h4;
-  assign owed0_pending = \$4  & \$5 ;
-  assign \$6  = cmd1__payload[19:9] + 4'hf;
-  assign \$8  = credits1 >= \$7 [6:0];
-  assign cmd1_eligible = cmd1__valid & \$8 ;
-  assign owed1_urgent = owed1 >= 4'h8;
-  assign \$9  = | owed1;
-  assign \$10  = owed1_quiet == 3'h4;
-  assign owed1_pending = \$9  & \$10 ;
-  assign \$11  = | { owed1_urgent, owed0_urgent };
-  assign \$12  = | { cmd1_eligible, cmd0_eligible };
-  assign \$13  = | { owed1_pending, owed0_pending };
+  assign take = link__tvalid & o__ready;
+  assign \$1  = cmd__0__payload[19:9] + 4'hf;
+  assign \$3  = ! credit_in_channel;
+  assign \$4  = credit_in_valid & \$3 ;
+  assign \$5  = ! slot_ch;
+  assign \$6  = slot_fresh & \$5 ;
+  assign \$7  = ~ slot_credit;
+  assign \$8  = \$6  & \$7 ;
+  assign \$9  = ! slot_ch;
+  assign \$10  = slot_fresh & \$9 ;
+  assign \$11  = \$10  & slot_credit;
+  assign \$12  = cmd__1__payload[19:9] + 4'hf;
+  assign \$14  = credit_in_channel == 1'h1;
+  assign \$15  = credit_in_valid & \$14 ;
+  assign \$17  = slot_fresh & \$16 ;
+  assign \$18  = ~ slot_credit;
+  assign \$19  = \$17  & \$18 ;
+  assign \$21  = slot_fresh & \$20 ;
+  assign \$22  = \$21  & slot_credit;
+  assign \$23  = ~ slot_valid;
+  assign \$24  = | { ch1_urgent, ch0_urgent };
+  assign \$25  = | { ch1_eligible, ch0_eligible };
+  assign \$26  = | { ch1_pending, ch0_pending };
+  assign \$27  = ! grant_ch;
   assign is_last = beats_left == 1'h1;
-  assign take = link__tvalid & link__tready;
-  assign \$18  = ! hdr_ch;
-  assign \$22  = \$21 [7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$24  = \$23 [15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
-  assign \$26  = \$25 [23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$28  = \$27 [31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
-  assign \$30  = \$29 [39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$32  = \$31 [47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
-  assign \$34  = \$33 [55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$36  = \$35 [63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
-  assign \$38  = \$37 [71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$40  = \$39 [79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
-  assign \$42  = \$41 [87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$44  = \$43 [95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
-  assign \$46  = \$45 [103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$48  = \$47 [111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
-  assign \$50  = \$49 [119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$52  = \$51 [127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
-  assign \$53  = ! channel;
-  assign \$54  = \$53  & link__tready;
-  assign \$56  = \$55  & link__tready;
-  assign \$57  = ! credit_in_channel;
-  assign \$58  = credit_in_valid & \$57 ;
-  assign \$59  = ! hdr_ch;
-  assign \$60  = sent_data & \$59 ;
-  assign \$61  = ! hdr_ch;
-  assign \$62  = sent_credit & \$61 ;
-  assign \$63  = credit_in_channel == 1'h1;
-  assign \$64  = credit_in_valid & \$63 ;
-  assign \$66  = sent_data & \$65 ;
-  assign \$68  = sent_credit & \$67 ;
-  assign \$69  = ! tx_fsm_state;
-  assign \$71  = owed0_quiet != 3'h4;
-  assign \$72  = owed0_quiet + 1'h1;
-  assign \$73  = owed1_quiet != 3'h4;
-  assign \$74  = owed1_quiet + 1'h1;
-  assign \$75  = ~ link__tready;
-  assign \$76  = hdr_valid & \$75 ;
-  assign \$77  = ~ locked;
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = header_bytes + 5'h10;
-  assign \$80  = hdr[42:32] - 1'h1;
-  assign \$82  = $signed(\$81 ) + $signed(2'h1);
-  assign \$83  = hdr[42:32] - 1'h1;
-  assign \$85  = $signed(\$84 ) >= $signed(1'h0);
-  assign \$86  = hdr[42:32] - 1'h1;
-  assign \$88  = $signed(\$87 ) >= $signed(2'h1);
-  assign \$89  = hdr[42:32] - 1'h1;
-  assign \$91  = $signed(\$90 ) >= $signed(3'h2);
-  assign \$92  = hdr[42:32] - 1'h1;
-  assign \$94  = $signed(\$93 ) >= $signed(3'h3);
-  assign \$95  = hdr[42:32] - 1'h1;
-  assign \$97  = $signed(\$96 ) >= $signed(4'h4);
-  assign \$98  = hdr[42:32] - 1'h1;
-  assign \$100  = $signed(\$99 ) >= $signed(4'h5);
-  assign \$101  = hdr[42:32] - 1'h1;
-  assign \$103  = $signed(\$102 ) >= $signed(4'h6);
-  assign \$104  = hdr[42:32] - 1'h1;
-  assign \$106  = $signed(\$105 ) >= $signed(4'h7);
-  assign \$107  = hdr[42:32] - 1'h1;
-  assign \$109  = $signed(\$108 ) >= $signed(5'h08);
-  assign \$110  = hdr[42:32] - 1'h1;
-  assign \$112  = $signed(\$111 ) >= $signed(5'h09);
-  assign \$113  = hdr[42:32] - 1'h1;
-  assign \$115  = $signed(\$114 ) >= $signed(5'h0a);
-  assign \$116  = hdr[42:32] - 1'h1;
-  assign \$118  = $signed(\$117 ) >= $signed(5'h0b);
-  assign \$119  = hdr[42:32] - 1'h1;
-  assign \$121  = $signed(\$120 ) >= $signed(5'h0c);
-  assign \$122  = hdr[42:32] - 1'h1;
-  assign \$124  = $signed(\$123 ) >= $signed(5'h0d);
-  assign \$125  = hdr[42:32] - 1'h1;
-  assign \$127  = $signed(\$126 ) >= $signed(5'h0e);
-  assign \$128  = hdr[42:32] - 1'h1;
-  assign \$130  = $signed(\$129 ) >= $signed(5'h0f);
-  assign \$131  = beats_left - 1'h1;
-  assign \$132  = payload_bytes + last_bytes;
-  assign \$133  = payload_bytes + 5'h10;
-  assign \$134  = credits0 + credits0_gained;
-  assign \$135  = \$134  - credits0_spent;
-  assign \$136  = owed0 + freed0;
-  assign \$137  = \$136  - owed0_returned;
-  assign \$138  = credits1 + credits1_gained;
-  assign \$139  = \$138  - credits1_spent;
-  assign \$140  = owed1 + freed1;
-  assign \$141  = \$140  - owed1_returned;
-  assign \$142  = busy_cycles + take;
-  assign \$143  = ~ link__tready;
-  assign \$144  = link__tvalid & \$143 ;
-  assign \$145  = stall_cycles + \$144 ;
+  assign \$31  = \$30 [7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
+  assign \$33  = \$32 [15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
+  assign \$35  = \$34 [23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
+  assign \$37  = \$36 [31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
+  assign \$39  = \$38 [39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
+  assign \$41  = \$40 [47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
+  assign \$43  = \$42 [55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
+  assign \$45  = \$44 [63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
+  assign \$47  = \$46 [71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
+  assign \$49  = \$48 [79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
+  assign \$51  = \$50 [87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
+  assign \$53  = \$52 [95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
+  assign \$55  = \$54 [103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
+  assign \$57  = \$56 [111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
+  assign \$59  = \$58 [119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
+  assign \$61  = \$60 [127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
+  assign \$62  = is_last ? last_bytes : 5'h10;
+  assign \$63  = ! cur;
+  assign \$64  = \$63  & i__ready;
+  assign \$66  = \$65  & i__ready;
+  assign \$67  = ~ slot_credit;
+  assign \$68  = slot_valid & \$67 ;
+  assign \$69  = ! slot_ch;
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = ! cur;
+  assign \$72  = \$80  & \$71 ;
+  assign busy__0 = \$70  | \$72 ;
+  assign \$73  = ~ slot_credit;
+  assign \$74  = slot_valid & \$73 ;
+  assign \$76  = \$74  & \$75 ;
+  assign \$78  = \$80  & \$77 ;
+  assign busy__1 = \$76  | \$78 ;
+  assign \$79  = ! tx_fsm_state;
+  assign \$81  = payload_bytes + o__payload[150:146];
+  assign \$82  = header_bytes + 5'h10;
+  assign \$83  = busy_cycles + take;
+  assign \$84  = ~ o__ready;
+  assign \$85  = link__tvalid & \$84 ;
+  assign \$86  = stall_cycles + \$85 ;
+  assign \$88  = \$87  >= cmd__0__payload[19:9];
+  assign \$89  = cmd__0__valid & \$88 ;
+  assign \$90  = ! slot_ch;
+  assign \$91  = slot_fresh & \$90 ;
+  assign \$92  = ~ slot_credit;
+  assign \$93  = \$91  & \$92 ;
+  assign \$94  = ~ \$93 ;
+  assign \$95  = \$89  & \$94 ;
+  assign \$96  = owed0 >= 4'h8;
+  assign \$97  = ! slot_ch;
+  assign \$98  = slot_fresh & \$97 ;
+  assign \$99  = \$98  & slot_credit;
+  assign \$100  = ~ \$99 ;
+  assign \$101  = \$96  & \$100 ;
+  assign \$102  = | owed0;
+  assign \$103  = owed0_quiet == 3'h4;
+  assign \$104  = \$102  & \$103 ;
+  assign \$105  = ! slot_ch;
+  assign \$106  = slot_fresh & \$105 ;
+  assign \$107  = \$106  & slot_credit;
+  assign \$108  = ~ \$107 ;
+  assign \$109  = \$104  & \$108 ;
+  assign \$110  = owed0_quiet != 3'h4;
+  assign \$111  = owed0_quiet + 1'h1;
+  assign \$112  = credits__0 + credits0_gained;
+  assign \$113  = \$112  - credits0_spent;
+  assign \$114  = owed0 + freed__0;
+  assign \$115  = \$114  - owed0_returned;
+  assign \$117  = \$116  >= cmd__1__payload[19:9];
+  assign \$118  = cmd__1__valid & \$117 ;
+  assign \$120  = slot_fresh & \$119 ;
+  assign \$121  = ~ slot_credit;
+  assign \$122  = \$120  & \$121 ;
+  assign \$123  = ~ \$122 ;
+  assign \$124  = \$118  & \$123 ;
+  assign \$125  = owed1 >= 4'h8;
+  assign \$127  = slot_fresh & \$126 ;
+  assign \$128  = \$127  & slot_credit;
+  assign \$129  = ~ \$128 ;
+  assign \$130  = \$125  & \$129 ;
+  assign \$131  = | owed1;
+  assign \$132  = owed1_quiet == 3'h4;
+  assign \$133  = \$131  & \$132 ;
+  assign \$135  = slot_fresh & \$134 ;
+  assign \$136  = \$135  & slot_credit;
+  assign \$137  = ~ \$136 ;
+  assign \$138  = \$133  & \$137 ;
+  assign \$139  = owed1_quiet != 3'h4;
+  assign \$140  = owed1_quiet + 1'h1;
+  assign \$141  = credits__1 + credits1_gained;
+  assign \$142  = \$141  - credits1_spent;
+  assign \$143  = owed1 + freed__1;
+  assign \$144  = \$143  - owed1_returned;
+  assign \$149  = i__valid & i__ready;
+  assign \$150  = ~ slot_credit;
+  assign \$151  = slot_length - 1'h1;
+  assign \$153  = $signed(\$152 ) + $signed(2'h1);
+  assign \$154  = slot_length - 1'h1;
+  assign \$156  = $signed(\$155 ) >= $signed(1'h0);
+  assign \$157  = slot_length - 1'h1;
+  assign \$159  = $signed(\$158 ) >= $signed(2'h1);
+  assign \$160  = slot_length - 1'h1;
+  assign \$162  = $signed(\$161 ) >= $signed(3'h2);
+  assign \$163  = slot_length - 1'h1;
+  assign \$165  = $signed(\$164 ) >= $signed(3'h3);
+  assign \$166  = slot_length - 1'h1;
+  assign \$168  = $signed(\$167 ) >= $signed(4'h4);
+  assign \$169  = slot_length - 1'h1;
+  assign \$171  = $signed(\$170 ) >= $signed(4'h5);
+  assign \$172  = slot_length - 1'h1;
+  assign \$174  = $signed(\$173 ) >= $signed(4'h6);
+  assign \$175  = slot_length - 1'h1;
+  assign \$177  = $signed(\$176 ) >= $signed(4'h7);
+  assign \$178  = slot_length - 1'h1;
+  assign \$180  = $signed(\$179 ) >= $signed(5'h08);
+  assign \$181  = slot_length - 1'h1;
+  assign \$183  = $signed(\$182 ) >= $signed(5'h09);
+  assign \$184  = slot_length - 1'h1;
+  assign \$186  = $signed(\$185 ) >= $signed(5'h0a);
+  assign \$187  = slot_length - 1'h1;
+  assign \$189  = $signed(\$188 ) >= $signed(5'h0b);
+  assign \$190  = slot_length - 1'h1;
+  assign \$192  = $signed(\$191 ) >= $signed(5'h0c);
+  assign \$193  = slot_length - 1'h1;
+  assign \$195  = $signed(\$194 ) >= $signed(5'h0d);
+  assign \$196  = slot_length - 1'h1;
+  assign \$198  = $signed(\$197 ) >= $signed(5'h0e);
+  assign \$199  = slot_length - 1'h1;
+  assign \$201  = $signed(\$200 ) >= $signed(5'h0f);
+  assign \$202  = i__valid & i__ready;
+  assign \$203  = beats_left - 1'h1;
   always @(posedge clk)
-    owed0_quiet <= \$146 ;
+    payload_bytes <= \$204 ;
   always @(posedge clk)
-    owed1_quiet <= \$147 ;
+    header_bytes <= \$205 ;
   always @(posedge clk)
-    locked <= \$148 ;
+    busy_cycles <= \$206 ;
   always @(posedge clk)
-    lock_hdr <= \$149 ;
+    stall_cycles <= \$207 ;
   always @(posedge clk)
-    lock_credit <= \$150 ;
+    ch0_eligible <= \$208 ;
   always @(posedge clk)
-    lock_ch <= \$151 ;
+    ch0_urgent <= \$209 ;
   always @(posedge clk)
-    lock_beats <= \$152 ;
+    ch0_pending <= \$210 ;
   always @(posedge clk)
-    header_bytes <= \$153 ;
+    owed0_quiet <= \$211 ;
   always @(posedge clk)
-    rr_last <= \$154 ;
+    credits__0 <= \$212 ;
   always @(posedge clk)
-    channel <= \$155 ;
+    owed0 <= \$213 ;
   always @(posedge clk)
-    beats_left <= \$156 ;
+    ch1_eligible <= \$214 ;
   always @(posedge clk)
-    last_bytes <= \$157 ;
+    ch1_urgent <= \$215 ;
   always @(posedge clk)
-    last_keep <= \$158 ;
+    ch1_pending <= \$216 ;
   always @(posedge clk)
-    tx_fsm_state <= \$159 ;
+    owed1_quiet <= \$217 ;
   always @(posedge clk)
-    payload_bytes <= \$160 ;
+    credits__1 <= \$218 ;
   always @(posedge clk)
-    credits0 <= \$161 ;
+    owed1 <= \$219 ;
   always @(posedge clk)
-    owed0 <= \$162 ;
+    slot_fresh <= \$220 ;
   always @(posedge clk)
-    credits1 <= \$163 ;
+    slot_valid <= \$221 ;
   always @(posedge clk)
-    owed1 <= \$164 ;
+    slot_credit <= \$222 ;
   always @(posedge clk)
-    busy_cycles <= \$165 ;
+    slot_ch <= \$223 ;
   always @(posedge clk)
-    stall_cycles <= \$166 ;
+    slot_tag <= \$224 ;
+  always @(posedge clk)
+    slot_length <= \$225 ;
+  always @(posedge clk)
+    slot_beats <= \$226 ;
+  always @(posedge clk)
+    rr_last <= \$227 ;
+  always @(posedge clk)
+    cur <= \$228 ;
+  always @(posedge clk)
+    beats_left <= \$229 ;
+  always @(posedge clk)
+    last_bytes <= \$230 ;
+  always @(posedge clk)
+    last_keep <= \$231 ;
+  always @(posedge clk)
+    tx_fsm_state <= \$232 ;
   \ace_nic_small.tx0.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$1885$0 (pick_ch),
-    .\port$1886$0 (pick_type),
-    .\port$1887$0 (pick_length),
-    .\port$1888$0 (pick_tag)
+    .\port$2223$0 (slot_credit),
+    .\port$2225$0 (slot_ch),
+    .\port$2227$0 (slot_tag),
+    .\port$2229$0 (slot_length)
+  );
+  \ace_nic_small.tx0.out_skid  out_skid (
+    .clk(clk),
+    .i__payload(i__payload),
+    .i__ready(i__ready),
+    .i__valid(i__valid),
+    .o__payload(o__payload),
+    .o__ready(o__ready),
+    .o__valid(link__tvalid),
+    .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (pick_ch)
+    casez (cur)
       1'h0:
-          \$14  = owed0;
+          \$29  = data__0__valid;
       1'h1:
-          \$14  = owed1;
+          \$29  = data__1__valid;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (pick_ch)
+    casez (cur)
       1'h0:
-          \$15  = cmd0__payload[8:1];
+          \$30  = data__0__payload;
       1'h1:
-          \$15  = cmd1__payload[8:1];
+          \$30  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (pick_ch)
+    casez (cur)
       1'h0:
-          \$16  = cmd0__payload[19:9];
+          \$32  = data__0__payload;
       1'h1:
-          \$16  = cmd1__payload[19:9];
+          \$32  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (pick_ch)
+    casez (cur)
       1'h0:
-          \$17  = \$2 [6:0];
+          \$34  = data__0__payload;
       1'h1:
-          \$17  = \$7 [6:0];
+          \$34  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$20  = data0__valid;
+          \$36  = data__0__payload;
       1'h1:
-          \$20  = data1__valid;
+          \$36  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$21  = data0__payload;
+          \$38  = data__0__payload;
       1'h1:
-          \$21  = data1__payload;
+          \$38  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$23  = data0__payload;
+          \$40  = data__0__payload;
       1'h1:
-          \$23  = data1__payload;
+          \$40  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$25  = data0__payload;
+          \$42  = data__0__payload;
       1'h1:
-          \$25  = data1__payload;
+          \$42  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$27  = data0__payload;
+          \$44  = data__0__payload;
       1'h1:
-          \$27  = data1__payload;
+          \$44  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$29  = data0__payload;
+          \$46  = data__0__payload;
       1'h1:
-          \$29  = data1__payload;
+          \$46  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$31  = data0__payload;
+          \$48  = data__0__payload;
       1'h1:
-          \$31  = data1__payload;
+          \$48  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$33  = data0__payload;
+          \$50  = data__0__payload;
       1'h1:
-          \$33  = data1__payload;
+          \$50  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$35  = data0__payload;
+          \$52  = data__0__payload;
       1'h1:
-          \$35  = data1__payload;
+          \$52  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$37  = data0__payload;
+          \$54  = data__0__payload;
       1'h1:
-          \$37  = data1__payload;
+          \$54  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$39  = data0__payload;
+          \$56  = data__0__payload;
       1'h1:
-          \$39  = data1__payload;
+          \$56  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$41  = data0__payload;
+          \$58  = data__0__payload;
       1'h1:
-          \$41  = data1__payload;
+          \$58  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$43  = data0__payload;
+          \$60  = data__0__payload;
       1'h1:
-          \$43  = data1__payload;
+          \$60  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (grant_ch)
       1'h0:
-          \$45  = data0__payload;
+          \$145  = owed0;
       1'h1:
-          \$45  = data1__payload;
+          \$145  = owed1;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (grant_ch)
       1'h0:
-          \$47  = data0__payload;
+          \$146  = cmd__0__payload[8:1];
       1'h1:
-          \$47  = data1__payload;
+          \$146  = cmd__1__payload[8:1];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (grant_ch)
       1'h0:
-          \$49  = data0__payload;
+          \$147  = cmd__0__payload[19:9];
       1'h1:
-          \$49  = data1__payload;
+          \$147  = cmd__1__payload[19:9];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (grant_ch)
       1'h0:
-          \$51  = data0__payload;
+          \$148  = \$2 [6:0];
       1'h1:
-          \$51  = data1__payload;
+          \$148  = \$13 [6:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    credits0_gained = 6'h00;
+    if (\$4 ) begin
+      credits0_gained = credit_in_count;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    credits0_spent = 7'h00;
+    if (\$8 ) begin
+      credits0_spent = slot_beats;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    owed0_returned = 6'h00;
+    if (\$11 ) begin
+      owed0_returned = slot_length[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    credits1_gained = 6'h00;
+    if (\$15 ) begin
+      credits1_gained = credit_in_count;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    credits1_spent = 7'h00;
+    if (\$19 ) begin
+      credits1_spent = slot_beats;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    owed1_returned = 6'h00;
+    if (\$22 ) begin
+      owed1_returned = slot_length[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     rr_pick = 1'h0;
     (* full_case = 32'd1 *)
     casez (rr_last)
       1'h0:
         begin
-          if (cmd0_eligible) begin
+          if (ch0_eligible) begin
             rr_pick = 1'h0;
           end
-          if (cmd1_eligible) begin
+          if (ch1_eligible) begin
             rr_pick = 1'h1;
           end
         end
       1'h1:
         begin
-          if (cmd1_eligible) begin
+          if (ch1_eligible) begin
             rr_pick = 1'h1;
           end
-          if (cmd0_eligible) begin
+          if (ch0_eligible) begin
             rr_pick = 1'h0;
           end
         end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     urgent_pick = 1'h0;
-    if (owed1_urgent) begin
+    if (ch1_urgent) begin
       urgent_pick = 1'h1;
     end
-    if (owed0_urgent) begin
+    if (ch0_urgent) begin
       urgent_pick = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     pending_pick = 1'h0;
-    if (owed1_pending) begin
+    if (ch1_pending) begin
       pending_pick = 1'h1;
     end
-    if (owed0_pending) begin
+    if (ch0_pending) begin
       pending_pick = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    pick_valid = 1'h0;
-    if (\$11 ) begin
-      pick_valid = 1'h1;
-    end else if (\$12 ) begin
-      pick_valid = 1'h1;
-    end else if (\$13 ) begin
-      pick_valid = 1'h1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    grant = 1'h0;
+    if (\$23 ) begin
+      if (\$24 ) begin
+        grant = 1'h1;
+      end else if (\$25 ) begin
+        grant = 1'h1;
+      end else if (\$26 ) begin
+        grant = 1'h1;
+      end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    pick_credit = 1'h0;
-    if (\$11 ) begin
-      pick_credit = 1'h1;
-    end else if (\$12 ) begin
-    end else if (\$13 ) begin
-      pick_credit = 1'h1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    grant_credit = 1'h0;
+    if (\$23 ) begin
+      if (\$24 ) begin
+        grant_credit = 1'h1;
+      end else if (\$25 ) begin
+      end else if (\$26 ) begin
+        grant_credit = 1'h1;
+      end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    pick_ch = 1'h0;
-    if (\$11 ) begin
-      pick_ch = urgent_pick;
-    end else if (\$12 ) begin
-      pick_ch = rr_pick;
-    end else if (\$13 ) begin
-      pick_ch = pending_pick;
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    grant_ch = 1'h0;
+    if (\$23 ) begin
+      if (\$24 ) begin
+        grant_ch = urgent_pick;
+      end else if (\$25 ) begin
+        grant_ch = rr_pick;
+      end else if (\$26 ) begin
+        grant_ch = pending_pick;
+      end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    cmd__0__ready = 1'h0;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+      end else begin
+        cmd__0__ready = \$27 ;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    cmd__1__ready = 1'h0;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+      end else begin
+        cmd__1__ready = \$28 ;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
-    if (pick_credit) begin
-      pick_type = 2'h1;
+    if (is_last) begin
+      keep = last_keep;
     end else begin
-      pick_type = 2'h0;
+      keep = 16'hffff;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    if (pick_credit) begin
-      pick_length = { 11'h000, \$14  };
-    end else begin
-      pick_length = { 6'h00, \$16  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    pick_tag = 8'h00;
-    (* full_case = 32'd1 *)
-    if (pick_credit) begin
-    end else begin
-      pick_tag = \$15 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    pick_beats = 7'h00;
-    (* full_case = 32'd1 *)
-    if (pick_credit) begin
-    end else begin
-      pick_beats = \$17 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr = lock_hdr;
-    end else begin
-      hdr = pick_hdr;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr_valid = 1'h1;
-    end else begin
-      hdr_valid = pick_valid;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr_credit = lock_credit;
-    end else begin
-      hdr_credit = pick_credit;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr_ch = lock_ch;
-    end else begin
-      hdr_ch = pick_ch;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr_beats = lock_beats;
-    end else begin
-      hdr_beats = pick_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          link__tvalid = hdr_valid;
+          i__valid = slot_valid;
       1'h1:
-          link__tvalid = \$20 ;
+          i__valid = \$29 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    i__payload[150:145] = 6'h00;
     (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          link__tdata = { 64'h0000000000000000, hdr };
-      1'h1:
-          link__tdata = { \$52 , \$50 , \$48 , \$46 , \$44 , \$42 , \$40 , \$38 , \$36 , \$34 , \$32 , \$30 , \$28 , \$26 , \$24 , \$22  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          link__tkeep = 16'hffff;
-      1'h1:
-          link__tkeep = keep;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          link__tlast = hdr_credit;
-      1'h1:
-          link__tlast = is_last;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    sent_credit = 1'h0;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            if (hdr_credit) begin
-              sent_credit = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    sent_data = 1'h0;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              sent_data = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    cmd0__ready = 1'h0;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              cmd0__ready = \$18 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    cmd1__ready = 1'h0;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              cmd1__ready = \$19 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    active = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          active = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    keep = 16'h0000;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          (* full_case = 32'd1 *)
-          if (is_last) begin
-            keep = last_keep;
-          end else begin
-            keep = 16'hffff;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    data0__ready = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          data0__ready = \$54 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    data1__ready = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          data1__ready = \$56 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    credits0_gained = 6'h00;
-    if (\$58 ) begin
-      credits0_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    credits0_spent = 7'h00;
-    if (\$60 ) begin
-      credits0_spent = hdr_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    owed0_returned = 6'h00;
-    if (\$62 ) begin
-      owed0_returned = hdr[37:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    credits1_gained = 6'h00;
-    if (\$64 ) begin
-      credits1_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    credits1_spent = 7'h00;
-    if (\$66 ) begin
-      credits1_spent = hdr_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    owed1_returned = 6'h00;
-    if (\$68 ) begin
-      owed1_returned = hdr[37:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$146  = owed0_quiet;
-    if (freed0) begin
-      \$146  = 3'h0;
-    end else if (\$71 ) begin
-      \$146  = \$72 [2:0];
-    end
-    if (rst) begin
-      \$146  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$147  = owed1_quiet;
-    if (freed1) begin
-      \$147  = 3'h0;
-    end else if (\$73 ) begin
-      \$147  = \$74 [2:0];
-    end
-    if (rst) begin
-      \$147  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$148  = locked;
     casez (tx_fsm_state)
       1'h0:
         begin
-          if (\$78 ) begin
-            \$148  = 1'h1;
-          end
-          if (take) begin
-            \$148  = 1'h0;
-          end
+          i__payload[127:0] = { 64'h0000000000000000, check, 7'h00, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
+          i__payload[143:128] = 16'hffff;
+          i__payload[144] = slot_credit;
+          i__payload[145] = 1'h1;
+        end
+      1'h1:
+        begin
+          i__payload[127:0] = { \$61 , \$59 , \$57 , \$55 , \$53 , \$51 , \$49 , \$47 , \$45 , \$43 , \$41 , \$39 , \$37 , \$35 , \$33 , \$31  };
+          i__payload[143:128] = keep;
+          i__payload[144] = is_last;
+          i__payload[150:146] = \$62 ;
         end
     endcase
-    if (rst) begin
-      \$148  = 1'h0;
-    end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$149  = lock_hdr;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$78 ) begin
-            \$149  = pick_hdr;
-          end
-    endcase
-    if (rst) begin
-      \$149  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$150  = lock_credit;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$78 ) begin
-            \$150  = pick_credit;
-          end
-    endcase
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$151  = lock_ch;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$78 ) begin
-            \$151  = pick_ch;
-          end
-    endcase
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$152  = lock_beats;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$78 ) begin
-            \$152  = pick_beats;
-          end
-    endcase
-    if (rst) begin
-      \$152  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$153  = header_bytes;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            \$153  = \$79 [47:0];
-          end
-    endcase
-    if (rst) begin
-      \$153  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$154  = rr_last;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$154  = hdr_ch;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$154  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$155  = channel;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$155  = hdr_ch;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$156  = beats_left;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$156  = hdr_beats;
-            end
-          end
-      1'h1:
-          if (take) begin
-            \$156  = \$131 [6:0];
-          end
-    endcase
-    if (rst) begin
-      \$156  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$157  = last_bytes;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$157  = \$82 [4:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$157  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$158  = last_keep;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$158 [0] = \$85 ;
-              \$158 [1] = \$88 ;
-              \$158 [2] = \$91 ;
-              \$158 [3] = \$94 ;
-              \$158 [4] = \$97 ;
-              \$158 [5] = \$100 ;
-              \$158 [6] = \$103 ;
-              \$158 [7] = \$106 ;
-              \$158 [8] = \$109 ;
-              \$158 [9] = \$112 ;
-              \$158 [10] = \$115 ;
-              \$158 [11] = \$118 ;
-              \$158 [12] = \$121 ;
-              \$158 [13] = \$124 ;
-              \$158 [14] = \$127 ;
-              \$158 [15] = \$130 ;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$158  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$159  = tx_fsm_state;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$159  = 1'h1;
-            end
-          end
-      1'h1:
-          if (take) begin
-            if (is_last) begin
-              \$159  = 1'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$159  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$160  = payload_bytes;
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    data__0__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           /* empty */;
       1'h1:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (is_last) begin
-              \$160  = \$132 [47:0];
-            end else begin
-              \$160  = \$133 [47:0];
+          data__0__ready = \$64 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    data__1__ready = 1'h0;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          /* empty */;
+      1'h1:
+          data__1__ready = \$66 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$204  = payload_bytes;
+    if (take) begin
+      \$204  = \$81 [47:0];
+    end
+    if (rst) begin
+      \$204  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$205  = header_bytes;
+    if (take) begin
+      if (o__payload[145]) begin
+        \$205  = \$82 [47:0];
+      end
+    end
+    if (rst) begin
+      \$205  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$206  = \$83 [47:0];
+    if (rst) begin
+      \$206  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$207  = \$86 [47:0];
+    if (rst) begin
+      \$207  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$208  = \$95 ;
+    if (rst) begin
+      \$208  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$209  = \$101 ;
+    if (rst) begin
+      \$209  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$210  = \$109 ;
+    if (rst) begin
+      \$210  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$211  = owed0_quiet;
+    if (freed__0) begin
+      \$211  = 3'h0;
+    end else if (\$110 ) begin
+      \$211  = \$111 [2:0];
+    end
+    if (rst) begin
+      \$211  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$212  = \$113 [5:0];
+    if (rst) begin
+      \$212  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$213  = \$115 [5:0];
+    if (rst) begin
+      \$213  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$214  = \$124 ;
+    if (rst) begin
+      \$214  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$215  = \$130 ;
+    if (rst) begin
+      \$215  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$216  = \$138 ;
+    if (rst) begin
+      \$216  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$217  = owed1_quiet;
+    if (freed__1) begin
+      \$217  = 3'h0;
+    end else if (\$139 ) begin
+      \$217  = \$140 [2:0];
+    end
+    if (rst) begin
+      \$217  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$218  = \$142 [5:0];
+    if (rst) begin
+      \$218  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$219  = \$144 [5:0];
+    if (rst) begin
+      \$219  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$220  = grant;
+    if (rst) begin
+      \$220  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$221  = slot_valid;
+    if (grant) begin
+      \$221  = 1'h1;
+    end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            \$221  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$221  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$222  = slot_credit;
+    if (grant) begin
+      \$222  = grant_credit;
+    end
+    if (rst) begin
+      \$222  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$223  = slot_ch;
+    if (grant) begin
+      \$223  = grant_ch;
+    end
+    if (rst) begin
+      \$223  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$224  = slot_tag;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$224  = 8'h00;
+      end else begin
+        \$224  = \$146 ;
+      end
+    end
+    if (rst) begin
+      \$224  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$225  = slot_length;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$225  = { 11'h000, \$145  };
+      end else begin
+        \$225  = { 6'h00, \$147  };
+      end
+    end
+    if (rst) begin
+      \$225  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$226  = slot_beats;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$226  = 7'h00;
+      end else begin
+        \$226  = \$148 ;
+      end
+    end
+    if (rst) begin
+      \$226  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$227  = rr_last;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+      end else begin
+        \$227  = grant_ch;
+      end
+    end
+    if (rst) begin
+      \$227  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$228  = cur;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$228  = slot_ch;
             end
           end
     endcase
     if (rst) begin
-      \$160  = 48'h000000000000;
+      \$228  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$161  = \$135 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$229  = beats_left;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$229  = slot_beats;
+            end
+          end
+      1'h1:
+          if (\$202 ) begin
+            \$229  = \$203 [6:0];
+          end
+    endcase
     if (rst) begin
-      \$161  = 6'h20;
+      \$229  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$162  = \$137 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$230  = last_bytes;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$230  = \$153 [4:0];
+            end
+          end
+    endcase
     if (rst) begin
-      \$162  = 6'h00;
+      \$230  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$163  = \$139 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$231  = last_keep;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$231 [0] = \$156 ;
+              \$231 [1] = \$159 ;
+              \$231 [2] = \$162 ;
+              \$231 [3] = \$165 ;
+              \$231 [4] = \$168 ;
+              \$231 [5] = \$171 ;
+              \$231 [6] = \$174 ;
+              \$231 [7] = \$177 ;
+              \$231 [8] = \$180 ;
+              \$231 [9] = \$183 ;
+              \$231 [10] = \$186 ;
+              \$231 [11] = \$189 ;
+              \$231 [12] = \$192 ;
+              \$231 [13] = \$195 ;
+              \$231 [14] = \$198 ;
+              \$231 [15] = \$201 ;
+            end
+          end
+    endcase
     if (rst) begin
-      \$163  = 6'h20;
+      \$231  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$164  = \$141 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$232  = tx_fsm_state;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$232  = 1'h1;
+            end
+          end
+      1'h1:
+          if (\$202 ) begin
+            if (is_last) begin
+              \$232  = 1'h0;
+            end
+          end
+    endcase
     if (rst) begin
-      \$164  = 6'h00;
+      \$232  = 1'h0;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$165  = \$142 [47:0];
-    if (rst) begin
-      \$165  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$166  = \$145 [47:0];
-    if (rst) begin
-      \$166  = 48'h000000000000;
-    end
-  end
-  assign credits0_q = credits0;
+  assign o__valid = link__tvalid;
+  assign link__tdata = o__payload[127:0];
+  assign link__tkeep = o__payload[143:128];
+  assign link__tlast = o__payload[144];
+  assign link__tready = o__ready;
+  assign credits0_q = credits__0;
   assign cmd0_beats = \$2 [6:0];
-  assign credits1_q = credits1;
-  assign cmd1_beats = \$7 [6:0];
-  assign pick_ch4 = { 3'h0, pick_ch };
-  assign header = { 15'h0000, pick_length, pick_tag, 7'h00, pick_ch, node_id, pick_type, 6'h0a };
-  assign cur = channel;
-  assign \cmd0__payload.link  = cmd0__payload[0];
-  assign \cmd0__payload.tag  = cmd0__payload[8:1];
-  assign \cmd0__payload.length  = cmd0__payload[19:9];
-  assign \cmd1__payload.link  = cmd1__payload[0];
-  assign \cmd1__payload.tag  = cmd1__payload[8:1];
-  assign \cmd1__payload.length  = cmd1__payload[19:9];
+  assign credits1_q = credits__1;
+  assign cmd1_beats = \$13 [6:0];
+  assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
+  assign \port$2247$0  = o__payload[144:0];
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.last  = o__payload[144];
+  assign \o__payload.header  = o__payload[145];
+  assign \o__payload.bytes  = o__payload[150:146];
+  assign \cmd__0__payload.link  = cmd__0__payload[0];
+  assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
+  assign \cmd__0__payload.length  = cmd__0__payload[19:9];
+  assign \cmd__1__payload.link  = cmd__1__payload[0];
+  assign \cmd__1__payload.tag  = cmd__1__payload[8:1];
+  assign \cmd__1__payload.length  = cmd__1__payload[19:9];
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = pick_type;
+  assign \header.ptype  = { 1'h0, slot_credit };
   assign \header.src  = node_id;
-  assign \header.channel  = { 3'h0, pick_ch };
+  assign \header.channel  = { 3'h0, slot_ch };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = pick_tag;
-  assign \header.length  = pick_length;
+  assign \header.tag  = slot_tag;
+  assign \header.length  = slot_length;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
-  assign \pick_hdr.magic  = pick_hdr[3:0];
-  assign \pick_hdr.version  = pick_hdr[5:4];
-  assign \pick_hdr.ptype  = pick_hdr[7:6];
-  assign \pick_hdr.src  = pick_hdr[15:8];
-  assign \pick_hdr.channel  = pick_hdr[19:16];
-  assign \pick_hdr.rsvd0  = pick_hdr[23:20];
-  assign \pick_hdr.tag  = pick_hdr[31:24];
-  assign \pick_hdr.length  = pick_hdr[48:32];
-  assign \pick_hdr.rsvd1  = pick_hdr[55:49];
-  assign \pick_hdr.check  = pick_hdr[63:56];
-  assign \hdr.magic  = hdr[3:0];
-  assign \hdr.version  = hdr[5:4];
-  assign \hdr.ptype  = hdr[7:6];
-  assign \hdr.src  = hdr[15:8];
-  assign \hdr.channel  = hdr[19:16];
-  assign \hdr.rsvd0  = hdr[23:20];
-  assign \hdr.tag  = hdr[31:24];
-  assign \hdr.length  = hdr[48:32];
-  assign \hdr.rsvd1  = hdr[55:49];
-  assign \hdr.check  = hdr[63:56];
-  assign \lock_hdr.magic  = lock_hdr[3:0];
-  assign \lock_hdr.version  = lock_hdr[5:4];
-  assign \lock_hdr.ptype  = lock_hdr[7:6];
-  assign \lock_hdr.src  = lock_hdr[15:8];
-  assign \lock_hdr.channel  = lock_hdr[19:16];
-  assign \lock_hdr.rsvd0  = lock_hdr[23:20];
-  assign \lock_hdr.tag  = lock_hdr[31:24];
-  assign \lock_hdr.length  = lock_hdr[48:32];
-  assign \lock_hdr.rsvd1  = lock_hdr[55:49];
-  assign \lock_hdr.check  = lock_hdr[63:56];
-  assign \data0__payload.data  = data0__payload;
-  assign \data1__payload.data  = data1__payload;
-  assign pick_hdr[63:56] = check;
-  assign pick_hdr[55:0] = { 7'h00, pick_length, pick_tag, 7'h00, pick_ch, node_id, pick_type, 6'h0a };
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.last  = i__payload[144];
+  assign \i__payload.header  = i__payload[145];
+  assign \i__payload.bytes  = i__payload[150:146];
+  assign \data__0__payload.data  = data__0__payload;
+  assign \data__1__payload.data  = data__1__payload;
   assign \$2  = { 4'h0, \$1 [11:4] };
-  assign \$7  = { 4'h0, \$6 [11:4] };
-  assign \$19  = hdr_ch;
-  assign \$55  = channel;
-  assign \$65  = hdr_ch;
-  assign \$67  = hdr_ch;
-  assign \$70  = tx_fsm_state;
-  assign \$81 [11:4] = 8'h00;
-  assign \$81 [3:0] = \$80 [3:0];
-  assign \$84 [11:4] = 8'h00;
-  assign \$84 [3:0] = \$83 [3:0];
-  assign \$87 [11:4] = 8'h00;
-  assign \$87 [3:0] = \$86 [3:0];
-  assign \$90 [11:4] = 8'h00;
-  assign \$90 [3:0] = \$89 [3:0];
-  assign \$93 [11:4] = 8'h00;
-  assign \$93 [3:0] = \$92 [3:0];
-  assign \$96 [11:4] = 8'h00;
-  assign \$96 [3:0] = \$95 [3:0];
-  assign \$99 [11:4] = 8'h00;
-  assign \$99 [3:0] = \$98 [3:0];
-  assign \$102 [11:4] = 8'h00;
-  assign \$102 [3:0] = \$101 [3:0];
-  assign \$105 [11:4] = 8'h00;
-  assign \$105 [3:0] = \$104 [3:0];
-  assign \$108 [11:4] = 8'h00;
-  assign \$108 [3:0] = \$107 [3:0];
-  assign \$111 [11:4] = 8'h00;
-  assign \$111 [3:0] = \$110 [3:0];
-  assign \$114 [11:4] = 8'h00;
-  assign \$114 [3:0] = \$113 [3:0];
-  assign \$117 [11:4] = 8'h00;
-  assign \$117 [3:0] = \$116 [3:0];
-  assign \$120 [11:4] = 8'h00;
-  assign \$120 [3:0] = \$119 [3:0];
-  assign \$123 [11:4] = 8'h00;
-  assign \$123 [3:0] = \$122 [3:0];
-  assign \$126 [11:4] = 8'h00;
-  assign \$126 [3:0] = \$125 [3:0];
-  assign \$129 [11:4] = 8'h00;
-  assign \$129 [3:0] = \$128 [3:0];
+  assign \$13  = { 4'h0, \$12 [11:4] };
+  assign \$16  = slot_ch;
+  assign \$20  = slot_ch;
+  assign \$28  = grant_ch;
+  assign \$65  = cur;
+  assign \$80  = tx_fsm_state;
+  assign \$75  = slot_ch;
+  assign \$77  = cur;
+  assign \$87  = { 3'h0, credits__0, 4'h0 };
+  assign \$116  = { 3'h0, credits__1, 4'h0 };
+  assign \$119  = slot_ch;
+  assign \$126  = slot_ch;
+  assign \$134  = slot_ch;
+  assign \$152 [17:4] = 14'h0000;
+  assign \$152 [3:0] = \$151 [3:0];
+  assign \$155 [17:4] = 14'h0000;
+  assign \$155 [3:0] = \$154 [3:0];
+  assign \$158 [17:4] = 14'h0000;
+  assign \$158 [3:0] = \$157 [3:0];
+  assign \$161 [17:4] = 14'h0000;
+  assign \$161 [3:0] = \$160 [3:0];
+  assign \$164 [17:4] = 14'h0000;
+  assign \$164 [3:0] = \$163 [3:0];
+  assign \$167 [17:4] = 14'h0000;
+  assign \$167 [3:0] = \$166 [3:0];
+  assign \$170 [17:4] = 14'h0000;
+  assign \$170 [3:0] = \$169 [3:0];
+  assign \$173 [17:4] = 14'h0000;
+  assign \$173 [3:0] = \$172 [3:0];
+  assign \$176 [17:4] = 14'h0000;
+  assign \$176 [3:0] = \$175 [3:0];
+  assign \$179 [17:4] = 14'h0000;
+  assign \$179 [3:0] = \$178 [3:0];
+  assign \$182 [17:4] = 14'h0000;
+  assign \$182 [3:0] = \$181 [3:0];
+  assign \$185 [17:4] = 14'h0000;
+  assign \$185 [3:0] = \$184 [3:0];
+  assign \$188 [17:4] = 14'h0000;
+  assign \$188 [3:0] = \$187 [3:0];
+  assign \$191 [17:4] = 14'h0000;
+  assign \$191 [3:0] = \$190 [3:0];
+  assign \$194 [17:4] = 14'h0000;
+  assign \$194 [3:0] = \$193 [3:0];
+  assign \$197 [17:4] = 14'h0000;
+  assign \$197 [3:0] = \$196 [3:0];
+  assign \$200 [17:4] = 14'h0000;
+  assign \$200 [3:0] = \$199 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0.hdr_check (\port$1885$0 , \port$1886$0 , \port$1887$0 , \port$1888$0 , check, \port$0$2 );
+module \ace_nic_small.tx0.hdr_check (\port$2223$0 , \port$2225$0 , \port$2227$0 , \port$2229$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -6659,158 +8491,155 @@ module \ace_nic_small.tx0.hdr_check (\port$1885$0 , \port$1886$0 , \port$1887$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$1885$0 ;
-  wire \port$1885$0 ;
-  input [1:0] \port$1886$0 ;
-  wire [1:0] \port$1886$0 ;
-  input [16:0] \port$1887$0 ;
-  wire [16:0] \port$1887$0 ;
-  input [7:0] \port$1888$0 ;
-  wire [7:0] \port$1888$0 ;
+  input \port$2223$0 ;
+  wire \port$2223$0 ;
+  input \port$2225$0 ;
+  wire \port$2225$0 ;
+  input [7:0] \port$2227$0 ;
+  wire [7:0] \port$2227$0 ;
+  input [16:0] \port$2229$0 ;
+  wire [16:0] \port$2229$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$1888$0 [4];
-  assign \$14  = \$13  ^ \port$1888$0 [6];
-  assign \$15  = \$14  ^ \port$1888$0 [7];
-  assign \$16  = \$15  ^ \port$1887$0 [0];
-  assign \$17  = \$16  ^ \port$1887$0 [2];
-  assign \$18  = \$17  ^ \port$1887$0 [3];
-  assign \$19  = \$18  ^ \port$1887$0 [5];
-  assign \$20  = \$19  ^ \port$1887$0 [7];
-  assign \$21  = \$20  ^ \port$1887$0 [8];
-  assign \$22  = \$21  ^ \port$1887$0 [12];
-  assign \$23  = \$22  ^ \port$1887$0 [14];
-  assign \$24  = \$23  ^ \port$1887$0 [16];
-  assign \$31  = \$30  ^ \port$0$2 [1];
+  assign \$13  = \$12  ^ \port$2227$0 [4];
+  assign \$14  = \$13  ^ \port$2227$0 [6];
+  assign \$15  = \$14  ^ \port$2227$0 [7];
+  assign \$16  = \$15  ^ \port$2229$0 [0];
+  assign \$17  = \$16  ^ \port$2229$0 [2];
+  assign \$18  = \$17  ^ \port$2229$0 [3];
+  assign \$19  = \$18  ^ \port$2229$0 [5];
+  assign \$20  = \$19  ^ \port$2229$0 [7];
+  assign \$21  = \$20  ^ \port$2229$0 [8];
+  assign \$22  = \$21  ^ \port$2229$0 [12];
+  assign \$23  = \$22  ^ \port$2229$0 [14];
+  assign \$24  = \$23  ^ \port$2229$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$1885$0 ;
-  assign \$40  = \$39  ^ \port$1888$0 [0];
-  assign \$41  = \$40  ^ \port$1888$0 [4];
-  assign \$42  = \$41  ^ \port$1888$0 [5];
-  assign \$43  = \$42  ^ \port$1888$0 [6];
-  assign \$44  = \$43  ^ \port$1887$0 [0];
-  assign \$45  = \$44  ^ \port$1887$0 [1];
-  assign \$46  = \$45  ^ \port$1887$0 [2];
-  assign \$47  = \$46  ^ \port$1887$0 [4];
-  assign \$48  = \$47  ^ \port$1887$0 [5];
-  assign \$49  = \$48  ^ \port$1887$0 [6];
-  assign \$50  = \$49  ^ \port$1887$0 [7];
-  assign \$51  = \$50  ^ \port$1887$0 [9];
-  assign \$52  = \$51  ^ \port$1887$0 [12];
-  assign \$53  = \$52  ^ \port$1887$0 [13];
-  assign \$54  = \$53  ^ \port$1887$0 [14];
-  assign \$55  = \$54  ^ \port$1887$0 [15];
-  assign \$56  = \$55  ^ \port$1887$0 [16];
+  assign \$36  = \$35  ^ \port$2225$0 ;
+  assign \$40  = \$39  ^ \port$2227$0 [0];
+  assign \$41  = \$40  ^ \port$2227$0 [4];
+  assign \$42  = \$41  ^ \port$2227$0 [5];
+  assign \$43  = \$42  ^ \port$2227$0 [6];
+  assign \$44  = \$43  ^ \port$2229$0 [0];
+  assign \$45  = \$44  ^ \port$2229$0 [1];
+  assign \$46  = \$45  ^ \port$2229$0 [2];
+  assign \$47  = \$46  ^ \port$2229$0 [4];
+  assign \$48  = \$47  ^ \port$2229$0 [5];
+  assign \$49  = \$48  ^ \port$2229$0 [6];
+  assign \$50  = \$49  ^ \port$2229$0 [7];
+  assign \$51  = \$50  ^ \port$2229$0 [9];
+  assign \$52  = \$51  ^ \port$2229$0 [12];
+  assign \$53  = \$52  ^ \port$2229$0 [13];
+  assign \$54  = \$53  ^ \port$2229$0 [14];
+  assign \$55  = \$54  ^ \port$2229$0 [15];
+  assign \$56  = \$55  ^ \port$2229$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$1888$0 [0];
-  assign \$72  = \$71  ^ \port$1888$0 [1];
-  assign \$73  = \$72  ^ \port$1888$0 [4];
-  assign \$74  = \$73  ^ \port$1888$0 [5];
-  assign \$75  = \$74  ^ \port$1887$0 [1];
-  assign \$76  = \$75  ^ \port$1887$0 [6];
-  assign \$77  = \$76  ^ \port$1887$0 [8];
-  assign \$78  = \$77  ^ \port$1887$0 [10];
-  assign \$79  = \$78  ^ \port$1887$0 [12];
-  assign \$80  = \$79  ^ \port$1887$0 [13];
-  assign \$81  = \$80  ^ \port$1887$0 [15];
-  assign \$82  = \$81  ^ \port$1887$0 [16];
-  assign \$90  = \$89  ^ \port$0$2 [0];
+  assign \$71  = \$70  ^ \port$2227$0 [0];
+  assign \$72  = \$71  ^ \port$2227$0 [1];
+  assign \$73  = \$72  ^ \port$2227$0 [4];
+  assign \$74  = \$73  ^ \port$2227$0 [5];
+  assign \$75  = \$74  ^ \port$2229$0 [1];
+  assign \$76  = \$75  ^ \port$2229$0 [6];
+  assign \$77  = \$76  ^ \port$2229$0 [8];
+  assign \$78  = \$77  ^ \port$2229$0 [10];
+  assign \$79  = \$78  ^ \port$2229$0 [12];
+  assign \$80  = \$79  ^ \port$2229$0 [13];
+  assign \$81  = \$80  ^ \port$2229$0 [15];
+  assign \$82  = \$81  ^ \port$2229$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$1888$0 [1];
-  assign \$99  = \$98  ^ \port$1888$0 [2];
-  assign \$100  = \$99  ^ \port$1888$0 [5];
-  assign \$101  = \$100  ^ \port$1888$0 [6];
-  assign \$102  = \$101  ^ \port$1887$0 [0];
-  assign \$103  = \$102  ^ \port$1887$0 [2];
-  assign \$104  = \$103  ^ \port$1887$0 [7];
-  assign \$105  = \$104  ^ \port$1887$0 [9];
-  assign \$106  = \$105  ^ \port$1887$0 [11];
-  assign \$107  = \$106  ^ \port$1887$0 [13];
-  assign \$108  = \$107  ^ \port$1887$0 [14];
+  assign \$98  = \$97  ^ \port$2227$0 [1];
+  assign \$99  = \$98  ^ \port$2227$0 [2];
+  assign \$100  = \$99  ^ \port$2227$0 [5];
+  assign \$101  = \$100  ^ \port$2227$0 [6];
+  assign \$102  = \$101  ^ \port$2229$0 [0];
+  assign \$103  = \$102  ^ \port$2229$0 [2];
+  assign \$104  = \$103  ^ \port$2229$0 [7];
+  assign \$105  = \$104  ^ \port$2229$0 [9];
+  assign \$106  = \$105  ^ \port$2229$0 [11];
+  assign \$107  = \$106  ^ \port$2229$0 [13];
+  assign \$108  = \$107  ^ \port$2229$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$1888$0 [0];
-  assign \$125  = \$124  ^ \port$1888$0 [2];
-  assign \$126  = \$125  ^ \port$1888$0 [3];
-  assign \$127  = \$126  ^ \port$1888$0 [6];
-  assign \$128  = \$127  ^ \port$1888$0 [7];
-  assign \$129  = \$128  ^ \port$1887$0 [1];
-  assign \$130  = \$129  ^ \port$1887$0 [3];
-  assign \$131  = \$130  ^ \port$1887$0 [8];
-  assign \$132  = \$131  ^ \port$1887$0 [10];
-  assign \$133  = \$132  ^ \port$1887$0 [12];
-  assign \$134  = \$133  ^ \port$1887$0 [14];
-  assign \$135  = \$134  ^ \port$1887$0 [15];
+  assign \$124  = \$123  ^ \port$2227$0 [0];
+  assign \$125  = \$124  ^ \port$2227$0 [2];
+  assign \$126  = \$125  ^ \port$2227$0 [3];
+  assign \$127  = \$126  ^ \port$2227$0 [6];
+  assign \$128  = \$127  ^ \port$2227$0 [7];
+  assign \$129  = \$128  ^ \port$2229$0 [1];
+  assign \$130  = \$129  ^ \port$2229$0 [3];
+  assign \$131  = \$130  ^ \port$2229$0 [8];
+  assign \$132  = \$131  ^ \port$2229$0 [10];
+  assign \$133  = \$132  ^ \port$2229$0 [12];
+  assign \$134  = \$133  ^ \port$2229$0 [14];
+  assign \$135  = \$134  ^ \port$2229$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$1885$0 ;
-  assign \$151  = \$150  ^ \port$1888$0 [1];
-  assign \$152  = \$151  ^ \port$1888$0 [3];
-  assign \$153  = \$152  ^ \port$1888$0 [4];
-  assign \$154  = \$153  ^ \port$1888$0 [7];
-  assign \$155  = \$154  ^ \port$1887$0 [0];
-  assign \$156  = \$155  ^ \port$1887$0 [2];
-  assign \$157  = \$156  ^ \port$1887$0 [4];
-  assign \$158  = \$157  ^ \port$1887$0 [9];
-  assign \$159  = \$158  ^ \port$1887$0 [11];
-  assign \$160  = \$159  ^ \port$1887$0 [13];
-  assign \$161  = \$160  ^ \port$1887$0 [15];
+  assign \$148  = \$147  ^ \port$2225$0 ;
+  assign \$151  = \$150  ^ \port$2227$0 [1];
+  assign \$152  = \$151  ^ \port$2227$0 [3];
+  assign \$153  = \$152  ^ \port$2227$0 [4];
+  assign \$154  = \$153  ^ \port$2227$0 [7];
+  assign \$155  = \$154  ^ \port$2229$0 [0];
+  assign \$156  = \$155  ^ \port$2229$0 [2];
+  assign \$157  = \$156  ^ \port$2229$0 [4];
+  assign \$158  = \$157  ^ \port$2229$0 [9];
+  assign \$159  = \$158  ^ \port$2229$0 [11];
+  assign \$160  = \$159  ^ \port$2229$0 [13];
+  assign \$161  = \$160  ^ \port$2229$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$1885$0 ;
-  assign \$178  = \$177  ^ \port$1888$0 [2];
-  assign \$179  = \$178  ^ \port$1888$0 [4];
-  assign \$180  = \$179  ^ \port$1888$0 [5];
-  assign \$181  = \$180  ^ \port$1887$0 [0];
-  assign \$182  = \$181  ^ \port$1887$0 [1];
-  assign \$183  = \$182  ^ \port$1887$0 [3];
-  assign \$184  = \$183  ^ \port$1887$0 [5];
-  assign \$185  = \$184  ^ \port$1887$0 [10];
-  assign \$186  = \$185  ^ \port$1887$0 [12];
-  assign \$187  = \$186  ^ \port$1887$0 [14];
-  assign \$197  = \$196  ^ \port$0$2 [2];
+  assign \$174  = \$173  ^ \port$2225$0 ;
+  assign \$178  = \$177  ^ \port$2227$0 [2];
+  assign \$179  = \$178  ^ \port$2227$0 [4];
+  assign \$180  = \$179  ^ \port$2227$0 [5];
+  assign \$181  = \$180  ^ \port$2229$0 [0];
+  assign \$182  = \$181  ^ \port$2229$0 [1];
+  assign \$183  = \$182  ^ \port$2229$0 [3];
+  assign \$184  = \$183  ^ \port$2229$0 [5];
+  assign \$185  = \$184  ^ \port$2229$0 [10];
+  assign \$186  = \$185  ^ \port$2229$0 [12];
+  assign \$187  = \$186  ^ \port$2229$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$1888$0 [3];
-  assign \$205  = \$204  ^ \port$1888$0 [5];
-  assign \$206  = \$205  ^ \port$1888$0 [6];
-  assign \$207  = \$206  ^ \port$1887$0 [1];
-  assign \$208  = \$207  ^ \port$1887$0 [2];
-  assign \$209  = \$208  ^ \port$1887$0 [4];
-  assign \$210  = \$209  ^ \port$1887$0 [6];
-  assign \$211  = \$210  ^ \port$1887$0 [11];
-  assign \$212  = \$211  ^ \port$1887$0 [13];
-  assign \$213  = \$212  ^ \port$1887$0 [15];
+  assign \$204  = \$203  ^ \port$2227$0 [3];
+  assign \$205  = \$204  ^ \port$2227$0 [5];
+  assign \$206  = \$205  ^ \port$2227$0 [6];
+  assign \$207  = \$206  ^ \port$2229$0 [1];
+  assign \$208  = \$207  ^ \port$2229$0 [2];
+  assign \$209  = \$208  ^ \port$2229$0 [4];
+  assign \$210  = \$209  ^ \port$2229$0 [6];
+  assign \$211  = \$210  ^ \port$2229$0 [11];
+  assign \$212  = \$211  ^ \port$2229$0 [13];
+  assign \$213  = \$212  ^ \port$2229$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$1886$0 [0];
-  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$1886$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$2223$0 ;
+  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$1886$0 [0];
-  assign header = { 15'h0000, \port$1887$0 , \port$1888$0 , 7'h00, \port$1885$0 , \port$0$2 , \port$1886$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$2223$0 ;
+  assign header = { 15'h0000, \port$2229$0 , \port$2227$0 , 7'h00, \port$2225$0 , \port$0$2 , 1'h0, \port$2223$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = \port$1886$0 ;
+  assign \header.ptype  = { 1'h0, \port$2223$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$1885$0  };
+  assign \header.channel  = { 3'h0, \port$2225$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$1888$0 ;
-  assign \header.length  = \port$1887$0 ;
+  assign \header.tag  = \port$2227$0 ;
+  assign \header.length  = \port$2229$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -6834,6 +8663,7 @@ module \ace_nic_small.tx0.hdr_check (\port$1885$0 , \port$1886$0 , \port$1887$0 
   assign \$27  = 1'h0;
   assign \$28  = 1'h1;
   assign \$29  = \$auto$rtlil.cc:2739:Not$28 ;
+  assign \$30  = \$auto$rtlil.cc:2739:Not$28 ;
   assign \$37  = \$36 ;
   assign \$38  = \$36 ;
   assign \$39  = \$36 ;
@@ -6841,7 +8671,7 @@ module \ace_nic_small.tx0.hdr_check (\port$1885$0 , \port$1886$0 , \port$1887$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$1886$0 [0];
+  assign \$61  = \port$2223$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -6852,6 +8682,7 @@ module \ace_nic_small.tx0.hdr_check (\port$1885$0 , \port$1886$0 , \port$1887$0 
   assign \$86  = 1'h0;
   assign \$87  = 1'h1;
   assign \$88  = \$auto$rtlil.cc:2739:Not$30 ;
+  assign \$89  = \$auto$rtlil.cc:2739:Not$30 ;
   assign \$95  = \$94 ;
   assign \$96  = \$94 ;
   assign \$97  = \$94 ;
@@ -6893,6 +8724,7 @@ module \ace_nic_small.tx0.hdr_check (\port$1885$0 , \port$1886$0 , \port$1887$0 
   assign \$193  = \$auto$rtlil.cc:2739:Not$40 ;
   assign \$194  = \$auto$rtlil.cc:2739:Not$40 ;
   assign \$195  = \$auto$rtlil.cc:2739:Not$40 ;
+  assign \$196  = \$auto$rtlil.cc:2739:Not$40 ;
   assign \$200  = \$199 ;
   assign \$201  = \$199 ;
   assign \$202  = \$199 ;
@@ -6903,9 +8735,9 @@ module \ace_nic_small.tx0.hdr_check (\port$1885$0 , \port$1886$0 , \port$1887$0 
   assign \$auto$rtlil.cc:2739:Not$26  = 1'h1;
   assign \$6  = \$auto$rtlil.cc:2739:Not$42 ;
   assign \$auto$rtlil.cc:2739:Not$28  = 1'h1;
-  assign \$30  = \$auto$rtlil.cc:2739:Not$44 ;
+  assign \$31  = \$auto$rtlil.cc:2739:Not$44 ;
   assign \$auto$rtlil.cc:2739:Not$30  = 1'h0;
-  assign \$89  = \port$1886$0 [1];
+  assign \$90  = \port$0$2 [0];
   assign \$auto$rtlil.cc:2739:Not$32  = 1'h1;
   assign \$117  = \$auto$rtlil.cc:2739:Not$46 ;
   assign \$auto$rtlil.cc:2739:Not$34  = 1'h1;
@@ -6914,139 +8746,334 @@ module \ace_nic_small.tx0.hdr_check (\port$1885$0 , \port$1886$0 , \port$1887$0 
   assign \$auto$rtlil.cc:2739:Not$38  = 1'h1;
   assign \$169  = \$auto$rtlil.cc:2739:Not$48 ;
   assign \$auto$rtlil.cc:2739:Not$40  = 1'h0;
-  assign \$196  = \port$1886$0 [1];
+  assign \$197  = \port$0$2 [2];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1 (link__tready, cmd0__payload, data0__payload, data0__valid, cmd1__payload, data1__payload, data1__valid, clk, rst, cmd0__valid, cmd1__valid, freed0, freed1, link__tvalid, link__tdata, link__tkeep, link__tlast, cmd0__ready, cmd1__ready, active, data0__ready
-, data1__ready, header_bytes, channel, payload_bytes, credits0, credits1, busy_cycles, stall_cycles, credit_in_valid, credit_in_channel, credit_in_count, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
+module \ace_nic_small.tx0.out_skid (clk, rst, i__ready, i__valid, i__payload, o__payload, o__valid, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$61  = 0;
+  wire \$1 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  reg [150:0] \$5 ;
+  reg \$6 ;
+  reg \$7 ;
+  reg [150:0] \$8 ;
+  input clk;
+  wire clk;
+  input [150:0] i__payload;
+  wire [150:0] i__payload;
+  wire [4:0] \i__payload.bytes ;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.header ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  output i__ready;
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output [150:0] o__payload;
+  reg [150:0] o__payload = 151'h00000000000000000000000000000000000000;
+  wire [4:0] \o__payload.bytes ;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.header ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  input rst;
+  wire rst;
+  reg [150:0] skid_payload = 151'h00000000000000000000000000000000000000;
+  wire [4:0] \skid_payload.bytes ;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.header ;
+  wire [15:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ o__valid;
+  assign \$2  = \$1  | o__ready;
+  assign \$3  = ~ skid_valid;
+  assign \$4  = i__valid & \$3 ;
+  always @(posedge clk)
+    o__payload <= \$5 ;
+  always @(posedge clk)
+    o__valid <= \$6 ;
+  always @(posedge clk)
+    skid_valid <= \$7 ;
+  always @(posedge clk)
+    skid_payload <= \$8 ;
+  assign i__ready = ~ skid_valid;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$5  = o__payload;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$5  = skid_payload;
+      end else begin
+        \$5  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$5  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$6  = o__valid;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$6  = 1'h1;
+      end else begin
+        \$6  = i__valid;
+      end
+    end
+    if (rst) begin
+      \$6  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$7  = skid_valid;
+    if (\$2 ) begin
+      if (skid_valid) begin
+        \$7  = 1'h0;
+      end
+    end else if (\$4 ) begin
+      \$7  = 1'h1;
+    end
+    if (rst) begin
+      \$7  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$8  = skid_payload;
+    if (\$2 ) begin
+    end else if (\$4 ) begin
+      \$8  = i__payload;
+    end
+    if (rst) begin
+      \$8  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.last  = o__payload[144];
+  assign \o__payload.header  = o__payload[145];
+  assign \o__payload.bytes  = o__payload[150:146];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.last  = skid_payload[144];
+  assign \skid_payload.header  = skid_payload[145];
+  assign \skid_payload.bytes  = skid_payload[150:146];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.last  = i__payload[144];
+  assign \i__payload.header  = i__payload[145];
+  assign \i__payload.bytes  = i__payload[150:146];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, \port$2433$0 , link__tvalid
+, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__payload, data__0__valid, data__1__payload, data__1__valid, node_id);
+  reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
   wire [11:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  wire [11:0] \$101 ;
-  wire [11:0] \$102 ;
+  wire \$101 ;
+  wire \$102 ;
   wire \$103 ;
-  wire [11:0] \$104 ;
-  wire [11:0] \$105 ;
+  wire \$104 ;
+  wire \$105 ;
   wire \$106 ;
-  wire [11:0] \$107 ;
-  wire [11:0] \$108 ;
+  wire \$107 ;
+  wire \$108 ;
   wire \$109 ;
   wire \$11 ;
-  wire [11:0] \$110 ;
-  wire [11:0] \$111 ;
-  wire \$112 ;
-  wire [11:0] \$113 ;
-  wire [11:0] \$114 ;
-  wire \$115 ;
-  wire [11:0] \$116 ;
-  wire [11:0] \$117 ;
+  wire \$110 ;
+  wire [3:0] \$111 ;
+  wire [6:0] \$112 ;
+  wire [7:0] \$113 ;
+  wire [6:0] \$114 ;
+  wire [7:0] \$115 ;
+  wire [12:0] \$116 ;
+  wire \$117 ;
   wire \$118 ;
-  wire [11:0] \$119 ;
-  wire \$12 ;
-  wire [11:0] \$120 ;
+  wire \$119 ;
+  wire [11:0] \$12 ;
+  wire \$120 ;
   wire \$121 ;
-  wire [11:0] \$122 ;
-  wire [11:0] \$123 ;
+  wire \$122 ;
+  wire \$123 ;
   wire \$124 ;
-  wire [11:0] \$125 ;
-  wire [11:0] \$126 ;
+  wire \$125 ;
+  wire \$126 ;
   wire \$127 ;
-  wire [11:0] \$128 ;
-  wire [11:0] \$129 ;
-  wire \$13 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [11:0] \$13 ;
   wire \$130 ;
-  wire [7:0] \$131 ;
-  wire [48:0] \$132 ;
-  wire [48:0] \$133 ;
-  wire [6:0] \$134 ;
-  wire [7:0] \$135 ;
-  wire [6:0] \$136 ;
-  wire [7:0] \$137 ;
-  wire [6:0] \$138 ;
-  wire [7:0] \$139 ;
-  reg [5:0] \$14 ;
-  wire [6:0] \$140 ;
-  wire [7:0] \$141 ;
-  wire [48:0] \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire [48:0] \$145 ;
-  reg [2:0] \$146 ;
-  reg [2:0] \$147 ;
-  reg \$148 ;
-  reg [63:0] \$149 ;
-  reg [7:0] \$15 ;
-  reg \$150 ;
-  reg \$151 ;
-  reg [6:0] \$152 ;
-  reg [47:0] \$153 ;
-  reg \$154 ;
-  reg \$155 ;
-  reg [6:0] \$156 ;
-  reg [4:0] \$157 ;
-  reg [15:0] \$158 ;
-  reg \$159 ;
-  reg [10:0] \$16 ;
-  reg [47:0] \$160 ;
-  reg [5:0] \$161 ;
-  reg [5:0] \$162 ;
-  reg [5:0] \$163 ;
-  reg [5:0] \$164 ;
-  reg [47:0] \$165 ;
-  reg [47:0] \$166 ;
-  reg [6:0] \$17 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire [3:0] \$140 ;
+  wire [6:0] \$141 ;
+  wire [7:0] \$142 ;
+  wire [6:0] \$143 ;
+  wire [7:0] \$144 ;
+  reg [5:0] \$145 ;
+  reg [7:0] \$146 ;
+  reg [10:0] \$147 ;
+  reg [6:0] \$148 ;
+  wire \$149 ;
+  wire \$15 ;
+  wire \$150 ;
+  wire [17:0] \$151 ;
+  wire [17:0] \$152 ;
+  wire [18:0] \$153 ;
+  wire [17:0] \$154 ;
+  wire [17:0] \$155 ;
+  wire \$156 ;
+  wire [17:0] \$157 ;
+  wire [17:0] \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire [17:0] \$160 ;
+  wire [17:0] \$161 ;
+  wire \$162 ;
+  wire [17:0] \$163 ;
+  wire [17:0] \$164 ;
+  wire \$165 ;
+  wire [17:0] \$166 ;
+  wire [17:0] \$167 ;
+  wire \$168 ;
+  wire [17:0] \$169 ;
+  wire \$17 ;
+  wire [17:0] \$170 ;
+  wire \$171 ;
+  wire [17:0] \$172 ;
+  wire [17:0] \$173 ;
+  wire \$174 ;
+  wire [17:0] \$175 ;
+  wire [17:0] \$176 ;
+  wire \$177 ;
+  wire [17:0] \$178 ;
+  wire [17:0] \$179 ;
   wire \$18 ;
+  wire \$180 ;
+  wire [17:0] \$181 ;
+  wire [17:0] \$182 ;
+  wire \$183 ;
+  wire [17:0] \$184 ;
+  wire [17:0] \$185 ;
+  wire \$186 ;
+  wire [17:0] \$187 ;
+  wire [17:0] \$188 ;
+  wire \$189 ;
   wire \$19 ;
+  wire [17:0] \$190 ;
+  wire [17:0] \$191 ;
+  wire \$192 ;
+  wire [17:0] \$193 ;
+  wire [17:0] \$194 ;
+  wire \$195 ;
+  wire [17:0] \$196 ;
+  wire [17:0] \$197 ;
+  wire \$198 ;
+  wire [17:0] \$199 ;
   wire [11:0] \$2 ;
-  reg \$20 ;
-  reg [127:0] \$21 ;
-  wire [7:0] \$22 ;
-  reg [127:0] \$23 ;
-  wire [7:0] \$24 ;
-  reg [127:0] \$25 ;
-  wire [7:0] \$26 ;
-  reg [127:0] \$27 ;
-  wire [7:0] \$28 ;
-  reg [127:0] \$29 ;
+  wire \$20 ;
+  wire [17:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire [7:0] \$203 ;
+  reg [47:0] \$204 ;
+  reg [47:0] \$205 ;
+  reg [47:0] \$206 ;
+  reg [47:0] \$207 ;
+  reg \$208 ;
+  reg \$209 ;
+  wire \$21 ;
+  reg \$210 ;
+  reg [2:0] \$211 ;
+  reg [5:0] \$212 ;
+  reg [5:0] \$213 ;
+  reg \$214 ;
+  reg \$215 ;
+  reg \$216 ;
+  reg [2:0] \$217 ;
+  reg [5:0] \$218 ;
+  reg [5:0] \$219 ;
+  wire \$22 ;
+  reg \$220 ;
+  reg \$221 ;
+  reg \$222 ;
+  reg \$223 ;
+  reg [7:0] \$224 ;
+  reg [16:0] \$225 ;
+  reg [6:0] \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg [6:0] \$229 ;
+  wire \$23 ;
+  reg [4:0] \$230 ;
+  reg [15:0] \$231 ;
+  reg \$232 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  reg \$29 ;
   wire \$3 ;
-  wire [7:0] \$30 ;
-  reg [127:0] \$31 ;
-  wire [7:0] \$32 ;
-  reg [127:0] \$33 ;
-  wire [7:0] \$34 ;
-  reg [127:0] \$35 ;
-  wire [7:0] \$36 ;
-  reg [127:0] \$37 ;
-  wire [7:0] \$38 ;
-  reg [127:0] \$39 ;
+  reg [127:0] \$30 ;
+  wire [7:0] \$31 ;
+  reg [127:0] \$32 ;
+  wire [7:0] \$33 ;
+  reg [127:0] \$34 ;
+  wire [7:0] \$35 ;
+  reg [127:0] \$36 ;
+  wire [7:0] \$37 ;
+  reg [127:0] \$38 ;
+  wire [7:0] \$39 ;
   wire \$4 ;
-  wire [7:0] \$40 ;
-  reg [127:0] \$41 ;
-  wire [7:0] \$42 ;
-  reg [127:0] \$43 ;
-  wire [7:0] \$44 ;
-  reg [127:0] \$45 ;
-  wire [7:0] \$46 ;
-  reg [127:0] \$47 ;
-  wire [7:0] \$48 ;
-  reg [127:0] \$49 ;
+  reg [127:0] \$40 ;
+  wire [7:0] \$41 ;
+  reg [127:0] \$42 ;
+  wire [7:0] \$43 ;
+  reg [127:0] \$44 ;
+  wire [7:0] \$45 ;
+  reg [127:0] \$46 ;
+  wire [7:0] \$47 ;
+  reg [127:0] \$48 ;
+  wire [7:0] \$49 ;
   wire \$5 ;
-  wire [7:0] \$50 ;
-  reg [127:0] \$51 ;
-  wire [7:0] \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire [11:0] \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
+  reg [127:0] \$50 ;
+  wire [7:0] \$51 ;
+  reg [127:0] \$52 ;
+  wire [7:0] \$53 ;
+  reg [127:0] \$54 ;
+  wire [7:0] \$55 ;
+  reg [127:0] \$56 ;
+  wire [7:0] \$57 ;
+  reg [127:0] \$58 ;
+  wire [7:0] \$59 ;
+  wire \$6 ;
+  reg [127:0] \$60 ;
+  wire [7:0] \$61 ;
+  wire [4:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
@@ -7054,127 +9081,115 @@ module \ace_nic_small.tx1 (link__tready, cmd0__payload, data0__payload, data0__v
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
-  wire [11:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
   wire \$71 ;
-  wire [3:0] \$72 ;
+  wire \$72 ;
   wire \$73 ;
-  wire [3:0] \$74 ;
+  wire \$74 ;
   wire \$75 ;
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
-  wire [48:0] \$79 ;
+  wire \$79 ;
   wire \$8 ;
-  wire [11:0] \$80 ;
-  wire [11:0] \$81 ;
-  wire [12:0] \$82 ;
-  wire [11:0] \$83 ;
-  wire [11:0] \$84 ;
+  wire \$80 ;
+  wire [48:0] \$81 ;
+  wire [48:0] \$82 ;
+  wire [48:0] \$83 ;
+  wire \$84 ;
   wire \$85 ;
-  wire [11:0] \$86 ;
-  wire [11:0] \$87 ;
+  wire [48:0] \$86 ;
+  wire [12:0] \$87 ;
   wire \$88 ;
-  wire [11:0] \$89 ;
+  wire \$89 ;
   wire \$9 ;
-  wire [11:0] \$90 ;
+  wire \$90 ;
   wire \$91 ;
-  wire [11:0] \$92 ;
-  wire [11:0] \$93 ;
+  wire \$92 ;
+  wire \$93 ;
   wire \$94 ;
-  wire [11:0] \$95 ;
-  wire [11:0] \$96 ;
+  wire \$95 ;
+  wire \$96 ;
   wire \$97 ;
-  wire [11:0] \$98 ;
-  wire [11:0] \$99 ;
-  output active;
-  reg active;
+  wire \$98 ;
+  wire \$99 ;
   reg [6:0] beats_left = 7'h00;
+  output busy__0;
+  wire busy__0;
+  output busy__1;
+  wire busy__1;
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
-  output channel;
-  reg channel = 1'h0;
+  reg ch0_eligible = 1'h0;
+  reg ch0_pending = 1'h0;
+  reg ch0_urgent = 1'h0;
+  reg ch1_eligible = 1'h0;
+  reg ch1_pending = 1'h0;
+  reg ch1_urgent = 1'h0;
   wire [7:0] check;
   input clk;
   wire clk;
-  input [19:0] cmd0__payload;
-  wire [19:0] cmd0__payload;
-  wire [10:0] \cmd0__payload.length ;
-  wire \cmd0__payload.link ;
-  wire [7:0] \cmd0__payload.tag ;
-  output cmd0__ready;
-  reg cmd0__ready;
-  input cmd0__valid;
-  wire cmd0__valid;
   wire [6:0] cmd0_beats;
-  wire cmd0_eligible;
-  input [19:0] cmd1__payload;
-  wire [19:0] cmd1__payload;
-  wire [10:0] \cmd1__payload.length ;
-  wire \cmd1__payload.link ;
-  wire [7:0] \cmd1__payload.tag ;
-  output cmd1__ready;
-  reg cmd1__ready;
-  input cmd1__valid;
-  wire cmd1__valid;
   wire [6:0] cmd1_beats;
-  wire cmd1_eligible;
+  input [19:0] cmd__0__payload;
+  wire [19:0] cmd__0__payload;
+  wire [10:0] \cmd__0__payload.length ;
+  wire \cmd__0__payload.link ;
+  wire [7:0] \cmd__0__payload.tag ;
+  output cmd__0__ready;
+  reg cmd__0__ready;
+  input cmd__0__valid;
+  wire cmd__0__valid;
+  input [19:0] cmd__1__payload;
+  wire [19:0] cmd__1__payload;
+  wire [10:0] \cmd__1__payload.length ;
+  wire \cmd__1__payload.link ;
+  wire [7:0] \cmd__1__payload.tag ;
+  output cmd__1__ready;
+  reg cmd__1__ready;
+  input cmd__1__valid;
+  wire cmd__1__valid;
   input [3:0] credit_in_channel;
   wire [3:0] credit_in_channel;
   input [5:0] credit_in_count;
   wire [5:0] credit_in_count;
   input credit_in_valid;
   wire credit_in_valid;
-  output [5:0] credits0;
-  reg [5:0] credits0 = 6'h20;
   reg [5:0] credits0_gained;
   (* init = 6'h20 *)
   wire [5:0] credits0_q;
   reg [6:0] credits0_spent;
-  output [5:0] credits1;
-  reg [5:0] credits1 = 6'h20;
   reg [5:0] credits1_gained;
   (* init = 6'h20 *)
   wire [5:0] credits1_q;
   reg [6:0] credits1_spent;
-  (* init = 1'h0 *)
-  wire cur;
-  input [127:0] data0__payload;
-  wire [127:0] data0__payload;
-  wire [127:0] \data0__payload.data ;
-  output data0__ready;
-  reg data0__ready;
-  input data0__valid;
-  wire data0__valid;
-  input [127:0] data1__payload;
-  wire [127:0] data1__payload;
-  wire [127:0] \data1__payload.data ;
-  output data1__ready;
-  reg data1__ready;
-  input data1__valid;
-  wire data1__valid;
-  input freed0;
-  wire freed0;
-  input freed1;
-  wire freed1;
-  reg [63:0] hdr;
-  wire [3:0] \hdr.channel ;
-  wire [7:0] \hdr.check ;
-  wire [16:0] \hdr.length ;
-  wire [3:0] \hdr.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \hdr.ptype ;
-  wire [3:0] \hdr.rsvd0 ;
-  wire [6:0] \hdr.rsvd1 ;
-  wire [7:0] \hdr.src ;
-  wire [7:0] \hdr.tag ;
-  wire [1:0] \hdr.version ;
-  reg [6:0] hdr_beats;
-  reg hdr_ch;
-  reg hdr_credit;
-  reg hdr_valid;
+  output [5:0] credits__0;
+  reg [5:0] credits__0 = 6'h20;
+  output [5:0] credits__1;
+  reg [5:0] credits__1 = 6'h20;
+  reg cur = 1'h0;
+  input [127:0] data__0__payload;
+  wire [127:0] data__0__payload;
+  wire [127:0] \data__0__payload.data ;
+  output data__0__ready;
+  reg data__0__ready;
+  input data__0__valid;
+  wire data__0__valid;
+  input [127:0] data__1__payload;
+  wire [127:0] data__1__payload;
+  wire [127:0] \data__1__payload.data ;
+  output data__1__ready;
+  reg data__1__ready;
+  input data__1__valid;
+  wire data__1__valid;
+  input freed__0;
+  wire freed__0;
+  input freed__1;
+  wire freed__1;
+  reg grant;
+  reg grant_ch;
+  reg grant_credit;
   wire [63:0] header;
   wire [3:0] \header.channel ;
   wire [7:0] \header.check ;
@@ -7191,1201 +9206,1137 @@ module \ace_nic_small.tx1 (link__tready, cmd0__payload, data0__payload, data0__v
   wire [1:0] \header.version ;
   output [47:0] header_bytes;
   reg [47:0] header_bytes = 48'h000000000000;
+  reg [150:0] i__payload;
+  wire [4:0] \i__payload.bytes ;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.header ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire i__ready;
+  reg i__valid;
   wire is_last;
   reg [15:0] keep;
   reg [4:0] last_bytes = 5'h00;
   reg [15:0] last_keep = 16'h0000;
-  output [127:0] link__tdata;
-  reg [127:0] link__tdata;
-  output [15:0] link__tkeep;
-  reg [15:0] link__tkeep;
-  output link__tlast;
-  reg link__tlast;
-  input link__tready;
+  wire [127:0] link__tdata;
+  wire [15:0] link__tkeep;
+  wire link__tlast;
   wire link__tready;
   output link__tvalid;
-  reg link__tvalid;
-  reg [6:0] lock_beats = 7'h00;
-  reg lock_ch = 1'h0;
-  reg lock_credit = 1'h0;
-  reg [63:0] lock_hdr = 64'h0000000000000000;
-  wire [3:0] \lock_hdr.channel ;
-  wire [7:0] \lock_hdr.check ;
-  wire [16:0] \lock_hdr.length ;
-  wire [3:0] \lock_hdr.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \lock_hdr.ptype ;
-  wire [3:0] \lock_hdr.rsvd0 ;
-  wire [6:0] \lock_hdr.rsvd1 ;
-  wire [7:0] \lock_hdr.src ;
-  wire [7:0] \lock_hdr.tag ;
-  wire [1:0] \lock_hdr.version ;
-  reg locked = 1'h0;
+  wire link__tvalid;
   input [7:0] node_id;
   wire [7:0] node_id;
+  wire [150:0] o__payload;
+  wire [4:0] \o__payload.bytes ;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.header ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  input o__ready;
+  wire o__ready;
+  wire o__valid;
   reg [5:0] owed0 = 6'h00;
-  wire owed0_pending;
   reg [2:0] owed0_quiet = 3'h0;
   reg [5:0] owed0_returned;
-  wire owed0_urgent;
   reg [5:0] owed1 = 6'h00;
-  wire owed1_pending;
   reg [2:0] owed1_quiet = 3'h0;
   reg [5:0] owed1_returned;
-  wire owed1_urgent;
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  reg [6:0] pick_beats;
-  reg pick_ch;
-  wire [3:0] pick_ch4;
-  reg pick_credit;
-  wire [63:0] pick_hdr;
-  wire [3:0] \pick_hdr.channel ;
-  wire [7:0] \pick_hdr.check ;
-  wire [16:0] \pick_hdr.length ;
-  wire [3:0] \pick_hdr.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \pick_hdr.ptype ;
-  wire [3:0] \pick_hdr.rsvd0 ;
-  wire [6:0] \pick_hdr.rsvd1 ;
-  wire [7:0] \pick_hdr.src ;
-  wire [7:0] \pick_hdr.tag ;
-  wire [1:0] \pick_hdr.version ;
-  reg [16:0] pick_length;
-  reg [7:0] pick_tag;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  reg [1:0] pick_type;
-  reg pick_valid;
+  output [144:0] \port$2433$0 ;
+  wire [144:0] \port$2433$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
   wire rst;
-  reg sent_credit;
-  reg sent_data;
+  reg [6:0] slot_beats = 7'h00;
+  reg slot_ch = 1'h0;
+  reg slot_credit = 1'h0;
+  reg slot_fresh = 1'h0;
+  reg [16:0] slot_length = 17'h00000;
+  reg [7:0] slot_tag = 8'h00;
+  reg slot_valid = 1'h0;
   output [47:0] stall_cycles;
   reg [47:0] stall_cycles = 48'h000000000000;
   wire take;
   reg tx_fsm_state = 1'h0;
   reg urgent_pick;
-  assign \$1  = cmd0__payload[19:9] + 4'hf;
-  assign \$3  = credits0 >= \$2 [6:0];
-  assign cmd0_eligible = cmd0__valid & \$3 ;
-  assign owed0_urgent = owed0 >= 4'h8;
-  assign \$4  = | owed0;
-  assign \$5  = owed0_quiet == 3'h4;
-  assign owed0_pending = \$4  & \$5 ;
-  assign \$6  = cmd1__payload[19:9] + 4'hf;
-  assign \$8  = credits1 >= \$7 [6:0];
-  assign cmd1_eligible = cmd1__valid & \$8 ;
-  assign owed1_urgent = owed1 >= 4'h8;
-  assign \$9  = | owed1;
-  assign \$10  = owed1_quiet == 3'h4;
-  assign owed1_pending = \$9  & \$10 ;
-  assign \$11  = | { owed1_urgent, owed0_urgent };
-  assign \$12  = | { cmd1_eligible, cmd0_eligible };
-  assign \$13  = | { owed1_pending, owed0_pending };
+  assign take = link__tvalid & o__ready;
+  assign \$1  = cmd__0__payload[19:9] + 4'hf;
+  assign \$3  = ! credit_in_channel;
+  assign \$4  = credit_in_valid & \$3 ;
+  assign \$5  = ! slot_ch;
+  assign \$6  = slot_fresh & \$5 ;
+  assign \$7  = ~ slot_credit;
+  assign \$8  = \$6  & \$7 ;
+  assign \$9  = ! slot_ch;
+  assign \$10  = slot_fresh & \$9 ;
+  assign \$11  = \$10  & slot_credit;
+  assign \$12  = cmd__1__payload[19:9] + 4'hf;
+  assign \$14  = credit_in_channel == 1'h1;
+  assign \$15  = credit_in_valid & \$14 ;
+  assign \$17  = slot_fresh & \$16 ;
+  assign \$18  = ~ slot_credit;
+  assign \$19  = \$17  & \$18 ;
+  assign \$21  = slot_fresh & \$20 ;
+  assign \$22  = \$21  & slot_credit;
+  assign \$23  = ~ slot_valid;
+  assign \$24  = | { ch1_urgent, ch0_urgent };
+  assign \$25  = | { ch1_eligible, ch0_eligible };
+  assign \$26  = | { ch1_pending, ch0_pending };
+  assign \$27  = ! grant_ch;
   assign is_last = beats_left == 1'h1;
-  assign take = link__tvalid & link__tready;
-  assign \$18  = ! hdr_ch;
-  assign \$22  = \$21 [7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$24  = \$23 [15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
-  assign \$26  = \$25 [23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$28  = \$27 [31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
-  assign \$30  = \$29 [39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$32  = \$31 [47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
-  assign \$34  = \$33 [55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$36  = \$35 [63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
-  assign \$38  = \$37 [71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$40  = \$39 [79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
-  assign \$42  = \$41 [87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$44  = \$43 [95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
-  assign \$46  = \$45 [103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$48  = \$47 [111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
-  assign \$50  = \$49 [119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$52  = \$51 [127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
-  assign \$53  = ! channel;
-  assign \$54  = \$53  & link__tready;
-  assign \$56  = \$55  & link__tready;
-  assign \$57  = ! credit_in_channel;
-  assign \$58  = credit_in_valid & \$57 ;
-  assign \$59  = ! hdr_ch;
-  assign \$60  = sent_data & \$59 ;
-  assign \$61  = ! hdr_ch;
-  assign \$62  = sent_credit & \$61 ;
-  assign \$63  = credit_in_channel == 1'h1;
-  assign \$64  = credit_in_valid & \$63 ;
-  assign \$66  = sent_data & \$65 ;
-  assign \$68  = sent_credit & \$67 ;
-  assign \$69  = ! tx_fsm_state;
-  assign \$71  = owed0_quiet != 3'h4;
-  assign \$72  = owed0_quiet + 1'h1;
-  assign \$73  = owed1_quiet != 3'h4;
-  assign \$74  = owed1_quiet + 1'h1;
-  assign \$75  = ~ link__tready;
-  assign \$76  = hdr_valid & \$75 ;
-  assign \$77  = ~ locked;
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = header_bytes + 5'h10;
-  assign \$80  = hdr[42:32] - 1'h1;
-  assign \$82  = $signed(\$81 ) + $signed(2'h1);
-  assign \$83  = hdr[42:32] - 1'h1;
-  assign \$85  = $signed(\$84 ) >= $signed(1'h0);
-  assign \$86  = hdr[42:32] - 1'h1;
-  assign \$88  = $signed(\$87 ) >= $signed(2'h1);
-  assign \$89  = hdr[42:32] - 1'h1;
-  assign \$91  = $signed(\$90 ) >= $signed(3'h2);
-  assign \$92  = hdr[42:32] - 1'h1;
-  assign \$94  = $signed(\$93 ) >= $signed(3'h3);
-  assign \$95  = hdr[42:32] - 1'h1;
-  assign \$97  = $signed(\$96 ) >= $signed(4'h4);
-  assign \$98  = hdr[42:32] - 1'h1;
-  assign \$100  = $signed(\$99 ) >= $signed(4'h5);
-  assign \$101  = hdr[42:32] - 1'h1;
-  assign \$103  = $signed(\$102 ) >= $signed(4'h6);
-  assign \$104  = hdr[42:32] - 1'h1;
-  assign \$106  = $signed(\$105 ) >= $signed(4'h7);
-  assign \$107  = hdr[42:32] - 1'h1;
-  assign \$109  = $signed(\$108 ) >= $signed(5'h08);
-  assign \$110  = hdr[42:32] - 1'h1;
-  assign \$112  = $signed(\$111 ) >= $signed(5'h09);
-  assign \$113  = hdr[42:32] - 1'h1;
-  assign \$115  = $signed(\$114 ) >= $signed(5'h0a);
-  assign \$116  = hdr[42:32] - 1'h1;
-  assign \$118  = $signed(\$117 ) >= $signed(5'h0b);
-  assign \$119  = hdr[42:32] - 1'h1;
-  assign \$121  = $signed(\$120 ) >= $signed(5'h0c);
-  assign \$122  = hdr[42:32] - 1'h1;
-  assign \$124  = $signed(\$123 ) >= $signed(5'h0d);
-  assign \$125  = hdr[42:32] - 1'h1;
-  assign \$127  = $signed(\$126 ) >= $signed(5'h0e);
-  assign \$128  = hdr[42:32] - 1'h1;
-  assign \$130  = $signed(\$129 ) >= $signed(5'h0f);
-  assign \$131  = beats_left - 1'h1;
-  assign \$132  = payload_bytes + last_bytes;
-  assign \$133  = payload_bytes + 5'h10;
-  assign \$134  = credits0 + credits0_gained;
-  assign \$135  = \$134  - credits0_spent;
-  assign \$136  = owed0 + freed0;
-  assign \$137  = \$136  - owed0_returned;
-  assign \$138  = credits1 + credits1_gained;
-  assign \$139  = \$138  - credits1_spent;
-  assign \$140  = owed1 + freed1;
-  assign \$141  = \$140  - owed1_returned;
-  assign \$142  = busy_cycles + take;
-  assign \$143  = ~ link__tready;
-  assign \$144  = link__tvalid & \$143 ;
-  assign \$145  = stall_cycles + \$144 ;
+  assign \$31  = \$30 [7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
+  assign \$33  = \$32 [15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
+  assign \$35  = \$34 [23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
+  assign \$37  = \$36 [31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
+  assign \$39  = \$38 [39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
+  assign \$41  = \$40 [47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
+  assign \$43  = \$42 [55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
+  assign \$45  = \$44 [63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
+  assign \$47  = \$46 [71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
+  assign \$49  = \$48 [79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
+  assign \$51  = \$50 [87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
+  assign \$53  = \$52 [95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
+  assign \$55  = \$54 [103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
+  assign \$57  = \$56 [111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
+  assign \$59  = \$58 [119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
+  assign \$61  = \$60 [127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
+  assign \$62  = is_last ? last_bytes : 5'h10;
+  assign \$63  = ! cur;
+  assign \$64  = \$63  & i__ready;
+  assign \$66  = \$65  & i__ready;
+  assign \$67  = ~ slot_credit;
+  assign \$68  = slot_valid & \$67 ;
+  assign \$69  = ! slot_ch;
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = ! cur;
+  assign \$72  = \$80  & \$71 ;
+  assign busy__0 = \$70  | \$72 ;
+  assign \$73  = ~ slot_credit;
+  assign \$74  = slot_valid & \$73 ;
+  assign \$76  = \$74  & \$75 ;
+  assign \$78  = \$80  & \$77 ;
+  assign busy__1 = \$76  | \$78 ;
+  assign \$79  = ! tx_fsm_state;
+  assign \$81  = payload_bytes + o__payload[150:146];
+  assign \$82  = header_bytes + 5'h10;
+  assign \$83  = busy_cycles + take;
+  assign \$84  = ~ o__ready;
+  assign \$85  = link__tvalid & \$84 ;
+  assign \$86  = stall_cycles + \$85 ;
+  assign \$88  = \$87  >= cmd__0__payload[19:9];
+  assign \$89  = cmd__0__valid & \$88 ;
+  assign \$90  = ! slot_ch;
+  assign \$91  = slot_fresh & \$90 ;
+  assign \$92  = ~ slot_credit;
+  assign \$93  = \$91  & \$92 ;
+  assign \$94  = ~ \$93 ;
+  assign \$95  = \$89  & \$94 ;
+  assign \$96  = owed0 >= 4'h8;
+  assign \$97  = ! slot_ch;
+  assign \$98  = slot_fresh & \$97 ;
+  assign \$99  = \$98  & slot_credit;
+  assign \$100  = ~ \$99 ;
+  assign \$101  = \$96  & \$100 ;
+  assign \$102  = | owed0;
+  assign \$103  = owed0_quiet == 3'h4;
+  assign \$104  = \$102  & \$103 ;
+  assign \$105  = ! slot_ch;
+  assign \$106  = slot_fresh & \$105 ;
+  assign \$107  = \$106  & slot_credit;
+  assign \$108  = ~ \$107 ;
+  assign \$109  = \$104  & \$108 ;
+  assign \$110  = owed0_quiet != 3'h4;
+  assign \$111  = owed0_quiet + 1'h1;
+  assign \$112  = credits__0 + credits0_gained;
+  assign \$113  = \$112  - credits0_spent;
+  assign \$114  = owed0 + freed__0;
+  assign \$115  = \$114  - owed0_returned;
+  assign \$117  = \$116  >= cmd__1__payload[19:9];
+  assign \$118  = cmd__1__valid & \$117 ;
+  assign \$120  = slot_fresh & \$119 ;
+  assign \$121  = ~ slot_credit;
+  assign \$122  = \$120  & \$121 ;
+  assign \$123  = ~ \$122 ;
+  assign \$124  = \$118  & \$123 ;
+  assign \$125  = owed1 >= 4'h8;
+  assign \$127  = slot_fresh & \$126 ;
+  assign \$128  = \$127  & slot_credit;
+  assign \$129  = ~ \$128 ;
+  assign \$130  = \$125  & \$129 ;
+  assign \$131  = | owed1;
+  assign \$132  = owed1_quiet == 3'h4;
+  assign \$133  = \$131  & \$132 ;
+  assign \$135  = slot_fresh & \$134 ;
+  assign \$136  = \$135  & slot_credit;
+  assign \$137  = ~ \$136 ;
+  assign \$138  = \$133  & \$137 ;
+  assign \$139  = owed1_quiet != 3'h4;
+  assign \$140  = owed1_quiet + 1'h1;
+  assign \$141  = credits__1 + credits1_gained;
+  assign \$142  = \$141  - credits1_spent;
+  assign \$143  = owed1 + freed__1;
+  assign \$144  = \$143  - owed1_returned;
+  assign \$149  = i__valid & i__ready;
+  assign \$150  = ~ slot_credit;
+  assign \$151  = slot_length - 1'h1;
+  assign \$153  = $signed(\$152 ) + $signed(2'h1);
+  assign \$154  = slot_length - 1'h1;
+  assign \$156  = $signed(\$155 ) >= $signed(1'h0);
+  assign \$157  = slot_length - 1'h1;
+  assign \$159  = $signed(\$158 ) >= $signed(2'h1);
+  assign \$160  = slot_length - 1'h1;
+  assign \$162  = $signed(\$161 ) >= $signed(3'h2);
+  assign \$163  = slot_length - 1'h1;
+  assign \$165  = $signed(\$164 ) >= $signed(3'h3);
+  assign \$166  = slot_length - 1'h1;
+  assign \$168  = $signed(\$167 ) >= $signed(4'h4);
+  assign \$169  = slot_length - 1'h1;
+  assign \$171  = $signed(\$170 ) >= $signed(4'h5);
+  assign \$172  = slot_length - 1'h1;
+  assign \$174  = $signed(\$173 ) >= $signed(4'h6);
+  assign \$175  = slot_length - 1'h1;
+  assign \$177  = $signed(\$176 ) >= $signed(4'h7);
+  assign \$178  = slot_length - 1'h1;
+  assign \$180  = $signed(\$179 ) >= $signed(5'h08);
+  assign \$181  = slot_length - 1'h1;
+  assign \$183  = $signed(\$182 ) >= $signed(5'h09);
+  assign \$184  = slot_length - 1'h1;
+  assign \$186  = $signed(\$185 ) >= $signed(5'h0a);
+  assign \$187  = slot_length - 1'h1;
+  assign \$189  = $signed(\$188 ) >= $signed(5'h0b);
+  assign \$190  = slot_length - 1'h1;
+  assign \$192  = $signed(\$191 ) >= $signed(5'h0c);
+  assign \$193  = slot_length - 1'h1;
+  assign \$195  = $signed(\$194 ) >= $signed(5'h0d);
+  assign \$196  = slot_length - 1'h1;
+  assign \$198  = $signed(\$197 ) >= $signed(5'h0e);
+  assign \$199  = slot_length - 1'h1;
+  assign \$201  = $signed(\$200 ) >= $signed(5'h0f);
+  assign \$202  = i__valid & i__ready;
+  assign \$203  = beats_left - 1'h1;
   always @(posedge clk)
-    owed0_quiet <= \$146 ;
+    payload_bytes <= \$204 ;
   always @(posedge clk)
-    owed1_quiet <= \$147 ;
+    header_bytes <= \$205 ;
   always @(posedge clk)
-    locked <= \$148 ;
+    busy_cycles <= \$206 ;
   always @(posedge clk)
-    lock_hdr <= \$149 ;
+    stall_cycles <= \$207 ;
   always @(posedge clk)
-    lock_credit <= \$150 ;
+    ch0_eligible <= \$208 ;
   always @(posedge clk)
-    lock_ch <= \$151 ;
+    ch0_urgent <= \$209 ;
   always @(posedge clk)
-    lock_beats <= \$152 ;
+    ch0_pending <= \$210 ;
   always @(posedge clk)
-    header_bytes <= \$153 ;
+    owed0_quiet <= \$211 ;
   always @(posedge clk)
-    rr_last <= \$154 ;
+    credits__0 <= \$212 ;
   always @(posedge clk)
-    channel <= \$155 ;
+    owed0 <= \$213 ;
   always @(posedge clk)
-    beats_left <= \$156 ;
+    ch1_eligible <= \$214 ;
   always @(posedge clk)
-    last_bytes <= \$157 ;
+    ch1_urgent <= \$215 ;
   always @(posedge clk)
-    last_keep <= \$158 ;
+    ch1_pending <= \$216 ;
   always @(posedge clk)
-    tx_fsm_state <= \$159 ;
+    owed1_quiet <= \$217 ;
   always @(posedge clk)
-    payload_bytes <= \$160 ;
+    credits__1 <= \$218 ;
   always @(posedge clk)
-    credits0 <= \$161 ;
+    owed1 <= \$219 ;
   always @(posedge clk)
-    owed0 <= \$162 ;
+    slot_fresh <= \$220 ;
   always @(posedge clk)
-    credits1 <= \$163 ;
+    slot_valid <= \$221 ;
   always @(posedge clk)
-    owed1 <= \$164 ;
+    slot_credit <= \$222 ;
   always @(posedge clk)
-    busy_cycles <= \$165 ;
+    slot_ch <= \$223 ;
   always @(posedge clk)
-    stall_cycles <= \$166 ;
+    slot_tag <= \$224 ;
+  always @(posedge clk)
+    slot_length <= \$225 ;
+  always @(posedge clk)
+    slot_beats <= \$226 ;
+  always @(posedge clk)
+    rr_last <= \$227 ;
+  always @(posedge clk)
+    cur <= \$228 ;
+  always @(posedge clk)
+    beats_left <= \$229 ;
+  always @(posedge clk)
+    last_bytes <= \$230 ;
+  always @(posedge clk)
+    last_keep <= \$231 ;
+  always @(posedge clk)
+    tx_fsm_state <= \$232 ;
   \ace_nic_small.tx1.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$2029$0 (pick_ch),
-    .\port$2030$0 (pick_type),
-    .\port$2031$0 (pick_length),
-    .\port$2032$0 (pick_tag)
+    .\port$2409$0 (slot_credit),
+    .\port$2411$0 (slot_ch),
+    .\port$2413$0 (slot_tag),
+    .\port$2415$0 (slot_length)
+  );
+  \ace_nic_small.tx1.out_skid  out_skid (
+    .clk(clk),
+    .i__payload(i__payload),
+    .i__ready(i__ready),
+    .i__valid(i__valid),
+    .o__payload(o__payload),
+    .o__ready(o__ready),
+    .o__valid(link__tvalid),
+    .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (pick_ch)
+    casez (cur)
       1'h0:
-          \$14  = owed0;
+          \$29  = data__0__valid;
       1'h1:
-          \$14  = owed1;
+          \$29  = data__1__valid;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (pick_ch)
+    casez (cur)
       1'h0:
-          \$15  = cmd0__payload[8:1];
+          \$30  = data__0__payload;
       1'h1:
-          \$15  = cmd1__payload[8:1];
+          \$30  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (pick_ch)
+    casez (cur)
       1'h0:
-          \$16  = cmd0__payload[19:9];
+          \$32  = data__0__payload;
       1'h1:
-          \$16  = cmd1__payload[19:9];
+          \$32  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (pick_ch)
+    casez (cur)
       1'h0:
-          \$17  = \$2 [6:0];
+          \$34  = data__0__payload;
       1'h1:
-          \$17  = \$7 [6:0];
+          \$34  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$20  = data0__valid;
+          \$36  = data__0__payload;
       1'h1:
-          \$20  = data1__valid;
+          \$36  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$21  = data0__payload;
+          \$38  = data__0__payload;
       1'h1:
-          \$21  = data1__payload;
+          \$38  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$23  = data0__payload;
+          \$40  = data__0__payload;
       1'h1:
-          \$23  = data1__payload;
+          \$40  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$25  = data0__payload;
+          \$42  = data__0__payload;
       1'h1:
-          \$25  = data1__payload;
+          \$42  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$27  = data0__payload;
+          \$44  = data__0__payload;
       1'h1:
-          \$27  = data1__payload;
+          \$44  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$29  = data0__payload;
+          \$46  = data__0__payload;
       1'h1:
-          \$29  = data1__payload;
+          \$46  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$31  = data0__payload;
+          \$48  = data__0__payload;
       1'h1:
-          \$31  = data1__payload;
+          \$48  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$33  = data0__payload;
+          \$50  = data__0__payload;
       1'h1:
-          \$33  = data1__payload;
+          \$50  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$35  = data0__payload;
+          \$52  = data__0__payload;
       1'h1:
-          \$35  = data1__payload;
+          \$52  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$37  = data0__payload;
+          \$54  = data__0__payload;
       1'h1:
-          \$37  = data1__payload;
+          \$54  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$39  = data0__payload;
+          \$56  = data__0__payload;
       1'h1:
-          \$39  = data1__payload;
+          \$56  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$41  = data0__payload;
+          \$58  = data__0__payload;
       1'h1:
-          \$41  = data1__payload;
+          \$58  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (cur)
       1'h0:
-          \$43  = data0__payload;
+          \$60  = data__0__payload;
       1'h1:
-          \$43  = data1__payload;
+          \$60  = data__1__payload;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (grant_ch)
       1'h0:
-          \$45  = data0__payload;
+          \$145  = owed0;
       1'h1:
-          \$45  = data1__payload;
+          \$145  = owed1;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (grant_ch)
       1'h0:
-          \$47  = data0__payload;
+          \$146  = cmd__0__payload[8:1];
       1'h1:
-          \$47  = data1__payload;
+          \$146  = cmd__1__payload[8:1];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (grant_ch)
       1'h0:
-          \$49  = data0__payload;
+          \$147  = cmd__0__payload[19:9];
       1'h1:
-          \$49  = data1__payload;
+          \$147  = cmd__1__payload[19:9];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    casez (channel)
+    casez (grant_ch)
       1'h0:
-          \$51  = data0__payload;
+          \$148  = \$2 [6:0];
       1'h1:
-          \$51  = data1__payload;
+          \$148  = \$13 [6:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    credits0_gained = 6'h00;
+    if (\$4 ) begin
+      credits0_gained = credit_in_count;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    credits0_spent = 7'h00;
+    if (\$8 ) begin
+      credits0_spent = slot_beats;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    owed0_returned = 6'h00;
+    if (\$11 ) begin
+      owed0_returned = slot_length[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    credits1_gained = 6'h00;
+    if (\$15 ) begin
+      credits1_gained = credit_in_count;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    credits1_spent = 7'h00;
+    if (\$19 ) begin
+      credits1_spent = slot_beats;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    owed1_returned = 6'h00;
+    if (\$22 ) begin
+      owed1_returned = slot_length[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     rr_pick = 1'h0;
     (* full_case = 32'd1 *)
     casez (rr_last)
       1'h0:
         begin
-          if (cmd0_eligible) begin
+          if (ch0_eligible) begin
             rr_pick = 1'h0;
           end
-          if (cmd1_eligible) begin
+          if (ch1_eligible) begin
             rr_pick = 1'h1;
           end
         end
       1'h1:
         begin
-          if (cmd1_eligible) begin
+          if (ch1_eligible) begin
             rr_pick = 1'h1;
           end
-          if (cmd0_eligible) begin
+          if (ch0_eligible) begin
             rr_pick = 1'h0;
           end
         end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     urgent_pick = 1'h0;
-    if (owed1_urgent) begin
+    if (ch1_urgent) begin
       urgent_pick = 1'h1;
     end
-    if (owed0_urgent) begin
+    if (ch0_urgent) begin
       urgent_pick = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     pending_pick = 1'h0;
-    if (owed1_pending) begin
+    if (ch1_pending) begin
       pending_pick = 1'h1;
     end
-    if (owed0_pending) begin
+    if (ch0_pending) begin
       pending_pick = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    pick_valid = 1'h0;
-    if (\$11 ) begin
-      pick_valid = 1'h1;
-    end else if (\$12 ) begin
-      pick_valid = 1'h1;
-    end else if (\$13 ) begin
-      pick_valid = 1'h1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    grant = 1'h0;
+    if (\$23 ) begin
+      if (\$24 ) begin
+        grant = 1'h1;
+      end else if (\$25 ) begin
+        grant = 1'h1;
+      end else if (\$26 ) begin
+        grant = 1'h1;
+      end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    pick_credit = 1'h0;
-    if (\$11 ) begin
-      pick_credit = 1'h1;
-    end else if (\$12 ) begin
-    end else if (\$13 ) begin
-      pick_credit = 1'h1;
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    grant_credit = 1'h0;
+    if (\$23 ) begin
+      if (\$24 ) begin
+        grant_credit = 1'h1;
+      end else if (\$25 ) begin
+      end else if (\$26 ) begin
+        grant_credit = 1'h1;
+      end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    pick_ch = 1'h0;
-    if (\$11 ) begin
-      pick_ch = urgent_pick;
-    end else if (\$12 ) begin
-      pick_ch = rr_pick;
-    end else if (\$13 ) begin
-      pick_ch = pending_pick;
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    grant_ch = 1'h0;
+    if (\$23 ) begin
+      if (\$24 ) begin
+        grant_ch = urgent_pick;
+      end else if (\$25 ) begin
+        grant_ch = rr_pick;
+      end else if (\$26 ) begin
+        grant_ch = pending_pick;
+      end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    cmd__0__ready = 1'h0;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+      end else begin
+        cmd__0__ready = \$27 ;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    cmd__1__ready = 1'h0;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+      end else begin
+        cmd__1__ready = \$28 ;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    if (pick_credit) begin
-      pick_type = 2'h1;
+    if (is_last) begin
+      keep = last_keep;
     end else begin
-      pick_type = 2'h0;
+      keep = 16'hffff;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    (* full_case = 32'd1 *)
-    if (pick_credit) begin
-      pick_length = { 11'h000, \$14  };
-    end else begin
-      pick_length = { 6'h00, \$16  };
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    pick_tag = 8'h00;
-    (* full_case = 32'd1 *)
-    if (pick_credit) begin
-    end else begin
-      pick_tag = \$15 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    pick_beats = 7'h00;
-    (* full_case = 32'd1 *)
-    if (pick_credit) begin
-    end else begin
-      pick_beats = \$17 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr = lock_hdr;
-    end else begin
-      hdr = pick_hdr;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr_valid = 1'h1;
-    end else begin
-      hdr_valid = pick_valid;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr_credit = lock_credit;
-    end else begin
-      hdr_credit = pick_credit;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr_ch = lock_ch;
-    end else begin
-      hdr_ch = pick_ch;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    (* full_case = 32'd1 *)
-    if (locked) begin
-      hdr_beats = lock_beats;
-    end else begin
-      hdr_beats = pick_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
-          link__tvalid = hdr_valid;
+          i__valid = slot_valid;
       1'h1:
-          link__tvalid = \$20 ;
+          i__valid = \$29 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    i__payload[150:145] = 6'h00;
     (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          link__tdata = { 64'h0000000000000000, hdr };
-      1'h1:
-          link__tdata = { \$52 , \$50 , \$48 , \$46 , \$44 , \$42 , \$40 , \$38 , \$36 , \$34 , \$32 , \$30 , \$28 , \$26 , \$24 , \$22  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          link__tkeep = 16'hffff;
-      1'h1:
-          link__tkeep = keep;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          link__tlast = hdr_credit;
-      1'h1:
-          link__tlast = is_last;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    sent_credit = 1'h0;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            if (hdr_credit) begin
-              sent_credit = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    sent_data = 1'h0;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              sent_data = 1'h1;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    cmd0__ready = 1'h0;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              cmd0__ready = \$18 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    cmd1__ready = 1'h0;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              cmd1__ready = \$19 ;
-            end
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    active = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          active = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    keep = 16'h0000;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          (* full_case = 32'd1 *)
-          if (is_last) begin
-            keep = last_keep;
-          end else begin
-            keep = 16'hffff;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    data0__ready = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          data0__ready = \$54 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    data1__ready = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          data1__ready = \$56 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    credits0_gained = 6'h00;
-    if (\$58 ) begin
-      credits0_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    credits0_spent = 7'h00;
-    if (\$60 ) begin
-      credits0_spent = hdr_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    owed0_returned = 6'h00;
-    if (\$62 ) begin
-      owed0_returned = hdr[37:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    credits1_gained = 6'h00;
-    if (\$64 ) begin
-      credits1_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    credits1_spent = 7'h00;
-    if (\$66 ) begin
-      credits1_spent = hdr_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    owed1_returned = 6'h00;
-    if (\$68 ) begin
-      owed1_returned = hdr[37:32];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$146  = owed0_quiet;
-    if (freed0) begin
-      \$146  = 3'h0;
-    end else if (\$71 ) begin
-      \$146  = \$72 [2:0];
-    end
-    if (rst) begin
-      \$146  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$147  = owed1_quiet;
-    if (freed1) begin
-      \$147  = 3'h0;
-    end else if (\$73 ) begin
-      \$147  = \$74 [2:0];
-    end
-    if (rst) begin
-      \$147  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$148  = locked;
     casez (tx_fsm_state)
       1'h0:
         begin
-          if (\$78 ) begin
-            \$148  = 1'h1;
-          end
-          if (take) begin
-            \$148  = 1'h0;
-          end
+          i__payload[127:0] = { 64'h0000000000000000, check, 7'h00, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
+          i__payload[143:128] = 16'hffff;
+          i__payload[144] = slot_credit;
+          i__payload[145] = 1'h1;
+        end
+      1'h1:
+        begin
+          i__payload[127:0] = { \$61 , \$59 , \$57 , \$55 , \$53 , \$51 , \$49 , \$47 , \$45 , \$43 , \$41 , \$39 , \$37 , \$35 , \$33 , \$31  };
+          i__payload[143:128] = keep;
+          i__payload[144] = is_last;
+          i__payload[150:146] = \$62 ;
         end
     endcase
-    if (rst) begin
-      \$148  = 1'h0;
-    end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$149  = lock_hdr;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$78 ) begin
-            \$149  = pick_hdr;
-          end
-    endcase
-    if (rst) begin
-      \$149  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$150  = lock_credit;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$78 ) begin
-            \$150  = pick_credit;
-          end
-    endcase
-    if (rst) begin
-      \$150  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$151  = lock_ch;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$78 ) begin
-            \$151  = pick_ch;
-          end
-    endcase
-    if (rst) begin
-      \$151  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$152  = lock_beats;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$78 ) begin
-            \$152  = pick_beats;
-          end
-    endcase
-    if (rst) begin
-      \$152  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$153  = header_bytes;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            \$153  = \$79 [47:0];
-          end
-    endcase
-    if (rst) begin
-      \$153  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$154  = rr_last;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$154  = hdr_ch;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$154  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$155  = channel;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$155  = hdr_ch;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$156  = beats_left;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$156  = hdr_beats;
-            end
-          end
-      1'h1:
-          if (take) begin
-            \$156  = \$131 [6:0];
-          end
-    endcase
-    if (rst) begin
-      \$156  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$157  = last_bytes;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$157  = \$82 [4:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$157  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$158  = last_keep;
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$158 [0] = \$85 ;
-              \$158 [1] = \$88 ;
-              \$158 [2] = \$91 ;
-              \$158 [3] = \$94 ;
-              \$158 [4] = \$97 ;
-              \$158 [5] = \$100 ;
-              \$158 [6] = \$103 ;
-              \$158 [7] = \$106 ;
-              \$158 [8] = \$109 ;
-              \$158 [9] = \$112 ;
-              \$158 [10] = \$115 ;
-              \$158 [11] = \$118 ;
-              \$158 [12] = \$121 ;
-              \$158 [13] = \$124 ;
-              \$158 [14] = \$127 ;
-              \$158 [15] = \$130 ;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$158  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$159  = tx_fsm_state;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (hdr_credit) begin
-            end else begin
-              \$159  = 1'h1;
-            end
-          end
-      1'h1:
-          if (take) begin
-            if (is_last) begin
-              \$159  = 1'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$159  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$160  = payload_bytes;
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    data__0__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
           /* empty */;
       1'h1:
-          if (take) begin
-            (* full_case = 32'd1 *)
-            if (is_last) begin
-              \$160  = \$132 [47:0];
-            end else begin
-              \$160  = \$133 [47:0];
+          data__0__ready = \$64 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    data__1__ready = 1'h0;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          /* empty */;
+      1'h1:
+          data__1__ready = \$66 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$204  = payload_bytes;
+    if (take) begin
+      \$204  = \$81 [47:0];
+    end
+    if (rst) begin
+      \$204  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$205  = header_bytes;
+    if (take) begin
+      if (o__payload[145]) begin
+        \$205  = \$82 [47:0];
+      end
+    end
+    if (rst) begin
+      \$205  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$206  = \$83 [47:0];
+    if (rst) begin
+      \$206  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$207  = \$86 [47:0];
+    if (rst) begin
+      \$207  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$208  = \$95 ;
+    if (rst) begin
+      \$208  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$209  = \$101 ;
+    if (rst) begin
+      \$209  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$210  = \$109 ;
+    if (rst) begin
+      \$210  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$211  = owed0_quiet;
+    if (freed__0) begin
+      \$211  = 3'h0;
+    end else if (\$110 ) begin
+      \$211  = \$111 [2:0];
+    end
+    if (rst) begin
+      \$211  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$212  = \$113 [5:0];
+    if (rst) begin
+      \$212  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$213  = \$115 [5:0];
+    if (rst) begin
+      \$213  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$214  = \$124 ;
+    if (rst) begin
+      \$214  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$215  = \$130 ;
+    if (rst) begin
+      \$215  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$216  = \$138 ;
+    if (rst) begin
+      \$216  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$217  = owed1_quiet;
+    if (freed__1) begin
+      \$217  = 3'h0;
+    end else if (\$139 ) begin
+      \$217  = \$140 [2:0];
+    end
+    if (rst) begin
+      \$217  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$218  = \$142 [5:0];
+    if (rst) begin
+      \$218  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$219  = \$144 [5:0];
+    if (rst) begin
+      \$219  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$220  = grant;
+    if (rst) begin
+      \$220  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$221  = slot_valid;
+    if (grant) begin
+      \$221  = 1'h1;
+    end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            \$221  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$221  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$222  = slot_credit;
+    if (grant) begin
+      \$222  = grant_credit;
+    end
+    if (rst) begin
+      \$222  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$223  = slot_ch;
+    if (grant) begin
+      \$223  = grant_ch;
+    end
+    if (rst) begin
+      \$223  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$224  = slot_tag;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$224  = 8'h00;
+      end else begin
+        \$224  = \$146 ;
+      end
+    end
+    if (rst) begin
+      \$224  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$225  = slot_length;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$225  = { 11'h000, \$145  };
+      end else begin
+        \$225  = { 6'h00, \$147  };
+      end
+    end
+    if (rst) begin
+      \$225  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$226  = slot_beats;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$226  = 7'h00;
+      end else begin
+        \$226  = \$148 ;
+      end
+    end
+    if (rst) begin
+      \$226  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$227  = rr_last;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+      end else begin
+        \$227  = grant_ch;
+      end
+    end
+    if (rst) begin
+      \$227  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$228  = cur;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$228  = slot_ch;
             end
           end
     endcase
     if (rst) begin
-      \$160  = 48'h000000000000;
+      \$228  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$161  = \$135 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$229  = beats_left;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$229  = slot_beats;
+            end
+          end
+      1'h1:
+          if (\$202 ) begin
+            \$229  = \$203 [6:0];
+          end
+    endcase
     if (rst) begin
-      \$161  = 6'h20;
+      \$229  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$162  = \$137 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$230  = last_bytes;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$230  = \$153 [4:0];
+            end
+          end
+    endcase
     if (rst) begin
-      \$162  = 6'h00;
+      \$230  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$163  = \$139 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$231  = last_keep;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$231 [0] = \$156 ;
+              \$231 [1] = \$159 ;
+              \$231 [2] = \$162 ;
+              \$231 [3] = \$165 ;
+              \$231 [4] = \$168 ;
+              \$231 [5] = \$171 ;
+              \$231 [6] = \$174 ;
+              \$231 [7] = \$177 ;
+              \$231 [8] = \$180 ;
+              \$231 [9] = \$183 ;
+              \$231 [10] = \$186 ;
+              \$231 [11] = \$189 ;
+              \$231 [12] = \$192 ;
+              \$231 [13] = \$195 ;
+              \$231 [14] = \$198 ;
+              \$231 [15] = \$201 ;
+            end
+          end
+    endcase
     if (rst) begin
-      \$163  = 6'h20;
+      \$231  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$164  = \$141 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$232  = tx_fsm_state;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$232  = 1'h1;
+            end
+          end
+      1'h1:
+          if (\$202 ) begin
+            if (is_last) begin
+              \$232  = 1'h0;
+            end
+          end
+    endcase
     if (rst) begin
-      \$164  = 6'h00;
+      \$232  = 1'h0;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$165  = \$142 [47:0];
-    if (rst) begin
-      \$165  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$166  = \$145 [47:0];
-    if (rst) begin
-      \$166  = 48'h000000000000;
-    end
-  end
-  assign credits0_q = credits0;
+  assign o__valid = link__tvalid;
+  assign link__tdata = o__payload[127:0];
+  assign link__tkeep = o__payload[143:128];
+  assign link__tlast = o__payload[144];
+  assign link__tready = o__ready;
+  assign credits0_q = credits__0;
   assign cmd0_beats = \$2 [6:0];
-  assign credits1_q = credits1;
-  assign cmd1_beats = \$7 [6:0];
-  assign pick_ch4 = { 3'h0, pick_ch };
-  assign header = { 15'h0000, pick_length, pick_tag, 7'h00, pick_ch, node_id, pick_type, 6'h0a };
-  assign cur = channel;
-  assign \cmd0__payload.link  = cmd0__payload[0];
-  assign \cmd0__payload.tag  = cmd0__payload[8:1];
-  assign \cmd0__payload.length  = cmd0__payload[19:9];
-  assign \cmd1__payload.link  = cmd1__payload[0];
-  assign \cmd1__payload.tag  = cmd1__payload[8:1];
-  assign \cmd1__payload.length  = cmd1__payload[19:9];
+  assign credits1_q = credits__1;
+  assign cmd1_beats = \$13 [6:0];
+  assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
+  assign \port$2433$0  = o__payload[144:0];
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.last  = o__payload[144];
+  assign \o__payload.header  = o__payload[145];
+  assign \o__payload.bytes  = o__payload[150:146];
+  assign \cmd__0__payload.link  = cmd__0__payload[0];
+  assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
+  assign \cmd__0__payload.length  = cmd__0__payload[19:9];
+  assign \cmd__1__payload.link  = cmd__1__payload[0];
+  assign \cmd__1__payload.tag  = cmd__1__payload[8:1];
+  assign \cmd__1__payload.length  = cmd__1__payload[19:9];
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = pick_type;
+  assign \header.ptype  = { 1'h0, slot_credit };
   assign \header.src  = node_id;
-  assign \header.channel  = { 3'h0, pick_ch };
+  assign \header.channel  = { 3'h0, slot_ch };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = pick_tag;
-  assign \header.length  = pick_length;
+  assign \header.tag  = slot_tag;
+  assign \header.length  = slot_length;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
-  assign \pick_hdr.magic  = pick_hdr[3:0];
-  assign \pick_hdr.version  = pick_hdr[5:4];
-  assign \pick_hdr.ptype  = pick_hdr[7:6];
-  assign \pick_hdr.src  = pick_hdr[15:8];
-  assign \pick_hdr.channel  = pick_hdr[19:16];
-  assign \pick_hdr.rsvd0  = pick_hdr[23:20];
-  assign \pick_hdr.tag  = pick_hdr[31:24];
-  assign \pick_hdr.length  = pick_hdr[48:32];
-  assign \pick_hdr.rsvd1  = pick_hdr[55:49];
-  assign \pick_hdr.check  = pick_hdr[63:56];
-  assign \hdr.magic  = hdr[3:0];
-  assign \hdr.version  = hdr[5:4];
-  assign \hdr.ptype  = hdr[7:6];
-  assign \hdr.src  = hdr[15:8];
-  assign \hdr.channel  = hdr[19:16];
-  assign \hdr.rsvd0  = hdr[23:20];
-  assign \hdr.tag  = hdr[31:24];
-  assign \hdr.length  = hdr[48:32];
-  assign \hdr.rsvd1  = hdr[55:49];
-  assign \hdr.check  = hdr[63:56];
-  assign \lock_hdr.magic  = lock_hdr[3:0];
-  assign \lock_hdr.version  = lock_hdr[5:4];
-  assign \lock_hdr.ptype  = lock_hdr[7:6];
-  assign \lock_hdr.src  = lock_hdr[15:8];
-  assign \lock_hdr.channel  = lock_hdr[19:16];
-  assign \lock_hdr.rsvd0  = lock_hdr[23:20];
-  assign \lock_hdr.tag  = lock_hdr[31:24];
-  assign \lock_hdr.length  = lock_hdr[48:32];
-  assign \lock_hdr.rsvd1  = lock_hdr[55:49];
-  assign \lock_hdr.check  = lock_hdr[63:56];
-  assign \data0__payload.data  = data0__payload;
-  assign \data1__payload.data  = data1__payload;
-  assign pick_hdr[63:56] = check;
-  assign pick_hdr[55:0] = { 7'h00, pick_length, pick_tag, 7'h00, pick_ch, node_id, pick_type, 6'h0a };
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.last  = i__payload[144];
+  assign \i__payload.header  = i__payload[145];
+  assign \i__payload.bytes  = i__payload[150:146];
+  assign \data__0__payload.data  = data__0__payload;
+  assign \data__1__payload.data  = data__1__payload;
   assign \$2  = { 4'h0, \$1 [11:4] };
-  assign \$7  = { 4'h0, \$6 [11:4] };
-  assign \$19  = hdr_ch;
-  assign \$55  = channel;
-  assign \$65  = hdr_ch;
-  assign \$67  = hdr_ch;
-  assign \$70  = tx_fsm_state;
-  assign \$81 [11:4] = 8'h00;
-  assign \$81 [3:0] = \$80 [3:0];
-  assign \$84 [11:4] = 8'h00;
-  assign \$84 [3:0] = \$83 [3:0];
-  assign \$87 [11:4] = 8'h00;
-  assign \$87 [3:0] = \$86 [3:0];
-  assign \$90 [11:4] = 8'h00;
-  assign \$90 [3:0] = \$89 [3:0];
-  assign \$93 [11:4] = 8'h00;
-  assign \$93 [3:0] = \$92 [3:0];
-  assign \$96 [11:4] = 8'h00;
-  assign \$96 [3:0] = \$95 [3:0];
-  assign \$99 [11:4] = 8'h00;
-  assign \$99 [3:0] = \$98 [3:0];
-  assign \$102 [11:4] = 8'h00;
-  assign \$102 [3:0] = \$101 [3:0];
-  assign \$105 [11:4] = 8'h00;
-  assign \$105 [3:0] = \$104 [3:0];
-  assign \$108 [11:4] = 8'h00;
-  assign \$108 [3:0] = \$107 [3:0];
-  assign \$111 [11:4] = 8'h00;
-  assign \$111 [3:0] = \$110 [3:0];
-  assign \$114 [11:4] = 8'h00;
-  assign \$114 [3:0] = \$113 [3:0];
-  assign \$117 [11:4] = 8'h00;
-  assign \$117 [3:0] = \$116 [3:0];
-  assign \$120 [11:4] = 8'h00;
-  assign \$120 [3:0] = \$119 [3:0];
-  assign \$123 [11:4] = 8'h00;
-  assign \$123 [3:0] = \$122 [3:0];
-  assign \$126 [11:4] = 8'h00;
-  assign \$126 [3:0] = \$125 [3:0];
-  assign \$129 [11:4] = 8'h00;
-  assign \$129 [3:0] = \$128 [3:0];
+  assign \$13  = { 4'h0, \$12 [11:4] };
+  assign \$16  = slot_ch;
+  assign \$20  = slot_ch;
+  assign \$28  = grant_ch;
+  assign \$65  = cur;
+  assign \$80  = tx_fsm_state;
+  assign \$75  = slot_ch;
+  assign \$77  = cur;
+  assign \$87  = { 3'h0, credits__0, 4'h0 };
+  assign \$116  = { 3'h0, credits__1, 4'h0 };
+  assign \$119  = slot_ch;
+  assign \$126  = slot_ch;
+  assign \$134  = slot_ch;
+  assign \$152 [17:4] = 14'h0000;
+  assign \$152 [3:0] = \$151 [3:0];
+  assign \$155 [17:4] = 14'h0000;
+  assign \$155 [3:0] = \$154 [3:0];
+  assign \$158 [17:4] = 14'h0000;
+  assign \$158 [3:0] = \$157 [3:0];
+  assign \$161 [17:4] = 14'h0000;
+  assign \$161 [3:0] = \$160 [3:0];
+  assign \$164 [17:4] = 14'h0000;
+  assign \$164 [3:0] = \$163 [3:0];
+  assign \$167 [17:4] = 14'h0000;
+  assign \$167 [3:0] = \$166 [3:0];
+  assign \$170 [17:4] = 14'h0000;
+  assign \$170 [3:0] = \$169 [3:0];
+  assign \$173 [17:4] = 14'h0000;
+  assign \$173 [3:0] = \$172 [3:0];
+  assign \$176 [17:4] = 14'h0000;
+  assign \$176 [3:0] = \$175 [3:0];
+  assign \$179 [17:4] = 14'h0000;
+  assign \$179 [3:0] = \$178 [3:0];
+  assign \$182 [17:4] = 14'h0000;
+  assign \$182 [3:0] = \$181 [3:0];
+  assign \$185 [17:4] = 14'h0000;
+  assign \$185 [3:0] = \$184 [3:0];
+  assign \$188 [17:4] = 14'h0000;
+  assign \$188 [3:0] = \$187 [3:0];
+  assign \$191 [17:4] = 14'h0000;
+  assign \$191 [3:0] = \$190 [3:0];
+  assign \$194 [17:4] = 14'h0000;
+  assign \$194 [3:0] = \$193 [3:0];
+  assign \$197 [17:4] = 14'h0000;
+  assign \$197 [3:0] = \$196 [3:0];
+  assign \$200 [17:4] = 14'h0000;
+  assign \$200 [3:0] = \$199 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.hdr_check (\port$2029$0 , \port$2030$0 , \port$2031$0 , \port$2032$0 , check, \port$0$2 );
+module \ace_nic_small.tx1.hdr_check (\port$2409$0 , \port$2411$0 , \port$2413$0 , \port$2415$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -8633,158 +10584,155 @@ module \ace_nic_small.tx1.hdr_check (\port$2029$0 , \port$2030$0 , \port$2031$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$2029$0 ;
-  wire \port$2029$0 ;
-  input [1:0] \port$2030$0 ;
-  wire [1:0] \port$2030$0 ;
-  input [16:0] \port$2031$0 ;
-  wire [16:0] \port$2031$0 ;
-  input [7:0] \port$2032$0 ;
-  wire [7:0] \port$2032$0 ;
+  input \port$2409$0 ;
+  wire \port$2409$0 ;
+  input \port$2411$0 ;
+  wire \port$2411$0 ;
+  input [7:0] \port$2413$0 ;
+  wire [7:0] \port$2413$0 ;
+  input [16:0] \port$2415$0 ;
+  wire [16:0] \port$2415$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$2032$0 [4];
-  assign \$14  = \$13  ^ \port$2032$0 [6];
-  assign \$15  = \$14  ^ \port$2032$0 [7];
-  assign \$16  = \$15  ^ \port$2031$0 [0];
-  assign \$17  = \$16  ^ \port$2031$0 [2];
-  assign \$18  = \$17  ^ \port$2031$0 [3];
-  assign \$19  = \$18  ^ \port$2031$0 [5];
-  assign \$20  = \$19  ^ \port$2031$0 [7];
-  assign \$21  = \$20  ^ \port$2031$0 [8];
-  assign \$22  = \$21  ^ \port$2031$0 [12];
-  assign \$23  = \$22  ^ \port$2031$0 [14];
-  assign \$24  = \$23  ^ \port$2031$0 [16];
-  assign \$31  = \$30  ^ \port$0$2 [1];
+  assign \$13  = \$12  ^ \port$2413$0 [4];
+  assign \$14  = \$13  ^ \port$2413$0 [6];
+  assign \$15  = \$14  ^ \port$2413$0 [7];
+  assign \$16  = \$15  ^ \port$2415$0 [0];
+  assign \$17  = \$16  ^ \port$2415$0 [2];
+  assign \$18  = \$17  ^ \port$2415$0 [3];
+  assign \$19  = \$18  ^ \port$2415$0 [5];
+  assign \$20  = \$19  ^ \port$2415$0 [7];
+  assign \$21  = \$20  ^ \port$2415$0 [8];
+  assign \$22  = \$21  ^ \port$2415$0 [12];
+  assign \$23  = \$22  ^ \port$2415$0 [14];
+  assign \$24  = \$23  ^ \port$2415$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$2029$0 ;
-  assign \$40  = \$39  ^ \port$2032$0 [0];
-  assign \$41  = \$40  ^ \port$2032$0 [4];
-  assign \$42  = \$41  ^ \port$2032$0 [5];
-  assign \$43  = \$42  ^ \port$2032$0 [6];
-  assign \$44  = \$43  ^ \port$2031$0 [0];
-  assign \$45  = \$44  ^ \port$2031$0 [1];
-  assign \$46  = \$45  ^ \port$2031$0 [2];
-  assign \$47  = \$46  ^ \port$2031$0 [4];
-  assign \$48  = \$47  ^ \port$2031$0 [5];
-  assign \$49  = \$48  ^ \port$2031$0 [6];
-  assign \$50  = \$49  ^ \port$2031$0 [7];
-  assign \$51  = \$50  ^ \port$2031$0 [9];
-  assign \$52  = \$51  ^ \port$2031$0 [12];
-  assign \$53  = \$52  ^ \port$2031$0 [13];
-  assign \$54  = \$53  ^ \port$2031$0 [14];
-  assign \$55  = \$54  ^ \port$2031$0 [15];
-  assign \$56  = \$55  ^ \port$2031$0 [16];
+  assign \$36  = \$35  ^ \port$2411$0 ;
+  assign \$40  = \$39  ^ \port$2413$0 [0];
+  assign \$41  = \$40  ^ \port$2413$0 [4];
+  assign \$42  = \$41  ^ \port$2413$0 [5];
+  assign \$43  = \$42  ^ \port$2413$0 [6];
+  assign \$44  = \$43  ^ \port$2415$0 [0];
+  assign \$45  = \$44  ^ \port$2415$0 [1];
+  assign \$46  = \$45  ^ \port$2415$0 [2];
+  assign \$47  = \$46  ^ \port$2415$0 [4];
+  assign \$48  = \$47  ^ \port$2415$0 [5];
+  assign \$49  = \$48  ^ \port$2415$0 [6];
+  assign \$50  = \$49  ^ \port$2415$0 [7];
+  assign \$51  = \$50  ^ \port$2415$0 [9];
+  assign \$52  = \$51  ^ \port$2415$0 [12];
+  assign \$53  = \$52  ^ \port$2415$0 [13];
+  assign \$54  = \$53  ^ \port$2415$0 [14];
+  assign \$55  = \$54  ^ \port$2415$0 [15];
+  assign \$56  = \$55  ^ \port$2415$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$2032$0 [0];
-  assign \$72  = \$71  ^ \port$2032$0 [1];
-  assign \$73  = \$72  ^ \port$2032$0 [4];
-  assign \$74  = \$73  ^ \port$2032$0 [5];
-  assign \$75  = \$74  ^ \port$2031$0 [1];
-  assign \$76  = \$75  ^ \port$2031$0 [6];
-  assign \$77  = \$76  ^ \port$2031$0 [8];
-  assign \$78  = \$77  ^ \port$2031$0 [10];
-  assign \$79  = \$78  ^ \port$2031$0 [12];
-  assign \$80  = \$79  ^ \port$2031$0 [13];
-  assign \$81  = \$80  ^ \port$2031$0 [15];
-  assign \$82  = \$81  ^ \port$2031$0 [16];
-  assign \$90  = \$89  ^ \port$0$2 [0];
+  assign \$71  = \$70  ^ \port$2413$0 [0];
+  assign \$72  = \$71  ^ \port$2413$0 [1];
+  assign \$73  = \$72  ^ \port$2413$0 [4];
+  assign \$74  = \$73  ^ \port$2413$0 [5];
+  assign \$75  = \$74  ^ \port$2415$0 [1];
+  assign \$76  = \$75  ^ \port$2415$0 [6];
+  assign \$77  = \$76  ^ \port$2415$0 [8];
+  assign \$78  = \$77  ^ \port$2415$0 [10];
+  assign \$79  = \$78  ^ \port$2415$0 [12];
+  assign \$80  = \$79  ^ \port$2415$0 [13];
+  assign \$81  = \$80  ^ \port$2415$0 [15];
+  assign \$82  = \$81  ^ \port$2415$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$2032$0 [1];
-  assign \$99  = \$98  ^ \port$2032$0 [2];
-  assign \$100  = \$99  ^ \port$2032$0 [5];
-  assign \$101  = \$100  ^ \port$2032$0 [6];
-  assign \$102  = \$101  ^ \port$2031$0 [0];
-  assign \$103  = \$102  ^ \port$2031$0 [2];
-  assign \$104  = \$103  ^ \port$2031$0 [7];
-  assign \$105  = \$104  ^ \port$2031$0 [9];
-  assign \$106  = \$105  ^ \port$2031$0 [11];
-  assign \$107  = \$106  ^ \port$2031$0 [13];
-  assign \$108  = \$107  ^ \port$2031$0 [14];
+  assign \$98  = \$97  ^ \port$2413$0 [1];
+  assign \$99  = \$98  ^ \port$2413$0 [2];
+  assign \$100  = \$99  ^ \port$2413$0 [5];
+  assign \$101  = \$100  ^ \port$2413$0 [6];
+  assign \$102  = \$101  ^ \port$2415$0 [0];
+  assign \$103  = \$102  ^ \port$2415$0 [2];
+  assign \$104  = \$103  ^ \port$2415$0 [7];
+  assign \$105  = \$104  ^ \port$2415$0 [9];
+  assign \$106  = \$105  ^ \port$2415$0 [11];
+  assign \$107  = \$106  ^ \port$2415$0 [13];
+  assign \$108  = \$107  ^ \port$2415$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$2032$0 [0];
-  assign \$125  = \$124  ^ \port$2032$0 [2];
-  assign \$126  = \$125  ^ \port$2032$0 [3];
-  assign \$127  = \$126  ^ \port$2032$0 [6];
-  assign \$128  = \$127  ^ \port$2032$0 [7];
-  assign \$129  = \$128  ^ \port$2031$0 [1];
-  assign \$130  = \$129  ^ \port$2031$0 [3];
-  assign \$131  = \$130  ^ \port$2031$0 [8];
-  assign \$132  = \$131  ^ \port$2031$0 [10];
-  assign \$133  = \$132  ^ \port$2031$0 [12];
-  assign \$134  = \$133  ^ \port$2031$0 [14];
-  assign \$135  = \$134  ^ \port$2031$0 [15];
+  assign \$124  = \$123  ^ \port$2413$0 [0];
+  assign \$125  = \$124  ^ \port$2413$0 [2];
+  assign \$126  = \$125  ^ \port$2413$0 [3];
+  assign \$127  = \$126  ^ \port$2413$0 [6];
+  assign \$128  = \$127  ^ \port$2413$0 [7];
+  assign \$129  = \$128  ^ \port$2415$0 [1];
+  assign \$130  = \$129  ^ \port$2415$0 [3];
+  assign \$131  = \$130  ^ \port$2415$0 [8];
+  assign \$132  = \$131  ^ \port$2415$0 [10];
+  assign \$133  = \$132  ^ \port$2415$0 [12];
+  assign \$134  = \$133  ^ \port$2415$0 [14];
+  assign \$135  = \$134  ^ \port$2415$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$2029$0 ;
-  assign \$151  = \$150  ^ \port$2032$0 [1];
-  assign \$152  = \$151  ^ \port$2032$0 [3];
-  assign \$153  = \$152  ^ \port$2032$0 [4];
-  assign \$154  = \$153  ^ \port$2032$0 [7];
-  assign \$155  = \$154  ^ \port$2031$0 [0];
-  assign \$156  = \$155  ^ \port$2031$0 [2];
-  assign \$157  = \$156  ^ \port$2031$0 [4];
-  assign \$158  = \$157  ^ \port$2031$0 [9];
-  assign \$159  = \$158  ^ \port$2031$0 [11];
-  assign \$160  = \$159  ^ \port$2031$0 [13];
-  assign \$161  = \$160  ^ \port$2031$0 [15];
+  assign \$148  = \$147  ^ \port$2411$0 ;
+  assign \$151  = \$150  ^ \port$2413$0 [1];
+  assign \$152  = \$151  ^ \port$2413$0 [3];
+  assign \$153  = \$152  ^ \port$2413$0 [4];
+  assign \$154  = \$153  ^ \port$2413$0 [7];
+  assign \$155  = \$154  ^ \port$2415$0 [0];
+  assign \$156  = \$155  ^ \port$2415$0 [2];
+  assign \$157  = \$156  ^ \port$2415$0 [4];
+  assign \$158  = \$157  ^ \port$2415$0 [9];
+  assign \$159  = \$158  ^ \port$2415$0 [11];
+  assign \$160  = \$159  ^ \port$2415$0 [13];
+  assign \$161  = \$160  ^ \port$2415$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$2029$0 ;
-  assign \$178  = \$177  ^ \port$2032$0 [2];
-  assign \$179  = \$178  ^ \port$2032$0 [4];
-  assign \$180  = \$179  ^ \port$2032$0 [5];
-  assign \$181  = \$180  ^ \port$2031$0 [0];
-  assign \$182  = \$181  ^ \port$2031$0 [1];
-  assign \$183  = \$182  ^ \port$2031$0 [3];
-  assign \$184  = \$183  ^ \port$2031$0 [5];
-  assign \$185  = \$184  ^ \port$2031$0 [10];
-  assign \$186  = \$185  ^ \port$2031$0 [12];
-  assign \$187  = \$186  ^ \port$2031$0 [14];
-  assign \$197  = \$196  ^ \port$0$2 [2];
+  assign \$174  = \$173  ^ \port$2411$0 ;
+  assign \$178  = \$177  ^ \port$2413$0 [2];
+  assign \$179  = \$178  ^ \port$2413$0 [4];
+  assign \$180  = \$179  ^ \port$2413$0 [5];
+  assign \$181  = \$180  ^ \port$2415$0 [0];
+  assign \$182  = \$181  ^ \port$2415$0 [1];
+  assign \$183  = \$182  ^ \port$2415$0 [3];
+  assign \$184  = \$183  ^ \port$2415$0 [5];
+  assign \$185  = \$184  ^ \port$2415$0 [10];
+  assign \$186  = \$185  ^ \port$2415$0 [12];
+  assign \$187  = \$186  ^ \port$2415$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$2032$0 [3];
-  assign \$205  = \$204  ^ \port$2032$0 [5];
-  assign \$206  = \$205  ^ \port$2032$0 [6];
-  assign \$207  = \$206  ^ \port$2031$0 [1];
-  assign \$208  = \$207  ^ \port$2031$0 [2];
-  assign \$209  = \$208  ^ \port$2031$0 [4];
-  assign \$210  = \$209  ^ \port$2031$0 [6];
-  assign \$211  = \$210  ^ \port$2031$0 [11];
-  assign \$212  = \$211  ^ \port$2031$0 [13];
-  assign \$213  = \$212  ^ \port$2031$0 [15];
+  assign \$204  = \$203  ^ \port$2413$0 [3];
+  assign \$205  = \$204  ^ \port$2413$0 [5];
+  assign \$206  = \$205  ^ \port$2413$0 [6];
+  assign \$207  = \$206  ^ \port$2415$0 [1];
+  assign \$208  = \$207  ^ \port$2415$0 [2];
+  assign \$209  = \$208  ^ \port$2415$0 [4];
+  assign \$210  = \$209  ^ \port$2415$0 [6];
+  assign \$211  = \$210  ^ \port$2415$0 [11];
+  assign \$212  = \$211  ^ \port$2415$0 [13];
+  assign \$213  = \$212  ^ \port$2415$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$2030$0 [0];
-  assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$2030$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$2409$0 ;
+  assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$2030$0 [0];
-  assign header = { 15'h0000, \port$2031$0 , \port$2032$0 , 7'h00, \port$2029$0 , \port$0$2 , \port$2030$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$2409$0 ;
+  assign header = { 15'h0000, \port$2415$0 , \port$2413$0 , 7'h00, \port$2411$0 , \port$0$2 , 1'h0, \port$2409$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = \port$2030$0 ;
+  assign \header.ptype  = { 1'h0, \port$2409$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$2029$0  };
+  assign \header.channel  = { 3'h0, \port$2411$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$2032$0 ;
-  assign \header.length  = \port$2031$0 ;
+  assign \header.tag  = \port$2413$0 ;
+  assign \header.length  = \port$2415$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -8808,6 +10756,7 @@ module \ace_nic_small.tx1.hdr_check (\port$2029$0 , \port$2030$0 , \port$2031$0 
   assign \$27  = 1'h0;
   assign \$28  = 1'h1;
   assign \$29  = \$auto$rtlil.cc:2739:Not$4 ;
+  assign \$30  = \$auto$rtlil.cc:2739:Not$4 ;
   assign \$37  = \$36 ;
   assign \$38  = \$36 ;
   assign \$39  = \$36 ;
@@ -8815,7 +10764,7 @@ module \ace_nic_small.tx1.hdr_check (\port$2029$0 , \port$2030$0 , \port$2031$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$2030$0 [0];
+  assign \$61  = \port$2409$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -8826,6 +10775,7 @@ module \ace_nic_small.tx1.hdr_check (\port$2029$0 , \port$2030$0 , \port$2031$0 
   assign \$86  = 1'h0;
   assign \$87  = 1'h1;
   assign \$88  = \$auto$rtlil.cc:2739:Not$6 ;
+  assign \$89  = \$auto$rtlil.cc:2739:Not$6 ;
   assign \$95  = \$94 ;
   assign \$96  = \$94 ;
   assign \$97  = \$94 ;
@@ -8867,6 +10817,7 @@ module \ace_nic_small.tx1.hdr_check (\port$2029$0 , \port$2030$0 , \port$2031$0 
   assign \$193  = \$auto$rtlil.cc:2739:Not$16 ;
   assign \$194  = \$auto$rtlil.cc:2739:Not$16 ;
   assign \$195  = \$auto$rtlil.cc:2739:Not$16 ;
+  assign \$196  = \$auto$rtlil.cc:2739:Not$16 ;
   assign \$200  = \$199 ;
   assign \$201  = \$199 ;
   assign \$202  = \$199 ;
@@ -8877,9 +10828,9 @@ module \ace_nic_small.tx1.hdr_check (\port$2029$0 , \port$2030$0 , \port$2031$0 
   assign \$auto$rtlil.cc:2739:Not$2  = 1'h1;
   assign \$6  = \$auto$rtlil.cc:2739:Not$18 ;
   assign \$auto$rtlil.cc:2739:Not$4  = 1'h1;
-  assign \$30  = \$auto$rtlil.cc:2739:Not$20 ;
+  assign \$31  = \$auto$rtlil.cc:2739:Not$20 ;
   assign \$auto$rtlil.cc:2739:Not$6  = 1'h0;
-  assign \$89  = \port$2030$0 [1];
+  assign \$90  = \port$0$2 [0];
   assign \$auto$rtlil.cc:2739:Not$8  = 1'h1;
   assign \$117  = \$auto$rtlil.cc:2739:Not$22 ;
   assign \$auto$rtlil.cc:2739:Not$10  = 1'h1;
@@ -8888,5 +10839,134 @@ module \ace_nic_small.tx1.hdr_check (\port$2029$0 , \port$2030$0 , \port$2031$0 
   assign \$auto$rtlil.cc:2739:Not$14  = 1'h1;
   assign \$169  = \$auto$rtlil.cc:2739:Not$24 ;
   assign \$auto$rtlil.cc:2739:Not$16  = 1'h0;
-  assign \$196  = \port$2030$0 [1];
+  assign \$197  = \port$0$2 [2];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.tx1.out_skid (clk, rst, i__ready, i__valid, i__payload, o__payload, o__valid, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$63  = 0;
+  wire \$1 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  reg [150:0] \$5 ;
+  reg \$6 ;
+  reg \$7 ;
+  reg [150:0] \$8 ;
+  input clk;
+  wire clk;
+  input [150:0] i__payload;
+  wire [150:0] i__payload;
+  wire [4:0] \i__payload.bytes ;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.header ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  output i__ready;
+  wire i__ready;
+  input i__valid;
+  wire i__valid;
+  output [150:0] o__payload;
+  reg [150:0] o__payload = 151'h00000000000000000000000000000000000000;
+  wire [4:0] \o__payload.bytes ;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.header ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  input rst;
+  wire rst;
+  reg [150:0] skid_payload = 151'h00000000000000000000000000000000000000;
+  wire [4:0] \skid_payload.bytes ;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.header ;
+  wire [15:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ o__valid;
+  assign \$2  = \$1  | o__ready;
+  assign \$3  = ~ skid_valid;
+  assign \$4  = i__valid & \$3 ;
+  always @(posedge clk)
+    o__payload <= \$5 ;
+  always @(posedge clk)
+    o__valid <= \$6 ;
+  always @(posedge clk)
+    skid_valid <= \$7 ;
+  always @(posedge clk)
+    skid_payload <= \$8 ;
+  assign i__ready = ~ skid_valid;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$5  = o__payload;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$5  = skid_payload;
+      end else begin
+        \$5  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$5  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$6  = o__valid;
+    if (\$2 ) begin
+      (* full_case = 32'd1 *)
+      if (skid_valid) begin
+        \$6  = 1'h1;
+      end else begin
+        \$6  = i__valid;
+      end
+    end
+    if (rst) begin
+      \$6  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$7  = skid_valid;
+    if (\$2 ) begin
+      if (skid_valid) begin
+        \$7  = 1'h0;
+      end
+    end else if (\$4 ) begin
+      \$7  = 1'h1;
+    end
+    if (rst) begin
+      \$7  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$8  = skid_payload;
+    if (\$2 ) begin
+    end else if (\$4 ) begin
+      \$8  = i__payload;
+    end
+    if (rst) begin
+      \$8  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.last  = o__payload[144];
+  assign \o__payload.header  = o__payload[145];
+  assign \o__payload.bytes  = o__payload[150:146];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.last  = skid_payload[144];
+  assign \skid_payload.header  = skid_payload[145];
+  assign \skid_payload.bytes  = skid_payload[150:146];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.last  = i__payload[144];
+  assign \i__payload.header  = i__payload[145];
+  assign \i__payload.bytes  = i__payload[150:146];
 endmodule

@@ -145,46 +145,46 @@ module ace_sram_small(rd0__req__valid, rd0__resp__ready, rd1__req__payload, rd1_
   wire \wr2__valid$79 ;
   \ace_sram_small.sram  sram (
     .clk(clk),
-    .r_en(rd0__resp__ready),
-    .\r_en$107 (rd4__resp__ready),
-    .\r_en$56 (rd1__resp__ready),
-    .\r_en$73 (rd2__resp__ready),
-    .\r_en$90 (rd3__resp__ready),
     .rd0__req__payload(rd0__req__payload),
+    .rd0__req__ready(rd0__req__ready),
     .rd0__req__valid(rd0__req__valid),
     .rd0__resp__payload(rd0__resp__payload),
+    .rd0__resp__ready(rd0__resp__ready),
     .rd0__resp__valid(rd0__resp__valid),
-    .rd0_granted(rd0__req__ready),
     .rd1__req__payload(rd1__req__payload),
+    .rd1__req__ready(rd1__req__ready),
     .rd1__req__valid(rd1__req__valid),
     .rd1__resp__payload(rd1__resp__payload),
+    .rd1__resp__ready(rd1__resp__ready),
     .rd1__resp__valid(rd1__resp__valid),
-    .rd1_granted(rd1__req__ready),
     .rd2__req__payload(rd2__req__payload),
+    .rd2__req__ready(rd2__req__ready),
     .rd2__req__valid(rd2__req__valid),
     .rd2__resp__payload(rd2__resp__payload),
+    .rd2__resp__ready(rd2__resp__ready),
     .rd2__resp__valid(rd2__resp__valid),
-    .rd2_granted(rd2__req__ready),
     .rd3__req__payload(rd3__req__payload),
+    .rd3__req__ready(rd3__req__ready),
     .rd3__req__valid(rd3__req__valid),
     .rd3__resp__payload(rd3__resp__payload),
+    .rd3__resp__ready(rd3__resp__ready),
     .rd3__resp__valid(rd3__resp__valid),
-    .rd3_granted(rd3__req__ready),
     .rd4__req__payload(rd4__req__payload),
+    .rd4__req__ready(rd4__req__ready),
     .rd4__req__valid(rd4__req__valid),
     .rd4__resp__payload(rd4__resp__payload),
+    .rd4__resp__ready(rd4__resp__ready),
     .rd4__resp__valid(rd4__resp__valid),
-    .rd4_granted(rd4__req__ready),
     .rst(rst),
     .wr0__payload(wr0__payload),
     .wr0__valid(wr0__valid),
-    .wr0_granted(wr0__ready),
+    .wr0_slot(wr0__ready),
     .wr1__payload(wr1__payload),
     .wr1__valid(wr1__valid),
-    .wr1_granted(wr1__ready),
+    .wr1_slot(wr1__ready),
     .wr2__payload(wr2__payload),
     .wr2__valid(wr2__valid),
-    .wr2_granted(wr2__ready)
+    .wr2_slot(wr2__ready)
   );
   assign \rd0__req__payload$41  = rd0__req__payload;
   assign \rd0__req__ready$42  = rd0__req__ready;
@@ -246,377 +246,856 @@ module ace_sram_small(rd0__req__valid, rd0__resp__ready, rd1__req__payload, rd1_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram (rd0__req__valid, r_en, rd1__req__payload, rd1__req__valid, \r_en$56 , rd2__req__payload, rd2__req__valid, \r_en$73 , rd3__req__payload, rd3__req__valid, \r_en$90 , rd4__req__payload, rd4__req__valid, \r_en$107 , wr0__payload, wr0__valid, wr1__payload, wr1__valid, wr2__payload, wr2__valid, clk
-, rst, rd0_granted, rd1_granted, rd2_granted, rd3_granted, rd4_granted, wr0_granted, wr1_granted, wr2_granted, rd0__resp__valid, rd0__resp__payload, rd1__resp__valid, rd1__resp__payload, rd2__resp__valid, rd2__resp__payload, rd3__resp__valid, rd3__resp__payload, rd4__resp__valid, rd4__resp__payload, rd0__req__payload);
+module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payload, rd1__req__valid, rd1__resp__ready, rd2__req__payload, rd2__req__valid, rd2__resp__ready, rd3__req__payload, rd3__req__valid, rd3__resp__ready, rd4__req__payload, rd4__req__valid, rd4__resp__ready, wr0__payload, wr0__valid, wr1__payload, wr1__valid, wr2__payload, wr2__valid, clk
+, rst, rd0__req__ready, rd1__req__ready, rd2__req__ready, rd3__req__ready, rd4__req__ready, wr0_slot, wr1_slot, wr2_slot, rd0__resp__payload, rd1__resp__payload, rd2__resp__payload, rd3__resp__payload, rd4__resp__payload, rd0__resp__valid, rd1__resp__valid, rd2__resp__valid, rd3__resp__valid, rd4__resp__valid, rd0__req__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [3:0] \$1 ;
+  wire [5:0] \$1 ;
   wire \$10 ;
-  wire [14:0] \$100 ;
+  wire \$100 ;
   wire \$101 ;
-  wire \$102 ;
+  wire [7:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire \$105 ;
+  wire [7:0] \$105 ;
   wire \$106 ;
   wire \$107 ;
-  wire \$108 ;
-  wire [14:0] \$109 ;
+  wire [7:0] \$108 ;
+  wire \$109 ;
   wire \$11 ;
   wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
+  wire [8:0] \$111 ;
+  wire [8:0] \$112 ;
+  wire [8:0] \$113 ;
+  wire [8:0] \$114 ;
+  wire [8:0] \$115 ;
+  wire [8:0] \$116 ;
+  wire [8:0] \$117 ;
+  wire [8:0] \$118 ;
+  wire [8:0] \$119 ;
   wire \$12 ;
   wire \$120 ;
-  wire \$121 ;
+  wire [7:0] \$121 ;
   wire \$122 ;
-  reg \$123 ;
-  reg [2:0] \$124 ;
-  reg \$125 ;
-  reg [2:0] \$126 ;
-  reg \$127 ;
-  reg [2:0] \$128 ;
-  reg \$129 ;
+  wire \$123 ;
+  wire [7:0] \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire [7:0] \$127 ;
+  wire \$128 ;
+  wire \$129 ;
   wire \$13 ;
-  reg [2:0] \$130 ;
-  reg \$131 ;
-  reg [2:0] \$132 ;
+  wire [7:0] \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire [7:0] \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire [8:0] \$136 ;
+  wire [8:0] \$137 ;
+  wire [8:0] \$138 ;
+  wire [8:0] \$139 ;
   wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
+  wire [8:0] \$140 ;
+  wire [8:0] \$141 ;
+  wire [8:0] \$142 ;
+  wire [8:0] \$143 ;
+  wire [8:0] \$144 ;
+  wire \$145 ;
+  wire [7:0] \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire [7:0] \$149 ;
+  wire [5:0] \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire [7:0] \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire [7:0] \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire [7:0] \$158 ;
+  wire \$159 ;
+  wire [6:0] \$16 ;
+  wire \$160 ;
+  wire [8:0] \$161 ;
+  wire [8:0] \$162 ;
+  wire [8:0] \$163 ;
+  wire [8:0] \$164 ;
+  wire [8:0] \$165 ;
+  wire [8:0] \$166 ;
+  wire [8:0] \$167 ;
+  wire [8:0] \$168 ;
+  wire [8:0] \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire [7:0] \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire [7:0] \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire [7:0] \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [3:0] \$19 ;
-  wire [14:0] \$2 ;
-  wire [14:0] \$20 ;
+  wire [7:0] \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire [7:0] \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire [8:0] \$186 ;
+  wire [8:0] \$187 ;
+  wire [8:0] \$188 ;
+  wire [8:0] \$189 ;
+  wire \$19 ;
+  wire [8:0] \$190 ;
+  wire [8:0] \$191 ;
+  wire [8:0] \$192 ;
+  wire [8:0] \$193 ;
+  wire [8:0] \$194 ;
+  wire \$195 ;
+  wire [7:0] \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire [7:0] \$199 ;
+  wire [6:0] \$2 ;
+  wire \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire [7:0] \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire [7:0] \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire [7:0] \$208 ;
+  wire \$209 ;
   wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
+  wire \$210 ;
+  wire [8:0] \$211 ;
+  wire [8:0] \$212 ;
+  wire [8:0] \$213 ;
+  wire [8:0] \$214 ;
+  wire [8:0] \$215 ;
+  wire [8:0] \$216 ;
+  wire [8:0] \$217 ;
+  wire [8:0] \$218 ;
+  wire [8:0] \$219 ;
+  wire [5:0] \$22 ;
+  wire \$220 ;
+  wire [7:0] \$221 ;
+  wire \$222 ;
+  wire \$223 ;
+  wire [7:0] \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire [7:0] \$227 ;
+  wire \$228 ;
+  wire \$229 ;
+  wire [6:0] \$23 ;
+  wire [7:0] \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire [7:0] \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire [8:0] \$236 ;
+  wire [8:0] \$237 ;
+  wire [8:0] \$238 ;
+  wire [8:0] \$239 ;
   wire \$24 ;
+  wire [8:0] \$240 ;
+  wire [127:0] \$241 ;
+  wire [127:0] \$242 ;
+  wire [127:0] \$243 ;
+  wire [127:0] \$244 ;
+  wire [127:0] \$245 ;
+  wire [7:0] \$246 ;
+  wire \$247 ;
+  wire [15:0] \$248 ;
+  wire [7:0] \$249 ;
   wire \$25 ;
+  wire \$250 ;
+  wire [15:0] \$251 ;
+  wire [15:0] \$252 ;
+  wire [7:0] \$253 ;
+  wire \$254 ;
+  wire [15:0] \$255 ;
+  wire [15:0] \$256 ;
+  wire [8:0] \$257 ;
+  wire [8:0] \$258 ;
+  wire [8:0] \$259 ;
   wire \$26 ;
+  wire [8:0] \$260 ;
+  wire [8:0] \$261 ;
+  wire [127:0] \$262 ;
+  wire [127:0] \$263 ;
+  wire [127:0] \$264 ;
+  wire [127:0] \$265 ;
+  wire [127:0] \$266 ;
+  wire [7:0] \$267 ;
+  wire \$268 ;
+  wire [15:0] \$269 ;
   wire \$27 ;
+  wire [7:0] \$270 ;
+  wire \$271 ;
+  wire [15:0] \$272 ;
+  wire [15:0] \$273 ;
+  wire [7:0] \$274 ;
+  wire \$275 ;
+  wire [15:0] \$276 ;
+  wire [15:0] \$277 ;
+  wire [8:0] \$278 ;
+  wire [8:0] \$279 ;
   wire \$28 ;
-  wire \$29 ;
+  wire [8:0] \$280 ;
+  wire [8:0] \$281 ;
+  wire [8:0] \$282 ;
+  wire [127:0] \$283 ;
+  wire [127:0] \$284 ;
+  wire [127:0] \$285 ;
+  wire [127:0] \$286 ;
+  wire [127:0] \$287 ;
+  wire [7:0] \$288 ;
+  wire \$289 ;
+  wire [5:0] \$29 ;
+  wire [15:0] \$290 ;
+  wire [7:0] \$291 ;
+  wire \$292 ;
+  wire [15:0] \$293 ;
+  wire [15:0] \$294 ;
+  wire [7:0] \$295 ;
+  wire \$296 ;
+  wire [15:0] \$297 ;
+  wire [15:0] \$298 ;
+  wire [8:0] \$299 ;
   wire \$3 ;
-  wire \$30 ;
+  wire [6:0] \$30 ;
+  wire [8:0] \$300 ;
+  wire [8:0] \$301 ;
+  wire [8:0] \$302 ;
+  wire [8:0] \$303 ;
+  wire [127:0] \$304 ;
+  wire [127:0] \$305 ;
+  wire [127:0] \$306 ;
+  wire [127:0] \$307 ;
+  wire [127:0] \$308 ;
+  wire [7:0] \$309 ;
   wire \$31 ;
+  wire \$310 ;
+  wire [15:0] \$311 ;
+  wire [7:0] \$312 ;
+  wire \$313 ;
+  wire [15:0] \$314 ;
+  wire [15:0] \$315 ;
+  wire [7:0] \$316 ;
+  wire \$317 ;
+  wire [15:0] \$318 ;
+  wire [15:0] \$319 ;
   wire \$32 ;
+  wire [8:0] \$320 ;
+  wire [8:0] \$321 ;
+  wire [8:0] \$322 ;
+  wire [8:0] \$323 ;
+  wire [8:0] \$324 ;
+  wire [127:0] \$325 ;
+  wire [127:0] \$326 ;
+  wire [127:0] \$327 ;
+  wire [127:0] \$328 ;
+  wire [127:0] \$329 ;
   wire \$33 ;
+  wire [7:0] \$330 ;
+  wire \$331 ;
+  wire [15:0] \$332 ;
+  wire [7:0] \$333 ;
+  wire \$334 ;
+  wire [15:0] \$335 ;
+  wire [15:0] \$336 ;
+  wire [7:0] \$337 ;
+  wire \$338 ;
+  wire [15:0] \$339 ;
   wire \$34 ;
+  wire [15:0] \$340 ;
+  wire [8:0] \$341 ;
+  wire [8:0] \$342 ;
+  wire [8:0] \$343 ;
+  wire [8:0] \$344 ;
+  wire [8:0] \$345 ;
+  wire [127:0] \$346 ;
+  wire [127:0] \$347 ;
+  wire [127:0] \$348 ;
+  wire [127:0] \$349 ;
   wire \$35 ;
-  wire \$36 ;
-  wire [3:0] \$37 ;
-  wire [14:0] \$38 ;
-  wire \$39 ;
+  wire [127:0] \$350 ;
+  wire [7:0] \$351 ;
+  wire \$352 ;
+  wire [15:0] \$353 ;
+  wire [7:0] \$354 ;
+  wire \$355 ;
+  wire [15:0] \$356 ;
+  wire [15:0] \$357 ;
+  wire [7:0] \$358 ;
+  wire \$359 ;
+  wire [8:0] \$36 ;
+  wire [15:0] \$360 ;
+  wire [15:0] \$361 ;
+  wire [8:0] \$362 ;
+  wire [8:0] \$363 ;
+  wire [8:0] \$364 ;
+  wire [8:0] \$365 ;
+  wire [8:0] \$366 ;
+  wire [127:0] \$367 ;
+  wire [127:0] \$368 ;
+  wire [127:0] \$369 ;
+  wire [8:0] \$37 ;
+  wire [127:0] \$370 ;
+  wire [127:0] \$371 ;
+  wire [7:0] \$372 ;
+  wire \$373 ;
+  wire [15:0] \$374 ;
+  wire [7:0] \$375 ;
+  wire \$376 ;
+  wire [15:0] \$377 ;
+  wire [15:0] \$378 ;
+  wire [7:0] \$379 ;
+  wire [8:0] \$38 ;
+  wire \$380 ;
+  wire [15:0] \$381 ;
+  wire [15:0] \$382 ;
+  wire [8:0] \$383 ;
+  wire [8:0] \$384 ;
+  wire [8:0] \$385 ;
+  wire [8:0] \$386 ;
+  wire [8:0] \$387 ;
+  wire [127:0] \$388 ;
+  wire [127:0] \$389 ;
+  wire [8:0] \$39 ;
+  wire [127:0] \$390 ;
+  wire [127:0] \$391 ;
+  wire [127:0] \$392 ;
+  wire [7:0] \$393 ;
+  wire \$394 ;
+  wire [15:0] \$395 ;
+  wire [7:0] \$396 ;
+  wire \$397 ;
+  wire [15:0] \$398 ;
+  wire [15:0] \$399 ;
   wire \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
+  wire [8:0] \$40 ;
+  wire [7:0] \$400 ;
+  wire \$401 ;
+  wire [15:0] \$402 ;
+  wire [15:0] \$403 ;
+  wire [14:0] \$404 ;
+  wire [14:0] \$405 ;
+  wire [14:0] \$406 ;
+  wire [14:0] \$407 ;
+  wire [14:0] \$408 ;
+  wire [14:0] \$409 ;
+  wire [8:0] \$41 ;
+  wire [14:0] \$410 ;
+  wire [14:0] \$411 ;
+  reg [7:0] \$412 ;
+  reg [7:0] \$413 ;
+  reg [7:0] \$414 ;
+  reg [7:0] \$415 ;
+  reg [7:0] \$416 ;
+  reg [127:0] \$417 ;
+  reg [127:0] \$418 ;
+  reg [127:0] \$419 ;
+  wire [8:0] \$42 ;
+  reg [127:0] \$420 ;
+  reg [127:0] \$421 ;
+  reg [127:0] \$422 ;
+  reg [127:0] \$423 ;
+  reg [127:0] \$424 ;
+  reg [4:0] \$425 ;
+  reg \$426 ;
+  reg \$427 ;
+  reg [2:0] \$428 ;
+  reg \$429 ;
+  wire [8:0] \$43 ;
+  reg [2:0] \$430 ;
+  reg \$431 ;
+  reg [2:0] \$432 ;
+  reg \$433 ;
+  reg [2:0] \$434 ;
+  reg [127:0] \$435 ;
+  reg \$436 ;
+  reg [4:0] \$437 ;
+  reg \$438 ;
+  reg \$439 ;
+  wire [8:0] \$44 ;
+  reg [2:0] \$440 ;
+  reg \$441 ;
+  reg [2:0] \$442 ;
+  reg \$443 ;
+  reg [2:0] \$444 ;
+  reg \$445 ;
+  reg [2:0] \$446 ;
+  reg [127:0] \$447 ;
+  reg \$448 ;
+  reg [4:0] \$449 ;
   wire \$45 ;
-  wire \$46 ;
+  reg \$450 ;
+  reg \$451 ;
+  reg [2:0] \$452 ;
+  reg \$453 ;
+  reg [2:0] \$454 ;
+  reg \$455 ;
+  reg [2:0] \$456 ;
+  reg \$457 ;
+  reg [2:0] \$458 ;
+  reg [127:0] \$459 ;
+  wire [7:0] \$46 ;
+  reg \$460 ;
+  reg [4:0] \$461 ;
+  reg \$462 ;
+  reg \$463 ;
+  reg [2:0] \$464 ;
+  reg \$465 ;
+  reg [2:0] \$466 ;
+  reg \$467 ;
+  reg [2:0] \$468 ;
+  reg \$469 ;
   wire \$47 ;
+  reg [2:0] \$470 ;
+  reg [127:0] \$471 ;
+  reg \$472 ;
+  reg [4:0] \$473 ;
+  reg \$474 ;
+  reg \$475 ;
+  reg [2:0] \$476 ;
+  reg \$477 ;
+  reg [2:0] \$478 ;
+  reg \$479 ;
   wire \$48 ;
-  wire \$49 ;
+  reg [2:0] \$480 ;
+  reg \$481 ;
+  reg [2:0] \$482 ;
+  reg [127:0] \$483 ;
+  reg \$484 ;
+  reg [8:0] \$485 ;
+  reg \$486 ;
+  reg [8:0] \$487 ;
+  reg \$488 ;
+  reg [8:0] \$489 ;
+  wire [7:0] \$49 ;
+  reg \$490 ;
+  reg [8:0] \$491 ;
+  reg \$492 ;
+  reg [8:0] \$493 ;
+  reg \$494 ;
+  reg [8:0] \$495 ;
+  reg \$496 ;
+  reg [8:0] \$497 ;
+  reg \$498 ;
+  reg [8:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
+  reg \$500 ;
+  reg [7:0] \$501 ;
+  reg [7:0] \$502 ;
+  reg [7:0] \$503 ;
+  reg [8:0] \$504 ;
+  reg [127:0] \$505 ;
+  reg [15:0] \$506 ;
+  reg [8:0] \$507 ;
+  reg [127:0] \$508 ;
+  reg [15:0] \$509 ;
   wire \$51 ;
-  wire \$52 ;
+  reg [8:0] \$510 ;
+  reg [127:0] \$511 ;
+  reg [15:0] \$512 ;
+  reg [8:0] \$513 ;
+  reg [127:0] \$514 ;
+  reg [15:0] \$515 ;
+  reg [8:0] \$516 ;
+  reg [127:0] \$517 ;
+  reg [15:0] \$518 ;
+  reg [8:0] \$519 ;
+  wire [7:0] \$52 ;
+  reg [127:0] \$520 ;
+  reg [15:0] \$521 ;
+  reg [8:0] \$522 ;
+  reg [127:0] \$523 ;
+  reg [15:0] \$524 ;
+  reg [8:0] \$525 ;
+  reg [127:0] \$526 ;
+  reg [15:0] \$527 ;
   wire \$53 ;
   wire \$54 ;
-  wire [3:0] \$55 ;
-  wire [14:0] \$56 ;
+  wire [7:0] \$55 ;
+  wire \$56 ;
   wire \$57 ;
-  wire \$58 ;
+  wire [7:0] \$58 ;
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
+  wire [8:0] \$61 ;
+  wire [8:0] \$62 ;
+  wire [8:0] \$63 ;
+  wire [8:0] \$64 ;
+  wire [8:0] \$65 ;
+  wire [8:0] \$66 ;
+  wire [8:0] \$67 ;
+  wire [8:0] \$68 ;
+  wire [8:0] \$69 ;
   wire \$7 ;
   wire \$70 ;
-  wire \$71 ;
+  wire [7:0] \$71 ;
   wire \$72 ;
-  wire [3:0] \$73 ;
-  wire [14:0] \$74 ;
+  wire \$73 ;
+  wire [7:0] \$74 ;
   wire \$75 ;
   wire \$76 ;
-  wire \$77 ;
+  wire [7:0] \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
+  wire [5:0] \$8 ;
+  wire [7:0] \$80 ;
   wire \$81 ;
   wire \$82 ;
-  wire \$83 ;
+  wire [7:0] \$83 ;
   wire \$84 ;
   wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire [14:0] \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
+  wire [8:0] \$86 ;
+  wire [8:0] \$87 ;
+  wire [8:0] \$88 ;
+  wire [8:0] \$89 ;
+  wire [6:0] \$9 ;
+  wire [8:0] \$90 ;
+  wire [8:0] \$91 ;
+  wire [8:0] \$92 ;
+  wire [8:0] \$93 ;
+  wire [8:0] \$94 ;
   wire \$95 ;
-  wire \$96 ;
+  wire [7:0] \$96 ;
   wire \$97 ;
   wire \$98 ;
-  wire \$99 ;
-  reg [8:0] \$signature__addr ;
-  reg [8:0] \$signature__addr$116 ;
-  reg [8:0] \$signature__addr$120 ;
-  reg [8:0] \$signature__addr$124 ;
-  reg [8:0] \$signature__addr$128 ;
-  reg [8:0] \$signature__addr$132 ;
-  reg [8:0] \$signature__addr$136 ;
-  reg [8:0] \$signature__addr$140 ;
-  reg [8:0] \$signature__addr$174 ;
-  reg [8:0] \$signature__addr$179 ;
-  reg [8:0] \$signature__addr$184 ;
-  reg [8:0] \$signature__addr$189 ;
-  reg [8:0] \$signature__addr$194 ;
-  reg [8:0] \$signature__addr$199 ;
-  reg [8:0] \$signature__addr$204 ;
-  reg [8:0] \$signature__addr$209 ;
-  wire [127:0] \$signature__data ;
-  reg [127:0] \$signature__data$175 ;
-  reg [127:0] \$signature__data$180 ;
-  reg [127:0] \$signature__data$185 ;
-  reg [127:0] \$signature__data$190 ;
-  reg [127:0] \$signature__data$195 ;
-  reg [127:0] \$signature__data$200 ;
-  reg [127:0] \$signature__data$205 ;
-  reg [127:0] \$signature__data$210 ;
-  wire [127:0] \$signature__data$27 ;
-  wire [127:0] \$signature__data$28 ;
-  wire [127:0] \$signature__data$29 ;
-  wire [127:0] \$signature__data$30 ;
-  wire [127:0] \$signature__data$31 ;
-  wire [127:0] \$signature__data$32 ;
-  wire [127:0] \$signature__data$33 ;
-  wire \$signature__en ;
-  wire \$signature__en$113 ;
-  wire \$signature__en$117 ;
-  wire \$signature__en$121 ;
-  wire \$signature__en$125 ;
-  wire \$signature__en$129 ;
-  wire \$signature__en$133 ;
-  wire \$signature__en$137 ;
-  reg [15:0] \$signature__en$176 ;
-  reg [15:0] \$signature__en$181 ;
-  reg [15:0] \$signature__en$186 ;
-  reg [15:0] \$signature__en$191 ;
-  reg [15:0] \$signature__en$196 ;
-  reg [15:0] \$signature__en$201 ;
-  reg [15:0] \$signature__en$206 ;
-  reg [15:0] \$signature__en$211 ;
+  wire [7:0] \$99 ;
+  reg bank0_read_en = 1'h0;
+  reg [8:0] bank0_read_row = 9'h000;
+  reg [127:0] bank0_word = 128'h00000000000000000000000000000000;
+  reg [127:0] bank0_write_data = 128'h00000000000000000000000000000000;
+  reg [15:0] bank0_write_en = 16'h0000;
+  reg [8:0] bank0_write_row = 9'h000;
+  reg bank1_read_en = 1'h0;
+  reg [8:0] bank1_read_row = 9'h000;
+  reg [127:0] bank1_word = 128'h00000000000000000000000000000000;
+  reg [127:0] bank1_write_data = 128'h00000000000000000000000000000000;
+  reg [15:0] bank1_write_en = 16'h0000;
+  reg [8:0] bank1_write_row = 9'h000;
+  reg bank2_read_en = 1'h0;
+  reg [8:0] bank2_read_row = 9'h000;
+  reg [127:0] bank2_word = 128'h00000000000000000000000000000000;
+  reg [127:0] bank2_write_data = 128'h00000000000000000000000000000000;
+  reg [15:0] bank2_write_en = 16'h0000;
+  reg [8:0] bank2_write_row = 9'h000;
+  reg bank3_read_en = 1'h0;
+  reg [8:0] bank3_read_row = 9'h000;
+  reg [127:0] bank3_word = 128'h00000000000000000000000000000000;
+  reg [127:0] bank3_write_data = 128'h00000000000000000000000000000000;
+  reg [15:0] bank3_write_en = 16'h0000;
+  reg [8:0] bank3_write_row = 9'h000;
+  reg bank4_read_en = 1'h0;
+  reg [8:0] bank4_read_row = 9'h000;
+  reg [127:0] bank4_word = 128'h00000000000000000000000000000000;
+  reg [127:0] bank4_write_data = 128'h00000000000000000000000000000000;
+  reg [15:0] bank4_write_en = 16'h0000;
+  reg [8:0] bank4_write_row = 9'h000;
+  reg bank5_read_en = 1'h0;
+  reg [8:0] bank5_read_row = 9'h000;
+  reg [127:0] bank5_word = 128'h00000000000000000000000000000000;
+  reg [127:0] bank5_write_data = 128'h00000000000000000000000000000000;
+  reg [15:0] bank5_write_en = 16'h0000;
+  reg [8:0] bank5_write_row = 9'h000;
+  reg bank6_read_en = 1'h0;
+  reg [8:0] bank6_read_row = 9'h000;
+  reg [127:0] bank6_word = 128'h00000000000000000000000000000000;
+  reg [127:0] bank6_write_data = 128'h00000000000000000000000000000000;
+  reg [15:0] bank6_write_en = 16'h0000;
+  reg [8:0] bank6_write_row = 9'h000;
+  reg bank7_read_en = 1'h0;
+  reg [8:0] bank7_read_row = 9'h000;
+  reg [127:0] bank7_word = 128'h00000000000000000000000000000000;
+  reg [127:0] bank7_write_data = 128'h00000000000000000000000000000000;
+  reg [15:0] bank7_write_en = 16'h0000;
+  reg [8:0] bank7_write_row = 9'h000;
   input clk;
   wire clk;
-  wire [4:0] grant;
-  wire [2:0] \grant$153 ;
-  wire [2:0] \grant$154 ;
-  wire [2:0] \grant$155 ;
-  wire [2:0] \grant$156 ;
-  wire [2:0] \grant$157 ;
-  wire [2:0] \grant$158 ;
-  wire [2:0] \grant$159 ;
-  wire [4:0] \grant$16 ;
-  wire [2:0] \grant$160 ;
-  wire [4:0] \grant$17 ;
-  wire [4:0] \grant$18 ;
-  wire [4:0] \grant$19 ;
-  wire [4:0] \grant$20 ;
-  wire [4:0] \grant$21 ;
-  wire [4:0] \grant$22 ;
-  wire [2:0] grant_index;
-  wire [2:0] \grant_index$115 ;
-  wire [2:0] \grant_index$119 ;
-  wire [2:0] \grant_index$123 ;
-  wire [2:0] \grant_index$127 ;
-  wire [2:0] \grant_index$131 ;
-  wire [2:0] \grant_index$135 ;
-  wire [2:0] \grant_index$139 ;
-  wire [1:0] \grant_index$173 ;
-  wire [1:0] \grant_index$178 ;
-  wire [1:0] \grant_index$183 ;
-  wire [1:0] \grant_index$188 ;
-  wire [1:0] \grant_index$193 ;
-  wire [1:0] \grant_index$198 ;
-  wire [1:0] \grant_index$203 ;
-  wire [1:0] \grant_index$208 ;
-  wire [2:0] level;
-  wire [2:0] \level$42 ;
-  wire [2:0] \level$59 ;
-  wire [2:0] \level$76 ;
-  wire [2:0] \level$93 ;
+  (* init = 9'h000 *)
+  wire [8:0] r_addr;
+  (* init = 9'h000 *)
+  wire [8:0] \r_addr$212 ;
+  (* init = 9'h000 *)
+  wire [8:0] \r_addr$214 ;
+  (* init = 9'h000 *)
+  wire [8:0] \r_addr$216 ;
+  (* init = 9'h000 *)
+  wire [8:0] \r_addr$218 ;
+  (* init = 9'h000 *)
+  wire [8:0] \r_addr$220 ;
+  (* init = 9'h000 *)
+  wire [8:0] \r_addr$222 ;
+  (* init = 9'h000 *)
+  wire [8:0] \r_addr$224 ;
   wire [127:0] r_data;
-  wire [127:0] \r_data$104 ;
-  wire [127:0] \r_data$53 ;
-  wire [127:0] \r_data$70 ;
-  wire [127:0] \r_data$87 ;
-  input r_en;
+  wire [127:0] \r_data$10 ;
+  wire [127:0] \r_data$12 ;
+  wire [127:0] \r_data$14 ;
+  wire [127:0] \r_data$16 ;
+  wire [127:0] \r_data$167 ;
+  wire [127:0] \r_data$177 ;
+  wire [127:0] \r_data$18 ;
+  wire [127:0] \r_data$187 ;
+  wire [127:0] \r_data$197 ;
+  wire [127:0] \r_data$20 ;
+  wire [127:0] \r_data$207 ;
+  wire [127:0] \r_data$22 ;
   wire r_en;
-  input \r_en$107 ;
-  wire \r_en$107 ;
-  input \r_en$56 ;
-  wire \r_en$56 ;
-  input \r_en$73 ;
-  wire \r_en$73 ;
-  input \r_en$90 ;
-  wire \r_en$90 ;
+  wire \r_en$179 ;
+  wire \r_en$189 ;
+  wire \r_en$199 ;
+  wire \r_en$209 ;
+  (* init = 1'h0 *)
+  wire \r_en$211 ;
+  (* init = 1'h0 *)
+  wire \r_en$213 ;
+  (* init = 1'h0 *)
+  wire \r_en$215 ;
+  (* init = 1'h0 *)
+  wire \r_en$217 ;
+  (* init = 1'h0 *)
+  wire \r_en$219 ;
+  (* init = 1'h0 *)
+  wire \r_en$221 ;
+  (* init = 1'h0 *)
+  wire \r_en$223 ;
+  (* init = 1'h0 *)
+  wire \r_en$225 ;
   wire r_rdy;
-  wire \r_rdy$106 ;
-  wire \r_rdy$55 ;
-  wire \r_rdy$72 ;
-  wire \r_rdy$89 ;
+  wire \r_rdy$178 ;
+  wire \r_rdy$188 ;
+  wire \r_rdy$198 ;
+  wire \r_rdy$208 ;
   input [11:0] rd0__req__payload;
   wire [11:0] rd0__req__payload;
+  output rd0__req__ready;
   wire rd0__req__ready;
   input rd0__req__valid;
   wire rd0__req__valid;
   output [127:0] rd0__resp__payload;
   wire [127:0] rd0__resp__payload;
+  input rd0__resp__ready;
   wire rd0__resp__ready;
   output rd0__resp__valid;
   wire rd0__resp__valid;
+  reg [2:0] rd0_bank_1 = 3'h0;
+  reg [2:0] rd0_bank_2 = 3'h0;
+  reg [2:0] rd0_bank_3 = 3'h0;
+  reg [2:0] rd0_bank_4 = 3'h0;
   wire [7:0] rd0_bank_one_hot;
-  wire rd0_credit;
-  output rd0_granted;
-  wire rd0_granted;
-  reg rd0_in_flight = 1'h0;
-  reg [2:0] rd0_in_flight_bank = 3'h0;
+  reg rd0_credit = 1'h1;
+  reg [4:0] rd0_free = 5'h10;
+  wire rd0_popped;
+  wire rd0_slot;
+  reg [7:0] rd0_slots = 8'h01;
+  wire rd0_taken;
+  reg rd0_valid_1 = 1'h0;
+  reg rd0_valid_2 = 1'h0;
+  reg rd0_valid_3 = 1'h0;
+  reg rd0_valid_4 = 1'h0;
+  reg [127:0] rd0_word = 128'h00000000000000000000000000000000;
+  reg rd0_word_valid = 1'h0;
   input [11:0] rd1__req__payload;
   wire [11:0] rd1__req__payload;
+  output rd1__req__ready;
   wire rd1__req__ready;
   input rd1__req__valid;
   wire rd1__req__valid;
   output [127:0] rd1__resp__payload;
   wire [127:0] rd1__resp__payload;
+  input rd1__resp__ready;
   wire rd1__resp__ready;
   output rd1__resp__valid;
   wire rd1__resp__valid;
+  reg [2:0] rd1_bank_1 = 3'h0;
+  reg [2:0] rd1_bank_2 = 3'h0;
+  reg [2:0] rd1_bank_3 = 3'h0;
+  reg [2:0] rd1_bank_4 = 3'h0;
   wire [7:0] rd1_bank_one_hot;
-  wire rd1_credit;
-  output rd1_granted;
-  wire rd1_granted;
-  reg rd1_in_flight = 1'h0;
-  reg [2:0] rd1_in_flight_bank = 3'h0;
+  reg rd1_credit = 1'h1;
+  reg [4:0] rd1_free = 5'h10;
+  wire rd1_popped;
+  wire rd1_slot;
+  reg [7:0] rd1_slots = 8'h02;
+  wire rd1_taken;
+  reg rd1_valid_1 = 1'h0;
+  reg rd1_valid_2 = 1'h0;
+  reg rd1_valid_3 = 1'h0;
+  reg rd1_valid_4 = 1'h0;
+  reg [127:0] rd1_word = 128'h00000000000000000000000000000000;
+  reg rd1_word_valid = 1'h0;
   input [11:0] rd2__req__payload;
   wire [11:0] rd2__req__payload;
+  output rd2__req__ready;
   wire rd2__req__ready;
   input rd2__req__valid;
   wire rd2__req__valid;
   output [127:0] rd2__resp__payload;
   wire [127:0] rd2__resp__payload;
+  input rd2__resp__ready;
   wire rd2__resp__ready;
   output rd2__resp__valid;
   wire rd2__resp__valid;
+  reg [2:0] rd2_bank_1 = 3'h0;
+  reg [2:0] rd2_bank_2 = 3'h0;
+  reg [2:0] rd2_bank_3 = 3'h0;
+  reg [2:0] rd2_bank_4 = 3'h0;
   wire [7:0] rd2_bank_one_hot;
-  wire rd2_credit;
-  output rd2_granted;
-  wire rd2_granted;
-  reg rd2_in_flight = 1'h0;
-  reg [2:0] rd2_in_flight_bank = 3'h0;
+  reg rd2_credit = 1'h1;
+  reg [4:0] rd2_free = 5'h10;
+  wire rd2_popped;
+  wire rd2_slot;
+  reg [7:0] rd2_slots = 8'h04;
+  wire rd2_taken;
+  reg rd2_valid_1 = 1'h0;
+  reg rd2_valid_2 = 1'h0;
+  reg rd2_valid_3 = 1'h0;
+  reg rd2_valid_4 = 1'h0;
+  reg [127:0] rd2_word = 128'h00000000000000000000000000000000;
+  reg rd2_word_valid = 1'h0;
   input [11:0] rd3__req__payload;
   wire [11:0] rd3__req__payload;
+  output rd3__req__ready;
   wire rd3__req__ready;
   input rd3__req__valid;
   wire rd3__req__valid;
   output [127:0] rd3__resp__payload;
   wire [127:0] rd3__resp__payload;
+  input rd3__resp__ready;
   wire rd3__resp__ready;
   output rd3__resp__valid;
   wire rd3__resp__valid;
+  reg [2:0] rd3_bank_1 = 3'h0;
+  reg [2:0] rd3_bank_2 = 3'h0;
+  reg [2:0] rd3_bank_3 = 3'h0;
+  reg [2:0] rd3_bank_4 = 3'h0;
   wire [7:0] rd3_bank_one_hot;
-  wire rd3_credit;
-  output rd3_granted;
-  wire rd3_granted;
-  reg rd3_in_flight = 1'h0;
-  reg [2:0] rd3_in_flight_bank = 3'h0;
+  reg rd3_credit = 1'h1;
+  reg [4:0] rd3_free = 5'h10;
+  wire rd3_popped;
+  wire rd3_slot;
+  reg [7:0] rd3_slots = 8'h08;
+  wire rd3_taken;
+  reg rd3_valid_1 = 1'h0;
+  reg rd3_valid_2 = 1'h0;
+  reg rd3_valid_3 = 1'h0;
+  reg rd3_valid_4 = 1'h0;
+  reg [127:0] rd3_word = 128'h00000000000000000000000000000000;
+  reg rd3_word_valid = 1'h0;
   input [11:0] rd4__req__payload;
   wire [11:0] rd4__req__payload;
+  output rd4__req__ready;
   wire rd4__req__ready;
   input rd4__req__valid;
   wire rd4__req__valid;
   output [127:0] rd4__resp__payload;
   wire [127:0] rd4__resp__payload;
+  input rd4__resp__ready;
   wire rd4__resp__ready;
   output rd4__resp__valid;
   wire rd4__resp__valid;
+  reg [2:0] rd4_bank_1 = 3'h0;
+  reg [2:0] rd4_bank_2 = 3'h0;
+  reg [2:0] rd4_bank_3 = 3'h0;
+  reg [2:0] rd4_bank_4 = 3'h0;
   wire [7:0] rd4_bank_one_hot;
-  wire rd4_credit;
-  output rd4_granted;
-  wire rd4_granted;
-  reg rd4_in_flight = 1'h0;
-  reg [2:0] rd4_in_flight_bank = 3'h0;
-  wire [4:0] requests;
-  wire [4:0] \requests$10 ;
-  wire [4:0] \requests$11 ;
-  wire [4:0] \requests$12 ;
-  wire [4:0] \requests$13 ;
-  wire [2:0] \requests$143 ;
-  wire [2:0] \requests$145 ;
-  wire [2:0] \requests$146 ;
-  wire [2:0] \requests$147 ;
-  wire [2:0] \requests$148 ;
-  wire [2:0] \requests$149 ;
-  wire [2:0] \requests$150 ;
-  wire [2:0] \requests$151 ;
-  wire [4:0] \requests$7 ;
-  wire [4:0] \requests$8 ;
-  wire [4:0] \requests$9 ;
+  reg rd4_credit = 1'h1;
+  reg [4:0] rd4_free = 5'h10;
+  wire rd4_popped;
+  wire rd4_slot;
+  reg [7:0] rd4_slots = 8'h10;
+  wire rd4_taken;
+  reg rd4_valid_1 = 1'h0;
+  reg rd4_valid_2 = 1'h0;
+  reg rd4_valid_3 = 1'h0;
+  reg rd4_valid_4 = 1'h0;
+  reg [127:0] rd4_word = 128'h00000000000000000000000000000000;
+  reg rd4_word_valid = 1'h0;
   input rst;
   wire rst;
-  wire valid;
-  wire \valid$114 ;
-  wire \valid$118 ;
-  wire \valid$122 ;
-  wire \valid$126 ;
-  wire \valid$130 ;
-  wire \valid$134 ;
-  wire \valid$138 ;
-  wire \valid$172 ;
-  wire \valid$177 ;
-  wire \valid$182 ;
-  wire \valid$187 ;
-  wire \valid$192 ;
-  wire \valid$197 ;
-  wire \valid$202 ;
-  wire \valid$207 ;
-  reg [127:0] w_data;
-  reg [127:0] \w_data$101 ;
-  reg [127:0] \w_data$50 ;
-  reg [127:0] \w_data$67 ;
-  reg [127:0] \w_data$84 ;
+  (* init = 9'h000 *)
+  wire [8:0] w_addr;
+  (* init = 9'h000 *)
+  wire [8:0] \w_addr$235 ;
+  (* init = 9'h000 *)
+  wire [8:0] \w_addr$238 ;
+  (* init = 9'h000 *)
+  wire [8:0] \w_addr$241 ;
+  (* init = 9'h000 *)
+  wire [8:0] \w_addr$244 ;
+  (* init = 9'h000 *)
+  wire [8:0] \w_addr$247 ;
+  (* init = 9'h000 *)
+  wire [8:0] \w_addr$250 ;
+  (* init = 9'h000 *)
+  wire [8:0] \w_addr$253 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] w_data;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$174 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$184 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$194 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$204 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$233 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$236 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$239 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$242 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$245 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$248 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$251 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$254 ;
   (* init = 1'h0 *)
   wire w_en;
   (* init = 1'h0 *)
-  wire \w_en$102 ;
+  wire \w_en$175 ;
   (* init = 1'h0 *)
-  wire \w_en$51 ;
+  wire \w_en$185 ;
   (* init = 1'h0 *)
-  wire \w_en$68 ;
+  wire \w_en$195 ;
   (* init = 1'h0 *)
-  wire \w_en$85 ;
+  wire \w_en$205 ;
+  (* init = 16'h0000 *)
+  wire [15:0] \w_en$234 ;
+  (* init = 16'h0000 *)
+  wire [15:0] \w_en$237 ;
+  (* init = 16'h0000 *)
+  wire [15:0] \w_en$240 ;
+  (* init = 16'h0000 *)
+  wire [15:0] \w_en$243 ;
+  (* init = 16'h0000 *)
+  wire [15:0] \w_en$246 ;
+  (* init = 16'h0000 *)
+  wire [15:0] \w_en$249 ;
+  (* init = 16'h0000 *)
+  wire [15:0] \w_en$252 ;
+  (* init = 16'h0000 *)
+  wire [15:0] \w_en$255 ;
   input [155:0] wr0__payload;
   wire [155:0] wr0__payload;
   wire [11:0] \wr0__payload.addr ;
@@ -626,8 +1105,9 @@ module \ace_sram_small.sram (rd0__req__valid, r_en, rd1__req__payload, rd1__req_
   input wr0__valid;
   wire wr0__valid;
   wire [7:0] wr0_bank_one_hot;
-  output wr0_granted;
-  wire wr0_granted;
+  output wr0_slot;
+  wire wr0_slot;
+  reg [7:0] wr0_slots = 8'h11;
   input [155:0] wr1__payload;
   wire [155:0] wr1__payload;
   wire [11:0] \wr1__payload.addr ;
@@ -637,8 +1117,9 @@ module \ace_sram_small.sram (rd0__req__valid, r_en, rd1__req__payload, rd1__req_
   input wr1__valid;
   wire wr1__valid;
   wire [7:0] wr1_bank_one_hot;
-  output wr1_granted;
-  wire wr1_granted;
+  output wr1_slot;
+  wire wr1_slot;
+  reg [7:0] wr1_slots = 8'h22;
   input [155:0] wr2__payload;
   wire [155:0] wr2__payload;
   wire [11:0] \wr2__payload.addr ;
@@ -648,5501 +1129,1803 @@ module \ace_sram_small.sram (rd0__req__valid, r_en, rd1__req__payload, rd1__req_
   input wr2__valid;
   wire wr2__valid;
   wire [7:0] wr2_bank_one_hot;
-  output wr2_granted;
-  wire wr2_granted;
-  reg [127:0] bank0 [511:0];
-  initial begin
-    bank0[0] = 128'h00000000000000000000000000000000;
-    bank0[1] = 128'h00000000000000000000000000000000;
-    bank0[2] = 128'h00000000000000000000000000000000;
-    bank0[3] = 128'h00000000000000000000000000000000;
-    bank0[4] = 128'h00000000000000000000000000000000;
-    bank0[5] = 128'h00000000000000000000000000000000;
-    bank0[6] = 128'h00000000000000000000000000000000;
-    bank0[7] = 128'h00000000000000000000000000000000;
-    bank0[8] = 128'h00000000000000000000000000000000;
-    bank0[9] = 128'h00000000000000000000000000000000;
-    bank0[10] = 128'h00000000000000000000000000000000;
-    bank0[11] = 128'h00000000000000000000000000000000;
-    bank0[12] = 128'h00000000000000000000000000000000;
-    bank0[13] = 128'h00000000000000000000000000000000;
-    bank0[14] = 128'h00000000000000000000000000000000;
-    bank0[15] = 128'h00000000000000000000000000000000;
-    bank0[16] = 128'h00000000000000000000000000000000;
-    bank0[17] = 128'h00000000000000000000000000000000;
-    bank0[18] = 128'h00000000000000000000000000000000;
-    bank0[19] = 128'h00000000000000000000000000000000;
-    bank0[20] = 128'h00000000000000000000000000000000;
-    bank0[21] = 128'h00000000000000000000000000000000;
-    bank0[22] = 128'h00000000000000000000000000000000;
-    bank0[23] = 128'h00000000000000000000000000000000;
-    bank0[24] = 128'h00000000000000000000000000000000;
-    bank0[25] = 128'h00000000000000000000000000000000;
-    bank0[26] = 128'h00000000000000000000000000000000;
-    bank0[27] = 128'h00000000000000000000000000000000;
-    bank0[28] = 128'h00000000000000000000000000000000;
-    bank0[29] = 128'h00000000000000000000000000000000;
-    bank0[30] = 128'h00000000000000000000000000000000;
-    bank0[31] = 128'h00000000000000000000000000000000;
-    bank0[32] = 128'h00000000000000000000000000000000;
-    bank0[33] = 128'h00000000000000000000000000000000;
-    bank0[34] = 128'h00000000000000000000000000000000;
-    bank0[35] = 128'h00000000000000000000000000000000;
-    bank0[36] = 128'h00000000000000000000000000000000;
-    bank0[37] = 128'h00000000000000000000000000000000;
-    bank0[38] = 128'h00000000000000000000000000000000;
-    bank0[39] = 128'h00000000000000000000000000000000;
-    bank0[40] = 128'h00000000000000000000000000000000;
-    bank0[41] = 128'h00000000000000000000000000000000;
-    bank0[42] = 128'h00000000000000000000000000000000;
-    bank0[43] = 128'h00000000000000000000000000000000;
-    bank0[44] = 128'h00000000000000000000000000000000;
-    bank0[45] = 128'h00000000000000000000000000000000;
-    bank0[46] = 128'h00000000000000000000000000000000;
-    bank0[47] = 128'h00000000000000000000000000000000;
-    bank0[48] = 128'h00000000000000000000000000000000;
-    bank0[49] = 128'h00000000000000000000000000000000;
-    bank0[50] = 128'h00000000000000000000000000000000;
-    bank0[51] = 128'h00000000000000000000000000000000;
-    bank0[52] = 128'h00000000000000000000000000000000;
-    bank0[53] = 128'h00000000000000000000000000000000;
-    bank0[54] = 128'h00000000000000000000000000000000;
-    bank0[55] = 128'h00000000000000000000000000000000;
-    bank0[56] = 128'h00000000000000000000000000000000;
-    bank0[57] = 128'h00000000000000000000000000000000;
-    bank0[58] = 128'h00000000000000000000000000000000;
-    bank0[59] = 128'h00000000000000000000000000000000;
-    bank0[60] = 128'h00000000000000000000000000000000;
-    bank0[61] = 128'h00000000000000000000000000000000;
-    bank0[62] = 128'h00000000000000000000000000000000;
-    bank0[63] = 128'h00000000000000000000000000000000;
-    bank0[64] = 128'h00000000000000000000000000000000;
-    bank0[65] = 128'h00000000000000000000000000000000;
-    bank0[66] = 128'h00000000000000000000000000000000;
-    bank0[67] = 128'h00000000000000000000000000000000;
-    bank0[68] = 128'h00000000000000000000000000000000;
-    bank0[69] = 128'h00000000000000000000000000000000;
-    bank0[70] = 128'h00000000000000000000000000000000;
-    bank0[71] = 128'h00000000000000000000000000000000;
-    bank0[72] = 128'h00000000000000000000000000000000;
-    bank0[73] = 128'h00000000000000000000000000000000;
-    bank0[74] = 128'h00000000000000000000000000000000;
-    bank0[75] = 128'h00000000000000000000000000000000;
-    bank0[76] = 128'h00000000000000000000000000000000;
-    bank0[77] = 128'h00000000000000000000000000000000;
-    bank0[78] = 128'h00000000000000000000000000000000;
-    bank0[79] = 128'h00000000000000000000000000000000;
-    bank0[80] = 128'h00000000000000000000000000000000;
-    bank0[81] = 128'h00000000000000000000000000000000;
-    bank0[82] = 128'h00000000000000000000000000000000;
-    bank0[83] = 128'h00000000000000000000000000000000;
-    bank0[84] = 128'h00000000000000000000000000000000;
-    bank0[85] = 128'h00000000000000000000000000000000;
-    bank0[86] = 128'h00000000000000000000000000000000;
-    bank0[87] = 128'h00000000000000000000000000000000;
-    bank0[88] = 128'h00000000000000000000000000000000;
-    bank0[89] = 128'h00000000000000000000000000000000;
-    bank0[90] = 128'h00000000000000000000000000000000;
-    bank0[91] = 128'h00000000000000000000000000000000;
-    bank0[92] = 128'h00000000000000000000000000000000;
-    bank0[93] = 128'h00000000000000000000000000000000;
-    bank0[94] = 128'h00000000000000000000000000000000;
-    bank0[95] = 128'h00000000000000000000000000000000;
-    bank0[96] = 128'h00000000000000000000000000000000;
-    bank0[97] = 128'h00000000000000000000000000000000;
-    bank0[98] = 128'h00000000000000000000000000000000;
-    bank0[99] = 128'h00000000000000000000000000000000;
-    bank0[100] = 128'h00000000000000000000000000000000;
-    bank0[101] = 128'h00000000000000000000000000000000;
-    bank0[102] = 128'h00000000000000000000000000000000;
-    bank0[103] = 128'h00000000000000000000000000000000;
-    bank0[104] = 128'h00000000000000000000000000000000;
-    bank0[105] = 128'h00000000000000000000000000000000;
-    bank0[106] = 128'h00000000000000000000000000000000;
-    bank0[107] = 128'h00000000000000000000000000000000;
-    bank0[108] = 128'h00000000000000000000000000000000;
-    bank0[109] = 128'h00000000000000000000000000000000;
-    bank0[110] = 128'h00000000000000000000000000000000;
-    bank0[111] = 128'h00000000000000000000000000000000;
-    bank0[112] = 128'h00000000000000000000000000000000;
-    bank0[113] = 128'h00000000000000000000000000000000;
-    bank0[114] = 128'h00000000000000000000000000000000;
-    bank0[115] = 128'h00000000000000000000000000000000;
-    bank0[116] = 128'h00000000000000000000000000000000;
-    bank0[117] = 128'h00000000000000000000000000000000;
-    bank0[118] = 128'h00000000000000000000000000000000;
-    bank0[119] = 128'h00000000000000000000000000000000;
-    bank0[120] = 128'h00000000000000000000000000000000;
-    bank0[121] = 128'h00000000000000000000000000000000;
-    bank0[122] = 128'h00000000000000000000000000000000;
-    bank0[123] = 128'h00000000000000000000000000000000;
-    bank0[124] = 128'h00000000000000000000000000000000;
-    bank0[125] = 128'h00000000000000000000000000000000;
-    bank0[126] = 128'h00000000000000000000000000000000;
-    bank0[127] = 128'h00000000000000000000000000000000;
-    bank0[128] = 128'h00000000000000000000000000000000;
-    bank0[129] = 128'h00000000000000000000000000000000;
-    bank0[130] = 128'h00000000000000000000000000000000;
-    bank0[131] = 128'h00000000000000000000000000000000;
-    bank0[132] = 128'h00000000000000000000000000000000;
-    bank0[133] = 128'h00000000000000000000000000000000;
-    bank0[134] = 128'h00000000000000000000000000000000;
-    bank0[135] = 128'h00000000000000000000000000000000;
-    bank0[136] = 128'h00000000000000000000000000000000;
-    bank0[137] = 128'h00000000000000000000000000000000;
-    bank0[138] = 128'h00000000000000000000000000000000;
-    bank0[139] = 128'h00000000000000000000000000000000;
-    bank0[140] = 128'h00000000000000000000000000000000;
-    bank0[141] = 128'h00000000000000000000000000000000;
-    bank0[142] = 128'h00000000000000000000000000000000;
-    bank0[143] = 128'h00000000000000000000000000000000;
-    bank0[144] = 128'h00000000000000000000000000000000;
-    bank0[145] = 128'h00000000000000000000000000000000;
-    bank0[146] = 128'h00000000000000000000000000000000;
-    bank0[147] = 128'h00000000000000000000000000000000;
-    bank0[148] = 128'h00000000000000000000000000000000;
-    bank0[149] = 128'h00000000000000000000000000000000;
-    bank0[150] = 128'h00000000000000000000000000000000;
-    bank0[151] = 128'h00000000000000000000000000000000;
-    bank0[152] = 128'h00000000000000000000000000000000;
-    bank0[153] = 128'h00000000000000000000000000000000;
-    bank0[154] = 128'h00000000000000000000000000000000;
-    bank0[155] = 128'h00000000000000000000000000000000;
-    bank0[156] = 128'h00000000000000000000000000000000;
-    bank0[157] = 128'h00000000000000000000000000000000;
-    bank0[158] = 128'h00000000000000000000000000000000;
-    bank0[159] = 128'h00000000000000000000000000000000;
-    bank0[160] = 128'h00000000000000000000000000000000;
-    bank0[161] = 128'h00000000000000000000000000000000;
-    bank0[162] = 128'h00000000000000000000000000000000;
-    bank0[163] = 128'h00000000000000000000000000000000;
-    bank0[164] = 128'h00000000000000000000000000000000;
-    bank0[165] = 128'h00000000000000000000000000000000;
-    bank0[166] = 128'h00000000000000000000000000000000;
-    bank0[167] = 128'h00000000000000000000000000000000;
-    bank0[168] = 128'h00000000000000000000000000000000;
-    bank0[169] = 128'h00000000000000000000000000000000;
-    bank0[170] = 128'h00000000000000000000000000000000;
-    bank0[171] = 128'h00000000000000000000000000000000;
-    bank0[172] = 128'h00000000000000000000000000000000;
-    bank0[173] = 128'h00000000000000000000000000000000;
-    bank0[174] = 128'h00000000000000000000000000000000;
-    bank0[175] = 128'h00000000000000000000000000000000;
-    bank0[176] = 128'h00000000000000000000000000000000;
-    bank0[177] = 128'h00000000000000000000000000000000;
-    bank0[178] = 128'h00000000000000000000000000000000;
-    bank0[179] = 128'h00000000000000000000000000000000;
-    bank0[180] = 128'h00000000000000000000000000000000;
-    bank0[181] = 128'h00000000000000000000000000000000;
-    bank0[182] = 128'h00000000000000000000000000000000;
-    bank0[183] = 128'h00000000000000000000000000000000;
-    bank0[184] = 128'h00000000000000000000000000000000;
-    bank0[185] = 128'h00000000000000000000000000000000;
-    bank0[186] = 128'h00000000000000000000000000000000;
-    bank0[187] = 128'h00000000000000000000000000000000;
-    bank0[188] = 128'h00000000000000000000000000000000;
-    bank0[189] = 128'h00000000000000000000000000000000;
-    bank0[190] = 128'h00000000000000000000000000000000;
-    bank0[191] = 128'h00000000000000000000000000000000;
-    bank0[192] = 128'h00000000000000000000000000000000;
-    bank0[193] = 128'h00000000000000000000000000000000;
-    bank0[194] = 128'h00000000000000000000000000000000;
-    bank0[195] = 128'h00000000000000000000000000000000;
-    bank0[196] = 128'h00000000000000000000000000000000;
-    bank0[197] = 128'h00000000000000000000000000000000;
-    bank0[198] = 128'h00000000000000000000000000000000;
-    bank0[199] = 128'h00000000000000000000000000000000;
-    bank0[200] = 128'h00000000000000000000000000000000;
-    bank0[201] = 128'h00000000000000000000000000000000;
-    bank0[202] = 128'h00000000000000000000000000000000;
-    bank0[203] = 128'h00000000000000000000000000000000;
-    bank0[204] = 128'h00000000000000000000000000000000;
-    bank0[205] = 128'h00000000000000000000000000000000;
-    bank0[206] = 128'h00000000000000000000000000000000;
-    bank0[207] = 128'h00000000000000000000000000000000;
-    bank0[208] = 128'h00000000000000000000000000000000;
-    bank0[209] = 128'h00000000000000000000000000000000;
-    bank0[210] = 128'h00000000000000000000000000000000;
-    bank0[211] = 128'h00000000000000000000000000000000;
-    bank0[212] = 128'h00000000000000000000000000000000;
-    bank0[213] = 128'h00000000000000000000000000000000;
-    bank0[214] = 128'h00000000000000000000000000000000;
-    bank0[215] = 128'h00000000000000000000000000000000;
-    bank0[216] = 128'h00000000000000000000000000000000;
-    bank0[217] = 128'h00000000000000000000000000000000;
-    bank0[218] = 128'h00000000000000000000000000000000;
-    bank0[219] = 128'h00000000000000000000000000000000;
-    bank0[220] = 128'h00000000000000000000000000000000;
-    bank0[221] = 128'h00000000000000000000000000000000;
-    bank0[222] = 128'h00000000000000000000000000000000;
-    bank0[223] = 128'h00000000000000000000000000000000;
-    bank0[224] = 128'h00000000000000000000000000000000;
-    bank0[225] = 128'h00000000000000000000000000000000;
-    bank0[226] = 128'h00000000000000000000000000000000;
-    bank0[227] = 128'h00000000000000000000000000000000;
-    bank0[228] = 128'h00000000000000000000000000000000;
-    bank0[229] = 128'h00000000000000000000000000000000;
-    bank0[230] = 128'h00000000000000000000000000000000;
-    bank0[231] = 128'h00000000000000000000000000000000;
-    bank0[232] = 128'h00000000000000000000000000000000;
-    bank0[233] = 128'h00000000000000000000000000000000;
-    bank0[234] = 128'h00000000000000000000000000000000;
-    bank0[235] = 128'h00000000000000000000000000000000;
-    bank0[236] = 128'h00000000000000000000000000000000;
-    bank0[237] = 128'h00000000000000000000000000000000;
-    bank0[238] = 128'h00000000000000000000000000000000;
-    bank0[239] = 128'h00000000000000000000000000000000;
-    bank0[240] = 128'h00000000000000000000000000000000;
-    bank0[241] = 128'h00000000000000000000000000000000;
-    bank0[242] = 128'h00000000000000000000000000000000;
-    bank0[243] = 128'h00000000000000000000000000000000;
-    bank0[244] = 128'h00000000000000000000000000000000;
-    bank0[245] = 128'h00000000000000000000000000000000;
-    bank0[246] = 128'h00000000000000000000000000000000;
-    bank0[247] = 128'h00000000000000000000000000000000;
-    bank0[248] = 128'h00000000000000000000000000000000;
-    bank0[249] = 128'h00000000000000000000000000000000;
-    bank0[250] = 128'h00000000000000000000000000000000;
-    bank0[251] = 128'h00000000000000000000000000000000;
-    bank0[252] = 128'h00000000000000000000000000000000;
-    bank0[253] = 128'h00000000000000000000000000000000;
-    bank0[254] = 128'h00000000000000000000000000000000;
-    bank0[255] = 128'h00000000000000000000000000000000;
-    bank0[256] = 128'h00000000000000000000000000000000;
-    bank0[257] = 128'h00000000000000000000000000000000;
-    bank0[258] = 128'h00000000000000000000000000000000;
-    bank0[259] = 128'h00000000000000000000000000000000;
-    bank0[260] = 128'h00000000000000000000000000000000;
-    bank0[261] = 128'h00000000000000000000000000000000;
-    bank0[262] = 128'h00000000000000000000000000000000;
-    bank0[263] = 128'h00000000000000000000000000000000;
-    bank0[264] = 128'h00000000000000000000000000000000;
-    bank0[265] = 128'h00000000000000000000000000000000;
-    bank0[266] = 128'h00000000000000000000000000000000;
-    bank0[267] = 128'h00000000000000000000000000000000;
-    bank0[268] = 128'h00000000000000000000000000000000;
-    bank0[269] = 128'h00000000000000000000000000000000;
-    bank0[270] = 128'h00000000000000000000000000000000;
-    bank0[271] = 128'h00000000000000000000000000000000;
-    bank0[272] = 128'h00000000000000000000000000000000;
-    bank0[273] = 128'h00000000000000000000000000000000;
-    bank0[274] = 128'h00000000000000000000000000000000;
-    bank0[275] = 128'h00000000000000000000000000000000;
-    bank0[276] = 128'h00000000000000000000000000000000;
-    bank0[277] = 128'h00000000000000000000000000000000;
-    bank0[278] = 128'h00000000000000000000000000000000;
-    bank0[279] = 128'h00000000000000000000000000000000;
-    bank0[280] = 128'h00000000000000000000000000000000;
-    bank0[281] = 128'h00000000000000000000000000000000;
-    bank0[282] = 128'h00000000000000000000000000000000;
-    bank0[283] = 128'h00000000000000000000000000000000;
-    bank0[284] = 128'h00000000000000000000000000000000;
-    bank0[285] = 128'h00000000000000000000000000000000;
-    bank0[286] = 128'h00000000000000000000000000000000;
-    bank0[287] = 128'h00000000000000000000000000000000;
-    bank0[288] = 128'h00000000000000000000000000000000;
-    bank0[289] = 128'h00000000000000000000000000000000;
-    bank0[290] = 128'h00000000000000000000000000000000;
-    bank0[291] = 128'h00000000000000000000000000000000;
-    bank0[292] = 128'h00000000000000000000000000000000;
-    bank0[293] = 128'h00000000000000000000000000000000;
-    bank0[294] = 128'h00000000000000000000000000000000;
-    bank0[295] = 128'h00000000000000000000000000000000;
-    bank0[296] = 128'h00000000000000000000000000000000;
-    bank0[297] = 128'h00000000000000000000000000000000;
-    bank0[298] = 128'h00000000000000000000000000000000;
-    bank0[299] = 128'h00000000000000000000000000000000;
-    bank0[300] = 128'h00000000000000000000000000000000;
-    bank0[301] = 128'h00000000000000000000000000000000;
-    bank0[302] = 128'h00000000000000000000000000000000;
-    bank0[303] = 128'h00000000000000000000000000000000;
-    bank0[304] = 128'h00000000000000000000000000000000;
-    bank0[305] = 128'h00000000000000000000000000000000;
-    bank0[306] = 128'h00000000000000000000000000000000;
-    bank0[307] = 128'h00000000000000000000000000000000;
-    bank0[308] = 128'h00000000000000000000000000000000;
-    bank0[309] = 128'h00000000000000000000000000000000;
-    bank0[310] = 128'h00000000000000000000000000000000;
-    bank0[311] = 128'h00000000000000000000000000000000;
-    bank0[312] = 128'h00000000000000000000000000000000;
-    bank0[313] = 128'h00000000000000000000000000000000;
-    bank0[314] = 128'h00000000000000000000000000000000;
-    bank0[315] = 128'h00000000000000000000000000000000;
-    bank0[316] = 128'h00000000000000000000000000000000;
-    bank0[317] = 128'h00000000000000000000000000000000;
-    bank0[318] = 128'h00000000000000000000000000000000;
-    bank0[319] = 128'h00000000000000000000000000000000;
-    bank0[320] = 128'h00000000000000000000000000000000;
-    bank0[321] = 128'h00000000000000000000000000000000;
-    bank0[322] = 128'h00000000000000000000000000000000;
-    bank0[323] = 128'h00000000000000000000000000000000;
-    bank0[324] = 128'h00000000000000000000000000000000;
-    bank0[325] = 128'h00000000000000000000000000000000;
-    bank0[326] = 128'h00000000000000000000000000000000;
-    bank0[327] = 128'h00000000000000000000000000000000;
-    bank0[328] = 128'h00000000000000000000000000000000;
-    bank0[329] = 128'h00000000000000000000000000000000;
-    bank0[330] = 128'h00000000000000000000000000000000;
-    bank0[331] = 128'h00000000000000000000000000000000;
-    bank0[332] = 128'h00000000000000000000000000000000;
-    bank0[333] = 128'h00000000000000000000000000000000;
-    bank0[334] = 128'h00000000000000000000000000000000;
-    bank0[335] = 128'h00000000000000000000000000000000;
-    bank0[336] = 128'h00000000000000000000000000000000;
-    bank0[337] = 128'h00000000000000000000000000000000;
-    bank0[338] = 128'h00000000000000000000000000000000;
-    bank0[339] = 128'h00000000000000000000000000000000;
-    bank0[340] = 128'h00000000000000000000000000000000;
-    bank0[341] = 128'h00000000000000000000000000000000;
-    bank0[342] = 128'h00000000000000000000000000000000;
-    bank0[343] = 128'h00000000000000000000000000000000;
-    bank0[344] = 128'h00000000000000000000000000000000;
-    bank0[345] = 128'h00000000000000000000000000000000;
-    bank0[346] = 128'h00000000000000000000000000000000;
-    bank0[347] = 128'h00000000000000000000000000000000;
-    bank0[348] = 128'h00000000000000000000000000000000;
-    bank0[349] = 128'h00000000000000000000000000000000;
-    bank0[350] = 128'h00000000000000000000000000000000;
-    bank0[351] = 128'h00000000000000000000000000000000;
-    bank0[352] = 128'h00000000000000000000000000000000;
-    bank0[353] = 128'h00000000000000000000000000000000;
-    bank0[354] = 128'h00000000000000000000000000000000;
-    bank0[355] = 128'h00000000000000000000000000000000;
-    bank0[356] = 128'h00000000000000000000000000000000;
-    bank0[357] = 128'h00000000000000000000000000000000;
-    bank0[358] = 128'h00000000000000000000000000000000;
-    bank0[359] = 128'h00000000000000000000000000000000;
-    bank0[360] = 128'h00000000000000000000000000000000;
-    bank0[361] = 128'h00000000000000000000000000000000;
-    bank0[362] = 128'h00000000000000000000000000000000;
-    bank0[363] = 128'h00000000000000000000000000000000;
-    bank0[364] = 128'h00000000000000000000000000000000;
-    bank0[365] = 128'h00000000000000000000000000000000;
-    bank0[366] = 128'h00000000000000000000000000000000;
-    bank0[367] = 128'h00000000000000000000000000000000;
-    bank0[368] = 128'h00000000000000000000000000000000;
-    bank0[369] = 128'h00000000000000000000000000000000;
-    bank0[370] = 128'h00000000000000000000000000000000;
-    bank0[371] = 128'h00000000000000000000000000000000;
-    bank0[372] = 128'h00000000000000000000000000000000;
-    bank0[373] = 128'h00000000000000000000000000000000;
-    bank0[374] = 128'h00000000000000000000000000000000;
-    bank0[375] = 128'h00000000000000000000000000000000;
-    bank0[376] = 128'h00000000000000000000000000000000;
-    bank0[377] = 128'h00000000000000000000000000000000;
-    bank0[378] = 128'h00000000000000000000000000000000;
-    bank0[379] = 128'h00000000000000000000000000000000;
-    bank0[380] = 128'h00000000000000000000000000000000;
-    bank0[381] = 128'h00000000000000000000000000000000;
-    bank0[382] = 128'h00000000000000000000000000000000;
-    bank0[383] = 128'h00000000000000000000000000000000;
-    bank0[384] = 128'h00000000000000000000000000000000;
-    bank0[385] = 128'h00000000000000000000000000000000;
-    bank0[386] = 128'h00000000000000000000000000000000;
-    bank0[387] = 128'h00000000000000000000000000000000;
-    bank0[388] = 128'h00000000000000000000000000000000;
-    bank0[389] = 128'h00000000000000000000000000000000;
-    bank0[390] = 128'h00000000000000000000000000000000;
-    bank0[391] = 128'h00000000000000000000000000000000;
-    bank0[392] = 128'h00000000000000000000000000000000;
-    bank0[393] = 128'h00000000000000000000000000000000;
-    bank0[394] = 128'h00000000000000000000000000000000;
-    bank0[395] = 128'h00000000000000000000000000000000;
-    bank0[396] = 128'h00000000000000000000000000000000;
-    bank0[397] = 128'h00000000000000000000000000000000;
-    bank0[398] = 128'h00000000000000000000000000000000;
-    bank0[399] = 128'h00000000000000000000000000000000;
-    bank0[400] = 128'h00000000000000000000000000000000;
-    bank0[401] = 128'h00000000000000000000000000000000;
-    bank0[402] = 128'h00000000000000000000000000000000;
-    bank0[403] = 128'h00000000000000000000000000000000;
-    bank0[404] = 128'h00000000000000000000000000000000;
-    bank0[405] = 128'h00000000000000000000000000000000;
-    bank0[406] = 128'h00000000000000000000000000000000;
-    bank0[407] = 128'h00000000000000000000000000000000;
-    bank0[408] = 128'h00000000000000000000000000000000;
-    bank0[409] = 128'h00000000000000000000000000000000;
-    bank0[410] = 128'h00000000000000000000000000000000;
-    bank0[411] = 128'h00000000000000000000000000000000;
-    bank0[412] = 128'h00000000000000000000000000000000;
-    bank0[413] = 128'h00000000000000000000000000000000;
-    bank0[414] = 128'h00000000000000000000000000000000;
-    bank0[415] = 128'h00000000000000000000000000000000;
-    bank0[416] = 128'h00000000000000000000000000000000;
-    bank0[417] = 128'h00000000000000000000000000000000;
-    bank0[418] = 128'h00000000000000000000000000000000;
-    bank0[419] = 128'h00000000000000000000000000000000;
-    bank0[420] = 128'h00000000000000000000000000000000;
-    bank0[421] = 128'h00000000000000000000000000000000;
-    bank0[422] = 128'h00000000000000000000000000000000;
-    bank0[423] = 128'h00000000000000000000000000000000;
-    bank0[424] = 128'h00000000000000000000000000000000;
-    bank0[425] = 128'h00000000000000000000000000000000;
-    bank0[426] = 128'h00000000000000000000000000000000;
-    bank0[427] = 128'h00000000000000000000000000000000;
-    bank0[428] = 128'h00000000000000000000000000000000;
-    bank0[429] = 128'h00000000000000000000000000000000;
-    bank0[430] = 128'h00000000000000000000000000000000;
-    bank0[431] = 128'h00000000000000000000000000000000;
-    bank0[432] = 128'h00000000000000000000000000000000;
-    bank0[433] = 128'h00000000000000000000000000000000;
-    bank0[434] = 128'h00000000000000000000000000000000;
-    bank0[435] = 128'h00000000000000000000000000000000;
-    bank0[436] = 128'h00000000000000000000000000000000;
-    bank0[437] = 128'h00000000000000000000000000000000;
-    bank0[438] = 128'h00000000000000000000000000000000;
-    bank0[439] = 128'h00000000000000000000000000000000;
-    bank0[440] = 128'h00000000000000000000000000000000;
-    bank0[441] = 128'h00000000000000000000000000000000;
-    bank0[442] = 128'h00000000000000000000000000000000;
-    bank0[443] = 128'h00000000000000000000000000000000;
-    bank0[444] = 128'h00000000000000000000000000000000;
-    bank0[445] = 128'h00000000000000000000000000000000;
-    bank0[446] = 128'h00000000000000000000000000000000;
-    bank0[447] = 128'h00000000000000000000000000000000;
-    bank0[448] = 128'h00000000000000000000000000000000;
-    bank0[449] = 128'h00000000000000000000000000000000;
-    bank0[450] = 128'h00000000000000000000000000000000;
-    bank0[451] = 128'h00000000000000000000000000000000;
-    bank0[452] = 128'h00000000000000000000000000000000;
-    bank0[453] = 128'h00000000000000000000000000000000;
-    bank0[454] = 128'h00000000000000000000000000000000;
-    bank0[455] = 128'h00000000000000000000000000000000;
-    bank0[456] = 128'h00000000000000000000000000000000;
-    bank0[457] = 128'h00000000000000000000000000000000;
-    bank0[458] = 128'h00000000000000000000000000000000;
-    bank0[459] = 128'h00000000000000000000000000000000;
-    bank0[460] = 128'h00000000000000000000000000000000;
-    bank0[461] = 128'h00000000000000000000000000000000;
-    bank0[462] = 128'h00000000000000000000000000000000;
-    bank0[463] = 128'h00000000000000000000000000000000;
-    bank0[464] = 128'h00000000000000000000000000000000;
-    bank0[465] = 128'h00000000000000000000000000000000;
-    bank0[466] = 128'h00000000000000000000000000000000;
-    bank0[467] = 128'h00000000000000000000000000000000;
-    bank0[468] = 128'h00000000000000000000000000000000;
-    bank0[469] = 128'h00000000000000000000000000000000;
-    bank0[470] = 128'h00000000000000000000000000000000;
-    bank0[471] = 128'h00000000000000000000000000000000;
-    bank0[472] = 128'h00000000000000000000000000000000;
-    bank0[473] = 128'h00000000000000000000000000000000;
-    bank0[474] = 128'h00000000000000000000000000000000;
-    bank0[475] = 128'h00000000000000000000000000000000;
-    bank0[476] = 128'h00000000000000000000000000000000;
-    bank0[477] = 128'h00000000000000000000000000000000;
-    bank0[478] = 128'h00000000000000000000000000000000;
-    bank0[479] = 128'h00000000000000000000000000000000;
-    bank0[480] = 128'h00000000000000000000000000000000;
-    bank0[481] = 128'h00000000000000000000000000000000;
-    bank0[482] = 128'h00000000000000000000000000000000;
-    bank0[483] = 128'h00000000000000000000000000000000;
-    bank0[484] = 128'h00000000000000000000000000000000;
-    bank0[485] = 128'h00000000000000000000000000000000;
-    bank0[486] = 128'h00000000000000000000000000000000;
-    bank0[487] = 128'h00000000000000000000000000000000;
-    bank0[488] = 128'h00000000000000000000000000000000;
-    bank0[489] = 128'h00000000000000000000000000000000;
-    bank0[490] = 128'h00000000000000000000000000000000;
-    bank0[491] = 128'h00000000000000000000000000000000;
-    bank0[492] = 128'h00000000000000000000000000000000;
-    bank0[493] = 128'h00000000000000000000000000000000;
-    bank0[494] = 128'h00000000000000000000000000000000;
-    bank0[495] = 128'h00000000000000000000000000000000;
-    bank0[496] = 128'h00000000000000000000000000000000;
-    bank0[497] = 128'h00000000000000000000000000000000;
-    bank0[498] = 128'h00000000000000000000000000000000;
-    bank0[499] = 128'h00000000000000000000000000000000;
-    bank0[500] = 128'h00000000000000000000000000000000;
-    bank0[501] = 128'h00000000000000000000000000000000;
-    bank0[502] = 128'h00000000000000000000000000000000;
-    bank0[503] = 128'h00000000000000000000000000000000;
-    bank0[504] = 128'h00000000000000000000000000000000;
-    bank0[505] = 128'h00000000000000000000000000000000;
-    bank0[506] = 128'h00000000000000000000000000000000;
-    bank0[507] = 128'h00000000000000000000000000000000;
-    bank0[508] = 128'h00000000000000000000000000000000;
-    bank0[509] = 128'h00000000000000000000000000000000;
-    bank0[510] = 128'h00000000000000000000000000000000;
-    bank0[511] = 128'h00000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (\$signature__en$176 [0])
-      bank0[\$signature__addr$174 ][7:0] <= \$signature__data$175 [7:0];
-    if (\$signature__en$176 [1])
-      bank0[\$signature__addr$174 ][15:8] <= \$signature__data$175 [15:8];
-    if (\$signature__en$176 [2])
-      bank0[\$signature__addr$174 ][23:16] <= \$signature__data$175 [23:16];
-    if (\$signature__en$176 [3])
-      bank0[\$signature__addr$174 ][31:24] <= \$signature__data$175 [31:24];
-    if (\$signature__en$176 [4])
-      bank0[\$signature__addr$174 ][39:32] <= \$signature__data$175 [39:32];
-    if (\$signature__en$176 [5])
-      bank0[\$signature__addr$174 ][47:40] <= \$signature__data$175 [47:40];
-    if (\$signature__en$176 [6])
-      bank0[\$signature__addr$174 ][55:48] <= \$signature__data$175 [55:48];
-    if (\$signature__en$176 [7])
-      bank0[\$signature__addr$174 ][63:56] <= \$signature__data$175 [63:56];
-    if (\$signature__en$176 [8])
-      bank0[\$signature__addr$174 ][71:64] <= \$signature__data$175 [71:64];
-    if (\$signature__en$176 [9])
-      bank0[\$signature__addr$174 ][79:72] <= \$signature__data$175 [79:72];
-    if (\$signature__en$176 [10])
-      bank0[\$signature__addr$174 ][87:80] <= \$signature__data$175 [87:80];
-    if (\$signature__en$176 [11])
-      bank0[\$signature__addr$174 ][95:88] <= \$signature__data$175 [95:88];
-    if (\$signature__en$176 [12])
-      bank0[\$signature__addr$174 ][103:96] <= \$signature__data$175 [103:96];
-    if (\$signature__en$176 [13])
-      bank0[\$signature__addr$174 ][111:104] <= \$signature__data$175 [111:104];
-    if (\$signature__en$176 [14])
-      bank0[\$signature__addr$174 ][119:112] <= \$signature__data$175 [119:112];
-    if (\$signature__en$176 [15])
-      bank0[\$signature__addr$174 ][127:120] <= \$signature__data$175 [127:120];
-  end
-  reg [127:0] _0_;
-  always @(posedge clk) begin
-    if (\$signature__en ) begin
-      _0_ <= bank0[\$signature__addr ];
-    end
-  end
-  assign \$signature__data  = _0_;
-  reg [127:0] bank1 [511:0];
-  initial begin
-    bank1[0] = 128'h00000000000000000000000000000000;
-    bank1[1] = 128'h00000000000000000000000000000000;
-    bank1[2] = 128'h00000000000000000000000000000000;
-    bank1[3] = 128'h00000000000000000000000000000000;
-    bank1[4] = 128'h00000000000000000000000000000000;
-    bank1[5] = 128'h00000000000000000000000000000000;
-    bank1[6] = 128'h00000000000000000000000000000000;
-    bank1[7] = 128'h00000000000000000000000000000000;
-    bank1[8] = 128'h00000000000000000000000000000000;
-    bank1[9] = 128'h00000000000000000000000000000000;
-    bank1[10] = 128'h00000000000000000000000000000000;
-    bank1[11] = 128'h00000000000000000000000000000000;
-    bank1[12] = 128'h00000000000000000000000000000000;
-    bank1[13] = 128'h00000000000000000000000000000000;
-    bank1[14] = 128'h00000000000000000000000000000000;
-    bank1[15] = 128'h00000000000000000000000000000000;
-    bank1[16] = 128'h00000000000000000000000000000000;
-    bank1[17] = 128'h00000000000000000000000000000000;
-    bank1[18] = 128'h00000000000000000000000000000000;
-    bank1[19] = 128'h00000000000000000000000000000000;
-    bank1[20] = 128'h00000000000000000000000000000000;
-    bank1[21] = 128'h00000000000000000000000000000000;
-    bank1[22] = 128'h00000000000000000000000000000000;
-    bank1[23] = 128'h00000000000000000000000000000000;
-    bank1[24] = 128'h00000000000000000000000000000000;
-    bank1[25] = 128'h00000000000000000000000000000000;
-    bank1[26] = 128'h00000000000000000000000000000000;
-    bank1[27] = 128'h00000000000000000000000000000000;
-    bank1[28] = 128'h00000000000000000000000000000000;
-    bank1[29] = 128'h00000000000000000000000000000000;
-    bank1[30] = 128'h00000000000000000000000000000000;
-    bank1[31] = 128'h00000000000000000000000000000000;
-    bank1[32] = 128'h00000000000000000000000000000000;
-    bank1[33] = 128'h00000000000000000000000000000000;
-    bank1[34] = 128'h00000000000000000000000000000000;
-    bank1[35] = 128'h00000000000000000000000000000000;
-    bank1[36] = 128'h00000000000000000000000000000000;
-    bank1[37] = 128'h00000000000000000000000000000000;
-    bank1[38] = 128'h00000000000000000000000000000000;
-    bank1[39] = 128'h00000000000000000000000000000000;
-    bank1[40] = 128'h00000000000000000000000000000000;
-    bank1[41] = 128'h00000000000000000000000000000000;
-    bank1[42] = 128'h00000000000000000000000000000000;
-    bank1[43] = 128'h00000000000000000000000000000000;
-    bank1[44] = 128'h00000000000000000000000000000000;
-    bank1[45] = 128'h00000000000000000000000000000000;
-    bank1[46] = 128'h00000000000000000000000000000000;
-    bank1[47] = 128'h00000000000000000000000000000000;
-    bank1[48] = 128'h00000000000000000000000000000000;
-    bank1[49] = 128'h00000000000000000000000000000000;
-    bank1[50] = 128'h00000000000000000000000000000000;
-    bank1[51] = 128'h00000000000000000000000000000000;
-    bank1[52] = 128'h00000000000000000000000000000000;
-    bank1[53] = 128'h00000000000000000000000000000000;
-    bank1[54] = 128'h00000000000000000000000000000000;
-    bank1[55] = 128'h00000000000000000000000000000000;
-    bank1[56] = 128'h00000000000000000000000000000000;
-    bank1[57] = 128'h00000000000000000000000000000000;
-    bank1[58] = 128'h00000000000000000000000000000000;
-    bank1[59] = 128'h00000000000000000000000000000000;
-    bank1[60] = 128'h00000000000000000000000000000000;
-    bank1[61] = 128'h00000000000000000000000000000000;
-    bank1[62] = 128'h00000000000000000000000000000000;
-    bank1[63] = 128'h00000000000000000000000000000000;
-    bank1[64] = 128'h00000000000000000000000000000000;
-    bank1[65] = 128'h00000000000000000000000000000000;
-    bank1[66] = 128'h00000000000000000000000000000000;
-    bank1[67] = 128'h00000000000000000000000000000000;
-    bank1[68] = 128'h00000000000000000000000000000000;
-    bank1[69] = 128'h00000000000000000000000000000000;
-    bank1[70] = 128'h00000000000000000000000000000000;
-    bank1[71] = 128'h00000000000000000000000000000000;
-    bank1[72] = 128'h00000000000000000000000000000000;
-    bank1[73] = 128'h00000000000000000000000000000000;
-    bank1[74] = 128'h00000000000000000000000000000000;
-    bank1[75] = 128'h00000000000000000000000000000000;
-    bank1[76] = 128'h00000000000000000000000000000000;
-    bank1[77] = 128'h00000000000000000000000000000000;
-    bank1[78] = 128'h00000000000000000000000000000000;
-    bank1[79] = 128'h00000000000000000000000000000000;
-    bank1[80] = 128'h00000000000000000000000000000000;
-    bank1[81] = 128'h00000000000000000000000000000000;
-    bank1[82] = 128'h00000000000000000000000000000000;
-    bank1[83] = 128'h00000000000000000000000000000000;
-    bank1[84] = 128'h00000000000000000000000000000000;
-    bank1[85] = 128'h00000000000000000000000000000000;
-    bank1[86] = 128'h00000000000000000000000000000000;
-    bank1[87] = 128'h00000000000000000000000000000000;
-    bank1[88] = 128'h00000000000000000000000000000000;
-    bank1[89] = 128'h00000000000000000000000000000000;
-    bank1[90] = 128'h00000000000000000000000000000000;
-    bank1[91] = 128'h00000000000000000000000000000000;
-    bank1[92] = 128'h00000000000000000000000000000000;
-    bank1[93] = 128'h00000000000000000000000000000000;
-    bank1[94] = 128'h00000000000000000000000000000000;
-    bank1[95] = 128'h00000000000000000000000000000000;
-    bank1[96] = 128'h00000000000000000000000000000000;
-    bank1[97] = 128'h00000000000000000000000000000000;
-    bank1[98] = 128'h00000000000000000000000000000000;
-    bank1[99] = 128'h00000000000000000000000000000000;
-    bank1[100] = 128'h00000000000000000000000000000000;
-    bank1[101] = 128'h00000000000000000000000000000000;
-    bank1[102] = 128'h00000000000000000000000000000000;
-    bank1[103] = 128'h00000000000000000000000000000000;
-    bank1[104] = 128'h00000000000000000000000000000000;
-    bank1[105] = 128'h00000000000000000000000000000000;
-    bank1[106] = 128'h00000000000000000000000000000000;
-    bank1[107] = 128'h00000000000000000000000000000000;
-    bank1[108] = 128'h00000000000000000000000000000000;
-    bank1[109] = 128'h00000000000000000000000000000000;
-    bank1[110] = 128'h00000000000000000000000000000000;
-    bank1[111] = 128'h00000000000000000000000000000000;
-    bank1[112] = 128'h00000000000000000000000000000000;
-    bank1[113] = 128'h00000000000000000000000000000000;
-    bank1[114] = 128'h00000000000000000000000000000000;
-    bank1[115] = 128'h00000000000000000000000000000000;
-    bank1[116] = 128'h00000000000000000000000000000000;
-    bank1[117] = 128'h00000000000000000000000000000000;
-    bank1[118] = 128'h00000000000000000000000000000000;
-    bank1[119] = 128'h00000000000000000000000000000000;
-    bank1[120] = 128'h00000000000000000000000000000000;
-    bank1[121] = 128'h00000000000000000000000000000000;
-    bank1[122] = 128'h00000000000000000000000000000000;
-    bank1[123] = 128'h00000000000000000000000000000000;
-    bank1[124] = 128'h00000000000000000000000000000000;
-    bank1[125] = 128'h00000000000000000000000000000000;
-    bank1[126] = 128'h00000000000000000000000000000000;
-    bank1[127] = 128'h00000000000000000000000000000000;
-    bank1[128] = 128'h00000000000000000000000000000000;
-    bank1[129] = 128'h00000000000000000000000000000000;
-    bank1[130] = 128'h00000000000000000000000000000000;
-    bank1[131] = 128'h00000000000000000000000000000000;
-    bank1[132] = 128'h00000000000000000000000000000000;
-    bank1[133] = 128'h00000000000000000000000000000000;
-    bank1[134] = 128'h00000000000000000000000000000000;
-    bank1[135] = 128'h00000000000000000000000000000000;
-    bank1[136] = 128'h00000000000000000000000000000000;
-    bank1[137] = 128'h00000000000000000000000000000000;
-    bank1[138] = 128'h00000000000000000000000000000000;
-    bank1[139] = 128'h00000000000000000000000000000000;
-    bank1[140] = 128'h00000000000000000000000000000000;
-    bank1[141] = 128'h00000000000000000000000000000000;
-    bank1[142] = 128'h00000000000000000000000000000000;
-    bank1[143] = 128'h00000000000000000000000000000000;
-    bank1[144] = 128'h00000000000000000000000000000000;
-    bank1[145] = 128'h00000000000000000000000000000000;
-    bank1[146] = 128'h00000000000000000000000000000000;
-    bank1[147] = 128'h00000000000000000000000000000000;
-    bank1[148] = 128'h00000000000000000000000000000000;
-    bank1[149] = 128'h00000000000000000000000000000000;
-    bank1[150] = 128'h00000000000000000000000000000000;
-    bank1[151] = 128'h00000000000000000000000000000000;
-    bank1[152] = 128'h00000000000000000000000000000000;
-    bank1[153] = 128'h00000000000000000000000000000000;
-    bank1[154] = 128'h00000000000000000000000000000000;
-    bank1[155] = 128'h00000000000000000000000000000000;
-    bank1[156] = 128'h00000000000000000000000000000000;
-    bank1[157] = 128'h00000000000000000000000000000000;
-    bank1[158] = 128'h00000000000000000000000000000000;
-    bank1[159] = 128'h00000000000000000000000000000000;
-    bank1[160] = 128'h00000000000000000000000000000000;
-    bank1[161] = 128'h00000000000000000000000000000000;
-    bank1[162] = 128'h00000000000000000000000000000000;
-    bank1[163] = 128'h00000000000000000000000000000000;
-    bank1[164] = 128'h00000000000000000000000000000000;
-    bank1[165] = 128'h00000000000000000000000000000000;
-    bank1[166] = 128'h00000000000000000000000000000000;
-    bank1[167] = 128'h00000000000000000000000000000000;
-    bank1[168] = 128'h00000000000000000000000000000000;
-    bank1[169] = 128'h00000000000000000000000000000000;
-    bank1[170] = 128'h00000000000000000000000000000000;
-    bank1[171] = 128'h00000000000000000000000000000000;
-    bank1[172] = 128'h00000000000000000000000000000000;
-    bank1[173] = 128'h00000000000000000000000000000000;
-    bank1[174] = 128'h00000000000000000000000000000000;
-    bank1[175] = 128'h00000000000000000000000000000000;
-    bank1[176] = 128'h00000000000000000000000000000000;
-    bank1[177] = 128'h00000000000000000000000000000000;
-    bank1[178] = 128'h00000000000000000000000000000000;
-    bank1[179] = 128'h00000000000000000000000000000000;
-    bank1[180] = 128'h00000000000000000000000000000000;
-    bank1[181] = 128'h00000000000000000000000000000000;
-    bank1[182] = 128'h00000000000000000000000000000000;
-    bank1[183] = 128'h00000000000000000000000000000000;
-    bank1[184] = 128'h00000000000000000000000000000000;
-    bank1[185] = 128'h00000000000000000000000000000000;
-    bank1[186] = 128'h00000000000000000000000000000000;
-    bank1[187] = 128'h00000000000000000000000000000000;
-    bank1[188] = 128'h00000000000000000000000000000000;
-    bank1[189] = 128'h00000000000000000000000000000000;
-    bank1[190] = 128'h00000000000000000000000000000000;
-    bank1[191] = 128'h00000000000000000000000000000000;
-    bank1[192] = 128'h00000000000000000000000000000000;
-    bank1[193] = 128'h00000000000000000000000000000000;
-    bank1[194] = 128'h00000000000000000000000000000000;
-    bank1[195] = 128'h00000000000000000000000000000000;
-    bank1[196] = 128'h00000000000000000000000000000000;
-    bank1[197] = 128'h00000000000000000000000000000000;
-    bank1[198] = 128'h00000000000000000000000000000000;
-    bank1[199] = 128'h00000000000000000000000000000000;
-    bank1[200] = 128'h00000000000000000000000000000000;
-    bank1[201] = 128'h00000000000000000000000000000000;
-    bank1[202] = 128'h00000000000000000000000000000000;
-    bank1[203] = 128'h00000000000000000000000000000000;
-    bank1[204] = 128'h00000000000000000000000000000000;
-    bank1[205] = 128'h00000000000000000000000000000000;
-    bank1[206] = 128'h00000000000000000000000000000000;
-    bank1[207] = 128'h00000000000000000000000000000000;
-    bank1[208] = 128'h00000000000000000000000000000000;
-    bank1[209] = 128'h00000000000000000000000000000000;
-    bank1[210] = 128'h00000000000000000000000000000000;
-    bank1[211] = 128'h00000000000000000000000000000000;
-    bank1[212] = 128'h00000000000000000000000000000000;
-    bank1[213] = 128'h00000000000000000000000000000000;
-    bank1[214] = 128'h00000000000000000000000000000000;
-    bank1[215] = 128'h00000000000000000000000000000000;
-    bank1[216] = 128'h00000000000000000000000000000000;
-    bank1[217] = 128'h00000000000000000000000000000000;
-    bank1[218] = 128'h00000000000000000000000000000000;
-    bank1[219] = 128'h00000000000000000000000000000000;
-    bank1[220] = 128'h00000000000000000000000000000000;
-    bank1[221] = 128'h00000000000000000000000000000000;
-    bank1[222] = 128'h00000000000000000000000000000000;
-    bank1[223] = 128'h00000000000000000000000000000000;
-    bank1[224] = 128'h00000000000000000000000000000000;
-    bank1[225] = 128'h00000000000000000000000000000000;
-    bank1[226] = 128'h00000000000000000000000000000000;
-    bank1[227] = 128'h00000000000000000000000000000000;
-    bank1[228] = 128'h00000000000000000000000000000000;
-    bank1[229] = 128'h00000000000000000000000000000000;
-    bank1[230] = 128'h00000000000000000000000000000000;
-    bank1[231] = 128'h00000000000000000000000000000000;
-    bank1[232] = 128'h00000000000000000000000000000000;
-    bank1[233] = 128'h00000000000000000000000000000000;
-    bank1[234] = 128'h00000000000000000000000000000000;
-    bank1[235] = 128'h00000000000000000000000000000000;
-    bank1[236] = 128'h00000000000000000000000000000000;
-    bank1[237] = 128'h00000000000000000000000000000000;
-    bank1[238] = 128'h00000000000000000000000000000000;
-    bank1[239] = 128'h00000000000000000000000000000000;
-    bank1[240] = 128'h00000000000000000000000000000000;
-    bank1[241] = 128'h00000000000000000000000000000000;
-    bank1[242] = 128'h00000000000000000000000000000000;
-    bank1[243] = 128'h00000000000000000000000000000000;
-    bank1[244] = 128'h00000000000000000000000000000000;
-    bank1[245] = 128'h00000000000000000000000000000000;
-    bank1[246] = 128'h00000000000000000000000000000000;
-    bank1[247] = 128'h00000000000000000000000000000000;
-    bank1[248] = 128'h00000000000000000000000000000000;
-    bank1[249] = 128'h00000000000000000000000000000000;
-    bank1[250] = 128'h00000000000000000000000000000000;
-    bank1[251] = 128'h00000000000000000000000000000000;
-    bank1[252] = 128'h00000000000000000000000000000000;
-    bank1[253] = 128'h00000000000000000000000000000000;
-    bank1[254] = 128'h00000000000000000000000000000000;
-    bank1[255] = 128'h00000000000000000000000000000000;
-    bank1[256] = 128'h00000000000000000000000000000000;
-    bank1[257] = 128'h00000000000000000000000000000000;
-    bank1[258] = 128'h00000000000000000000000000000000;
-    bank1[259] = 128'h00000000000000000000000000000000;
-    bank1[260] = 128'h00000000000000000000000000000000;
-    bank1[261] = 128'h00000000000000000000000000000000;
-    bank1[262] = 128'h00000000000000000000000000000000;
-    bank1[263] = 128'h00000000000000000000000000000000;
-    bank1[264] = 128'h00000000000000000000000000000000;
-    bank1[265] = 128'h00000000000000000000000000000000;
-    bank1[266] = 128'h00000000000000000000000000000000;
-    bank1[267] = 128'h00000000000000000000000000000000;
-    bank1[268] = 128'h00000000000000000000000000000000;
-    bank1[269] = 128'h00000000000000000000000000000000;
-    bank1[270] = 128'h00000000000000000000000000000000;
-    bank1[271] = 128'h00000000000000000000000000000000;
-    bank1[272] = 128'h00000000000000000000000000000000;
-    bank1[273] = 128'h00000000000000000000000000000000;
-    bank1[274] = 128'h00000000000000000000000000000000;
-    bank1[275] = 128'h00000000000000000000000000000000;
-    bank1[276] = 128'h00000000000000000000000000000000;
-    bank1[277] = 128'h00000000000000000000000000000000;
-    bank1[278] = 128'h00000000000000000000000000000000;
-    bank1[279] = 128'h00000000000000000000000000000000;
-    bank1[280] = 128'h00000000000000000000000000000000;
-    bank1[281] = 128'h00000000000000000000000000000000;
-    bank1[282] = 128'h00000000000000000000000000000000;
-    bank1[283] = 128'h00000000000000000000000000000000;
-    bank1[284] = 128'h00000000000000000000000000000000;
-    bank1[285] = 128'h00000000000000000000000000000000;
-    bank1[286] = 128'h00000000000000000000000000000000;
-    bank1[287] = 128'h00000000000000000000000000000000;
-    bank1[288] = 128'h00000000000000000000000000000000;
-    bank1[289] = 128'h00000000000000000000000000000000;
-    bank1[290] = 128'h00000000000000000000000000000000;
-    bank1[291] = 128'h00000000000000000000000000000000;
-    bank1[292] = 128'h00000000000000000000000000000000;
-    bank1[293] = 128'h00000000000000000000000000000000;
-    bank1[294] = 128'h00000000000000000000000000000000;
-    bank1[295] = 128'h00000000000000000000000000000000;
-    bank1[296] = 128'h00000000000000000000000000000000;
-    bank1[297] = 128'h00000000000000000000000000000000;
-    bank1[298] = 128'h00000000000000000000000000000000;
-    bank1[299] = 128'h00000000000000000000000000000000;
-    bank1[300] = 128'h00000000000000000000000000000000;
-    bank1[301] = 128'h00000000000000000000000000000000;
-    bank1[302] = 128'h00000000000000000000000000000000;
-    bank1[303] = 128'h00000000000000000000000000000000;
-    bank1[304] = 128'h00000000000000000000000000000000;
-    bank1[305] = 128'h00000000000000000000000000000000;
-    bank1[306] = 128'h00000000000000000000000000000000;
-    bank1[307] = 128'h00000000000000000000000000000000;
-    bank1[308] = 128'h00000000000000000000000000000000;
-    bank1[309] = 128'h00000000000000000000000000000000;
-    bank1[310] = 128'h00000000000000000000000000000000;
-    bank1[311] = 128'h00000000000000000000000000000000;
-    bank1[312] = 128'h00000000000000000000000000000000;
-    bank1[313] = 128'h00000000000000000000000000000000;
-    bank1[314] = 128'h00000000000000000000000000000000;
-    bank1[315] = 128'h00000000000000000000000000000000;
-    bank1[316] = 128'h00000000000000000000000000000000;
-    bank1[317] = 128'h00000000000000000000000000000000;
-    bank1[318] = 128'h00000000000000000000000000000000;
-    bank1[319] = 128'h00000000000000000000000000000000;
-    bank1[320] = 128'h00000000000000000000000000000000;
-    bank1[321] = 128'h00000000000000000000000000000000;
-    bank1[322] = 128'h00000000000000000000000000000000;
-    bank1[323] = 128'h00000000000000000000000000000000;
-    bank1[324] = 128'h00000000000000000000000000000000;
-    bank1[325] = 128'h00000000000000000000000000000000;
-    bank1[326] = 128'h00000000000000000000000000000000;
-    bank1[327] = 128'h00000000000000000000000000000000;
-    bank1[328] = 128'h00000000000000000000000000000000;
-    bank1[329] = 128'h00000000000000000000000000000000;
-    bank1[330] = 128'h00000000000000000000000000000000;
-    bank1[331] = 128'h00000000000000000000000000000000;
-    bank1[332] = 128'h00000000000000000000000000000000;
-    bank1[333] = 128'h00000000000000000000000000000000;
-    bank1[334] = 128'h00000000000000000000000000000000;
-    bank1[335] = 128'h00000000000000000000000000000000;
-    bank1[336] = 128'h00000000000000000000000000000000;
-    bank1[337] = 128'h00000000000000000000000000000000;
-    bank1[338] = 128'h00000000000000000000000000000000;
-    bank1[339] = 128'h00000000000000000000000000000000;
-    bank1[340] = 128'h00000000000000000000000000000000;
-    bank1[341] = 128'h00000000000000000000000000000000;
-    bank1[342] = 128'h00000000000000000000000000000000;
-    bank1[343] = 128'h00000000000000000000000000000000;
-    bank1[344] = 128'h00000000000000000000000000000000;
-    bank1[345] = 128'h00000000000000000000000000000000;
-    bank1[346] = 128'h00000000000000000000000000000000;
-    bank1[347] = 128'h00000000000000000000000000000000;
-    bank1[348] = 128'h00000000000000000000000000000000;
-    bank1[349] = 128'h00000000000000000000000000000000;
-    bank1[350] = 128'h00000000000000000000000000000000;
-    bank1[351] = 128'h00000000000000000000000000000000;
-    bank1[352] = 128'h00000000000000000000000000000000;
-    bank1[353] = 128'h00000000000000000000000000000000;
-    bank1[354] = 128'h00000000000000000000000000000000;
-    bank1[355] = 128'h00000000000000000000000000000000;
-    bank1[356] = 128'h00000000000000000000000000000000;
-    bank1[357] = 128'h00000000000000000000000000000000;
-    bank1[358] = 128'h00000000000000000000000000000000;
-    bank1[359] = 128'h00000000000000000000000000000000;
-    bank1[360] = 128'h00000000000000000000000000000000;
-    bank1[361] = 128'h00000000000000000000000000000000;
-    bank1[362] = 128'h00000000000000000000000000000000;
-    bank1[363] = 128'h00000000000000000000000000000000;
-    bank1[364] = 128'h00000000000000000000000000000000;
-    bank1[365] = 128'h00000000000000000000000000000000;
-    bank1[366] = 128'h00000000000000000000000000000000;
-    bank1[367] = 128'h00000000000000000000000000000000;
-    bank1[368] = 128'h00000000000000000000000000000000;
-    bank1[369] = 128'h00000000000000000000000000000000;
-    bank1[370] = 128'h00000000000000000000000000000000;
-    bank1[371] = 128'h00000000000000000000000000000000;
-    bank1[372] = 128'h00000000000000000000000000000000;
-    bank1[373] = 128'h00000000000000000000000000000000;
-    bank1[374] = 128'h00000000000000000000000000000000;
-    bank1[375] = 128'h00000000000000000000000000000000;
-    bank1[376] = 128'h00000000000000000000000000000000;
-    bank1[377] = 128'h00000000000000000000000000000000;
-    bank1[378] = 128'h00000000000000000000000000000000;
-    bank1[379] = 128'h00000000000000000000000000000000;
-    bank1[380] = 128'h00000000000000000000000000000000;
-    bank1[381] = 128'h00000000000000000000000000000000;
-    bank1[382] = 128'h00000000000000000000000000000000;
-    bank1[383] = 128'h00000000000000000000000000000000;
-    bank1[384] = 128'h00000000000000000000000000000000;
-    bank1[385] = 128'h00000000000000000000000000000000;
-    bank1[386] = 128'h00000000000000000000000000000000;
-    bank1[387] = 128'h00000000000000000000000000000000;
-    bank1[388] = 128'h00000000000000000000000000000000;
-    bank1[389] = 128'h00000000000000000000000000000000;
-    bank1[390] = 128'h00000000000000000000000000000000;
-    bank1[391] = 128'h00000000000000000000000000000000;
-    bank1[392] = 128'h00000000000000000000000000000000;
-    bank1[393] = 128'h00000000000000000000000000000000;
-    bank1[394] = 128'h00000000000000000000000000000000;
-    bank1[395] = 128'h00000000000000000000000000000000;
-    bank1[396] = 128'h00000000000000000000000000000000;
-    bank1[397] = 128'h00000000000000000000000000000000;
-    bank1[398] = 128'h00000000000000000000000000000000;
-    bank1[399] = 128'h00000000000000000000000000000000;
-    bank1[400] = 128'h00000000000000000000000000000000;
-    bank1[401] = 128'h00000000000000000000000000000000;
-    bank1[402] = 128'h00000000000000000000000000000000;
-    bank1[403] = 128'h00000000000000000000000000000000;
-    bank1[404] = 128'h00000000000000000000000000000000;
-    bank1[405] = 128'h00000000000000000000000000000000;
-    bank1[406] = 128'h00000000000000000000000000000000;
-    bank1[407] = 128'h00000000000000000000000000000000;
-    bank1[408] = 128'h00000000000000000000000000000000;
-    bank1[409] = 128'h00000000000000000000000000000000;
-    bank1[410] = 128'h00000000000000000000000000000000;
-    bank1[411] = 128'h00000000000000000000000000000000;
-    bank1[412] = 128'h00000000000000000000000000000000;
-    bank1[413] = 128'h00000000000000000000000000000000;
-    bank1[414] = 128'h00000000000000000000000000000000;
-    bank1[415] = 128'h00000000000000000000000000000000;
-    bank1[416] = 128'h00000000000000000000000000000000;
-    bank1[417] = 128'h00000000000000000000000000000000;
-    bank1[418] = 128'h00000000000000000000000000000000;
-    bank1[419] = 128'h00000000000000000000000000000000;
-    bank1[420] = 128'h00000000000000000000000000000000;
-    bank1[421] = 128'h00000000000000000000000000000000;
-    bank1[422] = 128'h00000000000000000000000000000000;
-    bank1[423] = 128'h00000000000000000000000000000000;
-    bank1[424] = 128'h00000000000000000000000000000000;
-    bank1[425] = 128'h00000000000000000000000000000000;
-    bank1[426] = 128'h00000000000000000000000000000000;
-    bank1[427] = 128'h00000000000000000000000000000000;
-    bank1[428] = 128'h00000000000000000000000000000000;
-    bank1[429] = 128'h00000000000000000000000000000000;
-    bank1[430] = 128'h00000000000000000000000000000000;
-    bank1[431] = 128'h00000000000000000000000000000000;
-    bank1[432] = 128'h00000000000000000000000000000000;
-    bank1[433] = 128'h00000000000000000000000000000000;
-    bank1[434] = 128'h00000000000000000000000000000000;
-    bank1[435] = 128'h00000000000000000000000000000000;
-    bank1[436] = 128'h00000000000000000000000000000000;
-    bank1[437] = 128'h00000000000000000000000000000000;
-    bank1[438] = 128'h00000000000000000000000000000000;
-    bank1[439] = 128'h00000000000000000000000000000000;
-    bank1[440] = 128'h00000000000000000000000000000000;
-    bank1[441] = 128'h00000000000000000000000000000000;
-    bank1[442] = 128'h00000000000000000000000000000000;
-    bank1[443] = 128'h00000000000000000000000000000000;
-    bank1[444] = 128'h00000000000000000000000000000000;
-    bank1[445] = 128'h00000000000000000000000000000000;
-    bank1[446] = 128'h00000000000000000000000000000000;
-    bank1[447] = 128'h00000000000000000000000000000000;
-    bank1[448] = 128'h00000000000000000000000000000000;
-    bank1[449] = 128'h00000000000000000000000000000000;
-    bank1[450] = 128'h00000000000000000000000000000000;
-    bank1[451] = 128'h00000000000000000000000000000000;
-    bank1[452] = 128'h00000000000000000000000000000000;
-    bank1[453] = 128'h00000000000000000000000000000000;
-    bank1[454] = 128'h00000000000000000000000000000000;
-    bank1[455] = 128'h00000000000000000000000000000000;
-    bank1[456] = 128'h00000000000000000000000000000000;
-    bank1[457] = 128'h00000000000000000000000000000000;
-    bank1[458] = 128'h00000000000000000000000000000000;
-    bank1[459] = 128'h00000000000000000000000000000000;
-    bank1[460] = 128'h00000000000000000000000000000000;
-    bank1[461] = 128'h00000000000000000000000000000000;
-    bank1[462] = 128'h00000000000000000000000000000000;
-    bank1[463] = 128'h00000000000000000000000000000000;
-    bank1[464] = 128'h00000000000000000000000000000000;
-    bank1[465] = 128'h00000000000000000000000000000000;
-    bank1[466] = 128'h00000000000000000000000000000000;
-    bank1[467] = 128'h00000000000000000000000000000000;
-    bank1[468] = 128'h00000000000000000000000000000000;
-    bank1[469] = 128'h00000000000000000000000000000000;
-    bank1[470] = 128'h00000000000000000000000000000000;
-    bank1[471] = 128'h00000000000000000000000000000000;
-    bank1[472] = 128'h00000000000000000000000000000000;
-    bank1[473] = 128'h00000000000000000000000000000000;
-    bank1[474] = 128'h00000000000000000000000000000000;
-    bank1[475] = 128'h00000000000000000000000000000000;
-    bank1[476] = 128'h00000000000000000000000000000000;
-    bank1[477] = 128'h00000000000000000000000000000000;
-    bank1[478] = 128'h00000000000000000000000000000000;
-    bank1[479] = 128'h00000000000000000000000000000000;
-    bank1[480] = 128'h00000000000000000000000000000000;
-    bank1[481] = 128'h00000000000000000000000000000000;
-    bank1[482] = 128'h00000000000000000000000000000000;
-    bank1[483] = 128'h00000000000000000000000000000000;
-    bank1[484] = 128'h00000000000000000000000000000000;
-    bank1[485] = 128'h00000000000000000000000000000000;
-    bank1[486] = 128'h00000000000000000000000000000000;
-    bank1[487] = 128'h00000000000000000000000000000000;
-    bank1[488] = 128'h00000000000000000000000000000000;
-    bank1[489] = 128'h00000000000000000000000000000000;
-    bank1[490] = 128'h00000000000000000000000000000000;
-    bank1[491] = 128'h00000000000000000000000000000000;
-    bank1[492] = 128'h00000000000000000000000000000000;
-    bank1[493] = 128'h00000000000000000000000000000000;
-    bank1[494] = 128'h00000000000000000000000000000000;
-    bank1[495] = 128'h00000000000000000000000000000000;
-    bank1[496] = 128'h00000000000000000000000000000000;
-    bank1[497] = 128'h00000000000000000000000000000000;
-    bank1[498] = 128'h00000000000000000000000000000000;
-    bank1[499] = 128'h00000000000000000000000000000000;
-    bank1[500] = 128'h00000000000000000000000000000000;
-    bank1[501] = 128'h00000000000000000000000000000000;
-    bank1[502] = 128'h00000000000000000000000000000000;
-    bank1[503] = 128'h00000000000000000000000000000000;
-    bank1[504] = 128'h00000000000000000000000000000000;
-    bank1[505] = 128'h00000000000000000000000000000000;
-    bank1[506] = 128'h00000000000000000000000000000000;
-    bank1[507] = 128'h00000000000000000000000000000000;
-    bank1[508] = 128'h00000000000000000000000000000000;
-    bank1[509] = 128'h00000000000000000000000000000000;
-    bank1[510] = 128'h00000000000000000000000000000000;
-    bank1[511] = 128'h00000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (\$signature__en$181 [0])
-      bank1[\$signature__addr$179 ][7:0] <= \$signature__data$180 [7:0];
-    if (\$signature__en$181 [1])
-      bank1[\$signature__addr$179 ][15:8] <= \$signature__data$180 [15:8];
-    if (\$signature__en$181 [2])
-      bank1[\$signature__addr$179 ][23:16] <= \$signature__data$180 [23:16];
-    if (\$signature__en$181 [3])
-      bank1[\$signature__addr$179 ][31:24] <= \$signature__data$180 [31:24];
-    if (\$signature__en$181 [4])
-      bank1[\$signature__addr$179 ][39:32] <= \$signature__data$180 [39:32];
-    if (\$signature__en$181 [5])
-      bank1[\$signature__addr$179 ][47:40] <= \$signature__data$180 [47:40];
-    if (\$signature__en$181 [6])
-      bank1[\$signature__addr$179 ][55:48] <= \$signature__data$180 [55:48];
-    if (\$signature__en$181 [7])
-      bank1[\$signature__addr$179 ][63:56] <= \$signature__data$180 [63:56];
-    if (\$signature__en$181 [8])
-      bank1[\$signature__addr$179 ][71:64] <= \$signature__data$180 [71:64];
-    if (\$signature__en$181 [9])
-      bank1[\$signature__addr$179 ][79:72] <= \$signature__data$180 [79:72];
-    if (\$signature__en$181 [10])
-      bank1[\$signature__addr$179 ][87:80] <= \$signature__data$180 [87:80];
-    if (\$signature__en$181 [11])
-      bank1[\$signature__addr$179 ][95:88] <= \$signature__data$180 [95:88];
-    if (\$signature__en$181 [12])
-      bank1[\$signature__addr$179 ][103:96] <= \$signature__data$180 [103:96];
-    if (\$signature__en$181 [13])
-      bank1[\$signature__addr$179 ][111:104] <= \$signature__data$180 [111:104];
-    if (\$signature__en$181 [14])
-      bank1[\$signature__addr$179 ][119:112] <= \$signature__data$180 [119:112];
-    if (\$signature__en$181 [15])
-      bank1[\$signature__addr$179 ][127:120] <= \$signature__data$180 [127:120];
-  end
-  reg [127:0] _1_;
-  always @(posedge clk) begin
-    if (\$signature__en$113 ) begin
-      _1_ <= bank1[\$signature__addr$116 ];
-    end
-  end
-  assign \$signature__data$27  = _1_;
-  reg [127:0] bank2 [511:0];
-  initial begin
-    bank2[0] = 128'h00000000000000000000000000000000;
-    bank2[1] = 128'h00000000000000000000000000000000;
-    bank2[2] = 128'h00000000000000000000000000000000;
-    bank2[3] = 128'h00000000000000000000000000000000;
-    bank2[4] = 128'h00000000000000000000000000000000;
-    bank2[5] = 128'h00000000000000000000000000000000;
-    bank2[6] = 128'h00000000000000000000000000000000;
-    bank2[7] = 128'h00000000000000000000000000000000;
-    bank2[8] = 128'h00000000000000000000000000000000;
-    bank2[9] = 128'h00000000000000000000000000000000;
-    bank2[10] = 128'h00000000000000000000000000000000;
-    bank2[11] = 128'h00000000000000000000000000000000;
-    bank2[12] = 128'h00000000000000000000000000000000;
-    bank2[13] = 128'h00000000000000000000000000000000;
-    bank2[14] = 128'h00000000000000000000000000000000;
-    bank2[15] = 128'h00000000000000000000000000000000;
-    bank2[16] = 128'h00000000000000000000000000000000;
-    bank2[17] = 128'h00000000000000000000000000000000;
-    bank2[18] = 128'h00000000000000000000000000000000;
-    bank2[19] = 128'h00000000000000000000000000000000;
-    bank2[20] = 128'h00000000000000000000000000000000;
-    bank2[21] = 128'h00000000000000000000000000000000;
-    bank2[22] = 128'h00000000000000000000000000000000;
-    bank2[23] = 128'h00000000000000000000000000000000;
-    bank2[24] = 128'h00000000000000000000000000000000;
-    bank2[25] = 128'h00000000000000000000000000000000;
-    bank2[26] = 128'h00000000000000000000000000000000;
-    bank2[27] = 128'h00000000000000000000000000000000;
-    bank2[28] = 128'h00000000000000000000000000000000;
-    bank2[29] = 128'h00000000000000000000000000000000;
-    bank2[30] = 128'h00000000000000000000000000000000;
-    bank2[31] = 128'h00000000000000000000000000000000;
-    bank2[32] = 128'h00000000000000000000000000000000;
-    bank2[33] = 128'h00000000000000000000000000000000;
-    bank2[34] = 128'h00000000000000000000000000000000;
-    bank2[35] = 128'h00000000000000000000000000000000;
-    bank2[36] = 128'h00000000000000000000000000000000;
-    bank2[37] = 128'h00000000000000000000000000000000;
-    bank2[38] = 128'h00000000000000000000000000000000;
-    bank2[39] = 128'h00000000000000000000000000000000;
-    bank2[40] = 128'h00000000000000000000000000000000;
-    bank2[41] = 128'h00000000000000000000000000000000;
-    bank2[42] = 128'h00000000000000000000000000000000;
-    bank2[43] = 128'h00000000000000000000000000000000;
-    bank2[44] = 128'h00000000000000000000000000000000;
-    bank2[45] = 128'h00000000000000000000000000000000;
-    bank2[46] = 128'h00000000000000000000000000000000;
-    bank2[47] = 128'h00000000000000000000000000000000;
-    bank2[48] = 128'h00000000000000000000000000000000;
-    bank2[49] = 128'h00000000000000000000000000000000;
-    bank2[50] = 128'h00000000000000000000000000000000;
-    bank2[51] = 128'h00000000000000000000000000000000;
-    bank2[52] = 128'h00000000000000000000000000000000;
-    bank2[53] = 128'h00000000000000000000000000000000;
-    bank2[54] = 128'h00000000000000000000000000000000;
-    bank2[55] = 128'h00000000000000000000000000000000;
-    bank2[56] = 128'h00000000000000000000000000000000;
-    bank2[57] = 128'h00000000000000000000000000000000;
-    bank2[58] = 128'h00000000000000000000000000000000;
-    bank2[59] = 128'h00000000000000000000000000000000;
-    bank2[60] = 128'h00000000000000000000000000000000;
-    bank2[61] = 128'h00000000000000000000000000000000;
-    bank2[62] = 128'h00000000000000000000000000000000;
-    bank2[63] = 128'h00000000000000000000000000000000;
-    bank2[64] = 128'h00000000000000000000000000000000;
-    bank2[65] = 128'h00000000000000000000000000000000;
-    bank2[66] = 128'h00000000000000000000000000000000;
-    bank2[67] = 128'h00000000000000000000000000000000;
-    bank2[68] = 128'h00000000000000000000000000000000;
-    bank2[69] = 128'h00000000000000000000000000000000;
-    bank2[70] = 128'h00000000000000000000000000000000;
-    bank2[71] = 128'h00000000000000000000000000000000;
-    bank2[72] = 128'h00000000000000000000000000000000;
-    bank2[73] = 128'h00000000000000000000000000000000;
-    bank2[74] = 128'h00000000000000000000000000000000;
-    bank2[75] = 128'h00000000000000000000000000000000;
-    bank2[76] = 128'h00000000000000000000000000000000;
-    bank2[77] = 128'h00000000000000000000000000000000;
-    bank2[78] = 128'h00000000000000000000000000000000;
-    bank2[79] = 128'h00000000000000000000000000000000;
-    bank2[80] = 128'h00000000000000000000000000000000;
-    bank2[81] = 128'h00000000000000000000000000000000;
-    bank2[82] = 128'h00000000000000000000000000000000;
-    bank2[83] = 128'h00000000000000000000000000000000;
-    bank2[84] = 128'h00000000000000000000000000000000;
-    bank2[85] = 128'h00000000000000000000000000000000;
-    bank2[86] = 128'h00000000000000000000000000000000;
-    bank2[87] = 128'h00000000000000000000000000000000;
-    bank2[88] = 128'h00000000000000000000000000000000;
-    bank2[89] = 128'h00000000000000000000000000000000;
-    bank2[90] = 128'h00000000000000000000000000000000;
-    bank2[91] = 128'h00000000000000000000000000000000;
-    bank2[92] = 128'h00000000000000000000000000000000;
-    bank2[93] = 128'h00000000000000000000000000000000;
-    bank2[94] = 128'h00000000000000000000000000000000;
-    bank2[95] = 128'h00000000000000000000000000000000;
-    bank2[96] = 128'h00000000000000000000000000000000;
-    bank2[97] = 128'h00000000000000000000000000000000;
-    bank2[98] = 128'h00000000000000000000000000000000;
-    bank2[99] = 128'h00000000000000000000000000000000;
-    bank2[100] = 128'h00000000000000000000000000000000;
-    bank2[101] = 128'h00000000000000000000000000000000;
-    bank2[102] = 128'h00000000000000000000000000000000;
-    bank2[103] = 128'h00000000000000000000000000000000;
-    bank2[104] = 128'h00000000000000000000000000000000;
-    bank2[105] = 128'h00000000000000000000000000000000;
-    bank2[106] = 128'h00000000000000000000000000000000;
-    bank2[107] = 128'h00000000000000000000000000000000;
-    bank2[108] = 128'h00000000000000000000000000000000;
-    bank2[109] = 128'h00000000000000000000000000000000;
-    bank2[110] = 128'h00000000000000000000000000000000;
-    bank2[111] = 128'h00000000000000000000000000000000;
-    bank2[112] = 128'h00000000000000000000000000000000;
-    bank2[113] = 128'h00000000000000000000000000000000;
-    bank2[114] = 128'h00000000000000000000000000000000;
-    bank2[115] = 128'h00000000000000000000000000000000;
-    bank2[116] = 128'h00000000000000000000000000000000;
-    bank2[117] = 128'h00000000000000000000000000000000;
-    bank2[118] = 128'h00000000000000000000000000000000;
-    bank2[119] = 128'h00000000000000000000000000000000;
-    bank2[120] = 128'h00000000000000000000000000000000;
-    bank2[121] = 128'h00000000000000000000000000000000;
-    bank2[122] = 128'h00000000000000000000000000000000;
-    bank2[123] = 128'h00000000000000000000000000000000;
-    bank2[124] = 128'h00000000000000000000000000000000;
-    bank2[125] = 128'h00000000000000000000000000000000;
-    bank2[126] = 128'h00000000000000000000000000000000;
-    bank2[127] = 128'h00000000000000000000000000000000;
-    bank2[128] = 128'h00000000000000000000000000000000;
-    bank2[129] = 128'h00000000000000000000000000000000;
-    bank2[130] = 128'h00000000000000000000000000000000;
-    bank2[131] = 128'h00000000000000000000000000000000;
-    bank2[132] = 128'h00000000000000000000000000000000;
-    bank2[133] = 128'h00000000000000000000000000000000;
-    bank2[134] = 128'h00000000000000000000000000000000;
-    bank2[135] = 128'h00000000000000000000000000000000;
-    bank2[136] = 128'h00000000000000000000000000000000;
-    bank2[137] = 128'h00000000000000000000000000000000;
-    bank2[138] = 128'h00000000000000000000000000000000;
-    bank2[139] = 128'h00000000000000000000000000000000;
-    bank2[140] = 128'h00000000000000000000000000000000;
-    bank2[141] = 128'h00000000000000000000000000000000;
-    bank2[142] = 128'h00000000000000000000000000000000;
-    bank2[143] = 128'h00000000000000000000000000000000;
-    bank2[144] = 128'h00000000000000000000000000000000;
-    bank2[145] = 128'h00000000000000000000000000000000;
-    bank2[146] = 128'h00000000000000000000000000000000;
-    bank2[147] = 128'h00000000000000000000000000000000;
-    bank2[148] = 128'h00000000000000000000000000000000;
-    bank2[149] = 128'h00000000000000000000000000000000;
-    bank2[150] = 128'h00000000000000000000000000000000;
-    bank2[151] = 128'h00000000000000000000000000000000;
-    bank2[152] = 128'h00000000000000000000000000000000;
-    bank2[153] = 128'h00000000000000000000000000000000;
-    bank2[154] = 128'h00000000000000000000000000000000;
-    bank2[155] = 128'h00000000000000000000000000000000;
-    bank2[156] = 128'h00000000000000000000000000000000;
-    bank2[157] = 128'h00000000000000000000000000000000;
-    bank2[158] = 128'h00000000000000000000000000000000;
-    bank2[159] = 128'h00000000000000000000000000000000;
-    bank2[160] = 128'h00000000000000000000000000000000;
-    bank2[161] = 128'h00000000000000000000000000000000;
-    bank2[162] = 128'h00000000000000000000000000000000;
-    bank2[163] = 128'h00000000000000000000000000000000;
-    bank2[164] = 128'h00000000000000000000000000000000;
-    bank2[165] = 128'h00000000000000000000000000000000;
-    bank2[166] = 128'h00000000000000000000000000000000;
-    bank2[167] = 128'h00000000000000000000000000000000;
-    bank2[168] = 128'h00000000000000000000000000000000;
-    bank2[169] = 128'h00000000000000000000000000000000;
-    bank2[170] = 128'h00000000000000000000000000000000;
-    bank2[171] = 128'h00000000000000000000000000000000;
-    bank2[172] = 128'h00000000000000000000000000000000;
-    bank2[173] = 128'h00000000000000000000000000000000;
-    bank2[174] = 128'h00000000000000000000000000000000;
-    bank2[175] = 128'h00000000000000000000000000000000;
-    bank2[176] = 128'h00000000000000000000000000000000;
-    bank2[177] = 128'h00000000000000000000000000000000;
-    bank2[178] = 128'h00000000000000000000000000000000;
-    bank2[179] = 128'h00000000000000000000000000000000;
-    bank2[180] = 128'h00000000000000000000000000000000;
-    bank2[181] = 128'h00000000000000000000000000000000;
-    bank2[182] = 128'h00000000000000000000000000000000;
-    bank2[183] = 128'h00000000000000000000000000000000;
-    bank2[184] = 128'h00000000000000000000000000000000;
-    bank2[185] = 128'h00000000000000000000000000000000;
-    bank2[186] = 128'h00000000000000000000000000000000;
-    bank2[187] = 128'h00000000000000000000000000000000;
-    bank2[188] = 128'h00000000000000000000000000000000;
-    bank2[189] = 128'h00000000000000000000000000000000;
-    bank2[190] = 128'h00000000000000000000000000000000;
-    bank2[191] = 128'h00000000000000000000000000000000;
-    bank2[192] = 128'h00000000000000000000000000000000;
-    bank2[193] = 128'h00000000000000000000000000000000;
-    bank2[194] = 128'h00000000000000000000000000000000;
-    bank2[195] = 128'h00000000000000000000000000000000;
-    bank2[196] = 128'h00000000000000000000000000000000;
-    bank2[197] = 128'h00000000000000000000000000000000;
-    bank2[198] = 128'h00000000000000000000000000000000;
-    bank2[199] = 128'h00000000000000000000000000000000;
-    bank2[200] = 128'h00000000000000000000000000000000;
-    bank2[201] = 128'h00000000000000000000000000000000;
-    bank2[202] = 128'h00000000000000000000000000000000;
-    bank2[203] = 128'h00000000000000000000000000000000;
-    bank2[204] = 128'h00000000000000000000000000000000;
-    bank2[205] = 128'h00000000000000000000000000000000;
-    bank2[206] = 128'h00000000000000000000000000000000;
-    bank2[207] = 128'h00000000000000000000000000000000;
-    bank2[208] = 128'h00000000000000000000000000000000;
-    bank2[209] = 128'h00000000000000000000000000000000;
-    bank2[210] = 128'h00000000000000000000000000000000;
-    bank2[211] = 128'h00000000000000000000000000000000;
-    bank2[212] = 128'h00000000000000000000000000000000;
-    bank2[213] = 128'h00000000000000000000000000000000;
-    bank2[214] = 128'h00000000000000000000000000000000;
-    bank2[215] = 128'h00000000000000000000000000000000;
-    bank2[216] = 128'h00000000000000000000000000000000;
-    bank2[217] = 128'h00000000000000000000000000000000;
-    bank2[218] = 128'h00000000000000000000000000000000;
-    bank2[219] = 128'h00000000000000000000000000000000;
-    bank2[220] = 128'h00000000000000000000000000000000;
-    bank2[221] = 128'h00000000000000000000000000000000;
-    bank2[222] = 128'h00000000000000000000000000000000;
-    bank2[223] = 128'h00000000000000000000000000000000;
-    bank2[224] = 128'h00000000000000000000000000000000;
-    bank2[225] = 128'h00000000000000000000000000000000;
-    bank2[226] = 128'h00000000000000000000000000000000;
-    bank2[227] = 128'h00000000000000000000000000000000;
-    bank2[228] = 128'h00000000000000000000000000000000;
-    bank2[229] = 128'h00000000000000000000000000000000;
-    bank2[230] = 128'h00000000000000000000000000000000;
-    bank2[231] = 128'h00000000000000000000000000000000;
-    bank2[232] = 128'h00000000000000000000000000000000;
-    bank2[233] = 128'h00000000000000000000000000000000;
-    bank2[234] = 128'h00000000000000000000000000000000;
-    bank2[235] = 128'h00000000000000000000000000000000;
-    bank2[236] = 128'h00000000000000000000000000000000;
-    bank2[237] = 128'h00000000000000000000000000000000;
-    bank2[238] = 128'h00000000000000000000000000000000;
-    bank2[239] = 128'h00000000000000000000000000000000;
-    bank2[240] = 128'h00000000000000000000000000000000;
-    bank2[241] = 128'h00000000000000000000000000000000;
-    bank2[242] = 128'h00000000000000000000000000000000;
-    bank2[243] = 128'h00000000000000000000000000000000;
-    bank2[244] = 128'h00000000000000000000000000000000;
-    bank2[245] = 128'h00000000000000000000000000000000;
-    bank2[246] = 128'h00000000000000000000000000000000;
-    bank2[247] = 128'h00000000000000000000000000000000;
-    bank2[248] = 128'h00000000000000000000000000000000;
-    bank2[249] = 128'h00000000000000000000000000000000;
-    bank2[250] = 128'h00000000000000000000000000000000;
-    bank2[251] = 128'h00000000000000000000000000000000;
-    bank2[252] = 128'h00000000000000000000000000000000;
-    bank2[253] = 128'h00000000000000000000000000000000;
-    bank2[254] = 128'h00000000000000000000000000000000;
-    bank2[255] = 128'h00000000000000000000000000000000;
-    bank2[256] = 128'h00000000000000000000000000000000;
-    bank2[257] = 128'h00000000000000000000000000000000;
-    bank2[258] = 128'h00000000000000000000000000000000;
-    bank2[259] = 128'h00000000000000000000000000000000;
-    bank2[260] = 128'h00000000000000000000000000000000;
-    bank2[261] = 128'h00000000000000000000000000000000;
-    bank2[262] = 128'h00000000000000000000000000000000;
-    bank2[263] = 128'h00000000000000000000000000000000;
-    bank2[264] = 128'h00000000000000000000000000000000;
-    bank2[265] = 128'h00000000000000000000000000000000;
-    bank2[266] = 128'h00000000000000000000000000000000;
-    bank2[267] = 128'h00000000000000000000000000000000;
-    bank2[268] = 128'h00000000000000000000000000000000;
-    bank2[269] = 128'h00000000000000000000000000000000;
-    bank2[270] = 128'h00000000000000000000000000000000;
-    bank2[271] = 128'h00000000000000000000000000000000;
-    bank2[272] = 128'h00000000000000000000000000000000;
-    bank2[273] = 128'h00000000000000000000000000000000;
-    bank2[274] = 128'h00000000000000000000000000000000;
-    bank2[275] = 128'h00000000000000000000000000000000;
-    bank2[276] = 128'h00000000000000000000000000000000;
-    bank2[277] = 128'h00000000000000000000000000000000;
-    bank2[278] = 128'h00000000000000000000000000000000;
-    bank2[279] = 128'h00000000000000000000000000000000;
-    bank2[280] = 128'h00000000000000000000000000000000;
-    bank2[281] = 128'h00000000000000000000000000000000;
-    bank2[282] = 128'h00000000000000000000000000000000;
-    bank2[283] = 128'h00000000000000000000000000000000;
-    bank2[284] = 128'h00000000000000000000000000000000;
-    bank2[285] = 128'h00000000000000000000000000000000;
-    bank2[286] = 128'h00000000000000000000000000000000;
-    bank2[287] = 128'h00000000000000000000000000000000;
-    bank2[288] = 128'h00000000000000000000000000000000;
-    bank2[289] = 128'h00000000000000000000000000000000;
-    bank2[290] = 128'h00000000000000000000000000000000;
-    bank2[291] = 128'h00000000000000000000000000000000;
-    bank2[292] = 128'h00000000000000000000000000000000;
-    bank2[293] = 128'h00000000000000000000000000000000;
-    bank2[294] = 128'h00000000000000000000000000000000;
-    bank2[295] = 128'h00000000000000000000000000000000;
-    bank2[296] = 128'h00000000000000000000000000000000;
-    bank2[297] = 128'h00000000000000000000000000000000;
-    bank2[298] = 128'h00000000000000000000000000000000;
-    bank2[299] = 128'h00000000000000000000000000000000;
-    bank2[300] = 128'h00000000000000000000000000000000;
-    bank2[301] = 128'h00000000000000000000000000000000;
-    bank2[302] = 128'h00000000000000000000000000000000;
-    bank2[303] = 128'h00000000000000000000000000000000;
-    bank2[304] = 128'h00000000000000000000000000000000;
-    bank2[305] = 128'h00000000000000000000000000000000;
-    bank2[306] = 128'h00000000000000000000000000000000;
-    bank2[307] = 128'h00000000000000000000000000000000;
-    bank2[308] = 128'h00000000000000000000000000000000;
-    bank2[309] = 128'h00000000000000000000000000000000;
-    bank2[310] = 128'h00000000000000000000000000000000;
-    bank2[311] = 128'h00000000000000000000000000000000;
-    bank2[312] = 128'h00000000000000000000000000000000;
-    bank2[313] = 128'h00000000000000000000000000000000;
-    bank2[314] = 128'h00000000000000000000000000000000;
-    bank2[315] = 128'h00000000000000000000000000000000;
-    bank2[316] = 128'h00000000000000000000000000000000;
-    bank2[317] = 128'h00000000000000000000000000000000;
-    bank2[318] = 128'h00000000000000000000000000000000;
-    bank2[319] = 128'h00000000000000000000000000000000;
-    bank2[320] = 128'h00000000000000000000000000000000;
-    bank2[321] = 128'h00000000000000000000000000000000;
-    bank2[322] = 128'h00000000000000000000000000000000;
-    bank2[323] = 128'h00000000000000000000000000000000;
-    bank2[324] = 128'h00000000000000000000000000000000;
-    bank2[325] = 128'h00000000000000000000000000000000;
-    bank2[326] = 128'h00000000000000000000000000000000;
-    bank2[327] = 128'h00000000000000000000000000000000;
-    bank2[328] = 128'h00000000000000000000000000000000;
-    bank2[329] = 128'h00000000000000000000000000000000;
-    bank2[330] = 128'h00000000000000000000000000000000;
-    bank2[331] = 128'h00000000000000000000000000000000;
-    bank2[332] = 128'h00000000000000000000000000000000;
-    bank2[333] = 128'h00000000000000000000000000000000;
-    bank2[334] = 128'h00000000000000000000000000000000;
-    bank2[335] = 128'h00000000000000000000000000000000;
-    bank2[336] = 128'h00000000000000000000000000000000;
-    bank2[337] = 128'h00000000000000000000000000000000;
-    bank2[338] = 128'h00000000000000000000000000000000;
-    bank2[339] = 128'h00000000000000000000000000000000;
-    bank2[340] = 128'h00000000000000000000000000000000;
-    bank2[341] = 128'h00000000000000000000000000000000;
-    bank2[342] = 128'h00000000000000000000000000000000;
-    bank2[343] = 128'h00000000000000000000000000000000;
-    bank2[344] = 128'h00000000000000000000000000000000;
-    bank2[345] = 128'h00000000000000000000000000000000;
-    bank2[346] = 128'h00000000000000000000000000000000;
-    bank2[347] = 128'h00000000000000000000000000000000;
-    bank2[348] = 128'h00000000000000000000000000000000;
-    bank2[349] = 128'h00000000000000000000000000000000;
-    bank2[350] = 128'h00000000000000000000000000000000;
-    bank2[351] = 128'h00000000000000000000000000000000;
-    bank2[352] = 128'h00000000000000000000000000000000;
-    bank2[353] = 128'h00000000000000000000000000000000;
-    bank2[354] = 128'h00000000000000000000000000000000;
-    bank2[355] = 128'h00000000000000000000000000000000;
-    bank2[356] = 128'h00000000000000000000000000000000;
-    bank2[357] = 128'h00000000000000000000000000000000;
-    bank2[358] = 128'h00000000000000000000000000000000;
-    bank2[359] = 128'h00000000000000000000000000000000;
-    bank2[360] = 128'h00000000000000000000000000000000;
-    bank2[361] = 128'h00000000000000000000000000000000;
-    bank2[362] = 128'h00000000000000000000000000000000;
-    bank2[363] = 128'h00000000000000000000000000000000;
-    bank2[364] = 128'h00000000000000000000000000000000;
-    bank2[365] = 128'h00000000000000000000000000000000;
-    bank2[366] = 128'h00000000000000000000000000000000;
-    bank2[367] = 128'h00000000000000000000000000000000;
-    bank2[368] = 128'h00000000000000000000000000000000;
-    bank2[369] = 128'h00000000000000000000000000000000;
-    bank2[370] = 128'h00000000000000000000000000000000;
-    bank2[371] = 128'h00000000000000000000000000000000;
-    bank2[372] = 128'h00000000000000000000000000000000;
-    bank2[373] = 128'h00000000000000000000000000000000;
-    bank2[374] = 128'h00000000000000000000000000000000;
-    bank2[375] = 128'h00000000000000000000000000000000;
-    bank2[376] = 128'h00000000000000000000000000000000;
-    bank2[377] = 128'h00000000000000000000000000000000;
-    bank2[378] = 128'h00000000000000000000000000000000;
-    bank2[379] = 128'h00000000000000000000000000000000;
-    bank2[380] = 128'h00000000000000000000000000000000;
-    bank2[381] = 128'h00000000000000000000000000000000;
-    bank2[382] = 128'h00000000000000000000000000000000;
-    bank2[383] = 128'h00000000000000000000000000000000;
-    bank2[384] = 128'h00000000000000000000000000000000;
-    bank2[385] = 128'h00000000000000000000000000000000;
-    bank2[386] = 128'h00000000000000000000000000000000;
-    bank2[387] = 128'h00000000000000000000000000000000;
-    bank2[388] = 128'h00000000000000000000000000000000;
-    bank2[389] = 128'h00000000000000000000000000000000;
-    bank2[390] = 128'h00000000000000000000000000000000;
-    bank2[391] = 128'h00000000000000000000000000000000;
-    bank2[392] = 128'h00000000000000000000000000000000;
-    bank2[393] = 128'h00000000000000000000000000000000;
-    bank2[394] = 128'h00000000000000000000000000000000;
-    bank2[395] = 128'h00000000000000000000000000000000;
-    bank2[396] = 128'h00000000000000000000000000000000;
-    bank2[397] = 128'h00000000000000000000000000000000;
-    bank2[398] = 128'h00000000000000000000000000000000;
-    bank2[399] = 128'h00000000000000000000000000000000;
-    bank2[400] = 128'h00000000000000000000000000000000;
-    bank2[401] = 128'h00000000000000000000000000000000;
-    bank2[402] = 128'h00000000000000000000000000000000;
-    bank2[403] = 128'h00000000000000000000000000000000;
-    bank2[404] = 128'h00000000000000000000000000000000;
-    bank2[405] = 128'h00000000000000000000000000000000;
-    bank2[406] = 128'h00000000000000000000000000000000;
-    bank2[407] = 128'h00000000000000000000000000000000;
-    bank2[408] = 128'h00000000000000000000000000000000;
-    bank2[409] = 128'h00000000000000000000000000000000;
-    bank2[410] = 128'h00000000000000000000000000000000;
-    bank2[411] = 128'h00000000000000000000000000000000;
-    bank2[412] = 128'h00000000000000000000000000000000;
-    bank2[413] = 128'h00000000000000000000000000000000;
-    bank2[414] = 128'h00000000000000000000000000000000;
-    bank2[415] = 128'h00000000000000000000000000000000;
-    bank2[416] = 128'h00000000000000000000000000000000;
-    bank2[417] = 128'h00000000000000000000000000000000;
-    bank2[418] = 128'h00000000000000000000000000000000;
-    bank2[419] = 128'h00000000000000000000000000000000;
-    bank2[420] = 128'h00000000000000000000000000000000;
-    bank2[421] = 128'h00000000000000000000000000000000;
-    bank2[422] = 128'h00000000000000000000000000000000;
-    bank2[423] = 128'h00000000000000000000000000000000;
-    bank2[424] = 128'h00000000000000000000000000000000;
-    bank2[425] = 128'h00000000000000000000000000000000;
-    bank2[426] = 128'h00000000000000000000000000000000;
-    bank2[427] = 128'h00000000000000000000000000000000;
-    bank2[428] = 128'h00000000000000000000000000000000;
-    bank2[429] = 128'h00000000000000000000000000000000;
-    bank2[430] = 128'h00000000000000000000000000000000;
-    bank2[431] = 128'h00000000000000000000000000000000;
-    bank2[432] = 128'h00000000000000000000000000000000;
-    bank2[433] = 128'h00000000000000000000000000000000;
-    bank2[434] = 128'h00000000000000000000000000000000;
-    bank2[435] = 128'h00000000000000000000000000000000;
-    bank2[436] = 128'h00000000000000000000000000000000;
-    bank2[437] = 128'h00000000000000000000000000000000;
-    bank2[438] = 128'h00000000000000000000000000000000;
-    bank2[439] = 128'h00000000000000000000000000000000;
-    bank2[440] = 128'h00000000000000000000000000000000;
-    bank2[441] = 128'h00000000000000000000000000000000;
-    bank2[442] = 128'h00000000000000000000000000000000;
-    bank2[443] = 128'h00000000000000000000000000000000;
-    bank2[444] = 128'h00000000000000000000000000000000;
-    bank2[445] = 128'h00000000000000000000000000000000;
-    bank2[446] = 128'h00000000000000000000000000000000;
-    bank2[447] = 128'h00000000000000000000000000000000;
-    bank2[448] = 128'h00000000000000000000000000000000;
-    bank2[449] = 128'h00000000000000000000000000000000;
-    bank2[450] = 128'h00000000000000000000000000000000;
-    bank2[451] = 128'h00000000000000000000000000000000;
-    bank2[452] = 128'h00000000000000000000000000000000;
-    bank2[453] = 128'h00000000000000000000000000000000;
-    bank2[454] = 128'h00000000000000000000000000000000;
-    bank2[455] = 128'h00000000000000000000000000000000;
-    bank2[456] = 128'h00000000000000000000000000000000;
-    bank2[457] = 128'h00000000000000000000000000000000;
-    bank2[458] = 128'h00000000000000000000000000000000;
-    bank2[459] = 128'h00000000000000000000000000000000;
-    bank2[460] = 128'h00000000000000000000000000000000;
-    bank2[461] = 128'h00000000000000000000000000000000;
-    bank2[462] = 128'h00000000000000000000000000000000;
-    bank2[463] = 128'h00000000000000000000000000000000;
-    bank2[464] = 128'h00000000000000000000000000000000;
-    bank2[465] = 128'h00000000000000000000000000000000;
-    bank2[466] = 128'h00000000000000000000000000000000;
-    bank2[467] = 128'h00000000000000000000000000000000;
-    bank2[468] = 128'h00000000000000000000000000000000;
-    bank2[469] = 128'h00000000000000000000000000000000;
-    bank2[470] = 128'h00000000000000000000000000000000;
-    bank2[471] = 128'h00000000000000000000000000000000;
-    bank2[472] = 128'h00000000000000000000000000000000;
-    bank2[473] = 128'h00000000000000000000000000000000;
-    bank2[474] = 128'h00000000000000000000000000000000;
-    bank2[475] = 128'h00000000000000000000000000000000;
-    bank2[476] = 128'h00000000000000000000000000000000;
-    bank2[477] = 128'h00000000000000000000000000000000;
-    bank2[478] = 128'h00000000000000000000000000000000;
-    bank2[479] = 128'h00000000000000000000000000000000;
-    bank2[480] = 128'h00000000000000000000000000000000;
-    bank2[481] = 128'h00000000000000000000000000000000;
-    bank2[482] = 128'h00000000000000000000000000000000;
-    bank2[483] = 128'h00000000000000000000000000000000;
-    bank2[484] = 128'h00000000000000000000000000000000;
-    bank2[485] = 128'h00000000000000000000000000000000;
-    bank2[486] = 128'h00000000000000000000000000000000;
-    bank2[487] = 128'h00000000000000000000000000000000;
-    bank2[488] = 128'h00000000000000000000000000000000;
-    bank2[489] = 128'h00000000000000000000000000000000;
-    bank2[490] = 128'h00000000000000000000000000000000;
-    bank2[491] = 128'h00000000000000000000000000000000;
-    bank2[492] = 128'h00000000000000000000000000000000;
-    bank2[493] = 128'h00000000000000000000000000000000;
-    bank2[494] = 128'h00000000000000000000000000000000;
-    bank2[495] = 128'h00000000000000000000000000000000;
-    bank2[496] = 128'h00000000000000000000000000000000;
-    bank2[497] = 128'h00000000000000000000000000000000;
-    bank2[498] = 128'h00000000000000000000000000000000;
-    bank2[499] = 128'h00000000000000000000000000000000;
-    bank2[500] = 128'h00000000000000000000000000000000;
-    bank2[501] = 128'h00000000000000000000000000000000;
-    bank2[502] = 128'h00000000000000000000000000000000;
-    bank2[503] = 128'h00000000000000000000000000000000;
-    bank2[504] = 128'h00000000000000000000000000000000;
-    bank2[505] = 128'h00000000000000000000000000000000;
-    bank2[506] = 128'h00000000000000000000000000000000;
-    bank2[507] = 128'h00000000000000000000000000000000;
-    bank2[508] = 128'h00000000000000000000000000000000;
-    bank2[509] = 128'h00000000000000000000000000000000;
-    bank2[510] = 128'h00000000000000000000000000000000;
-    bank2[511] = 128'h00000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (\$signature__en$186 [0])
-      bank2[\$signature__addr$184 ][7:0] <= \$signature__data$185 [7:0];
-    if (\$signature__en$186 [1])
-      bank2[\$signature__addr$184 ][15:8] <= \$signature__data$185 [15:8];
-    if (\$signature__en$186 [2])
-      bank2[\$signature__addr$184 ][23:16] <= \$signature__data$185 [23:16];
-    if (\$signature__en$186 [3])
-      bank2[\$signature__addr$184 ][31:24] <= \$signature__data$185 [31:24];
-    if (\$signature__en$186 [4])
-      bank2[\$signature__addr$184 ][39:32] <= \$signature__data$185 [39:32];
-    if (\$signature__en$186 [5])
-      bank2[\$signature__addr$184 ][47:40] <= \$signature__data$185 [47:40];
-    if (\$signature__en$186 [6])
-      bank2[\$signature__addr$184 ][55:48] <= \$signature__data$185 [55:48];
-    if (\$signature__en$186 [7])
-      bank2[\$signature__addr$184 ][63:56] <= \$signature__data$185 [63:56];
-    if (\$signature__en$186 [8])
-      bank2[\$signature__addr$184 ][71:64] <= \$signature__data$185 [71:64];
-    if (\$signature__en$186 [9])
-      bank2[\$signature__addr$184 ][79:72] <= \$signature__data$185 [79:72];
-    if (\$signature__en$186 [10])
-      bank2[\$signature__addr$184 ][87:80] <= \$signature__data$185 [87:80];
-    if (\$signature__en$186 [11])
-      bank2[\$signature__addr$184 ][95:88] <= \$signature__data$185 [95:88];
-    if (\$signature__en$186 [12])
-      bank2[\$signature__addr$184 ][103:96] <= \$signature__data$185 [103:96];
-    if (\$signature__en$186 [13])
-      bank2[\$signature__addr$184 ][111:104] <= \$signature__data$185 [111:104];
-    if (\$signature__en$186 [14])
-      bank2[\$signature__addr$184 ][119:112] <= \$signature__data$185 [119:112];
-    if (\$signature__en$186 [15])
-      bank2[\$signature__addr$184 ][127:120] <= \$signature__data$185 [127:120];
-  end
-  reg [127:0] _2_;
-  always @(posedge clk) begin
-    if (\$signature__en$117 ) begin
-      _2_ <= bank2[\$signature__addr$120 ];
-    end
-  end
-  assign \$signature__data$28  = _2_;
-  reg [127:0] bank3 [511:0];
-  initial begin
-    bank3[0] = 128'h00000000000000000000000000000000;
-    bank3[1] = 128'h00000000000000000000000000000000;
-    bank3[2] = 128'h00000000000000000000000000000000;
-    bank3[3] = 128'h00000000000000000000000000000000;
-    bank3[4] = 128'h00000000000000000000000000000000;
-    bank3[5] = 128'h00000000000000000000000000000000;
-    bank3[6] = 128'h00000000000000000000000000000000;
-    bank3[7] = 128'h00000000000000000000000000000000;
-    bank3[8] = 128'h00000000000000000000000000000000;
-    bank3[9] = 128'h00000000000000000000000000000000;
-    bank3[10] = 128'h00000000000000000000000000000000;
-    bank3[11] = 128'h00000000000000000000000000000000;
-    bank3[12] = 128'h00000000000000000000000000000000;
-    bank3[13] = 128'h00000000000000000000000000000000;
-    bank3[14] = 128'h00000000000000000000000000000000;
-    bank3[15] = 128'h00000000000000000000000000000000;
-    bank3[16] = 128'h00000000000000000000000000000000;
-    bank3[17] = 128'h00000000000000000000000000000000;
-    bank3[18] = 128'h00000000000000000000000000000000;
-    bank3[19] = 128'h00000000000000000000000000000000;
-    bank3[20] = 128'h00000000000000000000000000000000;
-    bank3[21] = 128'h00000000000000000000000000000000;
-    bank3[22] = 128'h00000000000000000000000000000000;
-    bank3[23] = 128'h00000000000000000000000000000000;
-    bank3[24] = 128'h00000000000000000000000000000000;
-    bank3[25] = 128'h00000000000000000000000000000000;
-    bank3[26] = 128'h00000000000000000000000000000000;
-    bank3[27] = 128'h00000000000000000000000000000000;
-    bank3[28] = 128'h00000000000000000000000000000000;
-    bank3[29] = 128'h00000000000000000000000000000000;
-    bank3[30] = 128'h00000000000000000000000000000000;
-    bank3[31] = 128'h00000000000000000000000000000000;
-    bank3[32] = 128'h00000000000000000000000000000000;
-    bank3[33] = 128'h00000000000000000000000000000000;
-    bank3[34] = 128'h00000000000000000000000000000000;
-    bank3[35] = 128'h00000000000000000000000000000000;
-    bank3[36] = 128'h00000000000000000000000000000000;
-    bank3[37] = 128'h00000000000000000000000000000000;
-    bank3[38] = 128'h00000000000000000000000000000000;
-    bank3[39] = 128'h00000000000000000000000000000000;
-    bank3[40] = 128'h00000000000000000000000000000000;
-    bank3[41] = 128'h00000000000000000000000000000000;
-    bank3[42] = 128'h00000000000000000000000000000000;
-    bank3[43] = 128'h00000000000000000000000000000000;
-    bank3[44] = 128'h00000000000000000000000000000000;
-    bank3[45] = 128'h00000000000000000000000000000000;
-    bank3[46] = 128'h00000000000000000000000000000000;
-    bank3[47] = 128'h00000000000000000000000000000000;
-    bank3[48] = 128'h00000000000000000000000000000000;
-    bank3[49] = 128'h00000000000000000000000000000000;
-    bank3[50] = 128'h00000000000000000000000000000000;
-    bank3[51] = 128'h00000000000000000000000000000000;
-    bank3[52] = 128'h00000000000000000000000000000000;
-    bank3[53] = 128'h00000000000000000000000000000000;
-    bank3[54] = 128'h00000000000000000000000000000000;
-    bank3[55] = 128'h00000000000000000000000000000000;
-    bank3[56] = 128'h00000000000000000000000000000000;
-    bank3[57] = 128'h00000000000000000000000000000000;
-    bank3[58] = 128'h00000000000000000000000000000000;
-    bank3[59] = 128'h00000000000000000000000000000000;
-    bank3[60] = 128'h00000000000000000000000000000000;
-    bank3[61] = 128'h00000000000000000000000000000000;
-    bank3[62] = 128'h00000000000000000000000000000000;
-    bank3[63] = 128'h00000000000000000000000000000000;
-    bank3[64] = 128'h00000000000000000000000000000000;
-    bank3[65] = 128'h00000000000000000000000000000000;
-    bank3[66] = 128'h00000000000000000000000000000000;
-    bank3[67] = 128'h00000000000000000000000000000000;
-    bank3[68] = 128'h00000000000000000000000000000000;
-    bank3[69] = 128'h00000000000000000000000000000000;
-    bank3[70] = 128'h00000000000000000000000000000000;
-    bank3[71] = 128'h00000000000000000000000000000000;
-    bank3[72] = 128'h00000000000000000000000000000000;
-    bank3[73] = 128'h00000000000000000000000000000000;
-    bank3[74] = 128'h00000000000000000000000000000000;
-    bank3[75] = 128'h00000000000000000000000000000000;
-    bank3[76] = 128'h00000000000000000000000000000000;
-    bank3[77] = 128'h00000000000000000000000000000000;
-    bank3[78] = 128'h00000000000000000000000000000000;
-    bank3[79] = 128'h00000000000000000000000000000000;
-    bank3[80] = 128'h00000000000000000000000000000000;
-    bank3[81] = 128'h00000000000000000000000000000000;
-    bank3[82] = 128'h00000000000000000000000000000000;
-    bank3[83] = 128'h00000000000000000000000000000000;
-    bank3[84] = 128'h00000000000000000000000000000000;
-    bank3[85] = 128'h00000000000000000000000000000000;
-    bank3[86] = 128'h00000000000000000000000000000000;
-    bank3[87] = 128'h00000000000000000000000000000000;
-    bank3[88] = 128'h00000000000000000000000000000000;
-    bank3[89] = 128'h00000000000000000000000000000000;
-    bank3[90] = 128'h00000000000000000000000000000000;
-    bank3[91] = 128'h00000000000000000000000000000000;
-    bank3[92] = 128'h00000000000000000000000000000000;
-    bank3[93] = 128'h00000000000000000000000000000000;
-    bank3[94] = 128'h00000000000000000000000000000000;
-    bank3[95] = 128'h00000000000000000000000000000000;
-    bank3[96] = 128'h00000000000000000000000000000000;
-    bank3[97] = 128'h00000000000000000000000000000000;
-    bank3[98] = 128'h00000000000000000000000000000000;
-    bank3[99] = 128'h00000000000000000000000000000000;
-    bank3[100] = 128'h00000000000000000000000000000000;
-    bank3[101] = 128'h00000000000000000000000000000000;
-    bank3[102] = 128'h00000000000000000000000000000000;
-    bank3[103] = 128'h00000000000000000000000000000000;
-    bank3[104] = 128'h00000000000000000000000000000000;
-    bank3[105] = 128'h00000000000000000000000000000000;
-    bank3[106] = 128'h00000000000000000000000000000000;
-    bank3[107] = 128'h00000000000000000000000000000000;
-    bank3[108] = 128'h00000000000000000000000000000000;
-    bank3[109] = 128'h00000000000000000000000000000000;
-    bank3[110] = 128'h00000000000000000000000000000000;
-    bank3[111] = 128'h00000000000000000000000000000000;
-    bank3[112] = 128'h00000000000000000000000000000000;
-    bank3[113] = 128'h00000000000000000000000000000000;
-    bank3[114] = 128'h00000000000000000000000000000000;
-    bank3[115] = 128'h00000000000000000000000000000000;
-    bank3[116] = 128'h00000000000000000000000000000000;
-    bank3[117] = 128'h00000000000000000000000000000000;
-    bank3[118] = 128'h00000000000000000000000000000000;
-    bank3[119] = 128'h00000000000000000000000000000000;
-    bank3[120] = 128'h00000000000000000000000000000000;
-    bank3[121] = 128'h00000000000000000000000000000000;
-    bank3[122] = 128'h00000000000000000000000000000000;
-    bank3[123] = 128'h00000000000000000000000000000000;
-    bank3[124] = 128'h00000000000000000000000000000000;
-    bank3[125] = 128'h00000000000000000000000000000000;
-    bank3[126] = 128'h00000000000000000000000000000000;
-    bank3[127] = 128'h00000000000000000000000000000000;
-    bank3[128] = 128'h00000000000000000000000000000000;
-    bank3[129] = 128'h00000000000000000000000000000000;
-    bank3[130] = 128'h00000000000000000000000000000000;
-    bank3[131] = 128'h00000000000000000000000000000000;
-    bank3[132] = 128'h00000000000000000000000000000000;
-    bank3[133] = 128'h00000000000000000000000000000000;
-    bank3[134] = 128'h00000000000000000000000000000000;
-    bank3[135] = 128'h00000000000000000000000000000000;
-    bank3[136] = 128'h00000000000000000000000000000000;
-    bank3[137] = 128'h00000000000000000000000000000000;
-    bank3[138] = 128'h00000000000000000000000000000000;
-    bank3[139] = 128'h00000000000000000000000000000000;
-    bank3[140] = 128'h00000000000000000000000000000000;
-    bank3[141] = 128'h00000000000000000000000000000000;
-    bank3[142] = 128'h00000000000000000000000000000000;
-    bank3[143] = 128'h00000000000000000000000000000000;
-    bank3[144] = 128'h00000000000000000000000000000000;
-    bank3[145] = 128'h00000000000000000000000000000000;
-    bank3[146] = 128'h00000000000000000000000000000000;
-    bank3[147] = 128'h00000000000000000000000000000000;
-    bank3[148] = 128'h00000000000000000000000000000000;
-    bank3[149] = 128'h00000000000000000000000000000000;
-    bank3[150] = 128'h00000000000000000000000000000000;
-    bank3[151] = 128'h00000000000000000000000000000000;
-    bank3[152] = 128'h00000000000000000000000000000000;
-    bank3[153] = 128'h00000000000000000000000000000000;
-    bank3[154] = 128'h00000000000000000000000000000000;
-    bank3[155] = 128'h00000000000000000000000000000000;
-    bank3[156] = 128'h00000000000000000000000000000000;
-    bank3[157] = 128'h00000000000000000000000000000000;
-    bank3[158] = 128'h00000000000000000000000000000000;
-    bank3[159] = 128'h00000000000000000000000000000000;
-    bank3[160] = 128'h00000000000000000000000000000000;
-    bank3[161] = 128'h00000000000000000000000000000000;
-    bank3[162] = 128'h00000000000000000000000000000000;
-    bank3[163] = 128'h00000000000000000000000000000000;
-    bank3[164] = 128'h00000000000000000000000000000000;
-    bank3[165] = 128'h00000000000000000000000000000000;
-    bank3[166] = 128'h00000000000000000000000000000000;
-    bank3[167] = 128'h00000000000000000000000000000000;
-    bank3[168] = 128'h00000000000000000000000000000000;
-    bank3[169] = 128'h00000000000000000000000000000000;
-    bank3[170] = 128'h00000000000000000000000000000000;
-    bank3[171] = 128'h00000000000000000000000000000000;
-    bank3[172] = 128'h00000000000000000000000000000000;
-    bank3[173] = 128'h00000000000000000000000000000000;
-    bank3[174] = 128'h00000000000000000000000000000000;
-    bank3[175] = 128'h00000000000000000000000000000000;
-    bank3[176] = 128'h00000000000000000000000000000000;
-    bank3[177] = 128'h00000000000000000000000000000000;
-    bank3[178] = 128'h00000000000000000000000000000000;
-    bank3[179] = 128'h00000000000000000000000000000000;
-    bank3[180] = 128'h00000000000000000000000000000000;
-    bank3[181] = 128'h00000000000000000000000000000000;
-    bank3[182] = 128'h00000000000000000000000000000000;
-    bank3[183] = 128'h00000000000000000000000000000000;
-    bank3[184] = 128'h00000000000000000000000000000000;
-    bank3[185] = 128'h00000000000000000000000000000000;
-    bank3[186] = 128'h00000000000000000000000000000000;
-    bank3[187] = 128'h00000000000000000000000000000000;
-    bank3[188] = 128'h00000000000000000000000000000000;
-    bank3[189] = 128'h00000000000000000000000000000000;
-    bank3[190] = 128'h00000000000000000000000000000000;
-    bank3[191] = 128'h00000000000000000000000000000000;
-    bank3[192] = 128'h00000000000000000000000000000000;
-    bank3[193] = 128'h00000000000000000000000000000000;
-    bank3[194] = 128'h00000000000000000000000000000000;
-    bank3[195] = 128'h00000000000000000000000000000000;
-    bank3[196] = 128'h00000000000000000000000000000000;
-    bank3[197] = 128'h00000000000000000000000000000000;
-    bank3[198] = 128'h00000000000000000000000000000000;
-    bank3[199] = 128'h00000000000000000000000000000000;
-    bank3[200] = 128'h00000000000000000000000000000000;
-    bank3[201] = 128'h00000000000000000000000000000000;
-    bank3[202] = 128'h00000000000000000000000000000000;
-    bank3[203] = 128'h00000000000000000000000000000000;
-    bank3[204] = 128'h00000000000000000000000000000000;
-    bank3[205] = 128'h00000000000000000000000000000000;
-    bank3[206] = 128'h00000000000000000000000000000000;
-    bank3[207] = 128'h00000000000000000000000000000000;
-    bank3[208] = 128'h00000000000000000000000000000000;
-    bank3[209] = 128'h00000000000000000000000000000000;
-    bank3[210] = 128'h00000000000000000000000000000000;
-    bank3[211] = 128'h00000000000000000000000000000000;
-    bank3[212] = 128'h00000000000000000000000000000000;
-    bank3[213] = 128'h00000000000000000000000000000000;
-    bank3[214] = 128'h00000000000000000000000000000000;
-    bank3[215] = 128'h00000000000000000000000000000000;
-    bank3[216] = 128'h00000000000000000000000000000000;
-    bank3[217] = 128'h00000000000000000000000000000000;
-    bank3[218] = 128'h00000000000000000000000000000000;
-    bank3[219] = 128'h00000000000000000000000000000000;
-    bank3[220] = 128'h00000000000000000000000000000000;
-    bank3[221] = 128'h00000000000000000000000000000000;
-    bank3[222] = 128'h00000000000000000000000000000000;
-    bank3[223] = 128'h00000000000000000000000000000000;
-    bank3[224] = 128'h00000000000000000000000000000000;
-    bank3[225] = 128'h00000000000000000000000000000000;
-    bank3[226] = 128'h00000000000000000000000000000000;
-    bank3[227] = 128'h00000000000000000000000000000000;
-    bank3[228] = 128'h00000000000000000000000000000000;
-    bank3[229] = 128'h00000000000000000000000000000000;
-    bank3[230] = 128'h00000000000000000000000000000000;
-    bank3[231] = 128'h00000000000000000000000000000000;
-    bank3[232] = 128'h00000000000000000000000000000000;
-    bank3[233] = 128'h00000000000000000000000000000000;
-    bank3[234] = 128'h00000000000000000000000000000000;
-    bank3[235] = 128'h00000000000000000000000000000000;
-    bank3[236] = 128'h00000000000000000000000000000000;
-    bank3[237] = 128'h00000000000000000000000000000000;
-    bank3[238] = 128'h00000000000000000000000000000000;
-    bank3[239] = 128'h00000000000000000000000000000000;
-    bank3[240] = 128'h00000000000000000000000000000000;
-    bank3[241] = 128'h00000000000000000000000000000000;
-    bank3[242] = 128'h00000000000000000000000000000000;
-    bank3[243] = 128'h00000000000000000000000000000000;
-    bank3[244] = 128'h00000000000000000000000000000000;
-    bank3[245] = 128'h00000000000000000000000000000000;
-    bank3[246] = 128'h00000000000000000000000000000000;
-    bank3[247] = 128'h00000000000000000000000000000000;
-    bank3[248] = 128'h00000000000000000000000000000000;
-    bank3[249] = 128'h00000000000000000000000000000000;
-    bank3[250] = 128'h00000000000000000000000000000000;
-    bank3[251] = 128'h00000000000000000000000000000000;
-    bank3[252] = 128'h00000000000000000000000000000000;
-    bank3[253] = 128'h00000000000000000000000000000000;
-    bank3[254] = 128'h00000000000000000000000000000000;
-    bank3[255] = 128'h00000000000000000000000000000000;
-    bank3[256] = 128'h00000000000000000000000000000000;
-    bank3[257] = 128'h00000000000000000000000000000000;
-    bank3[258] = 128'h00000000000000000000000000000000;
-    bank3[259] = 128'h00000000000000000000000000000000;
-    bank3[260] = 128'h00000000000000000000000000000000;
-    bank3[261] = 128'h00000000000000000000000000000000;
-    bank3[262] = 128'h00000000000000000000000000000000;
-    bank3[263] = 128'h00000000000000000000000000000000;
-    bank3[264] = 128'h00000000000000000000000000000000;
-    bank3[265] = 128'h00000000000000000000000000000000;
-    bank3[266] = 128'h00000000000000000000000000000000;
-    bank3[267] = 128'h00000000000000000000000000000000;
-    bank3[268] = 128'h00000000000000000000000000000000;
-    bank3[269] = 128'h00000000000000000000000000000000;
-    bank3[270] = 128'h00000000000000000000000000000000;
-    bank3[271] = 128'h00000000000000000000000000000000;
-    bank3[272] = 128'h00000000000000000000000000000000;
-    bank3[273] = 128'h00000000000000000000000000000000;
-    bank3[274] = 128'h00000000000000000000000000000000;
-    bank3[275] = 128'h00000000000000000000000000000000;
-    bank3[276] = 128'h00000000000000000000000000000000;
-    bank3[277] = 128'h00000000000000000000000000000000;
-    bank3[278] = 128'h00000000000000000000000000000000;
-    bank3[279] = 128'h00000000000000000000000000000000;
-    bank3[280] = 128'h00000000000000000000000000000000;
-    bank3[281] = 128'h00000000000000000000000000000000;
-    bank3[282] = 128'h00000000000000000000000000000000;
-    bank3[283] = 128'h00000000000000000000000000000000;
-    bank3[284] = 128'h00000000000000000000000000000000;
-    bank3[285] = 128'h00000000000000000000000000000000;
-    bank3[286] = 128'h00000000000000000000000000000000;
-    bank3[287] = 128'h00000000000000000000000000000000;
-    bank3[288] = 128'h00000000000000000000000000000000;
-    bank3[289] = 128'h00000000000000000000000000000000;
-    bank3[290] = 128'h00000000000000000000000000000000;
-    bank3[291] = 128'h00000000000000000000000000000000;
-    bank3[292] = 128'h00000000000000000000000000000000;
-    bank3[293] = 128'h00000000000000000000000000000000;
-    bank3[294] = 128'h00000000000000000000000000000000;
-    bank3[295] = 128'h00000000000000000000000000000000;
-    bank3[296] = 128'h00000000000000000000000000000000;
-    bank3[297] = 128'h00000000000000000000000000000000;
-    bank3[298] = 128'h00000000000000000000000000000000;
-    bank3[299] = 128'h00000000000000000000000000000000;
-    bank3[300] = 128'h00000000000000000000000000000000;
-    bank3[301] = 128'h00000000000000000000000000000000;
-    bank3[302] = 128'h00000000000000000000000000000000;
-    bank3[303] = 128'h00000000000000000000000000000000;
-    bank3[304] = 128'h00000000000000000000000000000000;
-    bank3[305] = 128'h00000000000000000000000000000000;
-    bank3[306] = 128'h00000000000000000000000000000000;
-    bank3[307] = 128'h00000000000000000000000000000000;
-    bank3[308] = 128'h00000000000000000000000000000000;
-    bank3[309] = 128'h00000000000000000000000000000000;
-    bank3[310] = 128'h00000000000000000000000000000000;
-    bank3[311] = 128'h00000000000000000000000000000000;
-    bank3[312] = 128'h00000000000000000000000000000000;
-    bank3[313] = 128'h00000000000000000000000000000000;
-    bank3[314] = 128'h00000000000000000000000000000000;
-    bank3[315] = 128'h00000000000000000000000000000000;
-    bank3[316] = 128'h00000000000000000000000000000000;
-    bank3[317] = 128'h00000000000000000000000000000000;
-    bank3[318] = 128'h00000000000000000000000000000000;
-    bank3[319] = 128'h00000000000000000000000000000000;
-    bank3[320] = 128'h00000000000000000000000000000000;
-    bank3[321] = 128'h00000000000000000000000000000000;
-    bank3[322] = 128'h00000000000000000000000000000000;
-    bank3[323] = 128'h00000000000000000000000000000000;
-    bank3[324] = 128'h00000000000000000000000000000000;
-    bank3[325] = 128'h00000000000000000000000000000000;
-    bank3[326] = 128'h00000000000000000000000000000000;
-    bank3[327] = 128'h00000000000000000000000000000000;
-    bank3[328] = 128'h00000000000000000000000000000000;
-    bank3[329] = 128'h00000000000000000000000000000000;
-    bank3[330] = 128'h00000000000000000000000000000000;
-    bank3[331] = 128'h00000000000000000000000000000000;
-    bank3[332] = 128'h00000000000000000000000000000000;
-    bank3[333] = 128'h00000000000000000000000000000000;
-    bank3[334] = 128'h00000000000000000000000000000000;
-    bank3[335] = 128'h00000000000000000000000000000000;
-    bank3[336] = 128'h00000000000000000000000000000000;
-    bank3[337] = 128'h00000000000000000000000000000000;
-    bank3[338] = 128'h00000000000000000000000000000000;
-    bank3[339] = 128'h00000000000000000000000000000000;
-    bank3[340] = 128'h00000000000000000000000000000000;
-    bank3[341] = 128'h00000000000000000000000000000000;
-    bank3[342] = 128'h00000000000000000000000000000000;
-    bank3[343] = 128'h00000000000000000000000000000000;
-    bank3[344] = 128'h00000000000000000000000000000000;
-    bank3[345] = 128'h00000000000000000000000000000000;
-    bank3[346] = 128'h00000000000000000000000000000000;
-    bank3[347] = 128'h00000000000000000000000000000000;
-    bank3[348] = 128'h00000000000000000000000000000000;
-    bank3[349] = 128'h00000000000000000000000000000000;
-    bank3[350] = 128'h00000000000000000000000000000000;
-    bank3[351] = 128'h00000000000000000000000000000000;
-    bank3[352] = 128'h00000000000000000000000000000000;
-    bank3[353] = 128'h00000000000000000000000000000000;
-    bank3[354] = 128'h00000000000000000000000000000000;
-    bank3[355] = 128'h00000000000000000000000000000000;
-    bank3[356] = 128'h00000000000000000000000000000000;
-    bank3[357] = 128'h00000000000000000000000000000000;
-    bank3[358] = 128'h00000000000000000000000000000000;
-    bank3[359] = 128'h00000000000000000000000000000000;
-    bank3[360] = 128'h00000000000000000000000000000000;
-    bank3[361] = 128'h00000000000000000000000000000000;
-    bank3[362] = 128'h00000000000000000000000000000000;
-    bank3[363] = 128'h00000000000000000000000000000000;
-    bank3[364] = 128'h00000000000000000000000000000000;
-    bank3[365] = 128'h00000000000000000000000000000000;
-    bank3[366] = 128'h00000000000000000000000000000000;
-    bank3[367] = 128'h00000000000000000000000000000000;
-    bank3[368] = 128'h00000000000000000000000000000000;
-    bank3[369] = 128'h00000000000000000000000000000000;
-    bank3[370] = 128'h00000000000000000000000000000000;
-    bank3[371] = 128'h00000000000000000000000000000000;
-    bank3[372] = 128'h00000000000000000000000000000000;
-    bank3[373] = 128'h00000000000000000000000000000000;
-    bank3[374] = 128'h00000000000000000000000000000000;
-    bank3[375] = 128'h00000000000000000000000000000000;
-    bank3[376] = 128'h00000000000000000000000000000000;
-    bank3[377] = 128'h00000000000000000000000000000000;
-    bank3[378] = 128'h00000000000000000000000000000000;
-    bank3[379] = 128'h00000000000000000000000000000000;
-    bank3[380] = 128'h00000000000000000000000000000000;
-    bank3[381] = 128'h00000000000000000000000000000000;
-    bank3[382] = 128'h00000000000000000000000000000000;
-    bank3[383] = 128'h00000000000000000000000000000000;
-    bank3[384] = 128'h00000000000000000000000000000000;
-    bank3[385] = 128'h00000000000000000000000000000000;
-    bank3[386] = 128'h00000000000000000000000000000000;
-    bank3[387] = 128'h00000000000000000000000000000000;
-    bank3[388] = 128'h00000000000000000000000000000000;
-    bank3[389] = 128'h00000000000000000000000000000000;
-    bank3[390] = 128'h00000000000000000000000000000000;
-    bank3[391] = 128'h00000000000000000000000000000000;
-    bank3[392] = 128'h00000000000000000000000000000000;
-    bank3[393] = 128'h00000000000000000000000000000000;
-    bank3[394] = 128'h00000000000000000000000000000000;
-    bank3[395] = 128'h00000000000000000000000000000000;
-    bank3[396] = 128'h00000000000000000000000000000000;
-    bank3[397] = 128'h00000000000000000000000000000000;
-    bank3[398] = 128'h00000000000000000000000000000000;
-    bank3[399] = 128'h00000000000000000000000000000000;
-    bank3[400] = 128'h00000000000000000000000000000000;
-    bank3[401] = 128'h00000000000000000000000000000000;
-    bank3[402] = 128'h00000000000000000000000000000000;
-    bank3[403] = 128'h00000000000000000000000000000000;
-    bank3[404] = 128'h00000000000000000000000000000000;
-    bank3[405] = 128'h00000000000000000000000000000000;
-    bank3[406] = 128'h00000000000000000000000000000000;
-    bank3[407] = 128'h00000000000000000000000000000000;
-    bank3[408] = 128'h00000000000000000000000000000000;
-    bank3[409] = 128'h00000000000000000000000000000000;
-    bank3[410] = 128'h00000000000000000000000000000000;
-    bank3[411] = 128'h00000000000000000000000000000000;
-    bank3[412] = 128'h00000000000000000000000000000000;
-    bank3[413] = 128'h00000000000000000000000000000000;
-    bank3[414] = 128'h00000000000000000000000000000000;
-    bank3[415] = 128'h00000000000000000000000000000000;
-    bank3[416] = 128'h00000000000000000000000000000000;
-    bank3[417] = 128'h00000000000000000000000000000000;
-    bank3[418] = 128'h00000000000000000000000000000000;
-    bank3[419] = 128'h00000000000000000000000000000000;
-    bank3[420] = 128'h00000000000000000000000000000000;
-    bank3[421] = 128'h00000000000000000000000000000000;
-    bank3[422] = 128'h00000000000000000000000000000000;
-    bank3[423] = 128'h00000000000000000000000000000000;
-    bank3[424] = 128'h00000000000000000000000000000000;
-    bank3[425] = 128'h00000000000000000000000000000000;
-    bank3[426] = 128'h00000000000000000000000000000000;
-    bank3[427] = 128'h00000000000000000000000000000000;
-    bank3[428] = 128'h00000000000000000000000000000000;
-    bank3[429] = 128'h00000000000000000000000000000000;
-    bank3[430] = 128'h00000000000000000000000000000000;
-    bank3[431] = 128'h00000000000000000000000000000000;
-    bank3[432] = 128'h00000000000000000000000000000000;
-    bank3[433] = 128'h00000000000000000000000000000000;
-    bank3[434] = 128'h00000000000000000000000000000000;
-    bank3[435] = 128'h00000000000000000000000000000000;
-    bank3[436] = 128'h00000000000000000000000000000000;
-    bank3[437] = 128'h00000000000000000000000000000000;
-    bank3[438] = 128'h00000000000000000000000000000000;
-    bank3[439] = 128'h00000000000000000000000000000000;
-    bank3[440] = 128'h00000000000000000000000000000000;
-    bank3[441] = 128'h00000000000000000000000000000000;
-    bank3[442] = 128'h00000000000000000000000000000000;
-    bank3[443] = 128'h00000000000000000000000000000000;
-    bank3[444] = 128'h00000000000000000000000000000000;
-    bank3[445] = 128'h00000000000000000000000000000000;
-    bank3[446] = 128'h00000000000000000000000000000000;
-    bank3[447] = 128'h00000000000000000000000000000000;
-    bank3[448] = 128'h00000000000000000000000000000000;
-    bank3[449] = 128'h00000000000000000000000000000000;
-    bank3[450] = 128'h00000000000000000000000000000000;
-    bank3[451] = 128'h00000000000000000000000000000000;
-    bank3[452] = 128'h00000000000000000000000000000000;
-    bank3[453] = 128'h00000000000000000000000000000000;
-    bank3[454] = 128'h00000000000000000000000000000000;
-    bank3[455] = 128'h00000000000000000000000000000000;
-    bank3[456] = 128'h00000000000000000000000000000000;
-    bank3[457] = 128'h00000000000000000000000000000000;
-    bank3[458] = 128'h00000000000000000000000000000000;
-    bank3[459] = 128'h00000000000000000000000000000000;
-    bank3[460] = 128'h00000000000000000000000000000000;
-    bank3[461] = 128'h00000000000000000000000000000000;
-    bank3[462] = 128'h00000000000000000000000000000000;
-    bank3[463] = 128'h00000000000000000000000000000000;
-    bank3[464] = 128'h00000000000000000000000000000000;
-    bank3[465] = 128'h00000000000000000000000000000000;
-    bank3[466] = 128'h00000000000000000000000000000000;
-    bank3[467] = 128'h00000000000000000000000000000000;
-    bank3[468] = 128'h00000000000000000000000000000000;
-    bank3[469] = 128'h00000000000000000000000000000000;
-    bank3[470] = 128'h00000000000000000000000000000000;
-    bank3[471] = 128'h00000000000000000000000000000000;
-    bank3[472] = 128'h00000000000000000000000000000000;
-    bank3[473] = 128'h00000000000000000000000000000000;
-    bank3[474] = 128'h00000000000000000000000000000000;
-    bank3[475] = 128'h00000000000000000000000000000000;
-    bank3[476] = 128'h00000000000000000000000000000000;
-    bank3[477] = 128'h00000000000000000000000000000000;
-    bank3[478] = 128'h00000000000000000000000000000000;
-    bank3[479] = 128'h00000000000000000000000000000000;
-    bank3[480] = 128'h00000000000000000000000000000000;
-    bank3[481] = 128'h00000000000000000000000000000000;
-    bank3[482] = 128'h00000000000000000000000000000000;
-    bank3[483] = 128'h00000000000000000000000000000000;
-    bank3[484] = 128'h00000000000000000000000000000000;
-    bank3[485] = 128'h00000000000000000000000000000000;
-    bank3[486] = 128'h00000000000000000000000000000000;
-    bank3[487] = 128'h00000000000000000000000000000000;
-    bank3[488] = 128'h00000000000000000000000000000000;
-    bank3[489] = 128'h00000000000000000000000000000000;
-    bank3[490] = 128'h00000000000000000000000000000000;
-    bank3[491] = 128'h00000000000000000000000000000000;
-    bank3[492] = 128'h00000000000000000000000000000000;
-    bank3[493] = 128'h00000000000000000000000000000000;
-    bank3[494] = 128'h00000000000000000000000000000000;
-    bank3[495] = 128'h00000000000000000000000000000000;
-    bank3[496] = 128'h00000000000000000000000000000000;
-    bank3[497] = 128'h00000000000000000000000000000000;
-    bank3[498] = 128'h00000000000000000000000000000000;
-    bank3[499] = 128'h00000000000000000000000000000000;
-    bank3[500] = 128'h00000000000000000000000000000000;
-    bank3[501] = 128'h00000000000000000000000000000000;
-    bank3[502] = 128'h00000000000000000000000000000000;
-    bank3[503] = 128'h00000000000000000000000000000000;
-    bank3[504] = 128'h00000000000000000000000000000000;
-    bank3[505] = 128'h00000000000000000000000000000000;
-    bank3[506] = 128'h00000000000000000000000000000000;
-    bank3[507] = 128'h00000000000000000000000000000000;
-    bank3[508] = 128'h00000000000000000000000000000000;
-    bank3[509] = 128'h00000000000000000000000000000000;
-    bank3[510] = 128'h00000000000000000000000000000000;
-    bank3[511] = 128'h00000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (\$signature__en$191 [0])
-      bank3[\$signature__addr$189 ][7:0] <= \$signature__data$190 [7:0];
-    if (\$signature__en$191 [1])
-      bank3[\$signature__addr$189 ][15:8] <= \$signature__data$190 [15:8];
-    if (\$signature__en$191 [2])
-      bank3[\$signature__addr$189 ][23:16] <= \$signature__data$190 [23:16];
-    if (\$signature__en$191 [3])
-      bank3[\$signature__addr$189 ][31:24] <= \$signature__data$190 [31:24];
-    if (\$signature__en$191 [4])
-      bank3[\$signature__addr$189 ][39:32] <= \$signature__data$190 [39:32];
-    if (\$signature__en$191 [5])
-      bank3[\$signature__addr$189 ][47:40] <= \$signature__data$190 [47:40];
-    if (\$signature__en$191 [6])
-      bank3[\$signature__addr$189 ][55:48] <= \$signature__data$190 [55:48];
-    if (\$signature__en$191 [7])
-      bank3[\$signature__addr$189 ][63:56] <= \$signature__data$190 [63:56];
-    if (\$signature__en$191 [8])
-      bank3[\$signature__addr$189 ][71:64] <= \$signature__data$190 [71:64];
-    if (\$signature__en$191 [9])
-      bank3[\$signature__addr$189 ][79:72] <= \$signature__data$190 [79:72];
-    if (\$signature__en$191 [10])
-      bank3[\$signature__addr$189 ][87:80] <= \$signature__data$190 [87:80];
-    if (\$signature__en$191 [11])
-      bank3[\$signature__addr$189 ][95:88] <= \$signature__data$190 [95:88];
-    if (\$signature__en$191 [12])
-      bank3[\$signature__addr$189 ][103:96] <= \$signature__data$190 [103:96];
-    if (\$signature__en$191 [13])
-      bank3[\$signature__addr$189 ][111:104] <= \$signature__data$190 [111:104];
-    if (\$signature__en$191 [14])
-      bank3[\$signature__addr$189 ][119:112] <= \$signature__data$190 [119:112];
-    if (\$signature__en$191 [15])
-      bank3[\$signature__addr$189 ][127:120] <= \$signature__data$190 [127:120];
-  end
-  reg [127:0] _3_;
-  always @(posedge clk) begin
-    if (\$signature__en$121 ) begin
-      _3_ <= bank3[\$signature__addr$124 ];
-    end
-  end
-  assign \$signature__data$29  = _3_;
-  reg [127:0] bank4 [511:0];
-  initial begin
-    bank4[0] = 128'h00000000000000000000000000000000;
-    bank4[1] = 128'h00000000000000000000000000000000;
-    bank4[2] = 128'h00000000000000000000000000000000;
-    bank4[3] = 128'h00000000000000000000000000000000;
-    bank4[4] = 128'h00000000000000000000000000000000;
-    bank4[5] = 128'h00000000000000000000000000000000;
-    bank4[6] = 128'h00000000000000000000000000000000;
-    bank4[7] = 128'h00000000000000000000000000000000;
-    bank4[8] = 128'h00000000000000000000000000000000;
-    bank4[9] = 128'h00000000000000000000000000000000;
-    bank4[10] = 128'h00000000000000000000000000000000;
-    bank4[11] = 128'h00000000000000000000000000000000;
-    bank4[12] = 128'h00000000000000000000000000000000;
-    bank4[13] = 128'h00000000000000000000000000000000;
-    bank4[14] = 128'h00000000000000000000000000000000;
-    bank4[15] = 128'h00000000000000000000000000000000;
-    bank4[16] = 128'h00000000000000000000000000000000;
-    bank4[17] = 128'h00000000000000000000000000000000;
-    bank4[18] = 128'h00000000000000000000000000000000;
-    bank4[19] = 128'h00000000000000000000000000000000;
-    bank4[20] = 128'h00000000000000000000000000000000;
-    bank4[21] = 128'h00000000000000000000000000000000;
-    bank4[22] = 128'h00000000000000000000000000000000;
-    bank4[23] = 128'h00000000000000000000000000000000;
-    bank4[24] = 128'h00000000000000000000000000000000;
-    bank4[25] = 128'h00000000000000000000000000000000;
-    bank4[26] = 128'h00000000000000000000000000000000;
-    bank4[27] = 128'h00000000000000000000000000000000;
-    bank4[28] = 128'h00000000000000000000000000000000;
-    bank4[29] = 128'h00000000000000000000000000000000;
-    bank4[30] = 128'h00000000000000000000000000000000;
-    bank4[31] = 128'h00000000000000000000000000000000;
-    bank4[32] = 128'h00000000000000000000000000000000;
-    bank4[33] = 128'h00000000000000000000000000000000;
-    bank4[34] = 128'h00000000000000000000000000000000;
-    bank4[35] = 128'h00000000000000000000000000000000;
-    bank4[36] = 128'h00000000000000000000000000000000;
-    bank4[37] = 128'h00000000000000000000000000000000;
-    bank4[38] = 128'h00000000000000000000000000000000;
-    bank4[39] = 128'h00000000000000000000000000000000;
-    bank4[40] = 128'h00000000000000000000000000000000;
-    bank4[41] = 128'h00000000000000000000000000000000;
-    bank4[42] = 128'h00000000000000000000000000000000;
-    bank4[43] = 128'h00000000000000000000000000000000;
-    bank4[44] = 128'h00000000000000000000000000000000;
-    bank4[45] = 128'h00000000000000000000000000000000;
-    bank4[46] = 128'h00000000000000000000000000000000;
-    bank4[47] = 128'h00000000000000000000000000000000;
-    bank4[48] = 128'h00000000000000000000000000000000;
-    bank4[49] = 128'h00000000000000000000000000000000;
-    bank4[50] = 128'h00000000000000000000000000000000;
-    bank4[51] = 128'h00000000000000000000000000000000;
-    bank4[52] = 128'h00000000000000000000000000000000;
-    bank4[53] = 128'h00000000000000000000000000000000;
-    bank4[54] = 128'h00000000000000000000000000000000;
-    bank4[55] = 128'h00000000000000000000000000000000;
-    bank4[56] = 128'h00000000000000000000000000000000;
-    bank4[57] = 128'h00000000000000000000000000000000;
-    bank4[58] = 128'h00000000000000000000000000000000;
-    bank4[59] = 128'h00000000000000000000000000000000;
-    bank4[60] = 128'h00000000000000000000000000000000;
-    bank4[61] = 128'h00000000000000000000000000000000;
-    bank4[62] = 128'h00000000000000000000000000000000;
-    bank4[63] = 128'h00000000000000000000000000000000;
-    bank4[64] = 128'h00000000000000000000000000000000;
-    bank4[65] = 128'h00000000000000000000000000000000;
-    bank4[66] = 128'h00000000000000000000000000000000;
-    bank4[67] = 128'h00000000000000000000000000000000;
-    bank4[68] = 128'h00000000000000000000000000000000;
-    bank4[69] = 128'h00000000000000000000000000000000;
-    bank4[70] = 128'h00000000000000000000000000000000;
-    bank4[71] = 128'h00000000000000000000000000000000;
-    bank4[72] = 128'h00000000000000000000000000000000;
-    bank4[73] = 128'h00000000000000000000000000000000;
-    bank4[74] = 128'h00000000000000000000000000000000;
-    bank4[75] = 128'h00000000000000000000000000000000;
-    bank4[76] = 128'h00000000000000000000000000000000;
-    bank4[77] = 128'h00000000000000000000000000000000;
-    bank4[78] = 128'h00000000000000000000000000000000;
-    bank4[79] = 128'h00000000000000000000000000000000;
-    bank4[80] = 128'h00000000000000000000000000000000;
-    bank4[81] = 128'h00000000000000000000000000000000;
-    bank4[82] = 128'h00000000000000000000000000000000;
-    bank4[83] = 128'h00000000000000000000000000000000;
-    bank4[84] = 128'h00000000000000000000000000000000;
-    bank4[85] = 128'h00000000000000000000000000000000;
-    bank4[86] = 128'h00000000000000000000000000000000;
-    bank4[87] = 128'h00000000000000000000000000000000;
-    bank4[88] = 128'h00000000000000000000000000000000;
-    bank4[89] = 128'h00000000000000000000000000000000;
-    bank4[90] = 128'h00000000000000000000000000000000;
-    bank4[91] = 128'h00000000000000000000000000000000;
-    bank4[92] = 128'h00000000000000000000000000000000;
-    bank4[93] = 128'h00000000000000000000000000000000;
-    bank4[94] = 128'h00000000000000000000000000000000;
-    bank4[95] = 128'h00000000000000000000000000000000;
-    bank4[96] = 128'h00000000000000000000000000000000;
-    bank4[97] = 128'h00000000000000000000000000000000;
-    bank4[98] = 128'h00000000000000000000000000000000;
-    bank4[99] = 128'h00000000000000000000000000000000;
-    bank4[100] = 128'h00000000000000000000000000000000;
-    bank4[101] = 128'h00000000000000000000000000000000;
-    bank4[102] = 128'h00000000000000000000000000000000;
-    bank4[103] = 128'h00000000000000000000000000000000;
-    bank4[104] = 128'h00000000000000000000000000000000;
-    bank4[105] = 128'h00000000000000000000000000000000;
-    bank4[106] = 128'h00000000000000000000000000000000;
-    bank4[107] = 128'h00000000000000000000000000000000;
-    bank4[108] = 128'h00000000000000000000000000000000;
-    bank4[109] = 128'h00000000000000000000000000000000;
-    bank4[110] = 128'h00000000000000000000000000000000;
-    bank4[111] = 128'h00000000000000000000000000000000;
-    bank4[112] = 128'h00000000000000000000000000000000;
-    bank4[113] = 128'h00000000000000000000000000000000;
-    bank4[114] = 128'h00000000000000000000000000000000;
-    bank4[115] = 128'h00000000000000000000000000000000;
-    bank4[116] = 128'h00000000000000000000000000000000;
-    bank4[117] = 128'h00000000000000000000000000000000;
-    bank4[118] = 128'h00000000000000000000000000000000;
-    bank4[119] = 128'h00000000000000000000000000000000;
-    bank4[120] = 128'h00000000000000000000000000000000;
-    bank4[121] = 128'h00000000000000000000000000000000;
-    bank4[122] = 128'h00000000000000000000000000000000;
-    bank4[123] = 128'h00000000000000000000000000000000;
-    bank4[124] = 128'h00000000000000000000000000000000;
-    bank4[125] = 128'h00000000000000000000000000000000;
-    bank4[126] = 128'h00000000000000000000000000000000;
-    bank4[127] = 128'h00000000000000000000000000000000;
-    bank4[128] = 128'h00000000000000000000000000000000;
-    bank4[129] = 128'h00000000000000000000000000000000;
-    bank4[130] = 128'h00000000000000000000000000000000;
-    bank4[131] = 128'h00000000000000000000000000000000;
-    bank4[132] = 128'h00000000000000000000000000000000;
-    bank4[133] = 128'h00000000000000000000000000000000;
-    bank4[134] = 128'h00000000000000000000000000000000;
-    bank4[135] = 128'h00000000000000000000000000000000;
-    bank4[136] = 128'h00000000000000000000000000000000;
-    bank4[137] = 128'h00000000000000000000000000000000;
-    bank4[138] = 128'h00000000000000000000000000000000;
-    bank4[139] = 128'h00000000000000000000000000000000;
-    bank4[140] = 128'h00000000000000000000000000000000;
-    bank4[141] = 128'h00000000000000000000000000000000;
-    bank4[142] = 128'h00000000000000000000000000000000;
-    bank4[143] = 128'h00000000000000000000000000000000;
-    bank4[144] = 128'h00000000000000000000000000000000;
-    bank4[145] = 128'h00000000000000000000000000000000;
-    bank4[146] = 128'h00000000000000000000000000000000;
-    bank4[147] = 128'h00000000000000000000000000000000;
-    bank4[148] = 128'h00000000000000000000000000000000;
-    bank4[149] = 128'h00000000000000000000000000000000;
-    bank4[150] = 128'h00000000000000000000000000000000;
-    bank4[151] = 128'h00000000000000000000000000000000;
-    bank4[152] = 128'h00000000000000000000000000000000;
-    bank4[153] = 128'h00000000000000000000000000000000;
-    bank4[154] = 128'h00000000000000000000000000000000;
-    bank4[155] = 128'h00000000000000000000000000000000;
-    bank4[156] = 128'h00000000000000000000000000000000;
-    bank4[157] = 128'h00000000000000000000000000000000;
-    bank4[158] = 128'h00000000000000000000000000000000;
-    bank4[159] = 128'h00000000000000000000000000000000;
-    bank4[160] = 128'h00000000000000000000000000000000;
-    bank4[161] = 128'h00000000000000000000000000000000;
-    bank4[162] = 128'h00000000000000000000000000000000;
-    bank4[163] = 128'h00000000000000000000000000000000;
-    bank4[164] = 128'h00000000000000000000000000000000;
-    bank4[165] = 128'h00000000000000000000000000000000;
-    bank4[166] = 128'h00000000000000000000000000000000;
-    bank4[167] = 128'h00000000000000000000000000000000;
-    bank4[168] = 128'h00000000000000000000000000000000;
-    bank4[169] = 128'h00000000000000000000000000000000;
-    bank4[170] = 128'h00000000000000000000000000000000;
-    bank4[171] = 128'h00000000000000000000000000000000;
-    bank4[172] = 128'h00000000000000000000000000000000;
-    bank4[173] = 128'h00000000000000000000000000000000;
-    bank4[174] = 128'h00000000000000000000000000000000;
-    bank4[175] = 128'h00000000000000000000000000000000;
-    bank4[176] = 128'h00000000000000000000000000000000;
-    bank4[177] = 128'h00000000000000000000000000000000;
-    bank4[178] = 128'h00000000000000000000000000000000;
-    bank4[179] = 128'h00000000000000000000000000000000;
-    bank4[180] = 128'h00000000000000000000000000000000;
-    bank4[181] = 128'h00000000000000000000000000000000;
-    bank4[182] = 128'h00000000000000000000000000000000;
-    bank4[183] = 128'h00000000000000000000000000000000;
-    bank4[184] = 128'h00000000000000000000000000000000;
-    bank4[185] = 128'h00000000000000000000000000000000;
-    bank4[186] = 128'h00000000000000000000000000000000;
-    bank4[187] = 128'h00000000000000000000000000000000;
-    bank4[188] = 128'h00000000000000000000000000000000;
-    bank4[189] = 128'h00000000000000000000000000000000;
-    bank4[190] = 128'h00000000000000000000000000000000;
-    bank4[191] = 128'h00000000000000000000000000000000;
-    bank4[192] = 128'h00000000000000000000000000000000;
-    bank4[193] = 128'h00000000000000000000000000000000;
-    bank4[194] = 128'h00000000000000000000000000000000;
-    bank4[195] = 128'h00000000000000000000000000000000;
-    bank4[196] = 128'h00000000000000000000000000000000;
-    bank4[197] = 128'h00000000000000000000000000000000;
-    bank4[198] = 128'h00000000000000000000000000000000;
-    bank4[199] = 128'h00000000000000000000000000000000;
-    bank4[200] = 128'h00000000000000000000000000000000;
-    bank4[201] = 128'h00000000000000000000000000000000;
-    bank4[202] = 128'h00000000000000000000000000000000;
-    bank4[203] = 128'h00000000000000000000000000000000;
-    bank4[204] = 128'h00000000000000000000000000000000;
-    bank4[205] = 128'h00000000000000000000000000000000;
-    bank4[206] = 128'h00000000000000000000000000000000;
-    bank4[207] = 128'h00000000000000000000000000000000;
-    bank4[208] = 128'h00000000000000000000000000000000;
-    bank4[209] = 128'h00000000000000000000000000000000;
-    bank4[210] = 128'h00000000000000000000000000000000;
-    bank4[211] = 128'h00000000000000000000000000000000;
-    bank4[212] = 128'h00000000000000000000000000000000;
-    bank4[213] = 128'h00000000000000000000000000000000;
-    bank4[214] = 128'h00000000000000000000000000000000;
-    bank4[215] = 128'h00000000000000000000000000000000;
-    bank4[216] = 128'h00000000000000000000000000000000;
-    bank4[217] = 128'h00000000000000000000000000000000;
-    bank4[218] = 128'h00000000000000000000000000000000;
-    bank4[219] = 128'h00000000000000000000000000000000;
-    bank4[220] = 128'h00000000000000000000000000000000;
-    bank4[221] = 128'h00000000000000000000000000000000;
-    bank4[222] = 128'h00000000000000000000000000000000;
-    bank4[223] = 128'h00000000000000000000000000000000;
-    bank4[224] = 128'h00000000000000000000000000000000;
-    bank4[225] = 128'h00000000000000000000000000000000;
-    bank4[226] = 128'h00000000000000000000000000000000;
-    bank4[227] = 128'h00000000000000000000000000000000;
-    bank4[228] = 128'h00000000000000000000000000000000;
-    bank4[229] = 128'h00000000000000000000000000000000;
-    bank4[230] = 128'h00000000000000000000000000000000;
-    bank4[231] = 128'h00000000000000000000000000000000;
-    bank4[232] = 128'h00000000000000000000000000000000;
-    bank4[233] = 128'h00000000000000000000000000000000;
-    bank4[234] = 128'h00000000000000000000000000000000;
-    bank4[235] = 128'h00000000000000000000000000000000;
-    bank4[236] = 128'h00000000000000000000000000000000;
-    bank4[237] = 128'h00000000000000000000000000000000;
-    bank4[238] = 128'h00000000000000000000000000000000;
-    bank4[239] = 128'h00000000000000000000000000000000;
-    bank4[240] = 128'h00000000000000000000000000000000;
-    bank4[241] = 128'h00000000000000000000000000000000;
-    bank4[242] = 128'h00000000000000000000000000000000;
-    bank4[243] = 128'h00000000000000000000000000000000;
-    bank4[244] = 128'h00000000000000000000000000000000;
-    bank4[245] = 128'h00000000000000000000000000000000;
-    bank4[246] = 128'h00000000000000000000000000000000;
-    bank4[247] = 128'h00000000000000000000000000000000;
-    bank4[248] = 128'h00000000000000000000000000000000;
-    bank4[249] = 128'h00000000000000000000000000000000;
-    bank4[250] = 128'h00000000000000000000000000000000;
-    bank4[251] = 128'h00000000000000000000000000000000;
-    bank4[252] = 128'h00000000000000000000000000000000;
-    bank4[253] = 128'h00000000000000000000000000000000;
-    bank4[254] = 128'h00000000000000000000000000000000;
-    bank4[255] = 128'h00000000000000000000000000000000;
-    bank4[256] = 128'h00000000000000000000000000000000;
-    bank4[257] = 128'h00000000000000000000000000000000;
-    bank4[258] = 128'h00000000000000000000000000000000;
-    bank4[259] = 128'h00000000000000000000000000000000;
-    bank4[260] = 128'h00000000000000000000000000000000;
-    bank4[261] = 128'h00000000000000000000000000000000;
-    bank4[262] = 128'h00000000000000000000000000000000;
-    bank4[263] = 128'h00000000000000000000000000000000;
-    bank4[264] = 128'h00000000000000000000000000000000;
-    bank4[265] = 128'h00000000000000000000000000000000;
-    bank4[266] = 128'h00000000000000000000000000000000;
-    bank4[267] = 128'h00000000000000000000000000000000;
-    bank4[268] = 128'h00000000000000000000000000000000;
-    bank4[269] = 128'h00000000000000000000000000000000;
-    bank4[270] = 128'h00000000000000000000000000000000;
-    bank4[271] = 128'h00000000000000000000000000000000;
-    bank4[272] = 128'h00000000000000000000000000000000;
-    bank4[273] = 128'h00000000000000000000000000000000;
-    bank4[274] = 128'h00000000000000000000000000000000;
-    bank4[275] = 128'h00000000000000000000000000000000;
-    bank4[276] = 128'h00000000000000000000000000000000;
-    bank4[277] = 128'h00000000000000000000000000000000;
-    bank4[278] = 128'h00000000000000000000000000000000;
-    bank4[279] = 128'h00000000000000000000000000000000;
-    bank4[280] = 128'h00000000000000000000000000000000;
-    bank4[281] = 128'h00000000000000000000000000000000;
-    bank4[282] = 128'h00000000000000000000000000000000;
-    bank4[283] = 128'h00000000000000000000000000000000;
-    bank4[284] = 128'h00000000000000000000000000000000;
-    bank4[285] = 128'h00000000000000000000000000000000;
-    bank4[286] = 128'h00000000000000000000000000000000;
-    bank4[287] = 128'h00000000000000000000000000000000;
-    bank4[288] = 128'h00000000000000000000000000000000;
-    bank4[289] = 128'h00000000000000000000000000000000;
-    bank4[290] = 128'h00000000000000000000000000000000;
-    bank4[291] = 128'h00000000000000000000000000000000;
-    bank4[292] = 128'h00000000000000000000000000000000;
-    bank4[293] = 128'h00000000000000000000000000000000;
-    bank4[294] = 128'h00000000000000000000000000000000;
-    bank4[295] = 128'h00000000000000000000000000000000;
-    bank4[296] = 128'h00000000000000000000000000000000;
-    bank4[297] = 128'h00000000000000000000000000000000;
-    bank4[298] = 128'h00000000000000000000000000000000;
-    bank4[299] = 128'h00000000000000000000000000000000;
-    bank4[300] = 128'h00000000000000000000000000000000;
-    bank4[301] = 128'h00000000000000000000000000000000;
-    bank4[302] = 128'h00000000000000000000000000000000;
-    bank4[303] = 128'h00000000000000000000000000000000;
-    bank4[304] = 128'h00000000000000000000000000000000;
-    bank4[305] = 128'h00000000000000000000000000000000;
-    bank4[306] = 128'h00000000000000000000000000000000;
-    bank4[307] = 128'h00000000000000000000000000000000;
-    bank4[308] = 128'h00000000000000000000000000000000;
-    bank4[309] = 128'h00000000000000000000000000000000;
-    bank4[310] = 128'h00000000000000000000000000000000;
-    bank4[311] = 128'h00000000000000000000000000000000;
-    bank4[312] = 128'h00000000000000000000000000000000;
-    bank4[313] = 128'h00000000000000000000000000000000;
-    bank4[314] = 128'h00000000000000000000000000000000;
-    bank4[315] = 128'h00000000000000000000000000000000;
-    bank4[316] = 128'h00000000000000000000000000000000;
-    bank4[317] = 128'h00000000000000000000000000000000;
-    bank4[318] = 128'h00000000000000000000000000000000;
-    bank4[319] = 128'h00000000000000000000000000000000;
-    bank4[320] = 128'h00000000000000000000000000000000;
-    bank4[321] = 128'h00000000000000000000000000000000;
-    bank4[322] = 128'h00000000000000000000000000000000;
-    bank4[323] = 128'h00000000000000000000000000000000;
-    bank4[324] = 128'h00000000000000000000000000000000;
-    bank4[325] = 128'h00000000000000000000000000000000;
-    bank4[326] = 128'h00000000000000000000000000000000;
-    bank4[327] = 128'h00000000000000000000000000000000;
-    bank4[328] = 128'h00000000000000000000000000000000;
-    bank4[329] = 128'h00000000000000000000000000000000;
-    bank4[330] = 128'h00000000000000000000000000000000;
-    bank4[331] = 128'h00000000000000000000000000000000;
-    bank4[332] = 128'h00000000000000000000000000000000;
-    bank4[333] = 128'h00000000000000000000000000000000;
-    bank4[334] = 128'h00000000000000000000000000000000;
-    bank4[335] = 128'h00000000000000000000000000000000;
-    bank4[336] = 128'h00000000000000000000000000000000;
-    bank4[337] = 128'h00000000000000000000000000000000;
-    bank4[338] = 128'h00000000000000000000000000000000;
-    bank4[339] = 128'h00000000000000000000000000000000;
-    bank4[340] = 128'h00000000000000000000000000000000;
-    bank4[341] = 128'h00000000000000000000000000000000;
-    bank4[342] = 128'h00000000000000000000000000000000;
-    bank4[343] = 128'h00000000000000000000000000000000;
-    bank4[344] = 128'h00000000000000000000000000000000;
-    bank4[345] = 128'h00000000000000000000000000000000;
-    bank4[346] = 128'h00000000000000000000000000000000;
-    bank4[347] = 128'h00000000000000000000000000000000;
-    bank4[348] = 128'h00000000000000000000000000000000;
-    bank4[349] = 128'h00000000000000000000000000000000;
-    bank4[350] = 128'h00000000000000000000000000000000;
-    bank4[351] = 128'h00000000000000000000000000000000;
-    bank4[352] = 128'h00000000000000000000000000000000;
-    bank4[353] = 128'h00000000000000000000000000000000;
-    bank4[354] = 128'h00000000000000000000000000000000;
-    bank4[355] = 128'h00000000000000000000000000000000;
-    bank4[356] = 128'h00000000000000000000000000000000;
-    bank4[357] = 128'h00000000000000000000000000000000;
-    bank4[358] = 128'h00000000000000000000000000000000;
-    bank4[359] = 128'h00000000000000000000000000000000;
-    bank4[360] = 128'h00000000000000000000000000000000;
-    bank4[361] = 128'h00000000000000000000000000000000;
-    bank4[362] = 128'h00000000000000000000000000000000;
-    bank4[363] = 128'h00000000000000000000000000000000;
-    bank4[364] = 128'h00000000000000000000000000000000;
-    bank4[365] = 128'h00000000000000000000000000000000;
-    bank4[366] = 128'h00000000000000000000000000000000;
-    bank4[367] = 128'h00000000000000000000000000000000;
-    bank4[368] = 128'h00000000000000000000000000000000;
-    bank4[369] = 128'h00000000000000000000000000000000;
-    bank4[370] = 128'h00000000000000000000000000000000;
-    bank4[371] = 128'h00000000000000000000000000000000;
-    bank4[372] = 128'h00000000000000000000000000000000;
-    bank4[373] = 128'h00000000000000000000000000000000;
-    bank4[374] = 128'h00000000000000000000000000000000;
-    bank4[375] = 128'h00000000000000000000000000000000;
-    bank4[376] = 128'h00000000000000000000000000000000;
-    bank4[377] = 128'h00000000000000000000000000000000;
-    bank4[378] = 128'h00000000000000000000000000000000;
-    bank4[379] = 128'h00000000000000000000000000000000;
-    bank4[380] = 128'h00000000000000000000000000000000;
-    bank4[381] = 128'h00000000000000000000000000000000;
-    bank4[382] = 128'h00000000000000000000000000000000;
-    bank4[383] = 128'h00000000000000000000000000000000;
-    bank4[384] = 128'h00000000000000000000000000000000;
-    bank4[385] = 128'h00000000000000000000000000000000;
-    bank4[386] = 128'h00000000000000000000000000000000;
-    bank4[387] = 128'h00000000000000000000000000000000;
-    bank4[388] = 128'h00000000000000000000000000000000;
-    bank4[389] = 128'h00000000000000000000000000000000;
-    bank4[390] = 128'h00000000000000000000000000000000;
-    bank4[391] = 128'h00000000000000000000000000000000;
-    bank4[392] = 128'h00000000000000000000000000000000;
-    bank4[393] = 128'h00000000000000000000000000000000;
-    bank4[394] = 128'h00000000000000000000000000000000;
-    bank4[395] = 128'h00000000000000000000000000000000;
-    bank4[396] = 128'h00000000000000000000000000000000;
-    bank4[397] = 128'h00000000000000000000000000000000;
-    bank4[398] = 128'h00000000000000000000000000000000;
-    bank4[399] = 128'h00000000000000000000000000000000;
-    bank4[400] = 128'h00000000000000000000000000000000;
-    bank4[401] = 128'h00000000000000000000000000000000;
-    bank4[402] = 128'h00000000000000000000000000000000;
-    bank4[403] = 128'h00000000000000000000000000000000;
-    bank4[404] = 128'h00000000000000000000000000000000;
-    bank4[405] = 128'h00000000000000000000000000000000;
-    bank4[406] = 128'h00000000000000000000000000000000;
-    bank4[407] = 128'h00000000000000000000000000000000;
-    bank4[408] = 128'h00000000000000000000000000000000;
-    bank4[409] = 128'h00000000000000000000000000000000;
-    bank4[410] = 128'h00000000000000000000000000000000;
-    bank4[411] = 128'h00000000000000000000000000000000;
-    bank4[412] = 128'h00000000000000000000000000000000;
-    bank4[413] = 128'h00000000000000000000000000000000;
-    bank4[414] = 128'h00000000000000000000000000000000;
-    bank4[415] = 128'h00000000000000000000000000000000;
-    bank4[416] = 128'h00000000000000000000000000000000;
-    bank4[417] = 128'h00000000000000000000000000000000;
-    bank4[418] = 128'h00000000000000000000000000000000;
-    bank4[419] = 128'h00000000000000000000000000000000;
-    bank4[420] = 128'h00000000000000000000000000000000;
-    bank4[421] = 128'h00000000000000000000000000000000;
-    bank4[422] = 128'h00000000000000000000000000000000;
-    bank4[423] = 128'h00000000000000000000000000000000;
-    bank4[424] = 128'h00000000000000000000000000000000;
-    bank4[425] = 128'h00000000000000000000000000000000;
-    bank4[426] = 128'h00000000000000000000000000000000;
-    bank4[427] = 128'h00000000000000000000000000000000;
-    bank4[428] = 128'h00000000000000000000000000000000;
-    bank4[429] = 128'h00000000000000000000000000000000;
-    bank4[430] = 128'h00000000000000000000000000000000;
-    bank4[431] = 128'h00000000000000000000000000000000;
-    bank4[432] = 128'h00000000000000000000000000000000;
-    bank4[433] = 128'h00000000000000000000000000000000;
-    bank4[434] = 128'h00000000000000000000000000000000;
-    bank4[435] = 128'h00000000000000000000000000000000;
-    bank4[436] = 128'h00000000000000000000000000000000;
-    bank4[437] = 128'h00000000000000000000000000000000;
-    bank4[438] = 128'h00000000000000000000000000000000;
-    bank4[439] = 128'h00000000000000000000000000000000;
-    bank4[440] = 128'h00000000000000000000000000000000;
-    bank4[441] = 128'h00000000000000000000000000000000;
-    bank4[442] = 128'h00000000000000000000000000000000;
-    bank4[443] = 128'h00000000000000000000000000000000;
-    bank4[444] = 128'h00000000000000000000000000000000;
-    bank4[445] = 128'h00000000000000000000000000000000;
-    bank4[446] = 128'h00000000000000000000000000000000;
-    bank4[447] = 128'h00000000000000000000000000000000;
-    bank4[448] = 128'h00000000000000000000000000000000;
-    bank4[449] = 128'h00000000000000000000000000000000;
-    bank4[450] = 128'h00000000000000000000000000000000;
-    bank4[451] = 128'h00000000000000000000000000000000;
-    bank4[452] = 128'h00000000000000000000000000000000;
-    bank4[453] = 128'h00000000000000000000000000000000;
-    bank4[454] = 128'h00000000000000000000000000000000;
-    bank4[455] = 128'h00000000000000000000000000000000;
-    bank4[456] = 128'h00000000000000000000000000000000;
-    bank4[457] = 128'h00000000000000000000000000000000;
-    bank4[458] = 128'h00000000000000000000000000000000;
-    bank4[459] = 128'h00000000000000000000000000000000;
-    bank4[460] = 128'h00000000000000000000000000000000;
-    bank4[461] = 128'h00000000000000000000000000000000;
-    bank4[462] = 128'h00000000000000000000000000000000;
-    bank4[463] = 128'h00000000000000000000000000000000;
-    bank4[464] = 128'h00000000000000000000000000000000;
-    bank4[465] = 128'h00000000000000000000000000000000;
-    bank4[466] = 128'h00000000000000000000000000000000;
-    bank4[467] = 128'h00000000000000000000000000000000;
-    bank4[468] = 128'h00000000000000000000000000000000;
-    bank4[469] = 128'h00000000000000000000000000000000;
-    bank4[470] = 128'h00000000000000000000000000000000;
-    bank4[471] = 128'h00000000000000000000000000000000;
-    bank4[472] = 128'h00000000000000000000000000000000;
-    bank4[473] = 128'h00000000000000000000000000000000;
-    bank4[474] = 128'h00000000000000000000000000000000;
-    bank4[475] = 128'h00000000000000000000000000000000;
-    bank4[476] = 128'h00000000000000000000000000000000;
-    bank4[477] = 128'h00000000000000000000000000000000;
-    bank4[478] = 128'h00000000000000000000000000000000;
-    bank4[479] = 128'h00000000000000000000000000000000;
-    bank4[480] = 128'h00000000000000000000000000000000;
-    bank4[481] = 128'h00000000000000000000000000000000;
-    bank4[482] = 128'h00000000000000000000000000000000;
-    bank4[483] = 128'h00000000000000000000000000000000;
-    bank4[484] = 128'h00000000000000000000000000000000;
-    bank4[485] = 128'h00000000000000000000000000000000;
-    bank4[486] = 128'h00000000000000000000000000000000;
-    bank4[487] = 128'h00000000000000000000000000000000;
-    bank4[488] = 128'h00000000000000000000000000000000;
-    bank4[489] = 128'h00000000000000000000000000000000;
-    bank4[490] = 128'h00000000000000000000000000000000;
-    bank4[491] = 128'h00000000000000000000000000000000;
-    bank4[492] = 128'h00000000000000000000000000000000;
-    bank4[493] = 128'h00000000000000000000000000000000;
-    bank4[494] = 128'h00000000000000000000000000000000;
-    bank4[495] = 128'h00000000000000000000000000000000;
-    bank4[496] = 128'h00000000000000000000000000000000;
-    bank4[497] = 128'h00000000000000000000000000000000;
-    bank4[498] = 128'h00000000000000000000000000000000;
-    bank4[499] = 128'h00000000000000000000000000000000;
-    bank4[500] = 128'h00000000000000000000000000000000;
-    bank4[501] = 128'h00000000000000000000000000000000;
-    bank4[502] = 128'h00000000000000000000000000000000;
-    bank4[503] = 128'h00000000000000000000000000000000;
-    bank4[504] = 128'h00000000000000000000000000000000;
-    bank4[505] = 128'h00000000000000000000000000000000;
-    bank4[506] = 128'h00000000000000000000000000000000;
-    bank4[507] = 128'h00000000000000000000000000000000;
-    bank4[508] = 128'h00000000000000000000000000000000;
-    bank4[509] = 128'h00000000000000000000000000000000;
-    bank4[510] = 128'h00000000000000000000000000000000;
-    bank4[511] = 128'h00000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (\$signature__en$196 [0])
-      bank4[\$signature__addr$194 ][7:0] <= \$signature__data$195 [7:0];
-    if (\$signature__en$196 [1])
-      bank4[\$signature__addr$194 ][15:8] <= \$signature__data$195 [15:8];
-    if (\$signature__en$196 [2])
-      bank4[\$signature__addr$194 ][23:16] <= \$signature__data$195 [23:16];
-    if (\$signature__en$196 [3])
-      bank4[\$signature__addr$194 ][31:24] <= \$signature__data$195 [31:24];
-    if (\$signature__en$196 [4])
-      bank4[\$signature__addr$194 ][39:32] <= \$signature__data$195 [39:32];
-    if (\$signature__en$196 [5])
-      bank4[\$signature__addr$194 ][47:40] <= \$signature__data$195 [47:40];
-    if (\$signature__en$196 [6])
-      bank4[\$signature__addr$194 ][55:48] <= \$signature__data$195 [55:48];
-    if (\$signature__en$196 [7])
-      bank4[\$signature__addr$194 ][63:56] <= \$signature__data$195 [63:56];
-    if (\$signature__en$196 [8])
-      bank4[\$signature__addr$194 ][71:64] <= \$signature__data$195 [71:64];
-    if (\$signature__en$196 [9])
-      bank4[\$signature__addr$194 ][79:72] <= \$signature__data$195 [79:72];
-    if (\$signature__en$196 [10])
-      bank4[\$signature__addr$194 ][87:80] <= \$signature__data$195 [87:80];
-    if (\$signature__en$196 [11])
-      bank4[\$signature__addr$194 ][95:88] <= \$signature__data$195 [95:88];
-    if (\$signature__en$196 [12])
-      bank4[\$signature__addr$194 ][103:96] <= \$signature__data$195 [103:96];
-    if (\$signature__en$196 [13])
-      bank4[\$signature__addr$194 ][111:104] <= \$signature__data$195 [111:104];
-    if (\$signature__en$196 [14])
-      bank4[\$signature__addr$194 ][119:112] <= \$signature__data$195 [119:112];
-    if (\$signature__en$196 [15])
-      bank4[\$signature__addr$194 ][127:120] <= \$signature__data$195 [127:120];
-  end
-  reg [127:0] _4_;
-  always @(posedge clk) begin
-    if (\$signature__en$125 ) begin
-      _4_ <= bank4[\$signature__addr$128 ];
-    end
-  end
-  assign \$signature__data$30  = _4_;
-  reg [127:0] bank5 [511:0];
-  initial begin
-    bank5[0] = 128'h00000000000000000000000000000000;
-    bank5[1] = 128'h00000000000000000000000000000000;
-    bank5[2] = 128'h00000000000000000000000000000000;
-    bank5[3] = 128'h00000000000000000000000000000000;
-    bank5[4] = 128'h00000000000000000000000000000000;
-    bank5[5] = 128'h00000000000000000000000000000000;
-    bank5[6] = 128'h00000000000000000000000000000000;
-    bank5[7] = 128'h00000000000000000000000000000000;
-    bank5[8] = 128'h00000000000000000000000000000000;
-    bank5[9] = 128'h00000000000000000000000000000000;
-    bank5[10] = 128'h00000000000000000000000000000000;
-    bank5[11] = 128'h00000000000000000000000000000000;
-    bank5[12] = 128'h00000000000000000000000000000000;
-    bank5[13] = 128'h00000000000000000000000000000000;
-    bank5[14] = 128'h00000000000000000000000000000000;
-    bank5[15] = 128'h00000000000000000000000000000000;
-    bank5[16] = 128'h00000000000000000000000000000000;
-    bank5[17] = 128'h00000000000000000000000000000000;
-    bank5[18] = 128'h00000000000000000000000000000000;
-    bank5[19] = 128'h00000000000000000000000000000000;
-    bank5[20] = 128'h00000000000000000000000000000000;
-    bank5[21] = 128'h00000000000000000000000000000000;
-    bank5[22] = 128'h00000000000000000000000000000000;
-    bank5[23] = 128'h00000000000000000000000000000000;
-    bank5[24] = 128'h00000000000000000000000000000000;
-    bank5[25] = 128'h00000000000000000000000000000000;
-    bank5[26] = 128'h00000000000000000000000000000000;
-    bank5[27] = 128'h00000000000000000000000000000000;
-    bank5[28] = 128'h00000000000000000000000000000000;
-    bank5[29] = 128'h00000000000000000000000000000000;
-    bank5[30] = 128'h00000000000000000000000000000000;
-    bank5[31] = 128'h00000000000000000000000000000000;
-    bank5[32] = 128'h00000000000000000000000000000000;
-    bank5[33] = 128'h00000000000000000000000000000000;
-    bank5[34] = 128'h00000000000000000000000000000000;
-    bank5[35] = 128'h00000000000000000000000000000000;
-    bank5[36] = 128'h00000000000000000000000000000000;
-    bank5[37] = 128'h00000000000000000000000000000000;
-    bank5[38] = 128'h00000000000000000000000000000000;
-    bank5[39] = 128'h00000000000000000000000000000000;
-    bank5[40] = 128'h00000000000000000000000000000000;
-    bank5[41] = 128'h00000000000000000000000000000000;
-    bank5[42] = 128'h00000000000000000000000000000000;
-    bank5[43] = 128'h00000000000000000000000000000000;
-    bank5[44] = 128'h00000000000000000000000000000000;
-    bank5[45] = 128'h00000000000000000000000000000000;
-    bank5[46] = 128'h00000000000000000000000000000000;
-    bank5[47] = 128'h00000000000000000000000000000000;
-    bank5[48] = 128'h00000000000000000000000000000000;
-    bank5[49] = 128'h00000000000000000000000000000000;
-    bank5[50] = 128'h00000000000000000000000000000000;
-    bank5[51] = 128'h00000000000000000000000000000000;
-    bank5[52] = 128'h00000000000000000000000000000000;
-    bank5[53] = 128'h00000000000000000000000000000000;
-    bank5[54] = 128'h00000000000000000000000000000000;
-    bank5[55] = 128'h00000000000000000000000000000000;
-    bank5[56] = 128'h00000000000000000000000000000000;
-    bank5[57] = 128'h00000000000000000000000000000000;
-    bank5[58] = 128'h00000000000000000000000000000000;
-    bank5[59] = 128'h00000000000000000000000000000000;
-    bank5[60] = 128'h00000000000000000000000000000000;
-    bank5[61] = 128'h00000000000000000000000000000000;
-    bank5[62] = 128'h00000000000000000000000000000000;
-    bank5[63] = 128'h00000000000000000000000000000000;
-    bank5[64] = 128'h00000000000000000000000000000000;
-    bank5[65] = 128'h00000000000000000000000000000000;
-    bank5[66] = 128'h00000000000000000000000000000000;
-    bank5[67] = 128'h00000000000000000000000000000000;
-    bank5[68] = 128'h00000000000000000000000000000000;
-    bank5[69] = 128'h00000000000000000000000000000000;
-    bank5[70] = 128'h00000000000000000000000000000000;
-    bank5[71] = 128'h00000000000000000000000000000000;
-    bank5[72] = 128'h00000000000000000000000000000000;
-    bank5[73] = 128'h00000000000000000000000000000000;
-    bank5[74] = 128'h00000000000000000000000000000000;
-    bank5[75] = 128'h00000000000000000000000000000000;
-    bank5[76] = 128'h00000000000000000000000000000000;
-    bank5[77] = 128'h00000000000000000000000000000000;
-    bank5[78] = 128'h00000000000000000000000000000000;
-    bank5[79] = 128'h00000000000000000000000000000000;
-    bank5[80] = 128'h00000000000000000000000000000000;
-    bank5[81] = 128'h00000000000000000000000000000000;
-    bank5[82] = 128'h00000000000000000000000000000000;
-    bank5[83] = 128'h00000000000000000000000000000000;
-    bank5[84] = 128'h00000000000000000000000000000000;
-    bank5[85] = 128'h00000000000000000000000000000000;
-    bank5[86] = 128'h00000000000000000000000000000000;
-    bank5[87] = 128'h00000000000000000000000000000000;
-    bank5[88] = 128'h00000000000000000000000000000000;
-    bank5[89] = 128'h00000000000000000000000000000000;
-    bank5[90] = 128'h00000000000000000000000000000000;
-    bank5[91] = 128'h00000000000000000000000000000000;
-    bank5[92] = 128'h00000000000000000000000000000000;
-    bank5[93] = 128'h00000000000000000000000000000000;
-    bank5[94] = 128'h00000000000000000000000000000000;
-    bank5[95] = 128'h00000000000000000000000000000000;
-    bank5[96] = 128'h00000000000000000000000000000000;
-    bank5[97] = 128'h00000000000000000000000000000000;
-    bank5[98] = 128'h00000000000000000000000000000000;
-    bank5[99] = 128'h00000000000000000000000000000000;
-    bank5[100] = 128'h00000000000000000000000000000000;
-    bank5[101] = 128'h00000000000000000000000000000000;
-    bank5[102] = 128'h00000000000000000000000000000000;
-    bank5[103] = 128'h00000000000000000000000000000000;
-    bank5[104] = 128'h00000000000000000000000000000000;
-    bank5[105] = 128'h00000000000000000000000000000000;
-    bank5[106] = 128'h00000000000000000000000000000000;
-    bank5[107] = 128'h00000000000000000000000000000000;
-    bank5[108] = 128'h00000000000000000000000000000000;
-    bank5[109] = 128'h00000000000000000000000000000000;
-    bank5[110] = 128'h00000000000000000000000000000000;
-    bank5[111] = 128'h00000000000000000000000000000000;
-    bank5[112] = 128'h00000000000000000000000000000000;
-    bank5[113] = 128'h00000000000000000000000000000000;
-    bank5[114] = 128'h00000000000000000000000000000000;
-    bank5[115] = 128'h00000000000000000000000000000000;
-    bank5[116] = 128'h00000000000000000000000000000000;
-    bank5[117] = 128'h00000000000000000000000000000000;
-    bank5[118] = 128'h00000000000000000000000000000000;
-    bank5[119] = 128'h00000000000000000000000000000000;
-    bank5[120] = 128'h00000000000000000000000000000000;
-    bank5[121] = 128'h00000000000000000000000000000000;
-    bank5[122] = 128'h00000000000000000000000000000000;
-    bank5[123] = 128'h00000000000000000000000000000000;
-    bank5[124] = 128'h00000000000000000000000000000000;
-    bank5[125] = 128'h00000000000000000000000000000000;
-    bank5[126] = 128'h00000000000000000000000000000000;
-    bank5[127] = 128'h00000000000000000000000000000000;
-    bank5[128] = 128'h00000000000000000000000000000000;
-    bank5[129] = 128'h00000000000000000000000000000000;
-    bank5[130] = 128'h00000000000000000000000000000000;
-    bank5[131] = 128'h00000000000000000000000000000000;
-    bank5[132] = 128'h00000000000000000000000000000000;
-    bank5[133] = 128'h00000000000000000000000000000000;
-    bank5[134] = 128'h00000000000000000000000000000000;
-    bank5[135] = 128'h00000000000000000000000000000000;
-    bank5[136] = 128'h00000000000000000000000000000000;
-    bank5[137] = 128'h00000000000000000000000000000000;
-    bank5[138] = 128'h00000000000000000000000000000000;
-    bank5[139] = 128'h00000000000000000000000000000000;
-    bank5[140] = 128'h00000000000000000000000000000000;
-    bank5[141] = 128'h00000000000000000000000000000000;
-    bank5[142] = 128'h00000000000000000000000000000000;
-    bank5[143] = 128'h00000000000000000000000000000000;
-    bank5[144] = 128'h00000000000000000000000000000000;
-    bank5[145] = 128'h00000000000000000000000000000000;
-    bank5[146] = 128'h00000000000000000000000000000000;
-    bank5[147] = 128'h00000000000000000000000000000000;
-    bank5[148] = 128'h00000000000000000000000000000000;
-    bank5[149] = 128'h00000000000000000000000000000000;
-    bank5[150] = 128'h00000000000000000000000000000000;
-    bank5[151] = 128'h00000000000000000000000000000000;
-    bank5[152] = 128'h00000000000000000000000000000000;
-    bank5[153] = 128'h00000000000000000000000000000000;
-    bank5[154] = 128'h00000000000000000000000000000000;
-    bank5[155] = 128'h00000000000000000000000000000000;
-    bank5[156] = 128'h00000000000000000000000000000000;
-    bank5[157] = 128'h00000000000000000000000000000000;
-    bank5[158] = 128'h00000000000000000000000000000000;
-    bank5[159] = 128'h00000000000000000000000000000000;
-    bank5[160] = 128'h00000000000000000000000000000000;
-    bank5[161] = 128'h00000000000000000000000000000000;
-    bank5[162] = 128'h00000000000000000000000000000000;
-    bank5[163] = 128'h00000000000000000000000000000000;
-    bank5[164] = 128'h00000000000000000000000000000000;
-    bank5[165] = 128'h00000000000000000000000000000000;
-    bank5[166] = 128'h00000000000000000000000000000000;
-    bank5[167] = 128'h00000000000000000000000000000000;
-    bank5[168] = 128'h00000000000000000000000000000000;
-    bank5[169] = 128'h00000000000000000000000000000000;
-    bank5[170] = 128'h00000000000000000000000000000000;
-    bank5[171] = 128'h00000000000000000000000000000000;
-    bank5[172] = 128'h00000000000000000000000000000000;
-    bank5[173] = 128'h00000000000000000000000000000000;
-    bank5[174] = 128'h00000000000000000000000000000000;
-    bank5[175] = 128'h00000000000000000000000000000000;
-    bank5[176] = 128'h00000000000000000000000000000000;
-    bank5[177] = 128'h00000000000000000000000000000000;
-    bank5[178] = 128'h00000000000000000000000000000000;
-    bank5[179] = 128'h00000000000000000000000000000000;
-    bank5[180] = 128'h00000000000000000000000000000000;
-    bank5[181] = 128'h00000000000000000000000000000000;
-    bank5[182] = 128'h00000000000000000000000000000000;
-    bank5[183] = 128'h00000000000000000000000000000000;
-    bank5[184] = 128'h00000000000000000000000000000000;
-    bank5[185] = 128'h00000000000000000000000000000000;
-    bank5[186] = 128'h00000000000000000000000000000000;
-    bank5[187] = 128'h00000000000000000000000000000000;
-    bank5[188] = 128'h00000000000000000000000000000000;
-    bank5[189] = 128'h00000000000000000000000000000000;
-    bank5[190] = 128'h00000000000000000000000000000000;
-    bank5[191] = 128'h00000000000000000000000000000000;
-    bank5[192] = 128'h00000000000000000000000000000000;
-    bank5[193] = 128'h00000000000000000000000000000000;
-    bank5[194] = 128'h00000000000000000000000000000000;
-    bank5[195] = 128'h00000000000000000000000000000000;
-    bank5[196] = 128'h00000000000000000000000000000000;
-    bank5[197] = 128'h00000000000000000000000000000000;
-    bank5[198] = 128'h00000000000000000000000000000000;
-    bank5[199] = 128'h00000000000000000000000000000000;
-    bank5[200] = 128'h00000000000000000000000000000000;
-    bank5[201] = 128'h00000000000000000000000000000000;
-    bank5[202] = 128'h00000000000000000000000000000000;
-    bank5[203] = 128'h00000000000000000000000000000000;
-    bank5[204] = 128'h00000000000000000000000000000000;
-    bank5[205] = 128'h00000000000000000000000000000000;
-    bank5[206] = 128'h00000000000000000000000000000000;
-    bank5[207] = 128'h00000000000000000000000000000000;
-    bank5[208] = 128'h00000000000000000000000000000000;
-    bank5[209] = 128'h00000000000000000000000000000000;
-    bank5[210] = 128'h00000000000000000000000000000000;
-    bank5[211] = 128'h00000000000000000000000000000000;
-    bank5[212] = 128'h00000000000000000000000000000000;
-    bank5[213] = 128'h00000000000000000000000000000000;
-    bank5[214] = 128'h00000000000000000000000000000000;
-    bank5[215] = 128'h00000000000000000000000000000000;
-    bank5[216] = 128'h00000000000000000000000000000000;
-    bank5[217] = 128'h00000000000000000000000000000000;
-    bank5[218] = 128'h00000000000000000000000000000000;
-    bank5[219] = 128'h00000000000000000000000000000000;
-    bank5[220] = 128'h00000000000000000000000000000000;
-    bank5[221] = 128'h00000000000000000000000000000000;
-    bank5[222] = 128'h00000000000000000000000000000000;
-    bank5[223] = 128'h00000000000000000000000000000000;
-    bank5[224] = 128'h00000000000000000000000000000000;
-    bank5[225] = 128'h00000000000000000000000000000000;
-    bank5[226] = 128'h00000000000000000000000000000000;
-    bank5[227] = 128'h00000000000000000000000000000000;
-    bank5[228] = 128'h00000000000000000000000000000000;
-    bank5[229] = 128'h00000000000000000000000000000000;
-    bank5[230] = 128'h00000000000000000000000000000000;
-    bank5[231] = 128'h00000000000000000000000000000000;
-    bank5[232] = 128'h00000000000000000000000000000000;
-    bank5[233] = 128'h00000000000000000000000000000000;
-    bank5[234] = 128'h00000000000000000000000000000000;
-    bank5[235] = 128'h00000000000000000000000000000000;
-    bank5[236] = 128'h00000000000000000000000000000000;
-    bank5[237] = 128'h00000000000000000000000000000000;
-    bank5[238] = 128'h00000000000000000000000000000000;
-    bank5[239] = 128'h00000000000000000000000000000000;
-    bank5[240] = 128'h00000000000000000000000000000000;
-    bank5[241] = 128'h00000000000000000000000000000000;
-    bank5[242] = 128'h00000000000000000000000000000000;
-    bank5[243] = 128'h00000000000000000000000000000000;
-    bank5[244] = 128'h00000000000000000000000000000000;
-    bank5[245] = 128'h00000000000000000000000000000000;
-    bank5[246] = 128'h00000000000000000000000000000000;
-    bank5[247] = 128'h00000000000000000000000000000000;
-    bank5[248] = 128'h00000000000000000000000000000000;
-    bank5[249] = 128'h00000000000000000000000000000000;
-    bank5[250] = 128'h00000000000000000000000000000000;
-    bank5[251] = 128'h00000000000000000000000000000000;
-    bank5[252] = 128'h00000000000000000000000000000000;
-    bank5[253] = 128'h00000000000000000000000000000000;
-    bank5[254] = 128'h00000000000000000000000000000000;
-    bank5[255] = 128'h00000000000000000000000000000000;
-    bank5[256] = 128'h00000000000000000000000000000000;
-    bank5[257] = 128'h00000000000000000000000000000000;
-    bank5[258] = 128'h00000000000000000000000000000000;
-    bank5[259] = 128'h00000000000000000000000000000000;
-    bank5[260] = 128'h00000000000000000000000000000000;
-    bank5[261] = 128'h00000000000000000000000000000000;
-    bank5[262] = 128'h00000000000000000000000000000000;
-    bank5[263] = 128'h00000000000000000000000000000000;
-    bank5[264] = 128'h00000000000000000000000000000000;
-    bank5[265] = 128'h00000000000000000000000000000000;
-    bank5[266] = 128'h00000000000000000000000000000000;
-    bank5[267] = 128'h00000000000000000000000000000000;
-    bank5[268] = 128'h00000000000000000000000000000000;
-    bank5[269] = 128'h00000000000000000000000000000000;
-    bank5[270] = 128'h00000000000000000000000000000000;
-    bank5[271] = 128'h00000000000000000000000000000000;
-    bank5[272] = 128'h00000000000000000000000000000000;
-    bank5[273] = 128'h00000000000000000000000000000000;
-    bank5[274] = 128'h00000000000000000000000000000000;
-    bank5[275] = 128'h00000000000000000000000000000000;
-    bank5[276] = 128'h00000000000000000000000000000000;
-    bank5[277] = 128'h00000000000000000000000000000000;
-    bank5[278] = 128'h00000000000000000000000000000000;
-    bank5[279] = 128'h00000000000000000000000000000000;
-    bank5[280] = 128'h00000000000000000000000000000000;
-    bank5[281] = 128'h00000000000000000000000000000000;
-    bank5[282] = 128'h00000000000000000000000000000000;
-    bank5[283] = 128'h00000000000000000000000000000000;
-    bank5[284] = 128'h00000000000000000000000000000000;
-    bank5[285] = 128'h00000000000000000000000000000000;
-    bank5[286] = 128'h00000000000000000000000000000000;
-    bank5[287] = 128'h00000000000000000000000000000000;
-    bank5[288] = 128'h00000000000000000000000000000000;
-    bank5[289] = 128'h00000000000000000000000000000000;
-    bank5[290] = 128'h00000000000000000000000000000000;
-    bank5[291] = 128'h00000000000000000000000000000000;
-    bank5[292] = 128'h00000000000000000000000000000000;
-    bank5[293] = 128'h00000000000000000000000000000000;
-    bank5[294] = 128'h00000000000000000000000000000000;
-    bank5[295] = 128'h00000000000000000000000000000000;
-    bank5[296] = 128'h00000000000000000000000000000000;
-    bank5[297] = 128'h00000000000000000000000000000000;
-    bank5[298] = 128'h00000000000000000000000000000000;
-    bank5[299] = 128'h00000000000000000000000000000000;
-    bank5[300] = 128'h00000000000000000000000000000000;
-    bank5[301] = 128'h00000000000000000000000000000000;
-    bank5[302] = 128'h00000000000000000000000000000000;
-    bank5[303] = 128'h00000000000000000000000000000000;
-    bank5[304] = 128'h00000000000000000000000000000000;
-    bank5[305] = 128'h00000000000000000000000000000000;
-    bank5[306] = 128'h00000000000000000000000000000000;
-    bank5[307] = 128'h00000000000000000000000000000000;
-    bank5[308] = 128'h00000000000000000000000000000000;
-    bank5[309] = 128'h00000000000000000000000000000000;
-    bank5[310] = 128'h00000000000000000000000000000000;
-    bank5[311] = 128'h00000000000000000000000000000000;
-    bank5[312] = 128'h00000000000000000000000000000000;
-    bank5[313] = 128'h00000000000000000000000000000000;
-    bank5[314] = 128'h00000000000000000000000000000000;
-    bank5[315] = 128'h00000000000000000000000000000000;
-    bank5[316] = 128'h00000000000000000000000000000000;
-    bank5[317] = 128'h00000000000000000000000000000000;
-    bank5[318] = 128'h00000000000000000000000000000000;
-    bank5[319] = 128'h00000000000000000000000000000000;
-    bank5[320] = 128'h00000000000000000000000000000000;
-    bank5[321] = 128'h00000000000000000000000000000000;
-    bank5[322] = 128'h00000000000000000000000000000000;
-    bank5[323] = 128'h00000000000000000000000000000000;
-    bank5[324] = 128'h00000000000000000000000000000000;
-    bank5[325] = 128'h00000000000000000000000000000000;
-    bank5[326] = 128'h00000000000000000000000000000000;
-    bank5[327] = 128'h00000000000000000000000000000000;
-    bank5[328] = 128'h00000000000000000000000000000000;
-    bank5[329] = 128'h00000000000000000000000000000000;
-    bank5[330] = 128'h00000000000000000000000000000000;
-    bank5[331] = 128'h00000000000000000000000000000000;
-    bank5[332] = 128'h00000000000000000000000000000000;
-    bank5[333] = 128'h00000000000000000000000000000000;
-    bank5[334] = 128'h00000000000000000000000000000000;
-    bank5[335] = 128'h00000000000000000000000000000000;
-    bank5[336] = 128'h00000000000000000000000000000000;
-    bank5[337] = 128'h00000000000000000000000000000000;
-    bank5[338] = 128'h00000000000000000000000000000000;
-    bank5[339] = 128'h00000000000000000000000000000000;
-    bank5[340] = 128'h00000000000000000000000000000000;
-    bank5[341] = 128'h00000000000000000000000000000000;
-    bank5[342] = 128'h00000000000000000000000000000000;
-    bank5[343] = 128'h00000000000000000000000000000000;
-    bank5[344] = 128'h00000000000000000000000000000000;
-    bank5[345] = 128'h00000000000000000000000000000000;
-    bank5[346] = 128'h00000000000000000000000000000000;
-    bank5[347] = 128'h00000000000000000000000000000000;
-    bank5[348] = 128'h00000000000000000000000000000000;
-    bank5[349] = 128'h00000000000000000000000000000000;
-    bank5[350] = 128'h00000000000000000000000000000000;
-    bank5[351] = 128'h00000000000000000000000000000000;
-    bank5[352] = 128'h00000000000000000000000000000000;
-    bank5[353] = 128'h00000000000000000000000000000000;
-    bank5[354] = 128'h00000000000000000000000000000000;
-    bank5[355] = 128'h00000000000000000000000000000000;
-    bank5[356] = 128'h00000000000000000000000000000000;
-    bank5[357] = 128'h00000000000000000000000000000000;
-    bank5[358] = 128'h00000000000000000000000000000000;
-    bank5[359] = 128'h00000000000000000000000000000000;
-    bank5[360] = 128'h00000000000000000000000000000000;
-    bank5[361] = 128'h00000000000000000000000000000000;
-    bank5[362] = 128'h00000000000000000000000000000000;
-    bank5[363] = 128'h00000000000000000000000000000000;
-    bank5[364] = 128'h00000000000000000000000000000000;
-    bank5[365] = 128'h00000000000000000000000000000000;
-    bank5[366] = 128'h00000000000000000000000000000000;
-    bank5[367] = 128'h00000000000000000000000000000000;
-    bank5[368] = 128'h00000000000000000000000000000000;
-    bank5[369] = 128'h00000000000000000000000000000000;
-    bank5[370] = 128'h00000000000000000000000000000000;
-    bank5[371] = 128'h00000000000000000000000000000000;
-    bank5[372] = 128'h00000000000000000000000000000000;
-    bank5[373] = 128'h00000000000000000000000000000000;
-    bank5[374] = 128'h00000000000000000000000000000000;
-    bank5[375] = 128'h00000000000000000000000000000000;
-    bank5[376] = 128'h00000000000000000000000000000000;
-    bank5[377] = 128'h00000000000000000000000000000000;
-    bank5[378] = 128'h00000000000000000000000000000000;
-    bank5[379] = 128'h00000000000000000000000000000000;
-    bank5[380] = 128'h00000000000000000000000000000000;
-    bank5[381] = 128'h00000000000000000000000000000000;
-    bank5[382] = 128'h00000000000000000000000000000000;
-    bank5[383] = 128'h00000000000000000000000000000000;
-    bank5[384] = 128'h00000000000000000000000000000000;
-    bank5[385] = 128'h00000000000000000000000000000000;
-    bank5[386] = 128'h00000000000000000000000000000000;
-    bank5[387] = 128'h00000000000000000000000000000000;
-    bank5[388] = 128'h00000000000000000000000000000000;
-    bank5[389] = 128'h00000000000000000000000000000000;
-    bank5[390] = 128'h00000000000000000000000000000000;
-    bank5[391] = 128'h00000000000000000000000000000000;
-    bank5[392] = 128'h00000000000000000000000000000000;
-    bank5[393] = 128'h00000000000000000000000000000000;
-    bank5[394] = 128'h00000000000000000000000000000000;
-    bank5[395] = 128'h00000000000000000000000000000000;
-    bank5[396] = 128'h00000000000000000000000000000000;
-    bank5[397] = 128'h00000000000000000000000000000000;
-    bank5[398] = 128'h00000000000000000000000000000000;
-    bank5[399] = 128'h00000000000000000000000000000000;
-    bank5[400] = 128'h00000000000000000000000000000000;
-    bank5[401] = 128'h00000000000000000000000000000000;
-    bank5[402] = 128'h00000000000000000000000000000000;
-    bank5[403] = 128'h00000000000000000000000000000000;
-    bank5[404] = 128'h00000000000000000000000000000000;
-    bank5[405] = 128'h00000000000000000000000000000000;
-    bank5[406] = 128'h00000000000000000000000000000000;
-    bank5[407] = 128'h00000000000000000000000000000000;
-    bank5[408] = 128'h00000000000000000000000000000000;
-    bank5[409] = 128'h00000000000000000000000000000000;
-    bank5[410] = 128'h00000000000000000000000000000000;
-    bank5[411] = 128'h00000000000000000000000000000000;
-    bank5[412] = 128'h00000000000000000000000000000000;
-    bank5[413] = 128'h00000000000000000000000000000000;
-    bank5[414] = 128'h00000000000000000000000000000000;
-    bank5[415] = 128'h00000000000000000000000000000000;
-    bank5[416] = 128'h00000000000000000000000000000000;
-    bank5[417] = 128'h00000000000000000000000000000000;
-    bank5[418] = 128'h00000000000000000000000000000000;
-    bank5[419] = 128'h00000000000000000000000000000000;
-    bank5[420] = 128'h00000000000000000000000000000000;
-    bank5[421] = 128'h00000000000000000000000000000000;
-    bank5[422] = 128'h00000000000000000000000000000000;
-    bank5[423] = 128'h00000000000000000000000000000000;
-    bank5[424] = 128'h00000000000000000000000000000000;
-    bank5[425] = 128'h00000000000000000000000000000000;
-    bank5[426] = 128'h00000000000000000000000000000000;
-    bank5[427] = 128'h00000000000000000000000000000000;
-    bank5[428] = 128'h00000000000000000000000000000000;
-    bank5[429] = 128'h00000000000000000000000000000000;
-    bank5[430] = 128'h00000000000000000000000000000000;
-    bank5[431] = 128'h00000000000000000000000000000000;
-    bank5[432] = 128'h00000000000000000000000000000000;
-    bank5[433] = 128'h00000000000000000000000000000000;
-    bank5[434] = 128'h00000000000000000000000000000000;
-    bank5[435] = 128'h00000000000000000000000000000000;
-    bank5[436] = 128'h00000000000000000000000000000000;
-    bank5[437] = 128'h00000000000000000000000000000000;
-    bank5[438] = 128'h00000000000000000000000000000000;
-    bank5[439] = 128'h00000000000000000000000000000000;
-    bank5[440] = 128'h00000000000000000000000000000000;
-    bank5[441] = 128'h00000000000000000000000000000000;
-    bank5[442] = 128'h00000000000000000000000000000000;
-    bank5[443] = 128'h00000000000000000000000000000000;
-    bank5[444] = 128'h00000000000000000000000000000000;
-    bank5[445] = 128'h00000000000000000000000000000000;
-    bank5[446] = 128'h00000000000000000000000000000000;
-    bank5[447] = 128'h00000000000000000000000000000000;
-    bank5[448] = 128'h00000000000000000000000000000000;
-    bank5[449] = 128'h00000000000000000000000000000000;
-    bank5[450] = 128'h00000000000000000000000000000000;
-    bank5[451] = 128'h00000000000000000000000000000000;
-    bank5[452] = 128'h00000000000000000000000000000000;
-    bank5[453] = 128'h00000000000000000000000000000000;
-    bank5[454] = 128'h00000000000000000000000000000000;
-    bank5[455] = 128'h00000000000000000000000000000000;
-    bank5[456] = 128'h00000000000000000000000000000000;
-    bank5[457] = 128'h00000000000000000000000000000000;
-    bank5[458] = 128'h00000000000000000000000000000000;
-    bank5[459] = 128'h00000000000000000000000000000000;
-    bank5[460] = 128'h00000000000000000000000000000000;
-    bank5[461] = 128'h00000000000000000000000000000000;
-    bank5[462] = 128'h00000000000000000000000000000000;
-    bank5[463] = 128'h00000000000000000000000000000000;
-    bank5[464] = 128'h00000000000000000000000000000000;
-    bank5[465] = 128'h00000000000000000000000000000000;
-    bank5[466] = 128'h00000000000000000000000000000000;
-    bank5[467] = 128'h00000000000000000000000000000000;
-    bank5[468] = 128'h00000000000000000000000000000000;
-    bank5[469] = 128'h00000000000000000000000000000000;
-    bank5[470] = 128'h00000000000000000000000000000000;
-    bank5[471] = 128'h00000000000000000000000000000000;
-    bank5[472] = 128'h00000000000000000000000000000000;
-    bank5[473] = 128'h00000000000000000000000000000000;
-    bank5[474] = 128'h00000000000000000000000000000000;
-    bank5[475] = 128'h00000000000000000000000000000000;
-    bank5[476] = 128'h00000000000000000000000000000000;
-    bank5[477] = 128'h00000000000000000000000000000000;
-    bank5[478] = 128'h00000000000000000000000000000000;
-    bank5[479] = 128'h00000000000000000000000000000000;
-    bank5[480] = 128'h00000000000000000000000000000000;
-    bank5[481] = 128'h00000000000000000000000000000000;
-    bank5[482] = 128'h00000000000000000000000000000000;
-    bank5[483] = 128'h00000000000000000000000000000000;
-    bank5[484] = 128'h00000000000000000000000000000000;
-    bank5[485] = 128'h00000000000000000000000000000000;
-    bank5[486] = 128'h00000000000000000000000000000000;
-    bank5[487] = 128'h00000000000000000000000000000000;
-    bank5[488] = 128'h00000000000000000000000000000000;
-    bank5[489] = 128'h00000000000000000000000000000000;
-    bank5[490] = 128'h00000000000000000000000000000000;
-    bank5[491] = 128'h00000000000000000000000000000000;
-    bank5[492] = 128'h00000000000000000000000000000000;
-    bank5[493] = 128'h00000000000000000000000000000000;
-    bank5[494] = 128'h00000000000000000000000000000000;
-    bank5[495] = 128'h00000000000000000000000000000000;
-    bank5[496] = 128'h00000000000000000000000000000000;
-    bank5[497] = 128'h00000000000000000000000000000000;
-    bank5[498] = 128'h00000000000000000000000000000000;
-    bank5[499] = 128'h00000000000000000000000000000000;
-    bank5[500] = 128'h00000000000000000000000000000000;
-    bank5[501] = 128'h00000000000000000000000000000000;
-    bank5[502] = 128'h00000000000000000000000000000000;
-    bank5[503] = 128'h00000000000000000000000000000000;
-    bank5[504] = 128'h00000000000000000000000000000000;
-    bank5[505] = 128'h00000000000000000000000000000000;
-    bank5[506] = 128'h00000000000000000000000000000000;
-    bank5[507] = 128'h00000000000000000000000000000000;
-    bank5[508] = 128'h00000000000000000000000000000000;
-    bank5[509] = 128'h00000000000000000000000000000000;
-    bank5[510] = 128'h00000000000000000000000000000000;
-    bank5[511] = 128'h00000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (\$signature__en$201 [0])
-      bank5[\$signature__addr$199 ][7:0] <= \$signature__data$200 [7:0];
-    if (\$signature__en$201 [1])
-      bank5[\$signature__addr$199 ][15:8] <= \$signature__data$200 [15:8];
-    if (\$signature__en$201 [2])
-      bank5[\$signature__addr$199 ][23:16] <= \$signature__data$200 [23:16];
-    if (\$signature__en$201 [3])
-      bank5[\$signature__addr$199 ][31:24] <= \$signature__data$200 [31:24];
-    if (\$signature__en$201 [4])
-      bank5[\$signature__addr$199 ][39:32] <= \$signature__data$200 [39:32];
-    if (\$signature__en$201 [5])
-      bank5[\$signature__addr$199 ][47:40] <= \$signature__data$200 [47:40];
-    if (\$signature__en$201 [6])
-      bank5[\$signature__addr$199 ][55:48] <= \$signature__data$200 [55:48];
-    if (\$signature__en$201 [7])
-      bank5[\$signature__addr$199 ][63:56] <= \$signature__data$200 [63:56];
-    if (\$signature__en$201 [8])
-      bank5[\$signature__addr$199 ][71:64] <= \$signature__data$200 [71:64];
-    if (\$signature__en$201 [9])
-      bank5[\$signature__addr$199 ][79:72] <= \$signature__data$200 [79:72];
-    if (\$signature__en$201 [10])
-      bank5[\$signature__addr$199 ][87:80] <= \$signature__data$200 [87:80];
-    if (\$signature__en$201 [11])
-      bank5[\$signature__addr$199 ][95:88] <= \$signature__data$200 [95:88];
-    if (\$signature__en$201 [12])
-      bank5[\$signature__addr$199 ][103:96] <= \$signature__data$200 [103:96];
-    if (\$signature__en$201 [13])
-      bank5[\$signature__addr$199 ][111:104] <= \$signature__data$200 [111:104];
-    if (\$signature__en$201 [14])
-      bank5[\$signature__addr$199 ][119:112] <= \$signature__data$200 [119:112];
-    if (\$signature__en$201 [15])
-      bank5[\$signature__addr$199 ][127:120] <= \$signature__data$200 [127:120];
-  end
-  reg [127:0] _5_;
-  always @(posedge clk) begin
-    if (\$signature__en$129 ) begin
-      _5_ <= bank5[\$signature__addr$132 ];
-    end
-  end
-  assign \$signature__data$31  = _5_;
-  reg [127:0] bank6 [511:0];
-  initial begin
-    bank6[0] = 128'h00000000000000000000000000000000;
-    bank6[1] = 128'h00000000000000000000000000000000;
-    bank6[2] = 128'h00000000000000000000000000000000;
-    bank6[3] = 128'h00000000000000000000000000000000;
-    bank6[4] = 128'h00000000000000000000000000000000;
-    bank6[5] = 128'h00000000000000000000000000000000;
-    bank6[6] = 128'h00000000000000000000000000000000;
-    bank6[7] = 128'h00000000000000000000000000000000;
-    bank6[8] = 128'h00000000000000000000000000000000;
-    bank6[9] = 128'h00000000000000000000000000000000;
-    bank6[10] = 128'h00000000000000000000000000000000;
-    bank6[11] = 128'h00000000000000000000000000000000;
-    bank6[12] = 128'h00000000000000000000000000000000;
-    bank6[13] = 128'h00000000000000000000000000000000;
-    bank6[14] = 128'h00000000000000000000000000000000;
-    bank6[15] = 128'h00000000000000000000000000000000;
-    bank6[16] = 128'h00000000000000000000000000000000;
-    bank6[17] = 128'h00000000000000000000000000000000;
-    bank6[18] = 128'h00000000000000000000000000000000;
-    bank6[19] = 128'h00000000000000000000000000000000;
-    bank6[20] = 128'h00000000000000000000000000000000;
-    bank6[21] = 128'h00000000000000000000000000000000;
-    bank6[22] = 128'h00000000000000000000000000000000;
-    bank6[23] = 128'h00000000000000000000000000000000;
-    bank6[24] = 128'h00000000000000000000000000000000;
-    bank6[25] = 128'h00000000000000000000000000000000;
-    bank6[26] = 128'h00000000000000000000000000000000;
-    bank6[27] = 128'h00000000000000000000000000000000;
-    bank6[28] = 128'h00000000000000000000000000000000;
-    bank6[29] = 128'h00000000000000000000000000000000;
-    bank6[30] = 128'h00000000000000000000000000000000;
-    bank6[31] = 128'h00000000000000000000000000000000;
-    bank6[32] = 128'h00000000000000000000000000000000;
-    bank6[33] = 128'h00000000000000000000000000000000;
-    bank6[34] = 128'h00000000000000000000000000000000;
-    bank6[35] = 128'h00000000000000000000000000000000;
-    bank6[36] = 128'h00000000000000000000000000000000;
-    bank6[37] = 128'h00000000000000000000000000000000;
-    bank6[38] = 128'h00000000000000000000000000000000;
-    bank6[39] = 128'h00000000000000000000000000000000;
-    bank6[40] = 128'h00000000000000000000000000000000;
-    bank6[41] = 128'h00000000000000000000000000000000;
-    bank6[42] = 128'h00000000000000000000000000000000;
-    bank6[43] = 128'h00000000000000000000000000000000;
-    bank6[44] = 128'h00000000000000000000000000000000;
-    bank6[45] = 128'h00000000000000000000000000000000;
-    bank6[46] = 128'h00000000000000000000000000000000;
-    bank6[47] = 128'h00000000000000000000000000000000;
-    bank6[48] = 128'h00000000000000000000000000000000;
-    bank6[49] = 128'h00000000000000000000000000000000;
-    bank6[50] = 128'h00000000000000000000000000000000;
-    bank6[51] = 128'h00000000000000000000000000000000;
-    bank6[52] = 128'h00000000000000000000000000000000;
-    bank6[53] = 128'h00000000000000000000000000000000;
-    bank6[54] = 128'h00000000000000000000000000000000;
-    bank6[55] = 128'h00000000000000000000000000000000;
-    bank6[56] = 128'h00000000000000000000000000000000;
-    bank6[57] = 128'h00000000000000000000000000000000;
-    bank6[58] = 128'h00000000000000000000000000000000;
-    bank6[59] = 128'h00000000000000000000000000000000;
-    bank6[60] = 128'h00000000000000000000000000000000;
-    bank6[61] = 128'h00000000000000000000000000000000;
-    bank6[62] = 128'h00000000000000000000000000000000;
-    bank6[63] = 128'h00000000000000000000000000000000;
-    bank6[64] = 128'h00000000000000000000000000000000;
-    bank6[65] = 128'h00000000000000000000000000000000;
-    bank6[66] = 128'h00000000000000000000000000000000;
-    bank6[67] = 128'h00000000000000000000000000000000;
-    bank6[68] = 128'h00000000000000000000000000000000;
-    bank6[69] = 128'h00000000000000000000000000000000;
-    bank6[70] = 128'h00000000000000000000000000000000;
-    bank6[71] = 128'h00000000000000000000000000000000;
-    bank6[72] = 128'h00000000000000000000000000000000;
-    bank6[73] = 128'h00000000000000000000000000000000;
-    bank6[74] = 128'h00000000000000000000000000000000;
-    bank6[75] = 128'h00000000000000000000000000000000;
-    bank6[76] = 128'h00000000000000000000000000000000;
-    bank6[77] = 128'h00000000000000000000000000000000;
-    bank6[78] = 128'h00000000000000000000000000000000;
-    bank6[79] = 128'h00000000000000000000000000000000;
-    bank6[80] = 128'h00000000000000000000000000000000;
-    bank6[81] = 128'h00000000000000000000000000000000;
-    bank6[82] = 128'h00000000000000000000000000000000;
-    bank6[83] = 128'h00000000000000000000000000000000;
-    bank6[84] = 128'h00000000000000000000000000000000;
-    bank6[85] = 128'h00000000000000000000000000000000;
-    bank6[86] = 128'h00000000000000000000000000000000;
-    bank6[87] = 128'h00000000000000000000000000000000;
-    bank6[88] = 128'h00000000000000000000000000000000;
-    bank6[89] = 128'h00000000000000000000000000000000;
-    bank6[90] = 128'h00000000000000000000000000000000;
-    bank6[91] = 128'h00000000000000000000000000000000;
-    bank6[92] = 128'h00000000000000000000000000000000;
-    bank6[93] = 128'h00000000000000000000000000000000;
-    bank6[94] = 128'h00000000000000000000000000000000;
-    bank6[95] = 128'h00000000000000000000000000000000;
-    bank6[96] = 128'h00000000000000000000000000000000;
-    bank6[97] = 128'h00000000000000000000000000000000;
-    bank6[98] = 128'h00000000000000000000000000000000;
-    bank6[99] = 128'h00000000000000000000000000000000;
-    bank6[100] = 128'h00000000000000000000000000000000;
-    bank6[101] = 128'h00000000000000000000000000000000;
-    bank6[102] = 128'h00000000000000000000000000000000;
-    bank6[103] = 128'h00000000000000000000000000000000;
-    bank6[104] = 128'h00000000000000000000000000000000;
-    bank6[105] = 128'h00000000000000000000000000000000;
-    bank6[106] = 128'h00000000000000000000000000000000;
-    bank6[107] = 128'h00000000000000000000000000000000;
-    bank6[108] = 128'h00000000000000000000000000000000;
-    bank6[109] = 128'h00000000000000000000000000000000;
-    bank6[110] = 128'h00000000000000000000000000000000;
-    bank6[111] = 128'h00000000000000000000000000000000;
-    bank6[112] = 128'h00000000000000000000000000000000;
-    bank6[113] = 128'h00000000000000000000000000000000;
-    bank6[114] = 128'h00000000000000000000000000000000;
-    bank6[115] = 128'h00000000000000000000000000000000;
-    bank6[116] = 128'h00000000000000000000000000000000;
-    bank6[117] = 128'h00000000000000000000000000000000;
-    bank6[118] = 128'h00000000000000000000000000000000;
-    bank6[119] = 128'h00000000000000000000000000000000;
-    bank6[120] = 128'h00000000000000000000000000000000;
-    bank6[121] = 128'h00000000000000000000000000000000;
-    bank6[122] = 128'h00000000000000000000000000000000;
-    bank6[123] = 128'h00000000000000000000000000000000;
-    bank6[124] = 128'h00000000000000000000000000000000;
-    bank6[125] = 128'h00000000000000000000000000000000;
-    bank6[126] = 128'h00000000000000000000000000000000;
-    bank6[127] = 128'h00000000000000000000000000000000;
-    bank6[128] = 128'h00000000000000000000000000000000;
-    bank6[129] = 128'h00000000000000000000000000000000;
-    bank6[130] = 128'h00000000000000000000000000000000;
-    bank6[131] = 128'h00000000000000000000000000000000;
-    bank6[132] = 128'h00000000000000000000000000000000;
-    bank6[133] = 128'h00000000000000000000000000000000;
-    bank6[134] = 128'h00000000000000000000000000000000;
-    bank6[135] = 128'h00000000000000000000000000000000;
-    bank6[136] = 128'h00000000000000000000000000000000;
-    bank6[137] = 128'h00000000000000000000000000000000;
-    bank6[138] = 128'h00000000000000000000000000000000;
-    bank6[139] = 128'h00000000000000000000000000000000;
-    bank6[140] = 128'h00000000000000000000000000000000;
-    bank6[141] = 128'h00000000000000000000000000000000;
-    bank6[142] = 128'h00000000000000000000000000000000;
-    bank6[143] = 128'h00000000000000000000000000000000;
-    bank6[144] = 128'h00000000000000000000000000000000;
-    bank6[145] = 128'h00000000000000000000000000000000;
-    bank6[146] = 128'h00000000000000000000000000000000;
-    bank6[147] = 128'h00000000000000000000000000000000;
-    bank6[148] = 128'h00000000000000000000000000000000;
-    bank6[149] = 128'h00000000000000000000000000000000;
-    bank6[150] = 128'h00000000000000000000000000000000;
-    bank6[151] = 128'h00000000000000000000000000000000;
-    bank6[152] = 128'h00000000000000000000000000000000;
-    bank6[153] = 128'h00000000000000000000000000000000;
-    bank6[154] = 128'h00000000000000000000000000000000;
-    bank6[155] = 128'h00000000000000000000000000000000;
-    bank6[156] = 128'h00000000000000000000000000000000;
-    bank6[157] = 128'h00000000000000000000000000000000;
-    bank6[158] = 128'h00000000000000000000000000000000;
-    bank6[159] = 128'h00000000000000000000000000000000;
-    bank6[160] = 128'h00000000000000000000000000000000;
-    bank6[161] = 128'h00000000000000000000000000000000;
-    bank6[162] = 128'h00000000000000000000000000000000;
-    bank6[163] = 128'h00000000000000000000000000000000;
-    bank6[164] = 128'h00000000000000000000000000000000;
-    bank6[165] = 128'h00000000000000000000000000000000;
-    bank6[166] = 128'h00000000000000000000000000000000;
-    bank6[167] = 128'h00000000000000000000000000000000;
-    bank6[168] = 128'h00000000000000000000000000000000;
-    bank6[169] = 128'h00000000000000000000000000000000;
-    bank6[170] = 128'h00000000000000000000000000000000;
-    bank6[171] = 128'h00000000000000000000000000000000;
-    bank6[172] = 128'h00000000000000000000000000000000;
-    bank6[173] = 128'h00000000000000000000000000000000;
-    bank6[174] = 128'h00000000000000000000000000000000;
-    bank6[175] = 128'h00000000000000000000000000000000;
-    bank6[176] = 128'h00000000000000000000000000000000;
-    bank6[177] = 128'h00000000000000000000000000000000;
-    bank6[178] = 128'h00000000000000000000000000000000;
-    bank6[179] = 128'h00000000000000000000000000000000;
-    bank6[180] = 128'h00000000000000000000000000000000;
-    bank6[181] = 128'h00000000000000000000000000000000;
-    bank6[182] = 128'h00000000000000000000000000000000;
-    bank6[183] = 128'h00000000000000000000000000000000;
-    bank6[184] = 128'h00000000000000000000000000000000;
-    bank6[185] = 128'h00000000000000000000000000000000;
-    bank6[186] = 128'h00000000000000000000000000000000;
-    bank6[187] = 128'h00000000000000000000000000000000;
-    bank6[188] = 128'h00000000000000000000000000000000;
-    bank6[189] = 128'h00000000000000000000000000000000;
-    bank6[190] = 128'h00000000000000000000000000000000;
-    bank6[191] = 128'h00000000000000000000000000000000;
-    bank6[192] = 128'h00000000000000000000000000000000;
-    bank6[193] = 128'h00000000000000000000000000000000;
-    bank6[194] = 128'h00000000000000000000000000000000;
-    bank6[195] = 128'h00000000000000000000000000000000;
-    bank6[196] = 128'h00000000000000000000000000000000;
-    bank6[197] = 128'h00000000000000000000000000000000;
-    bank6[198] = 128'h00000000000000000000000000000000;
-    bank6[199] = 128'h00000000000000000000000000000000;
-    bank6[200] = 128'h00000000000000000000000000000000;
-    bank6[201] = 128'h00000000000000000000000000000000;
-    bank6[202] = 128'h00000000000000000000000000000000;
-    bank6[203] = 128'h00000000000000000000000000000000;
-    bank6[204] = 128'h00000000000000000000000000000000;
-    bank6[205] = 128'h00000000000000000000000000000000;
-    bank6[206] = 128'h00000000000000000000000000000000;
-    bank6[207] = 128'h00000000000000000000000000000000;
-    bank6[208] = 128'h00000000000000000000000000000000;
-    bank6[209] = 128'h00000000000000000000000000000000;
-    bank6[210] = 128'h00000000000000000000000000000000;
-    bank6[211] = 128'h00000000000000000000000000000000;
-    bank6[212] = 128'h00000000000000000000000000000000;
-    bank6[213] = 128'h00000000000000000000000000000000;
-    bank6[214] = 128'h00000000000000000000000000000000;
-    bank6[215] = 128'h00000000000000000000000000000000;
-    bank6[216] = 128'h00000000000000000000000000000000;
-    bank6[217] = 128'h00000000000000000000000000000000;
-    bank6[218] = 128'h00000000000000000000000000000000;
-    bank6[219] = 128'h00000000000000000000000000000000;
-    bank6[220] = 128'h00000000000000000000000000000000;
-    bank6[221] = 128'h00000000000000000000000000000000;
-    bank6[222] = 128'h00000000000000000000000000000000;
-    bank6[223] = 128'h00000000000000000000000000000000;
-    bank6[224] = 128'h00000000000000000000000000000000;
-    bank6[225] = 128'h00000000000000000000000000000000;
-    bank6[226] = 128'h00000000000000000000000000000000;
-    bank6[227] = 128'h00000000000000000000000000000000;
-    bank6[228] = 128'h00000000000000000000000000000000;
-    bank6[229] = 128'h00000000000000000000000000000000;
-    bank6[230] = 128'h00000000000000000000000000000000;
-    bank6[231] = 128'h00000000000000000000000000000000;
-    bank6[232] = 128'h00000000000000000000000000000000;
-    bank6[233] = 128'h00000000000000000000000000000000;
-    bank6[234] = 128'h00000000000000000000000000000000;
-    bank6[235] = 128'h00000000000000000000000000000000;
-    bank6[236] = 128'h00000000000000000000000000000000;
-    bank6[237] = 128'h00000000000000000000000000000000;
-    bank6[238] = 128'h00000000000000000000000000000000;
-    bank6[239] = 128'h00000000000000000000000000000000;
-    bank6[240] = 128'h00000000000000000000000000000000;
-    bank6[241] = 128'h00000000000000000000000000000000;
-    bank6[242] = 128'h00000000000000000000000000000000;
-    bank6[243] = 128'h00000000000000000000000000000000;
-    bank6[244] = 128'h00000000000000000000000000000000;
-    bank6[245] = 128'h00000000000000000000000000000000;
-    bank6[246] = 128'h00000000000000000000000000000000;
-    bank6[247] = 128'h00000000000000000000000000000000;
-    bank6[248] = 128'h00000000000000000000000000000000;
-    bank6[249] = 128'h00000000000000000000000000000000;
-    bank6[250] = 128'h00000000000000000000000000000000;
-    bank6[251] = 128'h00000000000000000000000000000000;
-    bank6[252] = 128'h00000000000000000000000000000000;
-    bank6[253] = 128'h00000000000000000000000000000000;
-    bank6[254] = 128'h00000000000000000000000000000000;
-    bank6[255] = 128'h00000000000000000000000000000000;
-    bank6[256] = 128'h00000000000000000000000000000000;
-    bank6[257] = 128'h00000000000000000000000000000000;
-    bank6[258] = 128'h00000000000000000000000000000000;
-    bank6[259] = 128'h00000000000000000000000000000000;
-    bank6[260] = 128'h00000000000000000000000000000000;
-    bank6[261] = 128'h00000000000000000000000000000000;
-    bank6[262] = 128'h00000000000000000000000000000000;
-    bank6[263] = 128'h00000000000000000000000000000000;
-    bank6[264] = 128'h00000000000000000000000000000000;
-    bank6[265] = 128'h00000000000000000000000000000000;
-    bank6[266] = 128'h00000000000000000000000000000000;
-    bank6[267] = 128'h00000000000000000000000000000000;
-    bank6[268] = 128'h00000000000000000000000000000000;
-    bank6[269] = 128'h00000000000000000000000000000000;
-    bank6[270] = 128'h00000000000000000000000000000000;
-    bank6[271] = 128'h00000000000000000000000000000000;
-    bank6[272] = 128'h00000000000000000000000000000000;
-    bank6[273] = 128'h00000000000000000000000000000000;
-    bank6[274] = 128'h00000000000000000000000000000000;
-    bank6[275] = 128'h00000000000000000000000000000000;
-    bank6[276] = 128'h00000000000000000000000000000000;
-    bank6[277] = 128'h00000000000000000000000000000000;
-    bank6[278] = 128'h00000000000000000000000000000000;
-    bank6[279] = 128'h00000000000000000000000000000000;
-    bank6[280] = 128'h00000000000000000000000000000000;
-    bank6[281] = 128'h00000000000000000000000000000000;
-    bank6[282] = 128'h00000000000000000000000000000000;
-    bank6[283] = 128'h00000000000000000000000000000000;
-    bank6[284] = 128'h00000000000000000000000000000000;
-    bank6[285] = 128'h00000000000000000000000000000000;
-    bank6[286] = 128'h00000000000000000000000000000000;
-    bank6[287] = 128'h00000000000000000000000000000000;
-    bank6[288] = 128'h00000000000000000000000000000000;
-    bank6[289] = 128'h00000000000000000000000000000000;
-    bank6[290] = 128'h00000000000000000000000000000000;
-    bank6[291] = 128'h00000000000000000000000000000000;
-    bank6[292] = 128'h00000000000000000000000000000000;
-    bank6[293] = 128'h00000000000000000000000000000000;
-    bank6[294] = 128'h00000000000000000000000000000000;
-    bank6[295] = 128'h00000000000000000000000000000000;
-    bank6[296] = 128'h00000000000000000000000000000000;
-    bank6[297] = 128'h00000000000000000000000000000000;
-    bank6[298] = 128'h00000000000000000000000000000000;
-    bank6[299] = 128'h00000000000000000000000000000000;
-    bank6[300] = 128'h00000000000000000000000000000000;
-    bank6[301] = 128'h00000000000000000000000000000000;
-    bank6[302] = 128'h00000000000000000000000000000000;
-    bank6[303] = 128'h00000000000000000000000000000000;
-    bank6[304] = 128'h00000000000000000000000000000000;
-    bank6[305] = 128'h00000000000000000000000000000000;
-    bank6[306] = 128'h00000000000000000000000000000000;
-    bank6[307] = 128'h00000000000000000000000000000000;
-    bank6[308] = 128'h00000000000000000000000000000000;
-    bank6[309] = 128'h00000000000000000000000000000000;
-    bank6[310] = 128'h00000000000000000000000000000000;
-    bank6[311] = 128'h00000000000000000000000000000000;
-    bank6[312] = 128'h00000000000000000000000000000000;
-    bank6[313] = 128'h00000000000000000000000000000000;
-    bank6[314] = 128'h00000000000000000000000000000000;
-    bank6[315] = 128'h00000000000000000000000000000000;
-    bank6[316] = 128'h00000000000000000000000000000000;
-    bank6[317] = 128'h00000000000000000000000000000000;
-    bank6[318] = 128'h00000000000000000000000000000000;
-    bank6[319] = 128'h00000000000000000000000000000000;
-    bank6[320] = 128'h00000000000000000000000000000000;
-    bank6[321] = 128'h00000000000000000000000000000000;
-    bank6[322] = 128'h00000000000000000000000000000000;
-    bank6[323] = 128'h00000000000000000000000000000000;
-    bank6[324] = 128'h00000000000000000000000000000000;
-    bank6[325] = 128'h00000000000000000000000000000000;
-    bank6[326] = 128'h00000000000000000000000000000000;
-    bank6[327] = 128'h00000000000000000000000000000000;
-    bank6[328] = 128'h00000000000000000000000000000000;
-    bank6[329] = 128'h00000000000000000000000000000000;
-    bank6[330] = 128'h00000000000000000000000000000000;
-    bank6[331] = 128'h00000000000000000000000000000000;
-    bank6[332] = 128'h00000000000000000000000000000000;
-    bank6[333] = 128'h00000000000000000000000000000000;
-    bank6[334] = 128'h00000000000000000000000000000000;
-    bank6[335] = 128'h00000000000000000000000000000000;
-    bank6[336] = 128'h00000000000000000000000000000000;
-    bank6[337] = 128'h00000000000000000000000000000000;
-    bank6[338] = 128'h00000000000000000000000000000000;
-    bank6[339] = 128'h00000000000000000000000000000000;
-    bank6[340] = 128'h00000000000000000000000000000000;
-    bank6[341] = 128'h00000000000000000000000000000000;
-    bank6[342] = 128'h00000000000000000000000000000000;
-    bank6[343] = 128'h00000000000000000000000000000000;
-    bank6[344] = 128'h00000000000000000000000000000000;
-    bank6[345] = 128'h00000000000000000000000000000000;
-    bank6[346] = 128'h00000000000000000000000000000000;
-    bank6[347] = 128'h00000000000000000000000000000000;
-    bank6[348] = 128'h00000000000000000000000000000000;
-    bank6[349] = 128'h00000000000000000000000000000000;
-    bank6[350] = 128'h00000000000000000000000000000000;
-    bank6[351] = 128'h00000000000000000000000000000000;
-    bank6[352] = 128'h00000000000000000000000000000000;
-    bank6[353] = 128'h00000000000000000000000000000000;
-    bank6[354] = 128'h00000000000000000000000000000000;
-    bank6[355] = 128'h00000000000000000000000000000000;
-    bank6[356] = 128'h00000000000000000000000000000000;
-    bank6[357] = 128'h00000000000000000000000000000000;
-    bank6[358] = 128'h00000000000000000000000000000000;
-    bank6[359] = 128'h00000000000000000000000000000000;
-    bank6[360] = 128'h00000000000000000000000000000000;
-    bank6[361] = 128'h00000000000000000000000000000000;
-    bank6[362] = 128'h00000000000000000000000000000000;
-    bank6[363] = 128'h00000000000000000000000000000000;
-    bank6[364] = 128'h00000000000000000000000000000000;
-    bank6[365] = 128'h00000000000000000000000000000000;
-    bank6[366] = 128'h00000000000000000000000000000000;
-    bank6[367] = 128'h00000000000000000000000000000000;
-    bank6[368] = 128'h00000000000000000000000000000000;
-    bank6[369] = 128'h00000000000000000000000000000000;
-    bank6[370] = 128'h00000000000000000000000000000000;
-    bank6[371] = 128'h00000000000000000000000000000000;
-    bank6[372] = 128'h00000000000000000000000000000000;
-    bank6[373] = 128'h00000000000000000000000000000000;
-    bank6[374] = 128'h00000000000000000000000000000000;
-    bank6[375] = 128'h00000000000000000000000000000000;
-    bank6[376] = 128'h00000000000000000000000000000000;
-    bank6[377] = 128'h00000000000000000000000000000000;
-    bank6[378] = 128'h00000000000000000000000000000000;
-    bank6[379] = 128'h00000000000000000000000000000000;
-    bank6[380] = 128'h00000000000000000000000000000000;
-    bank6[381] = 128'h00000000000000000000000000000000;
-    bank6[382] = 128'h00000000000000000000000000000000;
-    bank6[383] = 128'h00000000000000000000000000000000;
-    bank6[384] = 128'h00000000000000000000000000000000;
-    bank6[385] = 128'h00000000000000000000000000000000;
-    bank6[386] = 128'h00000000000000000000000000000000;
-    bank6[387] = 128'h00000000000000000000000000000000;
-    bank6[388] = 128'h00000000000000000000000000000000;
-    bank6[389] = 128'h00000000000000000000000000000000;
-    bank6[390] = 128'h00000000000000000000000000000000;
-    bank6[391] = 128'h00000000000000000000000000000000;
-    bank6[392] = 128'h00000000000000000000000000000000;
-    bank6[393] = 128'h00000000000000000000000000000000;
-    bank6[394] = 128'h00000000000000000000000000000000;
-    bank6[395] = 128'h00000000000000000000000000000000;
-    bank6[396] = 128'h00000000000000000000000000000000;
-    bank6[397] = 128'h00000000000000000000000000000000;
-    bank6[398] = 128'h00000000000000000000000000000000;
-    bank6[399] = 128'h00000000000000000000000000000000;
-    bank6[400] = 128'h00000000000000000000000000000000;
-    bank6[401] = 128'h00000000000000000000000000000000;
-    bank6[402] = 128'h00000000000000000000000000000000;
-    bank6[403] = 128'h00000000000000000000000000000000;
-    bank6[404] = 128'h00000000000000000000000000000000;
-    bank6[405] = 128'h00000000000000000000000000000000;
-    bank6[406] = 128'h00000000000000000000000000000000;
-    bank6[407] = 128'h00000000000000000000000000000000;
-    bank6[408] = 128'h00000000000000000000000000000000;
-    bank6[409] = 128'h00000000000000000000000000000000;
-    bank6[410] = 128'h00000000000000000000000000000000;
-    bank6[411] = 128'h00000000000000000000000000000000;
-    bank6[412] = 128'h00000000000000000000000000000000;
-    bank6[413] = 128'h00000000000000000000000000000000;
-    bank6[414] = 128'h00000000000000000000000000000000;
-    bank6[415] = 128'h00000000000000000000000000000000;
-    bank6[416] = 128'h00000000000000000000000000000000;
-    bank6[417] = 128'h00000000000000000000000000000000;
-    bank6[418] = 128'h00000000000000000000000000000000;
-    bank6[419] = 128'h00000000000000000000000000000000;
-    bank6[420] = 128'h00000000000000000000000000000000;
-    bank6[421] = 128'h00000000000000000000000000000000;
-    bank6[422] = 128'h00000000000000000000000000000000;
-    bank6[423] = 128'h00000000000000000000000000000000;
-    bank6[424] = 128'h00000000000000000000000000000000;
-    bank6[425] = 128'h00000000000000000000000000000000;
-    bank6[426] = 128'h00000000000000000000000000000000;
-    bank6[427] = 128'h00000000000000000000000000000000;
-    bank6[428] = 128'h00000000000000000000000000000000;
-    bank6[429] = 128'h00000000000000000000000000000000;
-    bank6[430] = 128'h00000000000000000000000000000000;
-    bank6[431] = 128'h00000000000000000000000000000000;
-    bank6[432] = 128'h00000000000000000000000000000000;
-    bank6[433] = 128'h00000000000000000000000000000000;
-    bank6[434] = 128'h00000000000000000000000000000000;
-    bank6[435] = 128'h00000000000000000000000000000000;
-    bank6[436] = 128'h00000000000000000000000000000000;
-    bank6[437] = 128'h00000000000000000000000000000000;
-    bank6[438] = 128'h00000000000000000000000000000000;
-    bank6[439] = 128'h00000000000000000000000000000000;
-    bank6[440] = 128'h00000000000000000000000000000000;
-    bank6[441] = 128'h00000000000000000000000000000000;
-    bank6[442] = 128'h00000000000000000000000000000000;
-    bank6[443] = 128'h00000000000000000000000000000000;
-    bank6[444] = 128'h00000000000000000000000000000000;
-    bank6[445] = 128'h00000000000000000000000000000000;
-    bank6[446] = 128'h00000000000000000000000000000000;
-    bank6[447] = 128'h00000000000000000000000000000000;
-    bank6[448] = 128'h00000000000000000000000000000000;
-    bank6[449] = 128'h00000000000000000000000000000000;
-    bank6[450] = 128'h00000000000000000000000000000000;
-    bank6[451] = 128'h00000000000000000000000000000000;
-    bank6[452] = 128'h00000000000000000000000000000000;
-    bank6[453] = 128'h00000000000000000000000000000000;
-    bank6[454] = 128'h00000000000000000000000000000000;
-    bank6[455] = 128'h00000000000000000000000000000000;
-    bank6[456] = 128'h00000000000000000000000000000000;
-    bank6[457] = 128'h00000000000000000000000000000000;
-    bank6[458] = 128'h00000000000000000000000000000000;
-    bank6[459] = 128'h00000000000000000000000000000000;
-    bank6[460] = 128'h00000000000000000000000000000000;
-    bank6[461] = 128'h00000000000000000000000000000000;
-    bank6[462] = 128'h00000000000000000000000000000000;
-    bank6[463] = 128'h00000000000000000000000000000000;
-    bank6[464] = 128'h00000000000000000000000000000000;
-    bank6[465] = 128'h00000000000000000000000000000000;
-    bank6[466] = 128'h00000000000000000000000000000000;
-    bank6[467] = 128'h00000000000000000000000000000000;
-    bank6[468] = 128'h00000000000000000000000000000000;
-    bank6[469] = 128'h00000000000000000000000000000000;
-    bank6[470] = 128'h00000000000000000000000000000000;
-    bank6[471] = 128'h00000000000000000000000000000000;
-    bank6[472] = 128'h00000000000000000000000000000000;
-    bank6[473] = 128'h00000000000000000000000000000000;
-    bank6[474] = 128'h00000000000000000000000000000000;
-    bank6[475] = 128'h00000000000000000000000000000000;
-    bank6[476] = 128'h00000000000000000000000000000000;
-    bank6[477] = 128'h00000000000000000000000000000000;
-    bank6[478] = 128'h00000000000000000000000000000000;
-    bank6[479] = 128'h00000000000000000000000000000000;
-    bank6[480] = 128'h00000000000000000000000000000000;
-    bank6[481] = 128'h00000000000000000000000000000000;
-    bank6[482] = 128'h00000000000000000000000000000000;
-    bank6[483] = 128'h00000000000000000000000000000000;
-    bank6[484] = 128'h00000000000000000000000000000000;
-    bank6[485] = 128'h00000000000000000000000000000000;
-    bank6[486] = 128'h00000000000000000000000000000000;
-    bank6[487] = 128'h00000000000000000000000000000000;
-    bank6[488] = 128'h00000000000000000000000000000000;
-    bank6[489] = 128'h00000000000000000000000000000000;
-    bank6[490] = 128'h00000000000000000000000000000000;
-    bank6[491] = 128'h00000000000000000000000000000000;
-    bank6[492] = 128'h00000000000000000000000000000000;
-    bank6[493] = 128'h00000000000000000000000000000000;
-    bank6[494] = 128'h00000000000000000000000000000000;
-    bank6[495] = 128'h00000000000000000000000000000000;
-    bank6[496] = 128'h00000000000000000000000000000000;
-    bank6[497] = 128'h00000000000000000000000000000000;
-    bank6[498] = 128'h00000000000000000000000000000000;
-    bank6[499] = 128'h00000000000000000000000000000000;
-    bank6[500] = 128'h00000000000000000000000000000000;
-    bank6[501] = 128'h00000000000000000000000000000000;
-    bank6[502] = 128'h00000000000000000000000000000000;
-    bank6[503] = 128'h00000000000000000000000000000000;
-    bank6[504] = 128'h00000000000000000000000000000000;
-    bank6[505] = 128'h00000000000000000000000000000000;
-    bank6[506] = 128'h00000000000000000000000000000000;
-    bank6[507] = 128'h00000000000000000000000000000000;
-    bank6[508] = 128'h00000000000000000000000000000000;
-    bank6[509] = 128'h00000000000000000000000000000000;
-    bank6[510] = 128'h00000000000000000000000000000000;
-    bank6[511] = 128'h00000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (\$signature__en$206 [0])
-      bank6[\$signature__addr$204 ][7:0] <= \$signature__data$205 [7:0];
-    if (\$signature__en$206 [1])
-      bank6[\$signature__addr$204 ][15:8] <= \$signature__data$205 [15:8];
-    if (\$signature__en$206 [2])
-      bank6[\$signature__addr$204 ][23:16] <= \$signature__data$205 [23:16];
-    if (\$signature__en$206 [3])
-      bank6[\$signature__addr$204 ][31:24] <= \$signature__data$205 [31:24];
-    if (\$signature__en$206 [4])
-      bank6[\$signature__addr$204 ][39:32] <= \$signature__data$205 [39:32];
-    if (\$signature__en$206 [5])
-      bank6[\$signature__addr$204 ][47:40] <= \$signature__data$205 [47:40];
-    if (\$signature__en$206 [6])
-      bank6[\$signature__addr$204 ][55:48] <= \$signature__data$205 [55:48];
-    if (\$signature__en$206 [7])
-      bank6[\$signature__addr$204 ][63:56] <= \$signature__data$205 [63:56];
-    if (\$signature__en$206 [8])
-      bank6[\$signature__addr$204 ][71:64] <= \$signature__data$205 [71:64];
-    if (\$signature__en$206 [9])
-      bank6[\$signature__addr$204 ][79:72] <= \$signature__data$205 [79:72];
-    if (\$signature__en$206 [10])
-      bank6[\$signature__addr$204 ][87:80] <= \$signature__data$205 [87:80];
-    if (\$signature__en$206 [11])
-      bank6[\$signature__addr$204 ][95:88] <= \$signature__data$205 [95:88];
-    if (\$signature__en$206 [12])
-      bank6[\$signature__addr$204 ][103:96] <= \$signature__data$205 [103:96];
-    if (\$signature__en$206 [13])
-      bank6[\$signature__addr$204 ][111:104] <= \$signature__data$205 [111:104];
-    if (\$signature__en$206 [14])
-      bank6[\$signature__addr$204 ][119:112] <= \$signature__data$205 [119:112];
-    if (\$signature__en$206 [15])
-      bank6[\$signature__addr$204 ][127:120] <= \$signature__data$205 [127:120];
-  end
-  reg [127:0] _6_;
-  always @(posedge clk) begin
-    if (\$signature__en$133 ) begin
-      _6_ <= bank6[\$signature__addr$136 ];
-    end
-  end
-  assign \$signature__data$32  = _6_;
-  reg [127:0] bank7 [511:0];
-  initial begin
-    bank7[0] = 128'h00000000000000000000000000000000;
-    bank7[1] = 128'h00000000000000000000000000000000;
-    bank7[2] = 128'h00000000000000000000000000000000;
-    bank7[3] = 128'h00000000000000000000000000000000;
-    bank7[4] = 128'h00000000000000000000000000000000;
-    bank7[5] = 128'h00000000000000000000000000000000;
-    bank7[6] = 128'h00000000000000000000000000000000;
-    bank7[7] = 128'h00000000000000000000000000000000;
-    bank7[8] = 128'h00000000000000000000000000000000;
-    bank7[9] = 128'h00000000000000000000000000000000;
-    bank7[10] = 128'h00000000000000000000000000000000;
-    bank7[11] = 128'h00000000000000000000000000000000;
-    bank7[12] = 128'h00000000000000000000000000000000;
-    bank7[13] = 128'h00000000000000000000000000000000;
-    bank7[14] = 128'h00000000000000000000000000000000;
-    bank7[15] = 128'h00000000000000000000000000000000;
-    bank7[16] = 128'h00000000000000000000000000000000;
-    bank7[17] = 128'h00000000000000000000000000000000;
-    bank7[18] = 128'h00000000000000000000000000000000;
-    bank7[19] = 128'h00000000000000000000000000000000;
-    bank7[20] = 128'h00000000000000000000000000000000;
-    bank7[21] = 128'h00000000000000000000000000000000;
-    bank7[22] = 128'h00000000000000000000000000000000;
-    bank7[23] = 128'h00000000000000000000000000000000;
-    bank7[24] = 128'h00000000000000000000000000000000;
-    bank7[25] = 128'h00000000000000000000000000000000;
-    bank7[26] = 128'h00000000000000000000000000000000;
-    bank7[27] = 128'h00000000000000000000000000000000;
-    bank7[28] = 128'h00000000000000000000000000000000;
-    bank7[29] = 128'h00000000000000000000000000000000;
-    bank7[30] = 128'h00000000000000000000000000000000;
-    bank7[31] = 128'h00000000000000000000000000000000;
-    bank7[32] = 128'h00000000000000000000000000000000;
-    bank7[33] = 128'h00000000000000000000000000000000;
-    bank7[34] = 128'h00000000000000000000000000000000;
-    bank7[35] = 128'h00000000000000000000000000000000;
-    bank7[36] = 128'h00000000000000000000000000000000;
-    bank7[37] = 128'h00000000000000000000000000000000;
-    bank7[38] = 128'h00000000000000000000000000000000;
-    bank7[39] = 128'h00000000000000000000000000000000;
-    bank7[40] = 128'h00000000000000000000000000000000;
-    bank7[41] = 128'h00000000000000000000000000000000;
-    bank7[42] = 128'h00000000000000000000000000000000;
-    bank7[43] = 128'h00000000000000000000000000000000;
-    bank7[44] = 128'h00000000000000000000000000000000;
-    bank7[45] = 128'h00000000000000000000000000000000;
-    bank7[46] = 128'h00000000000000000000000000000000;
-    bank7[47] = 128'h00000000000000000000000000000000;
-    bank7[48] = 128'h00000000000000000000000000000000;
-    bank7[49] = 128'h00000000000000000000000000000000;
-    bank7[50] = 128'h00000000000000000000000000000000;
-    bank7[51] = 128'h00000000000000000000000000000000;
-    bank7[52] = 128'h00000000000000000000000000000000;
-    bank7[53] = 128'h00000000000000000000000000000000;
-    bank7[54] = 128'h00000000000000000000000000000000;
-    bank7[55] = 128'h00000000000000000000000000000000;
-    bank7[56] = 128'h00000000000000000000000000000000;
-    bank7[57] = 128'h00000000000000000000000000000000;
-    bank7[58] = 128'h00000000000000000000000000000000;
-    bank7[59] = 128'h00000000000000000000000000000000;
-    bank7[60] = 128'h00000000000000000000000000000000;
-    bank7[61] = 128'h00000000000000000000000000000000;
-    bank7[62] = 128'h00000000000000000000000000000000;
-    bank7[63] = 128'h00000000000000000000000000000000;
-    bank7[64] = 128'h00000000000000000000000000000000;
-    bank7[65] = 128'h00000000000000000000000000000000;
-    bank7[66] = 128'h00000000000000000000000000000000;
-    bank7[67] = 128'h00000000000000000000000000000000;
-    bank7[68] = 128'h00000000000000000000000000000000;
-    bank7[69] = 128'h00000000000000000000000000000000;
-    bank7[70] = 128'h00000000000000000000000000000000;
-    bank7[71] = 128'h00000000000000000000000000000000;
-    bank7[72] = 128'h00000000000000000000000000000000;
-    bank7[73] = 128'h00000000000000000000000000000000;
-    bank7[74] = 128'h00000000000000000000000000000000;
-    bank7[75] = 128'h00000000000000000000000000000000;
-    bank7[76] = 128'h00000000000000000000000000000000;
-    bank7[77] = 128'h00000000000000000000000000000000;
-    bank7[78] = 128'h00000000000000000000000000000000;
-    bank7[79] = 128'h00000000000000000000000000000000;
-    bank7[80] = 128'h00000000000000000000000000000000;
-    bank7[81] = 128'h00000000000000000000000000000000;
-    bank7[82] = 128'h00000000000000000000000000000000;
-    bank7[83] = 128'h00000000000000000000000000000000;
-    bank7[84] = 128'h00000000000000000000000000000000;
-    bank7[85] = 128'h00000000000000000000000000000000;
-    bank7[86] = 128'h00000000000000000000000000000000;
-    bank7[87] = 128'h00000000000000000000000000000000;
-    bank7[88] = 128'h00000000000000000000000000000000;
-    bank7[89] = 128'h00000000000000000000000000000000;
-    bank7[90] = 128'h00000000000000000000000000000000;
-    bank7[91] = 128'h00000000000000000000000000000000;
-    bank7[92] = 128'h00000000000000000000000000000000;
-    bank7[93] = 128'h00000000000000000000000000000000;
-    bank7[94] = 128'h00000000000000000000000000000000;
-    bank7[95] = 128'h00000000000000000000000000000000;
-    bank7[96] = 128'h00000000000000000000000000000000;
-    bank7[97] = 128'h00000000000000000000000000000000;
-    bank7[98] = 128'h00000000000000000000000000000000;
-    bank7[99] = 128'h00000000000000000000000000000000;
-    bank7[100] = 128'h00000000000000000000000000000000;
-    bank7[101] = 128'h00000000000000000000000000000000;
-    bank7[102] = 128'h00000000000000000000000000000000;
-    bank7[103] = 128'h00000000000000000000000000000000;
-    bank7[104] = 128'h00000000000000000000000000000000;
-    bank7[105] = 128'h00000000000000000000000000000000;
-    bank7[106] = 128'h00000000000000000000000000000000;
-    bank7[107] = 128'h00000000000000000000000000000000;
-    bank7[108] = 128'h00000000000000000000000000000000;
-    bank7[109] = 128'h00000000000000000000000000000000;
-    bank7[110] = 128'h00000000000000000000000000000000;
-    bank7[111] = 128'h00000000000000000000000000000000;
-    bank7[112] = 128'h00000000000000000000000000000000;
-    bank7[113] = 128'h00000000000000000000000000000000;
-    bank7[114] = 128'h00000000000000000000000000000000;
-    bank7[115] = 128'h00000000000000000000000000000000;
-    bank7[116] = 128'h00000000000000000000000000000000;
-    bank7[117] = 128'h00000000000000000000000000000000;
-    bank7[118] = 128'h00000000000000000000000000000000;
-    bank7[119] = 128'h00000000000000000000000000000000;
-    bank7[120] = 128'h00000000000000000000000000000000;
-    bank7[121] = 128'h00000000000000000000000000000000;
-    bank7[122] = 128'h00000000000000000000000000000000;
-    bank7[123] = 128'h00000000000000000000000000000000;
-    bank7[124] = 128'h00000000000000000000000000000000;
-    bank7[125] = 128'h00000000000000000000000000000000;
-    bank7[126] = 128'h00000000000000000000000000000000;
-    bank7[127] = 128'h00000000000000000000000000000000;
-    bank7[128] = 128'h00000000000000000000000000000000;
-    bank7[129] = 128'h00000000000000000000000000000000;
-    bank7[130] = 128'h00000000000000000000000000000000;
-    bank7[131] = 128'h00000000000000000000000000000000;
-    bank7[132] = 128'h00000000000000000000000000000000;
-    bank7[133] = 128'h00000000000000000000000000000000;
-    bank7[134] = 128'h00000000000000000000000000000000;
-    bank7[135] = 128'h00000000000000000000000000000000;
-    bank7[136] = 128'h00000000000000000000000000000000;
-    bank7[137] = 128'h00000000000000000000000000000000;
-    bank7[138] = 128'h00000000000000000000000000000000;
-    bank7[139] = 128'h00000000000000000000000000000000;
-    bank7[140] = 128'h00000000000000000000000000000000;
-    bank7[141] = 128'h00000000000000000000000000000000;
-    bank7[142] = 128'h00000000000000000000000000000000;
-    bank7[143] = 128'h00000000000000000000000000000000;
-    bank7[144] = 128'h00000000000000000000000000000000;
-    bank7[145] = 128'h00000000000000000000000000000000;
-    bank7[146] = 128'h00000000000000000000000000000000;
-    bank7[147] = 128'h00000000000000000000000000000000;
-    bank7[148] = 128'h00000000000000000000000000000000;
-    bank7[149] = 128'h00000000000000000000000000000000;
-    bank7[150] = 128'h00000000000000000000000000000000;
-    bank7[151] = 128'h00000000000000000000000000000000;
-    bank7[152] = 128'h00000000000000000000000000000000;
-    bank7[153] = 128'h00000000000000000000000000000000;
-    bank7[154] = 128'h00000000000000000000000000000000;
-    bank7[155] = 128'h00000000000000000000000000000000;
-    bank7[156] = 128'h00000000000000000000000000000000;
-    bank7[157] = 128'h00000000000000000000000000000000;
-    bank7[158] = 128'h00000000000000000000000000000000;
-    bank7[159] = 128'h00000000000000000000000000000000;
-    bank7[160] = 128'h00000000000000000000000000000000;
-    bank7[161] = 128'h00000000000000000000000000000000;
-    bank7[162] = 128'h00000000000000000000000000000000;
-    bank7[163] = 128'h00000000000000000000000000000000;
-    bank7[164] = 128'h00000000000000000000000000000000;
-    bank7[165] = 128'h00000000000000000000000000000000;
-    bank7[166] = 128'h00000000000000000000000000000000;
-    bank7[167] = 128'h00000000000000000000000000000000;
-    bank7[168] = 128'h00000000000000000000000000000000;
-    bank7[169] = 128'h00000000000000000000000000000000;
-    bank7[170] = 128'h00000000000000000000000000000000;
-    bank7[171] = 128'h00000000000000000000000000000000;
-    bank7[172] = 128'h00000000000000000000000000000000;
-    bank7[173] = 128'h00000000000000000000000000000000;
-    bank7[174] = 128'h00000000000000000000000000000000;
-    bank7[175] = 128'h00000000000000000000000000000000;
-    bank7[176] = 128'h00000000000000000000000000000000;
-    bank7[177] = 128'h00000000000000000000000000000000;
-    bank7[178] = 128'h00000000000000000000000000000000;
-    bank7[179] = 128'h00000000000000000000000000000000;
-    bank7[180] = 128'h00000000000000000000000000000000;
-    bank7[181] = 128'h00000000000000000000000000000000;
-    bank7[182] = 128'h00000000000000000000000000000000;
-    bank7[183] = 128'h00000000000000000000000000000000;
-    bank7[184] = 128'h00000000000000000000000000000000;
-    bank7[185] = 128'h00000000000000000000000000000000;
-    bank7[186] = 128'h00000000000000000000000000000000;
-    bank7[187] = 128'h00000000000000000000000000000000;
-    bank7[188] = 128'h00000000000000000000000000000000;
-    bank7[189] = 128'h00000000000000000000000000000000;
-    bank7[190] = 128'h00000000000000000000000000000000;
-    bank7[191] = 128'h00000000000000000000000000000000;
-    bank7[192] = 128'h00000000000000000000000000000000;
-    bank7[193] = 128'h00000000000000000000000000000000;
-    bank7[194] = 128'h00000000000000000000000000000000;
-    bank7[195] = 128'h00000000000000000000000000000000;
-    bank7[196] = 128'h00000000000000000000000000000000;
-    bank7[197] = 128'h00000000000000000000000000000000;
-    bank7[198] = 128'h00000000000000000000000000000000;
-    bank7[199] = 128'h00000000000000000000000000000000;
-    bank7[200] = 128'h00000000000000000000000000000000;
-    bank7[201] = 128'h00000000000000000000000000000000;
-    bank7[202] = 128'h00000000000000000000000000000000;
-    bank7[203] = 128'h00000000000000000000000000000000;
-    bank7[204] = 128'h00000000000000000000000000000000;
-    bank7[205] = 128'h00000000000000000000000000000000;
-    bank7[206] = 128'h00000000000000000000000000000000;
-    bank7[207] = 128'h00000000000000000000000000000000;
-    bank7[208] = 128'h00000000000000000000000000000000;
-    bank7[209] = 128'h00000000000000000000000000000000;
-    bank7[210] = 128'h00000000000000000000000000000000;
-    bank7[211] = 128'h00000000000000000000000000000000;
-    bank7[212] = 128'h00000000000000000000000000000000;
-    bank7[213] = 128'h00000000000000000000000000000000;
-    bank7[214] = 128'h00000000000000000000000000000000;
-    bank7[215] = 128'h00000000000000000000000000000000;
-    bank7[216] = 128'h00000000000000000000000000000000;
-    bank7[217] = 128'h00000000000000000000000000000000;
-    bank7[218] = 128'h00000000000000000000000000000000;
-    bank7[219] = 128'h00000000000000000000000000000000;
-    bank7[220] = 128'h00000000000000000000000000000000;
-    bank7[221] = 128'h00000000000000000000000000000000;
-    bank7[222] = 128'h00000000000000000000000000000000;
-    bank7[223] = 128'h00000000000000000000000000000000;
-    bank7[224] = 128'h00000000000000000000000000000000;
-    bank7[225] = 128'h00000000000000000000000000000000;
-    bank7[226] = 128'h00000000000000000000000000000000;
-    bank7[227] = 128'h00000000000000000000000000000000;
-    bank7[228] = 128'h00000000000000000000000000000000;
-    bank7[229] = 128'h00000000000000000000000000000000;
-    bank7[230] = 128'h00000000000000000000000000000000;
-    bank7[231] = 128'h00000000000000000000000000000000;
-    bank7[232] = 128'h00000000000000000000000000000000;
-    bank7[233] = 128'h00000000000000000000000000000000;
-    bank7[234] = 128'h00000000000000000000000000000000;
-    bank7[235] = 128'h00000000000000000000000000000000;
-    bank7[236] = 128'h00000000000000000000000000000000;
-    bank7[237] = 128'h00000000000000000000000000000000;
-    bank7[238] = 128'h00000000000000000000000000000000;
-    bank7[239] = 128'h00000000000000000000000000000000;
-    bank7[240] = 128'h00000000000000000000000000000000;
-    bank7[241] = 128'h00000000000000000000000000000000;
-    bank7[242] = 128'h00000000000000000000000000000000;
-    bank7[243] = 128'h00000000000000000000000000000000;
-    bank7[244] = 128'h00000000000000000000000000000000;
-    bank7[245] = 128'h00000000000000000000000000000000;
-    bank7[246] = 128'h00000000000000000000000000000000;
-    bank7[247] = 128'h00000000000000000000000000000000;
-    bank7[248] = 128'h00000000000000000000000000000000;
-    bank7[249] = 128'h00000000000000000000000000000000;
-    bank7[250] = 128'h00000000000000000000000000000000;
-    bank7[251] = 128'h00000000000000000000000000000000;
-    bank7[252] = 128'h00000000000000000000000000000000;
-    bank7[253] = 128'h00000000000000000000000000000000;
-    bank7[254] = 128'h00000000000000000000000000000000;
-    bank7[255] = 128'h00000000000000000000000000000000;
-    bank7[256] = 128'h00000000000000000000000000000000;
-    bank7[257] = 128'h00000000000000000000000000000000;
-    bank7[258] = 128'h00000000000000000000000000000000;
-    bank7[259] = 128'h00000000000000000000000000000000;
-    bank7[260] = 128'h00000000000000000000000000000000;
-    bank7[261] = 128'h00000000000000000000000000000000;
-    bank7[262] = 128'h00000000000000000000000000000000;
-    bank7[263] = 128'h00000000000000000000000000000000;
-    bank7[264] = 128'h00000000000000000000000000000000;
-    bank7[265] = 128'h00000000000000000000000000000000;
-    bank7[266] = 128'h00000000000000000000000000000000;
-    bank7[267] = 128'h00000000000000000000000000000000;
-    bank7[268] = 128'h00000000000000000000000000000000;
-    bank7[269] = 128'h00000000000000000000000000000000;
-    bank7[270] = 128'h00000000000000000000000000000000;
-    bank7[271] = 128'h00000000000000000000000000000000;
-    bank7[272] = 128'h00000000000000000000000000000000;
-    bank7[273] = 128'h00000000000000000000000000000000;
-    bank7[274] = 128'h00000000000000000000000000000000;
-    bank7[275] = 128'h00000000000000000000000000000000;
-    bank7[276] = 128'h00000000000000000000000000000000;
-    bank7[277] = 128'h00000000000000000000000000000000;
-    bank7[278] = 128'h00000000000000000000000000000000;
-    bank7[279] = 128'h00000000000000000000000000000000;
-    bank7[280] = 128'h00000000000000000000000000000000;
-    bank7[281] = 128'h00000000000000000000000000000000;
-    bank7[282] = 128'h00000000000000000000000000000000;
-    bank7[283] = 128'h00000000000000000000000000000000;
-    bank7[284] = 128'h00000000000000000000000000000000;
-    bank7[285] = 128'h00000000000000000000000000000000;
-    bank7[286] = 128'h00000000000000000000000000000000;
-    bank7[287] = 128'h00000000000000000000000000000000;
-    bank7[288] = 128'h00000000000000000000000000000000;
-    bank7[289] = 128'h00000000000000000000000000000000;
-    bank7[290] = 128'h00000000000000000000000000000000;
-    bank7[291] = 128'h00000000000000000000000000000000;
-    bank7[292] = 128'h00000000000000000000000000000000;
-    bank7[293] = 128'h00000000000000000000000000000000;
-    bank7[294] = 128'h00000000000000000000000000000000;
-    bank7[295] = 128'h00000000000000000000000000000000;
-    bank7[296] = 128'h00000000000000000000000000000000;
-    bank7[297] = 128'h00000000000000000000000000000000;
-    bank7[298] = 128'h00000000000000000000000000000000;
-    bank7[299] = 128'h00000000000000000000000000000000;
-    bank7[300] = 128'h00000000000000000000000000000000;
-    bank7[301] = 128'h00000000000000000000000000000000;
-    bank7[302] = 128'h00000000000000000000000000000000;
-    bank7[303] = 128'h00000000000000000000000000000000;
-    bank7[304] = 128'h00000000000000000000000000000000;
-    bank7[305] = 128'h00000000000000000000000000000000;
-    bank7[306] = 128'h00000000000000000000000000000000;
-    bank7[307] = 128'h00000000000000000000000000000000;
-    bank7[308] = 128'h00000000000000000000000000000000;
-    bank7[309] = 128'h00000000000000000000000000000000;
-    bank7[310] = 128'h00000000000000000000000000000000;
-    bank7[311] = 128'h00000000000000000000000000000000;
-    bank7[312] = 128'h00000000000000000000000000000000;
-    bank7[313] = 128'h00000000000000000000000000000000;
-    bank7[314] = 128'h00000000000000000000000000000000;
-    bank7[315] = 128'h00000000000000000000000000000000;
-    bank7[316] = 128'h00000000000000000000000000000000;
-    bank7[317] = 128'h00000000000000000000000000000000;
-    bank7[318] = 128'h00000000000000000000000000000000;
-    bank7[319] = 128'h00000000000000000000000000000000;
-    bank7[320] = 128'h00000000000000000000000000000000;
-    bank7[321] = 128'h00000000000000000000000000000000;
-    bank7[322] = 128'h00000000000000000000000000000000;
-    bank7[323] = 128'h00000000000000000000000000000000;
-    bank7[324] = 128'h00000000000000000000000000000000;
-    bank7[325] = 128'h00000000000000000000000000000000;
-    bank7[326] = 128'h00000000000000000000000000000000;
-    bank7[327] = 128'h00000000000000000000000000000000;
-    bank7[328] = 128'h00000000000000000000000000000000;
-    bank7[329] = 128'h00000000000000000000000000000000;
-    bank7[330] = 128'h00000000000000000000000000000000;
-    bank7[331] = 128'h00000000000000000000000000000000;
-    bank7[332] = 128'h00000000000000000000000000000000;
-    bank7[333] = 128'h00000000000000000000000000000000;
-    bank7[334] = 128'h00000000000000000000000000000000;
-    bank7[335] = 128'h00000000000000000000000000000000;
-    bank7[336] = 128'h00000000000000000000000000000000;
-    bank7[337] = 128'h00000000000000000000000000000000;
-    bank7[338] = 128'h00000000000000000000000000000000;
-    bank7[339] = 128'h00000000000000000000000000000000;
-    bank7[340] = 128'h00000000000000000000000000000000;
-    bank7[341] = 128'h00000000000000000000000000000000;
-    bank7[342] = 128'h00000000000000000000000000000000;
-    bank7[343] = 128'h00000000000000000000000000000000;
-    bank7[344] = 128'h00000000000000000000000000000000;
-    bank7[345] = 128'h00000000000000000000000000000000;
-    bank7[346] = 128'h00000000000000000000000000000000;
-    bank7[347] = 128'h00000000000000000000000000000000;
-    bank7[348] = 128'h00000000000000000000000000000000;
-    bank7[349] = 128'h00000000000000000000000000000000;
-    bank7[350] = 128'h00000000000000000000000000000000;
-    bank7[351] = 128'h00000000000000000000000000000000;
-    bank7[352] = 128'h00000000000000000000000000000000;
-    bank7[353] = 128'h00000000000000000000000000000000;
-    bank7[354] = 128'h00000000000000000000000000000000;
-    bank7[355] = 128'h00000000000000000000000000000000;
-    bank7[356] = 128'h00000000000000000000000000000000;
-    bank7[357] = 128'h00000000000000000000000000000000;
-    bank7[358] = 128'h00000000000000000000000000000000;
-    bank7[359] = 128'h00000000000000000000000000000000;
-    bank7[360] = 128'h00000000000000000000000000000000;
-    bank7[361] = 128'h00000000000000000000000000000000;
-    bank7[362] = 128'h00000000000000000000000000000000;
-    bank7[363] = 128'h00000000000000000000000000000000;
-    bank7[364] = 128'h00000000000000000000000000000000;
-    bank7[365] = 128'h00000000000000000000000000000000;
-    bank7[366] = 128'h00000000000000000000000000000000;
-    bank7[367] = 128'h00000000000000000000000000000000;
-    bank7[368] = 128'h00000000000000000000000000000000;
-    bank7[369] = 128'h00000000000000000000000000000000;
-    bank7[370] = 128'h00000000000000000000000000000000;
-    bank7[371] = 128'h00000000000000000000000000000000;
-    bank7[372] = 128'h00000000000000000000000000000000;
-    bank7[373] = 128'h00000000000000000000000000000000;
-    bank7[374] = 128'h00000000000000000000000000000000;
-    bank7[375] = 128'h00000000000000000000000000000000;
-    bank7[376] = 128'h00000000000000000000000000000000;
-    bank7[377] = 128'h00000000000000000000000000000000;
-    bank7[378] = 128'h00000000000000000000000000000000;
-    bank7[379] = 128'h00000000000000000000000000000000;
-    bank7[380] = 128'h00000000000000000000000000000000;
-    bank7[381] = 128'h00000000000000000000000000000000;
-    bank7[382] = 128'h00000000000000000000000000000000;
-    bank7[383] = 128'h00000000000000000000000000000000;
-    bank7[384] = 128'h00000000000000000000000000000000;
-    bank7[385] = 128'h00000000000000000000000000000000;
-    bank7[386] = 128'h00000000000000000000000000000000;
-    bank7[387] = 128'h00000000000000000000000000000000;
-    bank7[388] = 128'h00000000000000000000000000000000;
-    bank7[389] = 128'h00000000000000000000000000000000;
-    bank7[390] = 128'h00000000000000000000000000000000;
-    bank7[391] = 128'h00000000000000000000000000000000;
-    bank7[392] = 128'h00000000000000000000000000000000;
-    bank7[393] = 128'h00000000000000000000000000000000;
-    bank7[394] = 128'h00000000000000000000000000000000;
-    bank7[395] = 128'h00000000000000000000000000000000;
-    bank7[396] = 128'h00000000000000000000000000000000;
-    bank7[397] = 128'h00000000000000000000000000000000;
-    bank7[398] = 128'h00000000000000000000000000000000;
-    bank7[399] = 128'h00000000000000000000000000000000;
-    bank7[400] = 128'h00000000000000000000000000000000;
-    bank7[401] = 128'h00000000000000000000000000000000;
-    bank7[402] = 128'h00000000000000000000000000000000;
-    bank7[403] = 128'h00000000000000000000000000000000;
-    bank7[404] = 128'h00000000000000000000000000000000;
-    bank7[405] = 128'h00000000000000000000000000000000;
-    bank7[406] = 128'h00000000000000000000000000000000;
-    bank7[407] = 128'h00000000000000000000000000000000;
-    bank7[408] = 128'h00000000000000000000000000000000;
-    bank7[409] = 128'h00000000000000000000000000000000;
-    bank7[410] = 128'h00000000000000000000000000000000;
-    bank7[411] = 128'h00000000000000000000000000000000;
-    bank7[412] = 128'h00000000000000000000000000000000;
-    bank7[413] = 128'h00000000000000000000000000000000;
-    bank7[414] = 128'h00000000000000000000000000000000;
-    bank7[415] = 128'h00000000000000000000000000000000;
-    bank7[416] = 128'h00000000000000000000000000000000;
-    bank7[417] = 128'h00000000000000000000000000000000;
-    bank7[418] = 128'h00000000000000000000000000000000;
-    bank7[419] = 128'h00000000000000000000000000000000;
-    bank7[420] = 128'h00000000000000000000000000000000;
-    bank7[421] = 128'h00000000000000000000000000000000;
-    bank7[422] = 128'h00000000000000000000000000000000;
-    bank7[423] = 128'h00000000000000000000000000000000;
-    bank7[424] = 128'h00000000000000000000000000000000;
-    bank7[425] = 128'h00000000000000000000000000000000;
-    bank7[426] = 128'h00000000000000000000000000000000;
-    bank7[427] = 128'h00000000000000000000000000000000;
-    bank7[428] = 128'h00000000000000000000000000000000;
-    bank7[429] = 128'h00000000000000000000000000000000;
-    bank7[430] = 128'h00000000000000000000000000000000;
-    bank7[431] = 128'h00000000000000000000000000000000;
-    bank7[432] = 128'h00000000000000000000000000000000;
-    bank7[433] = 128'h00000000000000000000000000000000;
-    bank7[434] = 128'h00000000000000000000000000000000;
-    bank7[435] = 128'h00000000000000000000000000000000;
-    bank7[436] = 128'h00000000000000000000000000000000;
-    bank7[437] = 128'h00000000000000000000000000000000;
-    bank7[438] = 128'h00000000000000000000000000000000;
-    bank7[439] = 128'h00000000000000000000000000000000;
-    bank7[440] = 128'h00000000000000000000000000000000;
-    bank7[441] = 128'h00000000000000000000000000000000;
-    bank7[442] = 128'h00000000000000000000000000000000;
-    bank7[443] = 128'h00000000000000000000000000000000;
-    bank7[444] = 128'h00000000000000000000000000000000;
-    bank7[445] = 128'h00000000000000000000000000000000;
-    bank7[446] = 128'h00000000000000000000000000000000;
-    bank7[447] = 128'h00000000000000000000000000000000;
-    bank7[448] = 128'h00000000000000000000000000000000;
-    bank7[449] = 128'h00000000000000000000000000000000;
-    bank7[450] = 128'h00000000000000000000000000000000;
-    bank7[451] = 128'h00000000000000000000000000000000;
-    bank7[452] = 128'h00000000000000000000000000000000;
-    bank7[453] = 128'h00000000000000000000000000000000;
-    bank7[454] = 128'h00000000000000000000000000000000;
-    bank7[455] = 128'h00000000000000000000000000000000;
-    bank7[456] = 128'h00000000000000000000000000000000;
-    bank7[457] = 128'h00000000000000000000000000000000;
-    bank7[458] = 128'h00000000000000000000000000000000;
-    bank7[459] = 128'h00000000000000000000000000000000;
-    bank7[460] = 128'h00000000000000000000000000000000;
-    bank7[461] = 128'h00000000000000000000000000000000;
-    bank7[462] = 128'h00000000000000000000000000000000;
-    bank7[463] = 128'h00000000000000000000000000000000;
-    bank7[464] = 128'h00000000000000000000000000000000;
-    bank7[465] = 128'h00000000000000000000000000000000;
-    bank7[466] = 128'h00000000000000000000000000000000;
-    bank7[467] = 128'h00000000000000000000000000000000;
-    bank7[468] = 128'h00000000000000000000000000000000;
-    bank7[469] = 128'h00000000000000000000000000000000;
-    bank7[470] = 128'h00000000000000000000000000000000;
-    bank7[471] = 128'h00000000000000000000000000000000;
-    bank7[472] = 128'h00000000000000000000000000000000;
-    bank7[473] = 128'h00000000000000000000000000000000;
-    bank7[474] = 128'h00000000000000000000000000000000;
-    bank7[475] = 128'h00000000000000000000000000000000;
-    bank7[476] = 128'h00000000000000000000000000000000;
-    bank7[477] = 128'h00000000000000000000000000000000;
-    bank7[478] = 128'h00000000000000000000000000000000;
-    bank7[479] = 128'h00000000000000000000000000000000;
-    bank7[480] = 128'h00000000000000000000000000000000;
-    bank7[481] = 128'h00000000000000000000000000000000;
-    bank7[482] = 128'h00000000000000000000000000000000;
-    bank7[483] = 128'h00000000000000000000000000000000;
-    bank7[484] = 128'h00000000000000000000000000000000;
-    bank7[485] = 128'h00000000000000000000000000000000;
-    bank7[486] = 128'h00000000000000000000000000000000;
-    bank7[487] = 128'h00000000000000000000000000000000;
-    bank7[488] = 128'h00000000000000000000000000000000;
-    bank7[489] = 128'h00000000000000000000000000000000;
-    bank7[490] = 128'h00000000000000000000000000000000;
-    bank7[491] = 128'h00000000000000000000000000000000;
-    bank7[492] = 128'h00000000000000000000000000000000;
-    bank7[493] = 128'h00000000000000000000000000000000;
-    bank7[494] = 128'h00000000000000000000000000000000;
-    bank7[495] = 128'h00000000000000000000000000000000;
-    bank7[496] = 128'h00000000000000000000000000000000;
-    bank7[497] = 128'h00000000000000000000000000000000;
-    bank7[498] = 128'h00000000000000000000000000000000;
-    bank7[499] = 128'h00000000000000000000000000000000;
-    bank7[500] = 128'h00000000000000000000000000000000;
-    bank7[501] = 128'h00000000000000000000000000000000;
-    bank7[502] = 128'h00000000000000000000000000000000;
-    bank7[503] = 128'h00000000000000000000000000000000;
-    bank7[504] = 128'h00000000000000000000000000000000;
-    bank7[505] = 128'h00000000000000000000000000000000;
-    bank7[506] = 128'h00000000000000000000000000000000;
-    bank7[507] = 128'h00000000000000000000000000000000;
-    bank7[508] = 128'h00000000000000000000000000000000;
-    bank7[509] = 128'h00000000000000000000000000000000;
-    bank7[510] = 128'h00000000000000000000000000000000;
-    bank7[511] = 128'h00000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (\$signature__en$211 [0])
-      bank7[\$signature__addr$209 ][7:0] <= \$signature__data$210 [7:0];
-    if (\$signature__en$211 [1])
-      bank7[\$signature__addr$209 ][15:8] <= \$signature__data$210 [15:8];
-    if (\$signature__en$211 [2])
-      bank7[\$signature__addr$209 ][23:16] <= \$signature__data$210 [23:16];
-    if (\$signature__en$211 [3])
-      bank7[\$signature__addr$209 ][31:24] <= \$signature__data$210 [31:24];
-    if (\$signature__en$211 [4])
-      bank7[\$signature__addr$209 ][39:32] <= \$signature__data$210 [39:32];
-    if (\$signature__en$211 [5])
-      bank7[\$signature__addr$209 ][47:40] <= \$signature__data$210 [47:40];
-    if (\$signature__en$211 [6])
-      bank7[\$signature__addr$209 ][55:48] <= \$signature__data$210 [55:48];
-    if (\$signature__en$211 [7])
-      bank7[\$signature__addr$209 ][63:56] <= \$signature__data$210 [63:56];
-    if (\$signature__en$211 [8])
-      bank7[\$signature__addr$209 ][71:64] <= \$signature__data$210 [71:64];
-    if (\$signature__en$211 [9])
-      bank7[\$signature__addr$209 ][79:72] <= \$signature__data$210 [79:72];
-    if (\$signature__en$211 [10])
-      bank7[\$signature__addr$209 ][87:80] <= \$signature__data$210 [87:80];
-    if (\$signature__en$211 [11])
-      bank7[\$signature__addr$209 ][95:88] <= \$signature__data$210 [95:88];
-    if (\$signature__en$211 [12])
-      bank7[\$signature__addr$209 ][103:96] <= \$signature__data$210 [103:96];
-    if (\$signature__en$211 [13])
-      bank7[\$signature__addr$209 ][111:104] <= \$signature__data$210 [111:104];
-    if (\$signature__en$211 [14])
-      bank7[\$signature__addr$209 ][119:112] <= \$signature__data$210 [119:112];
-    if (\$signature__en$211 [15])
-      bank7[\$signature__addr$209 ][127:120] <= \$signature__data$210 [127:120];
-  end
-  reg [127:0] _7_;
-  always @(posedge clk) begin
-    if (\$signature__en$137 ) begin
-      _7_ <= bank7[\$signature__addr$140 ];
-    end
-  end
-  assign \$signature__data$33  = _7_;
-  assign \$1  = level + rd0_in_flight;
-  assign rd0_credit = \$1  < 3'h4;
-  assign \$2  = 1'h1 << rd0__req__payload[2:0];
-  assign \$3  = rd0__req__valid & rd0_credit;
-  assign \$4  = \$3  & \$2 [0];
-  assign \$5  = rd0__req__valid & rd0_credit;
-  assign \$6  = \$5  & \$2 [1];
-  assign \$7  = rd0__req__valid & rd0_credit;
-  assign \$8  = \$7  & \$2 [2];
-  assign \$9  = rd0__req__valid & rd0_credit;
-  assign \$10  = \$9  & \$2 [3];
-  assign \$11  = rd0__req__valid & rd0_credit;
-  assign \$12  = \$11  & \$2 [4];
-  assign \$13  = rd0__req__valid & rd0_credit;
-  assign \$14  = \$13  & \$2 [5];
-  assign \$15  = rd0__req__valid & rd0_credit;
-  assign \$16  = \$15  & \$2 [6];
-  assign \$17  = rd0__req__valid & rd0_credit;
-  assign \$18  = \$17  & \$2 [7];
-  assign rd0_granted = | { \grant$22 [0], \grant$21 [0], \grant$20 [0], \grant$19 [0], \grant$18 [0], \grant$17 [0], \grant$16 [0], grant[0] };
-  assign \$19  = \level$42  + rd1_in_flight;
-  assign rd1_credit = \$19  < 3'h4;
-  assign \$20  = 1'h1 << rd1__req__payload[2:0];
-  assign \$21  = rd1__req__valid & rd1_credit;
-  assign \$22  = \$21  & \$20 [0];
-  assign \$23  = rd1__req__valid & rd1_credit;
-  assign \$24  = \$23  & \$20 [1];
-  assign \$25  = rd1__req__valid & rd1_credit;
-  assign \$26  = \$25  & \$20 [2];
-  assign \$27  = rd1__req__valid & rd1_credit;
-  assign \$28  = \$27  & \$20 [3];
-  assign \$29  = rd1__req__valid & rd1_credit;
-  assign \$30  = \$29  & \$20 [4];
-  assign \$31  = rd1__req__valid & rd1_credit;
-  assign \$32  = \$31  & \$20 [5];
-  assign \$33  = rd1__req__valid & rd1_credit;
-  assign \$34  = \$33  & \$20 [6];
-  assign \$35  = rd1__req__valid & rd1_credit;
-  assign \$36  = \$35  & \$20 [7];
-  assign rd1_granted = | { \grant$22 [1], \grant$21 [1], \grant$20 [1], \grant$19 [1], \grant$18 [1], \grant$17 [1], \grant$16 [1], grant[1] };
-  assign \$37  = \level$59  + rd2_in_flight;
-  assign rd2_credit = \$37  < 3'h4;
-  assign \$38  = 1'h1 << rd2__req__payload[2:0];
-  assign \$39  = rd2__req__valid & rd2_credit;
-  assign \$40  = \$39  & \$38 [0];
-  assign \$41  = rd2__req__valid & rd2_credit;
-  assign \$42  = \$41  & \$38 [1];
-  assign \$43  = rd2__req__valid & rd2_credit;
-  assign \$44  = \$43  & \$38 [2];
-  assign \$45  = rd2__req__valid & rd2_credit;
-  assign \$46  = \$45  & \$38 [3];
-  assign \$47  = rd2__req__valid & rd2_credit;
-  assign \$48  = \$47  & \$38 [4];
-  assign \$49  = rd2__req__valid & rd2_credit;
-  assign \$50  = \$49  & \$38 [5];
+  output wr2_slot;
+  wire wr2_slot;
+  reg [7:0] wr2_slots = 8'h44;
+  always @(posedge clk)
+    rd0_valid_3 <= \$431 ;
+  always @(posedge clk)
+    rd0_bank_3 <= \$432 ;
+  always @(posedge clk)
+    rd0_valid_4 <= \$433 ;
+  always @(posedge clk)
+    rd0_bank_4 <= \$434 ;
+  always @(posedge clk)
+    rd0_word <= \$435 ;
+  always @(posedge clk)
+    rd0_word_valid <= \$436 ;
+  always @(posedge clk)
+    rd1_free <= \$437 ;
+  always @(posedge clk)
+    rd1_credit <= \$438 ;
+  always @(posedge clk)
+    rd1_valid_1 <= \$439 ;
+  always @(posedge clk)
+    rd1_bank_1 <= \$440 ;
+  always @(posedge clk)
+    rd1_valid_2 <= \$441 ;
+  always @(posedge clk)
+    rd1_bank_2 <= \$442 ;
+  always @(posedge clk)
+    rd1_valid_3 <= \$443 ;
+  always @(posedge clk)
+    rd1_bank_3 <= \$444 ;
+  always @(posedge clk)
+    rd1_valid_4 <= \$445 ;
+  always @(posedge clk)
+    rd1_bank_4 <= \$446 ;
+  always @(posedge clk)
+    rd1_word <= \$447 ;
+  always @(posedge clk)
+    rd1_word_valid <= \$448 ;
+  always @(posedge clk)
+    rd2_free <= \$449 ;
+  always @(posedge clk)
+    rd2_credit <= \$450 ;
+  always @(posedge clk)
+    rd2_valid_1 <= \$451 ;
+  always @(posedge clk)
+    rd2_bank_1 <= \$452 ;
+  always @(posedge clk)
+    rd2_valid_2 <= \$453 ;
+  always @(posedge clk)
+    rd2_bank_2 <= \$454 ;
+  always @(posedge clk)
+    rd2_valid_3 <= \$455 ;
+  always @(posedge clk)
+    rd2_bank_3 <= \$456 ;
+  always @(posedge clk)
+    rd2_valid_4 <= \$457 ;
+  always @(posedge clk)
+    rd2_bank_4 <= \$458 ;
+  always @(posedge clk)
+    rd2_word <= \$459 ;
+  always @(posedge clk)
+    rd2_word_valid <= \$460 ;
+  always @(posedge clk)
+    rd3_free <= \$461 ;
+  always @(posedge clk)
+    rd3_credit <= \$462 ;
+  always @(posedge clk)
+    rd3_valid_1 <= \$463 ;
+  always @(posedge clk)
+    rd3_bank_1 <= \$464 ;
+  always @(posedge clk)
+    rd3_valid_2 <= \$465 ;
+  always @(posedge clk)
+    rd3_bank_2 <= \$466 ;
+  always @(posedge clk)
+    rd3_valid_3 <= \$467 ;
+  always @(posedge clk)
+    rd3_bank_3 <= \$468 ;
+  always @(posedge clk)
+    rd3_valid_4 <= \$469 ;
+  always @(posedge clk)
+    rd3_bank_4 <= \$470 ;
+  always @(posedge clk)
+    rd3_word <= \$471 ;
+  always @(posedge clk)
+    rd3_word_valid <= \$472 ;
+  always @(posedge clk)
+    rd4_free <= \$473 ;
+  always @(posedge clk)
+    rd4_credit <= \$474 ;
+  always @(posedge clk)
+    rd4_valid_1 <= \$475 ;
+  always @(posedge clk)
+    rd4_bank_1 <= \$476 ;
+  always @(posedge clk)
+    rd4_valid_2 <= \$477 ;
+  always @(posedge clk)
+    rd4_bank_2 <= \$478 ;
+  always @(posedge clk)
+    rd4_valid_3 <= \$479 ;
+  always @(posedge clk)
+    rd4_bank_3 <= \$480 ;
+  always @(posedge clk)
+    rd4_valid_4 <= \$481 ;
+  always @(posedge clk)
+    rd4_bank_4 <= \$482 ;
+  always @(posedge clk)
+    rd4_word <= \$483 ;
+  always @(posedge clk)
+    rd4_word_valid <= \$484 ;
+  always @(posedge clk)
+    bank0_read_row <= \$485 ;
+  always @(posedge clk)
+    bank0_read_en <= \$486 ;
+  always @(posedge clk)
+    bank1_read_row <= \$487 ;
+  always @(posedge clk)
+    bank1_read_en <= \$488 ;
+  always @(posedge clk)
+    bank2_read_row <= \$489 ;
+  always @(posedge clk)
+    bank2_read_en <= \$490 ;
+  always @(posedge clk)
+    bank3_read_row <= \$491 ;
+  always @(posedge clk)
+    bank3_read_en <= \$492 ;
+  always @(posedge clk)
+    bank4_read_row <= \$493 ;
+  always @(posedge clk)
+    bank4_read_en <= \$494 ;
+  always @(posedge clk)
+    bank5_read_row <= \$495 ;
+  always @(posedge clk)
+    bank5_read_en <= \$496 ;
+  always @(posedge clk)
+    bank6_read_row <= \$497 ;
+  always @(posedge clk)
+    bank6_read_en <= \$498 ;
+  always @(posedge clk)
+    bank7_read_row <= \$499 ;
+  always @(posedge clk)
+    bank7_read_en <= \$500 ;
+  always @(posedge clk)
+    wr0_slots <= \$501 ;
+  always @(posedge clk)
+    wr1_slots <= \$502 ;
+  always @(posedge clk)
+    wr2_slots <= \$503 ;
+  always @(posedge clk)
+    bank0_write_row <= \$504 ;
+  always @(posedge clk)
+    bank0_write_data <= \$505 ;
+  always @(posedge clk)
+    bank0_write_en <= \$506 ;
+  always @(posedge clk)
+    bank1_write_row <= \$507 ;
+  always @(posedge clk)
+    bank1_write_data <= \$508 ;
+  always @(posedge clk)
+    bank1_write_en <= \$509 ;
+  always @(posedge clk)
+    bank2_write_row <= \$510 ;
+  always @(posedge clk)
+    bank2_write_data <= \$511 ;
+  always @(posedge clk)
+    bank2_write_en <= \$512 ;
+  always @(posedge clk)
+    bank3_write_row <= \$513 ;
+  always @(posedge clk)
+    bank3_write_data <= \$514 ;
+  always @(posedge clk)
+    bank3_write_en <= \$515 ;
+  always @(posedge clk)
+    bank4_write_row <= \$516 ;
+  always @(posedge clk)
+    bank4_write_data <= \$517 ;
+  always @(posedge clk)
+    bank4_write_en <= \$518 ;
+  always @(posedge clk)
+    bank5_write_row <= \$519 ;
+  always @(posedge clk)
+    bank5_write_data <= \$520 ;
+  always @(posedge clk)
+    bank5_write_en <= \$521 ;
+  always @(posedge clk)
+    bank6_write_row <= \$522 ;
+  always @(posedge clk)
+    bank6_write_data <= \$523 ;
+  always @(posedge clk)
+    bank6_write_en <= \$524 ;
+  always @(posedge clk)
+    bank7_write_row <= \$525 ;
+  always @(posedge clk)
+    bank7_write_data <= \$526 ;
+  always @(posedge clk)
+    bank7_write_en <= \$527 ;
+  assign \$1  = rd0_free - rd0_taken;
+  assign \$2  = $signed(\$1 ) + $signed({ 1'h0, rd0_popped });
+  assign \$3  = ~ rd0_popped;
+  assign \$4  = rd0_taken & \$3 ;
+  assign \$5  = ~ rd0_taken;
+  assign \$6  = rd0_popped & \$5 ;
+  assign \$7  = rd0_free >= 2'h2;
+  assign \$8  = rd1_free - rd1_taken;
+  assign \$9  = $signed(\$8 ) + $signed({ 1'h0, rd1_popped });
+  assign \$10  = ~ rd1_popped;
+  assign \$11  = rd1_taken & \$10 ;
+  assign \$12  = ~ rd1_taken;
+  assign \$13  = rd1_popped & \$12 ;
+  assign \$14  = rd1_free >= 2'h2;
+  assign \$15  = rd2_free - rd2_taken;
+  assign \$16  = $signed(\$15 ) + $signed({ 1'h0, rd2_popped });
+  assign \$17  = ~ rd2_popped;
+  assign \$18  = rd2_taken & \$17 ;
+  assign \$19  = ~ rd2_taken;
+  assign \$20  = rd2_popped & \$19 ;
+  assign \$21  = rd2_free >= 2'h2;
+  assign \$22  = rd3_free - rd3_taken;
+  assign \$23  = $signed(\$22 ) + $signed({ 1'h0, rd3_popped });
+  assign \$24  = ~ rd3_popped;
+  assign \$25  = rd3_taken & \$24 ;
+  assign \$26  = ~ rd3_taken;
+  assign \$27  = rd3_popped & \$26 ;
+  assign \$28  = rd3_free >= 2'h2;
+  assign \$29  = rd4_free - rd4_taken;
+  assign \$30  = $signed(\$29 ) + $signed({ 1'h0, rd4_popped });
+  assign \$31  = ~ rd4_popped;
+  assign \$32  = rd4_taken & \$31 ;
+  assign \$33  = ~ rd4_taken;
+  assign \$34  = rd4_popped & \$33 ;
+  assign \$35  = rd4_free >= 2'h2;
+  assign \$36  = rd0_slots[0] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$37  = rd1_slots[0] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$38  = \$36  | \$37 ;
+  assign \$39  = rd2_slots[0] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$40  = \$38  | \$39 ;
+  assign \$41  = rd3_slots[0] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$42  = \$40  | \$41 ;
+  assign \$43  = rd4_slots[0] ? rd4__req__payload[11:3] : 9'h000;
+  assign \$44  = \$42  | \$43 ;
+  assign \$45  = rd0__req__valid & rd0_credit;
+  assign \$46  = \$45  ? \$404 [7:0] : 8'h00;
+  assign \$47  = rd0_slots[0] & \$46 [0];
+  assign \$48  = rd1__req__valid & rd1_credit;
+  assign \$49  = \$48  ? \$405 [7:0] : 8'h00;
+  assign \$50  = rd1_slots[0] & \$49 [0];
   assign \$51  = rd2__req__valid & rd2_credit;
-  assign \$52  = \$51  & \$38 [6];
-  assign \$53  = rd2__req__valid & rd2_credit;
-  assign \$54  = \$53  & \$38 [7];
-  assign rd2_granted = | { \grant$22 [2], \grant$21 [2], \grant$20 [2], \grant$19 [2], \grant$18 [2], \grant$17 [2], \grant$16 [2], grant[2] };
-  assign \$55  = \level$76  + rd3_in_flight;
-  assign rd3_credit = \$55  < 3'h4;
-  assign \$56  = 1'h1 << rd3__req__payload[2:0];
-  assign \$57  = rd3__req__valid & rd3_credit;
-  assign \$58  = \$57  & \$56 [0];
-  assign \$59  = rd3__req__valid & rd3_credit;
-  assign \$60  = \$59  & \$56 [1];
-  assign \$61  = rd3__req__valid & rd3_credit;
-  assign \$62  = \$61  & \$56 [2];
-  assign \$63  = rd3__req__valid & rd3_credit;
-  assign \$64  = \$63  & \$56 [3];
-  assign \$65  = rd3__req__valid & rd3_credit;
-  assign \$66  = \$65  & \$56 [4];
-  assign \$67  = rd3__req__valid & rd3_credit;
-  assign \$68  = \$67  & \$56 [5];
-  assign \$69  = rd3__req__valid & rd3_credit;
-  assign \$70  = \$69  & \$56 [6];
-  assign \$71  = rd3__req__valid & rd3_credit;
-  assign \$72  = \$71  & \$56 [7];
-  assign rd3_granted = | { \grant$22 [3], \grant$21 [3], \grant$20 [3], \grant$19 [3], \grant$18 [3], \grant$17 [3], \grant$16 [3], grant[3] };
-  assign \$73  = \level$93  + rd4_in_flight;
-  assign rd4_credit = \$73  < 3'h4;
-  assign \$74  = 1'h1 << rd4__req__payload[2:0];
-  assign \$75  = rd4__req__valid & rd4_credit;
-  assign \$76  = \$75  & \$74 [0];
-  assign \$77  = rd4__req__valid & rd4_credit;
-  assign \$78  = \$77  & \$74 [1];
-  assign \$79  = rd4__req__valid & rd4_credit;
-  assign \$80  = \$79  & \$74 [2];
-  assign \$81  = rd4__req__valid & rd4_credit;
-  assign \$82  = \$81  & \$74 [3];
-  assign \$83  = rd4__req__valid & rd4_credit;
-  assign \$84  = \$83  & \$74 [4];
-  assign \$85  = rd4__req__valid & rd4_credit;
-  assign \$86  = \$85  & \$74 [5];
-  assign \$87  = rd4__req__valid & rd4_credit;
-  assign \$88  = \$87  & \$74 [6];
-  assign \$89  = rd4__req__valid & rd4_credit;
-  assign \$90  = \$89  & \$74 [7];
-  assign rd4_granted = | { \grant$22 [4], \grant$21 [4], \grant$20 [4], \grant$19 [4], \grant$18 [4], \grant$17 [4], \grant$16 [4], grant[4] };
-  assign \$91  = 1'h1 << wr0__payload[2:0];
-  assign \$92  = wr0__valid & \$91 [0];
-  assign \$93  = wr0__valid & \$91 [1];
-  assign \$94  = wr0__valid & \$91 [2];
-  assign \$95  = wr0__valid & \$91 [3];
-  assign \$96  = wr0__valid & \$91 [4];
-  assign \$97  = wr0__valid & \$91 [5];
-  assign \$98  = wr0__valid & \$91 [6];
-  assign \$99  = wr0__valid & \$91 [7];
-  assign wr0_granted = | { \grant$160 [0], \grant$159 [0], \grant$158 [0], \grant$157 [0], \grant$156 [0], \grant$155 [0], \grant$154 [0], \grant$153 [0] };
-  assign \$100  = 1'h1 << wr1__payload[2:0];
-  assign \$101  = wr1__valid & \$100 [0];
-  assign \$102  = wr1__valid & \$100 [1];
-  assign \$103  = wr1__valid & \$100 [2];
-  assign \$104  = wr1__valid & \$100 [3];
-  assign \$105  = wr1__valid & \$100 [4];
-  assign \$106  = wr1__valid & \$100 [5];
-  assign \$107  = wr1__valid & \$100 [6];
-  assign \$108  = wr1__valid & \$100 [7];
-  assign wr1_granted = | { \grant$160 [1], \grant$159 [1], \grant$158 [1], \grant$157 [1], \grant$156 [1], \grant$155 [1], \grant$154 [1], \grant$153 [1] };
-  assign \$109  = 1'h1 << wr2__payload[2:0];
-  assign \$110  = wr2__valid & \$109 [0];
-  assign \$111  = wr2__valid & \$109 [1];
-  assign \$112  = wr2__valid & \$109 [2];
-  assign \$113  = wr2__valid & \$109 [3];
-  assign \$114  = wr2__valid & \$109 [4];
-  assign \$115  = wr2__valid & \$109 [5];
-  assign \$116  = wr2__valid & \$109 [6];
-  assign \$117  = wr2__valid & \$109 [7];
-  assign wr2_granted = | { \grant$160 [2], \grant$159 [2], \grant$158 [2], \grant$157 [2], \grant$156 [2], \grant$155 [2], \grant$154 [2], \grant$153 [2] };
-  assign \$118  = rd0__req__valid & rd0_granted;
-  assign \$119  = rd1__req__valid & rd1_granted;
-  assign \$120  = rd2__req__valid & rd2_granted;
-  assign \$121  = rd3__req__valid & rd3_granted;
-  assign \$122  = rd4__req__valid & rd4_granted;
+  assign \$52  = \$51  ? \$406 [7:0] : 8'h00;
+  assign \$53  = rd2_slots[0] & \$52 [0];
+  assign \$54  = rd3__req__valid & rd3_credit;
+  assign \$55  = \$54  ? \$407 [7:0] : 8'h00;
+  assign \$56  = rd3_slots[0] & \$55 [0];
+  assign \$57  = rd4__req__valid & rd4_credit;
+  assign \$58  = \$57  ? \$408 [7:0] : 8'h00;
+  assign \$59  = rd4_slots[0] & \$58 [0];
+  assign \$60  = | { \$59 , \$56 , \$53 , \$50 , \$47  };
+  assign \$61  = rd0_slots[1] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$62  = rd1_slots[1] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$63  = \$61  | \$62 ;
+  assign \$64  = rd2_slots[1] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$65  = \$63  | \$64 ;
+  assign \$66  = rd3_slots[1] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$67  = \$65  | \$66 ;
+  assign \$68  = rd4_slots[1] ? rd4__req__payload[11:3] : 9'h000;
+  assign \$69  = \$67  | \$68 ;
+  assign \$70  = rd0__req__valid & rd0_credit;
+  assign \$71  = \$70  ? \$404 [7:0] : 8'h00;
+  assign \$72  = rd0_slots[1] & \$71 [1];
+  assign \$73  = rd1__req__valid & rd1_credit;
+  assign \$74  = \$73  ? \$405 [7:0] : 8'h00;
+  assign \$75  = rd1_slots[1] & \$74 [1];
+  assign \$76  = rd2__req__valid & rd2_credit;
+  assign \$77  = \$76  ? \$406 [7:0] : 8'h00;
+  assign \$78  = rd2_slots[1] & \$77 [1];
+  assign \$79  = rd3__req__valid & rd3_credit;
+  assign \$80  = \$79  ? \$407 [7:0] : 8'h00;
+  assign \$81  = rd3_slots[1] & \$80 [1];
+  assign \$82  = rd4__req__valid & rd4_credit;
+  assign \$83  = \$82  ? \$408 [7:0] : 8'h00;
+  assign \$84  = rd4_slots[1] & \$83 [1];
+  assign \$85  = | { \$84 , \$81 , \$78 , \$75 , \$72  };
+  assign \$86  = rd0_slots[2] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$87  = rd1_slots[2] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$88  = \$86  | \$87 ;
+  assign \$89  = rd2_slots[2] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$90  = \$88  | \$89 ;
+  assign \$91  = rd3_slots[2] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$92  = \$90  | \$91 ;
+  assign \$93  = rd4_slots[2] ? rd4__req__payload[11:3] : 9'h000;
+  assign \$94  = \$92  | \$93 ;
+  assign \$95  = rd0__req__valid & rd0_credit;
+  assign \$96  = \$95  ? \$404 [7:0] : 8'h00;
+  assign \$97  = rd0_slots[2] & \$96 [2];
+  assign \$98  = rd1__req__valid & rd1_credit;
+  assign \$99  = \$98  ? \$405 [7:0] : 8'h00;
+  assign \$100  = rd1_slots[2] & \$99 [2];
+  assign \$101  = rd2__req__valid & rd2_credit;
+  assign \$102  = \$101  ? \$406 [7:0] : 8'h00;
+  assign \$103  = rd2_slots[2] & \$102 [2];
+  assign \$104  = rd3__req__valid & rd3_credit;
+  assign \$105  = \$104  ? \$407 [7:0] : 8'h00;
+  assign \$106  = rd3_slots[2] & \$105 [2];
+  assign \$107  = rd4__req__valid & rd4_credit;
+  assign \$108  = \$107  ? \$408 [7:0] : 8'h00;
+  assign \$109  = rd4_slots[2] & \$108 [2];
+  assign \$110  = | { \$109 , \$106 , \$103 , \$100 , \$97  };
+  assign \$111  = rd0_slots[3] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$112  = rd1_slots[3] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$113  = \$111  | \$112 ;
+  assign \$114  = rd2_slots[3] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$115  = \$113  | \$114 ;
+  assign \$116  = rd3_slots[3] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$117  = \$115  | \$116 ;
+  assign \$118  = rd4_slots[3] ? rd4__req__payload[11:3] : 9'h000;
+  assign \$119  = \$117  | \$118 ;
+  assign \$120  = rd0__req__valid & rd0_credit;
+  assign \$121  = \$120  ? \$404 [7:0] : 8'h00;
+  assign \$122  = rd0_slots[3] & \$121 [3];
+  assign \$123  = rd1__req__valid & rd1_credit;
+  assign \$124  = \$123  ? \$405 [7:0] : 8'h00;
+  assign \$125  = rd1_slots[3] & \$124 [3];
+  assign \$126  = rd2__req__valid & rd2_credit;
+  assign \$127  = \$126  ? \$406 [7:0] : 8'h00;
+  assign \$128  = rd2_slots[3] & \$127 [3];
+  assign \$129  = rd3__req__valid & rd3_credit;
+  assign \$130  = \$129  ? \$407 [7:0] : 8'h00;
+  assign \$131  = rd3_slots[3] & \$130 [3];
+  assign \$132  = rd4__req__valid & rd4_credit;
+  assign \$133  = \$132  ? \$408 [7:0] : 8'h00;
+  assign \$134  = rd4_slots[3] & \$133 [3];
+  assign \$135  = | { \$134 , \$131 , \$128 , \$125 , \$122  };
+  assign \$136  = rd0_slots[4] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$137  = rd1_slots[4] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$138  = \$136  | \$137 ;
+  assign \$139  = rd2_slots[4] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$140  = \$138  | \$139 ;
+  assign \$141  = rd3_slots[4] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$142  = \$140  | \$141 ;
+  assign \$143  = rd4_slots[4] ? rd4__req__payload[11:3] : 9'h000;
+  assign \$144  = \$142  | \$143 ;
+  assign \$145  = rd0__req__valid & rd0_credit;
+  assign \$146  = \$145  ? \$404 [7:0] : 8'h00;
+  assign \$147  = rd0_slots[4] & \$146 [4];
+  assign \$148  = rd1__req__valid & rd1_credit;
+  assign \$149  = \$148  ? \$405 [7:0] : 8'h00;
+  assign \$150  = rd1_slots[4] & \$149 [4];
+  assign \$151  = rd2__req__valid & rd2_credit;
+  assign \$152  = \$151  ? \$406 [7:0] : 8'h00;
+  assign \$153  = rd2_slots[4] & \$152 [4];
+  assign \$154  = rd3__req__valid & rd3_credit;
+  assign \$155  = \$154  ? \$407 [7:0] : 8'h00;
+  assign \$156  = rd3_slots[4] & \$155 [4];
+  assign \$157  = rd4__req__valid & rd4_credit;
+  assign \$158  = \$157  ? \$408 [7:0] : 8'h00;
+  assign \$159  = rd4_slots[4] & \$158 [4];
+  assign \$160  = | { \$159 , \$156 , \$153 , \$150 , \$147  };
+  assign \$161  = rd0_slots[5] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$162  = rd1_slots[5] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$163  = \$161  | \$162 ;
+  assign \$164  = rd2_slots[5] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$165  = \$163  | \$164 ;
+  assign \$166  = rd3_slots[5] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$167  = \$165  | \$166 ;
+  assign \$168  = rd4_slots[5] ? rd4__req__payload[11:3] : 9'h000;
+  assign \$169  = \$167  | \$168 ;
+  assign \$170  = rd0__req__valid & rd0_credit;
+  assign \$171  = \$170  ? \$404 [7:0] : 8'h00;
+  assign \$172  = rd0_slots[5] & \$171 [5];
+  assign \$173  = rd1__req__valid & rd1_credit;
+  assign \$174  = \$173  ? \$405 [7:0] : 8'h00;
+  assign \$175  = rd1_slots[5] & \$174 [5];
+  assign \$176  = rd2__req__valid & rd2_credit;
+  assign \$177  = \$176  ? \$406 [7:0] : 8'h00;
+  assign \$178  = rd2_slots[5] & \$177 [5];
+  assign \$179  = rd3__req__valid & rd3_credit;
+  assign \$180  = \$179  ? \$407 [7:0] : 8'h00;
+  assign \$181  = rd3_slots[5] & \$180 [5];
+  assign \$182  = rd4__req__valid & rd4_credit;
+  assign \$183  = \$182  ? \$408 [7:0] : 8'h00;
+  assign \$184  = rd4_slots[5] & \$183 [5];
+  assign \$185  = | { \$184 , \$181 , \$178 , \$175 , \$172  };
+  assign \$186  = rd0_slots[6] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$187  = rd1_slots[6] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$188  = \$186  | \$187 ;
+  assign \$189  = rd2_slots[6] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$190  = \$188  | \$189 ;
+  assign \$191  = rd3_slots[6] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$192  = \$190  | \$191 ;
+  assign \$193  = rd4_slots[6] ? rd4__req__payload[11:3] : 9'h000;
+  assign \$194  = \$192  | \$193 ;
+  assign \$195  = rd0__req__valid & rd0_credit;
+  assign \$196  = \$195  ? \$404 [7:0] : 8'h00;
+  assign \$197  = rd0_slots[6] & \$196 [6];
+  assign \$198  = rd1__req__valid & rd1_credit;
+  assign \$199  = \$198  ? \$405 [7:0] : 8'h00;
+  assign \$200  = rd1_slots[6] & \$199 [6];
+  assign \$201  = rd2__req__valid & rd2_credit;
+  assign \$202  = \$201  ? \$406 [7:0] : 8'h00;
+  assign \$203  = rd2_slots[6] & \$202 [6];
+  assign \$204  = rd3__req__valid & rd3_credit;
+  assign \$205  = \$204  ? \$407 [7:0] : 8'h00;
+  assign \$206  = rd3_slots[6] & \$205 [6];
+  assign \$207  = rd4__req__valid & rd4_credit;
+  assign \$208  = \$207  ? \$408 [7:0] : 8'h00;
+  assign \$209  = rd4_slots[6] & \$208 [6];
+  assign \$210  = | { \$209 , \$206 , \$203 , \$200 , \$197  };
+  assign \$211  = rd0_slots[7] ? rd0__req__payload[11:3] : 9'h000;
+  assign \$212  = rd1_slots[7] ? rd1__req__payload[11:3] : 9'h000;
+  assign \$213  = \$211  | \$212 ;
+  assign \$214  = rd2_slots[7] ? rd2__req__payload[11:3] : 9'h000;
+  assign \$215  = \$213  | \$214 ;
+  assign \$216  = rd3_slots[7] ? rd3__req__payload[11:3] : 9'h000;
+  assign \$217  = \$215  | \$216 ;
+  assign \$218  = rd4_slots[7] ? rd4__req__payload[11:3] : 9'h000;
+  assign \$219  = \$217  | \$218 ;
+  assign \$220  = rd0__req__valid & rd0_credit;
+  assign \$221  = \$220  ? \$404 [7:0] : 8'h00;
+  assign \$222  = rd0_slots[7] & \$221 [7];
+  assign \$223  = rd1__req__valid & rd1_credit;
+  assign \$224  = \$223  ? \$405 [7:0] : 8'h00;
+  assign \$225  = rd1_slots[7] & \$224 [7];
+  assign \$226  = rd2__req__valid & rd2_credit;
+  assign \$227  = \$226  ? \$406 [7:0] : 8'h00;
+  assign \$228  = rd2_slots[7] & \$227 [7];
+  assign \$229  = rd3__req__valid & rd3_credit;
+  assign \$230  = \$229  ? \$407 [7:0] : 8'h00;
+  assign \$231  = rd3_slots[7] & \$230 [7];
+  assign \$232  = rd4__req__valid & rd4_credit;
+  assign \$233  = \$232  ? \$408 [7:0] : 8'h00;
+  assign \$234  = rd4_slots[7] & \$233 [7];
+  assign \$235  = | { \$234 , \$231 , \$228 , \$225 , \$222  };
+  assign \$236  = wr0_slots[0] ? wr0__payload[11:3] : 9'h000;
+  assign \$237  = wr1_slots[0] ? wr1__payload[11:3] : 9'h000;
+  assign \$238  = \$236  | \$237 ;
+  assign \$239  = wr2_slots[0] ? wr2__payload[11:3] : 9'h000;
+  assign \$240  = \$238  | \$239 ;
+  assign \$241  = wr0_slots[0] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$242  = wr1_slots[0] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$243  = \$241  | \$242 ;
+  assign \$244  = wr2_slots[0] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$245  = \$243  | \$244 ;
+  assign \$246  = wr0__valid ? \$409 [7:0] : 8'h00;
+  assign \$247  = wr0_slots[0] & \$246 [0];
+  assign \$248  = \$247  ? wr0__payload[155:140] : 16'h0000;
+  assign \$249  = wr1__valid ? \$410 [7:0] : 8'h00;
+  assign \$250  = wr1_slots[0] & \$249 [0];
+  assign \$251  = \$250  ? wr1__payload[155:140] : 16'h0000;
+  assign \$252  = \$248  | \$251 ;
+  assign \$253  = wr2__valid ? \$411 [7:0] : 8'h00;
+  assign \$254  = wr2_slots[0] & \$253 [0];
+  assign \$255  = \$254  ? wr2__payload[155:140] : 16'h0000;
+  assign \$256  = \$252  | \$255 ;
+  assign \$257  = wr0_slots[1] ? wr0__payload[11:3] : 9'h000;
+  assign \$258  = wr1_slots[1] ? wr1__payload[11:3] : 9'h000;
+  assign \$259  = \$257  | \$258 ;
+  assign \$260  = wr2_slots[1] ? wr2__payload[11:3] : 9'h000;
+  assign \$261  = \$259  | \$260 ;
+  assign \$262  = wr0_slots[1] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$263  = wr1_slots[1] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$264  = \$262  | \$263 ;
+  assign \$265  = wr2_slots[1] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$266  = \$264  | \$265 ;
+  assign \$267  = wr0__valid ? \$409 [7:0] : 8'h00;
+  assign \$268  = wr0_slots[1] & \$267 [1];
+  assign \$269  = \$268  ? wr0__payload[155:140] : 16'h0000;
+  assign \$270  = wr1__valid ? \$410 [7:0] : 8'h00;
+  assign \$271  = wr1_slots[1] & \$270 [1];
+  assign \$272  = \$271  ? wr1__payload[155:140] : 16'h0000;
+  assign \$273  = \$269  | \$272 ;
+  assign \$274  = wr2__valid ? \$411 [7:0] : 8'h00;
+  assign \$275  = wr2_slots[1] & \$274 [1];
+  assign \$276  = \$275  ? wr2__payload[155:140] : 16'h0000;
+  assign \$277  = \$273  | \$276 ;
+  assign \$278  = wr0_slots[2] ? wr0__payload[11:3] : 9'h000;
+  assign \$279  = wr1_slots[2] ? wr1__payload[11:3] : 9'h000;
+  assign \$280  = \$278  | \$279 ;
+  assign \$281  = wr2_slots[2] ? wr2__payload[11:3] : 9'h000;
+  assign \$282  = \$280  | \$281 ;
+  assign \$283  = wr0_slots[2] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$284  = wr1_slots[2] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$285  = \$283  | \$284 ;
+  assign \$286  = wr2_slots[2] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$287  = \$285  | \$286 ;
+  assign \$288  = wr0__valid ? \$409 [7:0] : 8'h00;
+  assign \$289  = wr0_slots[2] & \$288 [2];
+  assign \$290  = \$289  ? wr0__payload[155:140] : 16'h0000;
+  assign \$291  = wr1__valid ? \$410 [7:0] : 8'h00;
+  assign \$292  = wr1_slots[2] & \$291 [2];
+  assign \$293  = \$292  ? wr1__payload[155:140] : 16'h0000;
+  assign \$294  = \$290  | \$293 ;
+  assign \$295  = wr2__valid ? \$411 [7:0] : 8'h00;
+  assign \$296  = wr2_slots[2] & \$295 [2];
+  assign \$297  = \$296  ? wr2__payload[155:140] : 16'h0000;
+  assign \$298  = \$294  | \$297 ;
+  assign \$299  = wr0_slots[3] ? wr0__payload[11:3] : 9'h000;
+  assign \$300  = wr1_slots[3] ? wr1__payload[11:3] : 9'h000;
+  assign \$301  = \$299  | \$300 ;
+  assign \$302  = wr2_slots[3] ? wr2__payload[11:3] : 9'h000;
+  assign \$303  = \$301  | \$302 ;
+  assign \$304  = wr0_slots[3] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$305  = wr1_slots[3] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$306  = \$304  | \$305 ;
+  assign \$307  = wr2_slots[3] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$308  = \$306  | \$307 ;
+  assign \$309  = wr0__valid ? \$409 [7:0] : 8'h00;
+  assign \$310  = wr0_slots[3] & \$309 [3];
+  assign \$311  = \$310  ? wr0__payload[155:140] : 16'h0000;
+  assign \$312  = wr1__valid ? \$410 [7:0] : 8'h00;
+  assign \$313  = wr1_slots[3] & \$312 [3];
+  assign \$314  = \$313  ? wr1__payload[155:140] : 16'h0000;
+  assign \$315  = \$311  | \$314 ;
+  assign \$316  = wr2__valid ? \$411 [7:0] : 8'h00;
+  assign \$317  = wr2_slots[3] & \$316 [3];
+  assign \$318  = \$317  ? wr2__payload[155:140] : 16'h0000;
+  assign \$319  = \$315  | \$318 ;
+  assign \$320  = wr0_slots[4] ? wr0__payload[11:3] : 9'h000;
+  assign \$321  = wr1_slots[4] ? wr1__payload[11:3] : 9'h000;
+  assign \$322  = \$320  | \$321 ;
+  assign \$323  = wr2_slots[4] ? wr2__payload[11:3] : 9'h000;
+  assign \$324  = \$322  | \$323 ;
+  assign \$325  = wr0_slots[4] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$326  = wr1_slots[4] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$327  = \$325  | \$326 ;
+  assign \$328  = wr2_slots[4] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$329  = \$327  | \$328 ;
+  assign \$330  = wr0__valid ? \$409 [7:0] : 8'h00;
+  assign \$331  = wr0_slots[4] & \$330 [4];
+  assign \$332  = \$331  ? wr0__payload[155:140] : 16'h0000;
+  assign \$333  = wr1__valid ? \$410 [7:0] : 8'h00;
+  assign \$334  = wr1_slots[4] & \$333 [4];
+  assign \$335  = \$334  ? wr1__payload[155:140] : 16'h0000;
+  assign \$336  = \$332  | \$335 ;
+  assign \$337  = wr2__valid ? \$411 [7:0] : 8'h00;
+  assign \$338  = wr2_slots[4] & \$337 [4];
+  assign \$339  = \$338  ? wr2__payload[155:140] : 16'h0000;
+  assign \$340  = \$336  | \$339 ;
+  assign \$341  = wr0_slots[5] ? wr0__payload[11:3] : 9'h000;
+  assign \$342  = wr1_slots[5] ? wr1__payload[11:3] : 9'h000;
+  assign \$343  = \$341  | \$342 ;
+  assign \$344  = wr2_slots[5] ? wr2__payload[11:3] : 9'h000;
+  assign \$345  = \$343  | \$344 ;
+  assign \$346  = wr0_slots[5] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$347  = wr1_slots[5] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$348  = \$346  | \$347 ;
+  assign \$349  = wr2_slots[5] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$350  = \$348  | \$349 ;
+  assign \$351  = wr0__valid ? \$409 [7:0] : 8'h00;
+  assign \$352  = wr0_slots[5] & \$351 [5];
+  assign \$353  = \$352  ? wr0__payload[155:140] : 16'h0000;
+  assign \$354  = wr1__valid ? \$410 [7:0] : 8'h00;
+  assign \$355  = wr1_slots[5] & \$354 [5];
+  assign \$356  = \$355  ? wr1__payload[155:140] : 16'h0000;
+  assign \$357  = \$353  | \$356 ;
+  assign \$358  = wr2__valid ? \$411 [7:0] : 8'h00;
+  assign \$359  = wr2_slots[5] & \$358 [5];
+  assign \$360  = \$359  ? wr2__payload[155:140] : 16'h0000;
+  assign \$361  = \$357  | \$360 ;
+  assign \$362  = wr0_slots[6] ? wr0__payload[11:3] : 9'h000;
+  assign \$363  = wr1_slots[6] ? wr1__payload[11:3] : 9'h000;
+  assign \$364  = \$362  | \$363 ;
+  assign \$365  = wr2_slots[6] ? wr2__payload[11:3] : 9'h000;
+  assign \$366  = \$364  | \$365 ;
+  assign \$367  = wr0_slots[6] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$368  = wr1_slots[6] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$369  = \$367  | \$368 ;
+  assign \$370  = wr2_slots[6] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$371  = \$369  | \$370 ;
+  assign \$372  = wr0__valid ? \$409 [7:0] : 8'h00;
+  assign \$373  = wr0_slots[6] & \$372 [6];
+  assign \$374  = \$373  ? wr0__payload[155:140] : 16'h0000;
+  assign \$375  = wr1__valid ? \$410 [7:0] : 8'h00;
+  assign \$376  = wr1_slots[6] & \$375 [6];
+  assign \$377  = \$376  ? wr1__payload[155:140] : 16'h0000;
+  assign \$378  = \$374  | \$377 ;
+  assign \$379  = wr2__valid ? \$411 [7:0] : 8'h00;
+  assign \$380  = wr2_slots[6] & \$379 [6];
+  assign \$381  = \$380  ? wr2__payload[155:140] : 16'h0000;
+  assign \$382  = \$378  | \$381 ;
+  assign \$383  = wr0_slots[7] ? wr0__payload[11:3] : 9'h000;
+  assign \$384  = wr1_slots[7] ? wr1__payload[11:3] : 9'h000;
+  assign \$385  = \$383  | \$384 ;
+  assign \$386  = wr2_slots[7] ? wr2__payload[11:3] : 9'h000;
+  assign \$387  = \$385  | \$386 ;
+  assign \$388  = wr0_slots[7] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$389  = wr1_slots[7] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$390  = \$388  | \$389 ;
+  assign \$391  = wr2_slots[7] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
+  assign \$392  = \$390  | \$391 ;
+  assign \$393  = wr0__valid ? \$409 [7:0] : 8'h00;
+  assign \$394  = wr0_slots[7] & \$393 [7];
+  assign \$395  = \$394  ? wr0__payload[155:140] : 16'h0000;
+  assign \$396  = wr1__valid ? \$410 [7:0] : 8'h00;
+  assign \$397  = wr1_slots[7] & \$396 [7];
+  assign \$398  = \$397  ? wr1__payload[155:140] : 16'h0000;
+  assign \$399  = \$395  | \$398 ;
+  assign \$400  = wr2__valid ? \$411 [7:0] : 8'h00;
+  assign \$401  = wr2_slots[7] & \$400 [7];
+  assign \$402  = \$401  ? wr2__payload[155:140] : 16'h0000;
+  assign \$403  = \$399  | \$402 ;
+  assign \$404  = 1'h1 << rd0__req__payload[2:0];
+  assign rd0_slot = rd0_slots >> rd0__req__payload[2:0];
+  assign rd0__req__ready = rd0_slot & rd0_credit;
+  assign rd0_taken = rd0__req__valid & rd0__req__ready;
+  assign rd0_popped = rd0__resp__valid & rd0__resp__ready;
+  assign \$405  = 1'h1 << rd1__req__payload[2:0];
+  assign rd1_slot = rd1_slots >> rd1__req__payload[2:0];
+  assign rd1__req__ready = rd1_slot & rd1_credit;
+  assign rd1_taken = rd1__req__valid & rd1__req__ready;
+  assign rd1_popped = rd1__resp__valid & rd1__resp__ready;
+  assign \$406  = 1'h1 << rd2__req__payload[2:0];
+  assign rd2_slot = rd2_slots >> rd2__req__payload[2:0];
+  assign rd2__req__ready = rd2_slot & rd2_credit;
+  assign rd2_taken = rd2__req__valid & rd2__req__ready;
+  assign rd2_popped = rd2__resp__valid & rd2__resp__ready;
+  assign \$407  = 1'h1 << rd3__req__payload[2:0];
+  assign rd3_slot = rd3_slots >> rd3__req__payload[2:0];
+  assign rd3__req__ready = rd3_slot & rd3_credit;
+  assign rd3_taken = rd3__req__valid & rd3__req__ready;
+  assign rd3_popped = rd3__resp__valid & rd3__resp__ready;
+  assign \$408  = 1'h1 << rd4__req__payload[2:0];
+  assign rd4_slot = rd4_slots >> rd4__req__payload[2:0];
+  assign rd4__req__ready = rd4_slot & rd4_credit;
+  assign rd4_taken = rd4__req__valid & rd4__req__ready;
+  assign rd4_popped = rd4__resp__valid & rd4__resp__ready;
+  assign \$409  = 1'h1 << wr0__payload[2:0];
+  assign wr0_slot = wr0_slots >> wr0__payload[2:0];
+  assign \$410  = 1'h1 << wr1__payload[2:0];
+  assign wr1_slot = wr1_slots >> wr1__payload[2:0];
+  assign \$411  = 1'h1 << wr2__payload[2:0];
+  assign wr2_slot = wr2_slots >> wr2__payload[2:0];
   always @(posedge clk)
-    rd0_in_flight <= \$123 ;
+    rd0_slots <= \$412 ;
   always @(posedge clk)
-    rd0_in_flight_bank <= \$124 ;
+    rd1_slots <= \$413 ;
   always @(posedge clk)
-    rd1_in_flight <= \$125 ;
+    rd2_slots <= \$414 ;
   always @(posedge clk)
-    rd1_in_flight_bank <= \$126 ;
+    rd3_slots <= \$415 ;
   always @(posedge clk)
-    rd2_in_flight <= \$127 ;
+    rd4_slots <= \$416 ;
   always @(posedge clk)
-    rd2_in_flight_bank <= \$128 ;
+    bank0_word <= \$417 ;
   always @(posedge clk)
-    rd3_in_flight <= \$129 ;
+    bank1_word <= \$418 ;
   always @(posedge clk)
-    rd3_in_flight_bank <= \$130 ;
+    bank2_word <= \$419 ;
   always @(posedge clk)
-    rd4_in_flight <= \$131 ;
+    bank3_word <= \$420 ;
   always @(posedge clk)
-    rd4_in_flight_bank <= \$132 ;
+    bank4_word <= \$421 ;
+  always @(posedge clk)
+    bank5_word <= \$422 ;
+  always @(posedge clk)
+    bank6_word <= \$423 ;
+  always @(posedge clk)
+    bank7_word <= \$424 ;
+  always @(posedge clk)
+    rd0_free <= \$425 ;
+  always @(posedge clk)
+    rd0_credit <= \$426 ;
+  always @(posedge clk)
+    rd0_valid_1 <= \$427 ;
+  always @(posedge clk)
+    rd0_bank_1 <= \$428 ;
+  always @(posedge clk)
+    rd0_valid_2 <= \$429 ;
+  always @(posedge clk)
+    rd0_bank_2 <= \$430 ;
+  \ace_sram_small.sram.bank0  bank0 (
+    .clk(clk),
+    .r_data(r_data),
+    .read__addr(bank0_read_row),
+    .read__en(bank0_read_en),
+    .rst(rst),
+    .write__addr(bank0_write_row),
+    .write__data(bank0_write_data),
+    .write__en(bank0_write_en)
+  );
+  \ace_sram_small.sram.bank1  bank1 (
+    .clk(clk),
+    .r_data(\r_data$10 ),
+    .read__addr(bank1_read_row),
+    .read__en(bank1_read_en),
+    .rst(rst),
+    .write__addr(bank1_write_row),
+    .write__data(bank1_write_data),
+    .write__en(bank1_write_en)
+  );
+  \ace_sram_small.sram.bank2  bank2 (
+    .clk(clk),
+    .r_data(\r_data$12 ),
+    .read__addr(bank2_read_row),
+    .read__en(bank2_read_en),
+    .rst(rst),
+    .write__addr(bank2_write_row),
+    .write__data(bank2_write_data),
+    .write__en(bank2_write_en)
+  );
+  \ace_sram_small.sram.bank3  bank3 (
+    .clk(clk),
+    .r_data(\r_data$14 ),
+    .read__addr(bank3_read_row),
+    .read__en(bank3_read_en),
+    .rst(rst),
+    .write__addr(bank3_write_row),
+    .write__data(bank3_write_data),
+    .write__en(bank3_write_en)
+  );
+  \ace_sram_small.sram.bank4  bank4 (
+    .clk(clk),
+    .r_data(\r_data$16 ),
+    .read__addr(bank4_read_row),
+    .read__en(bank4_read_en),
+    .rst(rst),
+    .write__addr(bank4_write_row),
+    .write__data(bank4_write_data),
+    .write__en(bank4_write_en)
+  );
+  \ace_sram_small.sram.bank5  bank5 (
+    .clk(clk),
+    .r_data(\r_data$18 ),
+    .read__addr(bank5_read_row),
+    .read__en(bank5_read_en),
+    .rst(rst),
+    .write__addr(bank5_write_row),
+    .write__data(bank5_write_data),
+    .write__en(bank5_write_en)
+  );
+  \ace_sram_small.sram.bank6  bank6 (
+    .clk(clk),
+    .r_data(\r_data$20 ),
+    .read__addr(bank6_read_row),
+    .read__en(bank6_read_en),
+    .rst(rst),
+    .write__addr(bank6_write_row),
+    .write__data(bank6_write_data),
+    .write__en(bank6_write_en)
+  );
+  \ace_sram_small.sram.bank7  bank7 (
+    .clk(clk),
+    .r_data(\r_data$22 ),
+    .read__addr(bank7_read_row),
+    .read__en(bank7_read_en),
+    .rst(rst),
+    .write__addr(bank7_write_row),
+    .write__data(bank7_write_data),
+    .write__en(bank7_write_en)
+  );
   \ace_sram_small.sram.rd0_resp_fifo  rd0_resp_fifo (
     .clk(clk),
-    .level(level),
     .r_data(rd0__resp__payload),
-    .r_en(r_en),
+    .r_en(rd0__resp__ready),
     .r_rdy(rd0__resp__valid),
     .rst(rst),
-    .w_en(rd0_in_flight),
-    .w_port__data(w_data)
+    .w_en(rd0_word_valid),
+    .w_port__data(rd0_word)
   );
   \ace_sram_small.sram.rd1_resp_fifo  rd1_resp_fifo (
     .clk(clk),
-    .level(\level$42 ),
     .r_data(rd1__resp__payload),
-    .r_en(\r_en$56 ),
+    .r_en(rd1__resp__ready),
     .r_rdy(rd1__resp__valid),
     .rst(rst),
-    .w_en(rd1_in_flight),
-    .w_port__data(\w_data$50 )
+    .w_en(rd1_word_valid),
+    .w_port__data(rd1_word)
   );
   \ace_sram_small.sram.rd2_resp_fifo  rd2_resp_fifo (
     .clk(clk),
-    .level(\level$59 ),
     .r_data(rd2__resp__payload),
-    .r_en(\r_en$73 ),
+    .r_en(rd2__resp__ready),
     .r_rdy(rd2__resp__valid),
     .rst(rst),
-    .w_en(rd2_in_flight),
-    .w_port__data(\w_data$67 )
+    .w_en(rd2_word_valid),
+    .w_port__data(rd2_word)
   );
   \ace_sram_small.sram.rd3_resp_fifo  rd3_resp_fifo (
     .clk(clk),
-    .level(\level$76 ),
     .r_data(rd3__resp__payload),
-    .r_en(\r_en$90 ),
+    .r_en(rd3__resp__ready),
     .r_rdy(rd3__resp__valid),
     .rst(rst),
-    .w_en(rd3_in_flight),
-    .w_port__data(\w_data$84 )
+    .w_en(rd3_word_valid),
+    .w_port__data(rd3_word)
   );
   \ace_sram_small.sram.rd4_resp_fifo  rd4_resp_fifo (
     .clk(clk),
-    .level(\level$93 ),
     .r_data(rd4__resp__payload),
-    .r_en(\r_en$107 ),
+    .r_en(rd4__resp__ready),
     .r_rdy(rd4__resp__valid),
     .rst(rst),
-    .w_en(rd4_in_flight),
-    .w_port__data(\w_data$101 )
-  );
-  \ace_sram_small.sram.rd_arbiter0  rd_arbiter0 (
-    .clk(clk),
-    .grant(grant),
-    .grant_index(grant_index),
-    .requests(requests),
-    .rst(rst),
-    .valid(\$signature__en )
-  );
-  \ace_sram_small.sram.rd_arbiter1  rd_arbiter1 (
-    .clk(clk),
-    .grant(\grant$16 ),
-    .grant_index(\grant_index$115 ),
-    .requests(\requests$7 ),
-    .rst(rst),
-    .valid(\$signature__en$113 )
-  );
-  \ace_sram_small.sram.rd_arbiter2  rd_arbiter2 (
-    .clk(clk),
-    .grant(\grant$17 ),
-    .grant_index(\grant_index$119 ),
-    .requests(\requests$8 ),
-    .rst(rst),
-    .valid(\$signature__en$117 )
-  );
-  \ace_sram_small.sram.rd_arbiter3  rd_arbiter3 (
-    .clk(clk),
-    .grant(\grant$18 ),
-    .grant_index(\grant_index$123 ),
-    .requests(\requests$9 ),
-    .rst(rst),
-    .valid(\$signature__en$121 )
-  );
-  \ace_sram_small.sram.rd_arbiter4  rd_arbiter4 (
-    .clk(clk),
-    .grant(\grant$19 ),
-    .grant_index(\grant_index$127 ),
-    .requests(\requests$10 ),
-    .rst(rst),
-    .valid(\$signature__en$125 )
-  );
-  \ace_sram_small.sram.rd_arbiter5  rd_arbiter5 (
-    .clk(clk),
-    .grant(\grant$20 ),
-    .grant_index(\grant_index$131 ),
-    .requests(\requests$11 ),
-    .rst(rst),
-    .valid(\$signature__en$129 )
-  );
-  \ace_sram_small.sram.rd_arbiter6  rd_arbiter6 (
-    .clk(clk),
-    .grant(\grant$21 ),
-    .grant_index(\grant_index$135 ),
-    .requests(\requests$12 ),
-    .rst(rst),
-    .valid(\$signature__en$133 )
-  );
-  \ace_sram_small.sram.rd_arbiter7  rd_arbiter7 (
-    .clk(clk),
-    .grant(\grant$22 ),
-    .grant_index(\grant_index$139 ),
-    .requests(\requests$13 ),
-    .rst(rst),
-    .valid(\$signature__en$137 )
-  );
-  \ace_sram_small.sram.wr_arbiter0  wr_arbiter0 (
-    .clk(clk),
-    .grant(\grant$153 ),
-    .grant_index(\grant_index$173 ),
-    .requests(\requests$143 ),
-    .rst(rst),
-    .valid(\valid$172 )
-  );
-  \ace_sram_small.sram.wr_arbiter1  wr_arbiter1 (
-    .clk(clk),
-    .grant(\grant$154 ),
-    .grant_index(\grant_index$178 ),
-    .requests(\requests$145 ),
-    .rst(rst),
-    .valid(\valid$177 )
-  );
-  \ace_sram_small.sram.wr_arbiter2  wr_arbiter2 (
-    .clk(clk),
-    .grant(\grant$155 ),
-    .grant_index(\grant_index$183 ),
-    .requests(\requests$146 ),
-    .rst(rst),
-    .valid(\valid$182 )
-  );
-  \ace_sram_small.sram.wr_arbiter3  wr_arbiter3 (
-    .clk(clk),
-    .grant(\grant$156 ),
-    .grant_index(\grant_index$188 ),
-    .requests(\requests$147 ),
-    .rst(rst),
-    .valid(\valid$187 )
-  );
-  \ace_sram_small.sram.wr_arbiter4  wr_arbiter4 (
-    .clk(clk),
-    .grant(\grant$157 ),
-    .grant_index(\grant_index$193 ),
-    .requests(\requests$148 ),
-    .rst(rst),
-    .valid(\valid$192 )
-  );
-  \ace_sram_small.sram.wr_arbiter5  wr_arbiter5 (
-    .clk(clk),
-    .grant(\grant$158 ),
-    .grant_index(\grant_index$198 ),
-    .requests(\requests$149 ),
-    .rst(rst),
-    .valid(\valid$197 )
-  );
-  \ace_sram_small.sram.wr_arbiter6  wr_arbiter6 (
-    .clk(clk),
-    .grant(\grant$159 ),
-    .grant_index(\grant_index$203 ),
-    .requests(\requests$150 ),
-    .rst(rst),
-    .valid(\valid$202 )
-  );
-  \ace_sram_small.sram.wr_arbiter7  wr_arbiter7 (
-    .clk(clk),
-    .grant(\grant$160 ),
-    .grant_index(\grant_index$208 ),
-    .requests(\requests$151 ),
-    .rst(rst),
-    .valid(\valid$207 )
+    .w_en(rd4_word_valid),
+    .w_port__data(rd4_word)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$431  = rd0_valid_2;
+    if (rst) begin
+      \$431  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$432  = rd0_bank_2;
+    if (rst) begin
+      \$432  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$433  = rd0_valid_3;
+    if (rst) begin
+      \$433  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$434  = rd0_bank_3;
+    if (rst) begin
+      \$434  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (rd0_in_flight_bank)
+    casez (rd0_bank_4)
       3'h0:
-          w_data = \$signature__data ;
+          \$435  = bank0_word;
       3'h1:
-          w_data = \$signature__data$27 ;
+          \$435  = bank1_word;
       3'h2:
-          w_data = \$signature__data$28 ;
+          \$435  = bank2_word;
       3'h3:
-          w_data = \$signature__data$29 ;
+          \$435  = bank3_word;
       3'h4:
-          w_data = \$signature__data$30 ;
+          \$435  = bank4_word;
       3'h5:
-          w_data = \$signature__data$31 ;
+          \$435  = bank5_word;
       3'h6:
-          w_data = \$signature__data$32 ;
+          \$435  = bank6_word;
       default:
-          w_data = \$signature__data$33 ;
+          \$435  = bank7_word;
     endcase
+    if (rst) begin
+      \$435  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$436  = rd0_valid_4;
+    if (rst) begin
+      \$436  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$437  = \$9 [4:0];
+    if (rst) begin
+      \$437  = 5'h10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$438  = rd1_credit;
+    if (\$11 ) begin
+      \$438  = \$14 ;
+    end else if (\$13 ) begin
+      \$438  = 1'h1;
+    end
+    if (rst) begin
+      \$438  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$439  = rd1_taken;
+    if (rst) begin
+      \$439  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$440  = rd1__req__payload[2:0];
+    if (rst) begin
+      \$440  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$441  = rd1_valid_1;
+    if (rst) begin
+      \$441  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$442  = rd1_bank_1;
+    if (rst) begin
+      \$442  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$443  = rd1_valid_2;
+    if (rst) begin
+      \$443  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$444  = rd1_bank_2;
+    if (rst) begin
+      \$444  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$445  = rd1_valid_3;
+    if (rst) begin
+      \$445  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$446  = rd1_bank_3;
+    if (rst) begin
+      \$446  = 3'h0;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (rd1_in_flight_bank)
+    casez (rd1_bank_4)
       3'h0:
-          \w_data$50  = \$signature__data ;
+          \$447  = bank0_word;
       3'h1:
-          \w_data$50  = \$signature__data$27 ;
+          \$447  = bank1_word;
       3'h2:
-          \w_data$50  = \$signature__data$28 ;
+          \$447  = bank2_word;
       3'h3:
-          \w_data$50  = \$signature__data$29 ;
+          \$447  = bank3_word;
       3'h4:
-          \w_data$50  = \$signature__data$30 ;
+          \$447  = bank4_word;
       3'h5:
-          \w_data$50  = \$signature__data$31 ;
+          \$447  = bank5_word;
       3'h6:
-          \w_data$50  = \$signature__data$32 ;
+          \$447  = bank6_word;
       default:
-          \w_data$50  = \$signature__data$33 ;
+          \$447  = bank7_word;
     endcase
+    if (rst) begin
+      \$447  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$448  = rd1_valid_4;
+    if (rst) begin
+      \$448  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$449  = \$16 [4:0];
+    if (rst) begin
+      \$449  = 5'h10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$450  = rd2_credit;
+    if (\$18 ) begin
+      \$450  = \$21 ;
+    end else if (\$20 ) begin
+      \$450  = 1'h1;
+    end
+    if (rst) begin
+      \$450  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$451  = rd2_taken;
+    if (rst) begin
+      \$451  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$452  = rd2__req__payload[2:0];
+    if (rst) begin
+      \$452  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$453  = rd2_valid_1;
+    if (rst) begin
+      \$453  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$454  = rd2_bank_1;
+    if (rst) begin
+      \$454  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$455  = rd2_valid_2;
+    if (rst) begin
+      \$455  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$456  = rd2_bank_2;
+    if (rst) begin
+      \$456  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$457  = rd2_valid_3;
+    if (rst) begin
+      \$457  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$458  = rd2_bank_3;
+    if (rst) begin
+      \$458  = 3'h0;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (rd2_in_flight_bank)
+    casez (rd2_bank_4)
       3'h0:
-          \w_data$67  = \$signature__data ;
+          \$459  = bank0_word;
       3'h1:
-          \w_data$67  = \$signature__data$27 ;
+          \$459  = bank1_word;
       3'h2:
-          \w_data$67  = \$signature__data$28 ;
+          \$459  = bank2_word;
       3'h3:
-          \w_data$67  = \$signature__data$29 ;
+          \$459  = bank3_word;
       3'h4:
-          \w_data$67  = \$signature__data$30 ;
+          \$459  = bank4_word;
       3'h5:
-          \w_data$67  = \$signature__data$31 ;
+          \$459  = bank5_word;
       3'h6:
-          \w_data$67  = \$signature__data$32 ;
+          \$459  = bank6_word;
       default:
-          \w_data$67  = \$signature__data$33 ;
+          \$459  = bank7_word;
     endcase
+    if (rst) begin
+      \$459  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$460  = rd2_valid_4;
+    if (rst) begin
+      \$460  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$461  = \$23 [4:0];
+    if (rst) begin
+      \$461  = 5'h10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$462  = rd3_credit;
+    if (\$25 ) begin
+      \$462  = \$28 ;
+    end else if (\$27 ) begin
+      \$462  = 1'h1;
+    end
+    if (rst) begin
+      \$462  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$463  = rd3_taken;
+    if (rst) begin
+      \$463  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$464  = rd3__req__payload[2:0];
+    if (rst) begin
+      \$464  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$465  = rd3_valid_1;
+    if (rst) begin
+      \$465  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$466  = rd3_bank_1;
+    if (rst) begin
+      \$466  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$467  = rd3_valid_2;
+    if (rst) begin
+      \$467  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$468  = rd3_bank_2;
+    if (rst) begin
+      \$468  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$469  = rd3_valid_3;
+    if (rst) begin
+      \$469  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$470  = rd3_bank_3;
+    if (rst) begin
+      \$470  = 3'h0;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (rd3_in_flight_bank)
+    casez (rd3_bank_4)
       3'h0:
-          \w_data$84  = \$signature__data ;
+          \$471  = bank0_word;
       3'h1:
-          \w_data$84  = \$signature__data$27 ;
+          \$471  = bank1_word;
       3'h2:
-          \w_data$84  = \$signature__data$28 ;
+          \$471  = bank2_word;
       3'h3:
-          \w_data$84  = \$signature__data$29 ;
+          \$471  = bank3_word;
       3'h4:
-          \w_data$84  = \$signature__data$30 ;
+          \$471  = bank4_word;
       3'h5:
-          \w_data$84  = \$signature__data$31 ;
+          \$471  = bank5_word;
       3'h6:
-          \w_data$84  = \$signature__data$32 ;
+          \$471  = bank6_word;
       default:
-          \w_data$84  = \$signature__data$33 ;
+          \$471  = bank7_word;
     endcase
+    if (rst) begin
+      \$471  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$472  = rd3_valid_4;
+    if (rst) begin
+      \$472  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$473  = \$30 [4:0];
+    if (rst) begin
+      \$473  = 5'h10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$474  = rd4_credit;
+    if (\$32 ) begin
+      \$474  = \$35 ;
+    end else if (\$34 ) begin
+      \$474  = 1'h1;
+    end
+    if (rst) begin
+      \$474  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$475  = rd4_taken;
+    if (rst) begin
+      \$475  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$476  = rd4__req__payload[2:0];
+    if (rst) begin
+      \$476  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$477  = rd4_valid_1;
+    if (rst) begin
+      \$477  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$478  = rd4_bank_1;
+    if (rst) begin
+      \$478  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$479  = rd4_valid_2;
+    if (rst) begin
+      \$479  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$480  = rd4_bank_2;
+    if (rst) begin
+      \$480  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$481  = rd4_valid_3;
+    if (rst) begin
+      \$481  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$482  = rd4_bank_3;
+    if (rst) begin
+      \$482  = 3'h0;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (rd4_in_flight_bank)
+    casez (rd4_bank_4)
       3'h0:
-          \w_data$101  = \$signature__data ;
+          \$483  = bank0_word;
       3'h1:
-          \w_data$101  = \$signature__data$27 ;
+          \$483  = bank1_word;
       3'h2:
-          \w_data$101  = \$signature__data$28 ;
+          \$483  = bank2_word;
       3'h3:
-          \w_data$101  = \$signature__data$29 ;
+          \$483  = bank3_word;
       3'h4:
-          \w_data$101  = \$signature__data$30 ;
+          \$483  = bank4_word;
       3'h5:
-          \w_data$101  = \$signature__data$31 ;
+          \$483  = bank5_word;
       3'h6:
-          \w_data$101  = \$signature__data$32 ;
+          \$483  = bank6_word;
       default:
-          \w_data$101  = \$signature__data$33 ;
+          \$483  = bank7_word;
     endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_index)
-      3'h0:
-          \$signature__addr  = rd0__req__payload[11:3];
-      3'h1:
-          \$signature__addr  = rd1__req__payload[11:3];
-      3'h2:
-          \$signature__addr  = rd2__req__payload[11:3];
-      3'h3:
-          \$signature__addr  = rd3__req__payload[11:3];
-      default:
-          \$signature__addr  = rd4__req__payload[11:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\grant_index$115 )
-      3'h0:
-          \$signature__addr$116  = rd0__req__payload[11:3];
-      3'h1:
-          \$signature__addr$116  = rd1__req__payload[11:3];
-      3'h2:
-          \$signature__addr$116  = rd2__req__payload[11:3];
-      3'h3:
-          \$signature__addr$116  = rd3__req__payload[11:3];
-      default:
-          \$signature__addr$116  = rd4__req__payload[11:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\grant_index$119 )
-      3'h0:
-          \$signature__addr$120  = rd0__req__payload[11:3];
-      3'h1:
-          \$signature__addr$120  = rd1__req__payload[11:3];
-      3'h2:
-          \$signature__addr$120  = rd2__req__payload[11:3];
-      3'h3:
-          \$signature__addr$120  = rd3__req__payload[11:3];
-      default:
-          \$signature__addr$120  = rd4__req__payload[11:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\grant_index$123 )
-      3'h0:
-          \$signature__addr$124  = rd0__req__payload[11:3];
-      3'h1:
-          \$signature__addr$124  = rd1__req__payload[11:3];
-      3'h2:
-          \$signature__addr$124  = rd2__req__payload[11:3];
-      3'h3:
-          \$signature__addr$124  = rd3__req__payload[11:3];
-      default:
-          \$signature__addr$124  = rd4__req__payload[11:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\grant_index$127 )
-      3'h0:
-          \$signature__addr$128  = rd0__req__payload[11:3];
-      3'h1:
-          \$signature__addr$128  = rd1__req__payload[11:3];
-      3'h2:
-          \$signature__addr$128  = rd2__req__payload[11:3];
-      3'h3:
-          \$signature__addr$128  = rd3__req__payload[11:3];
-      default:
-          \$signature__addr$128  = rd4__req__payload[11:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\grant_index$131 )
-      3'h0:
-          \$signature__addr$132  = rd0__req__payload[11:3];
-      3'h1:
-          \$signature__addr$132  = rd1__req__payload[11:3];
-      3'h2:
-          \$signature__addr$132  = rd2__req__payload[11:3];
-      3'h3:
-          \$signature__addr$132  = rd3__req__payload[11:3];
-      default:
-          \$signature__addr$132  = rd4__req__payload[11:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\grant_index$135 )
-      3'h0:
-          \$signature__addr$136  = rd0__req__payload[11:3];
-      3'h1:
-          \$signature__addr$136  = rd1__req__payload[11:3];
-      3'h2:
-          \$signature__addr$136  = rd2__req__payload[11:3];
-      3'h3:
-          \$signature__addr$136  = rd3__req__payload[11:3];
-      default:
-          \$signature__addr$136  = rd4__req__payload[11:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\grant_index$139 )
-      3'h0:
-          \$signature__addr$140  = rd0__req__payload[11:3];
-      3'h1:
-          \$signature__addr$140  = rd1__req__payload[11:3];
-      3'h2:
-          \$signature__addr$140  = rd2__req__payload[11:3];
-      3'h3:
-          \$signature__addr$140  = rd3__req__payload[11:3];
-      default:
-          \$signature__addr$140  = rd4__req__payload[11:3];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__addr$174  = 9'h000;
-    if (\valid$172 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$173 )
-        2'h0:
-            \$signature__addr$174  = wr0__payload[11:3];
-        2'h1:
-            \$signature__addr$174  = wr1__payload[11:3];
-        default:
-            \$signature__addr$174  = wr2__payload[11:3];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__data$175  = 128'h00000000000000000000000000000000;
-    if (\valid$172 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$173 )
-        2'h0:
-            \$signature__data$175  = wr0__payload[139:12];
-        2'h1:
-            \$signature__data$175  = wr1__payload[139:12];
-        default:
-            \$signature__data$175  = wr2__payload[139:12];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__en$176  = 16'h0000;
-    if (\valid$172 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$173 )
-        2'h0:
-            \$signature__en$176  = wr0__payload[155:140];
-        2'h1:
-            \$signature__en$176  = wr1__payload[155:140];
-        default:
-            \$signature__en$176  = wr2__payload[155:140];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__addr$179  = 9'h000;
-    if (\valid$177 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$178 )
-        2'h0:
-            \$signature__addr$179  = wr0__payload[11:3];
-        2'h1:
-            \$signature__addr$179  = wr1__payload[11:3];
-        default:
-            \$signature__addr$179  = wr2__payload[11:3];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__data$180  = 128'h00000000000000000000000000000000;
-    if (\valid$177 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$178 )
-        2'h0:
-            \$signature__data$180  = wr0__payload[139:12];
-        2'h1:
-            \$signature__data$180  = wr1__payload[139:12];
-        default:
-            \$signature__data$180  = wr2__payload[139:12];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__en$181  = 16'h0000;
-    if (\valid$177 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$178 )
-        2'h0:
-            \$signature__en$181  = wr0__payload[155:140];
-        2'h1:
-            \$signature__en$181  = wr1__payload[155:140];
-        default:
-            \$signature__en$181  = wr2__payload[155:140];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__addr$184  = 9'h000;
-    if (\valid$182 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$183 )
-        2'h0:
-            \$signature__addr$184  = wr0__payload[11:3];
-        2'h1:
-            \$signature__addr$184  = wr1__payload[11:3];
-        default:
-            \$signature__addr$184  = wr2__payload[11:3];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__data$185  = 128'h00000000000000000000000000000000;
-    if (\valid$182 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$183 )
-        2'h0:
-            \$signature__data$185  = wr0__payload[139:12];
-        2'h1:
-            \$signature__data$185  = wr1__payload[139:12];
-        default:
-            \$signature__data$185  = wr2__payload[139:12];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__en$186  = 16'h0000;
-    if (\valid$182 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$183 )
-        2'h0:
-            \$signature__en$186  = wr0__payload[155:140];
-        2'h1:
-            \$signature__en$186  = wr1__payload[155:140];
-        default:
-            \$signature__en$186  = wr2__payload[155:140];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__addr$189  = 9'h000;
-    if (\valid$187 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$188 )
-        2'h0:
-            \$signature__addr$189  = wr0__payload[11:3];
-        2'h1:
-            \$signature__addr$189  = wr1__payload[11:3];
-        default:
-            \$signature__addr$189  = wr2__payload[11:3];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__data$190  = 128'h00000000000000000000000000000000;
-    if (\valid$187 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$188 )
-        2'h0:
-            \$signature__data$190  = wr0__payload[139:12];
-        2'h1:
-            \$signature__data$190  = wr1__payload[139:12];
-        default:
-            \$signature__data$190  = wr2__payload[139:12];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__en$191  = 16'h0000;
-    if (\valid$187 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$188 )
-        2'h0:
-            \$signature__en$191  = wr0__payload[155:140];
-        2'h1:
-            \$signature__en$191  = wr1__payload[155:140];
-        default:
-            \$signature__en$191  = wr2__payload[155:140];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__addr$194  = 9'h000;
-    if (\valid$192 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$193 )
-        2'h0:
-            \$signature__addr$194  = wr0__payload[11:3];
-        2'h1:
-            \$signature__addr$194  = wr1__payload[11:3];
-        default:
-            \$signature__addr$194  = wr2__payload[11:3];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__data$195  = 128'h00000000000000000000000000000000;
-    if (\valid$192 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$193 )
-        2'h0:
-            \$signature__data$195  = wr0__payload[139:12];
-        2'h1:
-            \$signature__data$195  = wr1__payload[139:12];
-        default:
-            \$signature__data$195  = wr2__payload[139:12];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__en$196  = 16'h0000;
-    if (\valid$192 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$193 )
-        2'h0:
-            \$signature__en$196  = wr0__payload[155:140];
-        2'h1:
-            \$signature__en$196  = wr1__payload[155:140];
-        default:
-            \$signature__en$196  = wr2__payload[155:140];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__addr$199  = 9'h000;
-    if (\valid$197 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$198 )
-        2'h0:
-            \$signature__addr$199  = wr0__payload[11:3];
-        2'h1:
-            \$signature__addr$199  = wr1__payload[11:3];
-        default:
-            \$signature__addr$199  = wr2__payload[11:3];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__data$200  = 128'h00000000000000000000000000000000;
-    if (\valid$197 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$198 )
-        2'h0:
-            \$signature__data$200  = wr0__payload[139:12];
-        2'h1:
-            \$signature__data$200  = wr1__payload[139:12];
-        default:
-            \$signature__data$200  = wr2__payload[139:12];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__en$201  = 16'h0000;
-    if (\valid$197 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$198 )
-        2'h0:
-            \$signature__en$201  = wr0__payload[155:140];
-        2'h1:
-            \$signature__en$201  = wr1__payload[155:140];
-        default:
-            \$signature__en$201  = wr2__payload[155:140];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__addr$204  = 9'h000;
-    if (\valid$202 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$203 )
-        2'h0:
-            \$signature__addr$204  = wr0__payload[11:3];
-        2'h1:
-            \$signature__addr$204  = wr1__payload[11:3];
-        default:
-            \$signature__addr$204  = wr2__payload[11:3];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__data$205  = 128'h00000000000000000000000000000000;
-    if (\valid$202 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$203 )
-        2'h0:
-            \$signature__data$205  = wr0__payload[139:12];
-        2'h1:
-            \$signature__data$205  = wr1__payload[139:12];
-        default:
-            \$signature__data$205  = wr2__payload[139:12];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__en$206  = 16'h0000;
-    if (\valid$202 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$203 )
-        2'h0:
-            \$signature__en$206  = wr0__payload[155:140];
-        2'h1:
-            \$signature__en$206  = wr1__payload[155:140];
-        default:
-            \$signature__en$206  = wr2__payload[155:140];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__addr$209  = 9'h000;
-    if (\valid$207 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$208 )
-        2'h0:
-            \$signature__addr$209  = wr0__payload[11:3];
-        2'h1:
-            \$signature__addr$209  = wr1__payload[11:3];
-        default:
-            \$signature__addr$209  = wr2__payload[11:3];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__data$210  = 128'h00000000000000000000000000000000;
-    if (\valid$207 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$208 )
-        2'h0:
-            \$signature__data$210  = wr0__payload[139:12];
-        2'h1:
-            \$signature__data$210  = wr1__payload[139:12];
-        default:
-            \$signature__data$210  = wr2__payload[139:12];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$signature__en$211  = 16'h0000;
-    if (\valid$207 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$208 )
-        2'h0:
-            \$signature__en$211  = wr0__payload[155:140];
-        2'h1:
-            \$signature__en$211  = wr1__payload[155:140];
-        default:
-            \$signature__en$211  = wr2__payload[155:140];
-      endcase
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$123  = \$118 ;
     if (rst) begin
-      \$123  = 1'h0;
+      \$483  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$124  = rd0__req__payload[2:0];
+    \$484  = rd4_valid_4;
     if (rst) begin
-      \$124  = 3'h0;
+      \$484  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$125  = \$119 ;
+    \$485  = \$44 ;
     if (rst) begin
-      \$125  = 1'h0;
+      \$485  = 9'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$126  = rd1__req__payload[2:0];
+    \$486  = \$60 ;
     if (rst) begin
-      \$126  = 3'h0;
+      \$486  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$127  = \$120 ;
+    \$487  = \$69 ;
     if (rst) begin
-      \$127  = 1'h0;
+      \$487  = 9'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$128  = rd2__req__payload[2:0];
+    \$488  = \$85 ;
     if (rst) begin
-      \$128  = 3'h0;
+      \$488  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$129  = \$121 ;
+    \$489  = \$94 ;
     if (rst) begin
-      \$129  = 1'h0;
+      \$489  = 9'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$130  = rd3__req__payload[2:0];
+    \$490  = \$110 ;
     if (rst) begin
-      \$130  = 3'h0;
+      \$490  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$131  = \$122 ;
+    \$491  = \$119 ;
     if (rst) begin
-      \$131  = 1'h0;
+      \$491  = 9'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$132  = rd4__req__payload[2:0];
+    \$492  = \$135 ;
     if (rst) begin
-      \$132  = 3'h0;
+      \$492  = 1'h0;
     end
   end
-  assign rd0_bank_one_hot = \$2 [7:0];
-  assign rd0__req__ready = rd0_granted;
-  assign w_en = rd0_in_flight;
-  assign r_data = rd0__resp__payload;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$493  = \$144 ;
+    if (rst) begin
+      \$493  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$494  = \$160 ;
+    if (rst) begin
+      \$494  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$495  = \$169 ;
+    if (rst) begin
+      \$495  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$496  = \$185 ;
+    if (rst) begin
+      \$496  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$497  = \$194 ;
+    if (rst) begin
+      \$497  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$498  = \$210 ;
+    if (rst) begin
+      \$498  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$499  = \$219 ;
+    if (rst) begin
+      \$499  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$500  = \$235 ;
+    if (rst) begin
+      \$500  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$501  = { wr0_slots[6:0], wr0_slots[7] };
+    if (rst) begin
+      \$501  = 8'h11;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$502  = { wr1_slots[6:0], wr1_slots[7] };
+    if (rst) begin
+      \$502  = 8'h22;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$503  = { wr2_slots[6:0], wr2_slots[7] };
+    if (rst) begin
+      \$503  = 8'h44;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$504  = \$240 ;
+    if (rst) begin
+      \$504  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$505  = \$245 ;
+    if (rst) begin
+      \$505  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$506  = \$256 ;
+    if (rst) begin
+      \$506  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$507  = \$261 ;
+    if (rst) begin
+      \$507  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$508  = \$266 ;
+    if (rst) begin
+      \$508  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$509  = \$277 ;
+    if (rst) begin
+      \$509  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$510  = \$282 ;
+    if (rst) begin
+      \$510  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$511  = \$287 ;
+    if (rst) begin
+      \$511  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$512  = \$298 ;
+    if (rst) begin
+      \$512  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$513  = \$303 ;
+    if (rst) begin
+      \$513  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$514  = \$308 ;
+    if (rst) begin
+      \$514  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$515  = \$319 ;
+    if (rst) begin
+      \$515  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$516  = \$324 ;
+    if (rst) begin
+      \$516  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$517  = \$329 ;
+    if (rst) begin
+      \$517  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$518  = \$340 ;
+    if (rst) begin
+      \$518  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$519  = \$345 ;
+    if (rst) begin
+      \$519  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$520  = \$350 ;
+    if (rst) begin
+      \$520  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$521  = \$361 ;
+    if (rst) begin
+      \$521  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$522  = \$366 ;
+    if (rst) begin
+      \$522  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$523  = \$371 ;
+    if (rst) begin
+      \$523  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$524  = \$382 ;
+    if (rst) begin
+      \$524  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$525  = \$387 ;
+    if (rst) begin
+      \$525  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$526  = \$392 ;
+    if (rst) begin
+      \$526  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$527  = \$403 ;
+    if (rst) begin
+      \$527  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$412  = { rd0_slots[6:0], rd0_slots[7] };
+    if (rst) begin
+      \$412  = 8'h01;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$413  = { rd1_slots[6:0], rd1_slots[7] };
+    if (rst) begin
+      \$413  = 8'h02;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$414  = { rd2_slots[6:0], rd2_slots[7] };
+    if (rst) begin
+      \$414  = 8'h04;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$415  = { rd3_slots[6:0], rd3_slots[7] };
+    if (rst) begin
+      \$415  = 8'h08;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$416  = { rd4_slots[6:0], rd4_slots[7] };
+    if (rst) begin
+      \$416  = 8'h10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$417  = r_data;
+    if (rst) begin
+      \$417  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$418  = \r_data$10 ;
+    if (rst) begin
+      \$418  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$419  = \r_data$12 ;
+    if (rst) begin
+      \$419  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$420  = \r_data$14 ;
+    if (rst) begin
+      \$420  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$421  = \r_data$16 ;
+    if (rst) begin
+      \$421  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$422  = \r_data$18 ;
+    if (rst) begin
+      \$422  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$423  = \r_data$20 ;
+    if (rst) begin
+      \$423  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$424  = \r_data$22 ;
+    if (rst) begin
+      \$424  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$425  = \$2 [4:0];
+    if (rst) begin
+      \$425  = 5'h10;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$426  = rd0_credit;
+    if (\$4 ) begin
+      \$426  = \$7 ;
+    end else if (\$6 ) begin
+      \$426  = 1'h1;
+    end
+    if (rst) begin
+      \$426  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$427  = rd0_taken;
+    if (rst) begin
+      \$427  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$428  = rd0__req__payload[2:0];
+    if (rst) begin
+      \$428  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$429  = rd0_valid_1;
+    if (rst) begin
+      \$429  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$430  = rd0_bank_1;
+    if (rst) begin
+      \$430  = 3'h0;
+    end
+  end
+  assign rd0_bank_one_hot = \$404 [7:0];
+  assign rd1_bank_one_hot = \$405 [7:0];
+  assign rd2_bank_one_hot = \$406 [7:0];
+  assign rd3_bank_one_hot = \$407 [7:0];
+  assign rd4_bank_one_hot = \$408 [7:0];
+  assign wr0_bank_one_hot = \$409 [7:0];
+  assign wr1_bank_one_hot = \$410 [7:0];
+  assign wr2_bank_one_hot = \$411 [7:0];
+  assign w_data = rd0_word;
+  assign w_en = rd0_word_valid;
+  assign \r_data$167  = rd0__resp__payload;
   assign r_rdy = rd0__resp__valid;
-  assign rd0__resp__ready = r_en;
-  assign rd1_bank_one_hot = \$20 [7:0];
-  assign rd1__req__ready = rd1_granted;
-  assign \w_en$51  = rd1_in_flight;
-  assign \r_data$53  = rd1__resp__payload;
-  assign \r_rdy$55  = rd1__resp__valid;
-  assign rd1__resp__ready = \r_en$56 ;
-  assign rd2_bank_one_hot = \$38 [7:0];
-  assign rd2__req__ready = rd2_granted;
-  assign \w_en$68  = rd2_in_flight;
-  assign \r_data$70  = rd2__resp__payload;
-  assign \r_rdy$72  = rd2__resp__valid;
-  assign rd2__resp__ready = \r_en$73 ;
-  assign rd3_bank_one_hot = \$56 [7:0];
-  assign rd3__req__ready = rd3_granted;
-  assign \w_en$85  = rd3_in_flight;
-  assign \r_data$87  = rd3__resp__payload;
-  assign \r_rdy$89  = rd3__resp__valid;
-  assign rd3__resp__ready = \r_en$90 ;
-  assign rd4_bank_one_hot = \$74 [7:0];
-  assign rd4__req__ready = rd4_granted;
-  assign \w_en$102  = rd4_in_flight;
-  assign \r_data$104  = rd4__resp__payload;
-  assign \r_rdy$106  = rd4__resp__valid;
-  assign rd4__resp__ready = \r_en$107 ;
-  assign valid = \$signature__en ;
-  assign \valid$114  = \$signature__en$113 ;
-  assign \valid$118  = \$signature__en$117 ;
-  assign \valid$122  = \$signature__en$121 ;
-  assign \valid$126  = \$signature__en$125 ;
-  assign \valid$130  = \$signature__en$129 ;
-  assign \valid$134  = \$signature__en$133 ;
-  assign \valid$138  = \$signature__en$137 ;
-  assign wr0_bank_one_hot = \$91 [7:0];
-  assign wr0__ready = wr0_granted;
-  assign wr1_bank_one_hot = \$100 [7:0];
-  assign wr1__ready = wr1_granted;
-  assign wr2_bank_one_hot = \$109 [7:0];
-  assign wr2__ready = wr2_granted;
+  assign r_en = rd0__resp__ready;
+  assign \w_data$174  = rd1_word;
+  assign \w_en$175  = rd1_word_valid;
+  assign \r_data$177  = rd1__resp__payload;
+  assign \r_rdy$178  = rd1__resp__valid;
+  assign \r_en$179  = rd1__resp__ready;
+  assign \w_data$184  = rd2_word;
+  assign \w_en$185  = rd2_word_valid;
+  assign \r_data$187  = rd2__resp__payload;
+  assign \r_rdy$188  = rd2__resp__valid;
+  assign \r_en$189  = rd2__resp__ready;
+  assign \w_data$194  = rd3_word;
+  assign \w_en$195  = rd3_word_valid;
+  assign \r_data$197  = rd3__resp__payload;
+  assign \r_rdy$198  = rd3__resp__valid;
+  assign \r_en$199  = rd3__resp__ready;
+  assign \w_data$204  = rd4_word;
+  assign \w_en$205  = rd4_word_valid;
+  assign \r_data$207  = rd4__resp__payload;
+  assign \r_rdy$208  = rd4__resp__valid;
+  assign \r_en$209  = rd4__resp__ready;
+  assign r_addr = bank0_read_row;
+  assign \r_en$211  = bank0_read_en;
+  assign \r_addr$212  = bank1_read_row;
+  assign \r_en$213  = bank1_read_en;
+  assign \r_addr$214  = bank2_read_row;
+  assign \r_en$215  = bank2_read_en;
+  assign \r_addr$216  = bank3_read_row;
+  assign \r_en$217  = bank3_read_en;
+  assign \r_addr$218  = bank4_read_row;
+  assign \r_en$219  = bank4_read_en;
+  assign \r_addr$220  = bank5_read_row;
+  assign \r_en$221  = bank5_read_en;
+  assign \r_addr$222  = bank6_read_row;
+  assign \r_en$223  = bank6_read_en;
+  assign \r_addr$224  = bank7_read_row;
+  assign \r_en$225  = bank7_read_en;
+  assign wr0__ready = wr0_slot;
+  assign wr1__ready = wr1_slot;
+  assign wr2__ready = wr2_slot;
+  assign w_addr = bank0_write_row;
+  assign \w_data$233  = bank0_write_data;
+  assign \w_en$234  = bank0_write_en;
+  assign \w_addr$235  = bank1_write_row;
+  assign \w_data$236  = bank1_write_data;
+  assign \w_en$237  = bank1_write_en;
+  assign \w_addr$238  = bank2_write_row;
+  assign \w_data$239  = bank2_write_data;
+  assign \w_en$240  = bank2_write_en;
+  assign \w_addr$241  = bank3_write_row;
+  assign \w_data$242  = bank3_write_data;
+  assign \w_en$243  = bank3_write_en;
+  assign \w_addr$244  = bank4_write_row;
+  assign \w_data$245  = bank4_write_data;
+  assign \w_en$246  = bank4_write_en;
+  assign \w_addr$247  = bank5_write_row;
+  assign \w_data$248  = bank5_write_data;
+  assign \w_en$249  = bank5_write_en;
+  assign \w_addr$250  = bank6_write_row;
+  assign \w_data$251  = bank6_write_data;
+  assign \w_en$252  = bank6_write_en;
+  assign \w_addr$253  = bank7_write_row;
+  assign \w_data$254  = bank7_write_data;
+  assign \w_en$255  = bank7_write_en;
   assign \wr0__payload.addr  = wr0__payload[11:0];
   assign \wr0__payload.data  = wr0__payload[139:12];
   assign \wr0__payload.mask  = wr0__payload[155:140];
@@ -6152,2042 +2935,5738 @@ module \ace_sram_small.sram (rd0__req__valid, r_en, rd1__req__payload, rd1__req_
   assign \wr2__payload.addr  = wr2__payload[11:0];
   assign \wr2__payload.data  = wr2__payload[139:12];
   assign \wr2__payload.mask  = wr2__payload[155:140];
-  assign \requests$151 [2] = \$117 ;
-  assign \requests$151 [1] = \$108 ;
-  assign \requests$151 [0] = \$99 ;
-  assign \requests$150 [2] = \$116 ;
-  assign \requests$150 [1] = \$107 ;
-  assign \requests$150 [0] = \$98 ;
-  assign \requests$149 [2] = \$115 ;
-  assign \requests$149 [1] = \$106 ;
-  assign \requests$149 [0] = \$97 ;
-  assign \requests$148 [2] = \$114 ;
-  assign \requests$148 [1] = \$105 ;
-  assign \requests$148 [0] = \$96 ;
-  assign \requests$147 [2] = \$113 ;
-  assign \requests$147 [1] = \$104 ;
-  assign \requests$147 [0] = \$95 ;
-  assign \requests$146 [2] = \$112 ;
-  assign \requests$146 [1] = \$103 ;
-  assign \requests$146 [0] = \$94 ;
-  assign \requests$145 [2] = \$111 ;
-  assign \requests$145 [1] = \$102 ;
-  assign \requests$145 [0] = \$93 ;
-  assign \requests$143 [2] = \$110 ;
-  assign \requests$143 [1] = \$101 ;
-  assign \requests$143 [0] = \$92 ;
-  assign \requests$13 [4] = \$90 ;
-  assign \requests$13 [3] = \$72 ;
-  assign \requests$13 [2] = \$54 ;
-  assign \requests$13 [1] = \$36 ;
-  assign \requests$13 [0] = \$18 ;
-  assign \requests$12 [4] = \$88 ;
-  assign \requests$12 [3] = \$70 ;
-  assign \requests$12 [2] = \$52 ;
-  assign \requests$12 [1] = \$34 ;
-  assign \requests$12 [0] = \$16 ;
-  assign \requests$11 [4] = \$86 ;
-  assign \requests$11 [3] = \$68 ;
-  assign \requests$11 [2] = \$50 ;
-  assign \requests$11 [1] = \$32 ;
-  assign \requests$11 [0] = \$14 ;
-  assign \requests$10 [4] = \$84 ;
-  assign \requests$10 [3] = \$66 ;
-  assign \requests$10 [2] = \$48 ;
-  assign \requests$10 [1] = \$30 ;
-  assign \requests$10 [0] = \$12 ;
-  assign \requests$9 [4] = \$82 ;
-  assign \requests$9 [3] = \$64 ;
-  assign \requests$9 [2] = \$46 ;
-  assign \requests$9 [1] = \$28 ;
-  assign \requests$9 [0] = \$10 ;
-  assign \requests$8 [4] = \$80 ;
-  assign \requests$8 [3] = \$62 ;
-  assign \requests$8 [2] = \$44 ;
-  assign \requests$8 [1] = \$26 ;
-  assign \requests$8 [0] = \$8 ;
-  assign \requests$7 [4] = \$78 ;
-  assign \requests$7 [3] = \$60 ;
-  assign \requests$7 [2] = \$42 ;
-  assign \requests$7 [1] = \$24 ;
-  assign \requests$7 [0] = \$6 ;
-  assign requests[4] = \$76 ;
-  assign requests[3] = \$58 ;
-  assign requests[2] = \$40 ;
-  assign requests[1] = \$22 ;
-  assign requests[0] = \$4 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, r_rdy, r_data, w_port__data, w_en, level, r_en);
+module \ace_sram_small.sram.bank0 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  reg [127:0] \$1 ;
   input clk;
   wire clk;
-  (* init = 2'h0 *)
-  wire [1:0] consume;
-  output [2:0] level;
-  reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  wire [8:0] r_addr;
   output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
+  reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
-  reg [1:0] r_port__addr = 2'h0;
-  wire [127:0] r_port__data;
-  output r_rdy;
-  wire r_rdy;
+  input [8:0] read__addr;
+  wire [8:0] read__addr;
+  wire [127:0] read__data;
+  input read__en;
+  wire read__en;
   input rst;
   wire rst;
+  wire [8:0] w_addr;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
-  reg [1:0] w_port__addr = 2'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [3:0];
+  wire [15:0] w_en;
+  input [8:0] write__addr;
+  wire [8:0] write__addr;
+  input [127:0] write__data;
+  wire [127:0] write__data;
+  input [15:0] write__en;
+  wire [15:0] write__en;
+  reg [127:0] memory [511:0];
   initial begin
-    storage[0] = 128'h00000000000000000000000000000000;
-    storage[1] = 128'h00000000000000000000000000000000;
-    storage[2] = 128'h00000000000000000000000000000000;
-    storage[3] = 128'h00000000000000000000000000000000;
+    memory[0] = 128'h00000000000000000000000000000000;
+    memory[1] = 128'h00000000000000000000000000000000;
+    memory[2] = 128'h00000000000000000000000000000000;
+    memory[3] = 128'h00000000000000000000000000000000;
+    memory[4] = 128'h00000000000000000000000000000000;
+    memory[5] = 128'h00000000000000000000000000000000;
+    memory[6] = 128'h00000000000000000000000000000000;
+    memory[7] = 128'h00000000000000000000000000000000;
+    memory[8] = 128'h00000000000000000000000000000000;
+    memory[9] = 128'h00000000000000000000000000000000;
+    memory[10] = 128'h00000000000000000000000000000000;
+    memory[11] = 128'h00000000000000000000000000000000;
+    memory[12] = 128'h00000000000000000000000000000000;
+    memory[13] = 128'h00000000000000000000000000000000;
+    memory[14] = 128'h00000000000000000000000000000000;
+    memory[15] = 128'h00000000000000000000000000000000;
+    memory[16] = 128'h00000000000000000000000000000000;
+    memory[17] = 128'h00000000000000000000000000000000;
+    memory[18] = 128'h00000000000000000000000000000000;
+    memory[19] = 128'h00000000000000000000000000000000;
+    memory[20] = 128'h00000000000000000000000000000000;
+    memory[21] = 128'h00000000000000000000000000000000;
+    memory[22] = 128'h00000000000000000000000000000000;
+    memory[23] = 128'h00000000000000000000000000000000;
+    memory[24] = 128'h00000000000000000000000000000000;
+    memory[25] = 128'h00000000000000000000000000000000;
+    memory[26] = 128'h00000000000000000000000000000000;
+    memory[27] = 128'h00000000000000000000000000000000;
+    memory[28] = 128'h00000000000000000000000000000000;
+    memory[29] = 128'h00000000000000000000000000000000;
+    memory[30] = 128'h00000000000000000000000000000000;
+    memory[31] = 128'h00000000000000000000000000000000;
+    memory[32] = 128'h00000000000000000000000000000000;
+    memory[33] = 128'h00000000000000000000000000000000;
+    memory[34] = 128'h00000000000000000000000000000000;
+    memory[35] = 128'h00000000000000000000000000000000;
+    memory[36] = 128'h00000000000000000000000000000000;
+    memory[37] = 128'h00000000000000000000000000000000;
+    memory[38] = 128'h00000000000000000000000000000000;
+    memory[39] = 128'h00000000000000000000000000000000;
+    memory[40] = 128'h00000000000000000000000000000000;
+    memory[41] = 128'h00000000000000000000000000000000;
+    memory[42] = 128'h00000000000000000000000000000000;
+    memory[43] = 128'h00000000000000000000000000000000;
+    memory[44] = 128'h00000000000000000000000000000000;
+    memory[45] = 128'h00000000000000000000000000000000;
+    memory[46] = 128'h00000000000000000000000000000000;
+    memory[47] = 128'h00000000000000000000000000000000;
+    memory[48] = 128'h00000000000000000000000000000000;
+    memory[49] = 128'h00000000000000000000000000000000;
+    memory[50] = 128'h00000000000000000000000000000000;
+    memory[51] = 128'h00000000000000000000000000000000;
+    memory[52] = 128'h00000000000000000000000000000000;
+    memory[53] = 128'h00000000000000000000000000000000;
+    memory[54] = 128'h00000000000000000000000000000000;
+    memory[55] = 128'h00000000000000000000000000000000;
+    memory[56] = 128'h00000000000000000000000000000000;
+    memory[57] = 128'h00000000000000000000000000000000;
+    memory[58] = 128'h00000000000000000000000000000000;
+    memory[59] = 128'h00000000000000000000000000000000;
+    memory[60] = 128'h00000000000000000000000000000000;
+    memory[61] = 128'h00000000000000000000000000000000;
+    memory[62] = 128'h00000000000000000000000000000000;
+    memory[63] = 128'h00000000000000000000000000000000;
+    memory[64] = 128'h00000000000000000000000000000000;
+    memory[65] = 128'h00000000000000000000000000000000;
+    memory[66] = 128'h00000000000000000000000000000000;
+    memory[67] = 128'h00000000000000000000000000000000;
+    memory[68] = 128'h00000000000000000000000000000000;
+    memory[69] = 128'h00000000000000000000000000000000;
+    memory[70] = 128'h00000000000000000000000000000000;
+    memory[71] = 128'h00000000000000000000000000000000;
+    memory[72] = 128'h00000000000000000000000000000000;
+    memory[73] = 128'h00000000000000000000000000000000;
+    memory[74] = 128'h00000000000000000000000000000000;
+    memory[75] = 128'h00000000000000000000000000000000;
+    memory[76] = 128'h00000000000000000000000000000000;
+    memory[77] = 128'h00000000000000000000000000000000;
+    memory[78] = 128'h00000000000000000000000000000000;
+    memory[79] = 128'h00000000000000000000000000000000;
+    memory[80] = 128'h00000000000000000000000000000000;
+    memory[81] = 128'h00000000000000000000000000000000;
+    memory[82] = 128'h00000000000000000000000000000000;
+    memory[83] = 128'h00000000000000000000000000000000;
+    memory[84] = 128'h00000000000000000000000000000000;
+    memory[85] = 128'h00000000000000000000000000000000;
+    memory[86] = 128'h00000000000000000000000000000000;
+    memory[87] = 128'h00000000000000000000000000000000;
+    memory[88] = 128'h00000000000000000000000000000000;
+    memory[89] = 128'h00000000000000000000000000000000;
+    memory[90] = 128'h00000000000000000000000000000000;
+    memory[91] = 128'h00000000000000000000000000000000;
+    memory[92] = 128'h00000000000000000000000000000000;
+    memory[93] = 128'h00000000000000000000000000000000;
+    memory[94] = 128'h00000000000000000000000000000000;
+    memory[95] = 128'h00000000000000000000000000000000;
+    memory[96] = 128'h00000000000000000000000000000000;
+    memory[97] = 128'h00000000000000000000000000000000;
+    memory[98] = 128'h00000000000000000000000000000000;
+    memory[99] = 128'h00000000000000000000000000000000;
+    memory[100] = 128'h00000000000000000000000000000000;
+    memory[101] = 128'h00000000000000000000000000000000;
+    memory[102] = 128'h00000000000000000000000000000000;
+    memory[103] = 128'h00000000000000000000000000000000;
+    memory[104] = 128'h00000000000000000000000000000000;
+    memory[105] = 128'h00000000000000000000000000000000;
+    memory[106] = 128'h00000000000000000000000000000000;
+    memory[107] = 128'h00000000000000000000000000000000;
+    memory[108] = 128'h00000000000000000000000000000000;
+    memory[109] = 128'h00000000000000000000000000000000;
+    memory[110] = 128'h00000000000000000000000000000000;
+    memory[111] = 128'h00000000000000000000000000000000;
+    memory[112] = 128'h00000000000000000000000000000000;
+    memory[113] = 128'h00000000000000000000000000000000;
+    memory[114] = 128'h00000000000000000000000000000000;
+    memory[115] = 128'h00000000000000000000000000000000;
+    memory[116] = 128'h00000000000000000000000000000000;
+    memory[117] = 128'h00000000000000000000000000000000;
+    memory[118] = 128'h00000000000000000000000000000000;
+    memory[119] = 128'h00000000000000000000000000000000;
+    memory[120] = 128'h00000000000000000000000000000000;
+    memory[121] = 128'h00000000000000000000000000000000;
+    memory[122] = 128'h00000000000000000000000000000000;
+    memory[123] = 128'h00000000000000000000000000000000;
+    memory[124] = 128'h00000000000000000000000000000000;
+    memory[125] = 128'h00000000000000000000000000000000;
+    memory[126] = 128'h00000000000000000000000000000000;
+    memory[127] = 128'h00000000000000000000000000000000;
+    memory[128] = 128'h00000000000000000000000000000000;
+    memory[129] = 128'h00000000000000000000000000000000;
+    memory[130] = 128'h00000000000000000000000000000000;
+    memory[131] = 128'h00000000000000000000000000000000;
+    memory[132] = 128'h00000000000000000000000000000000;
+    memory[133] = 128'h00000000000000000000000000000000;
+    memory[134] = 128'h00000000000000000000000000000000;
+    memory[135] = 128'h00000000000000000000000000000000;
+    memory[136] = 128'h00000000000000000000000000000000;
+    memory[137] = 128'h00000000000000000000000000000000;
+    memory[138] = 128'h00000000000000000000000000000000;
+    memory[139] = 128'h00000000000000000000000000000000;
+    memory[140] = 128'h00000000000000000000000000000000;
+    memory[141] = 128'h00000000000000000000000000000000;
+    memory[142] = 128'h00000000000000000000000000000000;
+    memory[143] = 128'h00000000000000000000000000000000;
+    memory[144] = 128'h00000000000000000000000000000000;
+    memory[145] = 128'h00000000000000000000000000000000;
+    memory[146] = 128'h00000000000000000000000000000000;
+    memory[147] = 128'h00000000000000000000000000000000;
+    memory[148] = 128'h00000000000000000000000000000000;
+    memory[149] = 128'h00000000000000000000000000000000;
+    memory[150] = 128'h00000000000000000000000000000000;
+    memory[151] = 128'h00000000000000000000000000000000;
+    memory[152] = 128'h00000000000000000000000000000000;
+    memory[153] = 128'h00000000000000000000000000000000;
+    memory[154] = 128'h00000000000000000000000000000000;
+    memory[155] = 128'h00000000000000000000000000000000;
+    memory[156] = 128'h00000000000000000000000000000000;
+    memory[157] = 128'h00000000000000000000000000000000;
+    memory[158] = 128'h00000000000000000000000000000000;
+    memory[159] = 128'h00000000000000000000000000000000;
+    memory[160] = 128'h00000000000000000000000000000000;
+    memory[161] = 128'h00000000000000000000000000000000;
+    memory[162] = 128'h00000000000000000000000000000000;
+    memory[163] = 128'h00000000000000000000000000000000;
+    memory[164] = 128'h00000000000000000000000000000000;
+    memory[165] = 128'h00000000000000000000000000000000;
+    memory[166] = 128'h00000000000000000000000000000000;
+    memory[167] = 128'h00000000000000000000000000000000;
+    memory[168] = 128'h00000000000000000000000000000000;
+    memory[169] = 128'h00000000000000000000000000000000;
+    memory[170] = 128'h00000000000000000000000000000000;
+    memory[171] = 128'h00000000000000000000000000000000;
+    memory[172] = 128'h00000000000000000000000000000000;
+    memory[173] = 128'h00000000000000000000000000000000;
+    memory[174] = 128'h00000000000000000000000000000000;
+    memory[175] = 128'h00000000000000000000000000000000;
+    memory[176] = 128'h00000000000000000000000000000000;
+    memory[177] = 128'h00000000000000000000000000000000;
+    memory[178] = 128'h00000000000000000000000000000000;
+    memory[179] = 128'h00000000000000000000000000000000;
+    memory[180] = 128'h00000000000000000000000000000000;
+    memory[181] = 128'h00000000000000000000000000000000;
+    memory[182] = 128'h00000000000000000000000000000000;
+    memory[183] = 128'h00000000000000000000000000000000;
+    memory[184] = 128'h00000000000000000000000000000000;
+    memory[185] = 128'h00000000000000000000000000000000;
+    memory[186] = 128'h00000000000000000000000000000000;
+    memory[187] = 128'h00000000000000000000000000000000;
+    memory[188] = 128'h00000000000000000000000000000000;
+    memory[189] = 128'h00000000000000000000000000000000;
+    memory[190] = 128'h00000000000000000000000000000000;
+    memory[191] = 128'h00000000000000000000000000000000;
+    memory[192] = 128'h00000000000000000000000000000000;
+    memory[193] = 128'h00000000000000000000000000000000;
+    memory[194] = 128'h00000000000000000000000000000000;
+    memory[195] = 128'h00000000000000000000000000000000;
+    memory[196] = 128'h00000000000000000000000000000000;
+    memory[197] = 128'h00000000000000000000000000000000;
+    memory[198] = 128'h00000000000000000000000000000000;
+    memory[199] = 128'h00000000000000000000000000000000;
+    memory[200] = 128'h00000000000000000000000000000000;
+    memory[201] = 128'h00000000000000000000000000000000;
+    memory[202] = 128'h00000000000000000000000000000000;
+    memory[203] = 128'h00000000000000000000000000000000;
+    memory[204] = 128'h00000000000000000000000000000000;
+    memory[205] = 128'h00000000000000000000000000000000;
+    memory[206] = 128'h00000000000000000000000000000000;
+    memory[207] = 128'h00000000000000000000000000000000;
+    memory[208] = 128'h00000000000000000000000000000000;
+    memory[209] = 128'h00000000000000000000000000000000;
+    memory[210] = 128'h00000000000000000000000000000000;
+    memory[211] = 128'h00000000000000000000000000000000;
+    memory[212] = 128'h00000000000000000000000000000000;
+    memory[213] = 128'h00000000000000000000000000000000;
+    memory[214] = 128'h00000000000000000000000000000000;
+    memory[215] = 128'h00000000000000000000000000000000;
+    memory[216] = 128'h00000000000000000000000000000000;
+    memory[217] = 128'h00000000000000000000000000000000;
+    memory[218] = 128'h00000000000000000000000000000000;
+    memory[219] = 128'h00000000000000000000000000000000;
+    memory[220] = 128'h00000000000000000000000000000000;
+    memory[221] = 128'h00000000000000000000000000000000;
+    memory[222] = 128'h00000000000000000000000000000000;
+    memory[223] = 128'h00000000000000000000000000000000;
+    memory[224] = 128'h00000000000000000000000000000000;
+    memory[225] = 128'h00000000000000000000000000000000;
+    memory[226] = 128'h00000000000000000000000000000000;
+    memory[227] = 128'h00000000000000000000000000000000;
+    memory[228] = 128'h00000000000000000000000000000000;
+    memory[229] = 128'h00000000000000000000000000000000;
+    memory[230] = 128'h00000000000000000000000000000000;
+    memory[231] = 128'h00000000000000000000000000000000;
+    memory[232] = 128'h00000000000000000000000000000000;
+    memory[233] = 128'h00000000000000000000000000000000;
+    memory[234] = 128'h00000000000000000000000000000000;
+    memory[235] = 128'h00000000000000000000000000000000;
+    memory[236] = 128'h00000000000000000000000000000000;
+    memory[237] = 128'h00000000000000000000000000000000;
+    memory[238] = 128'h00000000000000000000000000000000;
+    memory[239] = 128'h00000000000000000000000000000000;
+    memory[240] = 128'h00000000000000000000000000000000;
+    memory[241] = 128'h00000000000000000000000000000000;
+    memory[242] = 128'h00000000000000000000000000000000;
+    memory[243] = 128'h00000000000000000000000000000000;
+    memory[244] = 128'h00000000000000000000000000000000;
+    memory[245] = 128'h00000000000000000000000000000000;
+    memory[246] = 128'h00000000000000000000000000000000;
+    memory[247] = 128'h00000000000000000000000000000000;
+    memory[248] = 128'h00000000000000000000000000000000;
+    memory[249] = 128'h00000000000000000000000000000000;
+    memory[250] = 128'h00000000000000000000000000000000;
+    memory[251] = 128'h00000000000000000000000000000000;
+    memory[252] = 128'h00000000000000000000000000000000;
+    memory[253] = 128'h00000000000000000000000000000000;
+    memory[254] = 128'h00000000000000000000000000000000;
+    memory[255] = 128'h00000000000000000000000000000000;
+    memory[256] = 128'h00000000000000000000000000000000;
+    memory[257] = 128'h00000000000000000000000000000000;
+    memory[258] = 128'h00000000000000000000000000000000;
+    memory[259] = 128'h00000000000000000000000000000000;
+    memory[260] = 128'h00000000000000000000000000000000;
+    memory[261] = 128'h00000000000000000000000000000000;
+    memory[262] = 128'h00000000000000000000000000000000;
+    memory[263] = 128'h00000000000000000000000000000000;
+    memory[264] = 128'h00000000000000000000000000000000;
+    memory[265] = 128'h00000000000000000000000000000000;
+    memory[266] = 128'h00000000000000000000000000000000;
+    memory[267] = 128'h00000000000000000000000000000000;
+    memory[268] = 128'h00000000000000000000000000000000;
+    memory[269] = 128'h00000000000000000000000000000000;
+    memory[270] = 128'h00000000000000000000000000000000;
+    memory[271] = 128'h00000000000000000000000000000000;
+    memory[272] = 128'h00000000000000000000000000000000;
+    memory[273] = 128'h00000000000000000000000000000000;
+    memory[274] = 128'h00000000000000000000000000000000;
+    memory[275] = 128'h00000000000000000000000000000000;
+    memory[276] = 128'h00000000000000000000000000000000;
+    memory[277] = 128'h00000000000000000000000000000000;
+    memory[278] = 128'h00000000000000000000000000000000;
+    memory[279] = 128'h00000000000000000000000000000000;
+    memory[280] = 128'h00000000000000000000000000000000;
+    memory[281] = 128'h00000000000000000000000000000000;
+    memory[282] = 128'h00000000000000000000000000000000;
+    memory[283] = 128'h00000000000000000000000000000000;
+    memory[284] = 128'h00000000000000000000000000000000;
+    memory[285] = 128'h00000000000000000000000000000000;
+    memory[286] = 128'h00000000000000000000000000000000;
+    memory[287] = 128'h00000000000000000000000000000000;
+    memory[288] = 128'h00000000000000000000000000000000;
+    memory[289] = 128'h00000000000000000000000000000000;
+    memory[290] = 128'h00000000000000000000000000000000;
+    memory[291] = 128'h00000000000000000000000000000000;
+    memory[292] = 128'h00000000000000000000000000000000;
+    memory[293] = 128'h00000000000000000000000000000000;
+    memory[294] = 128'h00000000000000000000000000000000;
+    memory[295] = 128'h00000000000000000000000000000000;
+    memory[296] = 128'h00000000000000000000000000000000;
+    memory[297] = 128'h00000000000000000000000000000000;
+    memory[298] = 128'h00000000000000000000000000000000;
+    memory[299] = 128'h00000000000000000000000000000000;
+    memory[300] = 128'h00000000000000000000000000000000;
+    memory[301] = 128'h00000000000000000000000000000000;
+    memory[302] = 128'h00000000000000000000000000000000;
+    memory[303] = 128'h00000000000000000000000000000000;
+    memory[304] = 128'h00000000000000000000000000000000;
+    memory[305] = 128'h00000000000000000000000000000000;
+    memory[306] = 128'h00000000000000000000000000000000;
+    memory[307] = 128'h00000000000000000000000000000000;
+    memory[308] = 128'h00000000000000000000000000000000;
+    memory[309] = 128'h00000000000000000000000000000000;
+    memory[310] = 128'h00000000000000000000000000000000;
+    memory[311] = 128'h00000000000000000000000000000000;
+    memory[312] = 128'h00000000000000000000000000000000;
+    memory[313] = 128'h00000000000000000000000000000000;
+    memory[314] = 128'h00000000000000000000000000000000;
+    memory[315] = 128'h00000000000000000000000000000000;
+    memory[316] = 128'h00000000000000000000000000000000;
+    memory[317] = 128'h00000000000000000000000000000000;
+    memory[318] = 128'h00000000000000000000000000000000;
+    memory[319] = 128'h00000000000000000000000000000000;
+    memory[320] = 128'h00000000000000000000000000000000;
+    memory[321] = 128'h00000000000000000000000000000000;
+    memory[322] = 128'h00000000000000000000000000000000;
+    memory[323] = 128'h00000000000000000000000000000000;
+    memory[324] = 128'h00000000000000000000000000000000;
+    memory[325] = 128'h00000000000000000000000000000000;
+    memory[326] = 128'h00000000000000000000000000000000;
+    memory[327] = 128'h00000000000000000000000000000000;
+    memory[328] = 128'h00000000000000000000000000000000;
+    memory[329] = 128'h00000000000000000000000000000000;
+    memory[330] = 128'h00000000000000000000000000000000;
+    memory[331] = 128'h00000000000000000000000000000000;
+    memory[332] = 128'h00000000000000000000000000000000;
+    memory[333] = 128'h00000000000000000000000000000000;
+    memory[334] = 128'h00000000000000000000000000000000;
+    memory[335] = 128'h00000000000000000000000000000000;
+    memory[336] = 128'h00000000000000000000000000000000;
+    memory[337] = 128'h00000000000000000000000000000000;
+    memory[338] = 128'h00000000000000000000000000000000;
+    memory[339] = 128'h00000000000000000000000000000000;
+    memory[340] = 128'h00000000000000000000000000000000;
+    memory[341] = 128'h00000000000000000000000000000000;
+    memory[342] = 128'h00000000000000000000000000000000;
+    memory[343] = 128'h00000000000000000000000000000000;
+    memory[344] = 128'h00000000000000000000000000000000;
+    memory[345] = 128'h00000000000000000000000000000000;
+    memory[346] = 128'h00000000000000000000000000000000;
+    memory[347] = 128'h00000000000000000000000000000000;
+    memory[348] = 128'h00000000000000000000000000000000;
+    memory[349] = 128'h00000000000000000000000000000000;
+    memory[350] = 128'h00000000000000000000000000000000;
+    memory[351] = 128'h00000000000000000000000000000000;
+    memory[352] = 128'h00000000000000000000000000000000;
+    memory[353] = 128'h00000000000000000000000000000000;
+    memory[354] = 128'h00000000000000000000000000000000;
+    memory[355] = 128'h00000000000000000000000000000000;
+    memory[356] = 128'h00000000000000000000000000000000;
+    memory[357] = 128'h00000000000000000000000000000000;
+    memory[358] = 128'h00000000000000000000000000000000;
+    memory[359] = 128'h00000000000000000000000000000000;
+    memory[360] = 128'h00000000000000000000000000000000;
+    memory[361] = 128'h00000000000000000000000000000000;
+    memory[362] = 128'h00000000000000000000000000000000;
+    memory[363] = 128'h00000000000000000000000000000000;
+    memory[364] = 128'h00000000000000000000000000000000;
+    memory[365] = 128'h00000000000000000000000000000000;
+    memory[366] = 128'h00000000000000000000000000000000;
+    memory[367] = 128'h00000000000000000000000000000000;
+    memory[368] = 128'h00000000000000000000000000000000;
+    memory[369] = 128'h00000000000000000000000000000000;
+    memory[370] = 128'h00000000000000000000000000000000;
+    memory[371] = 128'h00000000000000000000000000000000;
+    memory[372] = 128'h00000000000000000000000000000000;
+    memory[373] = 128'h00000000000000000000000000000000;
+    memory[374] = 128'h00000000000000000000000000000000;
+    memory[375] = 128'h00000000000000000000000000000000;
+    memory[376] = 128'h00000000000000000000000000000000;
+    memory[377] = 128'h00000000000000000000000000000000;
+    memory[378] = 128'h00000000000000000000000000000000;
+    memory[379] = 128'h00000000000000000000000000000000;
+    memory[380] = 128'h00000000000000000000000000000000;
+    memory[381] = 128'h00000000000000000000000000000000;
+    memory[382] = 128'h00000000000000000000000000000000;
+    memory[383] = 128'h00000000000000000000000000000000;
+    memory[384] = 128'h00000000000000000000000000000000;
+    memory[385] = 128'h00000000000000000000000000000000;
+    memory[386] = 128'h00000000000000000000000000000000;
+    memory[387] = 128'h00000000000000000000000000000000;
+    memory[388] = 128'h00000000000000000000000000000000;
+    memory[389] = 128'h00000000000000000000000000000000;
+    memory[390] = 128'h00000000000000000000000000000000;
+    memory[391] = 128'h00000000000000000000000000000000;
+    memory[392] = 128'h00000000000000000000000000000000;
+    memory[393] = 128'h00000000000000000000000000000000;
+    memory[394] = 128'h00000000000000000000000000000000;
+    memory[395] = 128'h00000000000000000000000000000000;
+    memory[396] = 128'h00000000000000000000000000000000;
+    memory[397] = 128'h00000000000000000000000000000000;
+    memory[398] = 128'h00000000000000000000000000000000;
+    memory[399] = 128'h00000000000000000000000000000000;
+    memory[400] = 128'h00000000000000000000000000000000;
+    memory[401] = 128'h00000000000000000000000000000000;
+    memory[402] = 128'h00000000000000000000000000000000;
+    memory[403] = 128'h00000000000000000000000000000000;
+    memory[404] = 128'h00000000000000000000000000000000;
+    memory[405] = 128'h00000000000000000000000000000000;
+    memory[406] = 128'h00000000000000000000000000000000;
+    memory[407] = 128'h00000000000000000000000000000000;
+    memory[408] = 128'h00000000000000000000000000000000;
+    memory[409] = 128'h00000000000000000000000000000000;
+    memory[410] = 128'h00000000000000000000000000000000;
+    memory[411] = 128'h00000000000000000000000000000000;
+    memory[412] = 128'h00000000000000000000000000000000;
+    memory[413] = 128'h00000000000000000000000000000000;
+    memory[414] = 128'h00000000000000000000000000000000;
+    memory[415] = 128'h00000000000000000000000000000000;
+    memory[416] = 128'h00000000000000000000000000000000;
+    memory[417] = 128'h00000000000000000000000000000000;
+    memory[418] = 128'h00000000000000000000000000000000;
+    memory[419] = 128'h00000000000000000000000000000000;
+    memory[420] = 128'h00000000000000000000000000000000;
+    memory[421] = 128'h00000000000000000000000000000000;
+    memory[422] = 128'h00000000000000000000000000000000;
+    memory[423] = 128'h00000000000000000000000000000000;
+    memory[424] = 128'h00000000000000000000000000000000;
+    memory[425] = 128'h00000000000000000000000000000000;
+    memory[426] = 128'h00000000000000000000000000000000;
+    memory[427] = 128'h00000000000000000000000000000000;
+    memory[428] = 128'h00000000000000000000000000000000;
+    memory[429] = 128'h00000000000000000000000000000000;
+    memory[430] = 128'h00000000000000000000000000000000;
+    memory[431] = 128'h00000000000000000000000000000000;
+    memory[432] = 128'h00000000000000000000000000000000;
+    memory[433] = 128'h00000000000000000000000000000000;
+    memory[434] = 128'h00000000000000000000000000000000;
+    memory[435] = 128'h00000000000000000000000000000000;
+    memory[436] = 128'h00000000000000000000000000000000;
+    memory[437] = 128'h00000000000000000000000000000000;
+    memory[438] = 128'h00000000000000000000000000000000;
+    memory[439] = 128'h00000000000000000000000000000000;
+    memory[440] = 128'h00000000000000000000000000000000;
+    memory[441] = 128'h00000000000000000000000000000000;
+    memory[442] = 128'h00000000000000000000000000000000;
+    memory[443] = 128'h00000000000000000000000000000000;
+    memory[444] = 128'h00000000000000000000000000000000;
+    memory[445] = 128'h00000000000000000000000000000000;
+    memory[446] = 128'h00000000000000000000000000000000;
+    memory[447] = 128'h00000000000000000000000000000000;
+    memory[448] = 128'h00000000000000000000000000000000;
+    memory[449] = 128'h00000000000000000000000000000000;
+    memory[450] = 128'h00000000000000000000000000000000;
+    memory[451] = 128'h00000000000000000000000000000000;
+    memory[452] = 128'h00000000000000000000000000000000;
+    memory[453] = 128'h00000000000000000000000000000000;
+    memory[454] = 128'h00000000000000000000000000000000;
+    memory[455] = 128'h00000000000000000000000000000000;
+    memory[456] = 128'h00000000000000000000000000000000;
+    memory[457] = 128'h00000000000000000000000000000000;
+    memory[458] = 128'h00000000000000000000000000000000;
+    memory[459] = 128'h00000000000000000000000000000000;
+    memory[460] = 128'h00000000000000000000000000000000;
+    memory[461] = 128'h00000000000000000000000000000000;
+    memory[462] = 128'h00000000000000000000000000000000;
+    memory[463] = 128'h00000000000000000000000000000000;
+    memory[464] = 128'h00000000000000000000000000000000;
+    memory[465] = 128'h00000000000000000000000000000000;
+    memory[466] = 128'h00000000000000000000000000000000;
+    memory[467] = 128'h00000000000000000000000000000000;
+    memory[468] = 128'h00000000000000000000000000000000;
+    memory[469] = 128'h00000000000000000000000000000000;
+    memory[470] = 128'h00000000000000000000000000000000;
+    memory[471] = 128'h00000000000000000000000000000000;
+    memory[472] = 128'h00000000000000000000000000000000;
+    memory[473] = 128'h00000000000000000000000000000000;
+    memory[474] = 128'h00000000000000000000000000000000;
+    memory[475] = 128'h00000000000000000000000000000000;
+    memory[476] = 128'h00000000000000000000000000000000;
+    memory[477] = 128'h00000000000000000000000000000000;
+    memory[478] = 128'h00000000000000000000000000000000;
+    memory[479] = 128'h00000000000000000000000000000000;
+    memory[480] = 128'h00000000000000000000000000000000;
+    memory[481] = 128'h00000000000000000000000000000000;
+    memory[482] = 128'h00000000000000000000000000000000;
+    memory[483] = 128'h00000000000000000000000000000000;
+    memory[484] = 128'h00000000000000000000000000000000;
+    memory[485] = 128'h00000000000000000000000000000000;
+    memory[486] = 128'h00000000000000000000000000000000;
+    memory[487] = 128'h00000000000000000000000000000000;
+    memory[488] = 128'h00000000000000000000000000000000;
+    memory[489] = 128'h00000000000000000000000000000000;
+    memory[490] = 128'h00000000000000000000000000000000;
+    memory[491] = 128'h00000000000000000000000000000000;
+    memory[492] = 128'h00000000000000000000000000000000;
+    memory[493] = 128'h00000000000000000000000000000000;
+    memory[494] = 128'h00000000000000000000000000000000;
+    memory[495] = 128'h00000000000000000000000000000000;
+    memory[496] = 128'h00000000000000000000000000000000;
+    memory[497] = 128'h00000000000000000000000000000000;
+    memory[498] = 128'h00000000000000000000000000000000;
+    memory[499] = 128'h00000000000000000000000000000000;
+    memory[500] = 128'h00000000000000000000000000000000;
+    memory[501] = 128'h00000000000000000000000000000000;
+    memory[502] = 128'h00000000000000000000000000000000;
+    memory[503] = 128'h00000000000000000000000000000000;
+    memory[504] = 128'h00000000000000000000000000000000;
+    memory[505] = 128'h00000000000000000000000000000000;
+    memory[506] = 128'h00000000000000000000000000000000;
+    memory[507] = 128'h00000000000000000000000000000000;
+    memory[508] = 128'h00000000000000000000000000000000;
+    memory[509] = 128'h00000000000000000000000000000000;
+    memory[510] = 128'h00000000000000000000000000000000;
+    memory[511] = 128'h00000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en[0])
+      memory[write__addr][7:0] <= write__data[7:0];
+    if (write__en[1])
+      memory[write__addr][15:8] <= write__data[15:8];
+    if (write__en[2])
+      memory[write__addr][23:16] <= write__data[23:16];
+    if (write__en[3])
+      memory[write__addr][31:24] <= write__data[31:24];
+    if (write__en[4])
+      memory[write__addr][39:32] <= write__data[39:32];
+    if (write__en[5])
+      memory[write__addr][47:40] <= write__data[47:40];
+    if (write__en[6])
+      memory[write__addr][55:48] <= write__data[55:48];
+    if (write__en[7])
+      memory[write__addr][63:56] <= write__data[63:56];
+    if (write__en[8])
+      memory[write__addr][71:64] <= write__data[71:64];
+    if (write__en[9])
+      memory[write__addr][79:72] <= write__data[79:72];
+    if (write__en[10])
+      memory[write__addr][87:80] <= write__data[87:80];
+    if (write__en[11])
+      memory[write__addr][95:88] <= write__data[95:88];
+    if (write__en[12])
+      memory[write__addr][103:96] <= write__data[103:96];
+    if (write__en[13])
+      memory[write__addr][111:104] <= write__data[111:104];
+    if (write__en[14])
+      memory[write__addr][119:112] <= write__data[119:112];
+    if (write__en[15])
+      memory[write__addr][127:120] <= write__data[127:120];
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
+    r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
+    \$1  = read__data;
     if (rst) begin
-      \$15  = 2'h0;
+      \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
-    end
-    if (rst) begin
-      \$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
-    end
-    if (rst) begin
-      \$17  = 3'h0;
-    end
-  end
-  assign w_level = level;
-  assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_addr = write__addr;
+  assign w_data = write__data;
+  assign w_en = write__en;
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, r_rdy, r_data, w_port__data, w_en, level, r_en);
+module \ace_sram_small.sram.bank1 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  reg [127:0] \$1 ;
   input clk;
   wire clk;
-  (* init = 2'h0 *)
-  wire [1:0] consume;
-  output [2:0] level;
-  reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  wire [8:0] r_addr;
   output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
+  reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
-  reg [1:0] r_port__addr = 2'h0;
-  wire [127:0] r_port__data;
-  output r_rdy;
-  wire r_rdy;
+  input [8:0] read__addr;
+  wire [8:0] read__addr;
+  wire [127:0] read__data;
+  input read__en;
+  wire read__en;
   input rst;
   wire rst;
+  wire [8:0] w_addr;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
-  reg [1:0] w_port__addr = 2'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [3:0];
+  wire [15:0] w_en;
+  input [8:0] write__addr;
+  wire [8:0] write__addr;
+  input [127:0] write__data;
+  wire [127:0] write__data;
+  input [15:0] write__en;
+  wire [15:0] write__en;
+  reg [127:0] memory [511:0];
   initial begin
-    storage[0] = 128'h00000000000000000000000000000000;
-    storage[1] = 128'h00000000000000000000000000000000;
-    storage[2] = 128'h00000000000000000000000000000000;
-    storage[3] = 128'h00000000000000000000000000000000;
+    memory[0] = 128'h00000000000000000000000000000000;
+    memory[1] = 128'h00000000000000000000000000000000;
+    memory[2] = 128'h00000000000000000000000000000000;
+    memory[3] = 128'h00000000000000000000000000000000;
+    memory[4] = 128'h00000000000000000000000000000000;
+    memory[5] = 128'h00000000000000000000000000000000;
+    memory[6] = 128'h00000000000000000000000000000000;
+    memory[7] = 128'h00000000000000000000000000000000;
+    memory[8] = 128'h00000000000000000000000000000000;
+    memory[9] = 128'h00000000000000000000000000000000;
+    memory[10] = 128'h00000000000000000000000000000000;
+    memory[11] = 128'h00000000000000000000000000000000;
+    memory[12] = 128'h00000000000000000000000000000000;
+    memory[13] = 128'h00000000000000000000000000000000;
+    memory[14] = 128'h00000000000000000000000000000000;
+    memory[15] = 128'h00000000000000000000000000000000;
+    memory[16] = 128'h00000000000000000000000000000000;
+    memory[17] = 128'h00000000000000000000000000000000;
+    memory[18] = 128'h00000000000000000000000000000000;
+    memory[19] = 128'h00000000000000000000000000000000;
+    memory[20] = 128'h00000000000000000000000000000000;
+    memory[21] = 128'h00000000000000000000000000000000;
+    memory[22] = 128'h00000000000000000000000000000000;
+    memory[23] = 128'h00000000000000000000000000000000;
+    memory[24] = 128'h00000000000000000000000000000000;
+    memory[25] = 128'h00000000000000000000000000000000;
+    memory[26] = 128'h00000000000000000000000000000000;
+    memory[27] = 128'h00000000000000000000000000000000;
+    memory[28] = 128'h00000000000000000000000000000000;
+    memory[29] = 128'h00000000000000000000000000000000;
+    memory[30] = 128'h00000000000000000000000000000000;
+    memory[31] = 128'h00000000000000000000000000000000;
+    memory[32] = 128'h00000000000000000000000000000000;
+    memory[33] = 128'h00000000000000000000000000000000;
+    memory[34] = 128'h00000000000000000000000000000000;
+    memory[35] = 128'h00000000000000000000000000000000;
+    memory[36] = 128'h00000000000000000000000000000000;
+    memory[37] = 128'h00000000000000000000000000000000;
+    memory[38] = 128'h00000000000000000000000000000000;
+    memory[39] = 128'h00000000000000000000000000000000;
+    memory[40] = 128'h00000000000000000000000000000000;
+    memory[41] = 128'h00000000000000000000000000000000;
+    memory[42] = 128'h00000000000000000000000000000000;
+    memory[43] = 128'h00000000000000000000000000000000;
+    memory[44] = 128'h00000000000000000000000000000000;
+    memory[45] = 128'h00000000000000000000000000000000;
+    memory[46] = 128'h00000000000000000000000000000000;
+    memory[47] = 128'h00000000000000000000000000000000;
+    memory[48] = 128'h00000000000000000000000000000000;
+    memory[49] = 128'h00000000000000000000000000000000;
+    memory[50] = 128'h00000000000000000000000000000000;
+    memory[51] = 128'h00000000000000000000000000000000;
+    memory[52] = 128'h00000000000000000000000000000000;
+    memory[53] = 128'h00000000000000000000000000000000;
+    memory[54] = 128'h00000000000000000000000000000000;
+    memory[55] = 128'h00000000000000000000000000000000;
+    memory[56] = 128'h00000000000000000000000000000000;
+    memory[57] = 128'h00000000000000000000000000000000;
+    memory[58] = 128'h00000000000000000000000000000000;
+    memory[59] = 128'h00000000000000000000000000000000;
+    memory[60] = 128'h00000000000000000000000000000000;
+    memory[61] = 128'h00000000000000000000000000000000;
+    memory[62] = 128'h00000000000000000000000000000000;
+    memory[63] = 128'h00000000000000000000000000000000;
+    memory[64] = 128'h00000000000000000000000000000000;
+    memory[65] = 128'h00000000000000000000000000000000;
+    memory[66] = 128'h00000000000000000000000000000000;
+    memory[67] = 128'h00000000000000000000000000000000;
+    memory[68] = 128'h00000000000000000000000000000000;
+    memory[69] = 128'h00000000000000000000000000000000;
+    memory[70] = 128'h00000000000000000000000000000000;
+    memory[71] = 128'h00000000000000000000000000000000;
+    memory[72] = 128'h00000000000000000000000000000000;
+    memory[73] = 128'h00000000000000000000000000000000;
+    memory[74] = 128'h00000000000000000000000000000000;
+    memory[75] = 128'h00000000000000000000000000000000;
+    memory[76] = 128'h00000000000000000000000000000000;
+    memory[77] = 128'h00000000000000000000000000000000;
+    memory[78] = 128'h00000000000000000000000000000000;
+    memory[79] = 128'h00000000000000000000000000000000;
+    memory[80] = 128'h00000000000000000000000000000000;
+    memory[81] = 128'h00000000000000000000000000000000;
+    memory[82] = 128'h00000000000000000000000000000000;
+    memory[83] = 128'h00000000000000000000000000000000;
+    memory[84] = 128'h00000000000000000000000000000000;
+    memory[85] = 128'h00000000000000000000000000000000;
+    memory[86] = 128'h00000000000000000000000000000000;
+    memory[87] = 128'h00000000000000000000000000000000;
+    memory[88] = 128'h00000000000000000000000000000000;
+    memory[89] = 128'h00000000000000000000000000000000;
+    memory[90] = 128'h00000000000000000000000000000000;
+    memory[91] = 128'h00000000000000000000000000000000;
+    memory[92] = 128'h00000000000000000000000000000000;
+    memory[93] = 128'h00000000000000000000000000000000;
+    memory[94] = 128'h00000000000000000000000000000000;
+    memory[95] = 128'h00000000000000000000000000000000;
+    memory[96] = 128'h00000000000000000000000000000000;
+    memory[97] = 128'h00000000000000000000000000000000;
+    memory[98] = 128'h00000000000000000000000000000000;
+    memory[99] = 128'h00000000000000000000000000000000;
+    memory[100] = 128'h00000000000000000000000000000000;
+    memory[101] = 128'h00000000000000000000000000000000;
+    memory[102] = 128'h00000000000000000000000000000000;
+    memory[103] = 128'h00000000000000000000000000000000;
+    memory[104] = 128'h00000000000000000000000000000000;
+    memory[105] = 128'h00000000000000000000000000000000;
+    memory[106] = 128'h00000000000000000000000000000000;
+    memory[107] = 128'h00000000000000000000000000000000;
+    memory[108] = 128'h00000000000000000000000000000000;
+    memory[109] = 128'h00000000000000000000000000000000;
+    memory[110] = 128'h00000000000000000000000000000000;
+    memory[111] = 128'h00000000000000000000000000000000;
+    memory[112] = 128'h00000000000000000000000000000000;
+    memory[113] = 128'h00000000000000000000000000000000;
+    memory[114] = 128'h00000000000000000000000000000000;
+    memory[115] = 128'h00000000000000000000000000000000;
+    memory[116] = 128'h00000000000000000000000000000000;
+    memory[117] = 128'h00000000000000000000000000000000;
+    memory[118] = 128'h00000000000000000000000000000000;
+    memory[119] = 128'h00000000000000000000000000000000;
+    memory[120] = 128'h00000000000000000000000000000000;
+    memory[121] = 128'h00000000000000000000000000000000;
+    memory[122] = 128'h00000000000000000000000000000000;
+    memory[123] = 128'h00000000000000000000000000000000;
+    memory[124] = 128'h00000000000000000000000000000000;
+    memory[125] = 128'h00000000000000000000000000000000;
+    memory[126] = 128'h00000000000000000000000000000000;
+    memory[127] = 128'h00000000000000000000000000000000;
+    memory[128] = 128'h00000000000000000000000000000000;
+    memory[129] = 128'h00000000000000000000000000000000;
+    memory[130] = 128'h00000000000000000000000000000000;
+    memory[131] = 128'h00000000000000000000000000000000;
+    memory[132] = 128'h00000000000000000000000000000000;
+    memory[133] = 128'h00000000000000000000000000000000;
+    memory[134] = 128'h00000000000000000000000000000000;
+    memory[135] = 128'h00000000000000000000000000000000;
+    memory[136] = 128'h00000000000000000000000000000000;
+    memory[137] = 128'h00000000000000000000000000000000;
+    memory[138] = 128'h00000000000000000000000000000000;
+    memory[139] = 128'h00000000000000000000000000000000;
+    memory[140] = 128'h00000000000000000000000000000000;
+    memory[141] = 128'h00000000000000000000000000000000;
+    memory[142] = 128'h00000000000000000000000000000000;
+    memory[143] = 128'h00000000000000000000000000000000;
+    memory[144] = 128'h00000000000000000000000000000000;
+    memory[145] = 128'h00000000000000000000000000000000;
+    memory[146] = 128'h00000000000000000000000000000000;
+    memory[147] = 128'h00000000000000000000000000000000;
+    memory[148] = 128'h00000000000000000000000000000000;
+    memory[149] = 128'h00000000000000000000000000000000;
+    memory[150] = 128'h00000000000000000000000000000000;
+    memory[151] = 128'h00000000000000000000000000000000;
+    memory[152] = 128'h00000000000000000000000000000000;
+    memory[153] = 128'h00000000000000000000000000000000;
+    memory[154] = 128'h00000000000000000000000000000000;
+    memory[155] = 128'h00000000000000000000000000000000;
+    memory[156] = 128'h00000000000000000000000000000000;
+    memory[157] = 128'h00000000000000000000000000000000;
+    memory[158] = 128'h00000000000000000000000000000000;
+    memory[159] = 128'h00000000000000000000000000000000;
+    memory[160] = 128'h00000000000000000000000000000000;
+    memory[161] = 128'h00000000000000000000000000000000;
+    memory[162] = 128'h00000000000000000000000000000000;
+    memory[163] = 128'h00000000000000000000000000000000;
+    memory[164] = 128'h00000000000000000000000000000000;
+    memory[165] = 128'h00000000000000000000000000000000;
+    memory[166] = 128'h00000000000000000000000000000000;
+    memory[167] = 128'h00000000000000000000000000000000;
+    memory[168] = 128'h00000000000000000000000000000000;
+    memory[169] = 128'h00000000000000000000000000000000;
+    memory[170] = 128'h00000000000000000000000000000000;
+    memory[171] = 128'h00000000000000000000000000000000;
+    memory[172] = 128'h00000000000000000000000000000000;
+    memory[173] = 128'h00000000000000000000000000000000;
+    memory[174] = 128'h00000000000000000000000000000000;
+    memory[175] = 128'h00000000000000000000000000000000;
+    memory[176] = 128'h00000000000000000000000000000000;
+    memory[177] = 128'h00000000000000000000000000000000;
+    memory[178] = 128'h00000000000000000000000000000000;
+    memory[179] = 128'h00000000000000000000000000000000;
+    memory[180] = 128'h00000000000000000000000000000000;
+    memory[181] = 128'h00000000000000000000000000000000;
+    memory[182] = 128'h00000000000000000000000000000000;
+    memory[183] = 128'h00000000000000000000000000000000;
+    memory[184] = 128'h00000000000000000000000000000000;
+    memory[185] = 128'h00000000000000000000000000000000;
+    memory[186] = 128'h00000000000000000000000000000000;
+    memory[187] = 128'h00000000000000000000000000000000;
+    memory[188] = 128'h00000000000000000000000000000000;
+    memory[189] = 128'h00000000000000000000000000000000;
+    memory[190] = 128'h00000000000000000000000000000000;
+    memory[191] = 128'h00000000000000000000000000000000;
+    memory[192] = 128'h00000000000000000000000000000000;
+    memory[193] = 128'h00000000000000000000000000000000;
+    memory[194] = 128'h00000000000000000000000000000000;
+    memory[195] = 128'h00000000000000000000000000000000;
+    memory[196] = 128'h00000000000000000000000000000000;
+    memory[197] = 128'h00000000000000000000000000000000;
+    memory[198] = 128'h00000000000000000000000000000000;
+    memory[199] = 128'h00000000000000000000000000000000;
+    memory[200] = 128'h00000000000000000000000000000000;
+    memory[201] = 128'h00000000000000000000000000000000;
+    memory[202] = 128'h00000000000000000000000000000000;
+    memory[203] = 128'h00000000000000000000000000000000;
+    memory[204] = 128'h00000000000000000000000000000000;
+    memory[205] = 128'h00000000000000000000000000000000;
+    memory[206] = 128'h00000000000000000000000000000000;
+    memory[207] = 128'h00000000000000000000000000000000;
+    memory[208] = 128'h00000000000000000000000000000000;
+    memory[209] = 128'h00000000000000000000000000000000;
+    memory[210] = 128'h00000000000000000000000000000000;
+    memory[211] = 128'h00000000000000000000000000000000;
+    memory[212] = 128'h00000000000000000000000000000000;
+    memory[213] = 128'h00000000000000000000000000000000;
+    memory[214] = 128'h00000000000000000000000000000000;
+    memory[215] = 128'h00000000000000000000000000000000;
+    memory[216] = 128'h00000000000000000000000000000000;
+    memory[217] = 128'h00000000000000000000000000000000;
+    memory[218] = 128'h00000000000000000000000000000000;
+    memory[219] = 128'h00000000000000000000000000000000;
+    memory[220] = 128'h00000000000000000000000000000000;
+    memory[221] = 128'h00000000000000000000000000000000;
+    memory[222] = 128'h00000000000000000000000000000000;
+    memory[223] = 128'h00000000000000000000000000000000;
+    memory[224] = 128'h00000000000000000000000000000000;
+    memory[225] = 128'h00000000000000000000000000000000;
+    memory[226] = 128'h00000000000000000000000000000000;
+    memory[227] = 128'h00000000000000000000000000000000;
+    memory[228] = 128'h00000000000000000000000000000000;
+    memory[229] = 128'h00000000000000000000000000000000;
+    memory[230] = 128'h00000000000000000000000000000000;
+    memory[231] = 128'h00000000000000000000000000000000;
+    memory[232] = 128'h00000000000000000000000000000000;
+    memory[233] = 128'h00000000000000000000000000000000;
+    memory[234] = 128'h00000000000000000000000000000000;
+    memory[235] = 128'h00000000000000000000000000000000;
+    memory[236] = 128'h00000000000000000000000000000000;
+    memory[237] = 128'h00000000000000000000000000000000;
+    memory[238] = 128'h00000000000000000000000000000000;
+    memory[239] = 128'h00000000000000000000000000000000;
+    memory[240] = 128'h00000000000000000000000000000000;
+    memory[241] = 128'h00000000000000000000000000000000;
+    memory[242] = 128'h00000000000000000000000000000000;
+    memory[243] = 128'h00000000000000000000000000000000;
+    memory[244] = 128'h00000000000000000000000000000000;
+    memory[245] = 128'h00000000000000000000000000000000;
+    memory[246] = 128'h00000000000000000000000000000000;
+    memory[247] = 128'h00000000000000000000000000000000;
+    memory[248] = 128'h00000000000000000000000000000000;
+    memory[249] = 128'h00000000000000000000000000000000;
+    memory[250] = 128'h00000000000000000000000000000000;
+    memory[251] = 128'h00000000000000000000000000000000;
+    memory[252] = 128'h00000000000000000000000000000000;
+    memory[253] = 128'h00000000000000000000000000000000;
+    memory[254] = 128'h00000000000000000000000000000000;
+    memory[255] = 128'h00000000000000000000000000000000;
+    memory[256] = 128'h00000000000000000000000000000000;
+    memory[257] = 128'h00000000000000000000000000000000;
+    memory[258] = 128'h00000000000000000000000000000000;
+    memory[259] = 128'h00000000000000000000000000000000;
+    memory[260] = 128'h00000000000000000000000000000000;
+    memory[261] = 128'h00000000000000000000000000000000;
+    memory[262] = 128'h00000000000000000000000000000000;
+    memory[263] = 128'h00000000000000000000000000000000;
+    memory[264] = 128'h00000000000000000000000000000000;
+    memory[265] = 128'h00000000000000000000000000000000;
+    memory[266] = 128'h00000000000000000000000000000000;
+    memory[267] = 128'h00000000000000000000000000000000;
+    memory[268] = 128'h00000000000000000000000000000000;
+    memory[269] = 128'h00000000000000000000000000000000;
+    memory[270] = 128'h00000000000000000000000000000000;
+    memory[271] = 128'h00000000000000000000000000000000;
+    memory[272] = 128'h00000000000000000000000000000000;
+    memory[273] = 128'h00000000000000000000000000000000;
+    memory[274] = 128'h00000000000000000000000000000000;
+    memory[275] = 128'h00000000000000000000000000000000;
+    memory[276] = 128'h00000000000000000000000000000000;
+    memory[277] = 128'h00000000000000000000000000000000;
+    memory[278] = 128'h00000000000000000000000000000000;
+    memory[279] = 128'h00000000000000000000000000000000;
+    memory[280] = 128'h00000000000000000000000000000000;
+    memory[281] = 128'h00000000000000000000000000000000;
+    memory[282] = 128'h00000000000000000000000000000000;
+    memory[283] = 128'h00000000000000000000000000000000;
+    memory[284] = 128'h00000000000000000000000000000000;
+    memory[285] = 128'h00000000000000000000000000000000;
+    memory[286] = 128'h00000000000000000000000000000000;
+    memory[287] = 128'h00000000000000000000000000000000;
+    memory[288] = 128'h00000000000000000000000000000000;
+    memory[289] = 128'h00000000000000000000000000000000;
+    memory[290] = 128'h00000000000000000000000000000000;
+    memory[291] = 128'h00000000000000000000000000000000;
+    memory[292] = 128'h00000000000000000000000000000000;
+    memory[293] = 128'h00000000000000000000000000000000;
+    memory[294] = 128'h00000000000000000000000000000000;
+    memory[295] = 128'h00000000000000000000000000000000;
+    memory[296] = 128'h00000000000000000000000000000000;
+    memory[297] = 128'h00000000000000000000000000000000;
+    memory[298] = 128'h00000000000000000000000000000000;
+    memory[299] = 128'h00000000000000000000000000000000;
+    memory[300] = 128'h00000000000000000000000000000000;
+    memory[301] = 128'h00000000000000000000000000000000;
+    memory[302] = 128'h00000000000000000000000000000000;
+    memory[303] = 128'h00000000000000000000000000000000;
+    memory[304] = 128'h00000000000000000000000000000000;
+    memory[305] = 128'h00000000000000000000000000000000;
+    memory[306] = 128'h00000000000000000000000000000000;
+    memory[307] = 128'h00000000000000000000000000000000;
+    memory[308] = 128'h00000000000000000000000000000000;
+    memory[309] = 128'h00000000000000000000000000000000;
+    memory[310] = 128'h00000000000000000000000000000000;
+    memory[311] = 128'h00000000000000000000000000000000;
+    memory[312] = 128'h00000000000000000000000000000000;
+    memory[313] = 128'h00000000000000000000000000000000;
+    memory[314] = 128'h00000000000000000000000000000000;
+    memory[315] = 128'h00000000000000000000000000000000;
+    memory[316] = 128'h00000000000000000000000000000000;
+    memory[317] = 128'h00000000000000000000000000000000;
+    memory[318] = 128'h00000000000000000000000000000000;
+    memory[319] = 128'h00000000000000000000000000000000;
+    memory[320] = 128'h00000000000000000000000000000000;
+    memory[321] = 128'h00000000000000000000000000000000;
+    memory[322] = 128'h00000000000000000000000000000000;
+    memory[323] = 128'h00000000000000000000000000000000;
+    memory[324] = 128'h00000000000000000000000000000000;
+    memory[325] = 128'h00000000000000000000000000000000;
+    memory[326] = 128'h00000000000000000000000000000000;
+    memory[327] = 128'h00000000000000000000000000000000;
+    memory[328] = 128'h00000000000000000000000000000000;
+    memory[329] = 128'h00000000000000000000000000000000;
+    memory[330] = 128'h00000000000000000000000000000000;
+    memory[331] = 128'h00000000000000000000000000000000;
+    memory[332] = 128'h00000000000000000000000000000000;
+    memory[333] = 128'h00000000000000000000000000000000;
+    memory[334] = 128'h00000000000000000000000000000000;
+    memory[335] = 128'h00000000000000000000000000000000;
+    memory[336] = 128'h00000000000000000000000000000000;
+    memory[337] = 128'h00000000000000000000000000000000;
+    memory[338] = 128'h00000000000000000000000000000000;
+    memory[339] = 128'h00000000000000000000000000000000;
+    memory[340] = 128'h00000000000000000000000000000000;
+    memory[341] = 128'h00000000000000000000000000000000;
+    memory[342] = 128'h00000000000000000000000000000000;
+    memory[343] = 128'h00000000000000000000000000000000;
+    memory[344] = 128'h00000000000000000000000000000000;
+    memory[345] = 128'h00000000000000000000000000000000;
+    memory[346] = 128'h00000000000000000000000000000000;
+    memory[347] = 128'h00000000000000000000000000000000;
+    memory[348] = 128'h00000000000000000000000000000000;
+    memory[349] = 128'h00000000000000000000000000000000;
+    memory[350] = 128'h00000000000000000000000000000000;
+    memory[351] = 128'h00000000000000000000000000000000;
+    memory[352] = 128'h00000000000000000000000000000000;
+    memory[353] = 128'h00000000000000000000000000000000;
+    memory[354] = 128'h00000000000000000000000000000000;
+    memory[355] = 128'h00000000000000000000000000000000;
+    memory[356] = 128'h00000000000000000000000000000000;
+    memory[357] = 128'h00000000000000000000000000000000;
+    memory[358] = 128'h00000000000000000000000000000000;
+    memory[359] = 128'h00000000000000000000000000000000;
+    memory[360] = 128'h00000000000000000000000000000000;
+    memory[361] = 128'h00000000000000000000000000000000;
+    memory[362] = 128'h00000000000000000000000000000000;
+    memory[363] = 128'h00000000000000000000000000000000;
+    memory[364] = 128'h00000000000000000000000000000000;
+    memory[365] = 128'h00000000000000000000000000000000;
+    memory[366] = 128'h00000000000000000000000000000000;
+    memory[367] = 128'h00000000000000000000000000000000;
+    memory[368] = 128'h00000000000000000000000000000000;
+    memory[369] = 128'h00000000000000000000000000000000;
+    memory[370] = 128'h00000000000000000000000000000000;
+    memory[371] = 128'h00000000000000000000000000000000;
+    memory[372] = 128'h00000000000000000000000000000000;
+    memory[373] = 128'h00000000000000000000000000000000;
+    memory[374] = 128'h00000000000000000000000000000000;
+    memory[375] = 128'h00000000000000000000000000000000;
+    memory[376] = 128'h00000000000000000000000000000000;
+    memory[377] = 128'h00000000000000000000000000000000;
+    memory[378] = 128'h00000000000000000000000000000000;
+    memory[379] = 128'h00000000000000000000000000000000;
+    memory[380] = 128'h00000000000000000000000000000000;
+    memory[381] = 128'h00000000000000000000000000000000;
+    memory[382] = 128'h00000000000000000000000000000000;
+    memory[383] = 128'h00000000000000000000000000000000;
+    memory[384] = 128'h00000000000000000000000000000000;
+    memory[385] = 128'h00000000000000000000000000000000;
+    memory[386] = 128'h00000000000000000000000000000000;
+    memory[387] = 128'h00000000000000000000000000000000;
+    memory[388] = 128'h00000000000000000000000000000000;
+    memory[389] = 128'h00000000000000000000000000000000;
+    memory[390] = 128'h00000000000000000000000000000000;
+    memory[391] = 128'h00000000000000000000000000000000;
+    memory[392] = 128'h00000000000000000000000000000000;
+    memory[393] = 128'h00000000000000000000000000000000;
+    memory[394] = 128'h00000000000000000000000000000000;
+    memory[395] = 128'h00000000000000000000000000000000;
+    memory[396] = 128'h00000000000000000000000000000000;
+    memory[397] = 128'h00000000000000000000000000000000;
+    memory[398] = 128'h00000000000000000000000000000000;
+    memory[399] = 128'h00000000000000000000000000000000;
+    memory[400] = 128'h00000000000000000000000000000000;
+    memory[401] = 128'h00000000000000000000000000000000;
+    memory[402] = 128'h00000000000000000000000000000000;
+    memory[403] = 128'h00000000000000000000000000000000;
+    memory[404] = 128'h00000000000000000000000000000000;
+    memory[405] = 128'h00000000000000000000000000000000;
+    memory[406] = 128'h00000000000000000000000000000000;
+    memory[407] = 128'h00000000000000000000000000000000;
+    memory[408] = 128'h00000000000000000000000000000000;
+    memory[409] = 128'h00000000000000000000000000000000;
+    memory[410] = 128'h00000000000000000000000000000000;
+    memory[411] = 128'h00000000000000000000000000000000;
+    memory[412] = 128'h00000000000000000000000000000000;
+    memory[413] = 128'h00000000000000000000000000000000;
+    memory[414] = 128'h00000000000000000000000000000000;
+    memory[415] = 128'h00000000000000000000000000000000;
+    memory[416] = 128'h00000000000000000000000000000000;
+    memory[417] = 128'h00000000000000000000000000000000;
+    memory[418] = 128'h00000000000000000000000000000000;
+    memory[419] = 128'h00000000000000000000000000000000;
+    memory[420] = 128'h00000000000000000000000000000000;
+    memory[421] = 128'h00000000000000000000000000000000;
+    memory[422] = 128'h00000000000000000000000000000000;
+    memory[423] = 128'h00000000000000000000000000000000;
+    memory[424] = 128'h00000000000000000000000000000000;
+    memory[425] = 128'h00000000000000000000000000000000;
+    memory[426] = 128'h00000000000000000000000000000000;
+    memory[427] = 128'h00000000000000000000000000000000;
+    memory[428] = 128'h00000000000000000000000000000000;
+    memory[429] = 128'h00000000000000000000000000000000;
+    memory[430] = 128'h00000000000000000000000000000000;
+    memory[431] = 128'h00000000000000000000000000000000;
+    memory[432] = 128'h00000000000000000000000000000000;
+    memory[433] = 128'h00000000000000000000000000000000;
+    memory[434] = 128'h00000000000000000000000000000000;
+    memory[435] = 128'h00000000000000000000000000000000;
+    memory[436] = 128'h00000000000000000000000000000000;
+    memory[437] = 128'h00000000000000000000000000000000;
+    memory[438] = 128'h00000000000000000000000000000000;
+    memory[439] = 128'h00000000000000000000000000000000;
+    memory[440] = 128'h00000000000000000000000000000000;
+    memory[441] = 128'h00000000000000000000000000000000;
+    memory[442] = 128'h00000000000000000000000000000000;
+    memory[443] = 128'h00000000000000000000000000000000;
+    memory[444] = 128'h00000000000000000000000000000000;
+    memory[445] = 128'h00000000000000000000000000000000;
+    memory[446] = 128'h00000000000000000000000000000000;
+    memory[447] = 128'h00000000000000000000000000000000;
+    memory[448] = 128'h00000000000000000000000000000000;
+    memory[449] = 128'h00000000000000000000000000000000;
+    memory[450] = 128'h00000000000000000000000000000000;
+    memory[451] = 128'h00000000000000000000000000000000;
+    memory[452] = 128'h00000000000000000000000000000000;
+    memory[453] = 128'h00000000000000000000000000000000;
+    memory[454] = 128'h00000000000000000000000000000000;
+    memory[455] = 128'h00000000000000000000000000000000;
+    memory[456] = 128'h00000000000000000000000000000000;
+    memory[457] = 128'h00000000000000000000000000000000;
+    memory[458] = 128'h00000000000000000000000000000000;
+    memory[459] = 128'h00000000000000000000000000000000;
+    memory[460] = 128'h00000000000000000000000000000000;
+    memory[461] = 128'h00000000000000000000000000000000;
+    memory[462] = 128'h00000000000000000000000000000000;
+    memory[463] = 128'h00000000000000000000000000000000;
+    memory[464] = 128'h00000000000000000000000000000000;
+    memory[465] = 128'h00000000000000000000000000000000;
+    memory[466] = 128'h00000000000000000000000000000000;
+    memory[467] = 128'h00000000000000000000000000000000;
+    memory[468] = 128'h00000000000000000000000000000000;
+    memory[469] = 128'h00000000000000000000000000000000;
+    memory[470] = 128'h00000000000000000000000000000000;
+    memory[471] = 128'h00000000000000000000000000000000;
+    memory[472] = 128'h00000000000000000000000000000000;
+    memory[473] = 128'h00000000000000000000000000000000;
+    memory[474] = 128'h00000000000000000000000000000000;
+    memory[475] = 128'h00000000000000000000000000000000;
+    memory[476] = 128'h00000000000000000000000000000000;
+    memory[477] = 128'h00000000000000000000000000000000;
+    memory[478] = 128'h00000000000000000000000000000000;
+    memory[479] = 128'h00000000000000000000000000000000;
+    memory[480] = 128'h00000000000000000000000000000000;
+    memory[481] = 128'h00000000000000000000000000000000;
+    memory[482] = 128'h00000000000000000000000000000000;
+    memory[483] = 128'h00000000000000000000000000000000;
+    memory[484] = 128'h00000000000000000000000000000000;
+    memory[485] = 128'h00000000000000000000000000000000;
+    memory[486] = 128'h00000000000000000000000000000000;
+    memory[487] = 128'h00000000000000000000000000000000;
+    memory[488] = 128'h00000000000000000000000000000000;
+    memory[489] = 128'h00000000000000000000000000000000;
+    memory[490] = 128'h00000000000000000000000000000000;
+    memory[491] = 128'h00000000000000000000000000000000;
+    memory[492] = 128'h00000000000000000000000000000000;
+    memory[493] = 128'h00000000000000000000000000000000;
+    memory[494] = 128'h00000000000000000000000000000000;
+    memory[495] = 128'h00000000000000000000000000000000;
+    memory[496] = 128'h00000000000000000000000000000000;
+    memory[497] = 128'h00000000000000000000000000000000;
+    memory[498] = 128'h00000000000000000000000000000000;
+    memory[499] = 128'h00000000000000000000000000000000;
+    memory[500] = 128'h00000000000000000000000000000000;
+    memory[501] = 128'h00000000000000000000000000000000;
+    memory[502] = 128'h00000000000000000000000000000000;
+    memory[503] = 128'h00000000000000000000000000000000;
+    memory[504] = 128'h00000000000000000000000000000000;
+    memory[505] = 128'h00000000000000000000000000000000;
+    memory[506] = 128'h00000000000000000000000000000000;
+    memory[507] = 128'h00000000000000000000000000000000;
+    memory[508] = 128'h00000000000000000000000000000000;
+    memory[509] = 128'h00000000000000000000000000000000;
+    memory[510] = 128'h00000000000000000000000000000000;
+    memory[511] = 128'h00000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en[0])
+      memory[write__addr][7:0] <= write__data[7:0];
+    if (write__en[1])
+      memory[write__addr][15:8] <= write__data[15:8];
+    if (write__en[2])
+      memory[write__addr][23:16] <= write__data[23:16];
+    if (write__en[3])
+      memory[write__addr][31:24] <= write__data[31:24];
+    if (write__en[4])
+      memory[write__addr][39:32] <= write__data[39:32];
+    if (write__en[5])
+      memory[write__addr][47:40] <= write__data[47:40];
+    if (write__en[6])
+      memory[write__addr][55:48] <= write__data[55:48];
+    if (write__en[7])
+      memory[write__addr][63:56] <= write__data[63:56];
+    if (write__en[8])
+      memory[write__addr][71:64] <= write__data[71:64];
+    if (write__en[9])
+      memory[write__addr][79:72] <= write__data[79:72];
+    if (write__en[10])
+      memory[write__addr][87:80] <= write__data[87:80];
+    if (write__en[11])
+      memory[write__addr][95:88] <= write__data[95:88];
+    if (write__en[12])
+      memory[write__addr][103:96] <= write__data[103:96];
+    if (write__en[13])
+      memory[write__addr][111:104] <= write__data[111:104];
+    if (write__en[14])
+      memory[write__addr][119:112] <= write__data[119:112];
+    if (write__en[15])
+      memory[write__addr][127:120] <= write__data[127:120];
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
+    r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
+    \$1  = read__data;
     if (rst) begin
-      \$15  = 2'h0;
+      \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
-    end
-    if (rst) begin
-      \$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
-    end
-    if (rst) begin
-      \$17  = 3'h0;
-    end
-  end
-  assign w_level = level;
-  assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_addr = write__addr;
+  assign w_data = write__data;
+  assign w_en = write__en;
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, r_rdy, r_data, w_port__data, w_en, level, r_en);
+module \ace_sram_small.sram.bank2 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  reg [127:0] \$1 ;
   input clk;
   wire clk;
-  (* init = 2'h0 *)
-  wire [1:0] consume;
-  output [2:0] level;
-  reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  wire [8:0] r_addr;
   output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
+  reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
-  reg [1:0] r_port__addr = 2'h0;
-  wire [127:0] r_port__data;
-  output r_rdy;
-  wire r_rdy;
+  input [8:0] read__addr;
+  wire [8:0] read__addr;
+  wire [127:0] read__data;
+  input read__en;
+  wire read__en;
   input rst;
   wire rst;
+  wire [8:0] w_addr;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
-  reg [1:0] w_port__addr = 2'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [3:0];
+  wire [15:0] w_en;
+  input [8:0] write__addr;
+  wire [8:0] write__addr;
+  input [127:0] write__data;
+  wire [127:0] write__data;
+  input [15:0] write__en;
+  wire [15:0] write__en;
+  reg [127:0] memory [511:0];
   initial begin
-    storage[0] = 128'h00000000000000000000000000000000;
-    storage[1] = 128'h00000000000000000000000000000000;
-    storage[2] = 128'h00000000000000000000000000000000;
-    storage[3] = 128'h00000000000000000000000000000000;
+    memory[0] = 128'h00000000000000000000000000000000;
+    memory[1] = 128'h00000000000000000000000000000000;
+    memory[2] = 128'h00000000000000000000000000000000;
+    memory[3] = 128'h00000000000000000000000000000000;
+    memory[4] = 128'h00000000000000000000000000000000;
+    memory[5] = 128'h00000000000000000000000000000000;
+    memory[6] = 128'h00000000000000000000000000000000;
+    memory[7] = 128'h00000000000000000000000000000000;
+    memory[8] = 128'h00000000000000000000000000000000;
+    memory[9] = 128'h00000000000000000000000000000000;
+    memory[10] = 128'h00000000000000000000000000000000;
+    memory[11] = 128'h00000000000000000000000000000000;
+    memory[12] = 128'h00000000000000000000000000000000;
+    memory[13] = 128'h00000000000000000000000000000000;
+    memory[14] = 128'h00000000000000000000000000000000;
+    memory[15] = 128'h00000000000000000000000000000000;
+    memory[16] = 128'h00000000000000000000000000000000;
+    memory[17] = 128'h00000000000000000000000000000000;
+    memory[18] = 128'h00000000000000000000000000000000;
+    memory[19] = 128'h00000000000000000000000000000000;
+    memory[20] = 128'h00000000000000000000000000000000;
+    memory[21] = 128'h00000000000000000000000000000000;
+    memory[22] = 128'h00000000000000000000000000000000;
+    memory[23] = 128'h00000000000000000000000000000000;
+    memory[24] = 128'h00000000000000000000000000000000;
+    memory[25] = 128'h00000000000000000000000000000000;
+    memory[26] = 128'h00000000000000000000000000000000;
+    memory[27] = 128'h00000000000000000000000000000000;
+    memory[28] = 128'h00000000000000000000000000000000;
+    memory[29] = 128'h00000000000000000000000000000000;
+    memory[30] = 128'h00000000000000000000000000000000;
+    memory[31] = 128'h00000000000000000000000000000000;
+    memory[32] = 128'h00000000000000000000000000000000;
+    memory[33] = 128'h00000000000000000000000000000000;
+    memory[34] = 128'h00000000000000000000000000000000;
+    memory[35] = 128'h00000000000000000000000000000000;
+    memory[36] = 128'h00000000000000000000000000000000;
+    memory[37] = 128'h00000000000000000000000000000000;
+    memory[38] = 128'h00000000000000000000000000000000;
+    memory[39] = 128'h00000000000000000000000000000000;
+    memory[40] = 128'h00000000000000000000000000000000;
+    memory[41] = 128'h00000000000000000000000000000000;
+    memory[42] = 128'h00000000000000000000000000000000;
+    memory[43] = 128'h00000000000000000000000000000000;
+    memory[44] = 128'h00000000000000000000000000000000;
+    memory[45] = 128'h00000000000000000000000000000000;
+    memory[46] = 128'h00000000000000000000000000000000;
+    memory[47] = 128'h00000000000000000000000000000000;
+    memory[48] = 128'h00000000000000000000000000000000;
+    memory[49] = 128'h00000000000000000000000000000000;
+    memory[50] = 128'h00000000000000000000000000000000;
+    memory[51] = 128'h00000000000000000000000000000000;
+    memory[52] = 128'h00000000000000000000000000000000;
+    memory[53] = 128'h00000000000000000000000000000000;
+    memory[54] = 128'h00000000000000000000000000000000;
+    memory[55] = 128'h00000000000000000000000000000000;
+    memory[56] = 128'h00000000000000000000000000000000;
+    memory[57] = 128'h00000000000000000000000000000000;
+    memory[58] = 128'h00000000000000000000000000000000;
+    memory[59] = 128'h00000000000000000000000000000000;
+    memory[60] = 128'h00000000000000000000000000000000;
+    memory[61] = 128'h00000000000000000000000000000000;
+    memory[62] = 128'h00000000000000000000000000000000;
+    memory[63] = 128'h00000000000000000000000000000000;
+    memory[64] = 128'h00000000000000000000000000000000;
+    memory[65] = 128'h00000000000000000000000000000000;
+    memory[66] = 128'h00000000000000000000000000000000;
+    memory[67] = 128'h00000000000000000000000000000000;
+    memory[68] = 128'h00000000000000000000000000000000;
+    memory[69] = 128'h00000000000000000000000000000000;
+    memory[70] = 128'h00000000000000000000000000000000;
+    memory[71] = 128'h00000000000000000000000000000000;
+    memory[72] = 128'h00000000000000000000000000000000;
+    memory[73] = 128'h00000000000000000000000000000000;
+    memory[74] = 128'h00000000000000000000000000000000;
+    memory[75] = 128'h00000000000000000000000000000000;
+    memory[76] = 128'h00000000000000000000000000000000;
+    memory[77] = 128'h00000000000000000000000000000000;
+    memory[78] = 128'h00000000000000000000000000000000;
+    memory[79] = 128'h00000000000000000000000000000000;
+    memory[80] = 128'h00000000000000000000000000000000;
+    memory[81] = 128'h00000000000000000000000000000000;
+    memory[82] = 128'h00000000000000000000000000000000;
+    memory[83] = 128'h00000000000000000000000000000000;
+    memory[84] = 128'h00000000000000000000000000000000;
+    memory[85] = 128'h00000000000000000000000000000000;
+    memory[86] = 128'h00000000000000000000000000000000;
+    memory[87] = 128'h00000000000000000000000000000000;
+    memory[88] = 128'h00000000000000000000000000000000;
+    memory[89] = 128'h00000000000000000000000000000000;
+    memory[90] = 128'h00000000000000000000000000000000;
+    memory[91] = 128'h00000000000000000000000000000000;
+    memory[92] = 128'h00000000000000000000000000000000;
+    memory[93] = 128'h00000000000000000000000000000000;
+    memory[94] = 128'h00000000000000000000000000000000;
+    memory[95] = 128'h00000000000000000000000000000000;
+    memory[96] = 128'h00000000000000000000000000000000;
+    memory[97] = 128'h00000000000000000000000000000000;
+    memory[98] = 128'h00000000000000000000000000000000;
+    memory[99] = 128'h00000000000000000000000000000000;
+    memory[100] = 128'h00000000000000000000000000000000;
+    memory[101] = 128'h00000000000000000000000000000000;
+    memory[102] = 128'h00000000000000000000000000000000;
+    memory[103] = 128'h00000000000000000000000000000000;
+    memory[104] = 128'h00000000000000000000000000000000;
+    memory[105] = 128'h00000000000000000000000000000000;
+    memory[106] = 128'h00000000000000000000000000000000;
+    memory[107] = 128'h00000000000000000000000000000000;
+    memory[108] = 128'h00000000000000000000000000000000;
+    memory[109] = 128'h00000000000000000000000000000000;
+    memory[110] = 128'h00000000000000000000000000000000;
+    memory[111] = 128'h00000000000000000000000000000000;
+    memory[112] = 128'h00000000000000000000000000000000;
+    memory[113] = 128'h00000000000000000000000000000000;
+    memory[114] = 128'h00000000000000000000000000000000;
+    memory[115] = 128'h00000000000000000000000000000000;
+    memory[116] = 128'h00000000000000000000000000000000;
+    memory[117] = 128'h00000000000000000000000000000000;
+    memory[118] = 128'h00000000000000000000000000000000;
+    memory[119] = 128'h00000000000000000000000000000000;
+    memory[120] = 128'h00000000000000000000000000000000;
+    memory[121] = 128'h00000000000000000000000000000000;
+    memory[122] = 128'h00000000000000000000000000000000;
+    memory[123] = 128'h00000000000000000000000000000000;
+    memory[124] = 128'h00000000000000000000000000000000;
+    memory[125] = 128'h00000000000000000000000000000000;
+    memory[126] = 128'h00000000000000000000000000000000;
+    memory[127] = 128'h00000000000000000000000000000000;
+    memory[128] = 128'h00000000000000000000000000000000;
+    memory[129] = 128'h00000000000000000000000000000000;
+    memory[130] = 128'h00000000000000000000000000000000;
+    memory[131] = 128'h00000000000000000000000000000000;
+    memory[132] = 128'h00000000000000000000000000000000;
+    memory[133] = 128'h00000000000000000000000000000000;
+    memory[134] = 128'h00000000000000000000000000000000;
+    memory[135] = 128'h00000000000000000000000000000000;
+    memory[136] = 128'h00000000000000000000000000000000;
+    memory[137] = 128'h00000000000000000000000000000000;
+    memory[138] = 128'h00000000000000000000000000000000;
+    memory[139] = 128'h00000000000000000000000000000000;
+    memory[140] = 128'h00000000000000000000000000000000;
+    memory[141] = 128'h00000000000000000000000000000000;
+    memory[142] = 128'h00000000000000000000000000000000;
+    memory[143] = 128'h00000000000000000000000000000000;
+    memory[144] = 128'h00000000000000000000000000000000;
+    memory[145] = 128'h00000000000000000000000000000000;
+    memory[146] = 128'h00000000000000000000000000000000;
+    memory[147] = 128'h00000000000000000000000000000000;
+    memory[148] = 128'h00000000000000000000000000000000;
+    memory[149] = 128'h00000000000000000000000000000000;
+    memory[150] = 128'h00000000000000000000000000000000;
+    memory[151] = 128'h00000000000000000000000000000000;
+    memory[152] = 128'h00000000000000000000000000000000;
+    memory[153] = 128'h00000000000000000000000000000000;
+    memory[154] = 128'h00000000000000000000000000000000;
+    memory[155] = 128'h00000000000000000000000000000000;
+    memory[156] = 128'h00000000000000000000000000000000;
+    memory[157] = 128'h00000000000000000000000000000000;
+    memory[158] = 128'h00000000000000000000000000000000;
+    memory[159] = 128'h00000000000000000000000000000000;
+    memory[160] = 128'h00000000000000000000000000000000;
+    memory[161] = 128'h00000000000000000000000000000000;
+    memory[162] = 128'h00000000000000000000000000000000;
+    memory[163] = 128'h00000000000000000000000000000000;
+    memory[164] = 128'h00000000000000000000000000000000;
+    memory[165] = 128'h00000000000000000000000000000000;
+    memory[166] = 128'h00000000000000000000000000000000;
+    memory[167] = 128'h00000000000000000000000000000000;
+    memory[168] = 128'h00000000000000000000000000000000;
+    memory[169] = 128'h00000000000000000000000000000000;
+    memory[170] = 128'h00000000000000000000000000000000;
+    memory[171] = 128'h00000000000000000000000000000000;
+    memory[172] = 128'h00000000000000000000000000000000;
+    memory[173] = 128'h00000000000000000000000000000000;
+    memory[174] = 128'h00000000000000000000000000000000;
+    memory[175] = 128'h00000000000000000000000000000000;
+    memory[176] = 128'h00000000000000000000000000000000;
+    memory[177] = 128'h00000000000000000000000000000000;
+    memory[178] = 128'h00000000000000000000000000000000;
+    memory[179] = 128'h00000000000000000000000000000000;
+    memory[180] = 128'h00000000000000000000000000000000;
+    memory[181] = 128'h00000000000000000000000000000000;
+    memory[182] = 128'h00000000000000000000000000000000;
+    memory[183] = 128'h00000000000000000000000000000000;
+    memory[184] = 128'h00000000000000000000000000000000;
+    memory[185] = 128'h00000000000000000000000000000000;
+    memory[186] = 128'h00000000000000000000000000000000;
+    memory[187] = 128'h00000000000000000000000000000000;
+    memory[188] = 128'h00000000000000000000000000000000;
+    memory[189] = 128'h00000000000000000000000000000000;
+    memory[190] = 128'h00000000000000000000000000000000;
+    memory[191] = 128'h00000000000000000000000000000000;
+    memory[192] = 128'h00000000000000000000000000000000;
+    memory[193] = 128'h00000000000000000000000000000000;
+    memory[194] = 128'h00000000000000000000000000000000;
+    memory[195] = 128'h00000000000000000000000000000000;
+    memory[196] = 128'h00000000000000000000000000000000;
+    memory[197] = 128'h00000000000000000000000000000000;
+    memory[198] = 128'h00000000000000000000000000000000;
+    memory[199] = 128'h00000000000000000000000000000000;
+    memory[200] = 128'h00000000000000000000000000000000;
+    memory[201] = 128'h00000000000000000000000000000000;
+    memory[202] = 128'h00000000000000000000000000000000;
+    memory[203] = 128'h00000000000000000000000000000000;
+    memory[204] = 128'h00000000000000000000000000000000;
+    memory[205] = 128'h00000000000000000000000000000000;
+    memory[206] = 128'h00000000000000000000000000000000;
+    memory[207] = 128'h00000000000000000000000000000000;
+    memory[208] = 128'h00000000000000000000000000000000;
+    memory[209] = 128'h00000000000000000000000000000000;
+    memory[210] = 128'h00000000000000000000000000000000;
+    memory[211] = 128'h00000000000000000000000000000000;
+    memory[212] = 128'h00000000000000000000000000000000;
+    memory[213] = 128'h00000000000000000000000000000000;
+    memory[214] = 128'h00000000000000000000000000000000;
+    memory[215] = 128'h00000000000000000000000000000000;
+    memory[216] = 128'h00000000000000000000000000000000;
+    memory[217] = 128'h00000000000000000000000000000000;
+    memory[218] = 128'h00000000000000000000000000000000;
+    memory[219] = 128'h00000000000000000000000000000000;
+    memory[220] = 128'h00000000000000000000000000000000;
+    memory[221] = 128'h00000000000000000000000000000000;
+    memory[222] = 128'h00000000000000000000000000000000;
+    memory[223] = 128'h00000000000000000000000000000000;
+    memory[224] = 128'h00000000000000000000000000000000;
+    memory[225] = 128'h00000000000000000000000000000000;
+    memory[226] = 128'h00000000000000000000000000000000;
+    memory[227] = 128'h00000000000000000000000000000000;
+    memory[228] = 128'h00000000000000000000000000000000;
+    memory[229] = 128'h00000000000000000000000000000000;
+    memory[230] = 128'h00000000000000000000000000000000;
+    memory[231] = 128'h00000000000000000000000000000000;
+    memory[232] = 128'h00000000000000000000000000000000;
+    memory[233] = 128'h00000000000000000000000000000000;
+    memory[234] = 128'h00000000000000000000000000000000;
+    memory[235] = 128'h00000000000000000000000000000000;
+    memory[236] = 128'h00000000000000000000000000000000;
+    memory[237] = 128'h00000000000000000000000000000000;
+    memory[238] = 128'h00000000000000000000000000000000;
+    memory[239] = 128'h00000000000000000000000000000000;
+    memory[240] = 128'h00000000000000000000000000000000;
+    memory[241] = 128'h00000000000000000000000000000000;
+    memory[242] = 128'h00000000000000000000000000000000;
+    memory[243] = 128'h00000000000000000000000000000000;
+    memory[244] = 128'h00000000000000000000000000000000;
+    memory[245] = 128'h00000000000000000000000000000000;
+    memory[246] = 128'h00000000000000000000000000000000;
+    memory[247] = 128'h00000000000000000000000000000000;
+    memory[248] = 128'h00000000000000000000000000000000;
+    memory[249] = 128'h00000000000000000000000000000000;
+    memory[250] = 128'h00000000000000000000000000000000;
+    memory[251] = 128'h00000000000000000000000000000000;
+    memory[252] = 128'h00000000000000000000000000000000;
+    memory[253] = 128'h00000000000000000000000000000000;
+    memory[254] = 128'h00000000000000000000000000000000;
+    memory[255] = 128'h00000000000000000000000000000000;
+    memory[256] = 128'h00000000000000000000000000000000;
+    memory[257] = 128'h00000000000000000000000000000000;
+    memory[258] = 128'h00000000000000000000000000000000;
+    memory[259] = 128'h00000000000000000000000000000000;
+    memory[260] = 128'h00000000000000000000000000000000;
+    memory[261] = 128'h00000000000000000000000000000000;
+    memory[262] = 128'h00000000000000000000000000000000;
+    memory[263] = 128'h00000000000000000000000000000000;
+    memory[264] = 128'h00000000000000000000000000000000;
+    memory[265] = 128'h00000000000000000000000000000000;
+    memory[266] = 128'h00000000000000000000000000000000;
+    memory[267] = 128'h00000000000000000000000000000000;
+    memory[268] = 128'h00000000000000000000000000000000;
+    memory[269] = 128'h00000000000000000000000000000000;
+    memory[270] = 128'h00000000000000000000000000000000;
+    memory[271] = 128'h00000000000000000000000000000000;
+    memory[272] = 128'h00000000000000000000000000000000;
+    memory[273] = 128'h00000000000000000000000000000000;
+    memory[274] = 128'h00000000000000000000000000000000;
+    memory[275] = 128'h00000000000000000000000000000000;
+    memory[276] = 128'h00000000000000000000000000000000;
+    memory[277] = 128'h00000000000000000000000000000000;
+    memory[278] = 128'h00000000000000000000000000000000;
+    memory[279] = 128'h00000000000000000000000000000000;
+    memory[280] = 128'h00000000000000000000000000000000;
+    memory[281] = 128'h00000000000000000000000000000000;
+    memory[282] = 128'h00000000000000000000000000000000;
+    memory[283] = 128'h00000000000000000000000000000000;
+    memory[284] = 128'h00000000000000000000000000000000;
+    memory[285] = 128'h00000000000000000000000000000000;
+    memory[286] = 128'h00000000000000000000000000000000;
+    memory[287] = 128'h00000000000000000000000000000000;
+    memory[288] = 128'h00000000000000000000000000000000;
+    memory[289] = 128'h00000000000000000000000000000000;
+    memory[290] = 128'h00000000000000000000000000000000;
+    memory[291] = 128'h00000000000000000000000000000000;
+    memory[292] = 128'h00000000000000000000000000000000;
+    memory[293] = 128'h00000000000000000000000000000000;
+    memory[294] = 128'h00000000000000000000000000000000;
+    memory[295] = 128'h00000000000000000000000000000000;
+    memory[296] = 128'h00000000000000000000000000000000;
+    memory[297] = 128'h00000000000000000000000000000000;
+    memory[298] = 128'h00000000000000000000000000000000;
+    memory[299] = 128'h00000000000000000000000000000000;
+    memory[300] = 128'h00000000000000000000000000000000;
+    memory[301] = 128'h00000000000000000000000000000000;
+    memory[302] = 128'h00000000000000000000000000000000;
+    memory[303] = 128'h00000000000000000000000000000000;
+    memory[304] = 128'h00000000000000000000000000000000;
+    memory[305] = 128'h00000000000000000000000000000000;
+    memory[306] = 128'h00000000000000000000000000000000;
+    memory[307] = 128'h00000000000000000000000000000000;
+    memory[308] = 128'h00000000000000000000000000000000;
+    memory[309] = 128'h00000000000000000000000000000000;
+    memory[310] = 128'h00000000000000000000000000000000;
+    memory[311] = 128'h00000000000000000000000000000000;
+    memory[312] = 128'h00000000000000000000000000000000;
+    memory[313] = 128'h00000000000000000000000000000000;
+    memory[314] = 128'h00000000000000000000000000000000;
+    memory[315] = 128'h00000000000000000000000000000000;
+    memory[316] = 128'h00000000000000000000000000000000;
+    memory[317] = 128'h00000000000000000000000000000000;
+    memory[318] = 128'h00000000000000000000000000000000;
+    memory[319] = 128'h00000000000000000000000000000000;
+    memory[320] = 128'h00000000000000000000000000000000;
+    memory[321] = 128'h00000000000000000000000000000000;
+    memory[322] = 128'h00000000000000000000000000000000;
+    memory[323] = 128'h00000000000000000000000000000000;
+    memory[324] = 128'h00000000000000000000000000000000;
+    memory[325] = 128'h00000000000000000000000000000000;
+    memory[326] = 128'h00000000000000000000000000000000;
+    memory[327] = 128'h00000000000000000000000000000000;
+    memory[328] = 128'h00000000000000000000000000000000;
+    memory[329] = 128'h00000000000000000000000000000000;
+    memory[330] = 128'h00000000000000000000000000000000;
+    memory[331] = 128'h00000000000000000000000000000000;
+    memory[332] = 128'h00000000000000000000000000000000;
+    memory[333] = 128'h00000000000000000000000000000000;
+    memory[334] = 128'h00000000000000000000000000000000;
+    memory[335] = 128'h00000000000000000000000000000000;
+    memory[336] = 128'h00000000000000000000000000000000;
+    memory[337] = 128'h00000000000000000000000000000000;
+    memory[338] = 128'h00000000000000000000000000000000;
+    memory[339] = 128'h00000000000000000000000000000000;
+    memory[340] = 128'h00000000000000000000000000000000;
+    memory[341] = 128'h00000000000000000000000000000000;
+    memory[342] = 128'h00000000000000000000000000000000;
+    memory[343] = 128'h00000000000000000000000000000000;
+    memory[344] = 128'h00000000000000000000000000000000;
+    memory[345] = 128'h00000000000000000000000000000000;
+    memory[346] = 128'h00000000000000000000000000000000;
+    memory[347] = 128'h00000000000000000000000000000000;
+    memory[348] = 128'h00000000000000000000000000000000;
+    memory[349] = 128'h00000000000000000000000000000000;
+    memory[350] = 128'h00000000000000000000000000000000;
+    memory[351] = 128'h00000000000000000000000000000000;
+    memory[352] = 128'h00000000000000000000000000000000;
+    memory[353] = 128'h00000000000000000000000000000000;
+    memory[354] = 128'h00000000000000000000000000000000;
+    memory[355] = 128'h00000000000000000000000000000000;
+    memory[356] = 128'h00000000000000000000000000000000;
+    memory[357] = 128'h00000000000000000000000000000000;
+    memory[358] = 128'h00000000000000000000000000000000;
+    memory[359] = 128'h00000000000000000000000000000000;
+    memory[360] = 128'h00000000000000000000000000000000;
+    memory[361] = 128'h00000000000000000000000000000000;
+    memory[362] = 128'h00000000000000000000000000000000;
+    memory[363] = 128'h00000000000000000000000000000000;
+    memory[364] = 128'h00000000000000000000000000000000;
+    memory[365] = 128'h00000000000000000000000000000000;
+    memory[366] = 128'h00000000000000000000000000000000;
+    memory[367] = 128'h00000000000000000000000000000000;
+    memory[368] = 128'h00000000000000000000000000000000;
+    memory[369] = 128'h00000000000000000000000000000000;
+    memory[370] = 128'h00000000000000000000000000000000;
+    memory[371] = 128'h00000000000000000000000000000000;
+    memory[372] = 128'h00000000000000000000000000000000;
+    memory[373] = 128'h00000000000000000000000000000000;
+    memory[374] = 128'h00000000000000000000000000000000;
+    memory[375] = 128'h00000000000000000000000000000000;
+    memory[376] = 128'h00000000000000000000000000000000;
+    memory[377] = 128'h00000000000000000000000000000000;
+    memory[378] = 128'h00000000000000000000000000000000;
+    memory[379] = 128'h00000000000000000000000000000000;
+    memory[380] = 128'h00000000000000000000000000000000;
+    memory[381] = 128'h00000000000000000000000000000000;
+    memory[382] = 128'h00000000000000000000000000000000;
+    memory[383] = 128'h00000000000000000000000000000000;
+    memory[384] = 128'h00000000000000000000000000000000;
+    memory[385] = 128'h00000000000000000000000000000000;
+    memory[386] = 128'h00000000000000000000000000000000;
+    memory[387] = 128'h00000000000000000000000000000000;
+    memory[388] = 128'h00000000000000000000000000000000;
+    memory[389] = 128'h00000000000000000000000000000000;
+    memory[390] = 128'h00000000000000000000000000000000;
+    memory[391] = 128'h00000000000000000000000000000000;
+    memory[392] = 128'h00000000000000000000000000000000;
+    memory[393] = 128'h00000000000000000000000000000000;
+    memory[394] = 128'h00000000000000000000000000000000;
+    memory[395] = 128'h00000000000000000000000000000000;
+    memory[396] = 128'h00000000000000000000000000000000;
+    memory[397] = 128'h00000000000000000000000000000000;
+    memory[398] = 128'h00000000000000000000000000000000;
+    memory[399] = 128'h00000000000000000000000000000000;
+    memory[400] = 128'h00000000000000000000000000000000;
+    memory[401] = 128'h00000000000000000000000000000000;
+    memory[402] = 128'h00000000000000000000000000000000;
+    memory[403] = 128'h00000000000000000000000000000000;
+    memory[404] = 128'h00000000000000000000000000000000;
+    memory[405] = 128'h00000000000000000000000000000000;
+    memory[406] = 128'h00000000000000000000000000000000;
+    memory[407] = 128'h00000000000000000000000000000000;
+    memory[408] = 128'h00000000000000000000000000000000;
+    memory[409] = 128'h00000000000000000000000000000000;
+    memory[410] = 128'h00000000000000000000000000000000;
+    memory[411] = 128'h00000000000000000000000000000000;
+    memory[412] = 128'h00000000000000000000000000000000;
+    memory[413] = 128'h00000000000000000000000000000000;
+    memory[414] = 128'h00000000000000000000000000000000;
+    memory[415] = 128'h00000000000000000000000000000000;
+    memory[416] = 128'h00000000000000000000000000000000;
+    memory[417] = 128'h00000000000000000000000000000000;
+    memory[418] = 128'h00000000000000000000000000000000;
+    memory[419] = 128'h00000000000000000000000000000000;
+    memory[420] = 128'h00000000000000000000000000000000;
+    memory[421] = 128'h00000000000000000000000000000000;
+    memory[422] = 128'h00000000000000000000000000000000;
+    memory[423] = 128'h00000000000000000000000000000000;
+    memory[424] = 128'h00000000000000000000000000000000;
+    memory[425] = 128'h00000000000000000000000000000000;
+    memory[426] = 128'h00000000000000000000000000000000;
+    memory[427] = 128'h00000000000000000000000000000000;
+    memory[428] = 128'h00000000000000000000000000000000;
+    memory[429] = 128'h00000000000000000000000000000000;
+    memory[430] = 128'h00000000000000000000000000000000;
+    memory[431] = 128'h00000000000000000000000000000000;
+    memory[432] = 128'h00000000000000000000000000000000;
+    memory[433] = 128'h00000000000000000000000000000000;
+    memory[434] = 128'h00000000000000000000000000000000;
+    memory[435] = 128'h00000000000000000000000000000000;
+    memory[436] = 128'h00000000000000000000000000000000;
+    memory[437] = 128'h00000000000000000000000000000000;
+    memory[438] = 128'h00000000000000000000000000000000;
+    memory[439] = 128'h00000000000000000000000000000000;
+    memory[440] = 128'h00000000000000000000000000000000;
+    memory[441] = 128'h00000000000000000000000000000000;
+    memory[442] = 128'h00000000000000000000000000000000;
+    memory[443] = 128'h00000000000000000000000000000000;
+    memory[444] = 128'h00000000000000000000000000000000;
+    memory[445] = 128'h00000000000000000000000000000000;
+    memory[446] = 128'h00000000000000000000000000000000;
+    memory[447] = 128'h00000000000000000000000000000000;
+    memory[448] = 128'h00000000000000000000000000000000;
+    memory[449] = 128'h00000000000000000000000000000000;
+    memory[450] = 128'h00000000000000000000000000000000;
+    memory[451] = 128'h00000000000000000000000000000000;
+    memory[452] = 128'h00000000000000000000000000000000;
+    memory[453] = 128'h00000000000000000000000000000000;
+    memory[454] = 128'h00000000000000000000000000000000;
+    memory[455] = 128'h00000000000000000000000000000000;
+    memory[456] = 128'h00000000000000000000000000000000;
+    memory[457] = 128'h00000000000000000000000000000000;
+    memory[458] = 128'h00000000000000000000000000000000;
+    memory[459] = 128'h00000000000000000000000000000000;
+    memory[460] = 128'h00000000000000000000000000000000;
+    memory[461] = 128'h00000000000000000000000000000000;
+    memory[462] = 128'h00000000000000000000000000000000;
+    memory[463] = 128'h00000000000000000000000000000000;
+    memory[464] = 128'h00000000000000000000000000000000;
+    memory[465] = 128'h00000000000000000000000000000000;
+    memory[466] = 128'h00000000000000000000000000000000;
+    memory[467] = 128'h00000000000000000000000000000000;
+    memory[468] = 128'h00000000000000000000000000000000;
+    memory[469] = 128'h00000000000000000000000000000000;
+    memory[470] = 128'h00000000000000000000000000000000;
+    memory[471] = 128'h00000000000000000000000000000000;
+    memory[472] = 128'h00000000000000000000000000000000;
+    memory[473] = 128'h00000000000000000000000000000000;
+    memory[474] = 128'h00000000000000000000000000000000;
+    memory[475] = 128'h00000000000000000000000000000000;
+    memory[476] = 128'h00000000000000000000000000000000;
+    memory[477] = 128'h00000000000000000000000000000000;
+    memory[478] = 128'h00000000000000000000000000000000;
+    memory[479] = 128'h00000000000000000000000000000000;
+    memory[480] = 128'h00000000000000000000000000000000;
+    memory[481] = 128'h00000000000000000000000000000000;
+    memory[482] = 128'h00000000000000000000000000000000;
+    memory[483] = 128'h00000000000000000000000000000000;
+    memory[484] = 128'h00000000000000000000000000000000;
+    memory[485] = 128'h00000000000000000000000000000000;
+    memory[486] = 128'h00000000000000000000000000000000;
+    memory[487] = 128'h00000000000000000000000000000000;
+    memory[488] = 128'h00000000000000000000000000000000;
+    memory[489] = 128'h00000000000000000000000000000000;
+    memory[490] = 128'h00000000000000000000000000000000;
+    memory[491] = 128'h00000000000000000000000000000000;
+    memory[492] = 128'h00000000000000000000000000000000;
+    memory[493] = 128'h00000000000000000000000000000000;
+    memory[494] = 128'h00000000000000000000000000000000;
+    memory[495] = 128'h00000000000000000000000000000000;
+    memory[496] = 128'h00000000000000000000000000000000;
+    memory[497] = 128'h00000000000000000000000000000000;
+    memory[498] = 128'h00000000000000000000000000000000;
+    memory[499] = 128'h00000000000000000000000000000000;
+    memory[500] = 128'h00000000000000000000000000000000;
+    memory[501] = 128'h00000000000000000000000000000000;
+    memory[502] = 128'h00000000000000000000000000000000;
+    memory[503] = 128'h00000000000000000000000000000000;
+    memory[504] = 128'h00000000000000000000000000000000;
+    memory[505] = 128'h00000000000000000000000000000000;
+    memory[506] = 128'h00000000000000000000000000000000;
+    memory[507] = 128'h00000000000000000000000000000000;
+    memory[508] = 128'h00000000000000000000000000000000;
+    memory[509] = 128'h00000000000000000000000000000000;
+    memory[510] = 128'h00000000000000000000000000000000;
+    memory[511] = 128'h00000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en[0])
+      memory[write__addr][7:0] <= write__data[7:0];
+    if (write__en[1])
+      memory[write__addr][15:8] <= write__data[15:8];
+    if (write__en[2])
+      memory[write__addr][23:16] <= write__data[23:16];
+    if (write__en[3])
+      memory[write__addr][31:24] <= write__data[31:24];
+    if (write__en[4])
+      memory[write__addr][39:32] <= write__data[39:32];
+    if (write__en[5])
+      memory[write__addr][47:40] <= write__data[47:40];
+    if (write__en[6])
+      memory[write__addr][55:48] <= write__data[55:48];
+    if (write__en[7])
+      memory[write__addr][63:56] <= write__data[63:56];
+    if (write__en[8])
+      memory[write__addr][71:64] <= write__data[71:64];
+    if (write__en[9])
+      memory[write__addr][79:72] <= write__data[79:72];
+    if (write__en[10])
+      memory[write__addr][87:80] <= write__data[87:80];
+    if (write__en[11])
+      memory[write__addr][95:88] <= write__data[95:88];
+    if (write__en[12])
+      memory[write__addr][103:96] <= write__data[103:96];
+    if (write__en[13])
+      memory[write__addr][111:104] <= write__data[111:104];
+    if (write__en[14])
+      memory[write__addr][119:112] <= write__data[119:112];
+    if (write__en[15])
+      memory[write__addr][127:120] <= write__data[127:120];
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
+    r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
+    \$1  = read__data;
     if (rst) begin
-      \$15  = 2'h0;
+      \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
-    end
-    if (rst) begin
-      \$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
-    end
-    if (rst) begin
-      \$17  = 3'h0;
-    end
-  end
-  assign w_level = level;
-  assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_addr = write__addr;
+  assign w_data = write__data;
+  assign w_en = write__en;
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, r_rdy, r_data, w_port__data, w_en, level, r_en);
+module \ace_sram_small.sram.bank3 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  reg [127:0] \$1 ;
   input clk;
   wire clk;
-  (* init = 2'h0 *)
-  wire [1:0] consume;
-  output [2:0] level;
-  reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  wire [8:0] r_addr;
   output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
+  reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
-  reg [1:0] r_port__addr = 2'h0;
-  wire [127:0] r_port__data;
-  output r_rdy;
-  wire r_rdy;
+  input [8:0] read__addr;
+  wire [8:0] read__addr;
+  wire [127:0] read__data;
+  input read__en;
+  wire read__en;
   input rst;
   wire rst;
+  wire [8:0] w_addr;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
-  reg [1:0] w_port__addr = 2'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [3:0];
+  wire [15:0] w_en;
+  input [8:0] write__addr;
+  wire [8:0] write__addr;
+  input [127:0] write__data;
+  wire [127:0] write__data;
+  input [15:0] write__en;
+  wire [15:0] write__en;
+  reg [127:0] memory [511:0];
   initial begin
-    storage[0] = 128'h00000000000000000000000000000000;
-    storage[1] = 128'h00000000000000000000000000000000;
-    storage[2] = 128'h00000000000000000000000000000000;
-    storage[3] = 128'h00000000000000000000000000000000;
+    memory[0] = 128'h00000000000000000000000000000000;
+    memory[1] = 128'h00000000000000000000000000000000;
+    memory[2] = 128'h00000000000000000000000000000000;
+    memory[3] = 128'h00000000000000000000000000000000;
+    memory[4] = 128'h00000000000000000000000000000000;
+    memory[5] = 128'h00000000000000000000000000000000;
+    memory[6] = 128'h00000000000000000000000000000000;
+    memory[7] = 128'h00000000000000000000000000000000;
+    memory[8] = 128'h00000000000000000000000000000000;
+    memory[9] = 128'h00000000000000000000000000000000;
+    memory[10] = 128'h00000000000000000000000000000000;
+    memory[11] = 128'h00000000000000000000000000000000;
+    memory[12] = 128'h00000000000000000000000000000000;
+    memory[13] = 128'h00000000000000000000000000000000;
+    memory[14] = 128'h00000000000000000000000000000000;
+    memory[15] = 128'h00000000000000000000000000000000;
+    memory[16] = 128'h00000000000000000000000000000000;
+    memory[17] = 128'h00000000000000000000000000000000;
+    memory[18] = 128'h00000000000000000000000000000000;
+    memory[19] = 128'h00000000000000000000000000000000;
+    memory[20] = 128'h00000000000000000000000000000000;
+    memory[21] = 128'h00000000000000000000000000000000;
+    memory[22] = 128'h00000000000000000000000000000000;
+    memory[23] = 128'h00000000000000000000000000000000;
+    memory[24] = 128'h00000000000000000000000000000000;
+    memory[25] = 128'h00000000000000000000000000000000;
+    memory[26] = 128'h00000000000000000000000000000000;
+    memory[27] = 128'h00000000000000000000000000000000;
+    memory[28] = 128'h00000000000000000000000000000000;
+    memory[29] = 128'h00000000000000000000000000000000;
+    memory[30] = 128'h00000000000000000000000000000000;
+    memory[31] = 128'h00000000000000000000000000000000;
+    memory[32] = 128'h00000000000000000000000000000000;
+    memory[33] = 128'h00000000000000000000000000000000;
+    memory[34] = 128'h00000000000000000000000000000000;
+    memory[35] = 128'h00000000000000000000000000000000;
+    memory[36] = 128'h00000000000000000000000000000000;
+    memory[37] = 128'h00000000000000000000000000000000;
+    memory[38] = 128'h00000000000000000000000000000000;
+    memory[39] = 128'h00000000000000000000000000000000;
+    memory[40] = 128'h00000000000000000000000000000000;
+    memory[41] = 128'h00000000000000000000000000000000;
+    memory[42] = 128'h00000000000000000000000000000000;
+    memory[43] = 128'h00000000000000000000000000000000;
+    memory[44] = 128'h00000000000000000000000000000000;
+    memory[45] = 128'h00000000000000000000000000000000;
+    memory[46] = 128'h00000000000000000000000000000000;
+    memory[47] = 128'h00000000000000000000000000000000;
+    memory[48] = 128'h00000000000000000000000000000000;
+    memory[49] = 128'h00000000000000000000000000000000;
+    memory[50] = 128'h00000000000000000000000000000000;
+    memory[51] = 128'h00000000000000000000000000000000;
+    memory[52] = 128'h00000000000000000000000000000000;
+    memory[53] = 128'h00000000000000000000000000000000;
+    memory[54] = 128'h00000000000000000000000000000000;
+    memory[55] = 128'h00000000000000000000000000000000;
+    memory[56] = 128'h00000000000000000000000000000000;
+    memory[57] = 128'h00000000000000000000000000000000;
+    memory[58] = 128'h00000000000000000000000000000000;
+    memory[59] = 128'h00000000000000000000000000000000;
+    memory[60] = 128'h00000000000000000000000000000000;
+    memory[61] = 128'h00000000000000000000000000000000;
+    memory[62] = 128'h00000000000000000000000000000000;
+    memory[63] = 128'h00000000000000000000000000000000;
+    memory[64] = 128'h00000000000000000000000000000000;
+    memory[65] = 128'h00000000000000000000000000000000;
+    memory[66] = 128'h00000000000000000000000000000000;
+    memory[67] = 128'h00000000000000000000000000000000;
+    memory[68] = 128'h00000000000000000000000000000000;
+    memory[69] = 128'h00000000000000000000000000000000;
+    memory[70] = 128'h00000000000000000000000000000000;
+    memory[71] = 128'h00000000000000000000000000000000;
+    memory[72] = 128'h00000000000000000000000000000000;
+    memory[73] = 128'h00000000000000000000000000000000;
+    memory[74] = 128'h00000000000000000000000000000000;
+    memory[75] = 128'h00000000000000000000000000000000;
+    memory[76] = 128'h00000000000000000000000000000000;
+    memory[77] = 128'h00000000000000000000000000000000;
+    memory[78] = 128'h00000000000000000000000000000000;
+    memory[79] = 128'h00000000000000000000000000000000;
+    memory[80] = 128'h00000000000000000000000000000000;
+    memory[81] = 128'h00000000000000000000000000000000;
+    memory[82] = 128'h00000000000000000000000000000000;
+    memory[83] = 128'h00000000000000000000000000000000;
+    memory[84] = 128'h00000000000000000000000000000000;
+    memory[85] = 128'h00000000000000000000000000000000;
+    memory[86] = 128'h00000000000000000000000000000000;
+    memory[87] = 128'h00000000000000000000000000000000;
+    memory[88] = 128'h00000000000000000000000000000000;
+    memory[89] = 128'h00000000000000000000000000000000;
+    memory[90] = 128'h00000000000000000000000000000000;
+    memory[91] = 128'h00000000000000000000000000000000;
+    memory[92] = 128'h00000000000000000000000000000000;
+    memory[93] = 128'h00000000000000000000000000000000;
+    memory[94] = 128'h00000000000000000000000000000000;
+    memory[95] = 128'h00000000000000000000000000000000;
+    memory[96] = 128'h00000000000000000000000000000000;
+    memory[97] = 128'h00000000000000000000000000000000;
+    memory[98] = 128'h00000000000000000000000000000000;
+    memory[99] = 128'h00000000000000000000000000000000;
+    memory[100] = 128'h00000000000000000000000000000000;
+    memory[101] = 128'h00000000000000000000000000000000;
+    memory[102] = 128'h00000000000000000000000000000000;
+    memory[103] = 128'h00000000000000000000000000000000;
+    memory[104] = 128'h00000000000000000000000000000000;
+    memory[105] = 128'h00000000000000000000000000000000;
+    memory[106] = 128'h00000000000000000000000000000000;
+    memory[107] = 128'h00000000000000000000000000000000;
+    memory[108] = 128'h00000000000000000000000000000000;
+    memory[109] = 128'h00000000000000000000000000000000;
+    memory[110] = 128'h00000000000000000000000000000000;
+    memory[111] = 128'h00000000000000000000000000000000;
+    memory[112] = 128'h00000000000000000000000000000000;
+    memory[113] = 128'h00000000000000000000000000000000;
+    memory[114] = 128'h00000000000000000000000000000000;
+    memory[115] = 128'h00000000000000000000000000000000;
+    memory[116] = 128'h00000000000000000000000000000000;
+    memory[117] = 128'h00000000000000000000000000000000;
+    memory[118] = 128'h00000000000000000000000000000000;
+    memory[119] = 128'h00000000000000000000000000000000;
+    memory[120] = 128'h00000000000000000000000000000000;
+    memory[121] = 128'h00000000000000000000000000000000;
+    memory[122] = 128'h00000000000000000000000000000000;
+    memory[123] = 128'h00000000000000000000000000000000;
+    memory[124] = 128'h00000000000000000000000000000000;
+    memory[125] = 128'h00000000000000000000000000000000;
+    memory[126] = 128'h00000000000000000000000000000000;
+    memory[127] = 128'h00000000000000000000000000000000;
+    memory[128] = 128'h00000000000000000000000000000000;
+    memory[129] = 128'h00000000000000000000000000000000;
+    memory[130] = 128'h00000000000000000000000000000000;
+    memory[131] = 128'h00000000000000000000000000000000;
+    memory[132] = 128'h00000000000000000000000000000000;
+    memory[133] = 128'h00000000000000000000000000000000;
+    memory[134] = 128'h00000000000000000000000000000000;
+    memory[135] = 128'h00000000000000000000000000000000;
+    memory[136] = 128'h00000000000000000000000000000000;
+    memory[137] = 128'h00000000000000000000000000000000;
+    memory[138] = 128'h00000000000000000000000000000000;
+    memory[139] = 128'h00000000000000000000000000000000;
+    memory[140] = 128'h00000000000000000000000000000000;
+    memory[141] = 128'h00000000000000000000000000000000;
+    memory[142] = 128'h00000000000000000000000000000000;
+    memory[143] = 128'h00000000000000000000000000000000;
+    memory[144] = 128'h00000000000000000000000000000000;
+    memory[145] = 128'h00000000000000000000000000000000;
+    memory[146] = 128'h00000000000000000000000000000000;
+    memory[147] = 128'h00000000000000000000000000000000;
+    memory[148] = 128'h00000000000000000000000000000000;
+    memory[149] = 128'h00000000000000000000000000000000;
+    memory[150] = 128'h00000000000000000000000000000000;
+    memory[151] = 128'h00000000000000000000000000000000;
+    memory[152] = 128'h00000000000000000000000000000000;
+    memory[153] = 128'h00000000000000000000000000000000;
+    memory[154] = 128'h00000000000000000000000000000000;
+    memory[155] = 128'h00000000000000000000000000000000;
+    memory[156] = 128'h00000000000000000000000000000000;
+    memory[157] = 128'h00000000000000000000000000000000;
+    memory[158] = 128'h00000000000000000000000000000000;
+    memory[159] = 128'h00000000000000000000000000000000;
+    memory[160] = 128'h00000000000000000000000000000000;
+    memory[161] = 128'h00000000000000000000000000000000;
+    memory[162] = 128'h00000000000000000000000000000000;
+    memory[163] = 128'h00000000000000000000000000000000;
+    memory[164] = 128'h00000000000000000000000000000000;
+    memory[165] = 128'h00000000000000000000000000000000;
+    memory[166] = 128'h00000000000000000000000000000000;
+    memory[167] = 128'h00000000000000000000000000000000;
+    memory[168] = 128'h00000000000000000000000000000000;
+    memory[169] = 128'h00000000000000000000000000000000;
+    memory[170] = 128'h00000000000000000000000000000000;
+    memory[171] = 128'h00000000000000000000000000000000;
+    memory[172] = 128'h00000000000000000000000000000000;
+    memory[173] = 128'h00000000000000000000000000000000;
+    memory[174] = 128'h00000000000000000000000000000000;
+    memory[175] = 128'h00000000000000000000000000000000;
+    memory[176] = 128'h00000000000000000000000000000000;
+    memory[177] = 128'h00000000000000000000000000000000;
+    memory[178] = 128'h00000000000000000000000000000000;
+    memory[179] = 128'h00000000000000000000000000000000;
+    memory[180] = 128'h00000000000000000000000000000000;
+    memory[181] = 128'h00000000000000000000000000000000;
+    memory[182] = 128'h00000000000000000000000000000000;
+    memory[183] = 128'h00000000000000000000000000000000;
+    memory[184] = 128'h00000000000000000000000000000000;
+    memory[185] = 128'h00000000000000000000000000000000;
+    memory[186] = 128'h00000000000000000000000000000000;
+    memory[187] = 128'h00000000000000000000000000000000;
+    memory[188] = 128'h00000000000000000000000000000000;
+    memory[189] = 128'h00000000000000000000000000000000;
+    memory[190] = 128'h00000000000000000000000000000000;
+    memory[191] = 128'h00000000000000000000000000000000;
+    memory[192] = 128'h00000000000000000000000000000000;
+    memory[193] = 128'h00000000000000000000000000000000;
+    memory[194] = 128'h00000000000000000000000000000000;
+    memory[195] = 128'h00000000000000000000000000000000;
+    memory[196] = 128'h00000000000000000000000000000000;
+    memory[197] = 128'h00000000000000000000000000000000;
+    memory[198] = 128'h00000000000000000000000000000000;
+    memory[199] = 128'h00000000000000000000000000000000;
+    memory[200] = 128'h00000000000000000000000000000000;
+    memory[201] = 128'h00000000000000000000000000000000;
+    memory[202] = 128'h00000000000000000000000000000000;
+    memory[203] = 128'h00000000000000000000000000000000;
+    memory[204] = 128'h00000000000000000000000000000000;
+    memory[205] = 128'h00000000000000000000000000000000;
+    memory[206] = 128'h00000000000000000000000000000000;
+    memory[207] = 128'h00000000000000000000000000000000;
+    memory[208] = 128'h00000000000000000000000000000000;
+    memory[209] = 128'h00000000000000000000000000000000;
+    memory[210] = 128'h00000000000000000000000000000000;
+    memory[211] = 128'h00000000000000000000000000000000;
+    memory[212] = 128'h00000000000000000000000000000000;
+    memory[213] = 128'h00000000000000000000000000000000;
+    memory[214] = 128'h00000000000000000000000000000000;
+    memory[215] = 128'h00000000000000000000000000000000;
+    memory[216] = 128'h00000000000000000000000000000000;
+    memory[217] = 128'h00000000000000000000000000000000;
+    memory[218] = 128'h00000000000000000000000000000000;
+    memory[219] = 128'h00000000000000000000000000000000;
+    memory[220] = 128'h00000000000000000000000000000000;
+    memory[221] = 128'h00000000000000000000000000000000;
+    memory[222] = 128'h00000000000000000000000000000000;
+    memory[223] = 128'h00000000000000000000000000000000;
+    memory[224] = 128'h00000000000000000000000000000000;
+    memory[225] = 128'h00000000000000000000000000000000;
+    memory[226] = 128'h00000000000000000000000000000000;
+    memory[227] = 128'h00000000000000000000000000000000;
+    memory[228] = 128'h00000000000000000000000000000000;
+    memory[229] = 128'h00000000000000000000000000000000;
+    memory[230] = 128'h00000000000000000000000000000000;
+    memory[231] = 128'h00000000000000000000000000000000;
+    memory[232] = 128'h00000000000000000000000000000000;
+    memory[233] = 128'h00000000000000000000000000000000;
+    memory[234] = 128'h00000000000000000000000000000000;
+    memory[235] = 128'h00000000000000000000000000000000;
+    memory[236] = 128'h00000000000000000000000000000000;
+    memory[237] = 128'h00000000000000000000000000000000;
+    memory[238] = 128'h00000000000000000000000000000000;
+    memory[239] = 128'h00000000000000000000000000000000;
+    memory[240] = 128'h00000000000000000000000000000000;
+    memory[241] = 128'h00000000000000000000000000000000;
+    memory[242] = 128'h00000000000000000000000000000000;
+    memory[243] = 128'h00000000000000000000000000000000;
+    memory[244] = 128'h00000000000000000000000000000000;
+    memory[245] = 128'h00000000000000000000000000000000;
+    memory[246] = 128'h00000000000000000000000000000000;
+    memory[247] = 128'h00000000000000000000000000000000;
+    memory[248] = 128'h00000000000000000000000000000000;
+    memory[249] = 128'h00000000000000000000000000000000;
+    memory[250] = 128'h00000000000000000000000000000000;
+    memory[251] = 128'h00000000000000000000000000000000;
+    memory[252] = 128'h00000000000000000000000000000000;
+    memory[253] = 128'h00000000000000000000000000000000;
+    memory[254] = 128'h00000000000000000000000000000000;
+    memory[255] = 128'h00000000000000000000000000000000;
+    memory[256] = 128'h00000000000000000000000000000000;
+    memory[257] = 128'h00000000000000000000000000000000;
+    memory[258] = 128'h00000000000000000000000000000000;
+    memory[259] = 128'h00000000000000000000000000000000;
+    memory[260] = 128'h00000000000000000000000000000000;
+    memory[261] = 128'h00000000000000000000000000000000;
+    memory[262] = 128'h00000000000000000000000000000000;
+    memory[263] = 128'h00000000000000000000000000000000;
+    memory[264] = 128'h00000000000000000000000000000000;
+    memory[265] = 128'h00000000000000000000000000000000;
+    memory[266] = 128'h00000000000000000000000000000000;
+    memory[267] = 128'h00000000000000000000000000000000;
+    memory[268] = 128'h00000000000000000000000000000000;
+    memory[269] = 128'h00000000000000000000000000000000;
+    memory[270] = 128'h00000000000000000000000000000000;
+    memory[271] = 128'h00000000000000000000000000000000;
+    memory[272] = 128'h00000000000000000000000000000000;
+    memory[273] = 128'h00000000000000000000000000000000;
+    memory[274] = 128'h00000000000000000000000000000000;
+    memory[275] = 128'h00000000000000000000000000000000;
+    memory[276] = 128'h00000000000000000000000000000000;
+    memory[277] = 128'h00000000000000000000000000000000;
+    memory[278] = 128'h00000000000000000000000000000000;
+    memory[279] = 128'h00000000000000000000000000000000;
+    memory[280] = 128'h00000000000000000000000000000000;
+    memory[281] = 128'h00000000000000000000000000000000;
+    memory[282] = 128'h00000000000000000000000000000000;
+    memory[283] = 128'h00000000000000000000000000000000;
+    memory[284] = 128'h00000000000000000000000000000000;
+    memory[285] = 128'h00000000000000000000000000000000;
+    memory[286] = 128'h00000000000000000000000000000000;
+    memory[287] = 128'h00000000000000000000000000000000;
+    memory[288] = 128'h00000000000000000000000000000000;
+    memory[289] = 128'h00000000000000000000000000000000;
+    memory[290] = 128'h00000000000000000000000000000000;
+    memory[291] = 128'h00000000000000000000000000000000;
+    memory[292] = 128'h00000000000000000000000000000000;
+    memory[293] = 128'h00000000000000000000000000000000;
+    memory[294] = 128'h00000000000000000000000000000000;
+    memory[295] = 128'h00000000000000000000000000000000;
+    memory[296] = 128'h00000000000000000000000000000000;
+    memory[297] = 128'h00000000000000000000000000000000;
+    memory[298] = 128'h00000000000000000000000000000000;
+    memory[299] = 128'h00000000000000000000000000000000;
+    memory[300] = 128'h00000000000000000000000000000000;
+    memory[301] = 128'h00000000000000000000000000000000;
+    memory[302] = 128'h00000000000000000000000000000000;
+    memory[303] = 128'h00000000000000000000000000000000;
+    memory[304] = 128'h00000000000000000000000000000000;
+    memory[305] = 128'h00000000000000000000000000000000;
+    memory[306] = 128'h00000000000000000000000000000000;
+    memory[307] = 128'h00000000000000000000000000000000;
+    memory[308] = 128'h00000000000000000000000000000000;
+    memory[309] = 128'h00000000000000000000000000000000;
+    memory[310] = 128'h00000000000000000000000000000000;
+    memory[311] = 128'h00000000000000000000000000000000;
+    memory[312] = 128'h00000000000000000000000000000000;
+    memory[313] = 128'h00000000000000000000000000000000;
+    memory[314] = 128'h00000000000000000000000000000000;
+    memory[315] = 128'h00000000000000000000000000000000;
+    memory[316] = 128'h00000000000000000000000000000000;
+    memory[317] = 128'h00000000000000000000000000000000;
+    memory[318] = 128'h00000000000000000000000000000000;
+    memory[319] = 128'h00000000000000000000000000000000;
+    memory[320] = 128'h00000000000000000000000000000000;
+    memory[321] = 128'h00000000000000000000000000000000;
+    memory[322] = 128'h00000000000000000000000000000000;
+    memory[323] = 128'h00000000000000000000000000000000;
+    memory[324] = 128'h00000000000000000000000000000000;
+    memory[325] = 128'h00000000000000000000000000000000;
+    memory[326] = 128'h00000000000000000000000000000000;
+    memory[327] = 128'h00000000000000000000000000000000;
+    memory[328] = 128'h00000000000000000000000000000000;
+    memory[329] = 128'h00000000000000000000000000000000;
+    memory[330] = 128'h00000000000000000000000000000000;
+    memory[331] = 128'h00000000000000000000000000000000;
+    memory[332] = 128'h00000000000000000000000000000000;
+    memory[333] = 128'h00000000000000000000000000000000;
+    memory[334] = 128'h00000000000000000000000000000000;
+    memory[335] = 128'h00000000000000000000000000000000;
+    memory[336] = 128'h00000000000000000000000000000000;
+    memory[337] = 128'h00000000000000000000000000000000;
+    memory[338] = 128'h00000000000000000000000000000000;
+    memory[339] = 128'h00000000000000000000000000000000;
+    memory[340] = 128'h00000000000000000000000000000000;
+    memory[341] = 128'h00000000000000000000000000000000;
+    memory[342] = 128'h00000000000000000000000000000000;
+    memory[343] = 128'h00000000000000000000000000000000;
+    memory[344] = 128'h00000000000000000000000000000000;
+    memory[345] = 128'h00000000000000000000000000000000;
+    memory[346] = 128'h00000000000000000000000000000000;
+    memory[347] = 128'h00000000000000000000000000000000;
+    memory[348] = 128'h00000000000000000000000000000000;
+    memory[349] = 128'h00000000000000000000000000000000;
+    memory[350] = 128'h00000000000000000000000000000000;
+    memory[351] = 128'h00000000000000000000000000000000;
+    memory[352] = 128'h00000000000000000000000000000000;
+    memory[353] = 128'h00000000000000000000000000000000;
+    memory[354] = 128'h00000000000000000000000000000000;
+    memory[355] = 128'h00000000000000000000000000000000;
+    memory[356] = 128'h00000000000000000000000000000000;
+    memory[357] = 128'h00000000000000000000000000000000;
+    memory[358] = 128'h00000000000000000000000000000000;
+    memory[359] = 128'h00000000000000000000000000000000;
+    memory[360] = 128'h00000000000000000000000000000000;
+    memory[361] = 128'h00000000000000000000000000000000;
+    memory[362] = 128'h00000000000000000000000000000000;
+    memory[363] = 128'h00000000000000000000000000000000;
+    memory[364] = 128'h00000000000000000000000000000000;
+    memory[365] = 128'h00000000000000000000000000000000;
+    memory[366] = 128'h00000000000000000000000000000000;
+    memory[367] = 128'h00000000000000000000000000000000;
+    memory[368] = 128'h00000000000000000000000000000000;
+    memory[369] = 128'h00000000000000000000000000000000;
+    memory[370] = 128'h00000000000000000000000000000000;
+    memory[371] = 128'h00000000000000000000000000000000;
+    memory[372] = 128'h00000000000000000000000000000000;
+    memory[373] = 128'h00000000000000000000000000000000;
+    memory[374] = 128'h00000000000000000000000000000000;
+    memory[375] = 128'h00000000000000000000000000000000;
+    memory[376] = 128'h00000000000000000000000000000000;
+    memory[377] = 128'h00000000000000000000000000000000;
+    memory[378] = 128'h00000000000000000000000000000000;
+    memory[379] = 128'h00000000000000000000000000000000;
+    memory[380] = 128'h00000000000000000000000000000000;
+    memory[381] = 128'h00000000000000000000000000000000;
+    memory[382] = 128'h00000000000000000000000000000000;
+    memory[383] = 128'h00000000000000000000000000000000;
+    memory[384] = 128'h00000000000000000000000000000000;
+    memory[385] = 128'h00000000000000000000000000000000;
+    memory[386] = 128'h00000000000000000000000000000000;
+    memory[387] = 128'h00000000000000000000000000000000;
+    memory[388] = 128'h00000000000000000000000000000000;
+    memory[389] = 128'h00000000000000000000000000000000;
+    memory[390] = 128'h00000000000000000000000000000000;
+    memory[391] = 128'h00000000000000000000000000000000;
+    memory[392] = 128'h00000000000000000000000000000000;
+    memory[393] = 128'h00000000000000000000000000000000;
+    memory[394] = 128'h00000000000000000000000000000000;
+    memory[395] = 128'h00000000000000000000000000000000;
+    memory[396] = 128'h00000000000000000000000000000000;
+    memory[397] = 128'h00000000000000000000000000000000;
+    memory[398] = 128'h00000000000000000000000000000000;
+    memory[399] = 128'h00000000000000000000000000000000;
+    memory[400] = 128'h00000000000000000000000000000000;
+    memory[401] = 128'h00000000000000000000000000000000;
+    memory[402] = 128'h00000000000000000000000000000000;
+    memory[403] = 128'h00000000000000000000000000000000;
+    memory[404] = 128'h00000000000000000000000000000000;
+    memory[405] = 128'h00000000000000000000000000000000;
+    memory[406] = 128'h00000000000000000000000000000000;
+    memory[407] = 128'h00000000000000000000000000000000;
+    memory[408] = 128'h00000000000000000000000000000000;
+    memory[409] = 128'h00000000000000000000000000000000;
+    memory[410] = 128'h00000000000000000000000000000000;
+    memory[411] = 128'h00000000000000000000000000000000;
+    memory[412] = 128'h00000000000000000000000000000000;
+    memory[413] = 128'h00000000000000000000000000000000;
+    memory[414] = 128'h00000000000000000000000000000000;
+    memory[415] = 128'h00000000000000000000000000000000;
+    memory[416] = 128'h00000000000000000000000000000000;
+    memory[417] = 128'h00000000000000000000000000000000;
+    memory[418] = 128'h00000000000000000000000000000000;
+    memory[419] = 128'h00000000000000000000000000000000;
+    memory[420] = 128'h00000000000000000000000000000000;
+    memory[421] = 128'h00000000000000000000000000000000;
+    memory[422] = 128'h00000000000000000000000000000000;
+    memory[423] = 128'h00000000000000000000000000000000;
+    memory[424] = 128'h00000000000000000000000000000000;
+    memory[425] = 128'h00000000000000000000000000000000;
+    memory[426] = 128'h00000000000000000000000000000000;
+    memory[427] = 128'h00000000000000000000000000000000;
+    memory[428] = 128'h00000000000000000000000000000000;
+    memory[429] = 128'h00000000000000000000000000000000;
+    memory[430] = 128'h00000000000000000000000000000000;
+    memory[431] = 128'h00000000000000000000000000000000;
+    memory[432] = 128'h00000000000000000000000000000000;
+    memory[433] = 128'h00000000000000000000000000000000;
+    memory[434] = 128'h00000000000000000000000000000000;
+    memory[435] = 128'h00000000000000000000000000000000;
+    memory[436] = 128'h00000000000000000000000000000000;
+    memory[437] = 128'h00000000000000000000000000000000;
+    memory[438] = 128'h00000000000000000000000000000000;
+    memory[439] = 128'h00000000000000000000000000000000;
+    memory[440] = 128'h00000000000000000000000000000000;
+    memory[441] = 128'h00000000000000000000000000000000;
+    memory[442] = 128'h00000000000000000000000000000000;
+    memory[443] = 128'h00000000000000000000000000000000;
+    memory[444] = 128'h00000000000000000000000000000000;
+    memory[445] = 128'h00000000000000000000000000000000;
+    memory[446] = 128'h00000000000000000000000000000000;
+    memory[447] = 128'h00000000000000000000000000000000;
+    memory[448] = 128'h00000000000000000000000000000000;
+    memory[449] = 128'h00000000000000000000000000000000;
+    memory[450] = 128'h00000000000000000000000000000000;
+    memory[451] = 128'h00000000000000000000000000000000;
+    memory[452] = 128'h00000000000000000000000000000000;
+    memory[453] = 128'h00000000000000000000000000000000;
+    memory[454] = 128'h00000000000000000000000000000000;
+    memory[455] = 128'h00000000000000000000000000000000;
+    memory[456] = 128'h00000000000000000000000000000000;
+    memory[457] = 128'h00000000000000000000000000000000;
+    memory[458] = 128'h00000000000000000000000000000000;
+    memory[459] = 128'h00000000000000000000000000000000;
+    memory[460] = 128'h00000000000000000000000000000000;
+    memory[461] = 128'h00000000000000000000000000000000;
+    memory[462] = 128'h00000000000000000000000000000000;
+    memory[463] = 128'h00000000000000000000000000000000;
+    memory[464] = 128'h00000000000000000000000000000000;
+    memory[465] = 128'h00000000000000000000000000000000;
+    memory[466] = 128'h00000000000000000000000000000000;
+    memory[467] = 128'h00000000000000000000000000000000;
+    memory[468] = 128'h00000000000000000000000000000000;
+    memory[469] = 128'h00000000000000000000000000000000;
+    memory[470] = 128'h00000000000000000000000000000000;
+    memory[471] = 128'h00000000000000000000000000000000;
+    memory[472] = 128'h00000000000000000000000000000000;
+    memory[473] = 128'h00000000000000000000000000000000;
+    memory[474] = 128'h00000000000000000000000000000000;
+    memory[475] = 128'h00000000000000000000000000000000;
+    memory[476] = 128'h00000000000000000000000000000000;
+    memory[477] = 128'h00000000000000000000000000000000;
+    memory[478] = 128'h00000000000000000000000000000000;
+    memory[479] = 128'h00000000000000000000000000000000;
+    memory[480] = 128'h00000000000000000000000000000000;
+    memory[481] = 128'h00000000000000000000000000000000;
+    memory[482] = 128'h00000000000000000000000000000000;
+    memory[483] = 128'h00000000000000000000000000000000;
+    memory[484] = 128'h00000000000000000000000000000000;
+    memory[485] = 128'h00000000000000000000000000000000;
+    memory[486] = 128'h00000000000000000000000000000000;
+    memory[487] = 128'h00000000000000000000000000000000;
+    memory[488] = 128'h00000000000000000000000000000000;
+    memory[489] = 128'h00000000000000000000000000000000;
+    memory[490] = 128'h00000000000000000000000000000000;
+    memory[491] = 128'h00000000000000000000000000000000;
+    memory[492] = 128'h00000000000000000000000000000000;
+    memory[493] = 128'h00000000000000000000000000000000;
+    memory[494] = 128'h00000000000000000000000000000000;
+    memory[495] = 128'h00000000000000000000000000000000;
+    memory[496] = 128'h00000000000000000000000000000000;
+    memory[497] = 128'h00000000000000000000000000000000;
+    memory[498] = 128'h00000000000000000000000000000000;
+    memory[499] = 128'h00000000000000000000000000000000;
+    memory[500] = 128'h00000000000000000000000000000000;
+    memory[501] = 128'h00000000000000000000000000000000;
+    memory[502] = 128'h00000000000000000000000000000000;
+    memory[503] = 128'h00000000000000000000000000000000;
+    memory[504] = 128'h00000000000000000000000000000000;
+    memory[505] = 128'h00000000000000000000000000000000;
+    memory[506] = 128'h00000000000000000000000000000000;
+    memory[507] = 128'h00000000000000000000000000000000;
+    memory[508] = 128'h00000000000000000000000000000000;
+    memory[509] = 128'h00000000000000000000000000000000;
+    memory[510] = 128'h00000000000000000000000000000000;
+    memory[511] = 128'h00000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en[0])
+      memory[write__addr][7:0] <= write__data[7:0];
+    if (write__en[1])
+      memory[write__addr][15:8] <= write__data[15:8];
+    if (write__en[2])
+      memory[write__addr][23:16] <= write__data[23:16];
+    if (write__en[3])
+      memory[write__addr][31:24] <= write__data[31:24];
+    if (write__en[4])
+      memory[write__addr][39:32] <= write__data[39:32];
+    if (write__en[5])
+      memory[write__addr][47:40] <= write__data[47:40];
+    if (write__en[6])
+      memory[write__addr][55:48] <= write__data[55:48];
+    if (write__en[7])
+      memory[write__addr][63:56] <= write__data[63:56];
+    if (write__en[8])
+      memory[write__addr][71:64] <= write__data[71:64];
+    if (write__en[9])
+      memory[write__addr][79:72] <= write__data[79:72];
+    if (write__en[10])
+      memory[write__addr][87:80] <= write__data[87:80];
+    if (write__en[11])
+      memory[write__addr][95:88] <= write__data[95:88];
+    if (write__en[12])
+      memory[write__addr][103:96] <= write__data[103:96];
+    if (write__en[13])
+      memory[write__addr][111:104] <= write__data[111:104];
+    if (write__en[14])
+      memory[write__addr][119:112] <= write__data[119:112];
+    if (write__en[15])
+      memory[write__addr][127:120] <= write__data[127:120];
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
+    r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
+    \$1  = read__data;
     if (rst) begin
-      \$15  = 2'h0;
+      \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
-    end
-    if (rst) begin
-      \$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
-    end
-    if (rst) begin
-      \$17  = 3'h0;
-    end
-  end
-  assign w_level = level;
-  assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_addr = write__addr;
+  assign w_data = write__data;
+  assign w_en = write__en;
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, r_rdy, r_data, w_port__data, w_en, level, r_en);
+module \ace_sram_small.sram.bank4 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
-  wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [3:0] \$9 ;
+  reg [127:0] \$1 ;
   input clk;
   wire clk;
-  (* init = 2'h0 *)
-  wire [1:0] consume;
-  output [2:0] level;
-  reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  wire [8:0] r_addr;
   output [127:0] r_data;
-  wire [127:0] r_data;
-  input r_en;
+  reg [127:0] r_data = 128'h00000000000000000000000000000000;
   wire r_en;
-  (* init = 3'h0 *)
-  wire [2:0] r_level;
-  reg [1:0] r_port__addr = 2'h0;
-  wire [127:0] r_port__data;
-  output r_rdy;
-  wire r_rdy;
+  input [8:0] read__addr;
+  wire [8:0] read__addr;
+  wire [127:0] read__data;
+  input read__en;
+  wire read__en;
   input rst;
   wire rst;
+  wire [8:0] w_addr;
   wire [127:0] w_data;
-  input w_en;
-  wire w_en;
-  (* init = 3'h0 *)
-  wire [2:0] w_level;
-  reg [1:0] w_port__addr = 2'h0;
-  input [127:0] w_port__data;
-  wire [127:0] w_port__data;
-  wire w_port__en;
-  wire w_rdy;
-  reg [127:0] storage [3:0];
+  wire [15:0] w_en;
+  input [8:0] write__addr;
+  wire [8:0] write__addr;
+  input [127:0] write__data;
+  wire [127:0] write__data;
+  input [15:0] write__en;
+  wire [15:0] write__en;
+  reg [127:0] memory [511:0];
   initial begin
-    storage[0] = 128'h00000000000000000000000000000000;
-    storage[1] = 128'h00000000000000000000000000000000;
-    storage[2] = 128'h00000000000000000000000000000000;
-    storage[3] = 128'h00000000000000000000000000000000;
+    memory[0] = 128'h00000000000000000000000000000000;
+    memory[1] = 128'h00000000000000000000000000000000;
+    memory[2] = 128'h00000000000000000000000000000000;
+    memory[3] = 128'h00000000000000000000000000000000;
+    memory[4] = 128'h00000000000000000000000000000000;
+    memory[5] = 128'h00000000000000000000000000000000;
+    memory[6] = 128'h00000000000000000000000000000000;
+    memory[7] = 128'h00000000000000000000000000000000;
+    memory[8] = 128'h00000000000000000000000000000000;
+    memory[9] = 128'h00000000000000000000000000000000;
+    memory[10] = 128'h00000000000000000000000000000000;
+    memory[11] = 128'h00000000000000000000000000000000;
+    memory[12] = 128'h00000000000000000000000000000000;
+    memory[13] = 128'h00000000000000000000000000000000;
+    memory[14] = 128'h00000000000000000000000000000000;
+    memory[15] = 128'h00000000000000000000000000000000;
+    memory[16] = 128'h00000000000000000000000000000000;
+    memory[17] = 128'h00000000000000000000000000000000;
+    memory[18] = 128'h00000000000000000000000000000000;
+    memory[19] = 128'h00000000000000000000000000000000;
+    memory[20] = 128'h00000000000000000000000000000000;
+    memory[21] = 128'h00000000000000000000000000000000;
+    memory[22] = 128'h00000000000000000000000000000000;
+    memory[23] = 128'h00000000000000000000000000000000;
+    memory[24] = 128'h00000000000000000000000000000000;
+    memory[25] = 128'h00000000000000000000000000000000;
+    memory[26] = 128'h00000000000000000000000000000000;
+    memory[27] = 128'h00000000000000000000000000000000;
+    memory[28] = 128'h00000000000000000000000000000000;
+    memory[29] = 128'h00000000000000000000000000000000;
+    memory[30] = 128'h00000000000000000000000000000000;
+    memory[31] = 128'h00000000000000000000000000000000;
+    memory[32] = 128'h00000000000000000000000000000000;
+    memory[33] = 128'h00000000000000000000000000000000;
+    memory[34] = 128'h00000000000000000000000000000000;
+    memory[35] = 128'h00000000000000000000000000000000;
+    memory[36] = 128'h00000000000000000000000000000000;
+    memory[37] = 128'h00000000000000000000000000000000;
+    memory[38] = 128'h00000000000000000000000000000000;
+    memory[39] = 128'h00000000000000000000000000000000;
+    memory[40] = 128'h00000000000000000000000000000000;
+    memory[41] = 128'h00000000000000000000000000000000;
+    memory[42] = 128'h00000000000000000000000000000000;
+    memory[43] = 128'h00000000000000000000000000000000;
+    memory[44] = 128'h00000000000000000000000000000000;
+    memory[45] = 128'h00000000000000000000000000000000;
+    memory[46] = 128'h00000000000000000000000000000000;
+    memory[47] = 128'h00000000000000000000000000000000;
+    memory[48] = 128'h00000000000000000000000000000000;
+    memory[49] = 128'h00000000000000000000000000000000;
+    memory[50] = 128'h00000000000000000000000000000000;
+    memory[51] = 128'h00000000000000000000000000000000;
+    memory[52] = 128'h00000000000000000000000000000000;
+    memory[53] = 128'h00000000000000000000000000000000;
+    memory[54] = 128'h00000000000000000000000000000000;
+    memory[55] = 128'h00000000000000000000000000000000;
+    memory[56] = 128'h00000000000000000000000000000000;
+    memory[57] = 128'h00000000000000000000000000000000;
+    memory[58] = 128'h00000000000000000000000000000000;
+    memory[59] = 128'h00000000000000000000000000000000;
+    memory[60] = 128'h00000000000000000000000000000000;
+    memory[61] = 128'h00000000000000000000000000000000;
+    memory[62] = 128'h00000000000000000000000000000000;
+    memory[63] = 128'h00000000000000000000000000000000;
+    memory[64] = 128'h00000000000000000000000000000000;
+    memory[65] = 128'h00000000000000000000000000000000;
+    memory[66] = 128'h00000000000000000000000000000000;
+    memory[67] = 128'h00000000000000000000000000000000;
+    memory[68] = 128'h00000000000000000000000000000000;
+    memory[69] = 128'h00000000000000000000000000000000;
+    memory[70] = 128'h00000000000000000000000000000000;
+    memory[71] = 128'h00000000000000000000000000000000;
+    memory[72] = 128'h00000000000000000000000000000000;
+    memory[73] = 128'h00000000000000000000000000000000;
+    memory[74] = 128'h00000000000000000000000000000000;
+    memory[75] = 128'h00000000000000000000000000000000;
+    memory[76] = 128'h00000000000000000000000000000000;
+    memory[77] = 128'h00000000000000000000000000000000;
+    memory[78] = 128'h00000000000000000000000000000000;
+    memory[79] = 128'h00000000000000000000000000000000;
+    memory[80] = 128'h00000000000000000000000000000000;
+    memory[81] = 128'h00000000000000000000000000000000;
+    memory[82] = 128'h00000000000000000000000000000000;
+    memory[83] = 128'h00000000000000000000000000000000;
+    memory[84] = 128'h00000000000000000000000000000000;
+    memory[85] = 128'h00000000000000000000000000000000;
+    memory[86] = 128'h00000000000000000000000000000000;
+    memory[87] = 128'h00000000000000000000000000000000;
+    memory[88] = 128'h00000000000000000000000000000000;
+    memory[89] = 128'h00000000000000000000000000000000;
+    memory[90] = 128'h00000000000000000000000000000000;
+    memory[91] = 128'h00000000000000000000000000000000;
+    memory[92] = 128'h00000000000000000000000000000000;
+    memory[93] = 128'h00000000000000000000000000000000;
+    memory[94] = 128'h00000000000000000000000000000000;
+    memory[95] = 128'h00000000000000000000000000000000;
+    memory[96] = 128'h00000000000000000000000000000000;
+    memory[97] = 128'h00000000000000000000000000000000;
+    memory[98] = 128'h00000000000000000000000000000000;
+    memory[99] = 128'h00000000000000000000000000000000;
+    memory[100] = 128'h00000000000000000000000000000000;
+    memory[101] = 128'h00000000000000000000000000000000;
+    memory[102] = 128'h00000000000000000000000000000000;
+    memory[103] = 128'h00000000000000000000000000000000;
+    memory[104] = 128'h00000000000000000000000000000000;
+    memory[105] = 128'h00000000000000000000000000000000;
+    memory[106] = 128'h00000000000000000000000000000000;
+    memory[107] = 128'h00000000000000000000000000000000;
+    memory[108] = 128'h00000000000000000000000000000000;
+    memory[109] = 128'h00000000000000000000000000000000;
+    memory[110] = 128'h00000000000000000000000000000000;
+    memory[111] = 128'h00000000000000000000000000000000;
+    memory[112] = 128'h00000000000000000000000000000000;
+    memory[113] = 128'h00000000000000000000000000000000;
+    memory[114] = 128'h00000000000000000000000000000000;
+    memory[115] = 128'h00000000000000000000000000000000;
+    memory[116] = 128'h00000000000000000000000000000000;
+    memory[117] = 128'h00000000000000000000000000000000;
+    memory[118] = 128'h00000000000000000000000000000000;
+    memory[119] = 128'h00000000000000000000000000000000;
+    memory[120] = 128'h00000000000000000000000000000000;
+    memory[121] = 128'h00000000000000000000000000000000;
+    memory[122] = 128'h00000000000000000000000000000000;
+    memory[123] = 128'h00000000000000000000000000000000;
+    memory[124] = 128'h00000000000000000000000000000000;
+    memory[125] = 128'h00000000000000000000000000000000;
+    memory[126] = 128'h00000000000000000000000000000000;
+    memory[127] = 128'h00000000000000000000000000000000;
+    memory[128] = 128'h00000000000000000000000000000000;
+    memory[129] = 128'h00000000000000000000000000000000;
+    memory[130] = 128'h00000000000000000000000000000000;
+    memory[131] = 128'h00000000000000000000000000000000;
+    memory[132] = 128'h00000000000000000000000000000000;
+    memory[133] = 128'h00000000000000000000000000000000;
+    memory[134] = 128'h00000000000000000000000000000000;
+    memory[135] = 128'h00000000000000000000000000000000;
+    memory[136] = 128'h00000000000000000000000000000000;
+    memory[137] = 128'h00000000000000000000000000000000;
+    memory[138] = 128'h00000000000000000000000000000000;
+    memory[139] = 128'h00000000000000000000000000000000;
+    memory[140] = 128'h00000000000000000000000000000000;
+    memory[141] = 128'h00000000000000000000000000000000;
+    memory[142] = 128'h00000000000000000000000000000000;
+    memory[143] = 128'h00000000000000000000000000000000;
+    memory[144] = 128'h00000000000000000000000000000000;
+    memory[145] = 128'h00000000000000000000000000000000;
+    memory[146] = 128'h00000000000000000000000000000000;
+    memory[147] = 128'h00000000000000000000000000000000;
+    memory[148] = 128'h00000000000000000000000000000000;
+    memory[149] = 128'h00000000000000000000000000000000;
+    memory[150] = 128'h00000000000000000000000000000000;
+    memory[151] = 128'h00000000000000000000000000000000;
+    memory[152] = 128'h00000000000000000000000000000000;
+    memory[153] = 128'h00000000000000000000000000000000;
+    memory[154] = 128'h00000000000000000000000000000000;
+    memory[155] = 128'h00000000000000000000000000000000;
+    memory[156] = 128'h00000000000000000000000000000000;
+    memory[157] = 128'h00000000000000000000000000000000;
+    memory[158] = 128'h00000000000000000000000000000000;
+    memory[159] = 128'h00000000000000000000000000000000;
+    memory[160] = 128'h00000000000000000000000000000000;
+    memory[161] = 128'h00000000000000000000000000000000;
+    memory[162] = 128'h00000000000000000000000000000000;
+    memory[163] = 128'h00000000000000000000000000000000;
+    memory[164] = 128'h00000000000000000000000000000000;
+    memory[165] = 128'h00000000000000000000000000000000;
+    memory[166] = 128'h00000000000000000000000000000000;
+    memory[167] = 128'h00000000000000000000000000000000;
+    memory[168] = 128'h00000000000000000000000000000000;
+    memory[169] = 128'h00000000000000000000000000000000;
+    memory[170] = 128'h00000000000000000000000000000000;
+    memory[171] = 128'h00000000000000000000000000000000;
+    memory[172] = 128'h00000000000000000000000000000000;
+    memory[173] = 128'h00000000000000000000000000000000;
+    memory[174] = 128'h00000000000000000000000000000000;
+    memory[175] = 128'h00000000000000000000000000000000;
+    memory[176] = 128'h00000000000000000000000000000000;
+    memory[177] = 128'h00000000000000000000000000000000;
+    memory[178] = 128'h00000000000000000000000000000000;
+    memory[179] = 128'h00000000000000000000000000000000;
+    memory[180] = 128'h00000000000000000000000000000000;
+    memory[181] = 128'h00000000000000000000000000000000;
+    memory[182] = 128'h00000000000000000000000000000000;
+    memory[183] = 128'h00000000000000000000000000000000;
+    memory[184] = 128'h00000000000000000000000000000000;
+    memory[185] = 128'h00000000000000000000000000000000;
+    memory[186] = 128'h00000000000000000000000000000000;
+    memory[187] = 128'h00000000000000000000000000000000;
+    memory[188] = 128'h00000000000000000000000000000000;
+    memory[189] = 128'h00000000000000000000000000000000;
+    memory[190] = 128'h00000000000000000000000000000000;
+    memory[191] = 128'h00000000000000000000000000000000;
+    memory[192] = 128'h00000000000000000000000000000000;
+    memory[193] = 128'h00000000000000000000000000000000;
+    memory[194] = 128'h00000000000000000000000000000000;
+    memory[195] = 128'h00000000000000000000000000000000;
+    memory[196] = 128'h00000000000000000000000000000000;
+    memory[197] = 128'h00000000000000000000000000000000;
+    memory[198] = 128'h00000000000000000000000000000000;
+    memory[199] = 128'h00000000000000000000000000000000;
+    memory[200] = 128'h00000000000000000000000000000000;
+    memory[201] = 128'h00000000000000000000000000000000;
+    memory[202] = 128'h00000000000000000000000000000000;
+    memory[203] = 128'h00000000000000000000000000000000;
+    memory[204] = 128'h00000000000000000000000000000000;
+    memory[205] = 128'h00000000000000000000000000000000;
+    memory[206] = 128'h00000000000000000000000000000000;
+    memory[207] = 128'h00000000000000000000000000000000;
+    memory[208] = 128'h00000000000000000000000000000000;
+    memory[209] = 128'h00000000000000000000000000000000;
+    memory[210] = 128'h00000000000000000000000000000000;
+    memory[211] = 128'h00000000000000000000000000000000;
+    memory[212] = 128'h00000000000000000000000000000000;
+    memory[213] = 128'h00000000000000000000000000000000;
+    memory[214] = 128'h00000000000000000000000000000000;
+    memory[215] = 128'h00000000000000000000000000000000;
+    memory[216] = 128'h00000000000000000000000000000000;
+    memory[217] = 128'h00000000000000000000000000000000;
+    memory[218] = 128'h00000000000000000000000000000000;
+    memory[219] = 128'h00000000000000000000000000000000;
+    memory[220] = 128'h00000000000000000000000000000000;
+    memory[221] = 128'h00000000000000000000000000000000;
+    memory[222] = 128'h00000000000000000000000000000000;
+    memory[223] = 128'h00000000000000000000000000000000;
+    memory[224] = 128'h00000000000000000000000000000000;
+    memory[225] = 128'h00000000000000000000000000000000;
+    memory[226] = 128'h00000000000000000000000000000000;
+    memory[227] = 128'h00000000000000000000000000000000;
+    memory[228] = 128'h00000000000000000000000000000000;
+    memory[229] = 128'h00000000000000000000000000000000;
+    memory[230] = 128'h00000000000000000000000000000000;
+    memory[231] = 128'h00000000000000000000000000000000;
+    memory[232] = 128'h00000000000000000000000000000000;
+    memory[233] = 128'h00000000000000000000000000000000;
+    memory[234] = 128'h00000000000000000000000000000000;
+    memory[235] = 128'h00000000000000000000000000000000;
+    memory[236] = 128'h00000000000000000000000000000000;
+    memory[237] = 128'h00000000000000000000000000000000;
+    memory[238] = 128'h00000000000000000000000000000000;
+    memory[239] = 128'h00000000000000000000000000000000;
+    memory[240] = 128'h00000000000000000000000000000000;
+    memory[241] = 128'h00000000000000000000000000000000;
+    memory[242] = 128'h00000000000000000000000000000000;
+    memory[243] = 128'h00000000000000000000000000000000;
+    memory[244] = 128'h00000000000000000000000000000000;
+    memory[245] = 128'h00000000000000000000000000000000;
+    memory[246] = 128'h00000000000000000000000000000000;
+    memory[247] = 128'h00000000000000000000000000000000;
+    memory[248] = 128'h00000000000000000000000000000000;
+    memory[249] = 128'h00000000000000000000000000000000;
+    memory[250] = 128'h00000000000000000000000000000000;
+    memory[251] = 128'h00000000000000000000000000000000;
+    memory[252] = 128'h00000000000000000000000000000000;
+    memory[253] = 128'h00000000000000000000000000000000;
+    memory[254] = 128'h00000000000000000000000000000000;
+    memory[255] = 128'h00000000000000000000000000000000;
+    memory[256] = 128'h00000000000000000000000000000000;
+    memory[257] = 128'h00000000000000000000000000000000;
+    memory[258] = 128'h00000000000000000000000000000000;
+    memory[259] = 128'h00000000000000000000000000000000;
+    memory[260] = 128'h00000000000000000000000000000000;
+    memory[261] = 128'h00000000000000000000000000000000;
+    memory[262] = 128'h00000000000000000000000000000000;
+    memory[263] = 128'h00000000000000000000000000000000;
+    memory[264] = 128'h00000000000000000000000000000000;
+    memory[265] = 128'h00000000000000000000000000000000;
+    memory[266] = 128'h00000000000000000000000000000000;
+    memory[267] = 128'h00000000000000000000000000000000;
+    memory[268] = 128'h00000000000000000000000000000000;
+    memory[269] = 128'h00000000000000000000000000000000;
+    memory[270] = 128'h00000000000000000000000000000000;
+    memory[271] = 128'h00000000000000000000000000000000;
+    memory[272] = 128'h00000000000000000000000000000000;
+    memory[273] = 128'h00000000000000000000000000000000;
+    memory[274] = 128'h00000000000000000000000000000000;
+    memory[275] = 128'h00000000000000000000000000000000;
+    memory[276] = 128'h00000000000000000000000000000000;
+    memory[277] = 128'h00000000000000000000000000000000;
+    memory[278] = 128'h00000000000000000000000000000000;
+    memory[279] = 128'h00000000000000000000000000000000;
+    memory[280] = 128'h00000000000000000000000000000000;
+    memory[281] = 128'h00000000000000000000000000000000;
+    memory[282] = 128'h00000000000000000000000000000000;
+    memory[283] = 128'h00000000000000000000000000000000;
+    memory[284] = 128'h00000000000000000000000000000000;
+    memory[285] = 128'h00000000000000000000000000000000;
+    memory[286] = 128'h00000000000000000000000000000000;
+    memory[287] = 128'h00000000000000000000000000000000;
+    memory[288] = 128'h00000000000000000000000000000000;
+    memory[289] = 128'h00000000000000000000000000000000;
+    memory[290] = 128'h00000000000000000000000000000000;
+    memory[291] = 128'h00000000000000000000000000000000;
+    memory[292] = 128'h00000000000000000000000000000000;
+    memory[293] = 128'h00000000000000000000000000000000;
+    memory[294] = 128'h00000000000000000000000000000000;
+    memory[295] = 128'h00000000000000000000000000000000;
+    memory[296] = 128'h00000000000000000000000000000000;
+    memory[297] = 128'h00000000000000000000000000000000;
+    memory[298] = 128'h00000000000000000000000000000000;
+    memory[299] = 128'h00000000000000000000000000000000;
+    memory[300] = 128'h00000000000000000000000000000000;
+    memory[301] = 128'h00000000000000000000000000000000;
+    memory[302] = 128'h00000000000000000000000000000000;
+    memory[303] = 128'h00000000000000000000000000000000;
+    memory[304] = 128'h00000000000000000000000000000000;
+    memory[305] = 128'h00000000000000000000000000000000;
+    memory[306] = 128'h00000000000000000000000000000000;
+    memory[307] = 128'h00000000000000000000000000000000;
+    memory[308] = 128'h00000000000000000000000000000000;
+    memory[309] = 128'h00000000000000000000000000000000;
+    memory[310] = 128'h00000000000000000000000000000000;
+    memory[311] = 128'h00000000000000000000000000000000;
+    memory[312] = 128'h00000000000000000000000000000000;
+    memory[313] = 128'h00000000000000000000000000000000;
+    memory[314] = 128'h00000000000000000000000000000000;
+    memory[315] = 128'h00000000000000000000000000000000;
+    memory[316] = 128'h00000000000000000000000000000000;
+    memory[317] = 128'h00000000000000000000000000000000;
+    memory[318] = 128'h00000000000000000000000000000000;
+    memory[319] = 128'h00000000000000000000000000000000;
+    memory[320] = 128'h00000000000000000000000000000000;
+    memory[321] = 128'h00000000000000000000000000000000;
+    memory[322] = 128'h00000000000000000000000000000000;
+    memory[323] = 128'h00000000000000000000000000000000;
+    memory[324] = 128'h00000000000000000000000000000000;
+    memory[325] = 128'h00000000000000000000000000000000;
+    memory[326] = 128'h00000000000000000000000000000000;
+    memory[327] = 128'h00000000000000000000000000000000;
+    memory[328] = 128'h00000000000000000000000000000000;
+    memory[329] = 128'h00000000000000000000000000000000;
+    memory[330] = 128'h00000000000000000000000000000000;
+    memory[331] = 128'h00000000000000000000000000000000;
+    memory[332] = 128'h00000000000000000000000000000000;
+    memory[333] = 128'h00000000000000000000000000000000;
+    memory[334] = 128'h00000000000000000000000000000000;
+    memory[335] = 128'h00000000000000000000000000000000;
+    memory[336] = 128'h00000000000000000000000000000000;
+    memory[337] = 128'h00000000000000000000000000000000;
+    memory[338] = 128'h00000000000000000000000000000000;
+    memory[339] = 128'h00000000000000000000000000000000;
+    memory[340] = 128'h00000000000000000000000000000000;
+    memory[341] = 128'h00000000000000000000000000000000;
+    memory[342] = 128'h00000000000000000000000000000000;
+    memory[343] = 128'h00000000000000000000000000000000;
+    memory[344] = 128'h00000000000000000000000000000000;
+    memory[345] = 128'h00000000000000000000000000000000;
+    memory[346] = 128'h00000000000000000000000000000000;
+    memory[347] = 128'h00000000000000000000000000000000;
+    memory[348] = 128'h00000000000000000000000000000000;
+    memory[349] = 128'h00000000000000000000000000000000;
+    memory[350] = 128'h00000000000000000000000000000000;
+    memory[351] = 128'h00000000000000000000000000000000;
+    memory[352] = 128'h00000000000000000000000000000000;
+    memory[353] = 128'h00000000000000000000000000000000;
+    memory[354] = 128'h00000000000000000000000000000000;
+    memory[355] = 128'h00000000000000000000000000000000;
+    memory[356] = 128'h00000000000000000000000000000000;
+    memory[357] = 128'h00000000000000000000000000000000;
+    memory[358] = 128'h00000000000000000000000000000000;
+    memory[359] = 128'h00000000000000000000000000000000;
+    memory[360] = 128'h00000000000000000000000000000000;
+    memory[361] = 128'h00000000000000000000000000000000;
+    memory[362] = 128'h00000000000000000000000000000000;
+    memory[363] = 128'h00000000000000000000000000000000;
+    memory[364] = 128'h00000000000000000000000000000000;
+    memory[365] = 128'h00000000000000000000000000000000;
+    memory[366] = 128'h00000000000000000000000000000000;
+    memory[367] = 128'h00000000000000000000000000000000;
+    memory[368] = 128'h00000000000000000000000000000000;
+    memory[369] = 128'h00000000000000000000000000000000;
+    memory[370] = 128'h00000000000000000000000000000000;
+    memory[371] = 128'h00000000000000000000000000000000;
+    memory[372] = 128'h00000000000000000000000000000000;
+    memory[373] = 128'h00000000000000000000000000000000;
+    memory[374] = 128'h00000000000000000000000000000000;
+    memory[375] = 128'h00000000000000000000000000000000;
+    memory[376] = 128'h00000000000000000000000000000000;
+    memory[377] = 128'h00000000000000000000000000000000;
+    memory[378] = 128'h00000000000000000000000000000000;
+    memory[379] = 128'h00000000000000000000000000000000;
+    memory[380] = 128'h00000000000000000000000000000000;
+    memory[381] = 128'h00000000000000000000000000000000;
+    memory[382] = 128'h00000000000000000000000000000000;
+    memory[383] = 128'h00000000000000000000000000000000;
+    memory[384] = 128'h00000000000000000000000000000000;
+    memory[385] = 128'h00000000000000000000000000000000;
+    memory[386] = 128'h00000000000000000000000000000000;
+    memory[387] = 128'h00000000000000000000000000000000;
+    memory[388] = 128'h00000000000000000000000000000000;
+    memory[389] = 128'h00000000000000000000000000000000;
+    memory[390] = 128'h00000000000000000000000000000000;
+    memory[391] = 128'h00000000000000000000000000000000;
+    memory[392] = 128'h00000000000000000000000000000000;
+    memory[393] = 128'h00000000000000000000000000000000;
+    memory[394] = 128'h00000000000000000000000000000000;
+    memory[395] = 128'h00000000000000000000000000000000;
+    memory[396] = 128'h00000000000000000000000000000000;
+    memory[397] = 128'h00000000000000000000000000000000;
+    memory[398] = 128'h00000000000000000000000000000000;
+    memory[399] = 128'h00000000000000000000000000000000;
+    memory[400] = 128'h00000000000000000000000000000000;
+    memory[401] = 128'h00000000000000000000000000000000;
+    memory[402] = 128'h00000000000000000000000000000000;
+    memory[403] = 128'h00000000000000000000000000000000;
+    memory[404] = 128'h00000000000000000000000000000000;
+    memory[405] = 128'h00000000000000000000000000000000;
+    memory[406] = 128'h00000000000000000000000000000000;
+    memory[407] = 128'h00000000000000000000000000000000;
+    memory[408] = 128'h00000000000000000000000000000000;
+    memory[409] = 128'h00000000000000000000000000000000;
+    memory[410] = 128'h00000000000000000000000000000000;
+    memory[411] = 128'h00000000000000000000000000000000;
+    memory[412] = 128'h00000000000000000000000000000000;
+    memory[413] = 128'h00000000000000000000000000000000;
+    memory[414] = 128'h00000000000000000000000000000000;
+    memory[415] = 128'h00000000000000000000000000000000;
+    memory[416] = 128'h00000000000000000000000000000000;
+    memory[417] = 128'h00000000000000000000000000000000;
+    memory[418] = 128'h00000000000000000000000000000000;
+    memory[419] = 128'h00000000000000000000000000000000;
+    memory[420] = 128'h00000000000000000000000000000000;
+    memory[421] = 128'h00000000000000000000000000000000;
+    memory[422] = 128'h00000000000000000000000000000000;
+    memory[423] = 128'h00000000000000000000000000000000;
+    memory[424] = 128'h00000000000000000000000000000000;
+    memory[425] = 128'h00000000000000000000000000000000;
+    memory[426] = 128'h00000000000000000000000000000000;
+    memory[427] = 128'h00000000000000000000000000000000;
+    memory[428] = 128'h00000000000000000000000000000000;
+    memory[429] = 128'h00000000000000000000000000000000;
+    memory[430] = 128'h00000000000000000000000000000000;
+    memory[431] = 128'h00000000000000000000000000000000;
+    memory[432] = 128'h00000000000000000000000000000000;
+    memory[433] = 128'h00000000000000000000000000000000;
+    memory[434] = 128'h00000000000000000000000000000000;
+    memory[435] = 128'h00000000000000000000000000000000;
+    memory[436] = 128'h00000000000000000000000000000000;
+    memory[437] = 128'h00000000000000000000000000000000;
+    memory[438] = 128'h00000000000000000000000000000000;
+    memory[439] = 128'h00000000000000000000000000000000;
+    memory[440] = 128'h00000000000000000000000000000000;
+    memory[441] = 128'h00000000000000000000000000000000;
+    memory[442] = 128'h00000000000000000000000000000000;
+    memory[443] = 128'h00000000000000000000000000000000;
+    memory[444] = 128'h00000000000000000000000000000000;
+    memory[445] = 128'h00000000000000000000000000000000;
+    memory[446] = 128'h00000000000000000000000000000000;
+    memory[447] = 128'h00000000000000000000000000000000;
+    memory[448] = 128'h00000000000000000000000000000000;
+    memory[449] = 128'h00000000000000000000000000000000;
+    memory[450] = 128'h00000000000000000000000000000000;
+    memory[451] = 128'h00000000000000000000000000000000;
+    memory[452] = 128'h00000000000000000000000000000000;
+    memory[453] = 128'h00000000000000000000000000000000;
+    memory[454] = 128'h00000000000000000000000000000000;
+    memory[455] = 128'h00000000000000000000000000000000;
+    memory[456] = 128'h00000000000000000000000000000000;
+    memory[457] = 128'h00000000000000000000000000000000;
+    memory[458] = 128'h00000000000000000000000000000000;
+    memory[459] = 128'h00000000000000000000000000000000;
+    memory[460] = 128'h00000000000000000000000000000000;
+    memory[461] = 128'h00000000000000000000000000000000;
+    memory[462] = 128'h00000000000000000000000000000000;
+    memory[463] = 128'h00000000000000000000000000000000;
+    memory[464] = 128'h00000000000000000000000000000000;
+    memory[465] = 128'h00000000000000000000000000000000;
+    memory[466] = 128'h00000000000000000000000000000000;
+    memory[467] = 128'h00000000000000000000000000000000;
+    memory[468] = 128'h00000000000000000000000000000000;
+    memory[469] = 128'h00000000000000000000000000000000;
+    memory[470] = 128'h00000000000000000000000000000000;
+    memory[471] = 128'h00000000000000000000000000000000;
+    memory[472] = 128'h00000000000000000000000000000000;
+    memory[473] = 128'h00000000000000000000000000000000;
+    memory[474] = 128'h00000000000000000000000000000000;
+    memory[475] = 128'h00000000000000000000000000000000;
+    memory[476] = 128'h00000000000000000000000000000000;
+    memory[477] = 128'h00000000000000000000000000000000;
+    memory[478] = 128'h00000000000000000000000000000000;
+    memory[479] = 128'h00000000000000000000000000000000;
+    memory[480] = 128'h00000000000000000000000000000000;
+    memory[481] = 128'h00000000000000000000000000000000;
+    memory[482] = 128'h00000000000000000000000000000000;
+    memory[483] = 128'h00000000000000000000000000000000;
+    memory[484] = 128'h00000000000000000000000000000000;
+    memory[485] = 128'h00000000000000000000000000000000;
+    memory[486] = 128'h00000000000000000000000000000000;
+    memory[487] = 128'h00000000000000000000000000000000;
+    memory[488] = 128'h00000000000000000000000000000000;
+    memory[489] = 128'h00000000000000000000000000000000;
+    memory[490] = 128'h00000000000000000000000000000000;
+    memory[491] = 128'h00000000000000000000000000000000;
+    memory[492] = 128'h00000000000000000000000000000000;
+    memory[493] = 128'h00000000000000000000000000000000;
+    memory[494] = 128'h00000000000000000000000000000000;
+    memory[495] = 128'h00000000000000000000000000000000;
+    memory[496] = 128'h00000000000000000000000000000000;
+    memory[497] = 128'h00000000000000000000000000000000;
+    memory[498] = 128'h00000000000000000000000000000000;
+    memory[499] = 128'h00000000000000000000000000000000;
+    memory[500] = 128'h00000000000000000000000000000000;
+    memory[501] = 128'h00000000000000000000000000000000;
+    memory[502] = 128'h00000000000000000000000000000000;
+    memory[503] = 128'h00000000000000000000000000000000;
+    memory[504] = 128'h00000000000000000000000000000000;
+    memory[505] = 128'h00000000000000000000000000000000;
+    memory[506] = 128'h00000000000000000000000000000000;
+    memory[507] = 128'h00000000000000000000000000000000;
+    memory[508] = 128'h00000000000000000000000000000000;
+    memory[509] = 128'h00000000000000000000000000000000;
+    memory[510] = 128'h00000000000000000000000000000000;
+    memory[511] = 128'h00000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (write__en[0])
+      memory[write__addr][7:0] <= write__data[7:0];
+    if (write__en[1])
+      memory[write__addr][15:8] <= write__data[15:8];
+    if (write__en[2])
+      memory[write__addr][23:16] <= write__data[23:16];
+    if (write__en[3])
+      memory[write__addr][31:24] <= write__data[31:24];
+    if (write__en[4])
+      memory[write__addr][39:32] <= write__data[39:32];
+    if (write__en[5])
+      memory[write__addr][47:40] <= write__data[47:40];
+    if (write__en[6])
+      memory[write__addr][55:48] <= write__data[55:48];
+    if (write__en[7])
+      memory[write__addr][63:56] <= write__data[63:56];
+    if (write__en[8])
+      memory[write__addr][71:64] <= write__data[71:64];
+    if (write__en[9])
+      memory[write__addr][79:72] <= write__data[79:72];
+    if (write__en[10])
+      memory[write__addr][87:80] <= write__data[87:80];
+    if (write__en[11])
+      memory[write__addr][95:88] <= write__data[95:88];
+    if (write__en[12])
+      memory[write__addr][103:96] <= write__data[103:96];
+    if (write__en[13])
+      memory[write__addr][111:104] <= write__data[111:104];
+    if (write__en[14])
+      memory[write__addr][119:112] <= write__data[119:112];
+    if (write__en[15])
+      memory[write__addr][127:120] <= write__data[127:120];
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
+    r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
+    \$1  = read__data;
     if (rst) begin
-      \$15  = 2'h0;
+      \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$16  = r_port__addr;
-    if (\$3 ) begin
-      \$16  = \$4 [1:0];
-    end
-    if (rst) begin
-      \$16  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
-    end
-    if (rst) begin
-      \$17  = 3'h0;
-    end
-  end
-  assign w_level = level;
-  assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
-  assign consume = r_port__addr;
-  assign r_port__data = r_data;
+  assign w_addr = write__addr;
+  assign w_data = write__data;
+  assign w_en = write__en;
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd_arbiter0 (rst, valid, requests, grant, grant_index, clk);
+module \ace_sram_small.sram.bank5 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
-  wire \$1 ;
-  wire [4:0] \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  reg [4:0] \$13 ;
-  wire [4:0] \$2 ;
-  wire [5:0] \$3 ;
-  wire [5:0] \$4 ;
-  wire [4:0] \$5 ;
-  wire [5:0] \$6 ;
-  wire [5:0] \$7 ;
-  wire [5:0] \$8 ;
-  wire [6:0] \$9 ;
-  wire advance;
-  reg [4:0] at_or_after = 5'h1f;
+  reg [127:0] \$1 ;
   input clk;
   wire clk;
-  output [4:0] grant;
-  reg [4:0] grant;
-  output [2:0] grant_index;
-  reg [2:0] grant_index;
-  wire [4:0] high_requests;
-  input [4:0] requests;
-  wire [4:0] requests;
+  wire [8:0] r_addr;
+  output [127:0] r_data;
+  reg [127:0] r_data = 128'h00000000000000000000000000000000;
+  wire r_en;
+  input [8:0] read__addr;
+  wire [8:0] read__addr;
+  wire [127:0] read__data;
+  input read__en;
+  wire read__en;
   input rst;
   wire rst;
-  wire [4:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [4:0];
-  assign \$11  = ~ \$9 [4:0];
-  assign \$12  = \$11  | grant;
+  wire [8:0] w_addr;
+  wire [127:0] w_data;
+  wire [15:0] w_en;
+  input [8:0] write__addr;
+  wire [8:0] write__addr;
+  input [127:0] write__data;
+  wire [127:0] write__data;
+  input [15:0] write__en;
+  wire [15:0] write__en;
+  reg [127:0] memory [511:0];
+  initial begin
+    memory[0] = 128'h00000000000000000000000000000000;
+    memory[1] = 128'h00000000000000000000000000000000;
+    memory[2] = 128'h00000000000000000000000000000000;
+    memory[3] = 128'h00000000000000000000000000000000;
+    memory[4] = 128'h00000000000000000000000000000000;
+    memory[5] = 128'h00000000000000000000000000000000;
+    memory[6] = 128'h00000000000000000000000000000000;
+    memory[7] = 128'h00000000000000000000000000000000;
+    memory[8] = 128'h00000000000000000000000000000000;
+    memory[9] = 128'h00000000000000000000000000000000;
+    memory[10] = 128'h00000000000000000000000000000000;
+    memory[11] = 128'h00000000000000000000000000000000;
+    memory[12] = 128'h00000000000000000000000000000000;
+    memory[13] = 128'h00000000000000000000000000000000;
+    memory[14] = 128'h00000000000000000000000000000000;
+    memory[15] = 128'h00000000000000000000000000000000;
+    memory[16] = 128'h00000000000000000000000000000000;
+    memory[17] = 128'h00000000000000000000000000000000;
+    memory[18] = 128'h00000000000000000000000000000000;
+    memory[19] = 128'h00000000000000000000000000000000;
+    memory[20] = 128'h00000000000000000000000000000000;
+    memory[21] = 128'h00000000000000000000000000000000;
+    memory[22] = 128'h00000000000000000000000000000000;
+    memory[23] = 128'h00000000000000000000000000000000;
+    memory[24] = 128'h00000000000000000000000000000000;
+    memory[25] = 128'h00000000000000000000000000000000;
+    memory[26] = 128'h00000000000000000000000000000000;
+    memory[27] = 128'h00000000000000000000000000000000;
+    memory[28] = 128'h00000000000000000000000000000000;
+    memory[29] = 128'h00000000000000000000000000000000;
+    memory[30] = 128'h00000000000000000000000000000000;
+    memory[31] = 128'h00000000000000000000000000000000;
+    memory[32] = 128'h00000000000000000000000000000000;
+    memory[33] = 128'h00000000000000000000000000000000;
+    memory[34] = 128'h00000000000000000000000000000000;
+    memory[35] = 128'h00000000000000000000000000000000;
+    memory[36] = 128'h00000000000000000000000000000000;
+    memory[37] = 128'h00000000000000000000000000000000;
+    memory[38] = 128'h00000000000000000000000000000000;
+    memory[39] = 128'h00000000000000000000000000000000;
+    memory[40] = 128'h00000000000000000000000000000000;
+    memory[41] = 128'h00000000000000000000000000000000;
+    memory[42] = 128'h00000000000000000000000000000000;
+    memory[43] = 128'h00000000000000000000000000000000;
+    memory[44] = 128'h00000000000000000000000000000000;
+    memory[45] = 128'h00000000000000000000000000000000;
+    memory[46] = 128'h00000000000000000000000000000000;
+    memory[47] = 128'h00000000000000000000000000000000;
+    memory[48] = 128'h00000000000000000000000000000000;
+    memory[49] = 128'h00000000000000000000000000000000;
+    memory[50] = 128'h00000000000000000000000000000000;
+    memory[51] = 128'h00000000000000000000000000000000;
+    memory[52] = 128'h00000000000000000000000000000000;
+    memory[53] = 128'h00000000000000000000000000000000;
+    memory[54] = 128'h00000000000000000000000000000000;
+    memory[55] = 128'h00000000000000000000000000000000;
+    memory[56] = 128'h00000000000000000000000000000000;
+    memory[57] = 128'h00000000000000000000000000000000;
+    memory[58] = 128'h00000000000000000000000000000000;
+    memory[59] = 128'h00000000000000000000000000000000;
+    memory[60] = 128'h00000000000000000000000000000000;
+    memory[61] = 128'h00000000000000000000000000000000;
+    memory[62] = 128'h00000000000000000000000000000000;
+    memory[63] = 128'h00000000000000000000000000000000;
+    memory[64] = 128'h00000000000000000000000000000000;
+    memory[65] = 128'h00000000000000000000000000000000;
+    memory[66] = 128'h00000000000000000000000000000000;
+    memory[67] = 128'h00000000000000000000000000000000;
+    memory[68] = 128'h00000000000000000000000000000000;
+    memory[69] = 128'h00000000000000000000000000000000;
+    memory[70] = 128'h00000000000000000000000000000000;
+    memory[71] = 128'h00000000000000000000000000000000;
+    memory[72] = 128'h00000000000000000000000000000000;
+    memory[73] = 128'h00000000000000000000000000000000;
+    memory[74] = 128'h00000000000000000000000000000000;
+    memory[75] = 128'h00000000000000000000000000000000;
+    memory[76] = 128'h00000000000000000000000000000000;
+    memory[77] = 128'h00000000000000000000000000000000;
+    memory[78] = 128'h00000000000000000000000000000000;
+    memory[79] = 128'h00000000000000000000000000000000;
+    memory[80] = 128'h00000000000000000000000000000000;
+    memory[81] = 128'h00000000000000000000000000000000;
+    memory[82] = 128'h00000000000000000000000000000000;
+    memory[83] = 128'h00000000000000000000000000000000;
+    memory[84] = 128'h00000000000000000000000000000000;
+    memory[85] = 128'h00000000000000000000000000000000;
+    memory[86] = 128'h00000000000000000000000000000000;
+    memory[87] = 128'h00000000000000000000000000000000;
+    memory[88] = 128'h00000000000000000000000000000000;
+    memory[89] = 128'h00000000000000000000000000000000;
+    memory[90] = 128'h00000000000000000000000000000000;
+    memory[91] = 128'h00000000000000000000000000000000;
+    memory[92] = 128'h00000000000000000000000000000000;
+    memory[93] = 128'h00000000000000000000000000000000;
+    memory[94] = 128'h00000000000000000000000000000000;
+    memory[95] = 128'h00000000000000000000000000000000;
+    memory[96] = 128'h00000000000000000000000000000000;
+    memory[97] = 128'h00000000000000000000000000000000;
+    memory[98] = 128'h00000000000000000000000000000000;
+    memory[99] = 128'h00000000000000000000000000000000;
+    memory[100] = 128'h00000000000000000000000000000000;
+    memory[101] = 128'h00000000000000000000000000000000;
+    memory[102] = 128'h00000000000000000000000000000000;
+    memory[103] = 128'h00000000000000000000000000000000;
+    memory[104] = 128'h00000000000000000000000000000000;
+    memory[105] = 128'h00000000000000000000000000000000;
+    memory[106] = 128'h00000000000000000000000000000000;
+    memory[107] = 128'h00000000000000000000000000000000;
+    memory[108] = 128'h00000000000000000000000000000000;
+    memory[109] = 128'h00000000000000000000000000000000;
+    memory[110] = 128'h00000000000000000000000000000000;
+    memory[111] = 128'h00000000000000000000000000000000;
+    memory[112] = 128'h00000000000000000000000000000000;
+    memory[113] = 128'h00000000000000000000000000000000;
+    memory[114] = 128'h00000000000000000000000000000000;
+    memory[115] = 128'h00000000000000000000000000000000;
+    memory[116] = 128'h00000000000000000000000000000000;
+    memory[117] = 128'h00000000000000000000000000000000;
+    memory[118] = 128'h00000000000000000000000000000000;
+    memory[119] = 128'h00000000000000000000000000000000;
+    memory[120] = 128'h00000000000000000000000000000000;
+    memory[121] = 128'h00000000000000000000000000000000;
+    memory[122] = 128'h00000000000000000000000000000000;
+    memory[123] = 128'h00000000000000000000000000000000;
+    memory[124] = 128'h00000000000000000000000000000000;
+    memory[125] = 128'h00000000000000000000000000000000;
+    memory[126] = 128'h00000000000000000000000000000000;
+    memory[127] = 128'h00000000000000000000000000000000;
+    memory[128] = 128'h00000000000000000000000000000000;
+    memory[129] = 128'h00000000000000000000000000000000;
+    memory[130] = 128'h00000000000000000000000000000000;
+    memory[131] = 128'h00000000000000000000000000000000;
+    memory[132] = 128'h00000000000000000000000000000000;
+    memory[133] = 128'h00000000000000000000000000000000;
+    memory[134] = 128'h00000000000000000000000000000000;
+    memory[135] = 128'h00000000000000000000000000000000;
+    memory[136] = 128'h00000000000000000000000000000000;
+    memory[137] = 128'h00000000000000000000000000000000;
+    memory[138] = 128'h00000000000000000000000000000000;
+    memory[139] = 128'h00000000000000000000000000000000;
+    memory[140] = 128'h00000000000000000000000000000000;
+    memory[141] = 128'h00000000000000000000000000000000;
+    memory[142] = 128'h00000000000000000000000000000000;
+    memory[143] = 128'h00000000000000000000000000000000;
+    memory[144] = 128'h00000000000000000000000000000000;
+    memory[145] = 128'h00000000000000000000000000000000;
+    memory[146] = 128'h00000000000000000000000000000000;
+    memory[147] = 128'h00000000000000000000000000000000;
+    memory[148] = 128'h00000000000000000000000000000000;
+    memory[149] = 128'h00000000000000000000000000000000;
+    memory[150] = 128'h00000000000000000000000000000000;
+    memory[151] = 128'h00000000000000000000000000000000;
+    memory[152] = 128'h00000000000000000000000000000000;
+    memory[153] = 128'h00000000000000000000000000000000;
+    memory[154] = 128'h00000000000000000000000000000000;
+    memory[155] = 128'h00000000000000000000000000000000;
+    memory[156] = 128'h00000000000000000000000000000000;
+    memory[157] = 128'h00000000000000000000000000000000;
+    memory[158] = 128'h00000000000000000000000000000000;
+    memory[159] = 128'h00000000000000000000000000000000;
+    memory[160] = 128'h00000000000000000000000000000000;
+    memory[161] = 128'h00000000000000000000000000000000;
+    memory[162] = 128'h00000000000000000000000000000000;
+    memory[163] = 128'h00000000000000000000000000000000;
+    memory[164] = 128'h00000000000000000000000000000000;
+    memory[165] = 128'h00000000000000000000000000000000;
+    memory[166] = 128'h00000000000000000000000000000000;
+    memory[167] = 128'h00000000000000000000000000000000;
+    memory[168] = 128'h00000000000000000000000000000000;
+    memory[169] = 128'h00000000000000000000000000000000;
+    memory[170] = 128'h00000000000000000000000000000000;
+    memory[171] = 128'h00000000000000000000000000000000;
+    memory[172] = 128'h00000000000000000000000000000000;
+    memory[173] = 128'h00000000000000000000000000000000;
+    memory[174] = 128'h00000000000000000000000000000000;
+    memory[175] = 128'h00000000000000000000000000000000;
+    memory[176] = 128'h00000000000000000000000000000000;
+    memory[177] = 128'h00000000000000000000000000000000;
+    memory[178] = 128'h00000000000000000000000000000000;
+    memory[179] = 128'h00000000000000000000000000000000;
+    memory[180] = 128'h00000000000000000000000000000000;
+    memory[181] = 128'h00000000000000000000000000000000;
+    memory[182] = 128'h00000000000000000000000000000000;
+    memory[183] = 128'h00000000000000000000000000000000;
+    memory[184] = 128'h00000000000000000000000000000000;
+    memory[185] = 128'h00000000000000000000000000000000;
+    memory[186] = 128'h00000000000000000000000000000000;
+    memory[187] = 128'h00000000000000000000000000000000;
+    memory[188] = 128'h00000000000000000000000000000000;
+    memory[189] = 128'h00000000000000000000000000000000;
+    memory[190] = 128'h00000000000000000000000000000000;
+    memory[191] = 128'h00000000000000000000000000000000;
+    memory[192] = 128'h00000000000000000000000000000000;
+    memory[193] = 128'h00000000000000000000000000000000;
+    memory[194] = 128'h00000000000000000000000000000000;
+    memory[195] = 128'h00000000000000000000000000000000;
+    memory[196] = 128'h00000000000000000000000000000000;
+    memory[197] = 128'h00000000000000000000000000000000;
+    memory[198] = 128'h00000000000000000000000000000000;
+    memory[199] = 128'h00000000000000000000000000000000;
+    memory[200] = 128'h00000000000000000000000000000000;
+    memory[201] = 128'h00000000000000000000000000000000;
+    memory[202] = 128'h00000000000000000000000000000000;
+    memory[203] = 128'h00000000000000000000000000000000;
+    memory[204] = 128'h00000000000000000000000000000000;
+    memory[205] = 128'h00000000000000000000000000000000;
+    memory[206] = 128'h00000000000000000000000000000000;
+    memory[207] = 128'h00000000000000000000000000000000;
+    memory[208] = 128'h00000000000000000000000000000000;
+    memory[209] = 128'h00000000000000000000000000000000;
+    memory[210] = 128'h00000000000000000000000000000000;
+    memory[211] = 128'h00000000000000000000000000000000;
+    memory[212] = 128'h00000000000000000000000000000000;
+    memory[213] = 128'h00000000000000000000000000000000;
+    memory[214] = 128'h00000000000000000000000000000000;
+    memory[215] = 128'h00000000000000000000000000000000;
+    memory[216] = 128'h00000000000000000000000000000000;
+    memory[217] = 128'h00000000000000000000000000000000;
+    memory[218] = 128'h00000000000000000000000000000000;
+    memory[219] = 128'h00000000000000000000000000000000;
+    memory[220] = 128'h00000000000000000000000000000000;
+    memory[221] = 128'h00000000000000000000000000000000;
+    memory[222] = 128'h00000000000000000000000000000000;
+    memory[223] = 128'h00000000000000000000000000000000;
+    memory[224] = 128'h00000000000000000000000000000000;
+    memory[225] = 128'h00000000000000000000000000000000;
+    memory[226] = 128'h00000000000000000000000000000000;
+    memory[227] = 128'h00000000000000000000000000000000;
+    memory[228] = 128'h00000000000000000000000000000000;
+    memory[229] = 128'h00000000000000000000000000000000;
+    memory[230] = 128'h00000000000000000000000000000000;
+    memory[231] = 128'h00000000000000000000000000000000;
+    memory[232] = 128'h00000000000000000000000000000000;
+    memory[233] = 128'h00000000000000000000000000000000;
+    memory[234] = 128'h00000000000000000000000000000000;
+    memory[235] = 128'h00000000000000000000000000000000;
+    memory[236] = 128'h00000000000000000000000000000000;
+    memory[237] = 128'h00000000000000000000000000000000;
+    memory[238] = 128'h00000000000000000000000000000000;
+    memory[239] = 128'h00000000000000000000000000000000;
+    memory[240] = 128'h00000000000000000000000000000000;
+    memory[241] = 128'h00000000000000000000000000000000;
+    memory[242] = 128'h00000000000000000000000000000000;
+    memory[243] = 128'h00000000000000000000000000000000;
+    memory[244] = 128'h00000000000000000000000000000000;
+    memory[245] = 128'h00000000000000000000000000000000;
+    memory[246] = 128'h00000000000000000000000000000000;
+    memory[247] = 128'h00000000000000000000000000000000;
+    memory[248] = 128'h00000000000000000000000000000000;
+    memory[249] = 128'h00000000000000000000000000000000;
+    memory[250] = 128'h00000000000000000000000000000000;
+    memory[251] = 128'h00000000000000000000000000000000;
+    memory[252] = 128'h00000000000000000000000000000000;
+    memory[253] = 128'h00000000000000000000000000000000;
+    memory[254] = 128'h00000000000000000000000000000000;
+    memory[255] = 128'h00000000000000000000000000000000;
+    memory[256] = 128'h00000000000000000000000000000000;
+    memory[257] = 128'h00000000000000000000000000000000;
+    memory[258] = 128'h00000000000000000000000000000000;
+    memory[259] = 128'h00000000000000000000000000000000;
+    memory[260] = 128'h00000000000000000000000000000000;
+    memory[261] = 128'h00000000000000000000000000000000;
+    memory[262] = 128'h00000000000000000000000000000000;
+    memory[263] = 128'h00000000000000000000000000000000;
+    memory[264] = 128'h00000000000000000000000000000000;
+    memory[265] = 128'h00000000000000000000000000000000;
+    memory[266] = 128'h00000000000000000000000000000000;
+    memory[267] = 128'h00000000000000000000000000000000;
+    memory[268] = 128'h00000000000000000000000000000000;
+    memory[269] = 128'h00000000000000000000000000000000;
+    memory[270] = 128'h00000000000000000000000000000000;
+    memory[271] = 128'h00000000000000000000000000000000;
+    memory[272] = 128'h00000000000000000000000000000000;
+    memory[273] = 128'h00000000000000000000000000000000;
+    memory[274] = 128'h00000000000000000000000000000000;
+    memory[275] = 128'h00000000000000000000000000000000;
+    memory[276] = 128'h00000000000000000000000000000000;
+    memory[277] = 128'h00000000000000000000000000000000;
+    memory[278] = 128'h00000000000000000000000000000000;
+    memory[279] = 128'h00000000000000000000000000000000;
+    memory[280] = 128'h00000000000000000000000000000000;
+    memory[281] = 128'h00000000000000000000000000000000;
+    memory[282] = 128'h00000000000000000000000000000000;
+    memory[283] = 128'h00000000000000000000000000000000;
+    memory[284] = 128'h00000000000000000000000000000000;
+    memory[285] = 128'h00000000000000000000000000000000;
+    memory[286] = 128'h00000000000000000000000000000000;
+    memory[287] = 128'h00000000000000000000000000000000;
+    memory[288] = 128'h00000000000000000000000000000000;
+    memory[289] = 128'h00000000000000000000000000000000;
+    memory[290] = 128'h00000000000000000000000000000000;
+    memory[291] = 128'h00000000000000000000000000000000;
+    memory[292] = 128'h00000000000000000000000000000000;
+    memory[293] = 128'h00000000000000000000000000000000;
+    memory[294] = 128'h00000000000000000000000000000000;
+    memory[295] = 128'h00000000000000000000000000000000;
+    memory[296] = 128'h00000000000000000000000000000000;
+    memory[297] = 128'h00000000000000000000000000000000;
+    memory[298] = 128'h00000000000000000000000000000000;
+    memory[299] = 128'h00000000000000000000000000000000;
+    memory[300] = 128'h00000000000000000000000000000000;
+    memory[301] = 128'h00000000000000000000000000000000;
+    memory[302] = 128'h00000000000000000000000000000000;
+    memory[303] = 128'h00000000000000000000000000000000;
+    memory[304] = 128'h00000000000000000000000000000000;
+    memory[305] = 128'h00000000000000000000000000000000;
+    memory[306] = 128'h00000000000000000000000000000000;
+    memory[307] = 128'h00000000000000000000000000000000;
+    memory[308] = 128'h00000000000000000000000000000000;
+    memory[309] = 128'h00000000000000000000000000000000;
+    memory[310] = 128'h00000000000000000000000000000000;
+    memory[311] = 128'h00000000000000000000000000000000;
+    memory[312] = 128'h00000000000000000000000000000000;
+    memory[313] = 128'h00000000000000000000000000000000;
+    memory[314] = 128'h00000000000000000000000000000000;
+    memory[315] = 128'h00000000000000000000000000000000;
+    memory[316] = 128'h00000000000000000000000000000000;
+    memory[317] = 128'h00000000000000000000000000000000;
+    memory[318] = 128'h00000000000000000000000000000000;
+    memory[319] = 128'h00000000000000000000000000000000;
+    memory[320] = 128'h00000000000000000000000000000000;
+    memory[321] = 128'h00000000000000000000000000000000;
+    memory[322] = 128'h00000000000000000000000000000000;
+    memory[323] = 128'h00000000000000000000000000000000;
+    memory[324] = 128'h00000000000000000000000000000000;
+    memory[325] = 128'h00000000000000000000000000000000;
+    memory[326] = 128'h00000000000000000000000000000000;
+    memory[327] = 128'h00000000000000000000000000000000;
+    memory[328] = 128'h00000000000000000000000000000000;
+    memory[329] = 128'h00000000000000000000000000000000;
+    memory[330] = 128'h00000000000000000000000000000000;
+    memory[331] = 128'h00000000000000000000000000000000;
+    memory[332] = 128'h00000000000000000000000000000000;
+    memory[333] = 128'h00000000000000000000000000000000;
+    memory[334] = 128'h00000000000000000000000000000000;
+    memory[335] = 128'h00000000000000000000000000000000;
+    memory[336] = 128'h00000000000000000000000000000000;
+    memory[337] = 128'h00000000000000000000000000000000;
+    memory[338] = 128'h00000000000000000000000000000000;
+    memory[339] = 128'h00000000000000000000000000000000;
+    memory[340] = 128'h00000000000000000000000000000000;
+    memory[341] = 128'h00000000000000000000000000000000;
+    memory[342] = 128'h00000000000000000000000000000000;
+    memory[343] = 128'h00000000000000000000000000000000;
+    memory[344] = 128'h00000000000000000000000000000000;
+    memory[345] = 128'h00000000000000000000000000000000;
+    memory[346] = 128'h00000000000000000000000000000000;
+    memory[347] = 128'h00000000000000000000000000000000;
+    memory[348] = 128'h00000000000000000000000000000000;
+    memory[349] = 128'h00000000000000000000000000000000;
+    memory[350] = 128'h00000000000000000000000000000000;
+    memory[351] = 128'h00000000000000000000000000000000;
+    memory[352] = 128'h00000000000000000000000000000000;
+    memory[353] = 128'h00000000000000000000000000000000;
+    memory[354] = 128'h00000000000000000000000000000000;
+    memory[355] = 128'h00000000000000000000000000000000;
+    memory[356] = 128'h00000000000000000000000000000000;
+    memory[357] = 128'h00000000000000000000000000000000;
+    memory[358] = 128'h00000000000000000000000000000000;
+    memory[359] = 128'h00000000000000000000000000000000;
+    memory[360] = 128'h00000000000000000000000000000000;
+    memory[361] = 128'h00000000000000000000000000000000;
+    memory[362] = 128'h00000000000000000000000000000000;
+    memory[363] = 128'h00000000000000000000000000000000;
+    memory[364] = 128'h00000000000000000000000000000000;
+    memory[365] = 128'h00000000000000000000000000000000;
+    memory[366] = 128'h00000000000000000000000000000000;
+    memory[367] = 128'h00000000000000000000000000000000;
+    memory[368] = 128'h00000000000000000000000000000000;
+    memory[369] = 128'h00000000000000000000000000000000;
+    memory[370] = 128'h00000000000000000000000000000000;
+    memory[371] = 128'h00000000000000000000000000000000;
+    memory[372] = 128'h00000000000000000000000000000000;
+    memory[373] = 128'h00000000000000000000000000000000;
+    memory[374] = 128'h00000000000000000000000000000000;
+    memory[375] = 128'h00000000000000000000000000000000;
+    memory[376] = 128'h00000000000000000000000000000000;
+    memory[377] = 128'h00000000000000000000000000000000;
+    memory[378] = 128'h00000000000000000000000000000000;
+    memory[379] = 128'h00000000000000000000000000000000;
+    memory[380] = 128'h00000000000000000000000000000000;
+    memory[381] = 128'h00000000000000000000000000000000;
+    memory[382] = 128'h00000000000000000000000000000000;
+    memory[383] = 128'h00000000000000000000000000000000;
+    memory[384] = 128'h00000000000000000000000000000000;
+    memory[385] = 128'h00000000000000000000000000000000;
+    memory[386] = 128'h00000000000000000000000000000000;
+    memory[387] = 128'h00000000000000000000000000000000;
+    memory[388] = 128'h00000000000000000000000000000000;
+    memory[389] = 128'h00000000000000000000000000000000;
+    memory[390] = 128'h00000000000000000000000000000000;
+    memory[391] = 128'h00000000000000000000000000000000;
+    memory[392] = 128'h00000000000000000000000000000000;
+    memory[393] = 128'h00000000000000000000000000000000;
+    memory[394] = 128'h00000000000000000000000000000000;
+    memory[395] = 128'h00000000000000000000000000000000;
+    memory[396] = 128'h00000000000000000000000000000000;
+    memory[397] = 128'h00000000000000000000000000000000;
+    memory[398] = 128'h00000000000000000000000000000000;
+    memory[399] = 128'h00000000000000000000000000000000;
+    memory[400] = 128'h00000000000000000000000000000000;
+    memory[401] = 128'h00000000000000000000000000000000;
+    memory[402] = 128'h00000000000000000000000000000000;
+    memory[403] = 128'h00000000000000000000000000000000;
+    memory[404] = 128'h00000000000000000000000000000000;
+    memory[405] = 128'h00000000000000000000000000000000;
+    memory[406] = 128'h00000000000000000000000000000000;
+    memory[407] = 128'h00000000000000000000000000000000;
+    memory[408] = 128'h00000000000000000000000000000000;
+    memory[409] = 128'h00000000000000000000000000000000;
+    memory[410] = 128'h00000000000000000000000000000000;
+    memory[411] = 128'h00000000000000000000000000000000;
+    memory[412] = 128'h00000000000000000000000000000000;
+    memory[413] = 128'h00000000000000000000000000000000;
+    memory[414] = 128'h00000000000000000000000000000000;
+    memory[415] = 128'h00000000000000000000000000000000;
+    memory[416] = 128'h00000000000000000000000000000000;
+    memory[417] = 128'h00000000000000000000000000000000;
+    memory[418] = 128'h00000000000000000000000000000000;
+    memory[419] = 128'h00000000000000000000000000000000;
+    memory[420] = 128'h00000000000000000000000000000000;
+    memory[421] = 128'h00000000000000000000000000000000;
+    memory[422] = 128'h00000000000000000000000000000000;
+    memory[423] = 128'h00000000000000000000000000000000;
+    memory[424] = 128'h00000000000000000000000000000000;
+    memory[425] = 128'h00000000000000000000000000000000;
+    memory[426] = 128'h00000000000000000000000000000000;
+    memory[427] = 128'h00000000000000000000000000000000;
+    memory[428] = 128'h00000000000000000000000000000000;
+    memory[429] = 128'h00000000000000000000000000000000;
+    memory[430] = 128'h00000000000000000000000000000000;
+    memory[431] = 128'h00000000000000000000000000000000;
+    memory[432] = 128'h00000000000000000000000000000000;
+    memory[433] = 128'h00000000000000000000000000000000;
+    memory[434] = 128'h00000000000000000000000000000000;
+    memory[435] = 128'h00000000000000000000000000000000;
+    memory[436] = 128'h00000000000000000000000000000000;
+    memory[437] = 128'h00000000000000000000000000000000;
+    memory[438] = 128'h00000000000000000000000000000000;
+    memory[439] = 128'h00000000000000000000000000000000;
+    memory[440] = 128'h00000000000000000000000000000000;
+    memory[441] = 128'h00000000000000000000000000000000;
+    memory[442] = 128'h00000000000000000000000000000000;
+    memory[443] = 128'h00000000000000000000000000000000;
+    memory[444] = 128'h00000000000000000000000000000000;
+    memory[445] = 128'h00000000000000000000000000000000;
+    memory[446] = 128'h00000000000000000000000000000000;
+    memory[447] = 128'h00000000000000000000000000000000;
+    memory[448] = 128'h00000000000000000000000000000000;
+    memory[449] = 128'h00000000000000000000000000000000;
+    memory[450] = 128'h00000000000000000000000000000000;
+    memory[451] = 128'h00000000000000000000000000000000;
+    memory[452] = 128'h00000000000000000000000000000000;
+    memory[453] = 128'h00000000000000000000000000000000;
+    memory[454] = 128'h00000000000000000000000000000000;
+    memory[455] = 128'h00000000000000000000000000000000;
+    memory[456] = 128'h00000000000000000000000000000000;
+    memory[457] = 128'h00000000000000000000000000000000;
+    memory[458] = 128'h00000000000000000000000000000000;
+    memory[459] = 128'h00000000000000000000000000000000;
+    memory[460] = 128'h00000000000000000000000000000000;
+    memory[461] = 128'h00000000000000000000000000000000;
+    memory[462] = 128'h00000000000000000000000000000000;
+    memory[463] = 128'h00000000000000000000000000000000;
+    memory[464] = 128'h00000000000000000000000000000000;
+    memory[465] = 128'h00000000000000000000000000000000;
+    memory[466] = 128'h00000000000000000000000000000000;
+    memory[467] = 128'h00000000000000000000000000000000;
+    memory[468] = 128'h00000000000000000000000000000000;
+    memory[469] = 128'h00000000000000000000000000000000;
+    memory[470] = 128'h00000000000000000000000000000000;
+    memory[471] = 128'h00000000000000000000000000000000;
+    memory[472] = 128'h00000000000000000000000000000000;
+    memory[473] = 128'h00000000000000000000000000000000;
+    memory[474] = 128'h00000000000000000000000000000000;
+    memory[475] = 128'h00000000000000000000000000000000;
+    memory[476] = 128'h00000000000000000000000000000000;
+    memory[477] = 128'h00000000000000000000000000000000;
+    memory[478] = 128'h00000000000000000000000000000000;
+    memory[479] = 128'h00000000000000000000000000000000;
+    memory[480] = 128'h00000000000000000000000000000000;
+    memory[481] = 128'h00000000000000000000000000000000;
+    memory[482] = 128'h00000000000000000000000000000000;
+    memory[483] = 128'h00000000000000000000000000000000;
+    memory[484] = 128'h00000000000000000000000000000000;
+    memory[485] = 128'h00000000000000000000000000000000;
+    memory[486] = 128'h00000000000000000000000000000000;
+    memory[487] = 128'h00000000000000000000000000000000;
+    memory[488] = 128'h00000000000000000000000000000000;
+    memory[489] = 128'h00000000000000000000000000000000;
+    memory[490] = 128'h00000000000000000000000000000000;
+    memory[491] = 128'h00000000000000000000000000000000;
+    memory[492] = 128'h00000000000000000000000000000000;
+    memory[493] = 128'h00000000000000000000000000000000;
+    memory[494] = 128'h00000000000000000000000000000000;
+    memory[495] = 128'h00000000000000000000000000000000;
+    memory[496] = 128'h00000000000000000000000000000000;
+    memory[497] = 128'h00000000000000000000000000000000;
+    memory[498] = 128'h00000000000000000000000000000000;
+    memory[499] = 128'h00000000000000000000000000000000;
+    memory[500] = 128'h00000000000000000000000000000000;
+    memory[501] = 128'h00000000000000000000000000000000;
+    memory[502] = 128'h00000000000000000000000000000000;
+    memory[503] = 128'h00000000000000000000000000000000;
+    memory[504] = 128'h00000000000000000000000000000000;
+    memory[505] = 128'h00000000000000000000000000000000;
+    memory[506] = 128'h00000000000000000000000000000000;
+    memory[507] = 128'h00000000000000000000000000000000;
+    memory[508] = 128'h00000000000000000000000000000000;
+    memory[509] = 128'h00000000000000000000000000000000;
+    memory[510] = 128'h00000000000000000000000000000000;
+    memory[511] = 128'h00000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (write__en[0])
+      memory[write__addr][7:0] <= write__data[7:0];
+    if (write__en[1])
+      memory[write__addr][15:8] <= write__data[15:8];
+    if (write__en[2])
+      memory[write__addr][23:16] <= write__data[23:16];
+    if (write__en[3])
+      memory[write__addr][31:24] <= write__data[31:24];
+    if (write__en[4])
+      memory[write__addr][39:32] <= write__data[39:32];
+    if (write__en[5])
+      memory[write__addr][47:40] <= write__data[47:40];
+    if (write__en[6])
+      memory[write__addr][55:48] <= write__data[55:48];
+    if (write__en[7])
+      memory[write__addr][63:56] <= write__data[63:56];
+    if (write__en[8])
+      memory[write__addr][71:64] <= write__data[71:64];
+    if (write__en[9])
+      memory[write__addr][79:72] <= write__data[79:72];
+    if (write__en[10])
+      memory[write__addr][87:80] <= write__data[87:80];
+    if (write__en[11])
+      memory[write__addr][95:88] <= write__data[95:88];
+    if (write__en[12])
+      memory[write__addr][103:96] <= write__data[103:96];
+    if (write__en[13])
+      memory[write__addr][111:104] <= write__data[111:104];
+    if (write__en[14])
+      memory[write__addr][119:112] <= write__data[119:112];
+    if (write__en[15])
+      memory[write__addr][127:120] <= write__data[127:120];
+  end
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
   always @(posedge clk)
-    at_or_after <= \$13 ;
+    r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [4:0];
-    end else begin
-      grant = \$7 [4:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    grant_index = 3'h0;
-    if (grant[1]) begin
-      grant_index = 3'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 3'h2;
-    end
-    if (grant[3]) begin
-      grant_index = 3'h3;
-    end
-    if (grant[4]) begin
-      grant_index = 3'h4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
+    \$1  = read__data;
     if (rst) begin
-      \$13  = 5'h1f;
+      \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign up_to_grant = \$9 [4:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
+  assign w_addr = write__addr;
+  assign w_data = write__data;
+  assign w_en = write__en;
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd_arbiter1 (rst, valid, requests, grant, grant_index, clk);
+module \ace_sram_small.sram.bank6 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
-  wire \$1 ;
-  wire [4:0] \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  reg [4:0] \$13 ;
-  wire [4:0] \$2 ;
-  wire [5:0] \$3 ;
-  wire [5:0] \$4 ;
-  wire [4:0] \$5 ;
-  wire [5:0] \$6 ;
-  wire [5:0] \$7 ;
-  wire [5:0] \$8 ;
-  wire [6:0] \$9 ;
-  wire advance;
-  reg [4:0] at_or_after = 5'h1f;
+  reg [127:0] \$1 ;
   input clk;
   wire clk;
-  output [4:0] grant;
-  reg [4:0] grant;
-  output [2:0] grant_index;
-  reg [2:0] grant_index;
-  wire [4:0] high_requests;
-  input [4:0] requests;
-  wire [4:0] requests;
+  wire [8:0] r_addr;
+  output [127:0] r_data;
+  reg [127:0] r_data = 128'h00000000000000000000000000000000;
+  wire r_en;
+  input [8:0] read__addr;
+  wire [8:0] read__addr;
+  wire [127:0] read__data;
+  input read__en;
+  wire read__en;
   input rst;
   wire rst;
-  wire [4:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [4:0];
-  assign \$11  = ~ \$9 [4:0];
-  assign \$12  = \$11  | grant;
+  wire [8:0] w_addr;
+  wire [127:0] w_data;
+  wire [15:0] w_en;
+  input [8:0] write__addr;
+  wire [8:0] write__addr;
+  input [127:0] write__data;
+  wire [127:0] write__data;
+  input [15:0] write__en;
+  wire [15:0] write__en;
+  reg [127:0] memory [511:0];
+  initial begin
+    memory[0] = 128'h00000000000000000000000000000000;
+    memory[1] = 128'h00000000000000000000000000000000;
+    memory[2] = 128'h00000000000000000000000000000000;
+    memory[3] = 128'h00000000000000000000000000000000;
+    memory[4] = 128'h00000000000000000000000000000000;
+    memory[5] = 128'h00000000000000000000000000000000;
+    memory[6] = 128'h00000000000000000000000000000000;
+    memory[7] = 128'h00000000000000000000000000000000;
+    memory[8] = 128'h00000000000000000000000000000000;
+    memory[9] = 128'h00000000000000000000000000000000;
+    memory[10] = 128'h00000000000000000000000000000000;
+    memory[11] = 128'h00000000000000000000000000000000;
+    memory[12] = 128'h00000000000000000000000000000000;
+    memory[13] = 128'h00000000000000000000000000000000;
+    memory[14] = 128'h00000000000000000000000000000000;
+    memory[15] = 128'h00000000000000000000000000000000;
+    memory[16] = 128'h00000000000000000000000000000000;
+    memory[17] = 128'h00000000000000000000000000000000;
+    memory[18] = 128'h00000000000000000000000000000000;
+    memory[19] = 128'h00000000000000000000000000000000;
+    memory[20] = 128'h00000000000000000000000000000000;
+    memory[21] = 128'h00000000000000000000000000000000;
+    memory[22] = 128'h00000000000000000000000000000000;
+    memory[23] = 128'h00000000000000000000000000000000;
+    memory[24] = 128'h00000000000000000000000000000000;
+    memory[25] = 128'h00000000000000000000000000000000;
+    memory[26] = 128'h00000000000000000000000000000000;
+    memory[27] = 128'h00000000000000000000000000000000;
+    memory[28] = 128'h00000000000000000000000000000000;
+    memory[29] = 128'h00000000000000000000000000000000;
+    memory[30] = 128'h00000000000000000000000000000000;
+    memory[31] = 128'h00000000000000000000000000000000;
+    memory[32] = 128'h00000000000000000000000000000000;
+    memory[33] = 128'h00000000000000000000000000000000;
+    memory[34] = 128'h00000000000000000000000000000000;
+    memory[35] = 128'h00000000000000000000000000000000;
+    memory[36] = 128'h00000000000000000000000000000000;
+    memory[37] = 128'h00000000000000000000000000000000;
+    memory[38] = 128'h00000000000000000000000000000000;
+    memory[39] = 128'h00000000000000000000000000000000;
+    memory[40] = 128'h00000000000000000000000000000000;
+    memory[41] = 128'h00000000000000000000000000000000;
+    memory[42] = 128'h00000000000000000000000000000000;
+    memory[43] = 128'h00000000000000000000000000000000;
+    memory[44] = 128'h00000000000000000000000000000000;
+    memory[45] = 128'h00000000000000000000000000000000;
+    memory[46] = 128'h00000000000000000000000000000000;
+    memory[47] = 128'h00000000000000000000000000000000;
+    memory[48] = 128'h00000000000000000000000000000000;
+    memory[49] = 128'h00000000000000000000000000000000;
+    memory[50] = 128'h00000000000000000000000000000000;
+    memory[51] = 128'h00000000000000000000000000000000;
+    memory[52] = 128'h00000000000000000000000000000000;
+    memory[53] = 128'h00000000000000000000000000000000;
+    memory[54] = 128'h00000000000000000000000000000000;
+    memory[55] = 128'h00000000000000000000000000000000;
+    memory[56] = 128'h00000000000000000000000000000000;
+    memory[57] = 128'h00000000000000000000000000000000;
+    memory[58] = 128'h00000000000000000000000000000000;
+    memory[59] = 128'h00000000000000000000000000000000;
+    memory[60] = 128'h00000000000000000000000000000000;
+    memory[61] = 128'h00000000000000000000000000000000;
+    memory[62] = 128'h00000000000000000000000000000000;
+    memory[63] = 128'h00000000000000000000000000000000;
+    memory[64] = 128'h00000000000000000000000000000000;
+    memory[65] = 128'h00000000000000000000000000000000;
+    memory[66] = 128'h00000000000000000000000000000000;
+    memory[67] = 128'h00000000000000000000000000000000;
+    memory[68] = 128'h00000000000000000000000000000000;
+    memory[69] = 128'h00000000000000000000000000000000;
+    memory[70] = 128'h00000000000000000000000000000000;
+    memory[71] = 128'h00000000000000000000000000000000;
+    memory[72] = 128'h00000000000000000000000000000000;
+    memory[73] = 128'h00000000000000000000000000000000;
+    memory[74] = 128'h00000000000000000000000000000000;
+    memory[75] = 128'h00000000000000000000000000000000;
+    memory[76] = 128'h00000000000000000000000000000000;
+    memory[77] = 128'h00000000000000000000000000000000;
+    memory[78] = 128'h00000000000000000000000000000000;
+    memory[79] = 128'h00000000000000000000000000000000;
+    memory[80] = 128'h00000000000000000000000000000000;
+    memory[81] = 128'h00000000000000000000000000000000;
+    memory[82] = 128'h00000000000000000000000000000000;
+    memory[83] = 128'h00000000000000000000000000000000;
+    memory[84] = 128'h00000000000000000000000000000000;
+    memory[85] = 128'h00000000000000000000000000000000;
+    memory[86] = 128'h00000000000000000000000000000000;
+    memory[87] = 128'h00000000000000000000000000000000;
+    memory[88] = 128'h00000000000000000000000000000000;
+    memory[89] = 128'h00000000000000000000000000000000;
+    memory[90] = 128'h00000000000000000000000000000000;
+    memory[91] = 128'h00000000000000000000000000000000;
+    memory[92] = 128'h00000000000000000000000000000000;
+    memory[93] = 128'h00000000000000000000000000000000;
+    memory[94] = 128'h00000000000000000000000000000000;
+    memory[95] = 128'h00000000000000000000000000000000;
+    memory[96] = 128'h00000000000000000000000000000000;
+    memory[97] = 128'h00000000000000000000000000000000;
+    memory[98] = 128'h00000000000000000000000000000000;
+    memory[99] = 128'h00000000000000000000000000000000;
+    memory[100] = 128'h00000000000000000000000000000000;
+    memory[101] = 128'h00000000000000000000000000000000;
+    memory[102] = 128'h00000000000000000000000000000000;
+    memory[103] = 128'h00000000000000000000000000000000;
+    memory[104] = 128'h00000000000000000000000000000000;
+    memory[105] = 128'h00000000000000000000000000000000;
+    memory[106] = 128'h00000000000000000000000000000000;
+    memory[107] = 128'h00000000000000000000000000000000;
+    memory[108] = 128'h00000000000000000000000000000000;
+    memory[109] = 128'h00000000000000000000000000000000;
+    memory[110] = 128'h00000000000000000000000000000000;
+    memory[111] = 128'h00000000000000000000000000000000;
+    memory[112] = 128'h00000000000000000000000000000000;
+    memory[113] = 128'h00000000000000000000000000000000;
+    memory[114] = 128'h00000000000000000000000000000000;
+    memory[115] = 128'h00000000000000000000000000000000;
+    memory[116] = 128'h00000000000000000000000000000000;
+    memory[117] = 128'h00000000000000000000000000000000;
+    memory[118] = 128'h00000000000000000000000000000000;
+    memory[119] = 128'h00000000000000000000000000000000;
+    memory[120] = 128'h00000000000000000000000000000000;
+    memory[121] = 128'h00000000000000000000000000000000;
+    memory[122] = 128'h00000000000000000000000000000000;
+    memory[123] = 128'h00000000000000000000000000000000;
+    memory[124] = 128'h00000000000000000000000000000000;
+    memory[125] = 128'h00000000000000000000000000000000;
+    memory[126] = 128'h00000000000000000000000000000000;
+    memory[127] = 128'h00000000000000000000000000000000;
+    memory[128] = 128'h00000000000000000000000000000000;
+    memory[129] = 128'h00000000000000000000000000000000;
+    memory[130] = 128'h00000000000000000000000000000000;
+    memory[131] = 128'h00000000000000000000000000000000;
+    memory[132] = 128'h00000000000000000000000000000000;
+    memory[133] = 128'h00000000000000000000000000000000;
+    memory[134] = 128'h00000000000000000000000000000000;
+    memory[135] = 128'h00000000000000000000000000000000;
+    memory[136] = 128'h00000000000000000000000000000000;
+    memory[137] = 128'h00000000000000000000000000000000;
+    memory[138] = 128'h00000000000000000000000000000000;
+    memory[139] = 128'h00000000000000000000000000000000;
+    memory[140] = 128'h00000000000000000000000000000000;
+    memory[141] = 128'h00000000000000000000000000000000;
+    memory[142] = 128'h00000000000000000000000000000000;
+    memory[143] = 128'h00000000000000000000000000000000;
+    memory[144] = 128'h00000000000000000000000000000000;
+    memory[145] = 128'h00000000000000000000000000000000;
+    memory[146] = 128'h00000000000000000000000000000000;
+    memory[147] = 128'h00000000000000000000000000000000;
+    memory[148] = 128'h00000000000000000000000000000000;
+    memory[149] = 128'h00000000000000000000000000000000;
+    memory[150] = 128'h00000000000000000000000000000000;
+    memory[151] = 128'h00000000000000000000000000000000;
+    memory[152] = 128'h00000000000000000000000000000000;
+    memory[153] = 128'h00000000000000000000000000000000;
+    memory[154] = 128'h00000000000000000000000000000000;
+    memory[155] = 128'h00000000000000000000000000000000;
+    memory[156] = 128'h00000000000000000000000000000000;
+    memory[157] = 128'h00000000000000000000000000000000;
+    memory[158] = 128'h00000000000000000000000000000000;
+    memory[159] = 128'h00000000000000000000000000000000;
+    memory[160] = 128'h00000000000000000000000000000000;
+    memory[161] = 128'h00000000000000000000000000000000;
+    memory[162] = 128'h00000000000000000000000000000000;
+    memory[163] = 128'h00000000000000000000000000000000;
+    memory[164] = 128'h00000000000000000000000000000000;
+    memory[165] = 128'h00000000000000000000000000000000;
+    memory[166] = 128'h00000000000000000000000000000000;
+    memory[167] = 128'h00000000000000000000000000000000;
+    memory[168] = 128'h00000000000000000000000000000000;
+    memory[169] = 128'h00000000000000000000000000000000;
+    memory[170] = 128'h00000000000000000000000000000000;
+    memory[171] = 128'h00000000000000000000000000000000;
+    memory[172] = 128'h00000000000000000000000000000000;
+    memory[173] = 128'h00000000000000000000000000000000;
+    memory[174] = 128'h00000000000000000000000000000000;
+    memory[175] = 128'h00000000000000000000000000000000;
+    memory[176] = 128'h00000000000000000000000000000000;
+    memory[177] = 128'h00000000000000000000000000000000;
+    memory[178] = 128'h00000000000000000000000000000000;
+    memory[179] = 128'h00000000000000000000000000000000;
+    memory[180] = 128'h00000000000000000000000000000000;
+    memory[181] = 128'h00000000000000000000000000000000;
+    memory[182] = 128'h00000000000000000000000000000000;
+    memory[183] = 128'h00000000000000000000000000000000;
+    memory[184] = 128'h00000000000000000000000000000000;
+    memory[185] = 128'h00000000000000000000000000000000;
+    memory[186] = 128'h00000000000000000000000000000000;
+    memory[187] = 128'h00000000000000000000000000000000;
+    memory[188] = 128'h00000000000000000000000000000000;
+    memory[189] = 128'h00000000000000000000000000000000;
+    memory[190] = 128'h00000000000000000000000000000000;
+    memory[191] = 128'h00000000000000000000000000000000;
+    memory[192] = 128'h00000000000000000000000000000000;
+    memory[193] = 128'h00000000000000000000000000000000;
+    memory[194] = 128'h00000000000000000000000000000000;
+    memory[195] = 128'h00000000000000000000000000000000;
+    memory[196] = 128'h00000000000000000000000000000000;
+    memory[197] = 128'h00000000000000000000000000000000;
+    memory[198] = 128'h00000000000000000000000000000000;
+    memory[199] = 128'h00000000000000000000000000000000;
+    memory[200] = 128'h00000000000000000000000000000000;
+    memory[201] = 128'h00000000000000000000000000000000;
+    memory[202] = 128'h00000000000000000000000000000000;
+    memory[203] = 128'h00000000000000000000000000000000;
+    memory[204] = 128'h00000000000000000000000000000000;
+    memory[205] = 128'h00000000000000000000000000000000;
+    memory[206] = 128'h00000000000000000000000000000000;
+    memory[207] = 128'h00000000000000000000000000000000;
+    memory[208] = 128'h00000000000000000000000000000000;
+    memory[209] = 128'h00000000000000000000000000000000;
+    memory[210] = 128'h00000000000000000000000000000000;
+    memory[211] = 128'h00000000000000000000000000000000;
+    memory[212] = 128'h00000000000000000000000000000000;
+    memory[213] = 128'h00000000000000000000000000000000;
+    memory[214] = 128'h00000000000000000000000000000000;
+    memory[215] = 128'h00000000000000000000000000000000;
+    memory[216] = 128'h00000000000000000000000000000000;
+    memory[217] = 128'h00000000000000000000000000000000;
+    memory[218] = 128'h00000000000000000000000000000000;
+    memory[219] = 128'h00000000000000000000000000000000;
+    memory[220] = 128'h00000000000000000000000000000000;
+    memory[221] = 128'h00000000000000000000000000000000;
+    memory[222] = 128'h00000000000000000000000000000000;
+    memory[223] = 128'h00000000000000000000000000000000;
+    memory[224] = 128'h00000000000000000000000000000000;
+    memory[225] = 128'h00000000000000000000000000000000;
+    memory[226] = 128'h00000000000000000000000000000000;
+    memory[227] = 128'h00000000000000000000000000000000;
+    memory[228] = 128'h00000000000000000000000000000000;
+    memory[229] = 128'h00000000000000000000000000000000;
+    memory[230] = 128'h00000000000000000000000000000000;
+    memory[231] = 128'h00000000000000000000000000000000;
+    memory[232] = 128'h00000000000000000000000000000000;
+    memory[233] = 128'h00000000000000000000000000000000;
+    memory[234] = 128'h00000000000000000000000000000000;
+    memory[235] = 128'h00000000000000000000000000000000;
+    memory[236] = 128'h00000000000000000000000000000000;
+    memory[237] = 128'h00000000000000000000000000000000;
+    memory[238] = 128'h00000000000000000000000000000000;
+    memory[239] = 128'h00000000000000000000000000000000;
+    memory[240] = 128'h00000000000000000000000000000000;
+    memory[241] = 128'h00000000000000000000000000000000;
+    memory[242] = 128'h00000000000000000000000000000000;
+    memory[243] = 128'h00000000000000000000000000000000;
+    memory[244] = 128'h00000000000000000000000000000000;
+    memory[245] = 128'h00000000000000000000000000000000;
+    memory[246] = 128'h00000000000000000000000000000000;
+    memory[247] = 128'h00000000000000000000000000000000;
+    memory[248] = 128'h00000000000000000000000000000000;
+    memory[249] = 128'h00000000000000000000000000000000;
+    memory[250] = 128'h00000000000000000000000000000000;
+    memory[251] = 128'h00000000000000000000000000000000;
+    memory[252] = 128'h00000000000000000000000000000000;
+    memory[253] = 128'h00000000000000000000000000000000;
+    memory[254] = 128'h00000000000000000000000000000000;
+    memory[255] = 128'h00000000000000000000000000000000;
+    memory[256] = 128'h00000000000000000000000000000000;
+    memory[257] = 128'h00000000000000000000000000000000;
+    memory[258] = 128'h00000000000000000000000000000000;
+    memory[259] = 128'h00000000000000000000000000000000;
+    memory[260] = 128'h00000000000000000000000000000000;
+    memory[261] = 128'h00000000000000000000000000000000;
+    memory[262] = 128'h00000000000000000000000000000000;
+    memory[263] = 128'h00000000000000000000000000000000;
+    memory[264] = 128'h00000000000000000000000000000000;
+    memory[265] = 128'h00000000000000000000000000000000;
+    memory[266] = 128'h00000000000000000000000000000000;
+    memory[267] = 128'h00000000000000000000000000000000;
+    memory[268] = 128'h00000000000000000000000000000000;
+    memory[269] = 128'h00000000000000000000000000000000;
+    memory[270] = 128'h00000000000000000000000000000000;
+    memory[271] = 128'h00000000000000000000000000000000;
+    memory[272] = 128'h00000000000000000000000000000000;
+    memory[273] = 128'h00000000000000000000000000000000;
+    memory[274] = 128'h00000000000000000000000000000000;
+    memory[275] = 128'h00000000000000000000000000000000;
+    memory[276] = 128'h00000000000000000000000000000000;
+    memory[277] = 128'h00000000000000000000000000000000;
+    memory[278] = 128'h00000000000000000000000000000000;
+    memory[279] = 128'h00000000000000000000000000000000;
+    memory[280] = 128'h00000000000000000000000000000000;
+    memory[281] = 128'h00000000000000000000000000000000;
+    memory[282] = 128'h00000000000000000000000000000000;
+    memory[283] = 128'h00000000000000000000000000000000;
+    memory[284] = 128'h00000000000000000000000000000000;
+    memory[285] = 128'h00000000000000000000000000000000;
+    memory[286] = 128'h00000000000000000000000000000000;
+    memory[287] = 128'h00000000000000000000000000000000;
+    memory[288] = 128'h00000000000000000000000000000000;
+    memory[289] = 128'h00000000000000000000000000000000;
+    memory[290] = 128'h00000000000000000000000000000000;
+    memory[291] = 128'h00000000000000000000000000000000;
+    memory[292] = 128'h00000000000000000000000000000000;
+    memory[293] = 128'h00000000000000000000000000000000;
+    memory[294] = 128'h00000000000000000000000000000000;
+    memory[295] = 128'h00000000000000000000000000000000;
+    memory[296] = 128'h00000000000000000000000000000000;
+    memory[297] = 128'h00000000000000000000000000000000;
+    memory[298] = 128'h00000000000000000000000000000000;
+    memory[299] = 128'h00000000000000000000000000000000;
+    memory[300] = 128'h00000000000000000000000000000000;
+    memory[301] = 128'h00000000000000000000000000000000;
+    memory[302] = 128'h00000000000000000000000000000000;
+    memory[303] = 128'h00000000000000000000000000000000;
+    memory[304] = 128'h00000000000000000000000000000000;
+    memory[305] = 128'h00000000000000000000000000000000;
+    memory[306] = 128'h00000000000000000000000000000000;
+    memory[307] = 128'h00000000000000000000000000000000;
+    memory[308] = 128'h00000000000000000000000000000000;
+    memory[309] = 128'h00000000000000000000000000000000;
+    memory[310] = 128'h00000000000000000000000000000000;
+    memory[311] = 128'h00000000000000000000000000000000;
+    memory[312] = 128'h00000000000000000000000000000000;
+    memory[313] = 128'h00000000000000000000000000000000;
+    memory[314] = 128'h00000000000000000000000000000000;
+    memory[315] = 128'h00000000000000000000000000000000;
+    memory[316] = 128'h00000000000000000000000000000000;
+    memory[317] = 128'h00000000000000000000000000000000;
+    memory[318] = 128'h00000000000000000000000000000000;
+    memory[319] = 128'h00000000000000000000000000000000;
+    memory[320] = 128'h00000000000000000000000000000000;
+    memory[321] = 128'h00000000000000000000000000000000;
+    memory[322] = 128'h00000000000000000000000000000000;
+    memory[323] = 128'h00000000000000000000000000000000;
+    memory[324] = 128'h00000000000000000000000000000000;
+    memory[325] = 128'h00000000000000000000000000000000;
+    memory[326] = 128'h00000000000000000000000000000000;
+    memory[327] = 128'h00000000000000000000000000000000;
+    memory[328] = 128'h00000000000000000000000000000000;
+    memory[329] = 128'h00000000000000000000000000000000;
+    memory[330] = 128'h00000000000000000000000000000000;
+    memory[331] = 128'h00000000000000000000000000000000;
+    memory[332] = 128'h00000000000000000000000000000000;
+    memory[333] = 128'h00000000000000000000000000000000;
+    memory[334] = 128'h00000000000000000000000000000000;
+    memory[335] = 128'h00000000000000000000000000000000;
+    memory[336] = 128'h00000000000000000000000000000000;
+    memory[337] = 128'h00000000000000000000000000000000;
+    memory[338] = 128'h00000000000000000000000000000000;
+    memory[339] = 128'h00000000000000000000000000000000;
+    memory[340] = 128'h00000000000000000000000000000000;
+    memory[341] = 128'h00000000000000000000000000000000;
+    memory[342] = 128'h00000000000000000000000000000000;
+    memory[343] = 128'h00000000000000000000000000000000;
+    memory[344] = 128'h00000000000000000000000000000000;
+    memory[345] = 128'h00000000000000000000000000000000;
+    memory[346] = 128'h00000000000000000000000000000000;
+    memory[347] = 128'h00000000000000000000000000000000;
+    memory[348] = 128'h00000000000000000000000000000000;
+    memory[349] = 128'h00000000000000000000000000000000;
+    memory[350] = 128'h00000000000000000000000000000000;
+    memory[351] = 128'h00000000000000000000000000000000;
+    memory[352] = 128'h00000000000000000000000000000000;
+    memory[353] = 128'h00000000000000000000000000000000;
+    memory[354] = 128'h00000000000000000000000000000000;
+    memory[355] = 128'h00000000000000000000000000000000;
+    memory[356] = 128'h00000000000000000000000000000000;
+    memory[357] = 128'h00000000000000000000000000000000;
+    memory[358] = 128'h00000000000000000000000000000000;
+    memory[359] = 128'h00000000000000000000000000000000;
+    memory[360] = 128'h00000000000000000000000000000000;
+    memory[361] = 128'h00000000000000000000000000000000;
+    memory[362] = 128'h00000000000000000000000000000000;
+    memory[363] = 128'h00000000000000000000000000000000;
+    memory[364] = 128'h00000000000000000000000000000000;
+    memory[365] = 128'h00000000000000000000000000000000;
+    memory[366] = 128'h00000000000000000000000000000000;
+    memory[367] = 128'h00000000000000000000000000000000;
+    memory[368] = 128'h00000000000000000000000000000000;
+    memory[369] = 128'h00000000000000000000000000000000;
+    memory[370] = 128'h00000000000000000000000000000000;
+    memory[371] = 128'h00000000000000000000000000000000;
+    memory[372] = 128'h00000000000000000000000000000000;
+    memory[373] = 128'h00000000000000000000000000000000;
+    memory[374] = 128'h00000000000000000000000000000000;
+    memory[375] = 128'h00000000000000000000000000000000;
+    memory[376] = 128'h00000000000000000000000000000000;
+    memory[377] = 128'h00000000000000000000000000000000;
+    memory[378] = 128'h00000000000000000000000000000000;
+    memory[379] = 128'h00000000000000000000000000000000;
+    memory[380] = 128'h00000000000000000000000000000000;
+    memory[381] = 128'h00000000000000000000000000000000;
+    memory[382] = 128'h00000000000000000000000000000000;
+    memory[383] = 128'h00000000000000000000000000000000;
+    memory[384] = 128'h00000000000000000000000000000000;
+    memory[385] = 128'h00000000000000000000000000000000;
+    memory[386] = 128'h00000000000000000000000000000000;
+    memory[387] = 128'h00000000000000000000000000000000;
+    memory[388] = 128'h00000000000000000000000000000000;
+    memory[389] = 128'h00000000000000000000000000000000;
+    memory[390] = 128'h00000000000000000000000000000000;
+    memory[391] = 128'h00000000000000000000000000000000;
+    memory[392] = 128'h00000000000000000000000000000000;
+    memory[393] = 128'h00000000000000000000000000000000;
+    memory[394] = 128'h00000000000000000000000000000000;
+    memory[395] = 128'h00000000000000000000000000000000;
+    memory[396] = 128'h00000000000000000000000000000000;
+    memory[397] = 128'h00000000000000000000000000000000;
+    memory[398] = 128'h00000000000000000000000000000000;
+    memory[399] = 128'h00000000000000000000000000000000;
+    memory[400] = 128'h00000000000000000000000000000000;
+    memory[401] = 128'h00000000000000000000000000000000;
+    memory[402] = 128'h00000000000000000000000000000000;
+    memory[403] = 128'h00000000000000000000000000000000;
+    memory[404] = 128'h00000000000000000000000000000000;
+    memory[405] = 128'h00000000000000000000000000000000;
+    memory[406] = 128'h00000000000000000000000000000000;
+    memory[407] = 128'h00000000000000000000000000000000;
+    memory[408] = 128'h00000000000000000000000000000000;
+    memory[409] = 128'h00000000000000000000000000000000;
+    memory[410] = 128'h00000000000000000000000000000000;
+    memory[411] = 128'h00000000000000000000000000000000;
+    memory[412] = 128'h00000000000000000000000000000000;
+    memory[413] = 128'h00000000000000000000000000000000;
+    memory[414] = 128'h00000000000000000000000000000000;
+    memory[415] = 128'h00000000000000000000000000000000;
+    memory[416] = 128'h00000000000000000000000000000000;
+    memory[417] = 128'h00000000000000000000000000000000;
+    memory[418] = 128'h00000000000000000000000000000000;
+    memory[419] = 128'h00000000000000000000000000000000;
+    memory[420] = 128'h00000000000000000000000000000000;
+    memory[421] = 128'h00000000000000000000000000000000;
+    memory[422] = 128'h00000000000000000000000000000000;
+    memory[423] = 128'h00000000000000000000000000000000;
+    memory[424] = 128'h00000000000000000000000000000000;
+    memory[425] = 128'h00000000000000000000000000000000;
+    memory[426] = 128'h00000000000000000000000000000000;
+    memory[427] = 128'h00000000000000000000000000000000;
+    memory[428] = 128'h00000000000000000000000000000000;
+    memory[429] = 128'h00000000000000000000000000000000;
+    memory[430] = 128'h00000000000000000000000000000000;
+    memory[431] = 128'h00000000000000000000000000000000;
+    memory[432] = 128'h00000000000000000000000000000000;
+    memory[433] = 128'h00000000000000000000000000000000;
+    memory[434] = 128'h00000000000000000000000000000000;
+    memory[435] = 128'h00000000000000000000000000000000;
+    memory[436] = 128'h00000000000000000000000000000000;
+    memory[437] = 128'h00000000000000000000000000000000;
+    memory[438] = 128'h00000000000000000000000000000000;
+    memory[439] = 128'h00000000000000000000000000000000;
+    memory[440] = 128'h00000000000000000000000000000000;
+    memory[441] = 128'h00000000000000000000000000000000;
+    memory[442] = 128'h00000000000000000000000000000000;
+    memory[443] = 128'h00000000000000000000000000000000;
+    memory[444] = 128'h00000000000000000000000000000000;
+    memory[445] = 128'h00000000000000000000000000000000;
+    memory[446] = 128'h00000000000000000000000000000000;
+    memory[447] = 128'h00000000000000000000000000000000;
+    memory[448] = 128'h00000000000000000000000000000000;
+    memory[449] = 128'h00000000000000000000000000000000;
+    memory[450] = 128'h00000000000000000000000000000000;
+    memory[451] = 128'h00000000000000000000000000000000;
+    memory[452] = 128'h00000000000000000000000000000000;
+    memory[453] = 128'h00000000000000000000000000000000;
+    memory[454] = 128'h00000000000000000000000000000000;
+    memory[455] = 128'h00000000000000000000000000000000;
+    memory[456] = 128'h00000000000000000000000000000000;
+    memory[457] = 128'h00000000000000000000000000000000;
+    memory[458] = 128'h00000000000000000000000000000000;
+    memory[459] = 128'h00000000000000000000000000000000;
+    memory[460] = 128'h00000000000000000000000000000000;
+    memory[461] = 128'h00000000000000000000000000000000;
+    memory[462] = 128'h00000000000000000000000000000000;
+    memory[463] = 128'h00000000000000000000000000000000;
+    memory[464] = 128'h00000000000000000000000000000000;
+    memory[465] = 128'h00000000000000000000000000000000;
+    memory[466] = 128'h00000000000000000000000000000000;
+    memory[467] = 128'h00000000000000000000000000000000;
+    memory[468] = 128'h00000000000000000000000000000000;
+    memory[469] = 128'h00000000000000000000000000000000;
+    memory[470] = 128'h00000000000000000000000000000000;
+    memory[471] = 128'h00000000000000000000000000000000;
+    memory[472] = 128'h00000000000000000000000000000000;
+    memory[473] = 128'h00000000000000000000000000000000;
+    memory[474] = 128'h00000000000000000000000000000000;
+    memory[475] = 128'h00000000000000000000000000000000;
+    memory[476] = 128'h00000000000000000000000000000000;
+    memory[477] = 128'h00000000000000000000000000000000;
+    memory[478] = 128'h00000000000000000000000000000000;
+    memory[479] = 128'h00000000000000000000000000000000;
+    memory[480] = 128'h00000000000000000000000000000000;
+    memory[481] = 128'h00000000000000000000000000000000;
+    memory[482] = 128'h00000000000000000000000000000000;
+    memory[483] = 128'h00000000000000000000000000000000;
+    memory[484] = 128'h00000000000000000000000000000000;
+    memory[485] = 128'h00000000000000000000000000000000;
+    memory[486] = 128'h00000000000000000000000000000000;
+    memory[487] = 128'h00000000000000000000000000000000;
+    memory[488] = 128'h00000000000000000000000000000000;
+    memory[489] = 128'h00000000000000000000000000000000;
+    memory[490] = 128'h00000000000000000000000000000000;
+    memory[491] = 128'h00000000000000000000000000000000;
+    memory[492] = 128'h00000000000000000000000000000000;
+    memory[493] = 128'h00000000000000000000000000000000;
+    memory[494] = 128'h00000000000000000000000000000000;
+    memory[495] = 128'h00000000000000000000000000000000;
+    memory[496] = 128'h00000000000000000000000000000000;
+    memory[497] = 128'h00000000000000000000000000000000;
+    memory[498] = 128'h00000000000000000000000000000000;
+    memory[499] = 128'h00000000000000000000000000000000;
+    memory[500] = 128'h00000000000000000000000000000000;
+    memory[501] = 128'h00000000000000000000000000000000;
+    memory[502] = 128'h00000000000000000000000000000000;
+    memory[503] = 128'h00000000000000000000000000000000;
+    memory[504] = 128'h00000000000000000000000000000000;
+    memory[505] = 128'h00000000000000000000000000000000;
+    memory[506] = 128'h00000000000000000000000000000000;
+    memory[507] = 128'h00000000000000000000000000000000;
+    memory[508] = 128'h00000000000000000000000000000000;
+    memory[509] = 128'h00000000000000000000000000000000;
+    memory[510] = 128'h00000000000000000000000000000000;
+    memory[511] = 128'h00000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (write__en[0])
+      memory[write__addr][7:0] <= write__data[7:0];
+    if (write__en[1])
+      memory[write__addr][15:8] <= write__data[15:8];
+    if (write__en[2])
+      memory[write__addr][23:16] <= write__data[23:16];
+    if (write__en[3])
+      memory[write__addr][31:24] <= write__data[31:24];
+    if (write__en[4])
+      memory[write__addr][39:32] <= write__data[39:32];
+    if (write__en[5])
+      memory[write__addr][47:40] <= write__data[47:40];
+    if (write__en[6])
+      memory[write__addr][55:48] <= write__data[55:48];
+    if (write__en[7])
+      memory[write__addr][63:56] <= write__data[63:56];
+    if (write__en[8])
+      memory[write__addr][71:64] <= write__data[71:64];
+    if (write__en[9])
+      memory[write__addr][79:72] <= write__data[79:72];
+    if (write__en[10])
+      memory[write__addr][87:80] <= write__data[87:80];
+    if (write__en[11])
+      memory[write__addr][95:88] <= write__data[95:88];
+    if (write__en[12])
+      memory[write__addr][103:96] <= write__data[103:96];
+    if (write__en[13])
+      memory[write__addr][111:104] <= write__data[111:104];
+    if (write__en[14])
+      memory[write__addr][119:112] <= write__data[119:112];
+    if (write__en[15])
+      memory[write__addr][127:120] <= write__data[127:120];
+  end
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
   always @(posedge clk)
-    at_or_after <= \$13 ;
+    r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [4:0];
-    end else begin
-      grant = \$7 [4:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    grant_index = 3'h0;
-    if (grant[1]) begin
-      grant_index = 3'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 3'h2;
-    end
-    if (grant[3]) begin
-      grant_index = 3'h3;
-    end
-    if (grant[4]) begin
-      grant_index = 3'h4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
+    \$1  = read__data;
     if (rst) begin
-      \$13  = 5'h1f;
+      \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign up_to_grant = \$9 [4:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
+  assign w_addr = write__addr;
+  assign w_data = write__data;
+  assign w_en = write__en;
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd_arbiter2 (rst, valid, requests, grant, grant_index, clk);
+module \ace_sram_small.sram.bank7 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
-  wire \$1 ;
-  wire [4:0] \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  reg [4:0] \$13 ;
-  wire [4:0] \$2 ;
-  wire [5:0] \$3 ;
-  wire [5:0] \$4 ;
-  wire [4:0] \$5 ;
-  wire [5:0] \$6 ;
-  wire [5:0] \$7 ;
-  wire [5:0] \$8 ;
-  wire [6:0] \$9 ;
-  wire advance;
-  reg [4:0] at_or_after = 5'h1f;
+  reg [127:0] \$1 ;
   input clk;
   wire clk;
-  output [4:0] grant;
-  reg [4:0] grant;
-  output [2:0] grant_index;
-  reg [2:0] grant_index;
-  wire [4:0] high_requests;
-  input [4:0] requests;
-  wire [4:0] requests;
+  wire [8:0] r_addr;
+  output [127:0] r_data;
+  reg [127:0] r_data = 128'h00000000000000000000000000000000;
+  wire r_en;
+  input [8:0] read__addr;
+  wire [8:0] read__addr;
+  wire [127:0] read__data;
+  input read__en;
+  wire read__en;
   input rst;
   wire rst;
-  wire [4:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [4:0];
-  assign \$11  = ~ \$9 [4:0];
-  assign \$12  = \$11  | grant;
+  wire [8:0] w_addr;
+  wire [127:0] w_data;
+  wire [15:0] w_en;
+  input [8:0] write__addr;
+  wire [8:0] write__addr;
+  input [127:0] write__data;
+  wire [127:0] write__data;
+  input [15:0] write__en;
+  wire [15:0] write__en;
+  reg [127:0] memory [511:0];
+  initial begin
+    memory[0] = 128'h00000000000000000000000000000000;
+    memory[1] = 128'h00000000000000000000000000000000;
+    memory[2] = 128'h00000000000000000000000000000000;
+    memory[3] = 128'h00000000000000000000000000000000;
+    memory[4] = 128'h00000000000000000000000000000000;
+    memory[5] = 128'h00000000000000000000000000000000;
+    memory[6] = 128'h00000000000000000000000000000000;
+    memory[7] = 128'h00000000000000000000000000000000;
+    memory[8] = 128'h00000000000000000000000000000000;
+    memory[9] = 128'h00000000000000000000000000000000;
+    memory[10] = 128'h00000000000000000000000000000000;
+    memory[11] = 128'h00000000000000000000000000000000;
+    memory[12] = 128'h00000000000000000000000000000000;
+    memory[13] = 128'h00000000000000000000000000000000;
+    memory[14] = 128'h00000000000000000000000000000000;
+    memory[15] = 128'h00000000000000000000000000000000;
+    memory[16] = 128'h00000000000000000000000000000000;
+    memory[17] = 128'h00000000000000000000000000000000;
+    memory[18] = 128'h00000000000000000000000000000000;
+    memory[19] = 128'h00000000000000000000000000000000;
+    memory[20] = 128'h00000000000000000000000000000000;
+    memory[21] = 128'h00000000000000000000000000000000;
+    memory[22] = 128'h00000000000000000000000000000000;
+    memory[23] = 128'h00000000000000000000000000000000;
+    memory[24] = 128'h00000000000000000000000000000000;
+    memory[25] = 128'h00000000000000000000000000000000;
+    memory[26] = 128'h00000000000000000000000000000000;
+    memory[27] = 128'h00000000000000000000000000000000;
+    memory[28] = 128'h00000000000000000000000000000000;
+    memory[29] = 128'h00000000000000000000000000000000;
+    memory[30] = 128'h00000000000000000000000000000000;
+    memory[31] = 128'h00000000000000000000000000000000;
+    memory[32] = 128'h00000000000000000000000000000000;
+    memory[33] = 128'h00000000000000000000000000000000;
+    memory[34] = 128'h00000000000000000000000000000000;
+    memory[35] = 128'h00000000000000000000000000000000;
+    memory[36] = 128'h00000000000000000000000000000000;
+    memory[37] = 128'h00000000000000000000000000000000;
+    memory[38] = 128'h00000000000000000000000000000000;
+    memory[39] = 128'h00000000000000000000000000000000;
+    memory[40] = 128'h00000000000000000000000000000000;
+    memory[41] = 128'h00000000000000000000000000000000;
+    memory[42] = 128'h00000000000000000000000000000000;
+    memory[43] = 128'h00000000000000000000000000000000;
+    memory[44] = 128'h00000000000000000000000000000000;
+    memory[45] = 128'h00000000000000000000000000000000;
+    memory[46] = 128'h00000000000000000000000000000000;
+    memory[47] = 128'h00000000000000000000000000000000;
+    memory[48] = 128'h00000000000000000000000000000000;
+    memory[49] = 128'h00000000000000000000000000000000;
+    memory[50] = 128'h00000000000000000000000000000000;
+    memory[51] = 128'h00000000000000000000000000000000;
+    memory[52] = 128'h00000000000000000000000000000000;
+    memory[53] = 128'h00000000000000000000000000000000;
+    memory[54] = 128'h00000000000000000000000000000000;
+    memory[55] = 128'h00000000000000000000000000000000;
+    memory[56] = 128'h00000000000000000000000000000000;
+    memory[57] = 128'h00000000000000000000000000000000;
+    memory[58] = 128'h00000000000000000000000000000000;
+    memory[59] = 128'h00000000000000000000000000000000;
+    memory[60] = 128'h00000000000000000000000000000000;
+    memory[61] = 128'h00000000000000000000000000000000;
+    memory[62] = 128'h00000000000000000000000000000000;
+    memory[63] = 128'h00000000000000000000000000000000;
+    memory[64] = 128'h00000000000000000000000000000000;
+    memory[65] = 128'h00000000000000000000000000000000;
+    memory[66] = 128'h00000000000000000000000000000000;
+    memory[67] = 128'h00000000000000000000000000000000;
+    memory[68] = 128'h00000000000000000000000000000000;
+    memory[69] = 128'h00000000000000000000000000000000;
+    memory[70] = 128'h00000000000000000000000000000000;
+    memory[71] = 128'h00000000000000000000000000000000;
+    memory[72] = 128'h00000000000000000000000000000000;
+    memory[73] = 128'h00000000000000000000000000000000;
+    memory[74] = 128'h00000000000000000000000000000000;
+    memory[75] = 128'h00000000000000000000000000000000;
+    memory[76] = 128'h00000000000000000000000000000000;
+    memory[77] = 128'h00000000000000000000000000000000;
+    memory[78] = 128'h00000000000000000000000000000000;
+    memory[79] = 128'h00000000000000000000000000000000;
+    memory[80] = 128'h00000000000000000000000000000000;
+    memory[81] = 128'h00000000000000000000000000000000;
+    memory[82] = 128'h00000000000000000000000000000000;
+    memory[83] = 128'h00000000000000000000000000000000;
+    memory[84] = 128'h00000000000000000000000000000000;
+    memory[85] = 128'h00000000000000000000000000000000;
+    memory[86] = 128'h00000000000000000000000000000000;
+    memory[87] = 128'h00000000000000000000000000000000;
+    memory[88] = 128'h00000000000000000000000000000000;
+    memory[89] = 128'h00000000000000000000000000000000;
+    memory[90] = 128'h00000000000000000000000000000000;
+    memory[91] = 128'h00000000000000000000000000000000;
+    memory[92] = 128'h00000000000000000000000000000000;
+    memory[93] = 128'h00000000000000000000000000000000;
+    memory[94] = 128'h00000000000000000000000000000000;
+    memory[95] = 128'h00000000000000000000000000000000;
+    memory[96] = 128'h00000000000000000000000000000000;
+    memory[97] = 128'h00000000000000000000000000000000;
+    memory[98] = 128'h00000000000000000000000000000000;
+    memory[99] = 128'h00000000000000000000000000000000;
+    memory[100] = 128'h00000000000000000000000000000000;
+    memory[101] = 128'h00000000000000000000000000000000;
+    memory[102] = 128'h00000000000000000000000000000000;
+    memory[103] = 128'h00000000000000000000000000000000;
+    memory[104] = 128'h00000000000000000000000000000000;
+    memory[105] = 128'h00000000000000000000000000000000;
+    memory[106] = 128'h00000000000000000000000000000000;
+    memory[107] = 128'h00000000000000000000000000000000;
+    memory[108] = 128'h00000000000000000000000000000000;
+    memory[109] = 128'h00000000000000000000000000000000;
+    memory[110] = 128'h00000000000000000000000000000000;
+    memory[111] = 128'h00000000000000000000000000000000;
+    memory[112] = 128'h00000000000000000000000000000000;
+    memory[113] = 128'h00000000000000000000000000000000;
+    memory[114] = 128'h00000000000000000000000000000000;
+    memory[115] = 128'h00000000000000000000000000000000;
+    memory[116] = 128'h00000000000000000000000000000000;
+    memory[117] = 128'h00000000000000000000000000000000;
+    memory[118] = 128'h00000000000000000000000000000000;
+    memory[119] = 128'h00000000000000000000000000000000;
+    memory[120] = 128'h00000000000000000000000000000000;
+    memory[121] = 128'h00000000000000000000000000000000;
+    memory[122] = 128'h00000000000000000000000000000000;
+    memory[123] = 128'h00000000000000000000000000000000;
+    memory[124] = 128'h00000000000000000000000000000000;
+    memory[125] = 128'h00000000000000000000000000000000;
+    memory[126] = 128'h00000000000000000000000000000000;
+    memory[127] = 128'h00000000000000000000000000000000;
+    memory[128] = 128'h00000000000000000000000000000000;
+    memory[129] = 128'h00000000000000000000000000000000;
+    memory[130] = 128'h00000000000000000000000000000000;
+    memory[131] = 128'h00000000000000000000000000000000;
+    memory[132] = 128'h00000000000000000000000000000000;
+    memory[133] = 128'h00000000000000000000000000000000;
+    memory[134] = 128'h00000000000000000000000000000000;
+    memory[135] = 128'h00000000000000000000000000000000;
+    memory[136] = 128'h00000000000000000000000000000000;
+    memory[137] = 128'h00000000000000000000000000000000;
+    memory[138] = 128'h00000000000000000000000000000000;
+    memory[139] = 128'h00000000000000000000000000000000;
+    memory[140] = 128'h00000000000000000000000000000000;
+    memory[141] = 128'h00000000000000000000000000000000;
+    memory[142] = 128'h00000000000000000000000000000000;
+    memory[143] = 128'h00000000000000000000000000000000;
+    memory[144] = 128'h00000000000000000000000000000000;
+    memory[145] = 128'h00000000000000000000000000000000;
+    memory[146] = 128'h00000000000000000000000000000000;
+    memory[147] = 128'h00000000000000000000000000000000;
+    memory[148] = 128'h00000000000000000000000000000000;
+    memory[149] = 128'h00000000000000000000000000000000;
+    memory[150] = 128'h00000000000000000000000000000000;
+    memory[151] = 128'h00000000000000000000000000000000;
+    memory[152] = 128'h00000000000000000000000000000000;
+    memory[153] = 128'h00000000000000000000000000000000;
+    memory[154] = 128'h00000000000000000000000000000000;
+    memory[155] = 128'h00000000000000000000000000000000;
+    memory[156] = 128'h00000000000000000000000000000000;
+    memory[157] = 128'h00000000000000000000000000000000;
+    memory[158] = 128'h00000000000000000000000000000000;
+    memory[159] = 128'h00000000000000000000000000000000;
+    memory[160] = 128'h00000000000000000000000000000000;
+    memory[161] = 128'h00000000000000000000000000000000;
+    memory[162] = 128'h00000000000000000000000000000000;
+    memory[163] = 128'h00000000000000000000000000000000;
+    memory[164] = 128'h00000000000000000000000000000000;
+    memory[165] = 128'h00000000000000000000000000000000;
+    memory[166] = 128'h00000000000000000000000000000000;
+    memory[167] = 128'h00000000000000000000000000000000;
+    memory[168] = 128'h00000000000000000000000000000000;
+    memory[169] = 128'h00000000000000000000000000000000;
+    memory[170] = 128'h00000000000000000000000000000000;
+    memory[171] = 128'h00000000000000000000000000000000;
+    memory[172] = 128'h00000000000000000000000000000000;
+    memory[173] = 128'h00000000000000000000000000000000;
+    memory[174] = 128'h00000000000000000000000000000000;
+    memory[175] = 128'h00000000000000000000000000000000;
+    memory[176] = 128'h00000000000000000000000000000000;
+    memory[177] = 128'h00000000000000000000000000000000;
+    memory[178] = 128'h00000000000000000000000000000000;
+    memory[179] = 128'h00000000000000000000000000000000;
+    memory[180] = 128'h00000000000000000000000000000000;
+    memory[181] = 128'h00000000000000000000000000000000;
+    memory[182] = 128'h00000000000000000000000000000000;
+    memory[183] = 128'h00000000000000000000000000000000;
+    memory[184] = 128'h00000000000000000000000000000000;
+    memory[185] = 128'h00000000000000000000000000000000;
+    memory[186] = 128'h00000000000000000000000000000000;
+    memory[187] = 128'h00000000000000000000000000000000;
+    memory[188] = 128'h00000000000000000000000000000000;
+    memory[189] = 128'h00000000000000000000000000000000;
+    memory[190] = 128'h00000000000000000000000000000000;
+    memory[191] = 128'h00000000000000000000000000000000;
+    memory[192] = 128'h00000000000000000000000000000000;
+    memory[193] = 128'h00000000000000000000000000000000;
+    memory[194] = 128'h00000000000000000000000000000000;
+    memory[195] = 128'h00000000000000000000000000000000;
+    memory[196] = 128'h00000000000000000000000000000000;
+    memory[197] = 128'h00000000000000000000000000000000;
+    memory[198] = 128'h00000000000000000000000000000000;
+    memory[199] = 128'h00000000000000000000000000000000;
+    memory[200] = 128'h00000000000000000000000000000000;
+    memory[201] = 128'h00000000000000000000000000000000;
+    memory[202] = 128'h00000000000000000000000000000000;
+    memory[203] = 128'h00000000000000000000000000000000;
+    memory[204] = 128'h00000000000000000000000000000000;
+    memory[205] = 128'h00000000000000000000000000000000;
+    memory[206] = 128'h00000000000000000000000000000000;
+    memory[207] = 128'h00000000000000000000000000000000;
+    memory[208] = 128'h00000000000000000000000000000000;
+    memory[209] = 128'h00000000000000000000000000000000;
+    memory[210] = 128'h00000000000000000000000000000000;
+    memory[211] = 128'h00000000000000000000000000000000;
+    memory[212] = 128'h00000000000000000000000000000000;
+    memory[213] = 128'h00000000000000000000000000000000;
+    memory[214] = 128'h00000000000000000000000000000000;
+    memory[215] = 128'h00000000000000000000000000000000;
+    memory[216] = 128'h00000000000000000000000000000000;
+    memory[217] = 128'h00000000000000000000000000000000;
+    memory[218] = 128'h00000000000000000000000000000000;
+    memory[219] = 128'h00000000000000000000000000000000;
+    memory[220] = 128'h00000000000000000000000000000000;
+    memory[221] = 128'h00000000000000000000000000000000;
+    memory[222] = 128'h00000000000000000000000000000000;
+    memory[223] = 128'h00000000000000000000000000000000;
+    memory[224] = 128'h00000000000000000000000000000000;
+    memory[225] = 128'h00000000000000000000000000000000;
+    memory[226] = 128'h00000000000000000000000000000000;
+    memory[227] = 128'h00000000000000000000000000000000;
+    memory[228] = 128'h00000000000000000000000000000000;
+    memory[229] = 128'h00000000000000000000000000000000;
+    memory[230] = 128'h00000000000000000000000000000000;
+    memory[231] = 128'h00000000000000000000000000000000;
+    memory[232] = 128'h00000000000000000000000000000000;
+    memory[233] = 128'h00000000000000000000000000000000;
+    memory[234] = 128'h00000000000000000000000000000000;
+    memory[235] = 128'h00000000000000000000000000000000;
+    memory[236] = 128'h00000000000000000000000000000000;
+    memory[237] = 128'h00000000000000000000000000000000;
+    memory[238] = 128'h00000000000000000000000000000000;
+    memory[239] = 128'h00000000000000000000000000000000;
+    memory[240] = 128'h00000000000000000000000000000000;
+    memory[241] = 128'h00000000000000000000000000000000;
+    memory[242] = 128'h00000000000000000000000000000000;
+    memory[243] = 128'h00000000000000000000000000000000;
+    memory[244] = 128'h00000000000000000000000000000000;
+    memory[245] = 128'h00000000000000000000000000000000;
+    memory[246] = 128'h00000000000000000000000000000000;
+    memory[247] = 128'h00000000000000000000000000000000;
+    memory[248] = 128'h00000000000000000000000000000000;
+    memory[249] = 128'h00000000000000000000000000000000;
+    memory[250] = 128'h00000000000000000000000000000000;
+    memory[251] = 128'h00000000000000000000000000000000;
+    memory[252] = 128'h00000000000000000000000000000000;
+    memory[253] = 128'h00000000000000000000000000000000;
+    memory[254] = 128'h00000000000000000000000000000000;
+    memory[255] = 128'h00000000000000000000000000000000;
+    memory[256] = 128'h00000000000000000000000000000000;
+    memory[257] = 128'h00000000000000000000000000000000;
+    memory[258] = 128'h00000000000000000000000000000000;
+    memory[259] = 128'h00000000000000000000000000000000;
+    memory[260] = 128'h00000000000000000000000000000000;
+    memory[261] = 128'h00000000000000000000000000000000;
+    memory[262] = 128'h00000000000000000000000000000000;
+    memory[263] = 128'h00000000000000000000000000000000;
+    memory[264] = 128'h00000000000000000000000000000000;
+    memory[265] = 128'h00000000000000000000000000000000;
+    memory[266] = 128'h00000000000000000000000000000000;
+    memory[267] = 128'h00000000000000000000000000000000;
+    memory[268] = 128'h00000000000000000000000000000000;
+    memory[269] = 128'h00000000000000000000000000000000;
+    memory[270] = 128'h00000000000000000000000000000000;
+    memory[271] = 128'h00000000000000000000000000000000;
+    memory[272] = 128'h00000000000000000000000000000000;
+    memory[273] = 128'h00000000000000000000000000000000;
+    memory[274] = 128'h00000000000000000000000000000000;
+    memory[275] = 128'h00000000000000000000000000000000;
+    memory[276] = 128'h00000000000000000000000000000000;
+    memory[277] = 128'h00000000000000000000000000000000;
+    memory[278] = 128'h00000000000000000000000000000000;
+    memory[279] = 128'h00000000000000000000000000000000;
+    memory[280] = 128'h00000000000000000000000000000000;
+    memory[281] = 128'h00000000000000000000000000000000;
+    memory[282] = 128'h00000000000000000000000000000000;
+    memory[283] = 128'h00000000000000000000000000000000;
+    memory[284] = 128'h00000000000000000000000000000000;
+    memory[285] = 128'h00000000000000000000000000000000;
+    memory[286] = 128'h00000000000000000000000000000000;
+    memory[287] = 128'h00000000000000000000000000000000;
+    memory[288] = 128'h00000000000000000000000000000000;
+    memory[289] = 128'h00000000000000000000000000000000;
+    memory[290] = 128'h00000000000000000000000000000000;
+    memory[291] = 128'h00000000000000000000000000000000;
+    memory[292] = 128'h00000000000000000000000000000000;
+    memory[293] = 128'h00000000000000000000000000000000;
+    memory[294] = 128'h00000000000000000000000000000000;
+    memory[295] = 128'h00000000000000000000000000000000;
+    memory[296] = 128'h00000000000000000000000000000000;
+    memory[297] = 128'h00000000000000000000000000000000;
+    memory[298] = 128'h00000000000000000000000000000000;
+    memory[299] = 128'h00000000000000000000000000000000;
+    memory[300] = 128'h00000000000000000000000000000000;
+    memory[301] = 128'h00000000000000000000000000000000;
+    memory[302] = 128'h00000000000000000000000000000000;
+    memory[303] = 128'h00000000000000000000000000000000;
+    memory[304] = 128'h00000000000000000000000000000000;
+    memory[305] = 128'h00000000000000000000000000000000;
+    memory[306] = 128'h00000000000000000000000000000000;
+    memory[307] = 128'h00000000000000000000000000000000;
+    memory[308] = 128'h00000000000000000000000000000000;
+    memory[309] = 128'h00000000000000000000000000000000;
+    memory[310] = 128'h00000000000000000000000000000000;
+    memory[311] = 128'h00000000000000000000000000000000;
+    memory[312] = 128'h00000000000000000000000000000000;
+    memory[313] = 128'h00000000000000000000000000000000;
+    memory[314] = 128'h00000000000000000000000000000000;
+    memory[315] = 128'h00000000000000000000000000000000;
+    memory[316] = 128'h00000000000000000000000000000000;
+    memory[317] = 128'h00000000000000000000000000000000;
+    memory[318] = 128'h00000000000000000000000000000000;
+    memory[319] = 128'h00000000000000000000000000000000;
+    memory[320] = 128'h00000000000000000000000000000000;
+    memory[321] = 128'h00000000000000000000000000000000;
+    memory[322] = 128'h00000000000000000000000000000000;
+    memory[323] = 128'h00000000000000000000000000000000;
+    memory[324] = 128'h00000000000000000000000000000000;
+    memory[325] = 128'h00000000000000000000000000000000;
+    memory[326] = 128'h00000000000000000000000000000000;
+    memory[327] = 128'h00000000000000000000000000000000;
+    memory[328] = 128'h00000000000000000000000000000000;
+    memory[329] = 128'h00000000000000000000000000000000;
+    memory[330] = 128'h00000000000000000000000000000000;
+    memory[331] = 128'h00000000000000000000000000000000;
+    memory[332] = 128'h00000000000000000000000000000000;
+    memory[333] = 128'h00000000000000000000000000000000;
+    memory[334] = 128'h00000000000000000000000000000000;
+    memory[335] = 128'h00000000000000000000000000000000;
+    memory[336] = 128'h00000000000000000000000000000000;
+    memory[337] = 128'h00000000000000000000000000000000;
+    memory[338] = 128'h00000000000000000000000000000000;
+    memory[339] = 128'h00000000000000000000000000000000;
+    memory[340] = 128'h00000000000000000000000000000000;
+    memory[341] = 128'h00000000000000000000000000000000;
+    memory[342] = 128'h00000000000000000000000000000000;
+    memory[343] = 128'h00000000000000000000000000000000;
+    memory[344] = 128'h00000000000000000000000000000000;
+    memory[345] = 128'h00000000000000000000000000000000;
+    memory[346] = 128'h00000000000000000000000000000000;
+    memory[347] = 128'h00000000000000000000000000000000;
+    memory[348] = 128'h00000000000000000000000000000000;
+    memory[349] = 128'h00000000000000000000000000000000;
+    memory[350] = 128'h00000000000000000000000000000000;
+    memory[351] = 128'h00000000000000000000000000000000;
+    memory[352] = 128'h00000000000000000000000000000000;
+    memory[353] = 128'h00000000000000000000000000000000;
+    memory[354] = 128'h00000000000000000000000000000000;
+    memory[355] = 128'h00000000000000000000000000000000;
+    memory[356] = 128'h00000000000000000000000000000000;
+    memory[357] = 128'h00000000000000000000000000000000;
+    memory[358] = 128'h00000000000000000000000000000000;
+    memory[359] = 128'h00000000000000000000000000000000;
+    memory[360] = 128'h00000000000000000000000000000000;
+    memory[361] = 128'h00000000000000000000000000000000;
+    memory[362] = 128'h00000000000000000000000000000000;
+    memory[363] = 128'h00000000000000000000000000000000;
+    memory[364] = 128'h00000000000000000000000000000000;
+    memory[365] = 128'h00000000000000000000000000000000;
+    memory[366] = 128'h00000000000000000000000000000000;
+    memory[367] = 128'h00000000000000000000000000000000;
+    memory[368] = 128'h00000000000000000000000000000000;
+    memory[369] = 128'h00000000000000000000000000000000;
+    memory[370] = 128'h00000000000000000000000000000000;
+    memory[371] = 128'h00000000000000000000000000000000;
+    memory[372] = 128'h00000000000000000000000000000000;
+    memory[373] = 128'h00000000000000000000000000000000;
+    memory[374] = 128'h00000000000000000000000000000000;
+    memory[375] = 128'h00000000000000000000000000000000;
+    memory[376] = 128'h00000000000000000000000000000000;
+    memory[377] = 128'h00000000000000000000000000000000;
+    memory[378] = 128'h00000000000000000000000000000000;
+    memory[379] = 128'h00000000000000000000000000000000;
+    memory[380] = 128'h00000000000000000000000000000000;
+    memory[381] = 128'h00000000000000000000000000000000;
+    memory[382] = 128'h00000000000000000000000000000000;
+    memory[383] = 128'h00000000000000000000000000000000;
+    memory[384] = 128'h00000000000000000000000000000000;
+    memory[385] = 128'h00000000000000000000000000000000;
+    memory[386] = 128'h00000000000000000000000000000000;
+    memory[387] = 128'h00000000000000000000000000000000;
+    memory[388] = 128'h00000000000000000000000000000000;
+    memory[389] = 128'h00000000000000000000000000000000;
+    memory[390] = 128'h00000000000000000000000000000000;
+    memory[391] = 128'h00000000000000000000000000000000;
+    memory[392] = 128'h00000000000000000000000000000000;
+    memory[393] = 128'h00000000000000000000000000000000;
+    memory[394] = 128'h00000000000000000000000000000000;
+    memory[395] = 128'h00000000000000000000000000000000;
+    memory[396] = 128'h00000000000000000000000000000000;
+    memory[397] = 128'h00000000000000000000000000000000;
+    memory[398] = 128'h00000000000000000000000000000000;
+    memory[399] = 128'h00000000000000000000000000000000;
+    memory[400] = 128'h00000000000000000000000000000000;
+    memory[401] = 128'h00000000000000000000000000000000;
+    memory[402] = 128'h00000000000000000000000000000000;
+    memory[403] = 128'h00000000000000000000000000000000;
+    memory[404] = 128'h00000000000000000000000000000000;
+    memory[405] = 128'h00000000000000000000000000000000;
+    memory[406] = 128'h00000000000000000000000000000000;
+    memory[407] = 128'h00000000000000000000000000000000;
+    memory[408] = 128'h00000000000000000000000000000000;
+    memory[409] = 128'h00000000000000000000000000000000;
+    memory[410] = 128'h00000000000000000000000000000000;
+    memory[411] = 128'h00000000000000000000000000000000;
+    memory[412] = 128'h00000000000000000000000000000000;
+    memory[413] = 128'h00000000000000000000000000000000;
+    memory[414] = 128'h00000000000000000000000000000000;
+    memory[415] = 128'h00000000000000000000000000000000;
+    memory[416] = 128'h00000000000000000000000000000000;
+    memory[417] = 128'h00000000000000000000000000000000;
+    memory[418] = 128'h00000000000000000000000000000000;
+    memory[419] = 128'h00000000000000000000000000000000;
+    memory[420] = 128'h00000000000000000000000000000000;
+    memory[421] = 128'h00000000000000000000000000000000;
+    memory[422] = 128'h00000000000000000000000000000000;
+    memory[423] = 128'h00000000000000000000000000000000;
+    memory[424] = 128'h00000000000000000000000000000000;
+    memory[425] = 128'h00000000000000000000000000000000;
+    memory[426] = 128'h00000000000000000000000000000000;
+    memory[427] = 128'h00000000000000000000000000000000;
+    memory[428] = 128'h00000000000000000000000000000000;
+    memory[429] = 128'h00000000000000000000000000000000;
+    memory[430] = 128'h00000000000000000000000000000000;
+    memory[431] = 128'h00000000000000000000000000000000;
+    memory[432] = 128'h00000000000000000000000000000000;
+    memory[433] = 128'h00000000000000000000000000000000;
+    memory[434] = 128'h00000000000000000000000000000000;
+    memory[435] = 128'h00000000000000000000000000000000;
+    memory[436] = 128'h00000000000000000000000000000000;
+    memory[437] = 128'h00000000000000000000000000000000;
+    memory[438] = 128'h00000000000000000000000000000000;
+    memory[439] = 128'h00000000000000000000000000000000;
+    memory[440] = 128'h00000000000000000000000000000000;
+    memory[441] = 128'h00000000000000000000000000000000;
+    memory[442] = 128'h00000000000000000000000000000000;
+    memory[443] = 128'h00000000000000000000000000000000;
+    memory[444] = 128'h00000000000000000000000000000000;
+    memory[445] = 128'h00000000000000000000000000000000;
+    memory[446] = 128'h00000000000000000000000000000000;
+    memory[447] = 128'h00000000000000000000000000000000;
+    memory[448] = 128'h00000000000000000000000000000000;
+    memory[449] = 128'h00000000000000000000000000000000;
+    memory[450] = 128'h00000000000000000000000000000000;
+    memory[451] = 128'h00000000000000000000000000000000;
+    memory[452] = 128'h00000000000000000000000000000000;
+    memory[453] = 128'h00000000000000000000000000000000;
+    memory[454] = 128'h00000000000000000000000000000000;
+    memory[455] = 128'h00000000000000000000000000000000;
+    memory[456] = 128'h00000000000000000000000000000000;
+    memory[457] = 128'h00000000000000000000000000000000;
+    memory[458] = 128'h00000000000000000000000000000000;
+    memory[459] = 128'h00000000000000000000000000000000;
+    memory[460] = 128'h00000000000000000000000000000000;
+    memory[461] = 128'h00000000000000000000000000000000;
+    memory[462] = 128'h00000000000000000000000000000000;
+    memory[463] = 128'h00000000000000000000000000000000;
+    memory[464] = 128'h00000000000000000000000000000000;
+    memory[465] = 128'h00000000000000000000000000000000;
+    memory[466] = 128'h00000000000000000000000000000000;
+    memory[467] = 128'h00000000000000000000000000000000;
+    memory[468] = 128'h00000000000000000000000000000000;
+    memory[469] = 128'h00000000000000000000000000000000;
+    memory[470] = 128'h00000000000000000000000000000000;
+    memory[471] = 128'h00000000000000000000000000000000;
+    memory[472] = 128'h00000000000000000000000000000000;
+    memory[473] = 128'h00000000000000000000000000000000;
+    memory[474] = 128'h00000000000000000000000000000000;
+    memory[475] = 128'h00000000000000000000000000000000;
+    memory[476] = 128'h00000000000000000000000000000000;
+    memory[477] = 128'h00000000000000000000000000000000;
+    memory[478] = 128'h00000000000000000000000000000000;
+    memory[479] = 128'h00000000000000000000000000000000;
+    memory[480] = 128'h00000000000000000000000000000000;
+    memory[481] = 128'h00000000000000000000000000000000;
+    memory[482] = 128'h00000000000000000000000000000000;
+    memory[483] = 128'h00000000000000000000000000000000;
+    memory[484] = 128'h00000000000000000000000000000000;
+    memory[485] = 128'h00000000000000000000000000000000;
+    memory[486] = 128'h00000000000000000000000000000000;
+    memory[487] = 128'h00000000000000000000000000000000;
+    memory[488] = 128'h00000000000000000000000000000000;
+    memory[489] = 128'h00000000000000000000000000000000;
+    memory[490] = 128'h00000000000000000000000000000000;
+    memory[491] = 128'h00000000000000000000000000000000;
+    memory[492] = 128'h00000000000000000000000000000000;
+    memory[493] = 128'h00000000000000000000000000000000;
+    memory[494] = 128'h00000000000000000000000000000000;
+    memory[495] = 128'h00000000000000000000000000000000;
+    memory[496] = 128'h00000000000000000000000000000000;
+    memory[497] = 128'h00000000000000000000000000000000;
+    memory[498] = 128'h00000000000000000000000000000000;
+    memory[499] = 128'h00000000000000000000000000000000;
+    memory[500] = 128'h00000000000000000000000000000000;
+    memory[501] = 128'h00000000000000000000000000000000;
+    memory[502] = 128'h00000000000000000000000000000000;
+    memory[503] = 128'h00000000000000000000000000000000;
+    memory[504] = 128'h00000000000000000000000000000000;
+    memory[505] = 128'h00000000000000000000000000000000;
+    memory[506] = 128'h00000000000000000000000000000000;
+    memory[507] = 128'h00000000000000000000000000000000;
+    memory[508] = 128'h00000000000000000000000000000000;
+    memory[509] = 128'h00000000000000000000000000000000;
+    memory[510] = 128'h00000000000000000000000000000000;
+    memory[511] = 128'h00000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (write__en[0])
+      memory[write__addr][7:0] <= write__data[7:0];
+    if (write__en[1])
+      memory[write__addr][15:8] <= write__data[15:8];
+    if (write__en[2])
+      memory[write__addr][23:16] <= write__data[23:16];
+    if (write__en[3])
+      memory[write__addr][31:24] <= write__data[31:24];
+    if (write__en[4])
+      memory[write__addr][39:32] <= write__data[39:32];
+    if (write__en[5])
+      memory[write__addr][47:40] <= write__data[47:40];
+    if (write__en[6])
+      memory[write__addr][55:48] <= write__data[55:48];
+    if (write__en[7])
+      memory[write__addr][63:56] <= write__data[63:56];
+    if (write__en[8])
+      memory[write__addr][71:64] <= write__data[71:64];
+    if (write__en[9])
+      memory[write__addr][79:72] <= write__data[79:72];
+    if (write__en[10])
+      memory[write__addr][87:80] <= write__data[87:80];
+    if (write__en[11])
+      memory[write__addr][95:88] <= write__data[95:88];
+    if (write__en[12])
+      memory[write__addr][103:96] <= write__data[103:96];
+    if (write__en[13])
+      memory[write__addr][111:104] <= write__data[111:104];
+    if (write__en[14])
+      memory[write__addr][119:112] <= write__data[119:112];
+    if (write__en[15])
+      memory[write__addr][127:120] <= write__data[127:120];
+  end
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
   always @(posedge clk)
-    at_or_after <= \$13 ;
+    r_data <= \$1 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [4:0];
-    end else begin
-      grant = \$7 [4:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    grant_index = 3'h0;
-    if (grant[1]) begin
-      grant_index = 3'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 3'h2;
-    end
-    if (grant[3]) begin
-      grant_index = 3'h3;
-    end
-    if (grant[4]) begin
-      grant_index = 3'h4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
+    \$1  = read__data;
     if (rst) begin
-      \$13  = 5'h1f;
+      \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign up_to_grant = \$9 [4:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
+  assign w_addr = write__addr;
+  assign w_data = write__data;
+  assign w_en = write__en;
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd_arbiter3 (rst, valid, requests, grant, grant_index, clk);
+module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
-  wire [4:0] \$10 ;
+  wire \$10 ;
   wire [4:0] \$11 ;
   wire [4:0] \$12 ;
-  reg [4:0] \$13 ;
-  wire [4:0] \$2 ;
-  wire [5:0] \$3 ;
-  wire [5:0] \$4 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [4:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [4:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  reg [3:0] \$30 ;
+  reg [3:0] \$31 ;
+  reg [3:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
   wire [4:0] \$5 ;
-  wire [5:0] \$6 ;
-  wire [5:0] \$7 ;
-  wire [5:0] \$8 ;
-  wire [6:0] \$9 ;
-  wire advance;
-  reg [4:0] at_or_after = 5'h1f;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
-  output [4:0] grant;
-  reg [4:0] grant;
-  output [2:0] grant_index;
-  reg [2:0] grant_index;
-  wire [4:0] high_requests;
-  input [4:0] requests;
-  wire [4:0] requests;
+  (* init = 4'h0 *)
+  wire [3:0] consume;
+  reg [3:0] inner_level = 4'h0;
+  wire inner_r_rdy;
+  wire [4:0] level;
+  (* init = 4'h0 *)
+  wire [3:0] produce;
+  output [127:0] r_data;
+  wire [127:0] r_data;
+  input r_en;
+  wire r_en;
+  wire [4:0] r_level;
+  reg [3:0] r_port__addr = 4'h0;
+  wire [127:0] r_port__data;
+  wire r_port__en;
+  output r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
-  wire [4:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [4:0];
-  assign \$11  = ~ \$9 [4:0];
-  assign \$12  = \$11  | grant;
+  wire [127:0] w_data;
+  input w_en;
+  wire w_en;
+  wire [4:0] w_level;
+  reg [3:0] w_port__addr = 4'h0;
+  input [127:0] w_port__data;
+  wire [127:0] w_port__data;
+  wire w_port__en;
+  wire w_rdy;
+  reg [127:0] storage [14:0];
+  initial begin
+    storage[0] = 128'h00000000000000000000000000000000;
+    storage[1] = 128'h00000000000000000000000000000000;
+    storage[2] = 128'h00000000000000000000000000000000;
+    storage[3] = 128'h00000000000000000000000000000000;
+    storage[4] = 128'h00000000000000000000000000000000;
+    storage[5] = 128'h00000000000000000000000000000000;
+    storage[6] = 128'h00000000000000000000000000000000;
+    storage[7] = 128'h00000000000000000000000000000000;
+    storage[8] = 128'h00000000000000000000000000000000;
+    storage[9] = 128'h00000000000000000000000000000000;
+    storage[10] = 128'h00000000000000000000000000000000;
+    storage[11] = 128'h00000000000000000000000000000000;
+    storage[12] = 128'h00000000000000000000000000000000;
+    storage[13] = 128'h00000000000000000000000000000000;
+    storage[14] = 128'h00000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
+    end
+  end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 4'hf;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 4'he;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 5'h00 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 4'he;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 5'h00 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
   always @(posedge clk)
-    at_or_after <= \$13 ;
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [4:0];
-    end else begin
-      grant = \$7 [4:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    grant_index = 3'h0;
-    if (grant[1]) begin
-      grant_index = 3'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 3'h2;
-    end
-    if (grant[3]) begin
-      grant_index = 3'h3;
-    end
-    if (grant[4]) begin
-      grant_index = 3'h4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
+    \$30  = w_port__addr;
+    if (\$3 ) begin
+      \$30  = \$6 [3:0];
     end
     if (rst) begin
-      \$13  = 5'h1f;
+      \$30  = 4'h0;
     end
   end
-  assign up_to_grant = \$9 [4:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [3:0];
+    end
+    if (rst) begin
+      \$31  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [3:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [3:0];
+    end
+    if (rst) begin
+      \$32  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd_arbiter4 (rst, valid, requests, grant, grant_index, clk);
+module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
-  wire [4:0] \$10 ;
+  wire \$10 ;
   wire [4:0] \$11 ;
   wire [4:0] \$12 ;
-  reg [4:0] \$13 ;
-  wire [4:0] \$2 ;
-  wire [5:0] \$3 ;
-  wire [5:0] \$4 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [4:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [4:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  reg [3:0] \$30 ;
+  reg [3:0] \$31 ;
+  reg [3:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
   wire [4:0] \$5 ;
-  wire [5:0] \$6 ;
-  wire [5:0] \$7 ;
-  wire [5:0] \$8 ;
-  wire [6:0] \$9 ;
-  wire advance;
-  reg [4:0] at_or_after = 5'h1f;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
-  output [4:0] grant;
-  reg [4:0] grant;
-  output [2:0] grant_index;
-  reg [2:0] grant_index;
-  wire [4:0] high_requests;
-  input [4:0] requests;
-  wire [4:0] requests;
+  (* init = 4'h0 *)
+  wire [3:0] consume;
+  reg [3:0] inner_level = 4'h0;
+  wire inner_r_rdy;
+  wire [4:0] level;
+  (* init = 4'h0 *)
+  wire [3:0] produce;
+  output [127:0] r_data;
+  wire [127:0] r_data;
+  input r_en;
+  wire r_en;
+  wire [4:0] r_level;
+  reg [3:0] r_port__addr = 4'h0;
+  wire [127:0] r_port__data;
+  wire r_port__en;
+  output r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
-  wire [4:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [4:0];
-  assign \$11  = ~ \$9 [4:0];
-  assign \$12  = \$11  | grant;
+  wire [127:0] w_data;
+  input w_en;
+  wire w_en;
+  wire [4:0] w_level;
+  reg [3:0] w_port__addr = 4'h0;
+  input [127:0] w_port__data;
+  wire [127:0] w_port__data;
+  wire w_port__en;
+  wire w_rdy;
+  reg [127:0] storage [14:0];
+  initial begin
+    storage[0] = 128'h00000000000000000000000000000000;
+    storage[1] = 128'h00000000000000000000000000000000;
+    storage[2] = 128'h00000000000000000000000000000000;
+    storage[3] = 128'h00000000000000000000000000000000;
+    storage[4] = 128'h00000000000000000000000000000000;
+    storage[5] = 128'h00000000000000000000000000000000;
+    storage[6] = 128'h00000000000000000000000000000000;
+    storage[7] = 128'h00000000000000000000000000000000;
+    storage[8] = 128'h00000000000000000000000000000000;
+    storage[9] = 128'h00000000000000000000000000000000;
+    storage[10] = 128'h00000000000000000000000000000000;
+    storage[11] = 128'h00000000000000000000000000000000;
+    storage[12] = 128'h00000000000000000000000000000000;
+    storage[13] = 128'h00000000000000000000000000000000;
+    storage[14] = 128'h00000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
+    end
+  end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 4'hf;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 4'he;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 5'h00 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 4'he;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 5'h00 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
   always @(posedge clk)
-    at_or_after <= \$13 ;
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [4:0];
-    end else begin
-      grant = \$7 [4:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    grant_index = 3'h0;
-    if (grant[1]) begin
-      grant_index = 3'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 3'h2;
-    end
-    if (grant[3]) begin
-      grant_index = 3'h3;
-    end
-    if (grant[4]) begin
-      grant_index = 3'h4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
+    \$30  = w_port__addr;
+    if (\$3 ) begin
+      \$30  = \$6 [3:0];
     end
     if (rst) begin
-      \$13  = 5'h1f;
+      \$30  = 4'h0;
     end
   end
-  assign up_to_grant = \$9 [4:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [3:0];
+    end
+    if (rst) begin
+      \$31  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [3:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [3:0];
+    end
+    if (rst) begin
+      \$32  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd_arbiter5 (rst, valid, requests, grant, grant_index, clk);
+module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
-  wire [4:0] \$10 ;
+  wire \$10 ;
   wire [4:0] \$11 ;
   wire [4:0] \$12 ;
-  reg [4:0] \$13 ;
-  wire [4:0] \$2 ;
-  wire [5:0] \$3 ;
-  wire [5:0] \$4 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [4:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [4:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  reg [3:0] \$30 ;
+  reg [3:0] \$31 ;
+  reg [3:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
   wire [4:0] \$5 ;
-  wire [5:0] \$6 ;
-  wire [5:0] \$7 ;
-  wire [5:0] \$8 ;
-  wire [6:0] \$9 ;
-  wire advance;
-  reg [4:0] at_or_after = 5'h1f;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
-  output [4:0] grant;
-  reg [4:0] grant;
-  output [2:0] grant_index;
-  reg [2:0] grant_index;
-  wire [4:0] high_requests;
-  input [4:0] requests;
-  wire [4:0] requests;
+  (* init = 4'h0 *)
+  wire [3:0] consume;
+  reg [3:0] inner_level = 4'h0;
+  wire inner_r_rdy;
+  wire [4:0] level;
+  (* init = 4'h0 *)
+  wire [3:0] produce;
+  output [127:0] r_data;
+  wire [127:0] r_data;
+  input r_en;
+  wire r_en;
+  wire [4:0] r_level;
+  reg [3:0] r_port__addr = 4'h0;
+  wire [127:0] r_port__data;
+  wire r_port__en;
+  output r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
-  wire [4:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [4:0];
-  assign \$11  = ~ \$9 [4:0];
-  assign \$12  = \$11  | grant;
+  wire [127:0] w_data;
+  input w_en;
+  wire w_en;
+  wire [4:0] w_level;
+  reg [3:0] w_port__addr = 4'h0;
+  input [127:0] w_port__data;
+  wire [127:0] w_port__data;
+  wire w_port__en;
+  wire w_rdy;
+  reg [127:0] storage [14:0];
+  initial begin
+    storage[0] = 128'h00000000000000000000000000000000;
+    storage[1] = 128'h00000000000000000000000000000000;
+    storage[2] = 128'h00000000000000000000000000000000;
+    storage[3] = 128'h00000000000000000000000000000000;
+    storage[4] = 128'h00000000000000000000000000000000;
+    storage[5] = 128'h00000000000000000000000000000000;
+    storage[6] = 128'h00000000000000000000000000000000;
+    storage[7] = 128'h00000000000000000000000000000000;
+    storage[8] = 128'h00000000000000000000000000000000;
+    storage[9] = 128'h00000000000000000000000000000000;
+    storage[10] = 128'h00000000000000000000000000000000;
+    storage[11] = 128'h00000000000000000000000000000000;
+    storage[12] = 128'h00000000000000000000000000000000;
+    storage[13] = 128'h00000000000000000000000000000000;
+    storage[14] = 128'h00000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
+    end
+  end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 4'hf;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 4'he;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 5'h00 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 4'he;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 5'h00 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
   always @(posedge clk)
-    at_or_after <= \$13 ;
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [4:0];
-    end else begin
-      grant = \$7 [4:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    grant_index = 3'h0;
-    if (grant[1]) begin
-      grant_index = 3'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 3'h2;
-    end
-    if (grant[3]) begin
-      grant_index = 3'h3;
-    end
-    if (grant[4]) begin
-      grant_index = 3'h4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
+    \$30  = w_port__addr;
+    if (\$3 ) begin
+      \$30  = \$6 [3:0];
     end
     if (rst) begin
-      \$13  = 5'h1f;
+      \$30  = 4'h0;
     end
   end
-  assign up_to_grant = \$9 [4:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [3:0];
+    end
+    if (rst) begin
+      \$31  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [3:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [3:0];
+    end
+    if (rst) begin
+      \$32  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd_arbiter6 (rst, valid, requests, grant, grant_index, clk);
+module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
-  wire [4:0] \$10 ;
+  wire \$10 ;
   wire [4:0] \$11 ;
   wire [4:0] \$12 ;
-  reg [4:0] \$13 ;
-  wire [4:0] \$2 ;
-  wire [5:0] \$3 ;
-  wire [5:0] \$4 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [4:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [4:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  reg [3:0] \$30 ;
+  reg [3:0] \$31 ;
+  reg [3:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
   wire [4:0] \$5 ;
-  wire [5:0] \$6 ;
-  wire [5:0] \$7 ;
-  wire [5:0] \$8 ;
-  wire [6:0] \$9 ;
-  wire advance;
-  reg [4:0] at_or_after = 5'h1f;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
-  output [4:0] grant;
-  reg [4:0] grant;
-  output [2:0] grant_index;
-  reg [2:0] grant_index;
-  wire [4:0] high_requests;
-  input [4:0] requests;
-  wire [4:0] requests;
+  (* init = 4'h0 *)
+  wire [3:0] consume;
+  reg [3:0] inner_level = 4'h0;
+  wire inner_r_rdy;
+  wire [4:0] level;
+  (* init = 4'h0 *)
+  wire [3:0] produce;
+  output [127:0] r_data;
+  wire [127:0] r_data;
+  input r_en;
+  wire r_en;
+  wire [4:0] r_level;
+  reg [3:0] r_port__addr = 4'h0;
+  wire [127:0] r_port__data;
+  wire r_port__en;
+  output r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
-  wire [4:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [4:0];
-  assign \$11  = ~ \$9 [4:0];
-  assign \$12  = \$11  | grant;
+  wire [127:0] w_data;
+  input w_en;
+  wire w_en;
+  wire [4:0] w_level;
+  reg [3:0] w_port__addr = 4'h0;
+  input [127:0] w_port__data;
+  wire [127:0] w_port__data;
+  wire w_port__en;
+  wire w_rdy;
+  reg [127:0] storage [14:0];
+  initial begin
+    storage[0] = 128'h00000000000000000000000000000000;
+    storage[1] = 128'h00000000000000000000000000000000;
+    storage[2] = 128'h00000000000000000000000000000000;
+    storage[3] = 128'h00000000000000000000000000000000;
+    storage[4] = 128'h00000000000000000000000000000000;
+    storage[5] = 128'h00000000000000000000000000000000;
+    storage[6] = 128'h00000000000000000000000000000000;
+    storage[7] = 128'h00000000000000000000000000000000;
+    storage[8] = 128'h00000000000000000000000000000000;
+    storage[9] = 128'h00000000000000000000000000000000;
+    storage[10] = 128'h00000000000000000000000000000000;
+    storage[11] = 128'h00000000000000000000000000000000;
+    storage[12] = 128'h00000000000000000000000000000000;
+    storage[13] = 128'h00000000000000000000000000000000;
+    storage[14] = 128'h00000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
+    end
+  end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 4'hf;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 4'he;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 5'h00 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 4'he;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 5'h00 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
   always @(posedge clk)
-    at_or_after <= \$13 ;
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [4:0];
-    end else begin
-      grant = \$7 [4:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    grant_index = 3'h0;
-    if (grant[1]) begin
-      grant_index = 3'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 3'h2;
-    end
-    if (grant[3]) begin
-      grant_index = 3'h3;
-    end
-    if (grant[4]) begin
-      grant_index = 3'h4;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
+    \$30  = w_port__addr;
+    if (\$3 ) begin
+      \$30  = \$6 [3:0];
     end
     if (rst) begin
-      \$13  = 5'h1f;
+      \$30  = 4'h0;
     end
   end
-  assign up_to_grant = \$9 [4:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [3:0];
+    end
+    if (rst) begin
+      \$31  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [3:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [3:0];
+    end
+    if (rst) begin
+      \$32  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd_arbiter7 (rst, valid, requests, grant, grant_index, clk);
+module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
-  wire [4:0] \$10 ;
+  wire \$10 ;
   wire [4:0] \$11 ;
   wire [4:0] \$12 ;
-  reg [4:0] \$13 ;
-  wire [4:0] \$2 ;
-  wire [5:0] \$3 ;
-  wire [5:0] \$4 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [4:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [4:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  reg [3:0] \$30 ;
+  reg [3:0] \$31 ;
+  reg [3:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
   wire [4:0] \$5 ;
-  wire [5:0] \$6 ;
-  wire [5:0] \$7 ;
-  wire [5:0] \$8 ;
-  wire [6:0] \$9 ;
-  wire advance;
-  reg [4:0] at_or_after = 5'h1f;
+  wire [4:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
-  output [4:0] grant;
-  reg [4:0] grant;
-  output [2:0] grant_index;
-  reg [2:0] grant_index;
-  wire [4:0] high_requests;
-  input [4:0] requests;
-  wire [4:0] requests;
+  (* init = 4'h0 *)
+  wire [3:0] consume;
+  reg [3:0] inner_level = 4'h0;
+  wire inner_r_rdy;
+  wire [4:0] level;
+  (* init = 4'h0 *)
+  wire [3:0] produce;
+  output [127:0] r_data;
+  wire [127:0] r_data;
+  input r_en;
+  wire r_en;
+  wire [4:0] r_level;
+  reg [3:0] r_port__addr = 4'h0;
+  wire [127:0] r_port__data;
+  wire r_port__en;
+  output r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
-  wire [4:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [4:0];
-  assign \$11  = ~ \$9 [4:0];
-  assign \$12  = \$11  | grant;
+  wire [127:0] w_data;
+  input w_en;
+  wire w_en;
+  wire [4:0] w_level;
+  reg [3:0] w_port__addr = 4'h0;
+  input [127:0] w_port__data;
+  wire [127:0] w_port__data;
+  wire w_port__en;
+  wire w_rdy;
+  reg [127:0] storage [14:0];
+  initial begin
+    storage[0] = 128'h00000000000000000000000000000000;
+    storage[1] = 128'h00000000000000000000000000000000;
+    storage[2] = 128'h00000000000000000000000000000000;
+    storage[3] = 128'h00000000000000000000000000000000;
+    storage[4] = 128'h00000000000000000000000000000000;
+    storage[5] = 128'h00000000000000000000000000000000;
+    storage[6] = 128'h00000000000000000000000000000000;
+    storage[7] = 128'h00000000000000000000000000000000;
+    storage[8] = 128'h00000000000000000000000000000000;
+    storage[9] = 128'h00000000000000000000000000000000;
+    storage[10] = 128'h00000000000000000000000000000000;
+    storage[11] = 128'h00000000000000000000000000000000;
+    storage[12] = 128'h00000000000000000000000000000000;
+    storage[13] = 128'h00000000000000000000000000000000;
+    storage[14] = 128'h00000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  reg [127:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
+    end
+  end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 4'hf;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 4'he;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 5'h00 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 4'he;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 5'h00 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
   always @(posedge clk)
-    at_or_after <= \$13 ;
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [4:0];
-    end else begin
-      grant = \$7 [4:0];
+    \$30  = w_port__addr;
+    if (\$3 ) begin
+      \$30  = \$6 [3:0];
+    end
+    if (rst) begin
+      \$30  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    grant_index = 3'h0;
-    if (grant[1]) begin
-      grant_index = 3'h1;
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [3:0];
     end
-    if (grant[2]) begin
-      grant_index = 3'h2;
-    end
-    if (grant[3]) begin
-      grant_index = 3'h3;
-    end
-    if (grant[4]) begin
-      grant_index = 3'h4;
+    if (rst) begin
+      \$31  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [3:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [3:0];
     end
     if (rst) begin
-      \$13  = 5'h1f;
-    end
-  end
-  assign up_to_grant = \$9 [4:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_sram_small.sram.wr_arbiter0 (rst, valid, requests, grant, grant_index, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
-  wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire [2:0] \$12 ;
-  reg [2:0] \$13 ;
-  wire [2:0] \$2 ;
-  wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire [2:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire [4:0] \$9 ;
-  wire advance;
-  reg [2:0] at_or_after = 3'h7;
-  input clk;
-  wire clk;
-  output [2:0] grant;
-  reg [2:0] grant;
-  output [1:0] grant_index;
-  reg [1:0] grant_index;
-  wire [2:0] high_requests;
-  input [2:0] requests;
-  wire [2:0] requests;
-  input rst;
-  wire rst;
-  wire [2:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [2:0];
-  assign \$11  = ~ \$9 [2:0];
-  assign \$12  = \$11  | grant;
-  always @(posedge clk)
-    at_or_after <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [2:0];
-    end else begin
-      grant = \$7 [2:0];
+      \$32  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    grant_index = 2'h0;
-    if (grant[1]) begin
-      grant_index = 2'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 2'h2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
     end
     if (rst) begin
-      \$13  = 3'h7;
+      \$33  = 1'h0;
     end
   end
-  assign up_to_grant = \$9 [2:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_sram_small.sram.wr_arbiter1 (rst, valid, requests, grant, grant_index, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
-  wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire [2:0] \$12 ;
-  reg [2:0] \$13 ;
-  wire [2:0] \$2 ;
-  wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire [2:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire [4:0] \$9 ;
-  wire advance;
-  reg [2:0] at_or_after = 3'h7;
-  input clk;
-  wire clk;
-  output [2:0] grant;
-  reg [2:0] grant;
-  output [1:0] grant_index;
-  reg [1:0] grant_index;
-  wire [2:0] high_requests;
-  input [2:0] requests;
-  wire [2:0] requests;
-  input rst;
-  wire rst;
-  wire [2:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [2:0];
-  assign \$11  = ~ \$9 [2:0];
-  assign \$12  = \$11  | grant;
-  always @(posedge clk)
-    at_or_after <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [2:0];
-    end else begin
-      grant = \$7 [2:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    grant_index = 2'h0;
-    if (grant[1]) begin
-      grant_index = 2'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 2'h2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
-    if (rst) begin
-      \$13  = 3'h7;
-    end
-  end
-  assign up_to_grant = \$9 [2:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_sram_small.sram.wr_arbiter2 (rst, valid, requests, grant, grant_index, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
-  wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire [2:0] \$12 ;
-  reg [2:0] \$13 ;
-  wire [2:0] \$2 ;
-  wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire [2:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire [4:0] \$9 ;
-  wire advance;
-  reg [2:0] at_or_after = 3'h7;
-  input clk;
-  wire clk;
-  output [2:0] grant;
-  reg [2:0] grant;
-  output [1:0] grant_index;
-  reg [1:0] grant_index;
-  wire [2:0] high_requests;
-  input [2:0] requests;
-  wire [2:0] requests;
-  input rst;
-  wire rst;
-  wire [2:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [2:0];
-  assign \$11  = ~ \$9 [2:0];
-  assign \$12  = \$11  | grant;
-  always @(posedge clk)
-    at_or_after <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [2:0];
-    end else begin
-      grant = \$7 [2:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    grant_index = 2'h0;
-    if (grant[1]) begin
-      grant_index = 2'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 2'h2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
-    if (rst) begin
-      \$13  = 3'h7;
-    end
-  end
-  assign up_to_grant = \$9 [2:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_sram_small.sram.wr_arbiter3 (rst, valid, requests, grant, grant_index, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$18  = 0;
-  wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire [2:0] \$12 ;
-  reg [2:0] \$13 ;
-  wire [2:0] \$2 ;
-  wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire [2:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire [4:0] \$9 ;
-  wire advance;
-  reg [2:0] at_or_after = 3'h7;
-  input clk;
-  wire clk;
-  output [2:0] grant;
-  reg [2:0] grant;
-  output [1:0] grant_index;
-  reg [1:0] grant_index;
-  wire [2:0] high_requests;
-  input [2:0] requests;
-  wire [2:0] requests;
-  input rst;
-  wire rst;
-  wire [2:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [2:0];
-  assign \$11  = ~ \$9 [2:0];
-  assign \$12  = \$11  | grant;
-  always @(posedge clk)
-    at_or_after <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [2:0];
-    end else begin
-      grant = \$7 [2:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    grant_index = 2'h0;
-    if (grant[1]) begin
-      grant_index = 2'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 2'h2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
-    if (rst) begin
-      \$13  = 3'h7;
-    end
-  end
-  assign up_to_grant = \$9 [2:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_sram_small.sram.wr_arbiter4 (rst, valid, requests, grant, grant_index, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
-  wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire [2:0] \$12 ;
-  reg [2:0] \$13 ;
-  wire [2:0] \$2 ;
-  wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire [2:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire [4:0] \$9 ;
-  wire advance;
-  reg [2:0] at_or_after = 3'h7;
-  input clk;
-  wire clk;
-  output [2:0] grant;
-  reg [2:0] grant;
-  output [1:0] grant_index;
-  reg [1:0] grant_index;
-  wire [2:0] high_requests;
-  input [2:0] requests;
-  wire [2:0] requests;
-  input rst;
-  wire rst;
-  wire [2:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [2:0];
-  assign \$11  = ~ \$9 [2:0];
-  assign \$12  = \$11  | grant;
-  always @(posedge clk)
-    at_or_after <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [2:0];
-    end else begin
-      grant = \$7 [2:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    grant_index = 2'h0;
-    if (grant[1]) begin
-      grant_index = 2'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 2'h2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
-    if (rst) begin
-      \$13  = 3'h7;
-    end
-  end
-  assign up_to_grant = \$9 [2:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_sram_small.sram.wr_arbiter5 (rst, valid, requests, grant, grant_index, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
-  wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire [2:0] \$12 ;
-  reg [2:0] \$13 ;
-  wire [2:0] \$2 ;
-  wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire [2:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire [4:0] \$9 ;
-  wire advance;
-  reg [2:0] at_or_after = 3'h7;
-  input clk;
-  wire clk;
-  output [2:0] grant;
-  reg [2:0] grant;
-  output [1:0] grant_index;
-  reg [1:0] grant_index;
-  wire [2:0] high_requests;
-  input [2:0] requests;
-  wire [2:0] requests;
-  input rst;
-  wire rst;
-  wire [2:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [2:0];
-  assign \$11  = ~ \$9 [2:0];
-  assign \$12  = \$11  | grant;
-  always @(posedge clk)
-    at_or_after <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [2:0];
-    end else begin
-      grant = \$7 [2:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    grant_index = 2'h0;
-    if (grant[1]) begin
-      grant_index = 2'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 2'h2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
-    if (rst) begin
-      \$13  = 3'h7;
-    end
-  end
-  assign up_to_grant = \$9 [2:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_sram_small.sram.wr_arbiter6 (rst, valid, requests, grant, grant_index, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
-  wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire [2:0] \$12 ;
-  reg [2:0] \$13 ;
-  wire [2:0] \$2 ;
-  wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire [2:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire [4:0] \$9 ;
-  wire advance;
-  reg [2:0] at_or_after = 3'h7;
-  input clk;
-  wire clk;
-  output [2:0] grant;
-  reg [2:0] grant;
-  output [1:0] grant_index;
-  reg [1:0] grant_index;
-  wire [2:0] high_requests;
-  input [2:0] requests;
-  wire [2:0] requests;
-  input rst;
-  wire rst;
-  wire [2:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [2:0];
-  assign \$11  = ~ \$9 [2:0];
-  assign \$12  = \$11  | grant;
-  always @(posedge clk)
-    at_or_after <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [2:0];
-    end else begin
-      grant = \$7 [2:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    grant_index = 2'h0;
-    if (grant[1]) begin
-      grant_index = 2'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 2'h2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
-    if (rst) begin
-      \$13  = 3'h7;
-    end
-  end
-  assign up_to_grant = \$9 [2:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_sram_small.sram.wr_arbiter7 (rst, valid, requests, grant, grant_index, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
-  wire \$1 ;
-  wire [2:0] \$10 ;
-  wire [2:0] \$11 ;
-  wire [2:0] \$12 ;
-  reg [2:0] \$13 ;
-  wire [2:0] \$2 ;
-  wire [3:0] \$3 ;
-  wire [3:0] \$4 ;
-  wire [2:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [3:0] \$8 ;
-  wire [4:0] \$9 ;
-  wire advance;
-  reg [2:0] at_or_after = 3'h7;
-  input clk;
-  wire clk;
-  output [2:0] grant;
-  reg [2:0] grant;
-  output [1:0] grant_index;
-  reg [1:0] grant_index;
-  wire [2:0] high_requests;
-  input [2:0] requests;
-  wire [2:0] requests;
-  input rst;
-  wire rst;
-  wire [2:0] up_to_grant;
-  output valid;
-  wire valid;
-  assign high_requests = requests & at_or_after;
-  assign \$1  = | high_requests;
-  assign \$2  = ~ high_requests;
-  assign \$3  = \$2  + 1'h1;
-  assign \$4  = { 1'h0, high_requests } & \$3 ;
-  assign \$5  = ~ requests;
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = { 1'h0, requests } & \$6 ;
-  assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [2:0];
-  assign \$11  = ~ \$9 [2:0];
-  assign \$12  = \$11  | grant;
-  always @(posedge clk)
-    at_or_after <= \$13 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$1 ) begin
-      grant = \$4 [2:0];
-    end else begin
-      grant = \$7 [2:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    grant_index = 2'h0;
-    if (grant[1]) begin
-      grant_index = 2'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 2'h2;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$13  = at_or_after;
-    if (valid) begin
-      \$13  = \$10 ;
-    end
-    if (rst) begin
-      \$13  = 3'h7;
-    end
-  end
-  assign up_to_grant = \$9 [2:0];
-  assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
+  assign level = w_level;
+  assign r_level = w_level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
 endmodule
