@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ace.sw.msccl import read_msccl
-from sim_harness.replay import WATCHDOG_CYCLES, ReplayError, replay
+from sim_harness.replay import WATCHDOG_CYCLES, replay
 from sim_harness.systems import load_system
 from sim_harness.traces import folding_notes, load_trace
 from testbench.replay_checks import check_replay
@@ -26,10 +26,6 @@ DATA = Path(__file__).resolve().parent / "data" / "msccl"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.xfail(strict=True, raises=ReplayError, reason=(
-    "open defect (issue 16): on the RTL, ACE mode stops with RECV_MISMATCH (node 2 channel 0 "
-    "pc 15) and watchdog TIMEOUTs on the others, while the golden model runs the same folded "
-    "program bit-exact; not yet diagnosed. strict: the test reports when it starts passing"))
 def test_folded_allpairs_on_switch4_bit_exact():
     """8 thread blocks per GPU on 4 channels, in the order whose naive form deadlocks
     (test_msccl_folding.py); every counter as the golden model plans it."""

@@ -4,9 +4,9 @@
 
       ch{c}_send        ch{c}_send_data                ch{c}_recv (link: ch{c}_recv_link)
           v                   v                              ^
-    [command register]   [skid buffer]                  [skid buffer]
-    check: BAD_COMMAND        |                              ^ mux over links
-          v                   v                              |
+    [command register]   [skid buffer]                  mux over links
+    check: BAD_COMMAND        |                              ^
+          v                   v                   [skid buffer] per link and channel
     +-----------------------------------+       +------------------------------------+
     | NicLinkTx l: requests -> grant    |       | NicLinkRx l: input -> decode ->    |
     | slot -> header (CRC) | payload    |       | cause -> FSM -> NicRxBuffer per ch |
@@ -27,9 +27,9 @@ from amaranth.hdl import Array, Cat, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ace.hw.common.skid_buffer import SkidBuffer
 from ace.layouts import AxiStreamSignature, NicError, NicRxBeat, NicSendCmd, NicTxBeat
 from ace.hw.nic.rx import NicLinkRx
-from ace.hw.nic.skid import NicSkidBuffer
 from ace.hw.nic.tx import COUNTER_BITS, NicLinkTx
 
 __all__ = ["NicInterface", "LINK_COUNTERS"]
@@ -81,10 +81,12 @@ class NicInterface(wiring.Component):
     cmd_error : Out(1), cmd_errors : Out(48)
         Sticky flag and count of dropped bad send commands.
 
-    Every port is driven from a register, and no ``ready`` passes combinationally between
-    ports: ``ch{c}_send`` enters a command register (checked there; ``ready`` is "empty"),
-    ``ch{c}_send_data`` and ``ch{c}_recv`` pass through skid buffers, ``tx{l}`` leaves the TX's
-    skid buffer and ``rx{l}`` enters the RX's input register.
+    Every port is driven from a register (``ch{c}_recv`` through the link mux), and no
+    ``ready`` passes combinationally between ports: ``ch{c}_send`` enters a command register
+    (checked there; ``ready`` is "empty"), ``ch{c}_send_data`` passes through a skid buffer,
+    ``ch{c}_recv`` is the ``ch{c}_recv_link`` mux of one skid buffer per link (so a beat
+    fetched ahead stays with its link when the channel's next step reads another), ``tx{l}``
+    leaves the TX's skid buffer and ``rx{l}`` enters the RX's input register.
 
     Throughput: one beat per cycle per link in each direction; a DATA packet of ``n >= 2``
     payload beats takes ``n + 1`` link cycles with no idle cycle between packets (1-beat
@@ -193,7 +195,7 @@ class NicInterface(wiring.Component):
                 tx.cmd[c].valid.eq(head_valid & ~head_bad & (head.link == l) & ~elsewhere),
             ]
 
-        m.submodules[f"ch{c}_send_skid"] = skid = NicSkidBuffer(NicTxBeat(cfg))
+        m.submodules[f"ch{c}_send_skid"] = skid = SkidBuffer(NicTxBeat(cfg))
         wiring.connect(m, wiring.flipped(getattr(self, f"ch{c}_send_data")), skid.i)
         for tx in txs:
             m.d.comb += [tx.data[c].payload.eq(skid.o.payload), tx.data[c].valid.eq(skid.o.valid)]
@@ -203,14 +205,20 @@ class NicInterface(wiring.Component):
         return bad
 
     def _channel_recv(self, m, c, rxs):
-        """Channel ``c``'s receive side: the link mux into a skid buffer."""
-        recv_link = getattr(self, f"ch{c}_recv_link")
-        m.submodules[f"ch{c}_recv_skid"] = skid = NicSkidBuffer(NicRxBeat(self.config))
-        outs = [rx.out[c] for rx in rxs]
+        """Channel ``c``'s receive side: a skid buffer on each link's buffer, then the link mux.
+
+        The skid buffers sit before the mux, not after it: a skid buffer takes beats ahead of
+        demand, and a beat fetched from the link the channel reads now must stay with that link
+        when the channel's next step reads another one (a register after the mux would hand the
+        prefetched beat of the old link to the new step: RECV_MISMATCH)."""
+        recv, recv_link = getattr(self, f"ch{c}_recv"), getattr(self, f"ch{c}_recv_link")
+        outs = []
+        for l, rx in enumerate(rxs):
+            m.submodules[f"ch{c}_link{l}_recv_skid"] = skid = SkidBuffer(NicRxBeat(self.config))
+            wiring.connect(m, rx.out[c], skid.i)
+            outs.append(skid.o)
+            m.d.comb += skid.o.ready.eq(recv.ready & (recv_link == l))
         m.d.comb += [
-            skid.i.valid.eq(Array(o.valid for o in outs)[recv_link]),
-            skid.i.payload.eq(Array(o.payload.as_value() for o in outs)[recv_link]),
+            recv.valid.eq(Array(o.valid for o in outs)[recv_link]),
+            recv.payload.eq(Array(o.payload.as_value() for o in outs)[recv_link]),
         ]
-        for l, out in enumerate(outs):
-            m.d.comb += out.ready.eq(skid.i.ready & (recv_link == l))
-        wiring.connect(m, skid.o, wiring.flipped(getattr(self, f"ch{c}_recv")))

@@ -19,7 +19,7 @@ from amaranth.lib.wiring import In, Out
 from ace.layouts import (PACKET_MAGIC, PACKET_VERSION, AxiStreamSignature, NicSendCmd, NicTxBeat,
                          PacketHeader, struct_value)
 from ace.hw.nic.header import HeaderCheck
-from ace.hw.nic.skid import NicSkidBuffer
+from ace.hw.common.skid_buffer import SkidBuffer
 
 __all__ = ["NicLinkTx", "COUNTER_BITS", "TX_COMMAND_STAGES"]
 
@@ -120,7 +120,7 @@ class NicLinkTx(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        m.submodules.out_skid = skid = NicSkidBuffer(link_beat_layout(cfg.link_bytes))
+        m.submodules.out_skid = skid = SkidBuffer(link_beat_layout(cfg.link_bytes))
         self._drive_link(m, skid.o)
         slot = self._grant_slot(m)
         self._frame(m, slot, skid.i)
