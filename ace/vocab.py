@@ -31,7 +31,8 @@ from enum import StrEnum
 
 __all__ = [
     "Collective", "Algorithm", "StepType", "Buffer", "Mode", "COLLECTIVE_ALIASES",
-    "ALGORITHM_ALIASES", "MODE_ALIASES", "BASELINE_MODES", "PLACEMENT", "parse_collective", "parse_algorithm", "VocabError",
+    "ALGORITHM_ALIASES", "MODE_ALIASES", "MODE_SETS", "BASELINE_MODES", "PLACEMENT",
+    "parse_modes", "parse_collective", "parse_algorithm", "VocabError",
 ]
 
 
@@ -213,3 +214,24 @@ BASELINE_MODES: tuple[Mode, ...] = (Mode.STAGED, Mode.P2P)
 PLACEMENT: dict[Mode, tuple[str, int]] = {Mode.ACE: ("sram", 0), Mode.STAGED: ("memory", 1),
                                           Mode.P2P: ("p2p", 2)}
 _PLACEMENT_NAMES = tuple(placement for placement, _ in PLACEMENT.values())
+
+#: Words for several modes at once (``ace replay --mode``, sweep specs): ``all`` runs ACE and
+#: both baselines; ``both`` keeps its meaning from before the p2p baseline, ACE and staged.
+MODE_SETS: dict[str, tuple[Mode, ...]] = {"all": tuple(Mode), "both": (Mode.ACE, Mode.STAGED)}
+
+
+def parse_modes(value, error=VocabError) -> tuple[Mode, ...]:
+    """The modes that ``value`` names: one mode or alias, a word of :data:`MODE_SETS`, or a
+    list of distinct modes; ``error`` (a ValueError type) names what is allowed otherwise."""
+    if isinstance(value, str) and value.lower() in MODE_SETS:
+        return MODE_SETS[value.lower()]
+    names = [value] if isinstance(value, str) else value
+    try:
+        modes = tuple(Mode(name) for name in names)
+    except (TypeError, ValueError):
+        modes = ()
+    if not modes or len(set(modes)) != len(modes):
+        raise error(f"{value!r}; allowed: {', '.join(Mode)} (alias: "
+                    f"{', '.join(MODE_ALIASES)}), {', '.join(MODE_SETS)}, or a list of "
+                    f"distinct modes")
+    return modes

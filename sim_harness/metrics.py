@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ace.sw.program import Topology
-from ace.vocab import Algorithm, Collective, VocabError, parse_collective
+from ace.vocab import Algorithm, Collective, Mode, VocabError, parse_collective
 
 from .trace import COLLECTIVE_NAMES, MSCCL
 
@@ -148,7 +148,13 @@ class CollectiveRecord:
             raise ValueError(f"{where}: not a results.json record: " + "; ".join(
                 f"{what} {', '.join(keys)}" for what, keys in (("missing", missing),
                                                                ("unknown", unknown)) if keys))
-        return cls(**{n: doc[n] for n in names})
+        values = {n: doc[n] for n in names}
+        try:                                    # results of before p2p say ``baseline``
+            values["mode"] = Mode(values["mode"]).value
+        except ValueError:
+            raise ValueError(f"{where}: mode {values['mode']!r}; allowed: "
+                             f"{', '.join(Mode)}") from None
+        return cls(**values)
 
 
 def _plain(value):
@@ -414,7 +420,7 @@ def collective_metrics(raw: dict, system: dict) -> CollectiveRecord:
     return CollectiveRecord(
         name=raw["name"], collective=coll, op=raw["op"],
         algorithm=raw["algorithm"], topology=raw["topology"], nodes=p,
-        bytes=nbytes, dtype=raw["dtype"], mode=raw["mode"], chunks=raw["chunks"],
+        bytes=nbytes, dtype=raw["dtype"], mode=Mode(raw["mode"]).value, chunks=raw["chunks"],
         start_cycle=raw["start_cycle"], end_cycle=raw["end_cycle"],
         cycles=cycles, time_us=time_us,
         latency_steps=raw["latency_steps"],
@@ -481,7 +487,8 @@ def run_summary(records: list[CollectiveRecord]) -> dict:
 
 
 def compare(ace_summary: dict, baseline_summary: dict) -> dict:
-    """ACE against baseline: ``memory_traffic_reduction`` = baseline / ACE memory bytes,
+    """ACE against one baseline (``staged`` or ``p2p``): ``memory_traffic_reduction`` =
+    baseline / ACE memory bytes,
     ``mem_bytes_per_link_byte_reduction`` = baseline / ACE, ``link_utilization_gain`` = ACE /
     baseline utilization, ``speedup`` = baseline / ACE cycles (``None`` where a denominator
     is 0)."""

@@ -174,8 +174,9 @@ class NodeProgram:
     """The program of one node. ``placement`` says where buffers live (``sram`` in ACE mode,
     ``memory`` in the staged baseline, ``p2p`` in the point-to-point one). ``*_addr`` are the
     main-memory byte addresses of the user input, the user output and the scratch region;
-    ``*_elems`` their sizes in elements. In the memory placements buffer ``i`` is at ``input_addr``, ``o`` at ``output_addr`` and ``s`` at
-    ``scratch_addr``; in ``sram`` placement only load/store steps touch memory."""
+    ``*_elems`` their sizes in elements. In the memory placements buffer ``i`` is at
+    ``input_addr``, ``o`` at ``output_addr`` and ``s`` at ``scratch_addr``; in ``sram``
+    placement only load/store steps touch memory."""
     node: int
     channels: list[Channel] = field(default_factory=list)
     placement: str = Mode.ACE.placement
