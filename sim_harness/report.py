@@ -105,6 +105,7 @@ def write_results(out_dir, system: dict, runs: list[dict]) -> list[Path]:
     paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    runs = [dict(run, mode=Mode(run["mode"]).value) for run in runs]
     results = build_results(system, runs)
     written = []
 
