@@ -148,13 +148,7 @@ class CollectiveRecord:
             raise ValueError(f"{where}: not a results.json record: " + "; ".join(
                 f"{what} {', '.join(keys)}" for what, keys in (("missing", missing),
                                                                ("unknown", unknown)) if keys))
-        values = {n: doc[n] for n in names}
-        try:                                    # results of before p2p say ``baseline``
-            values["mode"] = Mode(values["mode"]).value
-        except ValueError:
-            raise ValueError(f"{where}: mode {values['mode']!r}; allowed: "
-                             f"{', '.join(Mode)}") from None
-        return cls(**values)
+        return cls(**{n: doc[n] for n in names})
 
 
 def _plain(value):
