@@ -215,5 +215,5 @@ def test_local_pool_and_dask_give_identical_correct_results(tmp_path):
     paths = write_sweep(tmp_path, local)
     assert json.loads(paths[0].read_text())["results"] == json.loads(json.dumps(local))
     rows = paths[1].read_text().splitlines()
-    assert len(rows) == 1 + 3 * 2 and rows[0].startswith("point,system,trace,background,seed,"
+    assert len(rows) == 1 + 3 * 3 and rows[0].startswith("point,system,trace,background,seed,"
                                                          "label.test,mode,name")
