@@ -185,3 +185,17 @@ def test_step_memory_traffic_is_the_documented_accounting(mode):
         read, written = DOCUMENTED_TRAFFIC[mode].get(step_type, (0, 0))
         assert step_memory_traffic(step, mode) == (10 * read, 10 * written), step_type
         assert step_memory_traffic(step, mode.placement) == (10 * read, 10 * written)
+
+
+def test_listing_modes_and_the_baseline_alias():
+    """A listing says ``mode=staged``/``p2p`` with ``placement=memory``/``p2p``; an old listing's
+    ``mode=baseline`` reads as staged; every mode round-trips."""
+    for mode in Mode:
+        program = compile_collective("allreduce", 64, nodes=4, mode=mode, config=SMALL)
+        assert program.mode is mode and program.nodes[0].placement == mode.placement
+        text = to_text(program)
+        assert f"mode={mode}" in text and f"placement={mode.placement}" in text
+        again = from_text(text)
+        assert again.mode is mode and again.nodes[0].mode is mode
+    old = to_text(compile_collective("allreduce", 64, nodes=4, mode="baseline", config=SMALL))
+    assert from_text(old.replace("mode=staged", "mode=baseline")).mode is Mode.STAGED
