@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ace.config import NAMED_CONFIGS, load_config
 from ace.errors import ConfigError, ToolchainError, UserError
+from ace.vocab import parse_modes
 
 __all__ = ["main"]
 
@@ -121,7 +122,7 @@ def cmd_replay(args) -> int:
             system = load_system(args.system)
         for note in folding_notes(trace, system.config.num_channels):
             print(note, flush=True)
-        modes = ("ace", "baseline") if args.mode == "both" else (args.mode,)
+        modes = parse_modes(args.mode, lambda text: UserError(f"--mode: {text}"))
         if not 0 <= args.background < 1:
             raise UserError(f"--background: {args.background}; allowed: 0 <= share < 1")
         if args.scale is not None and not 0 < args.scale < float("inf"):
@@ -288,7 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "1 MiB fp32 all-reduce")
     p.add_argument("--system", help="named system (ring4, ring8, ring16, torus4x2) or a "
                    ".toml/.json system file (default: ring8, or the trace's topology)")
-    p.add_argument("--mode", default="both", choices=["ace", "baseline", "both"])
+    p.add_argument("--mode", default="all", metavar="MODE",
+                   help="ace (buffers in SRAM), staged (memory-staged baseline, NCCL over a "
+                   "network transport; alias: baseline), p2p (point-to-point baseline, NCCL "
+                   "over NVLink), all (the three, default) or both (ace and staged)")
     p.add_argument("--out", default="build/replay", help="output directory")
     p.add_argument("--bytes", type=int, help="collective size for MSCCL traces (bytes per node)")
     p.add_argument("--astra-system", help="ASTRA-sim system file for a workload trace")

@@ -70,9 +70,9 @@ class Opcode(enum.Enum, shape=4):
 class Buf(enum.Enum, shape=2):
     """Buffer (region) selector. In ``sram`` placement the regions are SRAM regions whose base
     word addresses (in the unified input+output SRAM space) the program's buffer table gives;
-    in ``memory`` placement (baseline) they are main-memory regions whose byte base addresses
-    the buffer table gives, and an offset of ``w`` words is byte ``base + w * link_bytes``.
-    Value 3 is reserved."""
+    in ``memory`` and ``p2p`` placement (the baselines) they are main-memory regions whose byte
+    base addresses the buffer table gives, and an offset of ``w`` words is byte
+    ``base + w * link_bytes``. Value 3 is reserved."""
     INPUT = 0
     OUTPUT = 1
     SCRATCH = 2

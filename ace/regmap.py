@@ -86,6 +86,8 @@ class ErrorCause(enum.Enum, shape=4):
     * ``PC_OVERFLOW`` = 11: the program counter ran past program_words without an END.
     * ``LINK_ERROR`` = 12: a link's receiver flagged a bad packet (STATUS names the link in the
       channel field).
+    * ``BAD_PLACEMENT`` = 13: PLACEMENT holds the reserved value 3 when the channel fetches an
+      instruction.
     """
     NONE = 0
     BAD_OPCODE = 1
@@ -100,6 +102,7 @@ class ErrorCause(enum.Enum, shape=4):
     TIMEOUT = 10
     PC_OVERFLOW = 11
     LINK_ERROR = 12
+    BAD_PLACEMENT = 13
 
 
 #: One line per :class:`ErrorCause` for docs and host messages (the class docstring repeats it;
@@ -125,6 +128,8 @@ ERROR_CAUSE_TEXT: dict[ErrorCause, str] = {
     ErrorCause.PC_OVERFLOW: "the program counter ran past program_words without an END.",
     ErrorCause.LINK_ERROR: "a link's receiver flagged a bad packet (STATUS names the link in the "
                            "channel field).",
+    ErrorCause.BAD_PLACEMENT: "PLACEMENT holds the reserved value 3 when the channel fetches an "
+                              "instruction.",
 }
 
 
@@ -157,13 +162,15 @@ REGISTERS: tuple[CsrRegister, ...] = (
     CsrRegister(0x00C, "STATUS", "RO", None, "engine state and first error, see STATUS"),
     CsrRegister(0x010, "NODE_ID", "RW", 0, "this endpoint's node id (packet `src`)", 8),
     CsrRegister(0x014, "PLACEMENT", "RW", 0,
-                "0: buffers in SRAM (ACE mode); 1: buffers in main memory (baseline)", 1),
+                "0: buffers in SRAM (ACE mode); 1: in main memory, memory-staged (`staged` "
+                "baseline); 2: in main memory, point-to-point (`p2p` baseline); 3: reserved "
+                "(a channel stops with `BAD_PLACEMENT`)", 2),
     CsrRegister(0x018, "CHANNEL_ENABLE", "RW", 0,
                 "bit c enables channel c at START", "num_channels"),
     CsrRegister(0x01C, "TIMEOUT", "RW", 0, "watchdog: cycles without progress; 0 = off"),
     CsrRegister(0x020, "IRQ_ENABLE", "RW", 0, "`irq` sources, see IRQ_ENABLE", 2),
     CsrRegister(0x040, "BUF_BASE_I_LO", "RW", 0, "buffer `i` base, bits 31:0 (SRAM word address "
-                "in `sram` placement, byte address in `memory` placement)"),
+                "in `sram` placement, byte address in `memory` and `p2p` placement)"),
     CsrRegister(0x044, "BUF_BASE_I_HI", "RW", 0, "buffer `i` base, bits 63:32"),
     CsrRegister(0x048, "BUF_BASE_O_LO", "RW", "input_buffer_words", "buffer `o` base, bits 31:0"),
     CsrRegister(0x04C, "BUF_BASE_O_HI", "RW", 0, "buffer `o` base, bits 63:32"),
@@ -173,7 +180,8 @@ REGISTERS: tuple[CsrRegister, ...] = (
     CsrRegister(0x05C, "BUF_LIMIT_O", "RW", "output_buffer_words", "buffer `o` size in words"),
     CsrRegister(0x060, "BUF_LIMIT_S", "RW", 0, "buffer `s` size in words"),
     CsrRegister(0x064, "STAGE_BASE_LO", "RW", 0, "staging area byte address, bits 31:0; "
-                "`memory` placement only (channel c stages 2 packets from 2c packets on)"),
+                "`memory` and `p2p` placement only (channel c stages 2 packets from 2c "
+                "packets on)"),
     CsrRegister(0x068, "STAGE_BASE_HI", "RW", 0, "staging area, bits 63:32"),
     *(CsrRegister(0x080 + 4 * k, f"IWORD{k}", "RW", 0,
                   f"instruction staging, instruction bits {32 * k + 31}:{32 * k}")

@@ -16,9 +16,10 @@ enum               members (text)
 :class:`StepType`    the MSCCL-style step types (``s``, ``r``, ``rrc`` ...) and ``end``
 :class:`Buffer`      ``i`` input, ``o`` output, ``s`` scratch (a slice ``s[16]``; the *step*
                    ``s`` is :attr:`StepType.SEND`: code names both, never the letter)
-:class:`Mode`        ``ace`` (buffers in SRAM) or ``baseline`` (buffers in main memory); the
-                   same bit is spelled ``placement`` = ``sram`` / ``memory`` in program
-                   listings and is the ``PLACEMENT`` CSR: :data:`PLACEMENT` maps the three
+:class:`Mode`        ``ace`` (buffers in SRAM), ``staged`` or ``p2p`` (buffers in main memory,
+                   two baselines; ``baseline`` is an alias of ``staged``, :data:`MODE_ALIASES`);
+                   spelled ``placement`` = ``sram`` / ``memory`` / ``p2p`` in program
+                   listings and the ``PLACEMENT`` CSR value: :data:`PLACEMENT` maps the three
 =================  ===========================================================================
 
 This module elaborates no hardware and imports nothing from the package.
@@ -30,7 +31,8 @@ from enum import StrEnum
 
 __all__ = [
     "Collective", "Algorithm", "StepType", "Buffer", "Mode", "COLLECTIVE_ALIASES",
-    "ALGORITHM_ALIASES", "PLACEMENT", "parse_collective", "parse_algorithm", "VocabError",
+    "ALGORITHM_ALIASES", "MODE_ALIASES", "MODE_SETS", "BASELINE_MODES", "PLACEMENT",
+    "parse_modes", "parse_collective", "parse_algorithm", "VocabError",
 ]
 
 
@@ -155,31 +157,81 @@ class Buffer(StrEnum):
 
 
 class Mode(StrEnum):
-    """Where a program's buffers live: ``ace`` in the engine's SRAM (inputs loaded once,
-    results stored once), ``baseline`` in main memory (memory-staged execution, the same steps).
-    One bit, also spelled as the node's ``placement`` (:attr:`placement`) and written to the
-    ``PLACEMENT`` CSR (:attr:`placement_bit`)."""
+    """How a program runs: ``ace`` with its buffers in the engine's SRAM (inputs loaded once,
+    results stored once), or one of two baselines with its buffers in main memory, the same
+    steps expanded into memory-staged micro-steps (``docs/engine.md``, "Placement"):
+    ``staged`` as NCCL over a network transport (every receive lands in memory, every sent
+    result is read back from memory), ``p2p`` as NCCL between GPUs over NVLink (a reduction's
+    output goes straight to the link, no send buffer in memory). Also spelled as the node's
+    ``placement`` (:attr:`placement`) and written to the ``PLACEMENT`` CSR
+    (:attr:`placement_bit`). ``Mode("baseline")`` is :attr:`STAGED` (:data:`MODE_ALIASES`)."""
     ACE = "ace"
-    BASELINE = "baseline"
+    STAGED = "staged"
+    P2P = "p2p"
+
+    @classmethod
+    def _missing_(cls, value):
+        return MODE_ALIASES.get(str(value).lower())
 
     @property
     def placement(self) -> str:
-        """The program listing's spelling: ``sram`` or ``memory``."""
+        """The program listing's spelling: ``sram``, ``memory`` or ``p2p``."""
         return PLACEMENT[self][0]
 
     @property
     def placement_bit(self) -> int:
-        """The ``PLACEMENT`` CSR value: 0 buffers in SRAM, 1 in memory."""
+        """The ``PLACEMENT`` CSR value: 0 buffers in SRAM, 1 memory-staged, 2 point-to-point
+        (3 is reserved: the engine refuses it with ``BAD_PLACEMENT``)."""
         return PLACEMENT[self][1]
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the program's buffers live in main memory (both baselines)."""
+        return self is not Mode.ACE
 
     @classmethod
     def parse(cls, value, error=VocabError) -> "Mode":
-        """The mode for ``ace``/``baseline`` or a placement ``sram``/``memory``."""
+        """The mode for ``ace``/``staged``/``p2p`` (or an alias such as ``baseline``) or a
+        placement ``sram``/``memory``/``p2p``."""
         for mode, (placement, _) in PLACEMENT.items():
             if value == mode or value == placement:
                 return mode
-        raise error(f"mode: {value!r}; allowed: ace or baseline (placement sram or memory)")
+        alias = cls._missing_(value)
+        if alias is not None:
+            return alias
+        raise error(f"mode: {value!r}; allowed: {', '.join(cls)} (alias: "
+                    f"{', '.join(MODE_ALIASES)}; placement {', '.join(_PLACEMENT_NAMES)})")
 
 
-#: The one map of the mode bit: mode -> (placement spelling, PLACEMENT CSR value).
-PLACEMENT: dict[Mode, tuple[str, int]] = {Mode.ACE: ("sram", 0), Mode.BASELINE: ("memory", 1)}
+#: Mode aliases a user may type (CLI, trace files, sweep specs, system and experiment files):
+#: ``baseline`` was the staged baseline's name before the point-to-point one existed.
+MODE_ALIASES: dict[str, Mode] = {"baseline": Mode.STAGED}
+
+#: The two baselines, in the order reports show them.
+BASELINE_MODES: tuple[Mode, ...] = (Mode.STAGED, Mode.P2P)
+
+#: The one map of the mode: mode -> (placement spelling, PLACEMENT CSR value).
+PLACEMENT: dict[Mode, tuple[str, int]] = {Mode.ACE: ("sram", 0), Mode.STAGED: ("memory", 1),
+                                          Mode.P2P: ("p2p", 2)}
+_PLACEMENT_NAMES = tuple(placement for placement, _ in PLACEMENT.values())
+
+#: Words for several modes at once (``ace replay --mode``, sweep specs): ``all`` runs ACE and
+#: both baselines; ``both`` keeps its meaning from before the p2p baseline, ACE and staged.
+MODE_SETS: dict[str, tuple[Mode, ...]] = {"all": tuple(Mode), "both": (Mode.ACE, Mode.STAGED)}
+
+
+def parse_modes(value, error=VocabError) -> tuple[Mode, ...]:
+    """The modes that ``value`` names: one mode or alias, a word of :data:`MODE_SETS`, or a
+    list of distinct modes; ``error`` (a ValueError type) names what is allowed otherwise."""
+    if isinstance(value, str) and value.lower() in MODE_SETS:
+        return MODE_SETS[value.lower()]
+    names = [value] if isinstance(value, str) else value
+    try:
+        modes = tuple(Mode(name) for name in names)
+    except (TypeError, ValueError):
+        modes = ()
+    if not modes or len(set(modes)) != len(modes):
+        raise error(f"{value!r}; allowed: {', '.join(Mode)} (alias: "
+                    f"{', '.join(MODE_ALIASES)}), {', '.join(MODE_SETS)}, or a list of "
+                    f"distinct modes")
+    return modes

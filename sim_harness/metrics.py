@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ace.sw.program import Topology
-from ace.vocab import Algorithm, Collective, VocabError, parse_collective
+from ace.vocab import Algorithm, Collective, Mode, VocabError, parse_collective
 
 from .trace import COLLECTIVE_NAMES, MSCCL
 
@@ -414,7 +414,7 @@ def collective_metrics(raw: dict, system: dict) -> CollectiveRecord:
     return CollectiveRecord(
         name=raw["name"], collective=coll, op=raw["op"],
         algorithm=raw["algorithm"], topology=raw["topology"], nodes=p,
-        bytes=nbytes, dtype=raw["dtype"], mode=raw["mode"], chunks=raw["chunks"],
+        bytes=nbytes, dtype=raw["dtype"], mode=Mode(raw["mode"]).value, chunks=raw["chunks"],
         start_cycle=raw["start_cycle"], end_cycle=raw["end_cycle"],
         cycles=cycles, time_us=time_us,
         latency_steps=raw["latency_steps"],
@@ -481,7 +481,8 @@ def run_summary(records: list[CollectiveRecord]) -> dict:
 
 
 def compare(ace_summary: dict, baseline_summary: dict) -> dict:
-    """ACE against baseline: ``memory_traffic_reduction`` = baseline / ACE memory bytes,
+    """ACE against one baseline (``staged`` or ``p2p``): ``memory_traffic_reduction`` =
+    baseline / ACE memory bytes,
     ``mem_bytes_per_link_byte_reduction`` = baseline / ACE, ``link_utilization_gain`` = ACE /
     baseline utilization, ``speedup`` = baseline / ACE cycles (``None`` where a denominator
     is 0)."""

@@ -82,6 +82,7 @@ class Plan:
     def matches(self, trace: Trace, system: SystemSpec, modes) -> bool:
         """Whether this plan was made for ``trace`` (same collectives), ``system`` and every
         mode of ``modes``."""
+        modes = [Mode(m) for m in modes]
         return (system == self.system and set(modes) <= set(self.modes)
                 and all([c.spec for c in self.collectives[m]] == list(trace.collectives)
                         for m in modes))

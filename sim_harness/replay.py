@@ -1,6 +1,7 @@
 """Replay a trace on the RTL system: run each collective on the Verilated engines in ACE mode
-and/or baseline mode, check every node's result against the golden model and return the raw
-measurements (:mod:`sim_harness.metrics` turns them into the reported figures).
+and/or the baselines (``staged``, ``p2p``; :class:`~ace.vocab.Mode`), check every node's
+result against the golden model and return the raw measurements (:mod:`sim_harness.metrics`
+turns them into the reported figures).
 
 The pre-flight (:func:`sim_harness.preflight.preflight`) first compiles and assembles every
 collective once per mode and checks that it fits the system. Then, per collective and mode
@@ -242,7 +243,8 @@ def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1
            interval: int | None = None, background_share: float = 0.0, waves: bool = False,
            waves_dir=None, log=print, progress: bool = True, parallel: bool = True,
            plan: Plan | None = None) -> dict:
-    """Run every collective of ``trace`` in every mode; return
+    """Run every collective of ``trace`` in every mode of ``modes`` (default: ACE and both
+    baselines; aliases such as ``baseline`` accepted); return
     ``{"system": system_record, "runs": [{"mode", "raws": [raw...]}]}``.
 
     ``plan`` is the trace's pre-flight (:func:`~sim_harness.preflight.preflight`) on
@@ -256,6 +258,7 @@ def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1
     are independent runs of the same system); results are identical either way."""
     from concurrent.futures import ThreadPoolExecutor
 
+    modes = tuple(Mode(m) for m in modes)           # the alias "baseline" is "staged"
     if plan is None:
         plan = preflight(trace, system, modes)
     elif not plan.matches(trace, system, modes):

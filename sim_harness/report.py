@@ -6,7 +6,7 @@
           |                                                                            v
           +--samples--> link_utilization.png, memory_bandwidth.png            results.json
           +--steps_done samples--> timeline.json (Perfetto)           summary.csv, table
-                                                         ace_vs_baseline.png (both modes)
+                                              ace_vs_baseline.png (ACE and a baseline)
 
 The formats are described in ``docs/results_format.md``; every figure is defined in
 :mod:`sim_harness.metrics`. Plots use matplotlib's Agg canvas directly (no pyplot, no global
@@ -20,7 +20,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ace.vocab import Mode
+from ace.vocab import BASELINE_MODES, Mode
 
 from .metrics import (CollectiveRecord, collective_metrics, compare, compare_collectives,
                       link_key, run_summary)
@@ -41,28 +41,34 @@ _MODE_ORDER = tuple(Mode)
 
 def build_results(system: dict, runs: list[dict]) -> dict:
     """The results.json document: ``{"system", "runs": [{"mode", "collectives", "summary"}],
-    "comparison"}`` (``comparison`` only when both an ``ace`` and a ``baseline`` run exist).
-    Its records are :class:`~sim_harness.metrics.CollectiveRecord` serialised by
+    "comparison": {baseline: ...}}``, ``comparison`` holding each baseline (``staged``,
+    ``p2p``) that ran against ``ace``, when ``ace`` ran. Run modes are written by their names
+    (the alias ``baseline`` becomes ``staged``). Its records are
+    :class:`~sim_harness.metrics.CollectiveRecord` serialised by
     :meth:`~sim_harness.metrics.CollectiveRecord.to_json`; :func:`records_of` reads them
     back."""
     out_runs, records_by_mode = [], {}
     for run in runs:
+        mode = Mode(run["mode"]).value
         records = [collective_metrics(raw, system) for raw in run["raws"]]
         for rec in records:
-            if rec.mode != run["mode"]:
-                raise ValueError(f"run {run['mode']}: collective {rec.name!r} was measured in "
+            if rec.mode != mode:
+                raise ValueError(f"run {mode}: collective {rec.name!r} was measured in "
                                  f"mode {rec.mode!r}")
         summary = run_summary(records)
-        summary["mode"] = run["mode"]
-        records_by_mode.setdefault(run["mode"], records)          # the first run of each mode
-        out_runs.append({"mode": run["mode"], "collectives": [r.to_json() for r in records],
+        summary["mode"] = mode
+        records_by_mode.setdefault(mode, records)          # the first run of each mode
+        out_runs.append({"mode": mode, "collectives": [r.to_json() for r in records],
                          "summary": summary})
     results = {"system": system, "runs": out_runs}
     summaries = {r["mode"]: r["summary"] for r in reversed(out_runs)}
-    if "ace" in records_by_mode and "baseline" in records_by_mode:
-        results["comparison"] = dict(compare(summaries["ace"], summaries["baseline"]),
-                                     per_collective=compare_collectives(
-                                         records_by_mode["ace"], records_by_mode["baseline"]))
+    baselines = [b.value for b in BASELINE_MODES if b in records_by_mode]
+    if Mode.ACE in records_by_mode and baselines:
+        results["comparison"] = {
+            base: dict(compare(summaries[Mode.ACE], summaries[base]),
+                       per_collective=compare_collectives(records_by_mode[Mode.ACE],
+                                                          records_by_mode[base]))
+            for base in baselines}
     return results
 
 
@@ -95,10 +101,11 @@ def _write_json(path: Path, doc) -> None:
 
 def write_results(out_dir, system: dict, runs: list[dict]) -> list[Path]:
     """Write results.json, summary.csv, the plots and timeline.json into ``out_dir`` (created
-    if missing). ``runs`` = ``[{"mode": "ace"|"baseline", "raws": [raw, ...]}]``. Returns the
+    if missing). ``runs`` = ``[{"mode": "ace"|"staged"|"p2p", "raws": [raw, ...]}]``. Returns the
     paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    runs = [dict(run, mode=Mode(run["mode"]).value) for run in runs]
     results = build_results(system, runs)
     written = []
 
@@ -371,21 +378,24 @@ def _write_plots(out: Path, system: dict, runs: list[dict], results: dict) -> li
 
     if "comparison" in results:
         by_mode = {r["mode"]: r for r in reversed(results["runs"])}
-        ace = records_of(by_mode["ace"])
-        base = {r.name: r for r in records_of(by_mode["baseline"])}
-        pairs = [(a, base[a.name]) for a in ace if a.name in base]
-        fig, axes = _figure(3, height=2.6, width=max(6.0, 1.0 + 0.9 * len(pairs)))
-        labels = [a.name for a, _ in pairs]
-        xs = list(range(len(pairs)))
+        sides = [Mode.ACE.value, *results["comparison"]]
+        records = {side: {r.name: r for r in records_of(by_mode[side])} for side in sides}
+        names = [name for name in records[Mode.ACE] if all(name in records[side]
+                                                              for side in sides)]
+        fig, axes = _figure(3, height=2.6, width=max(6.0, 1.0 + 0.9 * len(names)))
+        xs = list(range(len(names)))
+        width = 0.8 / len(sides)
         for ax, (field, title, scale) in zip(axes[:, 0], (
                 ("cycles", "cycles", 1.0),
                 ("mem_bytes_per_node", "memory bytes per node", 1.0),
                 ("link_utilization", "link utilization (%)", 100.0))):
-            for offset, side, idx in ((-0.2, "ace", 0), (0.2, "baseline", 1)):
-                ax.bar([x + offset for x in xs], [(getattr(pair[idx], field) or 0) * scale
-                                                  for pair in pairs], width=0.4, label=side)
+            for k, side in enumerate(sides):
+                offset = (k - (len(sides) - 1) / 2) * width
+                ax.bar([x + offset for x in xs],
+                       [(getattr(records[side][name], field) or 0) * scale for name in names],
+                       width=width, label=side)
             ax.set_title(title)
-            ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=7)
+            ax.set_xticks(xs, names, rotation=30, ha="right", fontsize=7)
             ax.legend(fontsize=7)
         path = out / "ace_vs_baseline.png"
         fig.savefig(path, dpi=90)
@@ -415,8 +425,8 @@ def _fmt(value, spec: str, suffix: str = "") -> str:
 
 def format_table(results: dict) -> str:
     """A fixed-width text table of a results document (:func:`build_results` or a loaded
-    results.json): one row per collective and mode, a total row per mode, and the baseline /
-    ACE comparison when both modes ran."""
+    results.json): one row per collective and mode, a total row per mode, and each baseline's
+    comparison with ACE (``staged / ACE``, ``p2p / ACE``) when ACE and that baseline ran."""
     head = (f"{'collective':<24} {'mode':<8} {'cycles':>10} {'x bound':>8} {'link util':>9} "
             f"{'mem/node':>11} {'x 2S':>6} {'mem/link B':>10} {'busbw GB/s':>10} {'ok':>3}")
     lines = [head, "-" * len(head)]
@@ -447,10 +457,9 @@ def format_table(results: dict) -> str:
             f"{_fmt(util, '.1f', '%'):>9} {_fmt_bytes(s['mem_bytes_per_node']):>11} "
             f"{'':>6} {_fmt(s['mem_bytes_per_link_byte'], '.2f'):>10} {'':>10} "
             f"{'yes' if s['all_correct'] else 'NO':>3}")
-    comp = results.get("comparison")
-    if comp:
+    for base, comp in results.get("comparison", {}).items():
         lines.append(
-            f"baseline / ACE: memory traffic {_fmt(comp['memory_traffic_reduction'], '.2f', 'x')}"
+            f"{base} / ACE: memory traffic {_fmt(comp['memory_traffic_reduction'], '.2f', 'x')}"
             f", memory bytes per link byte "
             f"{_fmt(comp['mem_bytes_per_link_byte_reduction'], '.2f', 'x')}; "
             f"ACE link utilization gain {_fmt(comp['link_utilization_gain'], '.2f', 'x')}, "

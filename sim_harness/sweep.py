@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ace.errors import ConfigError
 from ace.sw.program import ProgramError
-from ace.vocab import Mode
+from ace.vocab import Mode, parse_modes
 
 from .preflight import Plan, ReplayError, preflight
 from .replay import replay
@@ -48,7 +48,6 @@ __all__ = ["SweepError", "SweepPoint", "AXES", "expand", "load_spec", "run_point
 
 #: Point fields a grid may sweep (``label`` is fixed per spec).
 AXES = ("system", "trace", "modes", "background", "seed", "bytes", "topology")
-_MODES = tuple(Mode)
 
 
 class SweepError(ValueError):
@@ -62,7 +61,8 @@ class SweepPoint:
     system : a named system (:data:`~sim_harness.systems.NAMED_SYSTEMS`) or a system file.
     trace : a trace file (any format :func:`~sim_harness.traces.load_trace` detects); ``None``
         is the bundled default.
-    modes : ``ace`` and/or ``baseline``.
+    modes : any of ``ace``, ``staged``, ``p2p`` (default: all three); a spec may also say
+        ``all``, ``both`` (ace and staged) or the alias ``baseline`` (staged).
     background : share of memory bandwidth taken by background traffic, as
         ``ace replay --background``.
     seed : seed of the input data (collective ``i`` uses ``seed + i``).
@@ -107,15 +107,7 @@ def _trace(value, where):
 
 
 def _modes(value, where):
-    if value == "both":
-        return _MODES
-    names = [value] if isinstance(value, str) else value
-    if (not isinstance(names, (list, tuple)) or not names
-            or any(m not in _MODES for m in names) or len(set(names)) != len(names)):
-        allowed = ", ".join(_MODES)
-        raise SweepError(f"{where}: {value!r}; allowed: {allowed}, both, or a list of "
-                         f"distinct modes from {allowed}")
-    return tuple(Mode(m) for m in names)
+    return parse_modes(value, lambda text: SweepError(f"{where}: {text}"))
 
 
 def _background(value, where):

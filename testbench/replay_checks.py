@@ -5,6 +5,7 @@ builders of test traces. Shared by the harness tests of every system."""
 from __future__ import annotations
 
 from sim_harness.trace import CollectiveSpec, Trace
+from testbench.accounting import documented_bytes
 
 __all__ = ["trace_of", "collective_spec", "check_replay"]
 
@@ -21,12 +22,18 @@ def collective_spec(name, collective, nbytes, dtype="fp32", op="sum", algorithm=
 
 
 def check_replay(raw, system):
-    """Bit-exact, counters equal to the golden model's, sampled memory-model bytes equal to
-    the engines' counters, link payload as the program plans."""
+    """Bit-exact, counters equal to the golden model's and to the mode's documented memory
+    accounting (:mod:`testbench.accounting`), sampled memory-model bytes equal to the engines'
+    counters, link payload as the program plans."""
     where = f"{raw['name']} ({raw['mode']}, seed {raw['seed']})"
     assert raw["correct"], f"{where}: output differs from the golden model"
     assert raw["mem_read_bytes"] == raw["golden_mem_read_bytes"], where
     assert raw["mem_write_bytes"] == raw["golden_mem_write_bytes"], where
+    for k, node in enumerate(raw["steps"]):     # the mode's documented accounting, per node
+        documented = documented_bytes(raw["mode"], [tuple(st) for ch in node for st in ch])
+        measured = (raw["mem_read_bytes"][k], raw["mem_write_bytes"][k])
+        assert measured == documented, f"{where}: node {k} memory read/written {measured}, " \
+            f"documented {documented}"
     # The memory model counts whole read beats (a read of 4 bytes costs a 16-byte beat) and
     # written bytes by strobe, so its writes equal the engine's and its reads are no fewer.
     model = raw["samples"]

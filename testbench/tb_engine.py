@@ -7,10 +7,12 @@ engine is its own peer). Expected results, memory traffic and link bytes come fr
 model (:mod:`ace.sw.golden`) running the same program.
 
 Scenarios: random one-node programs that use every step type on every channel, with a
-cross-channel dependency, in fp32/bf16/int32 with sum and max, in both placements (``sram`` =
-ACE mode, ``memory`` = baseline), with and without backpressure; and bad programs, each of which
-must stop with its error cause and leave the engine able to run the next program. ``ENGINE_SEED``
-sets the base seed; seeds are printed.
+cross-channel dependency, in fp32/bf16/int32 with sum and max, in the three placements (``sram``
+= ACE mode, ``memory`` = the staged baseline, ``p2p`` = the point-to-point baseline), with and
+without backpressure; one small program per step type and mode whose measured memory bytes
+must equal the documented accounting (:mod:`testbench.accounting`); and bad programs, each of
+which must stop with its error cause and leave the engine able to run the next program.
+``ENGINE_SEED`` sets the base seed; seeds are printed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from ace.isa import encode, to_words
 from ace.layouts import DTYPE_BYTES, Dtype, ReduceOp
 from ace.numerics import special_values
 from ace.sw.program import (Channel, CollectiveProgram, NodeProgram, Step, assemble)
+from ace.vocab import Mode
+from testbench.accounting import documented_bytes
 
 MEM_SIZE = 1 << 20
 LINK_LATENCY = 8
@@ -177,7 +181,16 @@ def random_inputs(rng: np.random.Generator, dtype, count):
     return raw.astype({32: np.uint32, 16: np.uint16}[bits])
 
 
-def _check_counters(config, counters, expect, where):
+def _check_counters(config, counters, expect, where, program=None):
+    """The engine's counters equal the golden model's; with ``program``, its memory bytes
+    also equal the documented accounting of the program's steps."""
+    if program is not None:
+        node = program.nodes[0]
+        steps = [(st.type, st.nbytes) for ch in node.channels for st in ch.steps]
+        read, written = documented_bytes(node.mode, steps)
+        got = (counters["mem_read_bytes"], counters["mem_write_bytes"])
+        assert got == (read, written), (
+            f"{where}: memory read/written {got} != documented {(read, written)}")
     assert counters["mem_read_bytes"] == expect.mem_read_bytes[0], (
         f"{where}: mem_read_bytes {counters['mem_read_bytes']} != golden "
         f"{expect.mem_read_bytes[0]}")
@@ -200,7 +213,7 @@ async def _random_programs(dut, backpressure):
     tb = EngineTB(dut, config, backpressure=backpressure, seed=base)
     await tb.reset()
     k = 0
-    for placement in ("sram", "memory"):
+    for placement in (mode.placement for mode in Mode):
         for dtype in (Dtype.FP32, Dtype.BF16, Dtype.INT32):
             for op in (ReduceOp.SUM, ReduceOp.MAX):
                 seed = base * 1000 + k
@@ -216,7 +229,7 @@ async def _random_programs(dut, backpressure):
                 status, expect, counters, out, want = await tb.run(program, inputs)
                 assert not status["error"], f"{where}: {AceHost.describe_error(status)}"
                 assert out == want, f"{where}: output differs from the golden model"
-                _check_counters(config, counters, expect, where)
+                _check_counters(config, counters, expect, where, program)
 
 
 @cocotb.test()
@@ -227,6 +240,71 @@ async def test_loopback_programs(dut):
 @cocotb.test()
 async def test_loopback_backpressure(dut):
     await _random_programs(dut, backpressure=True)
+
+
+#: Per step type, the program that measures it on one looped-back channel, after a ``load``
+#: of the input: the step, with a ``s`` that feeds its receive and an ``r`` that takes what it
+#: sends (each written output slice is stored at the end). ``I``: the input slice, ``O``/``O2``: output slices.
+_STEP_CASES = {
+    "load": [],
+    "store": [("store", {"src": "I"})],
+    "s": [("s", {"src": "I"}), ("r", {"dst": "O"})],
+    "r": [("s", {"src": "I"}), ("r", {"dst": "O"})],
+    "rcs": [("s", {"src": "I"}), ("rcs", {"dst": "O"}), ("r", {"dst": "O2"})],
+    "rrc": [("s", {"src": "I"}), ("rrc", {"src": "I", "dst": "O"})],
+    "rrs": [("s", {"src": "I"}), ("rrs", {"src": "I"}), ("r", {"dst": "O"})],
+    "rrcs": [("s", {"src": "I"}), ("rrcs", {"src": "I", "dst": "O"}), ("r", {"dst": "O2"})],
+    "cpy": [("cpy", {"src": "I", "dst": "O"})],
+    "re": [("cpy", {"src": "I", "dst": "O"}), ("re", {"src": "I", "dst": "O"})],
+}
+
+
+def step_case_program(config, step_type, placement, n):
+    """The program of ``_STEP_CASES[step_type]`` for ``n`` fp32 elements (at most a packet),
+    ending with a store of the output slices."""
+    epw = config.link_bytes // 4
+    slot = -(-n // epw) * epw
+    output_addr = 0x40000
+    slices = {"I": ("i", 0), "O": ("o", 0), "O2": ("o", slot)}
+    link = dict(send_peer=0, send_link=0, recv_peer=0, recv_link=0)
+    steps = []
+    case = [("load", {"dst": "I"}), *_STEP_CASES[step_type]]
+    for kind, operands in case:
+        fields = {name: slices[ref] for name, ref in operands.items()}
+        if kind in ("load", "store"):
+            fields["mem_addr"] = 0 if kind == "load" else output_addr
+        steps.append(Step(kind, n, dtype=Dtype.FP32, op=ReduceOp.SUM, **fields, **link))
+    written = sorted({ref for _, ops in case for ref in ops.values()} - {"I"})
+    for k, ref in enumerate(written):
+        steps.append(Step("store", n, src=slices[ref], mem_addr=output_addr + k * slot * 4,
+                          dtype=Dtype.FP32, op=ReduceOp.SUM))
+    node = NodeProgram(0, [Channel(steps)], placement=placement, input_addr=0,
+                       output_addr=output_addr, scratch_addr=0x80000, in_elems=n,
+                       out_elems=2 * slot)
+    return CollectiveProgram("custom", "loopback", Dtype.FP32, ReduceOp.SUM, n, [node])
+
+
+@cocotb.test()
+async def test_step_accounting(dut):
+    """Every step type in every mode: bit-exact, and the memory bytes the engine counts equal
+    the documented accounting (and the golden model's)."""
+    config = AceConfig.from_dict(json.loads(os.environ["ACE_CONFIG"]))
+    base = int(os.environ.get("ENGINE_SEED", "1"))
+    tb = EngineTB(dut, config, seed=base)
+    await tb.reset()
+    for k, (mode, step_type) in enumerate((m, t) for m in Mode for t in _STEP_CASES):
+        seed = base * 1000 + 500 + k
+        rng = random.Random(seed)
+        n = rng.randint(1, config.packet_bytes // 4)
+        where = f"seed {seed} {mode} {step_type} ({n} fp32)"
+        program = step_case_program(config, step_type, mode.placement, n)
+        inputs = [random_inputs(np.random.default_rng(seed), Dtype.FP32, n)]
+        status, expect, counters, out, want = await tb.run(program, inputs)
+        assert not status["error"], f"{where}: {AceHost.describe_error(status)}"
+        assert out == want, f"{where}: output differs from the golden model"
+        _check_counters(config, counters, expect, where, program)
+        dut._log.info("%s: read %d written %d", where, counters["mem_read_bytes"],
+                      counters["mem_write_bytes"])
 
 
 def _raw_program(config, words_per_channel):
@@ -284,6 +362,14 @@ async def test_bad_programs(dut):
         await tb.host.clear_error()
         status = await tb.host.status()
         assert not status["error"] and not status["busy"], f"{name}: not cleared ({status})"
+    # The reserved PLACEMENT value: refused at the first fetch, then cleared.
+    await tb.host.load_program(_raw_program(config, [[good_load, end]]))
+    await tb.axil.write_dword(CSR["PLACEMENT"], 3)
+    await tb.host.start()
+    status = await tb.host.wait_done(interval=20, max_polls=2000, raise_on_error=False)
+    assert status["error"] and status["error_cause"] == ErrorCause.BAD_PLACEMENT, status
+    assert status["error_channel"] == 0 and status["error_pc"] == 0, status
+    await tb.host.clear_error()
     # A receive that never comes: the watchdog stops it, and the engine recovers.
     recv = encode(opcode="r", count=4, dst_buf="o", recv_link=0, recv_peer=0)
     await tb.host.load_program(_raw_program(config, [[recv, end]]))

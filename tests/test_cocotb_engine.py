@@ -1,7 +1,8 @@
 """cocotb tests of one ACE engine on Verilator (``testbench/tb_engine.py``), config ``small``:
-links in loopback, random programs over every step type in both placements, with and without
-backpressure, and bad programs (each error cause, then recovery). ``ENGINE_SEED`` changes the
-base seed."""
+links in loopback, random programs over every step type in the three placements (ACE, staged,
+p2p), with and without backpressure; every step type in every mode against the documented
+memory accounting; and bad programs (each error cause, then recovery). ``ENGINE_SEED`` changes
+the base seed."""
 
 import os
 
@@ -23,3 +24,8 @@ def test_engine_loopback_programs():
 def test_engine_bad_programs():
     run_cocotb("ace_engine", CONFIG, "tb_engine",
                extra_env=_env(COCOTB_TEST_FILTER="test_bad_programs"))
+
+
+def test_engine_step_accounting():
+    run_cocotb("ace_engine", CONFIG, "tb_engine",
+               extra_env=_env(COCOTB_TEST_FILTER="test_step_accounting"))

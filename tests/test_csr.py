@@ -519,7 +519,7 @@ def test_error_causes():
     assert {c.name: c.value for c in ErrorCause} == {
         "NONE": 0, "BAD_OPCODE": 1, "BAD_BUFFER": 2, "BAD_ADDRESS": 3, "BAD_LINK": 4,
         "BAD_DEP": 5, "DEP_NEVER": 6, "BAD_COUNT": 7, "RECV_MISMATCH": 8, "MEM_ERROR": 9,
-        "TIMEOUT": 10, "PC_OVERFLOW": 11, "LINK_ERROR": 12}
+        "TIMEOUT": 10, "PC_OVERFLOW": 11, "LINK_ERROR": 12, "BAD_PLACEMENT": 13}
     assert ErrorCause.as_shape().width == 4
     docstring = " ".join(ErrorCause.__doc__.split())
     for cause, text in ERROR_CAUSE_TEXT.items():

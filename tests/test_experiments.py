@@ -220,13 +220,13 @@ def test_calibration_and_iteration_by_hand(monkeypatch):
                 base = 100 + s / (5 if share == 0 else 2)
                 measured[point_key("ring8", collective, s, share)] = {
                     "system": {"clock_mhz": 1000.0},
-                    "ace": _record(100 + s / 10, s, 2), "baseline": _record(base, s, 6)}
+                    "ace": _record(100 + s / 10, s, 2), "staged": _record(base, s, 6)}
     cal = training.calibrate(measured, "ring8", True)
     assert cal["fits"]["ace/allreduce/0"]["r"] == pytest.approx(10)
-    assert cal["fits"]["baseline/allreduce/0.5"]["a"] == pytest.approx(100)
-    assert cal["fits"]["baseline/allreduce/0.5"]["r"] == pytest.approx(2)
-    assert cal["mem_per_byte"]["baseline/allreduce"] == pytest.approx(6)
-    base = training.CollectiveModel(cal, "baseline")
+    assert cal["fits"]["staged/allreduce/0.5"]["a"] == pytest.approx(100)
+    assert cal["fits"]["staged/allreduce/0.5"]["r"] == pytest.approx(2)
+    assert cal["mem_per_byte"]["staged/allreduce"] == pytest.approx(6)
+    base = training.CollectiveModel(cal, "staged")
     assert base.mem_bandwidth("allreduce", 1000) == pytest.approx(6000 / 300)
 
     # One task of 1000 reference cycles x scale 2, one 1000-byte all-reduce issued at once.
@@ -238,12 +238,12 @@ def test_calibration_and_iteration_by_hand(monkeypatch):
     assert ace["cycles"] == pytest.approx(2000) and ace["ideal_cycles"] == 2000
     # Baseline, compute first: the collective takes 600 beside compute, during which compute
     # runs at 0.9: 540 done, 1460 left alone -> 2060.
-    b = training.iteration(wl, base, mode="baseline", policy="compute_first", scale=2.0,
+    b = training.iteration(wl, base, mode="staged", policy="compute_first", scale=2.0,
                            mem_rate_bpc=32.0, core_share=0.1)
     assert b["cycles"] == pytest.approx(2060)
     # Comm first: 300 cycles at 20 B/cycle of memory; compute needs 0.5 x 32 = 16 and gets
     # 12 -> rate 0.9 x 0.75 = 0.675: 202.5 done in 300, 1797.5 left -> 2097.5.
-    b = training.iteration(wl, base, mode="baseline", policy="comm_first", scale=2.0,
+    b = training.iteration(wl, base, mode="staged", policy="comm_first", scale=2.0,
                            mem_rate_bpc=32.0, core_share=0.1)
     assert b["cycles"] == pytest.approx(2097.5)
 
@@ -258,7 +258,7 @@ def test_membw_ratio_from_exact_roofline_points(monkeypatch):
     for b in (0.0, 0.5, 0.75):
         m = 32 * (1 - b)
         entry = {"system": {"clock_mhz": 1000.0}}
-        for mode, u in (("ace", min(0.8, m / 20)), ("baseline", m / 64)):
+        for mode, u in (("ace", min(0.8, m / 20)), ("staged", m / 64)):
             entry[mode] = _fields(cycles=1000, time_over_bound=1.0, link_utilization=u,
                                   link_utilization_per_link={"n0.l0": u, "n1.l0": u},
                                   mem_bytes_per_link_byte=1.0, mem_bandwidth_bytes_per_cycle=m,
@@ -266,7 +266,7 @@ def test_membw_ratio_from_exact_roofline_points(monkeypatch):
         measured[point_key("ring8", "allreduce", 4096, b)] = entry
     s = membw.analyze(measured, True)["systems"]["ring8"]
     assert s["requirement"]["ace"]["needed"] == pytest.approx(18)       # 0.9 x 20, model
-    assert s["requirement"]["baseline"]["needed"] == pytest.approx(57.6)
+    assert s["requirement"]["staged"]["needed"] == pytest.approx(57.6)
     assert s["ratio_90"] == pytest.approx(3.2) and s["ratio_90_basis"] == "model"
     # Both reach 0.9 x min(0.8, 0.5) = 0.45: ACE at 9, baseline at 28.8.
     assert s["ratio_matched"] == pytest.approx(3.2)
@@ -281,14 +281,14 @@ def test_saved_points_are_reused_only_on_the_same_engine_configuration(tmp_path)
     other = dict(system, config=dict(system["config"], num_channels=1))
     ace, base = _fields(cycles=1, name="a"), _fields(cycles=2, name="b")
     measured = {point_key("ring8", "allreduce", 4096, 0.5): {"system": system, "ace": ace,
-                                                            "baseline": base},
+                                                            "staged": base},
                 point_key("ring8", "allreduce", 8192, 0.5): {"system": other, "ace": base,
-                                                            "baseline": ace}}
+                                                            "staged": ace}}
     save_points(tmp_path / "rtl_points.json", measured)
     back = load_points(tmp_path / "rtl_points.json")
     assert list(back) == [("ring8", "allreduce", 4096, 0.5)]
     assert back[("ring8", "allreduce", 4096, 0.5)]["ace"] == ace
-    assert back[("ring8", "allreduce", 4096, 0.5)]["baseline"] == base
+    assert back[("ring8", "allreduce", 4096, 0.5)]["staged"] == base
     with pytest.raises(ExperimentError, match="not a readable rtl_points.json"):
         load_points(tmp_path / "missing.json")
 
@@ -371,9 +371,9 @@ def test_membw_tiny_on_ring8(monkeypatch, tmp_path):
     ring = doc["systems"]["ring8"]
     full, starved = ring["points"]
     # A quarter of the memory bandwidth hurts the memory-staged baseline at least as much.
-    for mode in ("ace", "baseline"):
+    for mode in ("ace", "staged"):
         assert starved[mode]["link_utilization"] < full[mode]["link_utilization"]
-    assert full["ace"]["link_utilization"] > full["baseline"]["link_utilization"]
-    assert ring["mem_bytes_per_link_byte"]["baseline"] > ring["mem_bytes_per_link_byte"]["ace"]
+    assert full["ace"]["link_utilization"] > full["staged"]["link_utilization"]
+    assert ring["mem_bytes_per_link_byte"]["staged"] > ring["mem_bytes_per_link_byte"]["ace"]
     assert doc["mem_bw_reduction"] > 1
     assert Path(tmp_path / "summary.md").read_text().startswith("# membw")

@@ -1,8 +1,8 @@
 """The trace-replay harness on the Verilated 8-engine ring (``ring8``, the default system of
-``ace replay``): every collective in both modes, bit-exact against the golden model, with the
-engines' memory and link counters equal to the bytes the golden model moves, the memory
-model's own byte counters (sampled by the C++ driver) equal to the engines', and the CLI's
-files and errors.
+``ace replay``): every collective in the three modes (ACE, staged, p2p), bit-exact against
+the golden model, with the engines' memory and link counters equal to the bytes the golden
+model moves, the memory model's own byte counters (sampled by the C++ driver) equal to the
+engines', and the CLI's files and errors.
 
 One Verilator build (cached in ``build/harness/``) serves every test here; ``ace replay``
 reuses it.
@@ -39,9 +39,9 @@ def _cases():
     return out
 
 
-def test_every_collective_both_modes():
-    """Four collectives x {one element, 1001 elements (unaligned)} x both modes, dtypes and
-    ops rotating, back to back on one system."""
+def test_every_collective_every_mode():
+    """Four collectives x {one element, 1001 elements (unaligned)} x the three modes, dtypes
+    and ops rotating, back to back on one system."""
     results = replay(trace_of(*_cases()), SYSTEM, progress=False, log=None)
     for run in results["runs"]:
         assert len(run["raws"]) == 8
@@ -50,22 +50,23 @@ def test_every_collective_both_modes():
 
 
 def test_larger_than_sram_all_reduce_is_2S_in_ace_mode():
-    """512 KiB fp32 all-reduce per node (2x the 256 KiB input SRAM): bit-exact in both modes;
-    ACE mode moves exactly 2S per node on the memory port; the baseline moves more, and the
-    same payload crosses every link in both modes."""
+    """512 KiB fp32 all-reduce per node (2x the 256 KiB input SRAM): bit-exact in the three
+    modes; ACE mode moves exactly 2S per node on the memory port; the p2p baseline moves more
+    and the staged one more still, and the same payload crosses every link in every mode."""
     S = 512 << 10
     assert S > SYSTEM.config.input_buffer_bytes
     results = replay(trace_of(collective_spec("ar512k", "allreduce", S)), SYSTEM, progress=False,
                      log=None)
-    ace, base = (run["raws"][0] for run in results["runs"])
-    for raw in (ace, base):
+    ace, staged, p2p = (run["raws"][0] for run in results["runs"])
+    for raw in (ace, staged, p2p):
         check_replay(raw, SYSTEM)
-    for raw in (ace, base):     # whole aligned beats: the memory model agrees exactly
+        # whole aligned beats: the memory model agrees exactly
         assert raw["samples"]["mem_read_bytes"][-1] == raw["mem_read_bytes"]
     for k in range(8):
-        assert ace["mem_read_bytes"][k] + ace["mem_write_bytes"][k] == 2 * S
-        assert base["mem_read_bytes"][k] + base["mem_write_bytes"][k] > 2.5 * S * 2
-    assert ace["link_tx_payload_bytes"] == base["link_tx_payload_bytes"]
+        node = [raw["mem_read_bytes"][k] + raw["mem_write_bytes"][k] for raw in (ace, staged, p2p)]
+        assert node[0] == 2 * S and node[1] > 2.5 * S * 2 and node[0] < node[2] < node[1]
+    assert ace["link_tx_payload_bytes"] == staged["link_tx_payload_bytes"] \
+        == p2p["link_tx_payload_bytes"]
     program = compile_spec(collective_spec("ar512k", "allreduce", S), SYSTEM, "ace")
     assert ace["chunks"] == program.chunks > 8
     # Every chunk piece crosses 2 x 7 links (node shares differ by a word where chunks do
@@ -114,9 +115,9 @@ def test_cli_replay_writes_results(tmp_path):
     out = tmp_path / "out"
     result = _ace("replay", str(trace), "--out", str(out), "--quiet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr + result.stdout
-    assert "ar" in result.stdout and "baseline" in result.stdout
+    assert "ar" in result.stdout and "staged" in result.stdout and "p2p" in result.stdout
     doc = json.loads((out / "results.json").read_text())
-    assert [run["mode"] for run in doc["runs"]] == ["ace", "baseline"]
+    assert [run["mode"] for run in doc["runs"]] == ["ace", "staged", "p2p"]
     for run in doc["runs"]:
         names = [r["name"] for r in run["collectives"]]
         assert names == ["ar", "ag"]

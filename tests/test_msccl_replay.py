@@ -58,14 +58,14 @@ def _ace_replay(tmp_path, *args) -> tuple[str, dict]:
                                   "ring_allreduce_8gpus_4chperring_LL.xml",
                                   "hierarchical_allreduce_2x4gpus.xml"])
 def test_published_shapes_from_ace_replay_with_no_option(tmp_path, name):
-    """``ace replay FILE``: full8 picked and named, the folding reported, bit-exact in both
-    modes (the command exits 1 on any difference from the golden model)."""
+    """``ace replay FILE``: full8 picked and named, the folding reported, bit-exact in the
+    three modes (the command exits 1 on any difference from the golden model)."""
     stdout, document = _ace_replay(tmp_path, DATA / name)
     assert "using the smallest named system that has them: full8" in stdout
     threads = read_msccl(DATA / name).thread_blocks
     assert f"{threads} thread blocks per GPU on 4 channels" in stdout
     records = [r for run in document["runs"] for r in run["collectives"]]
-    assert {r["mode"] for r in records} == {"ace", "baseline"}
+    assert {r["mode"] for r in records} == {"ace", "staged", "p2p"}
     assert all(r["correct"] for r in records)
     print(name, {r["mode"]: r["cycles"] for r in records})
 

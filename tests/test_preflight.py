@@ -19,6 +19,7 @@ import ace.sw.program
 from ace.layouts import Dtype
 from ace.sw.host import staging_area
 from ace.sw.program import ProgramError
+from ace.vocab import Mode
 from sim_harness.preflight import CollectiveTooLarge, preflight, prepare
 from sim_harness.replay import make_inputs, replay
 from sim_harness.systems import load_system
@@ -79,9 +80,10 @@ def _specs():
 
 def test_preflight_compiles_and_assembles_each_collective_once_per_mode(monkeypatch):
     counts = _counting(monkeypatch)
-    plan = preflight(trace_of(*_specs()), SYSTEM, ("ace", "baseline"))
-    assert counts == {"compile": 6, "assemble": 6}
-    for mode in ("ace", "baseline"):
+    plan = preflight(trace_of(*_specs()), SYSTEM, ("ace", "baseline", "p2p"))
+    assert counts == {"compile": 9, "assemble": 9}
+    assert plan.modes == (Mode.ACE, Mode.STAGED, Mode.P2P)      # "baseline" is staged
+    for mode in plan.modes:
         prepared = plan.collectives[mode]
         assert [p.spec.name for p in prepared] == ["ar", "ag", "rs"]
         for p in prepared:
@@ -126,11 +128,13 @@ def test_a_plan_for_another_system_or_trace_is_refused():
 # -- one replay ----------------------------------------------------------------------------------
 
 def test_one_replay_compiles_and_assembles_each_collective_once_per_mode(monkeypatch):
-    """A whole replay (pre-flight, both modes on the RTL, checks) compiles and assembles
-    each collective once per mode, and the results are bit-exact."""
+    """A whole replay (pre-flight, the three modes on the RTL, checks) compiles and assembles
+    each collective once per mode, and the results are bit-exact with the memory bytes of
+    each mode's documented accounting (``check_replay``)."""
     counts = _counting(monkeypatch)
     results = replay(trace_of(*_specs()), SYSTEM, progress=False, log=None)
-    assert counts == {"compile": 6, "assemble": 6}
+    assert counts == {"compile": 9, "assemble": 9}
+    assert [run["mode"] for run in results["runs"]] == ["ace", "staged", "p2p"]
     for run in results["runs"]:
         assert [raw["name"] for raw in run["raws"]] == ["ar", "ag", "rs"]
         for raw in run["raws"]:

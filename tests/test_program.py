@@ -6,9 +6,10 @@ from ace.sw.compiler import compile_collective
 from ace.config import NAMED_CONFIGS
 from ace.isa import INSTR_WORDS, from_words
 from ace.layouts import Dtype, ReduceOp
-from ace.vocab import Buffer, StepType
-from ace.sw.program import (ProgramError, Topology, assemble, decode_step, encode_step, from_text,
-                         split_aligned, to_text)
+from ace.vocab import Buffer, Mode, StepType
+from ace.sw.program import (STEP_TYPES, ProgramError, Step, Topology, assemble, decode_step,
+                            encode_step, from_text, split_aligned, step_memory_traffic, to_text)
+from testbench.accounting import DOCUMENTED_TRAFFIC
 
 SMALL = NAMED_CONFIGS["small"]
 
@@ -173,3 +174,28 @@ def test_topology_links():
     assert sw.send_link(0, 7) == 6 == sw.recv_link(0, 7) and sw.send_link(7, 0) == 0
     with pytest.raises(ProgramError, match="kind 'mesh'"):
         Topology.parse("mesh:4")
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_step_memory_traffic_is_the_documented_accounting(mode):
+    """The model's per-step bytes are the table of docs/engine.md ("Placement"), transcribed
+    independently in testbench/accounting.py, for every step type and every mode."""
+    for step_type in STEP_TYPES:
+        step = Step(type=step_type, count=5, dtype=Dtype.BF16)
+        read, written = DOCUMENTED_TRAFFIC[mode].get(step_type, (0, 0))
+        assert step_memory_traffic(step, mode) == (10 * read, 10 * written), step_type
+        assert step_memory_traffic(step, mode.placement) == (10 * read, 10 * written)
+
+
+def test_listing_modes_and_the_baseline_alias():
+    """A listing says ``mode=staged``/``p2p`` with ``placement=memory``/``p2p``; an old listing's
+    ``mode=baseline`` reads as staged; every mode round-trips."""
+    for mode in Mode:
+        program = compile_collective("allreduce", 64, nodes=4, mode=mode, config=SMALL)
+        assert program.mode is mode and program.nodes[0].placement == mode.placement
+        text = to_text(program)
+        assert f"mode={mode}" in text and f"placement={mode.placement}" in text
+        again = from_text(text)
+        assert again.mode is mode and again.nodes[0].mode is mode
+    old = to_text(compile_collective("allreduce", 64, nodes=4, mode="baseline", config=SMALL))
+    assert from_text(old.replace("mode=staged", "mode=baseline")).mode is Mode.STAGED

@@ -50,9 +50,12 @@ def raw(name="grad0", mode="ace", offset=0, mem_scale=1):
     }
 
 
+# The staged run is given by its old name, ``baseline``: results name it ``staged``.
 RUNS = [{"mode": "ace", "raws": [raw("grad0"), raw("grad1", offset=1000)]},
         {"mode": "baseline", "raws": [raw("grad0", "baseline", mem_scale=3),
-                                      raw("grad1", "baseline", offset=1000, mem_scale=3)]}]
+                                      raw("grad1", "baseline", offset=1000, mem_scale=3)]},
+        {"mode": "p2p", "raws": [raw("grad0", "p2p", mem_scale=2),
+                                 raw("grad1", "p2p", offset=1000, mem_scale=2)]}]
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +121,7 @@ def test_results_json_shape(out):
     doc = json.loads((path / "results.json").read_text())
     assert set(doc) == {"system", "runs", "comparison"}
     assert doc["system"] == SYSTEM
-    assert [r["mode"] for r in doc["runs"]] == ["ace", "baseline"]
+    assert [r["mode"] for r in doc["runs"]] == ["ace", "staged", "p2p"]
     for run in doc["runs"]:
         assert set(run) == {"mode", "collectives", "summary"}
         assert [c["name"] for c in run["collectives"]] == ["grad0", "grad1"]
@@ -138,10 +141,20 @@ def test_results_json_shape(out):
     assert rec["time_us"] == pytest.approx(0.7)                   # 350 cycles at 500 MHz
     assert rec["link_utilization"] == pytest.approx(4096 / (16 * 350))
     assert rec["mem_over_2S"] == 1.0
-    comp = doc["comparison"]
-    assert comp["memory_traffic_reduction"] == 3.0
-    assert comp["speedup"] == 1.0 and comp["link_utilization_gain"] == 1.0
-    assert [c["name"] for c in comp["per_collective"]] == ["grad0", "grad1"]
+    assert list(doc["comparison"]) == ["staged", "p2p"]
+    for base, reduction in (("staged", 3.0), ("p2p", 2.0)):
+        comp = doc["comparison"][base]
+        assert comp["memory_traffic_reduction"] == reduction
+        assert comp["speedup"] == 1.0 and comp["link_utilization_gain"] == 1.0
+        assert [c["name"] for c in comp["per_collective"]] == ["grad0", "grad1"]
+        assert [c["memory_traffic_reduction"] for c in comp["per_collective"]] == [
+            reduction, reduction]
+
+
+def test_comparison_with_one_baseline(tmp_path):
+    doc = build_results(SYSTEM, [RUNS[0], RUNS[2]])
+    assert list(doc["comparison"]) == ["p2p"]
+    assert "ace" not in build_results(SYSTEM, RUNS[1:]).get("comparison", {})
 
 
 def test_single_mode_has_no_comparison(tmp_path):
@@ -165,7 +178,8 @@ def test_summary_csv(out):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == list(CSV_COLUMNS)
     assert [(r["mode"], r["name"]) for r in rows] == [
-        ("ace", "grad0"), ("ace", "grad1"), ("baseline", "grad0"), ("baseline", "grad1")]
+        ("ace", "grad0"), ("ace", "grad1"), ("staged", "grad0"), ("staged", "grad1"),
+        ("p2p", "grad0"), ("p2p", "grad1")]
     assert rows[0]["cycles"] == "350" and rows[0]["correct"] == "True"
     assert float(rows[0]["mem_over_2S"]) == 1.0 and float(rows[2]["mem_over_2S"]) == 3.0
     assert float(rows[0]["bound_cycles"]) == 276
@@ -179,9 +193,9 @@ def test_timeline(out):
     events = doc["traceEvents"]
     procs = {e["args"]["name"]: e["pid"] for e in events
              if e["ph"] == "M" and e["name"] == "process_name"}
-    assert set(procs) == {"ace collectives", "ace node 0", "ace node 1",
-                          "baseline collectives", "baseline node 0", "baseline node 1"}
-    assert len(set(procs.values())) == 6
+    assert set(procs) == {f"{mode} {what}" for mode in ("ace", "staged", "p2p")
+                          for what in ("collectives", "node 0", "node 1")}
+    assert len(set(procs.values())) == 9
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
                if e["ph"] == "M" and e["name"] == "thread_name"}
     assert threads[(procs["ace node 0"], 0)] == "channel 0"
@@ -207,7 +221,7 @@ def test_timeline(out):
     assert [(e["ts"], e["args"]) for e in link] == [
         (10.0, {"l0": 1.0}), (10.2, {"l0": 1.0}), (10.4, {"l0": pytest.approx(0.6)}),
         (10.6, {"l0": 0.0})]
-    mem = [e for e in events if e["ph"] == "C" and e["pid"] == procs["baseline node 0"]
+    mem = [e for e in events if e["ph"] == "C" and e["pid"] == procs["staged node 0"]
            and e["name"] == "memory bandwidth B/cycle" and e["ts"] < 11]
     assert [e["args"] for e in mem] == [{"read": 30.0, "write": 0.0}, {"read": 30.0,
                                                                        "write": 0.0},
@@ -228,17 +242,21 @@ def test_format_table(out):
     lines = text.splitlines()
     assert lines[0].split()[:3] == ["collective", "mode", "cycles"]
     rows = [ln for ln in lines if ln.startswith(("grad", "total"))]
-    assert [ln.split()[:2] for ln in rows] == [["grad0", "ace"], ["grad0", "baseline"],
-                                              ["grad1", "ace"], ["grad1", "baseline"],
-                                              ["total", "(2)"], ["total", "(2)"]]
-    assert len({len(ln) for ln in lines[:-1]}) == 1                # fixed width
+    assert [ln.split()[:2] for ln in rows] == [
+        ["grad0", "ace"], ["grad0", "staged"], ["grad0", "p2p"],
+        ["grad1", "ace"], ["grad1", "staged"], ["grad1", "p2p"],
+        ["total", "(2)"], ["total", "(2)"], ["total", "(2)"]]
+    assert len({len(ln) for ln in lines[:-2]}) == 1                # fixed width
     ace0 = rows[0].split()
     # cycles, x bound, util %, mem/node (8 KiB), x 2S, mem per link byte, busbw, ok
     assert ace0[2:] == ["350", "1.27", "73.1%", "8.00", "KiB", "1.00", "2.00", "5.85", "yes"]
-    assert rows[1].split()[7] == "3.00"                             # baseline: 6S / 2S
-    assert lines[-1] == ("baseline / ACE: memory traffic 3.00x, memory bytes per link byte "
-                         "3.00x; ACE link utilization gain 1.00x, speedup 1.00x")
-    assert "baseline / ACE" not in format_table(build_results(SYSTEM, RUNS[:1]))
+    assert rows[1].split()[7] == "3.00"                             # staged: 6S / 2S
+    assert rows[2].split()[7] == "2.00"                             # p2p: 4S / 2S
+    assert lines[-2:] == [
+        f"{base} / ACE: memory traffic {r}x, memory bytes per link byte {r}x; ACE link "
+        "utilization gain 1.00x, speedup 1.00x" for base, r in (("staged", "3.00"),
+                                                                 ("p2p", "2.00"))]
+    assert "/ ACE" not in format_table(build_results(SYSTEM, RUNS[:1]))
 
 
 def test_link_key():

@@ -39,8 +39,9 @@ def test_grid_is_the_cartesian_product_last_axis_fastest():
     assert all(p.modes == ("ace",) and p.label == (("study", "bg"),) and p.trace is None
                and p.system == "ring8" for p in points)
     assert expand({}, "s.yaml") == [SweepPoint(system="ring8", trace=None)]
-    assert expand({"grid": {"modes": ["both", ["baseline"]]}}, "s.yaml")[1].modes == (
-        "baseline",)
+    grid = expand({"grid": {"modes": ["both", ["baseline"], "all", "p2p"]}}, "s.yaml")
+    assert [p.modes for p in grid] == [("ace", "staged"), ("staged",), ("ace", "staged", "p2p"),
+                                       ("p2p",)]
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -48,7 +49,8 @@ def test_grid_is_the_cartesian_product_last_axis_fastest():
     ({"sytem": "ring8"}, "s.yaml: unknown key 'sytem'; allowed: system, trace"),
     ({"system": "ring9"}, "s.yaml: system: 'ring9' is neither a named system (ring4"),
     ({"trace": "no/such.yaml"}, "s.yaml: trace: no/such.yaml: no such file"),
-    ({"modes": "all"}, "s.yaml: modes: 'all'; allowed: ace, baseline, both"),
+    ({"modes": "hbm"}, "s.yaml: modes: 'hbm'; allowed: ace, staged, p2p (alias: baseline), all, "
+                       "both, or a list"),
     ({"background": 1}, "s.yaml: background: 1; allowed: a number, 0 <= share < 1"),
     ({"seed": True}, "s.yaml: seed: True; allowed: an integer >= 0"),
     ({"bytes": -4}, "s.yaml: bytes: -4; allowed: a positive integer"),
@@ -116,7 +118,7 @@ def _build_with_stub(root, runs_file, out):
 
 def test_points_that_differ_in_background_or_seed_share_one_preflight(monkeypatch):
     """The sweep's check runs the pre-flight once per distinct (system, trace, bytes, topology,
-    modes): here 2 sizes x 2 modes = 4 compilations for 8 points, and every point of a size
+    modes): here 2 sizes x 3 modes = 6 compilations for 8 points, and every point of a size
     gets that size's plan."""
     import sim_harness.preflight as preflight
 
@@ -128,7 +130,7 @@ def test_points_that_differ_in_background_or_seed_share_one_preflight(monkeypatc
                                                  "background": [0, 0.5], "seed": [1, 2]}},
                     "test")
     plans, systems = sweep._check(points)
-    assert len(points) == 8 and len(calls) == 4 and len(plans) == 2 and len(systems) == 1
+    assert len(points) == 8 and len(calls) == 6 and len(plans) == 2 and len(systems) == 1
     for point in points:
         (prepared,) = plans[sweep._key(point)].collectives["ace"]
         assert prepared.spec.bytes == point.bytes and prepared.program.bytes_per_node == \
@@ -198,7 +200,7 @@ def test_local_pool_and_dask_give_identical_correct_results(tmp_path):
         assert result["point"]["label"] == (("test", "sweep"),)
         doc = result["results"]
         assert doc["system"]["background_share"] == 0.25
-        assert [run["mode"] for run in doc["runs"]] == ["ace", "baseline"]
+        assert [run["mode"] for run in doc["runs"]] == ["ace", "staged", "p2p"]
         for run in doc["runs"]:
             want = _golden_traffic(point, run["mode"], system)
             for rec, (reads, writes) in zip(run["collectives"], want, strict=True):
@@ -213,5 +215,5 @@ def test_local_pool_and_dask_give_identical_correct_results(tmp_path):
     paths = write_sweep(tmp_path, local)
     assert json.loads(paths[0].read_text())["results"] == json.loads(json.dumps(local))
     rows = paths[1].read_text().splitlines()
-    assert len(rows) == 1 + 3 * 2 and rows[0].startswith("point,system,trace,background,seed,"
+    assert len(rows) == 1 + 3 * 3 and rows[0].startswith("point,system,trace,background,seed,"
                                                          "label.test,mode,name")

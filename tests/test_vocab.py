@@ -8,9 +8,9 @@ import pytest
 from ace.isa import BUF_NAMES, NAME_TO_BUF, NAME_TO_OPCODE, Buf, Opcode, decode, encode
 from ace.sw import compiler
 from ace.sw.program import BUFFERS, PLACEMENTS, STEP_TYPES, Step
-from ace.vocab import (ALGORITHM_ALIASES, COLLECTIVE_ALIASES, PLACEMENT, Algorithm, Buffer,
-                       Collective, Mode, StepType, VocabError, parse_algorithm,
-                       parse_collective)
+from ace.vocab import (ALGORITHM_ALIASES, COLLECTIVE_ALIASES, MODE_ALIASES, PLACEMENT,
+                       Algorithm, Buffer, Collective, Mode, StepType, VocabError,
+                       parse_algorithm, parse_collective, parse_modes)
 from sim_harness.traces._common import norm_algorithm, norm_collective
 
 
@@ -18,7 +18,7 @@ def test_members_are_their_text():
     assert Collective.ALLREDUCE == "allreduce" and "allreduce" in set(Collective)
     assert StepType.SEND == "s" and Buffer.SCRATCH == "s" and Buffer.SCRATCH is not StepType.SEND
     assert {StepType.RRC: 1}["rrc"] == 1
-    assert json.dumps([Mode.BASELINE, Algorithm.RING]) == '["baseline", "ring"]'
+    assert json.dumps([Mode.STAGED, Algorithm.RING]) == '["staged", "ring"]'
     assert f"{Collective.ALLTOALL}" == "alltoall"
 
 
@@ -49,12 +49,28 @@ def test_trace_readers_use_the_same_tables():
 
 
 def test_mode_placement_bit():
-    assert [(m.placement, m.placement_bit) for m in Mode] == [("sram", 0), ("memory", 1)]
-    assert PLACEMENTS == ("sram", "memory") and set(PLACEMENT) == set(Mode)
+    assert [(m.placement, m.placement_bit) for m in Mode] == [("sram", 0), ("memory", 1),
+                                                                ("p2p", 2)]
+    assert PLACEMENTS == ("sram", "memory", "p2p") and set(PLACEMENT) == set(Mode)
     for mode in Mode:
         assert Mode.parse(mode.value) is mode and Mode.parse(mode.placement) is mode
-    with pytest.raises(VocabError, match="allowed: ace or baseline"):
+    assert [m.in_memory for m in Mode] == [False, True, True]
+    with pytest.raises(VocabError, match="allowed: ace, staged, p2p"):
         Mode.parse("hbm")
+
+
+def test_mode_aliases_and_sets():
+    """``baseline`` (the staged baseline's old name) is accepted wherever a mode is typed."""
+    assert MODE_ALIASES == {"baseline": Mode.STAGED}
+    assert Mode("baseline") is Mode.STAGED and Mode.parse("Baseline") is Mode.STAGED
+    assert parse_modes("all") == (Mode.ACE, Mode.STAGED, Mode.P2P)
+    assert parse_modes("both") == (Mode.ACE, Mode.STAGED)
+    assert parse_modes("p2p") == (Mode.P2P,)
+    assert parse_modes(["baseline", "ace"]) == (Mode.STAGED, Mode.ACE)
+    for bad in ("hbm", ["ace", "ace"], [], 3, ["staged", "baseline"]):
+        with pytest.raises(VocabError, match="allowed: ace, staged, p2p .alias: baseline., "
+                                             "all, both"):
+            parse_modes(bad)
 
 
 def test_step_types_and_operands():

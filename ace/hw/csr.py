@@ -81,8 +81,9 @@ class AceCsr(wiring.Component):
     s_axil : In(AxiLiteSignature(16, 4))
         The register port.
     node_id : Out(8)
-    placement : Out(1)
-        0: buffers in SRAM (ACE mode); 1: buffers in main memory (baseline).
+    placement : Out(2)
+        0: buffers in SRAM (ACE mode); 1: in main memory, memory-staged; 2: in main memory,
+        point-to-point; 3: reserved (the channels refuse it).
     channel_enable : Out(num_channels)
     timeout : Out(32)
         Watchdog cycles, 0 = off.
@@ -90,7 +91,7 @@ class AceCsr(wiring.Component):
     buf_limit_i, buf_limit_o, buf_limit_s : Out(32)
         Buffer sizes in words.
     stage_base : Out(64)
-        ``memory`` placement: byte address of the channels' staging area.
+        ``memory`` and ``p2p`` placement: byte address of the channels' staging area.
     start, error_clear, counter_clear : Out(1)
         One-cycle pulses from CONTROL.
     imem_we : Out(1)
@@ -131,7 +132,7 @@ class AceCsr(wiring.Component):
         C = config.num_channels
         members = {
             "s_axil": In(AxiLiteSignature(CSR_ADDR_BITS, 4)),
-            "node_id": Out(8), "placement": Out(1), "channel_enable": Out(C),
+            "node_id": Out(8), "placement": Out(2), "channel_enable": Out(C),
             "timeout": Out(32),
             **{f"buf_base_{b}": Out(64) for b in "ios"},
             **{f"buf_limit_{b}": Out(32) for b in "ios"},

@@ -12,8 +12,10 @@ Semantics (also in ``docs/programming_model.md``):
   ``rrs``, ``rrcs``) or the ``src`` slice (``re``) and ``b`` = the local ``src`` slice (``rrc``,
   ``rrs``, ``rrcs``) or the ``dst`` slice (``re``);
 * ``sram`` placement: buffers are SRAM regions, memory is touched by load/store only;
-  ``memory`` placement: buffers ``i``/``o``/``s`` are the node's memory at ``input_addr``,
-  ``output_addr``, ``scratch_addr``.
+  ``memory`` and ``p2p`` placement (the staged and the point-to-point baseline): buffers
+  ``i``/``o``/``s`` are the node's memory at ``input_addr``, ``output_addr``, ``scratch_addr``;
+  the results are the same in every placement, the memory bytes counted per step are
+  :func:`~ace.sw.program.step_memory_traffic`'s for the placement.
 
 When no channel can make progress before all are done, :class:`DeadlockError` lists every
 blocked step and what it waits for. Messages left unreceived at the end are an error too.
@@ -188,7 +190,7 @@ class _Machine:
         return None
 
     def region(self, n: int, buf: str, off: int, nbytes: int, where: str) -> np.ndarray:
-        """The bytes of a slice: an SRAM region, or (``memory`` placement) node memory."""
+        """The bytes of a slice: an SRAM region, or (``memory``, ``p2p``) node memory."""
         node = self.nodes[n]
         if node.mode is Mode.ACE:
             array, start = self.sram[n][buf], off

@@ -38,7 +38,7 @@ from ace.vocab import Mode
 
 __all__ = ["MEMORY_LIMIT", "AceError", "AceHost", "default_limits", "staging_area"]
 
-#: Buffer limit written in ``memory`` placement: the whole 32-bit range.
+#: Buffer limit written in ``memory`` and ``p2p`` placement: the whole 32-bit range.
 MEMORY_LIMIT = (1 << 32) - 1
 
 
@@ -55,7 +55,7 @@ def default_limits(node, config) -> dict[str, int]:
     """Buffer sizes in words for ``node`` (an :class:`~ace.sw.program.AssembledNode`).
 
     ``sram`` placement: ``i`` is the input SRAM, ``o`` the output SRAM, and ``s`` runs from its
-    base to the end of whichever SRAM holds it. ``memory`` placement: :data:`MEMORY_LIMIT`.
+    base to the end of whichever SRAM holds it. ``memory``, ``p2p``: :data:`MEMORY_LIMIT`.
     """
     if node.placement != "sram":
         return {b: MEMORY_LIMIT for b in "ios"}
@@ -66,7 +66,7 @@ def default_limits(node, config) -> dict[str, int]:
 
 
 def staging_area(program, config, *, gap: int = 0x1000) -> tuple[int, int]:
-    """``(base, end)`` of the staging area that ``memory`` placement needs (STAGE_BASE):
+    """``(base, end)`` of the staging area the memory placements need (STAGE_BASE):
     from the first 4 KiB boundary at least ``gap`` bytes above every byte the program touches,
     ``2 * packet_bytes`` per channel (see :class:`~ace.hw.channel.sequencer.AceChannel`)."""
     base = -(-(memory_footprint(program) + gap) // 4096) * 4096
@@ -145,7 +145,8 @@ class AceHost:
         buffer table, every channel's instructions, then CHANNEL_ENABLE (the channels that have
         a program). ``limits`` overrides buffer sizes in words, by buffer name; the rest come
         from :func:`default_limits`. ``stage_base`` (main-memory byte address of the staging
-        area that ``memory`` placement needs) is written when given."""
+        area that the memory placements need) is written when given. PLACEMENT is the node's
+        :attr:`~ace.vocab.Mode.placement_bit`."""
         if len(node.words) > self.config.num_channels:
             raise ValueError(f"node {node.node}: {len(node.words)} channels; the configuration "
                              f"has num_channels = {self.config.num_channels}")

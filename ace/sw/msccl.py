@@ -47,8 +47,8 @@ SRAM and the SRAM's size, not the buffer's, bounds the collective.
 
 In ``ace`` mode the importer adds a ``load`` of the whole input at the start of channel 0
 (every other channel's first step depends on it) and a ``store`` of the output at the end of
-channel 0 (after ``nop``\\ s that wait for every other channel's last step). In ``baseline`` mode
-buffers are placed in memory and no load/store is added.
+channel 0 (after ``nop``\\ s that wait for every other channel's last step). In the baselines
+(``staged``, ``p2p``) buffers are placed in memory and no load/store is added.
 
 Errors (:class:`MscclError`) name the file, the line and the attribute.
 """
@@ -711,7 +711,7 @@ def _lower_gpu(gpu: MscclGpu, folding: Folding, topology: Topology,
     ia = layout.input_addr
     oa = (layout.output_addr if layout.output_addr is not None
           else _align(ia + layout.loops * in_elems * esize))
-    if gpu.alias_o and layout.mode == Mode.BASELINE:
+    if gpu.alias_o and Mode(layout.mode).in_memory:
         oa = ia
     sa = (layout.scratch_addr if layout.scratch_addr is not None
           else _align(oa + layout.loops * out_elems * esize))

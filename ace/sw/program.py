@@ -37,8 +37,9 @@ class ProgramError(ValueError):
 STEP_TYPES: dict[StepType, frozenset] = {t: t.operands for t in StepType if t is not StepType.END}
 #: Logical buffers: input ``i``, output ``o``, scratch ``s`` (:class:`ace.vocab.Buffer`).
 BUFFERS = tuple(Buffer)
-#: ``sram``: buffers are ACE SRAM regions (ACE mode); ``memory``: buffers are main-memory
-#: regions (baseline mode, memory-staged execution). :attr:`ace.vocab.Mode.placement`.
+#: ``sram``: buffers are ACE SRAM regions (ACE mode); ``memory`` and ``p2p``: buffers are
+#: main-memory regions (the staged and the point-to-point baseline).
+#: :attr:`ace.vocab.Mode.placement`.
 PLACEMENTS = tuple(mode.placement for mode in Mode)
 
 _DTYPE_NAMES = {d.name.lower(): d for d in Dtype}
@@ -171,10 +172,11 @@ class Channel:
 @dataclass
 class NodeProgram:
     """The program of one node. ``placement`` says where buffers live (``sram`` in ACE mode,
-    ``memory`` in baseline mode). ``*_addr`` are the main-memory byte addresses of the user
-    input, the user output and the scratch region; ``*_elems`` their sizes in elements. In
-    ``memory`` placement buffer ``i`` is at ``input_addr``, ``o`` at ``output_addr`` and ``s`` at
-    ``scratch_addr``; in ``sram`` placement only load/store steps touch memory."""
+    ``memory`` in the staged baseline, ``p2p`` in the point-to-point one). ``*_addr`` are the
+    main-memory byte addresses of the user input, the user output and the scratch region;
+    ``*_elems`` their sizes in elements. In the memory placements buffer ``i`` is at
+    ``input_addr``, ``o`` at ``output_addr`` and ``s`` at ``scratch_addr``; in ``sram``
+    placement only load/store steps touch memory."""
     node: int
     channels: list[Channel] = field(default_factory=list)
     placement: str = Mode.ACE.placement
@@ -212,6 +214,12 @@ class CollectiveProgram:
     chunks: int = 1
     blocks: list[tuple[int, int]] | None = None
 
+    def __post_init__(self):
+        try:        # aliases (``baseline``) become the mode; other values fail in validate()
+            self.mode = Mode(self.mode)
+        except ValueError:
+            pass
+
     @property
     def num_nodes(self) -> int:
         return len(self.nodes)
@@ -223,7 +231,7 @@ class CollectiveProgram:
     def validate(self) -> None:
         """Structural checks of every step (types, operands, dependency references)."""
         if self.mode not in tuple(Mode):
-            raise ProgramError(f"mode: {self.mode!r}; allowed: ace, baseline")
+            raise ProgramError(f"mode: {self.mode!r}; allowed: {', '.join(Mode)}")
         for n, node in enumerate(self.nodes):
             if node.node != n:
                 raise ProgramError(f"node {n}: program says node {node.node}")
@@ -404,7 +412,7 @@ class Topology:
 class AssembledNode:
     """Instruction words of one node, and its buffer table: ``placement`` and, per buffer,
     the base the hardware adds to a step's word offset (an SRAM word address in the unified
-    input+output SRAM space for ``sram``, a byte address for ``memory``)."""
+    input+output SRAM space for ``sram``, a byte address for ``memory`` and ``p2p``)."""
     node: int
     placement: str
     buffer_base: dict[str, int]
@@ -800,42 +808,47 @@ __all__ += ["copy_program"]
 
 def step_memory_traffic(step: Step, placement: str) -> tuple[int, int]:
     """(bytes read, bytes written) on the memory port for one step; ``placement`` is the
-    node's ``sram``/``memory`` or a :class:`~ace.vocab.Mode`.
+    node's ``sram``/``memory``/``p2p`` or a :class:`~ace.vocab.Mode` (docs/engine.md,
+    "Placement", gives the micro-steps behind each figure).
 
-    ``sram`` placement (ACE mode): only ``load`` (reads) and ``store`` (writes) touch memory.
-    ``memory`` placement (baseline, memory-staged, docs/architecture.md, "ACE mode and the
-    memory-staged baseline"): every receive is written to memory, every reduction reads both operands from memory and writes its result, and every
-    send reads its data from memory:
+    ``sram`` placement (``ace``): only ``load`` (reads) and ``store`` (writes) touch memory.
+    ``memory`` placement (``staged``, NCCL over a network transport): every receive is written
+    to memory, every reduction reads both operands from memory and writes its result, and every
+    send reads its data from memory. ``p2p`` placement (NCCL between GPUs over NVLink): the
+    same, except that a reduction whose result is sent (``rrs``, ``rrcs``) feeds the link
+    directly, with no send buffer in memory. Per step of n bytes:
 
-    ====== ============= ==============
-    step   read          write
-    ====== ============= ==============
-    s      n             0
-    r      0             n
-    rrc    2n            2n   (recv written; both operands read; result written)
-    rrs    3n            2n   (as rrc, then the result is read back to send it)
-    rrcs   3n            2n
-    rcs    n             n    (recv written, read back to send)
-    cpy    n             n
-    re     2n            n
-    load   n             n in memory placement (a memory-to-memory copy), n / 0 in sram
-    store  n             n in memory placement, 0 / n in sram
-    ====== ============= ==============
+    ====== ========= ========= =====================================================
+    step   staged    p2p       read / written, and why
+    ====== ========= ========= =====================================================
+    s      n / 0     n / 0     the send reads its slice
+    r      0 / n     0 / n     the receive lands in dst
+    rcs    n / n     n / n     lands in dst, read back to forward it
+    rrc    2n / 2n   2n / 2n   lands in stage; stage and src read; result to dst
+    rrcs   3n / 2n   2n / 2n   as rrc; staged reads dst back to send, p2p sends the result
+    rrs    3n / 2n   2n / n    staged: result to stage2, read back to send; p2p: sent
+    cpy    n / n     n / n     src read, dst written
+    re     2n / n    2n / n    src and dst read, dst written
+    load   n / n     n / n     a memory-to-memory copy (ace: n / 0)
+    store  n / n     n / n     a memory-to-memory copy (ace: 0 / n)
+    nop    0 / 0     0 / 0
+    ====== ========= ========= =====================================================
     """
-    if Mode.parse(placement, ProgramError) is Mode.ACE:
-        read, write = _SRAM_TRAFFIC.get(step.type, (0, 0))
-    else:
-        read, write = _STAGED_TRAFFIC[step.type]
+    read, write = _TRAFFIC[Mode.parse(placement, ProgramError)].get(step.type, (0, 0))
     return read * step.nbytes, write * step.nbytes
 
 
-#: Memory-port (read, write) bytes per payload byte: ``sram`` placement (only the DMA steps)
-#: and ``memory`` placement (the table of :func:`step_memory_traffic`).
-_SRAM_TRAFFIC = {StepType.LOAD: (1, 0), StepType.STORE: (0, 1)}
+#: Memory-port (read, write) bytes per payload byte, per mode: ``ace`` touches memory in the
+#: DMA steps only; the baselines follow the table of :func:`step_memory_traffic`.
 _STAGED_TRAFFIC = {
-    StepType.NOP: (0, 0), StepType.SEND: (1, 0), StepType.RECV: (0, 1), StepType.RRC: (2, 2),
-    StepType.RRS: (3, 2), StepType.RRCS: (3, 2), StepType.RCS: (1, 1), StepType.CPY: (1, 1),
-    StepType.RE: (2, 1), StepType.LOAD: (1, 1), StepType.STORE: (1, 1),
+    StepType.SEND: (1, 0), StepType.RECV: (0, 1), StepType.RCS: (1, 1), StepType.RRC: (2, 2),
+    StepType.RRCS: (3, 2), StepType.RRS: (3, 2), StepType.CPY: (1, 1), StepType.RE: (2, 1),
+    StepType.LOAD: (1, 1), StepType.STORE: (1, 1),
+}
+_TRAFFIC = {
+    Mode.ACE: {StepType.LOAD: (1, 0), StepType.STORE: (0, 1)},
+    Mode.STAGED: _STAGED_TRAFFIC,
+    Mode.P2P: _STAGED_TRAFFIC | {StepType.RRCS: (2, 2), StepType.RRS: (2, 1)},
 }
 
 
@@ -883,7 +896,7 @@ def node_memory_size(program: CollectiveProgram, node: NodeProgram) -> int:
         for step in channel.steps:
             if "mem" in step.uses:
                 size = max(size, step.mem_addr + step.nbytes)
-            if node.mode is Mode.BASELINE:
+            if node.mode.in_memory:
                 for name in ("src", "dst"):
                     if name in step.uses:
                         buf, off = getattr(step, name)

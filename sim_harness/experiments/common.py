@@ -28,13 +28,16 @@ __all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "save_point
            "load_points", "point_key", "mem_rate",
            "busiest_link_utilization", "fit_linear", "fit_latency_bandwidth", "crossing",
            "fit_roofline", "roofline", "md_table", "figure", "save_figure", "write_json",
-           "ALLTOALL_TRACE", "SEED"]
+           "ALLTOALL_TRACE", "BASELINE", "SEED"]
 
 #: Seed of every RTL point's input data (the results do not depend on the data, but runs are
 #: reproducible bit for bit).
 SEED = 1
+#: The baseline the experiments compare ACE with: the memory-staged one (``docs/engine.md``);
+#: the point-to-point baseline (``Mode.P2P``) is measured by ``ace replay --mode all``.
+BASELINE = Mode.STAGED
 #: The two modes every RTL point runs.
-_MODES = tuple(Mode)
+_MODES = (Mode.ACE, BASELINE)
 #: A one-collective all-to-all trace; its size is set per point (``SweepPoint.bytes``).
 ALLTOALL_TRACE = str(Path(__file__).with_name("alltoall.yaml"))
 
@@ -103,7 +106,7 @@ def fits(system: str, collective: str, nbytes: int) -> bool:
 
 def measure(plan: Plan, *, workers: int | None = None, progress: bool = True) -> dict:
     """Run every point of ``plan`` on the RTL (both modes) and return ``{key: {"ace": record,
-    "baseline": record, "system": system record}}`` (records:
+    "staged": record, "system": system record}}`` (records:
     :class:`~sim_harness.metrics.CollectiveRecord`, as in ``results.json``). A result
     that differs from the golden model raises :class:`RuntimeError`: no figure is made from a
     wrong run."""
@@ -123,7 +126,7 @@ def measure(plan: Plan, *, workers: int | None = None, progress: bool = True) ->
 
 
 def save_points(path: Path, measured: dict) -> Path:
-    """Write measured points (``{key: {"system", "ace", "baseline"}}``) as JSON."""
+    """Write measured points (``{key: {"system", "ace", "staged"}}``) as JSON."""
     return write_json(Path(path), {"points": [
         {"key": list(k), **{name: value.to_json() if isinstance(value, CollectiveRecord)
                             else value for name, value in v.items()}}

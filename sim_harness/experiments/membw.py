@@ -26,14 +26,14 @@ from pathlib import Path
 
 from ace.vocab import Mode
 
-from .common import (Plan, busiest_link_utilization, crossing, figure, fit_roofline, md_table,
-                     mem_rate, roofline, save_figure, settings_for, write_json)
+from .common import (BASELINE, Plan, busiest_link_utilization, crossing, figure, fit_roofline,
+                     md_table, mem_rate, roofline, save_figure, settings_for, write_json)
 from .workloads import COMPUTE_MEM_SHARE
 
 __all__ = ["SETTINGS", "TARGET", "plan", "analyze", "requirement", "write", "markdown"]
 
 TARGET = 0.9
-_MODES = tuple(Mode)
+_MODES = (Mode.ACE, BASELINE)
 _BASE_SHARES = {"quick": [0.0, 0.8], "full": [0.0, 0.25, 0.5, 0.75, 0.875]}
 
 SETTINGS = {
@@ -88,7 +88,7 @@ def analyze(measured: dict, quick: bool, systems=None) -> dict:
         ms = [p["mem_available"] for p in points]
         req = {mode: requirement(ms, [p[mode]["busiest_link_utilization"] for p in points])
                for mode in _MODES}
-        ratio = req["baseline"]["needed"] / req["ace"]["needed"]
+        ratio = req[BASELINE]["needed"] / req["ace"]["needed"]
         top = min(max(p[m]["busiest_link_utilization"] for p in points) for m in _MODES)
         level = TARGET * top
         matched = {m: crossing(ms, [p[m]["busiest_link_utilization"] for p in points], level)
@@ -99,7 +99,7 @@ def analyze(measured: dict, quick: bool, systems=None) -> dict:
             "ratio_90_basis": "rtl" if all(req[m]["basis"] == "rtl" for m in _MODES)
             else "model",
             "matched_level": level, "matched_mem": matched,
-            "ratio_matched": matched["baseline"] / matched["ace"],
+            "ratio_matched": matched[BASELINE] / matched["ace"],
             "mem_bytes_per_link_byte": {m: sum(p[m]["mem_bytes_per_link_byte"] for p in points)
                                         / len(points) for m in _MODES},
         }
@@ -128,7 +128,7 @@ def markdown(summary: dict) -> str:
     for system, sy in summary["systems"].items():
         rows = []
         for p in sy["points"]:
-            a, b = p["ace"], p["baseline"]
+            a, b = p["ace"], p[BASELINE]
             rows.append([f"{p['background']:g}", f"{p['mem_available']:.1f}",
                          f"{100 * a['link_utilization']:.1f}%",
                          f"{100 * a['busiest_link_utilization']:.1f}%",
@@ -146,10 +146,10 @@ def markdown(summary: dict) -> str:
     for system, sy in summary["systems"].items():
         req = sy["requirement"]
         errs = " / ".join(f"{100 * req[m]['model']['max_abs_error']:.1f}" for m in _MODES)
-        rows.append([system, _needed(req["ace"]), _needed(req["baseline"]),
+        rows.append([system, _needed(req["ace"]), _needed(req[BASELINE]),
                      f"**{sy['ratio_90']:.2f}x** ({sy['ratio_90_basis']})", errs,
                      f"{100 * sy['matched_level']:.0f}%",
-                     f"{sy['matched_mem']['ace']:.1f} / {sy['matched_mem']['baseline']:.1f}",
+                     f"{sy['matched_mem']['ace']:.1f} / {sy['matched_mem'][BASELINE]:.1f}",
                      f"{sy['ratio_matched']:.2f}x"])
     lines += ["## Memory bandwidth needed for 90% link utilization (busiest link)", "",
               md_table(["system", "ACE", "baseline", "baseline / ACE",
@@ -164,7 +164,7 @@ def markdown(summary: dict) -> str:
 def _plots(out: Path, summary: dict) -> list[Path]:
     systems = list(summary["systems"])
     fig, axes = figure(1, len(systems), width=4.0 * len(systems), height=3.4)
-    colors = {"ace": "tab:blue", "baseline": "tab:orange"}
+    colors = {"ace": "tab:blue", BASELINE: "tab:orange"}
     for ax, system in zip(axes[0], systems):
         sy = summary["systems"][system]
         ms = [p["mem_available"] for p in sy["points"]]

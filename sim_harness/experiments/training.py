@@ -32,8 +32,8 @@ from pathlib import Path
 
 from ace.vocab import Mode
 
-from .common import (ExperimentError, Plan, figure, fit_latency_bandwidth, fits, md_table, mem_rate,
-                     save_figure, settings_for, write_json)
+from .common import (BASELINE, ExperimentError, Plan, figure, fit_latency_bandwidth, fits,
+                     md_table, mem_rate, save_figure, settings_for, write_json)
 from .overlap import simulate
 from .workloads import COMPUTE_MEM_SHARE, PLATFORM, WORKLOAD_NAMES, compute_scale, load_workload
 
@@ -46,7 +46,7 @@ CORE_SHARE = 0.1
 POLICIES = ("compute_first", "comm_first")
 #: The compute scale is also tried at these multiples (model only, no extra RTL runs).
 SCALE_FACTORS = (0.5, 1.0, 2.0)
-_MODES = tuple(Mode)
+_MODES = (Mode.ACE, BASELINE)
 
 #: RTL sizes per collective; a size the engine cannot hold on a system (instruction memory:
 #: a 2 MiB all-reduce or a 512 KiB all-to-all on 16 nodes) is left out there (:func:`sizes`).
@@ -133,7 +133,7 @@ def iteration(workload, model: CollectiveModel, *, mode: str, policy: str, scale
               mem_rate_bpc: float, core_share: float = CORE_SHARE) -> dict:
     """One iteration of ``workload`` in ``mode`` under ``policy`` (see the module docstring)."""
     share = workload.mem_share
-    cores = core_share if mode == "baseline" else 0.0
+    cores = core_share if Mode(mode).in_memory else 0.0
     tasks = [t.cycles * scale for t in workload.tasks]
 
     def coll_time(comm, compute_busy):
@@ -181,17 +181,17 @@ def analyze(measured: dict, quick: bool, systems=None) -> dict:
             sens = {}
             for factor in SCALE_FACTORS:
                 r = res if factor == 1.0 else _best(wl, models, scale * factor, rate)
-                sens[f"{factor:g}"] = r["baseline"]["cycles"] / r["ace"]["cycles"]
+                sens[f"{factor:g}"] = r[BASELINE]["cycles"] / r["ace"]["cycles"]
             per_workload[name] = {
                 "ideal_cycles": ideal,
-                "ace_cycles": res["ace"]["cycles"], "baseline_cycles": res["baseline"]["cycles"],
+                "ace_cycles": res["ace"]["cycles"], "baseline_cycles": res[BASELINE]["cycles"],
                 "ace_policy": res["ace"]["best_policy"],
-                "baseline_policy": res["baseline"]["best_policy"],
+                "baseline_policy": res[BASELINE]["best_policy"],
                 "policy_cycles": {mode: {pol: res[mode]["runs"][pol]["cycles"]
                                          for pol in POLICIES} for mode in _MODES},
-                "speedup": res["baseline"]["cycles"] / res["ace"]["cycles"],
+                "speedup": res[BASELINE]["cycles"] / res["ace"]["cycles"],
                 "ace_over_ideal": res["ace"]["cycles"] / ideal,
-                "baseline_over_ideal": res["baseline"]["cycles"] / ideal,
+                "baseline_over_ideal": res[BASELINE]["cycles"] / ideal,
                 "speedup_vs_compute_scale": sens,
                 "comm_bytes": wl.comm_bytes(), "compute_mem_share": wl.mem_share,
             }
@@ -277,7 +277,7 @@ def _plots(out: Path, summary: dict) -> list[Path]:
     fig, axes = figure(len(WORKLOAD_NAMES), 1, width=8.0, height=1.9)
     for ax, name in zip(axes[:, 0], WORKLOAD_NAMES):
         tl = summary["_timelines"][(system, name)]
-        for row, mode in enumerate(("baseline", "ace")):
+        for row, mode in enumerate((BASELINE, Mode.ACE)):
             res = tl[mode]
             y = 2 * row
             ax.broken_barh([(a / 1e6, (b - a) / 1e6) for a, b, _ in res["compute_spans"]],

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import Plan, figure, md_table, save_figure, settings_for, write_json
+from .common import BASELINE, Plan, figure, md_table, save_figure, settings_for, write_json
 from .membw import SETTINGS as MEMBW_SETTINGS
 from .workloads import COMPUTE_MEM_SHARE, WORKLOAD_NAMES
 
@@ -43,7 +43,7 @@ def analyze(measured: dict, quick: bool, systems=None) -> dict:
     for system in s["systems"]:
         for load, share in s["shares"].items():
             entry = measured[(system, "allreduce", s["bytes"], round(share, 6))]
-            a, b = entry["ace"], entry["baseline"]
+            a, b = entry["ace"], entry[BASELINE]
             gain = a.link_utilization / b.link_utilization
             rows.append({"system": system, "workload": load, "background": share,
                          "ace_link_utilization": a.link_utilization,

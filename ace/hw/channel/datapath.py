@@ -13,8 +13,10 @@
 A step (:class:`StepPlan`) selects each operand's source, whether the result is written and
 where, and whether it is sent. ``load`` is A = memory, written to SRAM; ``store`` is A = SRAM,
 written to memory; ``s`` is A = SRAM, sent; ``rrs`` is A = NIC, B = SRAM, reduced and sent
-without touching SRAM (cut-through). Baseline mode (buffers in main memory) only swaps the SRAM
-readers and writer for the memory ones, so both modes run the same steps on the same hardware.
+without touching SRAM (cut-through). The baselines (buffers in main memory, ``staged`` and
+``p2p``) swap the SRAM readers and writer for the memory ones, so every mode runs the same steps
+on the same hardware; their receives run as micro-steps (:mod:`ace.hw.channel.microsteps`),
+each one plan here (a p2p ``rrcs`` is one pass from two memory operands to memory and the link).
 
 Packets: the message of a sending step is cut into packets of :attr:`packet_bytes` (the last
 one shorter); packet ``k`` of a message carries ``tag = k``. A receiving step checks every beat

@@ -23,7 +23,13 @@ longer than the staging area's ``packet_bytes``), a link out of range, a buffer 
 dependency on a channel that does not exist or on a later step of its own channel: each stops
 the channel in ``ERROR`` with its :class:`~ace.hw.csr.ErrorCause`. A dependency on a channel that
 halts (``DONE`` or ``ERROR``) before reaching the step is ``DEP_NEVER``. The watchdog stops a
-channel whose engine made no progress for ``timeout`` cycles (0: off).
+channel whose engine made no progress for ``timeout`` cycles (0: off). ``FETCH`` refuses the
+reserved ``PLACEMENT`` value 3 (``BAD_PLACEMENT``), so a bad placement never runs a step.
+
+In the memory placements (PLACEMENT 1 ``memory``, the staged baseline, and 2 ``p2p``, the
+point-to-point baseline) the buffers are main-memory regions and a receiving step runs as up to
+three micro-steps (:class:`~ace.hw.channel.microsteps.MicroStepPlanner`), each one pass of the
+datapath: ``ISSUE`` and ``EXEC`` repeat per micro-step.
 
 Per-step overhead: 5 cycles (fetch, decode, addr, check, dependency) before ``ISSUE``, plus
 the datapath's latency. Decode arithmetic is sized to the real widths (``mem_addr_bits``,
@@ -38,14 +44,19 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.channel.datapath import ASource, StepDatapath, StepPlan, datapath_ports
+from ace.hw.channel.microsteps import MAX_MICRO_STEPS, MicroStepPlanner
 from ace.regmap import ErrorCause
 from ace.isa import INSTR_BITS, Instruction, Opcode
-from ace.layouts import (DMA_LENGTH_BITS, Dtype, ReduceOp)
+from ace.layouts import DMA_LENGTH_BITS, Dtype, ReduceOp
+from ace.vocab import Mode
 
 __all__ = ["AceChannel", "STEP_BITS"]
 
 #: Width of a channel's completed-step counter (the ISA's ``dep_step`` is 16 bits).
 STEP_BITS = 16
+#: PLACEMENT values (:attr:`ace.vocab.Mode.placement_bit`); 3 is reserved.
+PLACEMENT_SRAM = Mode.ACE.placement_bit
+PLACEMENT_P2P = Mode.P2P.placement_bit
 
 # Opcode -> (operand A, B from, writes, sends): A is "mem", "nic" or "src"; B is "src", "dst"
 # or None; writes is "dst", "mem" or None.
@@ -78,8 +89,10 @@ class AceChannel(wiring.Component):
     start : In(1), run from step 0 (ignored unless ``IDLE`` or ``DONE``)
     enable : In(1), sampled at ``start``; a disabled channel goes straight to ``DONE``
     error_clear : In(1), leaves ``ERROR`` (or aborts a running step) back to ``IDLE``
-    placement : In(1), 0: buffers in SRAM (word addresses), 1: in memory (byte addresses)
-    stage_base : In(64), memory placement: byte address of the staging area; this channel uses
+    placement : In(2), 0: buffers in SRAM (word addresses); 1 (memory-staged) or 2
+        (point-to-point): in memory (byte addresses), receives expanded into micro-steps
+        (:mod:`ace.hw.channel.microsteps`); 3: reserved, ``BAD_PLACEMENT`` at the next fetch
+    stage_base : In(64), memory placements: byte address of the staging area; this channel uses
         ``2 * packet_bytes`` bytes at ``stage_base + index * 2 * packet_bytes``
     buf_base : In(64).array(3), buf_limit : In(32).array(3), the buffer table (i, o, s; limits
         in words)
@@ -101,7 +114,7 @@ class AceChannel(wiring.Component):
             "imem_we": In(1), "imem_addr": In(range(config.program_words)),
             "imem_data": In(INSTR_BITS),
             "start": In(1), "enable": In(1), "error_clear": In(1),
-            "placement": In(1), "stage_base": In(64), "timeout": In(32), "activity": In(1),
+            "placement": In(2), "stage_base": In(64), "timeout": In(32), "activity": In(1),
             "steps_done": Out(16), "halted": Out(1), "running": Out(1), "finished": Out(1),
             "error": Out(1), "error_cause": Out(ErrorCause), "error_pc": Out(16),
             "progress": Out(1), "alu_beat": Out(1), "step_done": Out(1),
@@ -144,11 +157,14 @@ class AceChannel(wiring.Component):
         # -- decode, in two registered stages: ADDR registers the plan, the slice sums and the
         # simple checks (``_decode``); CHECK compares the registered sums with their limits and
         # picks the first failing check (``_check``). No path holds more than two carry chains.
+        in_memory = Signal()        # PLACEMENT 1 or 2: buffers in main memory (registered)
+        p2p = Signal()              # PLACEMENT 2
+        bad_placement = Signal()    # PLACEMENT 3, reserved
         f = instr
         decoded = Signal(StepPlan(cfg))
-        values = self._decode(m, f, pc, decoded)
+        values = self._decode(m, f, pc, decoded, in_memory)
         held = {name: Signal.like(value, name=f"held_{name}") for name, value in values.items()}
-        check = self._check(m, held)
+        check = self._check(m, held, in_memory)
 
         # -- dependency scoreboard -------------------------------------------------------------
         dep_met = Signal()
@@ -160,46 +176,21 @@ class AceChannel(wiring.Component):
                     m.d.comb += [dep_met.eq(steps > f.dep_step),
                                  dep_dead.eq(self.dep_halted[k] & ~(steps > f.dep_step))]
 
-        # -- memory-staged micro-steps (memory placement) ----------------------------------------
-        # A receive in memory placement lands in memory first (stage, or the destination), and
-        # a result that is sent is read back from memory, as memory-staged kernels do it:
-        #   r: NIC->dst   rcs: NIC->dst; dst->send   rrc: NIC->stage; stage(+)src->dst
-        #   rrcs: rrc; dst->send   rrs: NIC->stage; stage(+)src->stage2; stage2->send
+        # -- placement and the memory placements' micro-steps (microsteps.py) ---------------
         P = dp.packet_bytes
-        micro = Signal(2)
-        micro_count = Signal(2)
-        stage = Signal(cfg.mem_addr_bits)      # registered: the CSR is set before a run starts
+        micro = Signal(range(MAX_MICRO_STEPS))
+        stage = Signal(cfg.mem_addr_bits)      # registered: the CSRs are set before a run starts
         stage2 = Signal(cfg.mem_addr_bits)
-        m.d.sync += [stage.eq(self.stage_base + self.index * 2 * P), stage2.eq(stage + P)]
-        staged = Signal()
-        m.d.comb += staged.eq(self.placement & (plan.a_src == ASource.NIC))
-        with m.If(~staged):
-            m.d.comb += [micro_count.eq(1), dp.plan.payload.eq(plan)]
-        with m.Else():
-            op = instr.opcode
-            m.d.comb += micro_count.eq(Mux(op == Opcode.R, 1, Mux(
-                (op == Opcode.RCS) | (op == Opcode.RRC), 2, 3)))
-            mp = dp.plan.payload
-            m.d.comb += [mp.dtype.eq(plan.dtype), mp.bytes.eq(plan.bytes),
-                         mp.recv_link.eq(plan.recv_link), mp.recv_peer.eq(plan.recv_peer),
-                         mp.send_link.eq(plan.send_link), mp.op.eq(ReduceOp.COPY)]
-            into_dst = (op == Opcode.R) | (op == Opcode.RCS)
-            with m.Switch(micro):
-                with m.Case(0):         # receive into memory
-                    m.d.comb += [mp.a_src.eq(ASource.NIC), mp.w_use.eq(1), mp.w_mem.eq(1),
-                                 mp.w_addr.eq(Mux(into_dst, plan.w_addr, stage))]
-                with m.Case(1):
-                    with m.If(op == Opcode.RCS):
-                        m.d.comb += [mp.a_src.eq(ASource.MEM), mp.a_addr.eq(plan.w_addr),
-                                     mp.send.eq(1)]
-                    with m.Else():      # reduce from memory, result to memory
-                        m.d.comb += [mp.a_src.eq(ASource.MEM), mp.a_addr.eq(stage),
-                                     mp.b_use.eq(1), mp.b_mem.eq(1), mp.b_addr.eq(plan.b_addr),
-                                     mp.op.eq(plan.op), mp.w_use.eq(1), mp.w_mem.eq(1),
-                                     mp.w_addr.eq(Mux(op == Opcode.RRS, stage2, plan.w_addr))]
-                with m.Default():       # read the result back and send it
-                    m.d.comb += [mp.a_src.eq(ASource.MEM), mp.send.eq(1),
-                                 mp.a_addr.eq(Mux(op == Opcode.RRS, stage2, plan.w_addr))]
+        m.d.sync += [stage.eq(self.stage_base + self.index * 2 * P), stage2.eq(stage + P),
+                     in_memory.eq(self.placement != PLACEMENT_SRAM),
+                     p2p.eq(self.placement == PLACEMENT_P2P),
+                     bad_placement.eq(self.placement > PLACEMENT_P2P)]
+        m.submodules.microsteps = planner = MicroStepPlanner(cfg)
+        m.d.comb += [planner.step.eq(plan), planner.opcode.eq(instr.opcode),
+                     planner.in_memory.eq(in_memory), planner.p2p.eq(p2p),
+                     planner.stage.eq(stage), planner.stage2.eq(stage2),
+                     planner.micro.eq(micro), dp.plan.payload.eq(planner.plan)]
+        micro_count = planner.count
 
         # -- sequencer -------------------------------------------------------------------------
         watch = Signal()
@@ -233,6 +224,8 @@ class AceChannel(wiring.Component):
                 m.d.comb += [self.running.eq(1)]
                 with m.If(pc >= cfg.program_words):
                     fail(ErrorCause.PC_OVERFLOW)
+                with m.Elif(bad_placement):
+                    fail(ErrorCause.BAD_PLACEMENT)
                 with m.Else():
                     m.next = "DECODE"
             with m.State("DECODE"):
@@ -310,7 +303,7 @@ class AceChannel(wiring.Component):
                     m.next = "IDLE"
         return m
 
-    def _slice(self, m, buf, off, nbytes, nwords, name):
+    def _slice(self, m, buf, off, nbytes, nwords, name, in_memory):
         """A buffer slice's address and what CHECK needs to bound it, at the real widths:
         ``addr`` (memory byte address or SRAM word address, per ``placement``), ``end`` (offset
         plus words, against the buffer's limit), ``limit``, ``far`` (the base or the offset
@@ -341,14 +334,14 @@ class AceChannel(wiring.Component):
             mem_addr.eq(base + off_bytes),
             sram_addr.eq(base + off),
             out["end"].eq(off + nwords),
-            out["addr"].eq(Mux(self.placement, mem_addr, sram_addr)),
-            out["far"].eq(Mux(self.placement, base[mem_bits:].any() | off_bytes[mem_bits:].any(),
+            out["addr"].eq(Mux(in_memory, mem_addr, sram_addr)),
+            out["far"].eq(Mux(in_memory, base[mem_bits:].any() | off_bytes[mem_bits:].any(),
                               base[sram_bits:].any() | off[sram_bits:].any())),
-            out["space_end"].eq(Mux(self.placement, mem_addr + nbytes, sram_addr + nwords)),
+            out["space_end"].eq(Mux(in_memory, mem_addr + nbytes, sram_addr + nwords)),
         ]
         return out
 
-    def _decode(self, m, f, pc, decoded):
+    def _decode(self, m, f, pc, decoded, in_memory):
         """ADDR stage, combinational from the instruction ``f``: the step's plan into
         ``decoded``, and a dict of the values the CHECK stage needs (registered by the caller):
         the simple checks as flags, each slice's sums and the memory operand's."""
@@ -366,9 +359,9 @@ class AceChannel(wiring.Component):
             nbytes_full.eq(f.count << esize_log2),
             nwords.eq((nbytes + (B - 1)) >> lb),
         ]
-        src = self._slice(m, f.src_buf, f.src_off, nbytes, nwords, "src")
-        dst = self._slice(m, f.dst_buf, f.dst_off, nbytes, nwords, "dst")
-        uses = self._plan(m, f, src["addr"], dst["addr"], decoded)
+        src = self._slice(m, f.src_buf, f.src_off, nbytes, nwords, "src", in_memory)
+        dst = self._slice(m, f.dst_buf, f.dst_off, nbytes, nwords, "dst", in_memory)
+        uses = self._plan(m, f, src["addr"], dst["addr"], decoded, in_memory)
         m.d.comb += [
             decoded.send_link.eq(f.send_link),
             decoded.recv_link.eq(f.recv_link),
@@ -385,7 +378,7 @@ class AceChannel(wiring.Component):
         values["bad_opcode"] = ~uses["defined"] | Cat(f.rsvd0, f.rsvd1, f.rsvd2, f.rsvd3).any()
         values["bad_count"] = uses["data"] & (
             (f.count == 0) | (nbytes_full >> DMA_LENGTH_BITS != 0) |
-            (self.placement & uses["recv"] & (nbytes_full > cfg.packet_bytes)))
+            (in_memory & uses["recv"] & (nbytes_full > cfg.packet_bytes)))
         values["bad_link"] = ((uses["send"] & (f.send_link >= L)) |
                               (uses["recv"] & (f.recv_link >= L)))
         values["bad_buffer"] = ((uses["src"] & (f.src_buf.as_value() == 3)) |
@@ -394,7 +387,7 @@ class AceChannel(wiring.Component):
             (f.dep_channel == self.index) & (f.dep_step >= pc)))
         return values
 
-    def _plan(self, m, f, src_addr, dst_addr, decoded):
+    def _plan(self, m, f, src_addr, dst_addr, decoded, in_memory):
         """The opcode's operand sources and sinks into ``decoded``; returns which fields the
         step uses (combinational)."""
         uses = {k: Signal(name=f"uses_{k}") for k in
@@ -409,7 +402,7 @@ class AceChannel(wiring.Component):
                                  decoded.b_use.eq(b is not None),
                                  decoded.w_use.eq(w is not None),
                                  decoded.op.eq(f.op if b is not None else ReduceOp.COPY),
-                                 decoded.b_mem.eq(self.placement)]
+                                 decoded.b_mem.eq(in_memory)]
                     if a == "mem":
                         m.d.comb += [uses["mem"].eq(1), decoded.a_src.eq(ASource.MEM),
                                      decoded.a_addr.eq(f.mem_addr)]
@@ -417,27 +410,27 @@ class AceChannel(wiring.Component):
                         m.d.comb += [uses["recv"].eq(1), decoded.a_src.eq(ASource.NIC)]
                     else:
                         m.d.comb += [uses["src"].eq(1), decoded.a_addr.eq(src_addr),
-                                     decoded.a_src.eq(Mux(self.placement, ASource.MEM,
+                                     decoded.a_src.eq(Mux(in_memory, ASource.MEM,
                                                           ASource.SRAM))]
                     if b is not None:
                         m.d.comb += [uses[b].eq(1),
                                      decoded.b_addr.eq(src_addr if b == "src" else dst_addr)]
                     if w == "dst":
                         m.d.comb += [uses["dst"].eq(1), decoded.w_addr.eq(dst_addr),
-                                     decoded.w_mem.eq(self.placement)]
+                                     decoded.w_mem.eq(in_memory)]
                     elif w == "mem":
                         m.d.comb += [uses["mem"].eq(1), decoded.w_addr.eq(f.mem_addr),
                                      decoded.w_mem.eq(1)]
         return uses
 
-    def _check(self, m, held):
+    def _check(self, m, held, in_memory):
         """CHECK stage, combinational from the registered ADDR values: the first failing
         check's cause, or ``NONE``."""
         cfg = self.config
         mem_space = 1 << cfg.mem_addr_bits
 
         def slice_ok(name):
-            space = Mux(self.placement, held[f"{name}_space_end"] <= mem_space,
+            space = Mux(in_memory, held[f"{name}_space_end"] <= mem_space,
                         held[f"{name}_space_end"] <= cfg.sram_words)
             return (held[f"{name}_end"] <= held[f"{name}_limit"]) & ~held[f"{name}_far"] & space
 

@@ -128,7 +128,8 @@ def compile_collective(collective: str, count: int, *, topology: Topology | str 
     topology : a :class:`Topology` or its text (``ring:8``, ``torus:4x2``, ``switch:8``...);
         default ``ring:nodes`` for the ring algorithm and ``switch:nodes`` otherwise.
     algorithm : one name for every dimension, or a sequence with one per topology dimension.
-    mode : ``ace`` (SRAM placement, load once / store once) or ``baseline`` (memory placement).
+    mode : ``ace`` (SRAM placement, load once / store once), ``staged`` or ``p2p`` (the two
+        baselines, buffers in memory; ``baseline`` is an alias of ``staged``).
     config : the :class:`~ace.config.AceConfig` (SRAM sizes, channels, word size); default
         ``NAMED_CONFIGS["default"]``.
     chunks : number of chunks; default: as few as fit the SRAM, but at least
@@ -140,9 +141,7 @@ def compile_collective(collective: str, count: int, *, topology: Topology | str 
     collective = _norm_collective(collective)
     config = config or NAMED_CONFIGS["default"]
     dtype, op = dtype_from_name(dtype), op_from_name(op)
-    if mode not in tuple(Mode):
-        raise CompileError(f"mode: {mode!r}; allowed: ace, baseline")
-    mode = Mode(mode)
+    mode = Mode.parse(mode, CompileError)
     if not isinstance(count, int) or count < 1:
         raise CompileError(f"count: {count!r}; allowed: an integer >= 1 (elements)")
     topology, algs = _topology_and_algorithms(topology, nodes, algorithm, config)

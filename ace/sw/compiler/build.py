@@ -85,7 +85,7 @@ class Compilation:
         next 4 KiB boundary after the previous buffer). Baseline needs a scratch copy of the
         vector for a reduce-scatter (the others' blocks) and a ring all-to-all (forwarding)."""
         in_elems, out_elems = buffer_sizes(self.collective, self.count, self.blocks, n, self.epw)
-        scratch = self.count if self.mode == Mode.BASELINE and (
+        scratch = self.count if self.mode.in_memory and (
             self.collective == Collective.REDUCE_SCATTER or (
                 self.collective == Collective.ALLTOALL and self.algorithms[self.dims[0]] == "ring"
             )) else 0

@@ -4,7 +4,7 @@ An algorithm names *pieces* ``(chunk-local start, length)`` of the chunk and cal
 :meth:`NodeChunk.s`, :meth:`~NodeChunk.r`, :meth:`~NodeChunk.rrc`, :meth:`~NodeChunk.rrs` and
 :meth:`~NodeChunk.rcs` with the peer nodes, as MSCCL writes its steps. :class:`NodeChunk` turns
 a piece into a buffer slice: in ``ace`` mode the chunk's SRAM slot (input ``i`` until the node
-has written the piece, then its working copy in ``o``); in ``baseline`` mode the same place of
+has written the piece, then its working copy in ``o``); in the baselines (``staged``, ``p2p``) the same place of
 the node's buffers in main memory. It tracks which pieces the node has written, so that a send
 reads the input before the first reduction and the partial result after it.
 """

@@ -1,5 +1,5 @@
 """A chunk's way in and out of the engine: loads (or the baseline's local copy) before the
-communication steps, stores after them (ACE mode only: in baseline mode the buffers already are
+communication steps, stores after them (ACE mode only: in the baselines the buffers already are
 main memory). Each function emits node ``nc.node``'s steps of chunk ``nc.chunk``."""
 
 from __future__ import annotations
