@@ -26,6 +26,9 @@ CONFIGS = {
     4: SMALL.replace(name="small_mem4x", mem_bytes=4 * SMALL.link_bytes, max_burst_beats=64,
                      max_reads_in_flight=6),
 }
+#: Cycles a transfer takes beyond one per word (queues, burst splitter, converters, realigner,
+#: memory model, B response); measured 11 to 14.
+FIXED_LATENCY = 16
 
 
 def _env(**extra):
@@ -55,5 +58,5 @@ def test_dma_throughput(ratio):
         print(f"  {r['transfer']:<15} {r['bytes']:>6} B  {r['cycles']:>6} cycles  "
               f"{100 * r['fraction_of_word_rate']:5.1f}%  port {100 * r['memory_port_busy']:5.1f}%")
     for r in results:
-        if r["bytes"] >= 4096:
-            assert r["fraction_of_word_rate"] >= 0.95, r
+        # Full rate: one word per cycle per direction, after a fixed start-up latency.
+        assert r["cycles"] - r["bytes"] // config.link_bytes <= FIXED_LATENCY, r
