@@ -346,3 +346,16 @@ def test_engine_ports():
                 "bready", "rid", "rdata", "rresp", "rlast", "rvalid", "rready"):
         assert f"m_axi__{sig}" in names
     assert Shape.cast(dut.desc.payload.shape()).width > 0
+
+
+@pytest.mark.parametrize("ratio", [1, 2, 4])
+def test_engine_port_widths(ratio):
+    """The memory port is ``mem_bytes`` wide; the SRAM and stream ports ``link_bytes``."""
+    small = NAMED_CONFIGS["small"]
+    dut = DmaEngine(small.replace(mem_bytes=ratio * small.link_bytes))
+    W = small.link_bytes
+    assert len(dut.m_axi.rdata) == len(dut.m_axi.wdata) == 8 * W * ratio
+    assert len(dut.m_axi.wstrb) == W * ratio
+    assert len(dut.sram_w.payload.data) == len(dut.sram_r.resp.payload) == 8 * W
+    assert len(dut.rd_stream.tdata) == len(dut.wr_stream.tdata) == 8 * W
+    Fragment.get(dut, None)  # elaborates at this width
