@@ -116,8 +116,9 @@ class DmaReader(wiring.Component):
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
             "last_beat": count_bits, "beat_lo": range(M), "beat_hi": range(M + 1),
-            "word_lo": range(k), "word_hi": range(k), "shift": range(W + 1),
-            "drop_first": 1, "flush": 1, "tail": range(W + 1),
+            "shift": range(W + 1), "drop_first": 1, "flush": 1, "tail": range(W + 1),
+            # words of the first and last beat holding payload (wide port only)
+            **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
         m.submodules.r_q = r_q = SyncFIFO(width=r_layout.size, depth=self.cmd_depth)
         r_in = data.View(r_layout, r_q.w_data)
@@ -129,8 +130,6 @@ class DmaReader(wiring.Component):
             r_in.last_beat.eq(nbeats - 1),
             r_in.beat_lo.eq(cmd.mem_addr[:lm]),
             r_in.beat_hi.eq(end[:lm] + 1),
-            r_in.word_lo.eq(cmd.mem_addr[lw:lm]),
-            r_in.word_hi.eq(end[lw:lm]),
             r_in.shift.eq(Mux(off == 0, W, off)),
             r_in.drop_first.eq(off != 0),
             r_in.flush.eq((off != 0) & (nwords == ngrid)),
@@ -139,6 +138,8 @@ class DmaReader(wiring.Component):
             ar_q.w_en.eq(self.cmd.valid & self.cmd.ready),
             r_q.w_en.eq(self.cmd.valid & self.cmd.ready),
         ]
+        if k > 1:
+            m.d.comb += [r_in.word_lo.eq(cmd.mem_addr[lw:lm]), r_in.word_hi.eq(end[lw:lm])]
         self._elaborate_ar(m, ar_q, beat_bits, count_bits)
         realign = self._elaborate_r(m, data.View(r_layout, r_q.r_data), r_q, sram_bits)
         self._elaborate_words(m, realign.o)

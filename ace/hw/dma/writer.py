@@ -118,9 +118,10 @@ class DmaWriter(wiring.Component):
                                                         depth=self.cmd_depth)
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
+        lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
         wd_layout = data.StructLayout({
             "from_stream": 1, "last_word": count_bits, "shift": range(W + 1), "flush": 1,
-            "word_lo": range(k), "beat": beat_meta,
+            "beat": beat_meta, **lane,
         })
         m.submodules.wd_q = wd_q = SyncFIFO(width=wd_layout.size, depth=self.cmd_depth)
 
@@ -135,7 +136,6 @@ class DmaWriter(wiring.Component):
             wd_in.last_word.eq(nwords - 1),
             wd_in.shift.eq(W - off),
             wd_in.flush.eq(ngrid != nwords),
-            wd_in.word_lo.eq(cmd.mem_addr[lw:lm]),
             wd_in.beat.beat_lo.eq(cmd.mem_addr[:lm]),
             wd_in.beat.beat_hi.eq(end[:lm] + 1),
             wd_in.beat.start_phase.eq(cmd.mem_addr[lm:lm + phase_bits]),
@@ -145,6 +145,8 @@ class DmaWriter(wiring.Component):
             wd_q.w_en.eq(take),
             sreq_q.w_en.eq(take & ~cmd.stream),
         ]
+        if k > 1:
+            m.d.comb += wd_in.word_lo.eq(cmd.mem_addr[lw:lm])
         b_q = self._elaborate_aw(m, aw_q, beat_bits, count_bits)
         self._elaborate_sram_requests(m, data.View(sreq_layout, sreq_q.r_data), sreq_q)
         beats = self._elaborate_words(m, data.View(wd_layout, wd_q.r_data), wd_q, beat_meta)
@@ -198,9 +200,10 @@ class DmaWriter(wiring.Component):
     def _elaborate_words(self, m, cur, wd_q, beat_meta):
         """Source words of the command at the head of ``wd_q`` (``cur``) through the realigner
         and, with a wide port, the upsizer; returns the stream of memory beats
-        ``{data, first, last, meta: {word_lo, beat: beat_meta}}``."""
+        ``{data, first, last, meta: {beat: beat_meta, word_lo (wide port)}}``."""
         W, k = self.config.link_bytes, self.config.mem_beat_words
-        meta_layout = data.StructLayout({"word_lo": range(k), "beat": beat_meta})
+        lane = {"word_lo": range(k)} if k > 1 else {}
+        meta_layout = data.StructLayout({"beat": beat_meta, **lane})
         m.submodules.realign = realign = Realigner(W, meta_layout)
         src_word = Signal(len(cur.last_word))
         src_last = Signal()
@@ -218,7 +221,6 @@ class DmaWriter(wiring.Component):
             realign.i.p.shift.eq(cur.shift),
             realign.i.p.drop_first.eq(0),
             realign.i.p.flush.eq(cur.flush),
-            realign.i.p.meta.word_lo.eq(cur.word_lo),
             realign.i.p.meta.beat.eq(cur.beat),
         ]
         src_hs = realign.i.valid & realign.i.ready
@@ -227,6 +229,7 @@ class DmaWriter(wiring.Component):
             m.d.sync += src_word.eq(Mux(src_last, 0, src_word + 1))
         if k == 1:
             return realign.o
+        m.d.comb += realign.i.p.meta.word_lo.eq(cur.word_lo)
         m.submodules.upsize = upsize = WidthUpsizer(W, k, meta_layout)
         word = realign.o
         m.d.comb += [
