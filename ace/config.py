@@ -16,7 +16,10 @@ from pathlib import Path
 
 from ace.errors import ConfigError
 
-__all__ = ["AceConfig", "NAMED_CONFIGS", "load_config", "reference_table"]
+__all__ = ["AceConfig", "NAMED_CONFIGS", "MEM_PORT_RATIOS", "load_config", "reference_table"]
+
+#: ``mem_bytes / link_bytes`` values the DMA's width converters support.
+MEM_PORT_RATIOS = (1, 2, 4)
 
 
 def _is_pow2(value: int) -> bool:
@@ -27,7 +30,7 @@ def _is_pow2(value: int) -> bool:
 _INT_RULES: dict[str, tuple[int, int, bool, str]] = {
     "num_links": (1, 16, False, "network links, each with one TX and one RX AXI-Stream"),
     "link_bytes": (4, 128, True, "bytes per link beat; also the SRAM word and the ALU beat"),
-    "mem_bytes": (4, 128, True, "bytes per beat of the AXI4 memory port"),
+    "mem_bytes": (4, 128, True, "bytes per AXI4 memory beat: 1, 2 or 4 x link_bytes"),
     "mem_addr_bits": (16, 64, False, "AXI4 address width"),
     "mem_id_bits": (1, 8, False, "AXI4 ID width"),
     "max_burst_beats": (1, 256, True, "longest AXI4 INCR burst, in beats"),
@@ -50,7 +53,9 @@ class AceConfig:
     The datapath width is ``link_bytes``: one link beat, one SRAM word and one ALU beat are the
     same width, so cut-through steps (``rrs``, ``rcs``) need no width conversion. The reduction
     ALU array therefore has ``alu_lanes = link_bytes // 4`` 32-bit lanes; each lane holds one
-    32-bit element or two 16-bit elements.
+    32-bit element or two 16-bit elements. The memory port may be wider, ``mem_bytes`` = 1, 2 or
+    4 x ``link_bytes`` (:attr:`mem_beat_words` link words per memory beat): the DMA splits and
+    packs memory beats into link words.
     """
 
     name: str = "custom"
@@ -88,9 +93,12 @@ class AceConfig:
             if not low <= value <= high or (pow2 and not _is_pow2(value)):
                 raise ConfigError(f"{key}: {value} is out of range; allowed: {allowed} "
                                   f"({meaning})")
-        if self.mem_bytes != self.link_bytes:
-            raise ConfigError(f"mem_bytes: {self.mem_bytes} must equal link_bytes "
-                              f"({self.link_bytes}); the DMA has no width converter yet")
+        ratios = [r * self.link_bytes for r in MEM_PORT_RATIOS]
+        if self.mem_bytes not in ratios:
+            raise ConfigError(f"mem_bytes: {self.mem_bytes} is not allowed with link_bytes "
+                              f"{self.link_bytes}; allowed: 1, 2 or 4 x link_bytes = "
+                              f"{', '.join(str(r) for r in ratios if r <= 128)} (the DMA's "
+                              "width converters split and pack memory beats into link words)")
         for key in ("input_buffer_bytes", "output_buffer_bytes"):
             minimum = self.link_bytes * self.sram_banks * 4
             if getattr(self, key) < minimum:
@@ -116,6 +124,11 @@ class AceConfig:
     def alu_lanes(self) -> int:
         """Number of 32-bit lanes in the reduction ALU array."""
         return self.link_bytes // 4
+
+    @property
+    def mem_beat_words(self) -> int:
+        """Link words (SRAM words) per memory beat: ``mem_bytes // link_bytes``, 1, 2 or 4."""
+        return self.mem_bytes // self.link_bytes
 
     @property
     def beat_bits(self) -> int:

@@ -10,6 +10,10 @@ completions).
 
 Scoreboards are byte exact: memory and SRAM are prefilled with random bytes and every byte
 outside a descriptor's target must keep its value. Seeds are printed; ``DMA_SEED`` sets the base.
+
+The memory port may be wider than the SRAM/stream words (``mem_bytes`` = 1, 2 or 4 x
+``link_bytes``): ``W`` below is the SRAM and stream word, ``M`` the memory beat; every scenario
+places starts and lengths relative to both.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ class Desc:
         self.mem_addr = mem_addr
         self.sram_addr = sram_addr
         self.data = data        # STREAM_TO_MEM payload
-        self.expect_error = False
+        self.expect_error = None    # the injected AXI response, "SLVERR" or "DECERR"
 
     def __repr__(self):
         return (f"Desc({self.kind.name}, id={self.id}, len={self.length}, "
@@ -69,11 +73,13 @@ class TB:
         self.seed = seed
         self.rng = random.Random(seed)
         self.cfg = AceConfig(**json.loads(os.environ["ACE_CONFIG"]))
-        self.B = self.cfg.mem_bytes
+        self.W = self.cfg.link_bytes       # SRAM and stream word
+        self.M = self.cfg.mem_bytes        # memory beat
         self.words = self.cfg.input_buffer_words + self.cfg.output_buffer_words
         self.desc_layout = DmaDescriptor(self.cfg)
         self.cpl_layout = DmaCompletion()
-        dut._log.info("DMA TB: mode=%s seed=%d", mode, seed)
+        dut._log.info("DMA TB: mode=%s seed=%d, %d-byte words, %d-byte memory beats", mode, seed,
+                      self.W, self.M)
         for port in ("m_axi_", "rd_stream_", "wr_stream_", "desc_", "cpl_"):
             logging.getLogger(f"cocotb.{dut._name}.{port}").setLevel(logging.WARNING)
 
@@ -81,7 +87,7 @@ class TB:
         stall = 0.3 if mode == "backpressure" else 0.0
         self.ram = ErrorAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
                                size=MEM_SIZE)
-        self.sram = SramModel(dut, dut.clk, self.words, self.B, rng=random.Random(seed + 1),
+        self.sram = SramModel(dut, dut.clk, self.words, self.W, rng=random.Random(seed + 1),
                               write_stall=stall, req_stall=stall, resp_idle=idle,
                               latency=(1, 4) if mode == "idle" else (1, 1))
         self.rd_sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "rd_stream_"), dut.clk,
@@ -152,7 +158,7 @@ class TB:
                 "sram_addr": d.sram_addr}).as_bits()
             self.desc_src.send_nowait(self.desc_src._transaction_obj(payload=raw))
             if d.kind == DmaKind.STREAM_TO_MEM and d.length:
-                padded = -(-d.length // self.B) * self.B
+                padded = -(-d.length // self.W) * self.W
                 self.wr_src.send_nowait(d.data + self.rng.randbytes(padded - d.length))
 
     async def wait_completions(self, count, limit=50_000):
@@ -173,7 +179,7 @@ class TB:
 
     def check(self, descs, *, counters=True):
         """Byte-exact scoreboard of every descriptor's effect, plus completions and counters."""
-        B = self.B
+        W = self.W
         mem_expect = bytearray(self.mem_start)
         sram_expect = bytearray(self.sram_start)
         frames = []
@@ -182,12 +188,12 @@ class TB:
                 continue
             src = bytes(self.mem_start[d.mem_addr:d.mem_addr + d.length])
             if d.kind == DmaKind.LOAD:
-                sram_expect[d.sram_addr * B:d.sram_addr * B + d.length] = src
+                sram_expect[d.sram_addr * W:d.sram_addr * W + d.length] = src
             elif d.kind == DmaKind.MEM_TO_STREAM:
                 frames.append((d.id, src))
             elif d.kind == DmaKind.STORE:
                 mem_expect[d.mem_addr:d.mem_addr + d.length] = \
-                    self.sram_start[d.sram_addr * B:d.sram_addr * B + d.length]
+                    self.sram_start[d.sram_addr * W:d.sram_addr * W + d.length]
             else:
                 mem_expect[d.mem_addr:d.mem_addr + d.length] = d.data
         bad = [d for d in descs if d.expect_error]
@@ -195,13 +201,13 @@ class TB:
         sram_now = bytearray(self.sram.mem)
         for d in bad:   # a failed descriptor's target is undefined
             if d.kind == DmaKind.LOAD:
-                lo, hi = d.sram_addr * B, d.sram_addr * B + d.length
+                lo, hi = d.sram_addr * W, d.sram_addr * W + d.length
                 sram_now[lo:hi] = sram_expect[lo:hi]
             elif d.kind in (DmaKind.STORE, DmaKind.STREAM_TO_MEM):
                 mem_now[d.mem_addr:d.mem_addr + d.length] = \
                     mem_expect[d.mem_addr:d.mem_addr + d.length]
-        _compare("memory", mem_now, mem_expect, descs, B)
-        _compare("SRAM", sram_now, sram_expect, descs, B)
+        _compare("memory", mem_now, mem_expect, descs, self.M)
+        _compare("SRAM", sram_now, sram_expect, descs, W)
 
         got_frames = []
         while not self.rd_sink.empty():
@@ -216,9 +222,7 @@ class TB:
             assert gid == eid and gdata == edata, f"rd_stream frame id {eid} differs (got {gid})"
 
         # Completions: each id once, with its status; in order per side.
-        status = {d.id: (DmaStatus.READ_SLVERR if d.kind in READ_KINDS else
-                         DmaStatus.WRITE_SLVERR) if d.expect_error else DmaStatus.OKAY
-                  for d in descs}
+        status = {d.id: expected_status(d) for d in descs}
         assert sorted(i for i, _ in self.completions) == sorted(status), \
             f"completion ids {sorted(i for i, _ in self.completions)}"
         for ident, st in self.completions:
@@ -247,7 +251,15 @@ class TB:
                            self.max_reads_outstanding)
 
 
-def _compare(what, got, expect, descs, B):
+def expected_status(d) -> DmaStatus:
+    """The completion status of descriptor ``d``: OKAY, or the injected response on its side."""
+    if not d.expect_error:
+        return DmaStatus.OKAY
+    side = "READ" if d.kind in READ_KINDS else "WRITE"
+    return DmaStatus[f"{side}_{d.expect_error}"]
+
+
+def _compare(what, got, expect, descs, unit):
     if got == expect:
         return
     diff = [i for i in range(len(got)) if got[i] != expect[i]]
@@ -255,14 +267,16 @@ def _compare(what, got, expect, descs, B):
     raise AssertionError(f"{what}: {len(diff)} bytes differ, first at 0x{first:x} "
                          f"(got {got[first]:02x}, expected {expect[first]:02x}); "
                          f"descriptors near it: "
-                         f"{[d for d in descs if _near(d, first, what, B)][:4]}")
+                         f"{[d for d in descs if _near(d, first, what, unit)][:4]}")
 
 
-def _near(d, addr, what, B):
+def _near(d, addr, what, unit):
+    """Whether byte ``addr`` of the SRAM or memory lies within a word/beat (``unit`` bytes) of
+    descriptor ``d``'s target."""
     if what == "SRAM":
         return d.kind in (DmaKind.LOAD, DmaKind.STORE) and \
-            d.sram_addr * B - B <= addr < d.sram_addr * B + d.length + B
-    return d.mem_addr - B <= addr < d.mem_addr + d.length + B
+            d.sram_addr * unit - unit <= addr < d.sram_addr * unit + d.length + unit
+    return d.mem_addr - unit <= addr < d.mem_addr + d.length + unit
 
 
 # -- descriptor generation -----------------------------------------------------------------
@@ -272,15 +286,15 @@ class Allocator:
 
     def __init__(self, rng, cfg):
         self.rng = rng
-        self.B = cfg.mem_bytes
+        self.W = cfg.link_bytes
         self.words = cfg.input_buffer_words + cfg.output_buffer_words
         self.dst = DST_BASE
         self.sram_load = 0                  # LOAD targets: lower half of the SRAM space
         self.sram_store = self.words // 2   # STORE sources: upper half
 
     def make(self, kind, ident, length, *, mem_offset=None):
-        rng, B = self.rng, self.B
-        words = -(-length // B)
+        rng = self.rng
+        words = -(-length // self.W)
         if kind in READ_KINDS:
             mem = SRC_BASE + rng.randrange(SRC_SIZE - length - 64)
             if mem_offset is not None:
@@ -305,12 +319,13 @@ class Allocator:
 
 
 def random_length(rng, cfg):
-    B, burst = cfg.mem_bytes, cfg.max_burst_beats * cfg.mem_bytes
+    W, M, burst = cfg.link_bytes, cfg.mem_bytes, cfg.max_burst_beats * cfg.mem_bytes
     return rng.choice([
-        rng.randrange(1, B + 1),
-        rng.randrange(1, 4 * B),
-        rng.randrange(B, burst),
-        rng.randrange(burst - B, burst + 2 * B),
+        rng.randrange(1, W + 1),
+        rng.randrange(1, 2 * M + 1),
+        rng.randrange(1, 4 * M),
+        rng.randrange(M, burst),
+        rng.randrange(burst - M, burst + 2 * M),
         rng.randrange(burst, 3 * burst),
     ])
 
@@ -319,36 +334,47 @@ def random_mix(rng, cfg, count):
     alloc = Allocator(rng, cfg)
     kinds = list(DmaKind)
     descs = []
-    sram_load_budget = (cfg.input_buffer_words + cfg.output_buffer_words) // 2 * cfg.mem_bytes
+    sram_load_budget = (cfg.input_buffer_words + cfg.output_buffer_words) // 2 * cfg.link_bytes
     used = 0
     for ident in range(count):
         kind = rng.choice(kinds)
         length = 0 if rng.random() < 0.04 else random_length(rng, cfg)
         if kind == DmaKind.LOAD:
-            used += length + 4 * cfg.mem_bytes
+            used += length + 4 * cfg.link_bytes
             if used > sram_load_budget:
                 kind = DmaKind.STORE
         descs.append(alloc.make(kind, ident, length))
     return descs
 
 
+#: The longest descriptor of the directed cases (the SRAM space's LOAD half is 64 KiB in the
+#: configurations the suite runs; the length field allows 16 MiB - 1, see docs/dma.md).
+LONG_BYTES = 24 * 1024 + 5
+
+
 def directed(rng, cfg):
-    """Corner cases: every start offset in a beat, lengths around beat and burst sizes, 4 KiB
-    crossings, single bytes at the end of a 4 KiB page, longest bursts back to back."""
-    B, burst = cfg.mem_bytes, cfg.max_burst_beats * cfg.mem_bytes
+    """Corner cases: start offsets at and around every word boundary of a memory beat, lengths
+    around word, beat and burst sizes, zero length, 4 KiB crossings, single bytes at the end of
+    a 4 KiB page, longest bursts back to back, and one long unaligned descriptor per kind."""
+    W, M, burst = cfg.link_bytes, cfg.mem_bytes, cfg.max_burst_beats * cfg.mem_bytes
     alloc = Allocator(rng, cfg)
     descs = []
     cases = []
-    offsets = list(range(B)) if B <= 16 else sorted({0, B - 1, *rng.sample(range(B), 14)})
+    offsets = sorted({o % M for n in range(0, M, W) for o in (n - 1, n, n + 1)}
+                     | set(rng.sample(range(M), min(M, 6))))
     for kind in DmaKind:
         for off in offsets:
-            cases.append((kind, rng.choice([1, B - off, B - off + 1, 2 * B]), off))
-        for length in (1, B - 1, B, B + 1, burst - 1, burst, burst + 1, 2 * burst + 3):
-            cases.append((kind, length, rng.randrange(B)))
+            cases.append((kind, rng.choice([1, W - off % W, M - off, M - off + 1, 2 * M]), off))
+        for length in (0, 1, 2, W - 1, W, W + 1, M - 1, M, M + 1, 3 * W + 1, burst - 1, burst,
+                       burst + 1, 2 * burst + 3):
+            cases.append((kind, length, rng.randrange(M)))
         cases.append((kind, 1, 4095))                     # last byte of a page
         cases.append((kind, 2, 4095))                     # crosses a page with two bytes
-        cases.append((kind, 4096, 4096 - 3 * B - 5))      # crosses a page mid-burst
-        cases.append((kind, 3 * burst, 0))               # longest bursts back to back
+        cases.append((kind, M + 2, 4096 - M // 2 - 1))    # crosses a page inside a beat run
+        cases.append((kind, 4096, 4096 - 3 * M - 5))      # crosses a page mid-burst
+        cases.append((kind, 3 * burst, 0))                # longest bursts back to back
+        cases.append((kind, LONG_BYTES, W + 3))           # long, unaligned at both ends
+    assert len(cases) <= 256, "descriptor ids are 8 bits"
     for ident, (kind, length, off) in enumerate(cases):
         descs.append(alloc.make(kind, ident, length, mem_offset=off))
     return descs
@@ -390,52 +416,63 @@ async def test_directed(dut, mode):
     await _scenario(dut, directed, "directed", mode)
 
 
+#: The injected failures: (kind of the failing descriptor, AXI response the memory answers).
+ERROR_CASES = ((DmaKind.LOAD, "SLVERR"), (DmaKind.STORE, "DECERR"),
+               (DmaKind.MEM_TO_STREAM, "DECERR"), (DmaKind.STREAM_TO_MEM, "SLVERR"))
+
+
 @cocotb.test()
 @cocotb.parametrize(mode=MODES)
 async def test_errors(dut, mode):
-    """SLVERR on a read and on a write: the descriptor fails, the error register holds its id
-    and cause, the queue pauses until ``err_clear`` and then continues; nothing hangs."""
+    """SLVERR and DECERR on reads and writes of every kind: the descriptor fails with its
+    cause, the error register holds its id and cause, the queue pauses until ``err_clear`` and
+    then continues; nothing hangs."""
     seed = _seed(10 + MODES.index(mode))
     tb = TB(dut, mode, seed)
     await tb.start()
     tb.prefill()
-    cfg, B = tb.cfg, tb.B
-    burst = cfg.max_burst_beats * B
+    cfg = tb.cfg
+    burst = cfg.max_burst_beats * tb.M
     alloc = Allocator(tb.rng, cfg)
     all_descs = []
-    for bad_kind in (DmaKind.LOAD, DmaKind.STORE):
+    for bad_kind, resp in ERROR_CASES:
         base = len(all_descs)
-        descs = [alloc.make(DmaKind.LOAD, base, 3 * burst)]
+        descs = [alloc.make(DmaKind.LOAD, base, 3072)]
         bad = alloc.make(bad_kind, base + 1, 3 * burst + 7)
-        bad.expect_error = True
+        bad.expect_error = resp
         # The error sits in the middle burst: the engine must drain the rest.
         mid = bad.mem_addr + bad.length // 2
-        tb.ram.error_ranges[:] = [(mid, mid + 1)]
+        tb.ram.error_ranges[:] = [(mid, mid + 1, resp)]
         descs.append(bad)
-        for ident in range(base + 2, base + 26):
+        for ident in range(base + 2, base + 32):
             descs.append(alloc.make(tb.rng.choice(list(DmaKind)), ident,
-                                    tb.rng.randrange(1, 3 * B)))
+                                    tb.rng.randrange(1, 3 * tb.M)))
         all_descs += descs
         tb.submit(descs)
         expected_before = len(tb.completions)
         while not int(dut.err_valid.value):
             await RisingEdge(dut.clk)
             assert len(tb.completions) < expected_before + len(descs), "no error latched"
-        status = DmaStatus.READ_SLVERR if bad_kind == DmaKind.LOAD else DmaStatus.WRITE_SLVERR
+        status = expected_status(bad)
         assert int(dut.err_id.value) == bad.id, f"err_id {int(dut.err_id.value)}"
         assert int(dut.err_status.value) == status.value, \
-            f"err_status {int(dut.err_status.value)}"
-        # Paused: whatever was dispatched finishes, then nothing more completes.
-        for _ in range(400):
-            await RisingEdge(dut.clk)
-        done = len(tb.completions)
-        for _ in range(200):
+            f"err_status {int(dut.err_status.value)}, expected {status!r}"
+        # Paused: whatever was dispatched finishes (until 300 cycles pass without a
+        # completion), then nothing more completes.
+        done = -1
+        for _ in range(40):
+            if len(tb.completions) == done:
+                break
+            done = len(tb.completions)
+            for _ in range(300):
+                await RisingEdge(dut.clk)
+        for _ in range(300):
             await RisingEdge(dut.clk)
         assert len(tb.completions) == done, "descriptors completed while err_valid was set"
         assert done < expected_before + len(descs), "queue did not pause on the error"
         assert int(dut.busy.value) == 1
-        dut._log.info("%s: error latched for id %d, %d of %d done while paused",
-                      mode, bad.id, done - expected_before, len(descs))
+        dut._log.info("%s: %s latched for id %d, %d of %d done while paused",
+                      mode, resp, bad.id, done - expected_before, len(descs))
         dut.err_clear.value = 1
         await RisingEdge(dut.clk)
         dut.err_clear.value = 0
@@ -449,11 +486,13 @@ async def test_errors(dut, mode):
 
 @cocotb.test()
 async def test_throughput(dut):
-    """Benchmark: zero wait states, long aligned loads and stores; figures to DMA_BENCH_OUT."""
+    """Benchmark: zero wait states, long aligned loads and stores; figures to DMA_BENCH_OUT.
+    The fraction is of one word per cycle (the SRAM/stream side's rate); the memory port is
+    busy ``link_bytes / mem_bytes`` of that."""
     tb = TB(dut, "plain", _seed(20))
     await tb.start()
     tb.prefill()
-    cfg, B = tb.cfg, tb.B
+    cfg, W = tb.cfg, tb.W
     alloc = Allocator(tb.rng, cfg)
     results = []
     ident = 0
@@ -479,10 +518,11 @@ async def test_throughput(dut):
         cycles = tb.cycle - start
         per_direction = max(sum(s for k, s in items if (k in READ_KINDS) == side)
                             for side in (True, False))
-        fraction = per_direction / (cycles * B)
+        fraction = per_direction / (cycles * W)
         results.append({"transfer": label, "bytes": per_direction, "cycles": cycles,
-                        "fraction_of_port": round(fraction, 4)})
-        dut._log.info("throughput %-13s %6d B: %6d cycles, %.1f%% of port bandwidth "
+                        "fraction_of_word_rate": round(fraction, 4),
+                        "memory_port_busy": round(per_direction / (cycles * tb.M), 4)})
+        dut._log.info("throughput %-13s %6d B: %6d cycles, %.1f%% of one word per cycle "
                       "(per direction)", label, per_direction, cycles, 100 * fraction)
         while not tb.rd_sink.empty():
             tb.rd_sink.recv_nowait()

@@ -11,6 +11,7 @@ every master gets back its own IDs and responses in order.
 Every random test prints its seed in assertion messages; rerun one with that seed.
 """
 
+import itertools
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -435,6 +436,42 @@ def test_read_throughput(latency):
     rate = 64 * MAX_BURST / beats[-1]          # from cycle 0 to the last beat taken
     print(f"read throughput, memory latency {latency}: {rate:.3f} beats/cycle")
     assert rate >= 0.95
+
+
+@pytest.mark.parametrize("ratio", [2, 4])
+def test_wide_port_serves_streams_at_once(ratio):
+    """A memory port ``ratio`` times wider than a link: each read master (a DMA reader behind
+    its width downsizer) takes one R beat every ``ratio`` cycles, so ``ratio`` masters streaming
+    at once share the port and each still gets its full rate; the port carries about one beat
+    per cycle. ``read_buffer_beats`` is the engine's default (2 x ``max_burst_beats``)."""
+    dut = AxiInterconnect(ADDR_BITS, DATA_BYTES, 2, ratio, 1, max_burst_beats=MAX_BURST)
+    memory = MemoryModel(dut, random.Random(0), f"wide-{ratio}", ready=1.0, idle=0.0,
+                         latency=(8, 8))
+    bursts = [[Burst(b.id, b.addr, b.len) for b in _stream_bursts(32, i * REGION)]
+              for i in range(ratio)]
+    finished = {}
+
+    def every(n):
+        phases = itertools.cycle([True] + [False] * (n - 1))
+        return lambda: next(phases)
+
+    def reader(i):
+        async def bench(ctx):
+            await receive_r(ctx, getattr(dut, f"rd{i}"), _expected_r(memory.mem, bursts[i]),
+                            None, 0.0, f"wide-{ratio}", gate=every(ratio))
+            finished[i] = memory.cycle
+        return bench
+
+    benches = [_bench(drive_ar, getattr(dut, f"rd{i}"), bursts[i], None, 0.0)
+               for i in range(ratio)]
+    _run(dut, benches + [reader(i) for i in range(ratio)], [memory.run])
+    beats = 32 * MAX_BURST
+    rates = [beats / finished[i] for i in range(ratio)]
+    port = ratio * beats / max(finished.values())
+    print(f"memory port {ratio}x a link: per-master {[f'{r:.3f}' for r in rates]} beats/cycle "
+          f"(at most {1 / ratio:.3f}), port {port:.3f} beats/cycle")
+    assert min(rates) >= 0.95 / ratio
+    assert port >= 0.95
 
 
 @pytest.mark.parametrize("write_buffer_beats", [MAX_BURST, 2 * MAX_BURST])

@@ -26,7 +26,8 @@ def test_named_configs_are_valid_and_hashable(name):
     ("clock_mhz", 0, "clock_mhz: 0 is out of range"),
     ("name", "has space", "name: 'has space' is not valid"),
     ("max_burst_beats", 256, "exceeds 4096"),
-    ("mem_bytes", 32, "mem_bytes: 32 must equal link_bytes"),
+    ("mem_bytes", 32, "mem_bytes: 32 is not allowed with link_bytes 64; allowed: 1, 2 or 4 x "
+                      "link_bytes = 64, 128"),
     ("input_buffer_bytes", 1024, "input_buffer_bytes: 1024 is too small"),
 ])
 def test_bad_values_name_parameter_and_range(field, value, fragment):
@@ -84,3 +85,22 @@ def test_memory_ids_must_number_every_master():
     with pytest.raises(ConfigError, match="mem_id_bits: 4 .* at least 5"):
         AceConfig(num_channels=16, mem_id_bits=4)
     assert AceConfig(num_channels=16, mem_id_bits=5).mem_id_bits == 5
+
+
+@pytest.mark.parametrize("link_bytes,mem_bytes,words", [(16, 16, 1), (16, 32, 2), (16, 64, 4),
+                                                        (64, 128, 2), (4, 16, 4)])
+def test_memory_port_may_be_1_2_or_4_links_wide(link_bytes, mem_bytes, words):
+    config = NAMED_CONFIGS["small"].replace(link_bytes=link_bytes, mem_bytes=mem_bytes,
+                                            max_burst_beats=16)
+    assert config.mem_beat_words == words
+
+
+@pytest.mark.parametrize("link_bytes,mem_bytes,allowed", [
+    (16, 8, "16, 32, 64"), (16, 128, "16, 32, 64"), (32, 64 + 32, None), (64, 16, "64, 128")])
+def test_memory_port_width_errors_name_the_allowed_widths(link_bytes, mem_bytes, allowed):
+    with pytest.raises(ConfigError) as error:
+        NAMED_CONFIGS["small"].replace(link_bytes=link_bytes, mem_bytes=mem_bytes,
+                                       max_burst_beats=16)
+    assert str(error.value).startswith(f"mem_bytes: {mem_bytes}")
+    if allowed:
+        assert f"1, 2 or 4 x link_bytes = {allowed}" in str(error.value)

@@ -2,8 +2,10 @@
 
 The burst splitter is checked against :func:`ace.hw.dma.burst.split_bursts` and against the AXI
 rules themselves (no 4 KiB crossing, at most ``max_burst`` beats, contiguous cover); the realigner
-against :func:`ace.hw.dma.realign.realign`. Every test runs with random idle cycles on the source and
-random backpressure on the sink. The whole engine is checked by ``tests/test_cocotb_dma.py``.
+against :func:`ace.hw.dma.realign.realign`; the width converters against
+:func:`ace.hw.dma.downsizer.downsize` and :func:`ace.hw.dma.upsizer.upsize`, whose outputs are
+themselves checked against the bytes of memory that a transfer covers. Every test runs with
+random idle cycles on the source and random backpressure on the sink. The whole engine is checked by ``tests/test_cocotb_dma.py``.
 """
 
 import random
@@ -13,11 +15,16 @@ from amaranth.hdl import Fragment, Shape
 from amaranth.sim import Simulator
 
 from ace.config import NAMED_CONFIGS
+from ace.layouts import DMA_LENGTH_BITS
 from ace.hw.dma.engine import DmaEngine
 from ace.hw.dma.burst import BurstSplitter, split_bursts
+from ace.hw.dma.downsizer import WidthDownsizer, downsize
+from ace.hw.dma.reader import DmaReader
+from ace.hw.dma.writer import DmaWriter
 from ace.hw.dma.realign import Realigner, realign
+from ace.hw.dma.upsizer import WidthUpsizer, upsize
 
-TIMEOUT_CYCLES = 20000
+TIMEOUT_CYCLES = 40000
 
 
 def _run(dut, testbenches, vcd=None):
@@ -192,6 +199,143 @@ def test_realigner_full_rate():
     _run(dut, [bench])
 
 
+# -- width converters ---------------------------------------------------------------------
+
+def _transfers(rng, word_bytes, ratio, count):
+    """Random transfers ``(mem_addr, length)`` within a beat-aligned window: every start word
+    in a beat, lengths from 1 byte to several beats."""
+    beat = word_bytes * ratio
+    out = []
+    for _ in range(count):
+        start = rng.choice([0, word_bytes - 1, beat - 1, rng.randrange(beat)])
+        length = rng.choice([1, word_bytes, beat - start, beat, rng.randrange(1, 5 * beat)])
+        out.append((start, max(1, length)))
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("ratio", [2, 4])
+def test_downsizer(mode, ratio):
+    idle, stall = MODES[mode]
+    seed = f"downsize-{mode}-{ratio}"
+    rng = random.Random(seed)
+    W = 4
+    M = W * ratio
+    dut = WidthDownsizer(W, ratio, 8)
+    beats, expected = [], []
+    for n, (start, length) in enumerate(_transfers(rng, W, ratio, 50)):
+        end = start + length - 1
+        nbeats = end // M + 1
+        memory = rng.randbytes(nbeats * M)
+        packet = [(memory[b * M:(b + 1) * M], b == 0, b == nbeats - 1,
+                   start % M // W if b == 0 else 0,
+                   end % M // W if b == nbeats - 1 else ratio - 1) for b in range(nbeats)]
+        words = downsize(packet, W)
+        # The golden model against the bytes: the words covering [start, end], in order.
+        assert b"".join(w for w, _, _ in words) == memory[start // W * W:(end // W + 1) * W]
+        assert [f for _, f, _ in words] == [True] + [False] * (len(words) - 1)
+        assert [l for _, _, l in words] == [False] * (len(words) - 1) + [True]
+        beats += [(b, n) for b in packet]
+        expected += [(int.from_bytes(w, "little"), f, l, n) for w, f, l in words]
+
+    async def source(ctx):
+        await _send(ctx, dut.i, [{"data": int.from_bytes(d, "little"), "first": f, "last": l,
+                                  "lo": lo, "hi": hi, "meta": n}
+                                 for (d, f, l, lo, hi), n in beats], rng, idle)
+
+    async def sink(ctx):
+        got = await _receive(ctx, dut.o, len(expected), rng, stall)
+        got = [(p.data, bool(p.first), bool(p.last), p.meta) for p in got]
+        for k, (g, e) in enumerate(zip(got, expected)):
+            assert g == e, f"seed {seed!r}: word {k}: got {g}, expected {e}"
+
+    _run(dut, [source, sink])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("ratio", [2, 4])
+def test_upsizer(mode, ratio):
+    idle, stall = MODES[mode]
+    seed = f"upsize-{mode}-{ratio}"
+    rng = random.Random(seed)
+    W = 4
+    M = W * ratio
+    dut = WidthUpsizer(W, ratio, 8)
+    packets, expected = [], []
+    for n, (start, length) in enumerate(_transfers(rng, W, ratio, 50)):
+        end = start + length - 1
+        words = [rng.randbytes(W) for _ in range(end // W - start // W + 1)]
+        beats = upsize([(words, start % M // W)], ratio)
+        # The golden model against the bytes: lane by lane, the words at their addresses.
+        assert len(beats) == end // M - start // M + 1
+        flat = b"".join(b"".join(lane or bytes(W) for lane in lanes) for lanes, _, _ in beats)
+        first_lane = start // W - start // M * ratio
+        assert flat[first_lane * W:first_lane * W + len(words) * W] == b"".join(words)
+        packets.append((words, start % M // W, n))
+        expected += [(lanes, f, l, n) for lanes, f, l in beats]
+
+    async def source(ctx):
+        items = [{"data": int.from_bytes(w, "little"), "first": k == 0,
+                  "last": k == len(words) - 1, "lo": lo, "meta": n}
+                 for words, lo, n in packets for k, w in enumerate(words)]
+        await _send(ctx, dut.i, items, rng, idle)
+
+    async def sink(ctx):
+        got = await _receive(ctx, dut.o, len(expected), rng, stall)
+        for k, (p, (lanes, first, last, n)) in enumerate(zip(got, expected)):
+            data = p.data.to_bytes(M, "little")
+            for lane, word in enumerate(lanes):
+                if word is not None:
+                    assert data[lane * W:(lane + 1) * W] == word, \
+                        f"seed {seed!r}: beat {k} lane {lane}"
+            assert (bool(p.first), bool(p.last), p.meta) == (first, last, n), \
+                f"seed {seed!r}: beat {k}: {(p.first, p.last, p.meta)}, expected {(first, last, n)}"
+
+    _run(dut, [source, sink])
+
+
+@pytest.mark.parametrize("ratio", [2, 4])
+def test_converters_full_rate(ratio):
+    """One word per cycle through each converter with no pauses: a long aligned transfer of
+    beats in, words out (downsizer), and words in, beats out (upsizer), at the stated
+    latency."""
+    W, nbeats = 4, 16
+    for dut in (WidthDownsizer(W, ratio), WidthUpsizer(W, ratio)):
+        down = isinstance(dut, WidthDownsizer)
+        items = nbeats if down else nbeats * ratio
+        outs = nbeats * ratio if down else nbeats
+        cycles = {}
+
+        async def bench(ctx, dut=dut, down=down, items=items, outs=outs, cycles=cycles):
+            ctx.set(dut.o.ready, 1)
+            sent = got = cycle = 0
+            while got < outs:
+                ctx.set(dut.i.valid, sent < items)
+                if sent < items:
+                    if down:
+                        ctx.set(dut.i.payload, {"data": sent, "first": sent == 0,
+                                                "last": sent == items - 1, "lo": 0,
+                                                "hi": ratio - 1})
+                    else:
+                        ctx.set(dut.i.payload, {"data": sent, "first": sent == 0,
+                                                "last": sent == items - 1, "lo": 0})
+                _, _, ready, valid = await ctx.tick().sample(dut.i.ready, dut.o.valid)
+                cycle += 1
+                if sent < items and ready:
+                    cycles.setdefault("first_in", cycle)
+                    sent += 1
+                if valid:
+                    cycles.setdefault("first_out", cycle)
+                    got += 1
+            cycles["last_out"] = cycle
+
+        _run(dut, [bench])
+        assert cycles["last_out"] - cycles["first_out"] == outs - 1 if down else \
+            cycles["last_out"] - cycles["first_out"] == (outs - 1) * ratio, (type(dut), cycles)
+        first_beat_in = cycles["first_in"] + (0 if down else ratio - 1)
+        assert cycles["first_out"] - first_beat_in == dut.latency, (type(dut), cycles)
+
+
 def test_engine_ports():
     """The top's flattened port names are those cocotbext-axi binds."""
     dut = DmaEngine(NAMED_CONFIGS["small"])
@@ -205,3 +349,64 @@ def test_engine_ports():
                 "bready", "rid", "rdata", "rresp", "rlast", "rvalid", "rready"):
         assert f"m_axi__{sig}" in names
     assert Shape.cast(dut.desc.payload.shape()).width > 0
+
+
+@pytest.mark.parametrize("ratio", [1, 2, 4])
+def test_engine_port_widths(ratio):
+    """The memory port is ``mem_bytes`` wide; the SRAM and stream ports ``link_bytes``."""
+    small = NAMED_CONFIGS["small"]
+    dut = DmaEngine(small.replace(mem_bytes=ratio * small.link_bytes))
+    W = small.link_bytes
+    assert len(dut.m_axi.rdata) == len(dut.m_axi.wdata) == 8 * W * ratio
+    assert len(dut.m_axi.wstrb) == W * ratio
+    assert len(dut.sram_w.payload.data) == len(dut.sram_r.resp.payload) == 8 * W
+    assert len(dut.rd_stream.tdata) == len(dut.wr_stream.tdata) == 8 * W
+    Fragment.get(dut, None)  # elaborates at this width
+
+
+@pytest.mark.parametrize("side", ["read", "write"])
+@pytest.mark.parametrize("ratio", [1, 2, 4])
+def test_longest_descriptor_bursts(ratio, side):
+    """A descriptor of the largest length, 2**24 - 1 bytes, from an unaligned address: the AR
+    (reader) or AW (writer) bursts cover exactly its memory beats, as :func:`split_bursts`
+    says, none crossing 4 KiB. Checks the widths of every length and beat count (the data of
+    16 MiB is not moved: R beats and B responses are answered early, one per burst)."""
+    small = NAMED_CONFIGS["small"]
+    M = ratio * small.link_bytes
+    cfg = small.replace(mem_bytes=M, max_burst_beats=4096 // M, max_reads_in_flight=8)
+    length = (1 << DMA_LENGTH_BITS) - 1
+    mem_addr = 0x0123_4567 + M // 2 + 1
+    first, last = mem_addr // M, (mem_addr + length - 1) // M
+    expected = split_bursts(first, last - first + 1, cfg.max_burst_beats)
+    assert sum(n for _, n in expected) == last - first + 1 and len(expected) > 4000
+    dut = DmaReader(cfg) if side == "read" else DmaWriter(cfg)
+    a = "ar" if side == "read" else "aw"
+    axi = dut.axi
+
+    async def bench(ctx):
+        ctx.set(dut.cmd.payload, {"stream": 1, "id": 5, "length": length, "mem_addr": mem_addr})
+        ctx.set(dut.cmd.valid, 1)
+        await ctx.tick().until(dut.cmd.ready)
+        ctx.set(dut.cmd.valid, 0)
+        ctx.set(getattr(axi, f"{a}ready"), 1)
+        if side == "read":      # one R beat per burst, so bursts never wait on the budget
+            ctx.set(axi.rlast, 1)
+            ctx.set(dut.rd_stream.tready, 1)
+        else:                   # B responses as fast as bursts go out
+            ctx.set(axi.bvalid, 1)
+            ctx.set(dut.cpl.ready, 1)
+        got = []
+        owed = 0                # read bursts without their (single) R beat yet
+        while len(got) < len(expected):
+            _, _, valid, addr, alen, r_taken = await ctx.tick().sample(
+                getattr(axi, f"{a}valid"), getattr(axi, f"{a}addr"), getattr(axi, f"{a}len"),
+                axi.rvalid & axi.rready if side == "read" else axi.bvalid)
+            if valid:
+                assert addr % M == 0 and addr // 4096 == (addr + (alen + 1) * M - 1) // 4096
+                got.append((addr // M, alen + 1))
+            if side == "read":
+                owed += valid - r_taken
+                ctx.set(axi.rvalid, owed > 0)
+        assert got == expected
+
+    _run(dut, [bench])

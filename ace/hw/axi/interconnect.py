@@ -113,7 +113,11 @@ class AxiInterconnect(wiring.Component):
     Throughput: one R beat and one W beat per cycle, one AR and one AW per cycle.
 
     * Reads: one master alone streams at one beat per cycle while the read round trip (memory
-      latency + 4 cycles) is below ``read_buffer_beats - max_burst_beats`` cycles.
+      latency + 4 cycles) is below ``read_buffer_beats - max_burst_beats`` cycles. When the
+      port is ``k`` times wider than a link (``mem_bytes = k x link_bytes``), a DMA reader takes
+      one beat every ``k`` cycles, its buffer holds its reservation ``k`` times longer, and
+      ``k`` such masters stream at once at their full rate with the default buffer
+      (``tests/test_axi_interconnect.py``: port 0.97 beats/cycle for k = 2 and 4).
     * Writes: the next burst is granted in the cycle the current burst's last W beat is
       accepted, so bursts follow back to back with no idle cycle when the next one is already
       whole in its W buffer. One master streaming full bursts at one beat per cycle keeps that

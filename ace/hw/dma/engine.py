@@ -57,7 +57,8 @@ class DmaEngine(wiring.Component):
     Parameters
     ----------
     config : AceConfig
-        Uses ``mem_bytes`` (beat), ``mem_addr_bits``, ``mem_id_bits``, ``max_burst_beats``,
+        Uses ``mem_bytes`` (memory beat), ``link_bytes`` (SRAM and stream word; ``mem_bytes``
+        is 1, 2 or 4 times it), ``mem_addr_bits``, ``mem_id_bits``, ``max_burst_beats``,
         ``max_reads_in_flight`` and the SRAM buffer sizes.
     queue_depth : int
         Descriptors the input queue holds.
@@ -66,8 +67,9 @@ class DmaEngine(wiring.Component):
     -------
     desc : In(stream of :class:`DmaDescriptor`)
     cpl : Out(stream of :class:`DmaCompletion`)
-    m_axi : Out(:class:`Axi4Signature`), the memory port
-    sram_w : Out(:func:`sram_write_signature`), LOAD data into the unified SRAM space
+    m_axi : Out(:class:`Axi4Signature`), the memory port, ``mem_bytes`` wide
+    sram_w : Out(:func:`sram_write_signature`), LOAD data into the unified SRAM space; this
+        port, ``sram_r``, ``rd_stream`` and ``wr_stream`` are ``link_bytes`` wide
     sram_r : Out(:func:`sram_read_signature`), STORE data from the unified SRAM space
     rd_stream : Out(:class:`AxiStreamSignature`), MEM_TO_STREAM words; ``tkeep`` marks payload
         bytes, ``tlast`` ends a descriptor, ``tuser`` is its id
@@ -81,16 +83,16 @@ class DmaEngine(wiring.Component):
     def __init__(self, config, *, queue_depth: int = 8):
         self.config = config
         self.queue_depth = queue_depth
-        B = config.mem_bytes
+        W, M = config.link_bytes, config.mem_bytes
         words = config.input_buffer_words + config.output_buffer_words
         super().__init__({
             "desc": In(stream.Signature(DmaDescriptor(config))),
             "cpl": Out(stream.Signature(DmaCompletion())),
-            "m_axi": Out(Axi4Signature(config.mem_addr_bits, B, config.mem_id_bits)),
-            "sram_w": Out(sram_write_signature(words, B)),
-            "sram_r": Out(sram_read_signature(words, B)),
-            "rd_stream": Out(AxiStreamSignature(B, keep=True, user_bits=DMA_ID_BITS)),
-            "wr_stream": In(AxiStreamSignature(B)),
+            "m_axi": Out(Axi4Signature(config.mem_addr_bits, M, config.mem_id_bits)),
+            "sram_w": Out(sram_write_signature(words, W)),
+            "sram_r": Out(sram_read_signature(words, W)),
+            "rd_stream": Out(AxiStreamSignature(W, keep=True, user_bits=DMA_ID_BITS)),
+            "wr_stream": In(AxiStreamSignature(W)),
             "err_valid": Out(1),
             "err_id": Out(DMA_ID_BITS),
             "err_status": Out(DmaStatus),

@@ -4,15 +4,19 @@
 
     cmd --+--> ar_q --> BurstSplitter --> AR (at most max_reads_in_flight bursts outstanding)
           |
-          +--> r_q ---> R beats --> Realigner --> sram_w (LOAD) / rd_stream (MEM_TO_STREAM)
-                        (count, status)                 |
-                                                        +--> cpl (at the last word)
+          +--> r_q ---> R beats --> [WidthDownsizer] --> Realigner --> sram_w / rd_stream
+                        (count, status)  (mem_bytes > link_bytes)     |
+                                                                      +--> cpl (at the last word)
 
-A command reads the beats covering ``[mem_addr, mem_addr + length)``; all reads use ID 0, so
-data returns in order and the R side just counts beats per command. The realigner drops the
-leading ``mem_addr % B`` bytes so SRAM word ``sram_addr + j`` (or stream word ``j``) holds payload
-bytes ``j*B .. j*B + B - 1``; the last word's byte mask / ``tkeep`` covers only payload bytes.
-An error response marks the command failed but every beat is still consumed and every word still
+A command reads the memory beats (``M`` = ``mem_bytes``) covering ``[mem_addr, mem_addr +
+length)``; all reads use ID 0, so data returns in order and the R side just counts beats per
+command. When the port is wider than a link word (``W`` = ``link_bytes``, ``M = k W``, k = 2 or
+4), the :class:`WidthDownsizer` splits each beat into the words that hold payload bytes (the
+first beat from the word holding ``mem_addr``, the last up to the word holding the last byte),
+one per cycle; with ``k = 1`` the beats go straight on. The realigner then drops the leading
+``mem_addr % W`` bytes so SRAM word ``sram_addr + j`` (or stream word ``j``) holds payload bytes
+``j*W .. j*W + W - 1``; the last word's byte mask / ``tkeep`` covers only payload bytes. An error
+response marks the command failed but every beat is still consumed and every word still
 delivered (with undefined contents), so nothing downstream waits forever.
 """
 
@@ -25,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature, AxiBurst
 from ace.hw.dma.burst import BurstSplitter
+from ace.hw.dma.downsizer import WidthDownsizer
 from ace.hw.dma.realign import Realigner
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
                       DmaStatus, sram_write_signature)
@@ -50,77 +55,100 @@ class TransferCommand(data.StructLayout):
 class DmaReader(wiring.Component):
     """Read half of the DMA engine (see the module docstring).
 
+    Latency: about 4 cycles from a command to its AR (queue, burst splitter), and from an R
+    beat to its word on ``sram_w``/``rd_stream`` 1 cycle (realigner) plus
+    :attr:`WidthDownsizer.latency` when the port is wider than a link word. Throughput: one
+    word per cycle on ``sram_w``/``rd_stream`` (one R beat every ``mem_bytes // link_bytes``
+    cycles), plus one cycle for an unaligned command's flush word.
+
     Members
     -------
     cmd : In(stream of :class:`TransferCommand`)
-    axi : Out(read half of :class:`Axi4Signature`)
-    sram_w : Out(:func:`sram_write_signature`)
-    rd_stream : Out(:class:`AxiStreamSignature` with ``tkeep`` and ``tuser`` = id)
+    axi : Out(read half of :class:`Axi4Signature`), ``mem_bytes`` wide
+    sram_w : Out(:func:`sram_write_signature`), ``link_bytes`` wide
+    rd_stream : Out(:class:`AxiStreamSignature` with ``tkeep`` and ``tuser`` = id), ``link_bytes``
     cpl : Out(stream of :class:`DmaCompletion`), held until taken; one per command
-    bytes : Out(range(B + 1)), payload bytes in the R beat accepted this cycle
+    bytes : Out(range(mem_bytes + 1)), payload bytes in the R beat accepted this cycle
     """
 
     def __init__(self, config, *, cmd_depth: int = 4):
         self.config = config
         self.cmd_depth = cmd_depth
-        B = config.mem_bytes
+        W, M = config.link_bytes, config.mem_bytes
         words = config.input_buffer_words + config.output_buffer_words
         super().__init__({
             "cmd": In(stream.Signature(TransferCommand(config))),
-            "axi": Out(Axi4Signature(config.mem_addr_bits, B, config.mem_id_bits,
+            "axi": Out(Axi4Signature(config.mem_addr_bits, M, config.mem_id_bits,
                                      write=False)),
-            "sram_w": Out(sram_write_signature(words, B)),
-            "rd_stream": Out(AxiStreamSignature(B, keep=True, user_bits=DMA_ID_BITS)),
+            "sram_w": Out(sram_write_signature(words, W)),
+            "rd_stream": Out(AxiStreamSignature(W, keep=True, user_bits=DMA_ID_BITS)),
             "cpl": Out(stream.Signature(DmaCompletion())),
-            "bytes": Out(range(B + 1)),
+            "bytes": Out(range(M + 1)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        B = cfg.mem_bytes
-        lb = (B - 1).bit_length()          # log2 of the beat size
-        beat_bits = cfg.mem_addr_bits - lb
-        count_bits = DMA_LENGTH_BITS - lb + 1
+        W, M, k = cfg.link_bytes, cfg.mem_bytes, cfg.mem_beat_words
+        lw = (W - 1).bit_length()          # log2 of the word size
+        lm = (M - 1).bit_length()          # log2 of the memory beat size
+        beat_bits = cfg.mem_addr_bits - lm
+        count_bits = DMA_LENGTH_BITS - lw + 1
         sram_bits = len(self.sram_w.p.addr)
 
         # -- command split into the AR queue and the R queue --------------------------------
         cmd = self.cmd.p
-        off = Signal(range(B))
+        off = Signal(range(W))             # byte offset in the first word
         nbeats = Signal(count_bits)        # memory beats covering the payload
+        ngrid = Signal(count_bits)         # words (memory's word grid) covering the payload
         nwords = Signal(count_bits)        # output words
+        end = Signal(cfg.mem_addr_bits)    # address of the last payload byte
         m.d.comb += [
-            off.eq(cmd.mem_addr[:lb]),
-            nbeats.eq((cmd.mem_addr[:lb] + cmd.length + (B - 1)) >> lb),
-            nwords.eq((cmd.length + (B - 1)) >> lb),
+            off.eq(cmd.mem_addr[:lw]),
+            nbeats.eq((cmd.mem_addr[:lm] + cmd.length + (M - 1)) >> lm),
+            ngrid.eq((off + cmd.length + (W - 1)) >> lw),
+            nwords.eq((cmd.length + (W - 1)) >> lw),
+            end.eq(cmd.mem_addr + cmd.length - 1),
         ]
 
         m.submodules.ar_q = ar_q = SyncFIFO(
             width=beat_bits + count_bits, depth=self.cmd_depth)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
-            "last_beat": count_bits, "off": range(B), "shift": range(B + 1),
-            "drop_first": 1, "flush": 1, "tail": range(B + 1),
+            "last_beat": count_bits, "beat_lo": range(M), "beat_hi": range(M + 1),
+            "shift": range(W + 1), "drop_first": 1, "flush": 1, "tail": range(W + 1),
+            # words of the first and last beat holding payload (wide port only)
+            **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
         m.submodules.r_q = r_q = SyncFIFO(width=r_layout.size, depth=self.cmd_depth)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
-            ar_q.w_data.eq(Cat(cmd.mem_addr[lb:], nbeats)),
+            ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], nbeats)),
             r_in.to_stream.eq(cmd.stream),
             r_in.id.eq(cmd.id),
             r_in.sram_addr.eq(cmd.sram_addr),
             r_in.last_beat.eq(nbeats - 1),
-            r_in.off.eq(off),
-            r_in.shift.eq(Mux(off == 0, B, off)),
+            r_in.beat_lo.eq(cmd.mem_addr[:lm]),
+            r_in.beat_hi.eq(end[:lm] + 1),
+            r_in.shift.eq(Mux(off == 0, W, off)),
             r_in.drop_first.eq(off != 0),
-            r_in.flush.eq((off != 0) & (nwords == nbeats)),
-            r_in.tail.eq(cmd.length[:lb] + Mux(cmd.length[:lb] == 0, B, 0)),
+            r_in.flush.eq((off != 0) & (nwords == ngrid)),
+            r_in.tail.eq(cmd.length[:lw] + Mux(cmd.length[:lw] == 0, W, 0)),
             self.cmd.ready.eq(ar_q.w_rdy & r_q.w_rdy),
             ar_q.w_en.eq(self.cmd.valid & self.cmd.ready),
             r_q.w_en.eq(self.cmd.valid & self.cmd.ready),
         ]
+        if k > 1:
+            m.d.comb += [r_in.word_lo.eq(cmd.mem_addr[lw:lm]), r_in.word_hi.eq(end[lw:lm])]
+        self._elaborate_ar(m, ar_q, beat_bits, count_bits)
+        realign = self._elaborate_r(m, data.View(r_layout, r_q.r_data), r_q, sram_bits)
+        self._elaborate_words(m, realign.o)
+        return m
 
-        # -- AR: bursts, bounded outstanding -------------------------------------------------
+    def _elaborate_ar(self, m, ar_q, beat_bits, count_bits):
+        """AR: bursts from the burst splitter, at most ``max_reads_in_flight`` outstanding."""
+        cfg = self.config
+        lm = (cfg.mem_bytes - 1).bit_length()
         m.submodules.split = split = BurstSplitter(beat_bits, count_bits, cfg.max_burst_beats)
         m.d.comb += [
             split.i.valid.eq(ar_q.r_rdy),
@@ -134,9 +162,9 @@ class DmaReader(wiring.Component):
         axi = self.axi
         m.d.comb += [
             axi.arid.eq(0),
-            axi.araddr.eq(split.o.p.beat_addr << lb),
+            axi.araddr.eq(split.o.p.beat_addr << lm),
             axi.arlen.eq(split.o.p.len),
-            axi.arsize.eq(lb),
+            axi.arsize.eq(lm),
             axi.arburst.eq(AxiBurst.INCR),
             axi.arlock.eq(0),
             axi.arcache.eq(0b0011),
@@ -145,22 +173,25 @@ class DmaReader(wiring.Component):
             split.o.ready.eq(axi.arready & can_issue),
         ]
         ar_hs = axi.arvalid & axi.arready
-        r_hs = axi.rvalid & axi.rready
-        r_done = r_hs & axi.rlast
+        r_done = axi.rvalid & axi.rready & axi.rlast
         with m.If(ar_hs & ~r_done):
             m.d.sync += inflight.eq(inflight + 1)
         with m.Elif(~ar_hs & r_done):
             m.d.sync += inflight.eq(inflight - 1)
 
-        # -- R beats into the realigner ---------------------------------------------------------
-        cur = data.View(r_layout, r_q.r_data)
+    def _elaborate_r(self, m, cur, r_q, sram_bits):
+        """R beats of the command at the head of ``r_q`` (``cur``): status, byte count, and
+        through the downsizer (wide port) into the realigner, which is returned."""
+        cfg = self.config
+        W, M, k = cfg.link_bytes, cfg.mem_bytes, cfg.mem_beat_words
+        axi = self.axi
         meta_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
-            "tail": range(B + 1), "status": DmaStatus,
+            "tail": range(W + 1), "status": DmaStatus,
         })
-        m.submodules.realign = realign = Realigner(B, meta_layout)
+        m.submodules.realign = realign = Realigner(W, meta_layout)
 
-        beat = Signal(count_bits)
+        beat = Signal(len(cur.last_beat))
         status = Signal(DmaStatus)          # accumulated over the command's beats
         status_now = Signal(DmaStatus)
         with m.If((status == DmaStatus.OKAY) & (axi.rresp[1] == 1)):
@@ -169,45 +200,67 @@ class DmaReader(wiring.Component):
             m.d.comb += status_now.eq(status)
         first = Signal()
         last = Signal()
-        m.d.comb += [
-            first.eq(beat == 0),
-            last.eq(beat == cur.last_beat),
-            realign.i.valid.eq(axi.rvalid & r_q.r_rdy),
-            axi.rready.eq(realign.i.ready & r_q.r_rdy),
-            realign.i.p.data.eq(axi.rdata),
-            realign.i.p.first.eq(first),
-            realign.i.p.last.eq(last),
-            realign.i.p.shift.eq(cur.shift),
-            realign.i.p.drop_first.eq(cur.drop_first),
-            realign.i.p.flush.eq(cur.flush),
-            realign.i.p.meta.to_stream.eq(cur.to_stream),
-            realign.i.p.meta.id.eq(cur.id),
-            realign.i.p.meta.sram_addr.eq(cur.sram_addr),
-            realign.i.p.meta.tail.eq(cur.tail),
-            realign.i.p.meta.status.eq(status_now),
-            r_q.r_en.eq(r_hs & last),
-        ]
+        r_hs = axi.rvalid & axi.rready
+        m.d.comb += [first.eq(beat == 0), last.eq(beat == cur.last_beat),
+                     r_q.r_en.eq(r_hs & last)]
         with m.If(r_hs):
             m.d.sync += [beat.eq(Mux(last, 0, beat + 1)),
                          status.eq(Mux(last, DmaStatus.OKAY, status_now))]
 
-        # Payload bytes of this beat: lanes from off (first beat) up to the tail (last beat).
-        lo = Signal(range(B + 1))
-        hi = Signal(range(B + 1))
-        end_lane = Signal(range(B + 1))
+        # Payload bytes of this beat: lanes from beat_lo (first beat) up to beat_hi (last).
+        lo = Signal(range(M + 1))
+        hi = Signal(range(M + 1))
         m.d.comb += [
-            end_lane.eq(((cur.off + cur.tail - 1) & (B - 1)) + 1),
-            lo.eq(Mux(first, cur.off, 0)),
-            hi.eq(Mux(last, end_lane, B)),
+            lo.eq(Mux(first, cur.beat_lo, 0)),
+            hi.eq(Mux(last, cur.beat_hi, M)),
             self.bytes.eq(Mux(r_hs, hi - lo, 0)),
         ]
 
-        # -- output words: SRAM write port or rd_stream, completion at the last word ----------
-        o = realign.o
-        word = Signal(sram_bits)
-        mask = Signal(B)
-        m.d.comb += mask.eq(Mux(o.p.last, ~(Const((1 << B) - 1, B) << o.p.meta.tail)[:B],
-                                (1 << B) - 1))
+        # The realigner's controls, constant over the command; with a wide port they travel
+        # through the downsizer as its meta.
+        controls = data.StructLayout({"shift": range(W + 1), "drop_first": 1, "flush": 1,
+                                      "meta": meta_layout})
+        ctl = Signal(controls)
+        m.d.comb += [
+            ctl.shift.eq(cur.shift), ctl.drop_first.eq(cur.drop_first), ctl.flush.eq(cur.flush),
+            ctl.meta.to_stream.eq(cur.to_stream), ctl.meta.id.eq(cur.id),
+            ctl.meta.sram_addr.eq(cur.sram_addr), ctl.meta.tail.eq(cur.tail),
+            ctl.meta.status.eq(status_now),
+        ]
+        if k == 1:
+            words = realign.i
+            m.d.comb += [words.p.first.eq(first), words.p.last.eq(last)]
+            m.d.comb += [words.p[name].eq(ctl[name]) for name in controls.members]
+        else:
+            m.submodules.downsize = words = WidthDownsizer(W, k, controls)
+            m.d.comb += [
+                words.i.p.first.eq(first),
+                words.i.p.last.eq(last),
+                words.i.p.lo.eq(Mux(first, cur.word_lo, 0)),
+                words.i.p.hi.eq(Mux(last, cur.word_hi, k - 1)),
+                words.i.p.meta.eq(ctl),
+            ]
+            m.d.comb += [realign.i.valid.eq(words.o.valid), words.o.ready.eq(realign.i.ready),
+                         realign.i.p.data.eq(words.o.p.data),
+                         realign.i.p.first.eq(words.o.p.first),
+                         realign.i.p.last.eq(words.o.p.last)]
+            m.d.comb += [realign.i.p[name].eq(words.o.p.meta[name]) for name in controls.members]
+            words = words.i
+        m.d.comb += [
+            words.valid.eq(axi.rvalid & r_q.r_rdy),
+            axi.rready.eq(words.ready & r_q.r_rdy),
+            words.p.data.eq(axi.rdata),
+        ]
+        return realign
+
+    def _elaborate_words(self, m, o):
+        """Output words of the realigner ``o``: SRAM write port or rd_stream; the completion
+        at the last word."""
+        W = self.config.link_bytes
+        word = Signal(len(self.sram_w.p.addr))
+        mask = Signal(W)
+        m.d.comb += mask.eq(Mux(o.p.last, ~(Const((1 << W) - 1, W) << o.p.meta.tail)[:W],
+                                (1 << W) - 1))
         cpl_full = Signal()
         deliver = Signal()
         m.d.comb += deliver.eq(o.valid & (~o.p.last | ~cpl_full))
@@ -236,5 +289,3 @@ class DmaReader(wiring.Component):
                 self.cpl.p.id.eq(o.p.meta.id),
                 self.cpl.p.status.eq(o.p.meta.status),
             ]
-        return m
-

@@ -6,18 +6,22 @@
           |
           +--> sreq_q --> SRAM read requests (STORE only)
           |
-          +--> wd_q --> source words (sram_r.resp or wr_stream) --> Realigner --> W
+          +--> wd_q --> source words (sram_r.resp or wr_stream) --> Realigner
+                            --> [WidthUpsizer] (mem_bytes > link_bytes) --> W
 
 A command writes ``length`` payload bytes to ``[mem_addr, mem_addr + length)``. Source word ``k``
-(SRAM word ``sram_addr + k``, or the ``k``-th ``wr_stream`` word) holds payload bytes
-``k*B .. k*B + B - 1``; the realigner moves them up by ``mem_addr % B`` and ``wstrb`` enables
-exactly the payload bytes. All writes use ID 0. Bursts come from :class:`BurstSplitter`, whose
-bursts end where the beat address reaches a multiple of ``max_burst_beats``; the W side places
+(SRAM word ``sram_addr + k``, or the ``k``-th ``wr_stream`` word, ``W`` = ``link_bytes`` wide)
+holds payload bytes ``k*W .. k*W + W - 1``; the realigner moves them up by ``mem_addr % W`` onto
+memory's word grid. When the port is wider (``M`` = ``mem_bytes`` = ``k W``, k = 2 or 4), the
+:class:`WidthUpsizer` packs those words into memory beats, the first word into the lane of the
+word holding ``mem_addr``; with ``k = 1`` the words are the beats. ``wstrb`` enables exactly
+the payload bytes. All writes use ID 0. Bursts come from :class:`BurstSplitter`, whose bursts
+end where the beat address reaches a multiple of ``max_burst_beats``; the W side places
 ``wlast`` by the same rule and sends a burst's data only after its AW was accepted. A command
-completes when the B response of its last burst arrives; an error response in any of its bursts
-marks it failed, and all its bursts still run.
+completes when the B response of its last burst arrives; an error response in any of its
+bursts marks it failed, and all its bursts still run.
 
-``wr_stream`` words are taken by count (``ceil(length / B)`` per command); ``tlast`` is ignored.
+``wr_stream`` words are taken by count (``ceil(length / W)`` per command); ``tlast`` is ignored.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ace.hw.axi.signatures import Axi4Signature, AxiBurst
 from ace.hw.dma.burst import BurstSplitter
 from ace.hw.dma.reader import TransferCommand
 from ace.hw.dma.realign import Realigner
+from ace.hw.dma.upsizer import WidthUpsizer
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
                       DmaStatus, sram_read_signature)
 
@@ -39,6 +44,11 @@ __all__ = ["DmaWriter"]
 
 class DmaWriter(wiring.Component):
     """Write half of the DMA engine (see the module docstring).
+
+    Latency: about 4 cycles from a command to its AW; a source word reaches W 1 cycle later
+    (realigner), plus :attr:`WidthUpsizer.latency` when the port is wider than a link word.
+    Throughput: one source word per cycle (one W beat every ``mem_bytes // link_bytes``
+    cycles), plus one cycle for an unaligned command's flush word.
 
     Parameters
     ----------
@@ -51,49 +61,54 @@ class DmaWriter(wiring.Component):
     Members
     -------
     cmd : In(stream of :class:`TransferCommand`)
-    axi : Out(write half of :class:`Axi4Signature`)
-    sram_r : Out(:func:`sram_read_signature`)
-    wr_stream : In(:class:`AxiStreamSignature`)
+    axi : Out(write half of :class:`Axi4Signature`), ``mem_bytes`` wide
+    sram_r : Out(:func:`sram_read_signature`), ``link_bytes`` wide
+    wr_stream : In(:class:`AxiStreamSignature`), ``link_bytes`` wide
     cpl : Out(stream of :class:`DmaCompletion`), held until taken; one per command
-    bytes : Out(range(B + 1)), bytes enabled by ``wstrb`` in the W beat accepted this cycle
+    bytes : Out(range(mem_bytes + 1)), bytes enabled by ``wstrb`` in the W beat accepted
+        this cycle
     """
 
     def __init__(self, config, *, cmd_depth: int = 4, max_writes: int = 8):
         self.config = config
         self.cmd_depth = cmd_depth
         self.max_writes = max_writes
-        B = config.mem_bytes
+        W, M = config.link_bytes, config.mem_bytes
         words = config.input_buffer_words + config.output_buffer_words
         super().__init__({
             "cmd": In(stream.Signature(TransferCommand(config))),
-            "axi": Out(Axi4Signature(config.mem_addr_bits, B, config.mem_id_bits,
+            "axi": Out(Axi4Signature(config.mem_addr_bits, M, config.mem_id_bits,
                                      read=False)),
-            "sram_r": Out(sram_read_signature(words, B)),
-            "wr_stream": In(AxiStreamSignature(B)),
+            "sram_r": Out(sram_read_signature(words, W)),
+            "wr_stream": In(AxiStreamSignature(W)),
             "cpl": Out(stream.Signature(DmaCompletion())),
-            "bytes": Out(range(B + 1)),
+            "bytes": Out(range(M + 1)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        B = cfg.mem_bytes
-        lb = (B - 1).bit_length()
-        beat_bits = cfg.mem_addr_bits - lb
-        count_bits = DMA_LENGTH_BITS - lb + 1
+        W, M, k = cfg.link_bytes, cfg.mem_bytes, cfg.mem_beat_words
+        lw = (W - 1).bit_length()
+        lm = (M - 1).bit_length()
+        beat_bits = cfg.mem_addr_bits - lm
+        count_bits = DMA_LENGTH_BITS - lw + 1
         sram_bits = len(self.sram_r.req.p)
         phase_bits = (cfg.max_burst_beats - 1).bit_length()
-        axi = self.axi
 
         # -- command split into three queues ------------------------------------------------
         cmd = self.cmd.p
-        off = Signal(range(B))
+        off = Signal(range(W))             # byte offset in the first word
         nbeats = Signal(count_bits)        # memory beats (W beats)
+        ngrid = Signal(count_bits)         # words on memory's word grid
         nwords = Signal(count_bits)        # source words
+        end = Signal(cfg.mem_addr_bits)    # address of the last payload byte
         m.d.comb += [
-            off.eq(cmd.mem_addr[:lb]),
-            nbeats.eq((cmd.mem_addr[:lb] + cmd.length + (B - 1)) >> lb),
-            nwords.eq((cmd.length + (B - 1)) >> lb),
+            off.eq(cmd.mem_addr[:lw]),
+            nbeats.eq((cmd.mem_addr[:lm] + cmd.length + (M - 1)) >> lm),
+            ngrid.eq((off + cmd.length + (W - 1)) >> lw),
+            nwords.eq((cmd.length + (W - 1)) >> lw),
+            end.eq(cmd.mem_addr + cmd.length - 1),
         ]
 
         m.submodules.aw_q = aw_q = SyncFIFO(
@@ -101,9 +116,12 @@ class DmaWriter(wiring.Component):
         sreq_layout = data.StructLayout({"sram_addr": sram_bits, "last_word": count_bits})
         m.submodules.sreq_q = sreq_q = SyncFIFO(width=sreq_layout.size,
                                                         depth=self.cmd_depth)
+        beat_meta = data.StructLayout({
+            "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
+        lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
         wd_layout = data.StructLayout({
-            "from_stream": 1, "last_word": count_bits, "shift": range(B + 1), "flush": 1,
-            "off": range(B), "end_lane": range(B + 1), "start_phase": phase_bits,
+            "from_stream": 1, "last_word": count_bits, "shift": range(W + 1), "flush": 1,
+            "beat": beat_meta, **lane,
         })
         m.submodules.wd_q = wd_q = SyncFIFO(width=wd_layout.size, depth=self.cmd_depth)
 
@@ -111,24 +129,35 @@ class DmaWriter(wiring.Component):
         wd_in = data.View(wd_layout, wd_q.w_data)
         take = Signal()
         m.d.comb += [
-            aw_q.w_data.eq(Cat(cmd.mem_addr[lb:], nbeats, cmd.id)),
+            aw_q.w_data.eq(Cat(cmd.mem_addr[lm:], nbeats, cmd.id)),
             sreq_in.sram_addr.eq(cmd.sram_addr),
             sreq_in.last_word.eq(nwords - 1),
             wd_in.from_stream.eq(cmd.stream),
             wd_in.last_word.eq(nwords - 1),
-            wd_in.shift.eq(B - off),
-            wd_in.flush.eq(nbeats != nwords),
-            wd_in.off.eq(off),
-            wd_in.end_lane.eq(((cmd.mem_addr[:lb] + cmd.length - 1) & (B - 1)) + 1),
-            wd_in.start_phase.eq(cmd.mem_addr[lb:lb + phase_bits]),
+            wd_in.shift.eq(W - off),
+            wd_in.flush.eq(ngrid != nwords),
+            wd_in.beat.beat_lo.eq(cmd.mem_addr[:lm]),
+            wd_in.beat.beat_hi.eq(end[:lm] + 1),
+            wd_in.beat.start_phase.eq(cmd.mem_addr[lm:lm + phase_bits]),
             self.cmd.ready.eq(aw_q.w_rdy & wd_q.w_rdy & (cmd.stream | sreq_q.w_rdy)),
             take.eq(self.cmd.valid & self.cmd.ready),
             aw_q.w_en.eq(take),
             wd_q.w_en.eq(take),
             sreq_q.w_en.eq(take & ~cmd.stream),
         ]
+        if k > 1:
+            m.d.comb += wd_in.word_lo.eq(cmd.mem_addr[lw:lm])
+        b_q = self._elaborate_aw(m, aw_q, beat_bits, count_bits)
+        self._elaborate_sram_requests(m, data.View(sreq_layout, sreq_q.r_data), sreq_q)
+        beats = self._elaborate_words(m, data.View(wd_layout, wd_q.r_data), wd_q, beat_meta)
+        self._elaborate_w(m, beats)
+        self._elaborate_b(m, b_q)
+        return m
 
-        # -- AW: bursts, bounded outstanding (b_q holds one entry per burst) -----------------
+    def _elaborate_aw(self, m, aw_q, beat_bits, count_bits):
+        """AW: bursts, bounded outstanding (``b_q``, returned, holds one entry per burst)."""
+        cfg, axi = self.config, self.axi
+        lm = (cfg.mem_bytes - 1).bit_length()
         m.submodules.split = split = BurstSplitter(beat_bits, count_bits, cfg.max_burst_beats,
                                                    DMA_ID_BITS)
         m.d.comb += [
@@ -141,9 +170,9 @@ class DmaWriter(wiring.Component):
         m.submodules.b_q = b_q = SyncFIFO(width=DMA_ID_BITS + 1, depth=self.max_writes)
         m.d.comb += [
             axi.awid.eq(0),
-            axi.awaddr.eq(split.o.p.beat_addr << lb),
+            axi.awaddr.eq(split.o.p.beat_addr << lm),
             axi.awlen.eq(split.o.p.len),
-            axi.awsize.eq(lb),
+            axi.awsize.eq(lm),
             axi.awburst.eq(AxiBurst.INCR),
             axi.awlock.eq(0),
             axi.awcache.eq(0b0011),
@@ -153,10 +182,11 @@ class DmaWriter(wiring.Component):
             b_q.w_data.eq(Cat(split.o.p.meta, split.o.p.last)),
             b_q.w_en.eq(axi.awvalid & axi.awready),
         ]
+        return b_q
 
-        # -- SRAM read requests (STORE) --------------------------------------------------------
-        sreq = data.View(sreq_layout, sreq_q.r_data)
-        req_word = Signal(count_bits)
+    def _elaborate_sram_requests(self, m, sreq, sreq_q):
+        """SRAM read requests of a STORE, one word address per cycle."""
+        req_word = Signal(len(sreq.last_word))
         req_last = Signal()
         m.d.comb += [
             req_last.eq(req_word == sreq.last_word),
@@ -167,12 +197,15 @@ class DmaWriter(wiring.Component):
         with m.If(self.sram_r.req.valid & self.sram_r.req.ready):
             m.d.sync += req_word.eq(Mux(req_last, 0, req_word + 1))
 
-        # -- source words into the realigner ---------------------------------------------------
-        meta_layout = data.StructLayout({
-            "off": range(B), "end_lane": range(B + 1), "start_phase": phase_bits})
-        m.submodules.realign = realign = Realigner(B, meta_layout)
-        cur = data.View(wd_layout, wd_q.r_data)
-        src_word = Signal(count_bits)
+    def _elaborate_words(self, m, cur, wd_q, beat_meta):
+        """Source words of the command at the head of ``wd_q`` (``cur``) through the realigner
+        and, with a wide port, the upsizer; returns the stream of memory beats
+        ``{data, first, last, meta: {beat: beat_meta, word_lo (wide port)}}``."""
+        W, k = self.config.link_bytes, self.config.mem_beat_words
+        lane = {"word_lo": range(k)} if k > 1 else {}
+        meta_layout = data.StructLayout({"beat": beat_meta, **lane})
+        m.submodules.realign = realign = Realigner(W, meta_layout)
+        src_word = Signal(len(cur.last_word))
         src_last = Signal()
         src_valid = Signal()
         m.d.comb += [
@@ -188,29 +221,46 @@ class DmaWriter(wiring.Component):
             realign.i.p.shift.eq(cur.shift),
             realign.i.p.drop_first.eq(0),
             realign.i.p.flush.eq(cur.flush),
-            realign.i.p.meta.off.eq(cur.off),
-            realign.i.p.meta.end_lane.eq(cur.end_lane),
-            realign.i.p.meta.start_phase.eq(cur.start_phase),
+            realign.i.p.meta.beat.eq(cur.beat),
         ]
         src_hs = realign.i.valid & realign.i.ready
         m.d.comb += wd_q.r_en.eq(src_hs & src_last)
         with m.If(src_hs):
             m.d.sync += src_word.eq(Mux(src_last, 0, src_word + 1))
+        if k == 1:
+            return realign.o
+        m.d.comb += realign.i.p.meta.word_lo.eq(cur.word_lo)
+        m.submodules.upsize = upsize = WidthUpsizer(W, k, meta_layout)
+        word = realign.o
+        m.d.comb += [
+            upsize.i.valid.eq(word.valid),
+            word.ready.eq(upsize.i.ready),
+            upsize.i.p.data.eq(word.p.data),
+            upsize.i.p.first.eq(word.p.first),
+            upsize.i.p.last.eq(word.p.last),
+            upsize.i.p.lo.eq(word.p.meta.word_lo),
+            upsize.i.p.meta.eq(word.p.meta),
+        ]
+        return upsize.o
 
-        # -- W beats: strobes, wlast at burst ends, never ahead of their AW --------------------
-        o = realign.o
+    def _elaborate_w(self, m, o):
+        """W beats from ``o``: strobes, wlast at burst ends, never ahead of their AW."""
+        cfg, axi = self.config, self.axi
+        M = cfg.mem_bytes
+        phase_bits = (cfg.max_burst_beats - 1).bit_length()
+        beat = o.p.meta.beat
         aw_ahead = Signal(range(2 * self.max_writes + 2))
         w_ok = Signal()
         m.d.comb += w_ok.eq(aw_ahead != 0)
         phase = Signal(phase_bits)
         phase_cur = Signal(phase_bits)
-        m.d.comb += phase_cur.eq(Mux(o.p.first, o.p.meta.start_phase, phase))
-        all_ones = Const((1 << B) - 1, B)
-        lo_mask = Signal(B)
-        hi_mask = Signal(B)
+        m.d.comb += phase_cur.eq(Mux(o.p.first, beat.start_phase, phase))
+        all_ones = Const((1 << M) - 1, M)
+        lo_mask = Signal(M)
+        hi_mask = Signal(M)
         m.d.comb += [
-            lo_mask.eq(Mux(o.p.first, (all_ones << o.p.meta.off)[:B], all_ones)),
-            hi_mask.eq(Mux(o.p.last, ~(all_ones << o.p.meta.end_lane)[:B], all_ones)),
+            lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),
+            hi_mask.eq(Mux(o.p.last, ~(all_ones << beat.beat_hi)[:M], all_ones)),
             axi.wdata.eq(o.p.data),
             axi.wstrb.eq(lo_mask & hi_mask),
             axi.wlast.eq(o.p.last | (phase_cur == cfg.max_burst_beats - 1)),
@@ -227,15 +277,17 @@ class DmaWriter(wiring.Component):
         with m.Elif(~aw_hs & w_done):
             m.d.sync += aw_ahead.eq(aw_ahead - 1)
 
-        lo = Signal(range(B + 1))
-        hi = Signal(range(B + 1))
+        lo = Signal(range(M + 1))
+        hi = Signal(range(M + 1))
         m.d.comb += [
-            lo.eq(Mux(o.p.first, o.p.meta.off, 0)),
-            hi.eq(Mux(o.p.last, o.p.meta.end_lane, B)),
+            lo.eq(Mux(o.p.first, beat.beat_lo, 0)),
+            hi.eq(Mux(o.p.last, beat.beat_hi, M)),
             self.bytes.eq(Mux(w_hs, hi - lo, 0)),
         ]
 
-        # -- B responses and completion -------------------------------------------------------
+    def _elaborate_b(self, m, b_q):
+        """B responses and the completion of a command's last burst."""
+        axi = self.axi
         b_id = b_q.r_data[:DMA_ID_BITS]
         b_last = b_q.r_data[DMA_ID_BITS]
         status = Signal(DmaStatus)
@@ -260,4 +312,3 @@ class DmaWriter(wiring.Component):
                     self.cpl.p.id.eq(b_id),
                     self.cpl.p.status.eq(status_now),
                 ]
-        return m
