@@ -982,40 +982,40 @@ module \ace_dma_default.queue (w_en, clk, rst, w_rdy, r_rdy, r_data, r_en, level
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, cmd__valid, cmd__ready, axi__araddr, axi__arvalid, axi__rready, bytes, mask, sram_w__valid, rd_stream__tvalid, cmd__payload, cpl__ready, sram_w__payload, cpl_full
+module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, cmd__valid, cmd__ready, axi__araddr, axi__arvalid, bytes, axi__rready, mask, sram_w__valid, rd_stream__tvalid, cmd__payload, cpl__ready, sram_w__payload, cpl_full
 , cpl__payload, axi__arlen, rd_stream__tdata, rd_stream__tlast, rd_stream__tuser, axi__arready);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire [24:0] \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
+  wire [49:0] \$10 ;
+  wire [19:0] \$11 ;
+  wire [6:0] \$12 ;
   wire \$13 ;
   wire [6:0] \$14 ;
-  wire [7:0] \$15 ;
-  wire [48:0] \$16 ;
+  wire \$15 ;
+  wire \$16 ;
   wire \$17 ;
   wire \$18 ;
   wire \$19 ;
   wire [25:0] \$2 ;
-  wire \$20 ;
+  wire [6:0] \$20 ;
   wire [7:0] \$21 ;
-  wire [8:0] \$22 ;
-  wire [8:0] \$23 ;
-  wire [9:0] \$24 ;
-  wire [5:0] \$25 ;
+  wire [48:0] \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
   wire \$26 ;
-  wire [7:0] \$27 ;
-  wire [7:0] \$28 ;
-  wire [190:0] \$29 ;
+  wire [5:0] \$27 ;
+  wire \$28 ;
+  wire [7:0] \$29 ;
   wire [25:0] \$3 ;
-  wire [63:0] \$30 ;
-  wire \$31 ;
-  wire \$32 ;
+  wire [7:0] \$30 ;
+  wire [190:0] \$31 ;
+  wire [63:0] \$32 ;
   wire \$33 ;
   wire \$34 ;
-  wire [15:0] \$35 ;
+  wire \$35 ;
   wire \$36 ;
-  wire \$37 ;
+  wire [15:0] \$37 ;
   wire \$38 ;
   wire \$39 ;
   wire [24:0] \$4 ;
@@ -1029,29 +1029,31 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [24:0] \$5 ;
-  wire [4:0] \$50 ;
-  wire [4:0] \$51 ;
-  wire \$52 ;
-  wire [19:0] \$53 ;
-  wire [19:0] \$54 ;
-  wire [2:0] \$55 ;
-  wire \$56 ;
-  wire [15:0] \$57 ;
-  wire [15:0] \$58 ;
-  wire \$59 ;
-  wire [19:0] \$6 ;
-  wire \$60 ;
+  wire [25:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire [4:0] \$52 ;
+  wire [4:0] \$53 ;
+  wire \$54 ;
+  wire [19:0] \$55 ;
+  wire [19:0] \$56 ;
+  wire [2:0] \$57 ;
+  wire \$58 ;
+  wire [15:0] \$59 ;
+  wire [25:0] \$6 ;
+  wire [15:0] \$60 ;
   wire \$61 ;
-  reg [3:0] \$62 ;
-  reg [18:0] \$63 ;
-  reg [2:0] \$64 ;
-  reg [14:0] \$65 ;
-  reg \$66 ;
-  reg [10:0] \$67 ;
-  wire \$7 ;
-  wire [6:0] \$8 ;
-  wire \$9 ;
+  wire \$62 ;
+  wire \$63 ;
+  reg [3:0] \$64 ;
+  reg [18:0] \$65 ;
+  reg [2:0] \$66 ;
+  reg [14:0] \$67 ;
+  reg \$68 ;
+  reg [10:0] \$69 ;
+  wire [24:0] \$7 ;
+  wire [24:0] \$8 ;
+  wire [48:0] \$9 ;
   output [47:0] axi__araddr;
   wire [47:0] axi__araddr;
   wire [1:0] axi__arburst;
@@ -1109,74 +1111,91 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   wire cpl__valid;
   output cpl_full;
   reg cpl_full = 1'h0;
-  wire deliver;
-  wire [6:0] end_lane;
-  wire first;
-  wire [6:0] hi;
-  wire [60:0] i__payload;
-  wire [556:0] \i__payload$45 ;
-  wire [511:0] \i__payload$45.data ;
-  wire \i__payload$45.drop_first ;
-  wire \i__payload$45.first ;
-  wire \i__payload$45.flush ;
-  wire \i__payload$45.last ;
-  wire [33:0] \i__payload$45.meta ;
-  wire [7:0] \i__payload$45.meta.id ;
-  wire [14:0] \i__payload$45.meta.sram_addr ;
+  wire [42:0] ctl;
+  wire \ctl.drop_first ;
+  wire \ctl.flush ;
+  wire [33:0] \ctl.meta ;
+  wire [7:0] \ctl.meta.id ;
+  wire [14:0] \ctl.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \i__payload$45.meta.status ;
-  wire [6:0] \i__payload$45.meta.tail ;
-  wire \i__payload$45.meta.to_stream ;
-  wire [6:0] \i__payload$45.shift ;
+  wire [2:0] \ctl.meta.status ;
+  wire [6:0] \ctl.meta.tail ;
+  wire \ctl.meta.to_stream ;
+  wire [6:0] \ctl.shift ;
+  wire deliver;
+  wire [47:0] \end ;
+  wire first;
+  wire [6:0] hi;
+  wire [60:0] i__payload;
+  wire [556:0] \i__payload$49 ;
+  wire [511:0] \i__payload$49.data ;
+  wire \i__payload$49.drop_first ;
+  wire \i__payload$49.first ;
+  wire \i__payload$49.flush ;
+  wire \i__payload$49.last ;
+  wire [33:0] \i__payload$49.meta ;
+  wire [7:0] \i__payload$49.meta.id ;
+  wire [14:0] \i__payload$49.meta.sram_addr ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \i__payload$49.meta.status ;
+  wire [6:0] \i__payload$49.meta.tail ;
+  wire \i__payload$49.meta.to_stream ;
+  wire [6:0] \i__payload$49.shift ;
   wire [41:0] \i__payload.beat_addr ;
   wire [18:0] \i__payload.beats ;
   wire i__ready;
-  wire \i__ready$44 ;
+  wire \i__ready$52 ;
   wire i__valid;
-  wire \i__valid$40 ;
+  wire \i__valid$50 ;
   reg [3:0] inflight = 4'h0;
   wire last;
   wire [6:0] lo;
   output [63:0] mask;
   wire [63:0] mask;
   wire [18:0] nbeats;
+  wire [18:0] ngrid;
   wire [18:0] nwords;
   wire [50:0] o__payload;
-  wire [547:0] \o__payload$53 ;
-  wire [511:0] \o__payload$53.data ;
-  wire \o__payload$53.first ;
-  wire \o__payload$53.last ;
-  wire [33:0] \o__payload$53.meta ;
-  wire [7:0] \o__payload$53.meta.id ;
-  wire [14:0] \o__payload$53.meta.sram_addr ;
+  wire [547:0] \o__payload$55 ;
+  wire [511:0] \o__payload$55.data ;
+  wire \o__payload$55.first ;
+  wire \o__payload$55.last ;
+  wire [33:0] \o__payload$55.meta ;
+  wire [7:0] \o__payload$55.meta.id ;
+  wire [14:0] \o__payload$55.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \o__payload$53.meta.status ;
-  wire [6:0] \o__payload$53.meta.tail ;
-  wire \o__payload$53.meta.to_stream ;
+  wire [2:0] \o__payload$55.meta.status ;
+  wire [6:0] \o__payload$55.meta.tail ;
+  wire \o__payload$55.meta.to_stream ;
   wire [41:0] \o__payload.beat_addr ;
   wire \o__payload.last ;
   wire [7:0] \o__payload.len ;
   wire o__ready;
-  wire \o__ready$65 ;
+  wire \o__ready$67 ;
   wire o__valid;
-  wire \o__valid$55 ;
+  wire \o__valid$57 ;
   wire [5:0] off;
   wire [60:0] r_data;
-  wire [64:0] \r_data$39 ;
+  wire [71:0] \r_data$41 ;
   wire r_en;
-  wire \r_en$47 ;
+  wire \r_en$42 ;
   wire r_rdy;
-  wire \r_rdy$42 ;
+  wire \r_rdy$51 ;
   output [511:0] rd_stream__tdata;
   wire [511:0] rd_stream__tdata;
   wire [63:0] rd_stream__tkeep;
@@ -1214,100 +1233,102 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   (* enum_value_111 = "WRITE_DECERR" *)
   reg [2:0] status_now;
   wire [60:0] w_data;
-  wire [64:0] \w_data$5 ;
+  wire [71:0] \w_data$7 ;
   wire w_en;
-  wire \w_en$11 ;
+  wire \w_en$13 ;
   wire w_rdy;
-  wire \w_rdy$8 ;
+  wire \w_rdy$10 ;
   reg [14:0] word = 15'h0000;
-  assign \$22  = \$21  - 1'h1;
-  assign \$24  = $signed(\$23 ) + $signed(2'h1);
-  assign \$25  = first ? \r_data$39 [48:43] : 6'h00;
-  assign hi = last ? \$24 [6:0] : 7'h40;
+  assign \$25  = \$23  & \$24 ;
+  assign first = ! beat;
+  assign last = beat == \r_data$41 [42:24];
   assign \$26  = axi__rvalid & axi__rready;
-  assign \$27  = hi - \$25 ;
-  assign \$28  = \$26  ? \$27  : 8'h00;
-  assign \$29  = 64'hffffffffffffffff << \o__payload$53 [544:538];
-  assign \$30  = ~ \$29 [63:0];
-  assign mask = \o__payload$53 [513] ? \$30  : 64'hffffffffffffffff;
-  assign \$31  = ~ \o__payload$53 [513];
-  assign \$32  = ~ cpl_full;
-  assign \$33  = \$31  | \$32 ;
-  assign deliver = \o__valid$55  & \$33 ;
-  assign \$34  = ~ \o__payload$53 [514];
-  assign sram_w__valid = deliver & \$34 ;
-  assign \$35  = \o__payload$53 [537:523] + word;
-  assign rd_stream__tvalid = deliver & \o__payload$53 [514];
-  assign \$36  = ~ \o__payload$53 [513];
-  assign \$37  = ~ cpl_full;
-  assign \$38  = \$36  | \$37 ;
-  assign \$39  = \o__payload$53 [514] ? rd_stream__tready : sram_w__ready;
-  assign \o__ready$65  = \$38  & \$39 ;
-  assign \$40  = axi__arvalid & axi__arready;
-  assign \$41  = axi__rvalid & axi__rready;
-  assign \$42  = \$41  & axi__rlast;
-  assign \$43  = ~ \$42 ;
-  assign \$44  = \$40  & \$43 ;
-  assign \$45  = axi__arvalid & axi__arready;
-  assign \$46  = ~ \$45 ;
-  assign \$47  = axi__rvalid & axi__rready;
-  assign \$48  = \$47  & axi__rlast;
-  assign \$49  = \$46  & \$48 ;
-  assign \$50  = inflight + 1'h1;
-  assign \$51  = inflight - 1'h1;
-  assign \$52  = axi__rvalid & axi__rready;
-  assign \$53  = beat + 1'h1;
-  assign \$54  = last ? 20'h00000 : \$53 ;
-  assign \$55  = last ? 3'h0 : status_now;
-  assign \$56  = \o__valid$55  & \o__ready$65 ;
-  assign \$57  = word + 1'h1;
-  assign \$58  = \o__payload$53 [513] ? 16'h0000 : \$57 ;
-  assign \$59  = cpl_full & cpl__ready;
-  assign \$60  = \o__valid$55  & \o__ready$65 ;
-  assign \$61  = \$60  & \o__payload$53 [513];
+  assign \r_en$42  = \$26  & last;
+  assign \$27  = first ? \r_data$41 [48:43] : 6'h00;
+  assign hi = last ? \r_data$41 [55:49] : 7'h40;
+  assign \$28  = axi__rvalid & axi__rready;
+  assign \$29  = hi - \$27 ;
+  assign \$30  = \$28  ? \$29  : 8'h00;
+  assign \i__valid$50  = axi__rvalid & \r_rdy$51 ;
+  assign axi__rready = \i__ready$52  & \r_rdy$51 ;
+  assign \$31  = 64'hffffffffffffffff << \o__payload$55 [544:538];
+  assign \$32  = ~ \$31 [63:0];
+  assign mask = \o__payload$55 [513] ? \$32  : 64'hffffffffffffffff;
+  assign \$33  = ~ \o__payload$55 [513];
+  assign \$34  = ~ cpl_full;
+  assign \$35  = \$33  | \$34 ;
+  assign deliver = \o__valid$57  & \$35 ;
+  assign \$36  = ~ \o__payload$55 [514];
+  assign sram_w__valid = deliver & \$36 ;
+  assign \$37  = \o__payload$55 [537:523] + word;
+  assign rd_stream__tvalid = deliver & \o__payload$55 [514];
+  assign \$38  = ~ \o__payload$55 [513];
+  assign \$39  = ~ cpl_full;
+  assign \$40  = \$38  | \$39 ;
+  assign \$41  = \o__payload$55 [514] ? rd_stream__tready : sram_w__ready;
+  assign \o__ready$67  = \$40  & \$41 ;
+  assign \$42  = axi__arvalid & axi__arready;
+  assign \$43  = axi__rvalid & axi__rready;
+  assign \$44  = \$43  & axi__rlast;
+  assign \$45  = ~ \$44 ;
+  assign \$46  = \$42  & \$45 ;
+  assign \$47  = axi__arvalid & axi__arready;
+  assign \$48  = ~ \$47 ;
+  assign \$49  = axi__rvalid & axi__rready;
+  assign \$50  = \$49  & axi__rlast;
+  assign \$51  = \$48  & \$50 ;
+  assign \$52  = inflight + 1'h1;
+  assign \$53  = inflight - 1'h1;
+  assign \$54  = axi__rvalid & axi__rready;
+  assign \$55  = beat + 1'h1;
+  assign \$56  = last ? 20'h00000 : \$55 ;
+  assign \$57  = last ? 3'h0 : status_now;
+  assign \$58  = \o__valid$57  & \o__ready$67 ;
+  assign \$59  = word + 1'h1;
+  assign \$60  = \o__payload$55 [513] ? 16'h0000 : \$59 ;
+  assign \$61  = cpl_full & cpl__ready;
+  assign \$62  = \o__valid$57  & \o__ready$67 ;
+  assign \$63  = \$62  & \o__payload$55 [513];
   always @(posedge clk)
-    inflight <= \$62 ;
+    inflight <= \$64 ;
   always @(posedge clk)
-    beat <= \$63 ;
+    beat <= \$65 ;
   always @(posedge clk)
-    status <= \$64 ;
+    status <= \$66 ;
   always @(posedge clk)
-    word <= \$65 ;
+    word <= \$67 ;
   always @(posedge clk)
-    cpl_full <= \$66 ;
+    cpl_full <= \$68 ;
   always @(posedge clk)
-    cpl__payload <= \$67 ;
+    cpl__payload <= \$69 ;
   assign \$1  = cmd__payload[38:33] + cmd__payload[32:9];
   assign \$2  = \$1  + 6'h3f;
-  assign \$4  = cmd__payload[32:9] + 6'h3f;
-  assign \$6  = \$3 [18:0] - 1'h1;
-  assign \$7  = ! cmd__payload[38:33];
-  assign \$8  = \$7  ? 7'h40 : { 1'h0, cmd__payload[38:33] };
-  assign \$9  = | cmd__payload[38:33];
-  assign \$10  = | cmd__payload[38:33];
-  assign \$11  = \$5 [18:0] == \$3 [18:0];
-  assign \$12  = \$10  & \$11 ;
-  assign \$13  = ! cmd__payload[14:9];
-  assign \$14  = \$13  ? 7'h40 : 7'h00;
-  assign \$15  = cmd__payload[14:9] + \$14 ;
-  assign cmd__ready = w_rdy & \w_rdy$8 ;
+  assign \$4  = cmd__payload[38:33] + cmd__payload[32:9];
+  assign \$5  = \$4  + 6'h3f;
+  assign \$7  = cmd__payload[32:9] + 6'h3f;
+  assign \$9  = cmd__payload[80:33] + cmd__payload[32:9];
+  assign \$10  = \$9  - 1'h1;
+  assign \$11  = \$3 [18:0] - 1'h1;
+  assign \$12  = \$10 [5:0] + 1'h1;
+  assign \$13  = ! cmd__payload[38:33];
+  assign \$14  = \$13  ? 7'h40 : { 1'h0, cmd__payload[38:33] };
+  assign \$15  = | cmd__payload[38:33];
+  assign \$16  = | cmd__payload[38:33];
+  assign \$17  = \$8 [18:0] == \$6 [18:0];
+  assign \$18  = \$16  & \$17 ;
+  assign \$19  = ! cmd__payload[14:9];
+  assign \$20  = \$19  ? 7'h40 : 7'h00;
+  assign \$21  = cmd__payload[14:9] + \$20 ;
+  assign cmd__ready = w_rdy & \w_rdy$10 ;
   assign w_en = cmd__valid & cmd__ready;
-  assign \w_en$11  = cmd__valid & cmd__ready;
+  assign \w_en$13  = cmd__valid & cmd__ready;
   assign can_issue = inflight < 4'h8;
   assign axi__arvalid = o__valid & can_issue;
   assign o__ready = axi__arready & can_issue;
-  assign \$17  = ! status;
-  assign \$19  = \$17  & \$18 ;
-  assign first = ! beat;
-  assign last = beat == \r_data$39 [42:24];
-  assign \i__valid$40  = axi__rvalid & \r_rdy$42 ;
-  assign axi__rready = \i__ready$44  & \r_rdy$42 ;
-  assign \$20  = axi__rvalid & axi__rready;
-  assign \r_en$47  = \$20  & last;
-  assign \$21  = \r_data$39 [48:43] + \r_data$39 [64:58];
+  assign \$23  = ! status;
   \ace_dma_default.reader.ar_q  ar_q (
     .clk(clk),
-    .\port$583$39 (cmd__payload[80:39]),
+    .\port$587$39 (cmd__payload[80:39]),
     .\port$67$0 (\$3 [18:0]),
     .r_data(r_data),
     .r_en(r_en),
@@ -1318,22 +1339,22 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   );
   \ace_dma_default.reader.r_q  r_q (
     .clk(clk),
-    .r_data(\r_data$39 ),
-    .r_en(\r_en$47 ),
-    .r_rdy(\r_rdy$42 ),
+    .r_data(\r_data$41 ),
+    .r_en(\r_en$42 ),
+    .r_rdy(\r_rdy$51 ),
     .rst(rst),
-    .w_en(\w_en$11 ),
-    .w_port__data(\w_data$5 ),
-    .w_rdy(\w_rdy$8 )
+    .w_en(\w_en$13 ),
+    .w_port__data(\w_data$7 ),
+    .w_rdy(\w_rdy$10 )
   );
   \ace_dma_default.reader.realign  realign (
     .clk(clk),
-    .i__payload(\i__payload$45 ),
-    .i__ready(\i__ready$44 ),
-    .i__valid(\i__valid$40 ),
-    .o__payload(\o__payload$53 ),
-    .o__ready(\o__ready$65 ),
-    .o__valid(\o__valid$55 ),
+    .i__payload(\i__payload$49 ),
+    .i__ready(\i__ready$52 ),
+    .i__valid(\i__valid$50 ),
+    .o__payload(\o__payload$55 ),
+    .o__ready(\o__ready$67 ),
+    .o__valid(\o__valid$57 ),
     .rst(rst)
   );
   \ace_dma_default.reader.split  split (
@@ -1349,7 +1370,7 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
-    if (\$19 ) begin
+    if (\$25 ) begin
       status_now = { 1'h0, axi__rresp };
     end else begin
       status_now = status;
@@ -1357,73 +1378,75 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$62  = inflight;
-    if (\$44 ) begin
-      \$62  = \$50 [3:0];
-    end else if (\$49 ) begin
-      \$62  = \$51 [3:0];
+    \$64  = inflight;
+    if (\$46 ) begin
+      \$64  = \$52 [3:0];
+    end else if (\$51 ) begin
+      \$64  = \$53 [3:0];
     end
     if (rst) begin
-      \$62  = 4'h0;
+      \$64  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$63  = beat;
-    if (\$52 ) begin
-      \$63  = \$54 [18:0];
+    \$65  = beat;
+    if (\$54 ) begin
+      \$65  = \$56 [18:0];
     end
     if (rst) begin
-      \$63  = 19'h00000;
+      \$65  = 19'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$64  = status;
-    if (\$52 ) begin
-      \$64  = \$55 ;
+    \$66  = status;
+    if (\$54 ) begin
+      \$66  = \$57 ;
     end
     if (rst) begin
-      \$64  = 3'h0;
+      \$66  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$65  = word;
-    if (\$56 ) begin
-      \$65  = \$58 [14:0];
+    \$67  = word;
+    if (\$58 ) begin
+      \$67  = \$60 [14:0];
     end
     if (rst) begin
-      \$65  = 15'h0000;
+      \$67  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$66  = cpl_full;
-    if (\$59 ) begin
-      \$66  = 1'h0;
-    end
+    \$68  = cpl_full;
     if (\$61 ) begin
-      \$66  = 1'h1;
+      \$68  = 1'h0;
+    end
+    if (\$63 ) begin
+      \$68  = 1'h1;
     end
     if (rst) begin
-      \$66  = 1'h0;
+      \$68  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$67  = cpl__payload;
-    if (\$61 ) begin
-      \$67 [7:0] = \o__payload$53 [522:515];
-      \$67 [10:8] = \o__payload$53 [547:545];
+    \$69  = cpl__payload;
+    if (\$63 ) begin
+      \$69 [7:0] = \o__payload$55 [522:515];
+      \$69 [10:8] = \o__payload$55 [547:545];
     end
     if (rst) begin
-      \$67  = 11'h000;
+      \$69  = 11'h000;
     end
   end
   assign off = cmd__payload[38:33];
   assign nbeats = \$3 [18:0];
-  assign nwords = \$5 [18:0];
+  assign ngrid = \$6 [18:0];
+  assign nwords = \$8 [18:0];
+  assign \end  = \$10 [47:0];
   assign w_data = { \$3 [18:0], cmd__payload[80:39] };
   assign r_rdy = i__valid;
   assign i__ready = r_en;
@@ -1433,16 +1456,15 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   assign axi__arlock = 1'h0;
   assign axi__arcache = 4'h3;
   assign axi__arprot = 3'h0;
-  assign end_lane = \$24 [6:0];
-  assign lo = { 1'h0, \$25  };
+  assign lo = { 1'h0, \$27  };
   assign rd_stream__tkeep = mask;
   assign cpl__valid = cpl_full;
-  assign axi__araddr = \$16 [47:0];
-  assign bytes = \$28 [6:0];
+  assign axi__araddr = \$22 [47:0];
+  assign bytes = \$30 [6:0];
   assign axi__arlen = o__payload[49:42];
-  assign rd_stream__tdata = \o__payload$53 [511:0];
-  assign rd_stream__tlast = \o__payload$53 [513];
-  assign rd_stream__tuser = \o__payload$53 [522:515];
+  assign rd_stream__tdata = \o__payload$55 [511:0];
+  assign rd_stream__tlast = \o__payload$55 [513];
+  assign rd_stream__tuser = \o__payload$55 [522:515];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -1453,67 +1475,80 @@ module \ace_dma_default.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid,
   assign \o__payload.beat_addr  = o__payload[41:0];
   assign \o__payload.len  = o__payload[49:42];
   assign \o__payload.last  = o__payload[50];
-  assign \i__payload$45.data  = \i__payload$45 [511:0];
-  assign \i__payload$45.first  = \i__payload$45 [512];
-  assign \i__payload$45.last  = \i__payload$45 [513];
-  assign \i__payload$45.shift  = \i__payload$45 [520:514];
-  assign \i__payload$45.drop_first  = \i__payload$45 [521];
-  assign \i__payload$45.flush  = \i__payload$45 [522];
-  assign \i__payload$45.meta  = \i__payload$45 [556:523];
-  assign \i__payload$45.meta.to_stream  = \i__payload$45 [523];
-  assign \i__payload$45.meta.id  = \i__payload$45 [531:524];
-  assign \i__payload$45.meta.sram_addr  = \i__payload$45 [546:532];
-  assign \i__payload$45.meta.tail  = \i__payload$45 [553:547];
-  assign \i__payload$45.meta.status  = \i__payload$45 [556:554];
-  assign \o__payload$53.data  = \o__payload$53 [511:0];
-  assign \o__payload$53.first  = \o__payload$53 [512];
-  assign \o__payload$53.last  = \o__payload$53 [513];
-  assign \o__payload$53.meta  = \o__payload$53 [547:514];
-  assign \o__payload$53.meta.to_stream  = \o__payload$53 [514];
-  assign \o__payload$53.meta.id  = \o__payload$53 [522:515];
-  assign \o__payload$53.meta.sram_addr  = \o__payload$53 [537:523];
-  assign \o__payload$53.meta.tail  = \o__payload$53 [544:538];
-  assign \o__payload$53.meta.status  = \o__payload$53 [547:545];
+  assign \ctl.shift  = ctl[6:0];
+  assign \ctl.drop_first  = ctl[7];
+  assign \ctl.flush  = ctl[8];
+  assign \ctl.meta  = ctl[42:9];
+  assign \ctl.meta.to_stream  = ctl[9];
+  assign \ctl.meta.id  = ctl[17:10];
+  assign \ctl.meta.sram_addr  = ctl[32:18];
+  assign \ctl.meta.tail  = ctl[39:33];
+  assign \ctl.meta.status  = ctl[42:40];
+  assign \i__payload$49.data  = \i__payload$49 [511:0];
+  assign \i__payload$49.first  = \i__payload$49 [512];
+  assign \i__payload$49.last  = \i__payload$49 [513];
+  assign \i__payload$49.shift  = \i__payload$49 [520:514];
+  assign \i__payload$49.drop_first  = \i__payload$49 [521];
+  assign \i__payload$49.flush  = \i__payload$49 [522];
+  assign \i__payload$49.meta  = \i__payload$49 [556:523];
+  assign \i__payload$49.meta.to_stream  = \i__payload$49 [523];
+  assign \i__payload$49.meta.id  = \i__payload$49 [531:524];
+  assign \i__payload$49.meta.sram_addr  = \i__payload$49 [546:532];
+  assign \i__payload$49.meta.tail  = \i__payload$49 [553:547];
+  assign \i__payload$49.meta.status  = \i__payload$49 [556:554];
+  assign \o__payload$55.data  = \o__payload$55 [511:0];
+  assign \o__payload$55.first  = \o__payload$55 [512];
+  assign \o__payload$55.last  = \o__payload$55 [513];
+  assign \o__payload$55.meta  = \o__payload$55 [547:514];
+  assign \o__payload$55.meta.to_stream  = \o__payload$55 [514];
+  assign \o__payload$55.meta.id  = \o__payload$55 [522:515];
+  assign \o__payload$55.meta.sram_addr  = \o__payload$55 [537:523];
+  assign \o__payload$55.meta.tail  = \o__payload$55 [544:538];
+  assign \o__payload$55.meta.status  = \o__payload$55 [547:545];
   assign \sram_w__payload.addr  = sram_w__payload[14:0];
   assign \sram_w__payload.data  = sram_w__payload[526:15];
   assign \sram_w__payload.mask  = sram_w__payload[590:527];
   assign \cpl__payload.id  = cpl__payload[7:0];
   assign \cpl__payload.status  = cpl__payload[10:8];
   assign sram_w__payload[590:527] = mask;
-  assign sram_w__payload[526:15] = \o__payload$53 [511:0];
-  assign sram_w__payload[14:0] = \$35 [14:0];
-  assign \i__payload$45 [556:554] = status_now;
-  assign \i__payload$45 [553:547] = \r_data$39 [64:58];
-  assign \i__payload$45 [546:532] = \r_data$39 [23:9];
-  assign \i__payload$45 [531:524] = \r_data$39 [8:1];
-  assign \i__payload$45 [523] = \r_data$39 [0];
-  assign \i__payload$45 [522] = \r_data$39 [57];
-  assign \i__payload$45 [521] = \r_data$39 [56];
-  assign \i__payload$45 [520:514] = \r_data$39 [55:49];
-  assign \i__payload$45 [513] = last;
-  assign \i__payload$45 [512] = first;
-  assign \i__payload$45 [511:0] = axi__rdata;
+  assign sram_w__payload[526:15] = \o__payload$55 [511:0];
+  assign sram_w__payload[14:0] = \$37 [14:0];
+  assign \i__payload$49 [511:0] = axi__rdata;
+  assign \i__payload$49 [556:523] = ctl[42:9];
+  assign \i__payload$49 [522] = ctl[8];
+  assign \i__payload$49 [521] = ctl[7];
+  assign \i__payload$49 [520:514] = ctl[6:0];
+  assign \i__payload$49 [513] = last;
+  assign \i__payload$49 [512] = first;
+  assign ctl[42:40] = status_now;
+  assign ctl[39:33] = \r_data$41 [71:65];
+  assign ctl[32:18] = \r_data$41 [23:9];
+  assign ctl[17:10] = \r_data$41 [8:1];
+  assign ctl[9] = \r_data$41 [0];
+  assign ctl[8] = \r_data$41 [64];
+  assign ctl[7] = \r_data$41 [63];
+  assign ctl[6:0] = \r_data$41 [62:56];
   assign i__payload[60:42] = r_data[60:42];
   assign i__payload[41:0] = r_data[41:0];
-  assign \w_data$5 [64:58] = \$15 [6:0];
-  assign \w_data$5 [57] = \$12 ;
-  assign \w_data$5 [56] = \$9 ;
-  assign \w_data$5 [55:49] = \$8 ;
-  assign \w_data$5 [48:43] = cmd__payload[38:33];
-  assign \w_data$5 [42:24] = \$6 [18:0];
-  assign \w_data$5 [23:9] = cmd__payload[95:81];
-  assign \w_data$5 [8:1] = cmd__payload[8:1];
-  assign \w_data$5 [0] = cmd__payload[0];
+  assign \w_data$7 [71:65] = \$21 [6:0];
+  assign \w_data$7 [64] = \$18 ;
+  assign \w_data$7 [63] = \$15 ;
+  assign \w_data$7 [62:56] = \$14 ;
+  assign \w_data$7 [55:49] = \$12 ;
+  assign \w_data$7 [48:43] = cmd__payload[38:33];
+  assign \w_data$7 [42:24] = \$11 [18:0];
+  assign \w_data$7 [23:9] = cmd__payload[95:81];
+  assign \w_data$7 [8:1] = cmd__payload[8:1];
+  assign \w_data$7 [0] = cmd__payload[0];
   assign \$3  = { 6'h00, \$2 [25:6] };
-  assign \$5  = { 6'h00, \$4 [24:6] };
-  assign \$16  = { 1'h0, o__payload[41:0], 6'h00 };
-  assign \$18  = axi__rresp[1];
-  assign \$23 [8:6] = 3'h0;
-  assign \$23 [5:0] = \$22 [5:0];
+  assign \$6  = { 6'h00, \$5 [25:6] };
+  assign \$8  = { 6'h00, \$7 [24:6] };
+  assign \$22  = { 1'h0, o__payload[41:0], 6'h00 };
+  assign \$24  = axi__rresp[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$583$39 , clk);
+module \ace_dma_default.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$587$39 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -1537,8 +1572,8 @@ module \ace_dma_default.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_dat
   (* init = 3'h0 *)
   wire [2:0] consume;
   reg [3:0] level = 4'h0;
-  input [41:0] \port$583$39 ;
-  wire [41:0] \port$583$39 ;
+  input [41:0] \port$587$39 ;
+  wire [41:0] \port$587$39 ;
   input [18:0] \port$67$0 ;
   wire [18:0] \port$67$0 ;
   (* init = 3'h0 *)
@@ -1578,7 +1613,7 @@ module \ace_dma_default.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_dat
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$67$0 , \port$583$39  };
+      storage[w_port__addr] <= { \port$67$0 , \port$587$39  };
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 4'h8;
@@ -1640,8 +1675,8 @@ module \ace_dma_default.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_dat
   assign w_level = level;
   assign r_level = level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$67$0 , \port$583$39  };
-  assign w_data = { \port$67$0 , \port$583$39  };
+  assign w_port__data = { \port$67$0 , \port$587$39  };
+  assign w_data = { \port$67$0 , \port$587$39  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -1673,39 +1708,39 @@ module \ace_dma_default.reader.r_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_por
   reg [3:0] level = 4'h0;
   (* init = 3'h0 *)
   wire [2:0] produce;
-  output [64:0] r_data;
-  wire [64:0] r_data;
+  output [71:0] r_data;
+  wire [71:0] r_data;
   input r_en;
   wire r_en;
   (* init = 4'h0 *)
   wire [3:0] r_level;
   reg [2:0] r_port__addr = 3'h0;
-  wire [64:0] r_port__data;
+  wire [71:0] r_port__data;
   output r_rdy;
   wire r_rdy;
   input rst;
   wire rst;
-  wire [64:0] w_data;
+  wire [71:0] w_data;
   input w_en;
   wire w_en;
   (* init = 4'h0 *)
   wire [3:0] w_level;
   reg [2:0] w_port__addr = 3'h0;
-  input [64:0] w_port__data;
-  wire [64:0] w_port__data;
+  input [71:0] w_port__data;
+  wire [71:0] w_port__data;
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [64:0] storage [7:0];
+  reg [71:0] storage [7:0];
   initial begin
-    storage[0] = 65'h00000000000000000;
-    storage[1] = 65'h00000000000000000;
-    storage[2] = 65'h00000000000000000;
-    storage[3] = 65'h00000000000000000;
-    storage[4] = 65'h00000000000000000;
-    storage[5] = 65'h00000000000000000;
-    storage[6] = 65'h00000000000000000;
-    storage[7] = 65'h00000000000000000;
+    storage[0] = 72'h000000000000000000;
+    storage[1] = 72'h000000000000000000;
+    storage[2] = 72'h000000000000000000;
+    storage[3] = 72'h000000000000000000;
+    storage[4] = 72'h000000000000000000;
+    storage[5] = 72'h000000000000000000;
+    storage[6] = 72'h000000000000000000;
+    storage[7] = 72'h000000000000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
@@ -2165,50 +2200,50 @@ module \ace_dma_default.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__re
 , axi__bready, sram_r__req__valid, cmd__payload, cpl__ready, cpl_full, cpl__payload, axi__awlen, axi__wdata, axi__awready);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire [24:0] \$1 ;
-  wire [24:0] \$10 ;
-  wire [25:0] \$11 ;
-  wire [25:0] \$12 ;
-  wire [26:0] \$13 ;
+  wire [49:0] \$10 ;
+  wire [19:0] \$11 ;
+  wire [19:0] \$12 ;
+  wire [7:0] \$13 ;
   wire \$14 ;
-  wire \$15 ;
+  wire [6:0] \$15 ;
   wire \$16 ;
-  wire [48:0] \$17 ;
-  wire [19:0] \$18 ;
-  wire \$19 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [48:0] \$19 ;
   wire [25:0] \$2 ;
-  wire \$20 ;
+  wire [19:0] \$20 ;
   wire \$21 ;
-  wire [511:0] \$22 ;
+  wire \$22 ;
   wire \$23 ;
-  wire \$24 ;
-  wire [126:0] \$25 ;
-  wire [190:0] \$26 ;
-  wire [63:0] \$27 ;
-  wire \$28 ;
-  wire [5:0] \$29 ;
+  wire [511:0] \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire [126:0] \$27 ;
+  wire [190:0] \$28 ;
+  wire [63:0] \$29 ;
   wire [25:0] \$3 ;
   wire \$30 ;
-  wire [7:0] \$31 ;
-  wire [7:0] \$32 ;
-  wire \$33 ;
-  wire \$34 ;
+  wire [5:0] \$31 ;
+  wire \$32 ;
+  wire [7:0] \$33 ;
+  wire [7:0] \$34 ;
   wire \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
   wire [24:0] \$4 ;
-  wire [19:0] \$40 ;
-  wire [19:0] \$41 ;
-  wire \$42 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire [19:0] \$42 ;
   wire [19:0] \$43 ;
-  wire [19:0] \$44 ;
-  wire \$45 ;
-  wire [6:0] \$46 ;
+  wire \$44 ;
+  wire [19:0] \$45 ;
+  wire [19:0] \$46 ;
   wire \$47 ;
-  wire \$48 ;
+  wire [6:0] \$48 ;
   wire \$49 ;
-  wire [24:0] \$5 ;
+  wire [25:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -2216,22 +2251,24 @@ module \ace_dma_default.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__re
   wire \$54 ;
   wire \$55 ;
   wire \$56 ;
-  wire [5:0] \$57 ;
-  wire [5:0] \$58 ;
-  wire \$59 ;
-  wire [19:0] \$6 ;
-  wire \$60 ;
-  wire [2:0] \$61 ;
-  reg [18:0] \$62 ;
-  reg [18:0] \$63 ;
-  reg [5:0] \$64 ;
-  reg [4:0] \$65 ;
-  reg \$66 ;
-  reg [2:0] \$67 ;
-  reg [10:0] \$68 ;
-  wire [19:0] \$7 ;
-  wire [7:0] \$8 ;
-  wire \$9 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire [5:0] \$59 ;
+  wire [25:0] \$6 ;
+  wire [5:0] \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire [2:0] \$63 ;
+  reg [18:0] \$64 ;
+  reg [18:0] \$65 ;
+  reg [5:0] \$66 ;
+  reg [4:0] \$67 ;
+  reg \$68 ;
+  reg [2:0] \$69 ;
+  wire [24:0] \$7 ;
+  reg [10:0] \$70 ;
+  wire [24:0] \$8 ;
+  wire [48:0] \$9 ;
   reg [4:0] aw_ahead = 5'h00;
   output [47:0] axi__awaddr;
   wire [47:0] axi__awaddr;
@@ -2294,63 +2331,67 @@ module \ace_dma_default.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__re
   wire cpl__valid;
   output cpl_full;
   reg cpl_full = 1'h0;
+  wire [47:0] \end ;
   wire [6:0] hi;
   wire [63:0] hi_mask;
   wire [68:0] i__payload;
-  wire [541:0] \i__payload$57 ;
-  wire [511:0] \i__payload$57.data ;
-  wire \i__payload$57.drop_first ;
-  wire \i__payload$57.first ;
-  wire \i__payload$57.flush ;
-  wire \i__payload$57.last ;
-  wire [18:0] \i__payload$57.meta ;
-  wire [6:0] \i__payload$57.meta.end_lane ;
-  wire [5:0] \i__payload$57.meta.off ;
-  wire [5:0] \i__payload$57.meta.start_phase ;
-  wire [6:0] \i__payload$57.shift ;
+  wire [541:0] \i__payload$59 ;
+  wire [511:0] \i__payload$59.data ;
+  wire \i__payload$59.drop_first ;
+  wire \i__payload$59.first ;
+  wire \i__payload$59.flush ;
+  wire \i__payload$59.last ;
+  wire [18:0] \i__payload$59.meta ;
+  wire [18:0] \i__payload$59.meta.beat ;
+  wire [6:0] \i__payload$59.meta.beat.beat_hi ;
+  wire [5:0] \i__payload$59.meta.beat.beat_lo ;
+  wire [5:0] \i__payload$59.meta.beat.start_phase ;
+  wire [6:0] \i__payload$59.shift ;
   wire [41:0] \i__payload.beat_addr ;
   wire [18:0] \i__payload.beats ;
   wire [7:0] \i__payload.meta ;
   wire i__ready;
-  wire \i__ready$55 ;
+  wire \i__ready$57 ;
   wire i__valid;
-  wire \i__valid$52 ;
+  wire \i__valid$54 ;
   wire [6:0] lo;
   wire [63:0] lo_mask;
   wire [18:0] nbeats;
+  wire [18:0] ngrid;
   wire [18:0] nwords;
   wire [58:0] o__payload;
-  wire [532:0] \o__payload$64 ;
-  wire [511:0] \o__payload$64.data ;
-  wire \o__payload$64.first ;
-  wire \o__payload$64.last ;
-  wire [18:0] \o__payload$64.meta ;
-  wire [6:0] \o__payload$64.meta.end_lane ;
-  wire [5:0] \o__payload$64.meta.off ;
-  wire [5:0] \o__payload$64.meta.start_phase ;
+  wire [532:0] \o__payload$66 ;
+  wire [511:0] \o__payload$66.data ;
+  wire \o__payload$66.first ;
+  wire \o__payload$66.last ;
+  wire [18:0] \o__payload$66.meta ;
+  wire [18:0] \o__payload$66.meta.beat ;
+  wire [6:0] \o__payload$66.meta.beat.beat_hi ;
+  wire [5:0] \o__payload$66.meta.beat.beat_lo ;
+  wire [5:0] \o__payload$66.meta.beat.start_phase ;
   wire [41:0] \o__payload.beat_addr ;
   wire \o__payload.last ;
   wire [7:0] \o__payload.len ;
   wire [7:0] \o__payload.meta ;
   wire o__ready;
-  wire \o__ready$73 ;
+  wire \o__ready$75 ;
   wire o__valid;
-  wire \o__valid$72 ;
+  wire \o__valid$74 ;
   wire [5:0] off;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
   wire [68:0] r_data;
-  wire [33:0] \r_data$40 ;
-  wire [46:0] \r_data$48 ;
-  wire [8:0] \r_data$83 ;
+  wire [33:0] \r_data$42 ;
+  wire [46:0] \r_data$50 ;
+  wire [8:0] \r_data$85 ;
   wire r_en;
-  wire \r_en$44 ;
-  wire \r_en$60 ;
-  wire \r_en$85 ;
+  wire \r_en$46 ;
+  wire \r_en$62 ;
+  wire \r_en$87 ;
   wire r_rdy;
-  wire \r_rdy$42 ;
-  wire \r_rdy$53 ;
-  wire \r_rdy$82 ;
+  wire \r_rdy$44 ;
+  wire \r_rdy$55 ;
+  wire \r_rdy$84 ;
   wire req_last;
   reg [18:0] req_word = 19'h00000;
   input rst;
@@ -2386,124 +2427,126 @@ module \ace_dma_default.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__re
   reg [2:0] status_now;
   wire take;
   wire [68:0] w_data;
-  wire [8:0] \w_data$36 ;
-  wire [33:0] \w_data$5 ;
-  wire [46:0] \w_data$6 ;
+  wire [8:0] \w_data$38 ;
+  wire [33:0] \w_data$7 ;
+  wire [46:0] \w_data$8 ;
   wire w_en;
-  wire \w_en$14 ;
-  wire \w_en$15 ;
-  wire \w_en$37 ;
+  wire \w_en$16 ;
+  wire \w_en$17 ;
+  wire \w_en$39 ;
   wire w_ok;
   wire w_rdy;
-  wire \w_rdy$10 ;
-  wire \w_rdy$33 ;
-  wire \w_rdy$9 ;
+  wire \w_rdy$11 ;
+  wire \w_rdy$12 ;
+  wire \w_rdy$35 ;
   input [511:0] wr_stream__tdata;
   wire [511:0] wr_stream__tdata;
   output wr_stream__tready;
   wire wr_stream__tready;
   input wr_stream__tvalid;
   wire wr_stream__tvalid;
-  assign \$20  = ~ \r_data$48 [0];
-  assign \$21  = \r_rdy$53  & \$20 ;
-  assign sram_r__resp__ready = \$21  & \i__ready$55 ;
-  assign \$22  = \r_data$48 [0] ? wr_stream__tdata : sram_r__resp__payload;
-  assign \$23  = ! src_word;
-  assign \$24  = \i__valid$52  & \i__ready$55 ;
-  assign \r_en$60  = \$24  & src_last;
+  assign src_valid = \r_data$50 [0] ? wr_stream__tvalid : sram_r__resp__valid;
+  assign \i__valid$54  = \r_rdy$55  & src_valid;
+  assign \$21  = \r_rdy$55  & \r_data$50 [0];
+  assign wr_stream__tready = \$21  & \i__ready$57 ;
+  assign \$22  = ~ \r_data$50 [0];
+  assign \$23  = \r_rdy$55  & \$22 ;
+  assign sram_r__resp__ready = \$23  & \i__ready$57 ;
+  assign \$24  = \r_data$50 [0] ? wr_stream__tdata : sram_r__resp__payload;
+  assign \$25  = ! src_word;
+  assign \$26  = \i__valid$54  & \i__ready$57 ;
+  assign \r_en$62  = \$26  & src_last;
   assign w_ok = | aw_ahead;
-  assign phase_cur = \o__payload$64 [512] ? \o__payload$64 [532:527] : phase;
-  assign \$25  = 64'hffffffffffffffff << \o__payload$64 [519:514];
-  assign lo_mask = \o__payload$64 [512] ? \$25 [63:0] : 64'hffffffffffffffff;
-  assign \$26  = 64'hffffffffffffffff << \o__payload$64 [526:520];
-  assign \$27  = ~ \$26 [63:0];
-  assign hi_mask = \o__payload$64 [513] ? \$27  : 64'hffffffffffffffff;
+  assign phase_cur = \o__payload$66 [512] ? \o__payload$66 [532:527] : phase;
+  assign \$27  = 64'hffffffffffffffff << \o__payload$66 [519:514];
+  assign lo_mask = \o__payload$66 [512] ? \$27 [63:0] : 64'hffffffffffffffff;
+  assign \$28  = 64'hffffffffffffffff << \o__payload$66 [526:520];
+  assign \$29  = ~ \$28 [63:0];
+  assign hi_mask = \o__payload$66 [513] ? \$29  : 64'hffffffffffffffff;
   assign axi__wstrb = lo_mask & hi_mask;
-  assign \$28  = phase_cur == 6'h3f;
-  assign axi__wlast = \o__payload$64 [513] | \$28 ;
-  assign axi__wvalid = \o__valid$72  & w_ok;
-  assign \o__ready$73  = axi__wready & w_ok;
-  assign \$29  = \o__payload$64 [512] ? \o__payload$64 [519:514] : 6'h00;
-  assign hi = \o__payload$64 [513] ? \o__payload$64 [526:520] : 7'h40;
-  assign \$30  = axi__wvalid & axi__wready;
-  assign \$31  = hi - \$29 ;
-  assign \$32  = \$30  ? \$31  : 8'h00;
-  assign \$33  = ! status;
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = ~ \r_data$83 [8];
-  assign \$37  = ~ cpl_full;
-  assign \$38  = \$36  | \$37 ;
-  assign axi__bready = \r_rdy$82  & \$38 ;
-  assign \r_en$85  = axi__bvalid & axi__bready;
-  assign \$39  = sram_r__req__valid & sram_r__req__ready;
-  assign \$40  = req_word + 1'h1;
-  assign \$41  = req_last ? 20'h00000 : \$40 ;
-  assign \$42  = \i__valid$52  & \i__ready$55 ;
-  assign \$43  = src_word + 1'h1;
-  assign \$44  = src_last ? 20'h00000 : \$43 ;
-  assign \$45  = axi__wvalid & axi__wready;
-  assign \$46  = phase_cur + 1'h1;
-  assign \$47  = axi__awvalid & axi__awready;
-  assign \$48  = axi__wvalid & axi__wready;
-  assign \$49  = \$48  & axi__wlast;
-  assign \$50  = ~ \$49 ;
-  assign \$51  = \$47  & \$50 ;
-  assign \$52  = axi__awvalid & axi__awready;
-  assign \$53  = ~ \$52 ;
-  assign \$54  = axi__wvalid & axi__wready;
-  assign \$55  = \$54  & axi__wlast;
-  assign \$56  = \$53  & \$55 ;
-  assign \$57  = aw_ahead + 1'h1;
-  assign \$58  = aw_ahead - 1'h1;
-  assign \$59  = cpl_full & cpl__ready;
-  assign \$60  = axi__bvalid & axi__bready;
-  assign \$61  = \r_data$83 [8] ? 3'h0 : status_now;
+  assign \$30  = phase_cur == 6'h3f;
+  assign axi__wlast = \o__payload$66 [513] | \$30 ;
+  assign axi__wvalid = \o__valid$74  & w_ok;
+  assign \o__ready$75  = axi__wready & w_ok;
+  assign \$31  = \o__payload$66 [512] ? \o__payload$66 [519:514] : 6'h00;
+  assign hi = \o__payload$66 [513] ? \o__payload$66 [526:520] : 7'h40;
+  assign \$32  = axi__wvalid & axi__wready;
+  assign \$33  = hi - \$31 ;
+  assign \$34  = \$32  ? \$33  : 8'h00;
+  assign \$35  = ! status;
+  assign \$37  = \$35  & \$36 ;
+  assign \$38  = ~ \r_data$85 [8];
+  assign \$39  = ~ cpl_full;
+  assign \$40  = \$38  | \$39 ;
+  assign axi__bready = \r_rdy$84  & \$40 ;
+  assign \r_en$87  = axi__bvalid & axi__bready;
+  assign \$41  = sram_r__req__valid & sram_r__req__ready;
+  assign \$42  = req_word + 1'h1;
+  assign \$43  = req_last ? 20'h00000 : \$42 ;
+  assign \$44  = \i__valid$54  & \i__ready$57 ;
+  assign \$45  = src_word + 1'h1;
+  assign \$46  = src_last ? 20'h00000 : \$45 ;
+  assign \$47  = axi__wvalid & axi__wready;
+  assign \$48  = phase_cur + 1'h1;
+  assign \$49  = axi__awvalid & axi__awready;
+  assign \$50  = axi__wvalid & axi__wready;
+  assign \$51  = \$50  & axi__wlast;
+  assign \$52  = ~ \$51 ;
+  assign \$53  = \$49  & \$52 ;
+  assign \$54  = axi__awvalid & axi__awready;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = axi__wvalid & axi__wready;
+  assign \$57  = \$56  & axi__wlast;
+  assign \$58  = \$55  & \$57 ;
+  assign \$59  = aw_ahead + 1'h1;
+  assign \$60  = aw_ahead - 1'h1;
+  assign \$61  = cpl_full & cpl__ready;
+  assign \$62  = axi__bvalid & axi__bready;
+  assign \$63  = \r_data$85 [8] ? 3'h0 : status_now;
   always @(posedge clk)
-    req_word <= \$62 ;
+    req_word <= \$64 ;
   always @(posedge clk)
-    src_word <= \$63 ;
+    src_word <= \$65 ;
   always @(posedge clk)
-    phase <= \$64 ;
+    phase <= \$66 ;
   always @(posedge clk)
-    aw_ahead <= \$65 ;
+    aw_ahead <= \$67 ;
   always @(posedge clk)
-    cpl_full <= \$66 ;
+    cpl_full <= \$68 ;
   always @(posedge clk)
-    status <= \$67 ;
+    status <= \$69 ;
   always @(posedge clk)
-    cpl__payload <= \$68 ;
+    cpl__payload <= \$70 ;
   assign \$1  = cmd__payload[38:33] + cmd__payload[32:9];
   assign \$2  = \$1  + 6'h3f;
-  assign \$4  = cmd__payload[32:9] + 6'h3f;
-  assign \$6  = \$5 [18:0] - 1'h1;
-  assign \$7  = \$5 [18:0] - 1'h1;
-  assign \$8  = 7'h40 - cmd__payload[38:33];
-  assign \$9  = \$3 [18:0] != \$5 [18:0];
-  assign \$10  = cmd__payload[38:33] + cmd__payload[32:9];
-  assign \$11  = \$10  - 1'h1;
-  assign \$13  = $signed(\$12 ) + $signed(2'h1);
-  assign \$14  = w_rdy & \w_rdy$9 ;
-  assign \$15  = cmd__payload[0] | \w_rdy$10 ;
-  assign cmd__ready = \$14  & \$15 ;
+  assign \$4  = cmd__payload[38:33] + cmd__payload[32:9];
+  assign \$5  = \$4  + 6'h3f;
+  assign \$7  = cmd__payload[32:9] + 6'h3f;
+  assign \$9  = cmd__payload[80:33] + cmd__payload[32:9];
+  assign \$10  = \$9  - 1'h1;
+  assign \$11  = \$8 [18:0] - 1'h1;
+  assign \$12  = \$8 [18:0] - 1'h1;
+  assign \$13  = 7'h40 - cmd__payload[38:33];
+  assign \$14  = \$6 [18:0] != \$8 [18:0];
+  assign \$15  = \$10 [5:0] + 1'h1;
+  assign \$16  = w_rdy & \w_rdy$11 ;
+  assign \$17  = cmd__payload[0] | \w_rdy$12 ;
+  assign cmd__ready = \$16  & \$17 ;
   assign take = cmd__valid & cmd__ready;
-  assign \$16  = ~ cmd__payload[0];
-  assign \w_en$15  = take & \$16 ;
-  assign axi__awvalid = o__valid & \w_rdy$33 ;
-  assign o__ready = axi__awready & \w_rdy$33 ;
-  assign \w_en$37  = axi__awvalid & axi__awready;
-  assign req_last = req_word == \r_data$40 [33:15];
-  assign \$18  = \r_data$40 [14:0] + req_word;
-  assign \r_en$44  = sram_r__req__ready & req_last;
-  assign src_last = src_word == \r_data$48 [19:1];
-  assign src_valid = \r_data$48 [0] ? wr_stream__tvalid : sram_r__resp__valid;
-  assign \i__valid$52  = \r_rdy$53  & src_valid;
-  assign \$19  = \r_rdy$53  & \r_data$48 [0];
-  assign wr_stream__tready = \$19  & \i__ready$55 ;
+  assign \$18  = ~ cmd__payload[0];
+  assign \w_en$17  = take & \$18 ;
+  assign axi__awvalid = o__valid & \w_rdy$35 ;
+  assign o__ready = axi__awready & \w_rdy$35 ;
+  assign \w_en$39  = axi__awvalid & axi__awready;
+  assign req_last = req_word == \r_data$42 [33:15];
+  assign \$20  = \r_data$42 [14:0] + req_word;
+  assign \r_en$46  = sram_r__req__ready & req_last;
+  assign src_last = src_word == \r_data$50 [19:1];
   \ace_dma_default.writer.aw_q  aw_q (
     .clk(clk),
-    .\port$264$0 (\$3 [18:0]),
-    .\port$584$1 (cmd__payload[8:1]),
-    .\port$584$39 (cmd__payload[80:39]),
+    .\port$266$0 (\$3 [18:0]),
+    .\port$588$1 (cmd__payload[8:1]),
+    .\port$588$39 (cmd__payload[80:39]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -2513,22 +2556,22 @@ module \ace_dma_default.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__re
   );
   \ace_dma_default.writer.b_q  b_q (
     .clk(clk),
-    .\port$714$50 (o__payload[58:50]),
-    .r_data(\r_data$83 ),
-    .r_en(\r_en$85 ),
-    .r_rdy(\r_rdy$82 ),
+    .\port$719$50 (o__payload[58:50]),
+    .r_data(\r_data$85 ),
+    .r_en(\r_en$87 ),
+    .r_rdy(\r_rdy$84 ),
     .rst(rst),
-    .w_en(\w_en$37 ),
-    .w_rdy(\w_rdy$33 )
+    .w_en(\w_en$39 ),
+    .w_rdy(\w_rdy$35 )
   );
   \ace_dma_default.writer.realign  realign (
     .clk(clk),
-    .i__payload(\i__payload$57 ),
-    .i__ready(\i__ready$55 ),
-    .i__valid(\i__valid$52 ),
-    .o__payload(\o__payload$64 ),
-    .o__ready(\o__ready$73 ),
-    .o__valid(\o__valid$72 ),
+    .i__payload(\i__payload$59 ),
+    .i__ready(\i__ready$57 ),
+    .i__valid(\i__valid$54 ),
+    .o__payload(\o__payload$66 ),
+    .o__ready(\o__ready$75 ),
+    .o__valid(\o__valid$74 ),
     .rst(rst)
   );
   \ace_dma_default.writer.split  split (
@@ -2543,28 +2586,28 @@ module \ace_dma_default.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__re
   );
   \ace_dma_default.writer.sreq_q  sreq_q (
     .clk(clk),
-    .r_data(\r_data$40 ),
-    .r_en(\r_en$44 ),
+    .r_data(\r_data$42 ),
+    .r_en(\r_en$46 ),
     .r_rdy(sram_r__req__valid),
     .rst(rst),
-    .w_en(\w_en$15 ),
-    .w_port__data(\w_data$5 ),
-    .w_rdy(\w_rdy$10 )
+    .w_en(\w_en$17 ),
+    .w_port__data(\w_data$7 ),
+    .w_rdy(\w_rdy$12 )
   );
   \ace_dma_default.writer.wd_q  wd_q (
     .clk(clk),
-    .r_data(\r_data$48 ),
-    .r_en(\r_en$60 ),
-    .r_rdy(\r_rdy$53 ),
+    .r_data(\r_data$50 ),
+    .r_en(\r_en$62 ),
+    .r_rdy(\r_rdy$55 ),
     .rst(rst),
     .w_en(take),
-    .w_port__data(\w_data$6 ),
-    .w_rdy(\w_rdy$9 )
+    .w_port__data(\w_data$8 ),
+    .w_rdy(\w_rdy$11 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     (* full_case = 32'd1 *)
-    if (\$35 ) begin
+    if (\$37 ) begin
       status_now = { 1'h1, axi__bresp };
     end else begin
       status_now = status;
@@ -2572,90 +2615,92 @@ module \ace_dma_default.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__re
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$62  = req_word;
-    if (\$39 ) begin
-      \$62  = \$41 [18:0];
+    \$64  = req_word;
+    if (\$41 ) begin
+      \$64  = \$43 [18:0];
     end
     if (rst) begin
-      \$62  = 19'h00000;
+      \$64  = 19'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$63  = src_word;
-    if (\$42 ) begin
-      \$63  = \$44 [18:0];
+    \$65  = src_word;
+    if (\$44 ) begin
+      \$65  = \$46 [18:0];
     end
     if (rst) begin
-      \$63  = 19'h00000;
+      \$65  = 19'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$64  = phase;
-    if (\$45 ) begin
-      \$64  = \$46 [5:0];
+    \$66  = phase;
+    if (\$47 ) begin
+      \$66  = \$48 [5:0];
     end
     if (rst) begin
-      \$64  = 6'h00;
+      \$66  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$65  = aw_ahead;
-    if (\$51 ) begin
-      \$65  = \$57 [4:0];
-    end else if (\$56 ) begin
-      \$65  = \$58 [4:0];
+    \$67  = aw_ahead;
+    if (\$53 ) begin
+      \$67  = \$59 [4:0];
+    end else if (\$58 ) begin
+      \$67  = \$60 [4:0];
     end
     if (rst) begin
-      \$65  = 5'h00;
+      \$67  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$66  = cpl_full;
-    if (\$59 ) begin
-      \$66  = 1'h0;
+    \$68  = cpl_full;
+    if (\$61 ) begin
+      \$68  = 1'h0;
     end
-    if (\$60 ) begin
-      if (\r_data$83 [8]) begin
-        \$66  = 1'h1;
+    if (\$62 ) begin
+      if (\r_data$85 [8]) begin
+        \$68  = 1'h1;
       end
     end
     if (rst) begin
-      \$66  = 1'h0;
+      \$68  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$67  = status;
-    if (\$60 ) begin
-      \$67  = \$61 ;
+    \$69  = status;
+    if (\$62 ) begin
+      \$69  = \$63 ;
     end
     if (rst) begin
-      \$67  = 3'h0;
+      \$69  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$68  = cpl__payload;
-    if (\$60 ) begin
-      if (\r_data$83 [8]) begin
-        \$68 [7:0] = \r_data$83 [7:0];
-        \$68 [10:8] = status_now;
+    \$70  = cpl__payload;
+    if (\$62 ) begin
+      if (\r_data$85 [8]) begin
+        \$70 [7:0] = \r_data$85 [7:0];
+        \$70 [10:8] = status_now;
       end
     end
     if (rst) begin
-      \$68  = 11'h000;
+      \$70  = 11'h000;
     end
   end
   assign off = cmd__payload[38:33];
   assign nbeats = \$3 [18:0];
-  assign nwords = \$5 [18:0];
+  assign ngrid = \$6 [18:0];
+  assign nwords = \$8 [18:0];
+  assign \end  = \$10 [47:0];
   assign w_data = { cmd__payload[8:1], \$3 [18:0], cmd__payload[80:39] };
   assign w_en = take;
-  assign \w_en$14  = take;
+  assign \w_en$16  = take;
   assign r_rdy = i__valid;
   assign i__ready = r_en;
   assign axi__awid = 4'h0;
@@ -2664,15 +2709,15 @@ module \ace_dma_default.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__re
   assign axi__awlock = 1'h0;
   assign axi__awcache = 4'h3;
   assign axi__awprot = 3'h0;
-  assign \w_data$36  = { o__payload[50], o__payload[58:51] };
-  assign \r_rdy$42  = sram_r__req__valid;
-  assign lo = { 1'h0, \$29  };
+  assign \w_data$38  = { o__payload[50], o__payload[58:51] };
+  assign \r_rdy$44  = sram_r__req__valid;
+  assign lo = { 1'h0, \$31  };
   assign cpl__valid = cpl_full;
-  assign axi__awaddr = \$17 [47:0];
-  assign sram_r__req__payload = \$18 [14:0];
-  assign bytes = \$32 [6:0];
+  assign axi__awaddr = \$19 [47:0];
+  assign sram_r__req__payload = \$20 [14:0];
+  assign bytes = \$34 [6:0];
   assign axi__awlen = o__payload[49:42];
-  assign axi__wdata = \o__payload$64 [511:0];
+  assign axi__wdata = \o__payload$66 [511:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -2685,56 +2730,55 @@ module \ace_dma_default.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__re
   assign \o__payload.len  = o__payload[49:42];
   assign \o__payload.last  = o__payload[50];
   assign \o__payload.meta  = o__payload[58:51];
-  assign \i__payload$57.data  = \i__payload$57 [511:0];
-  assign \i__payload$57.first  = \i__payload$57 [512];
-  assign \i__payload$57.last  = \i__payload$57 [513];
-  assign \i__payload$57.shift  = \i__payload$57 [520:514];
-  assign \i__payload$57.drop_first  = \i__payload$57 [521];
-  assign \i__payload$57.flush  = \i__payload$57 [522];
-  assign \i__payload$57.meta  = \i__payload$57 [541:523];
-  assign \i__payload$57.meta.off  = \i__payload$57 [528:523];
-  assign \i__payload$57.meta.end_lane  = \i__payload$57 [535:529];
-  assign \i__payload$57.meta.start_phase  = \i__payload$57 [541:536];
-  assign \o__payload$64.data  = \o__payload$64 [511:0];
-  assign \o__payload$64.first  = \o__payload$64 [512];
-  assign \o__payload$64.last  = \o__payload$64 [513];
-  assign \o__payload$64.meta  = \o__payload$64 [532:514];
-  assign \o__payload$64.meta.off  = \o__payload$64 [519:514];
-  assign \o__payload$64.meta.end_lane  = \o__payload$64 [526:520];
-  assign \o__payload$64.meta.start_phase  = \o__payload$64 [532:527];
+  assign \i__payload$59.data  = \i__payload$59 [511:0];
+  assign \i__payload$59.first  = \i__payload$59 [512];
+  assign \i__payload$59.last  = \i__payload$59 [513];
+  assign \i__payload$59.shift  = \i__payload$59 [520:514];
+  assign \i__payload$59.drop_first  = \i__payload$59 [521];
+  assign \i__payload$59.flush  = \i__payload$59 [522];
+  assign \i__payload$59.meta  = \i__payload$59 [541:523];
+  assign \i__payload$59.meta.beat  = \i__payload$59 [541:523];
+  assign \i__payload$59.meta.beat.beat_lo  = \i__payload$59 [528:523];
+  assign \i__payload$59.meta.beat.beat_hi  = \i__payload$59 [535:529];
+  assign \i__payload$59.meta.beat.start_phase  = \i__payload$59 [541:536];
+  assign \o__payload$66.data  = \o__payload$66 [511:0];
+  assign \o__payload$66.first  = \o__payload$66 [512];
+  assign \o__payload$66.last  = \o__payload$66 [513];
+  assign \o__payload$66.meta  = \o__payload$66 [532:514];
+  assign \o__payload$66.meta.beat  = \o__payload$66 [532:514];
+  assign \o__payload$66.meta.beat.beat_lo  = \o__payload$66 [519:514];
+  assign \o__payload$66.meta.beat.beat_hi  = \o__payload$66 [526:520];
+  assign \o__payload$66.meta.beat.start_phase  = \o__payload$66 [532:527];
   assign \cpl__payload.id  = cpl__payload[7:0];
   assign \cpl__payload.status  = cpl__payload[10:8];
-  assign \i__payload$57 [541:536] = \r_data$48 [46:41];
-  assign \i__payload$57 [535:529] = \r_data$48 [40:34];
-  assign \i__payload$57 [528:523] = \r_data$48 [33:28];
-  assign \i__payload$57 [522] = \r_data$48 [27];
-  assign \i__payload$57 [521] = 1'h0;
-  assign \i__payload$57 [520:514] = \r_data$48 [26:20];
-  assign \i__payload$57 [513] = src_last;
-  assign \i__payload$57 [512] = \$23 ;
-  assign \i__payload$57 [511:0] = \$22 ;
+  assign \i__payload$59 [541:523] = \r_data$50 [46:28];
+  assign \i__payload$59 [522] = \r_data$50 [27];
+  assign \i__payload$59 [521] = 1'h0;
+  assign \i__payload$59 [520:514] = \r_data$50 [26:20];
+  assign \i__payload$59 [513] = src_last;
+  assign \i__payload$59 [512] = \$25 ;
+  assign \i__payload$59 [511:0] = \$24 ;
   assign i__payload[68:61] = r_data[68:61];
   assign i__payload[60:42] = r_data[60:42];
   assign i__payload[41:0] = r_data[41:0];
-  assign \w_data$6 [46:41] = cmd__payload[44:39];
-  assign \w_data$6 [40:34] = \$13 [6:0];
-  assign \w_data$6 [33:28] = cmd__payload[38:33];
-  assign \w_data$6 [27] = \$9 ;
-  assign \w_data$6 [26:20] = \$8 [6:0];
-  assign \w_data$6 [19:1] = \$7 [18:0];
-  assign \w_data$6 [0] = cmd__payload[0];
-  assign \w_data$5 [33:15] = \$6 [18:0];
-  assign \w_data$5 [14:0] = cmd__payload[95:81];
+  assign \w_data$8 [46:41] = cmd__payload[44:39];
+  assign \w_data$8 [40:34] = \$15 ;
+  assign \w_data$8 [33:28] = cmd__payload[38:33];
+  assign \w_data$8 [27] = \$14 ;
+  assign \w_data$8 [26:20] = \$13 [6:0];
+  assign \w_data$8 [19:1] = \$12 [18:0];
+  assign \w_data$8 [0] = cmd__payload[0];
+  assign \w_data$7 [33:15] = \$11 [18:0];
+  assign \w_data$7 [14:0] = cmd__payload[95:81];
   assign \$3  = { 6'h00, \$2 [25:6] };
-  assign \$5  = { 6'h00, \$4 [24:6] };
-  assign \$12 [25:6] = 20'h00000;
-  assign \$12 [5:0] = \$11 [5:0];
-  assign \$17  = { 1'h0, o__payload[41:0], 6'h00 };
-  assign \$34  = axi__bresp[1];
+  assign \$6  = { 6'h00, \$5 [25:6] };
+  assign \$8  = { 6'h00, \$7 [24:6] };
+  assign \$19  = { 1'h0, o__payload[41:0], 6'h00 };
+  assign \$36  = axi__bresp[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer.aw_q (rst, \port$264$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$584$1 , \port$584$39 , clk);
+module \ace_dma_default.writer.aw_q (rst, \port$266$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$588$1 , \port$588$39 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -2758,12 +2802,12 @@ module \ace_dma_default.writer.aw_q (rst, \port$264$0 , w_en, w_rdy, r_rdy, r_da
   (* init = 2'h0 *)
   wire [1:0] consume;
   reg [2:0] level = 3'h0;
-  input [18:0] \port$264$0 ;
-  wire [18:0] \port$264$0 ;
-  input [7:0] \port$584$1 ;
-  wire [7:0] \port$584$1 ;
-  input [41:0] \port$584$39 ;
-  wire [41:0] \port$584$39 ;
+  input [18:0] \port$266$0 ;
+  wire [18:0] \port$266$0 ;
+  input [7:0] \port$588$1 ;
+  wire [7:0] \port$588$1 ;
+  input [41:0] \port$588$39 ;
+  wire [41:0] \port$588$39 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [68:0] r_data;
@@ -2797,7 +2841,7 @@ module \ace_dma_default.writer.aw_q (rst, \port$264$0 , w_en, w_rdy, r_rdy, r_da
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$584$1 , \port$264$0 , \port$584$39  };
+      storage[w_port__addr] <= { \port$588$1 , \port$266$0 , \port$588$39  };
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 3'h4;
@@ -2859,14 +2903,14 @@ module \ace_dma_default.writer.aw_q (rst, \port$264$0 , w_en, w_rdy, r_rdy, r_da
   assign w_level = level;
   assign r_level = level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$584$1 , \port$264$0 , \port$584$39  };
-  assign w_data = { \port$584$1 , \port$264$0 , \port$584$39  };
+  assign w_port__data = { \port$588$1 , \port$266$0 , \port$588$39  };
+  assign w_data = { \port$588$1 , \port$266$0 , \port$588$39  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_default.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port$714$50 , clk);
+module \ace_dma_default.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port$719$50 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -2890,8 +2934,8 @@ module \ace_dma_default.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port
   (* init = 3'h0 *)
   wire [2:0] consume;
   reg [3:0] level = 4'h0;
-  input [8:0] \port$714$50 ;
-  wire [8:0] \port$714$50 ;
+  input [8:0] \port$719$50 ;
+  wire [8:0] \port$719$50 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -2929,7 +2973,7 @@ module \ace_dma_default.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$714$50 [0], \port$714$50 [8:1] };
+      storage[w_port__addr] <= { \port$719$50 [0], \port$719$50 [8:1] };
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 4'h8;
@@ -2991,8 +3035,8 @@ module \ace_dma_default.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port
   assign w_level = level;
   assign r_level = level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$714$50 [0], \port$714$50 [8:1] };
-  assign w_data = { \port$714$50 [0], \port$714$50 [8:1] };
+  assign w_port__data = { \port$719$50 [0], \port$719$50 [8:1] };
+  assign w_data = { \port$719$50 [0], \port$719$50 [8:1] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -3027,9 +3071,10 @@ module \ace_dma_default.writer.realign (rst, i__valid, o__ready, i__ready, i__pa
   input clk;
   wire clk;
   reg [18:0] flush_meta = 19'h00000;
-  wire [6:0] \flush_meta.end_lane ;
-  wire [5:0] \flush_meta.off ;
-  wire [5:0] \flush_meta.start_phase ;
+  wire [18:0] \flush_meta.beat ;
+  wire [6:0] \flush_meta.beat.beat_hi ;
+  wire [5:0] \flush_meta.beat.beat_lo ;
+  wire [5:0] \flush_meta.beat.start_phase ;
   reg [6:0] flush_shift = 7'h00;
   reg flushing = 1'h0;
   input [541:0] i__payload;
@@ -3040,9 +3085,10 @@ module \ace_dma_default.writer.realign (rst, i__valid, o__ready, i__ready, i__pa
   wire \i__payload.flush ;
   wire \i__payload.last ;
   wire [18:0] \i__payload.meta ;
-  wire [6:0] \i__payload.meta.end_lane ;
-  wire [5:0] \i__payload.meta.off ;
-  wire [5:0] \i__payload.meta.start_phase ;
+  wire [18:0] \i__payload.meta.beat ;
+  wire [6:0] \i__payload.meta.beat.beat_hi ;
+  wire [5:0] \i__payload.meta.beat.beat_lo ;
+  wire [5:0] \i__payload.meta.beat.start_phase ;
   wire [6:0] \i__payload.shift ;
   output i__ready;
   wire i__ready;
@@ -3055,9 +3101,10 @@ module \ace_dma_default.writer.realign (rst, i__valid, o__ready, i__ready, i__pa
   wire \o__payload.first ;
   wire \o__payload.last ;
   wire [18:0] \o__payload.meta ;
-  wire [6:0] \o__payload.meta.end_lane ;
-  wire [5:0] \o__payload.meta.off ;
-  wire [5:0] \o__payload.meta.start_phase ;
+  wire [18:0] \o__payload.meta.beat ;
+  wire [6:0] \o__payload.meta.beat.beat_hi ;
+  wire [5:0] \o__payload.meta.beat.beat_lo ;
+  wire [5:0] \o__payload.meta.beat.start_phase ;
   input o__ready;
   wire o__ready;
   output o__valid;
@@ -3222,19 +3269,22 @@ module \ace_dma_default.writer.realign (rst, i__valid, o__ready, i__ready, i__pa
   assign \i__payload.drop_first  = i__payload[521];
   assign \i__payload.flush  = i__payload[522];
   assign \i__payload.meta  = i__payload[541:523];
-  assign \i__payload.meta.off  = i__payload[528:523];
-  assign \i__payload.meta.end_lane  = i__payload[535:529];
-  assign \i__payload.meta.start_phase  = i__payload[541:536];
+  assign \i__payload.meta.beat  = i__payload[541:523];
+  assign \i__payload.meta.beat.beat_lo  = i__payload[528:523];
+  assign \i__payload.meta.beat.beat_hi  = i__payload[535:529];
+  assign \i__payload.meta.beat.start_phase  = i__payload[541:536];
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.first  = o__payload[512];
   assign \o__payload.last  = o__payload[513];
   assign \o__payload.meta  = o__payload[532:514];
-  assign \o__payload.meta.off  = o__payload[519:514];
-  assign \o__payload.meta.end_lane  = o__payload[526:520];
-  assign \o__payload.meta.start_phase  = o__payload[532:527];
-  assign \flush_meta.off  = flush_meta[5:0];
-  assign \flush_meta.end_lane  = flush_meta[12:6];
-  assign \flush_meta.start_phase  = flush_meta[18:13];
+  assign \o__payload.meta.beat  = o__payload[532:514];
+  assign \o__payload.meta.beat.beat_lo  = o__payload[519:514];
+  assign \o__payload.meta.beat.beat_hi  = o__payload[526:520];
+  assign \o__payload.meta.beat.start_phase  = o__payload[532:527];
+  assign \flush_meta.beat  = flush_meta;
+  assign \flush_meta.beat.beat_lo  = flush_meta[5:0];
+  assign \flush_meta.beat.beat_hi  = flush_meta[12:6];
+  assign \flush_meta.beat.start_phase  = flush_meta[18:13];
 endmodule
 
 (* generator = "Amaranth" *)

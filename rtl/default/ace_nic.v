@@ -212,7 +212,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   reg ch0_head_bad = 1'h0;
   reg ch0_head_valid = 1'h0;
   output [610:0] ch0_recv__payload;
-  wire [610:0] ch0_recv__payload;
+  reg [610:0] ch0_recv__payload;
   wire [511:0] \ch0_recv__payload.data ;
   wire \ch0_recv__payload.first ;
   wire [63:0] \ch0_recv__payload.keep ;
@@ -223,7 +223,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   input ch0_recv__ready;
   wire ch0_recv__ready;
   output ch0_recv__valid;
-  wire ch0_recv__valid;
+  reg ch0_recv__valid;
   input [1:0] ch0_recv_link;
   wire [1:0] ch0_recv_link;
   input [22:0] ch0_send__payload;
@@ -251,7 +251,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   reg ch1_head_bad = 1'h0;
   reg ch1_head_valid = 1'h0;
   output [610:0] ch1_recv__payload;
-  wire [610:0] ch1_recv__payload;
+  reg [610:0] ch1_recv__payload;
   wire [511:0] \ch1_recv__payload.data ;
   wire \ch1_recv__payload.first ;
   wire [63:0] \ch1_recv__payload.keep ;
@@ -262,7 +262,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   input ch1_recv__ready;
   wire ch1_recv__ready;
   output ch1_recv__valid;
-  wire ch1_recv__valid;
+  reg ch1_recv__valid;
   input [1:0] ch1_recv_link;
   wire [1:0] ch1_recv_link;
   input [22:0] ch1_send__payload;
@@ -290,7 +290,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   reg ch2_head_bad = 1'h0;
   reg ch2_head_valid = 1'h0;
   output [610:0] ch2_recv__payload;
-  wire [610:0] ch2_recv__payload;
+  reg [610:0] ch2_recv__payload;
   wire [511:0] \ch2_recv__payload.data ;
   wire \ch2_recv__payload.first ;
   wire [63:0] \ch2_recv__payload.keep ;
@@ -301,7 +301,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   input ch2_recv__ready;
   wire ch2_recv__ready;
   output ch2_recv__valid;
-  wire ch2_recv__valid;
+  reg ch2_recv__valid;
   input [1:0] ch2_recv_link;
   wire [1:0] ch2_recv_link;
   input [22:0] ch2_send__payload;
@@ -329,7 +329,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   reg ch3_head_bad = 1'h0;
   reg ch3_head_valid = 1'h0;
   output [610:0] ch3_recv__payload;
-  wire [610:0] ch3_recv__payload;
+  reg [610:0] ch3_recv__payload;
   wire [511:0] \ch3_recv__payload.data ;
   wire \ch3_recv__payload.first ;
   wire [63:0] \ch3_recv__payload.keep ;
@@ -340,7 +340,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   input ch3_recv__ready;
   wire ch3_recv__ready;
   output ch3_recv__valid;
-  wire ch3_recv__valid;
+  reg ch3_recv__valid;
   input [1:0] ch3_recv_link;
   wire [1:0] ch3_recv_link;
   input [22:0] ch3_send__payload;
@@ -381,9 +381,9 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [1:0] \cmd__0__payload.link ;
   wire [7:0] \cmd__0__payload.tag ;
   wire cmd__0__ready;
-  wire \cmd__0__ready$511 ;
-  wire \cmd__0__ready$512 ;
-  wire \cmd__0__ready$513 ;
+  wire \cmd__0__ready$583 ;
+  wire \cmd__0__ready$584 ;
+  wire \cmd__0__ready$585 ;
   wire cmd__0__valid;
   wire \cmd__0__valid$311 ;
   wire \cmd__0__valid$314 ;
@@ -408,9 +408,9 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [1:0] \cmd__1__payload.link ;
   wire [7:0] \cmd__1__payload.tag ;
   wire cmd__1__ready;
-  wire \cmd__1__ready$515 ;
-  wire \cmd__1__ready$516 ;
-  wire \cmd__1__ready$517 ;
+  wire \cmd__1__ready$587 ;
+  wire \cmd__1__ready$588 ;
+  wire \cmd__1__ready$589 ;
   wire cmd__1__valid;
   wire \cmd__1__valid$345 ;
   wire \cmd__1__valid$348 ;
@@ -435,9 +435,9 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [1:0] \cmd__2__payload.link ;
   wire [7:0] \cmd__2__payload.tag ;
   wire cmd__2__ready;
-  wire \cmd__2__ready$519 ;
-  wire \cmd__2__ready$520 ;
-  wire \cmd__2__ready$521 ;
+  wire \cmd__2__ready$591 ;
+  wire \cmd__2__ready$592 ;
+  wire \cmd__2__ready$593 ;
   wire cmd__2__valid;
   wire \cmd__2__valid$379 ;
   wire \cmd__2__valid$382 ;
@@ -462,9 +462,9 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [1:0] \cmd__3__payload.link ;
   wire [7:0] \cmd__3__payload.tag ;
   wire cmd__3__ready;
-  wire \cmd__3__ready$523 ;
-  wire \cmd__3__ready$524 ;
-  wire \cmd__3__ready$525 ;
+  wire \cmd__3__ready$595 ;
+  wire \cmd__3__ready$596 ;
+  wire \cmd__3__ready$597 ;
   wire cmd__3__valid;
   wire \cmd__3__valid$413 ;
   wire \cmd__3__valid$416 ;
@@ -706,55 +706,175 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [511:0] \i__payload$385.data ;
   wire [511:0] \i__payload$419 ;
   wire [511:0] \i__payload$419.data ;
-  reg [610:0] \i__payload$443 ;
-  wire [511:0] \i__payload$443.data ;
-  wire \i__payload$443.first ;
-  wire [63:0] \i__payload$443.keep ;
-  wire \i__payload$443.last ;
-  wire [16:0] \i__payload$443.length ;
-  wire [7:0] \i__payload$443.src ;
-  wire [7:0] \i__payload$443.tag ;
-  reg [610:0] \i__payload$461 ;
-  wire [511:0] \i__payload$461.data ;
-  wire \i__payload$461.first ;
-  wire [63:0] \i__payload$461.keep ;
-  wire \i__payload$461.last ;
-  wire [16:0] \i__payload$461.length ;
-  wire [7:0] \i__payload$461.src ;
-  wire [7:0] \i__payload$461.tag ;
-  reg [610:0] \i__payload$479 ;
-  wire [511:0] \i__payload$479.data ;
-  wire \i__payload$479.first ;
-  wire [63:0] \i__payload$479.keep ;
-  wire \i__payload$479.last ;
-  wire [16:0] \i__payload$479.length ;
-  wire [7:0] \i__payload$479.src ;
-  wire [7:0] \i__payload$479.tag ;
-  reg [610:0] \i__payload$497 ;
-  wire [511:0] \i__payload$497.data ;
-  wire \i__payload$497.first ;
-  wire [63:0] \i__payload$497.keep ;
-  wire \i__payload$497.last ;
-  wire [16:0] \i__payload$497.length ;
-  wire [7:0] \i__payload$497.src ;
-  wire [7:0] \i__payload$497.tag ;
+  wire [610:0] \i__payload$438 ;
+  wire [511:0] \i__payload$438.data ;
+  wire \i__payload$438.first ;
+  wire [63:0] \i__payload$438.keep ;
+  wire \i__payload$438.last ;
+  wire [16:0] \i__payload$438.length ;
+  wire [7:0] \i__payload$438.src ;
+  wire [7:0] \i__payload$438.tag ;
+  wire [610:0] \i__payload$445 ;
+  wire [511:0] \i__payload$445.data ;
+  wire \i__payload$445.first ;
+  wire [63:0] \i__payload$445.keep ;
+  wire \i__payload$445.last ;
+  wire [16:0] \i__payload$445.length ;
+  wire [7:0] \i__payload$445.src ;
+  wire [7:0] \i__payload$445.tag ;
+  wire [610:0] \i__payload$452 ;
+  wire [511:0] \i__payload$452.data ;
+  wire \i__payload$452.first ;
+  wire [63:0] \i__payload$452.keep ;
+  wire \i__payload$452.last ;
+  wire [16:0] \i__payload$452.length ;
+  wire [7:0] \i__payload$452.src ;
+  wire [7:0] \i__payload$452.tag ;
+  wire [610:0] \i__payload$459 ;
+  wire [511:0] \i__payload$459.data ;
+  wire \i__payload$459.first ;
+  wire [63:0] \i__payload$459.keep ;
+  wire \i__payload$459.last ;
+  wire [16:0] \i__payload$459.length ;
+  wire [7:0] \i__payload$459.src ;
+  wire [7:0] \i__payload$459.tag ;
+  wire [610:0] \i__payload$474 ;
+  wire [511:0] \i__payload$474.data ;
+  wire \i__payload$474.first ;
+  wire [63:0] \i__payload$474.keep ;
+  wire \i__payload$474.last ;
+  wire [16:0] \i__payload$474.length ;
+  wire [7:0] \i__payload$474.src ;
+  wire [7:0] \i__payload$474.tag ;
+  wire [610:0] \i__payload$481 ;
+  wire [511:0] \i__payload$481.data ;
+  wire \i__payload$481.first ;
+  wire [63:0] \i__payload$481.keep ;
+  wire \i__payload$481.last ;
+  wire [16:0] \i__payload$481.length ;
+  wire [7:0] \i__payload$481.src ;
+  wire [7:0] \i__payload$481.tag ;
+  wire [610:0] \i__payload$488 ;
+  wire [511:0] \i__payload$488.data ;
+  wire \i__payload$488.first ;
+  wire [63:0] \i__payload$488.keep ;
+  wire \i__payload$488.last ;
+  wire [16:0] \i__payload$488.length ;
+  wire [7:0] \i__payload$488.src ;
+  wire [7:0] \i__payload$488.tag ;
+  wire [610:0] \i__payload$495 ;
+  wire [511:0] \i__payload$495.data ;
+  wire \i__payload$495.first ;
+  wire [63:0] \i__payload$495.keep ;
+  wire \i__payload$495.last ;
+  wire [16:0] \i__payload$495.length ;
+  wire [7:0] \i__payload$495.src ;
+  wire [7:0] \i__payload$495.tag ;
+  wire [610:0] \i__payload$510 ;
+  wire [511:0] \i__payload$510.data ;
+  wire \i__payload$510.first ;
+  wire [63:0] \i__payload$510.keep ;
+  wire \i__payload$510.last ;
+  wire [16:0] \i__payload$510.length ;
+  wire [7:0] \i__payload$510.src ;
+  wire [7:0] \i__payload$510.tag ;
+  wire [610:0] \i__payload$517 ;
+  wire [511:0] \i__payload$517.data ;
+  wire \i__payload$517.first ;
+  wire [63:0] \i__payload$517.keep ;
+  wire \i__payload$517.last ;
+  wire [16:0] \i__payload$517.length ;
+  wire [7:0] \i__payload$517.src ;
+  wire [7:0] \i__payload$517.tag ;
+  wire [610:0] \i__payload$524 ;
+  wire [511:0] \i__payload$524.data ;
+  wire \i__payload$524.first ;
+  wire [63:0] \i__payload$524.keep ;
+  wire \i__payload$524.last ;
+  wire [16:0] \i__payload$524.length ;
+  wire [7:0] \i__payload$524.src ;
+  wire [7:0] \i__payload$524.tag ;
+  wire [610:0] \i__payload$531 ;
+  wire [511:0] \i__payload$531.data ;
+  wire \i__payload$531.first ;
+  wire [63:0] \i__payload$531.keep ;
+  wire \i__payload$531.last ;
+  wire [16:0] \i__payload$531.length ;
+  wire [7:0] \i__payload$531.src ;
+  wire [7:0] \i__payload$531.tag ;
+  wire [610:0] \i__payload$546 ;
+  wire [511:0] \i__payload$546.data ;
+  wire \i__payload$546.first ;
+  wire [63:0] \i__payload$546.keep ;
+  wire \i__payload$546.last ;
+  wire [16:0] \i__payload$546.length ;
+  wire [7:0] \i__payload$546.src ;
+  wire [7:0] \i__payload$546.tag ;
+  wire [610:0] \i__payload$553 ;
+  wire [511:0] \i__payload$553.data ;
+  wire \i__payload$553.first ;
+  wire [63:0] \i__payload$553.keep ;
+  wire \i__payload$553.last ;
+  wire [16:0] \i__payload$553.length ;
+  wire [7:0] \i__payload$553.src ;
+  wire [7:0] \i__payload$553.tag ;
+  wire [610:0] \i__payload$560 ;
+  wire [511:0] \i__payload$560.data ;
+  wire \i__payload$560.first ;
+  wire [63:0] \i__payload$560.keep ;
+  wire \i__payload$560.last ;
+  wire [16:0] \i__payload$560.length ;
+  wire [7:0] \i__payload$560.src ;
+  wire [7:0] \i__payload$560.tag ;
+  wire [610:0] \i__payload$567 ;
+  wire [511:0] \i__payload$567.data ;
+  wire \i__payload$567.first ;
+  wire [63:0] \i__payload$567.keep ;
+  wire \i__payload$567.last ;
+  wire [16:0] \i__payload$567.length ;
+  wire [7:0] \i__payload$567.src ;
+  wire [7:0] \i__payload$567.tag ;
   wire [511:0] \i__payload.data ;
   wire i__ready;
   wire \i__ready$352 ;
   wire \i__ready$386 ;
   wire \i__ready$420 ;
-  wire \i__ready$449 ;
-  wire \i__ready$467 ;
-  wire \i__ready$485 ;
-  wire \i__ready$503 ;
+  wire \i__ready$441 ;
+  wire \i__ready$448 ;
+  wire \i__ready$455 ;
+  wire \i__ready$462 ;
+  wire \i__ready$477 ;
+  wire \i__ready$484 ;
+  wire \i__ready$491 ;
+  wire \i__ready$498 ;
+  wire \i__ready$513 ;
+  wire \i__ready$520 ;
+  wire \i__ready$527 ;
+  wire \i__ready$534 ;
+  wire \i__ready$549 ;
+  wire \i__ready$556 ;
+  wire \i__ready$563 ;
+  wire \i__ready$570 ;
   wire i__valid;
   wire \i__valid$353 ;
   wire \i__valid$387 ;
   wire \i__valid$421 ;
-  reg \i__valid$438 ;
-  reg \i__valid$456 ;
-  reg \i__valid$474 ;
-  reg \i__valid$492 ;
+  wire \i__valid$442 ;
+  wire \i__valid$449 ;
+  wire \i__valid$456 ;
+  wire \i__valid$463 ;
+  wire \i__valid$478 ;
+  wire \i__valid$485 ;
+  wire \i__valid$492 ;
+  wire \i__valid$499 ;
+  wire \i__valid$514 ;
+  wire \i__valid$521 ;
+  wire \i__valid$528 ;
+  wire \i__valid$535 ;
+  wire \i__valid$550 ;
+  wire \i__valid$557 ;
+  wire \i__valid$564 ;
+  wire \i__valid$571 ;
   output [47:0] link0_rx_busy_cycles;
   wire [47:0] link0_rx_busy_cycles;
   output link0_rx_error;
@@ -936,14 +1056,14 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [511:0] \o__payload$389.data ;
   wire [511:0] \o__payload$423 ;
   wire [511:0] \o__payload$423.data ;
-  wire [610:0] \o__payload$453 ;
-  wire [511:0] \o__payload$453.data ;
-  wire \o__payload$453.first ;
-  wire [63:0] \o__payload$453.keep ;
-  wire \o__payload$453.last ;
-  wire [16:0] \o__payload$453.length ;
-  wire [7:0] \o__payload$453.src ;
-  wire [7:0] \o__payload$453.tag ;
+  wire [610:0] \o__payload$470 ;
+  wire [511:0] \o__payload$470.data ;
+  wire \o__payload$470.first ;
+  wire [63:0] \o__payload$470.keep ;
+  wire \o__payload$470.last ;
+  wire [16:0] \o__payload$470.length ;
+  wire [7:0] \o__payload$470.src ;
+  wire [7:0] \o__payload$470.tag ;
   wire [610:0] \o__payload$471 ;
   wire [511:0] \o__payload$471.data ;
   wire \o__payload$471.first ;
@@ -952,14 +1072,30 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [16:0] \o__payload$471.length ;
   wire [7:0] \o__payload$471.src ;
   wire [7:0] \o__payload$471.tag ;
-  wire [610:0] \o__payload$489 ;
-  wire [511:0] \o__payload$489.data ;
-  wire \o__payload$489.first ;
-  wire [63:0] \o__payload$489.keep ;
-  wire \o__payload$489.last ;
-  wire [16:0] \o__payload$489.length ;
-  wire [7:0] \o__payload$489.src ;
-  wire [7:0] \o__payload$489.tag ;
+  wire [610:0] \o__payload$472 ;
+  wire [511:0] \o__payload$472.data ;
+  wire \o__payload$472.first ;
+  wire [63:0] \o__payload$472.keep ;
+  wire \o__payload$472.last ;
+  wire [16:0] \o__payload$472.length ;
+  wire [7:0] \o__payload$472.src ;
+  wire [7:0] \o__payload$472.tag ;
+  wire [610:0] \o__payload$473 ;
+  wire [511:0] \o__payload$473.data ;
+  wire \o__payload$473.first ;
+  wire [63:0] \o__payload$473.keep ;
+  wire \o__payload$473.last ;
+  wire [16:0] \o__payload$473.length ;
+  wire [7:0] \o__payload$473.src ;
+  wire [7:0] \o__payload$473.tag ;
+  wire [610:0] \o__payload$506 ;
+  wire [511:0] \o__payload$506.data ;
+  wire \o__payload$506.first ;
+  wire [63:0] \o__payload$506.keep ;
+  wire \o__payload$506.last ;
+  wire [16:0] \o__payload$506.length ;
+  wire [7:0] \o__payload$506.src ;
+  wire [7:0] \o__payload$506.tag ;
   wire [610:0] \o__payload$507 ;
   wire [511:0] \o__payload$507.data ;
   wire \o__payload$507.first ;
@@ -968,32 +1104,128 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [16:0] \o__payload$507.length ;
   wire [7:0] \o__payload$507.src ;
   wire [7:0] \o__payload$507.tag ;
+  wire [610:0] \o__payload$508 ;
+  wire [511:0] \o__payload$508.data ;
+  wire \o__payload$508.first ;
+  wire [63:0] \o__payload$508.keep ;
+  wire \o__payload$508.last ;
+  wire [16:0] \o__payload$508.length ;
+  wire [7:0] \o__payload$508.src ;
+  wire [7:0] \o__payload$508.tag ;
+  wire [610:0] \o__payload$509 ;
+  wire [511:0] \o__payload$509.data ;
+  wire \o__payload$509.first ;
+  wire [63:0] \o__payload$509.keep ;
+  wire \o__payload$509.last ;
+  wire [16:0] \o__payload$509.length ;
+  wire [7:0] \o__payload$509.src ;
+  wire [7:0] \o__payload$509.tag ;
+  wire [610:0] \o__payload$542 ;
+  wire [511:0] \o__payload$542.data ;
+  wire \o__payload$542.first ;
+  wire [63:0] \o__payload$542.keep ;
+  wire \o__payload$542.last ;
+  wire [16:0] \o__payload$542.length ;
+  wire [7:0] \o__payload$542.src ;
+  wire [7:0] \o__payload$542.tag ;
+  wire [610:0] \o__payload$543 ;
+  wire [511:0] \o__payload$543.data ;
+  wire \o__payload$543.first ;
+  wire [63:0] \o__payload$543.keep ;
+  wire \o__payload$543.last ;
+  wire [16:0] \o__payload$543.length ;
+  wire [7:0] \o__payload$543.src ;
+  wire [7:0] \o__payload$543.tag ;
+  wire [610:0] \o__payload$544 ;
+  wire [511:0] \o__payload$544.data ;
+  wire \o__payload$544.first ;
+  wire [63:0] \o__payload$544.keep ;
+  wire \o__payload$544.last ;
+  wire [16:0] \o__payload$544.length ;
+  wire [7:0] \o__payload$544.src ;
+  wire [7:0] \o__payload$544.tag ;
+  wire [610:0] \o__payload$545 ;
+  wire [511:0] \o__payload$545.data ;
+  wire \o__payload$545.first ;
+  wire [63:0] \o__payload$545.keep ;
+  wire \o__payload$545.last ;
+  wire [16:0] \o__payload$545.length ;
+  wire [7:0] \o__payload$545.src ;
+  wire [7:0] \o__payload$545.tag ;
+  wire [610:0] \o__payload$578 ;
+  wire [511:0] \o__payload$578.data ;
+  wire \o__payload$578.first ;
+  wire [63:0] \o__payload$578.keep ;
+  wire \o__payload$578.last ;
+  wire [16:0] \o__payload$578.length ;
+  wire [7:0] \o__payload$578.src ;
+  wire [7:0] \o__payload$578.tag ;
+  wire [610:0] \o__payload$579 ;
+  wire [511:0] \o__payload$579.data ;
+  wire \o__payload$579.first ;
+  wire [63:0] \o__payload$579.keep ;
+  wire \o__payload$579.last ;
+  wire [16:0] \o__payload$579.length ;
+  wire [7:0] \o__payload$579.src ;
+  wire [7:0] \o__payload$579.tag ;
+  wire [610:0] \o__payload$580 ;
+  wire [511:0] \o__payload$580.data ;
+  wire \o__payload$580.first ;
+  wire [63:0] \o__payload$580.keep ;
+  wire \o__payload$580.last ;
+  wire [16:0] \o__payload$580.length ;
+  wire [7:0] \o__payload$580.src ;
+  wire [7:0] \o__payload$580.tag ;
+  wire [610:0] \o__payload$581 ;
+  wire [511:0] \o__payload$581.data ;
+  wire \o__payload$581.first ;
+  wire [63:0] \o__payload$581.keep ;
+  wire \o__payload$581.last ;
+  wire [16:0] \o__payload$581.length ;
+  wire [7:0] \o__payload$581.src ;
+  wire [7:0] \o__payload$581.tag ;
   wire [511:0] \o__payload.data ;
   wire o__ready;
   wire \o__ready$364 ;
   wire \o__ready$398 ;
   wire \o__ready$432 ;
-  wire \o__ready$454 ;
-  wire \o__ready$472 ;
-  wire \o__ready$490 ;
-  wire \o__ready$508 ;
+  wire \o__ready$444 ;
+  wire \o__ready$451 ;
+  wire \o__ready$458 ;
+  wire \o__ready$465 ;
+  wire \o__ready$480 ;
+  wire \o__ready$487 ;
+  wire \o__ready$494 ;
+  wire \o__ready$501 ;
+  wire \o__ready$516 ;
+  wire \o__ready$523 ;
+  wire \o__ready$530 ;
+  wire \o__ready$537 ;
+  wire \o__ready$552 ;
+  wire \o__ready$559 ;
+  wire \o__ready$566 ;
+  wire \o__ready$573 ;
   wire o__valid;
   wire \o__valid$357 ;
   wire \o__valid$391 ;
   wire \o__valid$425 ;
-  wire \o__valid$455 ;
-  wire \o__valid$473 ;
-  wire \o__valid$491 ;
-  wire \o__valid$509 ;
+  wire \o__valid$466 ;
+  wire \o__valid$467 ;
+  wire \o__valid$468 ;
+  wire \o__valid$469 ;
+  wire \o__valid$502 ;
+  wire \o__valid$503 ;
+  wire \o__valid$504 ;
+  wire \o__valid$505 ;
+  wire \o__valid$538 ;
+  wire \o__valid$539 ;
+  wire \o__valid$540 ;
+  wire \o__valid$541 ;
+  wire \o__valid$574 ;
+  wire \o__valid$575 ;
+  wire \o__valid$576 ;
+  wire \o__valid$577 ;
   wire [610:0] out__0__payload;
-  wire [610:0] \out__0__payload$445 ;
-  wire [511:0] \out__0__payload$445.data ;
-  wire \out__0__payload$445.first ;
-  wire [63:0] \out__0__payload$445.keep ;
-  wire \out__0__payload$445.last ;
-  wire [16:0] \out__0__payload$445.length ;
-  wire [7:0] \out__0__payload$445.src ;
-  wire [7:0] \out__0__payload$445.tag ;
   wire [610:0] \out__0__payload$446 ;
   wire [511:0] \out__0__payload$446.data ;
   wire \out__0__payload$446.first ;
@@ -1002,14 +1234,22 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [16:0] \out__0__payload$446.length ;
   wire [7:0] \out__0__payload$446.src ;
   wire [7:0] \out__0__payload$446.tag ;
-  wire [610:0] \out__0__payload$447 ;
-  wire [511:0] \out__0__payload$447.data ;
-  wire \out__0__payload$447.first ;
-  wire [63:0] \out__0__payload$447.keep ;
-  wire \out__0__payload$447.last ;
-  wire [16:0] \out__0__payload$447.length ;
-  wire [7:0] \out__0__payload$447.src ;
-  wire [7:0] \out__0__payload$447.tag ;
+  wire [610:0] \out__0__payload$453 ;
+  wire [511:0] \out__0__payload$453.data ;
+  wire \out__0__payload$453.first ;
+  wire [63:0] \out__0__payload$453.keep ;
+  wire \out__0__payload$453.last ;
+  wire [16:0] \out__0__payload$453.length ;
+  wire [7:0] \out__0__payload$453.src ;
+  wire [7:0] \out__0__payload$453.tag ;
+  wire [610:0] \out__0__payload$460 ;
+  wire [511:0] \out__0__payload$460.data ;
+  wire \out__0__payload$460.first ;
+  wire [63:0] \out__0__payload$460.keep ;
+  wire \out__0__payload$460.last ;
+  wire [16:0] \out__0__payload$460.length ;
+  wire [7:0] \out__0__payload$460.src ;
+  wire [7:0] \out__0__payload$460.tag ;
   wire [511:0] \out__0__payload.data ;
   wire \out__0__payload.first ;
   wire [63:0] \out__0__payload.keep ;
@@ -1018,38 +1258,38 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [7:0] \out__0__payload.src ;
   wire [7:0] \out__0__payload.tag ;
   wire out__0__ready;
-  wire \out__0__ready$450 ;
-  wire \out__0__ready$451 ;
-  wire \out__0__ready$452 ;
+  wire \out__0__ready$447 ;
+  wire \out__0__ready$454 ;
+  wire \out__0__ready$461 ;
   wire out__0__valid;
-  wire \out__0__valid$440 ;
-  wire \out__0__valid$441 ;
-  wire \out__0__valid$442 ;
+  wire \out__0__valid$450 ;
+  wire \out__0__valid$457 ;
+  wire \out__0__valid$464 ;
   wire [610:0] out__1__payload;
-  wire [610:0] \out__1__payload$463 ;
-  wire [511:0] \out__1__payload$463.data ;
-  wire \out__1__payload$463.first ;
-  wire [63:0] \out__1__payload$463.keep ;
-  wire \out__1__payload$463.last ;
-  wire [16:0] \out__1__payload$463.length ;
-  wire [7:0] \out__1__payload$463.src ;
-  wire [7:0] \out__1__payload$463.tag ;
-  wire [610:0] \out__1__payload$464 ;
-  wire [511:0] \out__1__payload$464.data ;
-  wire \out__1__payload$464.first ;
-  wire [63:0] \out__1__payload$464.keep ;
-  wire \out__1__payload$464.last ;
-  wire [16:0] \out__1__payload$464.length ;
-  wire [7:0] \out__1__payload$464.src ;
-  wire [7:0] \out__1__payload$464.tag ;
-  wire [610:0] \out__1__payload$465 ;
-  wire [511:0] \out__1__payload$465.data ;
-  wire \out__1__payload$465.first ;
-  wire [63:0] \out__1__payload$465.keep ;
-  wire \out__1__payload$465.last ;
-  wire [16:0] \out__1__payload$465.length ;
-  wire [7:0] \out__1__payload$465.src ;
-  wire [7:0] \out__1__payload$465.tag ;
+  wire [610:0] \out__1__payload$482 ;
+  wire [511:0] \out__1__payload$482.data ;
+  wire \out__1__payload$482.first ;
+  wire [63:0] \out__1__payload$482.keep ;
+  wire \out__1__payload$482.last ;
+  wire [16:0] \out__1__payload$482.length ;
+  wire [7:0] \out__1__payload$482.src ;
+  wire [7:0] \out__1__payload$482.tag ;
+  wire [610:0] \out__1__payload$489 ;
+  wire [511:0] \out__1__payload$489.data ;
+  wire \out__1__payload$489.first ;
+  wire [63:0] \out__1__payload$489.keep ;
+  wire \out__1__payload$489.last ;
+  wire [16:0] \out__1__payload$489.length ;
+  wire [7:0] \out__1__payload$489.src ;
+  wire [7:0] \out__1__payload$489.tag ;
+  wire [610:0] \out__1__payload$496 ;
+  wire [511:0] \out__1__payload$496.data ;
+  wire \out__1__payload$496.first ;
+  wire [63:0] \out__1__payload$496.keep ;
+  wire \out__1__payload$496.last ;
+  wire [16:0] \out__1__payload$496.length ;
+  wire [7:0] \out__1__payload$496.src ;
+  wire [7:0] \out__1__payload$496.tag ;
   wire [511:0] \out__1__payload.data ;
   wire \out__1__payload.first ;
   wire [63:0] \out__1__payload.keep ;
@@ -1058,38 +1298,38 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [7:0] \out__1__payload.src ;
   wire [7:0] \out__1__payload.tag ;
   wire out__1__ready;
-  wire \out__1__ready$468 ;
-  wire \out__1__ready$469 ;
-  wire \out__1__ready$470 ;
+  wire \out__1__ready$483 ;
+  wire \out__1__ready$490 ;
+  wire \out__1__ready$497 ;
   wire out__1__valid;
-  wire \out__1__valid$458 ;
-  wire \out__1__valid$459 ;
-  wire \out__1__valid$460 ;
+  wire \out__1__valid$486 ;
+  wire \out__1__valid$493 ;
+  wire \out__1__valid$500 ;
   wire [610:0] out__2__payload;
-  wire [610:0] \out__2__payload$481 ;
-  wire [511:0] \out__2__payload$481.data ;
-  wire \out__2__payload$481.first ;
-  wire [63:0] \out__2__payload$481.keep ;
-  wire \out__2__payload$481.last ;
-  wire [16:0] \out__2__payload$481.length ;
-  wire [7:0] \out__2__payload$481.src ;
-  wire [7:0] \out__2__payload$481.tag ;
-  wire [610:0] \out__2__payload$482 ;
-  wire [511:0] \out__2__payload$482.data ;
-  wire \out__2__payload$482.first ;
-  wire [63:0] \out__2__payload$482.keep ;
-  wire \out__2__payload$482.last ;
-  wire [16:0] \out__2__payload$482.length ;
-  wire [7:0] \out__2__payload$482.src ;
-  wire [7:0] \out__2__payload$482.tag ;
-  wire [610:0] \out__2__payload$483 ;
-  wire [511:0] \out__2__payload$483.data ;
-  wire \out__2__payload$483.first ;
-  wire [63:0] \out__2__payload$483.keep ;
-  wire \out__2__payload$483.last ;
-  wire [16:0] \out__2__payload$483.length ;
-  wire [7:0] \out__2__payload$483.src ;
-  wire [7:0] \out__2__payload$483.tag ;
+  wire [610:0] \out__2__payload$518 ;
+  wire [511:0] \out__2__payload$518.data ;
+  wire \out__2__payload$518.first ;
+  wire [63:0] \out__2__payload$518.keep ;
+  wire \out__2__payload$518.last ;
+  wire [16:0] \out__2__payload$518.length ;
+  wire [7:0] \out__2__payload$518.src ;
+  wire [7:0] \out__2__payload$518.tag ;
+  wire [610:0] \out__2__payload$525 ;
+  wire [511:0] \out__2__payload$525.data ;
+  wire \out__2__payload$525.first ;
+  wire [63:0] \out__2__payload$525.keep ;
+  wire \out__2__payload$525.last ;
+  wire [16:0] \out__2__payload$525.length ;
+  wire [7:0] \out__2__payload$525.src ;
+  wire [7:0] \out__2__payload$525.tag ;
+  wire [610:0] \out__2__payload$532 ;
+  wire [511:0] \out__2__payload$532.data ;
+  wire \out__2__payload$532.first ;
+  wire [63:0] \out__2__payload$532.keep ;
+  wire \out__2__payload$532.last ;
+  wire [16:0] \out__2__payload$532.length ;
+  wire [7:0] \out__2__payload$532.src ;
+  wire [7:0] \out__2__payload$532.tag ;
   wire [511:0] \out__2__payload.data ;
   wire \out__2__payload.first ;
   wire [63:0] \out__2__payload.keep ;
@@ -1098,38 +1338,38 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [7:0] \out__2__payload.src ;
   wire [7:0] \out__2__payload.tag ;
   wire out__2__ready;
-  wire \out__2__ready$486 ;
-  wire \out__2__ready$487 ;
-  wire \out__2__ready$488 ;
+  wire \out__2__ready$519 ;
+  wire \out__2__ready$526 ;
+  wire \out__2__ready$533 ;
   wire out__2__valid;
-  wire \out__2__valid$476 ;
-  wire \out__2__valid$477 ;
-  wire \out__2__valid$478 ;
+  wire \out__2__valid$522 ;
+  wire \out__2__valid$529 ;
+  wire \out__2__valid$536 ;
   wire [610:0] out__3__payload;
-  wire [610:0] \out__3__payload$499 ;
-  wire [511:0] \out__3__payload$499.data ;
-  wire \out__3__payload$499.first ;
-  wire [63:0] \out__3__payload$499.keep ;
-  wire \out__3__payload$499.last ;
-  wire [16:0] \out__3__payload$499.length ;
-  wire [7:0] \out__3__payload$499.src ;
-  wire [7:0] \out__3__payload$499.tag ;
-  wire [610:0] \out__3__payload$500 ;
-  wire [511:0] \out__3__payload$500.data ;
-  wire \out__3__payload$500.first ;
-  wire [63:0] \out__3__payload$500.keep ;
-  wire \out__3__payload$500.last ;
-  wire [16:0] \out__3__payload$500.length ;
-  wire [7:0] \out__3__payload$500.src ;
-  wire [7:0] \out__3__payload$500.tag ;
-  wire [610:0] \out__3__payload$501 ;
-  wire [511:0] \out__3__payload$501.data ;
-  wire \out__3__payload$501.first ;
-  wire [63:0] \out__3__payload$501.keep ;
-  wire \out__3__payload$501.last ;
-  wire [16:0] \out__3__payload$501.length ;
-  wire [7:0] \out__3__payload$501.src ;
-  wire [7:0] \out__3__payload$501.tag ;
+  wire [610:0] \out__3__payload$554 ;
+  wire [511:0] \out__3__payload$554.data ;
+  wire \out__3__payload$554.first ;
+  wire [63:0] \out__3__payload$554.keep ;
+  wire \out__3__payload$554.last ;
+  wire [16:0] \out__3__payload$554.length ;
+  wire [7:0] \out__3__payload$554.src ;
+  wire [7:0] \out__3__payload$554.tag ;
+  wire [610:0] \out__3__payload$561 ;
+  wire [511:0] \out__3__payload$561.data ;
+  wire \out__3__payload$561.first ;
+  wire [63:0] \out__3__payload$561.keep ;
+  wire \out__3__payload$561.last ;
+  wire [16:0] \out__3__payload$561.length ;
+  wire [7:0] \out__3__payload$561.src ;
+  wire [7:0] \out__3__payload$561.tag ;
+  wire [610:0] \out__3__payload$568 ;
+  wire [511:0] \out__3__payload$568.data ;
+  wire \out__3__payload$568.first ;
+  wire [63:0] \out__3__payload$568.keep ;
+  wire \out__3__payload$568.last ;
+  wire [16:0] \out__3__payload$568.length ;
+  wire [7:0] \out__3__payload$568.src ;
+  wire [7:0] \out__3__payload$568.tag ;
   wire [511:0] \out__3__payload.data ;
   wire \out__3__payload.first ;
   wire [63:0] \out__3__payload.keep ;
@@ -1138,13 +1378,13 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   wire [7:0] \out__3__payload.src ;
   wire [7:0] \out__3__payload.tag ;
   wire out__3__ready;
-  wire \out__3__ready$504 ;
-  wire \out__3__ready$505 ;
-  wire \out__3__ready$506 ;
+  wire \out__3__ready$555 ;
+  wire \out__3__ready$562 ;
+  wire \out__3__ready$569 ;
   wire out__3__valid;
-  wire \out__3__valid$494 ;
-  wire \out__3__valid$495 ;
-  wire \out__3__valid$496 ;
+  wire \out__3__valid$558 ;
+  wire \out__3__valid$565 ;
+  wire \out__3__valid$572 ;
   wire [47:0] payload_bytes;
   wire [47:0] \payload_bytes$166 ;
   wire [47:0] \payload_bytes$206 ;
@@ -1364,39 +1604,39 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   assign \o__ready$432  = | { \data__3__ready$436 , \data__3__ready$435 , \data__3__ready$434 , data__3__ready };
   assign ch3_bad_cmd = ch3_head_valid & ch3_head_bad;
   assign \$97  = ! ch0_recv_link;
-  assign out__0__ready = \i__ready$449  & \$97 ;
+  assign \o__ready$444  = ch0_recv__ready & \$97 ;
   assign \$98  = ch0_recv_link == 1'h1;
-  assign \out__0__ready$450  = \i__ready$449  & \$98 ;
+  assign \o__ready$451  = ch0_recv__ready & \$98 ;
   assign \$99  = ch0_recv_link == 2'h2;
-  assign \out__0__ready$451  = \i__ready$449  & \$99 ;
+  assign \o__ready$458  = ch0_recv__ready & \$99 ;
   assign \$100  = ch0_recv_link == 2'h3;
-  assign \out__0__ready$452  = \i__ready$449  & \$100 ;
+  assign \o__ready$465  = ch0_recv__ready & \$100 ;
   assign \$101  = ! ch1_recv_link;
-  assign out__1__ready = \i__ready$467  & \$101 ;
+  assign \o__ready$480  = ch1_recv__ready & \$101 ;
   assign \$102  = ch1_recv_link == 1'h1;
-  assign \out__1__ready$468  = \i__ready$467  & \$102 ;
+  assign \o__ready$487  = ch1_recv__ready & \$102 ;
   assign \$103  = ch1_recv_link == 2'h2;
-  assign \out__1__ready$469  = \i__ready$467  & \$103 ;
+  assign \o__ready$494  = ch1_recv__ready & \$103 ;
   assign \$104  = ch1_recv_link == 2'h3;
-  assign \out__1__ready$470  = \i__ready$467  & \$104 ;
+  assign \o__ready$501  = ch1_recv__ready & \$104 ;
   assign \$105  = ! ch2_recv_link;
-  assign out__2__ready = \i__ready$485  & \$105 ;
+  assign \o__ready$516  = ch2_recv__ready & \$105 ;
   assign \$106  = ch2_recv_link == 1'h1;
-  assign \out__2__ready$486  = \i__ready$485  & \$106 ;
+  assign \o__ready$523  = ch2_recv__ready & \$106 ;
   assign \$107  = ch2_recv_link == 2'h2;
-  assign \out__2__ready$487  = \i__ready$485  & \$107 ;
+  assign \o__ready$530  = ch2_recv__ready & \$107 ;
   assign \$108  = ch2_recv_link == 2'h3;
-  assign \out__2__ready$488  = \i__ready$485  & \$108 ;
+  assign \o__ready$537  = ch2_recv__ready & \$108 ;
   assign \$109  = ! ch3_recv_link;
-  assign out__3__ready = \i__ready$503  & \$109 ;
+  assign \o__ready$552  = ch3_recv__ready & \$109 ;
   assign \$110  = ch3_recv_link == 1'h1;
-  assign \out__3__ready$504  = \i__ready$503  & \$110 ;
+  assign \o__ready$559  = ch3_recv__ready & \$110 ;
   assign \$111  = ch3_recv_link == 2'h2;
-  assign \out__3__ready$505  = \i__ready$503  & \$111 ;
+  assign \o__ready$566  = ch3_recv__ready & \$111 ;
   assign \$112  = ch3_recv_link == 2'h3;
-  assign \out__3__ready$506  = \i__ready$503  & \$112 ;
+  assign \o__ready$573  = ch3_recv__ready & \$112 ;
   assign \$113  = ~ ch0_head_valid;
-  assign \$114  = | { \cmd__0__ready$513 , \cmd__0__ready$512 , \cmd__0__ready$511 , cmd__0__ready };
+  assign \$114  = | { \cmd__0__ready$585 , \cmd__0__ready$584 , \cmd__0__ready$583 , cmd__0__ready };
   assign \$115  = ch0_head_bad | \$114 ;
   assign \$116  = ! ch0_send__payload[22:10];
   assign \$117  = ch0_send__payload[22:10] > 13'h1000;
@@ -1404,7 +1644,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   assign \$119  = ch0_send__payload[1:0] >= 3'h4;
   assign \$120  = \$118  | \$119 ;
   assign \$121  = ~ ch1_head_valid;
-  assign \$122  = | { \cmd__1__ready$517 , \cmd__1__ready$516 , \cmd__1__ready$515 , cmd__1__ready };
+  assign \$122  = | { \cmd__1__ready$589 , \cmd__1__ready$588 , \cmd__1__ready$587 , cmd__1__ready };
   assign \$123  = ch1_head_bad | \$122 ;
   assign \$124  = ! ch1_send__payload[22:10];
   assign \$125  = ch1_send__payload[22:10] > 13'h1000;
@@ -1412,7 +1652,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   assign \$127  = ch1_send__payload[1:0] >= 3'h4;
   assign \$128  = \$126  | \$127 ;
   assign \$129  = ~ ch2_head_valid;
-  assign \$130  = | { \cmd__2__ready$521 , \cmd__2__ready$520 , \cmd__2__ready$519 , cmd__2__ready };
+  assign \$130  = | { \cmd__2__ready$593 , \cmd__2__ready$592 , \cmd__2__ready$591 , cmd__2__ready };
   assign \$131  = ch2_head_bad | \$130 ;
   assign \$132  = ! ch2_send__payload[22:10];
   assign \$133  = ch2_send__payload[22:10] > 13'h1000;
@@ -1420,7 +1660,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   assign \$135  = ch2_send__payload[1:0] >= 3'h4;
   assign \$136  = \$134  | \$135 ;
   assign \$137  = ~ ch3_head_valid;
-  assign \$138  = | { \cmd__3__ready$525 , \cmd__3__ready$524 , \cmd__3__ready$523 , cmd__3__ready };
+  assign \$138  = | { \cmd__3__ready$597 , \cmd__3__ready$596 , \cmd__3__ready$595 , cmd__3__ready };
   assign \$139  = ch3_head_bad | \$138 ;
   assign \$140  = ! ch3_send__payload[22:10];
   assign \$141  = ch3_send__payload[22:10] > 13'h1000;
@@ -1462,14 +1702,44 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     cmd_errors <= \$164 ;
   always @(posedge clk)
     cmd_error <= \$165 ;
-  \ace_nic_default.ch0_recv_skid  ch0_recv_skid (
+  \ace_nic_default.ch0_link0_recv_skid  ch0_link0_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$443 ),
-    .i__ready(\i__ready$449 ),
-    .i__valid(\i__valid$438 ),
-    .o__payload(ch0_recv__payload),
-    .o__ready(ch0_recv__ready),
-    .o__valid(ch0_recv__valid),
+    .i__payload(\i__payload$438 ),
+    .i__ready(out__0__ready),
+    .i__valid(\i__valid$442 ),
+    .o__payload(\o__payload$470 ),
+    .o__ready(\o__ready$444 ),
+    .o__valid(\o__valid$466 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch0_link1_recv_skid  ch0_link1_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$445 ),
+    .i__ready(\out__0__ready$447 ),
+    .i__valid(\i__valid$449 ),
+    .o__payload(\o__payload$471 ),
+    .o__ready(\o__ready$451 ),
+    .o__valid(\o__valid$467 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch0_link2_recv_skid  ch0_link2_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$452 ),
+    .i__ready(\out__0__ready$454 ),
+    .i__valid(\i__valid$456 ),
+    .o__payload(\o__payload$472 ),
+    .o__ready(\o__ready$458 ),
+    .o__valid(\o__valid$468 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch0_link3_recv_skid  ch0_link3_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$459 ),
+    .i__ready(\out__0__ready$461 ),
+    .i__valid(\i__valid$463 ),
+    .o__payload(\o__payload$473 ),
+    .o__ready(\o__ready$465 ),
+    .o__valid(\o__valid$469 ),
     .rst(rst)
   );
   \ace_nic_default.ch0_send_skid  ch0_send_skid (
@@ -1482,14 +1752,44 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .o__valid(data__0__valid),
     .rst(rst)
   );
-  \ace_nic_default.ch1_recv_skid  ch1_recv_skid (
+  \ace_nic_default.ch1_link0_recv_skid  ch1_link0_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$461 ),
-    .i__ready(\i__ready$467 ),
-    .i__valid(\i__valid$456 ),
-    .o__payload(ch1_recv__payload),
-    .o__ready(ch1_recv__ready),
-    .o__valid(ch1_recv__valid),
+    .i__payload(\i__payload$474 ),
+    .i__ready(out__1__ready),
+    .i__valid(\i__valid$478 ),
+    .o__payload(\o__payload$506 ),
+    .o__ready(\o__ready$480 ),
+    .o__valid(\o__valid$502 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch1_link1_recv_skid  ch1_link1_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$481 ),
+    .i__ready(\out__1__ready$483 ),
+    .i__valid(\i__valid$485 ),
+    .o__payload(\o__payload$507 ),
+    .o__ready(\o__ready$487 ),
+    .o__valid(\o__valid$503 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch1_link2_recv_skid  ch1_link2_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$488 ),
+    .i__ready(\out__1__ready$490 ),
+    .i__valid(\i__valid$492 ),
+    .o__payload(\o__payload$508 ),
+    .o__ready(\o__ready$494 ),
+    .o__valid(\o__valid$504 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch1_link3_recv_skid  ch1_link3_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$495 ),
+    .i__ready(\out__1__ready$497 ),
+    .i__valid(\i__valid$499 ),
+    .o__payload(\o__payload$509 ),
+    .o__ready(\o__ready$501 ),
+    .o__valid(\o__valid$505 ),
     .rst(rst)
   );
   \ace_nic_default.ch1_send_skid  ch1_send_skid (
@@ -1502,14 +1802,44 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .o__valid(data__1__valid),
     .rst(rst)
   );
-  \ace_nic_default.ch2_recv_skid  ch2_recv_skid (
+  \ace_nic_default.ch2_link0_recv_skid  ch2_link0_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$479 ),
-    .i__ready(\i__ready$485 ),
-    .i__valid(\i__valid$474 ),
-    .o__payload(ch2_recv__payload),
-    .o__ready(ch2_recv__ready),
-    .o__valid(ch2_recv__valid),
+    .i__payload(\i__payload$510 ),
+    .i__ready(out__2__ready),
+    .i__valid(\i__valid$514 ),
+    .o__payload(\o__payload$542 ),
+    .o__ready(\o__ready$516 ),
+    .o__valid(\o__valid$538 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch2_link1_recv_skid  ch2_link1_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$517 ),
+    .i__ready(\out__2__ready$519 ),
+    .i__valid(\i__valid$521 ),
+    .o__payload(\o__payload$543 ),
+    .o__ready(\o__ready$523 ),
+    .o__valid(\o__valid$539 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch2_link2_recv_skid  ch2_link2_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$524 ),
+    .i__ready(\out__2__ready$526 ),
+    .i__valid(\i__valid$528 ),
+    .o__payload(\o__payload$544 ),
+    .o__ready(\o__ready$530 ),
+    .o__valid(\o__valid$540 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch2_link3_recv_skid  ch2_link3_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$531 ),
+    .i__ready(\out__2__ready$533 ),
+    .i__valid(\i__valid$535 ),
+    .o__payload(\o__payload$545 ),
+    .o__ready(\o__ready$537 ),
+    .o__valid(\o__valid$541 ),
     .rst(rst)
   );
   \ace_nic_default.ch2_send_skid  ch2_send_skid (
@@ -1522,14 +1852,44 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .o__valid(data__2__valid),
     .rst(rst)
   );
-  \ace_nic_default.ch3_recv_skid  ch3_recv_skid (
+  \ace_nic_default.ch3_link0_recv_skid  ch3_link0_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$497 ),
-    .i__ready(\i__ready$503 ),
-    .i__valid(\i__valid$492 ),
-    .o__payload(ch3_recv__payload),
-    .o__ready(ch3_recv__ready),
-    .o__valid(ch3_recv__valid),
+    .i__payload(\i__payload$546 ),
+    .i__ready(out__3__ready),
+    .i__valid(\i__valid$550 ),
+    .o__payload(\o__payload$578 ),
+    .o__ready(\o__ready$552 ),
+    .o__valid(\o__valid$574 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch3_link1_recv_skid  ch3_link1_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$553 ),
+    .i__ready(\out__3__ready$555 ),
+    .i__valid(\i__valid$557 ),
+    .o__payload(\o__payload$579 ),
+    .o__ready(\o__ready$559 ),
+    .o__valid(\o__valid$575 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch3_link2_recv_skid  ch3_link2_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$560 ),
+    .i__ready(\out__3__ready$562 ),
+    .i__valid(\i__valid$564 ),
+    .o__payload(\o__payload$580 ),
+    .o__ready(\o__ready$566 ),
+    .o__valid(\o__valid$576 ),
+    .rst(rst)
+  );
+  \ace_nic_default.ch3_link3_recv_skid  ch3_link3_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$567 ),
+    .i__ready(\out__3__ready$569 ),
+    .i__valid(\i__valid$571 ),
+    .o__payload(\o__payload$581 ),
+    .o__ready(\o__ready$573 ),
+    .o__valid(\o__valid$577 ),
     .rst(rst)
   );
   \ace_nic_default.ch3_send_skid  ch3_send_skid (
@@ -1564,14 +1924,14 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .link__tdata(rx0__tdata),
     .link__tlast(rx0__tlast),
     .link__tvalid(rx0__tvalid),
-    .out__0__payload(out__0__payload),
-    .out__0__valid(out__0__valid),
-    .out__1__payload(out__1__payload),
-    .out__1__valid(out__1__valid),
-    .out__2__payload(out__2__payload),
-    .out__2__valid(out__2__valid),
-    .out__3__payload(out__3__payload),
-    .out__3__valid(out__3__valid),
+    .out__0__payload(\i__payload$438 ),
+    .out__0__valid(\i__valid$442 ),
+    .out__1__payload(\i__payload$474 ),
+    .out__1__valid(\i__valid$478 ),
+    .out__2__payload(\i__payload$510 ),
+    .out__2__valid(\i__valid$514 ),
+    .out__3__payload(\i__payload$546 ),
+    .out__3__valid(\i__valid$550 ),
     .payload_bytes(link0_rx_payload_bytes),
     .r__ready(out__0__ready),
     .\r__ready$14 (out__2__ready),
@@ -1601,19 +1961,19 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .link__tdata(rx1__tdata),
     .link__tlast(rx1__tlast),
     .link__tvalid(rx1__tvalid),
-    .out__0__payload(\out__0__payload$445 ),
-    .out__0__valid(\out__0__valid$440 ),
-    .out__1__payload(\out__1__payload$463 ),
-    .out__1__valid(\out__1__valid$458 ),
-    .out__2__payload(\out__2__payload$481 ),
-    .out__2__valid(\out__2__valid$476 ),
-    .out__3__payload(\out__3__payload$499 ),
-    .out__3__valid(\out__3__valid$494 ),
+    .out__0__payload(\i__payload$445 ),
+    .out__0__valid(\i__valid$449 ),
+    .out__1__payload(\i__payload$481 ),
+    .out__1__valid(\i__valid$485 ),
+    .out__2__payload(\i__payload$517 ),
+    .out__2__valid(\i__valid$521 ),
+    .out__3__payload(\i__payload$553 ),
+    .out__3__valid(\i__valid$557 ),
     .payload_bytes(link1_rx_payload_bytes),
-    .r__ready(\out__0__ready$450 ),
-    .\r__ready$14 (\out__2__ready$486 ),
-    .\r__ready$20 (\out__3__ready$504 ),
-    .\r__ready$8 (\out__1__ready$468 ),
+    .r__ready(\out__0__ready$447 ),
+    .\r__ready$14 (\out__2__ready$519 ),
+    .\r__ready$20 (\out__3__ready$555 ),
+    .\r__ready$8 (\out__1__ready$483 ),
     .rst(rst)
   );
   \ace_nic_default.rx2  rx2 (
@@ -1638,19 +1998,19 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .link__tdata(rx2__tdata),
     .link__tlast(rx2__tlast),
     .link__tvalid(rx2__tvalid),
-    .out__0__payload(\out__0__payload$446 ),
-    .out__0__valid(\out__0__valid$441 ),
-    .out__1__payload(\out__1__payload$464 ),
-    .out__1__valid(\out__1__valid$459 ),
-    .out__2__payload(\out__2__payload$482 ),
-    .out__2__valid(\out__2__valid$477 ),
-    .out__3__payload(\out__3__payload$500 ),
-    .out__3__valid(\out__3__valid$495 ),
+    .out__0__payload(\i__payload$452 ),
+    .out__0__valid(\i__valid$456 ),
+    .out__1__payload(\i__payload$488 ),
+    .out__1__valid(\i__valid$492 ),
+    .out__2__payload(\i__payload$524 ),
+    .out__2__valid(\i__valid$528 ),
+    .out__3__payload(\i__payload$560 ),
+    .out__3__valid(\i__valid$564 ),
     .payload_bytes(link2_rx_payload_bytes),
-    .r__ready(\out__0__ready$451 ),
-    .\r__ready$14 (\out__2__ready$487 ),
-    .\r__ready$20 (\out__3__ready$505 ),
-    .\r__ready$8 (\out__1__ready$469 ),
+    .r__ready(\out__0__ready$454 ),
+    .\r__ready$14 (\out__2__ready$526 ),
+    .\r__ready$20 (\out__3__ready$562 ),
+    .\r__ready$8 (\out__1__ready$490 ),
     .rst(rst)
   );
   \ace_nic_default.rx3  rx3 (
@@ -1675,19 +2035,19 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .link__tdata(rx3__tdata),
     .link__tlast(rx3__tlast),
     .link__tvalid(rx3__tvalid),
-    .out__0__payload(\out__0__payload$447 ),
-    .out__0__valid(\out__0__valid$442 ),
-    .out__1__payload(\out__1__payload$465 ),
-    .out__1__valid(\out__1__valid$460 ),
-    .out__2__payload(\out__2__payload$483 ),
-    .out__2__valid(\out__2__valid$478 ),
-    .out__3__payload(\out__3__payload$501 ),
-    .out__3__valid(\out__3__valid$496 ),
+    .out__0__payload(\i__payload$459 ),
+    .out__0__valid(\i__valid$463 ),
+    .out__1__payload(\i__payload$495 ),
+    .out__1__valid(\i__valid$499 ),
+    .out__2__payload(\i__payload$531 ),
+    .out__2__valid(\i__valid$535 ),
+    .out__3__payload(\i__payload$567 ),
+    .out__3__valid(\i__valid$571 ),
     .payload_bytes(link3_rx_payload_bytes),
-    .r__ready(\out__0__ready$452 ),
-    .\r__ready$14 (\out__2__ready$488 ),
-    .\r__ready$20 (\out__3__ready$506 ),
-    .\r__ready$8 (\out__1__ready$470 ),
+    .r__ready(\out__0__ready$461 ),
+    .\r__ready$14 (\out__2__ready$533 ),
+    .\r__ready$20 (\out__3__ready$569 ),
+    .\r__ready$8 (\out__1__ready$497 ),
     .rst(rst)
   );
   \ace_nic_default.tx0  tx0 (
@@ -1737,7 +2097,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .node_id(node_id),
     .o__ready(tx0__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$7223$0 (\$166 ),
+    .\port$7419$0 (\$166 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
@@ -1749,16 +2109,16 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .busy_cycles(link1_tx_busy_cycles),
     .clk(clk),
     .cmd__0__payload(cmd__0__payload),
-    .cmd__0__ready(\cmd__0__ready$511 ),
+    .cmd__0__ready(\cmd__0__ready$583 ),
     .cmd__0__valid(\cmd__0__valid$311 ),
     .cmd__1__payload(cmd__1__payload),
-    .cmd__1__ready(\cmd__1__ready$515 ),
+    .cmd__1__ready(\cmd__1__ready$587 ),
     .cmd__1__valid(\cmd__1__valid$345 ),
     .cmd__2__payload(cmd__2__payload),
-    .cmd__2__ready(\cmd__2__ready$519 ),
+    .cmd__2__ready(\cmd__2__ready$591 ),
     .cmd__2__valid(\cmd__2__valid$379 ),
     .cmd__3__payload(cmd__3__payload),
-    .cmd__3__ready(\cmd__3__ready$523 ),
+    .cmd__3__ready(\cmd__3__ready$595 ),
     .cmd__3__valid(\cmd__3__valid$413 ),
     .credit_in_channel(\credit_in_channel$183 ),
     .credit_in_count(\credit_in_count$185 ),
@@ -1788,7 +2148,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .node_id(node_id),
     .o__ready(tx1__tready),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$7485$0 (\$167 ),
+    .\port$7683$0 (\$167 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -1800,16 +2160,16 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .busy_cycles(link2_tx_busy_cycles),
     .clk(clk),
     .cmd__0__payload(cmd__0__payload),
-    .cmd__0__ready(\cmd__0__ready$512 ),
+    .cmd__0__ready(\cmd__0__ready$584 ),
     .cmd__0__valid(\cmd__0__valid$314 ),
     .cmd__1__payload(cmd__1__payload),
-    .cmd__1__ready(\cmd__1__ready$516 ),
+    .cmd__1__ready(\cmd__1__ready$588 ),
     .cmd__1__valid(\cmd__1__valid$348 ),
     .cmd__2__payload(cmd__2__payload),
-    .cmd__2__ready(\cmd__2__ready$520 ),
+    .cmd__2__ready(\cmd__2__ready$592 ),
     .cmd__2__valid(\cmd__2__valid$382 ),
     .cmd__3__payload(cmd__3__payload),
-    .cmd__3__ready(\cmd__3__ready$524 ),
+    .cmd__3__ready(\cmd__3__ready$596 ),
     .cmd__3__valid(\cmd__3__valid$416 ),
     .credit_in_channel(\credit_in_channel$227 ),
     .credit_in_count(\credit_in_count$229 ),
@@ -1839,7 +2199,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .node_id(node_id),
     .o__ready(tx2__tready),
     .payload_bytes(link2_tx_payload_bytes),
-    .\port$7747$0 (\$168 ),
+    .\port$7947$0 (\$168 ),
     .rst(rst),
     .stall_cycles(link2_tx_stall_cycles)
   );
@@ -1851,16 +2211,16 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .busy_cycles(link3_tx_busy_cycles),
     .clk(clk),
     .cmd__0__payload(cmd__0__payload),
-    .cmd__0__ready(\cmd__0__ready$513 ),
+    .cmd__0__ready(\cmd__0__ready$585 ),
     .cmd__0__valid(\cmd__0__valid$316 ),
     .cmd__1__payload(cmd__1__payload),
-    .cmd__1__ready(\cmd__1__ready$517 ),
+    .cmd__1__ready(\cmd__1__ready$589 ),
     .cmd__1__valid(\cmd__1__valid$350 ),
     .cmd__2__payload(cmd__2__payload),
-    .cmd__2__ready(\cmd__2__ready$521 ),
+    .cmd__2__ready(\cmd__2__ready$593 ),
     .cmd__2__valid(\cmd__2__valid$384 ),
     .cmd__3__payload(cmd__3__payload),
-    .cmd__3__ready(\cmd__3__ready$525 ),
+    .cmd__3__ready(\cmd__3__ready$597 ),
     .cmd__3__valid(\cmd__3__valid$418 ),
     .credit_in_channel(\credit_in_channel$271 ),
     .credit_in_count(\credit_in_count$273 ),
@@ -1890,7 +2250,7 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     .node_id(node_id),
     .o__ready(tx3__tready),
     .payload_bytes(link3_tx_payload_bytes),
-    .\port$8009$0 (\$169 ),
+    .\port$8211$0 (\$169 ),
     .rst(rst),
     .stall_cycles(link3_tx_stall_cycles)
   );
@@ -1899,13 +2259,13 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     (* full_case = 32'd1 *)
     casez (ch0_recv_link)
       2'h0:
-          \i__valid$438  = out__0__valid;
+          ch0_recv__valid = \o__valid$466 ;
       2'h1:
-          \i__valid$438  = \out__0__valid$440 ;
+          ch0_recv__valid = \o__valid$467 ;
       2'h2:
-          \i__valid$438  = \out__0__valid$441 ;
+          ch0_recv__valid = \o__valid$468 ;
       2'h3:
-          \i__valid$438  = \out__0__valid$442 ;
+          ch0_recv__valid = \o__valid$469 ;
     endcase
   end
   always @* begin
@@ -1913,13 +2273,13 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     (* full_case = 32'd1 *)
     casez (ch0_recv_link)
       2'h0:
-          \i__payload$443  = out__0__payload;
+          ch0_recv__payload = \o__payload$470 ;
       2'h1:
-          \i__payload$443  = \out__0__payload$445 ;
+          ch0_recv__payload = \o__payload$471 ;
       2'h2:
-          \i__payload$443  = \out__0__payload$446 ;
+          ch0_recv__payload = \o__payload$472 ;
       2'h3:
-          \i__payload$443  = \out__0__payload$447 ;
+          ch0_recv__payload = \o__payload$473 ;
     endcase
   end
   always @* begin
@@ -1927,13 +2287,13 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     (* full_case = 32'd1 *)
     casez (ch1_recv_link)
       2'h0:
-          \i__valid$456  = out__1__valid;
+          ch1_recv__valid = \o__valid$502 ;
       2'h1:
-          \i__valid$456  = \out__1__valid$458 ;
+          ch1_recv__valid = \o__valid$503 ;
       2'h2:
-          \i__valid$456  = \out__1__valid$459 ;
+          ch1_recv__valid = \o__valid$504 ;
       2'h3:
-          \i__valid$456  = \out__1__valid$460 ;
+          ch1_recv__valid = \o__valid$505 ;
     endcase
   end
   always @* begin
@@ -1941,13 +2301,13 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     (* full_case = 32'd1 *)
     casez (ch1_recv_link)
       2'h0:
-          \i__payload$461  = out__1__payload;
+          ch1_recv__payload = \o__payload$506 ;
       2'h1:
-          \i__payload$461  = \out__1__payload$463 ;
+          ch1_recv__payload = \o__payload$507 ;
       2'h2:
-          \i__payload$461  = \out__1__payload$464 ;
+          ch1_recv__payload = \o__payload$508 ;
       2'h3:
-          \i__payload$461  = \out__1__payload$465 ;
+          ch1_recv__payload = \o__payload$509 ;
     endcase
   end
   always @* begin
@@ -1955,13 +2315,13 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     (* full_case = 32'd1 *)
     casez (ch2_recv_link)
       2'h0:
-          \i__valid$474  = out__2__valid;
+          ch2_recv__valid = \o__valid$538 ;
       2'h1:
-          \i__valid$474  = \out__2__valid$476 ;
+          ch2_recv__valid = \o__valid$539 ;
       2'h2:
-          \i__valid$474  = \out__2__valid$477 ;
+          ch2_recv__valid = \o__valid$540 ;
       2'h3:
-          \i__valid$474  = \out__2__valid$478 ;
+          ch2_recv__valid = \o__valid$541 ;
     endcase
   end
   always @* begin
@@ -1969,13 +2329,13 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     (* full_case = 32'd1 *)
     casez (ch2_recv_link)
       2'h0:
-          \i__payload$479  = out__2__payload;
+          ch2_recv__payload = \o__payload$542 ;
       2'h1:
-          \i__payload$479  = \out__2__payload$481 ;
+          ch2_recv__payload = \o__payload$543 ;
       2'h2:
-          \i__payload$479  = \out__2__payload$482 ;
+          ch2_recv__payload = \o__payload$544 ;
       2'h3:
-          \i__payload$479  = \out__2__payload$483 ;
+          ch2_recv__payload = \o__payload$545 ;
     endcase
   end
   always @* begin
@@ -1983,13 +2343,13 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     (* full_case = 32'd1 *)
     casez (ch3_recv_link)
       2'h0:
-          \i__valid$492  = out__3__valid;
+          ch3_recv__valid = \o__valid$574 ;
       2'h1:
-          \i__valid$492  = \out__3__valid$494 ;
+          ch3_recv__valid = \o__valid$575 ;
       2'h2:
-          \i__valid$492  = \out__3__valid$495 ;
+          ch3_recv__valid = \o__valid$576 ;
       2'h3:
-          \i__valid$492  = \out__3__valid$496 ;
+          ch3_recv__valid = \o__valid$577 ;
     endcase
   end
   always @* begin
@@ -1997,13 +2357,13 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
     (* full_case = 32'd1 *)
     casez (ch3_recv_link)
       2'h0:
-          \i__payload$497  = out__3__payload;
+          ch3_recv__payload = \o__payload$578 ;
       2'h1:
-          \i__payload$497  = \out__3__payload$499 ;
+          ch3_recv__payload = \o__payload$579 ;
       2'h2:
-          \i__payload$497  = \out__3__payload$500 ;
+          ch3_recv__payload = \o__payload$580 ;
       2'h3:
-          \i__payload$497  = \out__3__payload$501 ;
+          ch3_recv__payload = \o__payload$581 ;
     endcase
   end
   always @* begin
@@ -2348,18 +2708,54 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   assign \data__3__valid$429  = data__3__valid;
   assign \data__3__payload$430  = data__3__payload;
   assign \data__3__valid$431  = data__3__valid;
-  assign \o__payload$453  = ch0_recv__payload;
-  assign \o__ready$454  = ch0_recv__ready;
-  assign \o__valid$455  = ch0_recv__valid;
-  assign \o__payload$471  = ch1_recv__payload;
-  assign \o__ready$472  = ch1_recv__ready;
-  assign \o__valid$473  = ch1_recv__valid;
-  assign \o__payload$489  = ch2_recv__payload;
-  assign \o__ready$490  = ch2_recv__ready;
-  assign \o__valid$491  = ch2_recv__valid;
-  assign \o__payload$507  = ch3_recv__payload;
-  assign \o__ready$508  = ch3_recv__ready;
-  assign \o__valid$509  = ch3_recv__valid;
+  assign out__0__payload = \i__payload$438 ;
+  assign \i__ready$441  = out__0__ready;
+  assign out__0__valid = \i__valid$442 ;
+  assign \out__0__payload$446  = \i__payload$445 ;
+  assign \i__ready$448  = \out__0__ready$447 ;
+  assign \out__0__valid$450  = \i__valid$449 ;
+  assign \out__0__payload$453  = \i__payload$452 ;
+  assign \i__ready$455  = \out__0__ready$454 ;
+  assign \out__0__valid$457  = \i__valid$456 ;
+  assign \out__0__payload$460  = \i__payload$459 ;
+  assign \i__ready$462  = \out__0__ready$461 ;
+  assign \out__0__valid$464  = \i__valid$463 ;
+  assign out__1__payload = \i__payload$474 ;
+  assign \i__ready$477  = out__1__ready;
+  assign out__1__valid = \i__valid$478 ;
+  assign \out__1__payload$482  = \i__payload$481 ;
+  assign \i__ready$484  = \out__1__ready$483 ;
+  assign \out__1__valid$486  = \i__valid$485 ;
+  assign \out__1__payload$489  = \i__payload$488 ;
+  assign \i__ready$491  = \out__1__ready$490 ;
+  assign \out__1__valid$493  = \i__valid$492 ;
+  assign \out__1__payload$496  = \i__payload$495 ;
+  assign \i__ready$498  = \out__1__ready$497 ;
+  assign \out__1__valid$500  = \i__valid$499 ;
+  assign out__2__payload = \i__payload$510 ;
+  assign \i__ready$513  = out__2__ready;
+  assign out__2__valid = \i__valid$514 ;
+  assign \out__2__payload$518  = \i__payload$517 ;
+  assign \i__ready$520  = \out__2__ready$519 ;
+  assign \out__2__valid$522  = \i__valid$521 ;
+  assign \out__2__payload$525  = \i__payload$524 ;
+  assign \i__ready$527  = \out__2__ready$526 ;
+  assign \out__2__valid$529  = \i__valid$528 ;
+  assign \out__2__payload$532  = \i__payload$531 ;
+  assign \i__ready$534  = \out__2__ready$533 ;
+  assign \out__2__valid$536  = \i__valid$535 ;
+  assign out__3__payload = \i__payload$546 ;
+  assign \i__ready$549  = out__3__ready;
+  assign out__3__valid = \i__valid$550 ;
+  assign \out__3__payload$554  = \i__payload$553 ;
+  assign \i__ready$556  = \out__3__ready$555 ;
+  assign \out__3__valid$558  = \i__valid$557 ;
+  assign \out__3__payload$561  = \i__payload$560 ;
+  assign \i__ready$563  = \out__3__ready$562 ;
+  assign \out__3__valid$565  = \i__valid$564 ;
+  assign \out__3__payload$568  = \i__payload$567 ;
+  assign \i__ready$570  = \out__3__ready$569 ;
+  assign \out__3__valid$572  = \i__valid$571 ;
   assign tx0__tdata = \$166 [511:0];
   assign tx0__tlast = \$166 [576];
   assign tx0__tkeep = \$166 [575:512];
@@ -2504,187 +2900,360 @@ module ace_nic_default(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__t
   assign \data__3__payload$426.data  = data__3__payload;
   assign \data__3__payload$428.data  = data__3__payload;
   assign \data__3__payload$430.data  = data__3__payload;
-  assign \i__payload$443.data  = \i__payload$443 [511:0];
-  assign \i__payload$443.keep  = \i__payload$443 [575:512];
-  assign \i__payload$443.first  = \i__payload$443 [576];
-  assign \i__payload$443.last  = \i__payload$443 [577];
-  assign \i__payload$443.src  = \i__payload$443 [585:578];
-  assign \i__payload$443.tag  = \i__payload$443 [593:586];
-  assign \i__payload$443.length  = \i__payload$443 [610:594];
-  assign \out__0__payload.data  = out__0__payload[511:0];
-  assign \out__0__payload.keep  = out__0__payload[575:512];
-  assign \out__0__payload.first  = out__0__payload[576];
-  assign \out__0__payload.last  = out__0__payload[577];
-  assign \out__0__payload.src  = out__0__payload[585:578];
-  assign \out__0__payload.tag  = out__0__payload[593:586];
-  assign \out__0__payload.length  = out__0__payload[610:594];
-  assign \out__0__payload$445.data  = \out__0__payload$445 [511:0];
-  assign \out__0__payload$445.keep  = \out__0__payload$445 [575:512];
-  assign \out__0__payload$445.first  = \out__0__payload$445 [576];
-  assign \out__0__payload$445.last  = \out__0__payload$445 [577];
-  assign \out__0__payload$445.src  = \out__0__payload$445 [585:578];
-  assign \out__0__payload$445.tag  = \out__0__payload$445 [593:586];
-  assign \out__0__payload$445.length  = \out__0__payload$445 [610:594];
-  assign \out__0__payload$446.data  = \out__0__payload$446 [511:0];
-  assign \out__0__payload$446.keep  = \out__0__payload$446 [575:512];
-  assign \out__0__payload$446.first  = \out__0__payload$446 [576];
-  assign \out__0__payload$446.last  = \out__0__payload$446 [577];
-  assign \out__0__payload$446.src  = \out__0__payload$446 [585:578];
-  assign \out__0__payload$446.tag  = \out__0__payload$446 [593:586];
-  assign \out__0__payload$446.length  = \out__0__payload$446 [610:594];
-  assign \out__0__payload$447.data  = \out__0__payload$447 [511:0];
-  assign \out__0__payload$447.keep  = \out__0__payload$447 [575:512];
-  assign \out__0__payload$447.first  = \out__0__payload$447 [576];
-  assign \out__0__payload$447.last  = \out__0__payload$447 [577];
-  assign \out__0__payload$447.src  = \out__0__payload$447 [585:578];
-  assign \out__0__payload$447.tag  = \out__0__payload$447 [593:586];
-  assign \out__0__payload$447.length  = \out__0__payload$447 [610:594];
-  assign \o__payload$453.data  = ch0_recv__payload[511:0];
-  assign \o__payload$453.keep  = ch0_recv__payload[575:512];
-  assign \o__payload$453.first  = ch0_recv__payload[576];
-  assign \o__payload$453.last  = ch0_recv__payload[577];
-  assign \o__payload$453.src  = ch0_recv__payload[585:578];
-  assign \o__payload$453.tag  = ch0_recv__payload[593:586];
-  assign \o__payload$453.length  = ch0_recv__payload[610:594];
-  assign \i__payload$461.data  = \i__payload$461 [511:0];
-  assign \i__payload$461.keep  = \i__payload$461 [575:512];
-  assign \i__payload$461.first  = \i__payload$461 [576];
-  assign \i__payload$461.last  = \i__payload$461 [577];
-  assign \i__payload$461.src  = \i__payload$461 [585:578];
-  assign \i__payload$461.tag  = \i__payload$461 [593:586];
-  assign \i__payload$461.length  = \i__payload$461 [610:594];
-  assign \out__1__payload.data  = out__1__payload[511:0];
-  assign \out__1__payload.keep  = out__1__payload[575:512];
-  assign \out__1__payload.first  = out__1__payload[576];
-  assign \out__1__payload.last  = out__1__payload[577];
-  assign \out__1__payload.src  = out__1__payload[585:578];
-  assign \out__1__payload.tag  = out__1__payload[593:586];
-  assign \out__1__payload.length  = out__1__payload[610:594];
-  assign \out__1__payload$463.data  = \out__1__payload$463 [511:0];
-  assign \out__1__payload$463.keep  = \out__1__payload$463 [575:512];
-  assign \out__1__payload$463.first  = \out__1__payload$463 [576];
-  assign \out__1__payload$463.last  = \out__1__payload$463 [577];
-  assign \out__1__payload$463.src  = \out__1__payload$463 [585:578];
-  assign \out__1__payload$463.tag  = \out__1__payload$463 [593:586];
-  assign \out__1__payload$463.length  = \out__1__payload$463 [610:594];
-  assign \out__1__payload$464.data  = \out__1__payload$464 [511:0];
-  assign \out__1__payload$464.keep  = \out__1__payload$464 [575:512];
-  assign \out__1__payload$464.first  = \out__1__payload$464 [576];
-  assign \out__1__payload$464.last  = \out__1__payload$464 [577];
-  assign \out__1__payload$464.src  = \out__1__payload$464 [585:578];
-  assign \out__1__payload$464.tag  = \out__1__payload$464 [593:586];
-  assign \out__1__payload$464.length  = \out__1__payload$464 [610:594];
-  assign \out__1__payload$465.data  = \out__1__payload$465 [511:0];
-  assign \out__1__payload$465.keep  = \out__1__payload$465 [575:512];
-  assign \out__1__payload$465.first  = \out__1__payload$465 [576];
-  assign \out__1__payload$465.last  = \out__1__payload$465 [577];
-  assign \out__1__payload$465.src  = \out__1__payload$465 [585:578];
-  assign \out__1__payload$465.tag  = \out__1__payload$465 [593:586];
-  assign \out__1__payload$465.length  = \out__1__payload$465 [610:594];
-  assign \o__payload$471.data  = ch1_recv__payload[511:0];
-  assign \o__payload$471.keep  = ch1_recv__payload[575:512];
-  assign \o__payload$471.first  = ch1_recv__payload[576];
-  assign \o__payload$471.last  = ch1_recv__payload[577];
-  assign \o__payload$471.src  = ch1_recv__payload[585:578];
-  assign \o__payload$471.tag  = ch1_recv__payload[593:586];
-  assign \o__payload$471.length  = ch1_recv__payload[610:594];
-  assign \i__payload$479.data  = \i__payload$479 [511:0];
-  assign \i__payload$479.keep  = \i__payload$479 [575:512];
-  assign \i__payload$479.first  = \i__payload$479 [576];
-  assign \i__payload$479.last  = \i__payload$479 [577];
-  assign \i__payload$479.src  = \i__payload$479 [585:578];
-  assign \i__payload$479.tag  = \i__payload$479 [593:586];
-  assign \i__payload$479.length  = \i__payload$479 [610:594];
-  assign \out__2__payload.data  = out__2__payload[511:0];
-  assign \out__2__payload.keep  = out__2__payload[575:512];
-  assign \out__2__payload.first  = out__2__payload[576];
-  assign \out__2__payload.last  = out__2__payload[577];
-  assign \out__2__payload.src  = out__2__payload[585:578];
-  assign \out__2__payload.tag  = out__2__payload[593:586];
-  assign \out__2__payload.length  = out__2__payload[610:594];
-  assign \out__2__payload$481.data  = \out__2__payload$481 [511:0];
-  assign \out__2__payload$481.keep  = \out__2__payload$481 [575:512];
-  assign \out__2__payload$481.first  = \out__2__payload$481 [576];
-  assign \out__2__payload$481.last  = \out__2__payload$481 [577];
-  assign \out__2__payload$481.src  = \out__2__payload$481 [585:578];
-  assign \out__2__payload$481.tag  = \out__2__payload$481 [593:586];
-  assign \out__2__payload$481.length  = \out__2__payload$481 [610:594];
-  assign \out__2__payload$482.data  = \out__2__payload$482 [511:0];
-  assign \out__2__payload$482.keep  = \out__2__payload$482 [575:512];
-  assign \out__2__payload$482.first  = \out__2__payload$482 [576];
-  assign \out__2__payload$482.last  = \out__2__payload$482 [577];
-  assign \out__2__payload$482.src  = \out__2__payload$482 [585:578];
-  assign \out__2__payload$482.tag  = \out__2__payload$482 [593:586];
-  assign \out__2__payload$482.length  = \out__2__payload$482 [610:594];
-  assign \out__2__payload$483.data  = \out__2__payload$483 [511:0];
-  assign \out__2__payload$483.keep  = \out__2__payload$483 [575:512];
-  assign \out__2__payload$483.first  = \out__2__payload$483 [576];
-  assign \out__2__payload$483.last  = \out__2__payload$483 [577];
-  assign \out__2__payload$483.src  = \out__2__payload$483 [585:578];
-  assign \out__2__payload$483.tag  = \out__2__payload$483 [593:586];
-  assign \out__2__payload$483.length  = \out__2__payload$483 [610:594];
-  assign \o__payload$489.data  = ch2_recv__payload[511:0];
-  assign \o__payload$489.keep  = ch2_recv__payload[575:512];
-  assign \o__payload$489.first  = ch2_recv__payload[576];
-  assign \o__payload$489.last  = ch2_recv__payload[577];
-  assign \o__payload$489.src  = ch2_recv__payload[585:578];
-  assign \o__payload$489.tag  = ch2_recv__payload[593:586];
-  assign \o__payload$489.length  = ch2_recv__payload[610:594];
-  assign \i__payload$497.data  = \i__payload$497 [511:0];
-  assign \i__payload$497.keep  = \i__payload$497 [575:512];
-  assign \i__payload$497.first  = \i__payload$497 [576];
-  assign \i__payload$497.last  = \i__payload$497 [577];
-  assign \i__payload$497.src  = \i__payload$497 [585:578];
-  assign \i__payload$497.tag  = \i__payload$497 [593:586];
-  assign \i__payload$497.length  = \i__payload$497 [610:594];
-  assign \out__3__payload.data  = out__3__payload[511:0];
-  assign \out__3__payload.keep  = out__3__payload[575:512];
-  assign \out__3__payload.first  = out__3__payload[576];
-  assign \out__3__payload.last  = out__3__payload[577];
-  assign \out__3__payload.src  = out__3__payload[585:578];
-  assign \out__3__payload.tag  = out__3__payload[593:586];
-  assign \out__3__payload.length  = out__3__payload[610:594];
-  assign \out__3__payload$499.data  = \out__3__payload$499 [511:0];
-  assign \out__3__payload$499.keep  = \out__3__payload$499 [575:512];
-  assign \out__3__payload$499.first  = \out__3__payload$499 [576];
-  assign \out__3__payload$499.last  = \out__3__payload$499 [577];
-  assign \out__3__payload$499.src  = \out__3__payload$499 [585:578];
-  assign \out__3__payload$499.tag  = \out__3__payload$499 [593:586];
-  assign \out__3__payload$499.length  = \out__3__payload$499 [610:594];
-  assign \out__3__payload$500.data  = \out__3__payload$500 [511:0];
-  assign \out__3__payload$500.keep  = \out__3__payload$500 [575:512];
-  assign \out__3__payload$500.first  = \out__3__payload$500 [576];
-  assign \out__3__payload$500.last  = \out__3__payload$500 [577];
-  assign \out__3__payload$500.src  = \out__3__payload$500 [585:578];
-  assign \out__3__payload$500.tag  = \out__3__payload$500 [593:586];
-  assign \out__3__payload$500.length  = \out__3__payload$500 [610:594];
-  assign \out__3__payload$501.data  = \out__3__payload$501 [511:0];
-  assign \out__3__payload$501.keep  = \out__3__payload$501 [575:512];
-  assign \out__3__payload$501.first  = \out__3__payload$501 [576];
-  assign \out__3__payload$501.last  = \out__3__payload$501 [577];
-  assign \out__3__payload$501.src  = \out__3__payload$501 [585:578];
-  assign \out__3__payload$501.tag  = \out__3__payload$501 [593:586];
-  assign \out__3__payload$501.length  = \out__3__payload$501 [610:594];
-  assign \o__payload$507.data  = ch3_recv__payload[511:0];
-  assign \o__payload$507.keep  = ch3_recv__payload[575:512];
-  assign \o__payload$507.first  = ch3_recv__payload[576];
-  assign \o__payload$507.last  = ch3_recv__payload[577];
-  assign \o__payload$507.src  = ch3_recv__payload[585:578];
-  assign \o__payload$507.tag  = ch3_recv__payload[593:586];
-  assign \o__payload$507.length  = ch3_recv__payload[610:594];
+  assign \i__payload$438.data  = \i__payload$438 [511:0];
+  assign \i__payload$438.keep  = \i__payload$438 [575:512];
+  assign \i__payload$438.first  = \i__payload$438 [576];
+  assign \i__payload$438.last  = \i__payload$438 [577];
+  assign \i__payload$438.src  = \i__payload$438 [585:578];
+  assign \i__payload$438.tag  = \i__payload$438 [593:586];
+  assign \i__payload$438.length  = \i__payload$438 [610:594];
+  assign \out__0__payload.data  = \i__payload$438 [511:0];
+  assign \out__0__payload.keep  = \i__payload$438 [575:512];
+  assign \out__0__payload.first  = \i__payload$438 [576];
+  assign \out__0__payload.last  = \i__payload$438 [577];
+  assign \out__0__payload.src  = \i__payload$438 [585:578];
+  assign \out__0__payload.tag  = \i__payload$438 [593:586];
+  assign \out__0__payload.length  = \i__payload$438 [610:594];
+  assign \i__payload$445.data  = \i__payload$445 [511:0];
+  assign \i__payload$445.keep  = \i__payload$445 [575:512];
+  assign \i__payload$445.first  = \i__payload$445 [576];
+  assign \i__payload$445.last  = \i__payload$445 [577];
+  assign \i__payload$445.src  = \i__payload$445 [585:578];
+  assign \i__payload$445.tag  = \i__payload$445 [593:586];
+  assign \i__payload$445.length  = \i__payload$445 [610:594];
+  assign \out__0__payload$446.data  = \i__payload$445 [511:0];
+  assign \out__0__payload$446.keep  = \i__payload$445 [575:512];
+  assign \out__0__payload$446.first  = \i__payload$445 [576];
+  assign \out__0__payload$446.last  = \i__payload$445 [577];
+  assign \out__0__payload$446.src  = \i__payload$445 [585:578];
+  assign \out__0__payload$446.tag  = \i__payload$445 [593:586];
+  assign \out__0__payload$446.length  = \i__payload$445 [610:594];
+  assign \i__payload$452.data  = \i__payload$452 [511:0];
+  assign \i__payload$452.keep  = \i__payload$452 [575:512];
+  assign \i__payload$452.first  = \i__payload$452 [576];
+  assign \i__payload$452.last  = \i__payload$452 [577];
+  assign \i__payload$452.src  = \i__payload$452 [585:578];
+  assign \i__payload$452.tag  = \i__payload$452 [593:586];
+  assign \i__payload$452.length  = \i__payload$452 [610:594];
+  assign \out__0__payload$453.data  = \i__payload$452 [511:0];
+  assign \out__0__payload$453.keep  = \i__payload$452 [575:512];
+  assign \out__0__payload$453.first  = \i__payload$452 [576];
+  assign \out__0__payload$453.last  = \i__payload$452 [577];
+  assign \out__0__payload$453.src  = \i__payload$452 [585:578];
+  assign \out__0__payload$453.tag  = \i__payload$452 [593:586];
+  assign \out__0__payload$453.length  = \i__payload$452 [610:594];
+  assign \i__payload$459.data  = \i__payload$459 [511:0];
+  assign \i__payload$459.keep  = \i__payload$459 [575:512];
+  assign \i__payload$459.first  = \i__payload$459 [576];
+  assign \i__payload$459.last  = \i__payload$459 [577];
+  assign \i__payload$459.src  = \i__payload$459 [585:578];
+  assign \i__payload$459.tag  = \i__payload$459 [593:586];
+  assign \i__payload$459.length  = \i__payload$459 [610:594];
+  assign \out__0__payload$460.data  = \i__payload$459 [511:0];
+  assign \out__0__payload$460.keep  = \i__payload$459 [575:512];
+  assign \out__0__payload$460.first  = \i__payload$459 [576];
+  assign \out__0__payload$460.last  = \i__payload$459 [577];
+  assign \out__0__payload$460.src  = \i__payload$459 [585:578];
+  assign \out__0__payload$460.tag  = \i__payload$459 [593:586];
+  assign \out__0__payload$460.length  = \i__payload$459 [610:594];
+  assign \o__payload$470.data  = \o__payload$470 [511:0];
+  assign \o__payload$470.keep  = \o__payload$470 [575:512];
+  assign \o__payload$470.first  = \o__payload$470 [576];
+  assign \o__payload$470.last  = \o__payload$470 [577];
+  assign \o__payload$470.src  = \o__payload$470 [585:578];
+  assign \o__payload$470.tag  = \o__payload$470 [593:586];
+  assign \o__payload$470.length  = \o__payload$470 [610:594];
+  assign \o__payload$471.data  = \o__payload$471 [511:0];
+  assign \o__payload$471.keep  = \o__payload$471 [575:512];
+  assign \o__payload$471.first  = \o__payload$471 [576];
+  assign \o__payload$471.last  = \o__payload$471 [577];
+  assign \o__payload$471.src  = \o__payload$471 [585:578];
+  assign \o__payload$471.tag  = \o__payload$471 [593:586];
+  assign \o__payload$471.length  = \o__payload$471 [610:594];
+  assign \o__payload$472.data  = \o__payload$472 [511:0];
+  assign \o__payload$472.keep  = \o__payload$472 [575:512];
+  assign \o__payload$472.first  = \o__payload$472 [576];
+  assign \o__payload$472.last  = \o__payload$472 [577];
+  assign \o__payload$472.src  = \o__payload$472 [585:578];
+  assign \o__payload$472.tag  = \o__payload$472 [593:586];
+  assign \o__payload$472.length  = \o__payload$472 [610:594];
+  assign \o__payload$473.data  = \o__payload$473 [511:0];
+  assign \o__payload$473.keep  = \o__payload$473 [575:512];
+  assign \o__payload$473.first  = \o__payload$473 [576];
+  assign \o__payload$473.last  = \o__payload$473 [577];
+  assign \o__payload$473.src  = \o__payload$473 [585:578];
+  assign \o__payload$473.tag  = \o__payload$473 [593:586];
+  assign \o__payload$473.length  = \o__payload$473 [610:594];
+  assign \i__payload$474.data  = \i__payload$474 [511:0];
+  assign \i__payload$474.keep  = \i__payload$474 [575:512];
+  assign \i__payload$474.first  = \i__payload$474 [576];
+  assign \i__payload$474.last  = \i__payload$474 [577];
+  assign \i__payload$474.src  = \i__payload$474 [585:578];
+  assign \i__payload$474.tag  = \i__payload$474 [593:586];
+  assign \i__payload$474.length  = \i__payload$474 [610:594];
+  assign \out__1__payload.data  = \i__payload$474 [511:0];
+  assign \out__1__payload.keep  = \i__payload$474 [575:512];
+  assign \out__1__payload.first  = \i__payload$474 [576];
+  assign \out__1__payload.last  = \i__payload$474 [577];
+  assign \out__1__payload.src  = \i__payload$474 [585:578];
+  assign \out__1__payload.tag  = \i__payload$474 [593:586];
+  assign \out__1__payload.length  = \i__payload$474 [610:594];
+  assign \i__payload$481.data  = \i__payload$481 [511:0];
+  assign \i__payload$481.keep  = \i__payload$481 [575:512];
+  assign \i__payload$481.first  = \i__payload$481 [576];
+  assign \i__payload$481.last  = \i__payload$481 [577];
+  assign \i__payload$481.src  = \i__payload$481 [585:578];
+  assign \i__payload$481.tag  = \i__payload$481 [593:586];
+  assign \i__payload$481.length  = \i__payload$481 [610:594];
+  assign \out__1__payload$482.data  = \i__payload$481 [511:0];
+  assign \out__1__payload$482.keep  = \i__payload$481 [575:512];
+  assign \out__1__payload$482.first  = \i__payload$481 [576];
+  assign \out__1__payload$482.last  = \i__payload$481 [577];
+  assign \out__1__payload$482.src  = \i__payload$481 [585:578];
+  assign \out__1__payload$482.tag  = \i__payload$481 [593:586];
+  assign \out__1__payload$482.length  = \i__payload$481 [610:594];
+  assign \i__payload$488.data  = \i__payload$488 [511:0];
+  assign \i__payload$488.keep  = \i__payload$488 [575:512];
+  assign \i__payload$488.first  = \i__payload$488 [576];
+  assign \i__payload$488.last  = \i__payload$488 [577];
+  assign \i__payload$488.src  = \i__payload$488 [585:578];
+  assign \i__payload$488.tag  = \i__payload$488 [593:586];
+  assign \i__payload$488.length  = \i__payload$488 [610:594];
+  assign \out__1__payload$489.data  = \i__payload$488 [511:0];
+  assign \out__1__payload$489.keep  = \i__payload$488 [575:512];
+  assign \out__1__payload$489.first  = \i__payload$488 [576];
+  assign \out__1__payload$489.last  = \i__payload$488 [577];
+  assign \out__1__payload$489.src  = \i__payload$488 [585:578];
+  assign \out__1__payload$489.tag  = \i__payload$488 [593:586];
+  assign \out__1__payload$489.length  = \i__payload$488 [610:594];
+  assign \i__payload$495.data  = \i__payload$495 [511:0];
+  assign \i__payload$495.keep  = \i__payload$495 [575:512];
+  assign \i__payload$495.first  = \i__payload$495 [576];
+  assign \i__payload$495.last  = \i__payload$495 [577];
+  assign \i__payload$495.src  = \i__payload$495 [585:578];
+  assign \i__payload$495.tag  = \i__payload$495 [593:586];
+  assign \i__payload$495.length  = \i__payload$495 [610:594];
+  assign \out__1__payload$496.data  = \i__payload$495 [511:0];
+  assign \out__1__payload$496.keep  = \i__payload$495 [575:512];
+  assign \out__1__payload$496.first  = \i__payload$495 [576];
+  assign \out__1__payload$496.last  = \i__payload$495 [577];
+  assign \out__1__payload$496.src  = \i__payload$495 [585:578];
+  assign \out__1__payload$496.tag  = \i__payload$495 [593:586];
+  assign \out__1__payload$496.length  = \i__payload$495 [610:594];
+  assign \o__payload$506.data  = \o__payload$506 [511:0];
+  assign \o__payload$506.keep  = \o__payload$506 [575:512];
+  assign \o__payload$506.first  = \o__payload$506 [576];
+  assign \o__payload$506.last  = \o__payload$506 [577];
+  assign \o__payload$506.src  = \o__payload$506 [585:578];
+  assign \o__payload$506.tag  = \o__payload$506 [593:586];
+  assign \o__payload$506.length  = \o__payload$506 [610:594];
+  assign \o__payload$507.data  = \o__payload$507 [511:0];
+  assign \o__payload$507.keep  = \o__payload$507 [575:512];
+  assign \o__payload$507.first  = \o__payload$507 [576];
+  assign \o__payload$507.last  = \o__payload$507 [577];
+  assign \o__payload$507.src  = \o__payload$507 [585:578];
+  assign \o__payload$507.tag  = \o__payload$507 [593:586];
+  assign \o__payload$507.length  = \o__payload$507 [610:594];
+  assign \o__payload$508.data  = \o__payload$508 [511:0];
+  assign \o__payload$508.keep  = \o__payload$508 [575:512];
+  assign \o__payload$508.first  = \o__payload$508 [576];
+  assign \o__payload$508.last  = \o__payload$508 [577];
+  assign \o__payload$508.src  = \o__payload$508 [585:578];
+  assign \o__payload$508.tag  = \o__payload$508 [593:586];
+  assign \o__payload$508.length  = \o__payload$508 [610:594];
+  assign \o__payload$509.data  = \o__payload$509 [511:0];
+  assign \o__payload$509.keep  = \o__payload$509 [575:512];
+  assign \o__payload$509.first  = \o__payload$509 [576];
+  assign \o__payload$509.last  = \o__payload$509 [577];
+  assign \o__payload$509.src  = \o__payload$509 [585:578];
+  assign \o__payload$509.tag  = \o__payload$509 [593:586];
+  assign \o__payload$509.length  = \o__payload$509 [610:594];
+  assign \i__payload$510.data  = \i__payload$510 [511:0];
+  assign \i__payload$510.keep  = \i__payload$510 [575:512];
+  assign \i__payload$510.first  = \i__payload$510 [576];
+  assign \i__payload$510.last  = \i__payload$510 [577];
+  assign \i__payload$510.src  = \i__payload$510 [585:578];
+  assign \i__payload$510.tag  = \i__payload$510 [593:586];
+  assign \i__payload$510.length  = \i__payload$510 [610:594];
+  assign \out__2__payload.data  = \i__payload$510 [511:0];
+  assign \out__2__payload.keep  = \i__payload$510 [575:512];
+  assign \out__2__payload.first  = \i__payload$510 [576];
+  assign \out__2__payload.last  = \i__payload$510 [577];
+  assign \out__2__payload.src  = \i__payload$510 [585:578];
+  assign \out__2__payload.tag  = \i__payload$510 [593:586];
+  assign \out__2__payload.length  = \i__payload$510 [610:594];
+  assign \i__payload$517.data  = \i__payload$517 [511:0];
+  assign \i__payload$517.keep  = \i__payload$517 [575:512];
+  assign \i__payload$517.first  = \i__payload$517 [576];
+  assign \i__payload$517.last  = \i__payload$517 [577];
+  assign \i__payload$517.src  = \i__payload$517 [585:578];
+  assign \i__payload$517.tag  = \i__payload$517 [593:586];
+  assign \i__payload$517.length  = \i__payload$517 [610:594];
+  assign \out__2__payload$518.data  = \i__payload$517 [511:0];
+  assign \out__2__payload$518.keep  = \i__payload$517 [575:512];
+  assign \out__2__payload$518.first  = \i__payload$517 [576];
+  assign \out__2__payload$518.last  = \i__payload$517 [577];
+  assign \out__2__payload$518.src  = \i__payload$517 [585:578];
+  assign \out__2__payload$518.tag  = \i__payload$517 [593:586];
+  assign \out__2__payload$518.length  = \i__payload$517 [610:594];
+  assign \i__payload$524.data  = \i__payload$524 [511:0];
+  assign \i__payload$524.keep  = \i__payload$524 [575:512];
+  assign \i__payload$524.first  = \i__payload$524 [576];
+  assign \i__payload$524.last  = \i__payload$524 [577];
+  assign \i__payload$524.src  = \i__payload$524 [585:578];
+  assign \i__payload$524.tag  = \i__payload$524 [593:586];
+  assign \i__payload$524.length  = \i__payload$524 [610:594];
+  assign \out__2__payload$525.data  = \i__payload$524 [511:0];
+  assign \out__2__payload$525.keep  = \i__payload$524 [575:512];
+  assign \out__2__payload$525.first  = \i__payload$524 [576];
+  assign \out__2__payload$525.last  = \i__payload$524 [577];
+  assign \out__2__payload$525.src  = \i__payload$524 [585:578];
+  assign \out__2__payload$525.tag  = \i__payload$524 [593:586];
+  assign \out__2__payload$525.length  = \i__payload$524 [610:594];
+  assign \i__payload$531.data  = \i__payload$531 [511:0];
+  assign \i__payload$531.keep  = \i__payload$531 [575:512];
+  assign \i__payload$531.first  = \i__payload$531 [576];
+  assign \i__payload$531.last  = \i__payload$531 [577];
+  assign \i__payload$531.src  = \i__payload$531 [585:578];
+  assign \i__payload$531.tag  = \i__payload$531 [593:586];
+  assign \i__payload$531.length  = \i__payload$531 [610:594];
+  assign \out__2__payload$532.data  = \i__payload$531 [511:0];
+  assign \out__2__payload$532.keep  = \i__payload$531 [575:512];
+  assign \out__2__payload$532.first  = \i__payload$531 [576];
+  assign \out__2__payload$532.last  = \i__payload$531 [577];
+  assign \out__2__payload$532.src  = \i__payload$531 [585:578];
+  assign \out__2__payload$532.tag  = \i__payload$531 [593:586];
+  assign \out__2__payload$532.length  = \i__payload$531 [610:594];
+  assign \o__payload$542.data  = \o__payload$542 [511:0];
+  assign \o__payload$542.keep  = \o__payload$542 [575:512];
+  assign \o__payload$542.first  = \o__payload$542 [576];
+  assign \o__payload$542.last  = \o__payload$542 [577];
+  assign \o__payload$542.src  = \o__payload$542 [585:578];
+  assign \o__payload$542.tag  = \o__payload$542 [593:586];
+  assign \o__payload$542.length  = \o__payload$542 [610:594];
+  assign \o__payload$543.data  = \o__payload$543 [511:0];
+  assign \o__payload$543.keep  = \o__payload$543 [575:512];
+  assign \o__payload$543.first  = \o__payload$543 [576];
+  assign \o__payload$543.last  = \o__payload$543 [577];
+  assign \o__payload$543.src  = \o__payload$543 [585:578];
+  assign \o__payload$543.tag  = \o__payload$543 [593:586];
+  assign \o__payload$543.length  = \o__payload$543 [610:594];
+  assign \o__payload$544.data  = \o__payload$544 [511:0];
+  assign \o__payload$544.keep  = \o__payload$544 [575:512];
+  assign \o__payload$544.first  = \o__payload$544 [576];
+  assign \o__payload$544.last  = \o__payload$544 [577];
+  assign \o__payload$544.src  = \o__payload$544 [585:578];
+  assign \o__payload$544.tag  = \o__payload$544 [593:586];
+  assign \o__payload$544.length  = \o__payload$544 [610:594];
+  assign \o__payload$545.data  = \o__payload$545 [511:0];
+  assign \o__payload$545.keep  = \o__payload$545 [575:512];
+  assign \o__payload$545.first  = \o__payload$545 [576];
+  assign \o__payload$545.last  = \o__payload$545 [577];
+  assign \o__payload$545.src  = \o__payload$545 [585:578];
+  assign \o__payload$545.tag  = \o__payload$545 [593:586];
+  assign \o__payload$545.length  = \o__payload$545 [610:594];
+  assign \i__payload$546.data  = \i__payload$546 [511:0];
+  assign \i__payload$546.keep  = \i__payload$546 [575:512];
+  assign \i__payload$546.first  = \i__payload$546 [576];
+  assign \i__payload$546.last  = \i__payload$546 [577];
+  assign \i__payload$546.src  = \i__payload$546 [585:578];
+  assign \i__payload$546.tag  = \i__payload$546 [593:586];
+  assign \i__payload$546.length  = \i__payload$546 [610:594];
+  assign \out__3__payload.data  = \i__payload$546 [511:0];
+  assign \out__3__payload.keep  = \i__payload$546 [575:512];
+  assign \out__3__payload.first  = \i__payload$546 [576];
+  assign \out__3__payload.last  = \i__payload$546 [577];
+  assign \out__3__payload.src  = \i__payload$546 [585:578];
+  assign \out__3__payload.tag  = \i__payload$546 [593:586];
+  assign \out__3__payload.length  = \i__payload$546 [610:594];
+  assign \i__payload$553.data  = \i__payload$553 [511:0];
+  assign \i__payload$553.keep  = \i__payload$553 [575:512];
+  assign \i__payload$553.first  = \i__payload$553 [576];
+  assign \i__payload$553.last  = \i__payload$553 [577];
+  assign \i__payload$553.src  = \i__payload$553 [585:578];
+  assign \i__payload$553.tag  = \i__payload$553 [593:586];
+  assign \i__payload$553.length  = \i__payload$553 [610:594];
+  assign \out__3__payload$554.data  = \i__payload$553 [511:0];
+  assign \out__3__payload$554.keep  = \i__payload$553 [575:512];
+  assign \out__3__payload$554.first  = \i__payload$553 [576];
+  assign \out__3__payload$554.last  = \i__payload$553 [577];
+  assign \out__3__payload$554.src  = \i__payload$553 [585:578];
+  assign \out__3__payload$554.tag  = \i__payload$553 [593:586];
+  assign \out__3__payload$554.length  = \i__payload$553 [610:594];
+  assign \i__payload$560.data  = \i__payload$560 [511:0];
+  assign \i__payload$560.keep  = \i__payload$560 [575:512];
+  assign \i__payload$560.first  = \i__payload$560 [576];
+  assign \i__payload$560.last  = \i__payload$560 [577];
+  assign \i__payload$560.src  = \i__payload$560 [585:578];
+  assign \i__payload$560.tag  = \i__payload$560 [593:586];
+  assign \i__payload$560.length  = \i__payload$560 [610:594];
+  assign \out__3__payload$561.data  = \i__payload$560 [511:0];
+  assign \out__3__payload$561.keep  = \i__payload$560 [575:512];
+  assign \out__3__payload$561.first  = \i__payload$560 [576];
+  assign \out__3__payload$561.last  = \i__payload$560 [577];
+  assign \out__3__payload$561.src  = \i__payload$560 [585:578];
+  assign \out__3__payload$561.tag  = \i__payload$560 [593:586];
+  assign \out__3__payload$561.length  = \i__payload$560 [610:594];
+  assign \i__payload$567.data  = \i__payload$567 [511:0];
+  assign \i__payload$567.keep  = \i__payload$567 [575:512];
+  assign \i__payload$567.first  = \i__payload$567 [576];
+  assign \i__payload$567.last  = \i__payload$567 [577];
+  assign \i__payload$567.src  = \i__payload$567 [585:578];
+  assign \i__payload$567.tag  = \i__payload$567 [593:586];
+  assign \i__payload$567.length  = \i__payload$567 [610:594];
+  assign \out__3__payload$568.data  = \i__payload$567 [511:0];
+  assign \out__3__payload$568.keep  = \i__payload$567 [575:512];
+  assign \out__3__payload$568.first  = \i__payload$567 [576];
+  assign \out__3__payload$568.last  = \i__payload$567 [577];
+  assign \out__3__payload$568.src  = \i__payload$567 [585:578];
+  assign \out__3__payload$568.tag  = \i__payload$567 [593:586];
+  assign \out__3__payload$568.length  = \i__payload$567 [610:594];
+  assign \o__payload$578.data  = \o__payload$578 [511:0];
+  assign \o__payload$578.keep  = \o__payload$578 [575:512];
+  assign \o__payload$578.first  = \o__payload$578 [576];
+  assign \o__payload$578.last  = \o__payload$578 [577];
+  assign \o__payload$578.src  = \o__payload$578 [585:578];
+  assign \o__payload$578.tag  = \o__payload$578 [593:586];
+  assign \o__payload$578.length  = \o__payload$578 [610:594];
+  assign \o__payload$579.data  = \o__payload$579 [511:0];
+  assign \o__payload$579.keep  = \o__payload$579 [575:512];
+  assign \o__payload$579.first  = \o__payload$579 [576];
+  assign \o__payload$579.last  = \o__payload$579 [577];
+  assign \o__payload$579.src  = \o__payload$579 [585:578];
+  assign \o__payload$579.tag  = \o__payload$579 [593:586];
+  assign \o__payload$579.length  = \o__payload$579 [610:594];
+  assign \o__payload$580.data  = \o__payload$580 [511:0];
+  assign \o__payload$580.keep  = \o__payload$580 [575:512];
+  assign \o__payload$580.first  = \o__payload$580 [576];
+  assign \o__payload$580.last  = \o__payload$580 [577];
+  assign \o__payload$580.src  = \o__payload$580 [585:578];
+  assign \o__payload$580.tag  = \o__payload$580 [593:586];
+  assign \o__payload$580.length  = \o__payload$580 [610:594];
+  assign \o__payload$581.data  = \o__payload$581 [511:0];
+  assign \o__payload$581.keep  = \o__payload$581 [575:512];
+  assign \o__payload$581.first  = \o__payload$581 [576];
+  assign \o__payload$581.last  = \o__payload$581 [577];
+  assign \o__payload$581.src  = \o__payload$581 [585:578];
+  assign \o__payload$581.tag  = \o__payload$581 [593:586];
+  assign \o__payload$581.length  = \o__payload$581 [610:594];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready, o__payload, o__valid, o__ready);
+module \ace_nic_default.ch0_link0_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$98  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [610:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [610:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [610:0] i__payload;
@@ -2697,9 +3266,11 @@ module \ace_nic_default.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   wire [7:0] \i__payload.src ;
   wire [7:0] \i__payload.tag ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [610:0] o__payload;
   reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \o__payload.data ;
@@ -2713,6 +3284,17 @@ module \ace_nic_default.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -2724,74 +3306,92 @@ module \ace_nic_default.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   wire [7:0] \skid_payload.src ;
   wire [7:0] \skid_payload.tag ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.first  = o__payload[576];
@@ -2799,13 +3399,13 @@ module \ace_nic_default.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   assign \o__payload.src  = o__payload[585:578];
   assign \o__payload.tag  = o__payload[593:586];
   assign \o__payload.length  = o__payload[610:594];
-  assign \skid_payload.data  = skid_payload[511:0];
-  assign \skid_payload.keep  = skid_payload[575:512];
-  assign \skid_payload.first  = skid_payload[576];
-  assign \skid_payload.last  = skid_payload[577];
-  assign \skid_payload.src  = skid_payload[585:578];
-  assign \skid_payload.tag  = skid_payload[593:586];
-  assign \skid_payload.length  = skid_payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
   assign \i__payload.data  = i__payload[511:0];
   assign \i__payload.keep  = i__payload[575:512];
   assign \i__payload.first  = i__payload[576];
@@ -2813,124 +3413,215 @@ module \ace_nic_default.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   assign \i__payload.src  = i__payload[585:578];
   assign \i__payload.tag  = i__payload[593:586];
   assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.ch0_send_skid (i__valid, clk, rst, o__ready, i__ready, o__payload, o__valid, i__payload);
+module \ace_nic_default.ch0_link1_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$99  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [511:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [511:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
-  input [511:0] i__payload;
-  wire [511:0] i__payload;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
   wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
-  output [511:0] o__payload;
-  reg [511:0] o__payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
   input o__ready;
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
-  reg [511:0] skid_payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  assign \o__payload.data  = o__payload;
-  assign \skid_payload.data  = skid_payload;
-  assign \i__payload.data  = i__payload;
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready, o__payload, o__valid, o__ready);
+module \ace_nic_default.ch0_link2_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$100  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [610:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [610:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [610:0] i__payload;
@@ -2943,9 +3634,11 @@ module \ace_nic_default.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   wire [7:0] \i__payload.src ;
   wire [7:0] \i__payload.tag ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [610:0] o__payload;
   reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \o__payload.data ;
@@ -2959,6 +3652,17 @@ module \ace_nic_default.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -2970,74 +3674,92 @@ module \ace_nic_default.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   wire [7:0] \skid_payload.src ;
   wire [7:0] \skid_payload.tag ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.first  = o__payload[576];
@@ -3045,13 +3767,13 @@ module \ace_nic_default.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   assign \o__payload.src  = o__payload[585:578];
   assign \o__payload.tag  = o__payload[593:586];
   assign \o__payload.length  = o__payload[610:594];
-  assign \skid_payload.data  = skid_payload[511:0];
-  assign \skid_payload.keep  = skid_payload[575:512];
-  assign \skid_payload.first  = skid_payload[576];
-  assign \skid_payload.last  = skid_payload[577];
-  assign \skid_payload.src  = skid_payload[585:578];
-  assign \skid_payload.tag  = skid_payload[593:586];
-  assign \skid_payload.length  = skid_payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
   assign \i__payload.data  = i__payload[511:0];
   assign \i__payload.keep  = i__payload[575:512];
   assign \i__payload.first  = i__payload[576];
@@ -3059,370 +3781,351 @@ module \ace_nic_default.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   assign \i__payload.src  = i__payload[585:578];
   assign \i__payload.tag  = i__payload[593:586];
   assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.ch1_send_skid (i__valid, clk, rst, o__ready, i__ready, o__payload, o__valid, i__payload);
+module \ace_nic_default.ch0_link3_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$101  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [511:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [511:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
-  input [511:0] i__payload;
-  wire [511:0] i__payload;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
   wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
-  output [511:0] o__payload;
-  reg [511:0] o__payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
   input o__ready;
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
-  reg [511:0] skid_payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$101 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$101 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$101 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$101 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$101 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$101 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$101 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  assign \o__payload.data  = o__payload;
-  assign \skid_payload.data  = skid_payload;
-  assign \i__payload.data  = i__payload;
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.ch2_recv_skid (clk, rst, i__valid, i__payload, i__ready, o__payload, o__valid, o__ready);
+module \ace_nic_default.ch0_send_skid (i__valid, clk, rst, o__ready, i__ready, o__valid, o__payload, i__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$102  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [511:0] \$11 ;
+  reg \$12 ;
+  reg [511:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [610:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [610:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
-  input [610:0] i__payload;
-  wire [610:0] i__payload;
+  input [511:0] i__payload;
+  wire [511:0] i__payload;
   wire [511:0] \i__payload.data ;
-  wire \i__payload.first ;
-  wire [63:0] \i__payload.keep ;
-  wire \i__payload.last ;
-  wire [16:0] \i__payload.length ;
-  wire [7:0] \i__payload.src ;
-  wire [7:0] \i__payload.tag ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
-  output [610:0] o__payload;
-  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [511:0] o__payload;
+  reg [511:0] o__payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \o__payload.data ;
-  wire \o__payload.first ;
-  wire [63:0] \o__payload.keep ;
-  wire \o__payload.last ;
-  wire [16:0] \o__payload.length ;
-  wire [7:0] \o__payload.src ;
-  wire [7:0] \o__payload.tag ;
   input o__ready;
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [511:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
-  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [511:0] skid_payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \skid_payload.data ;
-  wire \skid_payload.first ;
-  wire [63:0] \skid_payload.keep ;
-  wire \skid_payload.last ;
-  wire [16:0] \skid_payload.length ;
-  wire [7:0] \skid_payload.src ;
-  wire [7:0] \skid_payload.tag ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  assign \o__payload.data  = o__payload[511:0];
-  assign \o__payload.keep  = o__payload[575:512];
-  assign \o__payload.first  = o__payload[576];
-  assign \o__payload.last  = o__payload[577];
-  assign \o__payload.src  = o__payload[585:578];
-  assign \o__payload.tag  = o__payload[593:586];
-  assign \o__payload.length  = o__payload[610:594];
-  assign \skid_payload.data  = skid_payload[511:0];
-  assign \skid_payload.keep  = skid_payload[575:512];
-  assign \skid_payload.first  = skid_payload[576];
-  assign \skid_payload.last  = skid_payload[577];
-  assign \skid_payload.src  = skid_payload[585:578];
-  assign \skid_payload.tag  = skid_payload[593:586];
-  assign \skid_payload.length  = skid_payload[610:594];
-  assign \i__payload.data  = i__payload[511:0];
-  assign \i__payload.keep  = i__payload[575:512];
-  assign \i__payload.first  = i__payload[576];
-  assign \i__payload.last  = i__payload[577];
-  assign \i__payload.src  = i__payload[585:578];
-  assign \i__payload.tag  = i__payload[593:586];
-  assign \i__payload.length  = i__payload[610:594];
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload;
+  assign \out_payload.data  = o__payload;
+  assign \i__payload.data  = i__payload;
+  assign \skid_payload.data  = skid_payload;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.ch2_send_skid (i__valid, clk, rst, o__ready, i__ready, o__payload, o__valid, i__payload);
+module \ace_nic_default.ch1_link0_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$103  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [511:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [511:0] \$8 ;
-  input clk;
-  wire clk;
-  input [511:0] i__payload;
-  wire [511:0] i__payload;
-  wire [511:0] \i__payload.data ;
-  output i__ready;
-  wire i__ready;
-  input i__valid;
-  wire i__valid;
-  output [511:0] o__payload;
-  reg [511:0] o__payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [511:0] \o__payload.data ;
-  input o__ready;
-  wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  input rst;
-  wire rst;
-  reg [511:0] skid_payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [511:0] \skid_payload.data ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
-  always @(posedge clk)
-    o__payload <= \$5 ;
-  always @(posedge clk)
-    o__valid <= \$6 ;
-  always @(posedge clk)
-    skid_valid <= \$7 ;
-  always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
-      (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
-      end else begin
-        \$5  = i__payload;
-      end
-    end
-    if (rst) begin
-      \$5  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
-      (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
-      end else begin
-        \$6  = i__valid;
-      end
-    end
-    if (rst) begin
-      \$6  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  assign \o__payload.data  = o__payload;
-  assign \skid_payload.data  = skid_payload;
-  assign \i__payload.data  = i__payload;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_default.ch3_recv_skid (clk, rst, i__valid, i__payload, i__ready, o__payload, o__valid, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$104  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  reg [610:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [610:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [610:0] i__payload;
@@ -3435,9 +4138,11 @@ module \ace_nic_default.ch3_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   wire [7:0] \i__payload.src ;
   wire [7:0] \i__payload.tag ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [610:0] o__payload;
   reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \o__payload.data ;
@@ -3451,6 +4156,17 @@ module \ace_nic_default.ch3_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -3462,74 +4178,92 @@ module \ace_nic_default.ch3_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   wire [7:0] \skid_payload.src ;
   wire [7:0] \skid_payload.tag ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.first  = o__payload[576];
@@ -3537,13 +4271,13 @@ module \ace_nic_default.ch3_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   assign \o__payload.src  = o__payload[585:578];
   assign \o__payload.tag  = o__payload[593:586];
   assign \o__payload.length  = o__payload[610:594];
-  assign \skid_payload.data  = skid_payload[511:0];
-  assign \skid_payload.keep  = skid_payload[575:512];
-  assign \skid_payload.first  = skid_payload[576];
-  assign \skid_payload.last  = skid_payload[577];
-  assign \skid_payload.src  = skid_payload[585:578];
-  assign \skid_payload.tag  = skid_payload[593:586];
-  assign \skid_payload.length  = skid_payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
   assign \i__payload.data  = i__payload[511:0];
   assign \i__payload.keep  = i__payload[575:512];
   assign \i__payload.first  = i__payload[576];
@@ -3551,28 +4285,594 @@ module \ace_nic_default.ch3_recv_skid (clk, rst, i__valid, i__payload, i__ready,
   assign \i__payload.src  = i__payload[585:578];
   assign \i__payload.tag  = i__payload[593:586];
   assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.ch3_send_skid (i__valid, clk, rst, o__ready, i__ready, o__payload, o__valid, i__payload);
-  reg \$auto$verilog_backend.cc:2355:dump_module$105  = 0;
+module \ace_nic_default.ch1_link1_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$104  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [511:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [511:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch1_link2_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$105  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch1_link3_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$106  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch1_send_skid (i__valid, clk, rst, o__ready, i__ready, o__valid, o__payload, i__payload);
+  reg \$auto$verilog_backend.cc:2355:dump_module$107  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [511:0] \$11 ;
+  reg \$12 ;
+  reg [511:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [511:0] i__payload;
   wire [511:0] i__payload;
   wire [511:0] \i__payload.data ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [511:0] o__payload;
   reg [511:0] o__payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \o__payload.data ;
@@ -3580,88 +4880,1856 @@ module \ace_nic_default.ch3_send_skid (i__valid, clk, rst, o__ready, i__ready, o
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [511:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [511:0] skid_payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] \skid_payload.data ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload;
-  assign \skid_payload.data  = skid_payload;
+  assign \out_payload.data  = o__payload;
   assign \i__payload.data  = i__payload;
+  assign \skid_payload.data  = skid_payload;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__ready, \r__ready$8 , \r__ready$14 , \r__ready$20 , out__0__payload, out__1__payload, out__2__payload, out__3__payload, credits__0, credits__1, credits__2, credits__3, credit_valid, freed__0, freed__1, freed__2
-, freed__3, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__1__valid, out__2__valid, out__3__valid, error_clear);
-  reg \$auto$verilog_backend.cc:2355:dump_module$106  = 0;
+module \ace_nic_default.ch2_link0_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$108  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch2_link1_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$109  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch2_link2_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$110  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch2_link3_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$111  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch2_send_skid (i__valid, clk, rst, o__ready, i__ready, o__valid, o__payload, i__payload);
+  reg \$auto$verilog_backend.cc:2355:dump_module$112  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [511:0] \$11 ;
+  reg \$12 ;
+  reg [511:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [511:0] i__payload;
+  wire [511:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [511:0] o__payload;
+  reg [511:0] o__payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [511:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [511:0] skid_payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload;
+  assign \out_payload.data  = o__payload;
+  assign \i__payload.data  = i__payload;
+  assign \skid_payload.data  = skid_payload;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch3_link0_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$113  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch3_link1_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$114  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch3_link2_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$115  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch3_link3_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$116  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [610:0] \$11 ;
+  reg \$12 ;
+  reg [610:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [610:0] i__payload;
+  wire [610:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [63:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [610:0] o__payload;
+  reg [610:0] o__payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [63:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [610:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [610:0] skid_payload = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [63:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 611'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[511:0];
+  assign \o__payload.keep  = o__payload[575:512];
+  assign \o__payload.first  = o__payload[576];
+  assign \o__payload.last  = o__payload[577];
+  assign \o__payload.src  = o__payload[585:578];
+  assign \o__payload.tag  = o__payload[593:586];
+  assign \o__payload.length  = o__payload[610:594];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.first  = o__payload[576];
+  assign \out_payload.last  = o__payload[577];
+  assign \out_payload.src  = o__payload[585:578];
+  assign \out_payload.tag  = o__payload[593:586];
+  assign \out_payload.length  = o__payload[610:594];
+  assign \i__payload.data  = i__payload[511:0];
+  assign \i__payload.keep  = i__payload[575:512];
+  assign \i__payload.first  = i__payload[576];
+  assign \i__payload.last  = i__payload[577];
+  assign \i__payload.src  = i__payload[585:578];
+  assign \i__payload.tag  = i__payload[593:586];
+  assign \i__payload.length  = i__payload[610:594];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.first  = skid_payload[576];
+  assign \skid_payload.last  = skid_payload[577];
+  assign \skid_payload.src  = skid_payload[585:578];
+  assign \skid_payload.tag  = skid_payload[593:586];
+  assign \skid_payload.length  = skid_payload[610:594];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.ch3_send_skid (i__valid, clk, rst, o__ready, i__ready, o__valid, o__payload, i__payload);
+  reg \$auto$verilog_backend.cc:2355:dump_module$117  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [511:0] \$11 ;
+  reg \$12 ;
+  reg [511:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [511:0] i__payload;
+  wire [511:0] i__payload;
+  wire [511:0] \i__payload.data ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [511:0] o__payload;
+  reg [511:0] o__payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \o__payload.data ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [511:0] out_payload;
+  wire [511:0] \out_payload.data ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [511:0] skid_payload = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [511:0] \skid_payload.data ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload;
+  assign \out_payload.data  = o__payload;
+  assign \i__payload.data  = i__payload;
+  assign \skid_payload.data  = skid_payload;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out__0__payload, out__1__payload, out__2__payload, out__3__payload, credits__0, credits__1, credits__2, credits__3, credit_valid, freed__0, freed__1, freed__2, freed__3, busy_cycles, credit_channel, credit_count
+, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__1__valid, out__2__valid, out__3__valid, r__ready, \r__ready$8 , \r__ready$14 , \r__ready$20 , error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$118  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
@@ -4908,76 +7976,76 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$59 ),
     .fetch(freed),
     .out_valid(out__0__valid),
-    .\port$1184$0 (\$signal ),
-    .\port$1187$0 (\$8 ),
-    .\port$1188$0 (\$9 ),
-    .\port$1189$0 (\$10 ),
-    .\port$1190$0 (\$11 ),
-    .\port$1191$0 (\$12 ),
-    .\port$1192$0 (\$13 ),
-    .\port$1193$0 (\$14 ),
-    .\port$1194$0 (\$15 ),
-    .\port$1195$0 (\$16 ),
-    .\port$1196$0 (\$17 ),
-    .\port$1197$0 (\$18 ),
-    .\port$1198$0 (\$19 ),
-    .\port$1199$0 (\$20 ),
-    .\port$1200$0 (\$21 ),
-    .\port$1201$0 (\$22 ),
-    .\port$1202$0 (\$23 ),
-    .\port$1203$0 (\$24 ),
-    .\port$1204$0 (\$25 ),
-    .\port$1205$0 (\$26 ),
-    .\port$1206$0 (\$27 ),
-    .\port$1207$0 (\$28 ),
-    .\port$1208$0 (\$29 ),
-    .\port$1209$0 (\$30 ),
-    .\port$1210$0 (\$31 ),
-    .\port$1211$0 (\$32 ),
-    .\port$1212$0 (\$33 ),
-    .\port$1213$0 (\$34 ),
-    .\port$1214$0 (\$35 ),
-    .\port$1215$0 (\$36 ),
-    .\port$1216$0 (\$37 ),
-    .\port$1217$0 (\$38 ),
-    .\port$1218$0 (\$39 ),
-    .\port$1219$0 (\$40 ),
-    .\port$1220$0 (\$41 ),
-    .\port$1221$0 (\$42 ),
-    .\port$1222$0 (\$43 ),
-    .\port$1223$0 (\$44 ),
-    .\port$1224$0 (\$45 ),
-    .\port$1225$0 (\$46 ),
-    .\port$1226$0 (\$47 ),
-    .\port$1227$0 (\$48 ),
-    .\port$1228$0 (\$49 ),
-    .\port$1229$0 (\$50 ),
-    .\port$1230$0 (\$51 ),
-    .\port$1231$0 (\$52 ),
-    .\port$1232$0 (\$53 ),
-    .\port$1233$0 (\$54 ),
-    .\port$1234$0 (\$55 ),
-    .\port$1235$0 (\$56 ),
-    .\port$1236$0 (\$57 ),
-    .\port$1237$0 (\$58 ),
-    .\port$1238$0 (\$59 ),
-    .\port$1239$0 (\$60 ),
-    .\port$1240$0 (\$61 ),
-    .\port$1241$0 (\$62 ),
-    .\port$1242$0 (\$63 ),
-    .\port$1243$0 (\$64 ),
-    .\port$1244$0 (\$65 ),
-    .\port$1245$0 (\$66 ),
-    .\port$1246$0 (\$67 ),
-    .\port$1247$0 (\$68 ),
-    .\port$1248$0 (\$69 ),
-    .\port$1249$0 (\$70 ),
-    .\port$1250$0 (\$71 ),
-    .\port$7232$0 (keep),
-    .\port$7311$0 (\$signal$38 ),
-    .\port$7313$0 (\$like$37 ),
-    .\port$7315$0 (\$like ),
-    .\port$7317$0 (\$signal$35 ),
+    .\port$1187$0 (\$signal ),
+    .\port$1190$0 (\$8 ),
+    .\port$1191$0 (\$9 ),
+    .\port$1192$0 (\$10 ),
+    .\port$1193$0 (\$11 ),
+    .\port$1194$0 (\$12 ),
+    .\port$1195$0 (\$13 ),
+    .\port$1196$0 (\$14 ),
+    .\port$1197$0 (\$15 ),
+    .\port$1198$0 (\$16 ),
+    .\port$1199$0 (\$17 ),
+    .\port$1200$0 (\$18 ),
+    .\port$1201$0 (\$19 ),
+    .\port$1202$0 (\$20 ),
+    .\port$1203$0 (\$21 ),
+    .\port$1204$0 (\$22 ),
+    .\port$1205$0 (\$23 ),
+    .\port$1206$0 (\$24 ),
+    .\port$1207$0 (\$25 ),
+    .\port$1208$0 (\$26 ),
+    .\port$1209$0 (\$27 ),
+    .\port$1210$0 (\$28 ),
+    .\port$1211$0 (\$29 ),
+    .\port$1212$0 (\$30 ),
+    .\port$1213$0 (\$31 ),
+    .\port$1214$0 (\$32 ),
+    .\port$1215$0 (\$33 ),
+    .\port$1216$0 (\$34 ),
+    .\port$1217$0 (\$35 ),
+    .\port$1218$0 (\$36 ),
+    .\port$1219$0 (\$37 ),
+    .\port$1220$0 (\$38 ),
+    .\port$1221$0 (\$39 ),
+    .\port$1222$0 (\$40 ),
+    .\port$1223$0 (\$41 ),
+    .\port$1224$0 (\$42 ),
+    .\port$1225$0 (\$43 ),
+    .\port$1226$0 (\$44 ),
+    .\port$1227$0 (\$45 ),
+    .\port$1228$0 (\$46 ),
+    .\port$1229$0 (\$47 ),
+    .\port$1230$0 (\$48 ),
+    .\port$1231$0 (\$49 ),
+    .\port$1232$0 (\$50 ),
+    .\port$1233$0 (\$51 ),
+    .\port$1234$0 (\$52 ),
+    .\port$1235$0 (\$53 ),
+    .\port$1236$0 (\$54 ),
+    .\port$1237$0 (\$55 ),
+    .\port$1238$0 (\$56 ),
+    .\port$1239$0 (\$57 ),
+    .\port$1240$0 (\$58 ),
+    .\port$1241$0 (\$59 ),
+    .\port$1242$0 (\$60 ),
+    .\port$1243$0 (\$61 ),
+    .\port$1244$0 (\$62 ),
+    .\port$1245$0 (\$63 ),
+    .\port$1246$0 (\$64 ),
+    .\port$1247$0 (\$65 ),
+    .\port$1248$0 (\$66 ),
+    .\port$1249$0 (\$67 ),
+    .\port$1250$0 (\$68 ),
+    .\port$1251$0 (\$69 ),
+    .\port$1252$0 (\$70 ),
+    .\port$1253$0 (\$71 ),
+    .\port$7426$0 (keep),
+    .\port$7505$0 (\$signal$38 ),
+    .\port$7507$0 (\$like$37 ),
+    .\port$7509$0 (\$like ),
+    .\port$7511$0 (\$signal$35 ),
     .r__payload(out__0__payload),
     .r__ready(r__ready),
     .rollback(\rollback$60 ),
@@ -4989,76 +8057,76 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$62 ),
     .fetch(\freed$80 ),
     .out_valid(out__1__valid),
-    .\port$1184$0 (\$signal ),
-    .\port$1187$0 (\$8 ),
-    .\port$1188$0 (\$9 ),
-    .\port$1189$0 (\$10 ),
-    .\port$1190$0 (\$11 ),
-    .\port$1191$0 (\$12 ),
-    .\port$1192$0 (\$13 ),
-    .\port$1193$0 (\$14 ),
-    .\port$1194$0 (\$15 ),
-    .\port$1195$0 (\$16 ),
-    .\port$1196$0 (\$17 ),
-    .\port$1197$0 (\$18 ),
-    .\port$1198$0 (\$19 ),
-    .\port$1199$0 (\$20 ),
-    .\port$1200$0 (\$21 ),
-    .\port$1201$0 (\$22 ),
-    .\port$1202$0 (\$23 ),
-    .\port$1203$0 (\$24 ),
-    .\port$1204$0 (\$25 ),
-    .\port$1205$0 (\$26 ),
-    .\port$1206$0 (\$27 ),
-    .\port$1207$0 (\$28 ),
-    .\port$1208$0 (\$29 ),
-    .\port$1209$0 (\$30 ),
-    .\port$1210$0 (\$31 ),
-    .\port$1211$0 (\$32 ),
-    .\port$1212$0 (\$33 ),
-    .\port$1213$0 (\$34 ),
-    .\port$1214$0 (\$35 ),
-    .\port$1215$0 (\$36 ),
-    .\port$1216$0 (\$37 ),
-    .\port$1217$0 (\$38 ),
-    .\port$1218$0 (\$39 ),
-    .\port$1219$0 (\$40 ),
-    .\port$1220$0 (\$41 ),
-    .\port$1221$0 (\$42 ),
-    .\port$1222$0 (\$43 ),
-    .\port$1223$0 (\$44 ),
-    .\port$1224$0 (\$45 ),
-    .\port$1225$0 (\$46 ),
-    .\port$1226$0 (\$47 ),
-    .\port$1227$0 (\$48 ),
-    .\port$1228$0 (\$49 ),
-    .\port$1229$0 (\$50 ),
-    .\port$1230$0 (\$51 ),
-    .\port$1231$0 (\$52 ),
-    .\port$1232$0 (\$53 ),
-    .\port$1233$0 (\$54 ),
-    .\port$1234$0 (\$55 ),
-    .\port$1235$0 (\$56 ),
-    .\port$1236$0 (\$57 ),
-    .\port$1237$0 (\$58 ),
-    .\port$1238$0 (\$59 ),
-    .\port$1239$0 (\$60 ),
-    .\port$1240$0 (\$61 ),
-    .\port$1241$0 (\$62 ),
-    .\port$1242$0 (\$63 ),
-    .\port$1243$0 (\$64 ),
-    .\port$1244$0 (\$65 ),
-    .\port$1245$0 (\$66 ),
-    .\port$1246$0 (\$67 ),
-    .\port$1247$0 (\$68 ),
-    .\port$1248$0 (\$69 ),
-    .\port$1249$0 (\$70 ),
-    .\port$1250$0 (\$71 ),
-    .\port$7232$0 (keep),
-    .\port$7311$0 (\$signal$38 ),
-    .\port$7313$0 (\$like$37 ),
-    .\port$7315$0 (\$like ),
-    .\port$7317$0 (\$signal$35 ),
+    .\port$1187$0 (\$signal ),
+    .\port$1190$0 (\$8 ),
+    .\port$1191$0 (\$9 ),
+    .\port$1192$0 (\$10 ),
+    .\port$1193$0 (\$11 ),
+    .\port$1194$0 (\$12 ),
+    .\port$1195$0 (\$13 ),
+    .\port$1196$0 (\$14 ),
+    .\port$1197$0 (\$15 ),
+    .\port$1198$0 (\$16 ),
+    .\port$1199$0 (\$17 ),
+    .\port$1200$0 (\$18 ),
+    .\port$1201$0 (\$19 ),
+    .\port$1202$0 (\$20 ),
+    .\port$1203$0 (\$21 ),
+    .\port$1204$0 (\$22 ),
+    .\port$1205$0 (\$23 ),
+    .\port$1206$0 (\$24 ),
+    .\port$1207$0 (\$25 ),
+    .\port$1208$0 (\$26 ),
+    .\port$1209$0 (\$27 ),
+    .\port$1210$0 (\$28 ),
+    .\port$1211$0 (\$29 ),
+    .\port$1212$0 (\$30 ),
+    .\port$1213$0 (\$31 ),
+    .\port$1214$0 (\$32 ),
+    .\port$1215$0 (\$33 ),
+    .\port$1216$0 (\$34 ),
+    .\port$1217$0 (\$35 ),
+    .\port$1218$0 (\$36 ),
+    .\port$1219$0 (\$37 ),
+    .\port$1220$0 (\$38 ),
+    .\port$1221$0 (\$39 ),
+    .\port$1222$0 (\$40 ),
+    .\port$1223$0 (\$41 ),
+    .\port$1224$0 (\$42 ),
+    .\port$1225$0 (\$43 ),
+    .\port$1226$0 (\$44 ),
+    .\port$1227$0 (\$45 ),
+    .\port$1228$0 (\$46 ),
+    .\port$1229$0 (\$47 ),
+    .\port$1230$0 (\$48 ),
+    .\port$1231$0 (\$49 ),
+    .\port$1232$0 (\$50 ),
+    .\port$1233$0 (\$51 ),
+    .\port$1234$0 (\$52 ),
+    .\port$1235$0 (\$53 ),
+    .\port$1236$0 (\$54 ),
+    .\port$1237$0 (\$55 ),
+    .\port$1238$0 (\$56 ),
+    .\port$1239$0 (\$57 ),
+    .\port$1240$0 (\$58 ),
+    .\port$1241$0 (\$59 ),
+    .\port$1242$0 (\$60 ),
+    .\port$1243$0 (\$61 ),
+    .\port$1244$0 (\$62 ),
+    .\port$1245$0 (\$63 ),
+    .\port$1246$0 (\$64 ),
+    .\port$1247$0 (\$65 ),
+    .\port$1248$0 (\$66 ),
+    .\port$1249$0 (\$67 ),
+    .\port$1250$0 (\$68 ),
+    .\port$1251$0 (\$69 ),
+    .\port$1252$0 (\$70 ),
+    .\port$1253$0 (\$71 ),
+    .\port$7426$0 (keep),
+    .\port$7505$0 (\$signal$38 ),
+    .\port$7507$0 (\$like$37 ),
+    .\port$7509$0 (\$like ),
+    .\port$7511$0 (\$signal$35 ),
     .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$63 ),
@@ -5070,76 +8138,76 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$65 ),
     .fetch(\freed$82 ),
     .out_valid(out__2__valid),
-    .\port$1184$0 (\$signal ),
-    .\port$1187$0 (\$8 ),
-    .\port$1188$0 (\$9 ),
-    .\port$1189$0 (\$10 ),
-    .\port$1190$0 (\$11 ),
-    .\port$1191$0 (\$12 ),
-    .\port$1192$0 (\$13 ),
-    .\port$1193$0 (\$14 ),
-    .\port$1194$0 (\$15 ),
-    .\port$1195$0 (\$16 ),
-    .\port$1196$0 (\$17 ),
-    .\port$1197$0 (\$18 ),
-    .\port$1198$0 (\$19 ),
-    .\port$1199$0 (\$20 ),
-    .\port$1200$0 (\$21 ),
-    .\port$1201$0 (\$22 ),
-    .\port$1202$0 (\$23 ),
-    .\port$1203$0 (\$24 ),
-    .\port$1204$0 (\$25 ),
-    .\port$1205$0 (\$26 ),
-    .\port$1206$0 (\$27 ),
-    .\port$1207$0 (\$28 ),
-    .\port$1208$0 (\$29 ),
-    .\port$1209$0 (\$30 ),
-    .\port$1210$0 (\$31 ),
-    .\port$1211$0 (\$32 ),
-    .\port$1212$0 (\$33 ),
-    .\port$1213$0 (\$34 ),
-    .\port$1214$0 (\$35 ),
-    .\port$1215$0 (\$36 ),
-    .\port$1216$0 (\$37 ),
-    .\port$1217$0 (\$38 ),
-    .\port$1218$0 (\$39 ),
-    .\port$1219$0 (\$40 ),
-    .\port$1220$0 (\$41 ),
-    .\port$1221$0 (\$42 ),
-    .\port$1222$0 (\$43 ),
-    .\port$1223$0 (\$44 ),
-    .\port$1224$0 (\$45 ),
-    .\port$1225$0 (\$46 ),
-    .\port$1226$0 (\$47 ),
-    .\port$1227$0 (\$48 ),
-    .\port$1228$0 (\$49 ),
-    .\port$1229$0 (\$50 ),
-    .\port$1230$0 (\$51 ),
-    .\port$1231$0 (\$52 ),
-    .\port$1232$0 (\$53 ),
-    .\port$1233$0 (\$54 ),
-    .\port$1234$0 (\$55 ),
-    .\port$1235$0 (\$56 ),
-    .\port$1236$0 (\$57 ),
-    .\port$1237$0 (\$58 ),
-    .\port$1238$0 (\$59 ),
-    .\port$1239$0 (\$60 ),
-    .\port$1240$0 (\$61 ),
-    .\port$1241$0 (\$62 ),
-    .\port$1242$0 (\$63 ),
-    .\port$1243$0 (\$64 ),
-    .\port$1244$0 (\$65 ),
-    .\port$1245$0 (\$66 ),
-    .\port$1246$0 (\$67 ),
-    .\port$1247$0 (\$68 ),
-    .\port$1248$0 (\$69 ),
-    .\port$1249$0 (\$70 ),
-    .\port$1250$0 (\$71 ),
-    .\port$7232$0 (keep),
-    .\port$7311$0 (\$signal$38 ),
-    .\port$7313$0 (\$like$37 ),
-    .\port$7315$0 (\$like ),
-    .\port$7317$0 (\$signal$35 ),
+    .\port$1187$0 (\$signal ),
+    .\port$1190$0 (\$8 ),
+    .\port$1191$0 (\$9 ),
+    .\port$1192$0 (\$10 ),
+    .\port$1193$0 (\$11 ),
+    .\port$1194$0 (\$12 ),
+    .\port$1195$0 (\$13 ),
+    .\port$1196$0 (\$14 ),
+    .\port$1197$0 (\$15 ),
+    .\port$1198$0 (\$16 ),
+    .\port$1199$0 (\$17 ),
+    .\port$1200$0 (\$18 ),
+    .\port$1201$0 (\$19 ),
+    .\port$1202$0 (\$20 ),
+    .\port$1203$0 (\$21 ),
+    .\port$1204$0 (\$22 ),
+    .\port$1205$0 (\$23 ),
+    .\port$1206$0 (\$24 ),
+    .\port$1207$0 (\$25 ),
+    .\port$1208$0 (\$26 ),
+    .\port$1209$0 (\$27 ),
+    .\port$1210$0 (\$28 ),
+    .\port$1211$0 (\$29 ),
+    .\port$1212$0 (\$30 ),
+    .\port$1213$0 (\$31 ),
+    .\port$1214$0 (\$32 ),
+    .\port$1215$0 (\$33 ),
+    .\port$1216$0 (\$34 ),
+    .\port$1217$0 (\$35 ),
+    .\port$1218$0 (\$36 ),
+    .\port$1219$0 (\$37 ),
+    .\port$1220$0 (\$38 ),
+    .\port$1221$0 (\$39 ),
+    .\port$1222$0 (\$40 ),
+    .\port$1223$0 (\$41 ),
+    .\port$1224$0 (\$42 ),
+    .\port$1225$0 (\$43 ),
+    .\port$1226$0 (\$44 ),
+    .\port$1227$0 (\$45 ),
+    .\port$1228$0 (\$46 ),
+    .\port$1229$0 (\$47 ),
+    .\port$1230$0 (\$48 ),
+    .\port$1231$0 (\$49 ),
+    .\port$1232$0 (\$50 ),
+    .\port$1233$0 (\$51 ),
+    .\port$1234$0 (\$52 ),
+    .\port$1235$0 (\$53 ),
+    .\port$1236$0 (\$54 ),
+    .\port$1237$0 (\$55 ),
+    .\port$1238$0 (\$56 ),
+    .\port$1239$0 (\$57 ),
+    .\port$1240$0 (\$58 ),
+    .\port$1241$0 (\$59 ),
+    .\port$1242$0 (\$60 ),
+    .\port$1243$0 (\$61 ),
+    .\port$1244$0 (\$62 ),
+    .\port$1245$0 (\$63 ),
+    .\port$1246$0 (\$64 ),
+    .\port$1247$0 (\$65 ),
+    .\port$1248$0 (\$66 ),
+    .\port$1249$0 (\$67 ),
+    .\port$1250$0 (\$68 ),
+    .\port$1251$0 (\$69 ),
+    .\port$1252$0 (\$70 ),
+    .\port$1253$0 (\$71 ),
+    .\port$7426$0 (keep),
+    .\port$7505$0 (\$signal$38 ),
+    .\port$7507$0 (\$like$37 ),
+    .\port$7509$0 (\$like ),
+    .\port$7511$0 (\$signal$35 ),
     .r__payload(out__2__payload),
     .r__ready(\r__ready$14 ),
     .rollback(\rollback$66 ),
@@ -5151,76 +8219,76 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$68 ),
     .fetch(\freed$84 ),
     .out_valid(out__3__valid),
-    .\port$1184$0 (\$signal ),
-    .\port$1187$0 (\$8 ),
-    .\port$1188$0 (\$9 ),
-    .\port$1189$0 (\$10 ),
-    .\port$1190$0 (\$11 ),
-    .\port$1191$0 (\$12 ),
-    .\port$1192$0 (\$13 ),
-    .\port$1193$0 (\$14 ),
-    .\port$1194$0 (\$15 ),
-    .\port$1195$0 (\$16 ),
-    .\port$1196$0 (\$17 ),
-    .\port$1197$0 (\$18 ),
-    .\port$1198$0 (\$19 ),
-    .\port$1199$0 (\$20 ),
-    .\port$1200$0 (\$21 ),
-    .\port$1201$0 (\$22 ),
-    .\port$1202$0 (\$23 ),
-    .\port$1203$0 (\$24 ),
-    .\port$1204$0 (\$25 ),
-    .\port$1205$0 (\$26 ),
-    .\port$1206$0 (\$27 ),
-    .\port$1207$0 (\$28 ),
-    .\port$1208$0 (\$29 ),
-    .\port$1209$0 (\$30 ),
-    .\port$1210$0 (\$31 ),
-    .\port$1211$0 (\$32 ),
-    .\port$1212$0 (\$33 ),
-    .\port$1213$0 (\$34 ),
-    .\port$1214$0 (\$35 ),
-    .\port$1215$0 (\$36 ),
-    .\port$1216$0 (\$37 ),
-    .\port$1217$0 (\$38 ),
-    .\port$1218$0 (\$39 ),
-    .\port$1219$0 (\$40 ),
-    .\port$1220$0 (\$41 ),
-    .\port$1221$0 (\$42 ),
-    .\port$1222$0 (\$43 ),
-    .\port$1223$0 (\$44 ),
-    .\port$1224$0 (\$45 ),
-    .\port$1225$0 (\$46 ),
-    .\port$1226$0 (\$47 ),
-    .\port$1227$0 (\$48 ),
-    .\port$1228$0 (\$49 ),
-    .\port$1229$0 (\$50 ),
-    .\port$1230$0 (\$51 ),
-    .\port$1231$0 (\$52 ),
-    .\port$1232$0 (\$53 ),
-    .\port$1233$0 (\$54 ),
-    .\port$1234$0 (\$55 ),
-    .\port$1235$0 (\$56 ),
-    .\port$1236$0 (\$57 ),
-    .\port$1237$0 (\$58 ),
-    .\port$1238$0 (\$59 ),
-    .\port$1239$0 (\$60 ),
-    .\port$1240$0 (\$61 ),
-    .\port$1241$0 (\$62 ),
-    .\port$1242$0 (\$63 ),
-    .\port$1243$0 (\$64 ),
-    .\port$1244$0 (\$65 ),
-    .\port$1245$0 (\$66 ),
-    .\port$1246$0 (\$67 ),
-    .\port$1247$0 (\$68 ),
-    .\port$1248$0 (\$69 ),
-    .\port$1249$0 (\$70 ),
-    .\port$1250$0 (\$71 ),
-    .\port$7232$0 (keep),
-    .\port$7311$0 (\$signal$38 ),
-    .\port$7313$0 (\$like$37 ),
-    .\port$7315$0 (\$like ),
-    .\port$7317$0 (\$signal$35 ),
+    .\port$1187$0 (\$signal ),
+    .\port$1190$0 (\$8 ),
+    .\port$1191$0 (\$9 ),
+    .\port$1192$0 (\$10 ),
+    .\port$1193$0 (\$11 ),
+    .\port$1194$0 (\$12 ),
+    .\port$1195$0 (\$13 ),
+    .\port$1196$0 (\$14 ),
+    .\port$1197$0 (\$15 ),
+    .\port$1198$0 (\$16 ),
+    .\port$1199$0 (\$17 ),
+    .\port$1200$0 (\$18 ),
+    .\port$1201$0 (\$19 ),
+    .\port$1202$0 (\$20 ),
+    .\port$1203$0 (\$21 ),
+    .\port$1204$0 (\$22 ),
+    .\port$1205$0 (\$23 ),
+    .\port$1206$0 (\$24 ),
+    .\port$1207$0 (\$25 ),
+    .\port$1208$0 (\$26 ),
+    .\port$1209$0 (\$27 ),
+    .\port$1210$0 (\$28 ),
+    .\port$1211$0 (\$29 ),
+    .\port$1212$0 (\$30 ),
+    .\port$1213$0 (\$31 ),
+    .\port$1214$0 (\$32 ),
+    .\port$1215$0 (\$33 ),
+    .\port$1216$0 (\$34 ),
+    .\port$1217$0 (\$35 ),
+    .\port$1218$0 (\$36 ),
+    .\port$1219$0 (\$37 ),
+    .\port$1220$0 (\$38 ),
+    .\port$1221$0 (\$39 ),
+    .\port$1222$0 (\$40 ),
+    .\port$1223$0 (\$41 ),
+    .\port$1224$0 (\$42 ),
+    .\port$1225$0 (\$43 ),
+    .\port$1226$0 (\$44 ),
+    .\port$1227$0 (\$45 ),
+    .\port$1228$0 (\$46 ),
+    .\port$1229$0 (\$47 ),
+    .\port$1230$0 (\$48 ),
+    .\port$1231$0 (\$49 ),
+    .\port$1232$0 (\$50 ),
+    .\port$1233$0 (\$51 ),
+    .\port$1234$0 (\$52 ),
+    .\port$1235$0 (\$53 ),
+    .\port$1236$0 (\$54 ),
+    .\port$1237$0 (\$55 ),
+    .\port$1238$0 (\$56 ),
+    .\port$1239$0 (\$57 ),
+    .\port$1240$0 (\$58 ),
+    .\port$1241$0 (\$59 ),
+    .\port$1242$0 (\$60 ),
+    .\port$1243$0 (\$61 ),
+    .\port$1244$0 (\$62 ),
+    .\port$1245$0 (\$63 ),
+    .\port$1246$0 (\$64 ),
+    .\port$1247$0 (\$65 ),
+    .\port$1248$0 (\$66 ),
+    .\port$1249$0 (\$67 ),
+    .\port$1250$0 (\$68 ),
+    .\port$1251$0 (\$69 ),
+    .\port$1252$0 (\$70 ),
+    .\port$1253$0 (\$71 ),
+    .\port$7426$0 (keep),
+    .\port$7505$0 (\$signal$38 ),
+    .\port$7507$0 (\$like$37 ),
+    .\port$7509$0 (\$like ),
+    .\port$7511$0 (\$signal$35 ),
     .r__payload(out__3__payload),
     .r__ready(\r__ready$20 ),
     .rollback(\rollback$69 ),
@@ -5232,7 +8300,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .header(in[64:1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -5246,7 +8314,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -5260,7 +8328,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -5274,7 +8342,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -5288,7 +8356,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     cause = 4'h0;
     if (decoded[536]) begin
       cause = 4'h1;
@@ -5307,7 +8375,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal ) begin
       keep = \$signal$32 ;
@@ -5316,7 +8384,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     (* full_case = 32'd1 *)
     if (\$75 ) begin
       \cause$46  = judged[531:528];
@@ -5327,7 +8395,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     error_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5348,7 +8416,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     error_code = 4'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5369,7 +8437,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     credit_valid = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5382,7 +8450,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     space_reserve = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5397,7 +8465,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     rollback = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5409,7 +8477,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     commit = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5421,7 +8489,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     w_en = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5435,7 +8503,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \commit$59  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5449,7 +8517,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \rollback$60  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5463,7 +8531,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \w_en$61  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5477,7 +8545,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \commit$62  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5491,7 +8559,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \rollback$63  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5505,7 +8573,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \w_en$64  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5519,7 +8587,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \commit$65  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5533,7 +8601,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \rollback$66  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5547,7 +8615,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \w_en$67  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5561,7 +8629,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \commit$68  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5575,7 +8643,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \rollback$69  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5589,42 +8657,42 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$420  = freed;
     if (rst) begin
       \$420  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$421  = \freed$80 ;
     if (rst) begin
       \$421  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$422  = \freed$82 ;
     if (rst) begin
       \$422  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$423  = \freed$84 ;
     if (rst) begin
       \$423  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$424  = \$101 [47:0];
     if (rst) begin
       \$424  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$425 [527:514] = in[527:514];
     \$425 [0] = link__tvalid;
     \$425 [512:1] = link__tdata;
@@ -5634,7 +8702,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$426 [0] = in[0];
     \$426 [512:1] = in[512:1];
     \$426 [513] = in[513];
@@ -5650,7 +8718,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$427 [0] = decoded[0];
     \$427 [512:1] = decoded[512:1];
     \$427 [513] = decoded[513];
@@ -5664,91 +8732,91 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$428  = \$127 ;
     if (rst) begin
       \$428  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$429  = \$136 [6:0];
     if (rst) begin
       \$429  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$430  = \$138 [6:0];
     if (rst) begin
       \$430  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$431  = \$141 ;
     if (rst) begin
       \$431  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$432  = \$150 [6:0];
     if (rst) begin
       \$432  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$433  = \$152 [6:0];
     if (rst) begin
       \$433  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$434  = \$155 ;
     if (rst) begin
       \$434  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$435  = \$164 [6:0];
     if (rst) begin
       \$435  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$436  = \$166 [6:0];
     if (rst) begin
       \$436  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$437  = \$169 ;
     if (rst) begin
       \$437  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$438  = \$178 [6:0];
     if (rst) begin
       \$438  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$439  = \$180 [6:0];
     if (rst) begin
       \$439  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$440 [527:521] = judged[527:521];
     \$440 [0] = checked[0];
     \$440 [512:1] = checked[512:1];
@@ -5765,21 +8833,21 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$441  = rollback;
     if (rst) begin
       \$441  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$442  = credit_valid;
     if (rst) begin
       \$442  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$443  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
@@ -5814,7 +8882,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$444  = header_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -5836,7 +8904,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$445  = cur;
     casez (rx_fsm_state)
       2'h0:
@@ -5854,7 +8922,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$446  = \$signal$30 ;
     casez (rx_fsm_state)
       2'h0:
@@ -5876,7 +8944,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$447  = pkt_beats;
     casez (rx_fsm_state)
       2'h0:
@@ -5894,7 +8962,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$448  = \$signal$38 ;
     casez (rx_fsm_state)
       2'h0:
@@ -5912,7 +8980,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$449  = \$like$37 ;
     casez (rx_fsm_state)
       2'h0:
@@ -5930,7 +8998,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$450  = \$like ;
     casez (rx_fsm_state)
       2'h0:
@@ -5948,7 +9016,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$451  = \$signal$35 ;
     casez (rx_fsm_state)
       2'h0:
@@ -5970,7 +9038,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$452  = \$signal$32 ;
     casez (rx_fsm_state)
       2'h0:
@@ -6051,7 +9119,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$453  = payload_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -6068,7 +9136,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$454  = errors;
     if (error_now) begin
       \$454  = \$417 [47:0];
@@ -6078,7 +9146,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$455  = error;
     if (error_clear) begin
       \$455  = 1'h0;
@@ -6090,7 +9158,7 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
     \$456  = error_cause;
     if (error_clear) begin
       \$456  = 4'h0;
@@ -6393,11 +9461,11 @@ module \ace_nic_default.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 , \port$1188$0 , \port$1189$0 , \port$1190$0 , \port$1191$0 , \port$1192$0 , \port$1193$0 , \port$1194$0 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 , \port$1203$0 , \port$1204$0 
-, \port$1205$0 , \port$1206$0 , \port$1207$0 , \port$1208$0 , \port$1209$0 , \port$1210$0 , \port$1211$0 , \port$1212$0 , \port$1213$0 , \port$1214$0 , \port$1215$0 , \port$1216$0 , \port$1217$0 , \port$1218$0 , \port$1219$0 , \port$1220$0 , \port$1221$0 , \port$1222$0 , \port$1223$0 , \port$1224$0 , \port$1225$0 
-, \port$1226$0 , \port$1227$0 , \port$1228$0 , \port$1229$0 , \port$1230$0 , \port$1231$0 , \port$1232$0 , \port$1233$0 , \port$1234$0 , \port$1235$0 , \port$1236$0 , \port$1237$0 , \port$1238$0 , \port$1239$0 , \port$1240$0 , \port$1241$0 , \port$1242$0 , \port$1243$0 , \port$1244$0 , \port$1245$0 , \port$1246$0 
-, \port$1247$0 , \port$1248$0 , \port$1249$0 , \port$1250$0 , fetch, r__payload, \port$7232$0 , w_en, commit, rollback, \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$7317$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$107  = 0;
+module \ace_nic_default.rx0.buffer0 (rst, \port$1187$0 , \port$1190$0 , \port$1191$0 , \port$1192$0 , \port$1193$0 , \port$1194$0 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 , \port$1203$0 , \port$1204$0 , \port$1205$0 , \port$1206$0 , \port$1207$0 , \port$1208$0 
+, \port$1209$0 , \port$1210$0 , \port$1211$0 , \port$1212$0 , \port$1213$0 , \port$1214$0 , \port$1215$0 , \port$1216$0 , \port$1217$0 , \port$1218$0 , \port$1219$0 , \port$1220$0 , \port$1221$0 , \port$1222$0 , \port$1223$0 , \port$1224$0 , \port$1225$0 , \port$1226$0 , \port$1227$0 , \port$1228$0 , \port$1229$0 
+, \port$1230$0 , \port$1231$0 , \port$1232$0 , \port$1233$0 , \port$1234$0 , \port$1235$0 , \port$1236$0 , \port$1237$0 , \port$1238$0 , \port$1239$0 , \port$1240$0 , \port$1241$0 , \port$1242$0 , \port$1243$0 , \port$1244$0 , \port$1245$0 , \port$1246$0 , \port$1247$0 , \port$1248$0 , \port$1249$0 , \port$1250$0 
+, \port$1251$0 , \port$1252$0 , \port$1253$0 , fetch, r__payload, \port$7426$0 , w_en, commit, rollback, \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$7511$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$119  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -6420,14 +9488,8 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$1184$0 ;
-  wire \port$1184$0 ;
-  input [7:0] \port$1187$0 ;
-  wire [7:0] \port$1187$0 ;
-  input [7:0] \port$1188$0 ;
-  wire [7:0] \port$1188$0 ;
-  input [7:0] \port$1189$0 ;
-  wire [7:0] \port$1189$0 ;
+  input \port$1187$0 ;
+  wire \port$1187$0 ;
   input [7:0] \port$1190$0 ;
   wire [7:0] \port$1190$0 ;
   input [7:0] \port$1191$0 ;
@@ -6550,16 +9612,22 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
   wire [7:0] \port$1249$0 ;
   input [7:0] \port$1250$0 ;
   wire [7:0] \port$1250$0 ;
-  input [63:0] \port$7232$0 ;
-  wire [63:0] \port$7232$0 ;
-  input [16:0] \port$7311$0 ;
-  wire [16:0] \port$7311$0 ;
-  input [7:0] \port$7313$0 ;
-  wire [7:0] \port$7313$0 ;
-  input [7:0] \port$7315$0 ;
-  wire [7:0] \port$7315$0 ;
-  input \port$7317$0 ;
-  wire \port$7317$0 ;
+  input [7:0] \port$1251$0 ;
+  wire [7:0] \port$1251$0 ;
+  input [7:0] \port$1252$0 ;
+  wire [7:0] \port$1252$0 ;
+  input [7:0] \port$1253$0 ;
+  wire [7:0] \port$1253$0 ;
+  input [63:0] \port$7426$0 ;
+  wire [63:0] \port$7426$0 ;
+  input [16:0] \port$7505$0 ;
+  wire [16:0] \port$7505$0 ;
+  input [7:0] \port$7507$0 ;
+  wire [7:0] \port$7507$0 ;
+  input [7:0] \port$7509$0 ;
+  wire [7:0] \port$7509$0 ;
+  input \port$7511$0 ;
+  wire \port$7511$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -6681,7 +9749,7 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
+      mem[wr_tmp[5:0]] <= { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -6709,7 +9777,7 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -6721,7 +9789,7 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -6735,7 +9803,7 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -6745,7 +9813,7 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -6757,8 +9825,8 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign w_data = { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
+  assign wr__data = { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign w_data = { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -6767,20 +9835,20 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign \wr__data.keep  = \port$7232$0 ;
-  assign \wr__data.first  = \port$7317$0 ;
-  assign \wr__data.last  = \port$1184$0 ;
-  assign \wr__data.src  = \port$7315$0 ;
-  assign \wr__data.tag  = \port$7313$0 ;
-  assign \wr__data.length  = \port$7311$0 ;
-  assign \w_data.data  = { \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign \w_data.keep  = \port$7232$0 ;
-  assign \w_data.first  = \port$7317$0 ;
-  assign \w_data.last  = \port$1184$0 ;
-  assign \w_data.src  = \port$7315$0 ;
-  assign \w_data.tag  = \port$7313$0 ;
-  assign \w_data.length  = \port$7311$0 ;
+  assign \wr__data.data  = { \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign \wr__data.keep  = \port$7426$0 ;
+  assign \wr__data.first  = \port$7511$0 ;
+  assign \wr__data.last  = \port$1187$0 ;
+  assign \wr__data.src  = \port$7509$0 ;
+  assign \wr__data.tag  = \port$7507$0 ;
+  assign \wr__data.length  = \port$7505$0 ;
+  assign \w_data.data  = { \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign \w_data.keep  = \port$7426$0 ;
+  assign \w_data.first  = \port$7511$0 ;
+  assign \w_data.last  = \port$1187$0 ;
+  assign \w_data.src  = \port$7509$0 ;
+  assign \w_data.tag  = \port$7507$0 ;
+  assign \w_data.length  = \port$7505$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -6798,11 +9866,11 @@ module \ace_nic_default.rx0.buffer0 (rst, r__ready, \port$1184$0 , \port$1187$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 , \port$1188$0 , \port$1189$0 , \port$1190$0 , \port$1191$0 , \port$1192$0 , \port$1193$0 , \port$1194$0 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 , \port$1203$0 , \port$1204$0 
-, \port$1205$0 , \port$1206$0 , \port$1207$0 , \port$1208$0 , \port$1209$0 , \port$1210$0 , \port$1211$0 , \port$1212$0 , \port$1213$0 , \port$1214$0 , \port$1215$0 , \port$1216$0 , \port$1217$0 , \port$1218$0 , \port$1219$0 , \port$1220$0 , \port$1221$0 , \port$1222$0 , \port$1223$0 , \port$1224$0 , \port$1225$0 
-, \port$1226$0 , \port$1227$0 , \port$1228$0 , \port$1229$0 , \port$1230$0 , \port$1231$0 , \port$1232$0 , \port$1233$0 , \port$1234$0 , \port$1235$0 , \port$1236$0 , \port$1237$0 , \port$1238$0 , \port$1239$0 , \port$1240$0 , \port$1241$0 , \port$1242$0 , \port$1243$0 , \port$1244$0 , \port$1245$0 , \port$1246$0 
-, \port$1247$0 , \port$1248$0 , \port$1249$0 , \port$1250$0 , fetch, r__payload, \port$7232$0 , w_en, commit, rollback, \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$7317$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$108  = 0;
+module \ace_nic_default.rx0.buffer1 (rst, \port$1187$0 , \port$1190$0 , \port$1191$0 , \port$1192$0 , \port$1193$0 , \port$1194$0 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 , \port$1203$0 , \port$1204$0 , \port$1205$0 , \port$1206$0 , \port$1207$0 , \port$1208$0 
+, \port$1209$0 , \port$1210$0 , \port$1211$0 , \port$1212$0 , \port$1213$0 , \port$1214$0 , \port$1215$0 , \port$1216$0 , \port$1217$0 , \port$1218$0 , \port$1219$0 , \port$1220$0 , \port$1221$0 , \port$1222$0 , \port$1223$0 , \port$1224$0 , \port$1225$0 , \port$1226$0 , \port$1227$0 , \port$1228$0 , \port$1229$0 
+, \port$1230$0 , \port$1231$0 , \port$1232$0 , \port$1233$0 , \port$1234$0 , \port$1235$0 , \port$1236$0 , \port$1237$0 , \port$1238$0 , \port$1239$0 , \port$1240$0 , \port$1241$0 , \port$1242$0 , \port$1243$0 , \port$1244$0 , \port$1245$0 , \port$1246$0 , \port$1247$0 , \port$1248$0 , \port$1249$0 , \port$1250$0 
+, \port$1251$0 , \port$1252$0 , \port$1253$0 , fetch, r__payload, \port$7426$0 , w_en, commit, rollback, \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$7511$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$120  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -6825,14 +9893,8 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$1184$0 ;
-  wire \port$1184$0 ;
-  input [7:0] \port$1187$0 ;
-  wire [7:0] \port$1187$0 ;
-  input [7:0] \port$1188$0 ;
-  wire [7:0] \port$1188$0 ;
-  input [7:0] \port$1189$0 ;
-  wire [7:0] \port$1189$0 ;
+  input \port$1187$0 ;
+  wire \port$1187$0 ;
   input [7:0] \port$1190$0 ;
   wire [7:0] \port$1190$0 ;
   input [7:0] \port$1191$0 ;
@@ -6955,16 +10017,22 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
   wire [7:0] \port$1249$0 ;
   input [7:0] \port$1250$0 ;
   wire [7:0] \port$1250$0 ;
-  input [63:0] \port$7232$0 ;
-  wire [63:0] \port$7232$0 ;
-  input [16:0] \port$7311$0 ;
-  wire [16:0] \port$7311$0 ;
-  input [7:0] \port$7313$0 ;
-  wire [7:0] \port$7313$0 ;
-  input [7:0] \port$7315$0 ;
-  wire [7:0] \port$7315$0 ;
-  input \port$7317$0 ;
-  wire \port$7317$0 ;
+  input [7:0] \port$1251$0 ;
+  wire [7:0] \port$1251$0 ;
+  input [7:0] \port$1252$0 ;
+  wire [7:0] \port$1252$0 ;
+  input [7:0] \port$1253$0 ;
+  wire [7:0] \port$1253$0 ;
+  input [63:0] \port$7426$0 ;
+  wire [63:0] \port$7426$0 ;
+  input [16:0] \port$7505$0 ;
+  wire [16:0] \port$7505$0 ;
+  input [7:0] \port$7507$0 ;
+  wire [7:0] \port$7507$0 ;
+  input [7:0] \port$7509$0 ;
+  wire [7:0] \port$7509$0 ;
+  input \port$7511$0 ;
+  wire \port$7511$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -7086,7 +10154,7 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
+      mem[wr_tmp[5:0]] <= { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -7114,7 +10182,7 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -7126,7 +10194,7 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -7140,7 +10208,7 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -7150,7 +10218,7 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -7162,8 +10230,8 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign w_data = { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
+  assign wr__data = { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign w_data = { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -7172,20 +10240,20 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign \wr__data.keep  = \port$7232$0 ;
-  assign \wr__data.first  = \port$7317$0 ;
-  assign \wr__data.last  = \port$1184$0 ;
-  assign \wr__data.src  = \port$7315$0 ;
-  assign \wr__data.tag  = \port$7313$0 ;
-  assign \wr__data.length  = \port$7311$0 ;
-  assign \w_data.data  = { \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign \w_data.keep  = \port$7232$0 ;
-  assign \w_data.first  = \port$7317$0 ;
-  assign \w_data.last  = \port$1184$0 ;
-  assign \w_data.src  = \port$7315$0 ;
-  assign \w_data.tag  = \port$7313$0 ;
-  assign \w_data.length  = \port$7311$0 ;
+  assign \wr__data.data  = { \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign \wr__data.keep  = \port$7426$0 ;
+  assign \wr__data.first  = \port$7511$0 ;
+  assign \wr__data.last  = \port$1187$0 ;
+  assign \wr__data.src  = \port$7509$0 ;
+  assign \wr__data.tag  = \port$7507$0 ;
+  assign \wr__data.length  = \port$7505$0 ;
+  assign \w_data.data  = { \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign \w_data.keep  = \port$7426$0 ;
+  assign \w_data.first  = \port$7511$0 ;
+  assign \w_data.last  = \port$1187$0 ;
+  assign \w_data.src  = \port$7509$0 ;
+  assign \w_data.tag  = \port$7507$0 ;
+  assign \w_data.length  = \port$7505$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -7203,11 +10271,11 @@ module \ace_nic_default.rx0.buffer1 (rst, r__ready, \port$1184$0 , \port$1187$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 , \port$1188$0 , \port$1189$0 , \port$1190$0 , \port$1191$0 , \port$1192$0 , \port$1193$0 , \port$1194$0 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 , \port$1203$0 , \port$1204$0 
-, \port$1205$0 , \port$1206$0 , \port$1207$0 , \port$1208$0 , \port$1209$0 , \port$1210$0 , \port$1211$0 , \port$1212$0 , \port$1213$0 , \port$1214$0 , \port$1215$0 , \port$1216$0 , \port$1217$0 , \port$1218$0 , \port$1219$0 , \port$1220$0 , \port$1221$0 , \port$1222$0 , \port$1223$0 , \port$1224$0 , \port$1225$0 
-, \port$1226$0 , \port$1227$0 , \port$1228$0 , \port$1229$0 , \port$1230$0 , \port$1231$0 , \port$1232$0 , \port$1233$0 , \port$1234$0 , \port$1235$0 , \port$1236$0 , \port$1237$0 , \port$1238$0 , \port$1239$0 , \port$1240$0 , \port$1241$0 , \port$1242$0 , \port$1243$0 , \port$1244$0 , \port$1245$0 , \port$1246$0 
-, \port$1247$0 , \port$1248$0 , \port$1249$0 , \port$1250$0 , fetch, r__payload, \port$7232$0 , w_en, commit, rollback, \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$7317$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$109  = 0;
+module \ace_nic_default.rx0.buffer2 (rst, \port$1187$0 , \port$1190$0 , \port$1191$0 , \port$1192$0 , \port$1193$0 , \port$1194$0 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 , \port$1203$0 , \port$1204$0 , \port$1205$0 , \port$1206$0 , \port$1207$0 , \port$1208$0 
+, \port$1209$0 , \port$1210$0 , \port$1211$0 , \port$1212$0 , \port$1213$0 , \port$1214$0 , \port$1215$0 , \port$1216$0 , \port$1217$0 , \port$1218$0 , \port$1219$0 , \port$1220$0 , \port$1221$0 , \port$1222$0 , \port$1223$0 , \port$1224$0 , \port$1225$0 , \port$1226$0 , \port$1227$0 , \port$1228$0 , \port$1229$0 
+, \port$1230$0 , \port$1231$0 , \port$1232$0 , \port$1233$0 , \port$1234$0 , \port$1235$0 , \port$1236$0 , \port$1237$0 , \port$1238$0 , \port$1239$0 , \port$1240$0 , \port$1241$0 , \port$1242$0 , \port$1243$0 , \port$1244$0 , \port$1245$0 , \port$1246$0 , \port$1247$0 , \port$1248$0 , \port$1249$0 , \port$1250$0 
+, \port$1251$0 , \port$1252$0 , \port$1253$0 , fetch, r__payload, \port$7426$0 , w_en, commit, rollback, \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$7511$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$121  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -7230,14 +10298,8 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$1184$0 ;
-  wire \port$1184$0 ;
-  input [7:0] \port$1187$0 ;
-  wire [7:0] \port$1187$0 ;
-  input [7:0] \port$1188$0 ;
-  wire [7:0] \port$1188$0 ;
-  input [7:0] \port$1189$0 ;
-  wire [7:0] \port$1189$0 ;
+  input \port$1187$0 ;
+  wire \port$1187$0 ;
   input [7:0] \port$1190$0 ;
   wire [7:0] \port$1190$0 ;
   input [7:0] \port$1191$0 ;
@@ -7360,16 +10422,22 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
   wire [7:0] \port$1249$0 ;
   input [7:0] \port$1250$0 ;
   wire [7:0] \port$1250$0 ;
-  input [63:0] \port$7232$0 ;
-  wire [63:0] \port$7232$0 ;
-  input [16:0] \port$7311$0 ;
-  wire [16:0] \port$7311$0 ;
-  input [7:0] \port$7313$0 ;
-  wire [7:0] \port$7313$0 ;
-  input [7:0] \port$7315$0 ;
-  wire [7:0] \port$7315$0 ;
-  input \port$7317$0 ;
-  wire \port$7317$0 ;
+  input [7:0] \port$1251$0 ;
+  wire [7:0] \port$1251$0 ;
+  input [7:0] \port$1252$0 ;
+  wire [7:0] \port$1252$0 ;
+  input [7:0] \port$1253$0 ;
+  wire [7:0] \port$1253$0 ;
+  input [63:0] \port$7426$0 ;
+  wire [63:0] \port$7426$0 ;
+  input [16:0] \port$7505$0 ;
+  wire [16:0] \port$7505$0 ;
+  input [7:0] \port$7507$0 ;
+  wire [7:0] \port$7507$0 ;
+  input [7:0] \port$7509$0 ;
+  wire [7:0] \port$7509$0 ;
+  input \port$7511$0 ;
+  wire \port$7511$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -7491,7 +10559,7 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
+      mem[wr_tmp[5:0]] <= { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -7519,7 +10587,7 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -7531,7 +10599,7 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -7545,7 +10613,7 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -7555,7 +10623,7 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -7567,8 +10635,8 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign w_data = { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
+  assign wr__data = { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign w_data = { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -7577,20 +10645,20 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign \wr__data.keep  = \port$7232$0 ;
-  assign \wr__data.first  = \port$7317$0 ;
-  assign \wr__data.last  = \port$1184$0 ;
-  assign \wr__data.src  = \port$7315$0 ;
-  assign \wr__data.tag  = \port$7313$0 ;
-  assign \wr__data.length  = \port$7311$0 ;
-  assign \w_data.data  = { \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign \w_data.keep  = \port$7232$0 ;
-  assign \w_data.first  = \port$7317$0 ;
-  assign \w_data.last  = \port$1184$0 ;
-  assign \w_data.src  = \port$7315$0 ;
-  assign \w_data.tag  = \port$7313$0 ;
-  assign \w_data.length  = \port$7311$0 ;
+  assign \wr__data.data  = { \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign \wr__data.keep  = \port$7426$0 ;
+  assign \wr__data.first  = \port$7511$0 ;
+  assign \wr__data.last  = \port$1187$0 ;
+  assign \wr__data.src  = \port$7509$0 ;
+  assign \wr__data.tag  = \port$7507$0 ;
+  assign \wr__data.length  = \port$7505$0 ;
+  assign \w_data.data  = { \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign \w_data.keep  = \port$7426$0 ;
+  assign \w_data.first  = \port$7511$0 ;
+  assign \w_data.last  = \port$1187$0 ;
+  assign \w_data.src  = \port$7509$0 ;
+  assign \w_data.tag  = \port$7507$0 ;
+  assign \w_data.length  = \port$7505$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -7608,11 +10676,11 @@ module \ace_nic_default.rx0.buffer2 (rst, r__ready, \port$1184$0 , \port$1187$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 , \port$1188$0 , \port$1189$0 , \port$1190$0 , \port$1191$0 , \port$1192$0 , \port$1193$0 , \port$1194$0 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 , \port$1203$0 , \port$1204$0 
-, \port$1205$0 , \port$1206$0 , \port$1207$0 , \port$1208$0 , \port$1209$0 , \port$1210$0 , \port$1211$0 , \port$1212$0 , \port$1213$0 , \port$1214$0 , \port$1215$0 , \port$1216$0 , \port$1217$0 , \port$1218$0 , \port$1219$0 , \port$1220$0 , \port$1221$0 , \port$1222$0 , \port$1223$0 , \port$1224$0 , \port$1225$0 
-, \port$1226$0 , \port$1227$0 , \port$1228$0 , \port$1229$0 , \port$1230$0 , \port$1231$0 , \port$1232$0 , \port$1233$0 , \port$1234$0 , \port$1235$0 , \port$1236$0 , \port$1237$0 , \port$1238$0 , \port$1239$0 , \port$1240$0 , \port$1241$0 , \port$1242$0 , \port$1243$0 , \port$1244$0 , \port$1245$0 , \port$1246$0 
-, \port$1247$0 , \port$1248$0 , \port$1249$0 , \port$1250$0 , fetch, r__payload, \port$7232$0 , w_en, commit, rollback, \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$7317$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$110  = 0;
+module \ace_nic_default.rx0.buffer3 (rst, \port$1187$0 , \port$1190$0 , \port$1191$0 , \port$1192$0 , \port$1193$0 , \port$1194$0 , \port$1195$0 , \port$1196$0 , \port$1197$0 , \port$1198$0 , \port$1199$0 , \port$1200$0 , \port$1201$0 , \port$1202$0 , \port$1203$0 , \port$1204$0 , \port$1205$0 , \port$1206$0 , \port$1207$0 , \port$1208$0 
+, \port$1209$0 , \port$1210$0 , \port$1211$0 , \port$1212$0 , \port$1213$0 , \port$1214$0 , \port$1215$0 , \port$1216$0 , \port$1217$0 , \port$1218$0 , \port$1219$0 , \port$1220$0 , \port$1221$0 , \port$1222$0 , \port$1223$0 , \port$1224$0 , \port$1225$0 , \port$1226$0 , \port$1227$0 , \port$1228$0 , \port$1229$0 
+, \port$1230$0 , \port$1231$0 , \port$1232$0 , \port$1233$0 , \port$1234$0 , \port$1235$0 , \port$1236$0 , \port$1237$0 , \port$1238$0 , \port$1239$0 , \port$1240$0 , \port$1241$0 , \port$1242$0 , \port$1243$0 , \port$1244$0 , \port$1245$0 , \port$1246$0 , \port$1247$0 , \port$1248$0 , \port$1249$0 , \port$1250$0 
+, \port$1251$0 , \port$1252$0 , \port$1253$0 , fetch, r__payload, \port$7426$0 , w_en, commit, rollback, \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$7511$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$122  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -7635,14 +10703,8 @@ module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$1184$0 ;
-  wire \port$1184$0 ;
-  input [7:0] \port$1187$0 ;
-  wire [7:0] \port$1187$0 ;
-  input [7:0] \port$1188$0 ;
-  wire [7:0] \port$1188$0 ;
-  input [7:0] \port$1189$0 ;
-  wire [7:0] \port$1189$0 ;
+  input \port$1187$0 ;
+  wire \port$1187$0 ;
   input [7:0] \port$1190$0 ;
   wire [7:0] \port$1190$0 ;
   input [7:0] \port$1191$0 ;
@@ -7765,16 +10827,22 @@ module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 
   wire [7:0] \port$1249$0 ;
   input [7:0] \port$1250$0 ;
   wire [7:0] \port$1250$0 ;
-  input [63:0] \port$7232$0 ;
-  wire [63:0] \port$7232$0 ;
-  input [16:0] \port$7311$0 ;
-  wire [16:0] \port$7311$0 ;
-  input [7:0] \port$7313$0 ;
-  wire [7:0] \port$7313$0 ;
-  input [7:0] \port$7315$0 ;
-  wire [7:0] \port$7315$0 ;
-  input \port$7317$0 ;
-  wire \port$7317$0 ;
+  input [7:0] \port$1251$0 ;
+  wire [7:0] \port$1251$0 ;
+  input [7:0] \port$1252$0 ;
+  wire [7:0] \port$1252$0 ;
+  input [7:0] \port$1253$0 ;
+  wire [7:0] \port$1253$0 ;
+  input [63:0] \port$7426$0 ;
+  wire [63:0] \port$7426$0 ;
+  input [16:0] \port$7505$0 ;
+  wire [16:0] \port$7505$0 ;
+  input [7:0] \port$7507$0 ;
+  wire [7:0] \port$7507$0 ;
+  input [7:0] \port$7509$0 ;
+  wire [7:0] \port$7509$0 ;
+  input \port$7511$0 ;
+  wire \port$7511$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -7896,7 +10964,7 @@ module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
+      mem[wr_tmp[5:0]] <= { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -7924,7 +10992,7 @@ module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -7936,7 +11004,7 @@ module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -7950,7 +11018,7 @@ module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -7960,7 +11028,7 @@ module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -7972,8 +11040,8 @@ module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign w_data = { \port$7311$0 , \port$7313$0 , \port$7315$0 , \port$1184$0 , \port$7317$0 , \port$7232$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
+  assign wr__data = { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign w_data = { \port$7505$0 , \port$7507$0 , \port$7509$0 , \port$1187$0 , \port$7511$0 , \port$7426$0 , \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -7982,20 +11050,20 @@ module \ace_nic_default.rx0.buffer3 (rst, r__ready, \port$1184$0 , \port$1187$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign \wr__data.keep  = \port$7232$0 ;
-  assign \wr__data.first  = \port$7317$0 ;
-  assign \wr__data.last  = \port$1184$0 ;
-  assign \wr__data.src  = \port$7315$0 ;
-  assign \wr__data.tag  = \port$7313$0 ;
-  assign \wr__data.length  = \port$7311$0 ;
-  assign \w_data.data  = { \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0 , \port$1189$0 , \port$1188$0 , \port$1187$0  };
-  assign \w_data.keep  = \port$7232$0 ;
-  assign \w_data.first  = \port$7317$0 ;
-  assign \w_data.last  = \port$1184$0 ;
-  assign \w_data.src  = \port$7315$0 ;
-  assign \w_data.tag  = \port$7313$0 ;
-  assign \w_data.length  = \port$7311$0 ;
+  assign \wr__data.data  = { \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign \wr__data.keep  = \port$7426$0 ;
+  assign \wr__data.first  = \port$7511$0 ;
+  assign \wr__data.last  = \port$1187$0 ;
+  assign \wr__data.src  = \port$7509$0 ;
+  assign \wr__data.tag  = \port$7507$0 ;
+  assign \wr__data.length  = \port$7505$0 ;
+  assign \w_data.data  = { \port$1253$0 , \port$1252$0 , \port$1251$0 , \port$1250$0 , \port$1249$0 , \port$1248$0 , \port$1247$0 , \port$1246$0 , \port$1245$0 , \port$1244$0 , \port$1243$0 , \port$1242$0 , \port$1241$0 , \port$1240$0 , \port$1239$0 , \port$1238$0 , \port$1237$0 , \port$1236$0 , \port$1235$0 , \port$1234$0 , \port$1233$0 , \port$1232$0 , \port$1231$0 , \port$1230$0 , \port$1229$0 , \port$1228$0 , \port$1227$0 , \port$1226$0 , \port$1225$0 , \port$1224$0 , \port$1223$0 , \port$1222$0 , \port$1221$0 , \port$1220$0 , \port$1219$0 , \port$1218$0 , \port$1217$0 , \port$1216$0 , \port$1215$0 , \port$1214$0 , \port$1213$0 , \port$1212$0 , \port$1211$0 , \port$1210$0 , \port$1209$0 , \port$1208$0 , \port$1207$0 , \port$1206$0 , \port$1205$0 , \port$1204$0 , \port$1203$0 , \port$1202$0 , \port$1201$0 , \port$1200$0 , \port$1199$0 , \port$1198$0 , \port$1197$0 , \port$1196$0 , \port$1195$0 , \port$1194$0 , \port$1193$0 , \port$1192$0 , \port$1191$0 , \port$1190$0  };
+  assign \w_data.keep  = \port$7426$0 ;
+  assign \w_data.first  = \port$7511$0 ;
+  assign \w_data.last  = \port$1187$0 ;
+  assign \w_data.src  = \port$7509$0 ;
+  assign \w_data.tag  = \port$7507$0 ;
+  assign \w_data.length  = \port$7505$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -8486,9 +11554,9 @@ module \ace_nic_default.rx0.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__ready, \r__ready$8 , \r__ready$14 , \r__ready$20 , out__0__payload, out__1__payload, out__2__payload, out__3__payload, credits__0, credits__1, credits__2, credits__3, credit_valid, freed__0, freed__1, freed__2
-, freed__3, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__1__valid, out__2__valid, out__3__valid, error_clear);
-  reg \$auto$verilog_backend.cc:2355:dump_module$111  = 0;
+module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out__0__payload, out__1__payload, out__2__payload, out__3__payload, credits__0, credits__1, credits__2, credits__3, credit_valid, freed__0, freed__1, freed__2, freed__3, busy_cycles, credit_channel, credit_count
+, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__1__valid, out__2__valid, out__3__valid, r__ready, \r__ready$8 , \r__ready$14 , \r__ready$20 , error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$123  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
@@ -9735,76 +12803,76 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$59 ),
     .fetch(freed),
     .out_valid(out__0__valid),
-    .\port$2868$0 (\$signal ),
-    .\port$2871$0 (\$8 ),
-    .\port$2872$0 (\$9 ),
-    .\port$2873$0 (\$10 ),
-    .\port$2874$0 (\$11 ),
-    .\port$2875$0 (\$12 ),
-    .\port$2876$0 (\$13 ),
-    .\port$2877$0 (\$14 ),
-    .\port$2878$0 (\$15 ),
-    .\port$2879$0 (\$16 ),
-    .\port$2880$0 (\$17 ),
-    .\port$2881$0 (\$18 ),
-    .\port$2882$0 (\$19 ),
-    .\port$2883$0 (\$20 ),
-    .\port$2884$0 (\$21 ),
-    .\port$2885$0 (\$22 ),
-    .\port$2886$0 (\$23 ),
-    .\port$2887$0 (\$24 ),
-    .\port$2888$0 (\$25 ),
-    .\port$2889$0 (\$26 ),
-    .\port$2890$0 (\$27 ),
-    .\port$2891$0 (\$28 ),
-    .\port$2892$0 (\$29 ),
-    .\port$2893$0 (\$30 ),
-    .\port$2894$0 (\$31 ),
-    .\port$2895$0 (\$32 ),
-    .\port$2896$0 (\$33 ),
-    .\port$2897$0 (\$34 ),
-    .\port$2898$0 (\$35 ),
-    .\port$2899$0 (\$36 ),
-    .\port$2900$0 (\$37 ),
-    .\port$2901$0 (\$38 ),
-    .\port$2902$0 (\$39 ),
-    .\port$2903$0 (\$40 ),
-    .\port$2904$0 (\$41 ),
-    .\port$2905$0 (\$42 ),
-    .\port$2906$0 (\$43 ),
-    .\port$2907$0 (\$44 ),
-    .\port$2908$0 (\$45 ),
-    .\port$2909$0 (\$46 ),
-    .\port$2910$0 (\$47 ),
-    .\port$2911$0 (\$48 ),
-    .\port$2912$0 (\$49 ),
-    .\port$2913$0 (\$50 ),
-    .\port$2914$0 (\$51 ),
-    .\port$2915$0 (\$52 ),
-    .\port$2916$0 (\$53 ),
-    .\port$2917$0 (\$54 ),
-    .\port$2918$0 (\$55 ),
-    .\port$2919$0 (\$56 ),
-    .\port$2920$0 (\$57 ),
-    .\port$2921$0 (\$58 ),
-    .\port$2922$0 (\$59 ),
-    .\port$2923$0 (\$60 ),
-    .\port$2924$0 (\$61 ),
-    .\port$2925$0 (\$62 ),
-    .\port$2926$0 (\$63 ),
-    .\port$2927$0 (\$64 ),
-    .\port$2928$0 (\$65 ),
-    .\port$2929$0 (\$66 ),
-    .\port$2930$0 (\$67 ),
-    .\port$2931$0 (\$68 ),
-    .\port$2932$0 (\$69 ),
-    .\port$2933$0 (\$70 ),
-    .\port$2934$0 (\$71 ),
-    .\port$7494$0 (keep),
-    .\port$7573$0 (\$signal$38 ),
-    .\port$7575$0 (\$like$37 ),
-    .\port$7577$0 (\$like ),
-    .\port$7579$0 (\$signal$35 ),
+    .\port$2874$0 (\$signal ),
+    .\port$2877$0 (\$8 ),
+    .\port$2878$0 (\$9 ),
+    .\port$2879$0 (\$10 ),
+    .\port$2880$0 (\$11 ),
+    .\port$2881$0 (\$12 ),
+    .\port$2882$0 (\$13 ),
+    .\port$2883$0 (\$14 ),
+    .\port$2884$0 (\$15 ),
+    .\port$2885$0 (\$16 ),
+    .\port$2886$0 (\$17 ),
+    .\port$2887$0 (\$18 ),
+    .\port$2888$0 (\$19 ),
+    .\port$2889$0 (\$20 ),
+    .\port$2890$0 (\$21 ),
+    .\port$2891$0 (\$22 ),
+    .\port$2892$0 (\$23 ),
+    .\port$2893$0 (\$24 ),
+    .\port$2894$0 (\$25 ),
+    .\port$2895$0 (\$26 ),
+    .\port$2896$0 (\$27 ),
+    .\port$2897$0 (\$28 ),
+    .\port$2898$0 (\$29 ),
+    .\port$2899$0 (\$30 ),
+    .\port$2900$0 (\$31 ),
+    .\port$2901$0 (\$32 ),
+    .\port$2902$0 (\$33 ),
+    .\port$2903$0 (\$34 ),
+    .\port$2904$0 (\$35 ),
+    .\port$2905$0 (\$36 ),
+    .\port$2906$0 (\$37 ),
+    .\port$2907$0 (\$38 ),
+    .\port$2908$0 (\$39 ),
+    .\port$2909$0 (\$40 ),
+    .\port$2910$0 (\$41 ),
+    .\port$2911$0 (\$42 ),
+    .\port$2912$0 (\$43 ),
+    .\port$2913$0 (\$44 ),
+    .\port$2914$0 (\$45 ),
+    .\port$2915$0 (\$46 ),
+    .\port$2916$0 (\$47 ),
+    .\port$2917$0 (\$48 ),
+    .\port$2918$0 (\$49 ),
+    .\port$2919$0 (\$50 ),
+    .\port$2920$0 (\$51 ),
+    .\port$2921$0 (\$52 ),
+    .\port$2922$0 (\$53 ),
+    .\port$2923$0 (\$54 ),
+    .\port$2924$0 (\$55 ),
+    .\port$2925$0 (\$56 ),
+    .\port$2926$0 (\$57 ),
+    .\port$2927$0 (\$58 ),
+    .\port$2928$0 (\$59 ),
+    .\port$2929$0 (\$60 ),
+    .\port$2930$0 (\$61 ),
+    .\port$2931$0 (\$62 ),
+    .\port$2932$0 (\$63 ),
+    .\port$2933$0 (\$64 ),
+    .\port$2934$0 (\$65 ),
+    .\port$2935$0 (\$66 ),
+    .\port$2936$0 (\$67 ),
+    .\port$2937$0 (\$68 ),
+    .\port$2938$0 (\$69 ),
+    .\port$2939$0 (\$70 ),
+    .\port$2940$0 (\$71 ),
+    .\port$7690$0 (keep),
+    .\port$7769$0 (\$signal$38 ),
+    .\port$7771$0 (\$like$37 ),
+    .\port$7773$0 (\$like ),
+    .\port$7775$0 (\$signal$35 ),
     .r__payload(out__0__payload),
     .r__ready(r__ready),
     .rollback(\rollback$60 ),
@@ -9816,76 +12884,76 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$62 ),
     .fetch(\freed$80 ),
     .out_valid(out__1__valid),
-    .\port$2868$0 (\$signal ),
-    .\port$2871$0 (\$8 ),
-    .\port$2872$0 (\$9 ),
-    .\port$2873$0 (\$10 ),
-    .\port$2874$0 (\$11 ),
-    .\port$2875$0 (\$12 ),
-    .\port$2876$0 (\$13 ),
-    .\port$2877$0 (\$14 ),
-    .\port$2878$0 (\$15 ),
-    .\port$2879$0 (\$16 ),
-    .\port$2880$0 (\$17 ),
-    .\port$2881$0 (\$18 ),
-    .\port$2882$0 (\$19 ),
-    .\port$2883$0 (\$20 ),
-    .\port$2884$0 (\$21 ),
-    .\port$2885$0 (\$22 ),
-    .\port$2886$0 (\$23 ),
-    .\port$2887$0 (\$24 ),
-    .\port$2888$0 (\$25 ),
-    .\port$2889$0 (\$26 ),
-    .\port$2890$0 (\$27 ),
-    .\port$2891$0 (\$28 ),
-    .\port$2892$0 (\$29 ),
-    .\port$2893$0 (\$30 ),
-    .\port$2894$0 (\$31 ),
-    .\port$2895$0 (\$32 ),
-    .\port$2896$0 (\$33 ),
-    .\port$2897$0 (\$34 ),
-    .\port$2898$0 (\$35 ),
-    .\port$2899$0 (\$36 ),
-    .\port$2900$0 (\$37 ),
-    .\port$2901$0 (\$38 ),
-    .\port$2902$0 (\$39 ),
-    .\port$2903$0 (\$40 ),
-    .\port$2904$0 (\$41 ),
-    .\port$2905$0 (\$42 ),
-    .\port$2906$0 (\$43 ),
-    .\port$2907$0 (\$44 ),
-    .\port$2908$0 (\$45 ),
-    .\port$2909$0 (\$46 ),
-    .\port$2910$0 (\$47 ),
-    .\port$2911$0 (\$48 ),
-    .\port$2912$0 (\$49 ),
-    .\port$2913$0 (\$50 ),
-    .\port$2914$0 (\$51 ),
-    .\port$2915$0 (\$52 ),
-    .\port$2916$0 (\$53 ),
-    .\port$2917$0 (\$54 ),
-    .\port$2918$0 (\$55 ),
-    .\port$2919$0 (\$56 ),
-    .\port$2920$0 (\$57 ),
-    .\port$2921$0 (\$58 ),
-    .\port$2922$0 (\$59 ),
-    .\port$2923$0 (\$60 ),
-    .\port$2924$0 (\$61 ),
-    .\port$2925$0 (\$62 ),
-    .\port$2926$0 (\$63 ),
-    .\port$2927$0 (\$64 ),
-    .\port$2928$0 (\$65 ),
-    .\port$2929$0 (\$66 ),
-    .\port$2930$0 (\$67 ),
-    .\port$2931$0 (\$68 ),
-    .\port$2932$0 (\$69 ),
-    .\port$2933$0 (\$70 ),
-    .\port$2934$0 (\$71 ),
-    .\port$7494$0 (keep),
-    .\port$7573$0 (\$signal$38 ),
-    .\port$7575$0 (\$like$37 ),
-    .\port$7577$0 (\$like ),
-    .\port$7579$0 (\$signal$35 ),
+    .\port$2874$0 (\$signal ),
+    .\port$2877$0 (\$8 ),
+    .\port$2878$0 (\$9 ),
+    .\port$2879$0 (\$10 ),
+    .\port$2880$0 (\$11 ),
+    .\port$2881$0 (\$12 ),
+    .\port$2882$0 (\$13 ),
+    .\port$2883$0 (\$14 ),
+    .\port$2884$0 (\$15 ),
+    .\port$2885$0 (\$16 ),
+    .\port$2886$0 (\$17 ),
+    .\port$2887$0 (\$18 ),
+    .\port$2888$0 (\$19 ),
+    .\port$2889$0 (\$20 ),
+    .\port$2890$0 (\$21 ),
+    .\port$2891$0 (\$22 ),
+    .\port$2892$0 (\$23 ),
+    .\port$2893$0 (\$24 ),
+    .\port$2894$0 (\$25 ),
+    .\port$2895$0 (\$26 ),
+    .\port$2896$0 (\$27 ),
+    .\port$2897$0 (\$28 ),
+    .\port$2898$0 (\$29 ),
+    .\port$2899$0 (\$30 ),
+    .\port$2900$0 (\$31 ),
+    .\port$2901$0 (\$32 ),
+    .\port$2902$0 (\$33 ),
+    .\port$2903$0 (\$34 ),
+    .\port$2904$0 (\$35 ),
+    .\port$2905$0 (\$36 ),
+    .\port$2906$0 (\$37 ),
+    .\port$2907$0 (\$38 ),
+    .\port$2908$0 (\$39 ),
+    .\port$2909$0 (\$40 ),
+    .\port$2910$0 (\$41 ),
+    .\port$2911$0 (\$42 ),
+    .\port$2912$0 (\$43 ),
+    .\port$2913$0 (\$44 ),
+    .\port$2914$0 (\$45 ),
+    .\port$2915$0 (\$46 ),
+    .\port$2916$0 (\$47 ),
+    .\port$2917$0 (\$48 ),
+    .\port$2918$0 (\$49 ),
+    .\port$2919$0 (\$50 ),
+    .\port$2920$0 (\$51 ),
+    .\port$2921$0 (\$52 ),
+    .\port$2922$0 (\$53 ),
+    .\port$2923$0 (\$54 ),
+    .\port$2924$0 (\$55 ),
+    .\port$2925$0 (\$56 ),
+    .\port$2926$0 (\$57 ),
+    .\port$2927$0 (\$58 ),
+    .\port$2928$0 (\$59 ),
+    .\port$2929$0 (\$60 ),
+    .\port$2930$0 (\$61 ),
+    .\port$2931$0 (\$62 ),
+    .\port$2932$0 (\$63 ),
+    .\port$2933$0 (\$64 ),
+    .\port$2934$0 (\$65 ),
+    .\port$2935$0 (\$66 ),
+    .\port$2936$0 (\$67 ),
+    .\port$2937$0 (\$68 ),
+    .\port$2938$0 (\$69 ),
+    .\port$2939$0 (\$70 ),
+    .\port$2940$0 (\$71 ),
+    .\port$7690$0 (keep),
+    .\port$7769$0 (\$signal$38 ),
+    .\port$7771$0 (\$like$37 ),
+    .\port$7773$0 (\$like ),
+    .\port$7775$0 (\$signal$35 ),
     .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$63 ),
@@ -9897,76 +12965,76 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$65 ),
     .fetch(\freed$82 ),
     .out_valid(out__2__valid),
-    .\port$2868$0 (\$signal ),
-    .\port$2871$0 (\$8 ),
-    .\port$2872$0 (\$9 ),
-    .\port$2873$0 (\$10 ),
-    .\port$2874$0 (\$11 ),
-    .\port$2875$0 (\$12 ),
-    .\port$2876$0 (\$13 ),
-    .\port$2877$0 (\$14 ),
-    .\port$2878$0 (\$15 ),
-    .\port$2879$0 (\$16 ),
-    .\port$2880$0 (\$17 ),
-    .\port$2881$0 (\$18 ),
-    .\port$2882$0 (\$19 ),
-    .\port$2883$0 (\$20 ),
-    .\port$2884$0 (\$21 ),
-    .\port$2885$0 (\$22 ),
-    .\port$2886$0 (\$23 ),
-    .\port$2887$0 (\$24 ),
-    .\port$2888$0 (\$25 ),
-    .\port$2889$0 (\$26 ),
-    .\port$2890$0 (\$27 ),
-    .\port$2891$0 (\$28 ),
-    .\port$2892$0 (\$29 ),
-    .\port$2893$0 (\$30 ),
-    .\port$2894$0 (\$31 ),
-    .\port$2895$0 (\$32 ),
-    .\port$2896$0 (\$33 ),
-    .\port$2897$0 (\$34 ),
-    .\port$2898$0 (\$35 ),
-    .\port$2899$0 (\$36 ),
-    .\port$2900$0 (\$37 ),
-    .\port$2901$0 (\$38 ),
-    .\port$2902$0 (\$39 ),
-    .\port$2903$0 (\$40 ),
-    .\port$2904$0 (\$41 ),
-    .\port$2905$0 (\$42 ),
-    .\port$2906$0 (\$43 ),
-    .\port$2907$0 (\$44 ),
-    .\port$2908$0 (\$45 ),
-    .\port$2909$0 (\$46 ),
-    .\port$2910$0 (\$47 ),
-    .\port$2911$0 (\$48 ),
-    .\port$2912$0 (\$49 ),
-    .\port$2913$0 (\$50 ),
-    .\port$2914$0 (\$51 ),
-    .\port$2915$0 (\$52 ),
-    .\port$2916$0 (\$53 ),
-    .\port$2917$0 (\$54 ),
-    .\port$2918$0 (\$55 ),
-    .\port$2919$0 (\$56 ),
-    .\port$2920$0 (\$57 ),
-    .\port$2921$0 (\$58 ),
-    .\port$2922$0 (\$59 ),
-    .\port$2923$0 (\$60 ),
-    .\port$2924$0 (\$61 ),
-    .\port$2925$0 (\$62 ),
-    .\port$2926$0 (\$63 ),
-    .\port$2927$0 (\$64 ),
-    .\port$2928$0 (\$65 ),
-    .\port$2929$0 (\$66 ),
-    .\port$2930$0 (\$67 ),
-    .\port$2931$0 (\$68 ),
-    .\port$2932$0 (\$69 ),
-    .\port$2933$0 (\$70 ),
-    .\port$2934$0 (\$71 ),
-    .\port$7494$0 (keep),
-    .\port$7573$0 (\$signal$38 ),
-    .\port$7575$0 (\$like$37 ),
-    .\port$7577$0 (\$like ),
-    .\port$7579$0 (\$signal$35 ),
+    .\port$2874$0 (\$signal ),
+    .\port$2877$0 (\$8 ),
+    .\port$2878$0 (\$9 ),
+    .\port$2879$0 (\$10 ),
+    .\port$2880$0 (\$11 ),
+    .\port$2881$0 (\$12 ),
+    .\port$2882$0 (\$13 ),
+    .\port$2883$0 (\$14 ),
+    .\port$2884$0 (\$15 ),
+    .\port$2885$0 (\$16 ),
+    .\port$2886$0 (\$17 ),
+    .\port$2887$0 (\$18 ),
+    .\port$2888$0 (\$19 ),
+    .\port$2889$0 (\$20 ),
+    .\port$2890$0 (\$21 ),
+    .\port$2891$0 (\$22 ),
+    .\port$2892$0 (\$23 ),
+    .\port$2893$0 (\$24 ),
+    .\port$2894$0 (\$25 ),
+    .\port$2895$0 (\$26 ),
+    .\port$2896$0 (\$27 ),
+    .\port$2897$0 (\$28 ),
+    .\port$2898$0 (\$29 ),
+    .\port$2899$0 (\$30 ),
+    .\port$2900$0 (\$31 ),
+    .\port$2901$0 (\$32 ),
+    .\port$2902$0 (\$33 ),
+    .\port$2903$0 (\$34 ),
+    .\port$2904$0 (\$35 ),
+    .\port$2905$0 (\$36 ),
+    .\port$2906$0 (\$37 ),
+    .\port$2907$0 (\$38 ),
+    .\port$2908$0 (\$39 ),
+    .\port$2909$0 (\$40 ),
+    .\port$2910$0 (\$41 ),
+    .\port$2911$0 (\$42 ),
+    .\port$2912$0 (\$43 ),
+    .\port$2913$0 (\$44 ),
+    .\port$2914$0 (\$45 ),
+    .\port$2915$0 (\$46 ),
+    .\port$2916$0 (\$47 ),
+    .\port$2917$0 (\$48 ),
+    .\port$2918$0 (\$49 ),
+    .\port$2919$0 (\$50 ),
+    .\port$2920$0 (\$51 ),
+    .\port$2921$0 (\$52 ),
+    .\port$2922$0 (\$53 ),
+    .\port$2923$0 (\$54 ),
+    .\port$2924$0 (\$55 ),
+    .\port$2925$0 (\$56 ),
+    .\port$2926$0 (\$57 ),
+    .\port$2927$0 (\$58 ),
+    .\port$2928$0 (\$59 ),
+    .\port$2929$0 (\$60 ),
+    .\port$2930$0 (\$61 ),
+    .\port$2931$0 (\$62 ),
+    .\port$2932$0 (\$63 ),
+    .\port$2933$0 (\$64 ),
+    .\port$2934$0 (\$65 ),
+    .\port$2935$0 (\$66 ),
+    .\port$2936$0 (\$67 ),
+    .\port$2937$0 (\$68 ),
+    .\port$2938$0 (\$69 ),
+    .\port$2939$0 (\$70 ),
+    .\port$2940$0 (\$71 ),
+    .\port$7690$0 (keep),
+    .\port$7769$0 (\$signal$38 ),
+    .\port$7771$0 (\$like$37 ),
+    .\port$7773$0 (\$like ),
+    .\port$7775$0 (\$signal$35 ),
     .r__payload(out__2__payload),
     .r__ready(\r__ready$14 ),
     .rollback(\rollback$66 ),
@@ -9978,76 +13046,76 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$68 ),
     .fetch(\freed$84 ),
     .out_valid(out__3__valid),
-    .\port$2868$0 (\$signal ),
-    .\port$2871$0 (\$8 ),
-    .\port$2872$0 (\$9 ),
-    .\port$2873$0 (\$10 ),
-    .\port$2874$0 (\$11 ),
-    .\port$2875$0 (\$12 ),
-    .\port$2876$0 (\$13 ),
-    .\port$2877$0 (\$14 ),
-    .\port$2878$0 (\$15 ),
-    .\port$2879$0 (\$16 ),
-    .\port$2880$0 (\$17 ),
-    .\port$2881$0 (\$18 ),
-    .\port$2882$0 (\$19 ),
-    .\port$2883$0 (\$20 ),
-    .\port$2884$0 (\$21 ),
-    .\port$2885$0 (\$22 ),
-    .\port$2886$0 (\$23 ),
-    .\port$2887$0 (\$24 ),
-    .\port$2888$0 (\$25 ),
-    .\port$2889$0 (\$26 ),
-    .\port$2890$0 (\$27 ),
-    .\port$2891$0 (\$28 ),
-    .\port$2892$0 (\$29 ),
-    .\port$2893$0 (\$30 ),
-    .\port$2894$0 (\$31 ),
-    .\port$2895$0 (\$32 ),
-    .\port$2896$0 (\$33 ),
-    .\port$2897$0 (\$34 ),
-    .\port$2898$0 (\$35 ),
-    .\port$2899$0 (\$36 ),
-    .\port$2900$0 (\$37 ),
-    .\port$2901$0 (\$38 ),
-    .\port$2902$0 (\$39 ),
-    .\port$2903$0 (\$40 ),
-    .\port$2904$0 (\$41 ),
-    .\port$2905$0 (\$42 ),
-    .\port$2906$0 (\$43 ),
-    .\port$2907$0 (\$44 ),
-    .\port$2908$0 (\$45 ),
-    .\port$2909$0 (\$46 ),
-    .\port$2910$0 (\$47 ),
-    .\port$2911$0 (\$48 ),
-    .\port$2912$0 (\$49 ),
-    .\port$2913$0 (\$50 ),
-    .\port$2914$0 (\$51 ),
-    .\port$2915$0 (\$52 ),
-    .\port$2916$0 (\$53 ),
-    .\port$2917$0 (\$54 ),
-    .\port$2918$0 (\$55 ),
-    .\port$2919$0 (\$56 ),
-    .\port$2920$0 (\$57 ),
-    .\port$2921$0 (\$58 ),
-    .\port$2922$0 (\$59 ),
-    .\port$2923$0 (\$60 ),
-    .\port$2924$0 (\$61 ),
-    .\port$2925$0 (\$62 ),
-    .\port$2926$0 (\$63 ),
-    .\port$2927$0 (\$64 ),
-    .\port$2928$0 (\$65 ),
-    .\port$2929$0 (\$66 ),
-    .\port$2930$0 (\$67 ),
-    .\port$2931$0 (\$68 ),
-    .\port$2932$0 (\$69 ),
-    .\port$2933$0 (\$70 ),
-    .\port$2934$0 (\$71 ),
-    .\port$7494$0 (keep),
-    .\port$7573$0 (\$signal$38 ),
-    .\port$7575$0 (\$like$37 ),
-    .\port$7577$0 (\$like ),
-    .\port$7579$0 (\$signal$35 ),
+    .\port$2874$0 (\$signal ),
+    .\port$2877$0 (\$8 ),
+    .\port$2878$0 (\$9 ),
+    .\port$2879$0 (\$10 ),
+    .\port$2880$0 (\$11 ),
+    .\port$2881$0 (\$12 ),
+    .\port$2882$0 (\$13 ),
+    .\port$2883$0 (\$14 ),
+    .\port$2884$0 (\$15 ),
+    .\port$2885$0 (\$16 ),
+    .\port$2886$0 (\$17 ),
+    .\port$2887$0 (\$18 ),
+    .\port$2888$0 (\$19 ),
+    .\port$2889$0 (\$20 ),
+    .\port$2890$0 (\$21 ),
+    .\port$2891$0 (\$22 ),
+    .\port$2892$0 (\$23 ),
+    .\port$2893$0 (\$24 ),
+    .\port$2894$0 (\$25 ),
+    .\port$2895$0 (\$26 ),
+    .\port$2896$0 (\$27 ),
+    .\port$2897$0 (\$28 ),
+    .\port$2898$0 (\$29 ),
+    .\port$2899$0 (\$30 ),
+    .\port$2900$0 (\$31 ),
+    .\port$2901$0 (\$32 ),
+    .\port$2902$0 (\$33 ),
+    .\port$2903$0 (\$34 ),
+    .\port$2904$0 (\$35 ),
+    .\port$2905$0 (\$36 ),
+    .\port$2906$0 (\$37 ),
+    .\port$2907$0 (\$38 ),
+    .\port$2908$0 (\$39 ),
+    .\port$2909$0 (\$40 ),
+    .\port$2910$0 (\$41 ),
+    .\port$2911$0 (\$42 ),
+    .\port$2912$0 (\$43 ),
+    .\port$2913$0 (\$44 ),
+    .\port$2914$0 (\$45 ),
+    .\port$2915$0 (\$46 ),
+    .\port$2916$0 (\$47 ),
+    .\port$2917$0 (\$48 ),
+    .\port$2918$0 (\$49 ),
+    .\port$2919$0 (\$50 ),
+    .\port$2920$0 (\$51 ),
+    .\port$2921$0 (\$52 ),
+    .\port$2922$0 (\$53 ),
+    .\port$2923$0 (\$54 ),
+    .\port$2924$0 (\$55 ),
+    .\port$2925$0 (\$56 ),
+    .\port$2926$0 (\$57 ),
+    .\port$2927$0 (\$58 ),
+    .\port$2928$0 (\$59 ),
+    .\port$2929$0 (\$60 ),
+    .\port$2930$0 (\$61 ),
+    .\port$2931$0 (\$62 ),
+    .\port$2932$0 (\$63 ),
+    .\port$2933$0 (\$64 ),
+    .\port$2934$0 (\$65 ),
+    .\port$2935$0 (\$66 ),
+    .\port$2936$0 (\$67 ),
+    .\port$2937$0 (\$68 ),
+    .\port$2938$0 (\$69 ),
+    .\port$2939$0 (\$70 ),
+    .\port$2940$0 (\$71 ),
+    .\port$7690$0 (keep),
+    .\port$7769$0 (\$signal$38 ),
+    .\port$7771$0 (\$like$37 ),
+    .\port$7773$0 (\$like ),
+    .\port$7775$0 (\$signal$35 ),
     .r__payload(out__3__payload),
     .r__ready(\r__ready$20 ),
     .rollback(\rollback$69 ),
@@ -10059,7 +13127,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .header(in[64:1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -10073,7 +13141,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -10087,7 +13155,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -10101,7 +13169,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -10115,7 +13183,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     cause = 4'h0;
     if (decoded[536]) begin
       cause = 4'h1;
@@ -10134,7 +13202,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal ) begin
       keep = \$signal$32 ;
@@ -10143,7 +13211,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     (* full_case = 32'd1 *)
     if (\$75 ) begin
       \cause$46  = judged[531:528];
@@ -10154,7 +13222,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     error_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10175,7 +13243,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     error_code = 4'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10196,7 +13264,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     credit_valid = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10209,7 +13277,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     space_reserve = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10224,7 +13292,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     rollback = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10236,7 +13304,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     commit = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10248,7 +13316,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     w_en = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10262,7 +13330,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \commit$59  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10276,7 +13344,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \rollback$60  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10290,7 +13358,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \w_en$61  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10304,7 +13372,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \commit$62  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10318,7 +13386,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \rollback$63  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10332,7 +13400,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \w_en$64  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10346,7 +13414,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \commit$65  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10360,7 +13428,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \rollback$66  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10374,7 +13442,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \w_en$67  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10388,7 +13456,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \commit$68  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10402,7 +13470,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \rollback$69  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -10416,42 +13484,42 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$420  = freed;
     if (rst) begin
       \$420  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$421  = \freed$80 ;
     if (rst) begin
       \$421  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$422  = \freed$82 ;
     if (rst) begin
       \$422  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$423  = \freed$84 ;
     if (rst) begin
       \$423  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$424  = \$101 [47:0];
     if (rst) begin
       \$424  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$425 [527:514] = in[527:514];
     \$425 [0] = link__tvalid;
     \$425 [512:1] = link__tdata;
@@ -10461,7 +13529,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$426 [0] = in[0];
     \$426 [512:1] = in[512:1];
     \$426 [513] = in[513];
@@ -10477,7 +13545,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$427 [0] = decoded[0];
     \$427 [512:1] = decoded[512:1];
     \$427 [513] = decoded[513];
@@ -10491,91 +13559,91 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$428  = \$127 ;
     if (rst) begin
       \$428  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$429  = \$136 [6:0];
     if (rst) begin
       \$429  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$430  = \$138 [6:0];
     if (rst) begin
       \$430  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$431  = \$141 ;
     if (rst) begin
       \$431  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$432  = \$150 [6:0];
     if (rst) begin
       \$432  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$433  = \$152 [6:0];
     if (rst) begin
       \$433  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$434  = \$155 ;
     if (rst) begin
       \$434  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$435  = \$164 [6:0];
     if (rst) begin
       \$435  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$436  = \$166 [6:0];
     if (rst) begin
       \$436  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$437  = \$169 ;
     if (rst) begin
       \$437  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$438  = \$178 [6:0];
     if (rst) begin
       \$438  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$439  = \$180 [6:0];
     if (rst) begin
       \$439  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$440 [527:521] = judged[527:521];
     \$440 [0] = checked[0];
     \$440 [512:1] = checked[512:1];
@@ -10592,21 +13660,21 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$441  = rollback;
     if (rst) begin
       \$441  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$442  = credit_valid;
     if (rst) begin
       \$442  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$443  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
@@ -10641,7 +13709,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$444  = header_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -10663,7 +13731,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$445  = cur;
     casez (rx_fsm_state)
       2'h0:
@@ -10681,7 +13749,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$446  = \$signal$30 ;
     casez (rx_fsm_state)
       2'h0:
@@ -10703,7 +13771,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$447  = pkt_beats;
     casez (rx_fsm_state)
       2'h0:
@@ -10721,7 +13789,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$448  = \$signal$38 ;
     casez (rx_fsm_state)
       2'h0:
@@ -10739,7 +13807,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$449  = \$like$37 ;
     casez (rx_fsm_state)
       2'h0:
@@ -10757,7 +13825,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$450  = \$like ;
     casez (rx_fsm_state)
       2'h0:
@@ -10775,7 +13843,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$451  = \$signal$35 ;
     casez (rx_fsm_state)
       2'h0:
@@ -10797,7 +13865,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$452  = \$signal$32 ;
     casez (rx_fsm_state)
       2'h0:
@@ -10878,7 +13946,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$453  = payload_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -10895,7 +13963,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$454  = errors;
     if (error_now) begin
       \$454  = \$417 [47:0];
@@ -10905,7 +13973,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$455  = error;
     if (error_clear) begin
       \$455  = 1'h0;
@@ -10917,7 +13985,7 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
     \$456  = error_cause;
     if (error_clear) begin
       \$456  = 4'h0;
@@ -11220,11 +14288,11 @@ module \ace_nic_default.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 , \port$2872$0 , \port$2873$0 , \port$2874$0 , \port$2875$0 , \port$2876$0 , \port$2877$0 , \port$2878$0 , \port$2879$0 , \port$2880$0 , \port$2881$0 , \port$2882$0 , \port$2883$0 , \port$2884$0 , \port$2885$0 , \port$2886$0 , \port$2887$0 , \port$2888$0 
-, \port$2889$0 , \port$2890$0 , \port$2891$0 , \port$2892$0 , \port$2893$0 , \port$2894$0 , \port$2895$0 , \port$2896$0 , \port$2897$0 , \port$2898$0 , \port$2899$0 , \port$2900$0 , \port$2901$0 , \port$2902$0 , \port$2903$0 , \port$2904$0 , \port$2905$0 , \port$2906$0 , \port$2907$0 , \port$2908$0 , \port$2909$0 
-, \port$2910$0 , \port$2911$0 , \port$2912$0 , \port$2913$0 , \port$2914$0 , \port$2915$0 , \port$2916$0 , \port$2917$0 , \port$2918$0 , \port$2919$0 , \port$2920$0 , \port$2921$0 , \port$2922$0 , \port$2923$0 , \port$2924$0 , \port$2925$0 , \port$2926$0 , \port$2927$0 , \port$2928$0 , \port$2929$0 , \port$2930$0 
-, \port$2931$0 , \port$2932$0 , \port$2933$0 , \port$2934$0 , fetch, r__payload, \port$7494$0 , w_en, commit, rollback, \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$7579$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$112  = 0;
+module \ace_nic_default.rx1.buffer0 (rst, \port$2874$0 , \port$2877$0 , \port$2878$0 , \port$2879$0 , \port$2880$0 , \port$2881$0 , \port$2882$0 , \port$2883$0 , \port$2884$0 , \port$2885$0 , \port$2886$0 , \port$2887$0 , \port$2888$0 , \port$2889$0 , \port$2890$0 , \port$2891$0 , \port$2892$0 , \port$2893$0 , \port$2894$0 , \port$2895$0 
+, \port$2896$0 , \port$2897$0 , \port$2898$0 , \port$2899$0 , \port$2900$0 , \port$2901$0 , \port$2902$0 , \port$2903$0 , \port$2904$0 , \port$2905$0 , \port$2906$0 , \port$2907$0 , \port$2908$0 , \port$2909$0 , \port$2910$0 , \port$2911$0 , \port$2912$0 , \port$2913$0 , \port$2914$0 , \port$2915$0 , \port$2916$0 
+, \port$2917$0 , \port$2918$0 , \port$2919$0 , \port$2920$0 , \port$2921$0 , \port$2922$0 , \port$2923$0 , \port$2924$0 , \port$2925$0 , \port$2926$0 , \port$2927$0 , \port$2928$0 , \port$2929$0 , \port$2930$0 , \port$2931$0 , \port$2932$0 , \port$2933$0 , \port$2934$0 , \port$2935$0 , \port$2936$0 , \port$2937$0 
+, \port$2938$0 , \port$2939$0 , \port$2940$0 , fetch, r__payload, \port$7690$0 , w_en, commit, rollback, \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$7775$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$124  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -11247,20 +14315,8 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$2868$0 ;
-  wire \port$2868$0 ;
-  input [7:0] \port$2871$0 ;
-  wire [7:0] \port$2871$0 ;
-  input [7:0] \port$2872$0 ;
-  wire [7:0] \port$2872$0 ;
-  input [7:0] \port$2873$0 ;
-  wire [7:0] \port$2873$0 ;
-  input [7:0] \port$2874$0 ;
-  wire [7:0] \port$2874$0 ;
-  input [7:0] \port$2875$0 ;
-  wire [7:0] \port$2875$0 ;
-  input [7:0] \port$2876$0 ;
-  wire [7:0] \port$2876$0 ;
+  input \port$2874$0 ;
+  wire \port$2874$0 ;
   input [7:0] \port$2877$0 ;
   wire [7:0] \port$2877$0 ;
   input [7:0] \port$2878$0 ;
@@ -11377,16 +14433,28 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
   wire [7:0] \port$2933$0 ;
   input [7:0] \port$2934$0 ;
   wire [7:0] \port$2934$0 ;
-  input [63:0] \port$7494$0 ;
-  wire [63:0] \port$7494$0 ;
-  input [16:0] \port$7573$0 ;
-  wire [16:0] \port$7573$0 ;
-  input [7:0] \port$7575$0 ;
-  wire [7:0] \port$7575$0 ;
-  input [7:0] \port$7577$0 ;
-  wire [7:0] \port$7577$0 ;
-  input \port$7579$0 ;
-  wire \port$7579$0 ;
+  input [7:0] \port$2935$0 ;
+  wire [7:0] \port$2935$0 ;
+  input [7:0] \port$2936$0 ;
+  wire [7:0] \port$2936$0 ;
+  input [7:0] \port$2937$0 ;
+  wire [7:0] \port$2937$0 ;
+  input [7:0] \port$2938$0 ;
+  wire [7:0] \port$2938$0 ;
+  input [7:0] \port$2939$0 ;
+  wire [7:0] \port$2939$0 ;
+  input [7:0] \port$2940$0 ;
+  wire [7:0] \port$2940$0 ;
+  input [63:0] \port$7690$0 ;
+  wire [63:0] \port$7690$0 ;
+  input [16:0] \port$7769$0 ;
+  wire [16:0] \port$7769$0 ;
+  input [7:0] \port$7771$0 ;
+  wire [7:0] \port$7771$0 ;
+  input [7:0] \port$7773$0 ;
+  wire [7:0] \port$7773$0 ;
+  input \port$7775$0 ;
+  wire \port$7775$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -11508,7 +14576,7 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
+      mem[wr_tmp[5:0]] <= { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -11536,7 +14604,7 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -11548,7 +14616,7 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -11562,7 +14630,7 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -11572,7 +14640,7 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -11584,8 +14652,8 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign w_data = { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
+  assign wr__data = { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign w_data = { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -11594,20 +14662,20 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign \wr__data.keep  = \port$7494$0 ;
-  assign \wr__data.first  = \port$7579$0 ;
-  assign \wr__data.last  = \port$2868$0 ;
-  assign \wr__data.src  = \port$7577$0 ;
-  assign \wr__data.tag  = \port$7575$0 ;
-  assign \wr__data.length  = \port$7573$0 ;
-  assign \w_data.data  = { \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign \w_data.keep  = \port$7494$0 ;
-  assign \w_data.first  = \port$7579$0 ;
-  assign \w_data.last  = \port$2868$0 ;
-  assign \w_data.src  = \port$7577$0 ;
-  assign \w_data.tag  = \port$7575$0 ;
-  assign \w_data.length  = \port$7573$0 ;
+  assign \wr__data.data  = { \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign \wr__data.keep  = \port$7690$0 ;
+  assign \wr__data.first  = \port$7775$0 ;
+  assign \wr__data.last  = \port$2874$0 ;
+  assign \wr__data.src  = \port$7773$0 ;
+  assign \wr__data.tag  = \port$7771$0 ;
+  assign \wr__data.length  = \port$7769$0 ;
+  assign \w_data.data  = { \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign \w_data.keep  = \port$7690$0 ;
+  assign \w_data.first  = \port$7775$0 ;
+  assign \w_data.last  = \port$2874$0 ;
+  assign \w_data.src  = \port$7773$0 ;
+  assign \w_data.tag  = \port$7771$0 ;
+  assign \w_data.length  = \port$7769$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -11625,11 +14693,11 @@ module \ace_nic_default.rx1.buffer0 (rst, r__ready, \port$2868$0 , \port$2871$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 , \port$2872$0 , \port$2873$0 , \port$2874$0 , \port$2875$0 , \port$2876$0 , \port$2877$0 , \port$2878$0 , \port$2879$0 , \port$2880$0 , \port$2881$0 , \port$2882$0 , \port$2883$0 , \port$2884$0 , \port$2885$0 , \port$2886$0 , \port$2887$0 , \port$2888$0 
-, \port$2889$0 , \port$2890$0 , \port$2891$0 , \port$2892$0 , \port$2893$0 , \port$2894$0 , \port$2895$0 , \port$2896$0 , \port$2897$0 , \port$2898$0 , \port$2899$0 , \port$2900$0 , \port$2901$0 , \port$2902$0 , \port$2903$0 , \port$2904$0 , \port$2905$0 , \port$2906$0 , \port$2907$0 , \port$2908$0 , \port$2909$0 
-, \port$2910$0 , \port$2911$0 , \port$2912$0 , \port$2913$0 , \port$2914$0 , \port$2915$0 , \port$2916$0 , \port$2917$0 , \port$2918$0 , \port$2919$0 , \port$2920$0 , \port$2921$0 , \port$2922$0 , \port$2923$0 , \port$2924$0 , \port$2925$0 , \port$2926$0 , \port$2927$0 , \port$2928$0 , \port$2929$0 , \port$2930$0 
-, \port$2931$0 , \port$2932$0 , \port$2933$0 , \port$2934$0 , fetch, r__payload, \port$7494$0 , w_en, commit, rollback, \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$7579$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$113  = 0;
+module \ace_nic_default.rx1.buffer1 (rst, \port$2874$0 , \port$2877$0 , \port$2878$0 , \port$2879$0 , \port$2880$0 , \port$2881$0 , \port$2882$0 , \port$2883$0 , \port$2884$0 , \port$2885$0 , \port$2886$0 , \port$2887$0 , \port$2888$0 , \port$2889$0 , \port$2890$0 , \port$2891$0 , \port$2892$0 , \port$2893$0 , \port$2894$0 , \port$2895$0 
+, \port$2896$0 , \port$2897$0 , \port$2898$0 , \port$2899$0 , \port$2900$0 , \port$2901$0 , \port$2902$0 , \port$2903$0 , \port$2904$0 , \port$2905$0 , \port$2906$0 , \port$2907$0 , \port$2908$0 , \port$2909$0 , \port$2910$0 , \port$2911$0 , \port$2912$0 , \port$2913$0 , \port$2914$0 , \port$2915$0 , \port$2916$0 
+, \port$2917$0 , \port$2918$0 , \port$2919$0 , \port$2920$0 , \port$2921$0 , \port$2922$0 , \port$2923$0 , \port$2924$0 , \port$2925$0 , \port$2926$0 , \port$2927$0 , \port$2928$0 , \port$2929$0 , \port$2930$0 , \port$2931$0 , \port$2932$0 , \port$2933$0 , \port$2934$0 , \port$2935$0 , \port$2936$0 , \port$2937$0 
+, \port$2938$0 , \port$2939$0 , \port$2940$0 , fetch, r__payload, \port$7690$0 , w_en, commit, rollback, \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$7775$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$125  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -11652,20 +14720,8 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$2868$0 ;
-  wire \port$2868$0 ;
-  input [7:0] \port$2871$0 ;
-  wire [7:0] \port$2871$0 ;
-  input [7:0] \port$2872$0 ;
-  wire [7:0] \port$2872$0 ;
-  input [7:0] \port$2873$0 ;
-  wire [7:0] \port$2873$0 ;
-  input [7:0] \port$2874$0 ;
-  wire [7:0] \port$2874$0 ;
-  input [7:0] \port$2875$0 ;
-  wire [7:0] \port$2875$0 ;
-  input [7:0] \port$2876$0 ;
-  wire [7:0] \port$2876$0 ;
+  input \port$2874$0 ;
+  wire \port$2874$0 ;
   input [7:0] \port$2877$0 ;
   wire [7:0] \port$2877$0 ;
   input [7:0] \port$2878$0 ;
@@ -11782,16 +14838,28 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
   wire [7:0] \port$2933$0 ;
   input [7:0] \port$2934$0 ;
   wire [7:0] \port$2934$0 ;
-  input [63:0] \port$7494$0 ;
-  wire [63:0] \port$7494$0 ;
-  input [16:0] \port$7573$0 ;
-  wire [16:0] \port$7573$0 ;
-  input [7:0] \port$7575$0 ;
-  wire [7:0] \port$7575$0 ;
-  input [7:0] \port$7577$0 ;
-  wire [7:0] \port$7577$0 ;
-  input \port$7579$0 ;
-  wire \port$7579$0 ;
+  input [7:0] \port$2935$0 ;
+  wire [7:0] \port$2935$0 ;
+  input [7:0] \port$2936$0 ;
+  wire [7:0] \port$2936$0 ;
+  input [7:0] \port$2937$0 ;
+  wire [7:0] \port$2937$0 ;
+  input [7:0] \port$2938$0 ;
+  wire [7:0] \port$2938$0 ;
+  input [7:0] \port$2939$0 ;
+  wire [7:0] \port$2939$0 ;
+  input [7:0] \port$2940$0 ;
+  wire [7:0] \port$2940$0 ;
+  input [63:0] \port$7690$0 ;
+  wire [63:0] \port$7690$0 ;
+  input [16:0] \port$7769$0 ;
+  wire [16:0] \port$7769$0 ;
+  input [7:0] \port$7771$0 ;
+  wire [7:0] \port$7771$0 ;
+  input [7:0] \port$7773$0 ;
+  wire [7:0] \port$7773$0 ;
+  input \port$7775$0 ;
+  wire \port$7775$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -11913,7 +14981,7 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
+      mem[wr_tmp[5:0]] <= { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -11941,7 +15009,7 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -11953,7 +15021,7 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -11967,7 +15035,7 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -11977,7 +15045,7 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -11989,8 +15057,8 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign w_data = { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
+  assign wr__data = { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign w_data = { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -11999,20 +15067,20 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign \wr__data.keep  = \port$7494$0 ;
-  assign \wr__data.first  = \port$7579$0 ;
-  assign \wr__data.last  = \port$2868$0 ;
-  assign \wr__data.src  = \port$7577$0 ;
-  assign \wr__data.tag  = \port$7575$0 ;
-  assign \wr__data.length  = \port$7573$0 ;
-  assign \w_data.data  = { \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign \w_data.keep  = \port$7494$0 ;
-  assign \w_data.first  = \port$7579$0 ;
-  assign \w_data.last  = \port$2868$0 ;
-  assign \w_data.src  = \port$7577$0 ;
-  assign \w_data.tag  = \port$7575$0 ;
-  assign \w_data.length  = \port$7573$0 ;
+  assign \wr__data.data  = { \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign \wr__data.keep  = \port$7690$0 ;
+  assign \wr__data.first  = \port$7775$0 ;
+  assign \wr__data.last  = \port$2874$0 ;
+  assign \wr__data.src  = \port$7773$0 ;
+  assign \wr__data.tag  = \port$7771$0 ;
+  assign \wr__data.length  = \port$7769$0 ;
+  assign \w_data.data  = { \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign \w_data.keep  = \port$7690$0 ;
+  assign \w_data.first  = \port$7775$0 ;
+  assign \w_data.last  = \port$2874$0 ;
+  assign \w_data.src  = \port$7773$0 ;
+  assign \w_data.tag  = \port$7771$0 ;
+  assign \w_data.length  = \port$7769$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -12030,11 +15098,11 @@ module \ace_nic_default.rx1.buffer1 (rst, r__ready, \port$2868$0 , \port$2871$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 , \port$2872$0 , \port$2873$0 , \port$2874$0 , \port$2875$0 , \port$2876$0 , \port$2877$0 , \port$2878$0 , \port$2879$0 , \port$2880$0 , \port$2881$0 , \port$2882$0 , \port$2883$0 , \port$2884$0 , \port$2885$0 , \port$2886$0 , \port$2887$0 , \port$2888$0 
-, \port$2889$0 , \port$2890$0 , \port$2891$0 , \port$2892$0 , \port$2893$0 , \port$2894$0 , \port$2895$0 , \port$2896$0 , \port$2897$0 , \port$2898$0 , \port$2899$0 , \port$2900$0 , \port$2901$0 , \port$2902$0 , \port$2903$0 , \port$2904$0 , \port$2905$0 , \port$2906$0 , \port$2907$0 , \port$2908$0 , \port$2909$0 
-, \port$2910$0 , \port$2911$0 , \port$2912$0 , \port$2913$0 , \port$2914$0 , \port$2915$0 , \port$2916$0 , \port$2917$0 , \port$2918$0 , \port$2919$0 , \port$2920$0 , \port$2921$0 , \port$2922$0 , \port$2923$0 , \port$2924$0 , \port$2925$0 , \port$2926$0 , \port$2927$0 , \port$2928$0 , \port$2929$0 , \port$2930$0 
-, \port$2931$0 , \port$2932$0 , \port$2933$0 , \port$2934$0 , fetch, r__payload, \port$7494$0 , w_en, commit, rollback, \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$7579$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$114  = 0;
+module \ace_nic_default.rx1.buffer2 (rst, \port$2874$0 , \port$2877$0 , \port$2878$0 , \port$2879$0 , \port$2880$0 , \port$2881$0 , \port$2882$0 , \port$2883$0 , \port$2884$0 , \port$2885$0 , \port$2886$0 , \port$2887$0 , \port$2888$0 , \port$2889$0 , \port$2890$0 , \port$2891$0 , \port$2892$0 , \port$2893$0 , \port$2894$0 , \port$2895$0 
+, \port$2896$0 , \port$2897$0 , \port$2898$0 , \port$2899$0 , \port$2900$0 , \port$2901$0 , \port$2902$0 , \port$2903$0 , \port$2904$0 , \port$2905$0 , \port$2906$0 , \port$2907$0 , \port$2908$0 , \port$2909$0 , \port$2910$0 , \port$2911$0 , \port$2912$0 , \port$2913$0 , \port$2914$0 , \port$2915$0 , \port$2916$0 
+, \port$2917$0 , \port$2918$0 , \port$2919$0 , \port$2920$0 , \port$2921$0 , \port$2922$0 , \port$2923$0 , \port$2924$0 , \port$2925$0 , \port$2926$0 , \port$2927$0 , \port$2928$0 , \port$2929$0 , \port$2930$0 , \port$2931$0 , \port$2932$0 , \port$2933$0 , \port$2934$0 , \port$2935$0 , \port$2936$0 , \port$2937$0 
+, \port$2938$0 , \port$2939$0 , \port$2940$0 , fetch, r__payload, \port$7690$0 , w_en, commit, rollback, \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$7775$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$126  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -12057,20 +15125,8 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$2868$0 ;
-  wire \port$2868$0 ;
-  input [7:0] \port$2871$0 ;
-  wire [7:0] \port$2871$0 ;
-  input [7:0] \port$2872$0 ;
-  wire [7:0] \port$2872$0 ;
-  input [7:0] \port$2873$0 ;
-  wire [7:0] \port$2873$0 ;
-  input [7:0] \port$2874$0 ;
-  wire [7:0] \port$2874$0 ;
-  input [7:0] \port$2875$0 ;
-  wire [7:0] \port$2875$0 ;
-  input [7:0] \port$2876$0 ;
-  wire [7:0] \port$2876$0 ;
+  input \port$2874$0 ;
+  wire \port$2874$0 ;
   input [7:0] \port$2877$0 ;
   wire [7:0] \port$2877$0 ;
   input [7:0] \port$2878$0 ;
@@ -12187,16 +15243,28 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
   wire [7:0] \port$2933$0 ;
   input [7:0] \port$2934$0 ;
   wire [7:0] \port$2934$0 ;
-  input [63:0] \port$7494$0 ;
-  wire [63:0] \port$7494$0 ;
-  input [16:0] \port$7573$0 ;
-  wire [16:0] \port$7573$0 ;
-  input [7:0] \port$7575$0 ;
-  wire [7:0] \port$7575$0 ;
-  input [7:0] \port$7577$0 ;
-  wire [7:0] \port$7577$0 ;
-  input \port$7579$0 ;
-  wire \port$7579$0 ;
+  input [7:0] \port$2935$0 ;
+  wire [7:0] \port$2935$0 ;
+  input [7:0] \port$2936$0 ;
+  wire [7:0] \port$2936$0 ;
+  input [7:0] \port$2937$0 ;
+  wire [7:0] \port$2937$0 ;
+  input [7:0] \port$2938$0 ;
+  wire [7:0] \port$2938$0 ;
+  input [7:0] \port$2939$0 ;
+  wire [7:0] \port$2939$0 ;
+  input [7:0] \port$2940$0 ;
+  wire [7:0] \port$2940$0 ;
+  input [63:0] \port$7690$0 ;
+  wire [63:0] \port$7690$0 ;
+  input [16:0] \port$7769$0 ;
+  wire [16:0] \port$7769$0 ;
+  input [7:0] \port$7771$0 ;
+  wire [7:0] \port$7771$0 ;
+  input [7:0] \port$7773$0 ;
+  wire [7:0] \port$7773$0 ;
+  input \port$7775$0 ;
+  wire \port$7775$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -12318,7 +15386,7 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
+      mem[wr_tmp[5:0]] <= { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -12346,7 +15414,7 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -12358,7 +15426,7 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -12372,7 +15440,7 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -12382,7 +15450,7 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -12394,8 +15462,8 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign w_data = { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
+  assign wr__data = { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign w_data = { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -12404,20 +15472,20 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign \wr__data.keep  = \port$7494$0 ;
-  assign \wr__data.first  = \port$7579$0 ;
-  assign \wr__data.last  = \port$2868$0 ;
-  assign \wr__data.src  = \port$7577$0 ;
-  assign \wr__data.tag  = \port$7575$0 ;
-  assign \wr__data.length  = \port$7573$0 ;
-  assign \w_data.data  = { \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign \w_data.keep  = \port$7494$0 ;
-  assign \w_data.first  = \port$7579$0 ;
-  assign \w_data.last  = \port$2868$0 ;
-  assign \w_data.src  = \port$7577$0 ;
-  assign \w_data.tag  = \port$7575$0 ;
-  assign \w_data.length  = \port$7573$0 ;
+  assign \wr__data.data  = { \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign \wr__data.keep  = \port$7690$0 ;
+  assign \wr__data.first  = \port$7775$0 ;
+  assign \wr__data.last  = \port$2874$0 ;
+  assign \wr__data.src  = \port$7773$0 ;
+  assign \wr__data.tag  = \port$7771$0 ;
+  assign \wr__data.length  = \port$7769$0 ;
+  assign \w_data.data  = { \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign \w_data.keep  = \port$7690$0 ;
+  assign \w_data.first  = \port$7775$0 ;
+  assign \w_data.last  = \port$2874$0 ;
+  assign \w_data.src  = \port$7773$0 ;
+  assign \w_data.tag  = \port$7771$0 ;
+  assign \w_data.length  = \port$7769$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -12435,11 +15503,11 @@ module \ace_nic_default.rx1.buffer2 (rst, r__ready, \port$2868$0 , \port$2871$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 , \port$2872$0 , \port$2873$0 , \port$2874$0 , \port$2875$0 , \port$2876$0 , \port$2877$0 , \port$2878$0 , \port$2879$0 , \port$2880$0 , \port$2881$0 , \port$2882$0 , \port$2883$0 , \port$2884$0 , \port$2885$0 , \port$2886$0 , \port$2887$0 , \port$2888$0 
-, \port$2889$0 , \port$2890$0 , \port$2891$0 , \port$2892$0 , \port$2893$0 , \port$2894$0 , \port$2895$0 , \port$2896$0 , \port$2897$0 , \port$2898$0 , \port$2899$0 , \port$2900$0 , \port$2901$0 , \port$2902$0 , \port$2903$0 , \port$2904$0 , \port$2905$0 , \port$2906$0 , \port$2907$0 , \port$2908$0 , \port$2909$0 
-, \port$2910$0 , \port$2911$0 , \port$2912$0 , \port$2913$0 , \port$2914$0 , \port$2915$0 , \port$2916$0 , \port$2917$0 , \port$2918$0 , \port$2919$0 , \port$2920$0 , \port$2921$0 , \port$2922$0 , \port$2923$0 , \port$2924$0 , \port$2925$0 , \port$2926$0 , \port$2927$0 , \port$2928$0 , \port$2929$0 , \port$2930$0 
-, \port$2931$0 , \port$2932$0 , \port$2933$0 , \port$2934$0 , fetch, r__payload, \port$7494$0 , w_en, commit, rollback, \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$7579$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$115  = 0;
+module \ace_nic_default.rx1.buffer3 (rst, \port$2874$0 , \port$2877$0 , \port$2878$0 , \port$2879$0 , \port$2880$0 , \port$2881$0 , \port$2882$0 , \port$2883$0 , \port$2884$0 , \port$2885$0 , \port$2886$0 , \port$2887$0 , \port$2888$0 , \port$2889$0 , \port$2890$0 , \port$2891$0 , \port$2892$0 , \port$2893$0 , \port$2894$0 , \port$2895$0 
+, \port$2896$0 , \port$2897$0 , \port$2898$0 , \port$2899$0 , \port$2900$0 , \port$2901$0 , \port$2902$0 , \port$2903$0 , \port$2904$0 , \port$2905$0 , \port$2906$0 , \port$2907$0 , \port$2908$0 , \port$2909$0 , \port$2910$0 , \port$2911$0 , \port$2912$0 , \port$2913$0 , \port$2914$0 , \port$2915$0 , \port$2916$0 
+, \port$2917$0 , \port$2918$0 , \port$2919$0 , \port$2920$0 , \port$2921$0 , \port$2922$0 , \port$2923$0 , \port$2924$0 , \port$2925$0 , \port$2926$0 , \port$2927$0 , \port$2928$0 , \port$2929$0 , \port$2930$0 , \port$2931$0 , \port$2932$0 , \port$2933$0 , \port$2934$0 , \port$2935$0 , \port$2936$0 , \port$2937$0 
+, \port$2938$0 , \port$2939$0 , \port$2940$0 , fetch, r__payload, \port$7690$0 , w_en, commit, rollback, \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$7775$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$127  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -12462,20 +15530,8 @@ module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$2868$0 ;
-  wire \port$2868$0 ;
-  input [7:0] \port$2871$0 ;
-  wire [7:0] \port$2871$0 ;
-  input [7:0] \port$2872$0 ;
-  wire [7:0] \port$2872$0 ;
-  input [7:0] \port$2873$0 ;
-  wire [7:0] \port$2873$0 ;
-  input [7:0] \port$2874$0 ;
-  wire [7:0] \port$2874$0 ;
-  input [7:0] \port$2875$0 ;
-  wire [7:0] \port$2875$0 ;
-  input [7:0] \port$2876$0 ;
-  wire [7:0] \port$2876$0 ;
+  input \port$2874$0 ;
+  wire \port$2874$0 ;
   input [7:0] \port$2877$0 ;
   wire [7:0] \port$2877$0 ;
   input [7:0] \port$2878$0 ;
@@ -12592,16 +15648,28 @@ module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 
   wire [7:0] \port$2933$0 ;
   input [7:0] \port$2934$0 ;
   wire [7:0] \port$2934$0 ;
-  input [63:0] \port$7494$0 ;
-  wire [63:0] \port$7494$0 ;
-  input [16:0] \port$7573$0 ;
-  wire [16:0] \port$7573$0 ;
-  input [7:0] \port$7575$0 ;
-  wire [7:0] \port$7575$0 ;
-  input [7:0] \port$7577$0 ;
-  wire [7:0] \port$7577$0 ;
-  input \port$7579$0 ;
-  wire \port$7579$0 ;
+  input [7:0] \port$2935$0 ;
+  wire [7:0] \port$2935$0 ;
+  input [7:0] \port$2936$0 ;
+  wire [7:0] \port$2936$0 ;
+  input [7:0] \port$2937$0 ;
+  wire [7:0] \port$2937$0 ;
+  input [7:0] \port$2938$0 ;
+  wire [7:0] \port$2938$0 ;
+  input [7:0] \port$2939$0 ;
+  wire [7:0] \port$2939$0 ;
+  input [7:0] \port$2940$0 ;
+  wire [7:0] \port$2940$0 ;
+  input [63:0] \port$7690$0 ;
+  wire [63:0] \port$7690$0 ;
+  input [16:0] \port$7769$0 ;
+  wire [16:0] \port$7769$0 ;
+  input [7:0] \port$7771$0 ;
+  wire [7:0] \port$7771$0 ;
+  input [7:0] \port$7773$0 ;
+  wire [7:0] \port$7773$0 ;
+  input \port$7775$0 ;
+  wire \port$7775$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -12723,7 +15791,7 @@ module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
+      mem[wr_tmp[5:0]] <= { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -12751,7 +15819,7 @@ module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -12763,7 +15831,7 @@ module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -12777,7 +15845,7 @@ module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -12787,7 +15855,7 @@ module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -12799,8 +15867,8 @@ module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign w_data = { \port$7573$0 , \port$7575$0 , \port$7577$0 , \port$2868$0 , \port$7579$0 , \port$7494$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
+  assign wr__data = { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign w_data = { \port$7769$0 , \port$7771$0 , \port$7773$0 , \port$2874$0 , \port$7775$0 , \port$7690$0 , \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -12809,20 +15877,20 @@ module \ace_nic_default.rx1.buffer3 (rst, r__ready, \port$2868$0 , \port$2871$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign \wr__data.keep  = \port$7494$0 ;
-  assign \wr__data.first  = \port$7579$0 ;
-  assign \wr__data.last  = \port$2868$0 ;
-  assign \wr__data.src  = \port$7577$0 ;
-  assign \wr__data.tag  = \port$7575$0 ;
-  assign \wr__data.length  = \port$7573$0 ;
-  assign \w_data.data  = { \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0 , \port$2876$0 , \port$2875$0 , \port$2874$0 , \port$2873$0 , \port$2872$0 , \port$2871$0  };
-  assign \w_data.keep  = \port$7494$0 ;
-  assign \w_data.first  = \port$7579$0 ;
-  assign \w_data.last  = \port$2868$0 ;
-  assign \w_data.src  = \port$7577$0 ;
-  assign \w_data.tag  = \port$7575$0 ;
-  assign \w_data.length  = \port$7573$0 ;
+  assign \wr__data.data  = { \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign \wr__data.keep  = \port$7690$0 ;
+  assign \wr__data.first  = \port$7775$0 ;
+  assign \wr__data.last  = \port$2874$0 ;
+  assign \wr__data.src  = \port$7773$0 ;
+  assign \wr__data.tag  = \port$7771$0 ;
+  assign \wr__data.length  = \port$7769$0 ;
+  assign \w_data.data  = { \port$2940$0 , \port$2939$0 , \port$2938$0 , \port$2937$0 , \port$2936$0 , \port$2935$0 , \port$2934$0 , \port$2933$0 , \port$2932$0 , \port$2931$0 , \port$2930$0 , \port$2929$0 , \port$2928$0 , \port$2927$0 , \port$2926$0 , \port$2925$0 , \port$2924$0 , \port$2923$0 , \port$2922$0 , \port$2921$0 , \port$2920$0 , \port$2919$0 , \port$2918$0 , \port$2917$0 , \port$2916$0 , \port$2915$0 , \port$2914$0 , \port$2913$0 , \port$2912$0 , \port$2911$0 , \port$2910$0 , \port$2909$0 , \port$2908$0 , \port$2907$0 , \port$2906$0 , \port$2905$0 , \port$2904$0 , \port$2903$0 , \port$2902$0 , \port$2901$0 , \port$2900$0 , \port$2899$0 , \port$2898$0 , \port$2897$0 , \port$2896$0 , \port$2895$0 , \port$2894$0 , \port$2893$0 , \port$2892$0 , \port$2891$0 , \port$2890$0 , \port$2889$0 , \port$2888$0 , \port$2887$0 , \port$2886$0 , \port$2885$0 , \port$2884$0 , \port$2883$0 , \port$2882$0 , \port$2881$0 , \port$2880$0 , \port$2879$0 , \port$2878$0 , \port$2877$0  };
+  assign \w_data.keep  = \port$7690$0 ;
+  assign \w_data.first  = \port$7775$0 ;
+  assign \w_data.last  = \port$2874$0 ;
+  assign \w_data.src  = \port$7773$0 ;
+  assign \w_data.tag  = \port$7771$0 ;
+  assign \w_data.length  = \port$7769$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -13313,9 +16381,9 @@ module \ace_nic_default.rx1.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r__ready, \r__ready$8 , \r__ready$14 , \r__ready$20 , out__0__payload, out__1__payload, out__2__payload, out__3__payload, credits__0, credits__1, credits__2, credits__3, credit_valid, freed__0, freed__1, freed__2
-, freed__3, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__1__valid, out__2__valid, out__3__valid, error_clear);
-  reg \$auto$verilog_backend.cc:2355:dump_module$116  = 0;
+module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, out__0__payload, out__1__payload, out__2__payload, out__3__payload, credits__0, credits__1, credits__2, credits__3, credit_valid, freed__0, freed__1, freed__2, freed__3, busy_cycles, credit_channel, credit_count
+, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__1__valid, out__2__valid, out__3__valid, r__ready, \r__ready$8 , \r__ready$14 , \r__ready$20 , error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$128  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
@@ -14562,76 +17630,76 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$59 ),
     .fetch(freed),
     .out_valid(out__0__valid),
-    .\port$4552$0 (\$signal ),
-    .\port$4555$0 (\$8 ),
-    .\port$4556$0 (\$9 ),
-    .\port$4557$0 (\$10 ),
-    .\port$4558$0 (\$11 ),
-    .\port$4559$0 (\$12 ),
-    .\port$4560$0 (\$13 ),
-    .\port$4561$0 (\$14 ),
-    .\port$4562$0 (\$15 ),
-    .\port$4563$0 (\$16 ),
-    .\port$4564$0 (\$17 ),
-    .\port$4565$0 (\$18 ),
-    .\port$4566$0 (\$19 ),
-    .\port$4567$0 (\$20 ),
-    .\port$4568$0 (\$21 ),
-    .\port$4569$0 (\$22 ),
-    .\port$4570$0 (\$23 ),
-    .\port$4571$0 (\$24 ),
-    .\port$4572$0 (\$25 ),
-    .\port$4573$0 (\$26 ),
-    .\port$4574$0 (\$27 ),
-    .\port$4575$0 (\$28 ),
-    .\port$4576$0 (\$29 ),
-    .\port$4577$0 (\$30 ),
-    .\port$4578$0 (\$31 ),
-    .\port$4579$0 (\$32 ),
-    .\port$4580$0 (\$33 ),
-    .\port$4581$0 (\$34 ),
-    .\port$4582$0 (\$35 ),
-    .\port$4583$0 (\$36 ),
-    .\port$4584$0 (\$37 ),
-    .\port$4585$0 (\$38 ),
-    .\port$4586$0 (\$39 ),
-    .\port$4587$0 (\$40 ),
-    .\port$4588$0 (\$41 ),
-    .\port$4589$0 (\$42 ),
-    .\port$4590$0 (\$43 ),
-    .\port$4591$0 (\$44 ),
-    .\port$4592$0 (\$45 ),
-    .\port$4593$0 (\$46 ),
-    .\port$4594$0 (\$47 ),
-    .\port$4595$0 (\$48 ),
-    .\port$4596$0 (\$49 ),
-    .\port$4597$0 (\$50 ),
-    .\port$4598$0 (\$51 ),
-    .\port$4599$0 (\$52 ),
-    .\port$4600$0 (\$53 ),
-    .\port$4601$0 (\$54 ),
-    .\port$4602$0 (\$55 ),
-    .\port$4603$0 (\$56 ),
-    .\port$4604$0 (\$57 ),
-    .\port$4605$0 (\$58 ),
-    .\port$4606$0 (\$59 ),
-    .\port$4607$0 (\$60 ),
-    .\port$4608$0 (\$61 ),
-    .\port$4609$0 (\$62 ),
-    .\port$4610$0 (\$63 ),
-    .\port$4611$0 (\$64 ),
-    .\port$4612$0 (\$65 ),
-    .\port$4613$0 (\$66 ),
-    .\port$4614$0 (\$67 ),
-    .\port$4615$0 (\$68 ),
-    .\port$4616$0 (\$69 ),
-    .\port$4617$0 (\$70 ),
-    .\port$4618$0 (\$71 ),
-    .\port$7756$0 (keep),
-    .\port$7835$0 (\$signal$38 ),
-    .\port$7837$0 (\$like$37 ),
-    .\port$7839$0 (\$like ),
-    .\port$7841$0 (\$signal$35 ),
+    .\port$4561$0 (\$signal ),
+    .\port$4564$0 (\$8 ),
+    .\port$4565$0 (\$9 ),
+    .\port$4566$0 (\$10 ),
+    .\port$4567$0 (\$11 ),
+    .\port$4568$0 (\$12 ),
+    .\port$4569$0 (\$13 ),
+    .\port$4570$0 (\$14 ),
+    .\port$4571$0 (\$15 ),
+    .\port$4572$0 (\$16 ),
+    .\port$4573$0 (\$17 ),
+    .\port$4574$0 (\$18 ),
+    .\port$4575$0 (\$19 ),
+    .\port$4576$0 (\$20 ),
+    .\port$4577$0 (\$21 ),
+    .\port$4578$0 (\$22 ),
+    .\port$4579$0 (\$23 ),
+    .\port$4580$0 (\$24 ),
+    .\port$4581$0 (\$25 ),
+    .\port$4582$0 (\$26 ),
+    .\port$4583$0 (\$27 ),
+    .\port$4584$0 (\$28 ),
+    .\port$4585$0 (\$29 ),
+    .\port$4586$0 (\$30 ),
+    .\port$4587$0 (\$31 ),
+    .\port$4588$0 (\$32 ),
+    .\port$4589$0 (\$33 ),
+    .\port$4590$0 (\$34 ),
+    .\port$4591$0 (\$35 ),
+    .\port$4592$0 (\$36 ),
+    .\port$4593$0 (\$37 ),
+    .\port$4594$0 (\$38 ),
+    .\port$4595$0 (\$39 ),
+    .\port$4596$0 (\$40 ),
+    .\port$4597$0 (\$41 ),
+    .\port$4598$0 (\$42 ),
+    .\port$4599$0 (\$43 ),
+    .\port$4600$0 (\$44 ),
+    .\port$4601$0 (\$45 ),
+    .\port$4602$0 (\$46 ),
+    .\port$4603$0 (\$47 ),
+    .\port$4604$0 (\$48 ),
+    .\port$4605$0 (\$49 ),
+    .\port$4606$0 (\$50 ),
+    .\port$4607$0 (\$51 ),
+    .\port$4608$0 (\$52 ),
+    .\port$4609$0 (\$53 ),
+    .\port$4610$0 (\$54 ),
+    .\port$4611$0 (\$55 ),
+    .\port$4612$0 (\$56 ),
+    .\port$4613$0 (\$57 ),
+    .\port$4614$0 (\$58 ),
+    .\port$4615$0 (\$59 ),
+    .\port$4616$0 (\$60 ),
+    .\port$4617$0 (\$61 ),
+    .\port$4618$0 (\$62 ),
+    .\port$4619$0 (\$63 ),
+    .\port$4620$0 (\$64 ),
+    .\port$4621$0 (\$65 ),
+    .\port$4622$0 (\$66 ),
+    .\port$4623$0 (\$67 ),
+    .\port$4624$0 (\$68 ),
+    .\port$4625$0 (\$69 ),
+    .\port$4626$0 (\$70 ),
+    .\port$4627$0 (\$71 ),
+    .\port$7954$0 (keep),
+    .\port$8033$0 (\$signal$38 ),
+    .\port$8035$0 (\$like$37 ),
+    .\port$8037$0 (\$like ),
+    .\port$8039$0 (\$signal$35 ),
     .r__payload(out__0__payload),
     .r__ready(r__ready),
     .rollback(\rollback$60 ),
@@ -14643,76 +17711,76 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$62 ),
     .fetch(\freed$80 ),
     .out_valid(out__1__valid),
-    .\port$4552$0 (\$signal ),
-    .\port$4555$0 (\$8 ),
-    .\port$4556$0 (\$9 ),
-    .\port$4557$0 (\$10 ),
-    .\port$4558$0 (\$11 ),
-    .\port$4559$0 (\$12 ),
-    .\port$4560$0 (\$13 ),
-    .\port$4561$0 (\$14 ),
-    .\port$4562$0 (\$15 ),
-    .\port$4563$0 (\$16 ),
-    .\port$4564$0 (\$17 ),
-    .\port$4565$0 (\$18 ),
-    .\port$4566$0 (\$19 ),
-    .\port$4567$0 (\$20 ),
-    .\port$4568$0 (\$21 ),
-    .\port$4569$0 (\$22 ),
-    .\port$4570$0 (\$23 ),
-    .\port$4571$0 (\$24 ),
-    .\port$4572$0 (\$25 ),
-    .\port$4573$0 (\$26 ),
-    .\port$4574$0 (\$27 ),
-    .\port$4575$0 (\$28 ),
-    .\port$4576$0 (\$29 ),
-    .\port$4577$0 (\$30 ),
-    .\port$4578$0 (\$31 ),
-    .\port$4579$0 (\$32 ),
-    .\port$4580$0 (\$33 ),
-    .\port$4581$0 (\$34 ),
-    .\port$4582$0 (\$35 ),
-    .\port$4583$0 (\$36 ),
-    .\port$4584$0 (\$37 ),
-    .\port$4585$0 (\$38 ),
-    .\port$4586$0 (\$39 ),
-    .\port$4587$0 (\$40 ),
-    .\port$4588$0 (\$41 ),
-    .\port$4589$0 (\$42 ),
-    .\port$4590$0 (\$43 ),
-    .\port$4591$0 (\$44 ),
-    .\port$4592$0 (\$45 ),
-    .\port$4593$0 (\$46 ),
-    .\port$4594$0 (\$47 ),
-    .\port$4595$0 (\$48 ),
-    .\port$4596$0 (\$49 ),
-    .\port$4597$0 (\$50 ),
-    .\port$4598$0 (\$51 ),
-    .\port$4599$0 (\$52 ),
-    .\port$4600$0 (\$53 ),
-    .\port$4601$0 (\$54 ),
-    .\port$4602$0 (\$55 ),
-    .\port$4603$0 (\$56 ),
-    .\port$4604$0 (\$57 ),
-    .\port$4605$0 (\$58 ),
-    .\port$4606$0 (\$59 ),
-    .\port$4607$0 (\$60 ),
-    .\port$4608$0 (\$61 ),
-    .\port$4609$0 (\$62 ),
-    .\port$4610$0 (\$63 ),
-    .\port$4611$0 (\$64 ),
-    .\port$4612$0 (\$65 ),
-    .\port$4613$0 (\$66 ),
-    .\port$4614$0 (\$67 ),
-    .\port$4615$0 (\$68 ),
-    .\port$4616$0 (\$69 ),
-    .\port$4617$0 (\$70 ),
-    .\port$4618$0 (\$71 ),
-    .\port$7756$0 (keep),
-    .\port$7835$0 (\$signal$38 ),
-    .\port$7837$0 (\$like$37 ),
-    .\port$7839$0 (\$like ),
-    .\port$7841$0 (\$signal$35 ),
+    .\port$4561$0 (\$signal ),
+    .\port$4564$0 (\$8 ),
+    .\port$4565$0 (\$9 ),
+    .\port$4566$0 (\$10 ),
+    .\port$4567$0 (\$11 ),
+    .\port$4568$0 (\$12 ),
+    .\port$4569$0 (\$13 ),
+    .\port$4570$0 (\$14 ),
+    .\port$4571$0 (\$15 ),
+    .\port$4572$0 (\$16 ),
+    .\port$4573$0 (\$17 ),
+    .\port$4574$0 (\$18 ),
+    .\port$4575$0 (\$19 ),
+    .\port$4576$0 (\$20 ),
+    .\port$4577$0 (\$21 ),
+    .\port$4578$0 (\$22 ),
+    .\port$4579$0 (\$23 ),
+    .\port$4580$0 (\$24 ),
+    .\port$4581$0 (\$25 ),
+    .\port$4582$0 (\$26 ),
+    .\port$4583$0 (\$27 ),
+    .\port$4584$0 (\$28 ),
+    .\port$4585$0 (\$29 ),
+    .\port$4586$0 (\$30 ),
+    .\port$4587$0 (\$31 ),
+    .\port$4588$0 (\$32 ),
+    .\port$4589$0 (\$33 ),
+    .\port$4590$0 (\$34 ),
+    .\port$4591$0 (\$35 ),
+    .\port$4592$0 (\$36 ),
+    .\port$4593$0 (\$37 ),
+    .\port$4594$0 (\$38 ),
+    .\port$4595$0 (\$39 ),
+    .\port$4596$0 (\$40 ),
+    .\port$4597$0 (\$41 ),
+    .\port$4598$0 (\$42 ),
+    .\port$4599$0 (\$43 ),
+    .\port$4600$0 (\$44 ),
+    .\port$4601$0 (\$45 ),
+    .\port$4602$0 (\$46 ),
+    .\port$4603$0 (\$47 ),
+    .\port$4604$0 (\$48 ),
+    .\port$4605$0 (\$49 ),
+    .\port$4606$0 (\$50 ),
+    .\port$4607$0 (\$51 ),
+    .\port$4608$0 (\$52 ),
+    .\port$4609$0 (\$53 ),
+    .\port$4610$0 (\$54 ),
+    .\port$4611$0 (\$55 ),
+    .\port$4612$0 (\$56 ),
+    .\port$4613$0 (\$57 ),
+    .\port$4614$0 (\$58 ),
+    .\port$4615$0 (\$59 ),
+    .\port$4616$0 (\$60 ),
+    .\port$4617$0 (\$61 ),
+    .\port$4618$0 (\$62 ),
+    .\port$4619$0 (\$63 ),
+    .\port$4620$0 (\$64 ),
+    .\port$4621$0 (\$65 ),
+    .\port$4622$0 (\$66 ),
+    .\port$4623$0 (\$67 ),
+    .\port$4624$0 (\$68 ),
+    .\port$4625$0 (\$69 ),
+    .\port$4626$0 (\$70 ),
+    .\port$4627$0 (\$71 ),
+    .\port$7954$0 (keep),
+    .\port$8033$0 (\$signal$38 ),
+    .\port$8035$0 (\$like$37 ),
+    .\port$8037$0 (\$like ),
+    .\port$8039$0 (\$signal$35 ),
     .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$63 ),
@@ -14724,76 +17792,76 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$65 ),
     .fetch(\freed$82 ),
     .out_valid(out__2__valid),
-    .\port$4552$0 (\$signal ),
-    .\port$4555$0 (\$8 ),
-    .\port$4556$0 (\$9 ),
-    .\port$4557$0 (\$10 ),
-    .\port$4558$0 (\$11 ),
-    .\port$4559$0 (\$12 ),
-    .\port$4560$0 (\$13 ),
-    .\port$4561$0 (\$14 ),
-    .\port$4562$0 (\$15 ),
-    .\port$4563$0 (\$16 ),
-    .\port$4564$0 (\$17 ),
-    .\port$4565$0 (\$18 ),
-    .\port$4566$0 (\$19 ),
-    .\port$4567$0 (\$20 ),
-    .\port$4568$0 (\$21 ),
-    .\port$4569$0 (\$22 ),
-    .\port$4570$0 (\$23 ),
-    .\port$4571$0 (\$24 ),
-    .\port$4572$0 (\$25 ),
-    .\port$4573$0 (\$26 ),
-    .\port$4574$0 (\$27 ),
-    .\port$4575$0 (\$28 ),
-    .\port$4576$0 (\$29 ),
-    .\port$4577$0 (\$30 ),
-    .\port$4578$0 (\$31 ),
-    .\port$4579$0 (\$32 ),
-    .\port$4580$0 (\$33 ),
-    .\port$4581$0 (\$34 ),
-    .\port$4582$0 (\$35 ),
-    .\port$4583$0 (\$36 ),
-    .\port$4584$0 (\$37 ),
-    .\port$4585$0 (\$38 ),
-    .\port$4586$0 (\$39 ),
-    .\port$4587$0 (\$40 ),
-    .\port$4588$0 (\$41 ),
-    .\port$4589$0 (\$42 ),
-    .\port$4590$0 (\$43 ),
-    .\port$4591$0 (\$44 ),
-    .\port$4592$0 (\$45 ),
-    .\port$4593$0 (\$46 ),
-    .\port$4594$0 (\$47 ),
-    .\port$4595$0 (\$48 ),
-    .\port$4596$0 (\$49 ),
-    .\port$4597$0 (\$50 ),
-    .\port$4598$0 (\$51 ),
-    .\port$4599$0 (\$52 ),
-    .\port$4600$0 (\$53 ),
-    .\port$4601$0 (\$54 ),
-    .\port$4602$0 (\$55 ),
-    .\port$4603$0 (\$56 ),
-    .\port$4604$0 (\$57 ),
-    .\port$4605$0 (\$58 ),
-    .\port$4606$0 (\$59 ),
-    .\port$4607$0 (\$60 ),
-    .\port$4608$0 (\$61 ),
-    .\port$4609$0 (\$62 ),
-    .\port$4610$0 (\$63 ),
-    .\port$4611$0 (\$64 ),
-    .\port$4612$0 (\$65 ),
-    .\port$4613$0 (\$66 ),
-    .\port$4614$0 (\$67 ),
-    .\port$4615$0 (\$68 ),
-    .\port$4616$0 (\$69 ),
-    .\port$4617$0 (\$70 ),
-    .\port$4618$0 (\$71 ),
-    .\port$7756$0 (keep),
-    .\port$7835$0 (\$signal$38 ),
-    .\port$7837$0 (\$like$37 ),
-    .\port$7839$0 (\$like ),
-    .\port$7841$0 (\$signal$35 ),
+    .\port$4561$0 (\$signal ),
+    .\port$4564$0 (\$8 ),
+    .\port$4565$0 (\$9 ),
+    .\port$4566$0 (\$10 ),
+    .\port$4567$0 (\$11 ),
+    .\port$4568$0 (\$12 ),
+    .\port$4569$0 (\$13 ),
+    .\port$4570$0 (\$14 ),
+    .\port$4571$0 (\$15 ),
+    .\port$4572$0 (\$16 ),
+    .\port$4573$0 (\$17 ),
+    .\port$4574$0 (\$18 ),
+    .\port$4575$0 (\$19 ),
+    .\port$4576$0 (\$20 ),
+    .\port$4577$0 (\$21 ),
+    .\port$4578$0 (\$22 ),
+    .\port$4579$0 (\$23 ),
+    .\port$4580$0 (\$24 ),
+    .\port$4581$0 (\$25 ),
+    .\port$4582$0 (\$26 ),
+    .\port$4583$0 (\$27 ),
+    .\port$4584$0 (\$28 ),
+    .\port$4585$0 (\$29 ),
+    .\port$4586$0 (\$30 ),
+    .\port$4587$0 (\$31 ),
+    .\port$4588$0 (\$32 ),
+    .\port$4589$0 (\$33 ),
+    .\port$4590$0 (\$34 ),
+    .\port$4591$0 (\$35 ),
+    .\port$4592$0 (\$36 ),
+    .\port$4593$0 (\$37 ),
+    .\port$4594$0 (\$38 ),
+    .\port$4595$0 (\$39 ),
+    .\port$4596$0 (\$40 ),
+    .\port$4597$0 (\$41 ),
+    .\port$4598$0 (\$42 ),
+    .\port$4599$0 (\$43 ),
+    .\port$4600$0 (\$44 ),
+    .\port$4601$0 (\$45 ),
+    .\port$4602$0 (\$46 ),
+    .\port$4603$0 (\$47 ),
+    .\port$4604$0 (\$48 ),
+    .\port$4605$0 (\$49 ),
+    .\port$4606$0 (\$50 ),
+    .\port$4607$0 (\$51 ),
+    .\port$4608$0 (\$52 ),
+    .\port$4609$0 (\$53 ),
+    .\port$4610$0 (\$54 ),
+    .\port$4611$0 (\$55 ),
+    .\port$4612$0 (\$56 ),
+    .\port$4613$0 (\$57 ),
+    .\port$4614$0 (\$58 ),
+    .\port$4615$0 (\$59 ),
+    .\port$4616$0 (\$60 ),
+    .\port$4617$0 (\$61 ),
+    .\port$4618$0 (\$62 ),
+    .\port$4619$0 (\$63 ),
+    .\port$4620$0 (\$64 ),
+    .\port$4621$0 (\$65 ),
+    .\port$4622$0 (\$66 ),
+    .\port$4623$0 (\$67 ),
+    .\port$4624$0 (\$68 ),
+    .\port$4625$0 (\$69 ),
+    .\port$4626$0 (\$70 ),
+    .\port$4627$0 (\$71 ),
+    .\port$7954$0 (keep),
+    .\port$8033$0 (\$signal$38 ),
+    .\port$8035$0 (\$like$37 ),
+    .\port$8037$0 (\$like ),
+    .\port$8039$0 (\$signal$35 ),
     .r__payload(out__2__payload),
     .r__ready(\r__ready$14 ),
     .rollback(\rollback$66 ),
@@ -14805,76 +17873,76 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$68 ),
     .fetch(\freed$84 ),
     .out_valid(out__3__valid),
-    .\port$4552$0 (\$signal ),
-    .\port$4555$0 (\$8 ),
-    .\port$4556$0 (\$9 ),
-    .\port$4557$0 (\$10 ),
-    .\port$4558$0 (\$11 ),
-    .\port$4559$0 (\$12 ),
-    .\port$4560$0 (\$13 ),
-    .\port$4561$0 (\$14 ),
-    .\port$4562$0 (\$15 ),
-    .\port$4563$0 (\$16 ),
-    .\port$4564$0 (\$17 ),
-    .\port$4565$0 (\$18 ),
-    .\port$4566$0 (\$19 ),
-    .\port$4567$0 (\$20 ),
-    .\port$4568$0 (\$21 ),
-    .\port$4569$0 (\$22 ),
-    .\port$4570$0 (\$23 ),
-    .\port$4571$0 (\$24 ),
-    .\port$4572$0 (\$25 ),
-    .\port$4573$0 (\$26 ),
-    .\port$4574$0 (\$27 ),
-    .\port$4575$0 (\$28 ),
-    .\port$4576$0 (\$29 ),
-    .\port$4577$0 (\$30 ),
-    .\port$4578$0 (\$31 ),
-    .\port$4579$0 (\$32 ),
-    .\port$4580$0 (\$33 ),
-    .\port$4581$0 (\$34 ),
-    .\port$4582$0 (\$35 ),
-    .\port$4583$0 (\$36 ),
-    .\port$4584$0 (\$37 ),
-    .\port$4585$0 (\$38 ),
-    .\port$4586$0 (\$39 ),
-    .\port$4587$0 (\$40 ),
-    .\port$4588$0 (\$41 ),
-    .\port$4589$0 (\$42 ),
-    .\port$4590$0 (\$43 ),
-    .\port$4591$0 (\$44 ),
-    .\port$4592$0 (\$45 ),
-    .\port$4593$0 (\$46 ),
-    .\port$4594$0 (\$47 ),
-    .\port$4595$0 (\$48 ),
-    .\port$4596$0 (\$49 ),
-    .\port$4597$0 (\$50 ),
-    .\port$4598$0 (\$51 ),
-    .\port$4599$0 (\$52 ),
-    .\port$4600$0 (\$53 ),
-    .\port$4601$0 (\$54 ),
-    .\port$4602$0 (\$55 ),
-    .\port$4603$0 (\$56 ),
-    .\port$4604$0 (\$57 ),
-    .\port$4605$0 (\$58 ),
-    .\port$4606$0 (\$59 ),
-    .\port$4607$0 (\$60 ),
-    .\port$4608$0 (\$61 ),
-    .\port$4609$0 (\$62 ),
-    .\port$4610$0 (\$63 ),
-    .\port$4611$0 (\$64 ),
-    .\port$4612$0 (\$65 ),
-    .\port$4613$0 (\$66 ),
-    .\port$4614$0 (\$67 ),
-    .\port$4615$0 (\$68 ),
-    .\port$4616$0 (\$69 ),
-    .\port$4617$0 (\$70 ),
-    .\port$4618$0 (\$71 ),
-    .\port$7756$0 (keep),
-    .\port$7835$0 (\$signal$38 ),
-    .\port$7837$0 (\$like$37 ),
-    .\port$7839$0 (\$like ),
-    .\port$7841$0 (\$signal$35 ),
+    .\port$4561$0 (\$signal ),
+    .\port$4564$0 (\$8 ),
+    .\port$4565$0 (\$9 ),
+    .\port$4566$0 (\$10 ),
+    .\port$4567$0 (\$11 ),
+    .\port$4568$0 (\$12 ),
+    .\port$4569$0 (\$13 ),
+    .\port$4570$0 (\$14 ),
+    .\port$4571$0 (\$15 ),
+    .\port$4572$0 (\$16 ),
+    .\port$4573$0 (\$17 ),
+    .\port$4574$0 (\$18 ),
+    .\port$4575$0 (\$19 ),
+    .\port$4576$0 (\$20 ),
+    .\port$4577$0 (\$21 ),
+    .\port$4578$0 (\$22 ),
+    .\port$4579$0 (\$23 ),
+    .\port$4580$0 (\$24 ),
+    .\port$4581$0 (\$25 ),
+    .\port$4582$0 (\$26 ),
+    .\port$4583$0 (\$27 ),
+    .\port$4584$0 (\$28 ),
+    .\port$4585$0 (\$29 ),
+    .\port$4586$0 (\$30 ),
+    .\port$4587$0 (\$31 ),
+    .\port$4588$0 (\$32 ),
+    .\port$4589$0 (\$33 ),
+    .\port$4590$0 (\$34 ),
+    .\port$4591$0 (\$35 ),
+    .\port$4592$0 (\$36 ),
+    .\port$4593$0 (\$37 ),
+    .\port$4594$0 (\$38 ),
+    .\port$4595$0 (\$39 ),
+    .\port$4596$0 (\$40 ),
+    .\port$4597$0 (\$41 ),
+    .\port$4598$0 (\$42 ),
+    .\port$4599$0 (\$43 ),
+    .\port$4600$0 (\$44 ),
+    .\port$4601$0 (\$45 ),
+    .\port$4602$0 (\$46 ),
+    .\port$4603$0 (\$47 ),
+    .\port$4604$0 (\$48 ),
+    .\port$4605$0 (\$49 ),
+    .\port$4606$0 (\$50 ),
+    .\port$4607$0 (\$51 ),
+    .\port$4608$0 (\$52 ),
+    .\port$4609$0 (\$53 ),
+    .\port$4610$0 (\$54 ),
+    .\port$4611$0 (\$55 ),
+    .\port$4612$0 (\$56 ),
+    .\port$4613$0 (\$57 ),
+    .\port$4614$0 (\$58 ),
+    .\port$4615$0 (\$59 ),
+    .\port$4616$0 (\$60 ),
+    .\port$4617$0 (\$61 ),
+    .\port$4618$0 (\$62 ),
+    .\port$4619$0 (\$63 ),
+    .\port$4620$0 (\$64 ),
+    .\port$4621$0 (\$65 ),
+    .\port$4622$0 (\$66 ),
+    .\port$4623$0 (\$67 ),
+    .\port$4624$0 (\$68 ),
+    .\port$4625$0 (\$69 ),
+    .\port$4626$0 (\$70 ),
+    .\port$4627$0 (\$71 ),
+    .\port$7954$0 (keep),
+    .\port$8033$0 (\$signal$38 ),
+    .\port$8035$0 (\$like$37 ),
+    .\port$8037$0 (\$like ),
+    .\port$8039$0 (\$signal$35 ),
     .r__payload(out__3__payload),
     .r__ready(\r__ready$20 ),
     .rollback(\rollback$69 ),
@@ -14886,7 +17954,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .header(in[64:1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -14900,7 +17968,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -14914,7 +17982,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -14928,7 +17996,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -14942,7 +18010,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     cause = 4'h0;
     if (decoded[536]) begin
       cause = 4'h1;
@@ -14961,7 +18029,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal ) begin
       keep = \$signal$32 ;
@@ -14970,7 +18038,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     (* full_case = 32'd1 *)
     if (\$75 ) begin
       \cause$46  = judged[531:528];
@@ -14981,7 +18049,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     error_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15002,7 +18070,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     error_code = 4'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15023,7 +18091,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     credit_valid = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15036,7 +18104,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     space_reserve = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15051,7 +18119,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     rollback = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15063,7 +18131,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     commit = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15075,7 +18143,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     w_en = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15089,7 +18157,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \commit$59  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15103,7 +18171,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \rollback$60  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15117,7 +18185,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \w_en$61  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15131,7 +18199,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \commit$62  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15145,7 +18213,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \rollback$63  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15159,7 +18227,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \w_en$64  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15173,7 +18241,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \commit$65  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15187,7 +18255,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \rollback$66  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15201,7 +18269,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \w_en$67  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15215,7 +18283,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \commit$68  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15229,7 +18297,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \rollback$69  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -15243,42 +18311,42 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$420  = freed;
     if (rst) begin
       \$420  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$421  = \freed$80 ;
     if (rst) begin
       \$421  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$422  = \freed$82 ;
     if (rst) begin
       \$422  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$423  = \freed$84 ;
     if (rst) begin
       \$423  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$424  = \$101 [47:0];
     if (rst) begin
       \$424  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$425 [527:514] = in[527:514];
     \$425 [0] = link__tvalid;
     \$425 [512:1] = link__tdata;
@@ -15288,7 +18356,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$426 [0] = in[0];
     \$426 [512:1] = in[512:1];
     \$426 [513] = in[513];
@@ -15304,7 +18372,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$427 [0] = decoded[0];
     \$427 [512:1] = decoded[512:1];
     \$427 [513] = decoded[513];
@@ -15318,91 +18386,91 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$428  = \$127 ;
     if (rst) begin
       \$428  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$429  = \$136 [6:0];
     if (rst) begin
       \$429  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$430  = \$138 [6:0];
     if (rst) begin
       \$430  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$431  = \$141 ;
     if (rst) begin
       \$431  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$432  = \$150 [6:0];
     if (rst) begin
       \$432  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$433  = \$152 [6:0];
     if (rst) begin
       \$433  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$434  = \$155 ;
     if (rst) begin
       \$434  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$435  = \$164 [6:0];
     if (rst) begin
       \$435  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$436  = \$166 [6:0];
     if (rst) begin
       \$436  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$437  = \$169 ;
     if (rst) begin
       \$437  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$438  = \$178 [6:0];
     if (rst) begin
       \$438  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$439  = \$180 [6:0];
     if (rst) begin
       \$439  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$440 [527:521] = judged[527:521];
     \$440 [0] = checked[0];
     \$440 [512:1] = checked[512:1];
@@ -15419,21 +18487,21 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$441  = rollback;
     if (rst) begin
       \$441  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$442  = credit_valid;
     if (rst) begin
       \$442  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$443  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
@@ -15468,7 +18536,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$444  = header_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -15490,7 +18558,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$445  = cur;
     casez (rx_fsm_state)
       2'h0:
@@ -15508,7 +18576,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$446  = \$signal$30 ;
     casez (rx_fsm_state)
       2'h0:
@@ -15530,7 +18598,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$447  = pkt_beats;
     casez (rx_fsm_state)
       2'h0:
@@ -15548,7 +18616,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$448  = \$signal$38 ;
     casez (rx_fsm_state)
       2'h0:
@@ -15566,7 +18634,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$449  = \$like$37 ;
     casez (rx_fsm_state)
       2'h0:
@@ -15584,7 +18652,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$450  = \$like ;
     casez (rx_fsm_state)
       2'h0:
@@ -15602,7 +18670,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$451  = \$signal$35 ;
     casez (rx_fsm_state)
       2'h0:
@@ -15624,7 +18692,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$452  = \$signal$32 ;
     casez (rx_fsm_state)
       2'h0:
@@ -15705,7 +18773,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$453  = payload_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -15722,7 +18790,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$454  = errors;
     if (error_now) begin
       \$454  = \$417 [47:0];
@@ -15732,7 +18800,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$455  = error;
     if (error_clear) begin
       \$455  = 1'h0;
@@ -15744,7 +18812,7 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$456  = error_cause;
     if (error_clear) begin
       \$456  = 4'h0;
@@ -16047,11 +19115,11 @@ module \ace_nic_default.rx2 (link__tdata, link__tvalid, link__tlast, clk, rst, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 , \port$4556$0 , \port$4557$0 , \port$4558$0 , \port$4559$0 , \port$4560$0 , \port$4561$0 , \port$4562$0 , \port$4563$0 , \port$4564$0 , \port$4565$0 , \port$4566$0 , \port$4567$0 , \port$4568$0 , \port$4569$0 , \port$4570$0 , \port$4571$0 , \port$4572$0 
-, \port$4573$0 , \port$4574$0 , \port$4575$0 , \port$4576$0 , \port$4577$0 , \port$4578$0 , \port$4579$0 , \port$4580$0 , \port$4581$0 , \port$4582$0 , \port$4583$0 , \port$4584$0 , \port$4585$0 , \port$4586$0 , \port$4587$0 , \port$4588$0 , \port$4589$0 , \port$4590$0 , \port$4591$0 , \port$4592$0 , \port$4593$0 
-, \port$4594$0 , \port$4595$0 , \port$4596$0 , \port$4597$0 , \port$4598$0 , \port$4599$0 , \port$4600$0 , \port$4601$0 , \port$4602$0 , \port$4603$0 , \port$4604$0 , \port$4605$0 , \port$4606$0 , \port$4607$0 , \port$4608$0 , \port$4609$0 , \port$4610$0 , \port$4611$0 , \port$4612$0 , \port$4613$0 , \port$4614$0 
-, \port$4615$0 , \port$4616$0 , \port$4617$0 , \port$4618$0 , fetch, r__payload, \port$7756$0 , w_en, commit, rollback, \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$7841$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$117  = 0;
+module \ace_nic_default.rx2.buffer0 (rst, \port$4561$0 , \port$4564$0 , \port$4565$0 , \port$4566$0 , \port$4567$0 , \port$4568$0 , \port$4569$0 , \port$4570$0 , \port$4571$0 , \port$4572$0 , \port$4573$0 , \port$4574$0 , \port$4575$0 , \port$4576$0 , \port$4577$0 , \port$4578$0 , \port$4579$0 , \port$4580$0 , \port$4581$0 , \port$4582$0 
+, \port$4583$0 , \port$4584$0 , \port$4585$0 , \port$4586$0 , \port$4587$0 , \port$4588$0 , \port$4589$0 , \port$4590$0 , \port$4591$0 , \port$4592$0 , \port$4593$0 , \port$4594$0 , \port$4595$0 , \port$4596$0 , \port$4597$0 , \port$4598$0 , \port$4599$0 , \port$4600$0 , \port$4601$0 , \port$4602$0 , \port$4603$0 
+, \port$4604$0 , \port$4605$0 , \port$4606$0 , \port$4607$0 , \port$4608$0 , \port$4609$0 , \port$4610$0 , \port$4611$0 , \port$4612$0 , \port$4613$0 , \port$4614$0 , \port$4615$0 , \port$4616$0 , \port$4617$0 , \port$4618$0 , \port$4619$0 , \port$4620$0 , \port$4621$0 , \port$4622$0 , \port$4623$0 , \port$4624$0 
+, \port$4625$0 , \port$4626$0 , \port$4627$0 , fetch, r__payload, \port$7954$0 , w_en, commit, rollback, \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$8039$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$129  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -16074,26 +19142,8 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$4552$0 ;
-  wire \port$4552$0 ;
-  input [7:0] \port$4555$0 ;
-  wire [7:0] \port$4555$0 ;
-  input [7:0] \port$4556$0 ;
-  wire [7:0] \port$4556$0 ;
-  input [7:0] \port$4557$0 ;
-  wire [7:0] \port$4557$0 ;
-  input [7:0] \port$4558$0 ;
-  wire [7:0] \port$4558$0 ;
-  input [7:0] \port$4559$0 ;
-  wire [7:0] \port$4559$0 ;
-  input [7:0] \port$4560$0 ;
-  wire [7:0] \port$4560$0 ;
-  input [7:0] \port$4561$0 ;
-  wire [7:0] \port$4561$0 ;
-  input [7:0] \port$4562$0 ;
-  wire [7:0] \port$4562$0 ;
-  input [7:0] \port$4563$0 ;
-  wire [7:0] \port$4563$0 ;
+  input \port$4561$0 ;
+  wire \port$4561$0 ;
   input [7:0] \port$4564$0 ;
   wire [7:0] \port$4564$0 ;
   input [7:0] \port$4565$0 ;
@@ -16204,16 +19254,34 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
   wire [7:0] \port$4617$0 ;
   input [7:0] \port$4618$0 ;
   wire [7:0] \port$4618$0 ;
-  input [63:0] \port$7756$0 ;
-  wire [63:0] \port$7756$0 ;
-  input [16:0] \port$7835$0 ;
-  wire [16:0] \port$7835$0 ;
-  input [7:0] \port$7837$0 ;
-  wire [7:0] \port$7837$0 ;
-  input [7:0] \port$7839$0 ;
-  wire [7:0] \port$7839$0 ;
-  input \port$7841$0 ;
-  wire \port$7841$0 ;
+  input [7:0] \port$4619$0 ;
+  wire [7:0] \port$4619$0 ;
+  input [7:0] \port$4620$0 ;
+  wire [7:0] \port$4620$0 ;
+  input [7:0] \port$4621$0 ;
+  wire [7:0] \port$4621$0 ;
+  input [7:0] \port$4622$0 ;
+  wire [7:0] \port$4622$0 ;
+  input [7:0] \port$4623$0 ;
+  wire [7:0] \port$4623$0 ;
+  input [7:0] \port$4624$0 ;
+  wire [7:0] \port$4624$0 ;
+  input [7:0] \port$4625$0 ;
+  wire [7:0] \port$4625$0 ;
+  input [7:0] \port$4626$0 ;
+  wire [7:0] \port$4626$0 ;
+  input [7:0] \port$4627$0 ;
+  wire [7:0] \port$4627$0 ;
+  input [63:0] \port$7954$0 ;
+  wire [63:0] \port$7954$0 ;
+  input [16:0] \port$8033$0 ;
+  wire [16:0] \port$8033$0 ;
+  input [7:0] \port$8035$0 ;
+  wire [7:0] \port$8035$0 ;
+  input [7:0] \port$8037$0 ;
+  wire [7:0] \port$8037$0 ;
+  input \port$8039$0 ;
+  wire \port$8039$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -16335,7 +19403,7 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
+      mem[wr_tmp[5:0]] <= { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -16363,7 +19431,7 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -16375,7 +19443,7 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -16389,7 +19457,7 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -16399,7 +19467,7 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -16411,8 +19479,8 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign w_data = { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
+  assign wr__data = { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign w_data = { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -16421,20 +19489,20 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign \wr__data.keep  = \port$7756$0 ;
-  assign \wr__data.first  = \port$7841$0 ;
-  assign \wr__data.last  = \port$4552$0 ;
-  assign \wr__data.src  = \port$7839$0 ;
-  assign \wr__data.tag  = \port$7837$0 ;
-  assign \wr__data.length  = \port$7835$0 ;
-  assign \w_data.data  = { \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign \w_data.keep  = \port$7756$0 ;
-  assign \w_data.first  = \port$7841$0 ;
-  assign \w_data.last  = \port$4552$0 ;
-  assign \w_data.src  = \port$7839$0 ;
-  assign \w_data.tag  = \port$7837$0 ;
-  assign \w_data.length  = \port$7835$0 ;
+  assign \wr__data.data  = { \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign \wr__data.keep  = \port$7954$0 ;
+  assign \wr__data.first  = \port$8039$0 ;
+  assign \wr__data.last  = \port$4561$0 ;
+  assign \wr__data.src  = \port$8037$0 ;
+  assign \wr__data.tag  = \port$8035$0 ;
+  assign \wr__data.length  = \port$8033$0 ;
+  assign \w_data.data  = { \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign \w_data.keep  = \port$7954$0 ;
+  assign \w_data.first  = \port$8039$0 ;
+  assign \w_data.last  = \port$4561$0 ;
+  assign \w_data.src  = \port$8037$0 ;
+  assign \w_data.tag  = \port$8035$0 ;
+  assign \w_data.length  = \port$8033$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -16452,11 +19520,11 @@ module \ace_nic_default.rx2.buffer0 (rst, r__ready, \port$4552$0 , \port$4555$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 , \port$4556$0 , \port$4557$0 , \port$4558$0 , \port$4559$0 , \port$4560$0 , \port$4561$0 , \port$4562$0 , \port$4563$0 , \port$4564$0 , \port$4565$0 , \port$4566$0 , \port$4567$0 , \port$4568$0 , \port$4569$0 , \port$4570$0 , \port$4571$0 , \port$4572$0 
-, \port$4573$0 , \port$4574$0 , \port$4575$0 , \port$4576$0 , \port$4577$0 , \port$4578$0 , \port$4579$0 , \port$4580$0 , \port$4581$0 , \port$4582$0 , \port$4583$0 , \port$4584$0 , \port$4585$0 , \port$4586$0 , \port$4587$0 , \port$4588$0 , \port$4589$0 , \port$4590$0 , \port$4591$0 , \port$4592$0 , \port$4593$0 
-, \port$4594$0 , \port$4595$0 , \port$4596$0 , \port$4597$0 , \port$4598$0 , \port$4599$0 , \port$4600$0 , \port$4601$0 , \port$4602$0 , \port$4603$0 , \port$4604$0 , \port$4605$0 , \port$4606$0 , \port$4607$0 , \port$4608$0 , \port$4609$0 , \port$4610$0 , \port$4611$0 , \port$4612$0 , \port$4613$0 , \port$4614$0 
-, \port$4615$0 , \port$4616$0 , \port$4617$0 , \port$4618$0 , fetch, r__payload, \port$7756$0 , w_en, commit, rollback, \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$7841$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$118  = 0;
+module \ace_nic_default.rx2.buffer1 (rst, \port$4561$0 , \port$4564$0 , \port$4565$0 , \port$4566$0 , \port$4567$0 , \port$4568$0 , \port$4569$0 , \port$4570$0 , \port$4571$0 , \port$4572$0 , \port$4573$0 , \port$4574$0 , \port$4575$0 , \port$4576$0 , \port$4577$0 , \port$4578$0 , \port$4579$0 , \port$4580$0 , \port$4581$0 , \port$4582$0 
+, \port$4583$0 , \port$4584$0 , \port$4585$0 , \port$4586$0 , \port$4587$0 , \port$4588$0 , \port$4589$0 , \port$4590$0 , \port$4591$0 , \port$4592$0 , \port$4593$0 , \port$4594$0 , \port$4595$0 , \port$4596$0 , \port$4597$0 , \port$4598$0 , \port$4599$0 , \port$4600$0 , \port$4601$0 , \port$4602$0 , \port$4603$0 
+, \port$4604$0 , \port$4605$0 , \port$4606$0 , \port$4607$0 , \port$4608$0 , \port$4609$0 , \port$4610$0 , \port$4611$0 , \port$4612$0 , \port$4613$0 , \port$4614$0 , \port$4615$0 , \port$4616$0 , \port$4617$0 , \port$4618$0 , \port$4619$0 , \port$4620$0 , \port$4621$0 , \port$4622$0 , \port$4623$0 , \port$4624$0 
+, \port$4625$0 , \port$4626$0 , \port$4627$0 , fetch, r__payload, \port$7954$0 , w_en, commit, rollback, \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$8039$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$130  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -16479,26 +19547,8 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$4552$0 ;
-  wire \port$4552$0 ;
-  input [7:0] \port$4555$0 ;
-  wire [7:0] \port$4555$0 ;
-  input [7:0] \port$4556$0 ;
-  wire [7:0] \port$4556$0 ;
-  input [7:0] \port$4557$0 ;
-  wire [7:0] \port$4557$0 ;
-  input [7:0] \port$4558$0 ;
-  wire [7:0] \port$4558$0 ;
-  input [7:0] \port$4559$0 ;
-  wire [7:0] \port$4559$0 ;
-  input [7:0] \port$4560$0 ;
-  wire [7:0] \port$4560$0 ;
-  input [7:0] \port$4561$0 ;
-  wire [7:0] \port$4561$0 ;
-  input [7:0] \port$4562$0 ;
-  wire [7:0] \port$4562$0 ;
-  input [7:0] \port$4563$0 ;
-  wire [7:0] \port$4563$0 ;
+  input \port$4561$0 ;
+  wire \port$4561$0 ;
   input [7:0] \port$4564$0 ;
   wire [7:0] \port$4564$0 ;
   input [7:0] \port$4565$0 ;
@@ -16609,16 +19659,34 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
   wire [7:0] \port$4617$0 ;
   input [7:0] \port$4618$0 ;
   wire [7:0] \port$4618$0 ;
-  input [63:0] \port$7756$0 ;
-  wire [63:0] \port$7756$0 ;
-  input [16:0] \port$7835$0 ;
-  wire [16:0] \port$7835$0 ;
-  input [7:0] \port$7837$0 ;
-  wire [7:0] \port$7837$0 ;
-  input [7:0] \port$7839$0 ;
-  wire [7:0] \port$7839$0 ;
-  input \port$7841$0 ;
-  wire \port$7841$0 ;
+  input [7:0] \port$4619$0 ;
+  wire [7:0] \port$4619$0 ;
+  input [7:0] \port$4620$0 ;
+  wire [7:0] \port$4620$0 ;
+  input [7:0] \port$4621$0 ;
+  wire [7:0] \port$4621$0 ;
+  input [7:0] \port$4622$0 ;
+  wire [7:0] \port$4622$0 ;
+  input [7:0] \port$4623$0 ;
+  wire [7:0] \port$4623$0 ;
+  input [7:0] \port$4624$0 ;
+  wire [7:0] \port$4624$0 ;
+  input [7:0] \port$4625$0 ;
+  wire [7:0] \port$4625$0 ;
+  input [7:0] \port$4626$0 ;
+  wire [7:0] \port$4626$0 ;
+  input [7:0] \port$4627$0 ;
+  wire [7:0] \port$4627$0 ;
+  input [63:0] \port$7954$0 ;
+  wire [63:0] \port$7954$0 ;
+  input [16:0] \port$8033$0 ;
+  wire [16:0] \port$8033$0 ;
+  input [7:0] \port$8035$0 ;
+  wire [7:0] \port$8035$0 ;
+  input [7:0] \port$8037$0 ;
+  wire [7:0] \port$8037$0 ;
+  input \port$8039$0 ;
+  wire \port$8039$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -16740,7 +19808,7 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
+      mem[wr_tmp[5:0]] <= { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -16768,7 +19836,7 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -16780,7 +19848,7 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -16794,7 +19862,7 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -16804,7 +19872,7 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -16816,8 +19884,8 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign w_data = { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
+  assign wr__data = { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign w_data = { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -16826,20 +19894,20 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign \wr__data.keep  = \port$7756$0 ;
-  assign \wr__data.first  = \port$7841$0 ;
-  assign \wr__data.last  = \port$4552$0 ;
-  assign \wr__data.src  = \port$7839$0 ;
-  assign \wr__data.tag  = \port$7837$0 ;
-  assign \wr__data.length  = \port$7835$0 ;
-  assign \w_data.data  = { \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign \w_data.keep  = \port$7756$0 ;
-  assign \w_data.first  = \port$7841$0 ;
-  assign \w_data.last  = \port$4552$0 ;
-  assign \w_data.src  = \port$7839$0 ;
-  assign \w_data.tag  = \port$7837$0 ;
-  assign \w_data.length  = \port$7835$0 ;
+  assign \wr__data.data  = { \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign \wr__data.keep  = \port$7954$0 ;
+  assign \wr__data.first  = \port$8039$0 ;
+  assign \wr__data.last  = \port$4561$0 ;
+  assign \wr__data.src  = \port$8037$0 ;
+  assign \wr__data.tag  = \port$8035$0 ;
+  assign \wr__data.length  = \port$8033$0 ;
+  assign \w_data.data  = { \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign \w_data.keep  = \port$7954$0 ;
+  assign \w_data.first  = \port$8039$0 ;
+  assign \w_data.last  = \port$4561$0 ;
+  assign \w_data.src  = \port$8037$0 ;
+  assign \w_data.tag  = \port$8035$0 ;
+  assign \w_data.length  = \port$8033$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -16857,11 +19925,11 @@ module \ace_nic_default.rx2.buffer1 (rst, r__ready, \port$4552$0 , \port$4555$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 , \port$4556$0 , \port$4557$0 , \port$4558$0 , \port$4559$0 , \port$4560$0 , \port$4561$0 , \port$4562$0 , \port$4563$0 , \port$4564$0 , \port$4565$0 , \port$4566$0 , \port$4567$0 , \port$4568$0 , \port$4569$0 , \port$4570$0 , \port$4571$0 , \port$4572$0 
-, \port$4573$0 , \port$4574$0 , \port$4575$0 , \port$4576$0 , \port$4577$0 , \port$4578$0 , \port$4579$0 , \port$4580$0 , \port$4581$0 , \port$4582$0 , \port$4583$0 , \port$4584$0 , \port$4585$0 , \port$4586$0 , \port$4587$0 , \port$4588$0 , \port$4589$0 , \port$4590$0 , \port$4591$0 , \port$4592$0 , \port$4593$0 
-, \port$4594$0 , \port$4595$0 , \port$4596$0 , \port$4597$0 , \port$4598$0 , \port$4599$0 , \port$4600$0 , \port$4601$0 , \port$4602$0 , \port$4603$0 , \port$4604$0 , \port$4605$0 , \port$4606$0 , \port$4607$0 , \port$4608$0 , \port$4609$0 , \port$4610$0 , \port$4611$0 , \port$4612$0 , \port$4613$0 , \port$4614$0 
-, \port$4615$0 , \port$4616$0 , \port$4617$0 , \port$4618$0 , fetch, r__payload, \port$7756$0 , w_en, commit, rollback, \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$7841$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$119  = 0;
+module \ace_nic_default.rx2.buffer2 (rst, \port$4561$0 , \port$4564$0 , \port$4565$0 , \port$4566$0 , \port$4567$0 , \port$4568$0 , \port$4569$0 , \port$4570$0 , \port$4571$0 , \port$4572$0 , \port$4573$0 , \port$4574$0 , \port$4575$0 , \port$4576$0 , \port$4577$0 , \port$4578$0 , \port$4579$0 , \port$4580$0 , \port$4581$0 , \port$4582$0 
+, \port$4583$0 , \port$4584$0 , \port$4585$0 , \port$4586$0 , \port$4587$0 , \port$4588$0 , \port$4589$0 , \port$4590$0 , \port$4591$0 , \port$4592$0 , \port$4593$0 , \port$4594$0 , \port$4595$0 , \port$4596$0 , \port$4597$0 , \port$4598$0 , \port$4599$0 , \port$4600$0 , \port$4601$0 , \port$4602$0 , \port$4603$0 
+, \port$4604$0 , \port$4605$0 , \port$4606$0 , \port$4607$0 , \port$4608$0 , \port$4609$0 , \port$4610$0 , \port$4611$0 , \port$4612$0 , \port$4613$0 , \port$4614$0 , \port$4615$0 , \port$4616$0 , \port$4617$0 , \port$4618$0 , \port$4619$0 , \port$4620$0 , \port$4621$0 , \port$4622$0 , \port$4623$0 , \port$4624$0 
+, \port$4625$0 , \port$4626$0 , \port$4627$0 , fetch, r__payload, \port$7954$0 , w_en, commit, rollback, \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$8039$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$131  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -16884,26 +19952,8 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$4552$0 ;
-  wire \port$4552$0 ;
-  input [7:0] \port$4555$0 ;
-  wire [7:0] \port$4555$0 ;
-  input [7:0] \port$4556$0 ;
-  wire [7:0] \port$4556$0 ;
-  input [7:0] \port$4557$0 ;
-  wire [7:0] \port$4557$0 ;
-  input [7:0] \port$4558$0 ;
-  wire [7:0] \port$4558$0 ;
-  input [7:0] \port$4559$0 ;
-  wire [7:0] \port$4559$0 ;
-  input [7:0] \port$4560$0 ;
-  wire [7:0] \port$4560$0 ;
-  input [7:0] \port$4561$0 ;
-  wire [7:0] \port$4561$0 ;
-  input [7:0] \port$4562$0 ;
-  wire [7:0] \port$4562$0 ;
-  input [7:0] \port$4563$0 ;
-  wire [7:0] \port$4563$0 ;
+  input \port$4561$0 ;
+  wire \port$4561$0 ;
   input [7:0] \port$4564$0 ;
   wire [7:0] \port$4564$0 ;
   input [7:0] \port$4565$0 ;
@@ -17014,16 +20064,34 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
   wire [7:0] \port$4617$0 ;
   input [7:0] \port$4618$0 ;
   wire [7:0] \port$4618$0 ;
-  input [63:0] \port$7756$0 ;
-  wire [63:0] \port$7756$0 ;
-  input [16:0] \port$7835$0 ;
-  wire [16:0] \port$7835$0 ;
-  input [7:0] \port$7837$0 ;
-  wire [7:0] \port$7837$0 ;
-  input [7:0] \port$7839$0 ;
-  wire [7:0] \port$7839$0 ;
-  input \port$7841$0 ;
-  wire \port$7841$0 ;
+  input [7:0] \port$4619$0 ;
+  wire [7:0] \port$4619$0 ;
+  input [7:0] \port$4620$0 ;
+  wire [7:0] \port$4620$0 ;
+  input [7:0] \port$4621$0 ;
+  wire [7:0] \port$4621$0 ;
+  input [7:0] \port$4622$0 ;
+  wire [7:0] \port$4622$0 ;
+  input [7:0] \port$4623$0 ;
+  wire [7:0] \port$4623$0 ;
+  input [7:0] \port$4624$0 ;
+  wire [7:0] \port$4624$0 ;
+  input [7:0] \port$4625$0 ;
+  wire [7:0] \port$4625$0 ;
+  input [7:0] \port$4626$0 ;
+  wire [7:0] \port$4626$0 ;
+  input [7:0] \port$4627$0 ;
+  wire [7:0] \port$4627$0 ;
+  input [63:0] \port$7954$0 ;
+  wire [63:0] \port$7954$0 ;
+  input [16:0] \port$8033$0 ;
+  wire [16:0] \port$8033$0 ;
+  input [7:0] \port$8035$0 ;
+  wire [7:0] \port$8035$0 ;
+  input [7:0] \port$8037$0 ;
+  wire [7:0] \port$8037$0 ;
+  input \port$8039$0 ;
+  wire \port$8039$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -17145,7 +20213,7 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
+      mem[wr_tmp[5:0]] <= { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -17173,7 +20241,7 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -17185,7 +20253,7 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -17199,7 +20267,7 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -17209,7 +20277,7 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -17221,8 +20289,8 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign w_data = { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
+  assign wr__data = { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign w_data = { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -17231,20 +20299,20 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign \wr__data.keep  = \port$7756$0 ;
-  assign \wr__data.first  = \port$7841$0 ;
-  assign \wr__data.last  = \port$4552$0 ;
-  assign \wr__data.src  = \port$7839$0 ;
-  assign \wr__data.tag  = \port$7837$0 ;
-  assign \wr__data.length  = \port$7835$0 ;
-  assign \w_data.data  = { \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign \w_data.keep  = \port$7756$0 ;
-  assign \w_data.first  = \port$7841$0 ;
-  assign \w_data.last  = \port$4552$0 ;
-  assign \w_data.src  = \port$7839$0 ;
-  assign \w_data.tag  = \port$7837$0 ;
-  assign \w_data.length  = \port$7835$0 ;
+  assign \wr__data.data  = { \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign \wr__data.keep  = \port$7954$0 ;
+  assign \wr__data.first  = \port$8039$0 ;
+  assign \wr__data.last  = \port$4561$0 ;
+  assign \wr__data.src  = \port$8037$0 ;
+  assign \wr__data.tag  = \port$8035$0 ;
+  assign \wr__data.length  = \port$8033$0 ;
+  assign \w_data.data  = { \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign \w_data.keep  = \port$7954$0 ;
+  assign \w_data.first  = \port$8039$0 ;
+  assign \w_data.last  = \port$4561$0 ;
+  assign \w_data.src  = \port$8037$0 ;
+  assign \w_data.tag  = \port$8035$0 ;
+  assign \w_data.length  = \port$8033$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -17262,11 +20330,11 @@ module \ace_nic_default.rx2.buffer2 (rst, r__ready, \port$4552$0 , \port$4555$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 , \port$4556$0 , \port$4557$0 , \port$4558$0 , \port$4559$0 , \port$4560$0 , \port$4561$0 , \port$4562$0 , \port$4563$0 , \port$4564$0 , \port$4565$0 , \port$4566$0 , \port$4567$0 , \port$4568$0 , \port$4569$0 , \port$4570$0 , \port$4571$0 , \port$4572$0 
-, \port$4573$0 , \port$4574$0 , \port$4575$0 , \port$4576$0 , \port$4577$0 , \port$4578$0 , \port$4579$0 , \port$4580$0 , \port$4581$0 , \port$4582$0 , \port$4583$0 , \port$4584$0 , \port$4585$0 , \port$4586$0 , \port$4587$0 , \port$4588$0 , \port$4589$0 , \port$4590$0 , \port$4591$0 , \port$4592$0 , \port$4593$0 
-, \port$4594$0 , \port$4595$0 , \port$4596$0 , \port$4597$0 , \port$4598$0 , \port$4599$0 , \port$4600$0 , \port$4601$0 , \port$4602$0 , \port$4603$0 , \port$4604$0 , \port$4605$0 , \port$4606$0 , \port$4607$0 , \port$4608$0 , \port$4609$0 , \port$4610$0 , \port$4611$0 , \port$4612$0 , \port$4613$0 , \port$4614$0 
-, \port$4615$0 , \port$4616$0 , \port$4617$0 , \port$4618$0 , fetch, r__payload, \port$7756$0 , w_en, commit, rollback, \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$7841$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$120  = 0;
+module \ace_nic_default.rx2.buffer3 (rst, \port$4561$0 , \port$4564$0 , \port$4565$0 , \port$4566$0 , \port$4567$0 , \port$4568$0 , \port$4569$0 , \port$4570$0 , \port$4571$0 , \port$4572$0 , \port$4573$0 , \port$4574$0 , \port$4575$0 , \port$4576$0 , \port$4577$0 , \port$4578$0 , \port$4579$0 , \port$4580$0 , \port$4581$0 , \port$4582$0 
+, \port$4583$0 , \port$4584$0 , \port$4585$0 , \port$4586$0 , \port$4587$0 , \port$4588$0 , \port$4589$0 , \port$4590$0 , \port$4591$0 , \port$4592$0 , \port$4593$0 , \port$4594$0 , \port$4595$0 , \port$4596$0 , \port$4597$0 , \port$4598$0 , \port$4599$0 , \port$4600$0 , \port$4601$0 , \port$4602$0 , \port$4603$0 
+, \port$4604$0 , \port$4605$0 , \port$4606$0 , \port$4607$0 , \port$4608$0 , \port$4609$0 , \port$4610$0 , \port$4611$0 , \port$4612$0 , \port$4613$0 , \port$4614$0 , \port$4615$0 , \port$4616$0 , \port$4617$0 , \port$4618$0 , \port$4619$0 , \port$4620$0 , \port$4621$0 , \port$4622$0 , \port$4623$0 , \port$4624$0 
+, \port$4625$0 , \port$4626$0 , \port$4627$0 , fetch, r__payload, \port$7954$0 , w_en, commit, rollback, \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$8039$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$132  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -17289,26 +20357,8 @@ module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$4552$0 ;
-  wire \port$4552$0 ;
-  input [7:0] \port$4555$0 ;
-  wire [7:0] \port$4555$0 ;
-  input [7:0] \port$4556$0 ;
-  wire [7:0] \port$4556$0 ;
-  input [7:0] \port$4557$0 ;
-  wire [7:0] \port$4557$0 ;
-  input [7:0] \port$4558$0 ;
-  wire [7:0] \port$4558$0 ;
-  input [7:0] \port$4559$0 ;
-  wire [7:0] \port$4559$0 ;
-  input [7:0] \port$4560$0 ;
-  wire [7:0] \port$4560$0 ;
-  input [7:0] \port$4561$0 ;
-  wire [7:0] \port$4561$0 ;
-  input [7:0] \port$4562$0 ;
-  wire [7:0] \port$4562$0 ;
-  input [7:0] \port$4563$0 ;
-  wire [7:0] \port$4563$0 ;
+  input \port$4561$0 ;
+  wire \port$4561$0 ;
   input [7:0] \port$4564$0 ;
   wire [7:0] \port$4564$0 ;
   input [7:0] \port$4565$0 ;
@@ -17419,16 +20469,34 @@ module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 
   wire [7:0] \port$4617$0 ;
   input [7:0] \port$4618$0 ;
   wire [7:0] \port$4618$0 ;
-  input [63:0] \port$7756$0 ;
-  wire [63:0] \port$7756$0 ;
-  input [16:0] \port$7835$0 ;
-  wire [16:0] \port$7835$0 ;
-  input [7:0] \port$7837$0 ;
-  wire [7:0] \port$7837$0 ;
-  input [7:0] \port$7839$0 ;
-  wire [7:0] \port$7839$0 ;
-  input \port$7841$0 ;
-  wire \port$7841$0 ;
+  input [7:0] \port$4619$0 ;
+  wire [7:0] \port$4619$0 ;
+  input [7:0] \port$4620$0 ;
+  wire [7:0] \port$4620$0 ;
+  input [7:0] \port$4621$0 ;
+  wire [7:0] \port$4621$0 ;
+  input [7:0] \port$4622$0 ;
+  wire [7:0] \port$4622$0 ;
+  input [7:0] \port$4623$0 ;
+  wire [7:0] \port$4623$0 ;
+  input [7:0] \port$4624$0 ;
+  wire [7:0] \port$4624$0 ;
+  input [7:0] \port$4625$0 ;
+  wire [7:0] \port$4625$0 ;
+  input [7:0] \port$4626$0 ;
+  wire [7:0] \port$4626$0 ;
+  input [7:0] \port$4627$0 ;
+  wire [7:0] \port$4627$0 ;
+  input [63:0] \port$7954$0 ;
+  wire [63:0] \port$7954$0 ;
+  input [16:0] \port$8033$0 ;
+  wire [16:0] \port$8033$0 ;
+  input [7:0] \port$8035$0 ;
+  wire [7:0] \port$8035$0 ;
+  input [7:0] \port$8037$0 ;
+  wire [7:0] \port$8037$0 ;
+  input \port$8039$0 ;
+  wire \port$8039$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -17550,7 +20618,7 @@ module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
+      mem[wr_tmp[5:0]] <= { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -17578,7 +20646,7 @@ module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -17590,7 +20658,7 @@ module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -17604,7 +20672,7 @@ module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -17614,7 +20682,7 @@ module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -17626,8 +20694,8 @@ module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign w_data = { \port$7835$0 , \port$7837$0 , \port$7839$0 , \port$4552$0 , \port$7841$0 , \port$7756$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
+  assign wr__data = { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign w_data = { \port$8033$0 , \port$8035$0 , \port$8037$0 , \port$4561$0 , \port$8039$0 , \port$7954$0 , \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -17636,20 +20704,20 @@ module \ace_nic_default.rx2.buffer3 (rst, r__ready, \port$4552$0 , \port$4555$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign \wr__data.keep  = \port$7756$0 ;
-  assign \wr__data.first  = \port$7841$0 ;
-  assign \wr__data.last  = \port$4552$0 ;
-  assign \wr__data.src  = \port$7839$0 ;
-  assign \wr__data.tag  = \port$7837$0 ;
-  assign \wr__data.length  = \port$7835$0 ;
-  assign \w_data.data  = { \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0 , \port$4563$0 , \port$4562$0 , \port$4561$0 , \port$4560$0 , \port$4559$0 , \port$4558$0 , \port$4557$0 , \port$4556$0 , \port$4555$0  };
-  assign \w_data.keep  = \port$7756$0 ;
-  assign \w_data.first  = \port$7841$0 ;
-  assign \w_data.last  = \port$4552$0 ;
-  assign \w_data.src  = \port$7839$0 ;
-  assign \w_data.tag  = \port$7837$0 ;
-  assign \w_data.length  = \port$7835$0 ;
+  assign \wr__data.data  = { \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign \wr__data.keep  = \port$7954$0 ;
+  assign \wr__data.first  = \port$8039$0 ;
+  assign \wr__data.last  = \port$4561$0 ;
+  assign \wr__data.src  = \port$8037$0 ;
+  assign \wr__data.tag  = \port$8035$0 ;
+  assign \wr__data.length  = \port$8033$0 ;
+  assign \w_data.data  = { \port$4627$0 , \port$4626$0 , \port$4625$0 , \port$4624$0 , \port$4623$0 , \port$4622$0 , \port$4621$0 , \port$4620$0 , \port$4619$0 , \port$4618$0 , \port$4617$0 , \port$4616$0 , \port$4615$0 , \port$4614$0 , \port$4613$0 , \port$4612$0 , \port$4611$0 , \port$4610$0 , \port$4609$0 , \port$4608$0 , \port$4607$0 , \port$4606$0 , \port$4605$0 , \port$4604$0 , \port$4603$0 , \port$4602$0 , \port$4601$0 , \port$4600$0 , \port$4599$0 , \port$4598$0 , \port$4597$0 , \port$4596$0 , \port$4595$0 , \port$4594$0 , \port$4593$0 , \port$4592$0 , \port$4591$0 , \port$4590$0 , \port$4589$0 , \port$4588$0 , \port$4587$0 , \port$4586$0 , \port$4585$0 , \port$4584$0 , \port$4583$0 , \port$4582$0 , \port$4581$0 , \port$4580$0 , \port$4579$0 , \port$4578$0 , \port$4577$0 , \port$4576$0 , \port$4575$0 , \port$4574$0 , \port$4573$0 , \port$4572$0 , \port$4571$0 , \port$4570$0 , \port$4569$0 , \port$4568$0 , \port$4567$0 , \port$4566$0 , \port$4565$0 , \port$4564$0  };
+  assign \w_data.keep  = \port$7954$0 ;
+  assign \w_data.first  = \port$8039$0 ;
+  assign \w_data.last  = \port$4561$0 ;
+  assign \w_data.src  = \port$8037$0 ;
+  assign \w_data.tag  = \port$8035$0 ;
+  assign \w_data.length  = \port$8033$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -18140,9 +21208,9 @@ module \ace_nic_default.rx2.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r__ready, \r__ready$8 , \r__ready$14 , \r__ready$20 , out__0__payload, out__1__payload, out__2__payload, out__3__payload, credits__0, credits__1, credits__2, credits__3, credit_valid, freed__0, freed__1, freed__2
-, freed__3, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__1__valid, out__2__valid, out__3__valid, error_clear);
-  reg \$auto$verilog_backend.cc:2355:dump_module$121  = 0;
+module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, out__0__payload, out__1__payload, out__2__payload, out__3__payload, credits__0, credits__1, credits__2, credits__3, credit_valid, freed__0, freed__1, freed__2, freed__3, busy_cycles, credit_channel, credit_count
+, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__1__valid, out__2__valid, out__3__valid, r__ready, \r__ready$8 , \r__ready$14 , \r__ready$20 , error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$133  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
@@ -19389,76 +22457,76 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$59 ),
     .fetch(freed),
     .out_valid(out__0__valid),
-    .\port$6236$0 (\$signal ),
-    .\port$6239$0 (\$8 ),
-    .\port$6240$0 (\$9 ),
-    .\port$6241$0 (\$10 ),
-    .\port$6242$0 (\$11 ),
-    .\port$6243$0 (\$12 ),
-    .\port$6244$0 (\$13 ),
-    .\port$6245$0 (\$14 ),
-    .\port$6246$0 (\$15 ),
-    .\port$6247$0 (\$16 ),
-    .\port$6248$0 (\$17 ),
-    .\port$6249$0 (\$18 ),
-    .\port$6250$0 (\$19 ),
-    .\port$6251$0 (\$20 ),
-    .\port$6252$0 (\$21 ),
-    .\port$6253$0 (\$22 ),
-    .\port$6254$0 (\$23 ),
-    .\port$6255$0 (\$24 ),
-    .\port$6256$0 (\$25 ),
-    .\port$6257$0 (\$26 ),
-    .\port$6258$0 (\$27 ),
-    .\port$6259$0 (\$28 ),
-    .\port$6260$0 (\$29 ),
-    .\port$6261$0 (\$30 ),
-    .\port$6262$0 (\$31 ),
-    .\port$6263$0 (\$32 ),
-    .\port$6264$0 (\$33 ),
-    .\port$6265$0 (\$34 ),
-    .\port$6266$0 (\$35 ),
-    .\port$6267$0 (\$36 ),
-    .\port$6268$0 (\$37 ),
-    .\port$6269$0 (\$38 ),
-    .\port$6270$0 (\$39 ),
-    .\port$6271$0 (\$40 ),
-    .\port$6272$0 (\$41 ),
-    .\port$6273$0 (\$42 ),
-    .\port$6274$0 (\$43 ),
-    .\port$6275$0 (\$44 ),
-    .\port$6276$0 (\$45 ),
-    .\port$6277$0 (\$46 ),
-    .\port$6278$0 (\$47 ),
-    .\port$6279$0 (\$48 ),
-    .\port$6280$0 (\$49 ),
-    .\port$6281$0 (\$50 ),
-    .\port$6282$0 (\$51 ),
-    .\port$6283$0 (\$52 ),
-    .\port$6284$0 (\$53 ),
-    .\port$6285$0 (\$54 ),
-    .\port$6286$0 (\$55 ),
-    .\port$6287$0 (\$56 ),
-    .\port$6288$0 (\$57 ),
-    .\port$6289$0 (\$58 ),
-    .\port$6290$0 (\$59 ),
-    .\port$6291$0 (\$60 ),
-    .\port$6292$0 (\$61 ),
-    .\port$6293$0 (\$62 ),
-    .\port$6294$0 (\$63 ),
-    .\port$6295$0 (\$64 ),
-    .\port$6296$0 (\$65 ),
-    .\port$6297$0 (\$66 ),
-    .\port$6298$0 (\$67 ),
-    .\port$6299$0 (\$68 ),
-    .\port$6300$0 (\$69 ),
-    .\port$6301$0 (\$70 ),
-    .\port$6302$0 (\$71 ),
-    .\port$8018$0 (keep),
-    .\port$8097$0 (\$signal$38 ),
-    .\port$8099$0 (\$like$37 ),
-    .\port$8101$0 (\$like ),
-    .\port$8103$0 (\$signal$35 ),
+    .\port$6248$0 (\$signal ),
+    .\port$6251$0 (\$8 ),
+    .\port$6252$0 (\$9 ),
+    .\port$6253$0 (\$10 ),
+    .\port$6254$0 (\$11 ),
+    .\port$6255$0 (\$12 ),
+    .\port$6256$0 (\$13 ),
+    .\port$6257$0 (\$14 ),
+    .\port$6258$0 (\$15 ),
+    .\port$6259$0 (\$16 ),
+    .\port$6260$0 (\$17 ),
+    .\port$6261$0 (\$18 ),
+    .\port$6262$0 (\$19 ),
+    .\port$6263$0 (\$20 ),
+    .\port$6264$0 (\$21 ),
+    .\port$6265$0 (\$22 ),
+    .\port$6266$0 (\$23 ),
+    .\port$6267$0 (\$24 ),
+    .\port$6268$0 (\$25 ),
+    .\port$6269$0 (\$26 ),
+    .\port$6270$0 (\$27 ),
+    .\port$6271$0 (\$28 ),
+    .\port$6272$0 (\$29 ),
+    .\port$6273$0 (\$30 ),
+    .\port$6274$0 (\$31 ),
+    .\port$6275$0 (\$32 ),
+    .\port$6276$0 (\$33 ),
+    .\port$6277$0 (\$34 ),
+    .\port$6278$0 (\$35 ),
+    .\port$6279$0 (\$36 ),
+    .\port$6280$0 (\$37 ),
+    .\port$6281$0 (\$38 ),
+    .\port$6282$0 (\$39 ),
+    .\port$6283$0 (\$40 ),
+    .\port$6284$0 (\$41 ),
+    .\port$6285$0 (\$42 ),
+    .\port$6286$0 (\$43 ),
+    .\port$6287$0 (\$44 ),
+    .\port$6288$0 (\$45 ),
+    .\port$6289$0 (\$46 ),
+    .\port$6290$0 (\$47 ),
+    .\port$6291$0 (\$48 ),
+    .\port$6292$0 (\$49 ),
+    .\port$6293$0 (\$50 ),
+    .\port$6294$0 (\$51 ),
+    .\port$6295$0 (\$52 ),
+    .\port$6296$0 (\$53 ),
+    .\port$6297$0 (\$54 ),
+    .\port$6298$0 (\$55 ),
+    .\port$6299$0 (\$56 ),
+    .\port$6300$0 (\$57 ),
+    .\port$6301$0 (\$58 ),
+    .\port$6302$0 (\$59 ),
+    .\port$6303$0 (\$60 ),
+    .\port$6304$0 (\$61 ),
+    .\port$6305$0 (\$62 ),
+    .\port$6306$0 (\$63 ),
+    .\port$6307$0 (\$64 ),
+    .\port$6308$0 (\$65 ),
+    .\port$6309$0 (\$66 ),
+    .\port$6310$0 (\$67 ),
+    .\port$6311$0 (\$68 ),
+    .\port$6312$0 (\$69 ),
+    .\port$6313$0 (\$70 ),
+    .\port$6314$0 (\$71 ),
+    .\port$8218$0 (keep),
+    .\port$8297$0 (\$signal$38 ),
+    .\port$8299$0 (\$like$37 ),
+    .\port$8301$0 (\$like ),
+    .\port$8303$0 (\$signal$35 ),
     .r__payload(out__0__payload),
     .r__ready(r__ready),
     .rollback(\rollback$60 ),
@@ -19470,76 +22538,76 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$62 ),
     .fetch(\freed$80 ),
     .out_valid(out__1__valid),
-    .\port$6236$0 (\$signal ),
-    .\port$6239$0 (\$8 ),
-    .\port$6240$0 (\$9 ),
-    .\port$6241$0 (\$10 ),
-    .\port$6242$0 (\$11 ),
-    .\port$6243$0 (\$12 ),
-    .\port$6244$0 (\$13 ),
-    .\port$6245$0 (\$14 ),
-    .\port$6246$0 (\$15 ),
-    .\port$6247$0 (\$16 ),
-    .\port$6248$0 (\$17 ),
-    .\port$6249$0 (\$18 ),
-    .\port$6250$0 (\$19 ),
-    .\port$6251$0 (\$20 ),
-    .\port$6252$0 (\$21 ),
-    .\port$6253$0 (\$22 ),
-    .\port$6254$0 (\$23 ),
-    .\port$6255$0 (\$24 ),
-    .\port$6256$0 (\$25 ),
-    .\port$6257$0 (\$26 ),
-    .\port$6258$0 (\$27 ),
-    .\port$6259$0 (\$28 ),
-    .\port$6260$0 (\$29 ),
-    .\port$6261$0 (\$30 ),
-    .\port$6262$0 (\$31 ),
-    .\port$6263$0 (\$32 ),
-    .\port$6264$0 (\$33 ),
-    .\port$6265$0 (\$34 ),
-    .\port$6266$0 (\$35 ),
-    .\port$6267$0 (\$36 ),
-    .\port$6268$0 (\$37 ),
-    .\port$6269$0 (\$38 ),
-    .\port$6270$0 (\$39 ),
-    .\port$6271$0 (\$40 ),
-    .\port$6272$0 (\$41 ),
-    .\port$6273$0 (\$42 ),
-    .\port$6274$0 (\$43 ),
-    .\port$6275$0 (\$44 ),
-    .\port$6276$0 (\$45 ),
-    .\port$6277$0 (\$46 ),
-    .\port$6278$0 (\$47 ),
-    .\port$6279$0 (\$48 ),
-    .\port$6280$0 (\$49 ),
-    .\port$6281$0 (\$50 ),
-    .\port$6282$0 (\$51 ),
-    .\port$6283$0 (\$52 ),
-    .\port$6284$0 (\$53 ),
-    .\port$6285$0 (\$54 ),
-    .\port$6286$0 (\$55 ),
-    .\port$6287$0 (\$56 ),
-    .\port$6288$0 (\$57 ),
-    .\port$6289$0 (\$58 ),
-    .\port$6290$0 (\$59 ),
-    .\port$6291$0 (\$60 ),
-    .\port$6292$0 (\$61 ),
-    .\port$6293$0 (\$62 ),
-    .\port$6294$0 (\$63 ),
-    .\port$6295$0 (\$64 ),
-    .\port$6296$0 (\$65 ),
-    .\port$6297$0 (\$66 ),
-    .\port$6298$0 (\$67 ),
-    .\port$6299$0 (\$68 ),
-    .\port$6300$0 (\$69 ),
-    .\port$6301$0 (\$70 ),
-    .\port$6302$0 (\$71 ),
-    .\port$8018$0 (keep),
-    .\port$8097$0 (\$signal$38 ),
-    .\port$8099$0 (\$like$37 ),
-    .\port$8101$0 (\$like ),
-    .\port$8103$0 (\$signal$35 ),
+    .\port$6248$0 (\$signal ),
+    .\port$6251$0 (\$8 ),
+    .\port$6252$0 (\$9 ),
+    .\port$6253$0 (\$10 ),
+    .\port$6254$0 (\$11 ),
+    .\port$6255$0 (\$12 ),
+    .\port$6256$0 (\$13 ),
+    .\port$6257$0 (\$14 ),
+    .\port$6258$0 (\$15 ),
+    .\port$6259$0 (\$16 ),
+    .\port$6260$0 (\$17 ),
+    .\port$6261$0 (\$18 ),
+    .\port$6262$0 (\$19 ),
+    .\port$6263$0 (\$20 ),
+    .\port$6264$0 (\$21 ),
+    .\port$6265$0 (\$22 ),
+    .\port$6266$0 (\$23 ),
+    .\port$6267$0 (\$24 ),
+    .\port$6268$0 (\$25 ),
+    .\port$6269$0 (\$26 ),
+    .\port$6270$0 (\$27 ),
+    .\port$6271$0 (\$28 ),
+    .\port$6272$0 (\$29 ),
+    .\port$6273$0 (\$30 ),
+    .\port$6274$0 (\$31 ),
+    .\port$6275$0 (\$32 ),
+    .\port$6276$0 (\$33 ),
+    .\port$6277$0 (\$34 ),
+    .\port$6278$0 (\$35 ),
+    .\port$6279$0 (\$36 ),
+    .\port$6280$0 (\$37 ),
+    .\port$6281$0 (\$38 ),
+    .\port$6282$0 (\$39 ),
+    .\port$6283$0 (\$40 ),
+    .\port$6284$0 (\$41 ),
+    .\port$6285$0 (\$42 ),
+    .\port$6286$0 (\$43 ),
+    .\port$6287$0 (\$44 ),
+    .\port$6288$0 (\$45 ),
+    .\port$6289$0 (\$46 ),
+    .\port$6290$0 (\$47 ),
+    .\port$6291$0 (\$48 ),
+    .\port$6292$0 (\$49 ),
+    .\port$6293$0 (\$50 ),
+    .\port$6294$0 (\$51 ),
+    .\port$6295$0 (\$52 ),
+    .\port$6296$0 (\$53 ),
+    .\port$6297$0 (\$54 ),
+    .\port$6298$0 (\$55 ),
+    .\port$6299$0 (\$56 ),
+    .\port$6300$0 (\$57 ),
+    .\port$6301$0 (\$58 ),
+    .\port$6302$0 (\$59 ),
+    .\port$6303$0 (\$60 ),
+    .\port$6304$0 (\$61 ),
+    .\port$6305$0 (\$62 ),
+    .\port$6306$0 (\$63 ),
+    .\port$6307$0 (\$64 ),
+    .\port$6308$0 (\$65 ),
+    .\port$6309$0 (\$66 ),
+    .\port$6310$0 (\$67 ),
+    .\port$6311$0 (\$68 ),
+    .\port$6312$0 (\$69 ),
+    .\port$6313$0 (\$70 ),
+    .\port$6314$0 (\$71 ),
+    .\port$8218$0 (keep),
+    .\port$8297$0 (\$signal$38 ),
+    .\port$8299$0 (\$like$37 ),
+    .\port$8301$0 (\$like ),
+    .\port$8303$0 (\$signal$35 ),
     .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$63 ),
@@ -19551,76 +22619,76 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$65 ),
     .fetch(\freed$82 ),
     .out_valid(out__2__valid),
-    .\port$6236$0 (\$signal ),
-    .\port$6239$0 (\$8 ),
-    .\port$6240$0 (\$9 ),
-    .\port$6241$0 (\$10 ),
-    .\port$6242$0 (\$11 ),
-    .\port$6243$0 (\$12 ),
-    .\port$6244$0 (\$13 ),
-    .\port$6245$0 (\$14 ),
-    .\port$6246$0 (\$15 ),
-    .\port$6247$0 (\$16 ),
-    .\port$6248$0 (\$17 ),
-    .\port$6249$0 (\$18 ),
-    .\port$6250$0 (\$19 ),
-    .\port$6251$0 (\$20 ),
-    .\port$6252$0 (\$21 ),
-    .\port$6253$0 (\$22 ),
-    .\port$6254$0 (\$23 ),
-    .\port$6255$0 (\$24 ),
-    .\port$6256$0 (\$25 ),
-    .\port$6257$0 (\$26 ),
-    .\port$6258$0 (\$27 ),
-    .\port$6259$0 (\$28 ),
-    .\port$6260$0 (\$29 ),
-    .\port$6261$0 (\$30 ),
-    .\port$6262$0 (\$31 ),
-    .\port$6263$0 (\$32 ),
-    .\port$6264$0 (\$33 ),
-    .\port$6265$0 (\$34 ),
-    .\port$6266$0 (\$35 ),
-    .\port$6267$0 (\$36 ),
-    .\port$6268$0 (\$37 ),
-    .\port$6269$0 (\$38 ),
-    .\port$6270$0 (\$39 ),
-    .\port$6271$0 (\$40 ),
-    .\port$6272$0 (\$41 ),
-    .\port$6273$0 (\$42 ),
-    .\port$6274$0 (\$43 ),
-    .\port$6275$0 (\$44 ),
-    .\port$6276$0 (\$45 ),
-    .\port$6277$0 (\$46 ),
-    .\port$6278$0 (\$47 ),
-    .\port$6279$0 (\$48 ),
-    .\port$6280$0 (\$49 ),
-    .\port$6281$0 (\$50 ),
-    .\port$6282$0 (\$51 ),
-    .\port$6283$0 (\$52 ),
-    .\port$6284$0 (\$53 ),
-    .\port$6285$0 (\$54 ),
-    .\port$6286$0 (\$55 ),
-    .\port$6287$0 (\$56 ),
-    .\port$6288$0 (\$57 ),
-    .\port$6289$0 (\$58 ),
-    .\port$6290$0 (\$59 ),
-    .\port$6291$0 (\$60 ),
-    .\port$6292$0 (\$61 ),
-    .\port$6293$0 (\$62 ),
-    .\port$6294$0 (\$63 ),
-    .\port$6295$0 (\$64 ),
-    .\port$6296$0 (\$65 ),
-    .\port$6297$0 (\$66 ),
-    .\port$6298$0 (\$67 ),
-    .\port$6299$0 (\$68 ),
-    .\port$6300$0 (\$69 ),
-    .\port$6301$0 (\$70 ),
-    .\port$6302$0 (\$71 ),
-    .\port$8018$0 (keep),
-    .\port$8097$0 (\$signal$38 ),
-    .\port$8099$0 (\$like$37 ),
-    .\port$8101$0 (\$like ),
-    .\port$8103$0 (\$signal$35 ),
+    .\port$6248$0 (\$signal ),
+    .\port$6251$0 (\$8 ),
+    .\port$6252$0 (\$9 ),
+    .\port$6253$0 (\$10 ),
+    .\port$6254$0 (\$11 ),
+    .\port$6255$0 (\$12 ),
+    .\port$6256$0 (\$13 ),
+    .\port$6257$0 (\$14 ),
+    .\port$6258$0 (\$15 ),
+    .\port$6259$0 (\$16 ),
+    .\port$6260$0 (\$17 ),
+    .\port$6261$0 (\$18 ),
+    .\port$6262$0 (\$19 ),
+    .\port$6263$0 (\$20 ),
+    .\port$6264$0 (\$21 ),
+    .\port$6265$0 (\$22 ),
+    .\port$6266$0 (\$23 ),
+    .\port$6267$0 (\$24 ),
+    .\port$6268$0 (\$25 ),
+    .\port$6269$0 (\$26 ),
+    .\port$6270$0 (\$27 ),
+    .\port$6271$0 (\$28 ),
+    .\port$6272$0 (\$29 ),
+    .\port$6273$0 (\$30 ),
+    .\port$6274$0 (\$31 ),
+    .\port$6275$0 (\$32 ),
+    .\port$6276$0 (\$33 ),
+    .\port$6277$0 (\$34 ),
+    .\port$6278$0 (\$35 ),
+    .\port$6279$0 (\$36 ),
+    .\port$6280$0 (\$37 ),
+    .\port$6281$0 (\$38 ),
+    .\port$6282$0 (\$39 ),
+    .\port$6283$0 (\$40 ),
+    .\port$6284$0 (\$41 ),
+    .\port$6285$0 (\$42 ),
+    .\port$6286$0 (\$43 ),
+    .\port$6287$0 (\$44 ),
+    .\port$6288$0 (\$45 ),
+    .\port$6289$0 (\$46 ),
+    .\port$6290$0 (\$47 ),
+    .\port$6291$0 (\$48 ),
+    .\port$6292$0 (\$49 ),
+    .\port$6293$0 (\$50 ),
+    .\port$6294$0 (\$51 ),
+    .\port$6295$0 (\$52 ),
+    .\port$6296$0 (\$53 ),
+    .\port$6297$0 (\$54 ),
+    .\port$6298$0 (\$55 ),
+    .\port$6299$0 (\$56 ),
+    .\port$6300$0 (\$57 ),
+    .\port$6301$0 (\$58 ),
+    .\port$6302$0 (\$59 ),
+    .\port$6303$0 (\$60 ),
+    .\port$6304$0 (\$61 ),
+    .\port$6305$0 (\$62 ),
+    .\port$6306$0 (\$63 ),
+    .\port$6307$0 (\$64 ),
+    .\port$6308$0 (\$65 ),
+    .\port$6309$0 (\$66 ),
+    .\port$6310$0 (\$67 ),
+    .\port$6311$0 (\$68 ),
+    .\port$6312$0 (\$69 ),
+    .\port$6313$0 (\$70 ),
+    .\port$6314$0 (\$71 ),
+    .\port$8218$0 (keep),
+    .\port$8297$0 (\$signal$38 ),
+    .\port$8299$0 (\$like$37 ),
+    .\port$8301$0 (\$like ),
+    .\port$8303$0 (\$signal$35 ),
     .r__payload(out__2__payload),
     .r__ready(\r__ready$14 ),
     .rollback(\rollback$66 ),
@@ -19632,76 +22700,76 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .commit(\commit$68 ),
     .fetch(\freed$84 ),
     .out_valid(out__3__valid),
-    .\port$6236$0 (\$signal ),
-    .\port$6239$0 (\$8 ),
-    .\port$6240$0 (\$9 ),
-    .\port$6241$0 (\$10 ),
-    .\port$6242$0 (\$11 ),
-    .\port$6243$0 (\$12 ),
-    .\port$6244$0 (\$13 ),
-    .\port$6245$0 (\$14 ),
-    .\port$6246$0 (\$15 ),
-    .\port$6247$0 (\$16 ),
-    .\port$6248$0 (\$17 ),
-    .\port$6249$0 (\$18 ),
-    .\port$6250$0 (\$19 ),
-    .\port$6251$0 (\$20 ),
-    .\port$6252$0 (\$21 ),
-    .\port$6253$0 (\$22 ),
-    .\port$6254$0 (\$23 ),
-    .\port$6255$0 (\$24 ),
-    .\port$6256$0 (\$25 ),
-    .\port$6257$0 (\$26 ),
-    .\port$6258$0 (\$27 ),
-    .\port$6259$0 (\$28 ),
-    .\port$6260$0 (\$29 ),
-    .\port$6261$0 (\$30 ),
-    .\port$6262$0 (\$31 ),
-    .\port$6263$0 (\$32 ),
-    .\port$6264$0 (\$33 ),
-    .\port$6265$0 (\$34 ),
-    .\port$6266$0 (\$35 ),
-    .\port$6267$0 (\$36 ),
-    .\port$6268$0 (\$37 ),
-    .\port$6269$0 (\$38 ),
-    .\port$6270$0 (\$39 ),
-    .\port$6271$0 (\$40 ),
-    .\port$6272$0 (\$41 ),
-    .\port$6273$0 (\$42 ),
-    .\port$6274$0 (\$43 ),
-    .\port$6275$0 (\$44 ),
-    .\port$6276$0 (\$45 ),
-    .\port$6277$0 (\$46 ),
-    .\port$6278$0 (\$47 ),
-    .\port$6279$0 (\$48 ),
-    .\port$6280$0 (\$49 ),
-    .\port$6281$0 (\$50 ),
-    .\port$6282$0 (\$51 ),
-    .\port$6283$0 (\$52 ),
-    .\port$6284$0 (\$53 ),
-    .\port$6285$0 (\$54 ),
-    .\port$6286$0 (\$55 ),
-    .\port$6287$0 (\$56 ),
-    .\port$6288$0 (\$57 ),
-    .\port$6289$0 (\$58 ),
-    .\port$6290$0 (\$59 ),
-    .\port$6291$0 (\$60 ),
-    .\port$6292$0 (\$61 ),
-    .\port$6293$0 (\$62 ),
-    .\port$6294$0 (\$63 ),
-    .\port$6295$0 (\$64 ),
-    .\port$6296$0 (\$65 ),
-    .\port$6297$0 (\$66 ),
-    .\port$6298$0 (\$67 ),
-    .\port$6299$0 (\$68 ),
-    .\port$6300$0 (\$69 ),
-    .\port$6301$0 (\$70 ),
-    .\port$6302$0 (\$71 ),
-    .\port$8018$0 (keep),
-    .\port$8097$0 (\$signal$38 ),
-    .\port$8099$0 (\$like$37 ),
-    .\port$8101$0 (\$like ),
-    .\port$8103$0 (\$signal$35 ),
+    .\port$6248$0 (\$signal ),
+    .\port$6251$0 (\$8 ),
+    .\port$6252$0 (\$9 ),
+    .\port$6253$0 (\$10 ),
+    .\port$6254$0 (\$11 ),
+    .\port$6255$0 (\$12 ),
+    .\port$6256$0 (\$13 ),
+    .\port$6257$0 (\$14 ),
+    .\port$6258$0 (\$15 ),
+    .\port$6259$0 (\$16 ),
+    .\port$6260$0 (\$17 ),
+    .\port$6261$0 (\$18 ),
+    .\port$6262$0 (\$19 ),
+    .\port$6263$0 (\$20 ),
+    .\port$6264$0 (\$21 ),
+    .\port$6265$0 (\$22 ),
+    .\port$6266$0 (\$23 ),
+    .\port$6267$0 (\$24 ),
+    .\port$6268$0 (\$25 ),
+    .\port$6269$0 (\$26 ),
+    .\port$6270$0 (\$27 ),
+    .\port$6271$0 (\$28 ),
+    .\port$6272$0 (\$29 ),
+    .\port$6273$0 (\$30 ),
+    .\port$6274$0 (\$31 ),
+    .\port$6275$0 (\$32 ),
+    .\port$6276$0 (\$33 ),
+    .\port$6277$0 (\$34 ),
+    .\port$6278$0 (\$35 ),
+    .\port$6279$0 (\$36 ),
+    .\port$6280$0 (\$37 ),
+    .\port$6281$0 (\$38 ),
+    .\port$6282$0 (\$39 ),
+    .\port$6283$0 (\$40 ),
+    .\port$6284$0 (\$41 ),
+    .\port$6285$0 (\$42 ),
+    .\port$6286$0 (\$43 ),
+    .\port$6287$0 (\$44 ),
+    .\port$6288$0 (\$45 ),
+    .\port$6289$0 (\$46 ),
+    .\port$6290$0 (\$47 ),
+    .\port$6291$0 (\$48 ),
+    .\port$6292$0 (\$49 ),
+    .\port$6293$0 (\$50 ),
+    .\port$6294$0 (\$51 ),
+    .\port$6295$0 (\$52 ),
+    .\port$6296$0 (\$53 ),
+    .\port$6297$0 (\$54 ),
+    .\port$6298$0 (\$55 ),
+    .\port$6299$0 (\$56 ),
+    .\port$6300$0 (\$57 ),
+    .\port$6301$0 (\$58 ),
+    .\port$6302$0 (\$59 ),
+    .\port$6303$0 (\$60 ),
+    .\port$6304$0 (\$61 ),
+    .\port$6305$0 (\$62 ),
+    .\port$6306$0 (\$63 ),
+    .\port$6307$0 (\$64 ),
+    .\port$6308$0 (\$65 ),
+    .\port$6309$0 (\$66 ),
+    .\port$6310$0 (\$67 ),
+    .\port$6311$0 (\$68 ),
+    .\port$6312$0 (\$69 ),
+    .\port$6313$0 (\$70 ),
+    .\port$6314$0 (\$71 ),
+    .\port$8218$0 (keep),
+    .\port$8297$0 (\$signal$38 ),
+    .\port$8299$0 (\$like$37 ),
+    .\port$8301$0 (\$like ),
+    .\port$8303$0 (\$signal$35 ),
     .r__payload(out__3__payload),
     .r__ready(\r__ready$20 ),
     .rollback(\rollback$69 ),
@@ -19713,7 +22781,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     .header(in[64:1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -19727,7 +22795,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -19741,7 +22809,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -19755,7 +22823,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[18:17])
       2'h0:
@@ -19769,7 +22837,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     cause = 4'h0;
     if (decoded[536]) begin
       cause = 4'h1;
@@ -19788,7 +22856,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal ) begin
       keep = \$signal$32 ;
@@ -19797,7 +22865,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     (* full_case = 32'd1 *)
     if (\$75 ) begin
       \cause$46  = judged[531:528];
@@ -19808,7 +22876,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     error_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19829,7 +22897,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     error_code = 4'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19850,7 +22918,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     credit_valid = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19863,7 +22931,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     space_reserve = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19878,7 +22946,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     rollback = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19890,7 +22958,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     commit = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19902,7 +22970,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     w_en = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19916,7 +22984,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \commit$59  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19930,7 +22998,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \rollback$60  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19944,7 +23012,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \w_en$61  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19958,7 +23026,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \commit$62  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19972,7 +23040,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \rollback$63  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -19986,7 +23054,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \w_en$64  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -20000,7 +23068,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \commit$65  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -20014,7 +23082,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \rollback$66  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -20028,7 +23096,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \w_en$67  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -20042,7 +23110,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \commit$68  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -20056,7 +23124,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \rollback$69  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -20070,42 +23138,42 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$420  = freed;
     if (rst) begin
       \$420  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$421  = \freed$80 ;
     if (rst) begin
       \$421  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$422  = \freed$82 ;
     if (rst) begin
       \$422  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$423  = \freed$84 ;
     if (rst) begin
       \$423  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$424  = \$101 [47:0];
     if (rst) begin
       \$424  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$425 [527:514] = in[527:514];
     \$425 [0] = link__tvalid;
     \$425 [512:1] = link__tdata;
@@ -20115,7 +23183,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$426 [0] = in[0];
     \$426 [512:1] = in[512:1];
     \$426 [513] = in[513];
@@ -20131,7 +23199,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$427 [0] = decoded[0];
     \$427 [512:1] = decoded[512:1];
     \$427 [513] = decoded[513];
@@ -20145,91 +23213,91 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$428  = \$127 ;
     if (rst) begin
       \$428  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$429  = \$136 [6:0];
     if (rst) begin
       \$429  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$430  = \$138 [6:0];
     if (rst) begin
       \$430  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$431  = \$141 ;
     if (rst) begin
       \$431  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$432  = \$150 [6:0];
     if (rst) begin
       \$432  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$433  = \$152 [6:0];
     if (rst) begin
       \$433  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$434  = \$155 ;
     if (rst) begin
       \$434  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$435  = \$164 [6:0];
     if (rst) begin
       \$435  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$436  = \$166 [6:0];
     if (rst) begin
       \$436  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$437  = \$169 ;
     if (rst) begin
       \$437  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$438  = \$178 [6:0];
     if (rst) begin
       \$438  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$439  = \$180 [6:0];
     if (rst) begin
       \$439  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$440 [527:521] = judged[527:521];
     \$440 [0] = checked[0];
     \$440 [512:1] = checked[512:1];
@@ -20246,21 +23314,21 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$441  = rollback;
     if (rst) begin
       \$441  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$442  = credit_valid;
     if (rst) begin
       \$442  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$443  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
@@ -20295,7 +23363,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$444  = header_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -20317,7 +23385,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$445  = cur;
     casez (rx_fsm_state)
       2'h0:
@@ -20335,7 +23403,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$446  = \$signal$30 ;
     casez (rx_fsm_state)
       2'h0:
@@ -20357,7 +23425,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$447  = pkt_beats;
     casez (rx_fsm_state)
       2'h0:
@@ -20375,7 +23443,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$448  = \$signal$38 ;
     casez (rx_fsm_state)
       2'h0:
@@ -20393,7 +23461,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$449  = \$like$37 ;
     casez (rx_fsm_state)
       2'h0:
@@ -20411,7 +23479,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$450  = \$like ;
     casez (rx_fsm_state)
       2'h0:
@@ -20429,7 +23497,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$451  = \$signal$35 ;
     casez (rx_fsm_state)
       2'h0:
@@ -20451,7 +23519,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$452  = \$signal$32 ;
     casez (rx_fsm_state)
       2'h0:
@@ -20532,7 +23600,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$453  = payload_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -20549,7 +23617,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$454  = errors;
     if (error_now) begin
       \$454  = \$417 [47:0];
@@ -20559,7 +23627,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$455  = error;
     if (error_clear) begin
       \$455  = 1'h0;
@@ -20571,7 +23639,7 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
     \$456  = error_cause;
     if (error_clear) begin
       \$456  = 4'h0;
@@ -20874,11 +23942,11 @@ module \ace_nic_default.rx3 (link__tdata, link__tvalid, link__tlast, clk, rst, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 , \port$6240$0 , \port$6241$0 , \port$6242$0 , \port$6243$0 , \port$6244$0 , \port$6245$0 , \port$6246$0 , \port$6247$0 , \port$6248$0 , \port$6249$0 , \port$6250$0 , \port$6251$0 , \port$6252$0 , \port$6253$0 , \port$6254$0 , \port$6255$0 , \port$6256$0 
-, \port$6257$0 , \port$6258$0 , \port$6259$0 , \port$6260$0 , \port$6261$0 , \port$6262$0 , \port$6263$0 , \port$6264$0 , \port$6265$0 , \port$6266$0 , \port$6267$0 , \port$6268$0 , \port$6269$0 , \port$6270$0 , \port$6271$0 , \port$6272$0 , \port$6273$0 , \port$6274$0 , \port$6275$0 , \port$6276$0 , \port$6277$0 
-, \port$6278$0 , \port$6279$0 , \port$6280$0 , \port$6281$0 , \port$6282$0 , \port$6283$0 , \port$6284$0 , \port$6285$0 , \port$6286$0 , \port$6287$0 , \port$6288$0 , \port$6289$0 , \port$6290$0 , \port$6291$0 , \port$6292$0 , \port$6293$0 , \port$6294$0 , \port$6295$0 , \port$6296$0 , \port$6297$0 , \port$6298$0 
-, \port$6299$0 , \port$6300$0 , \port$6301$0 , \port$6302$0 , fetch, r__payload, \port$8018$0 , w_en, commit, rollback, \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$8103$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$122  = 0;
+module \ace_nic_default.rx3.buffer0 (rst, \port$6248$0 , \port$6251$0 , \port$6252$0 , \port$6253$0 , \port$6254$0 , \port$6255$0 , \port$6256$0 , \port$6257$0 , \port$6258$0 , \port$6259$0 , \port$6260$0 , \port$6261$0 , \port$6262$0 , \port$6263$0 , \port$6264$0 , \port$6265$0 , \port$6266$0 , \port$6267$0 , \port$6268$0 , \port$6269$0 
+, \port$6270$0 , \port$6271$0 , \port$6272$0 , \port$6273$0 , \port$6274$0 , \port$6275$0 , \port$6276$0 , \port$6277$0 , \port$6278$0 , \port$6279$0 , \port$6280$0 , \port$6281$0 , \port$6282$0 , \port$6283$0 , \port$6284$0 , \port$6285$0 , \port$6286$0 , \port$6287$0 , \port$6288$0 , \port$6289$0 , \port$6290$0 
+, \port$6291$0 , \port$6292$0 , \port$6293$0 , \port$6294$0 , \port$6295$0 , \port$6296$0 , \port$6297$0 , \port$6298$0 , \port$6299$0 , \port$6300$0 , \port$6301$0 , \port$6302$0 , \port$6303$0 , \port$6304$0 , \port$6305$0 , \port$6306$0 , \port$6307$0 , \port$6308$0 , \port$6309$0 , \port$6310$0 , \port$6311$0 
+, \port$6312$0 , \port$6313$0 , \port$6314$0 , fetch, r__payload, \port$8218$0 , w_en, commit, rollback, \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$8303$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$134  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -20901,32 +23969,8 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$6236$0 ;
-  wire \port$6236$0 ;
-  input [7:0] \port$6239$0 ;
-  wire [7:0] \port$6239$0 ;
-  input [7:0] \port$6240$0 ;
-  wire [7:0] \port$6240$0 ;
-  input [7:0] \port$6241$0 ;
-  wire [7:0] \port$6241$0 ;
-  input [7:0] \port$6242$0 ;
-  wire [7:0] \port$6242$0 ;
-  input [7:0] \port$6243$0 ;
-  wire [7:0] \port$6243$0 ;
-  input [7:0] \port$6244$0 ;
-  wire [7:0] \port$6244$0 ;
-  input [7:0] \port$6245$0 ;
-  wire [7:0] \port$6245$0 ;
-  input [7:0] \port$6246$0 ;
-  wire [7:0] \port$6246$0 ;
-  input [7:0] \port$6247$0 ;
-  wire [7:0] \port$6247$0 ;
-  input [7:0] \port$6248$0 ;
-  wire [7:0] \port$6248$0 ;
-  input [7:0] \port$6249$0 ;
-  wire [7:0] \port$6249$0 ;
-  input [7:0] \port$6250$0 ;
-  wire [7:0] \port$6250$0 ;
+  input \port$6248$0 ;
+  wire \port$6248$0 ;
   input [7:0] \port$6251$0 ;
   wire [7:0] \port$6251$0 ;
   input [7:0] \port$6252$0 ;
@@ -21031,16 +24075,40 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
   wire [7:0] \port$6301$0 ;
   input [7:0] \port$6302$0 ;
   wire [7:0] \port$6302$0 ;
-  input [63:0] \port$8018$0 ;
-  wire [63:0] \port$8018$0 ;
-  input [16:0] \port$8097$0 ;
-  wire [16:0] \port$8097$0 ;
-  input [7:0] \port$8099$0 ;
-  wire [7:0] \port$8099$0 ;
-  input [7:0] \port$8101$0 ;
-  wire [7:0] \port$8101$0 ;
-  input \port$8103$0 ;
-  wire \port$8103$0 ;
+  input [7:0] \port$6303$0 ;
+  wire [7:0] \port$6303$0 ;
+  input [7:0] \port$6304$0 ;
+  wire [7:0] \port$6304$0 ;
+  input [7:0] \port$6305$0 ;
+  wire [7:0] \port$6305$0 ;
+  input [7:0] \port$6306$0 ;
+  wire [7:0] \port$6306$0 ;
+  input [7:0] \port$6307$0 ;
+  wire [7:0] \port$6307$0 ;
+  input [7:0] \port$6308$0 ;
+  wire [7:0] \port$6308$0 ;
+  input [7:0] \port$6309$0 ;
+  wire [7:0] \port$6309$0 ;
+  input [7:0] \port$6310$0 ;
+  wire [7:0] \port$6310$0 ;
+  input [7:0] \port$6311$0 ;
+  wire [7:0] \port$6311$0 ;
+  input [7:0] \port$6312$0 ;
+  wire [7:0] \port$6312$0 ;
+  input [7:0] \port$6313$0 ;
+  wire [7:0] \port$6313$0 ;
+  input [7:0] \port$6314$0 ;
+  wire [7:0] \port$6314$0 ;
+  input [63:0] \port$8218$0 ;
+  wire [63:0] \port$8218$0 ;
+  input [16:0] \port$8297$0 ;
+  wire [16:0] \port$8297$0 ;
+  input [7:0] \port$8299$0 ;
+  wire [7:0] \port$8299$0 ;
+  input [7:0] \port$8301$0 ;
+  wire [7:0] \port$8301$0 ;
+  input \port$8303$0 ;
+  wire \port$8303$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -21162,7 +24230,7 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
+      mem[wr_tmp[5:0]] <= { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -21190,7 +24258,7 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -21202,7 +24270,7 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -21216,7 +24284,7 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -21226,7 +24294,7 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -21238,8 +24306,8 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign w_data = { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
+  assign wr__data = { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign w_data = { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -21248,20 +24316,20 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign \wr__data.keep  = \port$8018$0 ;
-  assign \wr__data.first  = \port$8103$0 ;
-  assign \wr__data.last  = \port$6236$0 ;
-  assign \wr__data.src  = \port$8101$0 ;
-  assign \wr__data.tag  = \port$8099$0 ;
-  assign \wr__data.length  = \port$8097$0 ;
-  assign \w_data.data  = { \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign \w_data.keep  = \port$8018$0 ;
-  assign \w_data.first  = \port$8103$0 ;
-  assign \w_data.last  = \port$6236$0 ;
-  assign \w_data.src  = \port$8101$0 ;
-  assign \w_data.tag  = \port$8099$0 ;
-  assign \w_data.length  = \port$8097$0 ;
+  assign \wr__data.data  = { \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign \wr__data.keep  = \port$8218$0 ;
+  assign \wr__data.first  = \port$8303$0 ;
+  assign \wr__data.last  = \port$6248$0 ;
+  assign \wr__data.src  = \port$8301$0 ;
+  assign \wr__data.tag  = \port$8299$0 ;
+  assign \wr__data.length  = \port$8297$0 ;
+  assign \w_data.data  = { \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign \w_data.keep  = \port$8218$0 ;
+  assign \w_data.first  = \port$8303$0 ;
+  assign \w_data.last  = \port$6248$0 ;
+  assign \w_data.src  = \port$8301$0 ;
+  assign \w_data.tag  = \port$8299$0 ;
+  assign \w_data.length  = \port$8297$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -21279,11 +24347,11 @@ module \ace_nic_default.rx3.buffer0 (rst, r__ready, \port$6236$0 , \port$6239$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 , \port$6240$0 , \port$6241$0 , \port$6242$0 , \port$6243$0 , \port$6244$0 , \port$6245$0 , \port$6246$0 , \port$6247$0 , \port$6248$0 , \port$6249$0 , \port$6250$0 , \port$6251$0 , \port$6252$0 , \port$6253$0 , \port$6254$0 , \port$6255$0 , \port$6256$0 
-, \port$6257$0 , \port$6258$0 , \port$6259$0 , \port$6260$0 , \port$6261$0 , \port$6262$0 , \port$6263$0 , \port$6264$0 , \port$6265$0 , \port$6266$0 , \port$6267$0 , \port$6268$0 , \port$6269$0 , \port$6270$0 , \port$6271$0 , \port$6272$0 , \port$6273$0 , \port$6274$0 , \port$6275$0 , \port$6276$0 , \port$6277$0 
-, \port$6278$0 , \port$6279$0 , \port$6280$0 , \port$6281$0 , \port$6282$0 , \port$6283$0 , \port$6284$0 , \port$6285$0 , \port$6286$0 , \port$6287$0 , \port$6288$0 , \port$6289$0 , \port$6290$0 , \port$6291$0 , \port$6292$0 , \port$6293$0 , \port$6294$0 , \port$6295$0 , \port$6296$0 , \port$6297$0 , \port$6298$0 
-, \port$6299$0 , \port$6300$0 , \port$6301$0 , \port$6302$0 , fetch, r__payload, \port$8018$0 , w_en, commit, rollback, \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$8103$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$123  = 0;
+module \ace_nic_default.rx3.buffer1 (rst, \port$6248$0 , \port$6251$0 , \port$6252$0 , \port$6253$0 , \port$6254$0 , \port$6255$0 , \port$6256$0 , \port$6257$0 , \port$6258$0 , \port$6259$0 , \port$6260$0 , \port$6261$0 , \port$6262$0 , \port$6263$0 , \port$6264$0 , \port$6265$0 , \port$6266$0 , \port$6267$0 , \port$6268$0 , \port$6269$0 
+, \port$6270$0 , \port$6271$0 , \port$6272$0 , \port$6273$0 , \port$6274$0 , \port$6275$0 , \port$6276$0 , \port$6277$0 , \port$6278$0 , \port$6279$0 , \port$6280$0 , \port$6281$0 , \port$6282$0 , \port$6283$0 , \port$6284$0 , \port$6285$0 , \port$6286$0 , \port$6287$0 , \port$6288$0 , \port$6289$0 , \port$6290$0 
+, \port$6291$0 , \port$6292$0 , \port$6293$0 , \port$6294$0 , \port$6295$0 , \port$6296$0 , \port$6297$0 , \port$6298$0 , \port$6299$0 , \port$6300$0 , \port$6301$0 , \port$6302$0 , \port$6303$0 , \port$6304$0 , \port$6305$0 , \port$6306$0 , \port$6307$0 , \port$6308$0 , \port$6309$0 , \port$6310$0 , \port$6311$0 
+, \port$6312$0 , \port$6313$0 , \port$6314$0 , fetch, r__payload, \port$8218$0 , w_en, commit, rollback, \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$8303$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$135  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -21306,32 +24374,8 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$6236$0 ;
-  wire \port$6236$0 ;
-  input [7:0] \port$6239$0 ;
-  wire [7:0] \port$6239$0 ;
-  input [7:0] \port$6240$0 ;
-  wire [7:0] \port$6240$0 ;
-  input [7:0] \port$6241$0 ;
-  wire [7:0] \port$6241$0 ;
-  input [7:0] \port$6242$0 ;
-  wire [7:0] \port$6242$0 ;
-  input [7:0] \port$6243$0 ;
-  wire [7:0] \port$6243$0 ;
-  input [7:0] \port$6244$0 ;
-  wire [7:0] \port$6244$0 ;
-  input [7:0] \port$6245$0 ;
-  wire [7:0] \port$6245$0 ;
-  input [7:0] \port$6246$0 ;
-  wire [7:0] \port$6246$0 ;
-  input [7:0] \port$6247$0 ;
-  wire [7:0] \port$6247$0 ;
-  input [7:0] \port$6248$0 ;
-  wire [7:0] \port$6248$0 ;
-  input [7:0] \port$6249$0 ;
-  wire [7:0] \port$6249$0 ;
-  input [7:0] \port$6250$0 ;
-  wire [7:0] \port$6250$0 ;
+  input \port$6248$0 ;
+  wire \port$6248$0 ;
   input [7:0] \port$6251$0 ;
   wire [7:0] \port$6251$0 ;
   input [7:0] \port$6252$0 ;
@@ -21436,16 +24480,40 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
   wire [7:0] \port$6301$0 ;
   input [7:0] \port$6302$0 ;
   wire [7:0] \port$6302$0 ;
-  input [63:0] \port$8018$0 ;
-  wire [63:0] \port$8018$0 ;
-  input [16:0] \port$8097$0 ;
-  wire [16:0] \port$8097$0 ;
-  input [7:0] \port$8099$0 ;
-  wire [7:0] \port$8099$0 ;
-  input [7:0] \port$8101$0 ;
-  wire [7:0] \port$8101$0 ;
-  input \port$8103$0 ;
-  wire \port$8103$0 ;
+  input [7:0] \port$6303$0 ;
+  wire [7:0] \port$6303$0 ;
+  input [7:0] \port$6304$0 ;
+  wire [7:0] \port$6304$0 ;
+  input [7:0] \port$6305$0 ;
+  wire [7:0] \port$6305$0 ;
+  input [7:0] \port$6306$0 ;
+  wire [7:0] \port$6306$0 ;
+  input [7:0] \port$6307$0 ;
+  wire [7:0] \port$6307$0 ;
+  input [7:0] \port$6308$0 ;
+  wire [7:0] \port$6308$0 ;
+  input [7:0] \port$6309$0 ;
+  wire [7:0] \port$6309$0 ;
+  input [7:0] \port$6310$0 ;
+  wire [7:0] \port$6310$0 ;
+  input [7:0] \port$6311$0 ;
+  wire [7:0] \port$6311$0 ;
+  input [7:0] \port$6312$0 ;
+  wire [7:0] \port$6312$0 ;
+  input [7:0] \port$6313$0 ;
+  wire [7:0] \port$6313$0 ;
+  input [7:0] \port$6314$0 ;
+  wire [7:0] \port$6314$0 ;
+  input [63:0] \port$8218$0 ;
+  wire [63:0] \port$8218$0 ;
+  input [16:0] \port$8297$0 ;
+  wire [16:0] \port$8297$0 ;
+  input [7:0] \port$8299$0 ;
+  wire [7:0] \port$8299$0 ;
+  input [7:0] \port$8301$0 ;
+  wire [7:0] \port$8301$0 ;
+  input \port$8303$0 ;
+  wire \port$8303$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -21567,7 +24635,7 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
+      mem[wr_tmp[5:0]] <= { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -21595,7 +24663,7 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$135 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -21607,7 +24675,7 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$135 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -21621,7 +24689,7 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$135 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -21631,7 +24699,7 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$135 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -21643,8 +24711,8 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign w_data = { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
+  assign wr__data = { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign w_data = { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -21653,20 +24721,20 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign \wr__data.keep  = \port$8018$0 ;
-  assign \wr__data.first  = \port$8103$0 ;
-  assign \wr__data.last  = \port$6236$0 ;
-  assign \wr__data.src  = \port$8101$0 ;
-  assign \wr__data.tag  = \port$8099$0 ;
-  assign \wr__data.length  = \port$8097$0 ;
-  assign \w_data.data  = { \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign \w_data.keep  = \port$8018$0 ;
-  assign \w_data.first  = \port$8103$0 ;
-  assign \w_data.last  = \port$6236$0 ;
-  assign \w_data.src  = \port$8101$0 ;
-  assign \w_data.tag  = \port$8099$0 ;
-  assign \w_data.length  = \port$8097$0 ;
+  assign \wr__data.data  = { \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign \wr__data.keep  = \port$8218$0 ;
+  assign \wr__data.first  = \port$8303$0 ;
+  assign \wr__data.last  = \port$6248$0 ;
+  assign \wr__data.src  = \port$8301$0 ;
+  assign \wr__data.tag  = \port$8299$0 ;
+  assign \wr__data.length  = \port$8297$0 ;
+  assign \w_data.data  = { \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign \w_data.keep  = \port$8218$0 ;
+  assign \w_data.first  = \port$8303$0 ;
+  assign \w_data.last  = \port$6248$0 ;
+  assign \w_data.src  = \port$8301$0 ;
+  assign \w_data.tag  = \port$8299$0 ;
+  assign \w_data.length  = \port$8297$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -21684,11 +24752,11 @@ module \ace_nic_default.rx3.buffer1 (rst, r__ready, \port$6236$0 , \port$6239$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 , \port$6240$0 , \port$6241$0 , \port$6242$0 , \port$6243$0 , \port$6244$0 , \port$6245$0 , \port$6246$0 , \port$6247$0 , \port$6248$0 , \port$6249$0 , \port$6250$0 , \port$6251$0 , \port$6252$0 , \port$6253$0 , \port$6254$0 , \port$6255$0 , \port$6256$0 
-, \port$6257$0 , \port$6258$0 , \port$6259$0 , \port$6260$0 , \port$6261$0 , \port$6262$0 , \port$6263$0 , \port$6264$0 , \port$6265$0 , \port$6266$0 , \port$6267$0 , \port$6268$0 , \port$6269$0 , \port$6270$0 , \port$6271$0 , \port$6272$0 , \port$6273$0 , \port$6274$0 , \port$6275$0 , \port$6276$0 , \port$6277$0 
-, \port$6278$0 , \port$6279$0 , \port$6280$0 , \port$6281$0 , \port$6282$0 , \port$6283$0 , \port$6284$0 , \port$6285$0 , \port$6286$0 , \port$6287$0 , \port$6288$0 , \port$6289$0 , \port$6290$0 , \port$6291$0 , \port$6292$0 , \port$6293$0 , \port$6294$0 , \port$6295$0 , \port$6296$0 , \port$6297$0 , \port$6298$0 
-, \port$6299$0 , \port$6300$0 , \port$6301$0 , \port$6302$0 , fetch, r__payload, \port$8018$0 , w_en, commit, rollback, \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$8103$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$124  = 0;
+module \ace_nic_default.rx3.buffer2 (rst, \port$6248$0 , \port$6251$0 , \port$6252$0 , \port$6253$0 , \port$6254$0 , \port$6255$0 , \port$6256$0 , \port$6257$0 , \port$6258$0 , \port$6259$0 , \port$6260$0 , \port$6261$0 , \port$6262$0 , \port$6263$0 , \port$6264$0 , \port$6265$0 , \port$6266$0 , \port$6267$0 , \port$6268$0 , \port$6269$0 
+, \port$6270$0 , \port$6271$0 , \port$6272$0 , \port$6273$0 , \port$6274$0 , \port$6275$0 , \port$6276$0 , \port$6277$0 , \port$6278$0 , \port$6279$0 , \port$6280$0 , \port$6281$0 , \port$6282$0 , \port$6283$0 , \port$6284$0 , \port$6285$0 , \port$6286$0 , \port$6287$0 , \port$6288$0 , \port$6289$0 , \port$6290$0 
+, \port$6291$0 , \port$6292$0 , \port$6293$0 , \port$6294$0 , \port$6295$0 , \port$6296$0 , \port$6297$0 , \port$6298$0 , \port$6299$0 , \port$6300$0 , \port$6301$0 , \port$6302$0 , \port$6303$0 , \port$6304$0 , \port$6305$0 , \port$6306$0 , \port$6307$0 , \port$6308$0 , \port$6309$0 , \port$6310$0 , \port$6311$0 
+, \port$6312$0 , \port$6313$0 , \port$6314$0 , fetch, r__payload, \port$8218$0 , w_en, commit, rollback, \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$8303$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$136  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -21711,32 +24779,8 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$6236$0 ;
-  wire \port$6236$0 ;
-  input [7:0] \port$6239$0 ;
-  wire [7:0] \port$6239$0 ;
-  input [7:0] \port$6240$0 ;
-  wire [7:0] \port$6240$0 ;
-  input [7:0] \port$6241$0 ;
-  wire [7:0] \port$6241$0 ;
-  input [7:0] \port$6242$0 ;
-  wire [7:0] \port$6242$0 ;
-  input [7:0] \port$6243$0 ;
-  wire [7:0] \port$6243$0 ;
-  input [7:0] \port$6244$0 ;
-  wire [7:0] \port$6244$0 ;
-  input [7:0] \port$6245$0 ;
-  wire [7:0] \port$6245$0 ;
-  input [7:0] \port$6246$0 ;
-  wire [7:0] \port$6246$0 ;
-  input [7:0] \port$6247$0 ;
-  wire [7:0] \port$6247$0 ;
-  input [7:0] \port$6248$0 ;
-  wire [7:0] \port$6248$0 ;
-  input [7:0] \port$6249$0 ;
-  wire [7:0] \port$6249$0 ;
-  input [7:0] \port$6250$0 ;
-  wire [7:0] \port$6250$0 ;
+  input \port$6248$0 ;
+  wire \port$6248$0 ;
   input [7:0] \port$6251$0 ;
   wire [7:0] \port$6251$0 ;
   input [7:0] \port$6252$0 ;
@@ -21841,16 +24885,40 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
   wire [7:0] \port$6301$0 ;
   input [7:0] \port$6302$0 ;
   wire [7:0] \port$6302$0 ;
-  input [63:0] \port$8018$0 ;
-  wire [63:0] \port$8018$0 ;
-  input [16:0] \port$8097$0 ;
-  wire [16:0] \port$8097$0 ;
-  input [7:0] \port$8099$0 ;
-  wire [7:0] \port$8099$0 ;
-  input [7:0] \port$8101$0 ;
-  wire [7:0] \port$8101$0 ;
-  input \port$8103$0 ;
-  wire \port$8103$0 ;
+  input [7:0] \port$6303$0 ;
+  wire [7:0] \port$6303$0 ;
+  input [7:0] \port$6304$0 ;
+  wire [7:0] \port$6304$0 ;
+  input [7:0] \port$6305$0 ;
+  wire [7:0] \port$6305$0 ;
+  input [7:0] \port$6306$0 ;
+  wire [7:0] \port$6306$0 ;
+  input [7:0] \port$6307$0 ;
+  wire [7:0] \port$6307$0 ;
+  input [7:0] \port$6308$0 ;
+  wire [7:0] \port$6308$0 ;
+  input [7:0] \port$6309$0 ;
+  wire [7:0] \port$6309$0 ;
+  input [7:0] \port$6310$0 ;
+  wire [7:0] \port$6310$0 ;
+  input [7:0] \port$6311$0 ;
+  wire [7:0] \port$6311$0 ;
+  input [7:0] \port$6312$0 ;
+  wire [7:0] \port$6312$0 ;
+  input [7:0] \port$6313$0 ;
+  wire [7:0] \port$6313$0 ;
+  input [7:0] \port$6314$0 ;
+  wire [7:0] \port$6314$0 ;
+  input [63:0] \port$8218$0 ;
+  wire [63:0] \port$8218$0 ;
+  input [16:0] \port$8297$0 ;
+  wire [16:0] \port$8297$0 ;
+  input [7:0] \port$8299$0 ;
+  wire [7:0] \port$8299$0 ;
+  input [7:0] \port$8301$0 ;
+  wire [7:0] \port$8301$0 ;
+  input \port$8303$0 ;
+  wire \port$8303$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -21972,7 +25040,7 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
+      mem[wr_tmp[5:0]] <= { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -22000,7 +25068,7 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -22012,7 +25080,7 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -22026,7 +25094,7 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -22036,7 +25104,7 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -22048,8 +25116,8 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign w_data = { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
+  assign wr__data = { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign w_data = { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -22058,20 +25126,20 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign \wr__data.keep  = \port$8018$0 ;
-  assign \wr__data.first  = \port$8103$0 ;
-  assign \wr__data.last  = \port$6236$0 ;
-  assign \wr__data.src  = \port$8101$0 ;
-  assign \wr__data.tag  = \port$8099$0 ;
-  assign \wr__data.length  = \port$8097$0 ;
-  assign \w_data.data  = { \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign \w_data.keep  = \port$8018$0 ;
-  assign \w_data.first  = \port$8103$0 ;
-  assign \w_data.last  = \port$6236$0 ;
-  assign \w_data.src  = \port$8101$0 ;
-  assign \w_data.tag  = \port$8099$0 ;
-  assign \w_data.length  = \port$8097$0 ;
+  assign \wr__data.data  = { \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign \wr__data.keep  = \port$8218$0 ;
+  assign \wr__data.first  = \port$8303$0 ;
+  assign \wr__data.last  = \port$6248$0 ;
+  assign \wr__data.src  = \port$8301$0 ;
+  assign \wr__data.tag  = \port$8299$0 ;
+  assign \wr__data.length  = \port$8297$0 ;
+  assign \w_data.data  = { \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign \w_data.keep  = \port$8218$0 ;
+  assign \w_data.first  = \port$8303$0 ;
+  assign \w_data.last  = \port$6248$0 ;
+  assign \w_data.src  = \port$8301$0 ;
+  assign \w_data.tag  = \port$8299$0 ;
+  assign \w_data.length  = \port$8297$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -22089,11 +25157,11 @@ module \ace_nic_default.rx3.buffer2 (rst, r__ready, \port$6236$0 , \port$6239$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 , \port$6240$0 , \port$6241$0 , \port$6242$0 , \port$6243$0 , \port$6244$0 , \port$6245$0 , \port$6246$0 , \port$6247$0 , \port$6248$0 , \port$6249$0 , \port$6250$0 , \port$6251$0 , \port$6252$0 , \port$6253$0 , \port$6254$0 , \port$6255$0 , \port$6256$0 
-, \port$6257$0 , \port$6258$0 , \port$6259$0 , \port$6260$0 , \port$6261$0 , \port$6262$0 , \port$6263$0 , \port$6264$0 , \port$6265$0 , \port$6266$0 , \port$6267$0 , \port$6268$0 , \port$6269$0 , \port$6270$0 , \port$6271$0 , \port$6272$0 , \port$6273$0 , \port$6274$0 , \port$6275$0 , \port$6276$0 , \port$6277$0 
-, \port$6278$0 , \port$6279$0 , \port$6280$0 , \port$6281$0 , \port$6282$0 , \port$6283$0 , \port$6284$0 , \port$6285$0 , \port$6286$0 , \port$6287$0 , \port$6288$0 , \port$6289$0 , \port$6290$0 , \port$6291$0 , \port$6292$0 , \port$6293$0 , \port$6294$0 , \port$6295$0 , \port$6296$0 , \port$6297$0 , \port$6298$0 
-, \port$6299$0 , \port$6300$0 , \port$6301$0 , \port$6302$0 , fetch, r__payload, \port$8018$0 , w_en, commit, rollback, \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$8103$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$125  = 0;
+module \ace_nic_default.rx3.buffer3 (rst, \port$6248$0 , \port$6251$0 , \port$6252$0 , \port$6253$0 , \port$6254$0 , \port$6255$0 , \port$6256$0 , \port$6257$0 , \port$6258$0 , \port$6259$0 , \port$6260$0 , \port$6261$0 , \port$6262$0 , \port$6263$0 , \port$6264$0 , \port$6265$0 , \port$6266$0 , \port$6267$0 , \port$6268$0 , \port$6269$0 
+, \port$6270$0 , \port$6271$0 , \port$6272$0 , \port$6273$0 , \port$6274$0 , \port$6275$0 , \port$6276$0 , \port$6277$0 , \port$6278$0 , \port$6279$0 , \port$6280$0 , \port$6281$0 , \port$6282$0 , \port$6283$0 , \port$6284$0 , \port$6285$0 , \port$6286$0 , \port$6287$0 , \port$6288$0 , \port$6289$0 , \port$6290$0 
+, \port$6291$0 , \port$6292$0 , \port$6293$0 , \port$6294$0 , \port$6295$0 , \port$6296$0 , \port$6297$0 , \port$6298$0 , \port$6299$0 , \port$6300$0 , \port$6301$0 , \port$6302$0 , \port$6303$0 , \port$6304$0 , \port$6305$0 , \port$6306$0 , \port$6307$0 , \port$6308$0 , \port$6309$0 , \port$6310$0 , \port$6311$0 
+, \port$6312$0 , \port$6313$0 , \port$6314$0 , fetch, r__payload, \port$8218$0 , w_en, commit, rollback, \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$8303$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$137  = 0;
   wire \$1 ;
   reg [6:0] \$10 ;
   reg [6:0] \$11 ;
@@ -22116,32 +25184,8 @@ module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$6236$0 ;
-  wire \port$6236$0 ;
-  input [7:0] \port$6239$0 ;
-  wire [7:0] \port$6239$0 ;
-  input [7:0] \port$6240$0 ;
-  wire [7:0] \port$6240$0 ;
-  input [7:0] \port$6241$0 ;
-  wire [7:0] \port$6241$0 ;
-  input [7:0] \port$6242$0 ;
-  wire [7:0] \port$6242$0 ;
-  input [7:0] \port$6243$0 ;
-  wire [7:0] \port$6243$0 ;
-  input [7:0] \port$6244$0 ;
-  wire [7:0] \port$6244$0 ;
-  input [7:0] \port$6245$0 ;
-  wire [7:0] \port$6245$0 ;
-  input [7:0] \port$6246$0 ;
-  wire [7:0] \port$6246$0 ;
-  input [7:0] \port$6247$0 ;
-  wire [7:0] \port$6247$0 ;
-  input [7:0] \port$6248$0 ;
-  wire [7:0] \port$6248$0 ;
-  input [7:0] \port$6249$0 ;
-  wire [7:0] \port$6249$0 ;
-  input [7:0] \port$6250$0 ;
-  wire [7:0] \port$6250$0 ;
+  input \port$6248$0 ;
+  wire \port$6248$0 ;
   input [7:0] \port$6251$0 ;
   wire [7:0] \port$6251$0 ;
   input [7:0] \port$6252$0 ;
@@ -22246,16 +25290,40 @@ module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 
   wire [7:0] \port$6301$0 ;
   input [7:0] \port$6302$0 ;
   wire [7:0] \port$6302$0 ;
-  input [63:0] \port$8018$0 ;
-  wire [63:0] \port$8018$0 ;
-  input [16:0] \port$8097$0 ;
-  wire [16:0] \port$8097$0 ;
-  input [7:0] \port$8099$0 ;
-  wire [7:0] \port$8099$0 ;
-  input [7:0] \port$8101$0 ;
-  wire [7:0] \port$8101$0 ;
-  input \port$8103$0 ;
-  wire \port$8103$0 ;
+  input [7:0] \port$6303$0 ;
+  wire [7:0] \port$6303$0 ;
+  input [7:0] \port$6304$0 ;
+  wire [7:0] \port$6304$0 ;
+  input [7:0] \port$6305$0 ;
+  wire [7:0] \port$6305$0 ;
+  input [7:0] \port$6306$0 ;
+  wire [7:0] \port$6306$0 ;
+  input [7:0] \port$6307$0 ;
+  wire [7:0] \port$6307$0 ;
+  input [7:0] \port$6308$0 ;
+  wire [7:0] \port$6308$0 ;
+  input [7:0] \port$6309$0 ;
+  wire [7:0] \port$6309$0 ;
+  input [7:0] \port$6310$0 ;
+  wire [7:0] \port$6310$0 ;
+  input [7:0] \port$6311$0 ;
+  wire [7:0] \port$6311$0 ;
+  input [7:0] \port$6312$0 ;
+  wire [7:0] \port$6312$0 ;
+  input [7:0] \port$6313$0 ;
+  wire [7:0] \port$6313$0 ;
+  input [7:0] \port$6314$0 ;
+  wire [7:0] \port$6314$0 ;
+  input [63:0] \port$8218$0 ;
+  wire [63:0] \port$8218$0 ;
+  input [16:0] \port$8297$0 ;
+  wire [16:0] \port$8297$0 ;
+  input [7:0] \port$8299$0 ;
+  wire [7:0] \port$8299$0 ;
+  input [7:0] \port$8301$0 ;
+  wire [7:0] \port$8301$0 ;
+  input \port$8303$0 ;
+  wire \port$8303$0 ;
   output [610:0] r__payload;
   wire [610:0] r__payload;
   wire [511:0] \r__payload.data ;
@@ -22377,7 +25445,7 @@ module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[5:0]] <= { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
+      mem[wr_tmp[5:0]] <= { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
   end
   reg [610:0] _0_;
   always @(posedge clk) begin
@@ -22405,7 +25473,7 @@ module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -22417,7 +25485,7 @@ module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -22431,7 +25499,7 @@ module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [6:0];
@@ -22441,7 +25509,7 @@ module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -22453,8 +25521,8 @@ module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 
     end
   end
   assign wr__addr = wr_tmp[5:0];
-  assign wr__data = { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign w_data = { \port$8097$0 , \port$8099$0 , \port$8101$0 , \port$6236$0 , \port$8103$0 , \port$8018$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
+  assign wr__data = { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign w_data = { \port$8297$0 , \port$8299$0 , \port$8301$0 , \port$6248$0 , \port$8303$0 , \port$8218$0 , \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
   assign wr_tmp_next = \$2 [6:0];
   assign used = \$3 [6:0];
   assign free = \$4 [6:0];
@@ -22463,20 +25531,20 @@ module \ace_nic_default.rx3.buffer3 (rst, r__ready, \port$6236$0 , \port$6239$0 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign \wr__data.keep  = \port$8018$0 ;
-  assign \wr__data.first  = \port$8103$0 ;
-  assign \wr__data.last  = \port$6236$0 ;
-  assign \wr__data.src  = \port$8101$0 ;
-  assign \wr__data.tag  = \port$8099$0 ;
-  assign \wr__data.length  = \port$8097$0 ;
-  assign \w_data.data  = { \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0 , \port$6250$0 , \port$6249$0 , \port$6248$0 , \port$6247$0 , \port$6246$0 , \port$6245$0 , \port$6244$0 , \port$6243$0 , \port$6242$0 , \port$6241$0 , \port$6240$0 , \port$6239$0  };
-  assign \w_data.keep  = \port$8018$0 ;
-  assign \w_data.first  = \port$8103$0 ;
-  assign \w_data.last  = \port$6236$0 ;
-  assign \w_data.src  = \port$8101$0 ;
-  assign \w_data.tag  = \port$8099$0 ;
-  assign \w_data.length  = \port$8097$0 ;
+  assign \wr__data.data  = { \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign \wr__data.keep  = \port$8218$0 ;
+  assign \wr__data.first  = \port$8303$0 ;
+  assign \wr__data.last  = \port$6248$0 ;
+  assign \wr__data.src  = \port$8301$0 ;
+  assign \wr__data.tag  = \port$8299$0 ;
+  assign \wr__data.length  = \port$8297$0 ;
+  assign \w_data.data  = { \port$6314$0 , \port$6313$0 , \port$6312$0 , \port$6311$0 , \port$6310$0 , \port$6309$0 , \port$6308$0 , \port$6307$0 , \port$6306$0 , \port$6305$0 , \port$6304$0 , \port$6303$0 , \port$6302$0 , \port$6301$0 , \port$6300$0 , \port$6299$0 , \port$6298$0 , \port$6297$0 , \port$6296$0 , \port$6295$0 , \port$6294$0 , \port$6293$0 , \port$6292$0 , \port$6291$0 , \port$6290$0 , \port$6289$0 , \port$6288$0 , \port$6287$0 , \port$6286$0 , \port$6285$0 , \port$6284$0 , \port$6283$0 , \port$6282$0 , \port$6281$0 , \port$6280$0 , \port$6279$0 , \port$6278$0 , \port$6277$0 , \port$6276$0 , \port$6275$0 , \port$6274$0 , \port$6273$0 , \port$6272$0 , \port$6271$0 , \port$6270$0 , \port$6269$0 , \port$6268$0 , \port$6267$0 , \port$6266$0 , \port$6265$0 , \port$6264$0 , \port$6263$0 , \port$6262$0 , \port$6261$0 , \port$6260$0 , \port$6259$0 , \port$6258$0 , \port$6257$0 , \port$6256$0 , \port$6255$0 , \port$6254$0 , \port$6253$0 , \port$6252$0 , \port$6251$0  };
+  assign \w_data.keep  = \port$8218$0 ;
+  assign \w_data.first  = \port$8303$0 ;
+  assign \w_data.last  = \port$6248$0 ;
+  assign \w_data.src  = \port$8301$0 ;
+  assign \w_data.tag  = \port$8299$0 ;
+  assign \w_data.length  = \port$8297$0 ;
   assign \r__payload.data  = r__payload[511:0];
   assign \r__payload.keep  = r__payload[575:512];
   assign \r__payload.first  = r__payload[576];
@@ -22968,9 +26036,9 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, cmd__2__valid, cmd__3__valid, busy__0, busy__1, busy__2, busy__3, cmd__0__payload, cmd__1__payload, cmd__2__payload, cmd__3__payload, cmd__0__ready, cmd__1__ready, cmd__2__ready, cmd__3__ready, data__0__ready, data__1__ready
-, data__2__ready, data__3__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, credits__2, credits__3, \port$7223$0 , link__tvalid, credit_in_valid, freed__0, freed__1, freed__2, freed__3, credit_in_channel, credit_in_count, data__0__payload, data__0__valid
-, data__1__payload, data__1__valid, data__2__payload, data__2__valid, data__3__payload, data__3__valid, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$126  = 0;
+, data__2__ready, data__3__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, credits__2, credits__3, link__tvalid, \port$7419$0 , credit_in_valid, freed__0, freed__1, freed__2, freed__3, credit_in_channel, credit_in_count, data__0__valid, data__0__payload
+, data__1__valid, data__1__payload, data__2__valid, data__2__payload, data__3__valid, data__3__payload, node_id);
+  reg \$auto$verilog_backend.cc:2355:dump_module$138  = 0;
   wire [13:0] \$1 ;
   wire \$10 ;
   reg [511:0] \$100 ;
@@ -23749,8 +26817,8 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg [1:0] pending_pick;
-  output [576:0] \port$7223$0 ;
-  wire [576:0] \port$7223$0 ;
+  output [576:0] \port$7419$0 ;
+  wire [576:0] \port$7419$0 ;
   reg [1:0] rr_last = 2'h0;
   reg [1:0] rr_pick;
   input rst;
@@ -24256,10 +27324,10 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   \ace_nic_default.tx0.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$7199$0 (slot_credit),
-    .\port$7201$0 (slot_ch),
-    .\port$7203$0 (slot_tag),
-    .\port$7205$0 (slot_length)
+    .\port$7391$0 (slot_credit),
+    .\port$7393$0 (slot_ch),
+    .\port$7395$0 (slot_tag),
+    .\port$7397$0 (slot_length)
   );
   \ace_nic_default.tx0.out_skid  out_skid (
     .clk(clk),
@@ -24272,91 +27340,91 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     credits0_gained = 7'h00;
     if (\$4 ) begin
       credits0_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     credits0_spent = 7'h00;
     if (\$8 ) begin
       credits0_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     owed0_returned = 7'h00;
     if (\$11 ) begin
       owed0_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     credits1_gained = 7'h00;
     if (\$15 ) begin
       credits1_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     credits1_spent = 7'h00;
     if (\$19 ) begin
       credits1_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     owed1_returned = 7'h00;
     if (\$22 ) begin
       owed1_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     credits2_gained = 7'h00;
     if (\$26 ) begin
       credits2_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     credits2_spent = 7'h00;
     if (\$30 ) begin
       credits2_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     owed2_returned = 7'h00;
     if (\$33 ) begin
       owed2_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     credits3_gained = 7'h00;
     if (\$37 ) begin
       credits3_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     credits3_spent = 7'h00;
     if (\$41 ) begin
       credits3_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     owed3_returned = 7'h00;
     if (\$44 ) begin
       owed3_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     rr_pick = 2'h0;
     (* full_case = 32'd1 *)
     casez (rr_last)
@@ -24423,7 +27491,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     urgent_pick = 2'h0;
     if (ch3_urgent) begin
       urgent_pick = 2'h3;
@@ -24439,7 +27507,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     pending_pick = 2'h0;
     if (ch3_pending) begin
       pending_pick = 2'h3;
@@ -24455,7 +27523,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     grant = 1'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -24468,7 +27536,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     grant_credit = 1'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -24480,7 +27548,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     grant_ch = 2'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -24493,7 +27561,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     cmd__0__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -24504,7 +27572,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     cmd__1__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -24515,7 +27583,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     cmd__2__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -24526,7 +27594,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     cmd__3__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -24537,7 +27605,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     if (is_last) begin
       keep = last_keep;
@@ -24546,7 +27614,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
@@ -24556,7 +27624,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     i__payload[584:577] = 8'h00;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -24577,7 +27645,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     data__0__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -24588,7 +27656,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     data__1__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -24599,7 +27667,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     data__2__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -24610,7 +27678,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     data__3__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -24621,7 +27689,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$542  = payload_bytes;
     if (take) begin
       \$542  = \$217 [47:0];
@@ -24631,7 +27699,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$543  = header_bytes;
     if (take) begin
       if (o__payload[577]) begin
@@ -24643,42 +27711,42 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$544  = \$219 [47:0];
     if (rst) begin
       \$544  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$545  = \$222 [47:0];
     if (rst) begin
       \$545  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$546  = \$231 ;
     if (rst) begin
       \$546  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$547  = \$237 ;
     if (rst) begin
       \$547  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$548  = \$245 ;
     if (rst) begin
       \$548  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$549  = owed0_quiet;
     if (freed__0) begin
       \$549  = 3'h0;
@@ -24690,42 +27758,42 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$550  = \$249 [6:0];
     if (rst) begin
       \$550  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$551  = \$251 [6:0];
     if (rst) begin
       \$551  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$552  = \$260 ;
     if (rst) begin
       \$552  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$553  = \$266 ;
     if (rst) begin
       \$553  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$554  = \$274 ;
     if (rst) begin
       \$554  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$555  = owed1_quiet;
     if (freed__1) begin
       \$555  = 3'h0;
@@ -24737,42 +27805,42 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$556  = \$278 [6:0];
     if (rst) begin
       \$556  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$557  = \$280 [6:0];
     if (rst) begin
       \$557  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$558  = \$289 ;
     if (rst) begin
       \$558  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$559  = \$295 ;
     if (rst) begin
       \$559  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$560  = \$303 ;
     if (rst) begin
       \$560  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$561  = owed2_quiet;
     if (freed__2) begin
       \$561  = 3'h0;
@@ -24784,42 +27852,42 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$562  = \$307 [6:0];
     if (rst) begin
       \$562  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$563  = \$309 [6:0];
     if (rst) begin
       \$563  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$564  = \$318 ;
     if (rst) begin
       \$564  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$565  = \$324 ;
     if (rst) begin
       \$565  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$566  = \$332 ;
     if (rst) begin
       \$566  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$567  = owed3_quiet;
     if (freed__3) begin
       \$567  = 3'h0;
@@ -24831,28 +27899,28 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$568  = \$336 [6:0];
     if (rst) begin
       \$568  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$569  = \$338 [6:0];
     if (rst) begin
       \$569  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$570  = grant;
     if (rst) begin
       \$570  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$571  = slot_valid;
     if (grant) begin
       \$571  = 1'h1;
@@ -24868,7 +27936,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$572  = slot_credit;
     if (grant) begin
       \$572  = grant_credit;
@@ -24878,7 +27946,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$573  = slot_ch;
     if (grant) begin
       \$573  = grant_ch;
@@ -24888,7 +27956,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$574  = slot_tag;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -24903,7 +27971,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$575  = slot_length;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -24918,7 +27986,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$576  = slot_beats;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -24933,7 +28001,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$577  = rr_last;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -24947,7 +28015,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$578  = cur;
     casez (tx_fsm_state)
       1'h0:
@@ -24962,7 +28030,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$579  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -24982,7 +28050,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$580  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
@@ -24997,7 +28065,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$581  = last_keep;
     casez (tx_fsm_state)
       1'h0:
@@ -25075,7 +28143,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$582  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -25097,7 +28165,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25111,7 +28179,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25125,7 +28193,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25139,7 +28207,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25153,7 +28221,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25167,7 +28235,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25181,7 +28249,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25195,7 +28263,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25209,7 +28277,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25223,7 +28291,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25237,7 +28305,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25251,7 +28319,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25265,7 +28333,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25279,7 +28347,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25293,7 +28361,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25307,7 +28375,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25321,7 +28389,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25335,7 +28403,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25349,7 +28417,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25363,7 +28431,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25377,7 +28445,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25391,7 +28459,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25405,7 +28473,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25419,7 +28487,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25433,7 +28501,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25447,7 +28515,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25461,7 +28529,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25475,7 +28543,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25489,7 +28557,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25503,7 +28571,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25517,7 +28585,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25531,7 +28599,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25545,7 +28613,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25559,7 +28627,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25573,7 +28641,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25587,7 +28655,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25601,7 +28669,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25615,7 +28683,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25629,7 +28697,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25643,7 +28711,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25657,7 +28725,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25671,7 +28739,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25685,7 +28753,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25699,7 +28767,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25713,7 +28781,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25727,7 +28795,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25741,7 +28809,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25755,7 +28823,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25769,7 +28837,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25783,7 +28851,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25797,7 +28865,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25811,7 +28879,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25825,7 +28893,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25839,7 +28907,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25853,7 +28921,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25867,7 +28935,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25881,7 +28949,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25895,7 +28963,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25909,7 +28977,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25923,7 +28991,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25937,7 +29005,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25951,7 +29019,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25965,7 +29033,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25979,7 +29047,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -25993,7 +29061,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -26007,7 +29075,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -26021,7 +29089,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -26035,7 +29103,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -26049,7 +29117,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -26076,7 +29144,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   assign credits3_q = credits__3;
   assign cmd3_beats = \$35 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 6'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$7223$0  = o__payload[576:0];
+  assign \port$7419$0  = o__payload[576:0];
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.last  = o__payload[576];
@@ -26255,7 +29323,7 @@ module \ace_nic_default.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.tx0.hdr_check (\port$7199$0 , \port$7201$0 , \port$7203$0 , \port$7205$0 , check, \port$0$2 );
+module \ace_nic_default.tx0.hdr_check (\port$7391$0 , \port$7393$0 , \port$7395$0 , \port$7397$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -26503,158 +29571,158 @@ module \ace_nic_default.tx0.hdr_check (\port$7199$0 , \port$7201$0 , \port$7203$
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$7199$0 ;
-  wire \port$7199$0 ;
-  input [1:0] \port$7201$0 ;
-  wire [1:0] \port$7201$0 ;
-  input [7:0] \port$7203$0 ;
-  wire [7:0] \port$7203$0 ;
-  input [16:0] \port$7205$0 ;
-  wire [16:0] \port$7205$0 ;
+  input \port$7391$0 ;
+  wire \port$7391$0 ;
+  input [1:0] \port$7393$0 ;
+  wire [1:0] \port$7393$0 ;
+  input [7:0] \port$7395$0 ;
+  wire [7:0] \port$7395$0 ;
+  input [16:0] \port$7397$0 ;
+  wire [16:0] \port$7397$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$7203$0 [4];
-  assign \$14  = \$13  ^ \port$7203$0 [6];
-  assign \$15  = \$14  ^ \port$7203$0 [7];
-  assign \$16  = \$15  ^ \port$7205$0 [0];
-  assign \$17  = \$16  ^ \port$7205$0 [2];
-  assign \$18  = \$17  ^ \port$7205$0 [3];
-  assign \$19  = \$18  ^ \port$7205$0 [5];
-  assign \$20  = \$19  ^ \port$7205$0 [7];
-  assign \$21  = \$20  ^ \port$7205$0 [8];
-  assign \$22  = \$21  ^ \port$7205$0 [12];
-  assign \$23  = \$22  ^ \port$7205$0 [14];
-  assign \$24  = \$23  ^ \port$7205$0 [16];
+  assign \$13  = \$12  ^ \port$7395$0 [4];
+  assign \$14  = \$13  ^ \port$7395$0 [6];
+  assign \$15  = \$14  ^ \port$7395$0 [7];
+  assign \$16  = \$15  ^ \port$7397$0 [0];
+  assign \$17  = \$16  ^ \port$7397$0 [2];
+  assign \$18  = \$17  ^ \port$7397$0 [3];
+  assign \$19  = \$18  ^ \port$7397$0 [5];
+  assign \$20  = \$19  ^ \port$7397$0 [7];
+  assign \$21  = \$20  ^ \port$7397$0 [8];
+  assign \$22  = \$21  ^ \port$7397$0 [12];
+  assign \$23  = \$22  ^ \port$7397$0 [14];
+  assign \$24  = \$23  ^ \port$7397$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$7201$0 [0];
-  assign \$40  = \$39  ^ \port$7203$0 [0];
-  assign \$41  = \$40  ^ \port$7203$0 [4];
-  assign \$42  = \$41  ^ \port$7203$0 [5];
-  assign \$43  = \$42  ^ \port$7203$0 [6];
-  assign \$44  = \$43  ^ \port$7205$0 [0];
-  assign \$45  = \$44  ^ \port$7205$0 [1];
-  assign \$46  = \$45  ^ \port$7205$0 [2];
-  assign \$47  = \$46  ^ \port$7205$0 [4];
-  assign \$48  = \$47  ^ \port$7205$0 [5];
-  assign \$49  = \$48  ^ \port$7205$0 [6];
-  assign \$50  = \$49  ^ \port$7205$0 [7];
-  assign \$51  = \$50  ^ \port$7205$0 [9];
-  assign \$52  = \$51  ^ \port$7205$0 [12];
-  assign \$53  = \$52  ^ \port$7205$0 [13];
-  assign \$54  = \$53  ^ \port$7205$0 [14];
-  assign \$55  = \$54  ^ \port$7205$0 [15];
-  assign \$56  = \$55  ^ \port$7205$0 [16];
+  assign \$36  = \$35  ^ \port$7393$0 [0];
+  assign \$40  = \$39  ^ \port$7395$0 [0];
+  assign \$41  = \$40  ^ \port$7395$0 [4];
+  assign \$42  = \$41  ^ \port$7395$0 [5];
+  assign \$43  = \$42  ^ \port$7395$0 [6];
+  assign \$44  = \$43  ^ \port$7397$0 [0];
+  assign \$45  = \$44  ^ \port$7397$0 [1];
+  assign \$46  = \$45  ^ \port$7397$0 [2];
+  assign \$47  = \$46  ^ \port$7397$0 [4];
+  assign \$48  = \$47  ^ \port$7397$0 [5];
+  assign \$49  = \$48  ^ \port$7397$0 [6];
+  assign \$50  = \$49  ^ \port$7397$0 [7];
+  assign \$51  = \$50  ^ \port$7397$0 [9];
+  assign \$52  = \$51  ^ \port$7397$0 [12];
+  assign \$53  = \$52  ^ \port$7397$0 [13];
+  assign \$54  = \$53  ^ \port$7397$0 [14];
+  assign \$55  = \$54  ^ \port$7397$0 [15];
+  assign \$56  = \$55  ^ \port$7397$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$67  = \$66  ^ \port$7201$0 [1];
-  assign \$71  = \$70  ^ \port$7203$0 [0];
-  assign \$72  = \$71  ^ \port$7203$0 [1];
-  assign \$73  = \$72  ^ \port$7203$0 [4];
-  assign \$74  = \$73  ^ \port$7203$0 [5];
-  assign \$75  = \$74  ^ \port$7205$0 [1];
-  assign \$76  = \$75  ^ \port$7205$0 [6];
-  assign \$77  = \$76  ^ \port$7205$0 [8];
-  assign \$78  = \$77  ^ \port$7205$0 [10];
-  assign \$79  = \$78  ^ \port$7205$0 [12];
-  assign \$80  = \$79  ^ \port$7205$0 [13];
-  assign \$81  = \$80  ^ \port$7205$0 [15];
-  assign \$82  = \$81  ^ \port$7205$0 [16];
+  assign \$67  = \$66  ^ \port$7393$0 [1];
+  assign \$71  = \$70  ^ \port$7395$0 [0];
+  assign \$72  = \$71  ^ \port$7395$0 [1];
+  assign \$73  = \$72  ^ \port$7395$0 [4];
+  assign \$74  = \$73  ^ \port$7395$0 [5];
+  assign \$75  = \$74  ^ \port$7397$0 [1];
+  assign \$76  = \$75  ^ \port$7397$0 [6];
+  assign \$77  = \$76  ^ \port$7397$0 [8];
+  assign \$78  = \$77  ^ \port$7397$0 [10];
+  assign \$79  = \$78  ^ \port$7397$0 [12];
+  assign \$80  = \$79  ^ \port$7397$0 [13];
+  assign \$81  = \$80  ^ \port$7397$0 [15];
+  assign \$82  = \$81  ^ \port$7397$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$7203$0 [1];
-  assign \$99  = \$98  ^ \port$7203$0 [2];
-  assign \$100  = \$99  ^ \port$7203$0 [5];
-  assign \$101  = \$100  ^ \port$7203$0 [6];
-  assign \$102  = \$101  ^ \port$7205$0 [0];
-  assign \$103  = \$102  ^ \port$7205$0 [2];
-  assign \$104  = \$103  ^ \port$7205$0 [7];
-  assign \$105  = \$104  ^ \port$7205$0 [9];
-  assign \$106  = \$105  ^ \port$7205$0 [11];
-  assign \$107  = \$106  ^ \port$7205$0 [13];
-  assign \$108  = \$107  ^ \port$7205$0 [14];
+  assign \$98  = \$97  ^ \port$7395$0 [1];
+  assign \$99  = \$98  ^ \port$7395$0 [2];
+  assign \$100  = \$99  ^ \port$7395$0 [5];
+  assign \$101  = \$100  ^ \port$7395$0 [6];
+  assign \$102  = \$101  ^ \port$7397$0 [0];
+  assign \$103  = \$102  ^ \port$7397$0 [2];
+  assign \$104  = \$103  ^ \port$7397$0 [7];
+  assign \$105  = \$104  ^ \port$7397$0 [9];
+  assign \$106  = \$105  ^ \port$7397$0 [11];
+  assign \$107  = \$106  ^ \port$7397$0 [13];
+  assign \$108  = \$107  ^ \port$7397$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$7203$0 [0];
-  assign \$125  = \$124  ^ \port$7203$0 [2];
-  assign \$126  = \$125  ^ \port$7203$0 [3];
-  assign \$127  = \$126  ^ \port$7203$0 [6];
-  assign \$128  = \$127  ^ \port$7203$0 [7];
-  assign \$129  = \$128  ^ \port$7205$0 [1];
-  assign \$130  = \$129  ^ \port$7205$0 [3];
-  assign \$131  = \$130  ^ \port$7205$0 [8];
-  assign \$132  = \$131  ^ \port$7205$0 [10];
-  assign \$133  = \$132  ^ \port$7205$0 [12];
-  assign \$134  = \$133  ^ \port$7205$0 [14];
-  assign \$135  = \$134  ^ \port$7205$0 [15];
+  assign \$124  = \$123  ^ \port$7395$0 [0];
+  assign \$125  = \$124  ^ \port$7395$0 [2];
+  assign \$126  = \$125  ^ \port$7395$0 [3];
+  assign \$127  = \$126  ^ \port$7395$0 [6];
+  assign \$128  = \$127  ^ \port$7395$0 [7];
+  assign \$129  = \$128  ^ \port$7397$0 [1];
+  assign \$130  = \$129  ^ \port$7397$0 [3];
+  assign \$131  = \$130  ^ \port$7397$0 [8];
+  assign \$132  = \$131  ^ \port$7397$0 [10];
+  assign \$133  = \$132  ^ \port$7397$0 [12];
+  assign \$134  = \$133  ^ \port$7397$0 [14];
+  assign \$135  = \$134  ^ \port$7397$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$7201$0 [0];
-  assign \$151  = \$150  ^ \port$7203$0 [1];
-  assign \$152  = \$151  ^ \port$7203$0 [3];
-  assign \$153  = \$152  ^ \port$7203$0 [4];
-  assign \$154  = \$153  ^ \port$7203$0 [7];
-  assign \$155  = \$154  ^ \port$7205$0 [0];
-  assign \$156  = \$155  ^ \port$7205$0 [2];
-  assign \$157  = \$156  ^ \port$7205$0 [4];
-  assign \$158  = \$157  ^ \port$7205$0 [9];
-  assign \$159  = \$158  ^ \port$7205$0 [11];
-  assign \$160  = \$159  ^ \port$7205$0 [13];
-  assign \$161  = \$160  ^ \port$7205$0 [15];
+  assign \$148  = \$147  ^ \port$7393$0 [0];
+  assign \$151  = \$150  ^ \port$7395$0 [1];
+  assign \$152  = \$151  ^ \port$7395$0 [3];
+  assign \$153  = \$152  ^ \port$7395$0 [4];
+  assign \$154  = \$153  ^ \port$7395$0 [7];
+  assign \$155  = \$154  ^ \port$7397$0 [0];
+  assign \$156  = \$155  ^ \port$7397$0 [2];
+  assign \$157  = \$156  ^ \port$7397$0 [4];
+  assign \$158  = \$157  ^ \port$7397$0 [9];
+  assign \$159  = \$158  ^ \port$7397$0 [11];
+  assign \$160  = \$159  ^ \port$7397$0 [13];
+  assign \$161  = \$160  ^ \port$7397$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$7201$0 [0];
-  assign \$175  = \$174  ^ \port$7201$0 [1];
-  assign \$178  = \$177  ^ \port$7203$0 [2];
-  assign \$179  = \$178  ^ \port$7203$0 [4];
-  assign \$180  = \$179  ^ \port$7203$0 [5];
-  assign \$181  = \$180  ^ \port$7205$0 [0];
-  assign \$182  = \$181  ^ \port$7205$0 [1];
-  assign \$183  = \$182  ^ \port$7205$0 [3];
-  assign \$184  = \$183  ^ \port$7205$0 [5];
-  assign \$185  = \$184  ^ \port$7205$0 [10];
-  assign \$186  = \$185  ^ \port$7205$0 [12];
-  assign \$187  = \$186  ^ \port$7205$0 [14];
+  assign \$174  = \$173  ^ \port$7393$0 [0];
+  assign \$175  = \$174  ^ \port$7393$0 [1];
+  assign \$178  = \$177  ^ \port$7395$0 [2];
+  assign \$179  = \$178  ^ \port$7395$0 [4];
+  assign \$180  = \$179  ^ \port$7395$0 [5];
+  assign \$181  = \$180  ^ \port$7397$0 [0];
+  assign \$182  = \$181  ^ \port$7397$0 [1];
+  assign \$183  = \$182  ^ \port$7397$0 [3];
+  assign \$184  = \$183  ^ \port$7397$0 [5];
+  assign \$185  = \$184  ^ \port$7397$0 [10];
+  assign \$186  = \$185  ^ \port$7397$0 [12];
+  assign \$187  = \$186  ^ \port$7397$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$200  = \$199  ^ \port$7201$0 [1];
-  assign \$204  = \$203  ^ \port$7203$0 [3];
-  assign \$205  = \$204  ^ \port$7203$0 [5];
-  assign \$206  = \$205  ^ \port$7203$0 [6];
-  assign \$207  = \$206  ^ \port$7205$0 [1];
-  assign \$208  = \$207  ^ \port$7205$0 [2];
-  assign \$209  = \$208  ^ \port$7205$0 [4];
-  assign \$210  = \$209  ^ \port$7205$0 [6];
-  assign \$211  = \$210  ^ \port$7205$0 [11];
-  assign \$212  = \$211  ^ \port$7205$0 [13];
-  assign \$213  = \$212  ^ \port$7205$0 [15];
+  assign \$200  = \$199  ^ \port$7393$0 [1];
+  assign \$204  = \$203  ^ \port$7395$0 [3];
+  assign \$205  = \$204  ^ \port$7395$0 [5];
+  assign \$206  = \$205  ^ \port$7395$0 [6];
+  assign \$207  = \$206  ^ \port$7397$0 [1];
+  assign \$208  = \$207  ^ \port$7397$0 [2];
+  assign \$209  = \$208  ^ \port$7397$0 [4];
+  assign \$210  = \$209  ^ \port$7397$0 [6];
+  assign \$211  = \$210  ^ \port$7397$0 [11];
+  assign \$212  = \$211  ^ \port$7397$0 [13];
+  assign \$213  = \$212  ^ \port$7397$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$90  = ~ \port$7199$0 ;
+  assign \$auto$rtlil.cc:2739:Not$90  = ~ \port$7391$0 ;
   assign \$auto$rtlil.cc:2739:Not$92  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$94  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$96  = ~ \port$7199$0 ;
-  assign header = { 15'h0000, \port$7205$0 , \port$7203$0 , 6'h00, \port$7201$0 , \port$0$2 , 1'h0, \port$7199$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$96  = ~ \port$7391$0 ;
+  assign header = { 15'h0000, \port$7397$0 , \port$7395$0 , 6'h00, \port$7393$0 , \port$0$2 , 1'h0, \port$7391$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$7199$0  };
+  assign \header.ptype  = { 1'h0, \port$7391$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 2'h0, \port$7201$0  };
+  assign \header.channel  = { 2'h0, \port$7393$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$7203$0 ;
-  assign \header.length  = \port$7205$0 ;
+  assign \header.tag  = \port$7395$0 ;
+  assign \header.length  = \port$7397$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -26686,7 +29754,7 @@ module \ace_nic_default.tx0.hdr_check (\port$7199$0 , \port$7201$0 , \port$7203$
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$7199$0 ;
+  assign \$61  = \port$7391$0 ;
   assign \$68  = \$67 ;
   assign \$69  = \$67 ;
   assign \$70  = \$67 ;
@@ -26762,16 +29830,21 @@ module \ace_nic_default.tx0.hdr_check (\port$7199$0 , \port$7201$0 , \port$7203$
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.tx0.out_skid (clk, rst, i__ready, i__valid, i__payload, o__payload, o__valid, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$127  = 0;
+module \ace_nic_default.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$139  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [584:0] \$11 ;
+  reg \$12 ;
+  reg [584:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [584:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [584:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [584:0] i__payload;
@@ -26782,9 +29855,11 @@ module \ace_nic_default.tx0.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire [63:0] \i__payload.keep ;
   wire \i__payload.last ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [584:0] o__payload;
   reg [584:0] o__payload = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [6:0] \o__payload.bytes ;
@@ -26796,6 +29871,15 @@ module \ace_nic_default.tx0.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [584:0] out_payload;
+  wire [6:0] \out_payload.bytes ;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.header ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [584:0] skid_payload = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -26805,96 +29889,119 @@ module \ace_nic_default.tx0.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire [63:0] \skid_payload.keep ;
   wire \skid_payload.last ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.last  = o__payload[576];
   assign \o__payload.header  = o__payload[577];
   assign \o__payload.bytes  = o__payload[584:578];
-  assign \skid_payload.data  = skid_payload[511:0];
-  assign \skid_payload.keep  = skid_payload[575:512];
-  assign \skid_payload.last  = skid_payload[576];
-  assign \skid_payload.header  = skid_payload[577];
-  assign \skid_payload.bytes  = skid_payload[584:578];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.last  = o__payload[576];
+  assign \out_payload.header  = o__payload[577];
+  assign \out_payload.bytes  = o__payload[584:578];
   assign \i__payload.data  = i__payload[511:0];
   assign \i__payload.keep  = i__payload[575:512];
   assign \i__payload.last  = i__payload[576];
   assign \i__payload.header  = i__payload[577];
   assign \i__payload.bytes  = i__payload[584:578];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.last  = skid_payload[576];
+  assign \skid_payload.header  = skid_payload[577];
+  assign \skid_payload.bytes  = skid_payload[584:578];
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, cmd__2__valid, cmd__3__valid, busy__0, busy__1, busy__2, busy__3, cmd__0__payload, cmd__1__payload, cmd__2__payload, cmd__3__payload, cmd__0__ready, cmd__1__ready, cmd__2__ready, cmd__3__ready, data__0__ready, data__1__ready
-, data__2__ready, data__3__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, credits__2, credits__3, \port$7485$0 , link__tvalid, credit_in_valid, freed__0, freed__1, freed__2, freed__3, credit_in_channel, credit_in_count, data__0__payload, data__0__valid
-, data__1__payload, data__1__valid, data__2__payload, data__2__valid, data__3__payload, data__3__valid, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$128  = 0;
+, data__2__ready, data__3__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, credits__2, credits__3, link__tvalid, \port$7683$0 , credit_in_valid, freed__0, freed__1, freed__2, freed__3, credit_in_channel, credit_in_count, data__0__valid, data__0__payload
+, data__1__valid, data__1__payload, data__2__valid, data__2__payload, data__3__valid, data__3__payload, node_id);
+  reg \$auto$verilog_backend.cc:2355:dump_module$140  = 0;
   wire [13:0] \$1 ;
   wire \$10 ;
   reg [511:0] \$100 ;
@@ -27673,8 +30780,8 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg [1:0] pending_pick;
-  output [576:0] \port$7485$0 ;
-  wire [576:0] \port$7485$0 ;
+  output [576:0] \port$7683$0 ;
+  wire [576:0] \port$7683$0 ;
   reg [1:0] rr_last = 2'h0;
   reg [1:0] rr_pick;
   input rst;
@@ -28180,10 +31287,10 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   \ace_nic_default.tx1.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$7461$0 (slot_credit),
-    .\port$7463$0 (slot_ch),
-    .\port$7465$0 (slot_tag),
-    .\port$7467$0 (slot_length)
+    .\port$7655$0 (slot_credit),
+    .\port$7657$0 (slot_ch),
+    .\port$7659$0 (slot_tag),
+    .\port$7661$0 (slot_length)
   );
   \ace_nic_default.tx1.out_skid  out_skid (
     .clk(clk),
@@ -28196,91 +31303,91 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     credits0_gained = 7'h00;
     if (\$4 ) begin
       credits0_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     credits0_spent = 7'h00;
     if (\$8 ) begin
       credits0_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     owed0_returned = 7'h00;
     if (\$11 ) begin
       owed0_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     credits1_gained = 7'h00;
     if (\$15 ) begin
       credits1_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     credits1_spent = 7'h00;
     if (\$19 ) begin
       credits1_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     owed1_returned = 7'h00;
     if (\$22 ) begin
       owed1_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     credits2_gained = 7'h00;
     if (\$26 ) begin
       credits2_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     credits2_spent = 7'h00;
     if (\$30 ) begin
       credits2_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     owed2_returned = 7'h00;
     if (\$33 ) begin
       owed2_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     credits3_gained = 7'h00;
     if (\$37 ) begin
       credits3_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     credits3_spent = 7'h00;
     if (\$41 ) begin
       credits3_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     owed3_returned = 7'h00;
     if (\$44 ) begin
       owed3_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     rr_pick = 2'h0;
     (* full_case = 32'd1 *)
     casez (rr_last)
@@ -28347,7 +31454,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     urgent_pick = 2'h0;
     if (ch3_urgent) begin
       urgent_pick = 2'h3;
@@ -28363,7 +31470,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     pending_pick = 2'h0;
     if (ch3_pending) begin
       pending_pick = 2'h3;
@@ -28379,7 +31486,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     grant = 1'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -28392,7 +31499,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     grant_credit = 1'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -28404,7 +31511,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     grant_ch = 2'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -28417,7 +31524,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     cmd__0__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -28428,7 +31535,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     cmd__1__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -28439,7 +31546,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     cmd__2__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -28450,7 +31557,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     cmd__3__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -28461,7 +31568,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     if (is_last) begin
       keep = last_keep;
@@ -28470,7 +31577,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
@@ -28480,7 +31587,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     i__payload[584:577] = 8'h00;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -28501,7 +31608,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     data__0__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -28512,7 +31619,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     data__1__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -28523,7 +31630,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     data__2__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -28534,7 +31641,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     data__3__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -28545,7 +31652,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$542  = payload_bytes;
     if (take) begin
       \$542  = \$217 [47:0];
@@ -28555,7 +31662,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$543  = header_bytes;
     if (take) begin
       if (o__payload[577]) begin
@@ -28567,42 +31674,42 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$544  = \$219 [47:0];
     if (rst) begin
       \$544  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$545  = \$222 [47:0];
     if (rst) begin
       \$545  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$546  = \$231 ;
     if (rst) begin
       \$546  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$547  = \$237 ;
     if (rst) begin
       \$547  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$548  = \$245 ;
     if (rst) begin
       \$548  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$549  = owed0_quiet;
     if (freed__0) begin
       \$549  = 3'h0;
@@ -28614,42 +31721,42 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$550  = \$249 [6:0];
     if (rst) begin
       \$550  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$551  = \$251 [6:0];
     if (rst) begin
       \$551  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$552  = \$260 ;
     if (rst) begin
       \$552  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$553  = \$266 ;
     if (rst) begin
       \$553  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$554  = \$274 ;
     if (rst) begin
       \$554  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$555  = owed1_quiet;
     if (freed__1) begin
       \$555  = 3'h0;
@@ -28661,42 +31768,42 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$556  = \$278 [6:0];
     if (rst) begin
       \$556  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$557  = \$280 [6:0];
     if (rst) begin
       \$557  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$558  = \$289 ;
     if (rst) begin
       \$558  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$559  = \$295 ;
     if (rst) begin
       \$559  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$560  = \$303 ;
     if (rst) begin
       \$560  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$561  = owed2_quiet;
     if (freed__2) begin
       \$561  = 3'h0;
@@ -28708,42 +31815,42 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$562  = \$307 [6:0];
     if (rst) begin
       \$562  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$563  = \$309 [6:0];
     if (rst) begin
       \$563  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$564  = \$318 ;
     if (rst) begin
       \$564  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$565  = \$324 ;
     if (rst) begin
       \$565  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$566  = \$332 ;
     if (rst) begin
       \$566  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$567  = owed3_quiet;
     if (freed__3) begin
       \$567  = 3'h0;
@@ -28755,28 +31862,28 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$568  = \$336 [6:0];
     if (rst) begin
       \$568  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$569  = \$338 [6:0];
     if (rst) begin
       \$569  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$570  = grant;
     if (rst) begin
       \$570  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$571  = slot_valid;
     if (grant) begin
       \$571  = 1'h1;
@@ -28792,7 +31899,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$572  = slot_credit;
     if (grant) begin
       \$572  = grant_credit;
@@ -28802,7 +31909,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$573  = slot_ch;
     if (grant) begin
       \$573  = grant_ch;
@@ -28812,7 +31919,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$574  = slot_tag;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -28827,7 +31934,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$575  = slot_length;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -28842,7 +31949,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$576  = slot_beats;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -28857,7 +31964,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$577  = rr_last;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -28871,7 +31978,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$578  = cur;
     casez (tx_fsm_state)
       1'h0:
@@ -28886,7 +31993,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$579  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -28906,7 +32013,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$580  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
@@ -28921,7 +32028,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$581  = last_keep;
     casez (tx_fsm_state)
       1'h0:
@@ -28999,7 +32106,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     \$582  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -29021,7 +32128,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29035,7 +32142,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29049,7 +32156,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29063,7 +32170,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29077,7 +32184,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29091,7 +32198,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29105,7 +32212,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29119,7 +32226,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29133,7 +32240,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29147,7 +32254,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29161,7 +32268,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29175,7 +32282,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29189,7 +32296,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29203,7 +32310,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29217,7 +32324,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29231,7 +32338,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29245,7 +32352,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29259,7 +32366,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29273,7 +32380,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29287,7 +32394,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29301,7 +32408,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29315,7 +32422,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29329,7 +32436,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29343,7 +32450,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29357,7 +32464,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29371,7 +32478,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29385,7 +32492,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29399,7 +32506,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29413,7 +32520,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29427,7 +32534,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29441,7 +32548,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29455,7 +32562,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29469,7 +32576,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29483,7 +32590,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29497,7 +32604,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29511,7 +32618,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29525,7 +32632,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29539,7 +32646,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29553,7 +32660,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29567,7 +32674,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29581,7 +32688,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29595,7 +32702,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29609,7 +32716,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29623,7 +32730,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29637,7 +32744,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29651,7 +32758,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29665,7 +32772,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29679,7 +32786,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29693,7 +32800,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29707,7 +32814,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29721,7 +32828,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29735,7 +32842,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29749,7 +32856,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29763,7 +32870,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29777,7 +32884,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29791,7 +32898,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29805,7 +32912,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29819,7 +32926,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29833,7 +32940,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29847,7 +32954,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29861,7 +32968,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29875,7 +32982,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29889,7 +32996,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29903,7 +33010,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29917,7 +33024,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -29931,7 +33038,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -29945,7 +33052,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -29959,7 +33066,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -29973,7 +33080,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$140 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -30000,7 +33107,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   assign credits3_q = credits__3;
   assign cmd3_beats = \$35 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 6'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$7485$0  = o__payload[576:0];
+  assign \port$7683$0  = o__payload[576:0];
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.last  = o__payload[576];
@@ -30179,7 +33286,7 @@ module \ace_nic_default.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.tx1.hdr_check (\port$7461$0 , \port$7463$0 , \port$7465$0 , \port$7467$0 , check, \port$0$2 );
+module \ace_nic_default.tx1.hdr_check (\port$7655$0 , \port$7657$0 , \port$7659$0 , \port$7661$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -30427,158 +33534,158 @@ module \ace_nic_default.tx1.hdr_check (\port$7461$0 , \port$7463$0 , \port$7465$
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$7461$0 ;
-  wire \port$7461$0 ;
-  input [1:0] \port$7463$0 ;
-  wire [1:0] \port$7463$0 ;
-  input [7:0] \port$7465$0 ;
-  wire [7:0] \port$7465$0 ;
-  input [16:0] \port$7467$0 ;
-  wire [16:0] \port$7467$0 ;
+  input \port$7655$0 ;
+  wire \port$7655$0 ;
+  input [1:0] \port$7657$0 ;
+  wire [1:0] \port$7657$0 ;
+  input [7:0] \port$7659$0 ;
+  wire [7:0] \port$7659$0 ;
+  input [16:0] \port$7661$0 ;
+  wire [16:0] \port$7661$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$7465$0 [4];
-  assign \$14  = \$13  ^ \port$7465$0 [6];
-  assign \$15  = \$14  ^ \port$7465$0 [7];
-  assign \$16  = \$15  ^ \port$7467$0 [0];
-  assign \$17  = \$16  ^ \port$7467$0 [2];
-  assign \$18  = \$17  ^ \port$7467$0 [3];
-  assign \$19  = \$18  ^ \port$7467$0 [5];
-  assign \$20  = \$19  ^ \port$7467$0 [7];
-  assign \$21  = \$20  ^ \port$7467$0 [8];
-  assign \$22  = \$21  ^ \port$7467$0 [12];
-  assign \$23  = \$22  ^ \port$7467$0 [14];
-  assign \$24  = \$23  ^ \port$7467$0 [16];
+  assign \$13  = \$12  ^ \port$7659$0 [4];
+  assign \$14  = \$13  ^ \port$7659$0 [6];
+  assign \$15  = \$14  ^ \port$7659$0 [7];
+  assign \$16  = \$15  ^ \port$7661$0 [0];
+  assign \$17  = \$16  ^ \port$7661$0 [2];
+  assign \$18  = \$17  ^ \port$7661$0 [3];
+  assign \$19  = \$18  ^ \port$7661$0 [5];
+  assign \$20  = \$19  ^ \port$7661$0 [7];
+  assign \$21  = \$20  ^ \port$7661$0 [8];
+  assign \$22  = \$21  ^ \port$7661$0 [12];
+  assign \$23  = \$22  ^ \port$7661$0 [14];
+  assign \$24  = \$23  ^ \port$7661$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$7463$0 [0];
-  assign \$40  = \$39  ^ \port$7465$0 [0];
-  assign \$41  = \$40  ^ \port$7465$0 [4];
-  assign \$42  = \$41  ^ \port$7465$0 [5];
-  assign \$43  = \$42  ^ \port$7465$0 [6];
-  assign \$44  = \$43  ^ \port$7467$0 [0];
-  assign \$45  = \$44  ^ \port$7467$0 [1];
-  assign \$46  = \$45  ^ \port$7467$0 [2];
-  assign \$47  = \$46  ^ \port$7467$0 [4];
-  assign \$48  = \$47  ^ \port$7467$0 [5];
-  assign \$49  = \$48  ^ \port$7467$0 [6];
-  assign \$50  = \$49  ^ \port$7467$0 [7];
-  assign \$51  = \$50  ^ \port$7467$0 [9];
-  assign \$52  = \$51  ^ \port$7467$0 [12];
-  assign \$53  = \$52  ^ \port$7467$0 [13];
-  assign \$54  = \$53  ^ \port$7467$0 [14];
-  assign \$55  = \$54  ^ \port$7467$0 [15];
-  assign \$56  = \$55  ^ \port$7467$0 [16];
+  assign \$36  = \$35  ^ \port$7657$0 [0];
+  assign \$40  = \$39  ^ \port$7659$0 [0];
+  assign \$41  = \$40  ^ \port$7659$0 [4];
+  assign \$42  = \$41  ^ \port$7659$0 [5];
+  assign \$43  = \$42  ^ \port$7659$0 [6];
+  assign \$44  = \$43  ^ \port$7661$0 [0];
+  assign \$45  = \$44  ^ \port$7661$0 [1];
+  assign \$46  = \$45  ^ \port$7661$0 [2];
+  assign \$47  = \$46  ^ \port$7661$0 [4];
+  assign \$48  = \$47  ^ \port$7661$0 [5];
+  assign \$49  = \$48  ^ \port$7661$0 [6];
+  assign \$50  = \$49  ^ \port$7661$0 [7];
+  assign \$51  = \$50  ^ \port$7661$0 [9];
+  assign \$52  = \$51  ^ \port$7661$0 [12];
+  assign \$53  = \$52  ^ \port$7661$0 [13];
+  assign \$54  = \$53  ^ \port$7661$0 [14];
+  assign \$55  = \$54  ^ \port$7661$0 [15];
+  assign \$56  = \$55  ^ \port$7661$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$67  = \$66  ^ \port$7463$0 [1];
-  assign \$71  = \$70  ^ \port$7465$0 [0];
-  assign \$72  = \$71  ^ \port$7465$0 [1];
-  assign \$73  = \$72  ^ \port$7465$0 [4];
-  assign \$74  = \$73  ^ \port$7465$0 [5];
-  assign \$75  = \$74  ^ \port$7467$0 [1];
-  assign \$76  = \$75  ^ \port$7467$0 [6];
-  assign \$77  = \$76  ^ \port$7467$0 [8];
-  assign \$78  = \$77  ^ \port$7467$0 [10];
-  assign \$79  = \$78  ^ \port$7467$0 [12];
-  assign \$80  = \$79  ^ \port$7467$0 [13];
-  assign \$81  = \$80  ^ \port$7467$0 [15];
-  assign \$82  = \$81  ^ \port$7467$0 [16];
+  assign \$67  = \$66  ^ \port$7657$0 [1];
+  assign \$71  = \$70  ^ \port$7659$0 [0];
+  assign \$72  = \$71  ^ \port$7659$0 [1];
+  assign \$73  = \$72  ^ \port$7659$0 [4];
+  assign \$74  = \$73  ^ \port$7659$0 [5];
+  assign \$75  = \$74  ^ \port$7661$0 [1];
+  assign \$76  = \$75  ^ \port$7661$0 [6];
+  assign \$77  = \$76  ^ \port$7661$0 [8];
+  assign \$78  = \$77  ^ \port$7661$0 [10];
+  assign \$79  = \$78  ^ \port$7661$0 [12];
+  assign \$80  = \$79  ^ \port$7661$0 [13];
+  assign \$81  = \$80  ^ \port$7661$0 [15];
+  assign \$82  = \$81  ^ \port$7661$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$7465$0 [1];
-  assign \$99  = \$98  ^ \port$7465$0 [2];
-  assign \$100  = \$99  ^ \port$7465$0 [5];
-  assign \$101  = \$100  ^ \port$7465$0 [6];
-  assign \$102  = \$101  ^ \port$7467$0 [0];
-  assign \$103  = \$102  ^ \port$7467$0 [2];
-  assign \$104  = \$103  ^ \port$7467$0 [7];
-  assign \$105  = \$104  ^ \port$7467$0 [9];
-  assign \$106  = \$105  ^ \port$7467$0 [11];
-  assign \$107  = \$106  ^ \port$7467$0 [13];
-  assign \$108  = \$107  ^ \port$7467$0 [14];
+  assign \$98  = \$97  ^ \port$7659$0 [1];
+  assign \$99  = \$98  ^ \port$7659$0 [2];
+  assign \$100  = \$99  ^ \port$7659$0 [5];
+  assign \$101  = \$100  ^ \port$7659$0 [6];
+  assign \$102  = \$101  ^ \port$7661$0 [0];
+  assign \$103  = \$102  ^ \port$7661$0 [2];
+  assign \$104  = \$103  ^ \port$7661$0 [7];
+  assign \$105  = \$104  ^ \port$7661$0 [9];
+  assign \$106  = \$105  ^ \port$7661$0 [11];
+  assign \$107  = \$106  ^ \port$7661$0 [13];
+  assign \$108  = \$107  ^ \port$7661$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$7465$0 [0];
-  assign \$125  = \$124  ^ \port$7465$0 [2];
-  assign \$126  = \$125  ^ \port$7465$0 [3];
-  assign \$127  = \$126  ^ \port$7465$0 [6];
-  assign \$128  = \$127  ^ \port$7465$0 [7];
-  assign \$129  = \$128  ^ \port$7467$0 [1];
-  assign \$130  = \$129  ^ \port$7467$0 [3];
-  assign \$131  = \$130  ^ \port$7467$0 [8];
-  assign \$132  = \$131  ^ \port$7467$0 [10];
-  assign \$133  = \$132  ^ \port$7467$0 [12];
-  assign \$134  = \$133  ^ \port$7467$0 [14];
-  assign \$135  = \$134  ^ \port$7467$0 [15];
+  assign \$124  = \$123  ^ \port$7659$0 [0];
+  assign \$125  = \$124  ^ \port$7659$0 [2];
+  assign \$126  = \$125  ^ \port$7659$0 [3];
+  assign \$127  = \$126  ^ \port$7659$0 [6];
+  assign \$128  = \$127  ^ \port$7659$0 [7];
+  assign \$129  = \$128  ^ \port$7661$0 [1];
+  assign \$130  = \$129  ^ \port$7661$0 [3];
+  assign \$131  = \$130  ^ \port$7661$0 [8];
+  assign \$132  = \$131  ^ \port$7661$0 [10];
+  assign \$133  = \$132  ^ \port$7661$0 [12];
+  assign \$134  = \$133  ^ \port$7661$0 [14];
+  assign \$135  = \$134  ^ \port$7661$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$7463$0 [0];
-  assign \$151  = \$150  ^ \port$7465$0 [1];
-  assign \$152  = \$151  ^ \port$7465$0 [3];
-  assign \$153  = \$152  ^ \port$7465$0 [4];
-  assign \$154  = \$153  ^ \port$7465$0 [7];
-  assign \$155  = \$154  ^ \port$7467$0 [0];
-  assign \$156  = \$155  ^ \port$7467$0 [2];
-  assign \$157  = \$156  ^ \port$7467$0 [4];
-  assign \$158  = \$157  ^ \port$7467$0 [9];
-  assign \$159  = \$158  ^ \port$7467$0 [11];
-  assign \$160  = \$159  ^ \port$7467$0 [13];
-  assign \$161  = \$160  ^ \port$7467$0 [15];
+  assign \$148  = \$147  ^ \port$7657$0 [0];
+  assign \$151  = \$150  ^ \port$7659$0 [1];
+  assign \$152  = \$151  ^ \port$7659$0 [3];
+  assign \$153  = \$152  ^ \port$7659$0 [4];
+  assign \$154  = \$153  ^ \port$7659$0 [7];
+  assign \$155  = \$154  ^ \port$7661$0 [0];
+  assign \$156  = \$155  ^ \port$7661$0 [2];
+  assign \$157  = \$156  ^ \port$7661$0 [4];
+  assign \$158  = \$157  ^ \port$7661$0 [9];
+  assign \$159  = \$158  ^ \port$7661$0 [11];
+  assign \$160  = \$159  ^ \port$7661$0 [13];
+  assign \$161  = \$160  ^ \port$7661$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$7463$0 [0];
-  assign \$175  = \$174  ^ \port$7463$0 [1];
-  assign \$178  = \$177  ^ \port$7465$0 [2];
-  assign \$179  = \$178  ^ \port$7465$0 [4];
-  assign \$180  = \$179  ^ \port$7465$0 [5];
-  assign \$181  = \$180  ^ \port$7467$0 [0];
-  assign \$182  = \$181  ^ \port$7467$0 [1];
-  assign \$183  = \$182  ^ \port$7467$0 [3];
-  assign \$184  = \$183  ^ \port$7467$0 [5];
-  assign \$185  = \$184  ^ \port$7467$0 [10];
-  assign \$186  = \$185  ^ \port$7467$0 [12];
-  assign \$187  = \$186  ^ \port$7467$0 [14];
+  assign \$174  = \$173  ^ \port$7657$0 [0];
+  assign \$175  = \$174  ^ \port$7657$0 [1];
+  assign \$178  = \$177  ^ \port$7659$0 [2];
+  assign \$179  = \$178  ^ \port$7659$0 [4];
+  assign \$180  = \$179  ^ \port$7659$0 [5];
+  assign \$181  = \$180  ^ \port$7661$0 [0];
+  assign \$182  = \$181  ^ \port$7661$0 [1];
+  assign \$183  = \$182  ^ \port$7661$0 [3];
+  assign \$184  = \$183  ^ \port$7661$0 [5];
+  assign \$185  = \$184  ^ \port$7661$0 [10];
+  assign \$186  = \$185  ^ \port$7661$0 [12];
+  assign \$187  = \$186  ^ \port$7661$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$200  = \$199  ^ \port$7463$0 [1];
-  assign \$204  = \$203  ^ \port$7465$0 [3];
-  assign \$205  = \$204  ^ \port$7465$0 [5];
-  assign \$206  = \$205  ^ \port$7465$0 [6];
-  assign \$207  = \$206  ^ \port$7467$0 [1];
-  assign \$208  = \$207  ^ \port$7467$0 [2];
-  assign \$209  = \$208  ^ \port$7467$0 [4];
-  assign \$210  = \$209  ^ \port$7467$0 [6];
-  assign \$211  = \$210  ^ \port$7467$0 [11];
-  assign \$212  = \$211  ^ \port$7467$0 [13];
-  assign \$213  = \$212  ^ \port$7467$0 [15];
+  assign \$200  = \$199  ^ \port$7657$0 [1];
+  assign \$204  = \$203  ^ \port$7659$0 [3];
+  assign \$205  = \$204  ^ \port$7659$0 [5];
+  assign \$206  = \$205  ^ \port$7659$0 [6];
+  assign \$207  = \$206  ^ \port$7661$0 [1];
+  assign \$208  = \$207  ^ \port$7661$0 [2];
+  assign \$209  = \$208  ^ \port$7661$0 [4];
+  assign \$210  = \$209  ^ \port$7661$0 [6];
+  assign \$211  = \$210  ^ \port$7661$0 [11];
+  assign \$212  = \$211  ^ \port$7661$0 [13];
+  assign \$213  = \$212  ^ \port$7661$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$66  = ~ \port$7461$0 ;
+  assign \$auto$rtlil.cc:2739:Not$66  = ~ \port$7655$0 ;
   assign \$auto$rtlil.cc:2739:Not$68  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$70  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$72  = ~ \port$7461$0 ;
-  assign header = { 15'h0000, \port$7467$0 , \port$7465$0 , 6'h00, \port$7463$0 , \port$0$2 , 1'h0, \port$7461$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$72  = ~ \port$7655$0 ;
+  assign header = { 15'h0000, \port$7661$0 , \port$7659$0 , 6'h00, \port$7657$0 , \port$0$2 , 1'h0, \port$7655$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$7461$0  };
+  assign \header.ptype  = { 1'h0, \port$7655$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 2'h0, \port$7463$0  };
+  assign \header.channel  = { 2'h0, \port$7657$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$7465$0 ;
-  assign \header.length  = \port$7467$0 ;
+  assign \header.tag  = \port$7659$0 ;
+  assign \header.length  = \port$7661$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -30610,7 +33717,7 @@ module \ace_nic_default.tx1.hdr_check (\port$7461$0 , \port$7463$0 , \port$7465$
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$7461$0 ;
+  assign \$61  = \port$7655$0 ;
   assign \$68  = \$67 ;
   assign \$69  = \$67 ;
   assign \$70  = \$67 ;
@@ -30686,16 +33793,21 @@ module \ace_nic_default.tx1.hdr_check (\port$7461$0 , \port$7463$0 , \port$7465$
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.tx1.out_skid (clk, rst, i__ready, i__valid, i__payload, o__payload, o__valid, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$129  = 0;
+module \ace_nic_default.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$141  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [584:0] \$11 ;
+  reg \$12 ;
+  reg [584:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [584:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [584:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [584:0] i__payload;
@@ -30706,9 +33818,11 @@ module \ace_nic_default.tx1.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire [63:0] \i__payload.keep ;
   wire \i__payload.last ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [584:0] o__payload;
   reg [584:0] o__payload = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [6:0] \o__payload.bytes ;
@@ -30720,6 +33834,15 @@ module \ace_nic_default.tx1.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [584:0] out_payload;
+  wire [6:0] \out_payload.bytes ;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.header ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [584:0] skid_payload = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -30729,96 +33852,119 @@ module \ace_nic_default.tx1.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire [63:0] \skid_payload.keep ;
   wire \skid_payload.last ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$141 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$141 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$141 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$141 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$141 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.last  = o__payload[576];
   assign \o__payload.header  = o__payload[577];
   assign \o__payload.bytes  = o__payload[584:578];
-  assign \skid_payload.data  = skid_payload[511:0];
-  assign \skid_payload.keep  = skid_payload[575:512];
-  assign \skid_payload.last  = skid_payload[576];
-  assign \skid_payload.header  = skid_payload[577];
-  assign \skid_payload.bytes  = skid_payload[584:578];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.last  = o__payload[576];
+  assign \out_payload.header  = o__payload[577];
+  assign \out_payload.bytes  = o__payload[584:578];
   assign \i__payload.data  = i__payload[511:0];
   assign \i__payload.keep  = i__payload[575:512];
   assign \i__payload.last  = i__payload[576];
   assign \i__payload.header  = i__payload[577];
   assign \i__payload.bytes  = i__payload[584:578];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.last  = skid_payload[576];
+  assign \skid_payload.header  = skid_payload[577];
+  assign \skid_payload.bytes  = skid_payload[584:578];
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, cmd__2__valid, cmd__3__valid, busy__0, busy__1, busy__2, busy__3, cmd__0__payload, cmd__1__payload, cmd__2__payload, cmd__3__payload, cmd__0__ready, cmd__1__ready, cmd__2__ready, cmd__3__ready, data__0__ready, data__1__ready
-, data__2__ready, data__3__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, credits__2, credits__3, \port$7747$0 , link__tvalid, credit_in_valid, freed__0, freed__1, freed__2, freed__3, credit_in_channel, credit_in_count, data__0__payload, data__0__valid
-, data__1__payload, data__1__valid, data__2__payload, data__2__valid, data__3__payload, data__3__valid, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$130  = 0;
+, data__2__ready, data__3__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, credits__2, credits__3, link__tvalid, \port$7947$0 , credit_in_valid, freed__0, freed__1, freed__2, freed__3, credit_in_channel, credit_in_count, data__0__valid, data__0__payload
+, data__1__valid, data__1__payload, data__2__valid, data__2__payload, data__3__valid, data__3__payload, node_id);
+  reg \$auto$verilog_backend.cc:2355:dump_module$142  = 0;
   wire [13:0] \$1 ;
   wire \$10 ;
   reg [511:0] \$100 ;
@@ -31597,8 +34743,8 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg [1:0] pending_pick;
-  output [576:0] \port$7747$0 ;
-  wire [576:0] \port$7747$0 ;
+  output [576:0] \port$7947$0 ;
+  wire [576:0] \port$7947$0 ;
   reg [1:0] rr_last = 2'h0;
   reg [1:0] rr_pick;
   input rst;
@@ -32104,10 +35250,10 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   \ace_nic_default.tx2.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$7723$0 (slot_credit),
-    .\port$7725$0 (slot_ch),
-    .\port$7727$0 (slot_tag),
-    .\port$7729$0 (slot_length)
+    .\port$7919$0 (slot_credit),
+    .\port$7921$0 (slot_ch),
+    .\port$7923$0 (slot_tag),
+    .\port$7925$0 (slot_length)
   );
   \ace_nic_default.tx2.out_skid  out_skid (
     .clk(clk),
@@ -32120,91 +35266,91 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     credits0_gained = 7'h00;
     if (\$4 ) begin
       credits0_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     credits0_spent = 7'h00;
     if (\$8 ) begin
       credits0_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     owed0_returned = 7'h00;
     if (\$11 ) begin
       owed0_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     credits1_gained = 7'h00;
     if (\$15 ) begin
       credits1_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     credits1_spent = 7'h00;
     if (\$19 ) begin
       credits1_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     owed1_returned = 7'h00;
     if (\$22 ) begin
       owed1_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     credits2_gained = 7'h00;
     if (\$26 ) begin
       credits2_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     credits2_spent = 7'h00;
     if (\$30 ) begin
       credits2_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     owed2_returned = 7'h00;
     if (\$33 ) begin
       owed2_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     credits3_gained = 7'h00;
     if (\$37 ) begin
       credits3_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     credits3_spent = 7'h00;
     if (\$41 ) begin
       credits3_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     owed3_returned = 7'h00;
     if (\$44 ) begin
       owed3_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     rr_pick = 2'h0;
     (* full_case = 32'd1 *)
     casez (rr_last)
@@ -32271,7 +35417,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     urgent_pick = 2'h0;
     if (ch3_urgent) begin
       urgent_pick = 2'h3;
@@ -32287,7 +35433,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     pending_pick = 2'h0;
     if (ch3_pending) begin
       pending_pick = 2'h3;
@@ -32303,7 +35449,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     grant = 1'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -32316,7 +35462,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     grant_credit = 1'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -32328,7 +35474,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     grant_ch = 2'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -32341,7 +35487,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     cmd__0__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -32352,7 +35498,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     cmd__1__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -32363,7 +35509,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     cmd__2__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -32374,7 +35520,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     cmd__3__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -32385,7 +35531,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     if (is_last) begin
       keep = last_keep;
@@ -32394,7 +35540,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
@@ -32404,7 +35550,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     i__payload[584:577] = 8'h00;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -32425,7 +35571,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     data__0__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -32436,7 +35582,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     data__1__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -32447,7 +35593,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     data__2__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -32458,7 +35604,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     data__3__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -32469,7 +35615,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$542  = payload_bytes;
     if (take) begin
       \$542  = \$217 [47:0];
@@ -32479,7 +35625,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$543  = header_bytes;
     if (take) begin
       if (o__payload[577]) begin
@@ -32491,42 +35637,42 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$544  = \$219 [47:0];
     if (rst) begin
       \$544  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$545  = \$222 [47:0];
     if (rst) begin
       \$545  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$546  = \$231 ;
     if (rst) begin
       \$546  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$547  = \$237 ;
     if (rst) begin
       \$547  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$548  = \$245 ;
     if (rst) begin
       \$548  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$549  = owed0_quiet;
     if (freed__0) begin
       \$549  = 3'h0;
@@ -32538,42 +35684,42 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$550  = \$249 [6:0];
     if (rst) begin
       \$550  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$551  = \$251 [6:0];
     if (rst) begin
       \$551  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$552  = \$260 ;
     if (rst) begin
       \$552  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$553  = \$266 ;
     if (rst) begin
       \$553  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$554  = \$274 ;
     if (rst) begin
       \$554  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$555  = owed1_quiet;
     if (freed__1) begin
       \$555  = 3'h0;
@@ -32585,42 +35731,42 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$556  = \$278 [6:0];
     if (rst) begin
       \$556  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$557  = \$280 [6:0];
     if (rst) begin
       \$557  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$558  = \$289 ;
     if (rst) begin
       \$558  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$559  = \$295 ;
     if (rst) begin
       \$559  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$560  = \$303 ;
     if (rst) begin
       \$560  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$561  = owed2_quiet;
     if (freed__2) begin
       \$561  = 3'h0;
@@ -32632,42 +35778,42 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$562  = \$307 [6:0];
     if (rst) begin
       \$562  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$563  = \$309 [6:0];
     if (rst) begin
       \$563  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$564  = \$318 ;
     if (rst) begin
       \$564  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$565  = \$324 ;
     if (rst) begin
       \$565  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$566  = \$332 ;
     if (rst) begin
       \$566  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$567  = owed3_quiet;
     if (freed__3) begin
       \$567  = 3'h0;
@@ -32679,28 +35825,28 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$568  = \$336 [6:0];
     if (rst) begin
       \$568  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$569  = \$338 [6:0];
     if (rst) begin
       \$569  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$570  = grant;
     if (rst) begin
       \$570  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$571  = slot_valid;
     if (grant) begin
       \$571  = 1'h1;
@@ -32716,7 +35862,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$572  = slot_credit;
     if (grant) begin
       \$572  = grant_credit;
@@ -32726,7 +35872,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$573  = slot_ch;
     if (grant) begin
       \$573  = grant_ch;
@@ -32736,7 +35882,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$574  = slot_tag;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -32751,7 +35897,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$575  = slot_length;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -32766,7 +35912,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$576  = slot_beats;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -32781,7 +35927,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$577  = rr_last;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -32795,7 +35941,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$578  = cur;
     casez (tx_fsm_state)
       1'h0:
@@ -32810,7 +35956,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$579  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -32830,7 +35976,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$580  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
@@ -32845,7 +35991,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$581  = last_keep;
     casez (tx_fsm_state)
       1'h0:
@@ -32923,7 +36069,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     \$582  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -32945,7 +36091,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -32959,7 +36105,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -32973,7 +36119,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -32987,7 +36133,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33001,7 +36147,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33015,7 +36161,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33029,7 +36175,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33043,7 +36189,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33057,7 +36203,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33071,7 +36217,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33085,7 +36231,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33099,7 +36245,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33113,7 +36259,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33127,7 +36273,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33141,7 +36287,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33155,7 +36301,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33169,7 +36315,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33183,7 +36329,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33197,7 +36343,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33211,7 +36357,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33225,7 +36371,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33239,7 +36385,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33253,7 +36399,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33267,7 +36413,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33281,7 +36427,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33295,7 +36441,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33309,7 +36455,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33323,7 +36469,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33337,7 +36483,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33351,7 +36497,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33365,7 +36511,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33379,7 +36525,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33393,7 +36539,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33407,7 +36553,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33421,7 +36567,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33435,7 +36581,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33449,7 +36595,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33463,7 +36609,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33477,7 +36623,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33491,7 +36637,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33505,7 +36651,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33519,7 +36665,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33533,7 +36679,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33547,7 +36693,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33561,7 +36707,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33575,7 +36721,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33589,7 +36735,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33603,7 +36749,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33617,7 +36763,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33631,7 +36777,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33645,7 +36791,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33659,7 +36805,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33673,7 +36819,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33687,7 +36833,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33701,7 +36847,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33715,7 +36861,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33729,7 +36875,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33743,7 +36889,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33757,7 +36903,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33771,7 +36917,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33785,7 +36931,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33799,7 +36945,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33813,7 +36959,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33827,7 +36973,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33841,7 +36987,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -33855,7 +37001,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -33869,7 +37015,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -33883,7 +37029,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -33897,7 +37043,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$142 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -33924,7 +37070,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   assign credits3_q = credits__3;
   assign cmd3_beats = \$35 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 6'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$7747$0  = o__payload[576:0];
+  assign \port$7947$0  = o__payload[576:0];
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.last  = o__payload[576];
@@ -34103,7 +37249,7 @@ module \ace_nic_default.tx2 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.tx2.hdr_check (\port$7723$0 , \port$7725$0 , \port$7727$0 , \port$7729$0 , check, \port$0$2 );
+module \ace_nic_default.tx2.hdr_check (\port$7919$0 , \port$7921$0 , \port$7923$0 , \port$7925$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -34351,158 +37497,158 @@ module \ace_nic_default.tx2.hdr_check (\port$7723$0 , \port$7725$0 , \port$7727$
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$7723$0 ;
-  wire \port$7723$0 ;
-  input [1:0] \port$7725$0 ;
-  wire [1:0] \port$7725$0 ;
-  input [7:0] \port$7727$0 ;
-  wire [7:0] \port$7727$0 ;
-  input [16:0] \port$7729$0 ;
-  wire [16:0] \port$7729$0 ;
+  input \port$7919$0 ;
+  wire \port$7919$0 ;
+  input [1:0] \port$7921$0 ;
+  wire [1:0] \port$7921$0 ;
+  input [7:0] \port$7923$0 ;
+  wire [7:0] \port$7923$0 ;
+  input [16:0] \port$7925$0 ;
+  wire [16:0] \port$7925$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$7727$0 [4];
-  assign \$14  = \$13  ^ \port$7727$0 [6];
-  assign \$15  = \$14  ^ \port$7727$0 [7];
-  assign \$16  = \$15  ^ \port$7729$0 [0];
-  assign \$17  = \$16  ^ \port$7729$0 [2];
-  assign \$18  = \$17  ^ \port$7729$0 [3];
-  assign \$19  = \$18  ^ \port$7729$0 [5];
-  assign \$20  = \$19  ^ \port$7729$0 [7];
-  assign \$21  = \$20  ^ \port$7729$0 [8];
-  assign \$22  = \$21  ^ \port$7729$0 [12];
-  assign \$23  = \$22  ^ \port$7729$0 [14];
-  assign \$24  = \$23  ^ \port$7729$0 [16];
+  assign \$13  = \$12  ^ \port$7923$0 [4];
+  assign \$14  = \$13  ^ \port$7923$0 [6];
+  assign \$15  = \$14  ^ \port$7923$0 [7];
+  assign \$16  = \$15  ^ \port$7925$0 [0];
+  assign \$17  = \$16  ^ \port$7925$0 [2];
+  assign \$18  = \$17  ^ \port$7925$0 [3];
+  assign \$19  = \$18  ^ \port$7925$0 [5];
+  assign \$20  = \$19  ^ \port$7925$0 [7];
+  assign \$21  = \$20  ^ \port$7925$0 [8];
+  assign \$22  = \$21  ^ \port$7925$0 [12];
+  assign \$23  = \$22  ^ \port$7925$0 [14];
+  assign \$24  = \$23  ^ \port$7925$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$7725$0 [0];
-  assign \$40  = \$39  ^ \port$7727$0 [0];
-  assign \$41  = \$40  ^ \port$7727$0 [4];
-  assign \$42  = \$41  ^ \port$7727$0 [5];
-  assign \$43  = \$42  ^ \port$7727$0 [6];
-  assign \$44  = \$43  ^ \port$7729$0 [0];
-  assign \$45  = \$44  ^ \port$7729$0 [1];
-  assign \$46  = \$45  ^ \port$7729$0 [2];
-  assign \$47  = \$46  ^ \port$7729$0 [4];
-  assign \$48  = \$47  ^ \port$7729$0 [5];
-  assign \$49  = \$48  ^ \port$7729$0 [6];
-  assign \$50  = \$49  ^ \port$7729$0 [7];
-  assign \$51  = \$50  ^ \port$7729$0 [9];
-  assign \$52  = \$51  ^ \port$7729$0 [12];
-  assign \$53  = \$52  ^ \port$7729$0 [13];
-  assign \$54  = \$53  ^ \port$7729$0 [14];
-  assign \$55  = \$54  ^ \port$7729$0 [15];
-  assign \$56  = \$55  ^ \port$7729$0 [16];
+  assign \$36  = \$35  ^ \port$7921$0 [0];
+  assign \$40  = \$39  ^ \port$7923$0 [0];
+  assign \$41  = \$40  ^ \port$7923$0 [4];
+  assign \$42  = \$41  ^ \port$7923$0 [5];
+  assign \$43  = \$42  ^ \port$7923$0 [6];
+  assign \$44  = \$43  ^ \port$7925$0 [0];
+  assign \$45  = \$44  ^ \port$7925$0 [1];
+  assign \$46  = \$45  ^ \port$7925$0 [2];
+  assign \$47  = \$46  ^ \port$7925$0 [4];
+  assign \$48  = \$47  ^ \port$7925$0 [5];
+  assign \$49  = \$48  ^ \port$7925$0 [6];
+  assign \$50  = \$49  ^ \port$7925$0 [7];
+  assign \$51  = \$50  ^ \port$7925$0 [9];
+  assign \$52  = \$51  ^ \port$7925$0 [12];
+  assign \$53  = \$52  ^ \port$7925$0 [13];
+  assign \$54  = \$53  ^ \port$7925$0 [14];
+  assign \$55  = \$54  ^ \port$7925$0 [15];
+  assign \$56  = \$55  ^ \port$7925$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$67  = \$66  ^ \port$7725$0 [1];
-  assign \$71  = \$70  ^ \port$7727$0 [0];
-  assign \$72  = \$71  ^ \port$7727$0 [1];
-  assign \$73  = \$72  ^ \port$7727$0 [4];
-  assign \$74  = \$73  ^ \port$7727$0 [5];
-  assign \$75  = \$74  ^ \port$7729$0 [1];
-  assign \$76  = \$75  ^ \port$7729$0 [6];
-  assign \$77  = \$76  ^ \port$7729$0 [8];
-  assign \$78  = \$77  ^ \port$7729$0 [10];
-  assign \$79  = \$78  ^ \port$7729$0 [12];
-  assign \$80  = \$79  ^ \port$7729$0 [13];
-  assign \$81  = \$80  ^ \port$7729$0 [15];
-  assign \$82  = \$81  ^ \port$7729$0 [16];
+  assign \$67  = \$66  ^ \port$7921$0 [1];
+  assign \$71  = \$70  ^ \port$7923$0 [0];
+  assign \$72  = \$71  ^ \port$7923$0 [1];
+  assign \$73  = \$72  ^ \port$7923$0 [4];
+  assign \$74  = \$73  ^ \port$7923$0 [5];
+  assign \$75  = \$74  ^ \port$7925$0 [1];
+  assign \$76  = \$75  ^ \port$7925$0 [6];
+  assign \$77  = \$76  ^ \port$7925$0 [8];
+  assign \$78  = \$77  ^ \port$7925$0 [10];
+  assign \$79  = \$78  ^ \port$7925$0 [12];
+  assign \$80  = \$79  ^ \port$7925$0 [13];
+  assign \$81  = \$80  ^ \port$7925$0 [15];
+  assign \$82  = \$81  ^ \port$7925$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$7727$0 [1];
-  assign \$99  = \$98  ^ \port$7727$0 [2];
-  assign \$100  = \$99  ^ \port$7727$0 [5];
-  assign \$101  = \$100  ^ \port$7727$0 [6];
-  assign \$102  = \$101  ^ \port$7729$0 [0];
-  assign \$103  = \$102  ^ \port$7729$0 [2];
-  assign \$104  = \$103  ^ \port$7729$0 [7];
-  assign \$105  = \$104  ^ \port$7729$0 [9];
-  assign \$106  = \$105  ^ \port$7729$0 [11];
-  assign \$107  = \$106  ^ \port$7729$0 [13];
-  assign \$108  = \$107  ^ \port$7729$0 [14];
+  assign \$98  = \$97  ^ \port$7923$0 [1];
+  assign \$99  = \$98  ^ \port$7923$0 [2];
+  assign \$100  = \$99  ^ \port$7923$0 [5];
+  assign \$101  = \$100  ^ \port$7923$0 [6];
+  assign \$102  = \$101  ^ \port$7925$0 [0];
+  assign \$103  = \$102  ^ \port$7925$0 [2];
+  assign \$104  = \$103  ^ \port$7925$0 [7];
+  assign \$105  = \$104  ^ \port$7925$0 [9];
+  assign \$106  = \$105  ^ \port$7925$0 [11];
+  assign \$107  = \$106  ^ \port$7925$0 [13];
+  assign \$108  = \$107  ^ \port$7925$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$7727$0 [0];
-  assign \$125  = \$124  ^ \port$7727$0 [2];
-  assign \$126  = \$125  ^ \port$7727$0 [3];
-  assign \$127  = \$126  ^ \port$7727$0 [6];
-  assign \$128  = \$127  ^ \port$7727$0 [7];
-  assign \$129  = \$128  ^ \port$7729$0 [1];
-  assign \$130  = \$129  ^ \port$7729$0 [3];
-  assign \$131  = \$130  ^ \port$7729$0 [8];
-  assign \$132  = \$131  ^ \port$7729$0 [10];
-  assign \$133  = \$132  ^ \port$7729$0 [12];
-  assign \$134  = \$133  ^ \port$7729$0 [14];
-  assign \$135  = \$134  ^ \port$7729$0 [15];
+  assign \$124  = \$123  ^ \port$7923$0 [0];
+  assign \$125  = \$124  ^ \port$7923$0 [2];
+  assign \$126  = \$125  ^ \port$7923$0 [3];
+  assign \$127  = \$126  ^ \port$7923$0 [6];
+  assign \$128  = \$127  ^ \port$7923$0 [7];
+  assign \$129  = \$128  ^ \port$7925$0 [1];
+  assign \$130  = \$129  ^ \port$7925$0 [3];
+  assign \$131  = \$130  ^ \port$7925$0 [8];
+  assign \$132  = \$131  ^ \port$7925$0 [10];
+  assign \$133  = \$132  ^ \port$7925$0 [12];
+  assign \$134  = \$133  ^ \port$7925$0 [14];
+  assign \$135  = \$134  ^ \port$7925$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$7725$0 [0];
-  assign \$151  = \$150  ^ \port$7727$0 [1];
-  assign \$152  = \$151  ^ \port$7727$0 [3];
-  assign \$153  = \$152  ^ \port$7727$0 [4];
-  assign \$154  = \$153  ^ \port$7727$0 [7];
-  assign \$155  = \$154  ^ \port$7729$0 [0];
-  assign \$156  = \$155  ^ \port$7729$0 [2];
-  assign \$157  = \$156  ^ \port$7729$0 [4];
-  assign \$158  = \$157  ^ \port$7729$0 [9];
-  assign \$159  = \$158  ^ \port$7729$0 [11];
-  assign \$160  = \$159  ^ \port$7729$0 [13];
-  assign \$161  = \$160  ^ \port$7729$0 [15];
+  assign \$148  = \$147  ^ \port$7921$0 [0];
+  assign \$151  = \$150  ^ \port$7923$0 [1];
+  assign \$152  = \$151  ^ \port$7923$0 [3];
+  assign \$153  = \$152  ^ \port$7923$0 [4];
+  assign \$154  = \$153  ^ \port$7923$0 [7];
+  assign \$155  = \$154  ^ \port$7925$0 [0];
+  assign \$156  = \$155  ^ \port$7925$0 [2];
+  assign \$157  = \$156  ^ \port$7925$0 [4];
+  assign \$158  = \$157  ^ \port$7925$0 [9];
+  assign \$159  = \$158  ^ \port$7925$0 [11];
+  assign \$160  = \$159  ^ \port$7925$0 [13];
+  assign \$161  = \$160  ^ \port$7925$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$7725$0 [0];
-  assign \$175  = \$174  ^ \port$7725$0 [1];
-  assign \$178  = \$177  ^ \port$7727$0 [2];
-  assign \$179  = \$178  ^ \port$7727$0 [4];
-  assign \$180  = \$179  ^ \port$7727$0 [5];
-  assign \$181  = \$180  ^ \port$7729$0 [0];
-  assign \$182  = \$181  ^ \port$7729$0 [1];
-  assign \$183  = \$182  ^ \port$7729$0 [3];
-  assign \$184  = \$183  ^ \port$7729$0 [5];
-  assign \$185  = \$184  ^ \port$7729$0 [10];
-  assign \$186  = \$185  ^ \port$7729$0 [12];
-  assign \$187  = \$186  ^ \port$7729$0 [14];
+  assign \$174  = \$173  ^ \port$7921$0 [0];
+  assign \$175  = \$174  ^ \port$7921$0 [1];
+  assign \$178  = \$177  ^ \port$7923$0 [2];
+  assign \$179  = \$178  ^ \port$7923$0 [4];
+  assign \$180  = \$179  ^ \port$7923$0 [5];
+  assign \$181  = \$180  ^ \port$7925$0 [0];
+  assign \$182  = \$181  ^ \port$7925$0 [1];
+  assign \$183  = \$182  ^ \port$7925$0 [3];
+  assign \$184  = \$183  ^ \port$7925$0 [5];
+  assign \$185  = \$184  ^ \port$7925$0 [10];
+  assign \$186  = \$185  ^ \port$7925$0 [12];
+  assign \$187  = \$186  ^ \port$7925$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$200  = \$199  ^ \port$7725$0 [1];
-  assign \$204  = \$203  ^ \port$7727$0 [3];
-  assign \$205  = \$204  ^ \port$7727$0 [5];
-  assign \$206  = \$205  ^ \port$7727$0 [6];
-  assign \$207  = \$206  ^ \port$7729$0 [1];
-  assign \$208  = \$207  ^ \port$7729$0 [2];
-  assign \$209  = \$208  ^ \port$7729$0 [4];
-  assign \$210  = \$209  ^ \port$7729$0 [6];
-  assign \$211  = \$210  ^ \port$7729$0 [11];
-  assign \$212  = \$211  ^ \port$7729$0 [13];
-  assign \$213  = \$212  ^ \port$7729$0 [15];
+  assign \$200  = \$199  ^ \port$7921$0 [1];
+  assign \$204  = \$203  ^ \port$7923$0 [3];
+  assign \$205  = \$204  ^ \port$7923$0 [5];
+  assign \$206  = \$205  ^ \port$7923$0 [6];
+  assign \$207  = \$206  ^ \port$7925$0 [1];
+  assign \$208  = \$207  ^ \port$7925$0 [2];
+  assign \$209  = \$208  ^ \port$7925$0 [4];
+  assign \$210  = \$209  ^ \port$7925$0 [6];
+  assign \$211  = \$210  ^ \port$7925$0 [11];
+  assign \$212  = \$211  ^ \port$7925$0 [13];
+  assign \$213  = \$212  ^ \port$7925$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$7723$0 ;
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$7919$0 ;
   assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$7723$0 ;
-  assign header = { 15'h0000, \port$7729$0 , \port$7727$0 , 6'h00, \port$7725$0 , \port$0$2 , 1'h0, \port$7723$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$7919$0 ;
+  assign header = { 15'h0000, \port$7925$0 , \port$7923$0 , 6'h00, \port$7921$0 , \port$0$2 , 1'h0, \port$7919$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$7723$0  };
+  assign \header.ptype  = { 1'h0, \port$7919$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 2'h0, \port$7725$0  };
+  assign \header.channel  = { 2'h0, \port$7921$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$7727$0 ;
-  assign \header.length  = \port$7729$0 ;
+  assign \header.tag  = \port$7923$0 ;
+  assign \header.length  = \port$7925$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -34534,7 +37680,7 @@ module \ace_nic_default.tx2.hdr_check (\port$7723$0 , \port$7725$0 , \port$7727$
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$7723$0 ;
+  assign \$61  = \port$7919$0 ;
   assign \$68  = \$67 ;
   assign \$69  = \$67 ;
   assign \$70  = \$67 ;
@@ -34610,16 +37756,21 @@ module \ace_nic_default.tx2.hdr_check (\port$7723$0 , \port$7725$0 , \port$7727$
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.tx2.out_skid (clk, rst, i__ready, i__valid, i__payload, o__payload, o__valid, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$131  = 0;
+module \ace_nic_default.tx2.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$143  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [584:0] \$11 ;
+  reg \$12 ;
+  reg [584:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [584:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [584:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [584:0] i__payload;
@@ -34630,9 +37781,11 @@ module \ace_nic_default.tx2.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire [63:0] \i__payload.keep ;
   wire \i__payload.last ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [584:0] o__payload;
   reg [584:0] o__payload = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [6:0] \o__payload.bytes ;
@@ -34644,6 +37797,15 @@ module \ace_nic_default.tx2.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [584:0] out_payload;
+  wire [6:0] \out_payload.bytes ;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.header ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [584:0] skid_payload = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -34653,96 +37815,119 @@ module \ace_nic_default.tx2.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire [63:0] \skid_payload.keep ;
   wire \skid_payload.last ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$143 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$143 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$143 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$143 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$143 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.last  = o__payload[576];
   assign \o__payload.header  = o__payload[577];
   assign \o__payload.bytes  = o__payload[584:578];
-  assign \skid_payload.data  = skid_payload[511:0];
-  assign \skid_payload.keep  = skid_payload[575:512];
-  assign \skid_payload.last  = skid_payload[576];
-  assign \skid_payload.header  = skid_payload[577];
-  assign \skid_payload.bytes  = skid_payload[584:578];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.last  = o__payload[576];
+  assign \out_payload.header  = o__payload[577];
+  assign \out_payload.bytes  = o__payload[584:578];
   assign \i__payload.data  = i__payload[511:0];
   assign \i__payload.keep  = i__payload[575:512];
   assign \i__payload.last  = i__payload[576];
   assign \i__payload.header  = i__payload[577];
   assign \i__payload.bytes  = i__payload[584:578];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.last  = skid_payload[576];
+  assign \skid_payload.header  = skid_payload[577];
+  assign \skid_payload.bytes  = skid_payload[584:578];
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, cmd__2__valid, cmd__3__valid, busy__0, busy__1, busy__2, busy__3, cmd__0__payload, cmd__1__payload, cmd__2__payload, cmd__3__payload, cmd__0__ready, cmd__1__ready, cmd__2__ready, cmd__3__ready, data__0__ready, data__1__ready
-, data__2__ready, data__3__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, credits__2, credits__3, \port$8009$0 , link__tvalid, credit_in_valid, freed__0, freed__1, freed__2, freed__3, credit_in_channel, credit_in_count, data__0__payload, data__0__valid
-, data__1__payload, data__1__valid, data__2__payload, data__2__valid, data__3__payload, data__3__valid, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$132  = 0;
+, data__2__ready, data__3__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, credits__2, credits__3, link__tvalid, \port$8211$0 , credit_in_valid, freed__0, freed__1, freed__2, freed__3, credit_in_channel, credit_in_count, data__0__valid, data__0__payload
+, data__1__valid, data__1__payload, data__2__valid, data__2__payload, data__3__valid, data__3__payload, node_id);
+  reg \$auto$verilog_backend.cc:2355:dump_module$144  = 0;
   wire [13:0] \$1 ;
   wire \$10 ;
   reg [511:0] \$100 ;
@@ -35521,8 +38706,8 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg [1:0] pending_pick;
-  output [576:0] \port$8009$0 ;
-  wire [576:0] \port$8009$0 ;
+  output [576:0] \port$8211$0 ;
+  wire [576:0] \port$8211$0 ;
   reg [1:0] rr_last = 2'h0;
   reg [1:0] rr_pick;
   input rst;
@@ -36028,10 +39213,10 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   \ace_nic_default.tx3.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$7985$0 (slot_credit),
-    .\port$7987$0 (slot_ch),
-    .\port$7989$0 (slot_tag),
-    .\port$7991$0 (slot_length)
+    .\port$8183$0 (slot_credit),
+    .\port$8185$0 (slot_ch),
+    .\port$8187$0 (slot_tag),
+    .\port$8189$0 (slot_length)
   );
   \ace_nic_default.tx3.out_skid  out_skid (
     .clk(clk),
@@ -36044,91 +39229,91 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     credits0_gained = 7'h00;
     if (\$4 ) begin
       credits0_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     credits0_spent = 7'h00;
     if (\$8 ) begin
       credits0_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     owed0_returned = 7'h00;
     if (\$11 ) begin
       owed0_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     credits1_gained = 7'h00;
     if (\$15 ) begin
       credits1_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     credits1_spent = 7'h00;
     if (\$19 ) begin
       credits1_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     owed1_returned = 7'h00;
     if (\$22 ) begin
       owed1_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     credits2_gained = 7'h00;
     if (\$26 ) begin
       credits2_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     credits2_spent = 7'h00;
     if (\$30 ) begin
       credits2_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     owed2_returned = 7'h00;
     if (\$33 ) begin
       owed2_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     credits3_gained = 7'h00;
     if (\$37 ) begin
       credits3_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     credits3_spent = 7'h00;
     if (\$41 ) begin
       credits3_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     owed3_returned = 7'h00;
     if (\$44 ) begin
       owed3_returned = slot_length[6:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     rr_pick = 2'h0;
     (* full_case = 32'd1 *)
     casez (rr_last)
@@ -36195,7 +39380,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     urgent_pick = 2'h0;
     if (ch3_urgent) begin
       urgent_pick = 2'h3;
@@ -36211,7 +39396,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     pending_pick = 2'h0;
     if (ch3_pending) begin
       pending_pick = 2'h3;
@@ -36227,7 +39412,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     grant = 1'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -36240,7 +39425,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     grant_credit = 1'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -36252,7 +39437,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     grant_ch = 2'h0;
     if (\$45 ) begin
       if (\$46 ) begin
@@ -36265,7 +39450,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     cmd__0__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -36276,7 +39461,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     cmd__1__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -36287,7 +39472,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     cmd__2__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -36298,7 +39483,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     cmd__3__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -36309,7 +39494,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     if (is_last) begin
       keep = last_keep;
@@ -36318,7 +39503,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
@@ -36328,7 +39513,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     i__payload[584:577] = 8'h00;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -36349,7 +39534,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     data__0__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -36360,7 +39545,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     data__1__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -36371,7 +39556,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     data__2__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -36382,7 +39567,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     data__3__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -36393,7 +39578,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$542  = payload_bytes;
     if (take) begin
       \$542  = \$217 [47:0];
@@ -36403,7 +39588,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$543  = header_bytes;
     if (take) begin
       if (o__payload[577]) begin
@@ -36415,42 +39600,42 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$544  = \$219 [47:0];
     if (rst) begin
       \$544  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$545  = \$222 [47:0];
     if (rst) begin
       \$545  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$546  = \$231 ;
     if (rst) begin
       \$546  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$547  = \$237 ;
     if (rst) begin
       \$547  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$548  = \$245 ;
     if (rst) begin
       \$548  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$549  = owed0_quiet;
     if (freed__0) begin
       \$549  = 3'h0;
@@ -36462,42 +39647,42 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$550  = \$249 [6:0];
     if (rst) begin
       \$550  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$551  = \$251 [6:0];
     if (rst) begin
       \$551  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$552  = \$260 ;
     if (rst) begin
       \$552  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$553  = \$266 ;
     if (rst) begin
       \$553  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$554  = \$274 ;
     if (rst) begin
       \$554  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$555  = owed1_quiet;
     if (freed__1) begin
       \$555  = 3'h0;
@@ -36509,42 +39694,42 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$556  = \$278 [6:0];
     if (rst) begin
       \$556  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$557  = \$280 [6:0];
     if (rst) begin
       \$557  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$558  = \$289 ;
     if (rst) begin
       \$558  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$559  = \$295 ;
     if (rst) begin
       \$559  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$560  = \$303 ;
     if (rst) begin
       \$560  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$561  = owed2_quiet;
     if (freed__2) begin
       \$561  = 3'h0;
@@ -36556,42 +39741,42 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$562  = \$307 [6:0];
     if (rst) begin
       \$562  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$563  = \$309 [6:0];
     if (rst) begin
       \$563  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$564  = \$318 ;
     if (rst) begin
       \$564  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$565  = \$324 ;
     if (rst) begin
       \$565  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$566  = \$332 ;
     if (rst) begin
       \$566  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$567  = owed3_quiet;
     if (freed__3) begin
       \$567  = 3'h0;
@@ -36603,28 +39788,28 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$568  = \$336 [6:0];
     if (rst) begin
       \$568  = 7'h40;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$569  = \$338 [6:0];
     if (rst) begin
       \$569  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$570  = grant;
     if (rst) begin
       \$570  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$571  = slot_valid;
     if (grant) begin
       \$571  = 1'h1;
@@ -36640,7 +39825,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$572  = slot_credit;
     if (grant) begin
       \$572  = grant_credit;
@@ -36650,7 +39835,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$573  = slot_ch;
     if (grant) begin
       \$573  = grant_ch;
@@ -36660,7 +39845,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$574  = slot_tag;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -36675,7 +39860,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$575  = slot_length;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -36690,7 +39875,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$576  = slot_beats;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -36705,7 +39890,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$577  = rr_last;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -36719,7 +39904,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$578  = cur;
     casez (tx_fsm_state)
       1'h0:
@@ -36734,7 +39919,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$579  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -36754,7 +39939,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$580  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
@@ -36769,7 +39954,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$581  = last_keep;
     casez (tx_fsm_state)
       1'h0:
@@ -36847,7 +40032,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     \$582  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -36869,7 +40054,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -36883,7 +40068,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -36897,7 +40082,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -36911,7 +40096,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -36925,7 +40110,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -36939,7 +40124,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -36953,7 +40138,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -36967,7 +40152,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -36981,7 +40166,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -36995,7 +40180,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37009,7 +40194,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37023,7 +40208,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37037,7 +40222,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37051,7 +40236,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37065,7 +40250,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37079,7 +40264,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37093,7 +40278,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37107,7 +40292,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37121,7 +40306,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37135,7 +40320,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37149,7 +40334,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37163,7 +40348,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37177,7 +40362,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37191,7 +40376,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37205,7 +40390,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37219,7 +40404,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37233,7 +40418,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37247,7 +40432,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37261,7 +40446,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37275,7 +40460,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37289,7 +40474,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37303,7 +40488,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37317,7 +40502,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37331,7 +40516,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37345,7 +40530,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37359,7 +40544,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37373,7 +40558,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37387,7 +40572,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37401,7 +40586,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37415,7 +40600,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37429,7 +40614,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37443,7 +40628,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37457,7 +40642,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37471,7 +40656,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37485,7 +40670,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37499,7 +40684,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37513,7 +40698,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37527,7 +40712,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37541,7 +40726,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37555,7 +40740,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37569,7 +40754,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37583,7 +40768,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37597,7 +40782,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37611,7 +40796,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37625,7 +40810,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37639,7 +40824,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37653,7 +40838,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37667,7 +40852,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37681,7 +40866,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37695,7 +40880,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37709,7 +40894,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37723,7 +40908,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37737,7 +40922,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37751,7 +40936,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37765,7 +40950,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       2'h0:
@@ -37779,7 +40964,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -37793,7 +40978,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -37807,7 +40992,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -37821,7 +41006,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$144 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       2'h0:
@@ -37848,7 +41033,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
   assign credits3_q = credits__3;
   assign cmd3_beats = \$35 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 6'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$8009$0  = o__payload[576:0];
+  assign \port$8211$0  = o__payload[576:0];
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.last  = o__payload[576];
@@ -38027,7 +41212,7 @@ module \ace_nic_default.tx3 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, c
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.tx3.hdr_check (\port$7985$0 , \port$7987$0 , \port$7989$0 , \port$7991$0 , check, \port$0$2 );
+module \ace_nic_default.tx3.hdr_check (\port$8183$0 , \port$8185$0 , \port$8187$0 , \port$8189$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -38275,158 +41460,158 @@ module \ace_nic_default.tx3.hdr_check (\port$7985$0 , \port$7987$0 , \port$7989$
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$7985$0 ;
-  wire \port$7985$0 ;
-  input [1:0] \port$7987$0 ;
-  wire [1:0] \port$7987$0 ;
-  input [7:0] \port$7989$0 ;
-  wire [7:0] \port$7989$0 ;
-  input [16:0] \port$7991$0 ;
-  wire [16:0] \port$7991$0 ;
+  input \port$8183$0 ;
+  wire \port$8183$0 ;
+  input [1:0] \port$8185$0 ;
+  wire [1:0] \port$8185$0 ;
+  input [7:0] \port$8187$0 ;
+  wire [7:0] \port$8187$0 ;
+  input [16:0] \port$8189$0 ;
+  wire [16:0] \port$8189$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$7989$0 [4];
-  assign \$14  = \$13  ^ \port$7989$0 [6];
-  assign \$15  = \$14  ^ \port$7989$0 [7];
-  assign \$16  = \$15  ^ \port$7991$0 [0];
-  assign \$17  = \$16  ^ \port$7991$0 [2];
-  assign \$18  = \$17  ^ \port$7991$0 [3];
-  assign \$19  = \$18  ^ \port$7991$0 [5];
-  assign \$20  = \$19  ^ \port$7991$0 [7];
-  assign \$21  = \$20  ^ \port$7991$0 [8];
-  assign \$22  = \$21  ^ \port$7991$0 [12];
-  assign \$23  = \$22  ^ \port$7991$0 [14];
-  assign \$24  = \$23  ^ \port$7991$0 [16];
+  assign \$13  = \$12  ^ \port$8187$0 [4];
+  assign \$14  = \$13  ^ \port$8187$0 [6];
+  assign \$15  = \$14  ^ \port$8187$0 [7];
+  assign \$16  = \$15  ^ \port$8189$0 [0];
+  assign \$17  = \$16  ^ \port$8189$0 [2];
+  assign \$18  = \$17  ^ \port$8189$0 [3];
+  assign \$19  = \$18  ^ \port$8189$0 [5];
+  assign \$20  = \$19  ^ \port$8189$0 [7];
+  assign \$21  = \$20  ^ \port$8189$0 [8];
+  assign \$22  = \$21  ^ \port$8189$0 [12];
+  assign \$23  = \$22  ^ \port$8189$0 [14];
+  assign \$24  = \$23  ^ \port$8189$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$7987$0 [0];
-  assign \$40  = \$39  ^ \port$7989$0 [0];
-  assign \$41  = \$40  ^ \port$7989$0 [4];
-  assign \$42  = \$41  ^ \port$7989$0 [5];
-  assign \$43  = \$42  ^ \port$7989$0 [6];
-  assign \$44  = \$43  ^ \port$7991$0 [0];
-  assign \$45  = \$44  ^ \port$7991$0 [1];
-  assign \$46  = \$45  ^ \port$7991$0 [2];
-  assign \$47  = \$46  ^ \port$7991$0 [4];
-  assign \$48  = \$47  ^ \port$7991$0 [5];
-  assign \$49  = \$48  ^ \port$7991$0 [6];
-  assign \$50  = \$49  ^ \port$7991$0 [7];
-  assign \$51  = \$50  ^ \port$7991$0 [9];
-  assign \$52  = \$51  ^ \port$7991$0 [12];
-  assign \$53  = \$52  ^ \port$7991$0 [13];
-  assign \$54  = \$53  ^ \port$7991$0 [14];
-  assign \$55  = \$54  ^ \port$7991$0 [15];
-  assign \$56  = \$55  ^ \port$7991$0 [16];
+  assign \$36  = \$35  ^ \port$8185$0 [0];
+  assign \$40  = \$39  ^ \port$8187$0 [0];
+  assign \$41  = \$40  ^ \port$8187$0 [4];
+  assign \$42  = \$41  ^ \port$8187$0 [5];
+  assign \$43  = \$42  ^ \port$8187$0 [6];
+  assign \$44  = \$43  ^ \port$8189$0 [0];
+  assign \$45  = \$44  ^ \port$8189$0 [1];
+  assign \$46  = \$45  ^ \port$8189$0 [2];
+  assign \$47  = \$46  ^ \port$8189$0 [4];
+  assign \$48  = \$47  ^ \port$8189$0 [5];
+  assign \$49  = \$48  ^ \port$8189$0 [6];
+  assign \$50  = \$49  ^ \port$8189$0 [7];
+  assign \$51  = \$50  ^ \port$8189$0 [9];
+  assign \$52  = \$51  ^ \port$8189$0 [12];
+  assign \$53  = \$52  ^ \port$8189$0 [13];
+  assign \$54  = \$53  ^ \port$8189$0 [14];
+  assign \$55  = \$54  ^ \port$8189$0 [15];
+  assign \$56  = \$55  ^ \port$8189$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$67  = \$66  ^ \port$7987$0 [1];
-  assign \$71  = \$70  ^ \port$7989$0 [0];
-  assign \$72  = \$71  ^ \port$7989$0 [1];
-  assign \$73  = \$72  ^ \port$7989$0 [4];
-  assign \$74  = \$73  ^ \port$7989$0 [5];
-  assign \$75  = \$74  ^ \port$7991$0 [1];
-  assign \$76  = \$75  ^ \port$7991$0 [6];
-  assign \$77  = \$76  ^ \port$7991$0 [8];
-  assign \$78  = \$77  ^ \port$7991$0 [10];
-  assign \$79  = \$78  ^ \port$7991$0 [12];
-  assign \$80  = \$79  ^ \port$7991$0 [13];
-  assign \$81  = \$80  ^ \port$7991$0 [15];
-  assign \$82  = \$81  ^ \port$7991$0 [16];
+  assign \$67  = \$66  ^ \port$8185$0 [1];
+  assign \$71  = \$70  ^ \port$8187$0 [0];
+  assign \$72  = \$71  ^ \port$8187$0 [1];
+  assign \$73  = \$72  ^ \port$8187$0 [4];
+  assign \$74  = \$73  ^ \port$8187$0 [5];
+  assign \$75  = \$74  ^ \port$8189$0 [1];
+  assign \$76  = \$75  ^ \port$8189$0 [6];
+  assign \$77  = \$76  ^ \port$8189$0 [8];
+  assign \$78  = \$77  ^ \port$8189$0 [10];
+  assign \$79  = \$78  ^ \port$8189$0 [12];
+  assign \$80  = \$79  ^ \port$8189$0 [13];
+  assign \$81  = \$80  ^ \port$8189$0 [15];
+  assign \$82  = \$81  ^ \port$8189$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$7989$0 [1];
-  assign \$99  = \$98  ^ \port$7989$0 [2];
-  assign \$100  = \$99  ^ \port$7989$0 [5];
-  assign \$101  = \$100  ^ \port$7989$0 [6];
-  assign \$102  = \$101  ^ \port$7991$0 [0];
-  assign \$103  = \$102  ^ \port$7991$0 [2];
-  assign \$104  = \$103  ^ \port$7991$0 [7];
-  assign \$105  = \$104  ^ \port$7991$0 [9];
-  assign \$106  = \$105  ^ \port$7991$0 [11];
-  assign \$107  = \$106  ^ \port$7991$0 [13];
-  assign \$108  = \$107  ^ \port$7991$0 [14];
+  assign \$98  = \$97  ^ \port$8187$0 [1];
+  assign \$99  = \$98  ^ \port$8187$0 [2];
+  assign \$100  = \$99  ^ \port$8187$0 [5];
+  assign \$101  = \$100  ^ \port$8187$0 [6];
+  assign \$102  = \$101  ^ \port$8189$0 [0];
+  assign \$103  = \$102  ^ \port$8189$0 [2];
+  assign \$104  = \$103  ^ \port$8189$0 [7];
+  assign \$105  = \$104  ^ \port$8189$0 [9];
+  assign \$106  = \$105  ^ \port$8189$0 [11];
+  assign \$107  = \$106  ^ \port$8189$0 [13];
+  assign \$108  = \$107  ^ \port$8189$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$7989$0 [0];
-  assign \$125  = \$124  ^ \port$7989$0 [2];
-  assign \$126  = \$125  ^ \port$7989$0 [3];
-  assign \$127  = \$126  ^ \port$7989$0 [6];
-  assign \$128  = \$127  ^ \port$7989$0 [7];
-  assign \$129  = \$128  ^ \port$7991$0 [1];
-  assign \$130  = \$129  ^ \port$7991$0 [3];
-  assign \$131  = \$130  ^ \port$7991$0 [8];
-  assign \$132  = \$131  ^ \port$7991$0 [10];
-  assign \$133  = \$132  ^ \port$7991$0 [12];
-  assign \$134  = \$133  ^ \port$7991$0 [14];
-  assign \$135  = \$134  ^ \port$7991$0 [15];
+  assign \$124  = \$123  ^ \port$8187$0 [0];
+  assign \$125  = \$124  ^ \port$8187$0 [2];
+  assign \$126  = \$125  ^ \port$8187$0 [3];
+  assign \$127  = \$126  ^ \port$8187$0 [6];
+  assign \$128  = \$127  ^ \port$8187$0 [7];
+  assign \$129  = \$128  ^ \port$8189$0 [1];
+  assign \$130  = \$129  ^ \port$8189$0 [3];
+  assign \$131  = \$130  ^ \port$8189$0 [8];
+  assign \$132  = \$131  ^ \port$8189$0 [10];
+  assign \$133  = \$132  ^ \port$8189$0 [12];
+  assign \$134  = \$133  ^ \port$8189$0 [14];
+  assign \$135  = \$134  ^ \port$8189$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$7987$0 [0];
-  assign \$151  = \$150  ^ \port$7989$0 [1];
-  assign \$152  = \$151  ^ \port$7989$0 [3];
-  assign \$153  = \$152  ^ \port$7989$0 [4];
-  assign \$154  = \$153  ^ \port$7989$0 [7];
-  assign \$155  = \$154  ^ \port$7991$0 [0];
-  assign \$156  = \$155  ^ \port$7991$0 [2];
-  assign \$157  = \$156  ^ \port$7991$0 [4];
-  assign \$158  = \$157  ^ \port$7991$0 [9];
-  assign \$159  = \$158  ^ \port$7991$0 [11];
-  assign \$160  = \$159  ^ \port$7991$0 [13];
-  assign \$161  = \$160  ^ \port$7991$0 [15];
+  assign \$148  = \$147  ^ \port$8185$0 [0];
+  assign \$151  = \$150  ^ \port$8187$0 [1];
+  assign \$152  = \$151  ^ \port$8187$0 [3];
+  assign \$153  = \$152  ^ \port$8187$0 [4];
+  assign \$154  = \$153  ^ \port$8187$0 [7];
+  assign \$155  = \$154  ^ \port$8189$0 [0];
+  assign \$156  = \$155  ^ \port$8189$0 [2];
+  assign \$157  = \$156  ^ \port$8189$0 [4];
+  assign \$158  = \$157  ^ \port$8189$0 [9];
+  assign \$159  = \$158  ^ \port$8189$0 [11];
+  assign \$160  = \$159  ^ \port$8189$0 [13];
+  assign \$161  = \$160  ^ \port$8189$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$7987$0 [0];
-  assign \$175  = \$174  ^ \port$7987$0 [1];
-  assign \$178  = \$177  ^ \port$7989$0 [2];
-  assign \$179  = \$178  ^ \port$7989$0 [4];
-  assign \$180  = \$179  ^ \port$7989$0 [5];
-  assign \$181  = \$180  ^ \port$7991$0 [0];
-  assign \$182  = \$181  ^ \port$7991$0 [1];
-  assign \$183  = \$182  ^ \port$7991$0 [3];
-  assign \$184  = \$183  ^ \port$7991$0 [5];
-  assign \$185  = \$184  ^ \port$7991$0 [10];
-  assign \$186  = \$185  ^ \port$7991$0 [12];
-  assign \$187  = \$186  ^ \port$7991$0 [14];
+  assign \$174  = \$173  ^ \port$8185$0 [0];
+  assign \$175  = \$174  ^ \port$8185$0 [1];
+  assign \$178  = \$177  ^ \port$8187$0 [2];
+  assign \$179  = \$178  ^ \port$8187$0 [4];
+  assign \$180  = \$179  ^ \port$8187$0 [5];
+  assign \$181  = \$180  ^ \port$8189$0 [0];
+  assign \$182  = \$181  ^ \port$8189$0 [1];
+  assign \$183  = \$182  ^ \port$8189$0 [3];
+  assign \$184  = \$183  ^ \port$8189$0 [5];
+  assign \$185  = \$184  ^ \port$8189$0 [10];
+  assign \$186  = \$185  ^ \port$8189$0 [12];
+  assign \$187  = \$186  ^ \port$8189$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$200  = \$199  ^ \port$7987$0 [1];
-  assign \$204  = \$203  ^ \port$7989$0 [3];
-  assign \$205  = \$204  ^ \port$7989$0 [5];
-  assign \$206  = \$205  ^ \port$7989$0 [6];
-  assign \$207  = \$206  ^ \port$7991$0 [1];
-  assign \$208  = \$207  ^ \port$7991$0 [2];
-  assign \$209  = \$208  ^ \port$7991$0 [4];
-  assign \$210  = \$209  ^ \port$7991$0 [6];
-  assign \$211  = \$210  ^ \port$7991$0 [11];
-  assign \$212  = \$211  ^ \port$7991$0 [13];
-  assign \$213  = \$212  ^ \port$7991$0 [15];
+  assign \$200  = \$199  ^ \port$8185$0 [1];
+  assign \$204  = \$203  ^ \port$8187$0 [3];
+  assign \$205  = \$204  ^ \port$8187$0 [5];
+  assign \$206  = \$205  ^ \port$8187$0 [6];
+  assign \$207  = \$206  ^ \port$8189$0 [1];
+  assign \$208  = \$207  ^ \port$8189$0 [2];
+  assign \$209  = \$208  ^ \port$8189$0 [4];
+  assign \$210  = \$209  ^ \port$8189$0 [6];
+  assign \$211  = \$210  ^ \port$8189$0 [11];
+  assign \$212  = \$211  ^ \port$8189$0 [13];
+  assign \$213  = \$212  ^ \port$8189$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$7985$0 ;
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$8183$0 ;
   assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$7985$0 ;
-  assign header = { 15'h0000, \port$7991$0 , \port$7989$0 , 6'h00, \port$7987$0 , \port$0$2 , 1'h0, \port$7985$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$8183$0 ;
+  assign header = { 15'h0000, \port$8189$0 , \port$8187$0 , 6'h00, \port$8185$0 , \port$0$2 , 1'h0, \port$8183$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$7985$0  };
+  assign \header.ptype  = { 1'h0, \port$8183$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 2'h0, \port$7987$0  };
+  assign \header.channel  = { 2'h0, \port$8185$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$7989$0 ;
-  assign \header.length  = \port$7991$0 ;
+  assign \header.tag  = \port$8187$0 ;
+  assign \header.length  = \port$8189$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -38458,7 +41643,7 @@ module \ace_nic_default.tx3.hdr_check (\port$7985$0 , \port$7987$0 , \port$7989$
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$7985$0 ;
+  assign \$61  = \port$8183$0 ;
   assign \$68  = \$67 ;
   assign \$69  = \$67 ;
   assign \$70  = \$67 ;
@@ -38534,16 +41719,21 @@ module \ace_nic_default.tx3.hdr_check (\port$7985$0 , \port$7987$0 , \port$7989$
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_default.tx3.out_skid (clk, rst, i__ready, i__valid, i__payload, o__payload, o__valid, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$133  = 0;
+module \ace_nic_default.tx3.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$145  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [584:0] \$11 ;
+  reg \$12 ;
+  reg [584:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [584:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [584:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [584:0] i__payload;
@@ -38554,9 +41744,11 @@ module \ace_nic_default.tx3.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire [63:0] \i__payload.keep ;
   wire \i__payload.last ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [584:0] o__payload;
   reg [584:0] o__payload = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [6:0] \o__payload.bytes ;
@@ -38568,6 +41760,15 @@ module \ace_nic_default.tx3.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
+  wire [584:0] out_payload;
+  wire [6:0] \out_payload.bytes ;
+  wire [511:0] \out_payload.data ;
+  wire \out_payload.header ;
+  wire [63:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [584:0] skid_payload = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -38577,87 +41778,110 @@ module \ace_nic_default.tx3.out_skid (clk, rst, i__ready, i__valid, i__payload, 
   wire [63:0] \skid_payload.keep ;
   wire \skid_payload.last ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$145 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$145 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$145 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$145 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$145 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 585'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[511:0];
   assign \o__payload.keep  = o__payload[575:512];
   assign \o__payload.last  = o__payload[576];
   assign \o__payload.header  = o__payload[577];
   assign \o__payload.bytes  = o__payload[584:578];
-  assign \skid_payload.data  = skid_payload[511:0];
-  assign \skid_payload.keep  = skid_payload[575:512];
-  assign \skid_payload.last  = skid_payload[576];
-  assign \skid_payload.header  = skid_payload[577];
-  assign \skid_payload.bytes  = skid_payload[584:578];
+  assign \out_payload.data  = o__payload[511:0];
+  assign \out_payload.keep  = o__payload[575:512];
+  assign \out_payload.last  = o__payload[576];
+  assign \out_payload.header  = o__payload[577];
+  assign \out_payload.bytes  = o__payload[584:578];
   assign \i__payload.data  = i__payload[511:0];
   assign \i__payload.keep  = i__payload[575:512];
   assign \i__payload.last  = i__payload[576];
   assign \i__payload.header  = i__payload[577];
   assign \i__payload.bytes  = i__payload[584:578];
+  assign \skid_payload.data  = skid_payload[511:0];
+  assign \skid_payload.keep  = skid_payload[575:512];
+  assign \skid_payload.last  = skid_payload[576];
+  assign \skid_payload.header  = skid_payload[577];
+  assign \skid_payload.bytes  = skid_payload[584:578];
 endmodule

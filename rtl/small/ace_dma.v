@@ -982,40 +982,40 @@ module \ace_dma_small.queue (w_en, clk, rst, w_rdy, r_rdy, r_data, r_en, level, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, cmd__valid, cmd__ready, axi__araddr, axi__arvalid, axi__rready, bytes, mask, sram_w__valid, rd_stream__tvalid, cmd__payload, cpl__ready, sram_w__payload, cpl_full
+module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, cmd__valid, cmd__ready, axi__araddr, axi__arvalid, bytes, axi__rready, mask, sram_w__valid, rd_stream__tvalid, cmd__payload, cpl__ready, sram_w__payload, cpl_full
 , cpl__payload, axi__arlen, rd_stream__tdata, rd_stream__tlast, rd_stream__tuser, axi__arready);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire [24:0] \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
+  wire [33:0] \$10 ;
+  wire [21:0] \$11 ;
+  wire [4:0] \$12 ;
   wire \$13 ;
   wire [4:0] \$14 ;
-  wire [5:0] \$15 ;
-  wire [34:0] \$16 ;
+  wire \$15 ;
+  wire \$16 ;
   wire \$17 ;
   wire \$18 ;
   wire \$19 ;
   wire [25:0] \$2 ;
-  wire \$20 ;
+  wire [4:0] \$20 ;
   wire [5:0] \$21 ;
-  wire [6:0] \$22 ;
-  wire [6:0] \$23 ;
-  wire [7:0] \$24 ;
-  wire [3:0] \$25 ;
+  wire [34:0] \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
   wire \$26 ;
-  wire [5:0] \$27 ;
-  wire [5:0] \$28 ;
-  wire [46:0] \$29 ;
+  wire [3:0] \$27 ;
+  wire \$28 ;
+  wire [5:0] \$29 ;
   wire [25:0] \$3 ;
-  wire [15:0] \$30 ;
-  wire \$31 ;
-  wire \$32 ;
+  wire [5:0] \$30 ;
+  wire [46:0] \$31 ;
+  wire [15:0] \$32 ;
   wire \$33 ;
   wire \$34 ;
-  wire [13:0] \$35 ;
+  wire \$35 ;
   wire \$36 ;
-  wire \$37 ;
+  wire [13:0] \$37 ;
   wire \$38 ;
   wire \$39 ;
   wire [24:0] \$4 ;
@@ -1029,29 +1029,31 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [24:0] \$5 ;
-  wire [3:0] \$50 ;
-  wire [3:0] \$51 ;
-  wire \$52 ;
-  wire [21:0] \$53 ;
-  wire [21:0] \$54 ;
-  wire [2:0] \$55 ;
-  wire \$56 ;
-  wire [13:0] \$57 ;
-  wire [13:0] \$58 ;
-  wire \$59 ;
-  wire [21:0] \$6 ;
-  wire \$60 ;
+  wire [25:0] \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire [3:0] \$52 ;
+  wire [3:0] \$53 ;
+  wire \$54 ;
+  wire [21:0] \$55 ;
+  wire [21:0] \$56 ;
+  wire [2:0] \$57 ;
+  wire \$58 ;
+  wire [13:0] \$59 ;
+  wire [25:0] \$6 ;
+  wire [13:0] \$60 ;
   wire \$61 ;
-  reg [2:0] \$62 ;
-  reg [20:0] \$63 ;
+  wire \$62 ;
+  wire \$63 ;
   reg [2:0] \$64 ;
-  reg [12:0] \$65 ;
-  reg \$66 ;
-  reg [10:0] \$67 ;
-  wire \$7 ;
-  wire [4:0] \$8 ;
-  wire \$9 ;
+  reg [20:0] \$65 ;
+  reg [2:0] \$66 ;
+  reg [12:0] \$67 ;
+  reg \$68 ;
+  reg [10:0] \$69 ;
+  wire [24:0] \$7 ;
+  wire [24:0] \$8 ;
+  wire [32:0] \$9 ;
   output [31:0] axi__araddr;
   wire [31:0] axi__araddr;
   wire [1:0] axi__arburst;
@@ -1109,74 +1111,91 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire cpl__valid;
   output cpl_full;
   reg cpl_full = 1'h0;
-  wire deliver;
-  wire [4:0] end_lane;
-  wire first;
-  wire [4:0] hi;
-  wire [48:0] i__payload;
-  wire [166:0] \i__payload$45 ;
-  wire [127:0] \i__payload$45.data ;
-  wire \i__payload$45.drop_first ;
-  wire \i__payload$45.first ;
-  wire \i__payload$45.flush ;
-  wire \i__payload$45.last ;
-  wire [29:0] \i__payload$45.meta ;
-  wire [7:0] \i__payload$45.meta.id ;
-  wire [12:0] \i__payload$45.meta.sram_addr ;
+  wire [36:0] ctl;
+  wire \ctl.drop_first ;
+  wire \ctl.flush ;
+  wire [29:0] \ctl.meta ;
+  wire [7:0] \ctl.meta.id ;
+  wire [12:0] \ctl.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \i__payload$45.meta.status ;
-  wire [4:0] \i__payload$45.meta.tail ;
-  wire \i__payload$45.meta.to_stream ;
-  wire [4:0] \i__payload$45.shift ;
+  wire [2:0] \ctl.meta.status ;
+  wire [4:0] \ctl.meta.tail ;
+  wire \ctl.meta.to_stream ;
+  wire [4:0] \ctl.shift ;
+  wire deliver;
+  wire [31:0] \end ;
+  wire first;
+  wire [4:0] hi;
+  wire [48:0] i__payload;
+  wire [166:0] \i__payload$49 ;
+  wire [127:0] \i__payload$49.data ;
+  wire \i__payload$49.drop_first ;
+  wire \i__payload$49.first ;
+  wire \i__payload$49.flush ;
+  wire \i__payload$49.last ;
+  wire [29:0] \i__payload$49.meta ;
+  wire [7:0] \i__payload$49.meta.id ;
+  wire [12:0] \i__payload$49.meta.sram_addr ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \i__payload$49.meta.status ;
+  wire [4:0] \i__payload$49.meta.tail ;
+  wire \i__payload$49.meta.to_stream ;
+  wire [4:0] \i__payload$49.shift ;
   wire [27:0] \i__payload.beat_addr ;
   wire [20:0] \i__payload.beats ;
   wire i__ready;
-  wire \i__ready$44 ;
+  wire \i__ready$52 ;
   wire i__valid;
-  wire \i__valid$40 ;
+  wire \i__valid$50 ;
   reg [2:0] inflight = 3'h0;
   wire last;
   wire [4:0] lo;
   output [15:0] mask;
   wire [15:0] mask;
   wire [20:0] nbeats;
+  wire [20:0] ngrid;
   wire [20:0] nwords;
   wire [36:0] o__payload;
-  wire [159:0] \o__payload$53 ;
-  wire [127:0] \o__payload$53.data ;
-  wire \o__payload$53.first ;
-  wire \o__payload$53.last ;
-  wire [29:0] \o__payload$53.meta ;
-  wire [7:0] \o__payload$53.meta.id ;
-  wire [12:0] \o__payload$53.meta.sram_addr ;
+  wire [159:0] \o__payload$55 ;
+  wire [127:0] \o__payload$55.data ;
+  wire \o__payload$55.first ;
+  wire \o__payload$55.last ;
+  wire [29:0] \o__payload$55.meta ;
+  wire [7:0] \o__payload$55.meta.id ;
+  wire [12:0] \o__payload$55.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \o__payload$53.meta.status ;
-  wire [4:0] \o__payload$53.meta.tail ;
-  wire \o__payload$53.meta.to_stream ;
+  wire [2:0] \o__payload$55.meta.status ;
+  wire [4:0] \o__payload$55.meta.tail ;
+  wire \o__payload$55.meta.to_stream ;
   wire [27:0] \o__payload.beat_addr ;
   wire \o__payload.last ;
   wire [7:0] \o__payload.len ;
   wire o__ready;
-  wire \o__ready$65 ;
+  wire \o__ready$67 ;
   wire o__valid;
-  wire \o__valid$55 ;
+  wire \o__valid$57 ;
   wire [3:0] off;
   wire [48:0] r_data;
-  wire [58:0] \r_data$39 ;
+  wire [63:0] \r_data$41 ;
   wire r_en;
-  wire \r_en$47 ;
+  wire \r_en$42 ;
   wire r_rdy;
-  wire \r_rdy$42 ;
+  wire \r_rdy$51 ;
   output [127:0] rd_stream__tdata;
   wire [127:0] rd_stream__tdata;
   wire [15:0] rd_stream__tkeep;
@@ -1214,100 +1233,102 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   (* enum_value_111 = "WRITE_DECERR" *)
   reg [2:0] status_now;
   wire [48:0] w_data;
-  wire [58:0] \w_data$5 ;
+  wire [63:0] \w_data$7 ;
   wire w_en;
-  wire \w_en$11 ;
+  wire \w_en$13 ;
   wire w_rdy;
-  wire \w_rdy$8 ;
+  wire \w_rdy$10 ;
   reg [12:0] word = 13'h0000;
-  assign \$22  = \$21  - 1'h1;
-  assign \$24  = $signed(\$23 ) + $signed(2'h1);
-  assign \$25  = first ? \r_data$39 [46:43] : 4'h0;
-  assign hi = last ? \$24 [4:0] : 5'h10;
+  assign \$25  = \$23  & \$24 ;
+  assign first = ! beat;
+  assign last = beat == \r_data$41 [42:22];
   assign \$26  = axi__rvalid & axi__rready;
-  assign \$27  = hi - \$25 ;
-  assign \$28  = \$26  ? \$27  : 6'h00;
-  assign \$29  = 16'hffff << \o__payload$53 [156:152];
-  assign \$30  = ~ \$29 [15:0];
-  assign mask = \o__payload$53 [129] ? \$30  : 16'hffff;
-  assign \$31  = ~ \o__payload$53 [129];
-  assign \$32  = ~ cpl_full;
-  assign \$33  = \$31  | \$32 ;
-  assign deliver = \o__valid$55  & \$33 ;
-  assign \$34  = ~ \o__payload$53 [130];
-  assign sram_w__valid = deliver & \$34 ;
-  assign \$35  = \o__payload$53 [151:139] + word;
-  assign rd_stream__tvalid = deliver & \o__payload$53 [130];
-  assign \$36  = ~ \o__payload$53 [129];
-  assign \$37  = ~ cpl_full;
-  assign \$38  = \$36  | \$37 ;
-  assign \$39  = \o__payload$53 [130] ? rd_stream__tready : sram_w__ready;
-  assign \o__ready$65  = \$38  & \$39 ;
-  assign \$40  = axi__arvalid & axi__arready;
-  assign \$41  = axi__rvalid & axi__rready;
-  assign \$42  = \$41  & axi__rlast;
-  assign \$43  = ~ \$42 ;
-  assign \$44  = \$40  & \$43 ;
-  assign \$45  = axi__arvalid & axi__arready;
-  assign \$46  = ~ \$45 ;
-  assign \$47  = axi__rvalid & axi__rready;
-  assign \$48  = \$47  & axi__rlast;
-  assign \$49  = \$46  & \$48 ;
-  assign \$50  = inflight + 1'h1;
-  assign \$51  = inflight - 1'h1;
-  assign \$52  = axi__rvalid & axi__rready;
-  assign \$53  = beat + 1'h1;
-  assign \$54  = last ? 22'h000000 : \$53 ;
-  assign \$55  = last ? 3'h0 : status_now;
-  assign \$56  = \o__valid$55  & \o__ready$65 ;
-  assign \$57  = word + 1'h1;
-  assign \$58  = \o__payload$53 [129] ? 14'h0000 : \$57 ;
-  assign \$59  = cpl_full & cpl__ready;
-  assign \$60  = \o__valid$55  & \o__ready$65 ;
-  assign \$61  = \$60  & \o__payload$53 [129];
+  assign \r_en$42  = \$26  & last;
+  assign \$27  = first ? \r_data$41 [46:43] : 4'h0;
+  assign hi = last ? \r_data$41 [51:47] : 5'h10;
+  assign \$28  = axi__rvalid & axi__rready;
+  assign \$29  = hi - \$27 ;
+  assign \$30  = \$28  ? \$29  : 6'h00;
+  assign \i__valid$50  = axi__rvalid & \r_rdy$51 ;
+  assign axi__rready = \i__ready$52  & \r_rdy$51 ;
+  assign \$31  = 16'hffff << \o__payload$55 [156:152];
+  assign \$32  = ~ \$31 [15:0];
+  assign mask = \o__payload$55 [129] ? \$32  : 16'hffff;
+  assign \$33  = ~ \o__payload$55 [129];
+  assign \$34  = ~ cpl_full;
+  assign \$35  = \$33  | \$34 ;
+  assign deliver = \o__valid$57  & \$35 ;
+  assign \$36  = ~ \o__payload$55 [130];
+  assign sram_w__valid = deliver & \$36 ;
+  assign \$37  = \o__payload$55 [151:139] + word;
+  assign rd_stream__tvalid = deliver & \o__payload$55 [130];
+  assign \$38  = ~ \o__payload$55 [129];
+  assign \$39  = ~ cpl_full;
+  assign \$40  = \$38  | \$39 ;
+  assign \$41  = \o__payload$55 [130] ? rd_stream__tready : sram_w__ready;
+  assign \o__ready$67  = \$40  & \$41 ;
+  assign \$42  = axi__arvalid & axi__arready;
+  assign \$43  = axi__rvalid & axi__rready;
+  assign \$44  = \$43  & axi__rlast;
+  assign \$45  = ~ \$44 ;
+  assign \$46  = \$42  & \$45 ;
+  assign \$47  = axi__arvalid & axi__arready;
+  assign \$48  = ~ \$47 ;
+  assign \$49  = axi__rvalid & axi__rready;
+  assign \$50  = \$49  & axi__rlast;
+  assign \$51  = \$48  & \$50 ;
+  assign \$52  = inflight + 1'h1;
+  assign \$53  = inflight - 1'h1;
+  assign \$54  = axi__rvalid & axi__rready;
+  assign \$55  = beat + 1'h1;
+  assign \$56  = last ? 22'h000000 : \$55 ;
+  assign \$57  = last ? 3'h0 : status_now;
+  assign \$58  = \o__valid$57  & \o__ready$67 ;
+  assign \$59  = word + 1'h1;
+  assign \$60  = \o__payload$55 [129] ? 14'h0000 : \$59 ;
+  assign \$61  = cpl_full & cpl__ready;
+  assign \$62  = \o__valid$57  & \o__ready$67 ;
+  assign \$63  = \$62  & \o__payload$55 [129];
   always @(posedge clk)
-    inflight <= \$62 ;
+    inflight <= \$64 ;
   always @(posedge clk)
-    beat <= \$63 ;
+    beat <= \$65 ;
   always @(posedge clk)
-    status <= \$64 ;
+    status <= \$66 ;
   always @(posedge clk)
-    word <= \$65 ;
+    word <= \$67 ;
   always @(posedge clk)
-    cpl_full <= \$66 ;
+    cpl_full <= \$68 ;
   always @(posedge clk)
-    cpl__payload <= \$67 ;
+    cpl__payload <= \$69 ;
   assign \$1  = cmd__payload[36:33] + cmd__payload[32:9];
   assign \$2  = \$1  + 4'hf;
-  assign \$4  = cmd__payload[32:9] + 4'hf;
-  assign \$6  = \$3 [20:0] - 1'h1;
-  assign \$7  = ! cmd__payload[36:33];
-  assign \$8  = \$7  ? 5'h10 : { 1'h0, cmd__payload[36:33] };
-  assign \$9  = | cmd__payload[36:33];
-  assign \$10  = | cmd__payload[36:33];
-  assign \$11  = \$5 [20:0] == \$3 [20:0];
-  assign \$12  = \$10  & \$11 ;
-  assign \$13  = ! cmd__payload[12:9];
-  assign \$14  = \$13  ? 5'h10 : 5'h00;
-  assign \$15  = cmd__payload[12:9] + \$14 ;
-  assign cmd__ready = w_rdy & \w_rdy$8 ;
+  assign \$4  = cmd__payload[36:33] + cmd__payload[32:9];
+  assign \$5  = \$4  + 4'hf;
+  assign \$7  = cmd__payload[32:9] + 4'hf;
+  assign \$9  = cmd__payload[64:33] + cmd__payload[32:9];
+  assign \$10  = \$9  - 1'h1;
+  assign \$11  = \$3 [20:0] - 1'h1;
+  assign \$12  = \$10 [3:0] + 1'h1;
+  assign \$13  = ! cmd__payload[36:33];
+  assign \$14  = \$13  ? 5'h10 : { 1'h0, cmd__payload[36:33] };
+  assign \$15  = | cmd__payload[36:33];
+  assign \$16  = | cmd__payload[36:33];
+  assign \$17  = \$8 [20:0] == \$6 [20:0];
+  assign \$18  = \$16  & \$17 ;
+  assign \$19  = ! cmd__payload[12:9];
+  assign \$20  = \$19  ? 5'h10 : 5'h00;
+  assign \$21  = cmd__payload[12:9] + \$20 ;
+  assign cmd__ready = w_rdy & \w_rdy$10 ;
   assign w_en = cmd__valid & cmd__ready;
-  assign \w_en$11  = cmd__valid & cmd__ready;
+  assign \w_en$13  = cmd__valid & cmd__ready;
   assign can_issue = inflight < 3'h4;
   assign axi__arvalid = o__valid & can_issue;
   assign o__ready = axi__arready & can_issue;
-  assign \$17  = ! status;
-  assign \$19  = \$17  & \$18 ;
-  assign first = ! beat;
-  assign last = beat == \r_data$39 [42:22];
-  assign \i__valid$40  = axi__rvalid & \r_rdy$42 ;
-  assign axi__rready = \i__ready$44  & \r_rdy$42 ;
-  assign \$20  = axi__rvalid & axi__rready;
-  assign \r_en$47  = \$20  & last;
-  assign \$21  = \r_data$39 [46:43] + \r_data$39 [58:54];
+  assign \$23  = ! status;
   \ace_dma_small.reader.ar_q  ar_q (
     .clk(clk),
-    .\port$583$37 (cmd__payload[64:37]),
+    .\port$587$37 (cmd__payload[64:37]),
     .\port$67$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
@@ -1318,22 +1339,22 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   );
   \ace_dma_small.reader.r_q  r_q (
     .clk(clk),
-    .r_data(\r_data$39 ),
-    .r_en(\r_en$47 ),
-    .r_rdy(\r_rdy$42 ),
+    .r_data(\r_data$41 ),
+    .r_en(\r_en$42 ),
+    .r_rdy(\r_rdy$51 ),
     .rst(rst),
-    .w_en(\w_en$11 ),
-    .w_port__data(\w_data$5 ),
-    .w_rdy(\w_rdy$8 )
+    .w_en(\w_en$13 ),
+    .w_port__data(\w_data$7 ),
+    .w_rdy(\w_rdy$10 )
   );
   \ace_dma_small.reader.realign  realign (
     .clk(clk),
-    .i__payload(\i__payload$45 ),
-    .i__ready(\i__ready$44 ),
-    .i__valid(\i__valid$40 ),
-    .o__payload(\o__payload$53 ),
-    .o__ready(\o__ready$65 ),
-    .o__valid(\o__valid$55 ),
+    .i__payload(\i__payload$49 ),
+    .i__ready(\i__ready$52 ),
+    .i__valid(\i__valid$50 ),
+    .o__payload(\o__payload$55 ),
+    .o__ready(\o__ready$67 ),
+    .o__valid(\o__valid$57 ),
     .rst(rst)
   );
   \ace_dma_small.reader.split  split (
@@ -1349,7 +1370,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
-    if (\$19 ) begin
+    if (\$25 ) begin
       status_now = { 1'h0, axi__rresp };
     end else begin
       status_now = status;
@@ -1357,31 +1378,11 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$62  = inflight;
-    if (\$44 ) begin
-      \$62  = \$50 [2:0];
-    end else if (\$49 ) begin
-      \$62  = \$51 [2:0];
-    end
-    if (rst) begin
-      \$62  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$63  = beat;
-    if (\$52 ) begin
-      \$63  = \$54 [20:0];
-    end
-    if (rst) begin
-      \$63  = 21'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$64  = status;
-    if (\$52 ) begin
-      \$64  = \$55 ;
+    \$64  = inflight;
+    if (\$46 ) begin
+      \$64  = \$52 [2:0];
+    end else if (\$51 ) begin
+      \$64  = \$53 [2:0];
     end
     if (rst) begin
       \$64  = 3'h0;
@@ -1389,41 +1390,63 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$65  = word;
-    if (\$56 ) begin
-      \$65  = \$58 [12:0];
+    \$65  = beat;
+    if (\$54 ) begin
+      \$65  = \$56 [20:0];
     end
     if (rst) begin
-      \$65  = 13'h0000;
+      \$65  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$66  = cpl_full;
-    if (\$59 ) begin
-      \$66  = 1'h0;
-    end
-    if (\$61 ) begin
-      \$66  = 1'h1;
+    \$66  = status;
+    if (\$54 ) begin
+      \$66  = \$57 ;
     end
     if (rst) begin
-      \$66  = 1'h0;
+      \$66  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$67  = cpl__payload;
-    if (\$61 ) begin
-      \$67 [7:0] = \o__payload$53 [138:131];
-      \$67 [10:8] = \o__payload$53 [159:157];
+    \$67  = word;
+    if (\$58 ) begin
+      \$67  = \$60 [12:0];
     end
     if (rst) begin
-      \$67  = 11'h000;
+      \$67  = 13'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$68  = cpl_full;
+    if (\$61 ) begin
+      \$68  = 1'h0;
+    end
+    if (\$63 ) begin
+      \$68  = 1'h1;
+    end
+    if (rst) begin
+      \$68  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$69  = cpl__payload;
+    if (\$63 ) begin
+      \$69 [7:0] = \o__payload$55 [138:131];
+      \$69 [10:8] = \o__payload$55 [159:157];
+    end
+    if (rst) begin
+      \$69  = 11'h000;
     end
   end
   assign off = cmd__payload[36:33];
   assign nbeats = \$3 [20:0];
-  assign nwords = \$5 [20:0];
+  assign ngrid = \$6 [20:0];
+  assign nwords = \$8 [20:0];
+  assign \end  = \$10 [31:0];
   assign w_data = { \$3 [20:0], cmd__payload[64:37] };
   assign r_rdy = i__valid;
   assign i__ready = r_en;
@@ -1433,16 +1456,15 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign axi__arlock = 1'h0;
   assign axi__arcache = 4'h3;
   assign axi__arprot = 3'h0;
-  assign end_lane = \$24 [4:0];
-  assign lo = { 1'h0, \$25  };
+  assign lo = { 1'h0, \$27  };
   assign rd_stream__tkeep = mask;
   assign cpl__valid = cpl_full;
-  assign axi__araddr = \$16 [31:0];
-  assign bytes = \$28 [4:0];
+  assign axi__araddr = \$22 [31:0];
+  assign bytes = \$30 [4:0];
   assign axi__arlen = o__payload[35:28];
-  assign rd_stream__tdata = \o__payload$53 [127:0];
-  assign rd_stream__tlast = \o__payload$53 [129];
-  assign rd_stream__tuser = \o__payload$53 [138:131];
+  assign rd_stream__tdata = \o__payload$55 [127:0];
+  assign rd_stream__tlast = \o__payload$55 [129];
+  assign rd_stream__tuser = \o__payload$55 [138:131];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -1453,67 +1475,80 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \o__payload.beat_addr  = o__payload[27:0];
   assign \o__payload.len  = o__payload[35:28];
   assign \o__payload.last  = o__payload[36];
-  assign \i__payload$45.data  = \i__payload$45 [127:0];
-  assign \i__payload$45.first  = \i__payload$45 [128];
-  assign \i__payload$45.last  = \i__payload$45 [129];
-  assign \i__payload$45.shift  = \i__payload$45 [134:130];
-  assign \i__payload$45.drop_first  = \i__payload$45 [135];
-  assign \i__payload$45.flush  = \i__payload$45 [136];
-  assign \i__payload$45.meta  = \i__payload$45 [166:137];
-  assign \i__payload$45.meta.to_stream  = \i__payload$45 [137];
-  assign \i__payload$45.meta.id  = \i__payload$45 [145:138];
-  assign \i__payload$45.meta.sram_addr  = \i__payload$45 [158:146];
-  assign \i__payload$45.meta.tail  = \i__payload$45 [163:159];
-  assign \i__payload$45.meta.status  = \i__payload$45 [166:164];
-  assign \o__payload$53.data  = \o__payload$53 [127:0];
-  assign \o__payload$53.first  = \o__payload$53 [128];
-  assign \o__payload$53.last  = \o__payload$53 [129];
-  assign \o__payload$53.meta  = \o__payload$53 [159:130];
-  assign \o__payload$53.meta.to_stream  = \o__payload$53 [130];
-  assign \o__payload$53.meta.id  = \o__payload$53 [138:131];
-  assign \o__payload$53.meta.sram_addr  = \o__payload$53 [151:139];
-  assign \o__payload$53.meta.tail  = \o__payload$53 [156:152];
-  assign \o__payload$53.meta.status  = \o__payload$53 [159:157];
+  assign \ctl.shift  = ctl[4:0];
+  assign \ctl.drop_first  = ctl[5];
+  assign \ctl.flush  = ctl[6];
+  assign \ctl.meta  = ctl[36:7];
+  assign \ctl.meta.to_stream  = ctl[7];
+  assign \ctl.meta.id  = ctl[15:8];
+  assign \ctl.meta.sram_addr  = ctl[28:16];
+  assign \ctl.meta.tail  = ctl[33:29];
+  assign \ctl.meta.status  = ctl[36:34];
+  assign \i__payload$49.data  = \i__payload$49 [127:0];
+  assign \i__payload$49.first  = \i__payload$49 [128];
+  assign \i__payload$49.last  = \i__payload$49 [129];
+  assign \i__payload$49.shift  = \i__payload$49 [134:130];
+  assign \i__payload$49.drop_first  = \i__payload$49 [135];
+  assign \i__payload$49.flush  = \i__payload$49 [136];
+  assign \i__payload$49.meta  = \i__payload$49 [166:137];
+  assign \i__payload$49.meta.to_stream  = \i__payload$49 [137];
+  assign \i__payload$49.meta.id  = \i__payload$49 [145:138];
+  assign \i__payload$49.meta.sram_addr  = \i__payload$49 [158:146];
+  assign \i__payload$49.meta.tail  = \i__payload$49 [163:159];
+  assign \i__payload$49.meta.status  = \i__payload$49 [166:164];
+  assign \o__payload$55.data  = \o__payload$55 [127:0];
+  assign \o__payload$55.first  = \o__payload$55 [128];
+  assign \o__payload$55.last  = \o__payload$55 [129];
+  assign \o__payload$55.meta  = \o__payload$55 [159:130];
+  assign \o__payload$55.meta.to_stream  = \o__payload$55 [130];
+  assign \o__payload$55.meta.id  = \o__payload$55 [138:131];
+  assign \o__payload$55.meta.sram_addr  = \o__payload$55 [151:139];
+  assign \o__payload$55.meta.tail  = \o__payload$55 [156:152];
+  assign \o__payload$55.meta.status  = \o__payload$55 [159:157];
   assign \sram_w__payload.addr  = sram_w__payload[12:0];
   assign \sram_w__payload.data  = sram_w__payload[140:13];
   assign \sram_w__payload.mask  = sram_w__payload[156:141];
   assign \cpl__payload.id  = cpl__payload[7:0];
   assign \cpl__payload.status  = cpl__payload[10:8];
   assign sram_w__payload[156:141] = mask;
-  assign sram_w__payload[140:13] = \o__payload$53 [127:0];
-  assign sram_w__payload[12:0] = \$35 [12:0];
-  assign \i__payload$45 [166:164] = status_now;
-  assign \i__payload$45 [163:159] = \r_data$39 [58:54];
-  assign \i__payload$45 [158:146] = \r_data$39 [21:9];
-  assign \i__payload$45 [145:138] = \r_data$39 [8:1];
-  assign \i__payload$45 [137] = \r_data$39 [0];
-  assign \i__payload$45 [136] = \r_data$39 [53];
-  assign \i__payload$45 [135] = \r_data$39 [52];
-  assign \i__payload$45 [134:130] = \r_data$39 [51:47];
-  assign \i__payload$45 [129] = last;
-  assign \i__payload$45 [128] = first;
-  assign \i__payload$45 [127:0] = axi__rdata;
+  assign sram_w__payload[140:13] = \o__payload$55 [127:0];
+  assign sram_w__payload[12:0] = \$37 [12:0];
+  assign \i__payload$49 [127:0] = axi__rdata;
+  assign \i__payload$49 [166:137] = ctl[36:7];
+  assign \i__payload$49 [136] = ctl[6];
+  assign \i__payload$49 [135] = ctl[5];
+  assign \i__payload$49 [134:130] = ctl[4:0];
+  assign \i__payload$49 [129] = last;
+  assign \i__payload$49 [128] = first;
+  assign ctl[36:34] = status_now;
+  assign ctl[33:29] = \r_data$41 [63:59];
+  assign ctl[28:16] = \r_data$41 [21:9];
+  assign ctl[15:8] = \r_data$41 [8:1];
+  assign ctl[7] = \r_data$41 [0];
+  assign ctl[6] = \r_data$41 [58];
+  assign ctl[5] = \r_data$41 [57];
+  assign ctl[4:0] = \r_data$41 [56:52];
   assign i__payload[48:28] = r_data[48:28];
   assign i__payload[27:0] = r_data[27:0];
-  assign \w_data$5 [58:54] = \$15 [4:0];
-  assign \w_data$5 [53] = \$12 ;
-  assign \w_data$5 [52] = \$9 ;
-  assign \w_data$5 [51:47] = \$8 ;
-  assign \w_data$5 [46:43] = cmd__payload[36:33];
-  assign \w_data$5 [42:22] = \$6 [20:0];
-  assign \w_data$5 [21:9] = cmd__payload[77:65];
-  assign \w_data$5 [8:1] = cmd__payload[8:1];
-  assign \w_data$5 [0] = cmd__payload[0];
+  assign \w_data$7 [63:59] = \$21 [4:0];
+  assign \w_data$7 [58] = \$18 ;
+  assign \w_data$7 [57] = \$15 ;
+  assign \w_data$7 [56:52] = \$14 ;
+  assign \w_data$7 [51:47] = \$12 ;
+  assign \w_data$7 [46:43] = cmd__payload[36:33];
+  assign \w_data$7 [42:22] = \$11 [20:0];
+  assign \w_data$7 [21:9] = cmd__payload[77:65];
+  assign \w_data$7 [8:1] = cmd__payload[8:1];
+  assign \w_data$7 [0] = cmd__payload[0];
   assign \$3  = { 4'h0, \$2 [25:4] };
-  assign \$5  = { 4'h0, \$4 [24:4] };
-  assign \$16  = { 3'h0, o__payload[27:0], 4'h0 };
-  assign \$18  = axi__rresp[1];
-  assign \$23 [6:4] = 3'h0;
-  assign \$23 [3:0] = \$22 [3:0];
+  assign \$6  = { 4'h0, \$5 [25:4] };
+  assign \$8  = { 4'h0, \$7 [24:4] };
+  assign \$22  = { 3'h0, o__payload[27:0], 4'h0 };
+  assign \$24  = axi__rresp[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$583$37 , clk);
+module \ace_dma_small.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$587$37 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -1537,8 +1572,8 @@ module \ace_dma_small.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_data,
   (* init = 2'h0 *)
   wire [1:0] consume;
   reg [2:0] level = 3'h0;
-  input [27:0] \port$583$37 ;
-  wire [27:0] \port$583$37 ;
+  input [27:0] \port$587$37 ;
+  wire [27:0] \port$587$37 ;
   input [20:0] \port$67$0 ;
   wire [20:0] \port$67$0 ;
   (* init = 2'h0 *)
@@ -1574,7 +1609,7 @@ module \ace_dma_small.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_data,
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$67$0 , \port$583$37  };
+      storage[w_port__addr] <= { \port$67$0 , \port$587$37  };
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 3'h4;
@@ -1636,8 +1671,8 @@ module \ace_dma_small.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_data,
   assign w_level = level;
   assign r_level = level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$67$0 , \port$583$37  };
-  assign w_data = { \port$67$0 , \port$583$37  };
+  assign w_port__data = { \port$67$0 , \port$587$37  };
+  assign w_data = { \port$67$0 , \port$587$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -1669,35 +1704,35 @@ module \ace_dma_small.reader.r_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port_
   reg [2:0] level = 3'h0;
   (* init = 2'h0 *)
   wire [1:0] produce;
-  output [58:0] r_data;
-  wire [58:0] r_data;
+  output [63:0] r_data;
+  wire [63:0] r_data;
   input r_en;
   wire r_en;
   (* init = 3'h0 *)
   wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
-  wire [58:0] r_port__data;
+  wire [63:0] r_port__data;
   output r_rdy;
   wire r_rdy;
   input rst;
   wire rst;
-  wire [58:0] w_data;
+  wire [63:0] w_data;
   input w_en;
   wire w_en;
   (* init = 3'h0 *)
   wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
-  input [58:0] w_port__data;
-  wire [58:0] w_port__data;
+  input [63:0] w_port__data;
+  wire [63:0] w_port__data;
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [58:0] storage [3:0];
+  reg [63:0] storage [3:0];
   initial begin
-    storage[0] = 59'h000000000000000;
-    storage[1] = 59'h000000000000000;
-    storage[2] = 59'h000000000000000;
-    storage[3] = 59'h000000000000000;
+    storage[0] = 64'h0000000000000000;
+    storage[1] = 64'h0000000000000000;
+    storage[2] = 64'h0000000000000000;
+    storage[3] = 64'h0000000000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
@@ -2157,50 +2192,50 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
 , axi__bready, sram_r__req__valid, cmd__payload, cpl__ready, cpl_full, cpl__payload, axi__awlen, axi__wdata, axi__awready);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire [24:0] \$1 ;
-  wire [24:0] \$10 ;
-  wire [25:0] \$11 ;
-  wire [25:0] \$12 ;
-  wire [26:0] \$13 ;
+  wire [33:0] \$10 ;
+  wire [21:0] \$11 ;
+  wire [21:0] \$12 ;
+  wire [5:0] \$13 ;
   wire \$14 ;
-  wire \$15 ;
+  wire [4:0] \$15 ;
   wire \$16 ;
-  wire [34:0] \$17 ;
-  wire [21:0] \$18 ;
-  wire \$19 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [34:0] \$19 ;
   wire [25:0] \$2 ;
-  wire \$20 ;
+  wire [21:0] \$20 ;
   wire \$21 ;
-  wire [127:0] \$22 ;
+  wire \$22 ;
   wire \$23 ;
-  wire \$24 ;
-  wire [30:0] \$25 ;
-  wire [46:0] \$26 ;
-  wire [15:0] \$27 ;
-  wire \$28 ;
-  wire [3:0] \$29 ;
+  wire [127:0] \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire [30:0] \$27 ;
+  wire [46:0] \$28 ;
+  wire [15:0] \$29 ;
   wire [25:0] \$3 ;
   wire \$30 ;
-  wire [5:0] \$31 ;
-  wire [5:0] \$32 ;
-  wire \$33 ;
-  wire \$34 ;
+  wire [3:0] \$31 ;
+  wire \$32 ;
+  wire [5:0] \$33 ;
+  wire [5:0] \$34 ;
   wire \$35 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
   wire \$39 ;
   wire [24:0] \$4 ;
-  wire [21:0] \$40 ;
-  wire [21:0] \$41 ;
-  wire \$42 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire [21:0] \$42 ;
   wire [21:0] \$43 ;
-  wire [21:0] \$44 ;
-  wire \$45 ;
-  wire [6:0] \$46 ;
+  wire \$44 ;
+  wire [21:0] \$45 ;
+  wire [21:0] \$46 ;
   wire \$47 ;
-  wire \$48 ;
+  wire [6:0] \$48 ;
   wire \$49 ;
-  wire [24:0] \$5 ;
+  wire [25:0] \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
@@ -2208,22 +2243,24 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   wire \$54 ;
   wire \$55 ;
   wire \$56 ;
-  wire [5:0] \$57 ;
-  wire [5:0] \$58 ;
-  wire \$59 ;
-  wire [21:0] \$6 ;
-  wire \$60 ;
-  wire [2:0] \$61 ;
-  reg [20:0] \$62 ;
-  reg [20:0] \$63 ;
-  reg [5:0] \$64 ;
-  reg [4:0] \$65 ;
-  reg \$66 ;
-  reg [2:0] \$67 ;
-  reg [10:0] \$68 ;
-  wire [21:0] \$7 ;
-  wire [5:0] \$8 ;
-  wire \$9 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire [5:0] \$59 ;
+  wire [25:0] \$6 ;
+  wire [5:0] \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire [2:0] \$63 ;
+  reg [20:0] \$64 ;
+  reg [20:0] \$65 ;
+  reg [5:0] \$66 ;
+  reg [4:0] \$67 ;
+  reg \$68 ;
+  reg [2:0] \$69 ;
+  wire [24:0] \$7 ;
+  reg [10:0] \$70 ;
+  wire [24:0] \$8 ;
+  wire [32:0] \$9 ;
   reg [4:0] aw_ahead = 5'h00;
   output [31:0] axi__awaddr;
   wire [31:0] axi__awaddr;
@@ -2286,63 +2323,67 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   wire cpl__valid;
   output cpl_full;
   reg cpl_full = 1'h0;
+  wire [31:0] \end ;
   wire [4:0] hi;
   wire [15:0] hi_mask;
   wire [56:0] i__payload;
-  wire [151:0] \i__payload$57 ;
-  wire [127:0] \i__payload$57.data ;
-  wire \i__payload$57.drop_first ;
-  wire \i__payload$57.first ;
-  wire \i__payload$57.flush ;
-  wire \i__payload$57.last ;
-  wire [14:0] \i__payload$57.meta ;
-  wire [4:0] \i__payload$57.meta.end_lane ;
-  wire [3:0] \i__payload$57.meta.off ;
-  wire [5:0] \i__payload$57.meta.start_phase ;
-  wire [4:0] \i__payload$57.shift ;
+  wire [151:0] \i__payload$59 ;
+  wire [127:0] \i__payload$59.data ;
+  wire \i__payload$59.drop_first ;
+  wire \i__payload$59.first ;
+  wire \i__payload$59.flush ;
+  wire \i__payload$59.last ;
+  wire [14:0] \i__payload$59.meta ;
+  wire [14:0] \i__payload$59.meta.beat ;
+  wire [4:0] \i__payload$59.meta.beat.beat_hi ;
+  wire [3:0] \i__payload$59.meta.beat.beat_lo ;
+  wire [5:0] \i__payload$59.meta.beat.start_phase ;
+  wire [4:0] \i__payload$59.shift ;
   wire [27:0] \i__payload.beat_addr ;
   wire [20:0] \i__payload.beats ;
   wire [7:0] \i__payload.meta ;
   wire i__ready;
-  wire \i__ready$55 ;
+  wire \i__ready$57 ;
   wire i__valid;
-  wire \i__valid$52 ;
+  wire \i__valid$54 ;
   wire [4:0] lo;
   wire [15:0] lo_mask;
   wire [20:0] nbeats;
+  wire [20:0] ngrid;
   wire [20:0] nwords;
   wire [44:0] o__payload;
-  wire [144:0] \o__payload$64 ;
-  wire [127:0] \o__payload$64.data ;
-  wire \o__payload$64.first ;
-  wire \o__payload$64.last ;
-  wire [14:0] \o__payload$64.meta ;
-  wire [4:0] \o__payload$64.meta.end_lane ;
-  wire [3:0] \o__payload$64.meta.off ;
-  wire [5:0] \o__payload$64.meta.start_phase ;
+  wire [144:0] \o__payload$66 ;
+  wire [127:0] \o__payload$66.data ;
+  wire \o__payload$66.first ;
+  wire \o__payload$66.last ;
+  wire [14:0] \o__payload$66.meta ;
+  wire [14:0] \o__payload$66.meta.beat ;
+  wire [4:0] \o__payload$66.meta.beat.beat_hi ;
+  wire [3:0] \o__payload$66.meta.beat.beat_lo ;
+  wire [5:0] \o__payload$66.meta.beat.start_phase ;
   wire [27:0] \o__payload.beat_addr ;
   wire \o__payload.last ;
   wire [7:0] \o__payload.len ;
   wire [7:0] \o__payload.meta ;
   wire o__ready;
-  wire \o__ready$73 ;
+  wire \o__ready$75 ;
   wire o__valid;
-  wire \o__valid$72 ;
+  wire \o__valid$74 ;
   wire [3:0] off;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
   wire [56:0] r_data;
-  wire [33:0] \r_data$40 ;
-  wire [42:0] \r_data$48 ;
-  wire [8:0] \r_data$83 ;
+  wire [33:0] \r_data$42 ;
+  wire [42:0] \r_data$50 ;
+  wire [8:0] \r_data$85 ;
   wire r_en;
-  wire \r_en$44 ;
-  wire \r_en$60 ;
-  wire \r_en$85 ;
+  wire \r_en$46 ;
+  wire \r_en$62 ;
+  wire \r_en$87 ;
   wire r_rdy;
-  wire \r_rdy$42 ;
-  wire \r_rdy$53 ;
-  wire \r_rdy$82 ;
+  wire \r_rdy$44 ;
+  wire \r_rdy$55 ;
+  wire \r_rdy$84 ;
   wire req_last;
   reg [20:0] req_word = 21'h000000;
   input rst;
@@ -2378,124 +2419,126 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   reg [2:0] status_now;
   wire take;
   wire [56:0] w_data;
-  wire [8:0] \w_data$36 ;
-  wire [33:0] \w_data$5 ;
-  wire [42:0] \w_data$6 ;
+  wire [8:0] \w_data$38 ;
+  wire [33:0] \w_data$7 ;
+  wire [42:0] \w_data$8 ;
   wire w_en;
-  wire \w_en$14 ;
-  wire \w_en$15 ;
-  wire \w_en$37 ;
+  wire \w_en$16 ;
+  wire \w_en$17 ;
+  wire \w_en$39 ;
   wire w_ok;
   wire w_rdy;
-  wire \w_rdy$10 ;
-  wire \w_rdy$33 ;
-  wire \w_rdy$9 ;
+  wire \w_rdy$11 ;
+  wire \w_rdy$12 ;
+  wire \w_rdy$35 ;
   input [127:0] wr_stream__tdata;
   wire [127:0] wr_stream__tdata;
   output wr_stream__tready;
   wire wr_stream__tready;
   input wr_stream__tvalid;
   wire wr_stream__tvalid;
-  assign \$20  = ~ \r_data$48 [0];
-  assign \$21  = \r_rdy$53  & \$20 ;
-  assign sram_r__resp__ready = \$21  & \i__ready$55 ;
-  assign \$22  = \r_data$48 [0] ? wr_stream__tdata : sram_r__resp__payload;
-  assign \$23  = ! src_word;
-  assign \$24  = \i__valid$52  & \i__ready$55 ;
-  assign \r_en$60  = \$24  & src_last;
+  assign src_valid = \r_data$50 [0] ? wr_stream__tvalid : sram_r__resp__valid;
+  assign \i__valid$54  = \r_rdy$55  & src_valid;
+  assign \$21  = \r_rdy$55  & \r_data$50 [0];
+  assign wr_stream__tready = \$21  & \i__ready$57 ;
+  assign \$22  = ~ \r_data$50 [0];
+  assign \$23  = \r_rdy$55  & \$22 ;
+  assign sram_r__resp__ready = \$23  & \i__ready$57 ;
+  assign \$24  = \r_data$50 [0] ? wr_stream__tdata : sram_r__resp__payload;
+  assign \$25  = ! src_word;
+  assign \$26  = \i__valid$54  & \i__ready$57 ;
+  assign \r_en$62  = \$26  & src_last;
   assign w_ok = | aw_ahead;
-  assign phase_cur = \o__payload$64 [128] ? \o__payload$64 [144:139] : phase;
-  assign \$25  = 16'hffff << \o__payload$64 [133:130];
-  assign lo_mask = \o__payload$64 [128] ? \$25 [15:0] : 16'hffff;
-  assign \$26  = 16'hffff << \o__payload$64 [138:134];
-  assign \$27  = ~ \$26 [15:0];
-  assign hi_mask = \o__payload$64 [129] ? \$27  : 16'hffff;
+  assign phase_cur = \o__payload$66 [128] ? \o__payload$66 [144:139] : phase;
+  assign \$27  = 16'hffff << \o__payload$66 [133:130];
+  assign lo_mask = \o__payload$66 [128] ? \$27 [15:0] : 16'hffff;
+  assign \$28  = 16'hffff << \o__payload$66 [138:134];
+  assign \$29  = ~ \$28 [15:0];
+  assign hi_mask = \o__payload$66 [129] ? \$29  : 16'hffff;
   assign axi__wstrb = lo_mask & hi_mask;
-  assign \$28  = phase_cur == 6'h3f;
-  assign axi__wlast = \o__payload$64 [129] | \$28 ;
-  assign axi__wvalid = \o__valid$72  & w_ok;
-  assign \o__ready$73  = axi__wready & w_ok;
-  assign \$29  = \o__payload$64 [128] ? \o__payload$64 [133:130] : 4'h0;
-  assign hi = \o__payload$64 [129] ? \o__payload$64 [138:134] : 5'h10;
-  assign \$30  = axi__wvalid & axi__wready;
-  assign \$31  = hi - \$29 ;
-  assign \$32  = \$30  ? \$31  : 6'h00;
-  assign \$33  = ! status;
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = ~ \r_data$83 [8];
-  assign \$37  = ~ cpl_full;
-  assign \$38  = \$36  | \$37 ;
-  assign axi__bready = \r_rdy$82  & \$38 ;
-  assign \r_en$85  = axi__bvalid & axi__bready;
-  assign \$39  = sram_r__req__valid & sram_r__req__ready;
-  assign \$40  = req_word + 1'h1;
-  assign \$41  = req_last ? 22'h000000 : \$40 ;
-  assign \$42  = \i__valid$52  & \i__ready$55 ;
-  assign \$43  = src_word + 1'h1;
-  assign \$44  = src_last ? 22'h000000 : \$43 ;
-  assign \$45  = axi__wvalid & axi__wready;
-  assign \$46  = phase_cur + 1'h1;
-  assign \$47  = axi__awvalid & axi__awready;
-  assign \$48  = axi__wvalid & axi__wready;
-  assign \$49  = \$48  & axi__wlast;
-  assign \$50  = ~ \$49 ;
-  assign \$51  = \$47  & \$50 ;
-  assign \$52  = axi__awvalid & axi__awready;
-  assign \$53  = ~ \$52 ;
-  assign \$54  = axi__wvalid & axi__wready;
-  assign \$55  = \$54  & axi__wlast;
-  assign \$56  = \$53  & \$55 ;
-  assign \$57  = aw_ahead + 1'h1;
-  assign \$58  = aw_ahead - 1'h1;
-  assign \$59  = cpl_full & cpl__ready;
-  assign \$60  = axi__bvalid & axi__bready;
-  assign \$61  = \r_data$83 [8] ? 3'h0 : status_now;
+  assign \$30  = phase_cur == 6'h3f;
+  assign axi__wlast = \o__payload$66 [129] | \$30 ;
+  assign axi__wvalid = \o__valid$74  & w_ok;
+  assign \o__ready$75  = axi__wready & w_ok;
+  assign \$31  = \o__payload$66 [128] ? \o__payload$66 [133:130] : 4'h0;
+  assign hi = \o__payload$66 [129] ? \o__payload$66 [138:134] : 5'h10;
+  assign \$32  = axi__wvalid & axi__wready;
+  assign \$33  = hi - \$31 ;
+  assign \$34  = \$32  ? \$33  : 6'h00;
+  assign \$35  = ! status;
+  assign \$37  = \$35  & \$36 ;
+  assign \$38  = ~ \r_data$85 [8];
+  assign \$39  = ~ cpl_full;
+  assign \$40  = \$38  | \$39 ;
+  assign axi__bready = \r_rdy$84  & \$40 ;
+  assign \r_en$87  = axi__bvalid & axi__bready;
+  assign \$41  = sram_r__req__valid & sram_r__req__ready;
+  assign \$42  = req_word + 1'h1;
+  assign \$43  = req_last ? 22'h000000 : \$42 ;
+  assign \$44  = \i__valid$54  & \i__ready$57 ;
+  assign \$45  = src_word + 1'h1;
+  assign \$46  = src_last ? 22'h000000 : \$45 ;
+  assign \$47  = axi__wvalid & axi__wready;
+  assign \$48  = phase_cur + 1'h1;
+  assign \$49  = axi__awvalid & axi__awready;
+  assign \$50  = axi__wvalid & axi__wready;
+  assign \$51  = \$50  & axi__wlast;
+  assign \$52  = ~ \$51 ;
+  assign \$53  = \$49  & \$52 ;
+  assign \$54  = axi__awvalid & axi__awready;
+  assign \$55  = ~ \$54 ;
+  assign \$56  = axi__wvalid & axi__wready;
+  assign \$57  = \$56  & axi__wlast;
+  assign \$58  = \$55  & \$57 ;
+  assign \$59  = aw_ahead + 1'h1;
+  assign \$60  = aw_ahead - 1'h1;
+  assign \$61  = cpl_full & cpl__ready;
+  assign \$62  = axi__bvalid & axi__bready;
+  assign \$63  = \r_data$85 [8] ? 3'h0 : status_now;
   always @(posedge clk)
-    req_word <= \$62 ;
+    req_word <= \$64 ;
   always @(posedge clk)
-    src_word <= \$63 ;
+    src_word <= \$65 ;
   always @(posedge clk)
-    phase <= \$64 ;
+    phase <= \$66 ;
   always @(posedge clk)
-    aw_ahead <= \$65 ;
+    aw_ahead <= \$67 ;
   always @(posedge clk)
-    cpl_full <= \$66 ;
+    cpl_full <= \$68 ;
   always @(posedge clk)
-    status <= \$67 ;
+    status <= \$69 ;
   always @(posedge clk)
-    cpl__payload <= \$68 ;
+    cpl__payload <= \$70 ;
   assign \$1  = cmd__payload[36:33] + cmd__payload[32:9];
   assign \$2  = \$1  + 4'hf;
-  assign \$4  = cmd__payload[32:9] + 4'hf;
-  assign \$6  = \$5 [20:0] - 1'h1;
-  assign \$7  = \$5 [20:0] - 1'h1;
-  assign \$8  = 5'h10 - cmd__payload[36:33];
-  assign \$9  = \$3 [20:0] != \$5 [20:0];
-  assign \$10  = cmd__payload[36:33] + cmd__payload[32:9];
-  assign \$11  = \$10  - 1'h1;
-  assign \$13  = $signed(\$12 ) + $signed(2'h1);
-  assign \$14  = w_rdy & \w_rdy$9 ;
-  assign \$15  = cmd__payload[0] | \w_rdy$10 ;
-  assign cmd__ready = \$14  & \$15 ;
+  assign \$4  = cmd__payload[36:33] + cmd__payload[32:9];
+  assign \$5  = \$4  + 4'hf;
+  assign \$7  = cmd__payload[32:9] + 4'hf;
+  assign \$9  = cmd__payload[64:33] + cmd__payload[32:9];
+  assign \$10  = \$9  - 1'h1;
+  assign \$11  = \$8 [20:0] - 1'h1;
+  assign \$12  = \$8 [20:0] - 1'h1;
+  assign \$13  = 5'h10 - cmd__payload[36:33];
+  assign \$14  = \$6 [20:0] != \$8 [20:0];
+  assign \$15  = \$10 [3:0] + 1'h1;
+  assign \$16  = w_rdy & \w_rdy$11 ;
+  assign \$17  = cmd__payload[0] | \w_rdy$12 ;
+  assign cmd__ready = \$16  & \$17 ;
   assign take = cmd__valid & cmd__ready;
-  assign \$16  = ~ cmd__payload[0];
-  assign \w_en$15  = take & \$16 ;
-  assign axi__awvalid = o__valid & \w_rdy$33 ;
-  assign o__ready = axi__awready & \w_rdy$33 ;
-  assign \w_en$37  = axi__awvalid & axi__awready;
-  assign req_last = req_word == \r_data$40 [33:13];
-  assign \$18  = \r_data$40 [12:0] + req_word;
-  assign \r_en$44  = sram_r__req__ready & req_last;
-  assign src_last = src_word == \r_data$48 [21:1];
-  assign src_valid = \r_data$48 [0] ? wr_stream__tvalid : sram_r__resp__valid;
-  assign \i__valid$52  = \r_rdy$53  & src_valid;
-  assign \$19  = \r_rdy$53  & \r_data$48 [0];
-  assign wr_stream__tready = \$19  & \i__ready$55 ;
+  assign \$18  = ~ cmd__payload[0];
+  assign \w_en$17  = take & \$18 ;
+  assign axi__awvalid = o__valid & \w_rdy$35 ;
+  assign o__ready = axi__awready & \w_rdy$35 ;
+  assign \w_en$39  = axi__awvalid & axi__awready;
+  assign req_last = req_word == \r_data$42 [33:13];
+  assign \$20  = \r_data$42 [12:0] + req_word;
+  assign \r_en$46  = sram_r__req__ready & req_last;
+  assign src_last = src_word == \r_data$50 [21:1];
   \ace_dma_small.writer.aw_q  aw_q (
     .clk(clk),
-    .\port$264$0 (\$3 [20:0]),
-    .\port$584$1 (cmd__payload[8:1]),
-    .\port$584$37 (cmd__payload[64:37]),
+    .\port$266$0 (\$3 [20:0]),
+    .\port$588$1 (cmd__payload[8:1]),
+    .\port$588$37 (cmd__payload[64:37]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -2505,22 +2548,22 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   );
   \ace_dma_small.writer.b_q  b_q (
     .clk(clk),
-    .\port$714$36 (o__payload[44:36]),
-    .r_data(\r_data$83 ),
-    .r_en(\r_en$85 ),
-    .r_rdy(\r_rdy$82 ),
+    .\port$719$36 (o__payload[44:36]),
+    .r_data(\r_data$85 ),
+    .r_en(\r_en$87 ),
+    .r_rdy(\r_rdy$84 ),
     .rst(rst),
-    .w_en(\w_en$37 ),
-    .w_rdy(\w_rdy$33 )
+    .w_en(\w_en$39 ),
+    .w_rdy(\w_rdy$35 )
   );
   \ace_dma_small.writer.realign  realign (
     .clk(clk),
-    .i__payload(\i__payload$57 ),
-    .i__ready(\i__ready$55 ),
-    .i__valid(\i__valid$52 ),
-    .o__payload(\o__payload$64 ),
-    .o__ready(\o__ready$73 ),
-    .o__valid(\o__valid$72 ),
+    .i__payload(\i__payload$59 ),
+    .i__ready(\i__ready$57 ),
+    .i__valid(\i__valid$54 ),
+    .o__payload(\o__payload$66 ),
+    .o__ready(\o__ready$75 ),
+    .o__valid(\o__valid$74 ),
     .rst(rst)
   );
   \ace_dma_small.writer.split  split (
@@ -2535,28 +2578,28 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   );
   \ace_dma_small.writer.sreq_q  sreq_q (
     .clk(clk),
-    .r_data(\r_data$40 ),
-    .r_en(\r_en$44 ),
+    .r_data(\r_data$42 ),
+    .r_en(\r_en$46 ),
     .r_rdy(sram_r__req__valid),
     .rst(rst),
-    .w_en(\w_en$15 ),
-    .w_port__data(\w_data$5 ),
-    .w_rdy(\w_rdy$10 )
+    .w_en(\w_en$17 ),
+    .w_port__data(\w_data$7 ),
+    .w_rdy(\w_rdy$12 )
   );
   \ace_dma_small.writer.wd_q  wd_q (
     .clk(clk),
-    .r_data(\r_data$48 ),
-    .r_en(\r_en$60 ),
-    .r_rdy(\r_rdy$53 ),
+    .r_data(\r_data$50 ),
+    .r_en(\r_en$62 ),
+    .r_rdy(\r_rdy$55 ),
     .rst(rst),
     .w_en(take),
-    .w_port__data(\w_data$6 ),
-    .w_rdy(\w_rdy$9 )
+    .w_port__data(\w_data$8 ),
+    .w_rdy(\w_rdy$11 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     (* full_case = 32'd1 *)
-    if (\$35 ) begin
+    if (\$37 ) begin
       status_now = { 1'h1, axi__bresp };
     end else begin
       status_now = status;
@@ -2564,90 +2607,92 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$62  = req_word;
-    if (\$39 ) begin
-      \$62  = \$41 [20:0];
+    \$64  = req_word;
+    if (\$41 ) begin
+      \$64  = \$43 [20:0];
     end
     if (rst) begin
-      \$62  = 21'h000000;
+      \$64  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$63  = src_word;
-    if (\$42 ) begin
-      \$63  = \$44 [20:0];
+    \$65  = src_word;
+    if (\$44 ) begin
+      \$65  = \$46 [20:0];
     end
     if (rst) begin
-      \$63  = 21'h000000;
+      \$65  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$64  = phase;
-    if (\$45 ) begin
-      \$64  = \$46 [5:0];
+    \$66  = phase;
+    if (\$47 ) begin
+      \$66  = \$48 [5:0];
     end
     if (rst) begin
-      \$64  = 6'h00;
+      \$66  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$65  = aw_ahead;
-    if (\$51 ) begin
-      \$65  = \$57 [4:0];
-    end else if (\$56 ) begin
-      \$65  = \$58 [4:0];
+    \$67  = aw_ahead;
+    if (\$53 ) begin
+      \$67  = \$59 [4:0];
+    end else if (\$58 ) begin
+      \$67  = \$60 [4:0];
     end
     if (rst) begin
-      \$65  = 5'h00;
+      \$67  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$66  = cpl_full;
-    if (\$59 ) begin
-      \$66  = 1'h0;
+    \$68  = cpl_full;
+    if (\$61 ) begin
+      \$68  = 1'h0;
     end
-    if (\$60 ) begin
-      if (\r_data$83 [8]) begin
-        \$66  = 1'h1;
+    if (\$62 ) begin
+      if (\r_data$85 [8]) begin
+        \$68  = 1'h1;
       end
     end
     if (rst) begin
-      \$66  = 1'h0;
+      \$68  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$67  = status;
-    if (\$60 ) begin
-      \$67  = \$61 ;
+    \$69  = status;
+    if (\$62 ) begin
+      \$69  = \$63 ;
     end
     if (rst) begin
-      \$67  = 3'h0;
+      \$69  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$68  = cpl__payload;
-    if (\$60 ) begin
-      if (\r_data$83 [8]) begin
-        \$68 [7:0] = \r_data$83 [7:0];
-        \$68 [10:8] = status_now;
+    \$70  = cpl__payload;
+    if (\$62 ) begin
+      if (\r_data$85 [8]) begin
+        \$70 [7:0] = \r_data$85 [7:0];
+        \$70 [10:8] = status_now;
       end
     end
     if (rst) begin
-      \$68  = 11'h000;
+      \$70  = 11'h000;
     end
   end
   assign off = cmd__payload[36:33];
   assign nbeats = \$3 [20:0];
-  assign nwords = \$5 [20:0];
+  assign ngrid = \$6 [20:0];
+  assign nwords = \$8 [20:0];
+  assign \end  = \$10 [31:0];
   assign w_data = { cmd__payload[8:1], \$3 [20:0], cmd__payload[64:37] };
   assign w_en = take;
-  assign \w_en$14  = take;
+  assign \w_en$16  = take;
   assign r_rdy = i__valid;
   assign i__ready = r_en;
   assign axi__awid = 4'h0;
@@ -2656,15 +2701,15 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   assign axi__awlock = 1'h0;
   assign axi__awcache = 4'h3;
   assign axi__awprot = 3'h0;
-  assign \w_data$36  = { o__payload[36], o__payload[44:37] };
-  assign \r_rdy$42  = sram_r__req__valid;
-  assign lo = { 1'h0, \$29  };
+  assign \w_data$38  = { o__payload[36], o__payload[44:37] };
+  assign \r_rdy$44  = sram_r__req__valid;
+  assign lo = { 1'h0, \$31  };
   assign cpl__valid = cpl_full;
-  assign axi__awaddr = \$17 [31:0];
-  assign sram_r__req__payload = \$18 [12:0];
-  assign bytes = \$32 [4:0];
+  assign axi__awaddr = \$19 [31:0];
+  assign sram_r__req__payload = \$20 [12:0];
+  assign bytes = \$34 [4:0];
   assign axi__awlen = o__payload[35:28];
-  assign axi__wdata = \o__payload$64 [127:0];
+  assign axi__wdata = \o__payload$66 [127:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -2677,56 +2722,55 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   assign \o__payload.len  = o__payload[35:28];
   assign \o__payload.last  = o__payload[36];
   assign \o__payload.meta  = o__payload[44:37];
-  assign \i__payload$57.data  = \i__payload$57 [127:0];
-  assign \i__payload$57.first  = \i__payload$57 [128];
-  assign \i__payload$57.last  = \i__payload$57 [129];
-  assign \i__payload$57.shift  = \i__payload$57 [134:130];
-  assign \i__payload$57.drop_first  = \i__payload$57 [135];
-  assign \i__payload$57.flush  = \i__payload$57 [136];
-  assign \i__payload$57.meta  = \i__payload$57 [151:137];
-  assign \i__payload$57.meta.off  = \i__payload$57 [140:137];
-  assign \i__payload$57.meta.end_lane  = \i__payload$57 [145:141];
-  assign \i__payload$57.meta.start_phase  = \i__payload$57 [151:146];
-  assign \o__payload$64.data  = \o__payload$64 [127:0];
-  assign \o__payload$64.first  = \o__payload$64 [128];
-  assign \o__payload$64.last  = \o__payload$64 [129];
-  assign \o__payload$64.meta  = \o__payload$64 [144:130];
-  assign \o__payload$64.meta.off  = \o__payload$64 [133:130];
-  assign \o__payload$64.meta.end_lane  = \o__payload$64 [138:134];
-  assign \o__payload$64.meta.start_phase  = \o__payload$64 [144:139];
+  assign \i__payload$59.data  = \i__payload$59 [127:0];
+  assign \i__payload$59.first  = \i__payload$59 [128];
+  assign \i__payload$59.last  = \i__payload$59 [129];
+  assign \i__payload$59.shift  = \i__payload$59 [134:130];
+  assign \i__payload$59.drop_first  = \i__payload$59 [135];
+  assign \i__payload$59.flush  = \i__payload$59 [136];
+  assign \i__payload$59.meta  = \i__payload$59 [151:137];
+  assign \i__payload$59.meta.beat  = \i__payload$59 [151:137];
+  assign \i__payload$59.meta.beat.beat_lo  = \i__payload$59 [140:137];
+  assign \i__payload$59.meta.beat.beat_hi  = \i__payload$59 [145:141];
+  assign \i__payload$59.meta.beat.start_phase  = \i__payload$59 [151:146];
+  assign \o__payload$66.data  = \o__payload$66 [127:0];
+  assign \o__payload$66.first  = \o__payload$66 [128];
+  assign \o__payload$66.last  = \o__payload$66 [129];
+  assign \o__payload$66.meta  = \o__payload$66 [144:130];
+  assign \o__payload$66.meta.beat  = \o__payload$66 [144:130];
+  assign \o__payload$66.meta.beat.beat_lo  = \o__payload$66 [133:130];
+  assign \o__payload$66.meta.beat.beat_hi  = \o__payload$66 [138:134];
+  assign \o__payload$66.meta.beat.start_phase  = \o__payload$66 [144:139];
   assign \cpl__payload.id  = cpl__payload[7:0];
   assign \cpl__payload.status  = cpl__payload[10:8];
-  assign \i__payload$57 [151:146] = \r_data$48 [42:37];
-  assign \i__payload$57 [145:141] = \r_data$48 [36:32];
-  assign \i__payload$57 [140:137] = \r_data$48 [31:28];
-  assign \i__payload$57 [136] = \r_data$48 [27];
-  assign \i__payload$57 [135] = 1'h0;
-  assign \i__payload$57 [134:130] = \r_data$48 [26:22];
-  assign \i__payload$57 [129] = src_last;
-  assign \i__payload$57 [128] = \$23 ;
-  assign \i__payload$57 [127:0] = \$22 ;
+  assign \i__payload$59 [151:137] = \r_data$50 [42:28];
+  assign \i__payload$59 [136] = \r_data$50 [27];
+  assign \i__payload$59 [135] = 1'h0;
+  assign \i__payload$59 [134:130] = \r_data$50 [26:22];
+  assign \i__payload$59 [129] = src_last;
+  assign \i__payload$59 [128] = \$25 ;
+  assign \i__payload$59 [127:0] = \$24 ;
   assign i__payload[56:49] = r_data[56:49];
   assign i__payload[48:28] = r_data[48:28];
   assign i__payload[27:0] = r_data[27:0];
-  assign \w_data$6 [42:37] = cmd__payload[42:37];
-  assign \w_data$6 [36:32] = \$13 [4:0];
-  assign \w_data$6 [31:28] = cmd__payload[36:33];
-  assign \w_data$6 [27] = \$9 ;
-  assign \w_data$6 [26:22] = \$8 [4:0];
-  assign \w_data$6 [21:1] = \$7 [20:0];
-  assign \w_data$6 [0] = cmd__payload[0];
-  assign \w_data$5 [33:13] = \$6 [20:0];
-  assign \w_data$5 [12:0] = cmd__payload[77:65];
+  assign \w_data$8 [42:37] = cmd__payload[42:37];
+  assign \w_data$8 [36:32] = \$15 ;
+  assign \w_data$8 [31:28] = cmd__payload[36:33];
+  assign \w_data$8 [27] = \$14 ;
+  assign \w_data$8 [26:22] = \$13 [4:0];
+  assign \w_data$8 [21:1] = \$12 [20:0];
+  assign \w_data$8 [0] = cmd__payload[0];
+  assign \w_data$7 [33:13] = \$11 [20:0];
+  assign \w_data$7 [12:0] = cmd__payload[77:65];
   assign \$3  = { 4'h0, \$2 [25:4] };
-  assign \$5  = { 4'h0, \$4 [24:4] };
-  assign \$12 [25:4] = 22'h000000;
-  assign \$12 [3:0] = \$11 [3:0];
-  assign \$17  = { 3'h0, o__payload[27:0], 4'h0 };
-  assign \$34  = axi__bresp[1];
+  assign \$6  = { 4'h0, \$5 [25:4] };
+  assign \$8  = { 4'h0, \$7 [24:4] };
+  assign \$19  = { 3'h0, o__payload[27:0], 4'h0 };
+  assign \$36  = axi__bresp[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.aw_q (rst, \port$264$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$584$1 , \port$584$37 , clk);
+module \ace_dma_small.writer.aw_q (rst, \port$266$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$588$1 , \port$588$37 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -2750,12 +2794,12 @@ module \ace_dma_small.writer.aw_q (rst, \port$264$0 , w_en, w_rdy, r_rdy, r_data
   (* init = 2'h0 *)
   wire [1:0] consume;
   reg [2:0] level = 3'h0;
-  input [20:0] \port$264$0 ;
-  wire [20:0] \port$264$0 ;
-  input [7:0] \port$584$1 ;
-  wire [7:0] \port$584$1 ;
-  input [27:0] \port$584$37 ;
-  wire [27:0] \port$584$37 ;
+  input [20:0] \port$266$0 ;
+  wire [20:0] \port$266$0 ;
+  input [7:0] \port$588$1 ;
+  wire [7:0] \port$588$1 ;
+  input [27:0] \port$588$37 ;
+  wire [27:0] \port$588$37 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [56:0] r_data;
@@ -2789,7 +2833,7 @@ module \ace_dma_small.writer.aw_q (rst, \port$264$0 , w_en, w_rdy, r_rdy, r_data
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$584$1 , \port$264$0 , \port$584$37  };
+      storage[w_port__addr] <= { \port$588$1 , \port$266$0 , \port$588$37  };
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 3'h4;
@@ -2851,14 +2895,14 @@ module \ace_dma_small.writer.aw_q (rst, \port$264$0 , w_en, w_rdy, r_rdy, r_data
   assign w_level = level;
   assign r_level = level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$584$1 , \port$264$0 , \port$584$37  };
-  assign w_data = { \port$584$1 , \port$264$0 , \port$584$37  };
+  assign w_port__data = { \port$588$1 , \port$266$0 , \port$588$37  };
+  assign w_data = { \port$588$1 , \port$266$0 , \port$588$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port$714$36 , clk);
+module \ace_dma_small.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port$719$36 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -2882,8 +2926,8 @@ module \ace_dma_small.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port$7
   (* init = 3'h0 *)
   wire [2:0] consume;
   reg [3:0] level = 4'h0;
-  input [8:0] \port$714$36 ;
-  wire [8:0] \port$714$36 ;
+  input [8:0] \port$719$36 ;
+  wire [8:0] \port$719$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -2921,7 +2965,7 @@ module \ace_dma_small.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port$7
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$714$36 [0], \port$714$36 [8:1] };
+      storage[w_port__addr] <= { \port$719$36 [0], \port$719$36 [8:1] };
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 4'h8;
@@ -2983,8 +3027,8 @@ module \ace_dma_small.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port$7
   assign w_level = level;
   assign r_level = level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$714$36 [0], \port$714$36 [8:1] };
-  assign w_data = { \port$714$36 [0], \port$714$36 [8:1] };
+  assign w_port__data = { \port$719$36 [0], \port$719$36 [8:1] };
+  assign w_data = { \port$719$36 [0], \port$719$36 [8:1] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -3019,9 +3063,10 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
   input clk;
   wire clk;
   reg [14:0] flush_meta = 15'h0000;
-  wire [4:0] \flush_meta.end_lane ;
-  wire [3:0] \flush_meta.off ;
-  wire [5:0] \flush_meta.start_phase ;
+  wire [14:0] \flush_meta.beat ;
+  wire [4:0] \flush_meta.beat.beat_hi ;
+  wire [3:0] \flush_meta.beat.beat_lo ;
+  wire [5:0] \flush_meta.beat.start_phase ;
   reg [4:0] flush_shift = 5'h00;
   reg flushing = 1'h0;
   input [151:0] i__payload;
@@ -3032,9 +3077,10 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
   wire \i__payload.flush ;
   wire \i__payload.last ;
   wire [14:0] \i__payload.meta ;
-  wire [4:0] \i__payload.meta.end_lane ;
-  wire [3:0] \i__payload.meta.off ;
-  wire [5:0] \i__payload.meta.start_phase ;
+  wire [14:0] \i__payload.meta.beat ;
+  wire [4:0] \i__payload.meta.beat.beat_hi ;
+  wire [3:0] \i__payload.meta.beat.beat_lo ;
+  wire [5:0] \i__payload.meta.beat.start_phase ;
   wire [4:0] \i__payload.shift ;
   output i__ready;
   wire i__ready;
@@ -3047,9 +3093,10 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
   wire \o__payload.first ;
   wire \o__payload.last ;
   wire [14:0] \o__payload.meta ;
-  wire [4:0] \o__payload.meta.end_lane ;
-  wire [3:0] \o__payload.meta.off ;
-  wire [5:0] \o__payload.meta.start_phase ;
+  wire [14:0] \o__payload.meta.beat ;
+  wire [4:0] \o__payload.meta.beat.beat_hi ;
+  wire [3:0] \o__payload.meta.beat.beat_lo ;
+  wire [5:0] \o__payload.meta.beat.start_phase ;
   input o__ready;
   wire o__ready;
   output o__valid;
@@ -3214,19 +3261,22 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
   assign \i__payload.drop_first  = i__payload[135];
   assign \i__payload.flush  = i__payload[136];
   assign \i__payload.meta  = i__payload[151:137];
-  assign \i__payload.meta.off  = i__payload[140:137];
-  assign \i__payload.meta.end_lane  = i__payload[145:141];
-  assign \i__payload.meta.start_phase  = i__payload[151:146];
+  assign \i__payload.meta.beat  = i__payload[151:137];
+  assign \i__payload.meta.beat.beat_lo  = i__payload[140:137];
+  assign \i__payload.meta.beat.beat_hi  = i__payload[145:141];
+  assign \i__payload.meta.beat.start_phase  = i__payload[151:146];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.first  = o__payload[128];
   assign \o__payload.last  = o__payload[129];
   assign \o__payload.meta  = o__payload[144:130];
-  assign \o__payload.meta.off  = o__payload[133:130];
-  assign \o__payload.meta.end_lane  = o__payload[138:134];
-  assign \o__payload.meta.start_phase  = o__payload[144:139];
-  assign \flush_meta.off  = flush_meta[3:0];
-  assign \flush_meta.end_lane  = flush_meta[8:4];
-  assign \flush_meta.start_phase  = flush_meta[14:9];
+  assign \o__payload.meta.beat  = o__payload[144:130];
+  assign \o__payload.meta.beat.beat_lo  = o__payload[133:130];
+  assign \o__payload.meta.beat.beat_hi  = o__payload[138:134];
+  assign \o__payload.meta.beat.start_phase  = o__payload[144:139];
+  assign \flush_meta.beat  = flush_meta;
+  assign \flush_meta.beat.beat_lo  = flush_meta[3:0];
+  assign \flush_meta.beat.beat_hi  = flush_meta[8:4];
+  assign \flush_meta.beat.start_phase  = flush_meta[14:9];
 endmodule
 
 (* generator = "Amaranth" *)

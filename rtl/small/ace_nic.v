@@ -83,7 +83,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   reg ch0_head_bad = 1'h0;
   reg ch0_head_valid = 1'h0;
   output [178:0] ch0_recv__payload;
-  wire [178:0] ch0_recv__payload;
+  reg [178:0] ch0_recv__payload;
   wire [127:0] \ch0_recv__payload.data ;
   wire \ch0_recv__payload.first ;
   wire [15:0] \ch0_recv__payload.keep ;
@@ -94,7 +94,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   input ch0_recv__ready;
   wire ch0_recv__ready;
   output ch0_recv__valid;
-  wire ch0_recv__valid;
+  reg ch0_recv__valid;
   input ch0_recv_link;
   wire ch0_recv_link;
   input [19:0] ch0_send__payload;
@@ -122,7 +122,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   reg ch1_head_bad = 1'h0;
   reg ch1_head_valid = 1'h0;
   output [178:0] ch1_recv__payload;
-  wire [178:0] ch1_recv__payload;
+  reg [178:0] ch1_recv__payload;
   wire [127:0] \ch1_recv__payload.data ;
   wire \ch1_recv__payload.first ;
   wire [15:0] \ch1_recv__payload.keep ;
@@ -133,7 +133,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   input ch1_recv__ready;
   wire ch1_recv__ready;
   output ch1_recv__valid;
-  wire ch1_recv__valid;
+  reg ch1_recv__valid;
   input ch1_recv_link;
   wire ch1_recv_link;
   input [19:0] ch1_send__payload;
@@ -164,7 +164,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire \cmd__0__payload.link ;
   wire [7:0] \cmd__0__payload.tag ;
   wire cmd__0__ready;
-  wire \cmd__0__ready$207 ;
+  wire \cmd__0__ready$219 ;
   wire cmd__0__valid;
   wire \cmd__0__valid$145 ;
   reg [19:0] cmd__1__payload = 20'h00000;
@@ -177,7 +177,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire \cmd__1__payload.link ;
   wire [7:0] \cmd__1__payload.tag ;
   wire cmd__1__ready;
-  wire \cmd__1__ready$209 ;
+  wire \cmd__1__ready$221 ;
   wire cmd__1__valid;
   wire \cmd__1__valid$167 ;
   output cmd_error;
@@ -269,31 +269,51 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [127:0] i__payload;
   wire [127:0] \i__payload$169 ;
   wire [127:0] \i__payload$169.data ;
-  reg [178:0] \i__payload$185 ;
-  wire [127:0] \i__payload$185.data ;
-  wire \i__payload$185.first ;
-  wire [15:0] \i__payload$185.keep ;
-  wire \i__payload$185.last ;
-  wire [16:0] \i__payload$185.length ;
-  wire [7:0] \i__payload$185.src ;
-  wire [7:0] \i__payload$185.tag ;
-  reg [178:0] \i__payload$197 ;
-  wire [127:0] \i__payload$197.data ;
-  wire \i__payload$197.first ;
-  wire [15:0] \i__payload$197.keep ;
-  wire \i__payload$197.last ;
-  wire [16:0] \i__payload$197.length ;
-  wire [7:0] \i__payload$197.src ;
-  wire [7:0] \i__payload$197.tag ;
+  wire [178:0] \i__payload$182 ;
+  wire [127:0] \i__payload$182.data ;
+  wire \i__payload$182.first ;
+  wire [15:0] \i__payload$182.keep ;
+  wire \i__payload$182.last ;
+  wire [16:0] \i__payload$182.length ;
+  wire [7:0] \i__payload$182.src ;
+  wire [7:0] \i__payload$182.tag ;
+  wire [178:0] \i__payload$189 ;
+  wire [127:0] \i__payload$189.data ;
+  wire \i__payload$189.first ;
+  wire [15:0] \i__payload$189.keep ;
+  wire \i__payload$189.last ;
+  wire [16:0] \i__payload$189.length ;
+  wire [7:0] \i__payload$189.src ;
+  wire [7:0] \i__payload$189.tag ;
+  wire [178:0] \i__payload$200 ;
+  wire [127:0] \i__payload$200.data ;
+  wire \i__payload$200.first ;
+  wire [15:0] \i__payload$200.keep ;
+  wire \i__payload$200.last ;
+  wire [16:0] \i__payload$200.length ;
+  wire [7:0] \i__payload$200.src ;
+  wire [7:0] \i__payload$200.tag ;
+  wire [178:0] \i__payload$207 ;
+  wire [127:0] \i__payload$207.data ;
+  wire \i__payload$207.first ;
+  wire [15:0] \i__payload$207.keep ;
+  wire \i__payload$207.last ;
+  wire [16:0] \i__payload$207.length ;
+  wire [7:0] \i__payload$207.src ;
+  wire [7:0] \i__payload$207.tag ;
   wire [127:0] \i__payload.data ;
   wire i__ready;
   wire \i__ready$170 ;
-  wire \i__ready$189 ;
-  wire \i__ready$201 ;
+  wire \i__ready$185 ;
+  wire \i__ready$192 ;
+  wire \i__ready$203 ;
+  wire \i__ready$210 ;
   wire i__valid;
   wire \i__valid$171 ;
-  reg \i__valid$182 ;
-  reg \i__valid$194 ;
+  wire \i__valid$186 ;
+  wire \i__valid$193 ;
+  wire \i__valid$204 ;
+  wire \i__valid$211 ;
   output [47:0] link0_rx_busy_cycles;
   wire [47:0] link0_rx_busy_cycles;
   output link0_rx_error;
@@ -385,40 +405,60 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [127:0] o__payload;
   wire [127:0] \o__payload$173 ;
   wire [127:0] \o__payload$173.data ;
-  wire [178:0] \o__payload$191 ;
-  wire [127:0] \o__payload$191.data ;
-  wire \o__payload$191.first ;
-  wire [15:0] \o__payload$191.keep ;
-  wire \o__payload$191.last ;
-  wire [16:0] \o__payload$191.length ;
-  wire [7:0] \o__payload$191.src ;
-  wire [7:0] \o__payload$191.tag ;
-  wire [178:0] \o__payload$203 ;
-  wire [127:0] \o__payload$203.data ;
-  wire \o__payload$203.first ;
-  wire [15:0] \o__payload$203.keep ;
-  wire \o__payload$203.last ;
-  wire [16:0] \o__payload$203.length ;
-  wire [7:0] \o__payload$203.src ;
-  wire [7:0] \o__payload$203.tag ;
+  wire [178:0] \o__payload$198 ;
+  wire [127:0] \o__payload$198.data ;
+  wire \o__payload$198.first ;
+  wire [15:0] \o__payload$198.keep ;
+  wire \o__payload$198.last ;
+  wire [16:0] \o__payload$198.length ;
+  wire [7:0] \o__payload$198.src ;
+  wire [7:0] \o__payload$198.tag ;
+  wire [178:0] \o__payload$199 ;
+  wire [127:0] \o__payload$199.data ;
+  wire \o__payload$199.first ;
+  wire [15:0] \o__payload$199.keep ;
+  wire \o__payload$199.last ;
+  wire [16:0] \o__payload$199.length ;
+  wire [7:0] \o__payload$199.src ;
+  wire [7:0] \o__payload$199.tag ;
+  wire [178:0] \o__payload$216 ;
+  wire [127:0] \o__payload$216.data ;
+  wire \o__payload$216.first ;
+  wire [15:0] \o__payload$216.keep ;
+  wire \o__payload$216.last ;
+  wire [16:0] \o__payload$216.length ;
+  wire [7:0] \o__payload$216.src ;
+  wire [7:0] \o__payload$216.tag ;
+  wire [178:0] \o__payload$217 ;
+  wire [127:0] \o__payload$217.data ;
+  wire \o__payload$217.first ;
+  wire [15:0] \o__payload$217.keep ;
+  wire \o__payload$217.last ;
+  wire [16:0] \o__payload$217.length ;
+  wire [7:0] \o__payload$217.src ;
+  wire [7:0] \o__payload$217.tag ;
   wire [127:0] \o__payload.data ;
   wire o__ready;
   wire \o__ready$178 ;
-  wire \o__ready$192 ;
-  wire \o__ready$204 ;
+  wire \o__ready$188 ;
+  wire \o__ready$195 ;
+  wire \o__ready$206 ;
+  wire \o__ready$213 ;
   wire o__valid;
   wire \o__valid$175 ;
-  wire \o__valid$193 ;
-  wire \o__valid$205 ;
+  wire \o__valid$196 ;
+  wire \o__valid$197 ;
+  wire \o__valid$214 ;
+  wire \o__valid$215 ;
   wire [178:0] out__0__payload;
-  wire [178:0] \out__0__payload$187 ;
-  wire [127:0] \out__0__payload$187.data ;
-  wire \out__0__payload$187.first ;
-  wire [15:0] \out__0__payload$187.keep ;
-  wire \out__0__payload$187.last ;
-  wire [16:0] \out__0__payload$187.length ;
-  wire [7:0] \out__0__payload$187.src ;
-  wire [7:0] \out__0__payload$187.tag ;
+  wire [178:0] \out__0__payload$190 ;
+  wire [127:0] \out__0__payload$190.data ;
+  wire \out__0__payload$190.first ;
+  wire [15:0] \out__0__payload$190.keep ;
+  wire \out__0__payload$190.last ;
+  wire [16:0] \out__0__payload$190.length ;
+  wire [7:0] \out__0__payload$190.src ;
+  wire [7:0] \out__0__payload$190.tag ;
   wire [127:0] \out__0__payload.data ;
   wire \out__0__payload.first ;
   wire [15:0] \out__0__payload.keep ;
@@ -427,18 +467,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [7:0] \out__0__payload.src ;
   wire [7:0] \out__0__payload.tag ;
   wire out__0__ready;
-  wire \out__0__ready$190 ;
+  wire \out__0__ready$191 ;
   wire out__0__valid;
-  wire \out__0__valid$184 ;
+  wire \out__0__valid$194 ;
   wire [178:0] out__1__payload;
-  wire [178:0] \out__1__payload$199 ;
-  wire [127:0] \out__1__payload$199.data ;
-  wire \out__1__payload$199.first ;
-  wire [15:0] \out__1__payload$199.keep ;
-  wire \out__1__payload$199.last ;
-  wire [16:0] \out__1__payload$199.length ;
-  wire [7:0] \out__1__payload$199.src ;
-  wire [7:0] \out__1__payload$199.tag ;
+  wire [178:0] \out__1__payload$208 ;
+  wire [127:0] \out__1__payload$208.data ;
+  wire \out__1__payload$208.first ;
+  wire [15:0] \out__1__payload$208.keep ;
+  wire \out__1__payload$208.last ;
+  wire [16:0] \out__1__payload$208.length ;
+  wire [7:0] \out__1__payload$208.src ;
+  wire [7:0] \out__1__payload$208.tag ;
   wire [127:0] \out__1__payload.data ;
   wire \out__1__payload.first ;
   wire [15:0] \out__1__payload.keep ;
@@ -447,9 +487,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   wire [7:0] \out__1__payload.src ;
   wire [7:0] \out__1__payload.tag ;
   wire out__1__ready;
-  wire \out__1__ready$202 ;
+  wire \out__1__ready$209 ;
   wire out__1__valid;
-  wire \out__1__valid$196 ;
+  wire \out__1__valid$212 ;
   wire [47:0] payload_bytes;
   wire [47:0] \payload_bytes$130 ;
   wire [47:0] \payload_bytes$134 ;
@@ -499,10 +539,10 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   output tx1__tvalid;
   wire tx1__tvalid;
   assign \$27  = ! ch1_recv_link;
-  assign out__1__ready = \i__ready$201  & \$27 ;
-  assign \out__1__ready$202  = \i__ready$201  & \$28 ;
+  assign \o__ready$206  = ch1_recv__ready & \$27 ;
+  assign \o__ready$213  = ch1_recv__ready & \$28 ;
   assign \$29  = ~ ch0_head_valid;
-  assign \$30  = | { \cmd__0__ready$207 , cmd__0__ready };
+  assign \$30  = | { \cmd__0__ready$219 , cmd__0__ready };
   assign \$31  = ch0_head_bad | \$30 ;
   assign \$32  = ! ch0_send__payload[19:9];
   assign \$33  = ch0_send__payload[19:9] > 10'h200;
@@ -510,7 +550,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \$35  = ch0_send__payload[0] >= 2'h2;
   assign \$36  = \$34  | \$35 ;
   assign \$37  = ~ ch1_head_valid;
-  assign \$38  = | { \cmd__1__ready$209 , cmd__1__ready };
+  assign \$38  = | { \cmd__1__ready$221 , cmd__1__ready };
   assign \$39  = ch1_head_bad | \$38 ;
   assign \$40  = ! ch1_send__payload[19:9];
   assign \$41  = ch1_send__payload[19:9] > 10'h200;
@@ -567,16 +607,26 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \o__ready$178  = | { \data__1__ready$180 , data__1__ready };
   assign ch1_bad_cmd = ch1_head_valid & ch1_head_bad;
   assign \$25  = ! ch0_recv_link;
-  assign out__0__ready = \i__ready$189  & \$25 ;
-  assign \out__0__ready$190  = \i__ready$189  & \$26 ;
-  \ace_nic_small.ch0_recv_skid  ch0_recv_skid (
+  assign \o__ready$188  = ch0_recv__ready & \$25 ;
+  assign \o__ready$195  = ch0_recv__ready & \$26 ;
+  \ace_nic_small.ch0_link0_recv_skid  ch0_link0_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$185 ),
-    .i__ready(\i__ready$189 ),
-    .i__valid(\i__valid$182 ),
-    .o__payload(ch0_recv__payload),
-    .o__ready(ch0_recv__ready),
-    .o__valid(ch0_recv__valid),
+    .i__payload(\i__payload$182 ),
+    .i__ready(out__0__ready),
+    .i__valid(\i__valid$186 ),
+    .o__payload(\o__payload$198 ),
+    .o__ready(\o__ready$188 ),
+    .o__valid(\o__valid$196 ),
+    .rst(rst)
+  );
+  \ace_nic_small.ch0_link1_recv_skid  ch0_link1_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$189 ),
+    .i__ready(\out__0__ready$191 ),
+    .i__valid(\i__valid$193 ),
+    .o__payload(\o__payload$199 ),
+    .o__ready(\o__ready$195 ),
+    .o__valid(\o__valid$197 ),
     .rst(rst)
   );
   \ace_nic_small.ch0_send_skid  ch0_send_skid (
@@ -589,14 +639,24 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .o__valid(data__0__valid),
     .rst(rst)
   );
-  \ace_nic_small.ch1_recv_skid  ch1_recv_skid (
+  \ace_nic_small.ch1_link0_recv_skid  ch1_link0_recv_skid (
     .clk(clk),
-    .i__payload(\i__payload$197 ),
-    .i__ready(\i__ready$201 ),
-    .i__valid(\i__valid$194 ),
-    .o__payload(ch1_recv__payload),
-    .o__ready(ch1_recv__ready),
-    .o__valid(ch1_recv__valid),
+    .i__payload(\i__payload$200 ),
+    .i__ready(out__1__ready),
+    .i__valid(\i__valid$204 ),
+    .o__payload(\o__payload$216 ),
+    .o__ready(\o__ready$206 ),
+    .o__valid(\o__valid$214 ),
+    .rst(rst)
+  );
+  \ace_nic_small.ch1_link1_recv_skid  ch1_link1_recv_skid (
+    .clk(clk),
+    .i__payload(\i__payload$207 ),
+    .i__ready(\out__1__ready$209 ),
+    .i__valid(\i__valid$211 ),
+    .o__payload(\o__payload$217 ),
+    .o__ready(\o__ready$213 ),
+    .o__valid(\o__valid$215 ),
     .rst(rst)
   );
   \ace_nic_small.ch1_send_skid  ch1_send_skid (
@@ -627,10 +687,10 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .link__tdata(rx0__tdata),
     .link__tlast(rx0__tlast),
     .link__tvalid(rx0__tvalid),
-    .out__0__payload(out__0__payload),
-    .out__0__valid(out__0__valid),
-    .out__1__payload(out__1__payload),
-    .out__1__valid(out__1__valid),
+    .out__0__payload(\i__payload$182 ),
+    .out__0__valid(\i__valid$186 ),
+    .out__1__payload(\i__payload$200 ),
+    .out__1__valid(\i__valid$204 ),
     .payload_bytes(link0_rx_payload_bytes),
     .r__ready(out__0__ready),
     .\r__ready$8 (out__1__ready),
@@ -654,13 +714,13 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .link__tdata(rx1__tdata),
     .link__tlast(rx1__tlast),
     .link__tvalid(rx1__tvalid),
-    .out__0__payload(\out__0__payload$187 ),
-    .out__0__valid(\out__0__valid$184 ),
-    .out__1__payload(\out__1__payload$199 ),
-    .out__1__valid(\out__1__valid$196 ),
+    .out__0__payload(\i__payload$189 ),
+    .out__0__valid(\i__valid$193 ),
+    .out__1__payload(\i__payload$207 ),
+    .out__1__valid(\i__valid$211 ),
     .payload_bytes(link1_rx_payload_bytes),
-    .r__ready(\out__0__ready$190 ),
-    .\r__ready$8 (\out__1__ready$202 ),
+    .r__ready(\out__0__ready$191 ),
+    .\r__ready$8 (\out__1__ready$209 ),
     .rst(rst)
   );
   \ace_nic_small.tx0  tx0 (
@@ -692,7 +752,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx0__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$2247$0 (\$58 ),
+    .\port$2295$0 (\$58 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
@@ -702,10 +762,10 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .busy_cycles(link1_tx_busy_cycles),
     .clk(clk),
     .cmd__0__payload(cmd__0__payload),
-    .cmd__0__ready(\cmd__0__ready$207 ),
+    .cmd__0__ready(\cmd__0__ready$219 ),
     .cmd__0__valid(\cmd__0__valid$145 ),
     .cmd__1__payload(cmd__1__payload),
-    .cmd__1__ready(\cmd__1__ready$209 ),
+    .cmd__1__ready(\cmd__1__ready$221 ),
     .cmd__1__valid(\cmd__1__valid$167 ),
     .credit_in_channel(\credit_in_channel$115 ),
     .credit_in_count(\credit_in_count$117 ),
@@ -725,7 +785,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx1__tready),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$2433$0 (\$59 ),
+    .\port$2483$0 (\$59 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -734,9 +794,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch1_recv_link)
       1'h0:
-          \i__valid$194  = out__1__valid;
+          ch1_recv__valid = \o__valid$214 ;
       1'h1:
-          \i__valid$194  = \out__1__valid$196 ;
+          ch1_recv__valid = \o__valid$215 ;
     endcase
   end
   always @* begin
@@ -744,9 +804,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch1_recv_link)
       1'h0:
-          \i__payload$197  = out__1__payload;
+          ch1_recv__payload = \o__payload$216 ;
       1'h1:
-          \i__payload$197  = \out__1__payload$199 ;
+          ch1_recv__payload = \o__payload$217 ;
     endcase
   end
   always @* begin
@@ -840,9 +900,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch0_recv_link)
       1'h0:
-          \i__valid$182  = out__0__valid;
+          ch0_recv__valid = \o__valid$196 ;
       1'h1:
-          \i__valid$182  = \out__0__valid$184 ;
+          ch0_recv__valid = \o__valid$197 ;
     endcase
   end
   always @* begin
@@ -850,9 +910,9 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     (* full_case = 32'd1 *)
     casez (ch0_recv_link)
       1'h0:
-          \i__payload$185  = out__0__payload;
+          ch0_recv__payload = \o__payload$198 ;
       1'h1:
-          \i__payload$185  = \out__0__payload$187 ;
+          ch0_recv__payload = \o__payload$199 ;
     endcase
   end
   assign link__tdata = \$58 [127:0];
@@ -931,12 +991,18 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \o__valid$175  = data__1__valid;
   assign \data__1__payload$176  = data__1__payload;
   assign \data__1__valid$177  = data__1__valid;
-  assign \o__payload$191  = ch0_recv__payload;
-  assign \o__ready$192  = ch0_recv__ready;
-  assign \o__valid$193  = ch0_recv__valid;
-  assign \o__payload$203  = ch1_recv__payload;
-  assign \o__ready$204  = ch1_recv__ready;
-  assign \o__valid$205  = ch1_recv__valid;
+  assign out__0__payload = \i__payload$182 ;
+  assign \i__ready$185  = out__0__ready;
+  assign out__0__valid = \i__valid$186 ;
+  assign \out__0__payload$190  = \i__payload$189 ;
+  assign \i__ready$192  = \out__0__ready$191 ;
+  assign \out__0__valid$194  = \i__valid$193 ;
+  assign out__1__payload = \i__payload$200 ;
+  assign \i__ready$203  = out__1__ready;
+  assign out__1__valid = \i__valid$204 ;
+  assign \out__1__payload$208  = \i__payload$207 ;
+  assign \i__ready$210  = \out__1__ready$209 ;
+  assign \out__1__valid$212  = \i__valid$211 ;
   assign tx0__tdata = \$58 [127:0];
   assign tx0__tlast = \$58 [144];
   assign tx0__tkeep = \$58 [143:128];
@@ -993,62 +1059,90 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
   assign \data__1__payload.data  = data__1__payload;
   assign \o__payload$173.data  = data__1__payload;
   assign \data__1__payload$176.data  = data__1__payload;
-  assign \i__payload$185.data  = \i__payload$185 [127:0];
-  assign \i__payload$185.keep  = \i__payload$185 [143:128];
-  assign \i__payload$185.first  = \i__payload$185 [144];
-  assign \i__payload$185.last  = \i__payload$185 [145];
-  assign \i__payload$185.src  = \i__payload$185 [153:146];
-  assign \i__payload$185.tag  = \i__payload$185 [161:154];
-  assign \i__payload$185.length  = \i__payload$185 [178:162];
-  assign \out__0__payload.data  = out__0__payload[127:0];
-  assign \out__0__payload.keep  = out__0__payload[143:128];
-  assign \out__0__payload.first  = out__0__payload[144];
-  assign \out__0__payload.last  = out__0__payload[145];
-  assign \out__0__payload.src  = out__0__payload[153:146];
-  assign \out__0__payload.tag  = out__0__payload[161:154];
-  assign \out__0__payload.length  = out__0__payload[178:162];
-  assign \out__0__payload$187.data  = \out__0__payload$187 [127:0];
-  assign \out__0__payload$187.keep  = \out__0__payload$187 [143:128];
-  assign \out__0__payload$187.first  = \out__0__payload$187 [144];
-  assign \out__0__payload$187.last  = \out__0__payload$187 [145];
-  assign \out__0__payload$187.src  = \out__0__payload$187 [153:146];
-  assign \out__0__payload$187.tag  = \out__0__payload$187 [161:154];
-  assign \out__0__payload$187.length  = \out__0__payload$187 [178:162];
-  assign \o__payload$191.data  = ch0_recv__payload[127:0];
-  assign \o__payload$191.keep  = ch0_recv__payload[143:128];
-  assign \o__payload$191.first  = ch0_recv__payload[144];
-  assign \o__payload$191.last  = ch0_recv__payload[145];
-  assign \o__payload$191.src  = ch0_recv__payload[153:146];
-  assign \o__payload$191.tag  = ch0_recv__payload[161:154];
-  assign \o__payload$191.length  = ch0_recv__payload[178:162];
-  assign \i__payload$197.data  = \i__payload$197 [127:0];
-  assign \i__payload$197.keep  = \i__payload$197 [143:128];
-  assign \i__payload$197.first  = \i__payload$197 [144];
-  assign \i__payload$197.last  = \i__payload$197 [145];
-  assign \i__payload$197.src  = \i__payload$197 [153:146];
-  assign \i__payload$197.tag  = \i__payload$197 [161:154];
-  assign \i__payload$197.length  = \i__payload$197 [178:162];
-  assign \out__1__payload.data  = out__1__payload[127:0];
-  assign \out__1__payload.keep  = out__1__payload[143:128];
-  assign \out__1__payload.first  = out__1__payload[144];
-  assign \out__1__payload.last  = out__1__payload[145];
-  assign \out__1__payload.src  = out__1__payload[153:146];
-  assign \out__1__payload.tag  = out__1__payload[161:154];
-  assign \out__1__payload.length  = out__1__payload[178:162];
-  assign \out__1__payload$199.data  = \out__1__payload$199 [127:0];
-  assign \out__1__payload$199.keep  = \out__1__payload$199 [143:128];
-  assign \out__1__payload$199.first  = \out__1__payload$199 [144];
-  assign \out__1__payload$199.last  = \out__1__payload$199 [145];
-  assign \out__1__payload$199.src  = \out__1__payload$199 [153:146];
-  assign \out__1__payload$199.tag  = \out__1__payload$199 [161:154];
-  assign \out__1__payload$199.length  = \out__1__payload$199 [178:162];
-  assign \o__payload$203.data  = ch1_recv__payload[127:0];
-  assign \o__payload$203.keep  = ch1_recv__payload[143:128];
-  assign \o__payload$203.first  = ch1_recv__payload[144];
-  assign \o__payload$203.last  = ch1_recv__payload[145];
-  assign \o__payload$203.src  = ch1_recv__payload[153:146];
-  assign \o__payload$203.tag  = ch1_recv__payload[161:154];
-  assign \o__payload$203.length  = ch1_recv__payload[178:162];
+  assign \i__payload$182.data  = \i__payload$182 [127:0];
+  assign \i__payload$182.keep  = \i__payload$182 [143:128];
+  assign \i__payload$182.first  = \i__payload$182 [144];
+  assign \i__payload$182.last  = \i__payload$182 [145];
+  assign \i__payload$182.src  = \i__payload$182 [153:146];
+  assign \i__payload$182.tag  = \i__payload$182 [161:154];
+  assign \i__payload$182.length  = \i__payload$182 [178:162];
+  assign \out__0__payload.data  = \i__payload$182 [127:0];
+  assign \out__0__payload.keep  = \i__payload$182 [143:128];
+  assign \out__0__payload.first  = \i__payload$182 [144];
+  assign \out__0__payload.last  = \i__payload$182 [145];
+  assign \out__0__payload.src  = \i__payload$182 [153:146];
+  assign \out__0__payload.tag  = \i__payload$182 [161:154];
+  assign \out__0__payload.length  = \i__payload$182 [178:162];
+  assign \i__payload$189.data  = \i__payload$189 [127:0];
+  assign \i__payload$189.keep  = \i__payload$189 [143:128];
+  assign \i__payload$189.first  = \i__payload$189 [144];
+  assign \i__payload$189.last  = \i__payload$189 [145];
+  assign \i__payload$189.src  = \i__payload$189 [153:146];
+  assign \i__payload$189.tag  = \i__payload$189 [161:154];
+  assign \i__payload$189.length  = \i__payload$189 [178:162];
+  assign \out__0__payload$190.data  = \i__payload$189 [127:0];
+  assign \out__0__payload$190.keep  = \i__payload$189 [143:128];
+  assign \out__0__payload$190.first  = \i__payload$189 [144];
+  assign \out__0__payload$190.last  = \i__payload$189 [145];
+  assign \out__0__payload$190.src  = \i__payload$189 [153:146];
+  assign \out__0__payload$190.tag  = \i__payload$189 [161:154];
+  assign \out__0__payload$190.length  = \i__payload$189 [178:162];
+  assign \o__payload$198.data  = \o__payload$198 [127:0];
+  assign \o__payload$198.keep  = \o__payload$198 [143:128];
+  assign \o__payload$198.first  = \o__payload$198 [144];
+  assign \o__payload$198.last  = \o__payload$198 [145];
+  assign \o__payload$198.src  = \o__payload$198 [153:146];
+  assign \o__payload$198.tag  = \o__payload$198 [161:154];
+  assign \o__payload$198.length  = \o__payload$198 [178:162];
+  assign \o__payload$199.data  = \o__payload$199 [127:0];
+  assign \o__payload$199.keep  = \o__payload$199 [143:128];
+  assign \o__payload$199.first  = \o__payload$199 [144];
+  assign \o__payload$199.last  = \o__payload$199 [145];
+  assign \o__payload$199.src  = \o__payload$199 [153:146];
+  assign \o__payload$199.tag  = \o__payload$199 [161:154];
+  assign \o__payload$199.length  = \o__payload$199 [178:162];
+  assign \i__payload$200.data  = \i__payload$200 [127:0];
+  assign \i__payload$200.keep  = \i__payload$200 [143:128];
+  assign \i__payload$200.first  = \i__payload$200 [144];
+  assign \i__payload$200.last  = \i__payload$200 [145];
+  assign \i__payload$200.src  = \i__payload$200 [153:146];
+  assign \i__payload$200.tag  = \i__payload$200 [161:154];
+  assign \i__payload$200.length  = \i__payload$200 [178:162];
+  assign \out__1__payload.data  = \i__payload$200 [127:0];
+  assign \out__1__payload.keep  = \i__payload$200 [143:128];
+  assign \out__1__payload.first  = \i__payload$200 [144];
+  assign \out__1__payload.last  = \i__payload$200 [145];
+  assign \out__1__payload.src  = \i__payload$200 [153:146];
+  assign \out__1__payload.tag  = \i__payload$200 [161:154];
+  assign \out__1__payload.length  = \i__payload$200 [178:162];
+  assign \i__payload$207.data  = \i__payload$207 [127:0];
+  assign \i__payload$207.keep  = \i__payload$207 [143:128];
+  assign \i__payload$207.first  = \i__payload$207 [144];
+  assign \i__payload$207.last  = \i__payload$207 [145];
+  assign \i__payload$207.src  = \i__payload$207 [153:146];
+  assign \i__payload$207.tag  = \i__payload$207 [161:154];
+  assign \i__payload$207.length  = \i__payload$207 [178:162];
+  assign \out__1__payload$208.data  = \i__payload$207 [127:0];
+  assign \out__1__payload$208.keep  = \i__payload$207 [143:128];
+  assign \out__1__payload$208.first  = \i__payload$207 [144];
+  assign \out__1__payload$208.last  = \i__payload$207 [145];
+  assign \out__1__payload$208.src  = \i__payload$207 [153:146];
+  assign \out__1__payload$208.tag  = \i__payload$207 [161:154];
+  assign \out__1__payload$208.length  = \i__payload$207 [178:162];
+  assign \o__payload$216.data  = \o__payload$216 [127:0];
+  assign \o__payload$216.keep  = \o__payload$216 [143:128];
+  assign \o__payload$216.first  = \o__payload$216 [144];
+  assign \o__payload$216.last  = \o__payload$216 [145];
+  assign \o__payload$216.src  = \o__payload$216 [153:146];
+  assign \o__payload$216.tag  = \o__payload$216 [161:154];
+  assign \o__payload$216.length  = \o__payload$216 [178:162];
+  assign \o__payload$217.data  = \o__payload$217 [127:0];
+  assign \o__payload$217.keep  = \o__payload$217 [143:128];
+  assign \o__payload$217.first  = \o__payload$217 [144];
+  assign \o__payload$217.last  = \o__payload$217 [145];
+  assign \o__payload$217.src  = \o__payload$217 [153:146];
+  assign \o__payload$217.tag  = \o__payload$217 [161:154];
+  assign \o__payload$217.length  = \o__payload$217 [178:162];
   assign \$5  = busy__0;
   assign \$9  = cmd__0__payload[0];
   assign \$11  = \busy__0$146 ;
@@ -1060,16 +1154,21 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready, o__payload, o__valid, o__ready);
+module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [178:0] \$11 ;
+  reg \$12 ;
+  reg [178:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [178:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [178:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [178:0] i__payload;
@@ -1082,9 +1181,11 @@ module \ace_nic_small.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   wire [7:0] \i__payload.src ;
   wire [7:0] \i__payload.tag ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [178:0] o__payload;
   reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
   wire [127:0] \o__payload.data ;
@@ -1098,6 +1199,17 @@ module \ace_nic_small.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 179'h000000000000000000000000000000000000000000000 *)
+  wire [178:0] out_payload;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [15:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
@@ -1109,74 +1221,92 @@ module \ace_nic_small.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   wire [7:0] \skid_payload.src ;
   wire [7:0] \skid_payload.tag ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 179'h000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 179'h000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.first  = o__payload[144];
@@ -1184,13 +1314,13 @@ module \ace_nic_small.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   assign \o__payload.src  = o__payload[153:146];
   assign \o__payload.tag  = o__payload[161:154];
   assign \o__payload.length  = o__payload[178:162];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.first  = skid_payload[144];
-  assign \skid_payload.last  = skid_payload[145];
-  assign \skid_payload.src  = skid_payload[153:146];
-  assign \skid_payload.tag  = skid_payload[161:154];
-  assign \skid_payload.length  = skid_payload[178:162];
+  assign \out_payload.data  = o__payload[127:0];
+  assign \out_payload.keep  = o__payload[143:128];
+  assign \out_payload.first  = o__payload[144];
+  assign \out_payload.last  = o__payload[145];
+  assign \out_payload.src  = o__payload[153:146];
+  assign \out_payload.tag  = o__payload[161:154];
+  assign \out_payload.length  = o__payload[178:162];
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.first  = i__payload[144];
@@ -1198,124 +1328,31 @@ module \ace_nic_small.ch0_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   assign \i__payload.src  = i__payload[153:146];
   assign \i__payload.tag  = i__payload[161:154];
   assign \i__payload.length  = i__payload[178:162];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.first  = skid_payload[144];
+  assign \skid_payload.last  = skid_payload[145];
+  assign \skid_payload.src  = skid_payload[153:146];
+  assign \skid_payload.tag  = skid_payload[161:154];
+  assign \skid_payload.length  = skid_payload[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, i__ready, o__payload, o__valid, i__payload);
+module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [178:0] \$11 ;
+  reg \$12 ;
+  reg [178:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [127:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [127:0] \$8 ;
-  input clk;
-  wire clk;
-  input [127:0] i__payload;
-  wire [127:0] i__payload;
-  wire [127:0] \i__payload.data ;
-  output i__ready;
-  wire i__ready;
-  input i__valid;
-  wire i__valid;
-  output [127:0] o__payload;
-  reg [127:0] o__payload = 128'h00000000000000000000000000000000;
-  wire [127:0] \o__payload.data ;
-  input o__ready;
-  wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  input rst;
-  wire rst;
-  reg [127:0] skid_payload = 128'h00000000000000000000000000000000;
-  wire [127:0] \skid_payload.data ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
-  always @(posedge clk)
-    o__payload <= \$5 ;
-  always @(posedge clk)
-    o__valid <= \$6 ;
-  always @(posedge clk)
-    skid_valid <= \$7 ;
-  always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
-      (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
-      end else begin
-        \$5  = i__payload;
-      end
-    end
-    if (rst) begin
-      \$5  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
-      (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
-      end else begin
-        \$6  = i__valid;
-      end
-    end
-    if (rst) begin
-      \$6  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 128'h00000000000000000000000000000000;
-    end
-  end
-  assign \o__payload.data  = o__payload;
-  assign \skid_payload.data  = skid_payload;
-  assign \i__payload.data  = i__payload;
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready, o__payload, o__valid, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  reg [178:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [178:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [178:0] i__payload;
@@ -1328,9 +1365,11 @@ module \ace_nic_small.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   wire [7:0] \i__payload.src ;
   wire [7:0] \i__payload.tag ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [178:0] o__payload;
   reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
   wire [127:0] \o__payload.data ;
@@ -1344,6 +1383,17 @@ module \ace_nic_small.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 179'h000000000000000000000000000000000000000000000 *)
+  wire [178:0] out_payload;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [15:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
@@ -1355,74 +1405,92 @@ module \ace_nic_small.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   wire [7:0] \skid_payload.src ;
   wire [7:0] \skid_payload.tag ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 179'h000000000000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 179'h000000000000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 179'h000000000000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.first  = o__payload[144];
@@ -1430,13 +1498,13 @@ module \ace_nic_small.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   assign \o__payload.src  = o__payload[153:146];
   assign \o__payload.tag  = o__payload[161:154];
   assign \o__payload.length  = o__payload[178:162];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.first  = skid_payload[144];
-  assign \skid_payload.last  = skid_payload[145];
-  assign \skid_payload.src  = skid_payload[153:146];
-  assign \skid_payload.tag  = skid_payload[161:154];
-  assign \skid_payload.length  = skid_payload[178:162];
+  assign \out_payload.data  = o__payload[127:0];
+  assign \out_payload.keep  = o__payload[143:128];
+  assign \out_payload.first  = o__payload[144];
+  assign \out_payload.last  = o__payload[145];
+  assign \out_payload.src  = o__payload[153:146];
+  assign \out_payload.tag  = o__payload[161:154];
+  assign \out_payload.length  = o__payload[178:162];
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.first  = i__payload[144];
@@ -1444,28 +1512,42 @@ module \ace_nic_small.ch1_recv_skid (clk, rst, i__valid, i__payload, i__ready, o
   assign \i__payload.src  = i__payload[153:146];
   assign \i__payload.tag  = i__payload[161:154];
   assign \i__payload.length  = i__payload[178:162];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.first  = skid_payload[144];
+  assign \skid_payload.last  = skid_payload[145];
+  assign \skid_payload.src  = skid_payload[153:146];
+  assign \skid_payload.tag  = skid_payload[161:154];
+  assign \skid_payload.length  = skid_payload[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, i__ready, o__payload, o__valid, i__payload);
-  reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
+module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, i__ready, o__valid, o__payload, i__payload);
+  reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [127:0] \$11 ;
+  reg \$12 ;
+  reg [127:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [127:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [127:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [127:0] i__payload;
   wire [127:0] i__payload;
   wire [127:0] \i__payload.data ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [127:0] o__payload;
   reg [127:0] o__payload = 128'h00000000000000000000000000000000;
   wire [127:0] \o__payload.data ;
@@ -1473,88 +1555,616 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, i__ready, o__
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] out_payload;
+  wire [127:0] \out_payload.data ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [127:0] skid_payload = 128'h00000000000000000000000000000000;
   wire [127:0] \skid_payload.data ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 128'h00000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 128'h00000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 128'h00000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload;
-  assign \skid_payload.data  = skid_payload;
+  assign \out_payload.data  = o__payload;
   assign \i__payload.data  = i__payload;
+  assign \skid_payload.data  = skid_payload;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__ready, \r__ready$8 , out__0__payload, out__1__payload, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error
-, error_cause, out__0__valid, out__1__valid, error_clear);
+module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [178:0] \$11 ;
+  reg \$12 ;
+  reg [178:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [178:0] i__payload;
+  wire [178:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [178:0] o__payload;
+  reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 179'h000000000000000000000000000000000000000000000 *)
+  wire [178:0] out_payload;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [15:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [15:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$53 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.first  = o__payload[144];
+  assign \o__payload.last  = o__payload[145];
+  assign \o__payload.src  = o__payload[153:146];
+  assign \o__payload.tag  = o__payload[161:154];
+  assign \o__payload.length  = o__payload[178:162];
+  assign \out_payload.data  = o__payload[127:0];
+  assign \out_payload.keep  = o__payload[143:128];
+  assign \out_payload.first  = o__payload[144];
+  assign \out_payload.last  = o__payload[145];
+  assign \out_payload.src  = o__payload[153:146];
+  assign \out_payload.tag  = o__payload[161:154];
+  assign \out_payload.length  = o__payload[178:162];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.first  = i__payload[144];
+  assign \i__payload.last  = i__payload[145];
+  assign \i__payload.src  = i__payload[153:146];
+  assign \i__payload.tag  = i__payload[161:154];
+  assign \i__payload.length  = i__payload[178:162];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.first  = skid_payload[144];
+  assign \skid_payload.last  = skid_payload[145];
+  assign \skid_payload.src  = skid_payload[153:146];
+  assign \skid_payload.tag  = skid_payload[161:154];
+  assign \skid_payload.length  = skid_payload[178:162];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [178:0] \$11 ;
+  reg \$12 ;
+  reg [178:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [178:0] i__payload;
+  wire [178:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.first ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire [16:0] \i__payload.length ;
+  wire [7:0] \i__payload.src ;
+  wire [7:0] \i__payload.tag ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [178:0] o__payload;
+  reg [178:0] o__payload = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.first ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  wire [16:0] \o__payload.length ;
+  wire [7:0] \o__payload.src ;
+  wire [7:0] \o__payload.tag ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 179'h000000000000000000000000000000000000000000000 *)
+  wire [178:0] out_payload;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.first ;
+  wire [15:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  wire [16:0] \out_payload.length ;
+  wire [7:0] \out_payload.src ;
+  wire [7:0] \out_payload.tag ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [178:0] skid_payload = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.first ;
+  wire [15:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  wire [16:0] \skid_payload.length ;
+  wire [7:0] \skid_payload.src ;
+  wire [7:0] \skid_payload.tag ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.first  = o__payload[144];
+  assign \o__payload.last  = o__payload[145];
+  assign \o__payload.src  = o__payload[153:146];
+  assign \o__payload.tag  = o__payload[161:154];
+  assign \o__payload.length  = o__payload[178:162];
+  assign \out_payload.data  = o__payload[127:0];
+  assign \out_payload.keep  = o__payload[143:128];
+  assign \out_payload.first  = o__payload[144];
+  assign \out_payload.last  = o__payload[145];
+  assign \out_payload.src  = o__payload[153:146];
+  assign \out_payload.tag  = o__payload[161:154];
+  assign \out_payload.length  = o__payload[178:162];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.first  = i__payload[144];
+  assign \i__payload.last  = i__payload[145];
+  assign \i__payload.src  = i__payload[153:146];
+  assign \i__payload.tag  = i__payload[161:154];
+  assign \i__payload.length  = i__payload[178:162];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.first  = skid_payload[144];
+  assign \skid_payload.last  = skid_payload[145];
+  assign \skid_payload.src  = skid_payload[153:146];
+  assign \skid_payload.tag  = skid_payload[161:154];
+  assign \skid_payload.length  = skid_payload[178:162];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, i__ready, o__valid, o__payload, i__payload);
+  reg \$auto$verilog_backend.cc:2355:dump_module$55  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [127:0] \$11 ;
+  reg \$12 ;
+  reg [127:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [127:0] i__payload;
+  wire [127:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [127:0] o__payload;
+  reg [127:0] o__payload = 128'h00000000000000000000000000000000;
+  wire [127:0] \o__payload.data ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] out_payload;
+  wire [127:0] \out_payload.data ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [127:0] skid_payload = 128'h00000000000000000000000000000000;
+  wire [127:0] \skid_payload.data ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 128'h00000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload;
+  assign \out_payload.data  = o__payload;
+  assign \i__payload.data  = i__payload;
+  assign \skid_payload.data  = skid_payload;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out__0__payload, out__1__payload, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid
+, out__1__valid, r__ready, \r__ready$8 , error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
@@ -2265,28 +2875,28 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     .commit(\commit$45 ),
     .fetch(freed),
     .out_valid(out__0__valid),
-    .\port$2256$0 (keep),
-    .\port$2313$0 (\$signal$26 ),
-    .\port$2315$0 (\$like$25 ),
-    .\port$2317$0 (\$like ),
-    .\port$2319$0 (\$signal$23 ),
-    .\port$620$0 (\$signal ),
-    .\port$623$0 (\$8 ),
-    .\port$624$0 (\$9 ),
-    .\port$625$0 (\$10 ),
-    .\port$626$0 (\$11 ),
-    .\port$627$0 (\$12 ),
-    .\port$628$0 (\$13 ),
-    .\port$629$0 (\$14 ),
-    .\port$630$0 (\$15 ),
-    .\port$631$0 (\$16 ),
-    .\port$632$0 (\$17 ),
-    .\port$633$0 (\$18 ),
-    .\port$634$0 (\$19 ),
-    .\port$635$0 (\$20 ),
-    .\port$636$0 (\$21 ),
-    .\port$637$0 (\$22 ),
-    .\port$638$0 (\$23 ),
+    .\port$2302$0 (keep),
+    .\port$2359$0 (\$signal$26 ),
+    .\port$2361$0 (\$like$25 ),
+    .\port$2363$0 (\$like ),
+    .\port$2365$0 (\$signal$23 ),
+    .\port$623$0 (\$signal ),
+    .\port$626$0 (\$8 ),
+    .\port$627$0 (\$9 ),
+    .\port$628$0 (\$10 ),
+    .\port$629$0 (\$11 ),
+    .\port$630$0 (\$12 ),
+    .\port$631$0 (\$13 ),
+    .\port$632$0 (\$14 ),
+    .\port$633$0 (\$15 ),
+    .\port$634$0 (\$16 ),
+    .\port$635$0 (\$17 ),
+    .\port$636$0 (\$18 ),
+    .\port$637$0 (\$19 ),
+    .\port$638$0 (\$20 ),
+    .\port$639$0 (\$21 ),
+    .\port$640$0 (\$22 ),
+    .\port$641$0 (\$23 ),
     .r__payload(out__0__payload),
     .r__ready(r__ready),
     .rollback(\rollback$46 ),
@@ -2298,28 +2908,28 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     .commit(\commit$48 ),
     .fetch(\freed$60 ),
     .out_valid(out__1__valid),
-    .\port$2256$0 (keep),
-    .\port$2313$0 (\$signal$26 ),
-    .\port$2315$0 (\$like$25 ),
-    .\port$2317$0 (\$like ),
-    .\port$2319$0 (\$signal$23 ),
-    .\port$620$0 (\$signal ),
-    .\port$623$0 (\$8 ),
-    .\port$624$0 (\$9 ),
-    .\port$625$0 (\$10 ),
-    .\port$626$0 (\$11 ),
-    .\port$627$0 (\$12 ),
-    .\port$628$0 (\$13 ),
-    .\port$629$0 (\$14 ),
-    .\port$630$0 (\$15 ),
-    .\port$631$0 (\$16 ),
-    .\port$632$0 (\$17 ),
-    .\port$633$0 (\$18 ),
-    .\port$634$0 (\$19 ),
-    .\port$635$0 (\$20 ),
-    .\port$636$0 (\$21 ),
-    .\port$637$0 (\$22 ),
-    .\port$638$0 (\$23 ),
+    .\port$2302$0 (keep),
+    .\port$2359$0 (\$signal$26 ),
+    .\port$2361$0 (\$like$25 ),
+    .\port$2363$0 (\$like ),
+    .\port$2365$0 (\$signal$23 ),
+    .\port$623$0 (\$signal ),
+    .\port$626$0 (\$8 ),
+    .\port$627$0 (\$9 ),
+    .\port$628$0 (\$10 ),
+    .\port$629$0 (\$11 ),
+    .\port$630$0 (\$12 ),
+    .\port$631$0 (\$13 ),
+    .\port$632$0 (\$14 ),
+    .\port$633$0 (\$15 ),
+    .\port$634$0 (\$16 ),
+    .\port$635$0 (\$17 ),
+    .\port$636$0 (\$18 ),
+    .\port$637$0 (\$19 ),
+    .\port$638$0 (\$20 ),
+    .\port$639$0 (\$21 ),
+    .\port$640$0 (\$22 ),
+    .\port$641$0 (\$23 ),
     .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$49 ),
@@ -2331,7 +2941,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     .header(in[64:1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
@@ -2341,7 +2951,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
@@ -2351,7 +2961,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
@@ -2361,7 +2971,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
@@ -2371,7 +2981,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     cause = 4'h0;
     if (decoded[151]) begin
       cause = 4'h1;
@@ -2390,7 +3000,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal ) begin
       keep = \$signal$20 ;
@@ -2399,7 +3009,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     (* full_case = 32'd1 *)
     if (\$27 ) begin
       \cause$32  = judged[146:143];
@@ -2410,7 +3020,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     error_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2431,7 +3041,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     error_code = 4'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2452,7 +3062,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     credit_valid = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2465,7 +3075,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     space_reserve = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2480,7 +3090,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     rollback = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2492,7 +3102,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     commit = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2504,7 +3114,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     w_en = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2518,7 +3128,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \commit$45  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2532,7 +3142,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \rollback$46  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2546,7 +3156,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \w_en$47  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2560,7 +3170,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \commit$48  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2574,7 +3184,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \rollback$49  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -2588,28 +3198,28 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$184  = freed;
     if (rst) begin
       \$184  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$185  = \freed$60 ;
     if (rst) begin
       \$185  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$186  = \$45 [47:0];
     if (rst) begin
       \$186  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$187 [142:130] = in[142:130];
     \$187 [0] = link__tvalid;
     \$187 [128:1] = link__tdata;
@@ -2619,7 +3229,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$188 [0] = in[0];
     \$188 [128:1] = in[128:1];
     \$188 [129] = in[129];
@@ -2635,7 +3245,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$189 [0] = decoded[0];
     \$189 [128:1] = decoded[128:1];
     \$189 [129] = decoded[129];
@@ -2649,49 +3259,49 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$190  = \$71 ;
     if (rst) begin
       \$190  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$191  = \$80 [5:0];
     if (rst) begin
       \$191  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$192  = \$82 [5:0];
     if (rst) begin
       \$192  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$193  = \$85 ;
     if (rst) begin
       \$193  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$194  = \$94 [5:0];
     if (rst) begin
       \$194  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$195  = \$96 [5:0];
     if (rst) begin
       \$195  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$196 [142:137] = judged[142:137];
     \$196 [0] = checked[0];
     \$196 [128:1] = checked[128:1];
@@ -2708,21 +3318,21 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$197  = rollback;
     if (rst) begin
       \$197  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$198  = credit_valid;
     if (rst) begin
       \$198  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$199  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
@@ -2757,7 +3367,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$200  = header_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -2779,7 +3389,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$201  = cur;
     casez (rx_fsm_state)
       2'h0:
@@ -2797,7 +3407,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$202  = \$signal$18 ;
     casez (rx_fsm_state)
       2'h0:
@@ -2819,7 +3429,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$203  = pkt_beats;
     casez (rx_fsm_state)
       2'h0:
@@ -2837,7 +3447,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$204  = \$signal$26 ;
     casez (rx_fsm_state)
       2'h0:
@@ -2855,7 +3465,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$205  = \$like$25 ;
     casez (rx_fsm_state)
       2'h0:
@@ -2873,7 +3483,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$206  = \$like ;
     casez (rx_fsm_state)
       2'h0:
@@ -2891,7 +3501,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$207  = \$signal$23 ;
     casez (rx_fsm_state)
       2'h0:
@@ -2913,7 +3523,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$208  = \$signal$20 ;
     casez (rx_fsm_state)
       2'h0:
@@ -2946,7 +3556,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$209  = payload_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -2963,7 +3573,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$210  = errors;
     if (error_now) begin
       \$210  = \$181 [47:0];
@@ -2973,7 +3583,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$211  = error;
     if (error_clear) begin
       \$211  = 1'h0;
@@ -2985,7 +3595,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
     \$212  = error_cause;
     if (error_clear) begin
       \$212  = 4'h0;
@@ -3146,9 +3756,9 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \port$624$0 , \port$625$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , fetch, r__payload
-, \port$2256$0 , w_en, commit, rollback, \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$2319$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$55  = 0;
+module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , \port$639$0 , \port$640$0 , \port$641$0 , fetch, r__payload, \port$2302$0 
+, w_en, commit, rollback, \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$2365$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
   wire \$1 ;
   reg [5:0] \$10 ;
   reg [5:0] \$11 ;
@@ -3171,24 +3781,18 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input [15:0] \port$2256$0 ;
-  wire [15:0] \port$2256$0 ;
-  input [16:0] \port$2313$0 ;
-  wire [16:0] \port$2313$0 ;
-  input [7:0] \port$2315$0 ;
-  wire [7:0] \port$2315$0 ;
-  input [7:0] \port$2317$0 ;
-  wire [7:0] \port$2317$0 ;
-  input \port$2319$0 ;
-  wire \port$2319$0 ;
-  input \port$620$0 ;
-  wire \port$620$0 ;
-  input [7:0] \port$623$0 ;
-  wire [7:0] \port$623$0 ;
-  input [7:0] \port$624$0 ;
-  wire [7:0] \port$624$0 ;
-  input [7:0] \port$625$0 ;
-  wire [7:0] \port$625$0 ;
+  input [15:0] \port$2302$0 ;
+  wire [15:0] \port$2302$0 ;
+  input [16:0] \port$2359$0 ;
+  wire [16:0] \port$2359$0 ;
+  input [7:0] \port$2361$0 ;
+  wire [7:0] \port$2361$0 ;
+  input [7:0] \port$2363$0 ;
+  wire [7:0] \port$2363$0 ;
+  input \port$2365$0 ;
+  wire \port$2365$0 ;
+  input \port$623$0 ;
+  wire \port$623$0 ;
   input [7:0] \port$626$0 ;
   wire [7:0] \port$626$0 ;
   input [7:0] \port$627$0 ;
@@ -3215,6 +3819,12 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   wire [7:0] \port$637$0 ;
   input [7:0] \port$638$0 ;
   wire [7:0] \port$638$0 ;
+  input [7:0] \port$639$0 ;
+  wire [7:0] \port$639$0 ;
+  input [7:0] \port$640$0 ;
+  wire [7:0] \port$640$0 ;
+  input [7:0] \port$641$0 ;
+  wire [7:0] \port$641$0 ;
   output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
@@ -3304,7 +3914,7 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[4:0]] <= { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+      mem[wr_tmp[4:0]] <= { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
   end
   reg [178:0] _0_;
   always @(posedge clk) begin
@@ -3332,7 +3942,7 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -3344,7 +3954,7 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -3358,7 +3968,7 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [5:0];
@@ -3368,7 +3978,7 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -3380,8 +3990,8 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
     end
   end
   assign wr__addr = wr_tmp[4:0];
-  assign wr__data = { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
-  assign w_data = { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  assign wr__data = { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+  assign w_data = { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
   assign wr_tmp_next = \$2 [5:0];
   assign used = \$3 [5:0];
   assign free = \$4 [5:0];
@@ -3390,20 +4000,20 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
-  assign \wr__data.keep  = \port$2256$0 ;
-  assign \wr__data.first  = \port$2319$0 ;
-  assign \wr__data.last  = \port$620$0 ;
-  assign \wr__data.src  = \port$2317$0 ;
-  assign \wr__data.tag  = \port$2315$0 ;
-  assign \wr__data.length  = \port$2313$0 ;
-  assign \w_data.data  = { \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
-  assign \w_data.keep  = \port$2256$0 ;
-  assign \w_data.first  = \port$2319$0 ;
-  assign \w_data.last  = \port$620$0 ;
-  assign \w_data.src  = \port$2317$0 ;
-  assign \w_data.tag  = \port$2315$0 ;
-  assign \w_data.length  = \port$2313$0 ;
+  assign \wr__data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+  assign \wr__data.keep  = \port$2302$0 ;
+  assign \wr__data.first  = \port$2365$0 ;
+  assign \wr__data.last  = \port$623$0 ;
+  assign \wr__data.src  = \port$2363$0 ;
+  assign \wr__data.tag  = \port$2361$0 ;
+  assign \wr__data.length  = \port$2359$0 ;
+  assign \w_data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+  assign \w_data.keep  = \port$2302$0 ;
+  assign \w_data.first  = \port$2365$0 ;
+  assign \w_data.last  = \port$623$0 ;
+  assign \w_data.src  = \port$2363$0 ;
+  assign \w_data.tag  = \port$2361$0 ;
+  assign \w_data.length  = \port$2359$0 ;
   assign \r__payload.data  = r__payload[127:0];
   assign \r__payload.keep  = r__payload[143:128];
   assign \r__payload.first  = r__payload[144];
@@ -3421,9 +4031,9 @@ module \ace_nic_small.rx0.buffer0 (rst, r__ready, \port$620$0 , \port$623$0 , \p
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \port$624$0 , \port$625$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , fetch, r__payload
-, \port$2256$0 , w_en, commit, rollback, \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$2319$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
+module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , \port$639$0 , \port$640$0 , \port$641$0 , fetch, r__payload, \port$2302$0 
+, w_en, commit, rollback, \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$2365$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$58  = 0;
   wire \$1 ;
   reg [5:0] \$10 ;
   reg [5:0] \$11 ;
@@ -3446,24 +4056,18 @@ module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input [15:0] \port$2256$0 ;
-  wire [15:0] \port$2256$0 ;
-  input [16:0] \port$2313$0 ;
-  wire [16:0] \port$2313$0 ;
-  input [7:0] \port$2315$0 ;
-  wire [7:0] \port$2315$0 ;
-  input [7:0] \port$2317$0 ;
-  wire [7:0] \port$2317$0 ;
-  input \port$2319$0 ;
-  wire \port$2319$0 ;
-  input \port$620$0 ;
-  wire \port$620$0 ;
-  input [7:0] \port$623$0 ;
-  wire [7:0] \port$623$0 ;
-  input [7:0] \port$624$0 ;
-  wire [7:0] \port$624$0 ;
-  input [7:0] \port$625$0 ;
-  wire [7:0] \port$625$0 ;
+  input [15:0] \port$2302$0 ;
+  wire [15:0] \port$2302$0 ;
+  input [16:0] \port$2359$0 ;
+  wire [16:0] \port$2359$0 ;
+  input [7:0] \port$2361$0 ;
+  wire [7:0] \port$2361$0 ;
+  input [7:0] \port$2363$0 ;
+  wire [7:0] \port$2363$0 ;
+  input \port$2365$0 ;
+  wire \port$2365$0 ;
+  input \port$623$0 ;
+  wire \port$623$0 ;
   input [7:0] \port$626$0 ;
   wire [7:0] \port$626$0 ;
   input [7:0] \port$627$0 ;
@@ -3490,6 +4094,12 @@ module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   wire [7:0] \port$637$0 ;
   input [7:0] \port$638$0 ;
   wire [7:0] \port$638$0 ;
+  input [7:0] \port$639$0 ;
+  wire [7:0] \port$639$0 ;
+  input [7:0] \port$640$0 ;
+  wire [7:0] \port$640$0 ;
+  input [7:0] \port$641$0 ;
+  wire [7:0] \port$641$0 ;
   output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
@@ -3579,7 +4189,7 @@ module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[4:0]] <= { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+      mem[wr_tmp[4:0]] <= { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
   end
   reg [178:0] _0_;
   always @(posedge clk) begin
@@ -3607,7 +4217,7 @@ module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -3619,7 +4229,7 @@ module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -3633,7 +4243,7 @@ module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [5:0];
@@ -3643,7 +4253,7 @@ module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -3655,8 +4265,8 @@ module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \p
     end
   end
   assign wr__addr = wr_tmp[4:0];
-  assign wr__data = { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
-  assign w_data = { \port$2313$0 , \port$2315$0 , \port$2317$0 , \port$620$0 , \port$2319$0 , \port$2256$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
+  assign wr__data = { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+  assign w_data = { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
   assign wr_tmp_next = \$2 [5:0];
   assign used = \$3 [5:0];
   assign free = \$4 [5:0];
@@ -3665,20 +4275,20 @@ module \ace_nic_small.rx0.buffer1 (rst, r__ready, \port$620$0 , \port$623$0 , \p
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
-  assign \wr__data.keep  = \port$2256$0 ;
-  assign \wr__data.first  = \port$2319$0 ;
-  assign \wr__data.last  = \port$620$0 ;
-  assign \wr__data.src  = \port$2317$0 ;
-  assign \wr__data.tag  = \port$2315$0 ;
-  assign \wr__data.length  = \port$2313$0 ;
-  assign \w_data.data  = { \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0 , \port$625$0 , \port$624$0 , \port$623$0  };
-  assign \w_data.keep  = \port$2256$0 ;
-  assign \w_data.first  = \port$2319$0 ;
-  assign \w_data.last  = \port$620$0 ;
-  assign \w_data.src  = \port$2317$0 ;
-  assign \w_data.tag  = \port$2315$0 ;
-  assign \w_data.length  = \port$2313$0 ;
+  assign \wr__data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+  assign \wr__data.keep  = \port$2302$0 ;
+  assign \wr__data.first  = \port$2365$0 ;
+  assign \wr__data.last  = \port$623$0 ;
+  assign \wr__data.src  = \port$2363$0 ;
+  assign \wr__data.tag  = \port$2361$0 ;
+  assign \wr__data.length  = \port$2359$0 ;
+  assign \w_data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+  assign \w_data.keep  = \port$2302$0 ;
+  assign \w_data.first  = \port$2365$0 ;
+  assign \w_data.last  = \port$623$0 ;
+  assign \w_data.src  = \port$2363$0 ;
+  assign \w_data.tag  = \port$2361$0 ;
+  assign \w_data.length  = \port$2359$0 ;
   assign \r__payload.data  = r__payload[127:0];
   assign \r__payload.keep  = r__payload[143:128];
   assign \r__payload.first  = r__payload[144];
@@ -4169,9 +4779,9 @@ module \ace_nic_small.rx0.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__ready, \r__ready$8 , out__0__payload, out__1__payload, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error
-, error_cause, out__0__valid, out__1__valid, error_clear);
-  reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
+module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out__0__payload, out__1__payload, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid
+, out__1__valid, r__ready, \r__ready$8 , error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
@@ -4882,28 +5492,28 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     .commit(\commit$45 ),
     .fetch(freed),
     .out_valid(out__0__valid),
-    .\port$1628$0 (\$signal ),
-    .\port$1631$0 (\$8 ),
-    .\port$1632$0 (\$9 ),
-    .\port$1633$0 (\$10 ),
-    .\port$1634$0 (\$11 ),
-    .\port$1635$0 (\$12 ),
-    .\port$1636$0 (\$13 ),
-    .\port$1637$0 (\$14 ),
-    .\port$1638$0 (\$15 ),
-    .\port$1639$0 (\$16 ),
-    .\port$1640$0 (\$17 ),
-    .\port$1641$0 (\$18 ),
-    .\port$1642$0 (\$19 ),
-    .\port$1643$0 (\$20 ),
-    .\port$1644$0 (\$21 ),
-    .\port$1645$0 (\$22 ),
-    .\port$1646$0 (\$23 ),
-    .\port$2442$0 (keep),
-    .\port$2499$0 (\$signal$26 ),
-    .\port$2501$0 (\$like$25 ),
-    .\port$2503$0 (\$like ),
-    .\port$2505$0 (\$signal$23 ),
+    .\port$1634$0 (\$signal ),
+    .\port$1637$0 (\$8 ),
+    .\port$1638$0 (\$9 ),
+    .\port$1639$0 (\$10 ),
+    .\port$1640$0 (\$11 ),
+    .\port$1641$0 (\$12 ),
+    .\port$1642$0 (\$13 ),
+    .\port$1643$0 (\$14 ),
+    .\port$1644$0 (\$15 ),
+    .\port$1645$0 (\$16 ),
+    .\port$1646$0 (\$17 ),
+    .\port$1647$0 (\$18 ),
+    .\port$1648$0 (\$19 ),
+    .\port$1649$0 (\$20 ),
+    .\port$1650$0 (\$21 ),
+    .\port$1651$0 (\$22 ),
+    .\port$1652$0 (\$23 ),
+    .\port$2490$0 (keep),
+    .\port$2547$0 (\$signal$26 ),
+    .\port$2549$0 (\$like$25 ),
+    .\port$2551$0 (\$like ),
+    .\port$2553$0 (\$signal$23 ),
     .r__payload(out__0__payload),
     .r__ready(r__ready),
     .rollback(\rollback$46 ),
@@ -4915,28 +5525,28 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     .commit(\commit$48 ),
     .fetch(\freed$60 ),
     .out_valid(out__1__valid),
-    .\port$1628$0 (\$signal ),
-    .\port$1631$0 (\$8 ),
-    .\port$1632$0 (\$9 ),
-    .\port$1633$0 (\$10 ),
-    .\port$1634$0 (\$11 ),
-    .\port$1635$0 (\$12 ),
-    .\port$1636$0 (\$13 ),
-    .\port$1637$0 (\$14 ),
-    .\port$1638$0 (\$15 ),
-    .\port$1639$0 (\$16 ),
-    .\port$1640$0 (\$17 ),
-    .\port$1641$0 (\$18 ),
-    .\port$1642$0 (\$19 ),
-    .\port$1643$0 (\$20 ),
-    .\port$1644$0 (\$21 ),
-    .\port$1645$0 (\$22 ),
-    .\port$1646$0 (\$23 ),
-    .\port$2442$0 (keep),
-    .\port$2499$0 (\$signal$26 ),
-    .\port$2501$0 (\$like$25 ),
-    .\port$2503$0 (\$like ),
-    .\port$2505$0 (\$signal$23 ),
+    .\port$1634$0 (\$signal ),
+    .\port$1637$0 (\$8 ),
+    .\port$1638$0 (\$9 ),
+    .\port$1639$0 (\$10 ),
+    .\port$1640$0 (\$11 ),
+    .\port$1641$0 (\$12 ),
+    .\port$1642$0 (\$13 ),
+    .\port$1643$0 (\$14 ),
+    .\port$1644$0 (\$15 ),
+    .\port$1645$0 (\$16 ),
+    .\port$1646$0 (\$17 ),
+    .\port$1647$0 (\$18 ),
+    .\port$1648$0 (\$19 ),
+    .\port$1649$0 (\$20 ),
+    .\port$1650$0 (\$21 ),
+    .\port$1651$0 (\$22 ),
+    .\port$1652$0 (\$23 ),
+    .\port$2490$0 (keep),
+    .\port$2547$0 (\$signal$26 ),
+    .\port$2549$0 (\$like$25 ),
+    .\port$2551$0 (\$like ),
+    .\port$2553$0 (\$signal$23 ),
     .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$49 ),
@@ -4948,7 +5558,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     .header(in[64:1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
@@ -4958,7 +5568,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
@@ -4968,7 +5578,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
@@ -4978,7 +5588,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
@@ -4988,7 +5598,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     cause = 4'h0;
     if (decoded[151]) begin
       cause = 4'h1;
@@ -5007,7 +5617,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal ) begin
       keep = \$signal$20 ;
@@ -5016,7 +5626,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     (* full_case = 32'd1 *)
     if (\$27 ) begin
       \cause$32  = judged[146:143];
@@ -5027,7 +5637,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     error_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5048,7 +5658,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     error_code = 4'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5069,7 +5679,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     credit_valid = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5082,7 +5692,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     space_reserve = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5097,7 +5707,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     rollback = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5109,7 +5719,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     commit = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5121,7 +5731,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     w_en = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5135,7 +5745,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \commit$45  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5149,7 +5759,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \rollback$46  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5163,7 +5773,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \w_en$47  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5177,7 +5787,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \commit$48  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5191,7 +5801,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \rollback$49  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5205,28 +5815,28 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$184  = freed;
     if (rst) begin
       \$184  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$185  = \freed$60 ;
     if (rst) begin
       \$185  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$186  = \$45 [47:0];
     if (rst) begin
       \$186  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$187 [142:130] = in[142:130];
     \$187 [0] = link__tvalid;
     \$187 [128:1] = link__tdata;
@@ -5236,7 +5846,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$188 [0] = in[0];
     \$188 [128:1] = in[128:1];
     \$188 [129] = in[129];
@@ -5252,7 +5862,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$189 [0] = decoded[0];
     \$189 [128:1] = decoded[128:1];
     \$189 [129] = decoded[129];
@@ -5266,49 +5876,49 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$190  = \$71 ;
     if (rst) begin
       \$190  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$191  = \$80 [5:0];
     if (rst) begin
       \$191  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$192  = \$82 [5:0];
     if (rst) begin
       \$192  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$193  = \$85 ;
     if (rst) begin
       \$193  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$194  = \$94 [5:0];
     if (rst) begin
       \$194  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$195  = \$96 [5:0];
     if (rst) begin
       \$195  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$196 [142:137] = judged[142:137];
     \$196 [0] = checked[0];
     \$196 [128:1] = checked[128:1];
@@ -5325,21 +5935,21 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$197  = rollback;
     if (rst) begin
       \$197  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$198  = credit_valid;
     if (rst) begin
       \$198  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$199  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
@@ -5374,7 +5984,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$200  = header_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -5396,7 +6006,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$201  = cur;
     casez (rx_fsm_state)
       2'h0:
@@ -5414,7 +6024,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$202  = \$signal$18 ;
     casez (rx_fsm_state)
       2'h0:
@@ -5436,7 +6046,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$203  = pkt_beats;
     casez (rx_fsm_state)
       2'h0:
@@ -5454,7 +6064,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$204  = \$signal$26 ;
     casez (rx_fsm_state)
       2'h0:
@@ -5472,7 +6082,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$205  = \$like$25 ;
     casez (rx_fsm_state)
       2'h0:
@@ -5490,7 +6100,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$206  = \$like ;
     casez (rx_fsm_state)
       2'h0:
@@ -5508,7 +6118,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$207  = \$signal$23 ;
     casez (rx_fsm_state)
       2'h0:
@@ -5530,7 +6140,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$208  = \$signal$20 ;
     casez (rx_fsm_state)
       2'h0:
@@ -5563,7 +6173,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$209  = payload_bytes;
     casez (rx_fsm_state)
       2'h0:
@@ -5580,7 +6190,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$210  = errors;
     if (error_now) begin
       \$210  = \$181 [47:0];
@@ -5590,7 +6200,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$211  = error;
     if (error_clear) begin
       \$211  = 1'h0;
@@ -5602,7 +6212,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     \$212  = error_cause;
     if (error_clear) begin
       \$212  = 4'h0;
@@ -5763,9 +6373,9 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, r__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , \port$1632$0 , \port$1633$0 , \port$1634$0 , \port$1635$0 , \port$1636$0 , \port$1637$0 , \port$1638$0 , \port$1639$0 , \port$1640$0 , \port$1641$0 , \port$1642$0 , \port$1643$0 , \port$1644$0 , \port$1645$0 , \port$1646$0 , fetch, r__payload
-, \port$2442$0 , w_en, commit, rollback, \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$2505$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$58  = 0;
+module \ace_nic_small.rx1.buffer0 (rst, \port$1634$0 , \port$1637$0 , \port$1638$0 , \port$1639$0 , \port$1640$0 , \port$1641$0 , \port$1642$0 , \port$1643$0 , \port$1644$0 , \port$1645$0 , \port$1646$0 , \port$1647$0 , \port$1648$0 , \port$1649$0 , \port$1650$0 , \port$1651$0 , \port$1652$0 , fetch, r__payload, \port$2490$0 
+, w_en, commit, rollback, \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$2553$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$60  = 0;
   wire \$1 ;
   reg [5:0] \$10 ;
   reg [5:0] \$11 ;
@@ -5788,20 +6398,8 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$1628$0 ;
-  wire \port$1628$0 ;
-  input [7:0] \port$1631$0 ;
-  wire [7:0] \port$1631$0 ;
-  input [7:0] \port$1632$0 ;
-  wire [7:0] \port$1632$0 ;
-  input [7:0] \port$1633$0 ;
-  wire [7:0] \port$1633$0 ;
-  input [7:0] \port$1634$0 ;
-  wire [7:0] \port$1634$0 ;
-  input [7:0] \port$1635$0 ;
-  wire [7:0] \port$1635$0 ;
-  input [7:0] \port$1636$0 ;
-  wire [7:0] \port$1636$0 ;
+  input \port$1634$0 ;
+  wire \port$1634$0 ;
   input [7:0] \port$1637$0 ;
   wire [7:0] \port$1637$0 ;
   input [7:0] \port$1638$0 ;
@@ -5822,16 +6420,28 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   wire [7:0] \port$1645$0 ;
   input [7:0] \port$1646$0 ;
   wire [7:0] \port$1646$0 ;
-  input [15:0] \port$2442$0 ;
-  wire [15:0] \port$2442$0 ;
-  input [16:0] \port$2499$0 ;
-  wire [16:0] \port$2499$0 ;
-  input [7:0] \port$2501$0 ;
-  wire [7:0] \port$2501$0 ;
-  input [7:0] \port$2503$0 ;
-  wire [7:0] \port$2503$0 ;
-  input \port$2505$0 ;
-  wire \port$2505$0 ;
+  input [7:0] \port$1647$0 ;
+  wire [7:0] \port$1647$0 ;
+  input [7:0] \port$1648$0 ;
+  wire [7:0] \port$1648$0 ;
+  input [7:0] \port$1649$0 ;
+  wire [7:0] \port$1649$0 ;
+  input [7:0] \port$1650$0 ;
+  wire [7:0] \port$1650$0 ;
+  input [7:0] \port$1651$0 ;
+  wire [7:0] \port$1651$0 ;
+  input [7:0] \port$1652$0 ;
+  wire [7:0] \port$1652$0 ;
+  input [15:0] \port$2490$0 ;
+  wire [15:0] \port$2490$0 ;
+  input [16:0] \port$2547$0 ;
+  wire [16:0] \port$2547$0 ;
+  input [7:0] \port$2549$0 ;
+  wire [7:0] \port$2549$0 ;
+  input [7:0] \port$2551$0 ;
+  wire [7:0] \port$2551$0 ;
+  input \port$2553$0 ;
+  wire \port$2553$0 ;
   output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
@@ -5921,7 +6531,7 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[4:0]] <= { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+      mem[wr_tmp[4:0]] <= { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
   end
   reg [178:0] _0_;
   always @(posedge clk) begin
@@ -5949,7 +6559,7 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -5961,7 +6571,7 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -5975,7 +6585,7 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [5:0];
@@ -5985,7 +6595,7 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -5997,8 +6607,8 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
     end
   end
   assign wr__addr = wr_tmp[4:0];
-  assign wr__data = { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
-  assign w_data = { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign wr__data = { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
+  assign w_data = { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
   assign wr_tmp_next = \$2 [5:0];
   assign used = \$3 [5:0];
   assign free = \$4 [5:0];
@@ -6007,20 +6617,20 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
-  assign \wr__data.keep  = \port$2442$0 ;
-  assign \wr__data.first  = \port$2505$0 ;
-  assign \wr__data.last  = \port$1628$0 ;
-  assign \wr__data.src  = \port$2503$0 ;
-  assign \wr__data.tag  = \port$2501$0 ;
-  assign \wr__data.length  = \port$2499$0 ;
-  assign \w_data.data  = { \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
-  assign \w_data.keep  = \port$2442$0 ;
-  assign \w_data.first  = \port$2505$0 ;
-  assign \w_data.last  = \port$1628$0 ;
-  assign \w_data.src  = \port$2503$0 ;
-  assign \w_data.tag  = \port$2501$0 ;
-  assign \w_data.length  = \port$2499$0 ;
+  assign \wr__data.data  = { \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
+  assign \wr__data.keep  = \port$2490$0 ;
+  assign \wr__data.first  = \port$2553$0 ;
+  assign \wr__data.last  = \port$1634$0 ;
+  assign \wr__data.src  = \port$2551$0 ;
+  assign \wr__data.tag  = \port$2549$0 ;
+  assign \wr__data.length  = \port$2547$0 ;
+  assign \w_data.data  = { \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
+  assign \w_data.keep  = \port$2490$0 ;
+  assign \w_data.first  = \port$2553$0 ;
+  assign \w_data.last  = \port$1634$0 ;
+  assign \w_data.src  = \port$2551$0 ;
+  assign \w_data.tag  = \port$2549$0 ;
+  assign \w_data.length  = \port$2547$0 ;
   assign \r__payload.data  = r__payload[127:0];
   assign \r__payload.keep  = r__payload[143:128];
   assign \r__payload.first  = r__payload[144];
@@ -6038,9 +6648,9 @@ module \ace_nic_small.rx1.buffer0 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , \port$1632$0 , \port$1633$0 , \port$1634$0 , \port$1635$0 , \port$1636$0 , \port$1637$0 , \port$1638$0 , \port$1639$0 , \port$1640$0 , \port$1641$0 , \port$1642$0 , \port$1643$0 , \port$1644$0 , \port$1645$0 , \port$1646$0 , fetch, r__payload
-, \port$2442$0 , w_en, commit, rollback, \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$2505$0 , out_valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
+module \ace_nic_small.rx1.buffer1 (rst, \port$1634$0 , \port$1637$0 , \port$1638$0 , \port$1639$0 , \port$1640$0 , \port$1641$0 , \port$1642$0 , \port$1643$0 , \port$1644$0 , \port$1645$0 , \port$1646$0 , \port$1647$0 , \port$1648$0 , \port$1649$0 , \port$1650$0 , \port$1651$0 , \port$1652$0 , fetch, r__payload, \port$2490$0 
+, w_en, commit, rollback, \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$2553$0 , out_valid, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$61  = 0;
   wire \$1 ;
   reg [5:0] \$10 ;
   reg [5:0] \$11 ;
@@ -6063,20 +6673,8 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   wire freed;
   output out_valid;
   reg out_valid = 1'h0;
-  input \port$1628$0 ;
-  wire \port$1628$0 ;
-  input [7:0] \port$1631$0 ;
-  wire [7:0] \port$1631$0 ;
-  input [7:0] \port$1632$0 ;
-  wire [7:0] \port$1632$0 ;
-  input [7:0] \port$1633$0 ;
-  wire [7:0] \port$1633$0 ;
-  input [7:0] \port$1634$0 ;
-  wire [7:0] \port$1634$0 ;
-  input [7:0] \port$1635$0 ;
-  wire [7:0] \port$1635$0 ;
-  input [7:0] \port$1636$0 ;
-  wire [7:0] \port$1636$0 ;
+  input \port$1634$0 ;
+  wire \port$1634$0 ;
   input [7:0] \port$1637$0 ;
   wire [7:0] \port$1637$0 ;
   input [7:0] \port$1638$0 ;
@@ -6097,16 +6695,28 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   wire [7:0] \port$1645$0 ;
   input [7:0] \port$1646$0 ;
   wire [7:0] \port$1646$0 ;
-  input [15:0] \port$2442$0 ;
-  wire [15:0] \port$2442$0 ;
-  input [16:0] \port$2499$0 ;
-  wire [16:0] \port$2499$0 ;
-  input [7:0] \port$2501$0 ;
-  wire [7:0] \port$2501$0 ;
-  input [7:0] \port$2503$0 ;
-  wire [7:0] \port$2503$0 ;
-  input \port$2505$0 ;
-  wire \port$2505$0 ;
+  input [7:0] \port$1647$0 ;
+  wire [7:0] \port$1647$0 ;
+  input [7:0] \port$1648$0 ;
+  wire [7:0] \port$1648$0 ;
+  input [7:0] \port$1649$0 ;
+  wire [7:0] \port$1649$0 ;
+  input [7:0] \port$1650$0 ;
+  wire [7:0] \port$1650$0 ;
+  input [7:0] \port$1651$0 ;
+  wire [7:0] \port$1651$0 ;
+  input [7:0] \port$1652$0 ;
+  wire [7:0] \port$1652$0 ;
+  input [15:0] \port$2490$0 ;
+  wire [15:0] \port$2490$0 ;
+  input [16:0] \port$2547$0 ;
+  wire [16:0] \port$2547$0 ;
+  input [7:0] \port$2549$0 ;
+  wire [7:0] \port$2549$0 ;
+  input [7:0] \port$2551$0 ;
+  wire [7:0] \port$2551$0 ;
+  input \port$2553$0 ;
+  wire \port$2553$0 ;
   output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
@@ -6196,7 +6806,7 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   end
   always @(posedge clk) begin
     if (wr__en)
-      mem[wr_tmp[4:0]] <= { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+      mem[wr_tmp[4:0]] <= { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
   end
   reg [178:0] _0_;
   always @(posedge clk) begin
@@ -6224,7 +6834,7 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   always @(posedge clk)
     out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
     if (rollback) begin
       \$9  = wr_commit;
@@ -6236,7 +6846,7 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     \$10  = wr_commit;
     (* full_case = 32'd1 *)
     if (rollback) begin
@@ -6250,7 +6860,7 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     \$11  = rd_ptr;
     if (fetch) begin
       \$11  = \$8 [5:0];
@@ -6260,7 +6870,7 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     \$12  = out_valid;
     if (fetch) begin
       \$12  = 1'h1;
@@ -6272,8 +6882,8 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
     end
   end
   assign wr__addr = wr_tmp[4:0];
-  assign wr__data = { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
-  assign w_data = { \port$2499$0 , \port$2501$0 , \port$2503$0 , \port$1628$0 , \port$2505$0 , \port$2442$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
+  assign wr__data = { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
+  assign w_data = { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
   assign wr_tmp_next = \$2 [5:0];
   assign used = \$3 [5:0];
   assign free = \$4 [5:0];
@@ -6282,20 +6892,20 @@ module \ace_nic_small.rx1.buffer1 (rst, r__ready, \port$1628$0 , \port$1631$0 , 
   assign rd__data = r__payload;
   assign r__valid = out_valid;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
-  assign \wr__data.keep  = \port$2442$0 ;
-  assign \wr__data.first  = \port$2505$0 ;
-  assign \wr__data.last  = \port$1628$0 ;
-  assign \wr__data.src  = \port$2503$0 ;
-  assign \wr__data.tag  = \port$2501$0 ;
-  assign \wr__data.length  = \port$2499$0 ;
-  assign \w_data.data  = { \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0 , \port$1636$0 , \port$1635$0 , \port$1634$0 , \port$1633$0 , \port$1632$0 , \port$1631$0  };
-  assign \w_data.keep  = \port$2442$0 ;
-  assign \w_data.first  = \port$2505$0 ;
-  assign \w_data.last  = \port$1628$0 ;
-  assign \w_data.src  = \port$2503$0 ;
-  assign \w_data.tag  = \port$2501$0 ;
-  assign \w_data.length  = \port$2499$0 ;
+  assign \wr__data.data  = { \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
+  assign \wr__data.keep  = \port$2490$0 ;
+  assign \wr__data.first  = \port$2553$0 ;
+  assign \wr__data.last  = \port$1634$0 ;
+  assign \wr__data.src  = \port$2551$0 ;
+  assign \wr__data.tag  = \port$2549$0 ;
+  assign \wr__data.length  = \port$2547$0 ;
+  assign \w_data.data  = { \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
+  assign \w_data.keep  = \port$2490$0 ;
+  assign \w_data.first  = \port$2553$0 ;
+  assign \w_data.last  = \port$1634$0 ;
+  assign \w_data.src  = \port$2551$0 ;
+  assign \w_data.tag  = \port$2549$0 ;
+  assign \w_data.length  = \port$2547$0 ;
   assign \r__payload.data  = r__payload[127:0];
   assign \r__payload.keep  = r__payload[143:128];
   assign \r__payload.first  = r__payload[144];
@@ -6786,2101 +7396,8 @@ module \ace_nic_small.rx1.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, \port$2247$0 , link__tvalid
-, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__payload, data__0__valid, data__1__payload, data__1__valid, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$60  = 0;
-  wire [11:0] \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire [3:0] \$111 ;
-  wire [6:0] \$112 ;
-  wire [7:0] \$113 ;
-  wire [6:0] \$114 ;
-  wire [7:0] \$115 ;
-  wire [12:0] \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire [11:0] \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire \$129 ;
-  wire [11:0] \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
-  wire \$139 ;
-  wire \$14 ;
-  wire [3:0] \$140 ;
-  wire [6:0] \$141 ;
-  wire [7:0] \$142 ;
-  wire [6:0] \$143 ;
-  wire [7:0] \$144 ;
-  reg [5:0] \$145 ;
-  reg [7:0] \$146 ;
-  reg [10:0] \$147 ;
-  reg [6:0] \$148 ;
-  wire \$149 ;
-  wire \$15 ;
-  wire \$150 ;
-  wire [17:0] \$151 ;
-  wire [17:0] \$152 ;
-  wire [18:0] \$153 ;
-  wire [17:0] \$154 ;
-  wire [17:0] \$155 ;
-  wire \$156 ;
-  wire [17:0] \$157 ;
-  wire [17:0] \$158 ;
-  wire \$159 ;
-  wire \$16 ;
-  wire [17:0] \$160 ;
-  wire [17:0] \$161 ;
-  wire \$162 ;
-  wire [17:0] \$163 ;
-  wire [17:0] \$164 ;
-  wire \$165 ;
-  wire [17:0] \$166 ;
-  wire [17:0] \$167 ;
-  wire \$168 ;
-  wire [17:0] \$169 ;
-  wire \$17 ;
-  wire [17:0] \$170 ;
-  wire \$171 ;
-  wire [17:0] \$172 ;
-  wire [17:0] \$173 ;
-  wire \$174 ;
-  wire [17:0] \$175 ;
-  wire [17:0] \$176 ;
-  wire \$177 ;
-  wire [17:0] \$178 ;
-  wire [17:0] \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire [17:0] \$181 ;
-  wire [17:0] \$182 ;
-  wire \$183 ;
-  wire [17:0] \$184 ;
-  wire [17:0] \$185 ;
-  wire \$186 ;
-  wire [17:0] \$187 ;
-  wire [17:0] \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire [17:0] \$190 ;
-  wire [17:0] \$191 ;
-  wire \$192 ;
-  wire [17:0] \$193 ;
-  wire [17:0] \$194 ;
-  wire \$195 ;
-  wire [17:0] \$196 ;
-  wire [17:0] \$197 ;
-  wire \$198 ;
-  wire [17:0] \$199 ;
-  wire [11:0] \$2 ;
-  wire \$20 ;
-  wire [17:0] \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire [7:0] \$203 ;
-  reg [47:0] \$204 ;
-  reg [47:0] \$205 ;
-  reg [47:0] \$206 ;
-  reg [47:0] \$207 ;
-  reg \$208 ;
-  reg \$209 ;
-  wire \$21 ;
-  reg \$210 ;
-  reg [2:0] \$211 ;
-  reg [5:0] \$212 ;
-  reg [5:0] \$213 ;
-  reg \$214 ;
-  reg \$215 ;
-  reg \$216 ;
-  reg [2:0] \$217 ;
-  reg [5:0] \$218 ;
-  reg [5:0] \$219 ;
-  wire \$22 ;
-  reg \$220 ;
-  reg \$221 ;
-  reg \$222 ;
-  reg \$223 ;
-  reg [7:0] \$224 ;
-  reg [16:0] \$225 ;
-  reg [6:0] \$226 ;
-  reg \$227 ;
-  reg \$228 ;
-  reg [6:0] \$229 ;
-  wire \$23 ;
-  reg [4:0] \$230 ;
-  reg [15:0] \$231 ;
-  reg \$232 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  reg \$29 ;
-  wire \$3 ;
-  reg [127:0] \$30 ;
-  wire [7:0] \$31 ;
-  reg [127:0] \$32 ;
-  wire [7:0] \$33 ;
-  reg [127:0] \$34 ;
-  wire [7:0] \$35 ;
-  reg [127:0] \$36 ;
-  wire [7:0] \$37 ;
-  reg [127:0] \$38 ;
-  wire [7:0] \$39 ;
-  wire \$4 ;
-  reg [127:0] \$40 ;
-  wire [7:0] \$41 ;
-  reg [127:0] \$42 ;
-  wire [7:0] \$43 ;
-  reg [127:0] \$44 ;
-  wire [7:0] \$45 ;
-  reg [127:0] \$46 ;
-  wire [7:0] \$47 ;
-  reg [127:0] \$48 ;
-  wire [7:0] \$49 ;
-  wire \$5 ;
-  reg [127:0] \$50 ;
-  wire [7:0] \$51 ;
-  reg [127:0] \$52 ;
-  wire [7:0] \$53 ;
-  reg [127:0] \$54 ;
-  wire [7:0] \$55 ;
-  reg [127:0] \$56 ;
-  wire [7:0] \$57 ;
-  reg [127:0] \$58 ;
-  wire [7:0] \$59 ;
-  wire \$6 ;
-  reg [127:0] \$60 ;
-  wire [7:0] \$61 ;
-  wire [4:0] \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire [48:0] \$81 ;
-  wire [48:0] \$82 ;
-  wire [48:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [48:0] \$86 ;
-  wire [12:0] \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  reg [6:0] beats_left = 7'h00;
-  output busy__0;
-  wire busy__0;
-  output busy__1;
-  wire busy__1;
-  output [47:0] busy_cycles;
-  reg [47:0] busy_cycles = 48'h000000000000;
-  reg ch0_eligible = 1'h0;
-  reg ch0_pending = 1'h0;
-  reg ch0_urgent = 1'h0;
-  reg ch1_eligible = 1'h0;
-  reg ch1_pending = 1'h0;
-  reg ch1_urgent = 1'h0;
-  wire [7:0] check;
-  input clk;
-  wire clk;
-  wire [6:0] cmd0_beats;
-  wire [6:0] cmd1_beats;
-  input [19:0] cmd__0__payload;
-  wire [19:0] cmd__0__payload;
-  wire [10:0] \cmd__0__payload.length ;
-  wire \cmd__0__payload.link ;
-  wire [7:0] \cmd__0__payload.tag ;
-  output cmd__0__ready;
-  reg cmd__0__ready;
-  input cmd__0__valid;
-  wire cmd__0__valid;
-  input [19:0] cmd__1__payload;
-  wire [19:0] cmd__1__payload;
-  wire [10:0] \cmd__1__payload.length ;
-  wire \cmd__1__payload.link ;
-  wire [7:0] \cmd__1__payload.tag ;
-  output cmd__1__ready;
-  reg cmd__1__ready;
-  input cmd__1__valid;
-  wire cmd__1__valid;
-  input [3:0] credit_in_channel;
-  wire [3:0] credit_in_channel;
-  input [5:0] credit_in_count;
-  wire [5:0] credit_in_count;
-  input credit_in_valid;
-  wire credit_in_valid;
-  reg [5:0] credits0_gained;
-  (* init = 6'h20 *)
-  wire [5:0] credits0_q;
-  reg [6:0] credits0_spent;
-  reg [5:0] credits1_gained;
-  (* init = 6'h20 *)
-  wire [5:0] credits1_q;
-  reg [6:0] credits1_spent;
-  output [5:0] credits__0;
-  reg [5:0] credits__0 = 6'h20;
-  output [5:0] credits__1;
-  reg [5:0] credits__1 = 6'h20;
-  reg cur = 1'h0;
-  input [127:0] data__0__payload;
-  wire [127:0] data__0__payload;
-  wire [127:0] \data__0__payload.data ;
-  output data__0__ready;
-  reg data__0__ready;
-  input data__0__valid;
-  wire data__0__valid;
-  input [127:0] data__1__payload;
-  wire [127:0] data__1__payload;
-  wire [127:0] \data__1__payload.data ;
-  output data__1__ready;
-  reg data__1__ready;
-  input data__1__valid;
-  wire data__1__valid;
-  input freed__0;
-  wire freed__0;
-  input freed__1;
-  wire freed__1;
-  reg grant;
-  reg grant_ch;
-  reg grant_credit;
-  wire [63:0] header;
-  wire [3:0] \header.channel ;
-  wire [7:0] \header.check ;
-  wire [16:0] \header.length ;
-  wire [3:0] \header.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \header.ptype ;
-  wire [3:0] \header.rsvd0 ;
-  wire [6:0] \header.rsvd1 ;
-  wire [7:0] \header.src ;
-  wire [7:0] \header.tag ;
-  wire [1:0] \header.version ;
-  output [47:0] header_bytes;
-  reg [47:0] header_bytes = 48'h000000000000;
-  reg [150:0] i__payload;
-  wire [4:0] \i__payload.bytes ;
-  wire [127:0] \i__payload.data ;
-  wire \i__payload.header ;
-  wire [15:0] \i__payload.keep ;
-  wire \i__payload.last ;
-  wire i__ready;
-  reg i__valid;
-  wire is_last;
-  reg [15:0] keep;
-  reg [4:0] last_bytes = 5'h00;
-  reg [15:0] last_keep = 16'h0000;
-  wire [127:0] link__tdata;
-  wire [15:0] link__tkeep;
-  wire link__tlast;
-  wire link__tready;
-  output link__tvalid;
-  wire link__tvalid;
-  input [7:0] node_id;
-  wire [7:0] node_id;
-  wire [150:0] o__payload;
-  wire [4:0] \o__payload.bytes ;
-  wire [127:0] \o__payload.data ;
-  wire \o__payload.header ;
-  wire [15:0] \o__payload.keep ;
-  wire \o__payload.last ;
-  input o__ready;
-  wire o__ready;
-  wire o__valid;
-  reg [5:0] owed0 = 6'h00;
-  reg [2:0] owed0_quiet = 3'h0;
-  reg [5:0] owed0_returned;
-  reg [5:0] owed1 = 6'h00;
-  reg [2:0] owed1_quiet = 3'h0;
-  reg [5:0] owed1_returned;
-  output [47:0] payload_bytes;
-  reg [47:0] payload_bytes = 48'h000000000000;
-  reg pending_pick;
-  output [144:0] \port$2247$0 ;
-  wire [144:0] \port$2247$0 ;
-  reg rr_last = 1'h0;
-  reg rr_pick;
-  input rst;
-  wire rst;
-  reg [6:0] slot_beats = 7'h00;
-  reg slot_ch = 1'h0;
-  reg slot_credit = 1'h0;
-  reg slot_fresh = 1'h0;
-  reg [16:0] slot_length = 17'h00000;
-  reg [7:0] slot_tag = 8'h00;
-  reg slot_valid = 1'h0;
-  output [47:0] stall_cycles;
-  reg [47:0] stall_cycles = 48'h000000000000;
-  wire take;
-  reg tx_fsm_state = 1'h0;
-  reg urgent_pick;
-  assign take = link__tvalid & o__ready;
-  assign \$1  = cmd__0__payload[19:9] + 4'hf;
-  assign \$3  = ! credit_in_channel;
-  assign \$4  = credit_in_valid & \$3 ;
-  assign \$5  = ! slot_ch;
-  assign \$6  = slot_fresh & \$5 ;
-  assign \$7  = ~ slot_credit;
-  assign \$8  = \$6  & \$7 ;
-  assign \$9  = ! slot_ch;
-  assign \$10  = slot_fresh & \$9 ;
-  assign \$11  = \$10  & slot_credit;
-  assign \$12  = cmd__1__payload[19:9] + 4'hf;
-  assign \$14  = credit_in_channel == 1'h1;
-  assign \$15  = credit_in_valid & \$14 ;
-  assign \$17  = slot_fresh & \$16 ;
-  assign \$18  = ~ slot_credit;
-  assign \$19  = \$17  & \$18 ;
-  assign \$21  = slot_fresh & \$20 ;
-  assign \$22  = \$21  & slot_credit;
-  assign \$23  = ~ slot_valid;
-  assign \$24  = | { ch1_urgent, ch0_urgent };
-  assign \$25  = | { ch1_eligible, ch0_eligible };
-  assign \$26  = | { ch1_pending, ch0_pending };
-  assign \$27  = ! grant_ch;
-  assign is_last = beats_left == 1'h1;
-  assign \$31  = \$30 [7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
-  assign \$33  = \$32 [15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
-  assign \$35  = \$34 [23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
-  assign \$37  = \$36 [31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
-  assign \$39  = \$38 [39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
-  assign \$41  = \$40 [47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
-  assign \$43  = \$42 [55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
-  assign \$45  = \$44 [63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
-  assign \$47  = \$46 [71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
-  assign \$49  = \$48 [79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
-  assign \$51  = \$50 [87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
-  assign \$53  = \$52 [95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
-  assign \$55  = \$54 [103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
-  assign \$57  = \$56 [111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
-  assign \$59  = \$58 [119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
-  assign \$61  = \$60 [127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
-  assign \$62  = is_last ? last_bytes : 5'h10;
-  assign \$63  = ! cur;
-  assign \$64  = \$63  & i__ready;
-  assign \$66  = \$65  & i__ready;
-  assign \$67  = ~ slot_credit;
-  assign \$68  = slot_valid & \$67 ;
-  assign \$69  = ! slot_ch;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = ! cur;
-  assign \$72  = \$80  & \$71 ;
-  assign busy__0 = \$70  | \$72 ;
-  assign \$73  = ~ slot_credit;
-  assign \$74  = slot_valid & \$73 ;
-  assign \$76  = \$74  & \$75 ;
-  assign \$78  = \$80  & \$77 ;
-  assign busy__1 = \$76  | \$78 ;
-  assign \$79  = ! tx_fsm_state;
-  assign \$81  = payload_bytes + o__payload[150:146];
-  assign \$82  = header_bytes + 5'h10;
-  assign \$83  = busy_cycles + take;
-  assign \$84  = ~ o__ready;
-  assign \$85  = link__tvalid & \$84 ;
-  assign \$86  = stall_cycles + \$85 ;
-  assign \$88  = \$87  >= cmd__0__payload[19:9];
-  assign \$89  = cmd__0__valid & \$88 ;
-  assign \$90  = ! slot_ch;
-  assign \$91  = slot_fresh & \$90 ;
-  assign \$92  = ~ slot_credit;
-  assign \$93  = \$91  & \$92 ;
-  assign \$94  = ~ \$93 ;
-  assign \$95  = \$89  & \$94 ;
-  assign \$96  = owed0 >= 4'h8;
-  assign \$97  = ! slot_ch;
-  assign \$98  = slot_fresh & \$97 ;
-  assign \$99  = \$98  & slot_credit;
-  assign \$100  = ~ \$99 ;
-  assign \$101  = \$96  & \$100 ;
-  assign \$102  = | owed0;
-  assign \$103  = owed0_quiet == 3'h4;
-  assign \$104  = \$102  & \$103 ;
-  assign \$105  = ! slot_ch;
-  assign \$106  = slot_fresh & \$105 ;
-  assign \$107  = \$106  & slot_credit;
-  assign \$108  = ~ \$107 ;
-  assign \$109  = \$104  & \$108 ;
-  assign \$110  = owed0_quiet != 3'h4;
-  assign \$111  = owed0_quiet + 1'h1;
-  assign \$112  = credits__0 + credits0_gained;
-  assign \$113  = \$112  - credits0_spent;
-  assign \$114  = owed0 + freed__0;
-  assign \$115  = \$114  - owed0_returned;
-  assign \$117  = \$116  >= cmd__1__payload[19:9];
-  assign \$118  = cmd__1__valid & \$117 ;
-  assign \$120  = slot_fresh & \$119 ;
-  assign \$121  = ~ slot_credit;
-  assign \$122  = \$120  & \$121 ;
-  assign \$123  = ~ \$122 ;
-  assign \$124  = \$118  & \$123 ;
-  assign \$125  = owed1 >= 4'h8;
-  assign \$127  = slot_fresh & \$126 ;
-  assign \$128  = \$127  & slot_credit;
-  assign \$129  = ~ \$128 ;
-  assign \$130  = \$125  & \$129 ;
-  assign \$131  = | owed1;
-  assign \$132  = owed1_quiet == 3'h4;
-  assign \$133  = \$131  & \$132 ;
-  assign \$135  = slot_fresh & \$134 ;
-  assign \$136  = \$135  & slot_credit;
-  assign \$137  = ~ \$136 ;
-  assign \$138  = \$133  & \$137 ;
-  assign \$139  = owed1_quiet != 3'h4;
-  assign \$140  = owed1_quiet + 1'h1;
-  assign \$141  = credits__1 + credits1_gained;
-  assign \$142  = \$141  - credits1_spent;
-  assign \$143  = owed1 + freed__1;
-  assign \$144  = \$143  - owed1_returned;
-  assign \$149  = i__valid & i__ready;
-  assign \$150  = ~ slot_credit;
-  assign \$151  = slot_length - 1'h1;
-  assign \$153  = $signed(\$152 ) + $signed(2'h1);
-  assign \$154  = slot_length - 1'h1;
-  assign \$156  = $signed(\$155 ) >= $signed(1'h0);
-  assign \$157  = slot_length - 1'h1;
-  assign \$159  = $signed(\$158 ) >= $signed(2'h1);
-  assign \$160  = slot_length - 1'h1;
-  assign \$162  = $signed(\$161 ) >= $signed(3'h2);
-  assign \$163  = slot_length - 1'h1;
-  assign \$165  = $signed(\$164 ) >= $signed(3'h3);
-  assign \$166  = slot_length - 1'h1;
-  assign \$168  = $signed(\$167 ) >= $signed(4'h4);
-  assign \$169  = slot_length - 1'h1;
-  assign \$171  = $signed(\$170 ) >= $signed(4'h5);
-  assign \$172  = slot_length - 1'h1;
-  assign \$174  = $signed(\$173 ) >= $signed(4'h6);
-  assign \$175  = slot_length - 1'h1;
-  assign \$177  = $signed(\$176 ) >= $signed(4'h7);
-  assign \$178  = slot_length - 1'h1;
-  assign \$180  = $signed(\$179 ) >= $signed(5'h08);
-  assign \$181  = slot_length - 1'h1;
-  assign \$183  = $signed(\$182 ) >= $signed(5'h09);
-  assign \$184  = slot_length - 1'h1;
-  assign \$186  = $signed(\$185 ) >= $signed(5'h0a);
-  assign \$187  = slot_length - 1'h1;
-  assign \$189  = $signed(\$188 ) >= $signed(5'h0b);
-  assign \$190  = slot_length - 1'h1;
-  assign \$192  = $signed(\$191 ) >= $signed(5'h0c);
-  assign \$193  = slot_length - 1'h1;
-  assign \$195  = $signed(\$194 ) >= $signed(5'h0d);
-  assign \$196  = slot_length - 1'h1;
-  assign \$198  = $signed(\$197 ) >= $signed(5'h0e);
-  assign \$199  = slot_length - 1'h1;
-  assign \$201  = $signed(\$200 ) >= $signed(5'h0f);
-  assign \$202  = i__valid & i__ready;
-  assign \$203  = beats_left - 1'h1;
-  always @(posedge clk)
-    payload_bytes <= \$204 ;
-  always @(posedge clk)
-    header_bytes <= \$205 ;
-  always @(posedge clk)
-    busy_cycles <= \$206 ;
-  always @(posedge clk)
-    stall_cycles <= \$207 ;
-  always @(posedge clk)
-    ch0_eligible <= \$208 ;
-  always @(posedge clk)
-    ch0_urgent <= \$209 ;
-  always @(posedge clk)
-    ch0_pending <= \$210 ;
-  always @(posedge clk)
-    owed0_quiet <= \$211 ;
-  always @(posedge clk)
-    credits__0 <= \$212 ;
-  always @(posedge clk)
-    owed0 <= \$213 ;
-  always @(posedge clk)
-    ch1_eligible <= \$214 ;
-  always @(posedge clk)
-    ch1_urgent <= \$215 ;
-  always @(posedge clk)
-    ch1_pending <= \$216 ;
-  always @(posedge clk)
-    owed1_quiet <= \$217 ;
-  always @(posedge clk)
-    credits__1 <= \$218 ;
-  always @(posedge clk)
-    owed1 <= \$219 ;
-  always @(posedge clk)
-    slot_fresh <= \$220 ;
-  always @(posedge clk)
-    slot_valid <= \$221 ;
-  always @(posedge clk)
-    slot_credit <= \$222 ;
-  always @(posedge clk)
-    slot_ch <= \$223 ;
-  always @(posedge clk)
-    slot_tag <= \$224 ;
-  always @(posedge clk)
-    slot_length <= \$225 ;
-  always @(posedge clk)
-    slot_beats <= \$226 ;
-  always @(posedge clk)
-    rr_last <= \$227 ;
-  always @(posedge clk)
-    cur <= \$228 ;
-  always @(posedge clk)
-    beats_left <= \$229 ;
-  always @(posedge clk)
-    last_bytes <= \$230 ;
-  always @(posedge clk)
-    last_keep <= \$231 ;
-  always @(posedge clk)
-    tx_fsm_state <= \$232 ;
-  \ace_nic_small.tx0.hdr_check  hdr_check (
-    .check(check),
-    .\port$0$2 (node_id),
-    .\port$2223$0 (slot_credit),
-    .\port$2225$0 (slot_ch),
-    .\port$2227$0 (slot_tag),
-    .\port$2229$0 (slot_length)
-  );
-  \ace_nic_small.tx0.out_skid  out_skid (
-    .clk(clk),
-    .i__payload(i__payload),
-    .i__ready(i__ready),
-    .i__valid(i__valid),
-    .o__payload(o__payload),
-    .o__ready(o__ready),
-    .o__valid(link__tvalid),
-    .rst(rst)
-  );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$29  = data__0__valid;
-      1'h1:
-          \$29  = data__1__valid;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$30  = data__0__payload;
-      1'h1:
-          \$30  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$32  = data__0__payload;
-      1'h1:
-          \$32  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$34  = data__0__payload;
-      1'h1:
-          \$34  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$36  = data__0__payload;
-      1'h1:
-          \$36  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$38  = data__0__payload;
-      1'h1:
-          \$38  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$40  = data__0__payload;
-      1'h1:
-          \$40  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$42  = data__0__payload;
-      1'h1:
-          \$42  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$44  = data__0__payload;
-      1'h1:
-          \$44  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$46  = data__0__payload;
-      1'h1:
-          \$46  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$48  = data__0__payload;
-      1'h1:
-          \$48  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$50  = data__0__payload;
-      1'h1:
-          \$50  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$52  = data__0__payload;
-      1'h1:
-          \$52  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$54  = data__0__payload;
-      1'h1:
-          \$54  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$56  = data__0__payload;
-      1'h1:
-          \$56  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$58  = data__0__payload;
-      1'h1:
-          \$58  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (cur)
-      1'h0:
-          \$60  = data__0__payload;
-      1'h1:
-          \$60  = data__1__payload;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$145  = owed0;
-      1'h1:
-          \$145  = owed1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$146  = cmd__0__payload[8:1];
-      1'h1:
-          \$146  = cmd__1__payload[8:1];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$147  = cmd__0__payload[19:9];
-      1'h1:
-          \$147  = cmd__1__payload[19:9];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (grant_ch)
-      1'h0:
-          \$148  = \$2 [6:0];
-      1'h1:
-          \$148  = \$13 [6:0];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    credits0_gained = 6'h00;
-    if (\$4 ) begin
-      credits0_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    credits0_spent = 7'h00;
-    if (\$8 ) begin
-      credits0_spent = slot_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    owed0_returned = 6'h00;
-    if (\$11 ) begin
-      owed0_returned = slot_length[5:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    credits1_gained = 6'h00;
-    if (\$15 ) begin
-      credits1_gained = credit_in_count;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    credits1_spent = 7'h00;
-    if (\$19 ) begin
-      credits1_spent = slot_beats;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    owed1_returned = 6'h00;
-    if (\$22 ) begin
-      owed1_returned = slot_length[5:0];
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    rr_pick = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (rr_last)
-      1'h0:
-        begin
-          if (ch0_eligible) begin
-            rr_pick = 1'h0;
-          end
-          if (ch1_eligible) begin
-            rr_pick = 1'h1;
-          end
-        end
-      1'h1:
-        begin
-          if (ch1_eligible) begin
-            rr_pick = 1'h1;
-          end
-          if (ch0_eligible) begin
-            rr_pick = 1'h0;
-          end
-        end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    urgent_pick = 1'h0;
-    if (ch1_urgent) begin
-      urgent_pick = 1'h1;
-    end
-    if (ch0_urgent) begin
-      urgent_pick = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    pending_pick = 1'h0;
-    if (ch1_pending) begin
-      pending_pick = 1'h1;
-    end
-    if (ch0_pending) begin
-      pending_pick = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    grant = 1'h0;
-    if (\$23 ) begin
-      if (\$24 ) begin
-        grant = 1'h1;
-      end else if (\$25 ) begin
-        grant = 1'h1;
-      end else if (\$26 ) begin
-        grant = 1'h1;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    grant_credit = 1'h0;
-    if (\$23 ) begin
-      if (\$24 ) begin
-        grant_credit = 1'h1;
-      end else if (\$25 ) begin
-      end else if (\$26 ) begin
-        grant_credit = 1'h1;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    grant_ch = 1'h0;
-    if (\$23 ) begin
-      if (\$24 ) begin
-        grant_ch = urgent_pick;
-      end else if (\$25 ) begin
-        grant_ch = rr_pick;
-      end else if (\$26 ) begin
-        grant_ch = pending_pick;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    cmd__0__ready = 1'h0;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-      end else begin
-        cmd__0__ready = \$27 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    cmd__1__ready = 1'h0;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-      end else begin
-        cmd__1__ready = \$28 ;
-      end
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    if (is_last) begin
-      keep = last_keep;
-    end else begin
-      keep = 16'hffff;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          i__valid = slot_valid;
-      1'h1:
-          i__valid = \$29 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    i__payload[150:145] = 6'h00;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-        begin
-          i__payload[127:0] = { 64'h0000000000000000, check, 7'h00, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-          i__payload[143:128] = 16'hffff;
-          i__payload[144] = slot_credit;
-          i__payload[145] = 1'h1;
-        end
-      1'h1:
-        begin
-          i__payload[127:0] = { \$61 , \$59 , \$57 , \$55 , \$53 , \$51 , \$49 , \$47 , \$45 , \$43 , \$41 , \$39 , \$37 , \$35 , \$33 , \$31  };
-          i__payload[143:128] = keep;
-          i__payload[144] = is_last;
-          i__payload[150:146] = \$62 ;
-        end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    data__0__ready = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          data__0__ready = \$64 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    data__1__ready = 1'h0;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          /* empty */;
-      1'h1:
-          data__1__ready = \$66 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$204  = payload_bytes;
-    if (take) begin
-      \$204  = \$81 [47:0];
-    end
-    if (rst) begin
-      \$204  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$205  = header_bytes;
-    if (take) begin
-      if (o__payload[145]) begin
-        \$205  = \$82 [47:0];
-      end
-    end
-    if (rst) begin
-      \$205  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$206  = \$83 [47:0];
-    if (rst) begin
-      \$206  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$207  = \$86 [47:0];
-    if (rst) begin
-      \$207  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$208  = \$95 ;
-    if (rst) begin
-      \$208  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$209  = \$101 ;
-    if (rst) begin
-      \$209  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$210  = \$109 ;
-    if (rst) begin
-      \$210  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$211  = owed0_quiet;
-    if (freed__0) begin
-      \$211  = 3'h0;
-    end else if (\$110 ) begin
-      \$211  = \$111 [2:0];
-    end
-    if (rst) begin
-      \$211  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$212  = \$113 [5:0];
-    if (rst) begin
-      \$212  = 6'h20;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$213  = \$115 [5:0];
-    if (rst) begin
-      \$213  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$214  = \$124 ;
-    if (rst) begin
-      \$214  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$215  = \$130 ;
-    if (rst) begin
-      \$215  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$216  = \$138 ;
-    if (rst) begin
-      \$216  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$217  = owed1_quiet;
-    if (freed__1) begin
-      \$217  = 3'h0;
-    end else if (\$139 ) begin
-      \$217  = \$140 [2:0];
-    end
-    if (rst) begin
-      \$217  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$218  = \$142 [5:0];
-    if (rst) begin
-      \$218  = 6'h20;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$219  = \$144 [5:0];
-    if (rst) begin
-      \$219  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$220  = grant;
-    if (rst) begin
-      \$220  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$221  = slot_valid;
-    if (grant) begin
-      \$221  = 1'h1;
-    end
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$149 ) begin
-            \$221  = 1'h0;
-          end
-    endcase
-    if (rst) begin
-      \$221  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$222  = slot_credit;
-    if (grant) begin
-      \$222  = grant_credit;
-    end
-    if (rst) begin
-      \$222  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$223  = slot_ch;
-    if (grant) begin
-      \$223  = grant_ch;
-    end
-    if (rst) begin
-      \$223  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$224  = slot_tag;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$224  = 8'h00;
-      end else begin
-        \$224  = \$146 ;
-      end
-    end
-    if (rst) begin
-      \$224  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$225  = slot_length;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$225  = { 11'h000, \$145  };
-      end else begin
-        \$225  = { 6'h00, \$147  };
-      end
-    end
-    if (rst) begin
-      \$225  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$226  = slot_beats;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-        \$226  = 7'h00;
-      end else begin
-        \$226  = \$148 ;
-      end
-    end
-    if (rst) begin
-      \$226  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$227  = rr_last;
-    if (grant) begin
-      (* full_case = 32'd1 *)
-      if (grant_credit) begin
-      end else begin
-        \$227  = grant_ch;
-      end
-    end
-    if (rst) begin
-      \$227  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$228  = cur;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$228  = slot_ch;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$228  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$229  = beats_left;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$229  = slot_beats;
-            end
-          end
-      1'h1:
-          if (\$202 ) begin
-            \$229  = \$203 [6:0];
-          end
-    endcase
-    if (rst) begin
-      \$229  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$230  = last_bytes;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$230  = \$153 [4:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$230  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$231  = last_keep;
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$231 [0] = \$156 ;
-              \$231 [1] = \$159 ;
-              \$231 [2] = \$162 ;
-              \$231 [3] = \$165 ;
-              \$231 [4] = \$168 ;
-              \$231 [5] = \$171 ;
-              \$231 [6] = \$174 ;
-              \$231 [7] = \$177 ;
-              \$231 [8] = \$180 ;
-              \$231 [9] = \$183 ;
-              \$231 [10] = \$186 ;
-              \$231 [11] = \$189 ;
-              \$231 [12] = \$192 ;
-              \$231 [13] = \$195 ;
-              \$231 [14] = \$198 ;
-              \$231 [15] = \$201 ;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$231  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$232  = tx_fsm_state;
-    (* full_case = 32'd1 *)
-    casez (tx_fsm_state)
-      1'h0:
-          if (\$149 ) begin
-            if (\$150 ) begin
-              \$232  = 1'h1;
-            end
-          end
-      1'h1:
-          if (\$202 ) begin
-            if (is_last) begin
-              \$232  = 1'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$232  = 1'h0;
-    end
-  end
-  assign o__valid = link__tvalid;
-  assign link__tdata = o__payload[127:0];
-  assign link__tkeep = o__payload[143:128];
-  assign link__tlast = o__payload[144];
-  assign link__tready = o__ready;
-  assign credits0_q = credits__0;
-  assign cmd0_beats = \$2 [6:0];
-  assign credits1_q = credits__1;
-  assign cmd1_beats = \$13 [6:0];
-  assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$2247$0  = o__payload[144:0];
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.last  = o__payload[144];
-  assign \o__payload.header  = o__payload[145];
-  assign \o__payload.bytes  = o__payload[150:146];
-  assign \cmd__0__payload.link  = cmd__0__payload[0];
-  assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
-  assign \cmd__0__payload.length  = cmd__0__payload[19:9];
-  assign \cmd__1__payload.link  = cmd__1__payload[0];
-  assign \cmd__1__payload.tag  = cmd__1__payload[8:1];
-  assign \cmd__1__payload.length  = cmd__1__payload[19:9];
-  assign \header.magic  = 4'ha;
-  assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, slot_credit };
-  assign \header.src  = node_id;
-  assign \header.channel  = { 3'h0, slot_ch };
-  assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = slot_tag;
-  assign \header.length  = slot_length;
-  assign \header.rsvd1  = 7'h00;
-  assign \header.check  = 8'h00;
-  assign \i__payload.data  = i__payload[127:0];
-  assign \i__payload.keep  = i__payload[143:128];
-  assign \i__payload.last  = i__payload[144];
-  assign \i__payload.header  = i__payload[145];
-  assign \i__payload.bytes  = i__payload[150:146];
-  assign \data__0__payload.data  = data__0__payload;
-  assign \data__1__payload.data  = data__1__payload;
-  assign \$2  = { 4'h0, \$1 [11:4] };
-  assign \$13  = { 4'h0, \$12 [11:4] };
-  assign \$16  = slot_ch;
-  assign \$20  = slot_ch;
-  assign \$28  = grant_ch;
-  assign \$65  = cur;
-  assign \$80  = tx_fsm_state;
-  assign \$75  = slot_ch;
-  assign \$77  = cur;
-  assign \$87  = { 3'h0, credits__0, 4'h0 };
-  assign \$116  = { 3'h0, credits__1, 4'h0 };
-  assign \$119  = slot_ch;
-  assign \$126  = slot_ch;
-  assign \$134  = slot_ch;
-  assign \$152 [17:4] = 14'h0000;
-  assign \$152 [3:0] = \$151 [3:0];
-  assign \$155 [17:4] = 14'h0000;
-  assign \$155 [3:0] = \$154 [3:0];
-  assign \$158 [17:4] = 14'h0000;
-  assign \$158 [3:0] = \$157 [3:0];
-  assign \$161 [17:4] = 14'h0000;
-  assign \$161 [3:0] = \$160 [3:0];
-  assign \$164 [17:4] = 14'h0000;
-  assign \$164 [3:0] = \$163 [3:0];
-  assign \$167 [17:4] = 14'h0000;
-  assign \$167 [3:0] = \$166 [3:0];
-  assign \$170 [17:4] = 14'h0000;
-  assign \$170 [3:0] = \$169 [3:0];
-  assign \$173 [17:4] = 14'h0000;
-  assign \$173 [3:0] = \$172 [3:0];
-  assign \$176 [17:4] = 14'h0000;
-  assign \$176 [3:0] = \$175 [3:0];
-  assign \$179 [17:4] = 14'h0000;
-  assign \$179 [3:0] = \$178 [3:0];
-  assign \$182 [17:4] = 14'h0000;
-  assign \$182 [3:0] = \$181 [3:0];
-  assign \$185 [17:4] = 14'h0000;
-  assign \$185 [3:0] = \$184 [3:0];
-  assign \$188 [17:4] = 14'h0000;
-  assign \$188 [3:0] = \$187 [3:0];
-  assign \$191 [17:4] = 14'h0000;
-  assign \$191 [3:0] = \$190 [3:0];
-  assign \$194 [17:4] = 14'h0000;
-  assign \$194 [3:0] = \$193 [3:0];
-  assign \$197 [17:4] = 14'h0000;
-  assign \$197 [3:0] = \$196 [3:0];
-  assign \$200 [17:4] = 14'h0000;
-  assign \$200 [3:0] = \$199 [3:0];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.tx0.hdr_check (\port$2223$0 , \port$2225$0 , \port$2227$0 , \port$2229$0 , check, \port$0$2 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
-  wire \$139 ;
-  wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
-  wire \$149 ;
-  wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
-  wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
-  wire \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire \$163 ;
-  wire \$164 ;
-  wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
-  wire \$175 ;
-  wire \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire \$182 ;
-  wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire \$199 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
-  wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  wire \$auto$rtlil.cc:2739:Not$26 ;
-  wire \$auto$rtlil.cc:2739:Not$28 ;
-  wire \$auto$rtlil.cc:2739:Not$30 ;
-  wire \$auto$rtlil.cc:2739:Not$32 ;
-  wire \$auto$rtlil.cc:2739:Not$34 ;
-  wire \$auto$rtlil.cc:2739:Not$36 ;
-  wire \$auto$rtlil.cc:2739:Not$38 ;
-  wire \$auto$rtlil.cc:2739:Not$40 ;
-  wire \$auto$rtlil.cc:2739:Not$42 ;
-  wire \$auto$rtlil.cc:2739:Not$44 ;
-  wire \$auto$rtlil.cc:2739:Not$46 ;
-  wire \$auto$rtlil.cc:2739:Not$48 ;
-  output [7:0] check;
-  wire [7:0] check;
-  wire [63:0] header;
-  wire [3:0] \header.channel ;
-  wire [7:0] \header.check ;
-  wire [16:0] \header.length ;
-  wire [3:0] \header.magic ;
-  (* enum_base_type = "PacketType" *)
-  (* enum_value_00 = "DATA" *)
-  (* enum_value_01 = "CREDIT" *)
-  wire [1:0] \header.ptype ;
-  wire [3:0] \header.rsvd0 ;
-  wire [6:0] \header.rsvd1 ;
-  wire [7:0] \header.src ;
-  wire [7:0] \header.tag ;
-  wire [1:0] \header.version ;
-  wire ok;
-  input [7:0] \port$0$2 ;
-  wire [7:0] \port$0$2 ;
-  input \port$2223$0 ;
-  wire \port$2223$0 ;
-  input \port$2225$0 ;
-  wire \port$2225$0 ;
-  input [7:0] \port$2227$0 ;
-  wire [7:0] \port$2227$0 ;
-  input [16:0] \port$2229$0 ;
-  wire [16:0] \port$2229$0 ;
-  assign \$7  = \$6  ^ \port$0$2 [0];
-  assign \$8  = \$7  ^ \port$0$2 [3];
-  assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$2227$0 [4];
-  assign \$14  = \$13  ^ \port$2227$0 [6];
-  assign \$15  = \$14  ^ \port$2227$0 [7];
-  assign \$16  = \$15  ^ \port$2229$0 [0];
-  assign \$17  = \$16  ^ \port$2229$0 [2];
-  assign \$18  = \$17  ^ \port$2229$0 [3];
-  assign \$19  = \$18  ^ \port$2229$0 [5];
-  assign \$20  = \$19  ^ \port$2229$0 [7];
-  assign \$21  = \$20  ^ \port$2229$0 [8];
-  assign \$22  = \$21  ^ \port$2229$0 [12];
-  assign \$23  = \$22  ^ \port$2229$0 [14];
-  assign \$24  = \$23  ^ \port$2229$0 [16];
-  assign \$32  = \$31  ^ \port$0$2 [3];
-  assign \$33  = \$32  ^ \port$0$2 [4];
-  assign \$34  = \$33  ^ \port$0$2 [5];
-  assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$2225$0 ;
-  assign \$40  = \$39  ^ \port$2227$0 [0];
-  assign \$41  = \$40  ^ \port$2227$0 [4];
-  assign \$42  = \$41  ^ \port$2227$0 [5];
-  assign \$43  = \$42  ^ \port$2227$0 [6];
-  assign \$44  = \$43  ^ \port$2229$0 [0];
-  assign \$45  = \$44  ^ \port$2229$0 [1];
-  assign \$46  = \$45  ^ \port$2229$0 [2];
-  assign \$47  = \$46  ^ \port$2229$0 [4];
-  assign \$48  = \$47  ^ \port$2229$0 [5];
-  assign \$49  = \$48  ^ \port$2229$0 [6];
-  assign \$50  = \$49  ^ \port$2229$0 [7];
-  assign \$51  = \$50  ^ \port$2229$0 [9];
-  assign \$52  = \$51  ^ \port$2229$0 [12];
-  assign \$53  = \$52  ^ \port$2229$0 [13];
-  assign \$54  = \$53  ^ \port$2229$0 [14];
-  assign \$55  = \$54  ^ \port$2229$0 [15];
-  assign \$56  = \$55  ^ \port$2229$0 [16];
-  assign \$62  = \$61  ^ \port$0$2 [2];
-  assign \$63  = \$62  ^ \port$0$2 [3];
-  assign \$64  = \$63  ^ \port$0$2 [4];
-  assign \$65  = \$64  ^ \port$0$2 [6];
-  assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$2227$0 [0];
-  assign \$72  = \$71  ^ \port$2227$0 [1];
-  assign \$73  = \$72  ^ \port$2227$0 [4];
-  assign \$74  = \$73  ^ \port$2227$0 [5];
-  assign \$75  = \$74  ^ \port$2229$0 [1];
-  assign \$76  = \$75  ^ \port$2229$0 [6];
-  assign \$77  = \$76  ^ \port$2229$0 [8];
-  assign \$78  = \$77  ^ \port$2229$0 [10];
-  assign \$79  = \$78  ^ \port$2229$0 [12];
-  assign \$80  = \$79  ^ \port$2229$0 [13];
-  assign \$81  = \$80  ^ \port$2229$0 [15];
-  assign \$82  = \$81  ^ \port$2229$0 [16];
-  assign \$91  = \$90  ^ \port$0$2 [3];
-  assign \$92  = \$91  ^ \port$0$2 [4];
-  assign \$93  = \$92  ^ \port$0$2 [5];
-  assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$2227$0 [1];
-  assign \$99  = \$98  ^ \port$2227$0 [2];
-  assign \$100  = \$99  ^ \port$2227$0 [5];
-  assign \$101  = \$100  ^ \port$2227$0 [6];
-  assign \$102  = \$101  ^ \port$2229$0 [0];
-  assign \$103  = \$102  ^ \port$2229$0 [2];
-  assign \$104  = \$103  ^ \port$2229$0 [7];
-  assign \$105  = \$104  ^ \port$2229$0 [9];
-  assign \$106  = \$105  ^ \port$2229$0 [11];
-  assign \$107  = \$106  ^ \port$2229$0 [13];
-  assign \$108  = \$107  ^ \port$2229$0 [14];
-  assign \$118  = \$117  ^ \port$0$2 [4];
-  assign \$119  = \$118  ^ \port$0$2 [5];
-  assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$2227$0 [0];
-  assign \$125  = \$124  ^ \port$2227$0 [2];
-  assign \$126  = \$125  ^ \port$2227$0 [3];
-  assign \$127  = \$126  ^ \port$2227$0 [6];
-  assign \$128  = \$127  ^ \port$2227$0 [7];
-  assign \$129  = \$128  ^ \port$2229$0 [1];
-  assign \$130  = \$129  ^ \port$2229$0 [3];
-  assign \$131  = \$130  ^ \port$2229$0 [8];
-  assign \$132  = \$131  ^ \port$2229$0 [10];
-  assign \$133  = \$132  ^ \port$2229$0 [12];
-  assign \$134  = \$133  ^ \port$2229$0 [14];
-  assign \$135  = \$134  ^ \port$2229$0 [15];
-  assign \$144  = \$143  ^ \port$0$2 [2];
-  assign \$145  = \$144  ^ \port$0$2 [5];
-  assign \$146  = \$145  ^ \port$0$2 [6];
-  assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$2225$0 ;
-  assign \$151  = \$150  ^ \port$2227$0 [1];
-  assign \$152  = \$151  ^ \port$2227$0 [3];
-  assign \$153  = \$152  ^ \port$2227$0 [4];
-  assign \$154  = \$153  ^ \port$2227$0 [7];
-  assign \$155  = \$154  ^ \port$2229$0 [0];
-  assign \$156  = \$155  ^ \port$2229$0 [2];
-  assign \$157  = \$156  ^ \port$2229$0 [4];
-  assign \$158  = \$157  ^ \port$2229$0 [9];
-  assign \$159  = \$158  ^ \port$2229$0 [11];
-  assign \$160  = \$159  ^ \port$2229$0 [13];
-  assign \$161  = \$160  ^ \port$2229$0 [15];
-  assign \$170  = \$169  ^ \port$0$2 [1];
-  assign \$171  = \$170  ^ \port$0$2 [3];
-  assign \$172  = \$171  ^ \port$0$2 [6];
-  assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$2225$0 ;
-  assign \$178  = \$177  ^ \port$2227$0 [2];
-  assign \$179  = \$178  ^ \port$2227$0 [4];
-  assign \$180  = \$179  ^ \port$2227$0 [5];
-  assign \$181  = \$180  ^ \port$2229$0 [0];
-  assign \$182  = \$181  ^ \port$2229$0 [1];
-  assign \$183  = \$182  ^ \port$2229$0 [3];
-  assign \$184  = \$183  ^ \port$2229$0 [5];
-  assign \$185  = \$184  ^ \port$2229$0 [10];
-  assign \$186  = \$185  ^ \port$2229$0 [12];
-  assign \$187  = \$186  ^ \port$2229$0 [14];
-  assign \$198  = \$197  ^ \port$0$2 [4];
-  assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$2227$0 [3];
-  assign \$205  = \$204  ^ \port$2227$0 [5];
-  assign \$206  = \$205  ^ \port$2227$0 [6];
-  assign \$207  = \$206  ^ \port$2229$0 [1];
-  assign \$208  = \$207  ^ \port$2229$0 [2];
-  assign \$209  = \$208  ^ \port$2229$0 [4];
-  assign \$210  = \$209  ^ \port$2229$0 [6];
-  assign \$211  = \$210  ^ \port$2229$0 [11];
-  assign \$212  = \$211  ^ \port$2229$0 [13];
-  assign \$213  = \$212  ^ \port$2229$0 [15];
-  assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$2223$0 ;
-  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$2223$0 ;
-  assign header = { 15'h0000, \port$2229$0 , \port$2227$0 , 7'h00, \port$2225$0 , \port$0$2 , 1'h0, \port$2223$0 , 6'h0a };
-  assign \header.magic  = 4'ha;
-  assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$2223$0  };
-  assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$2225$0  };
-  assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$2227$0 ;
-  assign \header.length  = \port$2229$0 ;
-  assign \header.rsvd1  = 7'h00;
-  assign \header.check  = 8'h00;
-  assign check[7] = \$216 ;
-  assign check[6] = \$190 ;
-  assign check[5] = \$164 ;
-  assign check[4] = \$138 ;
-  assign check[3] = \$112 ;
-  assign check[2] = \$85 ;
-  assign check[1] = \$58 ;
-  assign check[0] = \$26 ;
-  assign \$1  = 1'h0;
-  assign \$2  = 1'h1;
-  assign \$3  = \$auto$rtlil.cc:2739:Not$26 ;
-  assign \$4  = \$auto$rtlil.cc:2739:Not$26 ;
-  assign \$5  = \$auto$rtlil.cc:2739:Not$26 ;
-  assign \$10  = \$9 ;
-  assign \$11  = \$9 ;
-  assign \$12  = \$9 ;
-  assign \$25  = \$24 ;
-  assign \$26  = \$24 ;
-  assign \$27  = 1'h0;
-  assign \$28  = 1'h1;
-  assign \$29  = \$auto$rtlil.cc:2739:Not$28 ;
-  assign \$30  = \$auto$rtlil.cc:2739:Not$28 ;
-  assign \$37  = \$36 ;
-  assign \$38  = \$36 ;
-  assign \$39  = \$36 ;
-  assign \$57  = \$56 ;
-  assign \$58  = \$56 ;
-  assign \$59  = 1'h0;
-  assign \$60  = 1'h0;
-  assign \$61  = \port$2223$0 ;
-  assign \$67  = \$66 ;
-  assign \$68  = \$66 ;
-  assign \$69  = \$66 ;
-  assign \$70  = \$66 ;
-  assign \$83  = \$82 ;
-  assign \$84  = \$82 ;
-  assign \$85  = \$82 ;
-  assign \$86  = 1'h0;
-  assign \$87  = 1'h1;
-  assign \$88  = \$auto$rtlil.cc:2739:Not$30 ;
-  assign \$89  = \$auto$rtlil.cc:2739:Not$30 ;
-  assign \$95  = \$94 ;
-  assign \$96  = \$94 ;
-  assign \$97  = \$94 ;
-  assign \$109  = \$108 ;
-  assign \$110  = \$108 ;
-  assign \$111  = \$108 ;
-  assign \$112  = \$108 ;
-  assign \$113  = 1'h0;
-  assign \$114  = 1'h1;
-  assign \$115  = \$auto$rtlil.cc:2739:Not$32 ;
-  assign \$116  = \$auto$rtlil.cc:2739:Not$32 ;
-  assign \$121  = \$120 ;
-  assign \$122  = \$120 ;
-  assign \$123  = \$120 ;
-  assign \$136  = \$135 ;
-  assign \$137  = \$135 ;
-  assign \$138  = \$135 ;
-  assign \$139  = 1'h1;
-  assign \$140  = \$auto$rtlil.cc:2739:Not$34 ;
-  assign \$141  = \$auto$rtlil.cc:2739:Not$36 ;
-  assign \$142  = \$auto$rtlil.cc:2739:Not$36 ;
-  assign \$149  = \$148 ;
-  assign \$150  = \$148 ;
-  assign \$162  = \$161 ;
-  assign \$163  = \$161 ;
-  assign \$164  = \$161 ;
-  assign \$165  = 1'h0;
-  assign \$166  = 1'h0;
-  assign \$167  = 1'h1;
-  assign \$168  = \$auto$rtlil.cc:2739:Not$38 ;
-  assign \$175  = \$174 ;
-  assign \$176  = \$174 ;
-  assign \$177  = \$174 ;
-  assign \$188  = \$187 ;
-  assign \$189  = \$187 ;
-  assign \$190  = \$187 ;
-  assign \$191  = 1'h0;
-  assign \$192  = 1'h1;
-  assign \$193  = \$auto$rtlil.cc:2739:Not$40 ;
-  assign \$194  = \$auto$rtlil.cc:2739:Not$40 ;
-  assign \$195  = \$auto$rtlil.cc:2739:Not$40 ;
-  assign \$196  = \$auto$rtlil.cc:2739:Not$40 ;
-  assign \$200  = \$199 ;
-  assign \$201  = \$199 ;
-  assign \$202  = \$199 ;
-  assign \$203  = \$199 ;
-  assign \$214  = \$213 ;
-  assign \$215  = \$213 ;
-  assign \$216  = \$213 ;
-  assign \$auto$rtlil.cc:2739:Not$26  = 1'h1;
-  assign \$6  = \$auto$rtlil.cc:2739:Not$42 ;
-  assign \$auto$rtlil.cc:2739:Not$28  = 1'h1;
-  assign \$31  = \$auto$rtlil.cc:2739:Not$44 ;
-  assign \$auto$rtlil.cc:2739:Not$30  = 1'h0;
-  assign \$90  = \port$0$2 [0];
-  assign \$auto$rtlil.cc:2739:Not$32  = 1'h1;
-  assign \$117  = \$auto$rtlil.cc:2739:Not$46 ;
-  assign \$auto$rtlil.cc:2739:Not$34  = 1'h1;
-  assign \$auto$rtlil.cc:2739:Not$36  = 1'h0;
-  assign \$143  = \port$0$2 [0];
-  assign \$auto$rtlil.cc:2739:Not$38  = 1'h1;
-  assign \$169  = \$auto$rtlil.cc:2739:Not$48 ;
-  assign \$auto$rtlil.cc:2739:Not$40  = 1'h0;
-  assign \$197  = \port$0$2 [2];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.tx0.out_skid (clk, rst, i__ready, i__valid, i__payload, o__payload, o__valid, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$61  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  reg [150:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [150:0] \$8 ;
-  input clk;
-  wire clk;
-  input [150:0] i__payload;
-  wire [150:0] i__payload;
-  wire [4:0] \i__payload.bytes ;
-  wire [127:0] \i__payload.data ;
-  wire \i__payload.header ;
-  wire [15:0] \i__payload.keep ;
-  wire \i__payload.last ;
-  output i__ready;
-  wire i__ready;
-  input i__valid;
-  wire i__valid;
-  output [150:0] o__payload;
-  reg [150:0] o__payload = 151'h00000000000000000000000000000000000000;
-  wire [4:0] \o__payload.bytes ;
-  wire [127:0] \o__payload.data ;
-  wire \o__payload.header ;
-  wire [15:0] \o__payload.keep ;
-  wire \o__payload.last ;
-  input o__ready;
-  wire o__ready;
-  output o__valid;
-  reg o__valid = 1'h0;
-  input rst;
-  wire rst;
-  reg [150:0] skid_payload = 151'h00000000000000000000000000000000000000;
-  wire [4:0] \skid_payload.bytes ;
-  wire [127:0] \skid_payload.data ;
-  wire \skid_payload.header ;
-  wire [15:0] \skid_payload.keep ;
-  wire \skid_payload.last ;
-  reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
-  always @(posedge clk)
-    o__payload <= \$5 ;
-  always @(posedge clk)
-    o__valid <= \$6 ;
-  always @(posedge clk)
-    skid_valid <= \$7 ;
-  always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
-      (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
-      end else begin
-        \$5  = i__payload;
-      end
-    end
-    if (rst) begin
-      \$5  = 151'h00000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
-      (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
-      end else begin
-        \$6  = i__valid;
-      end
-    end
-    if (rst) begin
-      \$6  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 151'h00000000000000000000000000000000000000;
-    end
-  end
-  assign \o__payload.data  = o__payload[127:0];
-  assign \o__payload.keep  = o__payload[143:128];
-  assign \o__payload.last  = o__payload[144];
-  assign \o__payload.header  = o__payload[145];
-  assign \o__payload.bytes  = o__payload[150:146];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.last  = skid_payload[144];
-  assign \skid_payload.header  = skid_payload[145];
-  assign \skid_payload.bytes  = skid_payload[150:146];
-  assign \i__payload.data  = i__payload[127:0];
-  assign \i__payload.keep  = i__payload[143:128];
-  assign \i__payload.last  = i__payload[144];
-  assign \i__payload.header  = i__payload[145];
-  assign \i__payload.bytes  = i__payload[150:146];
-endmodule
-
-(* generator = "Amaranth" *)
-module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, \port$2433$0 , link__tvalid
-, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__payload, data__0__valid, data__1__payload, data__1__valid, node_id);
+module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$2295$0 
+, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, node_id);
   reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
   wire [11:0] \$1 ;
   wire \$10 ;
@@ -9244,8 +7761,8 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$2433$0 ;
-  wire [144:0] \port$2433$0 ;
+  output [144:0] \port$2295$0 ;
+  wire [144:0] \port$2295$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -9475,15 +7992,15 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     last_keep <= \$231 ;
   always @(posedge clk)
     tx_fsm_state <= \$232 ;
-  \ace_nic_small.tx1.hdr_check  hdr_check (
+  \ace_nic_small.tx0.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$2409$0 (slot_credit),
-    .\port$2411$0 (slot_ch),
-    .\port$2413$0 (slot_tag),
-    .\port$2415$0 (slot_length)
+    .\port$2267$0 (slot_credit),
+    .\port$2269$0 (slot_ch),
+    .\port$2271$0 (slot_tag),
+    .\port$2273$0 (slot_length)
   );
-  \ace_nic_small.tx1.out_skid  out_skid (
+  \ace_nic_small.tx0.out_skid  out_skid (
     .clk(clk),
     .i__payload(i__payload),
     .i__ready(i__ready),
@@ -10256,7 +8773,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign credits1_q = credits__1;
   assign cmd1_beats = \$13 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$2433$0  = o__payload[144:0];
+  assign \port$2295$0  = o__payload[144:0];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
@@ -10336,7 +8853,2139 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.hdr_check (\port$2409$0 , \port$2411$0 , \port$2413$0 , \port$2415$0 , check, \port$0$2 );
+module \ace_nic_small.tx0.hdr_check (\port$2267$0 , \port$2269$0 , \port$2271$0 , \port$2273$0 , check, \port$0$2 );
+  wire \$1 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
+  wire \$15 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
+  wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire \$175 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
+  wire \$179 ;
+  wire \$18 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire \$42 ;
+  wire \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire \$46 ;
+  wire \$47 ;
+  wire \$48 ;
+  wire \$49 ;
+  wire \$5 ;
+  wire \$50 ;
+  wire \$51 ;
+  wire \$52 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  wire \$auto$rtlil.cc:2739:Not$26 ;
+  wire \$auto$rtlil.cc:2739:Not$28 ;
+  wire \$auto$rtlil.cc:2739:Not$30 ;
+  wire \$auto$rtlil.cc:2739:Not$32 ;
+  wire \$auto$rtlil.cc:2739:Not$34 ;
+  wire \$auto$rtlil.cc:2739:Not$36 ;
+  wire \$auto$rtlil.cc:2739:Not$38 ;
+  wire \$auto$rtlil.cc:2739:Not$40 ;
+  wire \$auto$rtlil.cc:2739:Not$42 ;
+  wire \$auto$rtlil.cc:2739:Not$44 ;
+  wire \$auto$rtlil.cc:2739:Not$46 ;
+  wire \$auto$rtlil.cc:2739:Not$48 ;
+  output [7:0] check;
+  wire [7:0] check;
+  wire [63:0] header;
+  wire [3:0] \header.channel ;
+  wire [7:0] \header.check ;
+  wire [16:0] \header.length ;
+  wire [3:0] \header.magic ;
+  (* enum_base_type = "PacketType" *)
+  (* enum_value_00 = "DATA" *)
+  (* enum_value_01 = "CREDIT" *)
+  wire [1:0] \header.ptype ;
+  wire [3:0] \header.rsvd0 ;
+  wire [6:0] \header.rsvd1 ;
+  wire [7:0] \header.src ;
+  wire [7:0] \header.tag ;
+  wire [1:0] \header.version ;
+  wire ok;
+  input [7:0] \port$0$2 ;
+  wire [7:0] \port$0$2 ;
+  input \port$2267$0 ;
+  wire \port$2267$0 ;
+  input \port$2269$0 ;
+  wire \port$2269$0 ;
+  input [7:0] \port$2271$0 ;
+  wire [7:0] \port$2271$0 ;
+  input [16:0] \port$2273$0 ;
+  wire [16:0] \port$2273$0 ;
+  assign \$7  = \$6  ^ \port$0$2 [0];
+  assign \$8  = \$7  ^ \port$0$2 [3];
+  assign \$9  = \$8  ^ \port$0$2 [5];
+  assign \$13  = \$12  ^ \port$2271$0 [4];
+  assign \$14  = \$13  ^ \port$2271$0 [6];
+  assign \$15  = \$14  ^ \port$2271$0 [7];
+  assign \$16  = \$15  ^ \port$2273$0 [0];
+  assign \$17  = \$16  ^ \port$2273$0 [2];
+  assign \$18  = \$17  ^ \port$2273$0 [3];
+  assign \$19  = \$18  ^ \port$2273$0 [5];
+  assign \$20  = \$19  ^ \port$2273$0 [7];
+  assign \$21  = \$20  ^ \port$2273$0 [8];
+  assign \$22  = \$21  ^ \port$2273$0 [12];
+  assign \$23  = \$22  ^ \port$2273$0 [14];
+  assign \$24  = \$23  ^ \port$2273$0 [16];
+  assign \$32  = \$31  ^ \port$0$2 [3];
+  assign \$33  = \$32  ^ \port$0$2 [4];
+  assign \$34  = \$33  ^ \port$0$2 [5];
+  assign \$35  = \$34  ^ \port$0$2 [6];
+  assign \$36  = \$35  ^ \port$2269$0 ;
+  assign \$40  = \$39  ^ \port$2271$0 [0];
+  assign \$41  = \$40  ^ \port$2271$0 [4];
+  assign \$42  = \$41  ^ \port$2271$0 [5];
+  assign \$43  = \$42  ^ \port$2271$0 [6];
+  assign \$44  = \$43  ^ \port$2273$0 [0];
+  assign \$45  = \$44  ^ \port$2273$0 [1];
+  assign \$46  = \$45  ^ \port$2273$0 [2];
+  assign \$47  = \$46  ^ \port$2273$0 [4];
+  assign \$48  = \$47  ^ \port$2273$0 [5];
+  assign \$49  = \$48  ^ \port$2273$0 [6];
+  assign \$50  = \$49  ^ \port$2273$0 [7];
+  assign \$51  = \$50  ^ \port$2273$0 [9];
+  assign \$52  = \$51  ^ \port$2273$0 [12];
+  assign \$53  = \$52  ^ \port$2273$0 [13];
+  assign \$54  = \$53  ^ \port$2273$0 [14];
+  assign \$55  = \$54  ^ \port$2273$0 [15];
+  assign \$56  = \$55  ^ \port$2273$0 [16];
+  assign \$62  = \$61  ^ \port$0$2 [2];
+  assign \$63  = \$62  ^ \port$0$2 [3];
+  assign \$64  = \$63  ^ \port$0$2 [4];
+  assign \$65  = \$64  ^ \port$0$2 [6];
+  assign \$66  = \$65  ^ \port$0$2 [7];
+  assign \$71  = \$70  ^ \port$2271$0 [0];
+  assign \$72  = \$71  ^ \port$2271$0 [1];
+  assign \$73  = \$72  ^ \port$2271$0 [4];
+  assign \$74  = \$73  ^ \port$2271$0 [5];
+  assign \$75  = \$74  ^ \port$2273$0 [1];
+  assign \$76  = \$75  ^ \port$2273$0 [6];
+  assign \$77  = \$76  ^ \port$2273$0 [8];
+  assign \$78  = \$77  ^ \port$2273$0 [10];
+  assign \$79  = \$78  ^ \port$2273$0 [12];
+  assign \$80  = \$79  ^ \port$2273$0 [13];
+  assign \$81  = \$80  ^ \port$2273$0 [15];
+  assign \$82  = \$81  ^ \port$2273$0 [16];
+  assign \$91  = \$90  ^ \port$0$2 [3];
+  assign \$92  = \$91  ^ \port$0$2 [4];
+  assign \$93  = \$92  ^ \port$0$2 [5];
+  assign \$94  = \$93  ^ \port$0$2 [7];
+  assign \$98  = \$97  ^ \port$2271$0 [1];
+  assign \$99  = \$98  ^ \port$2271$0 [2];
+  assign \$100  = \$99  ^ \port$2271$0 [5];
+  assign \$101  = \$100  ^ \port$2271$0 [6];
+  assign \$102  = \$101  ^ \port$2273$0 [0];
+  assign \$103  = \$102  ^ \port$2273$0 [2];
+  assign \$104  = \$103  ^ \port$2273$0 [7];
+  assign \$105  = \$104  ^ \port$2273$0 [9];
+  assign \$106  = \$105  ^ \port$2273$0 [11];
+  assign \$107  = \$106  ^ \port$2273$0 [13];
+  assign \$108  = \$107  ^ \port$2273$0 [14];
+  assign \$118  = \$117  ^ \port$0$2 [4];
+  assign \$119  = \$118  ^ \port$0$2 [5];
+  assign \$120  = \$119  ^ \port$0$2 [6];
+  assign \$124  = \$123  ^ \port$2271$0 [0];
+  assign \$125  = \$124  ^ \port$2271$0 [2];
+  assign \$126  = \$125  ^ \port$2271$0 [3];
+  assign \$127  = \$126  ^ \port$2271$0 [6];
+  assign \$128  = \$127  ^ \port$2271$0 [7];
+  assign \$129  = \$128  ^ \port$2273$0 [1];
+  assign \$130  = \$129  ^ \port$2273$0 [3];
+  assign \$131  = \$130  ^ \port$2273$0 [8];
+  assign \$132  = \$131  ^ \port$2273$0 [10];
+  assign \$133  = \$132  ^ \port$2273$0 [12];
+  assign \$134  = \$133  ^ \port$2273$0 [14];
+  assign \$135  = \$134  ^ \port$2273$0 [15];
+  assign \$144  = \$143  ^ \port$0$2 [2];
+  assign \$145  = \$144  ^ \port$0$2 [5];
+  assign \$146  = \$145  ^ \port$0$2 [6];
+  assign \$147  = \$146  ^ \port$0$2 [7];
+  assign \$148  = \$147  ^ \port$2269$0 ;
+  assign \$151  = \$150  ^ \port$2271$0 [1];
+  assign \$152  = \$151  ^ \port$2271$0 [3];
+  assign \$153  = \$152  ^ \port$2271$0 [4];
+  assign \$154  = \$153  ^ \port$2271$0 [7];
+  assign \$155  = \$154  ^ \port$2273$0 [0];
+  assign \$156  = \$155  ^ \port$2273$0 [2];
+  assign \$157  = \$156  ^ \port$2273$0 [4];
+  assign \$158  = \$157  ^ \port$2273$0 [9];
+  assign \$159  = \$158  ^ \port$2273$0 [11];
+  assign \$160  = \$159  ^ \port$2273$0 [13];
+  assign \$161  = \$160  ^ \port$2273$0 [15];
+  assign \$170  = \$169  ^ \port$0$2 [1];
+  assign \$171  = \$170  ^ \port$0$2 [3];
+  assign \$172  = \$171  ^ \port$0$2 [6];
+  assign \$173  = \$172  ^ \port$0$2 [7];
+  assign \$174  = \$173  ^ \port$2269$0 ;
+  assign \$178  = \$177  ^ \port$2271$0 [2];
+  assign \$179  = \$178  ^ \port$2271$0 [4];
+  assign \$180  = \$179  ^ \port$2271$0 [5];
+  assign \$181  = \$180  ^ \port$2273$0 [0];
+  assign \$182  = \$181  ^ \port$2273$0 [1];
+  assign \$183  = \$182  ^ \port$2273$0 [3];
+  assign \$184  = \$183  ^ \port$2273$0 [5];
+  assign \$185  = \$184  ^ \port$2273$0 [10];
+  assign \$186  = \$185  ^ \port$2273$0 [12];
+  assign \$187  = \$186  ^ \port$2273$0 [14];
+  assign \$198  = \$197  ^ \port$0$2 [4];
+  assign \$199  = \$198  ^ \port$0$2 [7];
+  assign \$204  = \$203  ^ \port$2271$0 [3];
+  assign \$205  = \$204  ^ \port$2271$0 [5];
+  assign \$206  = \$205  ^ \port$2271$0 [6];
+  assign \$207  = \$206  ^ \port$2273$0 [1];
+  assign \$208  = \$207  ^ \port$2273$0 [2];
+  assign \$209  = \$208  ^ \port$2273$0 [4];
+  assign \$210  = \$209  ^ \port$2273$0 [6];
+  assign \$211  = \$210  ^ \port$2273$0 [11];
+  assign \$212  = \$211  ^ \port$2273$0 [13];
+  assign \$213  = \$212  ^ \port$2273$0 [15];
+  assign ok = ! check;
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$2267$0 ;
+  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$0$2 [1];
+  assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$0$2 [1];
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$2267$0 ;
+  assign header = { 15'h0000, \port$2273$0 , \port$2271$0 , 7'h00, \port$2269$0 , \port$0$2 , 1'h0, \port$2267$0 , 6'h0a };
+  assign \header.magic  = 4'ha;
+  assign \header.version  = 2'h0;
+  assign \header.ptype  = { 1'h0, \port$2267$0  };
+  assign \header.src  = \port$0$2 ;
+  assign \header.channel  = { 3'h0, \port$2269$0  };
+  assign \header.rsvd0  = 4'h0;
+  assign \header.tag  = \port$2271$0 ;
+  assign \header.length  = \port$2273$0 ;
+  assign \header.rsvd1  = 7'h00;
+  assign \header.check  = 8'h00;
+  assign check[7] = \$216 ;
+  assign check[6] = \$190 ;
+  assign check[5] = \$164 ;
+  assign check[4] = \$138 ;
+  assign check[3] = \$112 ;
+  assign check[2] = \$85 ;
+  assign check[1] = \$58 ;
+  assign check[0] = \$26 ;
+  assign \$1  = 1'h0;
+  assign \$2  = 1'h1;
+  assign \$3  = \$auto$rtlil.cc:2739:Not$26 ;
+  assign \$4  = \$auto$rtlil.cc:2739:Not$26 ;
+  assign \$5  = \$auto$rtlil.cc:2739:Not$26 ;
+  assign \$10  = \$9 ;
+  assign \$11  = \$9 ;
+  assign \$12  = \$9 ;
+  assign \$25  = \$24 ;
+  assign \$26  = \$24 ;
+  assign \$27  = 1'h0;
+  assign \$28  = 1'h1;
+  assign \$29  = \$auto$rtlil.cc:2739:Not$28 ;
+  assign \$30  = \$auto$rtlil.cc:2739:Not$28 ;
+  assign \$37  = \$36 ;
+  assign \$38  = \$36 ;
+  assign \$39  = \$36 ;
+  assign \$57  = \$56 ;
+  assign \$58  = \$56 ;
+  assign \$59  = 1'h0;
+  assign \$60  = 1'h0;
+  assign \$61  = \port$2267$0 ;
+  assign \$67  = \$66 ;
+  assign \$68  = \$66 ;
+  assign \$69  = \$66 ;
+  assign \$70  = \$66 ;
+  assign \$83  = \$82 ;
+  assign \$84  = \$82 ;
+  assign \$85  = \$82 ;
+  assign \$86  = 1'h0;
+  assign \$87  = 1'h1;
+  assign \$88  = \$auto$rtlil.cc:2739:Not$30 ;
+  assign \$89  = \$auto$rtlil.cc:2739:Not$30 ;
+  assign \$95  = \$94 ;
+  assign \$96  = \$94 ;
+  assign \$97  = \$94 ;
+  assign \$109  = \$108 ;
+  assign \$110  = \$108 ;
+  assign \$111  = \$108 ;
+  assign \$112  = \$108 ;
+  assign \$113  = 1'h0;
+  assign \$114  = 1'h1;
+  assign \$115  = \$auto$rtlil.cc:2739:Not$32 ;
+  assign \$116  = \$auto$rtlil.cc:2739:Not$32 ;
+  assign \$121  = \$120 ;
+  assign \$122  = \$120 ;
+  assign \$123  = \$120 ;
+  assign \$136  = \$135 ;
+  assign \$137  = \$135 ;
+  assign \$138  = \$135 ;
+  assign \$139  = 1'h1;
+  assign \$140  = \$auto$rtlil.cc:2739:Not$34 ;
+  assign \$141  = \$auto$rtlil.cc:2739:Not$36 ;
+  assign \$142  = \$auto$rtlil.cc:2739:Not$36 ;
+  assign \$149  = \$148 ;
+  assign \$150  = \$148 ;
+  assign \$162  = \$161 ;
+  assign \$163  = \$161 ;
+  assign \$164  = \$161 ;
+  assign \$165  = 1'h0;
+  assign \$166  = 1'h0;
+  assign \$167  = 1'h1;
+  assign \$168  = \$auto$rtlil.cc:2739:Not$38 ;
+  assign \$175  = \$174 ;
+  assign \$176  = \$174 ;
+  assign \$177  = \$174 ;
+  assign \$188  = \$187 ;
+  assign \$189  = \$187 ;
+  assign \$190  = \$187 ;
+  assign \$191  = 1'h0;
+  assign \$192  = 1'h1;
+  assign \$193  = \$auto$rtlil.cc:2739:Not$40 ;
+  assign \$194  = \$auto$rtlil.cc:2739:Not$40 ;
+  assign \$195  = \$auto$rtlil.cc:2739:Not$40 ;
+  assign \$196  = \$auto$rtlil.cc:2739:Not$40 ;
+  assign \$200  = \$199 ;
+  assign \$201  = \$199 ;
+  assign \$202  = \$199 ;
+  assign \$203  = \$199 ;
+  assign \$214  = \$213 ;
+  assign \$215  = \$213 ;
+  assign \$216  = \$213 ;
+  assign \$auto$rtlil.cc:2739:Not$26  = 1'h1;
+  assign \$6  = \$auto$rtlil.cc:2739:Not$42 ;
+  assign \$auto$rtlil.cc:2739:Not$28  = 1'h1;
+  assign \$31  = \$auto$rtlil.cc:2739:Not$44 ;
+  assign \$auto$rtlil.cc:2739:Not$30  = 1'h0;
+  assign \$90  = \port$0$2 [0];
+  assign \$auto$rtlil.cc:2739:Not$32  = 1'h1;
+  assign \$117  = \$auto$rtlil.cc:2739:Not$46 ;
+  assign \$auto$rtlil.cc:2739:Not$34  = 1'h1;
+  assign \$auto$rtlil.cc:2739:Not$36  = 1'h0;
+  assign \$143  = \port$0$2 [0];
+  assign \$auto$rtlil.cc:2739:Not$38  = 1'h1;
+  assign \$169  = \$auto$rtlil.cc:2739:Not$48 ;
+  assign \$auto$rtlil.cc:2739:Not$40  = 1'h0;
+  assign \$197  = \port$0$2 [2];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$63  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [150:0] \$11 ;
+  reg \$12 ;
+  reg [150:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [150:0] i__payload;
+  wire [150:0] i__payload;
+  wire [4:0] \i__payload.bytes ;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.header ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [150:0] o__payload;
+  reg [150:0] o__payload = 151'h00000000000000000000000000000000000000;
+  wire [4:0] \o__payload.bytes ;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.header ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 151'h00000000000000000000000000000000000000 *)
+  wire [150:0] out_payload;
+  wire [4:0] \out_payload.bytes ;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.header ;
+  wire [15:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [150:0] skid_payload = 151'h00000000000000000000000000000000000000;
+  wire [4:0] \skid_payload.bytes ;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.header ;
+  wire [15:0] \skid_payload.keep ;
+  wire \skid_payload.last ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.last  = o__payload[144];
+  assign \o__payload.header  = o__payload[145];
+  assign \o__payload.bytes  = o__payload[150:146];
+  assign \out_payload.data  = o__payload[127:0];
+  assign \out_payload.keep  = o__payload[143:128];
+  assign \out_payload.last  = o__payload[144];
+  assign \out_payload.header  = o__payload[145];
+  assign \out_payload.bytes  = o__payload[150:146];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.last  = i__payload[144];
+  assign \i__payload.header  = i__payload[145];
+  assign \i__payload.bytes  = i__payload[150:146];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.last  = skid_payload[144];
+  assign \skid_payload.header  = skid_payload[145];
+  assign \skid_payload.bytes  = skid_payload[150:146];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$2483$0 
+, credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, node_id);
+  reg \$auto$verilog_backend.cc:2355:dump_module$64  = 0;
+  wire [11:0] \$1 ;
+  wire \$10 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
+  wire \$11 ;
+  wire \$110 ;
+  wire [3:0] \$111 ;
+  wire [6:0] \$112 ;
+  wire [7:0] \$113 ;
+  wire [6:0] \$114 ;
+  wire [7:0] \$115 ;
+  wire [12:0] \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire [11:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire [11:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
+  wire \$139 ;
+  wire \$14 ;
+  wire [3:0] \$140 ;
+  wire [6:0] \$141 ;
+  wire [7:0] \$142 ;
+  wire [6:0] \$143 ;
+  wire [7:0] \$144 ;
+  reg [5:0] \$145 ;
+  reg [7:0] \$146 ;
+  reg [10:0] \$147 ;
+  reg [6:0] \$148 ;
+  wire \$149 ;
+  wire \$15 ;
+  wire \$150 ;
+  wire [17:0] \$151 ;
+  wire [17:0] \$152 ;
+  wire [18:0] \$153 ;
+  wire [17:0] \$154 ;
+  wire [17:0] \$155 ;
+  wire \$156 ;
+  wire [17:0] \$157 ;
+  wire [17:0] \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire [17:0] \$160 ;
+  wire [17:0] \$161 ;
+  wire \$162 ;
+  wire [17:0] \$163 ;
+  wire [17:0] \$164 ;
+  wire \$165 ;
+  wire [17:0] \$166 ;
+  wire [17:0] \$167 ;
+  wire \$168 ;
+  wire [17:0] \$169 ;
+  wire \$17 ;
+  wire [17:0] \$170 ;
+  wire \$171 ;
+  wire [17:0] \$172 ;
+  wire [17:0] \$173 ;
+  wire \$174 ;
+  wire [17:0] \$175 ;
+  wire [17:0] \$176 ;
+  wire \$177 ;
+  wire [17:0] \$178 ;
+  wire [17:0] \$179 ;
+  wire \$18 ;
+  wire \$180 ;
+  wire [17:0] \$181 ;
+  wire [17:0] \$182 ;
+  wire \$183 ;
+  wire [17:0] \$184 ;
+  wire [17:0] \$185 ;
+  wire \$186 ;
+  wire [17:0] \$187 ;
+  wire [17:0] \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire [17:0] \$190 ;
+  wire [17:0] \$191 ;
+  wire \$192 ;
+  wire [17:0] \$193 ;
+  wire [17:0] \$194 ;
+  wire \$195 ;
+  wire [17:0] \$196 ;
+  wire [17:0] \$197 ;
+  wire \$198 ;
+  wire [17:0] \$199 ;
+  wire [11:0] \$2 ;
+  wire \$20 ;
+  wire [17:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire [7:0] \$203 ;
+  reg [47:0] \$204 ;
+  reg [47:0] \$205 ;
+  reg [47:0] \$206 ;
+  reg [47:0] \$207 ;
+  reg \$208 ;
+  reg \$209 ;
+  wire \$21 ;
+  reg \$210 ;
+  reg [2:0] \$211 ;
+  reg [5:0] \$212 ;
+  reg [5:0] \$213 ;
+  reg \$214 ;
+  reg \$215 ;
+  reg \$216 ;
+  reg [2:0] \$217 ;
+  reg [5:0] \$218 ;
+  reg [5:0] \$219 ;
+  wire \$22 ;
+  reg \$220 ;
+  reg \$221 ;
+  reg \$222 ;
+  reg \$223 ;
+  reg [7:0] \$224 ;
+  reg [16:0] \$225 ;
+  reg [6:0] \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg [6:0] \$229 ;
+  wire \$23 ;
+  reg [4:0] \$230 ;
+  reg [15:0] \$231 ;
+  reg \$232 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  reg \$29 ;
+  wire \$3 ;
+  reg [127:0] \$30 ;
+  wire [7:0] \$31 ;
+  reg [127:0] \$32 ;
+  wire [7:0] \$33 ;
+  reg [127:0] \$34 ;
+  wire [7:0] \$35 ;
+  reg [127:0] \$36 ;
+  wire [7:0] \$37 ;
+  reg [127:0] \$38 ;
+  wire [7:0] \$39 ;
+  wire \$4 ;
+  reg [127:0] \$40 ;
+  wire [7:0] \$41 ;
+  reg [127:0] \$42 ;
+  wire [7:0] \$43 ;
+  reg [127:0] \$44 ;
+  wire [7:0] \$45 ;
+  reg [127:0] \$46 ;
+  wire [7:0] \$47 ;
+  reg [127:0] \$48 ;
+  wire [7:0] \$49 ;
+  wire \$5 ;
+  reg [127:0] \$50 ;
+  wire [7:0] \$51 ;
+  reg [127:0] \$52 ;
+  wire [7:0] \$53 ;
+  reg [127:0] \$54 ;
+  wire [7:0] \$55 ;
+  reg [127:0] \$56 ;
+  wire [7:0] \$57 ;
+  reg [127:0] \$58 ;
+  wire [7:0] \$59 ;
+  wire \$6 ;
+  reg [127:0] \$60 ;
+  wire [7:0] \$61 ;
+  wire [4:0] \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire \$7 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire \$8 ;
+  wire \$80 ;
+  wire [48:0] \$81 ;
+  wire [48:0] \$82 ;
+  wire [48:0] \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire [48:0] \$86 ;
+  wire [12:0] \$87 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire \$9 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire \$93 ;
+  wire \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
+  wire \$99 ;
+  reg [6:0] beats_left = 7'h00;
+  output busy__0;
+  wire busy__0;
+  output busy__1;
+  wire busy__1;
+  output [47:0] busy_cycles;
+  reg [47:0] busy_cycles = 48'h000000000000;
+  reg ch0_eligible = 1'h0;
+  reg ch0_pending = 1'h0;
+  reg ch0_urgent = 1'h0;
+  reg ch1_eligible = 1'h0;
+  reg ch1_pending = 1'h0;
+  reg ch1_urgent = 1'h0;
+  wire [7:0] check;
+  input clk;
+  wire clk;
+  wire [6:0] cmd0_beats;
+  wire [6:0] cmd1_beats;
+  input [19:0] cmd__0__payload;
+  wire [19:0] cmd__0__payload;
+  wire [10:0] \cmd__0__payload.length ;
+  wire \cmd__0__payload.link ;
+  wire [7:0] \cmd__0__payload.tag ;
+  output cmd__0__ready;
+  reg cmd__0__ready;
+  input cmd__0__valid;
+  wire cmd__0__valid;
+  input [19:0] cmd__1__payload;
+  wire [19:0] cmd__1__payload;
+  wire [10:0] \cmd__1__payload.length ;
+  wire \cmd__1__payload.link ;
+  wire [7:0] \cmd__1__payload.tag ;
+  output cmd__1__ready;
+  reg cmd__1__ready;
+  input cmd__1__valid;
+  wire cmd__1__valid;
+  input [3:0] credit_in_channel;
+  wire [3:0] credit_in_channel;
+  input [5:0] credit_in_count;
+  wire [5:0] credit_in_count;
+  input credit_in_valid;
+  wire credit_in_valid;
+  reg [5:0] credits0_gained;
+  (* init = 6'h20 *)
+  wire [5:0] credits0_q;
+  reg [6:0] credits0_spent;
+  reg [5:0] credits1_gained;
+  (* init = 6'h20 *)
+  wire [5:0] credits1_q;
+  reg [6:0] credits1_spent;
+  output [5:0] credits__0;
+  reg [5:0] credits__0 = 6'h20;
+  output [5:0] credits__1;
+  reg [5:0] credits__1 = 6'h20;
+  reg cur = 1'h0;
+  input [127:0] data__0__payload;
+  wire [127:0] data__0__payload;
+  wire [127:0] \data__0__payload.data ;
+  output data__0__ready;
+  reg data__0__ready;
+  input data__0__valid;
+  wire data__0__valid;
+  input [127:0] data__1__payload;
+  wire [127:0] data__1__payload;
+  wire [127:0] \data__1__payload.data ;
+  output data__1__ready;
+  reg data__1__ready;
+  input data__1__valid;
+  wire data__1__valid;
+  input freed__0;
+  wire freed__0;
+  input freed__1;
+  wire freed__1;
+  reg grant;
+  reg grant_ch;
+  reg grant_credit;
+  wire [63:0] header;
+  wire [3:0] \header.channel ;
+  wire [7:0] \header.check ;
+  wire [16:0] \header.length ;
+  wire [3:0] \header.magic ;
+  (* enum_base_type = "PacketType" *)
+  (* enum_value_00 = "DATA" *)
+  (* enum_value_01 = "CREDIT" *)
+  wire [1:0] \header.ptype ;
+  wire [3:0] \header.rsvd0 ;
+  wire [6:0] \header.rsvd1 ;
+  wire [7:0] \header.src ;
+  wire [7:0] \header.tag ;
+  wire [1:0] \header.version ;
+  output [47:0] header_bytes;
+  reg [47:0] header_bytes = 48'h000000000000;
+  reg [150:0] i__payload;
+  wire [4:0] \i__payload.bytes ;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.header ;
+  wire [15:0] \i__payload.keep ;
+  wire \i__payload.last ;
+  wire i__ready;
+  reg i__valid;
+  wire is_last;
+  reg [15:0] keep;
+  reg [4:0] last_bytes = 5'h00;
+  reg [15:0] last_keep = 16'h0000;
+  wire [127:0] link__tdata;
+  wire [15:0] link__tkeep;
+  wire link__tlast;
+  wire link__tready;
+  output link__tvalid;
+  wire link__tvalid;
+  input [7:0] node_id;
+  wire [7:0] node_id;
+  wire [150:0] o__payload;
+  wire [4:0] \o__payload.bytes ;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.header ;
+  wire [15:0] \o__payload.keep ;
+  wire \o__payload.last ;
+  input o__ready;
+  wire o__ready;
+  wire o__valid;
+  reg [5:0] owed0 = 6'h00;
+  reg [2:0] owed0_quiet = 3'h0;
+  reg [5:0] owed0_returned;
+  reg [5:0] owed1 = 6'h00;
+  reg [2:0] owed1_quiet = 3'h0;
+  reg [5:0] owed1_returned;
+  output [47:0] payload_bytes;
+  reg [47:0] payload_bytes = 48'h000000000000;
+  reg pending_pick;
+  output [144:0] \port$2483$0 ;
+  wire [144:0] \port$2483$0 ;
+  reg rr_last = 1'h0;
+  reg rr_pick;
+  input rst;
+  wire rst;
+  reg [6:0] slot_beats = 7'h00;
+  reg slot_ch = 1'h0;
+  reg slot_credit = 1'h0;
+  reg slot_fresh = 1'h0;
+  reg [16:0] slot_length = 17'h00000;
+  reg [7:0] slot_tag = 8'h00;
+  reg slot_valid = 1'h0;
+  output [47:0] stall_cycles;
+  reg [47:0] stall_cycles = 48'h000000000000;
+  wire take;
+  reg tx_fsm_state = 1'h0;
+  reg urgent_pick;
+  assign take = link__tvalid & o__ready;
+  assign \$1  = cmd__0__payload[19:9] + 4'hf;
+  assign \$3  = ! credit_in_channel;
+  assign \$4  = credit_in_valid & \$3 ;
+  assign \$5  = ! slot_ch;
+  assign \$6  = slot_fresh & \$5 ;
+  assign \$7  = ~ slot_credit;
+  assign \$8  = \$6  & \$7 ;
+  assign \$9  = ! slot_ch;
+  assign \$10  = slot_fresh & \$9 ;
+  assign \$11  = \$10  & slot_credit;
+  assign \$12  = cmd__1__payload[19:9] + 4'hf;
+  assign \$14  = credit_in_channel == 1'h1;
+  assign \$15  = credit_in_valid & \$14 ;
+  assign \$17  = slot_fresh & \$16 ;
+  assign \$18  = ~ slot_credit;
+  assign \$19  = \$17  & \$18 ;
+  assign \$21  = slot_fresh & \$20 ;
+  assign \$22  = \$21  & slot_credit;
+  assign \$23  = ~ slot_valid;
+  assign \$24  = | { ch1_urgent, ch0_urgent };
+  assign \$25  = | { ch1_eligible, ch0_eligible };
+  assign \$26  = | { ch1_pending, ch0_pending };
+  assign \$27  = ! grant_ch;
+  assign is_last = beats_left == 1'h1;
+  assign \$31  = \$30 [7:0] & { keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0], keep[0] };
+  assign \$33  = \$32 [15:8] & { keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1], keep[1] };
+  assign \$35  = \$34 [23:16] & { keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2], keep[2] };
+  assign \$37  = \$36 [31:24] & { keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3], keep[3] };
+  assign \$39  = \$38 [39:32] & { keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4], keep[4] };
+  assign \$41  = \$40 [47:40] & { keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5], keep[5] };
+  assign \$43  = \$42 [55:48] & { keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6], keep[6] };
+  assign \$45  = \$44 [63:56] & { keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7], keep[7] };
+  assign \$47  = \$46 [71:64] & { keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8], keep[8] };
+  assign \$49  = \$48 [79:72] & { keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9], keep[9] };
+  assign \$51  = \$50 [87:80] & { keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10], keep[10] };
+  assign \$53  = \$52 [95:88] & { keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11], keep[11] };
+  assign \$55  = \$54 [103:96] & { keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12], keep[12] };
+  assign \$57  = \$56 [111:104] & { keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13], keep[13] };
+  assign \$59  = \$58 [119:112] & { keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14], keep[14] };
+  assign \$61  = \$60 [127:120] & { keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15], keep[15] };
+  assign \$62  = is_last ? last_bytes : 5'h10;
+  assign \$63  = ! cur;
+  assign \$64  = \$63  & i__ready;
+  assign \$66  = \$65  & i__ready;
+  assign \$67  = ~ slot_credit;
+  assign \$68  = slot_valid & \$67 ;
+  assign \$69  = ! slot_ch;
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = ! cur;
+  assign \$72  = \$80  & \$71 ;
+  assign busy__0 = \$70  | \$72 ;
+  assign \$73  = ~ slot_credit;
+  assign \$74  = slot_valid & \$73 ;
+  assign \$76  = \$74  & \$75 ;
+  assign \$78  = \$80  & \$77 ;
+  assign busy__1 = \$76  | \$78 ;
+  assign \$79  = ! tx_fsm_state;
+  assign \$81  = payload_bytes + o__payload[150:146];
+  assign \$82  = header_bytes + 5'h10;
+  assign \$83  = busy_cycles + take;
+  assign \$84  = ~ o__ready;
+  assign \$85  = link__tvalid & \$84 ;
+  assign \$86  = stall_cycles + \$85 ;
+  assign \$88  = \$87  >= cmd__0__payload[19:9];
+  assign \$89  = cmd__0__valid & \$88 ;
+  assign \$90  = ! slot_ch;
+  assign \$91  = slot_fresh & \$90 ;
+  assign \$92  = ~ slot_credit;
+  assign \$93  = \$91  & \$92 ;
+  assign \$94  = ~ \$93 ;
+  assign \$95  = \$89  & \$94 ;
+  assign \$96  = owed0 >= 4'h8;
+  assign \$97  = ! slot_ch;
+  assign \$98  = slot_fresh & \$97 ;
+  assign \$99  = \$98  & slot_credit;
+  assign \$100  = ~ \$99 ;
+  assign \$101  = \$96  & \$100 ;
+  assign \$102  = | owed0;
+  assign \$103  = owed0_quiet == 3'h4;
+  assign \$104  = \$102  & \$103 ;
+  assign \$105  = ! slot_ch;
+  assign \$106  = slot_fresh & \$105 ;
+  assign \$107  = \$106  & slot_credit;
+  assign \$108  = ~ \$107 ;
+  assign \$109  = \$104  & \$108 ;
+  assign \$110  = owed0_quiet != 3'h4;
+  assign \$111  = owed0_quiet + 1'h1;
+  assign \$112  = credits__0 + credits0_gained;
+  assign \$113  = \$112  - credits0_spent;
+  assign \$114  = owed0 + freed__0;
+  assign \$115  = \$114  - owed0_returned;
+  assign \$117  = \$116  >= cmd__1__payload[19:9];
+  assign \$118  = cmd__1__valid & \$117 ;
+  assign \$120  = slot_fresh & \$119 ;
+  assign \$121  = ~ slot_credit;
+  assign \$122  = \$120  & \$121 ;
+  assign \$123  = ~ \$122 ;
+  assign \$124  = \$118  & \$123 ;
+  assign \$125  = owed1 >= 4'h8;
+  assign \$127  = slot_fresh & \$126 ;
+  assign \$128  = \$127  & slot_credit;
+  assign \$129  = ~ \$128 ;
+  assign \$130  = \$125  & \$129 ;
+  assign \$131  = | owed1;
+  assign \$132  = owed1_quiet == 3'h4;
+  assign \$133  = \$131  & \$132 ;
+  assign \$135  = slot_fresh & \$134 ;
+  assign \$136  = \$135  & slot_credit;
+  assign \$137  = ~ \$136 ;
+  assign \$138  = \$133  & \$137 ;
+  assign \$139  = owed1_quiet != 3'h4;
+  assign \$140  = owed1_quiet + 1'h1;
+  assign \$141  = credits__1 + credits1_gained;
+  assign \$142  = \$141  - credits1_spent;
+  assign \$143  = owed1 + freed__1;
+  assign \$144  = \$143  - owed1_returned;
+  assign \$149  = i__valid & i__ready;
+  assign \$150  = ~ slot_credit;
+  assign \$151  = slot_length - 1'h1;
+  assign \$153  = $signed(\$152 ) + $signed(2'h1);
+  assign \$154  = slot_length - 1'h1;
+  assign \$156  = $signed(\$155 ) >= $signed(1'h0);
+  assign \$157  = slot_length - 1'h1;
+  assign \$159  = $signed(\$158 ) >= $signed(2'h1);
+  assign \$160  = slot_length - 1'h1;
+  assign \$162  = $signed(\$161 ) >= $signed(3'h2);
+  assign \$163  = slot_length - 1'h1;
+  assign \$165  = $signed(\$164 ) >= $signed(3'h3);
+  assign \$166  = slot_length - 1'h1;
+  assign \$168  = $signed(\$167 ) >= $signed(4'h4);
+  assign \$169  = slot_length - 1'h1;
+  assign \$171  = $signed(\$170 ) >= $signed(4'h5);
+  assign \$172  = slot_length - 1'h1;
+  assign \$174  = $signed(\$173 ) >= $signed(4'h6);
+  assign \$175  = slot_length - 1'h1;
+  assign \$177  = $signed(\$176 ) >= $signed(4'h7);
+  assign \$178  = slot_length - 1'h1;
+  assign \$180  = $signed(\$179 ) >= $signed(5'h08);
+  assign \$181  = slot_length - 1'h1;
+  assign \$183  = $signed(\$182 ) >= $signed(5'h09);
+  assign \$184  = slot_length - 1'h1;
+  assign \$186  = $signed(\$185 ) >= $signed(5'h0a);
+  assign \$187  = slot_length - 1'h1;
+  assign \$189  = $signed(\$188 ) >= $signed(5'h0b);
+  assign \$190  = slot_length - 1'h1;
+  assign \$192  = $signed(\$191 ) >= $signed(5'h0c);
+  assign \$193  = slot_length - 1'h1;
+  assign \$195  = $signed(\$194 ) >= $signed(5'h0d);
+  assign \$196  = slot_length - 1'h1;
+  assign \$198  = $signed(\$197 ) >= $signed(5'h0e);
+  assign \$199  = slot_length - 1'h1;
+  assign \$201  = $signed(\$200 ) >= $signed(5'h0f);
+  assign \$202  = i__valid & i__ready;
+  assign \$203  = beats_left - 1'h1;
+  always @(posedge clk)
+    payload_bytes <= \$204 ;
+  always @(posedge clk)
+    header_bytes <= \$205 ;
+  always @(posedge clk)
+    busy_cycles <= \$206 ;
+  always @(posedge clk)
+    stall_cycles <= \$207 ;
+  always @(posedge clk)
+    ch0_eligible <= \$208 ;
+  always @(posedge clk)
+    ch0_urgent <= \$209 ;
+  always @(posedge clk)
+    ch0_pending <= \$210 ;
+  always @(posedge clk)
+    owed0_quiet <= \$211 ;
+  always @(posedge clk)
+    credits__0 <= \$212 ;
+  always @(posedge clk)
+    owed0 <= \$213 ;
+  always @(posedge clk)
+    ch1_eligible <= \$214 ;
+  always @(posedge clk)
+    ch1_urgent <= \$215 ;
+  always @(posedge clk)
+    ch1_pending <= \$216 ;
+  always @(posedge clk)
+    owed1_quiet <= \$217 ;
+  always @(posedge clk)
+    credits__1 <= \$218 ;
+  always @(posedge clk)
+    owed1 <= \$219 ;
+  always @(posedge clk)
+    slot_fresh <= \$220 ;
+  always @(posedge clk)
+    slot_valid <= \$221 ;
+  always @(posedge clk)
+    slot_credit <= \$222 ;
+  always @(posedge clk)
+    slot_ch <= \$223 ;
+  always @(posedge clk)
+    slot_tag <= \$224 ;
+  always @(posedge clk)
+    slot_length <= \$225 ;
+  always @(posedge clk)
+    slot_beats <= \$226 ;
+  always @(posedge clk)
+    rr_last <= \$227 ;
+  always @(posedge clk)
+    cur <= \$228 ;
+  always @(posedge clk)
+    beats_left <= \$229 ;
+  always @(posedge clk)
+    last_bytes <= \$230 ;
+  always @(posedge clk)
+    last_keep <= \$231 ;
+  always @(posedge clk)
+    tx_fsm_state <= \$232 ;
+  \ace_nic_small.tx1.hdr_check  hdr_check (
+    .check(check),
+    .\port$0$2 (node_id),
+    .\port$2455$0 (slot_credit),
+    .\port$2457$0 (slot_ch),
+    .\port$2459$0 (slot_tag),
+    .\port$2461$0 (slot_length)
+  );
+  \ace_nic_small.tx1.out_skid  out_skid (
+    .clk(clk),
+    .i__payload(i__payload),
+    .i__ready(i__ready),
+    .i__valid(i__valid),
+    .o__payload(o__payload),
+    .o__ready(o__ready),
+    .o__valid(link__tvalid),
+    .rst(rst)
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$29  = data__0__valid;
+      1'h1:
+          \$29  = data__1__valid;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$30  = data__0__payload;
+      1'h1:
+          \$30  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$32  = data__0__payload;
+      1'h1:
+          \$32  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$34  = data__0__payload;
+      1'h1:
+          \$34  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$36  = data__0__payload;
+      1'h1:
+          \$36  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$38  = data__0__payload;
+      1'h1:
+          \$38  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$40  = data__0__payload;
+      1'h1:
+          \$40  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$42  = data__0__payload;
+      1'h1:
+          \$42  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$44  = data__0__payload;
+      1'h1:
+          \$44  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$46  = data__0__payload;
+      1'h1:
+          \$46  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$48  = data__0__payload;
+      1'h1:
+          \$48  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$50  = data__0__payload;
+      1'h1:
+          \$50  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$52  = data__0__payload;
+      1'h1:
+          \$52  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$54  = data__0__payload;
+      1'h1:
+          \$54  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$56  = data__0__payload;
+      1'h1:
+          \$56  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$58  = data__0__payload;
+      1'h1:
+          \$58  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (cur)
+      1'h0:
+          \$60  = data__0__payload;
+      1'h1:
+          \$60  = data__1__payload;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (grant_ch)
+      1'h0:
+          \$145  = owed0;
+      1'h1:
+          \$145  = owed1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (grant_ch)
+      1'h0:
+          \$146  = cmd__0__payload[8:1];
+      1'h1:
+          \$146  = cmd__1__payload[8:1];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (grant_ch)
+      1'h0:
+          \$147  = cmd__0__payload[19:9];
+      1'h1:
+          \$147  = cmd__1__payload[19:9];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (grant_ch)
+      1'h0:
+          \$148  = \$2 [6:0];
+      1'h1:
+          \$148  = \$13 [6:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    credits0_gained = 6'h00;
+    if (\$4 ) begin
+      credits0_gained = credit_in_count;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    credits0_spent = 7'h00;
+    if (\$8 ) begin
+      credits0_spent = slot_beats;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    owed0_returned = 6'h00;
+    if (\$11 ) begin
+      owed0_returned = slot_length[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    credits1_gained = 6'h00;
+    if (\$15 ) begin
+      credits1_gained = credit_in_count;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    credits1_spent = 7'h00;
+    if (\$19 ) begin
+      credits1_spent = slot_beats;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    owed1_returned = 6'h00;
+    if (\$22 ) begin
+      owed1_returned = slot_length[5:0];
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    rr_pick = 1'h0;
+    (* full_case = 32'd1 *)
+    casez (rr_last)
+      1'h0:
+        begin
+          if (ch0_eligible) begin
+            rr_pick = 1'h0;
+          end
+          if (ch1_eligible) begin
+            rr_pick = 1'h1;
+          end
+        end
+      1'h1:
+        begin
+          if (ch1_eligible) begin
+            rr_pick = 1'h1;
+          end
+          if (ch0_eligible) begin
+            rr_pick = 1'h0;
+          end
+        end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    urgent_pick = 1'h0;
+    if (ch1_urgent) begin
+      urgent_pick = 1'h1;
+    end
+    if (ch0_urgent) begin
+      urgent_pick = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    pending_pick = 1'h0;
+    if (ch1_pending) begin
+      pending_pick = 1'h1;
+    end
+    if (ch0_pending) begin
+      pending_pick = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    grant = 1'h0;
+    if (\$23 ) begin
+      if (\$24 ) begin
+        grant = 1'h1;
+      end else if (\$25 ) begin
+        grant = 1'h1;
+      end else if (\$26 ) begin
+        grant = 1'h1;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    grant_credit = 1'h0;
+    if (\$23 ) begin
+      if (\$24 ) begin
+        grant_credit = 1'h1;
+      end else if (\$25 ) begin
+      end else if (\$26 ) begin
+        grant_credit = 1'h1;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    grant_ch = 1'h0;
+    if (\$23 ) begin
+      if (\$24 ) begin
+        grant_ch = urgent_pick;
+      end else if (\$25 ) begin
+        grant_ch = rr_pick;
+      end else if (\$26 ) begin
+        grant_ch = pending_pick;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    cmd__0__ready = 1'h0;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+      end else begin
+        cmd__0__ready = \$27 ;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    cmd__1__ready = 1'h0;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+      end else begin
+        cmd__1__ready = \$28 ;
+      end
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    if (is_last) begin
+      keep = last_keep;
+    end else begin
+      keep = 16'hffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          i__valid = slot_valid;
+      1'h1:
+          i__valid = \$29 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    i__payload[150:145] = 6'h00;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+        begin
+          i__payload[127:0] = { 64'h0000000000000000, check, 7'h00, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
+          i__payload[143:128] = 16'hffff;
+          i__payload[144] = slot_credit;
+          i__payload[145] = 1'h1;
+        end
+      1'h1:
+        begin
+          i__payload[127:0] = { \$61 , \$59 , \$57 , \$55 , \$53 , \$51 , \$49 , \$47 , \$45 , \$43 , \$41 , \$39 , \$37 , \$35 , \$33 , \$31  };
+          i__payload[143:128] = keep;
+          i__payload[144] = is_last;
+          i__payload[150:146] = \$62 ;
+        end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    data__0__ready = 1'h0;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          /* empty */;
+      1'h1:
+          data__0__ready = \$64 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    data__1__ready = 1'h0;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          /* empty */;
+      1'h1:
+          data__1__ready = \$66 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$204  = payload_bytes;
+    if (take) begin
+      \$204  = \$81 [47:0];
+    end
+    if (rst) begin
+      \$204  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$205  = header_bytes;
+    if (take) begin
+      if (o__payload[145]) begin
+        \$205  = \$82 [47:0];
+      end
+    end
+    if (rst) begin
+      \$205  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$206  = \$83 [47:0];
+    if (rst) begin
+      \$206  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$207  = \$86 [47:0];
+    if (rst) begin
+      \$207  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$208  = \$95 ;
+    if (rst) begin
+      \$208  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$209  = \$101 ;
+    if (rst) begin
+      \$209  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$210  = \$109 ;
+    if (rst) begin
+      \$210  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$211  = owed0_quiet;
+    if (freed__0) begin
+      \$211  = 3'h0;
+    end else if (\$110 ) begin
+      \$211  = \$111 [2:0];
+    end
+    if (rst) begin
+      \$211  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$212  = \$113 [5:0];
+    if (rst) begin
+      \$212  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$213  = \$115 [5:0];
+    if (rst) begin
+      \$213  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$214  = \$124 ;
+    if (rst) begin
+      \$214  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$215  = \$130 ;
+    if (rst) begin
+      \$215  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$216  = \$138 ;
+    if (rst) begin
+      \$216  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$217  = owed1_quiet;
+    if (freed__1) begin
+      \$217  = 3'h0;
+    end else if (\$139 ) begin
+      \$217  = \$140 [2:0];
+    end
+    if (rst) begin
+      \$217  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$218  = \$142 [5:0];
+    if (rst) begin
+      \$218  = 6'h20;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$219  = \$144 [5:0];
+    if (rst) begin
+      \$219  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$220  = grant;
+    if (rst) begin
+      \$220  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$221  = slot_valid;
+    if (grant) begin
+      \$221  = 1'h1;
+    end
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            \$221  = 1'h0;
+          end
+    endcase
+    if (rst) begin
+      \$221  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$222  = slot_credit;
+    if (grant) begin
+      \$222  = grant_credit;
+    end
+    if (rst) begin
+      \$222  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$223  = slot_ch;
+    if (grant) begin
+      \$223  = grant_ch;
+    end
+    if (rst) begin
+      \$223  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$224  = slot_tag;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$224  = 8'h00;
+      end else begin
+        \$224  = \$146 ;
+      end
+    end
+    if (rst) begin
+      \$224  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$225  = slot_length;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$225  = { 11'h000, \$145  };
+      end else begin
+        \$225  = { 6'h00, \$147  };
+      end
+    end
+    if (rst) begin
+      \$225  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$226  = slot_beats;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+        \$226  = 7'h00;
+      end else begin
+        \$226  = \$148 ;
+      end
+    end
+    if (rst) begin
+      \$226  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$227  = rr_last;
+    if (grant) begin
+      (* full_case = 32'd1 *)
+      if (grant_credit) begin
+      end else begin
+        \$227  = grant_ch;
+      end
+    end
+    if (rst) begin
+      \$227  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$228  = cur;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$228  = slot_ch;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$228  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$229  = beats_left;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$229  = slot_beats;
+            end
+          end
+      1'h1:
+          if (\$202 ) begin
+            \$229  = \$203 [6:0];
+          end
+    endcase
+    if (rst) begin
+      \$229  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$230  = last_bytes;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$230  = \$153 [4:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \$230  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$231  = last_keep;
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$231 [0] = \$156 ;
+              \$231 [1] = \$159 ;
+              \$231 [2] = \$162 ;
+              \$231 [3] = \$165 ;
+              \$231 [4] = \$168 ;
+              \$231 [5] = \$171 ;
+              \$231 [6] = \$174 ;
+              \$231 [7] = \$177 ;
+              \$231 [8] = \$180 ;
+              \$231 [9] = \$183 ;
+              \$231 [10] = \$186 ;
+              \$231 [11] = \$189 ;
+              \$231 [12] = \$192 ;
+              \$231 [13] = \$195 ;
+              \$231 [14] = \$198 ;
+              \$231 [15] = \$201 ;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$231  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$232  = tx_fsm_state;
+    (* full_case = 32'd1 *)
+    casez (tx_fsm_state)
+      1'h0:
+          if (\$149 ) begin
+            if (\$150 ) begin
+              \$232  = 1'h1;
+            end
+          end
+      1'h1:
+          if (\$202 ) begin
+            if (is_last) begin
+              \$232  = 1'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$232  = 1'h0;
+    end
+  end
+  assign o__valid = link__tvalid;
+  assign link__tdata = o__payload[127:0];
+  assign link__tkeep = o__payload[143:128];
+  assign link__tlast = o__payload[144];
+  assign link__tready = o__ready;
+  assign credits0_q = credits__0;
+  assign cmd0_beats = \$2 [6:0];
+  assign credits1_q = credits__1;
+  assign cmd1_beats = \$13 [6:0];
+  assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
+  assign \port$2483$0  = o__payload[144:0];
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.keep  = o__payload[143:128];
+  assign \o__payload.last  = o__payload[144];
+  assign \o__payload.header  = o__payload[145];
+  assign \o__payload.bytes  = o__payload[150:146];
+  assign \cmd__0__payload.link  = cmd__0__payload[0];
+  assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
+  assign \cmd__0__payload.length  = cmd__0__payload[19:9];
+  assign \cmd__1__payload.link  = cmd__1__payload[0];
+  assign \cmd__1__payload.tag  = cmd__1__payload[8:1];
+  assign \cmd__1__payload.length  = cmd__1__payload[19:9];
+  assign \header.magic  = 4'ha;
+  assign \header.version  = 2'h0;
+  assign \header.ptype  = { 1'h0, slot_credit };
+  assign \header.src  = node_id;
+  assign \header.channel  = { 3'h0, slot_ch };
+  assign \header.rsvd0  = 4'h0;
+  assign \header.tag  = slot_tag;
+  assign \header.length  = slot_length;
+  assign \header.rsvd1  = 7'h00;
+  assign \header.check  = 8'h00;
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.keep  = i__payload[143:128];
+  assign \i__payload.last  = i__payload[144];
+  assign \i__payload.header  = i__payload[145];
+  assign \i__payload.bytes  = i__payload[150:146];
+  assign \data__0__payload.data  = data__0__payload;
+  assign \data__1__payload.data  = data__1__payload;
+  assign \$2  = { 4'h0, \$1 [11:4] };
+  assign \$13  = { 4'h0, \$12 [11:4] };
+  assign \$16  = slot_ch;
+  assign \$20  = slot_ch;
+  assign \$28  = grant_ch;
+  assign \$65  = cur;
+  assign \$80  = tx_fsm_state;
+  assign \$75  = slot_ch;
+  assign \$77  = cur;
+  assign \$87  = { 3'h0, credits__0, 4'h0 };
+  assign \$116  = { 3'h0, credits__1, 4'h0 };
+  assign \$119  = slot_ch;
+  assign \$126  = slot_ch;
+  assign \$134  = slot_ch;
+  assign \$152 [17:4] = 14'h0000;
+  assign \$152 [3:0] = \$151 [3:0];
+  assign \$155 [17:4] = 14'h0000;
+  assign \$155 [3:0] = \$154 [3:0];
+  assign \$158 [17:4] = 14'h0000;
+  assign \$158 [3:0] = \$157 [3:0];
+  assign \$161 [17:4] = 14'h0000;
+  assign \$161 [3:0] = \$160 [3:0];
+  assign \$164 [17:4] = 14'h0000;
+  assign \$164 [3:0] = \$163 [3:0];
+  assign \$167 [17:4] = 14'h0000;
+  assign \$167 [3:0] = \$166 [3:0];
+  assign \$170 [17:4] = 14'h0000;
+  assign \$170 [3:0] = \$169 [3:0];
+  assign \$173 [17:4] = 14'h0000;
+  assign \$173 [3:0] = \$172 [3:0];
+  assign \$176 [17:4] = 14'h0000;
+  assign \$176 [3:0] = \$175 [3:0];
+  assign \$179 [17:4] = 14'h0000;
+  assign \$179 [3:0] = \$178 [3:0];
+  assign \$182 [17:4] = 14'h0000;
+  assign \$182 [3:0] = \$181 [3:0];
+  assign \$185 [17:4] = 14'h0000;
+  assign \$185 [3:0] = \$184 [3:0];
+  assign \$188 [17:4] = 14'h0000;
+  assign \$188 [3:0] = \$187 [3:0];
+  assign \$191 [17:4] = 14'h0000;
+  assign \$191 [3:0] = \$190 [3:0];
+  assign \$194 [17:4] = 14'h0000;
+  assign \$194 [3:0] = \$193 [3:0];
+  assign \$197 [17:4] = 14'h0000;
+  assign \$197 [3:0] = \$196 [3:0];
+  assign \$200 [17:4] = 14'h0000;
+  assign \$200 [3:0] = \$199 [3:0];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.tx1.hdr_check (\port$2455$0 , \port$2457$0 , \port$2459$0 , \port$2461$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -10584,155 +11233,155 @@ module \ace_nic_small.tx1.hdr_check (\port$2409$0 , \port$2411$0 , \port$2413$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$2409$0 ;
-  wire \port$2409$0 ;
-  input \port$2411$0 ;
-  wire \port$2411$0 ;
-  input [7:0] \port$2413$0 ;
-  wire [7:0] \port$2413$0 ;
-  input [16:0] \port$2415$0 ;
-  wire [16:0] \port$2415$0 ;
+  input \port$2455$0 ;
+  wire \port$2455$0 ;
+  input \port$2457$0 ;
+  wire \port$2457$0 ;
+  input [7:0] \port$2459$0 ;
+  wire [7:0] \port$2459$0 ;
+  input [16:0] \port$2461$0 ;
+  wire [16:0] \port$2461$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$2413$0 [4];
-  assign \$14  = \$13  ^ \port$2413$0 [6];
-  assign \$15  = \$14  ^ \port$2413$0 [7];
-  assign \$16  = \$15  ^ \port$2415$0 [0];
-  assign \$17  = \$16  ^ \port$2415$0 [2];
-  assign \$18  = \$17  ^ \port$2415$0 [3];
-  assign \$19  = \$18  ^ \port$2415$0 [5];
-  assign \$20  = \$19  ^ \port$2415$0 [7];
-  assign \$21  = \$20  ^ \port$2415$0 [8];
-  assign \$22  = \$21  ^ \port$2415$0 [12];
-  assign \$23  = \$22  ^ \port$2415$0 [14];
-  assign \$24  = \$23  ^ \port$2415$0 [16];
+  assign \$13  = \$12  ^ \port$2459$0 [4];
+  assign \$14  = \$13  ^ \port$2459$0 [6];
+  assign \$15  = \$14  ^ \port$2459$0 [7];
+  assign \$16  = \$15  ^ \port$2461$0 [0];
+  assign \$17  = \$16  ^ \port$2461$0 [2];
+  assign \$18  = \$17  ^ \port$2461$0 [3];
+  assign \$19  = \$18  ^ \port$2461$0 [5];
+  assign \$20  = \$19  ^ \port$2461$0 [7];
+  assign \$21  = \$20  ^ \port$2461$0 [8];
+  assign \$22  = \$21  ^ \port$2461$0 [12];
+  assign \$23  = \$22  ^ \port$2461$0 [14];
+  assign \$24  = \$23  ^ \port$2461$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$2411$0 ;
-  assign \$40  = \$39  ^ \port$2413$0 [0];
-  assign \$41  = \$40  ^ \port$2413$0 [4];
-  assign \$42  = \$41  ^ \port$2413$0 [5];
-  assign \$43  = \$42  ^ \port$2413$0 [6];
-  assign \$44  = \$43  ^ \port$2415$0 [0];
-  assign \$45  = \$44  ^ \port$2415$0 [1];
-  assign \$46  = \$45  ^ \port$2415$0 [2];
-  assign \$47  = \$46  ^ \port$2415$0 [4];
-  assign \$48  = \$47  ^ \port$2415$0 [5];
-  assign \$49  = \$48  ^ \port$2415$0 [6];
-  assign \$50  = \$49  ^ \port$2415$0 [7];
-  assign \$51  = \$50  ^ \port$2415$0 [9];
-  assign \$52  = \$51  ^ \port$2415$0 [12];
-  assign \$53  = \$52  ^ \port$2415$0 [13];
-  assign \$54  = \$53  ^ \port$2415$0 [14];
-  assign \$55  = \$54  ^ \port$2415$0 [15];
-  assign \$56  = \$55  ^ \port$2415$0 [16];
+  assign \$36  = \$35  ^ \port$2457$0 ;
+  assign \$40  = \$39  ^ \port$2459$0 [0];
+  assign \$41  = \$40  ^ \port$2459$0 [4];
+  assign \$42  = \$41  ^ \port$2459$0 [5];
+  assign \$43  = \$42  ^ \port$2459$0 [6];
+  assign \$44  = \$43  ^ \port$2461$0 [0];
+  assign \$45  = \$44  ^ \port$2461$0 [1];
+  assign \$46  = \$45  ^ \port$2461$0 [2];
+  assign \$47  = \$46  ^ \port$2461$0 [4];
+  assign \$48  = \$47  ^ \port$2461$0 [5];
+  assign \$49  = \$48  ^ \port$2461$0 [6];
+  assign \$50  = \$49  ^ \port$2461$0 [7];
+  assign \$51  = \$50  ^ \port$2461$0 [9];
+  assign \$52  = \$51  ^ \port$2461$0 [12];
+  assign \$53  = \$52  ^ \port$2461$0 [13];
+  assign \$54  = \$53  ^ \port$2461$0 [14];
+  assign \$55  = \$54  ^ \port$2461$0 [15];
+  assign \$56  = \$55  ^ \port$2461$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$2413$0 [0];
-  assign \$72  = \$71  ^ \port$2413$0 [1];
-  assign \$73  = \$72  ^ \port$2413$0 [4];
-  assign \$74  = \$73  ^ \port$2413$0 [5];
-  assign \$75  = \$74  ^ \port$2415$0 [1];
-  assign \$76  = \$75  ^ \port$2415$0 [6];
-  assign \$77  = \$76  ^ \port$2415$0 [8];
-  assign \$78  = \$77  ^ \port$2415$0 [10];
-  assign \$79  = \$78  ^ \port$2415$0 [12];
-  assign \$80  = \$79  ^ \port$2415$0 [13];
-  assign \$81  = \$80  ^ \port$2415$0 [15];
-  assign \$82  = \$81  ^ \port$2415$0 [16];
+  assign \$71  = \$70  ^ \port$2459$0 [0];
+  assign \$72  = \$71  ^ \port$2459$0 [1];
+  assign \$73  = \$72  ^ \port$2459$0 [4];
+  assign \$74  = \$73  ^ \port$2459$0 [5];
+  assign \$75  = \$74  ^ \port$2461$0 [1];
+  assign \$76  = \$75  ^ \port$2461$0 [6];
+  assign \$77  = \$76  ^ \port$2461$0 [8];
+  assign \$78  = \$77  ^ \port$2461$0 [10];
+  assign \$79  = \$78  ^ \port$2461$0 [12];
+  assign \$80  = \$79  ^ \port$2461$0 [13];
+  assign \$81  = \$80  ^ \port$2461$0 [15];
+  assign \$82  = \$81  ^ \port$2461$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$2413$0 [1];
-  assign \$99  = \$98  ^ \port$2413$0 [2];
-  assign \$100  = \$99  ^ \port$2413$0 [5];
-  assign \$101  = \$100  ^ \port$2413$0 [6];
-  assign \$102  = \$101  ^ \port$2415$0 [0];
-  assign \$103  = \$102  ^ \port$2415$0 [2];
-  assign \$104  = \$103  ^ \port$2415$0 [7];
-  assign \$105  = \$104  ^ \port$2415$0 [9];
-  assign \$106  = \$105  ^ \port$2415$0 [11];
-  assign \$107  = \$106  ^ \port$2415$0 [13];
-  assign \$108  = \$107  ^ \port$2415$0 [14];
+  assign \$98  = \$97  ^ \port$2459$0 [1];
+  assign \$99  = \$98  ^ \port$2459$0 [2];
+  assign \$100  = \$99  ^ \port$2459$0 [5];
+  assign \$101  = \$100  ^ \port$2459$0 [6];
+  assign \$102  = \$101  ^ \port$2461$0 [0];
+  assign \$103  = \$102  ^ \port$2461$0 [2];
+  assign \$104  = \$103  ^ \port$2461$0 [7];
+  assign \$105  = \$104  ^ \port$2461$0 [9];
+  assign \$106  = \$105  ^ \port$2461$0 [11];
+  assign \$107  = \$106  ^ \port$2461$0 [13];
+  assign \$108  = \$107  ^ \port$2461$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$2413$0 [0];
-  assign \$125  = \$124  ^ \port$2413$0 [2];
-  assign \$126  = \$125  ^ \port$2413$0 [3];
-  assign \$127  = \$126  ^ \port$2413$0 [6];
-  assign \$128  = \$127  ^ \port$2413$0 [7];
-  assign \$129  = \$128  ^ \port$2415$0 [1];
-  assign \$130  = \$129  ^ \port$2415$0 [3];
-  assign \$131  = \$130  ^ \port$2415$0 [8];
-  assign \$132  = \$131  ^ \port$2415$0 [10];
-  assign \$133  = \$132  ^ \port$2415$0 [12];
-  assign \$134  = \$133  ^ \port$2415$0 [14];
-  assign \$135  = \$134  ^ \port$2415$0 [15];
+  assign \$124  = \$123  ^ \port$2459$0 [0];
+  assign \$125  = \$124  ^ \port$2459$0 [2];
+  assign \$126  = \$125  ^ \port$2459$0 [3];
+  assign \$127  = \$126  ^ \port$2459$0 [6];
+  assign \$128  = \$127  ^ \port$2459$0 [7];
+  assign \$129  = \$128  ^ \port$2461$0 [1];
+  assign \$130  = \$129  ^ \port$2461$0 [3];
+  assign \$131  = \$130  ^ \port$2461$0 [8];
+  assign \$132  = \$131  ^ \port$2461$0 [10];
+  assign \$133  = \$132  ^ \port$2461$0 [12];
+  assign \$134  = \$133  ^ \port$2461$0 [14];
+  assign \$135  = \$134  ^ \port$2461$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$2411$0 ;
-  assign \$151  = \$150  ^ \port$2413$0 [1];
-  assign \$152  = \$151  ^ \port$2413$0 [3];
-  assign \$153  = \$152  ^ \port$2413$0 [4];
-  assign \$154  = \$153  ^ \port$2413$0 [7];
-  assign \$155  = \$154  ^ \port$2415$0 [0];
-  assign \$156  = \$155  ^ \port$2415$0 [2];
-  assign \$157  = \$156  ^ \port$2415$0 [4];
-  assign \$158  = \$157  ^ \port$2415$0 [9];
-  assign \$159  = \$158  ^ \port$2415$0 [11];
-  assign \$160  = \$159  ^ \port$2415$0 [13];
-  assign \$161  = \$160  ^ \port$2415$0 [15];
+  assign \$148  = \$147  ^ \port$2457$0 ;
+  assign \$151  = \$150  ^ \port$2459$0 [1];
+  assign \$152  = \$151  ^ \port$2459$0 [3];
+  assign \$153  = \$152  ^ \port$2459$0 [4];
+  assign \$154  = \$153  ^ \port$2459$0 [7];
+  assign \$155  = \$154  ^ \port$2461$0 [0];
+  assign \$156  = \$155  ^ \port$2461$0 [2];
+  assign \$157  = \$156  ^ \port$2461$0 [4];
+  assign \$158  = \$157  ^ \port$2461$0 [9];
+  assign \$159  = \$158  ^ \port$2461$0 [11];
+  assign \$160  = \$159  ^ \port$2461$0 [13];
+  assign \$161  = \$160  ^ \port$2461$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$2411$0 ;
-  assign \$178  = \$177  ^ \port$2413$0 [2];
-  assign \$179  = \$178  ^ \port$2413$0 [4];
-  assign \$180  = \$179  ^ \port$2413$0 [5];
-  assign \$181  = \$180  ^ \port$2415$0 [0];
-  assign \$182  = \$181  ^ \port$2415$0 [1];
-  assign \$183  = \$182  ^ \port$2415$0 [3];
-  assign \$184  = \$183  ^ \port$2415$0 [5];
-  assign \$185  = \$184  ^ \port$2415$0 [10];
-  assign \$186  = \$185  ^ \port$2415$0 [12];
-  assign \$187  = \$186  ^ \port$2415$0 [14];
+  assign \$174  = \$173  ^ \port$2457$0 ;
+  assign \$178  = \$177  ^ \port$2459$0 [2];
+  assign \$179  = \$178  ^ \port$2459$0 [4];
+  assign \$180  = \$179  ^ \port$2459$0 [5];
+  assign \$181  = \$180  ^ \port$2461$0 [0];
+  assign \$182  = \$181  ^ \port$2461$0 [1];
+  assign \$183  = \$182  ^ \port$2461$0 [3];
+  assign \$184  = \$183  ^ \port$2461$0 [5];
+  assign \$185  = \$184  ^ \port$2461$0 [10];
+  assign \$186  = \$185  ^ \port$2461$0 [12];
+  assign \$187  = \$186  ^ \port$2461$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$2413$0 [3];
-  assign \$205  = \$204  ^ \port$2413$0 [5];
-  assign \$206  = \$205  ^ \port$2413$0 [6];
-  assign \$207  = \$206  ^ \port$2415$0 [1];
-  assign \$208  = \$207  ^ \port$2415$0 [2];
-  assign \$209  = \$208  ^ \port$2415$0 [4];
-  assign \$210  = \$209  ^ \port$2415$0 [6];
-  assign \$211  = \$210  ^ \port$2415$0 [11];
-  assign \$212  = \$211  ^ \port$2415$0 [13];
-  assign \$213  = \$212  ^ \port$2415$0 [15];
+  assign \$204  = \$203  ^ \port$2459$0 [3];
+  assign \$205  = \$204  ^ \port$2459$0 [5];
+  assign \$206  = \$205  ^ \port$2459$0 [6];
+  assign \$207  = \$206  ^ \port$2461$0 [1];
+  assign \$208  = \$207  ^ \port$2461$0 [2];
+  assign \$209  = \$208  ^ \port$2461$0 [4];
+  assign \$210  = \$209  ^ \port$2461$0 [6];
+  assign \$211  = \$210  ^ \port$2461$0 [11];
+  assign \$212  = \$211  ^ \port$2461$0 [13];
+  assign \$213  = \$212  ^ \port$2461$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$2409$0 ;
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$2455$0 ;
   assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$2409$0 ;
-  assign header = { 15'h0000, \port$2415$0 , \port$2413$0 , 7'h00, \port$2411$0 , \port$0$2 , 1'h0, \port$2409$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$2455$0 ;
+  assign header = { 15'h0000, \port$2461$0 , \port$2459$0 , 7'h00, \port$2457$0 , \port$0$2 , 1'h0, \port$2455$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$2409$0  };
+  assign \header.ptype  = { 1'h0, \port$2455$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$2411$0  };
+  assign \header.channel  = { 3'h0, \port$2457$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$2413$0 ;
-  assign \header.length  = \port$2415$0 ;
+  assign \header.tag  = \port$2459$0 ;
+  assign \header.length  = \port$2461$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -10764,7 +11413,7 @@ module \ace_nic_small.tx1.hdr_check (\port$2409$0 , \port$2411$0 , \port$2413$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$2409$0 ;
+  assign \$61  = \port$2455$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -10843,16 +11492,21 @@ module \ace_nic_small.tx1.hdr_check (\port$2409$0 , \port$2411$0 , \port$2413$0 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.out_skid (clk, rst, i__ready, i__valid, i__payload, o__payload, o__valid, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$63  = 0;
+module \ace_nic_small.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
   wire \$1 ;
+  reg \$10 ;
+  reg [150:0] \$11 ;
+  reg \$12 ;
+  reg [150:0] \$13 ;
   wire \$2 ;
   wire \$3 ;
   wire \$4 ;
-  reg [150:0] \$5 ;
-  reg \$6 ;
-  reg \$7 ;
-  reg [150:0] \$8 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
   input clk;
   wire clk;
   input [150:0] i__payload;
@@ -10863,9 +11517,11 @@ module \ace_nic_small.tx1.out_skid (clk, rst, i__ready, i__valid, i__payload, o_
   wire [15:0] \i__payload.keep ;
   wire \i__payload.last ;
   output i__ready;
-  wire i__ready;
+  reg i__ready = 1'h1;
   input i__valid;
   wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
   output [150:0] o__payload;
   reg [150:0] o__payload = 151'h00000000000000000000000000000000000000;
   wire [4:0] \o__payload.bytes ;
@@ -10877,6 +11533,15 @@ module \ace_nic_small.tx1.out_skid (clk, rst, i__ready, i__valid, i__payload, o_
   wire o__ready;
   output o__valid;
   reg o__valid = 1'h0;
+  (* init = 151'h00000000000000000000000000000000000000 *)
+  wire [150:0] out_payload;
+  wire [4:0] \out_payload.bytes ;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.header ;
+  wire [15:0] \out_payload.keep ;
+  wire \out_payload.last ;
+  (* init = 1'h0 *)
+  wire out_valid;
   input rst;
   wire rst;
   reg [150:0] skid_payload = 151'h00000000000000000000000000000000000000;
@@ -10886,87 +11551,110 @@ module \ace_nic_small.tx1.out_skid (clk, rst, i__ready, i__valid, i__payload, o_
   wire [15:0] \skid_payload.keep ;
   wire \skid_payload.last ;
   reg skid_valid = 1'h0;
-  assign \$1  = ~ o__valid;
-  assign \$2  = \$1  | o__ready;
-  assign \$3  = ~ skid_valid;
-  assign \$4  = i__valid & \$3 ;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
   always @(posedge clk)
-    o__payload <= \$5 ;
+    i__ready <= \$9 ;
   always @(posedge clk)
-    o__valid <= \$6 ;
+    o__valid <= \$10 ;
   always @(posedge clk)
-    skid_valid <= \$7 ;
+    o__payload <= \$11 ;
   always @(posedge clk)
-    skid_payload <= \$8 ;
-  assign i__ready = ~ skid_valid;
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$5  = o__payload;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 151'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$5  = skid_payload;
+      if (\$8 ) begin
       end else begin
-        \$5  = i__payload;
+        \$12  = i__valid;
       end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
     end
     if (rst) begin
-      \$5  = 151'h00000000000000000000000000000000000000;
+      \$12  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$6  = o__valid;
-    if (\$2 ) begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
       (* full_case = 32'd1 *)
-      if (skid_valid) begin
-        \$6  = 1'h1;
+      if (\$8 ) begin
       end else begin
-        \$6  = i__valid;
+        \$13  = i__payload;
       end
     end
     if (rst) begin
-      \$6  = 1'h0;
+      \$13  = 151'h00000000000000000000000000000000000000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$7  = skid_valid;
-    if (\$2 ) begin
-      if (skid_valid) begin
-        \$7  = 1'h0;
-      end
-    end else if (\$4 ) begin
-      \$7  = 1'h1;
-    end
-    if (rst) begin
-      \$7  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$8  = skid_payload;
-    if (\$2 ) begin
-    end else if (\$4 ) begin
-      \$8  = i__payload;
-    end
-    if (rst) begin
-      \$8  = 151'h00000000000000000000000000000000000000;
-    end
-  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
   assign \o__payload.header  = o__payload[145];
   assign \o__payload.bytes  = o__payload[150:146];
-  assign \skid_payload.data  = skid_payload[127:0];
-  assign \skid_payload.keep  = skid_payload[143:128];
-  assign \skid_payload.last  = skid_payload[144];
-  assign \skid_payload.header  = skid_payload[145];
-  assign \skid_payload.bytes  = skid_payload[150:146];
+  assign \out_payload.data  = o__payload[127:0];
+  assign \out_payload.keep  = o__payload[143:128];
+  assign \out_payload.last  = o__payload[144];
+  assign \out_payload.header  = o__payload[145];
+  assign \out_payload.bytes  = o__payload[150:146];
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.keep  = i__payload[143:128];
   assign \i__payload.last  = i__payload[144];
   assign \i__payload.header  = i__payload[145];
   assign \i__payload.bytes  = i__payload[150:146];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.keep  = skid_payload[143:128];
+  assign \skid_payload.last  = skid_payload[144];
+  assign \skid_payload.header  = skid_payload[145];
+  assign \skid_payload.bytes  = skid_payload[150:146];
 endmodule
