@@ -76,7 +76,7 @@ class SystemSpec:
     link_latency: int = 16
     mem_bytes: int = 1 << 20            # per node
     mem_latency: int = 8
-    mem_bytes_per_cycle: float | None = None    # default: one read and one write beat per cycle
+    mem_bytes_per_cycle: float | None = None    # default: 2 x link_bytes (see mem_rate)
     host: str = "cocotb"
 
     def __post_init__(self):
@@ -94,8 +94,9 @@ class SystemSpec:
 
     @property
     def mem_rate(self) -> float:
-        """Memory bandwidth in bytes per cycle (reads and writes share it)."""
-        return self.mem_bytes_per_cycle or 2 * self.config.mem_bytes
+        """Memory bandwidth in bytes per cycle (reads and writes share it); by default two
+        bytes per link byte, whatever the port's width (a wider port adds no bandwidth)."""
+        return self.mem_bytes_per_cycle or 2 * self.config.link_bytes
 
     @property
     def name(self) -> str:
@@ -264,7 +265,7 @@ class AceSystem(wiring.Component):
 
             memory = MemoryModel(size_bytes=spec.mem_bytes, data_bytes=cfg.mem_bytes,
                                  addr_bits=cfg.mem_addr_bits, id_bits=cfg.mem_id_bits,
-                                 bytes_per_cycle=spec.mem_bytes_per_cycle,
+                                 bytes_per_cycle=spec.mem_rate,
                                  latency=spec.mem_latency,
                                  max_latency=MAX_MEM_LATENCY if driver else None,
                                  storage="dpi" if driver else self.memory_storage, node=k)

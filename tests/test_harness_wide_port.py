@@ -1,10 +1,10 @@
-"""The harness with a memory port wider than a link (``mem_bytes = 2 x link_bytes``).
+"""The harness with a memory port wider than a link (``mem_bytes`` at least 2 x ``link_bytes``).
 
-A 4-node ring of the harness engine (``small`` at 1 GHz, four channels, 16-byte links) with a
-32-byte AXI4 memory port (or ``harness``'s own port, once that is at least as wide). A 256 KiB
+A 4-node ring of the harness engine (``small`` at 1 GHz, four channels, 16-byte links) with its
+own 64-byte AXI4 memory port (4 x the link; a 32-byte copy if ``harness``'s port were narrower). A 256 KiB
 fp32 all-reduce per node runs bit-exact in both modes, with the engines' memory counters equal
 to :func:`ace.sw.program.memory_traffic` of the program.
-With the memory bandwidth to spare (the default, one 32-byte read and one write beat per cycle)
+With the memory bandwidth to spare (one read and one write beat of the port per cycle)
 the memory-staged baseline's link utilization passes 50%, which a port as wide as a link caps
 (the baseline reads 2 bytes of memory per link byte sent, and one link-wide port reads one link
 beat per cycle); with the memory model limited to 32 bytes per cycle, the memory bandwidth is
@@ -33,7 +33,7 @@ from testbench.replay_checks import check_replay, collective_spec, trace_of
 CONFIG = HARNESS_CONFIG if HARNESS_CONFIG.mem_beat_words >= 2 else HARNESS_CONFIG.replace(
     name="harness_mem2x", mem_bytes=2 * HARNESS_CONFIG.link_bytes)
 SYSTEM = SystemSpec(CONFIG, Topology.parse("ring:4"), link_latency=32, mem_latency=32,
-                    mem_bytes=8 << 20, host="driver")
+                    mem_bytes=8 << 20, mem_bytes_per_cycle=2.0 * CONFIG.mem_bytes, host="driver")
 SPEC = collective_spec("ar256k", "allreduce", 256 << 10, "fp32")
 
 
