@@ -98,6 +98,7 @@ def _make(values: dict, source: str) -> SystemSpec:
 # The 4-link engine of the 2D-torus and 4-node switch systems, the 7-link one of the 8-node
 # fully connected and switch systems.
 _HARNESS4 = {**HARNESS_CONFIG.to_dict(), "name": "harness4", "num_links": 4}
+_HARNESS6 = {**HARNESS_CONFIG.to_dict(), "name": "harness6", "num_links": 6}
 _HARNESS7 = {**HARNESS_CONFIG.to_dict(), "name": "harness7", "num_links": 7}
 
 NAMED_SYSTEMS: dict[str, dict] = {
@@ -106,6 +107,7 @@ NAMED_SYSTEMS: dict[str, dict] = {
     "ring16": {"topology": "ring:16"},
     "torus4x2": {"topology": "torus:4x2", "config": _HARNESS4},
     "torus4x4": {"topology": "torus:4x4", "config": _HARNESS4},
+    "torus4x4x4": {"topology": "torus:4x4x4", "config": _HARNESS6},
     "switch4": {"topology": "switch:4", "config": _HARNESS4},
     "full8": {"topology": "fully_connected:8", "config": _HARNESS7},
     "switch8": {"topology": "switch:8", "config": _HARNESS7},
