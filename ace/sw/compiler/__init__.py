@@ -95,7 +95,8 @@ def _topology_and_algorithms(topology, nodes, algorithm, config):
     if topology is None:
         if nodes is None:
             raise CompileError("give nodes= or topology=")
-        topology = (Topology.ring(nodes) if algorithm == Algorithm.RING
+        topology = (Topology.ring(nodes) if algorithm in (Algorithm.RING,
+                                                          Algorithm.BIDIRECTIONAL_RING)
                     else Topology.switch(nodes))
     elif nodes is not None and nodes != topology.num_nodes:
         raise CompileError(f"nodes: {nodes} but topology {topology} has "
@@ -126,7 +127,7 @@ def compile_collective(collective: str, count: int, *, topology: Topology | str 
     collective : allreduce, reduce_scatter, allgather or alltoall (aliases accepted).
     count : the vector length S in elements (see the package docstring per collective).
     topology : a :class:`Topology` or its text (``ring:8``, ``torus:4x2``, ``switch:8``...);
-        default ``ring:nodes`` for the ring algorithm and ``switch:nodes`` otherwise.
+        default ``ring:nodes`` for the ring algorithms and ``switch:nodes`` otherwise.
     algorithm : one name for every dimension, or a sequence with one per topology dimension.
     mode : ``ace`` (SRAM placement, load once / store once) or ``baseline`` (memory placement).
     config : the :class:`~ace.config.AceConfig` (SRAM sizes, channels, word size); default
