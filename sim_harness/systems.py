@@ -228,11 +228,15 @@ def _make(values: dict, source: str) -> HarnessSystem:
 _HARNESS4 = {**HARNESS_CONFIG.to_dict(), "name": "harness4", "num_links": 4}
 _HARNESS6 = {**HARNESS_CONFIG.to_dict(), "name": "harness6", "num_links": 6}
 _HARNESS7 = {**HARNESS_CONFIG.to_dict(), "name": "harness7", "num_links": 7}
+# The bidirectional ring's engine: a loader and three communicating channels per direction,
+# and 16 SRAM banks so that its 14 read ports still stream one word per cycle each.
+_HARNESS_BI = {**HARNESS_CONFIG.to_dict(), "name": "harness_bi", "num_channels": 7,
+               "sram_banks": 16}
 
 NAMED_SYSTEMS: dict[str, dict] = {
     "ring4": {"topology": "ring:4"},
     "ring8": {"topology": "ring:8"},
-    "ring8bi": {"topology": "ring:8", "bidirectional": True},
+    "ring8bi": {"topology": "ring:8", "bidirectional": True, "config": _HARNESS_BI},
     "ring16": {"topology": "ring:16"},
     "torus4x2": {"topology": "torus:4x2", "config": _HARNESS4},
     "torus4x4": {"topology": "torus:4x4", "config": _HARNESS4},

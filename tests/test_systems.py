@@ -30,9 +30,11 @@ def test_named_systems():
     assert torus.config.num_links == 6 and torus.config.name == "harness6"
     assert torus.config.replace(name="x", num_links=2) == HARNESS_CONFIG.replace(name="x")
     bi, ring = load_system("ring8bi"), load_system("ring8")
-    assert bi.bidirectional and not ring.bidirectional
-    assert (bi.config, bi.topology) == (ring.config, ring.topology)
-    assert build_key(bi) == build_key(ring)         # the same fabric: one build serves both
+    assert bi.bidirectional and not ring.bidirectional and bi.topology == ring.topology
+    # A loader and 3 channels per direction, 16 banks for their 14 SRAM read ports.
+    assert (bi.config.num_channels, bi.config.sram_banks) == (7, 16)
+    assert bi.config.replace(name="x", num_channels=4, sram_banks=8) == \
+        HARNESS_CONFIG.replace(name="x")
     # The default balance: 16-byte links at full rate, 32 bytes of memory per cycle.
     assert (ring.link_rate, ring.mem_rate, ring.mem_ratio) == (16, 32, 2)
 
@@ -63,7 +65,7 @@ def test_every_key_in_a_file(tmp_path):
     assert system.run_algorithm(("ring", "direct")) == ("bidirectional_ring", "direct")
     assert system.run_algorithm(["RING"]) == ["bidirectional_ring"]
     # Rates, latencies and the algorithms are run-time choices: the same build as the same
-    # engine, fabric and memory size.
+    # engine, fabric and memory size (one build serves a ring run both ways and one way).
     plain = load_system(_file(tmp_path, 'topology = "torus:4x4"\nlinks_per_node = 6\n'
                               'mem_bytes = 16777216\n', ".plain.toml"))
     assert build_key(system) == build_key(plain)

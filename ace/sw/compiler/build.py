@@ -154,9 +154,10 @@ class Compilation:
             for nc in emitters:
                 self.wait(nc.steps, 0, nc.loads[-1] if nc.loads else None)
                 if c > 0 and lane < self.comm and first_comm[nc.node]:
-                    # Stagger: start this channel part-way through chunk 0's communication.
-                    steps = first_comm[nc.node]
-                    index = -(-len(steps) * lane * STAGGER // (self.comm - 1)) - 1
+                    # Stagger: start this channel part-way through chunk 0's communication,
+                    # chunk by chunk (a chunk's lanes start together).
+                    steps, first_round = first_comm[nc.node], -(-self.comm // self.lanes)
+                    index = -(-len(steps) * c * STAGGER // (first_round - 1)) - 1
                     self.wait(nc.steps, 1, steps[int(index)])
         marks = [len(nc.steps) for nc in emitters]
         if self.collective == Collective.ALLTOALL:
