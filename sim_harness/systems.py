@@ -240,6 +240,7 @@ NAMED_SYSTEMS: dict[str, dict] = {
     "ring16": {"topology": "ring:16"},
     "torus4x2": {"topology": "torus:4x2", "config": _HARNESS4},
     "torus4x4": {"topology": "torus:4x4", "config": _HARNESS4},
+    "torus3x3x3": {"topology": "torus:3x3x3", "config": _HARNESS6},
     "torus4x4x4": {"topology": "torus:4x4x4", "config": _HARNESS6},
     "switch4": {"topology": "switch:4", "config": _HARNESS4},
     "full8": {"topology": "fully_connected:8", "config": _HARNESS7},

@@ -20,21 +20,23 @@ SRAM_ELEMS = CFG.input_buffer_bytes // 4
 @pytest.mark.parametrize("coll", ["allreduce", "reduce_scatter", "allgather"])
 @pytest.mark.parametrize("algorithm", ["ring", "bidirectional_ring"])
 def test_torus_4x4x4(algorithm, coll, mode):
-    # One element; 67 (not a multiple of the 64 nodes or of a word); more than an SRAM slot.
-    for count in (1, 67, SRAM_ELEMS // 2 + 9):
+    # One element; 67 (not a multiple of the 64 nodes or of a word); several chunks (an
+    # all-reduce larger than an SRAM slot; a reduce-scatter or all-gather of 300 elements
+    # needs two, each chunk holding a piece of every one of the 64 blocks).
+    for count in (1, 67, SRAM_ELEMS // 2 + 9 if coll == "allreduce" else 300):
         check(coll, count, "torus:4x4x4", algorithm, mode, seed=count, config=CFG)
 
 
 @pytest.mark.parametrize("topology, algorithm", [
     ("torus:3x2x4", ("ring", "direct", "bidirectional_ring")),
     ("torus:2x3x3", ("bidirectional_ring", "ring", "double_binary_tree")),
-    ("torus:4x2x2", ("halving_doubling", "bidirectional_ring", "ring"))])
+    ("torus:2x4x2", ("halving_doubling", "bidirectional_ring", "ring"))])
 @pytest.mark.parametrize("mode", ["ace", "baseline"])
 def test_mixed_algorithms_per_dimension(topology, algorithm, mode):
     colls = ["allreduce"] + ([] if "double_binary_tree" in algorithm
                              else ["reduce_scatter", "allgather"])
     for coll in colls:
-        for count in (5, SRAM_ELEMS + 3):
+        for count in (5, 300):
             check(coll, count, topology, algorithm, mode, seed=count, config=CFG)
 
 
