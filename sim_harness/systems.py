@@ -37,6 +37,11 @@ key                       meaning, unit, allowed values                         
 links in ONE direction. A node that drives k links per direction at once (a bidirectional ring
 drives 2, a unidirectional ring 1) has ``mem_ratio / k`` memory bytes per byte it sends.
 
+The run-time rates reach the RTL through the simulator: ``mem_bytes_per_cycle`` (also from
+``mem_ratio``) does today; ``link_bytes_per_cycle`` and ``bidirectional`` are carried here
+(:attr:`HarnessSystem.link_rate`, :meth:`HarnessSystem.run_algorithm`) for the simulator's
+reset and the replay's pre-flight to apply (docs/harness.md, "Run-time wiring still to do").
+
 The ``harness`` engine configuration is ``small`` at 1 GHz with four channels (a loader and three
 communicating channels, see :mod:`ace.sw.compiler`), 256 KiB input and output SRAM buffers, 8 KiB
 receive buffers per link and channel (4 KiB messages) and 2048 instructions per channel. With
@@ -44,8 +49,9 @@ three channels and 64 KiB buffers the default all-reduce took 1.19x its bound; w
 1.08x (docs/harness.md). ``harness4`` is the same engine with four links (2D torus, 4-node
 switch), ``harness6`` with six (3D torus), ``harness7`` with seven: a fully connected or switch
 system of p nodes numbers one (virtual) link per peer (:class:`ace.sw.program.Topology`), so
-``full8`` and ``switch8`` need p - 1 = 7; everything else is ``harness``'s, so their figures
-compare with ``ring8``'s.
+``full8`` and ``switch8`` need p - 1 = 7; ``harness_bi`` (``ring8bi``) has seven channels, a
+loader and three per direction of the bidirectional ring, and 16 SRAM banks for their 14 read
+ports. Everything else is ``harness``'s, so their figures compare with ``ring8``'s.
 
 :func:`pick_system` is the replay's choice when the user names no system: the trace's own
 topology, or a ring of its nodes, unless the trace's algorithms need links that topology lacks;
