@@ -61,7 +61,8 @@ the same messages.
 word-aligned halves of each of its segments, in the chunk's slot; lane k of chunk c is emitted
 like a chunk of its own (loads, phases, stores) on channel ``1 + (2c + k) % (C-1)`` (without a
 loader ``(2c + k) % C``), and lane 1 runs every bidirectional-ring phase the other way round.
-With one lane per chunk (every other algorithm) the programs are those of one lane per chunk.
+With one lane per chunk (every other algorithm) the programs are those the compiler made
+before lanes existed.
 """
 
 from __future__ import annotations
