@@ -19,7 +19,7 @@ import pytest
 
 from sim_harness import fabric, simulator
 from sim_harness.metrics import collective_metrics
-from sim_harness.replay import replay
+from sim_harness.replay import ReplayError, replay
 from sim_harness.systems import load_system
 from sim_harness.traces import load_trace
 from testbench.replay_checks import check_replay
@@ -75,6 +75,10 @@ def test_torus(name, links):
 
 
 @pytest.mark.large
+@pytest.mark.xfail(strict=True, raises=ReplayError,
+                   reason="open defect: the ACE-mode replay hangs on the RTL (watchdog TIMEOUT "
+                          "on all 64 nodes in the first chunks' dimension-0 all-gather); the "
+                          "golden model runs the same program bit-exact")
 def test_torus4x4x4(monkeypatch):
     """The 64-node 3D torus, its fabric made in parts (``sim_harness.fabric``): the whole
     fabric top would have 64 x 2,175 = 139,200 port bits, and Amaranth converts at most 2**16.
