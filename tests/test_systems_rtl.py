@@ -77,8 +77,9 @@ def test_torus(name, links):
 @pytest.mark.large
 @pytest.mark.xfail(strict=True, raises=ReplayError,
                    reason="open defect: the ACE-mode replay hangs on the RTL (watchdog TIMEOUT "
-                          "on all 64 nodes in the first chunks' dimension-0 all-gather); the "
-                          "golden model runs the same program bit-exact")
+                          "on all 64 nodes in the first chunks' dimension-0 all-gather; the "
+                          "baseline mode replays bit-exact); the golden model runs the same "
+                          "program bit-exact (docs/harness.md)")
 def test_torus4x4x4(monkeypatch):
     """The 64-node 3D torus, its fabric made in parts (``sim_harness.fabric``): the whole
     fabric top would have 64 x 2,175 = 139,200 port bits, and Amaranth converts at most 2**16.
