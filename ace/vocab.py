@@ -10,8 +10,8 @@ enum               members (text)
 =================  ===========================================================================
 :class:`Collective`  allreduce, reduce_scatter, allgather, alltoall; aliases in
                    :data:`COLLECTIVE_ALIASES` (``all_reduce``, ``ar``, ``a2a`` ...)
-:class:`Algorithm`   ring, direct, halving_doubling, double_binary_tree; aliases in
-                   :data:`ALGORITHM_ALIASES` (``hd``, ``dbt``, ``pairwise`` ...). A hierarchical
+:class:`Algorithm`   ring, direct, halving_doubling, double_binary_tree, bidirectional_ring;
+                   aliases in :data:`ALGORITHM_ALIASES` (``hd``, ``dbt``, ``biring`` ...). A hierarchical
                    collective names one algorithm per topology dimension (``ring+direct``)
 :class:`StepType`    the MSCCL-style step types (``s``, ``r``, ``rrc`` ...) and ``end``
 :class:`Buffer`      ``i`` input, ``o`` output, ``s`` scratch (a slice ``s[16]``; the *step*
@@ -59,6 +59,7 @@ class Algorithm(StrEnum):
     DIRECT = "direct"
     HALVING_DOUBLING = "halving_doubling"
     DOUBLE_BINARY_TREE = "double_binary_tree"
+    BIDIRECTIONAL_RING = "bidirectional_ring"
 
 
 #: The one public alias table of collective names: alias -> :class:`Collective`.
@@ -81,6 +82,7 @@ ALGORITHM_ALIASES: dict[str, Algorithm] = {
     "dbt": Algorithm.DOUBLE_BINARY_TREE, "double-binary-tree": Algorithm.DOUBLE_BINARY_TREE,
     "tree": Algorithm.DOUBLE_BINARY_TREE,
     "pairwise": Algorithm.DIRECT, "all_pairs": Algorithm.DIRECT, "allpairs": Algorithm.DIRECT,
+    "biring": Algorithm.BIDIRECTIONAL_RING,
 }
 
 

@@ -23,7 +23,13 @@ Bound (:func:`bound_terms`, :func:`bound_cycles`)
     direct              D/g (one link per peer);     2 D/g; switch: 2 (g-1)/g * D
                         switch: (g-1)/g * D
     halving_doubling    (g-1)/g * D                  2 (g-1)/g * D
+    bidirectional_ring  (g-1)/g * D/2; g = 2:        (g-1)/g * D; g = 2: D
+                        (g-1)/g * D
     ==================  ===========================  ====================================
+
+    The bidirectional ring runs half of every chunk each way (``+1`` and ``-1`` neighbour),
+    so each direction of each link carries half the ring's bytes; in a dimension of size 2
+    both halves go to the one neighbour on the same link, and it carries the ring's bytes.
 
     Ring sends on one link per dimension (the ``+1`` neighbour, as :mod:`ace.sw.compiler`
     emits it), so every ring step's bytes land on that link; a switch gives each node one link
@@ -49,7 +55,7 @@ Bound (:func:`bound_terms`, :func:`bound_cycles`)
     engines actually ran (its planned payload, which the engine counters must match).
 
 Latency steps (:func:`latency_steps`), per phase of ``g`` nodes, summed over the phases:
-    ring ``g-1`` (all-reduce ``2(g-1)``; all-to-all ``p-1``), direct ``1`` (all-reduce ``2``;
+    ring and bidirectional_ring ``g-1`` (all-reduce ``2(g-1)``; all-to-all ``p-1``), direct ``1`` (all-reduce ``2``;
     all-to-all ``1``), halving_doubling ``log2 g`` (all-reduce ``2 log2 g``), double_binary_tree
     ``2 ceil(log2 g)`` (all-reduce phases only). MSCCL: the runner counts them from the XML.
 
@@ -243,7 +249,7 @@ def phases(collective: str, algorithms, topology: str) -> list[dict]:
 def _phase_steps(ph: dict) -> int:
     g, alg, kind = ph["size"], ph["algorithm"], ph["kind"]
     mult = 2 if kind == "ar" else 1
-    if alg == Algorithm.RING:
+    if alg in (Algorithm.RING, Algorithm.BIDIRECTIONAL_RING):
         return mult * (g - 1)
     if alg == Algorithm.DIRECT:
         return mult
@@ -282,6 +288,8 @@ def _phase_link_bytes(ph: dict, topo_kind: str, nbytes: int) -> Fraction | None:
         return mult * Fraction(g - 1, g) * data
     if alg == Algorithm.DIRECT:
         return mult * data / g
+    if alg == Algorithm.BIDIRECTIONAL_RING:     # half each way; one link if g == 2
+        return mult * Fraction(g - 1, g) * data / (2 if g > 2 else 1)
     return None                       # double_binary_tree: not modelled exactly
 
 

@@ -1,29 +1,57 @@
 """Named systems for the harness, and system files.
 
-A system is a :class:`~sim_harness.system.SystemSpec` with ``host="driver"``: an engine
-configuration, a topology, link latency, and the memory model's size, latency and bandwidth.
-``ace replay --system NAME|FILE`` picks one; a file (TOML or JSON) has the keys
+A system is a :class:`HarnessSystem` (a :class:`~sim_harness.system.SystemSpec` with
+``host="driver"`` and the balance keys below): an engine configuration, a topology, the links'
+and the memory's bandwidth and latency, and the memory's size. ``ace replay --system
+NAME|FILE`` picks one; a file (TOML or JSON) has the keys (docs/harness.md, "Systems", has
+the same table)
 
-=====================  ============================================================  =========
-key                    meaning                                                        default
-=====================  ============================================================  =========
-``config``             a named engine configuration, or a table of AceConfig fields   harness
-                       (a table may name a ``base`` configuration)
-``topology``           ``ring:8``, ``torus:4x2``, ``fully_connected:4``...           ring:8
-``link_latency``       cycles, 1 to 255                                               32
-``mem_latency``        cycles, 2 to 126                                               32
-``mem_bytes``          memory per node, bytes                                         8 MiB
-``mem_bytes_per_cycle``  memory bandwidth (reads and writes share it)                 2 x mem_bytes
-=====================  ============================================================  =========
+========================  =======================================================  ==============
+key                       meaning, unit, allowed values                             default
+========================  =======================================================  ==============
+``config``                a named engine configuration, or a table of AceConfig     harness
+                          fields (a table may name a ``base`` configuration)
+``topology``              ``ring:8``, ``torus:4x4``, ``torus:4x4x4``,               ring:8
+                          ``fully_connected:4``, ``switch:4``...
+``link_bytes_per_cycle``  bandwidth of one link in one direction, bytes per cycle,  link_bytes
+                          1/256 to the link's beat width ``link_bytes``
+``link_latency``          cycles, 1 to 255                                          32
+``mem_bytes_per_cycle``   memory bandwidth, bytes per cycle (reads and writes       2 x port
+                          share it), 1/256 to 2 x ``mem_port_bytes``
+``mem_ratio``             instead of ``mem_bytes_per_cycle``: memory bytes per      (32/16 = 2)
+                          cycle per link byte per cycle per direction, so
+                          ``mem_bytes_per_cycle = mem_ratio x link_bytes_per_cycle``
+``mem_port_bytes``        the engine's memory port width, bytes per beat (the       link_bytes
+                          configuration's ``mem_bytes``): 1, 2 or 4 x link_bytes
+``links_per_node``        the engine's links (``num_links``), at least what the     the config's
+                          topology needs (2 per torus dimension), at most 16
+``mem_latency``           cycles, 2 to 126                                          32
+``mem_bytes``             memory size per node, bytes, 64 KiB to 4 GiB              8 MiB
+``bidirectional``         true: every ``ring`` phase of a collective runs as the     false
+                          bidirectional ring (half of each chunk each way,
+                          :mod:`ace.sw.compiler.bidirectional_ring`); rings and
+                          tori only
+========================  =======================================================  ==============
+
+``mem_ratio`` is the balance of one node: its memory bandwidth over the bandwidth of ONE of its
+links in ONE direction. A node that drives k links per direction at once (a bidirectional ring
+drives 2, a unidirectional ring 1) has ``mem_ratio / k`` memory bytes per byte it sends.
+
+The run-time rates reach the RTL through the simulator: ``mem_bytes_per_cycle`` (also from
+``mem_ratio``) does today; ``link_bytes_per_cycle`` and ``bidirectional`` are carried here
+(:attr:`HarnessSystem.link_rate`, :meth:`HarnessSystem.run_algorithm`) for the simulator's
+reset and the replay's pre-flight to apply (docs/harness.md, "Run-time wiring still to do").
 
 The ``harness`` engine configuration is ``small`` at 1 GHz with four channels (a loader and three
 communicating channels, see :mod:`ace.sw.compiler`), 256 KiB input and output SRAM buffers, 8 KiB
 receive buffers per link and channel (4 KiB messages) and 2048 instructions per channel. With
 three channels and 64 KiB buffers the default all-reduce took 1.19x its bound; with these,
 1.08x (docs/harness.md). ``harness4`` is the same engine with four links (2D torus, 4-node
-switch), ``harness7`` with seven: a fully connected or switch system of p nodes numbers one
-(virtual) link per peer (:class:`ace.sw.program.Topology`), so ``full8`` and ``switch8`` need
-p - 1 = 7; everything else is ``harness``'s, so their figures compare with ``ring8``'s.
+switch), ``harness6`` with six (3D torus), ``harness7`` with seven: a fully connected or switch
+system of p nodes numbers one (virtual) link per peer (:class:`ace.sw.program.Topology`), so
+``full8`` and ``switch8`` need p - 1 = 7; ``harness_bi`` (``ring8bi``) has seven channels, a
+loader and three per direction of the bidirectional ring, and 16 SRAM banks for their 14 read
+ports. Everything else is ``harness``'s, so their figures compare with ``ring8``'s.
 
 :func:`pick_system` is the replay's choice when the user names no system: the trace's own
 topology, or a ring of its nodes, unless the trace's algorithms need links that topology lacks;
@@ -35,77 +63,191 @@ from __future__ import annotations
 import json
 import tomllib
 from dataclasses import dataclass
+from numbers import Real
 from pathlib import Path
 
 from ace.config import NAMED_CONFIGS, AceConfig
 from ace.errors import ConfigError
 from ace.sw.program import ProgramError, Topology
+from ace.vocab import Algorithm
 
 from .system import SystemSpec
 
 __all__ = ["HARNESS_CONFIG", "NAMED_SYSTEMS", "load_system", "DEFAULT_SYSTEM", "pick_system",
-           "SystemChoice"]
+           "SystemChoice", "HarnessSystem", "SYSTEM_KEYS", "MEM_PORT_RATIOS"]
 
 HARNESS_CONFIG = NAMED_CONFIGS["small"].replace(
     name="harness", clock_mhz=1000.0, num_channels=4, input_buffer_bytes=256 << 10,
     output_buffer_bytes=256 << 10, rx_channel_beats=512, max_packet_bytes=4096,
     program_words=2048, mem_bytes=64)
 
-_DEFAULTS = {"config": "harness", "topology": "ring:8", "link_latency": 32, "mem_latency": 32,
-             "mem_bytes": 8 << 20, "mem_bytes_per_cycle": None}
+#: Every system-file key and its default (None: derived, see the module docstring).
+SYSTEM_KEYS = {"config": "harness", "topology": "ring:8", "link_bytes_per_cycle": None,
+               "link_latency": 32, "mem_bytes_per_cycle": None, "mem_ratio": None,
+               "mem_port_bytes": None, "links_per_node": None, "mem_latency": 32,
+               "mem_bytes": 8 << 20, "bidirectional": False}
+#: Memory port widths a system may give the engine, in link beats.
+MEM_PORT_RATIOS = (1, 2, 4)
+_MIN_RATE = 1 / 256          # the rate ports' resolution (8 fractional bits)
 
 
-def _make(values: dict, source: str) -> SystemSpec:
-    unknown = sorted(set(values) - set(_DEFAULTS))
+@dataclass(frozen=True)
+class HarnessSystem(SystemSpec):
+    """A system of the harness: a :class:`~sim_harness.system.SystemSpec` plus the balance
+    that no build depends on. ``link_bytes_per_cycle``: one link's bandwidth per direction
+    (None: ``config.link_bytes``, full rate); ``bidirectional``: ring phases run both ways."""
+    link_bytes_per_cycle: float | None = None
+    bidirectional: bool = False
+
+    @property
+    def link_rate(self) -> float:
+        """Bandwidth of one link in one direction, bytes per cycle."""
+        return self.link_bytes_per_cycle or self.config.link_bytes
+
+    @property
+    def mem_ratio(self) -> float:
+        """Memory bytes per cycle per link byte per cycle per direction."""
+        return self.mem_rate / self.link_rate
+
+    def run_algorithm(self, algorithm):
+        """What a collective that asks for ``algorithm`` (one name, or one per dimension) runs
+        here: with ``bidirectional``, every ``ring`` is the bidirectional ring."""
+        if not self.bidirectional:
+            return algorithm
+        if isinstance(algorithm, str):
+            return Algorithm.BIDIRECTIONAL_RING.value if algorithm.lower() == "ring" \
+                else algorithm
+        return type(algorithm)(self.run_algorithm(a) for a in algorithm)
+
+
+def _fmt(value) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _check_number(source, key, value, low, high, unit="", integer=False):
+    """``value`` is a number (an integer if ``integer``) from ``low`` to ``high``."""
+    kind = int if integer else Real
+    if isinstance(value, bool) or not isinstance(value, kind) or not low <= value <= high:
+        raise ConfigError(f"{source}: {key}: {value!r} is out of range; allowed: "
+                          f"{'an integer' if integer else 'a number'} from {_fmt(low)} to "
+                          f"{_fmt(high)}{unit}")
+
+
+def _base_config(cfg, source: str) -> AceConfig:
+    if isinstance(cfg, dict):
+        return AceConfig.from_dict({"base": "small", "name": "custom", **cfg},
+                                   source=f"{source}: config")
+    if cfg == "harness":
+        return HARNESS_CONFIG
+    if cfg in NAMED_CONFIGS:
+        return NAMED_CONFIGS[cfg]
+    raise ConfigError(f"{source}: config: {cfg!r}; allowed: harness, "
+                      f"{', '.join(NAMED_CONFIGS)} or a table of parameters")
+
+
+def _engine_config(v: dict, topology: Topology, source: str) -> AceConfig:
+    """The configuration with ``mem_port_bytes`` and ``links_per_node`` applied (each change
+    named in the configuration's name, so that its builds stay apart)."""
+    config = _base_config(v["config"], source)
+    changes, name, keys = {}, config.name, []
+    port, links = v["mem_port_bytes"], v["links_per_node"]
+    if port is not None:
+        allowed = [r * config.link_bytes for r in MEM_PORT_RATIOS]
+        if isinstance(port, bool) or port not in allowed:
+            raise ConfigError(f"{source}: mem_port_bytes: {port!r} is not allowed; allowed: "
+                              f"{', '.join(map(str, allowed[:-1]))} or {allowed[-1]} bytes "
+                              f"(1, 2 or 4 x link_bytes = {config.link_bytes})")
+        if port != config.mem_bytes:
+            changes["mem_bytes"], name = port, f"{name}_port{port}"
+            keys.append("mem_port_bytes")
+    if links is not None:
+        _check_number(source, "links_per_node", links, topology.num_links, 16,
+                      f" ({topology} needs {topology.num_links} links per node)", integer=True)
+        if links != config.num_links:
+            changes["num_links"], name = links, f"{name}_links{links}"
+            keys.append("links_per_node")
+    if not changes:
+        return config
+    try:
+        return config.replace(name=name, **changes)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {' and '.join(keys)}: {error}") from None
+
+
+def _mem_rate(v: dict, config: AceConfig, link_rate: float, source: str) -> float | None:
+    """Memory bytes per cycle from ``mem_bytes_per_cycle`` or ``mem_ratio`` (None: the
+    memory model's default, one read and one write beat per cycle)."""
+    rate, ratio, high = v["mem_bytes_per_cycle"], v["mem_ratio"], 2 * config.mem_bytes
+    if rate is not None and ratio is not None:
+        raise ConfigError(f"{source}: mem_bytes_per_cycle and mem_ratio both given; allowed: "
+                          "one of them (mem_bytes_per_cycle = mem_ratio x link_bytes_per_cycle)")
+    if ratio is not None:
+        _check_number(source, "mem_ratio", ratio, _MIN_RATE / link_rate, high / link_rate,
+                      unit=f" (memory bytes per cycle per link byte per cycle per direction: "
+                           f"mem_ratio x link_bytes_per_cycle ({link_rate:g}) is the memory "
+                           f"bandwidth, at most 2 x mem_port_bytes = {high})")
+        return ratio * link_rate
+    if rate is not None:
+        _check_number(source, "mem_bytes_per_cycle", rate, _MIN_RATE, high,
+                      unit=f" bytes per cycle (2 x mem_port_bytes = {high})")
+    return rate
+
+
+def _make(values: dict, source: str) -> HarnessSystem:
+    unknown = sorted(set(values) - set(SYSTEM_KEYS))
     if unknown:
         raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed: "
-                          f"{', '.join(_DEFAULTS)}")
-    v = {**_DEFAULTS, **values}
-    cfg = v["config"]
-    if isinstance(cfg, dict):
-        config = AceConfig.from_dict({"base": "small", "name": "custom", **cfg},
-                                     source=f"{source}: config")
-    elif cfg == "harness":
-        config = HARNESS_CONFIG
-    elif cfg in NAMED_CONFIGS:
-        config = NAMED_CONFIGS[cfg]
-    else:
-        raise ConfigError(f"{source}: config: {cfg!r}; allowed: harness, "
-                          f"{', '.join(NAMED_CONFIGS)} or a table of parameters")
+                          f"{', '.join(SYSTEM_KEYS)}")
+    v = {**SYSTEM_KEYS, **values}
     try:
         topology = Topology.parse(str(v["topology"]))
     except ProgramError as error:
         raise ConfigError(f"{source}: {error}") from None
-    for key, low, high in (("link_latency", 1, 255), ("mem_latency", 2, 126),
-                           ("mem_bytes", 1 << 16, 1 << 32)):
-        value = v[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"{source}: {key}: {value!r} is out of range; allowed: an "
-                              f"integer from {low} to {high}")
-    rate = v["mem_bytes_per_cycle"]
-    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
-                             or not 0 < rate <= 2 * config.mem_bytes):
-        raise ConfigError(f"{source}: mem_bytes_per_cycle: {rate!r} is out of range; allowed: "
-                          f"a number above 0, at most {2 * config.mem_bytes}")
+    config = _engine_config(v, topology, source)
+    for key, low, high, unit in (("link_latency", 1, 255, " cycles"),
+                                 ("mem_latency", 2, 126, " cycles"),
+                                 ("mem_bytes", 1 << 16, 1 << 32, " bytes")):
+        _check_number(source, key, v[key], low, high, unit, integer=True)
+    link_rate = v["link_bytes_per_cycle"]
+    if link_rate is not None:
+        _check_number(source, "link_bytes_per_cycle", link_rate, _MIN_RATE, config.link_bytes,
+                      unit=f" bytes per cycle (the link's beat width link_bytes = "
+                           f"{config.link_bytes})")
+    mem_rate = _mem_rate(v, config, link_rate or config.link_bytes, source)
+    if not isinstance(v["bidirectional"], bool):
+        raise ConfigError(f"{source}: bidirectional: {v['bidirectional']!r}; allowed: true or "
+                          "false")
+    if v["bidirectional"] and topology.kind != "torus":
+        raise ConfigError(f"{source}: bidirectional: true needs a ring or torus topology; "
+                          f"{topology} has no ring to run both ways")
     try:
-        return SystemSpec(config, topology, link_latency=v["link_latency"],
-                          mem_bytes=v["mem_bytes"], mem_latency=v["mem_latency"],
-                          mem_bytes_per_cycle=rate, host="driver")
+        return HarnessSystem(config, topology, link_latency=v["link_latency"],
+                             mem_bytes=v["mem_bytes"], mem_latency=v["mem_latency"],
+                             mem_bytes_per_cycle=mem_rate, host="driver",
+                             link_bytes_per_cycle=link_rate, bidirectional=v["bidirectional"])
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from None
 
 
-# The 4-link engine of the 2D-torus and 4-node switch systems, the 7-link one of the 8-node
-# fully connected and switch systems.
+# The 4-link engine of the 2D-torus and 4-node switch systems, the 6-link one of the 3D torus,
+# the 7-link one of the 8-node fully connected and switch systems.
 _HARNESS4 = {**HARNESS_CONFIG.to_dict(), "name": "harness4", "num_links": 4}
+_HARNESS6 = {**HARNESS_CONFIG.to_dict(), "name": "harness6", "num_links": 6}
 _HARNESS7 = {**HARNESS_CONFIG.to_dict(), "name": "harness7", "num_links": 7}
+# The bidirectional ring's engine: a loader and three communicating channels per direction,
+# and 16 SRAM banks so that its 14 read ports still stream one word per cycle each.
+_HARNESS_BI = {**HARNESS_CONFIG.to_dict(), "name": "harness_bi", "num_channels": 7,
+               "sram_banks": 16}
 
 NAMED_SYSTEMS: dict[str, dict] = {
     "ring4": {"topology": "ring:4"},
     "ring8": {"topology": "ring:8"},
+    "ring8bi": {"topology": "ring:8", "bidirectional": True, "config": _HARNESS_BI},
     "ring16": {"topology": "ring:16"},
     "torus4x2": {"topology": "torus:4x2", "config": _HARNESS4},
     "torus4x4": {"topology": "torus:4x4", "config": _HARNESS4},
+    "torus3x3x3": {"topology": "torus:3x3x3", "config": _HARNESS6},
+    "torus4x4x4": {"topology": "torus:4x4x4", "config": _HARNESS6},
     "switch4": {"topology": "switch:4", "config": _HARNESS4},
     "full8": {"topology": "fully_connected:8", "config": _HARNESS7},
     "switch8": {"topology": "switch:8", "config": _HARNESS7},
@@ -113,7 +255,8 @@ NAMED_SYSTEMS: dict[str, dict] = {
 DEFAULT_SYSTEM = "ring8"
 
 
-def load_system(name_or_path: str | None = None, *, topology: str | None = None) -> SystemSpec:
+def load_system(name_or_path: str | None = None, *, topology: str | None = None
+                ) -> HarnessSystem:
     """A named system or a system file; ``topology`` overrides the system's topology (the
     replay passes the trace's when the user names no system)."""
     name_or_path = name_or_path or DEFAULT_SYSTEM
@@ -232,7 +375,8 @@ def _compile_missing(spec, system: SystemSpec) -> str | None:
     from ace.sw.program import dtype_from_name
 
     dtype = dtype_from_name(spec.dtype)
-    algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
+    algorithm = system.run_algorithm(spec.algorithm if isinstance(spec.algorithm, str)
+                                     else list(spec.algorithm))
     try:
         compile_collective(spec.collective, max(1, spec.bytes // DTYPE_BYTES[dtype]),
                            topology=system.topology, algorithm=algorithm, dtype=dtype,

@@ -326,8 +326,9 @@ def test_sends_in_flight_fit_half_a_receive_buffer(collective, algorithm):
 # -- the package's shape: a registry of algorithms, small functions, state set in __init__ ------
 
 def test_registry_runs_the_documented_phases():
-    """docs/programming_model.md section 5: ring, direct and halving-doubling run every phase;
-    the double binary tree only all-reduce phases; halving-doubling needs powers of two."""
+    """docs/programming_model.md section 5: ring, direct, halving-doubling and the
+    bidirectional ring run every phase; the double binary tree only all-reduce phases;
+    halving-doubling needs powers of two; the bidirectional ring runs two lanes."""
     from ace.sw.compiler import PHASE_ALGORITHMS
     from ace.vocab import Algorithm, Collective
     assert set(PHASE_ALGORITHMS) == set(Algorithm)
@@ -339,9 +340,10 @@ def test_registry_runs_the_documented_phases():
         else:
             assert len(runs) == 3, name
         assert alg.power_of_two == (name == Algorithm.HALVING_DOUBLING)
+        assert alg.lanes == (2 if name == Algorithm.BIDIRECTIONAL_RING else 1)
     with pytest.raises(CompileError, match="double_binary_tree runs only all-reduce phases; "
-                       "dimension 0 runs a reduce-scatter phase .* use ring, direct or "
-                       "halving_doubling there"):
+                       "dimension 0 runs a reduce-scatter phase .* use ring, direct, "
+                       "halving_doubling or bidirectional_ring there"):
         compile_collective("allreduce", 64, topology="torus:2x2", config=TINY,
                            algorithm=["double_binary_tree", "ring"])
 

@@ -8,7 +8,8 @@ The package, one unit per concern::
     transfers           a chunk's loads and stores
     ring, direct,       the phase algorithms, one module each, registered by name
     halving_doubling,   (registry.PHASE_ALGORITHMS)
-    double_binary_tree
+    double_binary_tree,
+    bidirectional_ring
     hierarchical        multi-dimensional collectives: the phases and their groups
     alltoall            the all-to-all algorithms (direct, ring)
     build               Compilation: channels, the loader, chunk after chunk, the program
@@ -27,9 +28,11 @@ alltoall          S / (p-1)*P + b_n   out_n[i*P : i*P + b_n] = in_i[block n], P 
 ================  ==================  =========================================================
 
 Algorithms per topology dimension: ``ring``, ``direct`` (all pairs), ``halving_doubling``
-(recursive halving / doubling; power-of-two group sizes only, else :class:`CompileError`) and
+(recursive halving / doubling; power-of-two group sizes only, else :class:`CompileError`),
 ``double_binary_tree`` (all-reduce phases only: a single-dimension all-reduce or the last
-dimension of a hierarchical all-reduce; elsewhere :class:`CompileError`). Multi-dimensional
+dimension of a hierarchical all-reduce; elsewhere :class:`CompileError`) and
+``bidirectional_ring`` (two rings in opposite directions, each carrying half of every chunk on
+its own channel: the chunk's two *lanes*, see below). Multi-dimensional
 collectives compose ASTRA-sim style: all-reduce = reduce-scatter on dims 0..k-2, all-reduce on
 dim k-1, all-gather on dims k-2..0; reduce-scatter runs its phases from the last dimension to
 the first and all-gather from the first to the last, so that node n ends with block n.
@@ -47,10 +50,19 @@ instead of stalling it (one DMA stream moves at most one beat per cycle, so a si
 doing both loads and stores would be slower than the link). The hand-offs are ``nop`` steps
 with a dependency: a channel's first step of chunk c waits for the loader's last load of c, and
 the loader's loads of chunk c+L (L = 2(C-1) slots; c+L reuses c's slot) wait for the last step
-(the last store) of chunk c. *Stagger*: communicating channel k > 1 starts its first chunk
-once channel 1 has run ``STAGGER x (k-1)/(C-2)`` of chunk 0's communication steps, so that the
-channels do not run (and then store) in lockstep. With one channel (or in baseline mode) chunk
-c runs wholly on channel ``c % C``. Both modes plan the same chunks, so they send the same messages.
+(the last store) of every lane of chunk c. *Stagger*: the first chunks of the communicating
+channels after channel 1's start once channel 1 has run ``STAGGER x c/(R-1)`` of chunk 0's
+communication steps (chunk c; R = the chunks of the first round, ``ceil((C-1)/lanes)``), so
+that the channels do not run (and then store) in lockstep. With one channel (or in baseline
+mode) chunk c runs wholly on channel ``c % C``. Both modes plan the same chunks, so they send
+the same messages.
+
+*Lanes*: with a bidirectional ring in some dimension every chunk has two lanes, the
+word-aligned halves of each of its segments, in the chunk's slot; lane k of chunk c is emitted
+like a chunk of its own (loads, phases, stores) on channel ``1 + (2c + k) % (C-1)`` (without a
+loader ``(2c + k) % C``), and lane 1 runs every bidirectional-ring phase the other way round.
+With one lane per chunk (every other algorithm) the programs are those the compiler made
+before lanes existed.
 """
 
 from __future__ import annotations
@@ -95,7 +107,8 @@ def _topology_and_algorithms(topology, nodes, algorithm, config):
     if topology is None:
         if nodes is None:
             raise CompileError("give nodes= or topology=")
-        topology = (Topology.ring(nodes) if algorithm == Algorithm.RING
+        topology = (Topology.ring(nodes) if algorithm in (Algorithm.RING,
+                                                          Algorithm.BIDIRECTIONAL_RING)
                     else Topology.switch(nodes))
     elif nodes is not None and nodes != topology.num_nodes:
         raise CompileError(f"nodes: {nodes} but topology {topology} has "
@@ -126,7 +139,7 @@ def compile_collective(collective: str, count: int, *, topology: Topology | str 
     collective : allreduce, reduce_scatter, allgather or alltoall (aliases accepted).
     count : the vector length S in elements (see the package docstring per collective).
     topology : a :class:`Topology` or its text (``ring:8``, ``torus:4x2``, ``switch:8``...);
-        default ``ring:nodes`` for the ring algorithm and ``switch:nodes`` otherwise.
+        default ``ring:nodes`` for the ring algorithms and ``switch:nodes`` otherwise.
     algorithm : one name for every dimension, or a sequence with one per topology dimension.
     mode : ``ace`` (SRAM placement, load once / store once), ``staged`` or ``p2p`` (the two
         baselines, buffers in memory; ``baseline`` is an alias of ``staged``).

@@ -12,6 +12,7 @@ from .chunks import ChunkPlan, buffer_sizes, collective_blocks
 from .emit import ChunkLayout, NodeChunk
 from .errors import CompileError
 from .hierarchical import phase_order, phases, run_phase
+from .registry import PHASE_ALGORITHMS
 from .transfers import load_chunk, store_chunk
 
 __all__ = ["Compilation", "STAGGER"]
@@ -70,6 +71,9 @@ class Compilation:
         self.order = phase_order(collective, self.dims)
         self.blocks = collective_blocks(collective, count, topology, self.epw)
         _check_collective(collective, topology, algorithms, self.dims)
+        # Parts of every chunk that run at once, each on its own channel (bidirectional ring).
+        self.lanes = max([1] + [PHASE_ALGORITHMS[algorithms[k]].lanes for k in self.dims
+                                if collective != Collective.ALLTOALL])
         self.plan = ChunkPlan(collective, count, self.blocks, self.epw, config, chunks)
         C = self.num_channels = config.num_channels
         # The loader (package docstring): channel 0 loads, the others communicate.
@@ -96,9 +100,10 @@ class Compilation:
                            output_addr=oa, scratch_addr=sa, in_elems=in_elems,
                            out_elems=out_elems, scratch_elems=scratch)
 
-    def comm_channel(self, c: int) -> int:
-        """The channel that runs chunk ``c``'s communication."""
-        return 1 + c % self.comm if self.loader else c % self.num_channels
+    def comm_channel(self, lane: int) -> int:
+        """The channel that runs the communication of lane ``lane`` (counted over all chunks:
+        lane ``c * lanes + k`` is lane k of chunk c; with one lane per chunk, chunk c)."""
+        return 1 + lane % self.comm if self.loader else lane % self.num_channels
 
     def wait(self, steps: list[Step], channel: int, target: Step | None) -> None:
         """Append a ``nop`` that waits until ``channel`` has run ``target`` (nothing if None)."""
@@ -122,11 +127,24 @@ class Compilation:
         self._resolve_deps(per_node)
         return self._program(per_node)
 
-    def _chunk(self, c: int, first_comm: list[list[Step]]) -> list[tuple[int, Step | None]]:
-        """Emit chunk ``c`` on its channel: loads (to the loader, then a hand-off wait, and the
-        stagger for the first chunk of channels 2..), the phases, the stores. Returns each
-        node's (channel, last step) of the chunk; fills ``first_comm`` for chunk 0."""
-        chan, chunk = self.comm_channel(c), ChunkLayout.of(self, c)
+    def _chunk(self, c: int, first_comm: list[list[Step]]) -> list[list[tuple[int, Step]]]:
+        """Emit chunk ``c``, lane after lane (:meth:`_lane`). Returns each node's (channel,
+        last step) of every lane of the chunk that has steps."""
+        ends: list[list[tuple[int, Step]]] = [[] for _ in range(self.num_nodes)]
+        for k in range(self.lanes):
+            for n, (chan, last) in enumerate(self._lane(c, k, first_comm)):
+                if last is not None:
+                    ends[n].append((chan, last))
+        return ends
+
+    def _lane(self, c: int, k: int, first_comm: list[list[Step]]
+              ) -> list[tuple[int, Step | None]]:
+        """Emit lane ``k`` of chunk ``c`` on its channel: loads (to the loader, then a
+        hand-off wait, and the stagger for the first lane of channels 2.. after chunk 0), the
+        phases, the stores. Returns each node's (channel, last step) of the lane; fills
+        ``first_comm`` for the first lane of chunk 0."""
+        lane = c * self.lanes + k
+        chan, chunk = self.comm_channel(lane), ChunkLayout.of(self, c, k)
         emitters = [NodeChunk(self, chunk, n, self.channels[n][chan],
                               self.loads[c][n] if self.loader else self.channels[n][chan])
                     for n in range(self.num_nodes)]
@@ -135,11 +153,12 @@ class Compilation:
         if self.loader:
             for nc in emitters:
                 self.wait(nc.steps, 0, nc.loads[-1] if nc.loads else None)
-                if 0 < c < self.comm and first_comm[nc.node]:
-                    # Stagger: start this channel part-way through chunk 0's communication.
-                    steps = first_comm[nc.node]
-                    k = -(-len(steps) * c * STAGGER // (self.comm - 1)) - 1
-                    self.wait(nc.steps, 1, steps[int(k)])
+                if c > 0 and lane < self.comm and first_comm[nc.node]:
+                    # Stagger: start this channel part-way through chunk 0's communication,
+                    # chunk by chunk (a chunk's lanes start together).
+                    steps, first_round = first_comm[nc.node], -(-self.comm // self.lanes)
+                    index = -(-len(steps) * c * STAGGER // (first_round - 1)) - 1
+                    self.wait(nc.steps, 1, steps[int(index)])
         marks = [len(nc.steps) for nc in emitters]
         if self.collective == Collective.ALLTOALL:
             for nc in emitters:
@@ -147,21 +166,21 @@ class Compilation:
         else:
             for kind, q in phases(self.collective, len(self.order)):
                 run_phase(self, emitters, kind, q)
-        if c == 0:
+        if lane == 0:
             first_comm[:] = [nc.steps[mark:] for nc, mark in zip(emitters, marks)]
         for nc in emitters:
             store_chunk(nc)
         return [(chan, nc.steps[-1] if nc.steps else None) for nc in emitters]
 
     def _loader(self, chunk_end) -> None:
-        """The loader's list: chunks 0..L-1 at once, then chunk c+L once chunk c (its slot's
-        previous user) has run its last step."""
+        """The loader's list: chunks 0..L-1 at once, then chunk c+L once every lane of chunk c
+        (its slot's previous user) has run its last step."""
         slots = self.plan.slots
         for n in range(self.num_nodes):
             loader = self.channels[n][0]
             for c in range(self.plan.count):
-                if c >= slots:
-                    self.wait(loader, *chunk_end[c - slots][n])
+                for channel, last in chunk_end[c - slots][n] if c >= slots else ():
+                    self.wait(loader, channel, last)
                 loader += self.loads[c][n]
 
     def _resolve_deps(self, per_node) -> None:

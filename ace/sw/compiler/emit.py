@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ace.sw.program import Step
+from ace.sw.program import Step, split_aligned
 from ace.vocab import Buffer, Collective, Mode, StepType
 
 from .chunks import Segment, nested_split, pad
@@ -23,29 +23,34 @@ __all__ = ["ChunkLayout", "NodeChunk", "Phase"]
 
 @dataclass(frozen=True)
 class ChunkLayout:
-    """Chunk ``index``: its segments, the element offsets of its input and output slot, and
-    ``nest``, the (start, length) regions by hierarchical group member (an all-reduce chunk is
-    split by the dimensions in phase order; otherwise one region per node's block)."""
+    """Lane ``lane`` of chunk ``index``: its segments, the element offsets of its chunk's input
+    and output slot, and ``nest``, the (start, length) regions by hierarchical group member (an
+    all-reduce chunk is split by the dimensions in phase order; otherwise one region per node's
+    block). A chunk has one lane, or ``comp.lanes`` (the bidirectional ring's two): lane k holds
+    the k-th word-aligned part of every segment, in the same slot."""
     index: int
     segments: list[Segment]
     base_in: int
     base_out: int
     nest: list[tuple[int, int]]
     merged: bool           # all-reduce: consecutive regions merge into one piece
+    lane: int = 0
 
     @classmethod
-    def of(cls, comp, c: int) -> "ChunkLayout":
-        """Chunk ``c`` of the compilation ``comp`` (:class:`~.build.Compilation`)."""
+    def of(cls, comp, c: int, lane: int = 0) -> "ChunkLayout":
+        """Lane ``lane`` of chunk ``c`` of the compilation ``comp``
+        (:class:`~.build.Compilation`)."""
         plan, epw = comp.plan, comp.epw
-        segs = plan.segments(c)
+        segs = [_lane_part(seg, lane, comp.lanes, epw) for seg in plan.segments(c)]
         slot = c % plan.slots
         merged = comp.collective == Collective.ALLREDUCE
         if merged:
-            nest = nested_split(0, segs[0].length, [comp.topology.dims[k] for k in comp.order],
-                                epw)
+            nest = nested_split(segs[0].local, segs[0].length,
+                                [comp.topology.dims[k] for k in comp.order], epw)
         else:
             nest = [(s.local, s.length) for s in segs]
-        return cls(c, segs, slot * plan.slot_in * epw, slot * plan.slot_out * epw, nest, merged)
+        return cls(c, segs, slot * plan.slot_in * epw, slot * plan.slot_out * epw, nest, merged,
+                   lane)
 
     def pieces(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """Pieces covering regions [lo, hi): one per non-empty region, or one merged piece."""
@@ -60,6 +65,12 @@ class ChunkLayout:
             if seg.length and seg.local <= local < seg.local + seg.length:
                 return seg
         raise AssertionError(f"local offset {local} is in no segment")
+
+
+def _lane_part(seg: Segment, lane: int, lanes: int, epw: int) -> Segment:
+    """Part ``lane`` of ``lanes`` of a segment (word aligned, the first parts the larger)."""
+    start, length = split_aligned(seg.length, lanes, epw)[lane]
+    return Segment(seg.local + start, seg.glob + start, length, seg.block)
 
 
 class NodeChunk:
@@ -193,3 +204,8 @@ class Phase:
     def part(self, k: int) -> list[tuple[int, int]]:
         """The pieces of member ``k`` (mod the group size)."""
         return self.parts[k % len(self.parts)]
+
+    def reversed(self) -> "Phase":
+        """The same phase with the members numbered the other way round (a ring over it runs
+        in the opposite direction); every node keeps its parts."""
+        return Phase(self.group[::-1], self.size - 1 - self.me, self.parts[::-1], self.whole)

@@ -7,7 +7,7 @@ from typing import Callable
 
 from ace.vocab import Algorithm, Collective
 
-from . import direct, double_binary_tree, halving_doubling, ring
+from . import bidirectional_ring, direct, double_binary_tree, halving_doubling, ring
 from .emit import NodeChunk, Phase
 
 __all__ = ["PhaseAlgorithm", "PHASE_ALGORITHMS"]
@@ -19,9 +19,12 @@ PhaseFunction = Callable[[NodeChunk, Phase], None]
 class PhaseAlgorithm:
     """The phases (reduce-scatter, all-gather, all-reduce) an algorithm runs over one topology
     dimension. Without its own all-reduce, an all-reduce phase is its reduce-scatter followed
-    by its all-gather. ``power_of_two``: the group size must be a power of two."""
+    by its all-gather. ``power_of_two``: the group size must be a power of two. ``lanes``:
+    how many parts of every chunk run at once, each on its own channel (the bidirectional
+    ring's two directions)."""
     phases: dict[Collective, PhaseFunction]
     power_of_two: bool = False
+    lanes: int = 1
 
     def runs(self, kind: Collective) -> bool:
         return kind in self.phases or (
@@ -48,5 +51,7 @@ PHASE_ALGORITHMS: dict[Algorithm, PhaseAlgorithm] = {
     Algorithm.HALVING_DOUBLING: PhaseAlgorithm(_rs_ag(halving_doubling), power_of_two=True),
     Algorithm.DOUBLE_BINARY_TREE: PhaseAlgorithm(
         {Collective.ALLREDUCE: double_binary_tree.all_reduce}),
+    Algorithm.BIDIRECTIONAL_RING: PhaseAlgorithm(_rs_ag(bidirectional_ring),
+                                                 lanes=bidirectional_ring.LANES),
 }
 assert set(PHASE_ALGORITHMS) == set(Algorithm)

@@ -64,7 +64,7 @@ def store_chunk(nc: NodeChunk) -> None:
 
     if comp.collective == Collective.ALLREDUCE:
         seg = chunk.segments[0]
-        store(seg, (Buffer.OUTPUT, chunk.base_out), seg.glob)
+        store(seg, (Buffer.OUTPUT, chunk.base_out + seg.local), seg.glob)
     elif comp.collective == Collective.REDUCE_SCATTER:
         store(mine, (Buffer.OUTPUT, chunk.base_out + mine.local), mine.glob - nc.block[0])
     elif comp.collective == Collective.ALLGATHER:
