@@ -106,7 +106,8 @@ def _compile(spec: CollectiveSpec, system: SystemSpec, mode: str):
         return _msccl_program(spec, system, mode, count, dtype)
     if spec.extra.get("span"):                      # model/data-parallel groups, one dimension
         return grouped_program(spec, system, mode, count, dtype), None
-    algorithm = spec.algorithm if isinstance(spec.algorithm, str) else list(spec.algorithm)
+    algorithm = system.run_algorithm(spec.algorithm if isinstance(spec.algorithm, str)
+                                     else list(spec.algorithm))
     program = compile_collective(spec.collective, count, topology=system.topology,
                                  algorithm=algorithm, dtype=dtype, op=spec.op, mode=mode,
                                  config=system.config, check=False)

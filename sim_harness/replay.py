@@ -73,7 +73,7 @@ def system_record(spec: SystemSpec, background_share: float = 0.0) -> dict:
     cfg = spec.config
     return {"config": cfg.to_dict(), "topology": str(spec.topology), "nodes":
             spec.topology.num_nodes, "clock_mhz": cfg.clock_mhz,
-            "link_bytes_per_cycle": float(cfg.link_bytes), "link_latency": spec.link_latency,
+            "link_bytes_per_cycle": float(spec.link_rate), "link_latency": spec.link_latency,
             "mem_bytes_per_cycle": float(spec.mem_rate),
             "mem_latency": spec.mem_latency, "mem_bytes": spec.mem_bytes,
             "background_share": background_share}

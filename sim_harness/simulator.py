@@ -37,8 +37,8 @@ from ace.flow.toolchain import build_lock, prepare_environment
 
 from .link import bytes_per_cycle_q8, share_q16
 from .speed import record_speed
-from .system import (SystemSpec, engine_sources, fabric_ports, link_partners,
-                     system_sources)
+from .fabric import system_sources
+from .system import SystemSpec, engine_sources, fabric_ports, link_partners
 
 __all__ = ["SimulatorError", "build_engine", "build_driver", "SystemSimulator",
            "HARNESS_BUILD_ROOT", "run_hosts"]
@@ -73,7 +73,7 @@ def speed_file() -> Path:
 def build_key_spec(spec: SystemSpec) -> SystemSpec:
     """The spec a build is made from: run-time values (rates, latencies) normalised away."""
     return dataclasses.replace(spec, link_latency=1, mem_latency=2, mem_bytes_per_cycle=None,
-                               host="driver")
+                               link_bytes_per_cycle=None, bidirectional=False, host="driver")
 
 
 def ports_header(spec: SystemSpec) -> str:
@@ -120,7 +120,8 @@ def ports_header(spec: SystemSpec) -> str:
 
 #: The harness's own files that the system's Verilog and the driver are made of; the first
 #: also makes the engine's simulation wrapper.
-HARNESS_GENERATORS = ("system.py", "memory.py", "link.py", "switch.py", "sim_ram.py", "driver.cpp")
+HARNESS_GENERATORS = ("system.py", "fabric.py", "memory.py", "link.py", "switch.py", "sim_ram.py",
+                      "driver.cpp")
 
 
 def generator_sources(harness=HARNESS_GENERATORS) -> list[Path]:
@@ -296,7 +297,7 @@ class SystemSimulator:
         """Apply the spec's rates and latencies (and a background share), then reset."""
         spec = self.spec
         self._command(f"rates {bytes_per_cycle_q8(spec.mem_rate)} {share_q16(background_share)} "
-                      f"{spec.mem_latency} {bytes_per_cycle_q8(spec.config.link_bytes)} "
+                      f"{spec.mem_latency} {bytes_per_cycle_q8(spec.link_rate)} "
                       f"{spec.link_latency}")
         self._command("reset 5")
 

@@ -51,8 +51,7 @@ def expected_cycles(prepared, system, *, load: bool = True) -> int:
     steps = max((sum(1 for s in ch.steps if {"send", "recv"} & set(s.uses))
                  for node in program.nodes for ch in node.channels), default=0)
     steps /= max(1, getattr(program, "chunks", 1) or 1)    # chunks overlap their latency
-    bound = busiest / system.config.link_bytes + steps * (system.link_latency
-                                                          + system.mem_latency)
+    bound = busiest / system.link_rate + steps * (system.link_latency + system.mem_latency)
     words = max(sum(len(ch) for ch in node.words) for node in prepared.assembled.nodes)
     return int(TIME_OVER_BOUND[prepared.mode] * bound + load * CSR_CYCLES_PER_WORD * words)
 

@@ -50,6 +50,7 @@ from ace.config import AceConfig
 from ace.regmap import CSR_ADDR_BITS
 from ace.hw.engine import AceEngine
 from ace.sw.program import ProgramError, Topology
+from ace.vocab import Algorithm
 
 from .link import LinkModel
 from .link import COUNTER_BITS, RATE_BITS
@@ -76,8 +77,10 @@ class SystemSpec:
     link_latency: int = 16
     mem_bytes: int = 1 << 20            # per node
     mem_latency: int = 8
-    mem_bytes_per_cycle: float | None = None    # default: 2 x link_bytes (see mem_rate)
+    mem_bytes_per_cycle: float | None = None    # default: 2 x link_rate (see mem_rate)
     host: str = "cocotb"
+    link_bytes_per_cycle: float | None = None   # one link, one direction; default link_bytes
+    bidirectional: bool = False                 # every ring phase runs as the bidirectional ring
 
     def __post_init__(self):
         if self.host not in HOSTS:
@@ -93,10 +96,26 @@ class SystemSpec:
                              f"{self.config.num_links}")
 
     @property
+    def link_rate(self) -> float:
+        """Bandwidth of one link in one direction, bytes per cycle (a run-time setting of the
+        link models: no build depends on it)."""
+        return self.link_bytes_per_cycle or self.config.link_bytes
+
+    def run_algorithm(self, algorithm):
+        """What a collective that asks for ``algorithm`` (one name, or one per dimension) runs
+        here: with ``bidirectional``, every ``ring`` is the bidirectional ring."""
+        if not self.bidirectional:
+            return algorithm
+        if isinstance(algorithm, str):
+            return Algorithm.BIDIRECTIONAL_RING.value if algorithm.lower() == "ring" \
+                else algorithm
+        return type(algorithm)(self.run_algorithm(a) for a in algorithm)
+
+    @property
     def mem_rate(self) -> float:
         """Memory bandwidth in bytes per cycle (reads and writes share it); by default two
-        bytes per link byte, whatever the port's width (a wider port adds no bandwidth)."""
-        return self.mem_bytes_per_cycle or 2 * self.config.link_bytes
+        bytes per link byte per direction (``mem_ratio`` 2), whatever the port's width."""
+        return self.mem_bytes_per_cycle or 2 * self.link_rate
 
     @property
     def name(self) -> str:

@@ -16,12 +16,12 @@ key                       meaning, unit, allowed values                         
 ``link_bytes_per_cycle``  bandwidth of one link in one direction, bytes per cycle,  link_bytes
                           1/256 to the link's beat width ``link_bytes``
 ``link_latency``          cycles, 1 to 255                                          32
-``mem_bytes_per_cycle``   memory bandwidth, bytes per cycle (reads and writes       2 x port
+``mem_bytes_per_cycle``   memory bandwidth, bytes per cycle (reads and writes       2 x link rate
                           share it), 1/256 to 2 x ``mem_port_bytes``
 ``mem_ratio``             instead of ``mem_bytes_per_cycle``: memory bytes per      (32/16 = 2)
                           cycle per link byte per cycle per direction, so
                           ``mem_bytes_per_cycle = mem_ratio x link_bytes_per_cycle``
-``mem_port_bytes``        the engine's memory port width, bytes per beat (the       link_bytes
+``mem_port_bytes``        the engine's memory port width, bytes per beat (the       the config's
                           configuration's ``mem_bytes``): 1, 2 or 4 x link_bytes
 ``links_per_node``        the engine's links (``num_links``), at least what the     the config's
                           topology needs (2 per torus dimension), at most 16
@@ -37,10 +37,11 @@ key                       meaning, unit, allowed values                         
 links in ONE direction. A node that drives k links per direction at once (a bidirectional ring
 drives 2, a unidirectional ring 1) has ``mem_ratio / k`` memory bytes per byte it sends.
 
-The run-time rates reach the RTL through the simulator: ``mem_bytes_per_cycle`` (also from
-``mem_ratio``) does today; ``link_bytes_per_cycle`` and ``bidirectional`` are carried here
-(:attr:`HarnessSystem.link_rate`, :meth:`HarnessSystem.run_algorithm`) for the simulator's
-reset and the replay's pre-flight to apply (docs/harness.md, "Run-time wiring still to do").
+The rates and ``bidirectional`` are run-time choices, not part of any build: the simulator's
+reset sets the memory and link models' rates (:attr:`~sim_harness.system.SystemSpec.mem_rate`,
+:attr:`~sim_harness.system.SystemSpec.link_rate`), and the replay's pre-flight compiles every
+ring as the bidirectional ring on a bidirectional system
+(:meth:`~sim_harness.system.SystemSpec.run_algorithm`).
 
 The ``harness`` engine configuration is ``small`` at 1 GHz with four channels (a loader and three
 communicating channels, see :mod:`ace.sw.compiler`), 256 KiB input and output SRAM buffers, 8 KiB
@@ -69,7 +70,6 @@ from pathlib import Path
 from ace.config import NAMED_CONFIGS, AceConfig
 from ace.errors import ConfigError
 from ace.sw.program import ProgramError, Topology
-from ace.vocab import Algorithm
 
 from .system import SystemSpec
 
@@ -93,31 +93,14 @@ _MIN_RATE = 1 / 256          # the rate ports' resolution (8 fractional bits)
 
 @dataclass(frozen=True)
 class HarnessSystem(SystemSpec):
-    """A system of the harness: a :class:`~sim_harness.system.SystemSpec` plus the balance
-    that no build depends on. ``link_bytes_per_cycle``: one link's bandwidth per direction
-    (None: ``config.link_bytes``, full rate); ``bidirectional``: ring phases run both ways."""
-    link_bytes_per_cycle: float | None = None
-    bidirectional: bool = False
-
-    @property
-    def link_rate(self) -> float:
-        """Bandwidth of one link in one direction, bytes per cycle."""
-        return self.link_bytes_per_cycle or self.config.link_bytes
+    """A system of the harness: a :class:`~sim_harness.system.SystemSpec` (whose
+    ``link_bytes_per_cycle`` and ``bidirectional`` are the balance that no build depends on)
+    with its balance as a ratio."""
 
     @property
     def mem_ratio(self) -> float:
         """Memory bytes per cycle per link byte per cycle per direction."""
         return self.mem_rate / self.link_rate
-
-    def run_algorithm(self, algorithm):
-        """What a collective that asks for ``algorithm`` (one name, or one per dimension) runs
-        here: with ``bidirectional``, every ``ring`` is the bidirectional ring."""
-        if not self.bidirectional:
-            return algorithm
-        if isinstance(algorithm, str):
-            return Algorithm.BIDIRECTIONAL_RING.value if algorithm.lower() == "ring" \
-                else algorithm
-        return type(algorithm)(self.run_algorithm(a) for a in algorithm)
 
 
 def _fmt(value) -> str:
@@ -176,7 +159,7 @@ def _engine_config(v: dict, topology: Topology, source: str) -> AceConfig:
 
 def _mem_rate(v: dict, config: AceConfig, link_rate: float, source: str) -> float | None:
     """Memory bytes per cycle from ``mem_bytes_per_cycle`` or ``mem_ratio`` (None: the
-    memory model's default, one read and one write beat per cycle)."""
+    system's default, :attr:`~sim_harness.system.SystemSpec.mem_rate`)."""
     rate, ratio, high = v["mem_bytes_per_cycle"], v["mem_ratio"], 2 * config.mem_bytes
     if rate is not None and ratio is not None:
         raise ConfigError(f"{source}: mem_bytes_per_cycle and mem_ratio both given; allowed: "

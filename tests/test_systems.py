@@ -46,7 +46,7 @@ def test_every_key_in_a_file(tmp_path):
         link_bytes_per_cycle = 4
         link_latency = 100
         mem_ratio = 6
-        mem_port_bytes = 16
+        mem_port_bytes = 64
         links_per_node = 6
         mem_latency = 50
         mem_bytes = 16777216
@@ -58,7 +58,7 @@ def test_every_key_in_a_file(tmp_path):
                                 "links_per_node", "mem_latency", "mem_bytes", "bidirectional"}
     assert system.link_rate == 4 and system.link_bytes_per_cycle == 4
     assert system.mem_rate == 24 and system.mem_ratio == 6          # 6 x 4 bytes per cycle
-    assert system.config.mem_bytes == 16 and system.config.num_links == 6
+    assert system.config.mem_bytes == 64 and system.config.num_links == 6
     assert system.config.name == "harness_links6"                   # its own engine build
     assert (system.link_latency, system.mem_latency, system.mem_bytes) == (100, 50, 16 << 20)
     assert system.run_algorithm("ring") == "bidirectional_ring"
@@ -80,16 +80,17 @@ def test_json_file_and_explicit_memory_rate(tmp_path):
 
 
 def test_memory_port_width_passes_through(tmp_path):
-    """1x the link is always allowed; 2x reaches the configuration's ``mem_bytes`` (which
-    the engine accepts once its DMA converts widths; until then its refusal names the key)."""
-    assert load_system(_file(tmp_path, "mem_port_bytes = 16\n")).config == HARNESS_CONFIG
-    try:
-        system = load_system(_file(tmp_path, "mem_port_bytes = 32\nmem_bytes_per_cycle = 64\n"))
-    except ConfigError as error:
-        assert "mem_port_bytes" in str(error) and "mem_bytes" in str(error)
-    else:
-        assert system.config.mem_bytes == 32 and system.config.name == "harness_port32"
-        assert system.mem_rate == 64
+    """The harness's own port (4 x the link) keeps its engine; 1x and 2x reach the
+    configuration's ``mem_bytes`` under a name of their own (their own builds); the default
+    memory bandwidth stays 2 x the link rate whatever the port."""
+    assert HARNESS_CONFIG.mem_bytes == 4 * HARNESS_CONFIG.link_bytes
+    assert load_system(_file(tmp_path, "mem_port_bytes = 64\n")).config == HARNESS_CONFIG
+    for port in (16, 32):
+        system = load_system(_file(tmp_path, f"mem_port_bytes = {port}\n"))
+        assert system.config.mem_bytes == port and system.config.name == f"harness_port{port}"
+        assert system.mem_rate == 32
+    system = load_system(_file(tmp_path, "mem_port_bytes = 32\nmem_bytes_per_cycle = 64\n"))
+    assert system.mem_rate == 64
 
 
 @pytest.mark.parametrize("text, message", [
@@ -98,18 +99,18 @@ def test_memory_port_width_passes_through(tmp_path):
                                   "width link_bytes = 16)"),
     ("link_bytes_per_cycle = 0", "link_bytes_per_cycle: 0 is out of range"),
     ('link_bytes_per_cycle = "fast"', "link_bytes_per_cycle: 'fast' is out of range"),
-    ("mem_ratio = 3", "mem_ratio: 3 is out of range; allowed: a number from 0.000244141 to 2 "
+    ("mem_ratio = 9", "mem_ratio: 9 is out of range; allowed: a number from 0.000244141 to 8 "
                       "(memory bytes per cycle per link byte per cycle per direction: mem_ratio "
                       "x link_bytes_per_cycle (16) is the memory bandwidth, at most 2 x "
-                      "mem_port_bytes = 32)"),
-    ("mem_ratio = 8\nlink_bytes_per_cycle = 8", "mem_ratio: 8 is out of range; allowed: a "
-                                                "number from 0.000488281 to 4 "),
+                      "mem_port_bytes = 128)"),
+    ("mem_ratio = 17\nlink_bytes_per_cycle = 8", "mem_ratio: 17 is out of range; allowed: a "
+                                                 "number from 0.000488281 to 16 "),
     ("mem_ratio = -1", "mem_ratio: -1 is out of range"),
     ("mem_ratio = 2\nmem_bytes_per_cycle = 32", "mem_bytes_per_cycle and mem_ratio both given; "
                                                 "allowed: one of them"),
-    ("mem_bytes_per_cycle = 33", "mem_bytes_per_cycle: 33 is out of range; allowed: a number "
-                                 "from 0.00390625 to 32 bytes per cycle (2 x mem_port_bytes = "
-                                 "32)"),
+    ("mem_bytes_per_cycle = 129", "mem_bytes_per_cycle: 129 is out of range; allowed: a number "
+                                  "from 0.00390625 to 128 bytes per cycle (2 x mem_port_bytes = "
+                                  "128)"),
     ("mem_port_bytes = 24", "mem_port_bytes: 24 is not allowed; allowed: 16, 32 or 64 bytes "
                             "(1, 2 or 4 x link_bytes = 16)"),
     ("mem_port_bytes = true", "mem_port_bytes: True is not allowed"),

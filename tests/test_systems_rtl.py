@@ -13,11 +13,9 @@ marker. Figures of these runs: docs/harness.md, "Systems"."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
-from sim_harness import fabric, simulator
 from sim_harness.metrics import collective_metrics
 from sim_harness.replay import ReplayError, replay
 from sim_harness.systems import load_system
@@ -80,19 +78,9 @@ def test_torus(name, links):
                           "on all 64 nodes in the first chunks' dimension-0 all-gather; the "
                           "baseline mode replays bit-exact); the golden model runs the same "
                           "program bit-exact (docs/harness.md)")
-def test_torus4x4x4(monkeypatch):
+def test_torus4x4x4():
     """The 64-node 3D torus, its fabric made in parts (``sim_harness.fabric``): the whole
-    fabric top would have 64 x 2,175 = 139,200 port bits, and Amaranth converts at most 2**16.
-    Until ``sim_harness/simulator.py`` builds with :func:`sim_harness.fabric.system_sources`,
-    this test swaps it in (and adds ``fabric.py`` to the sources the build key hashes)."""
+    fabric top would have 64 x 2,175 = 139,200 port bits, and Amaranth converts at most 2**16."""
     system = load_system("torus4x4x4")
-    whole_sources = simulator.generator_sources
-
-    def sources(harness=simulator.HARNESS_GENERATORS):
-        extra = [Path(fabric.__file__)] if len(harness) > 1 else []   # system builds only
-        return whole_sources(harness) + extra
-
-    monkeypatch.setattr(simulator, "system_sources", fabric.system_sources)
-    monkeypatch.setattr(simulator, "generator_sources", sources)
     records = _replay_default(system)
     assert all(_links_used(r) == {0, 2, 4} for r in records.values())
