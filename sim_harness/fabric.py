@@ -9,10 +9,10 @@ Verilog top with the same ports as :class:`~sim_harness.system.AceSystem`'s.
                                      |   LinkModel per link l of k| --> out{l}__* --> wires of the
                                      +----------------------------+     top --> n{peer}_rx{l'}__*
 
-Why: a fabric top holds every engine port of every node as a top-level port, 2,175 bits per
-node for a 6-link engine, and Amaranth's netlist numbers the bits of one cell up to 2**16
-(``Net.from_cell`` in ``amaranth/hdl/_nir.py``), so ``AceSystem`` converts for at most 30 such
-nodes and the 64-node 3D torus (139,200 bits) fails. Here no Amaranth design holds more than
+Why: a fabric top holds every engine port of every node as a top-level port, 2,991 bits per
+node for a 6-link engine with the 64-byte memory port, and Amaranth's netlist numbers the bits
+of one cell up to 2**16 (``Net.from_cell`` in ``amaranth/hdl/_nir.py``), so ``AceSystem``
+converts for at most 21 such nodes and the 64-node 3D torus (191,424 bits) fails. Here no Amaranth design holds more than
 one node's ports; the top is Verilog text (as :func:`~sim_harness.system.engine_sim_verilog`
 writes the engine's wrapper), so it has no such limit, and the driver and
 :func:`~sim_harness.simulator.ports_header` see the same ports. Torus and fully connected

@@ -49,7 +49,7 @@ def _run(system, modes):
 
 @pytest.fixture(scope="module")
 def ample():
-    return _run(SYSTEM, ("ace", "baseline"))
+    return _run(SYSTEM, ("ace", "staged"))
 
 
 def test_bit_exact_and_memory_bytes_as_the_program_says(ample):
@@ -67,7 +67,7 @@ def test_bit_exact_and_memory_bytes_as_the_program_says(ample):
 def test_baseline_passes_half_the_link_with_memory_to_spare(ample):
     """The staged baseline moves more than 2 bytes of memory per link byte, yet with a port
     at least twice as wide as a link and memory to spare its link utilization is above 50%."""
-    _, base = ample["baseline"]
+    _, base = ample["staged"]
     _, ace = ample["ace"]
     print(f"\nring4, {CONFIG.mem_bytes}-byte port, memory {SYSTEM.mem_rate} B/cycle: baseline "
           f"link utilization {base.link_utilization:.3f} "
@@ -84,7 +84,7 @@ def test_memory_bandwidth_bounds_the_baseline():
     baseline's link utilization is at most, and close to, what that bandwidth allows
     (rate / memory bytes per link byte / link bytes per cycle)."""
     limited = dataclasses.replace(SYSTEM, mem_bytes_per_cycle=32.0)
-    _, base = _run(limited, ("baseline",))["baseline"]
+    _, base = _run(limited, ("staged",))["staged"]
     bound = 32.0 / base.mem_bytes_per_link_byte / CONFIG.link_bytes
     print(f"\nring4, {CONFIG.mem_bytes}-byte port, memory 32 B/cycle: baseline link "
           f"utilization {base.link_utilization:.3f}, memory bound {bound:.3f}")

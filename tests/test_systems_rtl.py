@@ -80,7 +80,7 @@ def test_torus(name, links):
                           "program bit-exact (docs/harness.md)")
 def test_torus4x4x4():
     """The 64-node 3D torus, its fabric made in parts (``sim_harness.fabric``): the whole
-    fabric top would have 64 x 2,175 = 139,200 port bits, and Amaranth converts at most 2**16."""
+    fabric top would have 64 x 2,991 = 191,424 port bits, and Amaranth converts at most 2**16."""
     system = load_system("torus4x4x4")
     records = _replay_default(system)
     assert all(_links_used(r) == {0, 2, 4} for r in records.values())
