@@ -32,13 +32,10 @@ from amaranth.hdl import Module, Shape, UnusedElaboratable
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ace.hw.axi.signatures import Axi4Signature
-
-from .link import COUNTER_BITS, RATE_BITS, LinkModel
-from .memory import MemoryModel
+from .link import COUNTER_BITS, RATE_BITS
 from .sim_ram import SIM_RAM_DPI_MODULE, SIM_RAM_DPI_VERILOG
-from .system import (MAX_LINK_LATENCY, MAX_MEM_LATENCY, AceSystem, SystemSpec, fabric_ports,
-                     link_partners)
+from .system import (MAX_LINK_LATENCY, MAX_MEM_LATENCY, AceSystem, SystemSpec, add_node_memory,
+                     fabric_ports, link_model, link_partners)
 from .system import system_sources as whole_system_sources
 
 __all__ = ["NodeFabric", "fabric_sources", "system_sources", "AMARANTH_PORT_BITS",
@@ -95,24 +92,14 @@ class NodeFabric(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        spec, cfg = self.spec, self.spec.config
-        m.submodules.memory = memory = MemoryModel(
-            size_bytes=spec.mem_bytes, data_bytes=cfg.mem_bytes, addr_bits=cfg.mem_addr_bits,
-            id_bits=cfg.mem_id_bits, bytes_per_cycle=spec.mem_bytes_per_cycle,
-            latency=spec.mem_latency, max_latency=MAX_MEM_LATENCY, storage="dpi", node=self.k)
-        master = Axi4Signature(cfg.mem_addr_bits, cfg.mem_bytes, cfg.mem_id_bits)
-        for name, member in master.members.items():
-            port, side = getattr(self, f"m_axi__{name}"), getattr(memory.s_axi, name)
-            m.d.comb += side.eq(port) if member.flow == Out else port.eq(side)
-        m.d.comb += [memory.cfg_bytes_per_cycle_q8.eq(self.mem_bytes_per_cycle_q8),
-                     memory.cfg_background_q16.eq(self.mem_background_q16),
-                     memory.cfg_latency.eq(self.mem_latency),
-                     self.mem_read_bytes.eq(memory.read_bytes),
+        spec = self.spec
+        memory = add_node_memory(m, "memory", spec, self.k,
+                                 lambda name: getattr(self, f"m_axi__{name}"), storage="dpi",
+                                 rates=self)
+        m.d.comb += [self.mem_read_bytes.eq(memory.read_bytes),
                      self.mem_write_bytes.eq(memory.write_bytes)]
         for l in self.links:
-            m.submodules[f"link{l}"] = link = LinkModel(
-                data_bytes=cfg.link_bytes, latency=spec.link_latency,
-                max_latency=MAX_LINK_LATENCY)
+            m.submodules[f"link{l}"] = link = link_model(spec)
             m.d.comb += [link.cfg_bytes_per_cycle_q8.eq(self.link_bytes_per_cycle_q8),
                          link.cfg_latency.eq(self.link_latency),
                          getattr(self, f"link{l}_bytes").eq(link.bytes),

@@ -58,7 +58,7 @@ from .memory import MemoryModel
 from .switch import SwitchPort
 from .sim_ram import SIM_RAM_DPI_MODULE, SIM_RAM_DPI_VERILOG, SIM_RAM_MODULE, SIM_RAM_VERILOG
 
-__all__ = ["SystemSpec", "AceSystem", "link_partners", "engine_verilog", "engine_ports",
+__all__ = ["SystemSpec", "AceSystem", "add_node_memory", "link_model", "link_partners", "engine_verilog", "engine_ports",
            "engine_sim_verilog", "engine_sources", "system_sources", "fabric_ports", "HOSTS",
            "MAX_MEM_LATENCY", "MAX_LINK_LATENCY"]
 
@@ -110,6 +110,11 @@ class SystemSpec:
             return Algorithm.BIDIRECTIONAL_RING.value if algorithm.lower() == "ring" \
                 else algorithm
         return type(algorithm)(self.run_algorithm(a) for a in algorithm)
+
+    @property
+    def mem_ratio(self) -> float:
+        """Memory bytes per cycle per link byte per cycle per direction (docs/harness.md)."""
+        return self.mem_rate / self.link_rate
 
     @property
     def mem_rate(self) -> float:
@@ -205,6 +210,37 @@ def engine_sim_verilog(config: AceConfig) -> str:
     return "\n".join(lines + ["  );", "endmodule", ""])
 
 
+def add_node_memory(m: Module, name: str, spec: SystemSpec, k: int, port, *, storage: str,
+                    rates=None) -> MemoryModel:
+    """Node ``k``'s memory model, added to ``m`` as ``name``, its AXI4 slave wired to the
+    engine's master port (``port(member)`` is the engine-side signal of ``m_axi__<member>``);
+    with ``rates`` (a component with the driver's ``mem_*`` rate inputs) its bandwidth,
+    background share and latency follow them. A ``driver`` build's latency is a run-time input
+    up to :data:`MAX_MEM_LATENCY`."""
+    cfg, driver = spec.config, spec.host == "driver"
+    m.submodules[name] = memory = MemoryModel(
+        size_bytes=spec.mem_bytes, data_bytes=cfg.mem_bytes, addr_bits=cfg.mem_addr_bits,
+        id_bits=cfg.mem_id_bits, bytes_per_cycle=spec.mem_rate, latency=spec.mem_latency,
+        max_latency=MAX_MEM_LATENCY if driver else None, storage=storage, node=k)
+    master = Axi4Signature(cfg.mem_addr_bits, cfg.mem_bytes, cfg.mem_id_bits)
+    for member_name, member in master.members.items():
+        engine_side, memory_side = port(member_name), getattr(memory.s_axi, member_name)
+        m.d.comb += (memory_side.eq(engine_side) if member.flow == Out      # engine -> memory
+                     else engine_side.eq(memory_side))
+    if rates is not None:
+        m.d.comb += [memory.cfg_bytes_per_cycle_q8.eq(rates.mem_bytes_per_cycle_q8),
+                     memory.cfg_background_q16.eq(rates.mem_background_q16),
+                     memory.cfg_latency.eq(rates.mem_latency)]
+    return memory
+
+
+def link_model(spec: SystemSpec) -> LinkModel:
+    """One link's model; a ``driver`` build's latency is a run-time input up to
+    :data:`MAX_LINK_LATENCY`."""
+    return LinkModel(data_bytes=spec.config.link_bytes, latency=spec.link_latency,
+                     max_latency=MAX_LINK_LATENCY if spec.host == "driver" else None)
+
+
 class AceSystem(wiring.Component):
     """N engines on a topology (see the module docstring).
 
@@ -282,20 +318,10 @@ class AceSystem(wiring.Component):
                 m.submodules[f"engine{k}"] = self.engine(signals)
             engines.append(signals)
 
-            memory = MemoryModel(size_bytes=spec.mem_bytes, data_bytes=cfg.mem_bytes,
-                                 addr_bits=cfg.mem_addr_bits, id_bits=cfg.mem_id_bits,
-                                 bytes_per_cycle=spec.mem_rate,
-                                 latency=spec.mem_latency,
-                                 max_latency=MAX_MEM_LATENCY if driver else None,
-                                 storage="dpi" if driver else self.memory_storage, node=k)
-            m.submodules[f"memory{k}"] = memory
-            master = Axi4Signature(cfg.mem_addr_bits, cfg.mem_bytes, cfg.mem_id_bits)
-            for name, member in master.members.items():
-                engine_side = signals[f"m_axi__{name}"]
-                if member.flow == Out:      # master-driven: engine -> memory
-                    m.d.comb += getattr(memory.s_axi, name).eq(engine_side)
-                else:
-                    m.d.comb += engine_side.eq(getattr(memory.s_axi, name))
+            memory = add_node_memory(m, f"memory{k}", spec, k,
+                                     lambda name, s=signals: s[f"m_axi__{name}"],
+                                     storage="dpi" if driver else self.memory_storage,
+                                     rates=self if driver else None)
             if not driver:
                 for name, member in AxiLiteSignature(CSR_ADDR_BITS, 4).members.items():
                     outer = getattr(getattr(self, f"n{k}_axil"), name)
@@ -306,9 +332,6 @@ class AceSystem(wiring.Component):
                 m.d.comb += getattr(self, f"n{k}_irq").eq(signals["irq"])
             if driver:
                 m.d.comb += [
-                    memory.cfg_bytes_per_cycle_q8.eq(self.mem_bytes_per_cycle_q8),
-                    memory.cfg_background_q16.eq(self.mem_background_q16),
-                    memory.cfg_latency.eq(self.mem_latency),
                     getattr(self, f"n{k}_mem_read_bytes").eq(memory.read_bytes),
                     getattr(self, f"n{k}_mem_write_bytes").eq(memory.write_bytes),
                 ]
@@ -330,9 +353,7 @@ class AceSystem(wiring.Component):
                 if (k, l) not in partners:
                     continue
                 peer, peer_link = partners[(k, l)]
-                link = LinkModel(data_bytes=cfg.link_bytes, latency=spec.link_latency,
-                                 max_latency=MAX_LINK_LATENCY if driver else None)
-                m.submodules[f"link_{k}_{l}"] = link
+                m.submodules[f"link_{k}_{l}"] = link = link_model(spec)
                 if driver:
                     m.d.comb += [
                         link.cfg_bytes_per_cycle_q8.eq(

@@ -1,7 +1,7 @@
 """Named systems for the harness, and system files.
 
-A system is a :class:`HarnessSystem` (a :class:`~sim_harness.system.SystemSpec` with
-``host="driver"`` and the balance keys below): an engine configuration, a topology, the links'
+A system is a :class:`~sim_harness.system.SystemSpec` with ``host="driver"`` and the balance
+keys below: an engine configuration, a topology, the links'
 and the memory's bandwidth and latency, and the memory's size. ``ace replay --system
 NAME|FILE`` picks one; a file (TOML or JSON) has the keys (docs/harness.md, "Systems", has
 the same table)
@@ -74,7 +74,7 @@ from ace.sw.program import ProgramError, Topology
 from .system import SystemSpec
 
 __all__ = ["HARNESS_CONFIG", "NAMED_SYSTEMS", "load_system", "DEFAULT_SYSTEM", "pick_system",
-           "SystemChoice", "HarnessSystem", "SYSTEM_KEYS", "MEM_PORT_RATIOS"]
+           "SystemChoice", "SYSTEM_KEYS", "MEM_PORT_RATIOS"]
 
 HARNESS_CONFIG = NAMED_CONFIGS["small"].replace(
     name="harness", clock_mhz=1000.0, num_channels=4, input_buffer_bytes=256 << 10,
@@ -89,18 +89,6 @@ SYSTEM_KEYS = {"config": "harness", "topology": "ring:8", "link_bytes_per_cycle"
 #: Memory port widths a system may give the engine, in link beats.
 MEM_PORT_RATIOS = (1, 2, 4)
 _MIN_RATE = 1 / 256          # the rate ports' resolution (8 fractional bits)
-
-
-@dataclass(frozen=True)
-class HarnessSystem(SystemSpec):
-    """A system of the harness: a :class:`~sim_harness.system.SystemSpec` (whose
-    ``link_bytes_per_cycle`` and ``bidirectional`` are the balance that no build depends on)
-    with its balance as a ratio."""
-
-    @property
-    def mem_ratio(self) -> float:
-        """Memory bytes per cycle per link byte per cycle per direction."""
-        return self.mem_rate / self.link_rate
 
 
 def _fmt(value) -> str:
@@ -176,7 +164,7 @@ def _mem_rate(v: dict, config: AceConfig, link_rate: float, source: str) -> floa
     return rate
 
 
-def _make(values: dict, source: str) -> HarnessSystem:
+def _make(values: dict, source: str) -> SystemSpec:
     unknown = sorted(set(values) - set(SYSTEM_KEYS))
     if unknown:
         raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed: "
@@ -204,10 +192,10 @@ def _make(values: dict, source: str) -> HarnessSystem:
         raise ConfigError(f"{source}: bidirectional: true needs a ring or torus topology; "
                           f"{topology} has no ring to run both ways")
     try:
-        return HarnessSystem(config, topology, link_latency=v["link_latency"],
-                             mem_bytes=v["mem_bytes"], mem_latency=v["mem_latency"],
-                             mem_bytes_per_cycle=mem_rate, host="driver",
-                             link_bytes_per_cycle=link_rate, bidirectional=v["bidirectional"])
+        return SystemSpec(config, topology, link_latency=v["link_latency"],
+                          mem_bytes=v["mem_bytes"], mem_latency=v["mem_latency"],
+                          mem_bytes_per_cycle=mem_rate, host="driver",
+                          link_bytes_per_cycle=link_rate, bidirectional=v["bidirectional"])
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from None
 
@@ -239,7 +227,7 @@ DEFAULT_SYSTEM = "ring8"
 
 
 def load_system(name_or_path: str | None = None, *, topology: str | None = None
-                ) -> HarnessSystem:
+                ) -> SystemSpec:
     """A named system or a system file; ``topology`` overrides the system's topology (the
     replay passes the trace's when the user names no system)."""
     name_or_path = name_or_path or DEFAULT_SYSTEM

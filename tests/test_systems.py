@@ -10,8 +10,8 @@ import pytest
 
 from ace.errors import ConfigError
 from sim_harness.simulator import build_key
-from sim_harness.systems import (HARNESS_CONFIG, NAMED_SYSTEMS, SYSTEM_KEYS, HarnessSystem,
-                                 load_system)
+from sim_harness.system import SystemSpec
+from sim_harness.systems import HARNESS_CONFIG, NAMED_SYSTEMS, SYSTEM_KEYS, load_system
 
 
 def _file(tmp_path, text: str, suffix=".toml"):
@@ -23,7 +23,7 @@ def _file(tmp_path, text: str, suffix=".toml"):
 def test_named_systems():
     for name in NAMED_SYSTEMS:
         system = load_system(name)
-        assert isinstance(system, HarnessSystem) and system.host == "driver"
+        assert isinstance(system, SystemSpec) and system.host == "driver"
         assert system.config.num_links >= system.topology.num_links
     torus = load_system("torus4x4x4")
     assert str(torus.topology) == "torus:4x4x4" and torus.topology.num_nodes == 64

@@ -1,6 +1,6 @@
 """The named systems on the RTL: the default replay (a 1 MiB fp32 sum all-reduce per node,
 ``sim_harness/traces/default_allreduce.yaml``) run with each system's algorithm
-(:meth:`~sim_harness.systems.HarnessSystem.run_algorithm`: the bidirectional ring on
+(:meth:`~sim_harness.system.SystemSpec.run_algorithm`: the bidirectional ring on
 ``ring8bi``), both modes, every node bit-exact against the golden model, the engines' memory
 and link counters equal to the golden model's and the program's (``check_replay``), and ACE
 mode moving exactly 2S per node.
