@@ -10,6 +10,7 @@ from ace.config import NAMED_CONFIGS
 from ace.sw.golden import run
 from ace.sw.msccl import MscclError, load_msccl
 from ace.sw.program import assemble, from_text, memory_traffic, to_text
+from testbench.program_checks import assert_loads_and_stores_ordered
 
 RING = Path(__file__).resolve().parents[2] / "shared" / "data" / "msccl" / "ring_allreduce_8npus.xml"
 if not RING.exists():
@@ -41,15 +42,16 @@ def test_ring_allreduce_file(mode, topology):
     traffic = memory_traffic(prog)
     if mode == "ace":
         assert traffic["per_node"][0] == (64 * 4, 64 * 4)
-        assert [s.type for s in prog.nodes[0].channels[0].steps][0] == "load"
-        assert prog.nodes[0].channels[0].steps[-1].type == "store"
+        types = [s.type for s in prog.nodes[0].channels[0].steps]
+        assert types.count("load") == 8 and types.count("store") == 8    # a chunk each
+        assert_loads_and_stores_ordered(prog)
     else:
         assert traffic["per_node"][0][0] > 64 * 4 * 2
     # The default switch:8 topology has a virtual link per peer: 7 links.
     assemble(prog, NAMED_CONFIGS["small"].replace(num_links=2 if topology else 7))
     assert from_text(to_text(prog)).nodes == prog.nodes
     if topology == "ring:8":
-        step = prog.nodes[3].channels[0].steps[1 if mode == "baseline" else 2]
+        step = next(s for s in prog.nodes[3].channels[0].steps if s.type == "rrc")
         assert (step.type, step.recv_peer, step.recv_link) == ("rrc", 2, 1)
 
 
@@ -121,17 +123,18 @@ def test_scratch_cpy_re_nop_and_multiple_deps(mode):
     assert g0.channels[0].send_peer == 1 and g1.channels[0].recv_peer == 0
     assert g0.channels[1].recv_peer == 1 and g1.channels[1].send_peer == 0
     # tb0 step 2 has two dependencies: a nop carries the first one.
-    steps = g0.channels[0].steps
-    types = [s.type for s in steps]
-    offset = 1 if mode == "ace" else 0            # the load
-    assert types[offset:offset + 4] == ["s", "nop", "nop", "s"]
-    rx = offset if mode == "ace" else 0
-    assert steps[offset + 1].dep == (1, 0)
-    assert steps[offset + 2].dep == (1, 1) and steps[offset + 3].dep == (1, 2)
+    steps, rx = g0.channels[0].steps, g0.channels[1].steps
+    core = [step for step in steps if step.type not in ("load", "store")]  # ACE adds these
+    second = [k for k, step in enumerate(core) if step.type == "s"][1]
+    assert [s.type for s in core[second - 2:second + 1]] == ["nop", "nop", "s"]
+    assert [rx[step.dep[1]].type for step in core[second - 2:second + 1]] == ["r", "cpy", "re"]
     if mode == "ace":
-        assert g0.channels[1].steps[0].dep == (0, 0)          # waits for the load
-        assert steps[-1].type == "store" and steps[-1].dep == (1, 3)
-    del rx
+        assert_loads_and_stores_ordered(prog)
+        # One store per output chunk, each after the last step that writes it: chunk g after
+        # the reduction (re), chunk q after the receive (r).
+        stores = sorted((step for step in steps if step.type == "store"), key=lambda s: s.src)
+        assert [rx[step.dep[1]].type for step in stores] == (["re", "r"] if g0.node == 0
+                                                             else ["r", "re"])
     inputs = _ints(prog, 9)
     result = run(prog, inputs)
     for out in result.outputs:
@@ -201,3 +204,18 @@ def test_loops_cover_a_buffer_larger_than_one_pass(mode):
                         node.output_addr - one.output_addr if b.type == "store" else 0)
                 if mode == "baseline" and b.src is not None:
                     assert a.src[1] == b.src[1] + k * 64
+
+
+def test_the_order_check_finds_a_missing_dependency():
+    """The check of loads and stores is not vacuous: drop the dependency that holds the
+    receiving channel's copy of the input (``cpy`` from ``i``) behind its load, and it fails."""
+    prog = load_msccl(_scratch_xml(), chunk_elems=4, mode="ace")
+    assert_loads_and_stores_ordered(prog)
+    rx = prog.nodes[0].channels[1].steps
+    cpy = next(step for step in rx if step.type == "cpy")
+    loads_before = [k for k, step in enumerate(rx) if step.type == "nop" and step.dep is not None
+                    and prog.nodes[0].channels[step.dep[0]].steps[step.dep[1]].type == "load"]
+    for k in loads_before + ([rx.index(cpy)] if cpy.dep else []):
+        rx[k].dep = None
+    with pytest.raises(AssertionError, match="may run at once"):
+        assert_loads_and_stores_ordered(prog)

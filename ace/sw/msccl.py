@@ -45,10 +45,19 @@ chunks x ``chunk_elems``), and its steps follow pass k-1's on every channel. In 
 pass loads its slice into the same SRAM region and stores its result, so one pass must fit the
 SRAM and the SRAM's size, not the buffer's, bounds the collective.
 
-In ``ace`` mode the importer adds a ``load`` of the whole input at the start of channel 0
-(every other channel's first step depends on it) and a ``store`` of the output at the end of
-channel 0 (after ``nop``\\ s that wait for every other channel's last step). In the baselines
-(``staged``, ``p2p``) buffers are placed in memory and no load/store is added.
+**Loads and stores** (``ace`` mode). The importer adds the loads of each pass's input and the
+stores of its output, overlapped with the communication: the input is cut into at most eight
+runs of consecutive chunks, each loaded by one ``load``, and the output likewise, each stored by
+one ``store``. They run on a channel of their own when the engine has one that no threadblock
+uses, else on channel 0 among its threadblocks' steps. The schedule's global order places them:
+a load just before the first step that touches its chunks, a store just after the last step
+that writes its chunks (an in-place output chunk is also written by its load); a step that
+touches loaded chunks waits for the last load it needs, a store for the last step that writes
+its chunks on every other channel. That order is one valid execution of the whole program, so
+the deadlock argument above still holds. Passes share the SRAM, so none overlaps the next: the
+loader's pass starts with a ``nop`` marker that every other channel's first step waits for, and
+ends with ``nop``\ s that wait for every other channel's last step. In the baselines
+(``staged``, ``p2p``) buffers are placed in memory and no load or store is added.
 
 Errors (:class:`MscclError`) name the file, the line and the attribute.
 """
@@ -56,6 +65,7 @@ Errors (:class:`MscclError`) name the file, the line and the attribute.
 from __future__ import annotations
 
 import functools
+import math
 import xml.parsers.expat
 from collections import deque
 from dataclasses import dataclass, field
@@ -169,6 +179,7 @@ class Folding:
     in_flight, in_flight_chunks : the most messages, and chunks, that execution has sent and
         not yet received on one (sender, receiver, channel) FIFO: the receive buffer must hold
         that much (module docstring).
+    rank : ``(gpu, tb, step) -> n``: the step is the n-th of that execution (all gpus).
     """
     thread_blocks: int
     channels: int
@@ -177,6 +188,7 @@ class Folding:
     in_flight_chunks: int
     channel_of: dict = field(compare=False, repr=False)
     sequence: dict = field(compare=False, repr=False)
+    rank: dict = field(compare=False, repr=False)
 
     @property
     def folded(self) -> bool:
@@ -246,7 +258,7 @@ class MscclAlgorithm:
         mode = Mode.parse(mode, MscclError).value
         topology = self._topology(topology)
         layout = _Layout(chunk_elems, dtype_from_name(dtype), op_from_name(op), mode, loops,
-                         input_addr, output_addr, scratch_addr)
+                         input_addr, output_addr, scratch_addr, num_channels)
         folding = folding or self.folding(num_channels)
         nodes = [_lower_gpu(gpu, folding, topology, layout) for gpu in self.gpus]
         width = max(len(n.channels) for n in nodes)
@@ -600,17 +612,19 @@ def _fold(algorithm: MscclAlgorithm, num_channels: int | None) -> Folding:
         for g, t in members:
             channel_of[(g, t)] = h
             load[(g, h)] = load.get((g, h), 0) + 1
-    sequence, in_flight, chunks = _schedule(algorithm, channel_of)
+    sequence, rank, in_flight, chunks = _schedule(algorithm, channel_of)
     return Folding(thread_blocks=algorithm.thread_blocks,
                    channels=max(channel_of.values(), default=0) + 1,
                    shared=max(load.values(), default=1), in_flight=in_flight,
-                   in_flight_chunks=chunks, channel_of=channel_of, sequence=sequence)
+                   in_flight_chunks=chunks, channel_of=channel_of, sequence=sequence,
+                   rank=rank)
 
 
-def _schedule(algorithm: MscclAlgorithm, channel_of: dict) -> tuple[dict, int, int]:
+def _schedule(algorithm: MscclAlgorithm, channel_of: dict) -> tuple[dict, dict, int, int]:
     """One valid global execution of the algorithm with its threadblocks on ``channel_of``'s
-    channels, split into each channel's sequence ``(gpu, channel) -> [(tb, step)]``, and the
-    most messages and chunks in flight on one FIFO.
+    channels, split into each channel's sequence ``(gpu, channel) -> [(tb, step)]``, each
+    step's position in it ``(gpu, tb, step) -> n``, and the most messages and chunks in flight
+    on one FIFO.
 
     In rounds: every threadblock whose next step can run at the start of a round runs it (in
     threadblock order), re-checked when its turn comes. A step can run when its dependencies are
@@ -623,6 +637,7 @@ def _schedule(algorithm: MscclAlgorithm, channel_of: dict) -> tuple[dict, int, i
     pos = dict.fromkeys(tbs, 0)
     fifos: dict[tuple[int, int, int], deque] = {}
     sequence: dict[tuple[int, int], list] = {}
+    rank: dict[tuple[int, int, int], int] = {}
     remaining = sum(len(tb.steps) for tb in tbs.values())
     in_flight = chunks = 0
 
@@ -664,9 +679,10 @@ def _schedule(algorithm: MscclAlgorithm, channel_of: dict) -> tuple[dict, int, i
                 in_flight = max(in_flight, len(queue))
                 chunks = max(chunks, sum(cnt for _, cnt in queue))
             sequence.setdefault((g, h), []).append((t, pos[key]))
+            rank[(g, t, pos[key])] = len(rank)
             pos[key] += 1
             remaining -= 1
-    return sequence, in_flight, chunks
+    return sequence, rank, in_flight, chunks
 
 
 def _blocked(tbs: dict, pos: dict) -> list[str]:
@@ -700,6 +716,7 @@ class _Layout:
     input_addr: int
     output_addr: int | None
     scratch_addr: int | None
+    num_channels: int | None        # the engine's channels (None: as many as the folding uses)
 
 
 def _lower_gpu(gpu: MscclGpu, folding: Folding, topology: Topology,
@@ -722,7 +739,10 @@ def _lower_gpu(gpu: MscclGpu, folding: Folding, topology: Topology,
     width = max([folding.channel_of[(g, t)] + 1 for t in gpu.tbs] + [1])
     lists = [_channel_entries(gpu, c, folding, topology, layout) for c in range(width)]
     if layout.mode == Mode.ACE:
-        _add_load_store(lists, gpu, in_elems, out_elems, ia, oa, layout)
+        # The loads and stores run on a channel of their own when the engine has one to spare.
+        loader = width if width < (layout.num_channels or 0) else 0
+        lists += [[] for _ in range(loader + 1 - len(lists))]
+        _add_load_store(lists, loader, gpu, folding, layout, ia, oa)
     node.channels = _resolve(lists, layout)
     for c, channel in enumerate(node.channels):
         on_c = [gpu.tbs[t] for t, _ in folding.sequence.get((g, c), [])]
@@ -759,23 +779,97 @@ def _channel_entries(gpu: MscclGpu, c: int, folding: Folding, topology: Topology
     return entries
 
 
-def _add_load_store(lists: list, gpu: MscclGpu, in_elems: int, out_elems: int, ia: int,
-                    oa: int, layout: _Layout) -> None:
-    """ACE mode: load the input at the head of channel 0 (the other channels' first steps wait
-    for it) and store the output at its end (after every other channel's last step)."""
+def _add_load_store(lists: list, loader: int, gpu: MscclGpu, folding: Folding,
+                    layout: _Layout, ia: int, oa: int) -> None:
+    """ACE mode: the loads of the input and the stores of the output, on channel ``loader``,
+    overlapped with the communication (module docstring, "Loads and stores").
+
+    Each threadblock step gets its rank in the folding's global execution; a load takes the
+    rank just before the first step that touches its input chunks, a store the rank just after
+    the last step that writes its output chunks (or its load, when ``o`` aliases ``i``). The
+    loader channel runs its own steps and these in rank order, a step that touches loaded
+    chunks waits for the load (unless the loader runs it), and a store waits, on every other
+    channel, for the last step that writes its chunks. The ranks are one valid execution of
+    the whole program, so the deadlock argument of the module docstring still holds."""
+    g, ce, esize = gpu.id, layout.chunk_elems, DTYPE_BYTES[layout.dtype]
+    out_buf = "i" if gpu.alias_o else "o"
+    first_use = [math.inf] * gpu.chunks["i"]
+    last_write = [-math.inf] * gpu.chunks[out_buf]
+    writers: list[dict] = [{} for _ in last_write]     # chunk -> {channel: (position, key)}
+    touched = {}                                          # entry key -> input chunks
+    for c, entries in enumerate(lists):
+        for k, (_, _, key) in enumerate(entries):
+            rank, st = folding.rank[(g, *key[1:])], gpu.tbs[key[1]].steps[key[2]]
+            for side, sl in (("src", st.src), ("dst", st.dst)):
+                chunks = range(sl[1], sl[1] + st.cnt) if sl else ()
+                if sl and sl[0] == "i":
+                    touched.setdefault(key, []).extend(chunks)
+                    for j in chunks:
+                        first_use[j] = min(first_use[j], rank)
+                if sl and side == "dst" and sl[0] == out_buf:
+                    for j in chunks:
+                        last_write[j] = max(last_write[j], rank)
+                        writers[j][c] = (k, key)
+    loads = [(start, count, min(first_use[start:start + count]) - 0.5)
+             for start, count in _blocks(len(first_use))]
+    load_of = {j: n for n, (start, count, _) in enumerate(loads)
+               for j in range(start, start + count)}
+    if gpu.alias_o:                     # an in-place output chunk is also written by its load
+        last_write = [max(w, loads[load_of[j]][2]) for j, w in enumerate(last_write)]
+    stores = [(start, count, max(last_write[start:start + count]) + 0.5)
+              for start, count in _blocks(len(last_write))]
+    for c, entries in enumerate(lists):
+        for k, (step, refs, key) in enumerate(entries):
+            if c != loader and key in touched:
+                entries[k] = (step, refs + [("load", max(load_of[j] for j in touched[key]))],
+                              key)
     dtype, op = layout.dtype, layout.op
-    if in_elems:
-        lists[0].insert(0, (Step(type="load", count=in_elems, dst=("i", 0), dtype=dtype, op=op,
-                                 mem_addr=ia), [], ("load",)))
-        for entries in lists[1:]:
-            if entries:
-                step, refs, key = entries[0]
-                entries[0] = (step, refs + [("load",)], key)
-    if out_elems:
-        last_refs = [("last", c) for c in range(1, len(lists)) if lists[c]]
-        src_buf = "i" if gpu.alias_o else "o"
-        lists[0].append((Step(type="store", count=out_elems, src=(src_buf, 0), dtype=dtype,
-                              op=op, mem_addr=oa), last_refs, ("store",)))
+    extra = []
+    for n, (start, count, rank) in enumerate(loads):
+        extra.append((rank, (Step(type="load", count=count * ce, dst=("i", start * ce),
+                                  dtype=dtype, op=op, mem_addr=ia + start * ce * esize),
+                             [], ("load", n))))
+    for n, (start, count, rank) in enumerate(stores):
+        last = {}                       # channel -> its last writer of these chunks
+        for j in range(start, start + count):
+            for c, (k, key) in writers[j].items():
+                if c != loader and k >= last.get(c, (-1,))[0]:
+                    last[c] = (k, key)
+        extra.append((rank, (Step(type="store", count=count * ce, src=(out_buf, start * ce),
+                                  dtype=dtype, op=op, mem_addr=oa + start * ce * esize),
+                             [key for _, key in last.values()], ("store", n))))
+    extra.sort(key=lambda item: item[0])
+    merged = []
+    for entry in lists[loader]:         # each load or store before the first later step
+        while extra and extra[0][0] < folding.rank[(g, *entry[2][1:])]:
+            merged.append(extra.pop(0)[1])
+        merged.append(entry)
+    lists[loader] = merged + [entry for _, entry in extra]
+    _pass_barrier(lists, loader, layout)
+
+
+def _blocks(chunks: int, most: int = 8) -> list[tuple[int, int]]:
+    """``chunks`` cut into at most ``most`` runs of consecutive chunks, as equal as they
+    come: ``(first chunk, chunks)``."""
+    parts = min(most, chunks)
+    if not parts:
+        return []
+    bounds = [b * chunks // parts for b in range(parts + 1)]
+    return [(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def _pass_barrier(lists: list, loader: int, layout: _Layout) -> None:
+    """Passes share the SRAM, so none may overlap the next (:func:`_repeat` repeats the lists):
+    the loader's pass starts with a marker (no dependency) and ends after every other channel's
+    last step, and every other channel's first step waits for the marker."""
+    others = [c for c in range(len(lists)) if c != loader and lists[c]]
+    nop = functools.partial(Step, type="nop", dtype=layout.dtype, op=layout.op)
+    lists[loader].insert(0, (nop(), [], ("pass",)))
+    if others:
+        lists[loader].append((nop(), [("last", c) for c in others], ("barrier",)))
+    for c in others:
+        step, refs, key = lists[c][0]
+        lists[c][0] = (step, refs + [("pass",)], key)
 
 
 def _resolve(lists: list, layout: _Layout) -> list[Channel]:
