@@ -8,24 +8,31 @@ __all__ = ["happens_before", "assert_loads_and_stores_ordered"]
 
 
 def happens_before(node) -> tuple[dict, dict]:
-    """``(channel, step) -> bitset`` of the steps that must be done before it starts: the
-    earlier steps of its channel and each dependency, transitively (one step = one bit)."""
-    bit = {}
+    """``(channel, step) -> bitset`` of the steps that must be done before it starts (the
+    earlier steps of its channel and each dependency, transitively), and each step's bit."""
+    bit, preds = {}, {}
     for c, ch in enumerate(node.channels):
-        for k in range(len(ch.steps)):
+        for k, step in enumerate(ch.steps):
             bit[(c, k)] = 1 << len(bit)
-    before = {}
-
-    def visit(c, k):
-        if (c, k) not in before:
-            step, mask = node.channels[c].steps[k], 0
-            for p in ([(c, k - 1)] if k else []) + ([tuple(step.dep)] if step.dep else []):
-                mask |= visit(*p) | bit[p]
-            before[(c, k)] = mask
-        return before[(c, k)]
-
-    for key in bit:
-        visit(*key)
+            preds[(c, k)] = ([(c, k - 1)] if k else []) + ([tuple(step.dep)] if step.dep else [])
+    before: dict = {}
+    for root in bit:                            # depth first, without recursion
+        if root in before:
+            continue
+        path, on_path = [(root, iter(preds[root]))], {root}
+        while path:
+            key, rest = path[-1]
+            nxt = next((p for p in rest if p not in before), None)
+            if nxt is not None:
+                assert nxt not in on_path, f"node {node.node}: dependency cycle at {nxt}"
+                path.append((nxt, iter(preds[nxt])))
+                on_path.add(nxt)
+                continue
+            path.pop()
+            on_path.discard(key)
+            before[key] = 0
+            for p in preds[key]:
+                before[key] |= before[p] | bit[p]
     return before, bit
 
 

@@ -2,6 +2,7 @@
 multiple dependencies, and error messages with file, line and attribute."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -9,10 +10,11 @@ import pytest
 from ace.config import NAMED_CONFIGS
 from ace.sw.golden import run
 from ace.sw.msccl import MscclError, load_msccl
-from ace.sw.program import assemble, from_text, memory_traffic, to_text
+from ace.sw.program import Channel, Step, assemble, from_text, memory_traffic, to_text
 from testbench.program_checks import assert_loads_and_stores_ordered
 
 RING = Path(__file__).resolve().parents[2] / "shared" / "data" / "msccl" / "ring_allreduce_8npus.xml"
+DATA = Path(__file__).resolve().parent / "data" / "msccl"
 if not RING.exists():
     RING = Path("/work/shared/data/msccl/ring_allreduce_8npus.xml")
 
@@ -130,11 +132,10 @@ def test_scratch_cpy_re_nop_and_multiple_deps(mode):
     assert [rx[step.dep[1]].type for step in core[second - 2:second + 1]] == ["r", "cpy", "re"]
     if mode == "ace":
         assert_loads_and_stores_ordered(prog)
-        # One store per output chunk, each after the last step that writes it: chunk g after
-        # the reduction (re), chunk q after the receive (r).
-        stores = sorted((step for step in steps if step.type == "store"), key=lambda s: s.src)
-        assert [rx[step.dep[1]].type for step in stores] == (["re", "r"] if g0.node == 0
-                                                             else ["r", "re"])
+        # One store per output chunk, right after the last step that writes it, on its
+        # channel: chunk 0 (node 0's own) after the reduction (re), chunk 1 after the receive.
+        stores = sorted((step.src, k) for k, step in enumerate(rx) if step.type == "store")
+        assert [rx[k - 1].type for _, k in stores] == ["re", "r"]
     inputs = _ints(prog, 9)
     result = run(prog, inputs)
     for out in result.outputs:
@@ -207,15 +208,21 @@ def test_loops_cover_a_buffer_larger_than_one_pass(mode):
 
 
 def test_the_order_check_finds_a_missing_dependency():
-    """The check of loads and stores is not vacuous: drop the dependency that holds the
-    receiving channel's copy of the input (``cpy`` from ``i``) behind its load, and it fails."""
-    prog = load_msccl(_scratch_xml(), chunk_elems=4, mode="ace")
-    assert_loads_and_stores_ordered(prog)
-    rx = prog.nodes[0].channels[1].steps
-    cpy = next(step for step in rx if step.type == "cpy")
-    loads_before = [k for k, step in enumerate(rx) if step.type == "nop" and step.dep is not None
-                    and prog.nodes[0].channels[step.dep[0]].steps[step.dep[1]].type == "load"]
-    for k in loads_before + ([rx.index(cpy)] if cpy.dep else []):
-        rx[k].dep = None
-    with pytest.raises(AssertionError, match="may run at once"):
-        assert_loads_and_stores_ordered(prog)
+    """The check of loads and stores is not vacuous: a load on channel 0 and a copy out of the
+    same input on channel 1 race unless a dependency orders them; so do a store and a receive
+    into the same output, and it finds no race between disjoint slices."""
+    def program(dep, src_off=0, recv_dep=(1, 1)):
+        load = Step(type="load", count=8, dst=("i", 0), mem_addr=0)
+        store = Step(type="store", count=8, src=("o", 0), mem_addr=64, dep=recv_dep)
+        copy = Step(type="cpy", count=8, src=("i", src_off), dst=("s", 0), dep=dep)
+        recv = Step(type="r", count=8, dst=("o", 0), recv_peer=1, recv_link=0)
+        node = SimpleNamespace(node=0, channels=[Channel(steps=[load, store]),
+                                                 Channel(steps=[copy, recv])])
+        return SimpleNamespace(nodes=[node])
+
+    assert_loads_and_stores_ordered(program(dep=(0, 0)))
+    assert_loads_and_stores_ordered(program(dep=None, src_off=8))
+    with pytest.raises(AssertionError, match="load at .0, 0. and cpy at .1, 0. may run at once"):
+        assert_loads_and_stores_ordered(program(dep=None))
+    with pytest.raises(AssertionError, match="store at .0, 1. and r at .1, 1. may run at once"):
+        assert_loads_and_stores_ordered(program(dep=(0, 0), recv_dep=None))

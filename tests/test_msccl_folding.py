@@ -90,10 +90,10 @@ def test_fit_keeps_messages_within_the_limit(name):
 
 
 def _loops(program, algorithm) -> int:
-    """Passes: the loads of node 0 over the loads of one pass (a run of at most an eighth
-    of the input chunks each)."""
+    """Passes: the loads of node 0 over the loads of one pass (one per run of the input's
+    chunks, at most 32 runs)."""
     loads = sum(st.type == "load" for ch in program.nodes[0].channels for st in ch.steps)
-    per_pass = min(8, algorithm.gpus[0].chunks["i"])
+    per_pass = min(32, algorithm.gpus[0].chunks["i"])
     assert loads % per_pass == 0
     return loads // per_pass
 

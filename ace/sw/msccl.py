@@ -46,18 +46,18 @@ pass loads its slice into the same SRAM region and stores its result, so one pas
 SRAM and the SRAM's size, not the buffer's, bounds the collective.
 
 **Loads and stores** (``ace`` mode). The importer adds the loads of each pass's input and the
-stores of its output, overlapped with the communication: the input is cut into at most eight
+stores of its output, overlapped with the communication: the input is cut into at most 32
 runs of consecutive chunks, each loaded by one ``load``, and the output likewise, each stored by
-one ``store``. They run on a channel of their own when the engine has one that no threadblock
-uses, else on channel 0 among its threadblocks' steps. The schedule's global order places them:
-a load just before the first step that touches its chunks, a store just after the last step
-that writes its chunks (an in-place output chunk is also written by its load); a step that
-touches loaded chunks waits for the last load it needs, a store for the last step that writes
-its chunks on every other channel. That order is one valid execution of the whole program, so
-the deadlock argument above still holds. Passes share the SRAM, so none overlaps the next: the
-loader's pass starts with a ``nop`` marker that every other channel's first step waits for, and
-ends with ``nop``\ s that wait for every other channel's last step. In the baselines
-(``staged``, ``p2p``) buffers are placed in memory and no load or store is added.
+one ``store``. The schedule's global order places them: a load just before the first step that
+touches its chunks, on that step's channel, and a store just after the last step that writes
+its chunks, on that step's channel (an in-place output chunk that nothing writes is stored
+after its load). Any other step that touches a loaded run waits for its load, and a store
+waits for the last writer of its chunks on every other channel. That order is one valid
+execution of the whole program, so the deadlock argument above still holds. Passes share the
+SRAM, so none overlaps the next: channel 0's pass starts with a ``nop`` marker that every other
+channel's first step waits for, and ends with ``nop``\\ s that wait for every other channel's
+last step. In the baselines (``staged``, ``p2p``) buffers are placed in memory and no load or
+store is added.
 
 Errors (:class:`MscclError`) name the file, the line and the attribute.
 """
@@ -65,7 +65,6 @@ Errors (:class:`MscclError`) name the file, the line and the attribute.
 from __future__ import annotations
 
 import functools
-import math
 import xml.parsers.expat
 from collections import deque
 from dataclasses import dataclass, field
@@ -84,6 +83,10 @@ __all__ = ["MscclError", "MscclAlgorithm", "Folding", "read_msccl", "load_msccl"
 PROTOCOLS = ("Simple", "LL", "LL128")
 #: The most unreceived messages the schedule keeps per (sender, receiver, channel) FIFO.
 _FIFO_DEPTH = 2
+#: Loads (and stores) per pass in ``ace`` mode: finer runs let the first steps start sooner.
+#: On full8's engine, ring LL at 1 MiB: 8 runs 192,573 cycles, 16 124,067, 32 108,261, 64
+#: 107,285; all-pairs 4 ch: 8 runs 186,049, 32 138,637 (docs/traces.md).
+_LOAD_RUNS = 32
 
 
 class MscclError(ProgramError):
@@ -258,7 +261,7 @@ class MscclAlgorithm:
         mode = Mode.parse(mode, MscclError).value
         topology = self._topology(topology)
         layout = _Layout(chunk_elems, dtype_from_name(dtype), op_from_name(op), mode, loops,
-                         input_addr, output_addr, scratch_addr, num_channels)
+                         input_addr, output_addr, scratch_addr)
         folding = folding or self.folding(num_channels)
         nodes = [_lower_gpu(gpu, folding, topology, layout) for gpu in self.gpus]
         width = max(len(n.channels) for n in nodes)
@@ -716,7 +719,6 @@ class _Layout:
     input_addr: int
     output_addr: int | None
     scratch_addr: int | None
-    num_channels: int | None        # the engine's channels (None: as many as the folding uses)
 
 
 def _lower_gpu(gpu: MscclGpu, folding: Folding, topology: Topology,
@@ -739,10 +741,7 @@ def _lower_gpu(gpu: MscclGpu, folding: Folding, topology: Topology,
     width = max([folding.channel_of[(g, t)] + 1 for t in gpu.tbs] + [1])
     lists = [_channel_entries(gpu, c, folding, topology, layout) for c in range(width)]
     if layout.mode == Mode.ACE:
-        # The loads and stores run on a channel of their own when the engine has one to spare.
-        loader = width if width < (layout.num_channels or 0) else 0
-        lists += [[] for _ in range(loader + 1 - len(lists))]
-        _add_load_store(lists, loader, gpu, folding, layout, ia, oa)
+        _add_load_store(lists, gpu, folding, layout, ia, oa)
     node.channels = _resolve(lists, layout)
     for c, channel in enumerate(node.channels):
         on_c = [gpu.tbs[t] for t, _ in folding.sequence.get((g, c), [])]
@@ -779,94 +778,91 @@ def _channel_entries(gpu: MscclGpu, c: int, folding: Folding, topology: Topology
     return entries
 
 
-def _add_load_store(lists: list, loader: int, gpu: MscclGpu, folding: Folding,
-                    layout: _Layout, ia: int, oa: int) -> None:
-    """ACE mode: the loads of the input and the stores of the output, on channel ``loader``,
-    overlapped with the communication (module docstring, "Loads and stores").
+def _add_load_store(lists: list, gpu: MscclGpu, folding: Folding, layout: _Layout, ia: int,
+                    oa: int) -> None:
+    """ACE mode: the loads of the input and the stores of the output, each on the channel that
+    needs it, overlapped with the communication (module docstring, "Loads and stores").
 
-    Each threadblock step gets its rank in the folding's global execution; a load takes the
-    rank just before the first step that touches its input chunks, a store the rank just after
-    the last step that writes its output chunks (or its load, when ``o`` aliases ``i``). The
-    loader channel runs its own steps and these in rank order, a step that touches loaded
-    chunks waits for the load (unless the loader runs it), and a store waits, on every other
-    channel, for the last step that writes its chunks. The ranks are one valid execution of
-    the whole program, so the deadlock argument of the module docstring still holds."""
+    The input and the output are cut into runs of chunks (:func:`_blocks`). A run's load goes
+    just before the first step, in the schedule's global order, that touches its chunks, on
+    that step's channel; its store just after the last step that writes its chunks (or after
+    its load, when ``o`` aliases ``i`` and nothing writes them), on that step's channel. Every
+    other step that touches a loaded run waits for its load, and a store waits for the last
+    writer of its chunks on every other channel. Loads and stores thus take their places in
+    one valid execution of the whole program, so the module's deadlock argument still holds."""
     g, ce, esize = gpu.id, layout.chunk_elems, DTYPE_BYTES[layout.dtype]
     out_buf = "i" if gpu.alias_o else "o"
-    first_use = [math.inf] * gpu.chunks["i"]
-    last_write = [-math.inf] * gpu.chunks[out_buf]
-    writers: list[dict] = [{} for _ in last_write]     # chunk -> {channel: (position, key)}
-    touched = {}                                          # entry key -> input chunks
-    for c, entries in enumerate(lists):
-        for k, (_, _, key) in enumerate(entries):
-            rank, st = folding.rank[(g, *key[1:])], gpu.tbs[key[1]].steps[key[2]]
+    rank = {key: folding.rank[(g, *key[1:])] for entries in lists for _, _, key in entries}
+    channel = {key: c for c, entries in enumerate(lists) for _, _, key in entries}
+    loads, stores = _blocks(gpu.chunks["i"]), _blocks(gpu.chunks[out_buf])
+    load_of = {j: n for n, (start, count) in enumerate(loads) for j in range(start, start + count)}
+    store_of = {j: n for n, (start, count) in enumerate(stores)
+                for j in range(start, start + count)}
+    touchers = [[] for _ in loads]              # load run -> keys of the steps touching it
+    writers = [[] for _ in stores]              # store run -> keys of the steps writing it
+    for entries in lists:
+        for _, _, key in entries:
+            st = gpu.tbs[key[1]].steps[key[2]]
             for side, sl in (("src", st.src), ("dst", st.dst)):
                 chunks = range(sl[1], sl[1] + st.cnt) if sl else ()
-                if sl and sl[0] == "i":
-                    touched.setdefault(key, []).extend(chunks)
-                    for j in chunks:
-                        first_use[j] = min(first_use[j], rank)
-                if sl and side == "dst" and sl[0] == out_buf:
-                    for j in chunks:
-                        last_write[j] = max(last_write[j], rank)
-                        writers[j][c] = (k, key)
-    loads = [(start, count, min(first_use[start:start + count]) - 0.5)
-             for start, count in _blocks(len(first_use))]
-    load_of = {j: n for n, (start, count, _) in enumerate(loads)
-               for j in range(start, start + count)}
-    if gpu.alias_o:                     # an in-place output chunk is also written by its load
-        last_write = [max(w, loads[load_of[j]][2]) for j, w in enumerate(last_write)]
-    stores = [(start, count, max(last_write[start:start + count]) + 0.5)
-              for start, count in _blocks(len(last_write))]
-    for c, entries in enumerate(lists):
-        for k, (step, refs, key) in enumerate(entries):
-            if c != loader and key in touched:
-                entries[k] = (step, refs + [("load", max(load_of[j] for j in touched[key]))],
-                              key)
+                for j in chunks if sl and sl[0] == "i" else ():
+                    touchers[load_of[j]].append(key)
+                for j in chunks if sl and side == "dst" and sl[0] == out_buf else ():
+                    writers[store_of[j]].append(key)
+    before, after, tail = {}, {}, []            # anchor key -> entries placed beside it
+    waits = {}                                  # key -> keys of loads it waits for
     dtype, op = layout.dtype, layout.op
-    extra = []
-    for n, (start, count, rank) in enumerate(loads):
-        extra.append((rank, (Step(type="load", count=count * ce, dst=("i", start * ce),
-                                  dtype=dtype, op=op, mem_addr=ia + start * ce * esize),
-                             [], ("load", n))))
-    for n, (start, count, rank) in enumerate(stores):
-        last = {}                       # channel -> its last writer of these chunks
-        for j in range(start, start + count):
-            for c, (k, key) in writers[j].items():
-                if c != loader and k >= last.get(c, (-1,))[0]:
-                    last[c] = (k, key)
-        extra.append((rank, (Step(type="store", count=count * ce, src=(out_buf, start * ce),
-                                  dtype=dtype, op=op, mem_addr=oa + start * ce * esize),
-                             [key for _, key in last.values()], ("store", n))))
-    extra.sort(key=lambda item: item[0])
-    merged = []
-    for entry in lists[loader]:         # each load or store before the first later step
-        while extra and extra[0][0] < folding.rank[(g, *entry[2][1:])]:
-            merged.append(extra.pop(0)[1])
-        merged.append(entry)
-    lists[loader] = merged + [entry for _, entry in extra]
-    _pass_barrier(lists, loader, layout)
+    for n, (start, count) in enumerate(loads):
+        load = (Step(type="load", count=count * ce, dst=("i", start * ce), dtype=dtype, op=op,
+                     mem_addr=ia + start * ce * esize), [], ("load", n))
+        first = min(touchers[n], key=rank.get, default=None)
+        before.setdefault(first, []).append(load) if first else tail.append(load)
+        for key in touchers[n]:
+            if channel[key] != channel.get(first):
+                waits.setdefault(key, set()).add(("load", n))
+    for n, (start, count) in enumerate(stores):
+        last = max(writers[n], key=rank.get, default=None)
+        own = channel.get(last, 0)
+        refs = {}                               # other channel -> its last writer of the run
+        for key in writers[n]:
+            if channel[key] != own and rank[key] >= rank[refs.get(channel[key], key)]:
+                refs[channel[key]] = key
+        if gpu.alias_o and last is None:        # in place and never written: after its load
+            refs = {"load": ("load", n)}
+        store = (Step(type="store", count=count * ce, src=(out_buf, start * ce), dtype=dtype,
+                      op=op, mem_addr=oa + start * ce * esize), list(refs.values()),
+                 ("store", n))
+        after.setdefault(last, []).append(store) if last else tail.append(store)
+    for c, entries in enumerate(lists):
+        placed = []
+        for step, refs, key in entries:
+            placed += before.get(key, [])
+            placed.append((step, refs + sorted(waits.get(key, ())), key))
+            placed += after.get(key, [])
+        lists[c] = placed
+    lists[0] += tail
+    _pass_barrier(lists, layout)
 
 
-def _blocks(chunks: int, most: int = 8) -> list[tuple[int, int]]:
-    """``chunks`` cut into at most ``most`` runs of consecutive chunks, as equal as they
-    come: ``(first chunk, chunks)``."""
-    parts = min(most, chunks)
+def _blocks(chunks: int) -> list[tuple[int, int]]:
+    """``chunks`` cut into at most :data:`_LOAD_RUNS` runs of consecutive chunks, as equal as
+    they come: ``(first chunk, chunks)``."""
+    parts = min(_LOAD_RUNS, chunks)
     if not parts:
         return []
     bounds = [b * chunks // parts for b in range(parts + 1)]
     return [(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
 
 
-def _pass_barrier(lists: list, loader: int, layout: _Layout) -> None:
+def _pass_barrier(lists: list, layout: _Layout) -> None:
     """Passes share the SRAM, so none may overlap the next (:func:`_repeat` repeats the lists):
-    the loader's pass starts with a marker (no dependency) and ends after every other channel's
+    channel 0's pass starts with a marker (no dependency) and ends after every other channel's
     last step, and every other channel's first step waits for the marker."""
-    others = [c for c in range(len(lists)) if c != loader and lists[c]]
+    others = [c for c in range(1, len(lists)) if lists[c]]
     nop = functools.partial(Step, type="nop", dtype=layout.dtype, op=layout.op)
-    lists[loader].insert(0, (nop(), [], ("pass",)))
+    lists[0].insert(0, (nop(), [], ("pass",)))
     if others:
-        lists[loader].append((nop(), [("last", c) for c in others], ("barrier",)))
+        lists[0].append((nop(), [("last", c) for c in others], ("barrier",)))
     for c in others:
         step, refs, key = lists[c][0]
         lists[c][0] = (step, refs + [("pass",)], key)
