@@ -2,6 +2,7 @@
 multiple dependencies, and error messages with file, line and attribute."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -9,9 +10,11 @@ import pytest
 from ace.config import NAMED_CONFIGS
 from ace.sw.golden import run
 from ace.sw.msccl import MscclError, load_msccl
-from ace.sw.program import assemble, from_text, memory_traffic, to_text
+from ace.sw.program import Channel, Step, assemble, from_text, memory_traffic, to_text
+from testbench.program_checks import assert_loads_and_stores_ordered
 
 RING = Path(__file__).resolve().parents[2] / "shared" / "data" / "msccl" / "ring_allreduce_8npus.xml"
+DATA = Path(__file__).resolve().parent / "data" / "msccl"
 if not RING.exists():
     RING = Path("/work/shared/data/msccl/ring_allreduce_8npus.xml")
 
@@ -41,15 +44,16 @@ def test_ring_allreduce_file(mode, topology):
     traffic = memory_traffic(prog)
     if mode == "ace":
         assert traffic["per_node"][0] == (64 * 4, 64 * 4)
-        assert [s.type for s in prog.nodes[0].channels[0].steps][0] == "load"
-        assert prog.nodes[0].channels[0].steps[-1].type == "store"
+        types = [s.type for s in prog.nodes[0].channels[0].steps]
+        assert types.count("load") == 8 and types.count("store") == 8    # a chunk each
+        assert_loads_and_stores_ordered(prog)
     else:
         assert traffic["per_node"][0][0] > 64 * 4 * 2
     # The default switch:8 topology has a virtual link per peer: 7 links.
     assemble(prog, NAMED_CONFIGS["small"].replace(num_links=2 if topology else 7))
     assert from_text(to_text(prog)).nodes == prog.nodes
     if topology == "ring:8":
-        step = prog.nodes[3].channels[0].steps[1 if mode == "baseline" else 2]
+        step = next(s for s in prog.nodes[3].channels[0].steps if s.type == "rrc")
         assert (step.type, step.recv_peer, step.recv_link) == ("rrc", 2, 1)
 
 
@@ -121,17 +125,17 @@ def test_scratch_cpy_re_nop_and_multiple_deps(mode):
     assert g0.channels[0].send_peer == 1 and g1.channels[0].recv_peer == 0
     assert g0.channels[1].recv_peer == 1 and g1.channels[1].send_peer == 0
     # tb0 step 2 has two dependencies: a nop carries the first one.
-    steps = g0.channels[0].steps
-    types = [s.type for s in steps]
-    offset = 1 if mode == "ace" else 0            # the load
-    assert types[offset:offset + 4] == ["s", "nop", "nop", "s"]
-    rx = offset if mode == "ace" else 0
-    assert steps[offset + 1].dep == (1, 0)
-    assert steps[offset + 2].dep == (1, 1) and steps[offset + 3].dep == (1, 2)
+    steps, rx = g0.channels[0].steps, g0.channels[1].steps
+    core = [step for step in steps if step.type not in ("load", "store")]  # ACE adds these
+    second = [k for k, step in enumerate(core) if step.type == "s"][1]
+    assert [s.type for s in core[second - 2:second + 1]] == ["nop", "nop", "s"]
+    assert [rx[step.dep[1]].type for step in core[second - 2:second + 1]] == ["r", "cpy", "re"]
     if mode == "ace":
-        assert g0.channels[1].steps[0].dep == (0, 0)          # waits for the load
-        assert steps[-1].type == "store" and steps[-1].dep == (1, 3)
-    del rx
+        assert_loads_and_stores_ordered(prog)
+        # One store per output chunk, right after the last step that writes it, on its
+        # channel: chunk 0 (node 0's own) after the reduction (re), chunk 1 after the receive.
+        stores = sorted((step.src, k) for k, step in enumerate(rx) if step.type == "store")
+        assert [rx[k - 1].type for _, k in stores] == ["re", "r"]
     inputs = _ints(prog, 9)
     result = run(prog, inputs)
     for out in result.outputs:
@@ -201,3 +205,24 @@ def test_loops_cover_a_buffer_larger_than_one_pass(mode):
                         node.output_addr - one.output_addr if b.type == "store" else 0)
                 if mode == "baseline" and b.src is not None:
                     assert a.src[1] == b.src[1] + k * 64
+
+
+def test_the_order_check_finds_a_missing_dependency():
+    """The check of loads and stores is not vacuous: a load on channel 0 and a copy out of the
+    same input on channel 1 race unless a dependency orders them; so do a store and a receive
+    into the same output, and it finds no race between disjoint slices."""
+    def program(dep, src_off=0, recv_dep=(1, 1)):
+        load = Step(type="load", count=8, dst=("i", 0), mem_addr=0)
+        store = Step(type="store", count=8, src=("o", 0), mem_addr=64, dep=recv_dep)
+        copy = Step(type="cpy", count=8, src=("i", src_off), dst=("s", 0), dep=dep)
+        recv = Step(type="r", count=8, dst=("o", 0), recv_peer=1, recv_link=0)
+        node = SimpleNamespace(node=0, channels=[Channel(steps=[load, store]),
+                                                 Channel(steps=[copy, recv])])
+        return SimpleNamespace(nodes=[node])
+
+    assert_loads_and_stores_ordered(program(dep=(0, 0)))
+    assert_loads_and_stores_ordered(program(dep=None, src_off=8))
+    with pytest.raises(AssertionError, match="load at .0, 0. and cpy at .1, 0. may run at once"):
+        assert_loads_and_stores_ordered(program(dep=None))
+    with pytest.raises(AssertionError, match="store at .0, 1. and r at .1, 1. may run at once"):
+        assert_loads_and_stores_ordered(program(dep=(0, 0), recv_dep=None))

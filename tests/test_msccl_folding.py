@@ -17,6 +17,7 @@ from ace.sw.golden import DeadlockError, run
 from ace.sw.msccl import Folding, MscclError, read_msccl
 from ace.sw.program import assemble
 from sim_harness.systems import HARNESS_CONFIG, load_system
+from testbench.program_checks import assert_loads_and_stores_ordered
 
 DATA = Path(__file__).resolve().parent / "data" / "msccl"
 PUBLISHED = {"allpairs_allreduce_8gpus_2ch.xml": 16, "allpairs_allreduce_8gpus_4ch.xml": 32,
@@ -59,6 +60,8 @@ def test_published_shapes_fold_onto_four_channels(name, mode):
     program = algorithm.program(chunk_elems=16, mode=mode, num_channels=4)
     assert all(len(node.channels) == 4 for node in program.nodes)
     _check_sum(program, seed=len(name))
+    if mode == "ace":
+        assert_loads_and_stores_ordered(program)
     # Every threadblock's steps keep their order on its channel.
     for (g, h), sequence in folding.sequence.items():
         for t in {t for t, _ in sequence}:
@@ -78,14 +81,21 @@ def test_fit_keeps_messages_within_the_limit(name):
     sizes = [st.nbytes for node in program.nodes for ch in node.channels for st in ch.steps
              if "send" in st.uses]
     assert max(sizes) <= config.packet_bytes
-    chunk = program.nodes[0].in_elems * 4 // algorithm.gpus[0].chunks["i"] // _loops(program)
+    chunk = (program.nodes[0].in_elems * 4 // algorithm.gpus[0].chunks["i"]
+             // _loops(program, algorithm))
     assert algorithm.folding(4).in_flight_chunks * chunk <= \
         config.rx_channel_beats * config.link_bytes
     assemble(program, config)
+    assert_loads_and_stores_ordered(program)
 
 
-def _loops(program) -> int:
-    return sum(1 for st in program.nodes[0].channels[0].steps if st.type == "load")
+def _loops(program, algorithm) -> int:
+    """Passes: the loads of node 0 over the loads of one pass (one per run of the input's
+    chunks, at most 32 runs)."""
+    loads = sum(st.type == "load" for ch in program.nodes[0].channels for st in ch.steps)
+    per_pass = min(32, algorithm.gpus[0].chunks["i"])
+    assert loads % per_pass == 0
+    return loads // per_pass
 
 
 def test_schedule_keeps_fifos_shallow():
@@ -103,8 +113,10 @@ def _naive(algorithm, num_channels) -> Folding:
     for (g, t), h in sorted(good.channel_of.items()):
         sequence.setdefault((g, h), []).extend(
             (t, s) for s in range(len(algorithm.gpus[g].tbs[t].steps)))
+    rank = {(g, t, s): n for (g, _), steps in sequence.items()
+            for n, (t, s) in enumerate(steps)}           # increasing along every channel
     return Folding(good.thread_blocks, good.channels, good.shared, good.in_flight,
-                   good.in_flight_chunks, good.channel_of, sequence)
+                   good.in_flight_chunks, good.channel_of, sequence, rank)
 
 
 @pytest.mark.parametrize("mode", ["ace", "baseline"])

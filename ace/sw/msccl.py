@@ -45,10 +45,19 @@ chunks x ``chunk_elems``), and its steps follow pass k-1's on every channel. In 
 pass loads its slice into the same SRAM region and stores its result, so one pass must fit the
 SRAM and the SRAM's size, not the buffer's, bounds the collective.
 
-In ``ace`` mode the importer adds a ``load`` of the whole input at the start of channel 0
-(every other channel's first step depends on it) and a ``store`` of the output at the end of
-channel 0 (after ``nop``\\ s that wait for every other channel's last step). In the baselines
-(``staged``, ``p2p``) buffers are placed in memory and no load/store is added.
+**Loads and stores** (``ace`` mode). The importer adds the loads of each pass's input and the
+stores of its output, overlapped with the communication: the input is cut into at most 32
+runs of consecutive chunks, each loaded by one ``load``, and the output likewise, each stored by
+one ``store``. The schedule's global order places them: a load just before the first step that
+touches its chunks, on that step's channel, and a store just after the last step that writes
+its chunks, on that step's channel (an in-place output chunk that nothing writes is stored
+after its load). Any other step that touches a loaded run waits for its load, and a store
+waits for the last writer of its chunks on every other channel. That order is one valid
+execution of the whole program, so the deadlock argument above still holds. Passes share the
+SRAM, so none overlaps the next: channel 0's pass starts with a ``nop`` marker that every other
+channel's first step waits for, and ends with ``nop``\\ s that wait for every other channel's
+last step. In the baselines (``staged``, ``p2p``) buffers are placed in memory and no load or
+store is added.
 
 Errors (:class:`MscclError`) name the file, the line and the attribute.
 """
@@ -74,6 +83,10 @@ __all__ = ["MscclError", "MscclAlgorithm", "Folding", "read_msccl", "load_msccl"
 PROTOCOLS = ("Simple", "LL", "LL128")
 #: The most unreceived messages the schedule keeps per (sender, receiver, channel) FIFO.
 _FIFO_DEPTH = 2
+#: Loads (and stores) per pass in ``ace`` mode: finer runs let the first steps start sooner.
+#: On full8's engine, ring LL at 1 MiB: 8 runs 192,573 cycles, 16 124,067, 32 108,261, 64
+#: 107,285; all-pairs 4 ch: 8 runs 186,049, 32 138,637 (docs/traces.md).
+_LOAD_RUNS = 32
 
 
 class MscclError(ProgramError):
@@ -169,6 +182,7 @@ class Folding:
     in_flight, in_flight_chunks : the most messages, and chunks, that execution has sent and
         not yet received on one (sender, receiver, channel) FIFO: the receive buffer must hold
         that much (module docstring).
+    rank : ``(gpu, tb, step) -> n``: the step is the n-th of that execution (all gpus).
     """
     thread_blocks: int
     channels: int
@@ -177,6 +191,7 @@ class Folding:
     in_flight_chunks: int
     channel_of: dict = field(compare=False, repr=False)
     sequence: dict = field(compare=False, repr=False)
+    rank: dict = field(compare=False, repr=False)
 
     @property
     def folded(self) -> bool:
@@ -600,17 +615,19 @@ def _fold(algorithm: MscclAlgorithm, num_channels: int | None) -> Folding:
         for g, t in members:
             channel_of[(g, t)] = h
             load[(g, h)] = load.get((g, h), 0) + 1
-    sequence, in_flight, chunks = _schedule(algorithm, channel_of)
+    sequence, rank, in_flight, chunks = _schedule(algorithm, channel_of)
     return Folding(thread_blocks=algorithm.thread_blocks,
                    channels=max(channel_of.values(), default=0) + 1,
                    shared=max(load.values(), default=1), in_flight=in_flight,
-                   in_flight_chunks=chunks, channel_of=channel_of, sequence=sequence)
+                   in_flight_chunks=chunks, channel_of=channel_of, sequence=sequence,
+                   rank=rank)
 
 
-def _schedule(algorithm: MscclAlgorithm, channel_of: dict) -> tuple[dict, int, int]:
+def _schedule(algorithm: MscclAlgorithm, channel_of: dict) -> tuple[dict, dict, int, int]:
     """One valid global execution of the algorithm with its threadblocks on ``channel_of``'s
-    channels, split into each channel's sequence ``(gpu, channel) -> [(tb, step)]``, and the
-    most messages and chunks in flight on one FIFO.
+    channels, split into each channel's sequence ``(gpu, channel) -> [(tb, step)]``, each
+    step's position in it ``(gpu, tb, step) -> n``, and the most messages and chunks in flight
+    on one FIFO.
 
     In rounds: every threadblock whose next step can run at the start of a round runs it (in
     threadblock order), re-checked when its turn comes. A step can run when its dependencies are
@@ -623,6 +640,7 @@ def _schedule(algorithm: MscclAlgorithm, channel_of: dict) -> tuple[dict, int, i
     pos = dict.fromkeys(tbs, 0)
     fifos: dict[tuple[int, int, int], deque] = {}
     sequence: dict[tuple[int, int], list] = {}
+    rank: dict[tuple[int, int, int], int] = {}
     remaining = sum(len(tb.steps) for tb in tbs.values())
     in_flight = chunks = 0
 
@@ -664,9 +682,10 @@ def _schedule(algorithm: MscclAlgorithm, channel_of: dict) -> tuple[dict, int, i
                 in_flight = max(in_flight, len(queue))
                 chunks = max(chunks, sum(cnt for _, cnt in queue))
             sequence.setdefault((g, h), []).append((t, pos[key]))
+            rank[(g, t, pos[key])] = len(rank)
             pos[key] += 1
             remaining -= 1
-    return sequence, in_flight, chunks
+    return sequence, rank, in_flight, chunks
 
 
 def _blocked(tbs: dict, pos: dict) -> list[str]:
@@ -722,7 +741,7 @@ def _lower_gpu(gpu: MscclGpu, folding: Folding, topology: Topology,
     width = max([folding.channel_of[(g, t)] + 1 for t in gpu.tbs] + [1])
     lists = [_channel_entries(gpu, c, folding, topology, layout) for c in range(width)]
     if layout.mode == Mode.ACE:
-        _add_load_store(lists, gpu, in_elems, out_elems, ia, oa, layout)
+        _add_load_store(lists, gpu, folding, layout, ia, oa)
     node.channels = _resolve(lists, layout)
     for c, channel in enumerate(node.channels):
         on_c = [gpu.tbs[t] for t, _ in folding.sequence.get((g, c), [])]
@@ -759,23 +778,94 @@ def _channel_entries(gpu: MscclGpu, c: int, folding: Folding, topology: Topology
     return entries
 
 
-def _add_load_store(lists: list, gpu: MscclGpu, in_elems: int, out_elems: int, ia: int,
-                    oa: int, layout: _Layout) -> None:
-    """ACE mode: load the input at the head of channel 0 (the other channels' first steps wait
-    for it) and store the output at its end (after every other channel's last step)."""
+def _add_load_store(lists: list, gpu: MscclGpu, folding: Folding, layout: _Layout, ia: int,
+                    oa: int) -> None:
+    """ACE mode: the loads of the input and the stores of the output, each on the channel that
+    needs it, overlapped with the communication (module docstring, "Loads and stores").
+
+    The input and the output are cut into runs of chunks (:func:`_blocks`). A run's load goes
+    just before the first step, in the schedule's global order, that touches its chunks, on
+    that step's channel; its store just after the last step that writes its chunks (or after
+    its load, when ``o`` aliases ``i`` and nothing writes them), on that step's channel. Every
+    other step that touches a loaded run waits for its load, and a store waits for the last
+    writer of its chunks on every other channel. Loads and stores thus take their places in
+    one valid execution of the whole program, so the module's deadlock argument still holds."""
+    g, ce, esize = gpu.id, layout.chunk_elems, DTYPE_BYTES[layout.dtype]
+    out_buf = "i" if gpu.alias_o else "o"
+    rank = {key: folding.rank[(g, *key[1:])] for entries in lists for _, _, key in entries}
+    channel = {key: c for c, entries in enumerate(lists) for _, _, key in entries}
+    loads, stores = _blocks(gpu.chunks["i"]), _blocks(gpu.chunks[out_buf])
+    load_of = {j: n for n, (start, count) in enumerate(loads) for j in range(start, start + count)}
+    store_of = {j: n for n, (start, count) in enumerate(stores)
+                for j in range(start, start + count)}
+    touchers = [[] for _ in loads]              # load run -> keys of the steps touching it
+    writers = [[] for _ in stores]              # store run -> keys of the steps writing it
+    for entries in lists:
+        for _, _, key in entries:
+            st = gpu.tbs[key[1]].steps[key[2]]
+            for side, sl in (("src", st.src), ("dst", st.dst)):
+                chunks = range(sl[1], sl[1] + st.cnt) if sl else ()
+                for j in chunks if sl and sl[0] == "i" else ():
+                    touchers[load_of[j]].append(key)
+                for j in chunks if sl and side == "dst" and sl[0] == out_buf else ():
+                    writers[store_of[j]].append(key)
+    before, after, tail = {}, {}, []            # anchor key -> entries placed beside it
+    waits = {}                                  # key -> keys of loads it waits for
     dtype, op = layout.dtype, layout.op
-    if in_elems:
-        lists[0].insert(0, (Step(type="load", count=in_elems, dst=("i", 0), dtype=dtype, op=op,
-                                 mem_addr=ia), [], ("load",)))
-        for entries in lists[1:]:
-            if entries:
-                step, refs, key = entries[0]
-                entries[0] = (step, refs + [("load",)], key)
-    if out_elems:
-        last_refs = [("last", c) for c in range(1, len(lists)) if lists[c]]
-        src_buf = "i" if gpu.alias_o else "o"
-        lists[0].append((Step(type="store", count=out_elems, src=(src_buf, 0), dtype=dtype,
-                              op=op, mem_addr=oa), last_refs, ("store",)))
+    for n, (start, count) in enumerate(loads):
+        load = (Step(type="load", count=count * ce, dst=("i", start * ce), dtype=dtype, op=op,
+                     mem_addr=ia + start * ce * esize), [], ("load", n))
+        first = min(touchers[n], key=rank.get, default=None)
+        before.setdefault(first, []).append(load) if first else tail.append(load)
+        for key in touchers[n]:
+            if channel[key] != channel.get(first):
+                waits.setdefault(key, set()).add(("load", n))
+    for n, (start, count) in enumerate(stores):
+        last = max(writers[n], key=rank.get, default=None)
+        own = channel.get(last, 0)
+        refs = {}                               # other channel -> its last writer of the run
+        for key in writers[n]:
+            if channel[key] != own and rank[key] >= rank[refs.get(channel[key], key)]:
+                refs[channel[key]] = key
+        if gpu.alias_o and last is None:        # in place and never written: after its load
+            refs = {"load": ("load", n)}
+        store = (Step(type="store", count=count * ce, src=(out_buf, start * ce), dtype=dtype,
+                      op=op, mem_addr=oa + start * ce * esize), list(refs.values()),
+                 ("store", n))
+        after.setdefault(last, []).append(store) if last else tail.append(store)
+    for c, entries in enumerate(lists):
+        placed = []
+        for step, refs, key in entries:
+            placed += before.get(key, [])
+            placed.append((step, refs + sorted(waits.get(key, ())), key))
+            placed += after.get(key, [])
+        lists[c] = placed
+    lists[0] += tail
+    _pass_barrier(lists, layout)
+
+
+def _blocks(chunks: int) -> list[tuple[int, int]]:
+    """``chunks`` cut into at most :data:`_LOAD_RUNS` runs of consecutive chunks, as equal as
+    they come: ``(first chunk, chunks)``."""
+    parts = min(_LOAD_RUNS, chunks)
+    if not parts:
+        return []
+    bounds = [b * chunks // parts for b in range(parts + 1)]
+    return [(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def _pass_barrier(lists: list, layout: _Layout) -> None:
+    """Passes share the SRAM, so none may overlap the next (:func:`_repeat` repeats the lists):
+    channel 0's pass starts with a marker (no dependency) and ends after every other channel's
+    last step, and every other channel's first step waits for the marker."""
+    others = [c for c in range(1, len(lists)) if lists[c]]
+    nop = functools.partial(Step, type="nop", dtype=layout.dtype, op=layout.op)
+    lists[0].insert(0, (nop(), [], ("pass",)))
+    if others:
+        lists[0].append((nop(), [("last", c) for c in others], ("barrier",)))
+    for c in others:
+        step, refs, key = lists[c][0]
+        lists[c][0] = (step, refs + [("pass",)], key)
 
 
 def _resolve(lists: list, layout: _Layout) -> list[Channel]:
