@@ -23,7 +23,8 @@ without an error; ``error`` latches the first failing channel (cause, pc) or, wi
 ``LINK_ERROR``, the first link whose receiver flagged a bad packet (its number in the channel
 field). ``error_clear`` clears it, aborts running steps and returns the channels to idle.
 Counters (:func:`counter_names`) are 48 bits, count from the last ``counter_clear``, and are
-read through the CSR snapshot.
+read through the CSR snapshot. The memory byte counters lag the ports by one cycle (the
+channels' counts are summed into a register first).
 """
 
 from __future__ import annotations
@@ -174,9 +175,11 @@ class AceEngine(wiring.Component):
         # -- counters --------------------------------------------------------------------------
         # Engine-owned counters reset on counter_clear; the NIC's free-running counters are
         # reported relative to their value at the last clear.
+        # The byte counts of a cycle are summed into a register and counted the cycle after
+        # (the sum of the channels' counts and the counter's add are a cycle each).
         mem_read = Signal(range(2 * C * cfg.mem_bytes + 1))
         mem_write = Signal(range(C * cfg.mem_bytes + 1))
-        m.d.comb += [mem_read.eq(sum(ch.mem_read_bytes for ch in channels)),
+        m.d.sync += [mem_read.eq(sum(ch.mem_read_bytes for ch in channels)),
                      mem_write.eq(sum(ch.mem_write_bytes for ch in channels))]
         increments = {"cycles": busy, "mem_read_bytes": mem_read, "mem_write_bytes": mem_write}
         for c, ch in enumerate(channels):
