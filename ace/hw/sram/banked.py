@@ -3,21 +3,28 @@ port map.
 
 ::
 
-      rd0.req .. rdR.req                   wr0 .. wrW          (R read ports, W write ports)
-          |        |  ready: own slot bit       |     |  ready: own slot bit
-          v        v  [bank] & credit           v     v  [bank]
-     +----------------------+          +----------------------+
-     | per bank: the slot   |          | per bank: the slot   |  registered; the slot of
-     | owner's row, enable  |          | owner's row, data,   |  each port is a rotating
-     +----------------------+          | byte enables         |  register (no arbitration)
-          |   |   |   |                +----------------------+
-        +---+---+---+----+                  |   |   |   |
-        |b0 |b1 |.. |bB-1|  B BlockRams: 1 read + 1 write per cycle, registered output
-        +---+---+---+----+
+      rd0.req .. rdR.req                      wr0 .. wrW         (R read ports, W write ports)
+          |        |  ready: own slot bit          |     |  ready: own slot bit [bank];
+          v        v  [bank] & credit              v     v  port j enters position j
+     +----------------------+          +-----------------------------+
+     | per bank: the slot   |          | write rotator (SlotRotator): |  ceil(log2 Pw)
+     | owner's row, enable  |          | position j -> (j + t) mod Pw |  registered 2:1
+     | (registered, delayed |          | = the position of the banks  |  stages
+     | to meet the writes)  |          | that port j owns in cycle t  |
+     +----------------------+          +-----------------------------+
+          |   |   |   |                     |   |   |   |   bank b takes position b mod Pw
+        +---+---+---+----+                  |   |   |   |   (its group's byte enables)
+        |b0 |b1 |.. |bB-1|  <---------------+---+---+---+   B BlockRams: 1 read + 1 write
+        +---+---+---+----+                                  per cycle, registered output
           |   |   |   |
      +----------------------+
-     | per port: word of    |  8:1 mux on the bank the port read, registered
-     | the bank it read     |
+     | per position q < P:  |  the word of the bank read there (one of the banks
+     | word, registered     |  b = q mod P), registered beside the RAMs
+     +----------------------+
+          |   |   |   |
+     +----------------------+
+     | read rotator:        |  ceil(log2 P) registered 2:1 stages; port i takes
+     | (i + t) mod P -> i   |  position i
      +----------------------+
           |        |
       resp FIFO  resp FIFO      one per read port, ``resp_depth`` deep, registered output
@@ -36,7 +43,7 @@ from dataclasses import dataclass
 from functools import reduce
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In
 
@@ -154,22 +161,34 @@ class BankedSram(wiring.Component):
     cycle; a port that misses its slot waits at most ``P - 1`` cycles. With more ports than banks
     each port gets ``banks / ports`` of the cycles.
 
-    Pipeline (read transferred in cycle ``t``):
+    The crossbar is two rotations, not a mux per port. Read port ``i`` owns, in cycle ``t``,
+    the banks at position ``q = (t + i) mod P`` (``b mod P == q``, one bank per group of
+    ``P``; when ``P > banks`` positions ``banks`` and up hold no bank), so the words read in
+    one cycle, one per position, reach their ports by a left rotation by ``t mod P``; the
+    writes of one cycle reach their banks by the inverse rotation. A :class:`SlotRotator`
+    does each rotation in ``ceil(log2 P)`` registered stages of 2:1 muxes (stage ``k`` joins
+    positions ``2**k`` apart) whose selects are free-running counters: no bank's word fans
+    out to every port, and no select depends on a request.
 
-    ====== =======================================================================
-    t + 1  per bank: the owner's row and enable, registered (RAM address)
-    t + 3  per bank: the RAM's registered output (:attr:`BlockRam.read_latency` 2)
-    t + 4  per bank: the RAM's word registered again, beside the RAM
-    t + 5  per port: the word of the bank it read, registered (the crossbar stage)
-    t + 7  per port: out of the response FIFO's output register (``resp.valid``)
-    ====== =======================================================================
+    Pipeline (read transferred in cycle ``t``; ``Sw`` = :attr:`write_stages`,
+    ``Sr`` = :attr:`read_rotate_stages`):
 
-    Writes take the same first stage (per bank: the owner's row, data and byte enables,
-    registered) and reach the RAM in ``t + 1``, the cycle in which reads transferred in ``t``
-    reach it. So a read and a write of the same word transferred in the same cycle return the
-    **old** word to the read (the RAM's read-before-write), and a write transferred in ``t`` is
-    visible to reads transferred in ``t + 1`` and later: the port-level order is exact, because
-    every transfer takes the same fixed path.
+    =============== ==============================================================
+    t + 1           per bank: the owner's row and enable, registered
+    t + Sw          the same, delayed to meet the writes of cycle ``t`` (RAM address)
+    t + Sw + 2      per bank: the RAM's registered output (:attr:`BlockRam.read_latency`)
+    t + Sw + 3      per position: the word of the bank read there, registered
+    t + Sw + 3 + Sr per port: out of the read rotator
+    + 2             per port: out of the response FIFO's output register (``resp.valid``)
+    =============== ==============================================================
+
+    Writes go through the write rotator (``Sw`` stages, from the port's payload: row, data,
+    byte enables cleared unless the write transfers, and the group of its bank) and reach the
+    RAM in ``t + Sw``, the cycle in which reads transferred in ``t`` reach it. So a read and a
+    write of the same word transferred in the same cycle return the **old** word to the read
+    (the RAM's read-before-write), and a write transferred in ``t`` is visible to reads
+    transferred in ``t + 1`` and later: the port-level order is exact, because every transfer
+    takes the same fixed path.
 
     Reads: ``req`` carries word addresses, ``resp`` returns the words in request order. Each read
     port has a response FIFO of ``resp_depth`` words (registered output); ``req.ready`` is high
@@ -178,8 +197,9 @@ class BankedSram(wiring.Component):
     Writes: :class:`~ace.layouts.SramWrite` (address, data, byte enables); bytes whose ``mask``
     bit is clear keep their value; an all-zero mask is accepted and changes nothing.
 
-    Latency: :attr:`read_latency` (7) cycles from a read's transfer to its response, at the
-    earliest. Throughput: one word per cycle per port on consecutive addresses (``banks /
+    Latency: :attr:`read_latency` cycles from a read's transfer to its response, at the
+    earliest: ``Sw + 2 + 1 + Sr + 2``; 10 for the ``small`` top (5 read, 3 write ports, 8
+    banks: ``Sw`` 2, ``Sr`` 3), 8 for the ``small`` engine's SRAM (4 read, 2 write: 1, 2). Throughput: one word per cycle per port on consecutive addresses (``banks /
     ports`` per port when there are more ports than banks); ``resp_depth`` of at least
     ``read_latency + 1`` keeps a read port at one word per cycle.
 
@@ -211,6 +231,8 @@ class BankedSram(wiring.Component):
     BANK_OUTPUT_STAGES = 1
     #: Cycles from a FIFO write to its word on ``resp`` (``SyncFIFOBuffered``).
     FIFO_LATENCY = 2
+    #: Word bits per response-FIFO slice (each slice its own ``SyncFIFOBuffered``).
+    FIFO_SLICE_BITS = 16
 
     def __init__(self, words: int, word_bytes: int, banks: int, read_ports: int,
                  write_ports: int, *, resp_depth: int = 16):
@@ -371,17 +393,26 @@ class BankedSram(wiring.Component):
             m.d.comb += getattr(rotator, f"i{q}").eq(word)
 
         for i, port in enumerate(ports):
-            m.submodules[f"rd{i}_resp_fifo"] = fifo = SyncFIFOBuffered(
-                width=8 * self.word_bytes, depth=self.resp_depth)
-            taken = port.req.valid & port.req.ready
-            m.d.comb += [
-                fifo.w_data.eq(getattr(rotator, f"o{i}")),
-                fifo.w_en.eq(self._delay(m, f"rd{i}_valid", taken,
-                                         self.read_latency - self.FIFO_LATENCY)),
-                port.resp.payload.eq(fifo.r_data),
-                port.resp.valid.eq(fifo.r_rdy),
-                fifo.r_en.eq(port.resp.ready),
-            ]
+            self._response_fifo(m, i, port, getattr(rotator, f"o{i}"))
+
+    def _response_fifo(self, m, i: int, port, word):
+        """Port ``i``'s response FIFO, written ``read_latency - FIFO_LATENCY`` cycles after
+        each transferred request. It is built as one ``SyncFIFOBuffered`` per
+        :data:`FIFO_SLICE_BITS` bits, all driven alike (so they hold the same number of words):
+        each one's enables and pointers drive only its own slice of LUT RAM."""
+        width = 8 * self.word_bytes
+        taken = port.req.valid & port.req.ready
+        written = self._delay(m, f"rd{i}_valid", taken, self.read_latency - self.FIFO_LATENCY)
+        fifos = []
+        for n, lo in enumerate(range(0, width, self.FIFO_SLICE_BITS)):
+            hi = min(lo + self.FIFO_SLICE_BITS, width)
+            m.submodules[f"rd{i}_resp_fifo{n}"] = fifo = SyncFIFOBuffered(
+                width=hi - lo, depth=self.resp_depth)
+            m.d.comb += [fifo.w_data.eq(word[lo:hi]), fifo.w_en.eq(written),
+                         fifo.r_en.eq(port.resp.ready)]
+            fifos.append(fifo)
+        m.d.comb += [port.resp.payload.eq(Cat(fifo.r_data for fifo in fifos)),
+                     port.resp.valid.eq(fifos[0].r_rdy)]
 
     def _read_credit(self, m, i: int, port, slot):
         """Drive ``req.ready`` (own slot and a free response-FIFO entry); return the registered
@@ -395,13 +426,12 @@ class BankedSram(wiring.Component):
             taken.eq(port.req.valid & port.req.ready),
             popped.eq(port.resp.valid & port.resp.ready),
         ]
-        # credit == (free != 0). Its next value is chosen by taken/popped among flags of
-        # the registered count, so no adder sits between ready and the credit register.
-        m.d.sync += free.eq(free - taken + popped)
+        # credit == (free != 0). The next count and flag are chosen by taken/popped among
+        # values computed from the registered count, so no adder sits behind ready.
         with m.If(taken & ~popped):
-            m.d.sync += credit.eq(free >= 2)
+            m.d.sync += [free.eq(free - 1), credit.eq(free >= 2)]
         with m.Elif(popped & ~taken):
-            m.d.sync += credit.eq(1)
+            m.d.sync += [free.eq(free + 1), credit.eq(1)]
         return credit
 
     def _writes(self, m, rams):
@@ -409,26 +439,27 @@ class BankedSram(wiring.Component):
         slots = self._slots(m, "wr", self.write_ports)
         period = slot_period(self.write_ports, self.banks)
         positions = self._positions(period)
-        group_bits = (max(len(banks) for banks in positions) - 1).bit_length()
-        width = self.row_bits + 8 * self.word_bytes + self.word_bytes + group_bits
+        entry_layout = data.StructLayout({
+            "row": self.row_bits, "data": 8 * self.word_bytes, "mask": self.word_bytes,
+            "bank": max(1, self.bank_bits), "valid": 1})
         # Port j's write enters position j; the rotator brings it to position (j + t) mod P,
-        # the position of the banks that port j owns in cycle t. The mask is cleared unless
-        # the write transfers, and the group names which of those banks it targets.
-        m.submodules.write_rotator = rotator = SlotRotator(width, period, step=-1)
+        # the position of the banks that port j owns in cycle t. A bank writes an entry that
+        # names it: exactly when the port's valid met its slot (its ready), with no slot
+        # lookup on the way in.
+        m.submodules.write_rotator = rotator = SlotRotator(entry_layout.size, period, step=-1)
         for j, port in enumerate(ports):
             bank, row, _, slot = self._port_bank(m, f"wr{j}", port.payload.addr, slots[j])
+            entry = Signal(entry_layout, name=f"wr{j}_entry")
             m.d.comb += [
                 port.ready.eq(slot),
-                getattr(rotator, f"i{j}").eq(Cat(
-                    row, port.payload.data, Mux(port.valid & slot, port.payload.mask, 0),
-                    bank[self.bank_bits - group_bits:])),
+                entry.row.eq(row), entry.data.eq(port.payload.data),
+                entry.mask.eq(port.payload.mask), entry.bank.eq(bank),
+                entry.valid.eq(port.valid),
+                getattr(rotator, f"i{j}").eq(entry),
             ]
         for q, banks in enumerate(positions):
-            entry = getattr(rotator, f"o{q}")
-            row, data = entry[:self.row_bits], entry[self.row_bits:][:8 * self.word_bytes]
-            mask = entry[self.row_bits + 8 * self.word_bytes:][:self.word_bytes]
-            group = entry[width - group_bits:]
-            for g, b in enumerate(banks):
-                m.d.comb += [rams[b].w_addr.eq(row), rams[b].w_data.eq(data),
-                             rams[b].w_en.eq(mask if len(banks) == 1
-                                             else Mux(group == g, mask, 0))]
+            entry = data.View(entry_layout, getattr(rotator, f"o{q}"))
+            for b in banks:
+                m.d.comb += [rams[b].w_addr.eq(entry.row), rams[b].w_data.eq(entry.data),
+                             rams[b].w_en.eq(Mux(entry.valid & (entry.bank == b),
+                                                 entry.mask, 0))]
