@@ -231,8 +231,6 @@ class BankedSram(wiring.Component):
     BANK_OUTPUT_STAGES = 1
     #: Cycles from a FIFO write to its word on ``resp`` (``SyncFIFOBuffered``).
     FIFO_LATENCY = 2
-    #: Word bits per response-FIFO slice (each slice its own ``SyncFIFOBuffered``).
-    FIFO_SLICE_BITS = 16
 
     def __init__(self, words: int, word_bytes: int, banks: int, read_ports: int,
                  write_ports: int, *, resp_depth: int = 16):
@@ -397,22 +395,18 @@ class BankedSram(wiring.Component):
 
     def _response_fifo(self, m, i: int, port, word):
         """Port ``i``'s response FIFO, written ``read_latency - FIFO_LATENCY`` cycles after
-        each transferred request. It is built as one ``SyncFIFOBuffered`` per
-        :data:`FIFO_SLICE_BITS` bits, all driven alike (so they hold the same number of words):
-        each one's enables and pointers drive only its own slice of LUT RAM."""
-        width = 8 * self.word_bytes
+        each transferred request."""
         taken = port.req.valid & port.req.ready
-        written = self._delay(m, f"rd{i}_valid", taken, self.read_latency - self.FIFO_LATENCY)
-        fifos = []
-        for n, lo in enumerate(range(0, width, self.FIFO_SLICE_BITS)):
-            hi = min(lo + self.FIFO_SLICE_BITS, width)
-            m.submodules[f"rd{i}_resp_fifo{n}"] = fifo = SyncFIFOBuffered(
-                width=hi - lo, depth=self.resp_depth)
-            m.d.comb += [fifo.w_data.eq(word[lo:hi]), fifo.w_en.eq(written),
-                         fifo.r_en.eq(port.resp.ready)]
-            fifos.append(fifo)
-        m.d.comb += [port.resp.payload.eq(Cat(fifo.r_data for fifo in fifos)),
-                     port.resp.valid.eq(fifos[0].r_rdy)]
+        m.submodules[f"rd{i}_resp_fifo"] = fifo = SyncFIFOBuffered(
+            width=8 * self.word_bytes, depth=self.resp_depth)
+        m.d.comb += [
+            fifo.w_data.eq(word),
+            fifo.w_en.eq(self._delay(m, f"rd{i}_valid", taken,
+                                     self.read_latency - self.FIFO_LATENCY)),
+            port.resp.payload.eq(fifo.r_data),
+            port.resp.valid.eq(fifo.r_rdy),
+            fifo.r_en.eq(port.resp.ready),
+        ]
 
     def _read_credit(self, m, i: int, port, slot):
         """Drive ``req.ready`` (own slot and a free response-FIFO entry); return the registered
@@ -439,13 +433,13 @@ class BankedSram(wiring.Component):
         slots = self._slots(m, "wr", self.write_ports)
         period = slot_period(self.write_ports, self.banks)
         positions = self._positions(period)
+        group_bits = (max(len(banks) for banks in positions) - 1).bit_length()
         entry_layout = data.StructLayout({
             "row": self.row_bits, "data": 8 * self.word_bytes, "mask": self.word_bytes,
-            "bank": max(1, self.bank_bits), "valid": 1})
+            "group": max(1, group_bits)})
         # Port j's write enters position j; the rotator brings it to position (j + t) mod P,
-        # the position of the banks that port j owns in cycle t. A bank writes an entry that
-        # names it: exactly when the port's valid met its slot (its ready), with no slot
-        # lookup on the way in.
+        # the position of the banks that port j owns in cycle t. The mask is cleared unless
+        # the write transfers, and the group names which of those banks it targets.
         m.submodules.write_rotator = rotator = SlotRotator(entry_layout.size, period, step=-1)
         for j, port in enumerate(ports):
             bank, row, _, slot = self._port_bank(m, f"wr{j}", port.payload.addr, slots[j])
@@ -453,13 +447,13 @@ class BankedSram(wiring.Component):
             m.d.comb += [
                 port.ready.eq(slot),
                 entry.row.eq(row), entry.data.eq(port.payload.data),
-                entry.mask.eq(port.payload.mask), entry.bank.eq(bank),
-                entry.valid.eq(port.valid),
+                entry.mask.eq(Mux(port.valid & slot, port.payload.mask, 0)),
+                entry.group.eq(bank[self.bank_bits - group_bits:]),
                 getattr(rotator, f"i{j}").eq(entry),
             ]
         for q, banks in enumerate(positions):
             entry = data.View(entry_layout, getattr(rotator, f"o{q}"))
-            for b in banks:
+            for g, b in enumerate(banks):
                 m.d.comb += [rams[b].w_addr.eq(entry.row), rams[b].w_data.eq(entry.data),
-                             rams[b].w_en.eq(Mux(entry.valid & (entry.bank == b),
-                                                 entry.mask, 0))]
+                             rams[b].w_en.eq(entry.mask if len(banks) == 1
+                                             else Mux(entry.group == g, entry.mask, 0))]
