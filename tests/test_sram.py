@@ -195,8 +195,9 @@ def test_top_port_set():
     top = SramBufferTop(config)
     assert (top.read_ports, top.write_ports) == (7, 4)
     assert hasattr(top, "rd6") and hasattr(top, "wr3") and not hasattr(top, "rd7")
-    sram = BankedSram(64, 4, 4, 1, 1)
-    # The value itself is measured against the simulation in test_read_latency_and_byte_masks.
+    sram = BankedSram(config.input_buffer_words, 8, 4, 7, 4)
+    # The value itself is measured against the simulation in test_read_latency_and_byte_masks
+    # and test_read_latency_follows_rotations.
     assert top.read_latency == sram.read_latency
     for unused in (top, top._sram, sram):
         unused._MustUse__silence = True
@@ -369,3 +370,46 @@ def test_slot_wait_is_bounded(read_ports, write_ports, banks):
         gaps = [b - a for port in accepts for a, b in zip(port, port[1:])]
         assert max(gaps) <= period, (ports, banks, max(gaps))
         assert max(gaps) > 1 or period == 1, "random addresses never waited for a slot"
+
+
+# -- the rotating crossbar ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("read_ports, write_ports, banks, seed", [
+    (3, 2, 8, 11),   # read period 4 < 8 banks: two banks per rotation position
+    (5, 3, 4, 12),   # read period 5 > 4 banks: five positions, one of them empty
+    (4, 2, 8, 13),   # the engine's port set (4 read positions, 2 write positions, 8 banks)
+    (5, 3, 8, 14),   # the small top's port set (8 read positions, 4 write positions)
+    (9, 5, 8, 15),   # the default port set on 8 banks (period 9 and 8)
+])
+def test_rotations_random_traffic(read_ports, write_ports, banks, seed):
+    """Random traffic with idle cycles and backpressure through every kind of rotation:
+    bit-exact, and every same-word read/write pair in one cycle returns the old word."""
+    words, word_bytes = 8 * banks, 4
+    dut = BankedSram(words=words, word_bytes=word_bytes, banks=banks, read_ports=read_ports,
+                     write_ports=write_ports)
+    rng = random.Random(seed)
+    reads, writes = random_traffic(rng, words, word_bytes, read_ports, write_ports, 120,
+                                   addrs=list(range(0, words, 3)))
+    bench = SramBench(dut, words, word_bytes, seed=seed, idle=0.2, backpressure=0.3)
+    bench.run(reads, writes)
+    assert bench.collisions > 0, f"seed {seed}: no same-word read/write in one cycle"
+
+
+@pytest.mark.parametrize("read_ports, write_ports, banks, latency", [
+    (1, 1, 4, 7),    # no rotation: 1 + 2 + 1 + 1 + 2
+    (4, 2, 8, 8),    # the engine's SRAM: write rotator 1 stage, read rotator 2
+    (5, 3, 8, 10),   # the small top: write rotator 2 stages, read rotator 3
+    (9, 5, 16, 12),  # the default top: 3 and 4 stages
+])
+def test_read_latency_follows_rotations(read_ports, write_ports, banks, latency):
+    """Without backpressure every response is valid exactly ``read_latency`` cycles after
+    its request, streaming or not; the value is the stage count stated in the docstring."""
+    words, word_bytes = 4 * banks, 4
+    dut = BankedSram(words=words, word_bytes=word_bytes, banks=banks, read_ports=read_ports,
+                     write_ports=write_ports)
+    assert dut.read_latency == latency
+    rng = random.Random(16)
+    reads, writes = random_traffic(rng, words, word_bytes, read_ports, write_ports, 30)
+    bench = SramBench(dut, words, word_bytes, seed=16, idle=0.3).run(reads, writes)
+    for accepted, answered in zip(bench.read_accept_cycles, bench.resp_cycles):
+        assert [b - a for a, b in zip(accepted, answered)] == [latency] * len(accepted)

@@ -17,8 +17,9 @@ Two forms with the same ports, latency and behaviour, chosen by the platform pas
   emulation (writes delayed a cycle, a bypass mux on every read bit), so the primitive is
   instantiated here. Port A writes in ``READBEFOREWRITE`` mode and so reads the old word at the
   address it writes; port B reads. A same-address read and write (whose result on port B the
-  device does not define) take their data from port A instead: a 9-bit compare, two flip-flops
-  and a 2:1 mux after the output registers.
+  device does not define) take their data from port A instead: a 10-bit compare, two
+  flip-flops per ``DP16KD`` (the select of its 16 bits: a collision counts for a slice only
+  when that slice's byte enables write) and a 2:1 mux after the output registers.
 * **Any other platform, or none** (simulation, ``ace generate``, Xilinx): an
   :class:`amaranth.lib.memory.Memory` with a non-transparent synchronous read port, followed by
   an output register.
@@ -29,7 +30,7 @@ vendor: the same design elaborated without a platform stays portable Verilog.
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -141,14 +142,21 @@ class BlockRam(wiring.Component):
         port_b = Signal(padded, name="port_b_data")  # word at r_addr
         m.d.comb += [w_data.eq(self.w_data), w_en.eq(self.w_en)]
 
-        # The read took port A's word when it met a write at its address (two cycles ago).
-        collide = Signal(name="collide")
-        collide_out = Signal(name="collide_out")
-        m.d.sync += [
-            collide.eq(self.r_en & self.w_en.any() & (self.r_addr == self.w_addr)),
-            collide_out.eq(collide),
-        ]
-        m.d.comb += self.r_data.eq(Mux(collide_out, port_a, port_b))
+        # Per DP16KD: the read takes port A's slice when it met a write of that slice at its
+        # address (two cycles ago). One select per slice keeps each select's fan-out at 16
+        # muxes beside its block RAM.
+        same_row = self.r_en & (self.r_addr == self.w_addr)
+        selects = []
+        for s in range(slices):
+            collide = Signal(name=f"collide{s}")
+            collide_out = Signal(name=f"collide{s}_out")
+            m.d.sync += [collide.eq(same_row & w_en[2 * s:2 * s + 2].any()),
+                         collide_out.eq(collide)]
+            selects.append(collide_out)
+        m.d.comb += self.r_data.eq(Cat(
+            Mux(select, port_a[bits], port_b[bits]) for select, bits in zip(
+                selects, (slice(DP16KD_SLICE_BITS * s, DP16KD_SLICE_BITS * (s + 1))
+                          for s in range(slices)))))
 
         row_a = Signal(10, name="row_a")
         row_b = Signal(10, name="row_b")

@@ -3,21 +3,28 @@ port map.
 
 ::
 
-      rd0.req .. rdR.req                   wr0 .. wrW          (R read ports, W write ports)
-          |        |  ready: own slot bit       |     |  ready: own slot bit
-          v        v  [bank] & credit           v     v  [bank]
-     +----------------------+          +----------------------+
-     | per bank: the slot   |          | per bank: the slot   |  registered; the slot of
-     | owner's row, enable  |          | owner's row, data,   |  each port is a rotating
-     +----------------------+          | byte enables         |  register (no arbitration)
-          |   |   |   |                +----------------------+
-        +---+---+---+----+                  |   |   |   |
-        |b0 |b1 |.. |bB-1|  B BlockRams: 1 read + 1 write per cycle, registered output
-        +---+---+---+----+
+      rd0.req .. rdR.req                      wr0 .. wrW         (R read ports, W write ports)
+          |        |  ready: own slot bit          |     |  ready: own slot bit [bank];
+          v        v  [bank] & credit              v     v  port j enters position j
+     +----------------------+          +-----------------------------+
+     | per bank: the slot   |          | write rotator (SlotRotator): |  ceil(log2 Pw)
+     | owner's row, enable  |          | position j -> (j + t) mod Pw |  registered 2:1
+     | (registered, delayed |          | = the position of the banks  |  stages
+     | to meet the writes)  |          | that port j owns in cycle t  |
+     +----------------------+          +-----------------------------+
+          |   |   |   |                     |   |   |   |   bank b takes position b mod Pw
+        +---+---+---+----+                  |   |   |   |   (its group's byte enables)
+        |b0 |b1 |.. |bB-1|  <---------------+---+---+---+   B BlockRams: 1 read + 1 write
+        +---+---+---+----+                                  per cycle, registered output
           |   |   |   |
      +----------------------+
-     | per port: word of    |  8:1 mux on the bank the port read, registered
-     | the bank it read     |
+     | per position q < P:  |  the word of the bank read there (one of the banks
+     | word, registered     |  b = q mod P), registered beside the RAMs
+     +----------------------+
+          |   |   |   |
+     +----------------------+
+     | read rotator:        |  ceil(log2 P) registered 2:1 stages; port i takes
+     | (i + t) mod P -> i   |  position i
      +----------------------+
           |        |
       resp FIFO  resp FIFO      one per read port, ``resp_depth`` deep, registered output
@@ -36,11 +43,12 @@ from dataclasses import dataclass
 from functools import reduce
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In
 
 from ace.hw.common.bram import BlockRam
+from ace.hw.sram.rotator import SlotRotator, rotation_stages
 from ace.layouts import sram_read_signature, sram_write_signature
 
 __all__ = ["BankedSram", "EngineSramPorts", "slot_period"]
@@ -153,22 +161,34 @@ class BankedSram(wiring.Component):
     cycle; a port that misses its slot waits at most ``P - 1`` cycles. With more ports than banks
     each port gets ``banks / ports`` of the cycles.
 
-    Pipeline (read transferred in cycle ``t``):
+    The crossbar is two rotations, not a mux per port. Read port ``i`` owns, in cycle ``t``,
+    the banks at position ``q = (t + i) mod P`` (``b mod P == q``, one bank per group of
+    ``P``; when ``P > banks`` positions ``banks`` and up hold no bank), so the words read in
+    one cycle, one per position, reach their ports by a left rotation by ``t mod P``; the
+    writes of one cycle reach their banks by the inverse rotation. A :class:`SlotRotator`
+    does each rotation in ``ceil(log2 P)`` registered stages of 2:1 muxes (stage ``k`` joins
+    positions ``2**k`` apart) whose selects are free-running counters: no bank's word fans
+    out to every port, and no select depends on a request.
 
-    ====== =======================================================================
-    t + 1  per bank: the owner's row and enable, registered (RAM address)
-    t + 3  per bank: the RAM's registered output (:attr:`BlockRam.read_latency` 2)
-    t + 4  per bank: the RAM's word registered again, beside the RAM
-    t + 5  per port: the word of the bank it read, registered (the crossbar stage)
-    t + 7  per port: out of the response FIFO's output register (``resp.valid``)
-    ====== =======================================================================
+    Pipeline (read transferred in cycle ``t``; ``Sw`` = :attr:`write_stages`,
+    ``Sr`` = :attr:`read_rotate_stages`):
 
-    Writes take the same first stage (per bank: the owner's row, data and byte enables,
-    registered) and reach the RAM in ``t + 1``, the cycle in which reads transferred in ``t``
-    reach it. So a read and a write of the same word transferred in the same cycle return the
-    **old** word to the read (the RAM's read-before-write), and a write transferred in ``t`` is
-    visible to reads transferred in ``t + 1`` and later: the port-level order is exact, because
-    every transfer takes the same fixed path.
+    =============== ==============================================================
+    t + 1           per bank: the owner's row and enable, registered
+    t + Sw          the same, delayed to meet the writes of cycle ``t`` (RAM address)
+    t + Sw + 2      per bank: the RAM's registered output (:attr:`BlockRam.read_latency`)
+    t + Sw + 3      per position: the word of the bank read there, registered
+    t + Sw + 3 + Sr per port: out of the read rotator
+    + 2             per port: out of the response FIFO's output register (``resp.valid``)
+    =============== ==============================================================
+
+    Writes go through the write rotator (``Sw`` stages, from the port's payload: row, data,
+    byte enables cleared unless the write transfers, and the group of its bank) and reach the
+    RAM in ``t + Sw``, the cycle in which reads transferred in ``t`` reach it. So a read and a
+    write of the same word transferred in the same cycle return the **old** word to the read
+    (the RAM's read-before-write), and a write transferred in ``t`` is visible to reads
+    transferred in ``t + 1`` and later: the port-level order is exact, because every transfer
+    takes the same fixed path.
 
     Reads: ``req`` carries word addresses, ``resp`` returns the words in request order. Each read
     port has a response FIFO of ``resp_depth`` words (registered output); ``req.ready`` is high
@@ -177,8 +197,9 @@ class BankedSram(wiring.Component):
     Writes: :class:`~ace.layouts.SramWrite` (address, data, byte enables); bytes whose ``mask``
     bit is clear keep their value; an all-zero mask is accepted and changes nothing.
 
-    Latency: :attr:`read_latency` (7) cycles from a read's transfer to its response, at the
-    earliest. Throughput: one word per cycle per port on consecutive addresses (``banks /
+    Latency: :attr:`read_latency` cycles from a read's transfer to its response, at the
+    earliest: ``Sw + 2 + 1 + Sr + 2``; 10 for the ``small`` top (5 read, 3 write ports, 8
+    banks: ``Sw`` 2, ``Sr`` 3), 8 for the ``small`` engine's SRAM (4 read, 2 write: 1, 2). Throughput: one word per cycle per port on consecutive addresses (``banks /
     ports`` per port when there are more ports than banks); ``resp_depth`` of at least
     ``read_latency + 1`` keeps a read port at one word per cycle.
 
@@ -203,12 +224,11 @@ class BankedSram(wiring.Component):
         Write port ``j``, for ``j`` in ``range(write_ports)``.
     """
 
-    #: Register stages between a port's transfer and the RAM (the per-bank request register).
+    #: Register stages between a read port's transfer and the RAM's request register.
     REQUEST_STAGES = 1
-    #: Register stages after the RAM's own output register, per bank, before the crossbar.
+    #: Register stages after the RAM's own output register, per rotation position (the word
+    #: of the bank read at that position, registered beside the RAMs).
     BANK_OUTPUT_STAGES = 1
-    #: Register stages from the crossbar's mux to the response FIFO (the crossbar register).
-    RETURN_STAGES = 1
     #: Cycles from a FIFO write to its word on ``resp`` (``SyncFIFOBuffered``).
     FIFO_LATENCY = 2
 
@@ -239,15 +259,31 @@ class BankedSram(wiring.Component):
         super().__init__(members)
 
     @property
+    def write_stages(self) -> int:
+        """Register stages from a write port to the RAM: the write rotator's. Reads are
+        delayed to reach the RAM in the same cycle."""
+        return rotation_stages(slot_period(self.write_ports, self.banks))
+
+    @property
+    def read_rotate_stages(self) -> int:
+        """Register stages of the read rotator (positions to ports)."""
+        return rotation_stages(slot_period(self.read_ports, self.banks))
+
+    @property
     def read_latency(self) -> int:
         """Cycles from a read request's transfer to its response becoming valid, at least."""
-        return (self.REQUEST_STAGES + BlockRam.read_latency + self.BANK_OUTPUT_STAGES
-                + self.RETURN_STAGES + self.FIFO_LATENCY)
+        return (self.write_stages + BlockRam.read_latency + self.BANK_OUTPUT_STAGES
+                + self.read_rotate_stages + self.FIFO_LATENCY)
 
     @property
     def rows(self) -> int:
         """Words per bank."""
         return self.words // self.banks
+
+    @property
+    def row_bits(self) -> int:
+        """High address bits that select the row within a bank."""
+        return (self.words - 1).bit_length() - self.bank_bits
 
     @property
     def bank_bits(self) -> int:
@@ -297,93 +333,127 @@ class BankedSram(wiring.Component):
         self._writes(m, rams)
         return m
 
+    def _positions(self, period: int) -> list[list[int]]:
+        """Banks at each position of a rotation over ``period`` slots: position ``q`` holds
+        the banks ``b`` with ``b % period == q`` (one per group), none when ``q >= banks``."""
+        return [list(range(q, self.banks, period)) for q in range(period)]
+
+    def _delay(self, m, name: str, value, cycles: int, *, reset_less=False):
+        """``value`` delayed by ``cycles`` registers."""
+        for stage in range(cycles):
+            delayed = Signal.like(value, name=f"{name}_{stage + 1}", reset_less=reset_less)
+            m.d.sync += delayed.eq(value)
+            value = delayed
+        return value
+
     def _reads(self, m, rams):
         ports = [getattr(self, f"rd{i}") for i in range(self.read_ports)]
         slots = self._slots(m, "rd", self.read_ports)
-        # Each RAM's word is registered beside the RAM, so the long wires to the ports' muxes
-        # start at a flip-flop.
-        bank_words = []
-        for b, ram in enumerate(rams):
-            bank_word = Signal.like(ram.r_data, name=f"bank{b}_word")
-            m.d.sync += bank_word.eq(ram.r_data)
-            bank_words.append(bank_word)
         rows, hits = [], []
         for i, port in enumerate(ports):
-            bank, row, one_hot, slot = self._port_bank(m, f"rd{i}", port.req.payload, slots[i])
-            m.submodules[f"rd{i}_resp_fifo"] = fifo = SyncFIFOBuffered(
-                width=8 * self.word_bytes, depth=self.resp_depth)
-            credit = Signal(init=1, name=f"rd{i}_credit")
-            free = Signal(range(self.resp_depth + 1), init=self.resp_depth, name=f"rd{i}_free")
-            taken = Signal(name=f"rd{i}_taken")
-            popped = Signal(name=f"rd{i}_popped")
-            m.d.comb += [
-                port.req.ready.eq(slot & credit),
-                taken.eq(port.req.valid & port.req.ready),
-                popped.eq(port.resp.valid & port.resp.ready),
-            ]
-            # credit == (free != 0). Its next value is chosen by taken/popped among flags of
-            # the registered count, so no adder sits between ready and the credit register.
-            m.d.sync += free.eq(free - taken + popped)
-            with m.If(taken & ~popped):
-                m.d.sync += credit.eq(free >= 2)
-            with m.Elif(popped & ~taken):
-                m.d.sync += credit.eq(1)
+            _, row, one_hot, slot = self._port_bank(m, f"rd{i}", port.req.payload, slots[i])
+            credit = self._read_credit(m, i, port, slot)
             rows.append(row)
             # The bank's enable needs no ready: the bank's slot owner is unique.
             hits.append(Mux(port.req.valid & credit, one_hot, 0))
 
-            # The read's bank travels beside it through the RAM; the crossbar register takes
-            # that bank's word.
-            valid, bank_of = taken, bank
-            for stage in range(self.REQUEST_STAGES + BlockRam.read_latency
-                               + self.BANK_OUTPUT_STAGES):
-                next_valid = Signal(name=f"rd{i}_valid_{stage + 1}")
-                next_bank = Signal.like(bank, name=f"rd{i}_bank_{stage + 1}")
-                m.d.sync += [next_valid.eq(valid), next_bank.eq(bank_of)]
-                valid, bank_of = next_valid, next_bank
-            word = Signal(8 * self.word_bytes, name=f"rd{i}_word")
-            with m.Switch(bank_of):
-                for b, ram in enumerate(rams):
-                    with m.Case(b) if b < self.banks - 1 else m.Default():
-                        m.d.sync += word.eq(bank_words[b])
-            word_valid = Signal(name=f"rd{i}_word_valid")
-            m.d.sync += word_valid.eq(valid)
-            m.d.comb += [
-                fifo.w_data.eq(word),
-                fifo.w_en.eq(word_valid),
-                port.resp.payload.eq(fifo.r_data),
-                port.resp.valid.eq(fifo.r_rdy),
-                fifo.r_en.eq(port.resp.ready),
-            ]
-
+        # Per bank: the owner's row and enable, registered, then delayed so that reads reach
+        # the RAM in the cycle in which the writes transferred with them do.
+        enables = []
         for b, ram in enumerate(rams):
-            row = Signal.like(ram.r_addr, name=f"bank{b}_read_row")
+            row = Signal.like(ram.r_addr, name=f"bank{b}_read_row", reset_less=True)
             enable = Signal(name=f"bank{b}_read_en")
             m.d.sync += [
                 row.eq(self._one_hot_select([s[b] for s in slots], rows)),
                 enable.eq(Cat(s[b] & hit[b] for s, hit in zip(slots, hits)).any()),
             ]
-            m.d.comb += [ram.r_addr.eq(row), ram.r_en.eq(enable)]
+            extra = self.write_stages - self.REQUEST_STAGES
+            enable = self._delay(m, f"bank{b}_read_en", enable, extra)
+            m.d.comb += [ram.r_addr.eq(self._delay(m, f"bank{b}_read_row", row, extra,
+                                                   reset_less=True)),
+                         ram.r_en.eq(enable)]
+            enables.append(self._delay(m, f"bank{b}_read_en_out", enable,
+                                       BlockRam.read_latency))
+
+        # Per rotation position: the word of the bank that was read there, registered beside
+        # the RAMs; then the rotator brings position (i + t) mod P to port i.
+        period = slot_period(self.read_ports, self.banks)
+        m.submodules.read_rotator = rotator = SlotRotator(
+            8 * self.word_bytes, period, phase=-(self.write_stages + BlockRam.read_latency
+                                                 + self.BANK_OUTPUT_STAGES))
+        for q, banks in enumerate(self._positions(period)):
+            word = Signal(8 * self.word_bytes, name=f"position{q}_word", reset_less=True)
+            if len(banks) == 1:
+                m.d.sync += word.eq(rams[banks[0]].r_data)
+            elif banks:
+                m.d.sync += word.eq(self._one_hot_select([enables[b] for b in banks],
+                                                         [rams[b].r_data for b in banks]))
+            m.d.comb += getattr(rotator, f"i{q}").eq(word)
+
+        for i, port in enumerate(ports):
+            self._response_fifo(m, i, port, getattr(rotator, f"o{i}"))
+
+    def _response_fifo(self, m, i: int, port, word):
+        """Port ``i``'s response FIFO, written ``read_latency - FIFO_LATENCY`` cycles after
+        each transferred request."""
+        taken = port.req.valid & port.req.ready
+        m.submodules[f"rd{i}_resp_fifo"] = fifo = SyncFIFOBuffered(
+            width=8 * self.word_bytes, depth=self.resp_depth)
+        m.d.comb += [
+            fifo.w_data.eq(word),
+            fifo.w_en.eq(self._delay(m, f"rd{i}_valid", taken,
+                                     self.read_latency - self.FIFO_LATENCY)),
+            port.resp.payload.eq(fifo.r_data),
+            port.resp.valid.eq(fifo.r_rdy),
+            fifo.r_en.eq(port.resp.ready),
+        ]
+
+    def _read_credit(self, m, i: int, port, slot):
+        """Drive ``req.ready`` (own slot and a free response-FIFO entry); return the registered
+        credit flag (at least one entry free for a new read)."""
+        credit = Signal(init=1, name=f"rd{i}_credit")
+        free = Signal(range(self.resp_depth + 1), init=self.resp_depth, name=f"rd{i}_free")
+        taken = Signal(name=f"rd{i}_taken")
+        popped = Signal(name=f"rd{i}_popped")
+        m.d.comb += [
+            port.req.ready.eq(slot & credit),
+            taken.eq(port.req.valid & port.req.ready),
+            popped.eq(port.resp.valid & port.resp.ready),
+        ]
+        # credit == (free != 0). The next count and flag are chosen by taken/popped among
+        # values computed from the registered count, so no adder sits behind ready.
+        with m.If(taken & ~popped):
+            m.d.sync += [free.eq(free - 1), credit.eq(free >= 2)]
+        with m.Elif(popped & ~taken):
+            m.d.sync += [free.eq(free + 1), credit.eq(1)]
+        return credit
 
     def _writes(self, m, rams):
         ports = [getattr(self, f"wr{j}") for j in range(self.write_ports)]
         slots = self._slots(m, "wr", self.write_ports)
-        rows, hits = [], []
+        period = slot_period(self.write_ports, self.banks)
+        positions = self._positions(period)
+        group_bits = (max(len(banks) for banks in positions) - 1).bit_length()
+        entry_layout = data.StructLayout({
+            "row": self.row_bits, "data": 8 * self.word_bytes, "mask": self.word_bytes,
+            "group": max(1, group_bits)})
+        # Port j's write enters position j; the rotator brings it to position (j + t) mod P,
+        # the position of the banks that port j owns in cycle t. The mask is cleared unless
+        # the write transfers, and the group names which of those banks it targets.
+        m.submodules.write_rotator = rotator = SlotRotator(entry_layout.size, period, step=-1)
         for j, port in enumerate(ports):
-            _, row, one_hot, slot = self._port_bank(m, f"wr{j}", port.payload.addr, slots[j])
-            m.d.comb += port.ready.eq(slot)
-            rows.append(row)
-            hits.append(Mux(port.valid, one_hot, 0))
-
-        for b, ram in enumerate(rams):
-            owners = [s[b] for s in slots]
-            row = Signal.like(ram.w_addr, name=f"bank{b}_write_row")
-            data = Signal.like(ram.w_data, name=f"bank{b}_write_data")
-            enable = Signal.like(ram.w_en, name=f"bank{b}_write_en")
-            m.d.sync += [
-                row.eq(self._one_hot_select(owners, rows)),
-                data.eq(self._one_hot_select(owners, [p.payload.data for p in ports])),
-                enable.eq(self._one_hot_select([o & hit[b] for o, hit in zip(owners, hits)],
-                                               [p.payload.mask for p in ports])),
+            bank, row, _, slot = self._port_bank(m, f"wr{j}", port.payload.addr, slots[j])
+            entry = Signal(entry_layout, name=f"wr{j}_entry")
+            m.d.comb += [
+                port.ready.eq(slot),
+                entry.row.eq(row), entry.data.eq(port.payload.data),
+                entry.mask.eq(Mux(port.valid & slot, port.payload.mask, 0)),
+                entry.group.eq(bank[self.bank_bits - group_bits:]),
+                getattr(rotator, f"i{j}").eq(entry),
             ]
-            m.d.comb += [ram.w_addr.eq(row), ram.w_data.eq(data), ram.w_en.eq(enable)]
+        for q, banks in enumerate(positions):
+            entry = data.View(entry_layout, getattr(rotator, f"o{q}"))
+            for g, b in enumerate(banks):
+                m.d.comb += [rams[b].w_addr.eq(entry.row), rams[b].w_data.eq(entry.data),
+                             rams[b].w_en.eq(entry.mask if len(banks) == 1
+                                             else Mux(entry.group == g, entry.mask, 0))]

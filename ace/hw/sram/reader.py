@@ -8,7 +8,7 @@
 Throughput: one word per cycle while ``o`` is ready (the SRAM's response FIFO keeps the request
 side running). Latency: the reader follows the SRAM's handshakes and assumes no latency; the
 first word leaves one cycle after the command plus the SRAM's
-:attr:`ace.hw.sram.banked.BankedSram.read_latency` (7 cycles for ``BankedSram``), plus any wait
+:attr:`ace.hw.sram.banked.BankedSram.read_latency` (8 cycles in the `small` engine), plus any wait
 for the port's time slot. A new command is taken once every word of the previous one has left
 on ``o``.
 """
