@@ -13,7 +13,7 @@ from ace.layouts import (NicError, PacketHeader, PacketType, make_packet_header,
                          packet_header_check)
 from ace.hw.nic.interface import NicInterface
 from ace.hw.nic.header import HeaderCheck
-from ace.hw.nic.rx import RX_CHECK_STAGES, NicLinkRx
+from ace.hw.nic.rx import RX_CHECK_STAGES, RX_PACKET_LATENCY, NicLinkRx
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import TX_COMMAND_STAGES, NicLinkTx, credit_threshold
 
@@ -356,7 +356,7 @@ def test_rx_good_bad_and_credit_packets():
         assert ctx.get(dut.credit_valid)
         assert (ctx.get(dut.credit_channel), ctx.get(dut.credit_count)) == (1, 3)
         await drive_beats(ctx, dut.link, frame_beats(data_hdr(1, len(good1)), good1))
-        await ctx.tick().repeat(6)
+        await ctx.tick().repeat(RX_PACKET_LATENCY)
         assert ctx.get(dut.errors) == len(bad_cases)
         assert ctx.get(dut.payload_bytes) == len(bad_cases) * len(good0) + len(good1)
 

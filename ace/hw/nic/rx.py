@@ -26,11 +26,15 @@ from ace.hw.nic.header import HeaderCheck
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import COUNTER_BITS
 
-__all__ = ["NicLinkRx", "RX_CHECK_STAGES"]
+__all__ = ["NicLinkRx", "RX_CHECK_STAGES", "RX_PACKET_LATENCY"]
 
 #: Cycles from a beat on ``link`` to the FSM that acts on it: input register, decode (CRC and
 #: field checks), cause (priority of the stateless checks), judge (the two state checks).
 RX_CHECK_STAGES = 4
+
+#: Cycles from a packet's last beat on ``link`` to its first beat on ``out[c]`` (an empty
+#: channel buffer): the check stages, then the buffer's commit-to-read latency.
+RX_PACKET_LATENCY = RX_CHECK_STAGES + NicRxBuffer.commit_latency
 
 
 class NicLinkRx(wiring.Component):
@@ -81,7 +85,7 @@ class NicLinkRx(wiring.Component):
         with a beat on the link, packets dropped for an error.
 
     Latency: :data:`RX_CHECK_STAGES` (4) cycles from a beat to the FSM; from the last beat of a
-    packet on ``link`` to its first beat on ``out[c]``: 6 cycles. Throughput: one beat per cycle.
+    packet on ``link`` to its first beat on ``out[c]``: :data:`RX_PACKET_LATENCY` (9) cycles. Throughput: one beat per cycle.
     """
 
     def __init__(self, config):
