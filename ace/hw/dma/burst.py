@@ -18,7 +18,10 @@ from amaranth.hdl import Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["BurstSplitter", "split_bursts"]
+from ace.hw.axi.signatures import AxiBurst
+from ace.hw.common.skid_buffer import SkidBuffer
+
+__all__ = ["BurstSplitter", "split_bursts", "drive_address_channel"]
 
 
 def split_bursts(beat_addr: int, beats: int, max_burst: int) -> list[tuple[int, int]]:
@@ -106,3 +109,37 @@ class BurstSplitter(wiring.Component):
         if has_meta:
             m.d.comb += self.o.p.meta.eq(meta)
         return m
+
+
+def drive_address_channel(m, split, axi, channel: str, size_log2: int, allow):
+    """Drive AXI address channel ``channel`` (``"ar"`` or ``"aw"``) of ``axi`` from the bursts
+    of ``split`` through a :class:`SkidBuffer`, so ``{ar,aw}valid`` and the address come from
+    registers and ``{ar,aw}ready`` reaches only the skid buffer (one cycle of latency). A burst
+    enters the skid buffer only while ``allow`` is high. Returns ``(issued, accepted)``: a burst
+    entered the skid buffer / was accepted on the port this cycle."""
+    layout = data.StructLayout({"beat_addr": len(split.o.p.beat_addr), "len": 8})
+    skid = SkidBuffer(layout)
+    m.submodules[f"{channel}_skid"] = skid
+    issued = Signal(name=f"{channel}_issued")
+    accepted = Signal(name=f"{channel}_accepted")
+    port = {name: getattr(axi, f"{channel}{name}") for name in
+            ("id", "addr", "len", "size", "burst", "lock", "cache", "prot", "valid", "ready")}
+    m.d.comb += [
+        skid.i.valid.eq(split.o.valid & allow),
+        skid.i.p.beat_addr.eq(split.o.p.beat_addr),
+        skid.i.p.len.eq(split.o.p.len),
+        split.o.ready.eq(skid.i.ready & allow),
+        issued.eq(skid.i.valid & skid.i.ready),
+        port["id"].eq(0),
+        port["addr"].eq(skid.o.p.beat_addr << size_log2),
+        port["len"].eq(skid.o.p.len),
+        port["size"].eq(size_log2),
+        port["burst"].eq(AxiBurst.INCR),
+        port["lock"].eq(0),
+        port["cache"].eq(0b0011),
+        port["prot"].eq(0),
+        port["valid"].eq(skid.o.valid),
+        skid.o.ready.eq(port["ready"]),
+        accepted.eq(port["valid"] & port["ready"]),
+    ]
+    return issued, accepted
