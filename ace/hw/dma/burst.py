@@ -73,19 +73,19 @@ class BurstSplitter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         phase_bits = (self.max_burst - 1).bit_length()
+        max_burst = self.max_burst
 
+        # The current burst's length and last flag are registers, computed when the request is
+        # taken (first burst: up to the next boundary) or when the previous burst is taken
+        # (every later burst starts on a boundary, so it is max_burst beats unless it is the
+        # last): no compare or subtraction sits between the registers and ``o``.
         active = Signal()
         cur = Signal(self.addr_bits)
-        rem = Signal(self.count_bits)
+        rem = Signal(self.count_bits)       # beats of the request from ``cur`` on
+        burst = Signal(phase_bits + 1)      # beats of the current burst
+        last = Signal()
         has_meta = Shape.cast(self.meta_shape).width != 0
         meta = Signal(self.meta_shape)
-
-        room = Signal(phase_bits + 1)  # beats left before the next max_burst boundary
-        m.d.comb += room.eq(self.max_burst - cur[:phase_bits])
-        last = Signal()
-        m.d.comb += last.eq(rem <= room)
-        burst = Signal(phase_bits + 1)
-        m.d.comb += burst.eq(Mux(last, rem, room))
 
         m.d.comb += [
             self.o.valid.eq(active),
@@ -94,15 +94,23 @@ class BurstSplitter(wiring.Component):
             self.o.p.last.eq(last),
             self.i.ready.eq(~active | (self.o.ready & last)),
         ]
+        left = Signal(self.count_bits)      # beats after the current burst
+        m.d.comb += left.eq(rem - burst)
         with m.If(self.o.valid & self.o.ready):
-            m.d.sync += [cur.eq(cur + burst), rem.eq(rem - burst)]
+            m.d.sync += [cur.eq(cur + burst), rem.eq(left), last.eq(left <= max_burst),
+                         burst.eq(Mux(left <= max_burst, left, max_burst))]
             with m.If(last):
                 m.d.sync += active.eq(0)
+        room = Signal(phase_bits + 1)       # beats before the request's first boundary
+        m.d.comb += room.eq(max_burst - self.i.p.beat_addr[:phase_bits])
         with m.If(self.i.valid & self.i.ready):
+            fits = self.i.p.beats <= room
             m.d.sync += [
                 active.eq(1),
                 cur.eq(self.i.p.beat_addr),
                 rem.eq(self.i.p.beats),
+                last.eq(fits),
+                burst.eq(Mux(fits, self.i.p.beats, room)),
             ]
             if has_meta:
                 m.d.sync += meta.eq(self.i.p.meta)

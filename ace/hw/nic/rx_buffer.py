@@ -4,13 +4,13 @@ packet is accepted, so a bad packet is dropped completely.
 ::
 
     w_en, w_data,      input      write pointer    BlockRam (depth beats,      landing FIFO
-    commit, rollback -> register -> (tentative,  -> registered address and  -> 3 registers -> r
-                                     committed)     output: read latency 2)     (head = r)
+    commit, rollback -> register -> (tentative,  -> registered address and  -> ring of 3 -> r
+                                     committed)     output: read latency 2)     registers
 
 Every input is registered on entry, so the writer's decision (the RX FSM) fans out from a
 register to the RAM's write enables. The storage is a :class:`BlockRam` (``DP16KD`` with its
 output register on ECP5), read two cycles after the read is issued; its words land in a
-three-entry FIFO of registers whose head drives ``r``. A read is issued only when the landing
+three-entry ring of registers whose head drives ``r``. A read is issued only when the landing
 FIFO has room for it, counting the reads in flight, so the RAM's read data never has to stall.
 """
 
@@ -51,7 +51,8 @@ class NicRxBuffer(wiring.Component):
         Beats that can be written without overwriting committed data (registered state; it
         follows the inputs a cycle late, since they are registered on entry).
     r : Out(stream.Signature(NicRxBeat))
-        Committed beats in order, from registers. One beat per cycle; the first beat of a
+        Committed beats in order: ``valid`` from a register, ``payload`` the landing ring's head
+        (a 3:1 multiplexer of registers; the NIC registers it again in a skid buffer). One beat per cycle; the first beat of a
         packet is valid :attr:`commit_latency` (5) cycles after its ``commit``.
     freed : Out(1)
         A beat left the memory this cycle (one credit to return): its read was issued.
@@ -132,23 +133,32 @@ class NicRxBuffer(wiring.Component):
         return m
 
     def _landing(self, m, *, arrive, data, pop):
-        """The landing FIFO: ``LANDING_ENTRIES`` registers, the head (entry 0) drives ``r``;
-        a pop shifts every entry down one, an arriving word joins behind the last one."""
+        """The landing FIFO: ``LANDING_ENTRIES`` registers in a ring with one-hot write and read
+        pointers (registers), so an arriving word's write enable is two registers ANDed and no
+        entry moves; ``r.payload`` is the read pointer's entry (a small multiplexer of
+        registers, registered again by the consumer's skid buffer)."""
         layout = NicRxBeat(self.config)
-        entries = [Signal(layout, name=f"landed{i}") for i in range(LANDING_ENTRIES)]
-        valid = [Signal(name=f"landed{i}_valid") for i in range(LANDING_ENTRIES)]
-        count = Signal(range(LANDING_ENTRIES + 1))
-        target = Signal(range(LANDING_ENTRIES + 1))     # where an arriving word goes
+        n = LANDING_ENTRIES
+        entries = [Signal(layout, name=f"landed{i}") for i in range(n)]
+        w_at = Signal(n, init=1, name="landing_w_at")       # one-hot write pointer
+        r_at = Signal(n, init=1, name="landing_r_at")       # one-hot read pointer
+        count = Signal(range(n + 1), name="landing_count")
+        nonempty = Signal(name="landing_nonempty")
+        m.d.sync += [count.eq(count + arrive - pop),
+                     nonempty.eq((count + arrive - pop) != 0)]
+        for i in range(n):
+            with m.If(arrive & w_at[i]):
+                m.d.sync += entries[i].eq(data[:layout.size])
+        with m.If(arrive):
+            m.d.sync += w_at.eq(w_at.rotate_left(1))
+        with m.If(pop):
+            m.d.sync += r_at.eq(r_at.rotate_left(1))
+        head = Signal(layout, name="landing_head")
         m.d.comb += [
-            target.eq(count - pop),
-            self.r.valid.eq(valid[0]),
-            self.r.payload.eq(entries[0]),
+            head.as_value().eq(0),
+            self.r.valid.eq(nonempty),
+            self.r.payload.eq(head),
         ]
-        m.d.sync += count.eq(count + arrive - pop)
-        for i in range(LANDING_ENTRIES):
-            above = i + 1 < LANDING_ENTRIES
-            with m.If(arrive & (target == i)):
-                m.d.sync += [entries[i].eq(data[:layout.size]), valid[i].eq(1)]
-            with m.Elif(pop):
-                m.d.sync += [entries[i].eq(entries[i + 1] if above else entries[i]),
-                             valid[i].eq(valid[i + 1] if above else 0)]
+        for i in range(n):
+            with m.If(r_at[i]):
+                m.d.comb += head.eq(entries[i])
