@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
@@ -174,7 +174,7 @@ class DmaEngine(wiring.Component):
         dispatched = queue.r_en & queue.r_rdy
 
         # -- completion arbiter (writer, then reader, then zero-length) -------------------------
-        m.submodules.cpl_q = cpl_q = SyncFIFO(width=len(self.cpl.p.as_value()), depth=4)
+        m.submodules.cpl_q = cpl_q = SyncFIFOBuffered(width=len(self.cpl.p.as_value()), depth=4)
         cpl_in = DmaCompletion()(cpl_q.w_data)
         with m.If(writer.cpl.valid):
             m.d.comb += [cpl_in.eq(writer.cpl.p), writer.cpl.ready.eq(cpl_q.w_rdy)]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
@@ -117,7 +117,7 @@ class DmaReader(wiring.Component):
             end.eq(cmd.mem_addr + cmd.length - 1),
         ]
 
-        m.submodules.ar_q = ar_q = SyncFIFO(
+        m.submodules.ar_q = ar_q = SyncFIFOBuffered(
             width=beat_bits + count_bits, depth=self.cmd_depth)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
@@ -126,7 +126,7 @@ class DmaReader(wiring.Component):
             # words of the first and last beat holding payload (wide port only)
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
-        m.submodules.r_q = r_q = SyncFIFO(width=r_layout.size, depth=self.cmd_depth)
+        m.submodules.r_q = r_q = SyncFIFOBuffered(width=r_layout.size, depth=self.cmd_depth)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], nbeats)),

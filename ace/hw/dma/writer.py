@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
@@ -116,10 +116,10 @@ class DmaWriter(wiring.Component):
             end.eq(cmd.mem_addr + cmd.length - 1),
         ]
 
-        m.submodules.aw_q = aw_q = SyncFIFO(
+        m.submodules.aw_q = aw_q = SyncFIFOBuffered(
             width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth)
         sreq_layout = data.StructLayout({"sram_addr": sram_bits, "last_word": count_bits})
-        m.submodules.sreq_q = sreq_q = SyncFIFO(width=sreq_layout.size,
+        m.submodules.sreq_q = sreq_q = SyncFIFOBuffered(width=sreq_layout.size,
                                                         depth=self.cmd_depth)
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
@@ -128,7 +128,7 @@ class DmaWriter(wiring.Component):
             "from_stream": 1, "last_word": count_bits, "shift": range(W + 1), "flush": 1,
             "beat": beat_meta, **lane,
         })
-        m.submodules.wd_q = wd_q = SyncFIFO(width=wd_layout.size, depth=self.cmd_depth)
+        m.submodules.wd_q = wd_q = SyncFIFOBuffered(width=wd_layout.size, depth=self.cmd_depth)
 
         sreq_in = data.View(sreq_layout, sreq_q.w_data)
         wd_in = data.View(wd_layout, wd_q.w_data)
@@ -173,7 +173,7 @@ class DmaWriter(wiring.Component):
             split.i.p.meta.eq(aw_q.r_data[beat_bits + count_bits:]),
             aw_q.r_en.eq(split.i.ready),
         ]
-        m.submodules.b_q = b_q = SyncFIFO(width=DMA_ID_BITS + 1, depth=self.max_writes)
+        m.submodules.b_q = b_q = SyncFIFOBuffered(width=DMA_ID_BITS + 1, depth=self.max_writes)
         meta = Signal(DMA_ID_BITS + 1)
         m.d.comb += meta.eq(Cat(split.o.p.meta, split.o.p.last))
         issued, accepted = drive_address_channel(m, split, axi, "aw", lm, b_q.w_rdy)

@@ -52,8 +52,9 @@ class NicRxBuffer(wiring.Component):
         follows the inputs a cycle late, since they are registered on entry).
     r : Out(stream.Signature(NicRxBeat))
         Committed beats in order: ``valid`` from a register, ``payload`` the landing ring's head
-        (a 3:1 multiplexer of registers; the NIC registers it again in a skid buffer). One beat per cycle; the first beat of a
-        packet is valid :attr:`commit_latency` (5) cycles after its ``commit``.
+        (a 3:1 multiplexer of registers; the NIC registers it again in a skid buffer). One beat
+        per cycle; the first beat of a packet is valid :attr:`commit_latency` (5) cycles after
+        its ``commit``.
     freed : Out(1)
         A beat left the memory this cycle (one credit to return): its read was issued.
 
