@@ -13,7 +13,7 @@ from ace.layouts import (NicError, PacketHeader, PacketType, make_packet_header,
                          packet_header_check)
 from ace.hw.nic.interface import NicInterface
 from ace.hw.nic.header import HeaderCheck
-from ace.hw.nic.rx import RX_CHECK_STAGES, NicLinkRx
+from ace.hw.nic.rx import RX_CHECK_STAGES, RX_PACKET_LATENCY, NicLinkRx
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import TX_COMMAND_STAGES, NicLinkTx, credit_threshold
 
@@ -285,6 +285,157 @@ def test_rx_buffer_commit_rollback():
     assert got == [1, 2, 3, 6]
 
 
+READY_PATTERNS = {
+    "always": lambda rng, t: True,
+    "every_other": lambda rng, t: t % 2 == 0,
+    "stall_every_cycle": lambda rng, t: t % 3 == 2,    # ready one cycle in three
+    "random": lambda rng, t: rng.random() < 0.6,
+}
+
+
+@pytest.mark.parametrize("pattern", sorted(READY_PATTERNS))
+def test_rx_buffer_random_traffic(pattern):
+    """Random packets, each committed or rolled back, written back to back or with idle cycles
+    while the reader stalls by ``pattern``: the reader gets exactly the committed packets in
+    order (golden model: a list), every ``freed`` pulse is one beat delivered, a stalled head
+    never changes, and the buffer is never written beyond its depth (the writer counts the
+    space as the RX does, from ``freed``)."""
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    ready_at = READY_PATTERNS[pattern]
+    dut = NicRxBuffer(CFG)
+    expected, got, freed = [], [], []
+    cycle = {"now": 0}
+
+    async def reader(ctx):
+        held = None
+        while True:
+            ready = ready_at(rng, cycle["now"])
+            ctx.set(dut.r.ready, ready)
+            _, _, valid, payload, fr = await ctx.tick().sample(dut.r.valid, dut.r.payload,
+                                                               dut.freed)
+            freed.append(fr)
+            if valid and held is not None:
+                assert payload.data == held, f"seed {seed}: stalled head changed"
+            held = None
+            if valid and ready:
+                got.append(payload.data)
+            elif valid:
+                held = payload.data
+            cycle["now"] += 1
+
+    async def bench(ctx):
+        in_use = 0           # committed beats not yet freed, plus the packet being written
+        for n in range(60):
+            beats = rng.randint(1, 8)
+            keep = rng.random() < 0.75
+            while in_use - sum(freed) + beats > DEPTH:
+                await ctx.tick()
+            values = [rng.getrandbits(128) for _ in range(beats)]
+            for i, value in enumerate(values):
+                last = i == beats - 1
+                ctx.set(dut.w_en, 1)
+                ctx.set(dut.w_data.data, value)
+                ctx.set(dut.commit, last and keep)
+                ctx.set(dut.rollback, last and not keep)
+                await ctx.tick()
+                if rng.random() < 0.3:
+                    ctx.set(dut.w_en, 0)
+                    ctx.set(dut.commit, 0)
+                    ctx.set(dut.rollback, 0)
+                    await ctx.tick().repeat(rng.randint(1, 3))
+            ctx.set(dut.w_en, 0)
+            ctx.set(dut.commit, 0)
+            ctx.set(dut.rollback, 0)
+            if keep:
+                expected.extend(values)
+                in_use += beats
+        while len(got) < len(expected):
+            await ctx.tick()
+        await ctx.tick().repeat(10)
+        assert ctx.get(dut.free) == DEPTH, f"seed {seed}"
+
+    run(dut, bench, background=[reader], deadline=20000)
+    assert got == expected, f"seed {seed}"
+    assert sum(freed) == len(expected), f"seed {seed}"
+
+
+def test_rx_buffer_back_to_back_full_rate():
+    """A whole buffer of committed beats drains at one beat per cycle with the reader always
+    ready, the first ``commit_latency`` cycles after its commit, and a packet committed while
+    the previous one drains follows with no gap."""
+    dut = NicRxBuffer(CFG)
+    taken = []
+
+    async def reader(ctx):
+        ctx.set(dut.r.ready, 1)
+        t = 0
+        while True:
+            _, _, valid, payload = await ctx.tick().sample(dut.r.valid, dut.r.payload)
+            if valid:
+                taken.append((t, payload.data))
+            t += 1
+
+    async def bench(ctx):
+        for value in range(DEPTH):
+            ctx.set(dut.w_en, 1)
+            ctx.set(dut.w_data.data, value + 1)
+            ctx.set(dut.commit, value in (DEPTH // 2 - 1, DEPTH - 1))
+            await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        ctx.set(dut.commit, 0)
+        await ctx.tick().repeat(DEPTH + 10)
+
+    run(dut, bench, background=[reader])
+    assert [v for _, v in taken] == list(range(1, DEPTH + 1))
+    times = [t for t, _ in taken]
+    assert times[0] == DEPTH // 2 - 1 + NicRxBuffer.commit_latency   # commit in that cycle
+    assert times == list(range(times[0], times[0] + DEPTH)), "a gap in the drain"
+
+
+def test_rx_buffer_reset_mid_stream():
+    """A reset while beats are in flight in the RAM and landed in the landing registers: empty
+    afterwards (no beat valid, all space free), and the next packet comes out intact."""
+    buf = NicRxBuffer(CFG)
+    rst = Signal()
+    dut = ResetInserter(rst)(buf)
+    got = []
+    phase = {"after": False}
+
+    async def reader(ctx):
+        while True:
+            ready = phase["after"]
+            ctx.set(buf.r.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(buf.r.valid, buf.r.payload)
+            if valid and ready:
+                got.append(payload.data)
+
+    async def write(ctx, values):
+        for i, value in enumerate(values):
+            ctx.set(buf.w_en, 1)
+            ctx.set(buf.w_data.data, value)
+            ctx.set(buf.commit, i == len(values) - 1)
+            await ctx.tick()
+        ctx.set(buf.w_en, 0)
+        ctx.set(buf.commit, 0)
+
+    async def bench(ctx):
+        await write(ctx, list(range(100, 110)))
+        await ctx.tick().repeat(5)                 # the landing registers fill, reads stop
+        assert ctx.get(buf.r.valid)
+        ctx.set(rst, 1)
+        await ctx.tick()
+        ctx.set(rst, 0)
+        assert not ctx.get(buf.r.valid)
+        assert ctx.get(buf.free) == DEPTH
+        phase["after"] = True
+        await write(ctx, [7, 8, 9])
+        await ctx.tick().repeat(12)
+
+    run(dut, bench, background=[reader])
+    assert got == [7, 8, 9]
+
+
 # -- RX link --------------------------------------------------------------------------------------
 
 async def drive_beats(ctx, port, beats):
@@ -356,7 +507,7 @@ def test_rx_good_bad_and_credit_packets():
         assert ctx.get(dut.credit_valid)
         assert (ctx.get(dut.credit_channel), ctx.get(dut.credit_count)) == (1, 3)
         await drive_beats(ctx, dut.link, frame_beats(data_hdr(1, len(good1)), good1))
-        await ctx.tick().repeat(6)
+        await ctx.tick().repeat(RX_PACKET_LATENCY)
         assert ctx.get(dut.errors) == len(bad_cases)
         assert ctx.get(dut.payload_bytes) == len(bad_cases) * len(good0) + len(good1)
 

@@ -18,7 +18,10 @@ from amaranth.hdl import Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["BurstSplitter", "split_bursts"]
+from ace.hw.axi.signatures import AxiBurst
+from ace.hw.common.skid_buffer import SkidBuffer
+
+__all__ = ["BurstSplitter", "split_bursts", "drive_address_channel"]
 
 
 def split_bursts(beat_addr: int, beats: int, max_burst: int) -> list[tuple[int, int]]:
@@ -70,19 +73,19 @@ class BurstSplitter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         phase_bits = (self.max_burst - 1).bit_length()
+        max_burst = self.max_burst
 
+        # The current burst's length and last flag are registers, computed when the request is
+        # taken (first burst: up to the next boundary) or when the previous burst is taken
+        # (every later burst starts on a boundary, so it is max_burst beats unless it is the
+        # last): no compare or subtraction sits between the registers and ``o``.
         active = Signal()
         cur = Signal(self.addr_bits)
-        rem = Signal(self.count_bits)
+        rem = Signal(self.count_bits)       # beats of the request from ``cur`` on
+        burst = Signal(phase_bits + 1)      # beats of the current burst
+        last = Signal()
         has_meta = Shape.cast(self.meta_shape).width != 0
         meta = Signal(self.meta_shape)
-
-        room = Signal(phase_bits + 1)  # beats left before the next max_burst boundary
-        m.d.comb += room.eq(self.max_burst - cur[:phase_bits])
-        last = Signal()
-        m.d.comb += last.eq(rem <= room)
-        burst = Signal(phase_bits + 1)
-        m.d.comb += burst.eq(Mux(last, rem, room))
 
         m.d.comb += [
             self.o.valid.eq(active),
@@ -91,18 +94,60 @@ class BurstSplitter(wiring.Component):
             self.o.p.last.eq(last),
             self.i.ready.eq(~active | (self.o.ready & last)),
         ]
+        left = Signal(self.count_bits)      # beats after the current burst
+        m.d.comb += left.eq(rem - burst)
         with m.If(self.o.valid & self.o.ready):
-            m.d.sync += [cur.eq(cur + burst), rem.eq(rem - burst)]
+            m.d.sync += [cur.eq(cur + burst), rem.eq(left), last.eq(left <= max_burst),
+                         burst.eq(Mux(left <= max_burst, left, max_burst))]
             with m.If(last):
                 m.d.sync += active.eq(0)
+        room = Signal(phase_bits + 1)       # beats before the request's first boundary
+        m.d.comb += room.eq(max_burst - self.i.p.beat_addr[:phase_bits])
         with m.If(self.i.valid & self.i.ready):
+            fits = self.i.p.beats <= room
             m.d.sync += [
                 active.eq(1),
                 cur.eq(self.i.p.beat_addr),
                 rem.eq(self.i.p.beats),
+                last.eq(fits),
+                burst.eq(Mux(fits, self.i.p.beats, room)),
             ]
             if has_meta:
                 m.d.sync += meta.eq(self.i.p.meta)
         if has_meta:
             m.d.comb += self.o.p.meta.eq(meta)
         return m
+
+
+def drive_address_channel(m, split, axi, channel: str, size_log2: int, allow):
+    """Drive AXI address channel ``channel`` (``"ar"`` or ``"aw"``) of ``axi`` from the bursts
+    of ``split`` through a :class:`SkidBuffer`, so ``{ar,aw}valid`` and the address come from
+    registers and ``{ar,aw}ready`` reaches only the skid buffer (one cycle of latency). A burst
+    enters the skid buffer only while ``allow`` is high. Returns ``(issued, accepted)``: a burst
+    entered the skid buffer / was accepted on the port this cycle."""
+    layout = data.StructLayout({"beat_addr": len(split.o.p.beat_addr), "len": 8})
+    skid = SkidBuffer(layout)
+    m.submodules[f"{channel}_skid"] = skid
+    issued = Signal(name=f"{channel}_issued")
+    accepted = Signal(name=f"{channel}_accepted")
+    port = {name: getattr(axi, f"{channel}{name}") for name in
+            ("id", "addr", "len", "size", "burst", "lock", "cache", "prot", "valid", "ready")}
+    m.d.comb += [
+        skid.i.valid.eq(split.o.valid & allow),
+        skid.i.p.beat_addr.eq(split.o.p.beat_addr),
+        skid.i.p.len.eq(split.o.p.len),
+        split.o.ready.eq(skid.i.ready & allow),
+        issued.eq(skid.i.valid & skid.i.ready),
+        port["id"].eq(0),
+        port["addr"].eq(skid.o.p.beat_addr << size_log2),
+        port["len"].eq(skid.o.p.len),
+        port["size"].eq(size_log2),
+        port["burst"].eq(AxiBurst.INCR),
+        port["lock"].eq(0),
+        port["cache"].eq(0b0011),
+        port["prot"].eq(0),
+        port["valid"].eq(skid.o.valid),
+        skid.o.ready.eq(port["ready"]),
+        accepted.eq(port["valid"] & port["ready"]),
+    ]
+    return issued, accepted

@@ -29,18 +29,25 @@ clears the register and dispatch resumes.
 
 Counters (free running, wrap at 2**48): ``bytes_read`` adds, for each accepted R beat, the
 bytes of that beat inside the descriptor's ``[mem_addr, mem_addr + length)``; ``bytes_written``
-adds the set ``wstrb`` bits of each accepted W beat; ``busy_cycles`` counts cycles with a
-descriptor queued or dispatched and not yet completed (``busy``).
+adds the set ``wstrb`` bits of each accepted W beat; both lag the port by two cycles (the
+halves register their per-beat counts, the counters add them). ``busy_cycles`` counts cycles
+with a descriptor accepted and not yet completed (``busy``, from a register).
+
+Timing: the queue holds each descriptor with its kind and zero-length test decoded on entry and
+presents its head from a register (``SyncFIFOBuffered``); each half takes its commands through
+a skid buffer, so the dispatch decision reads only registers. Latency from a descriptor taken to
+its first AR or AW: about 8 cycles (queue 2, command skid buffer, then the half's 5).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
-from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.reader import DmaReader
 from ace.hw.dma.writer import DmaWriter
 from ace.layouts import (DMA_ID_BITS, AxiStreamSignature, DmaCompletion, DmaDescriptor, DmaKind,
@@ -122,26 +129,30 @@ class DmaEngine(wiring.Component):
         wiring.connect(m, writer.sram_r, wiring.flipped(self.sram_r))
         wiring.connect(m, wiring.flipped(self.wr_stream), writer.wr_stream)
 
-        # -- descriptor queue and dispatcher ---------------------------------------------------
+        # -- descriptor queue (decoded on entry, registered head) and dispatcher ----------------
         layout = self.desc.p.shape()
-        m.submodules.queue = queue = SyncFIFO(width=layout.size, depth=self.queue_depth)
+        entry = data.StructLayout({"desc": layout, "is_zero": 1, "is_read": 1})
+        m.submodules.queue = queue = SyncFIFOBuffered(width=entry.size, depth=self.queue_depth)
+        kind = self.desc.p.kind
         m.d.comb += [
-            queue.w_data.eq(self.desc.p),
+            queue.w_data.eq(Cat(self.desc.p, self.desc.p.length == 0,
+                                (kind == DmaKind.LOAD) | (kind == DmaKind.MEM_TO_STREAM))),
             queue.w_en.eq(self.desc.valid),
             self.desc.ready.eq(queue.w_rdy),
         ]
-        head = layout(queue.r_data)
-        is_zero = Signal()
-        is_read = Signal()
+        queued = data.View(entry, queue.r_data)
+        head = queued.desc
+        is_zero, is_read = queued.is_zero, queued.is_read
         go = Signal()
         zero_full = Signal()     # a zero-length descriptor's completion waits for the arbiter
         zero_id = Signal(DMA_ID_BITS)
-        m.d.comb += [
-            is_zero.eq(head.length == 0),
-            is_read.eq((head.kind == DmaKind.LOAD) | (head.kind == DmaKind.MEM_TO_STREAM)),
-            go.eq(queue.r_rdy & ~self.err_valid),
-        ]
-        for cmd in (reader.cmd.p, writer.cmd.p):
+        m.d.comb += go.eq(queue.r_rdy & ~self.err_valid)
+        # Each half takes its commands through a skid buffer: its ready is a register here.
+        m.submodules.reader_cmd = reader_cmd = SkidBuffer(reader.cmd.p.shape())
+        m.submodules.writer_cmd = writer_cmd = SkidBuffer(writer.cmd.p.shape())
+        wiring.connect(m, reader_cmd.o, reader.cmd)
+        wiring.connect(m, writer_cmd.o, writer.cmd)
+        for cmd in (reader_cmd.i.p, writer_cmd.i.p):
             m.d.comb += [
                 cmd.id.eq(head.id),
                 cmd.length.eq(head.length),
@@ -149,21 +160,21 @@ class DmaEngine(wiring.Component):
                 cmd.sram_addr.eq(head.sram_addr),
             ]
         m.d.comb += [
-            reader.cmd.p.stream.eq(head.kind == DmaKind.MEM_TO_STREAM),
-            writer.cmd.p.stream.eq(head.kind == DmaKind.STREAM_TO_MEM),
-            reader.cmd.valid.eq(go & ~is_zero & is_read),
-            writer.cmd.valid.eq(go & ~is_zero & ~is_read),
+            reader_cmd.i.p.stream.eq(head.kind == DmaKind.MEM_TO_STREAM),
+            writer_cmd.i.p.stream.eq(head.kind == DmaKind.STREAM_TO_MEM),
+            reader_cmd.i.valid.eq(go & ~is_zero & is_read),
+            writer_cmd.i.valid.eq(go & ~is_zero & ~is_read),
         ]
         with m.If(is_zero):
             m.d.comb += queue.r_en.eq(go & ~zero_full)
         with m.Elif(is_read):
-            m.d.comb += queue.r_en.eq(reader.cmd.ready & go)
+            m.d.comb += queue.r_en.eq(reader_cmd.i.ready & go)
         with m.Else():
-            m.d.comb += queue.r_en.eq(writer.cmd.ready & go)
+            m.d.comb += queue.r_en.eq(writer_cmd.i.ready & go)
         dispatched = queue.r_en & queue.r_rdy
 
         # -- completion arbiter (writer, then reader, then zero-length) -------------------------
-        m.submodules.cpl_q = cpl_q = SyncFIFO(width=len(self.cpl.p.as_value()), depth=4)
+        m.submodules.cpl_q = cpl_q = SyncFIFOBuffered(width=len(self.cpl.p.as_value()), depth=4)
         cpl_in = DmaCompletion()(cpl_q.w_data)
         with m.If(writer.cpl.valid):
             m.d.comb += [cpl_in.eq(writer.cpl.p), writer.cpl.ready.eq(cpl_q.w_rdy)]
@@ -196,12 +207,15 @@ class DmaEngine(wiring.Component):
             ]
 
         # -- busy and counters ------------------------------------------------------------------
+        # Descriptors accepted and not yet completed: busy from a register, no queue level.
         outstanding = Signal(range(self.queue_depth + 64))
-        with m.If(dispatched & ~completed):
+        accepted = Signal()
+        m.d.comb += accepted.eq(self.desc.valid & self.desc.ready)
+        with m.If(accepted & ~completed):
             m.d.sync += outstanding.eq(outstanding + 1)
-        with m.Elif(~dispatched & completed):
+        with m.Elif(~accepted & completed):
             m.d.sync += outstanding.eq(outstanding - 1)
-        m.d.comb += self.busy.eq((queue.level != 0) | (outstanding != 0))
+        m.d.comb += self.busy.eq(outstanding != 0)
         m.d.sync += [
             self.bytes_read.eq(self.bytes_read + reader.bytes),
             self.bytes_written.eq(self.bytes_written + writer.bytes),

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from ace.hw.axi.signatures import Axi4Signature, AxiBurst
-from ace.hw.dma.burst import BurstSplitter
+from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.common.skid_buffer import SkidBuffer
+from ace.hw.dma.burst import BurstSplitter, drive_address_channel
 from ace.hw.dma.downsizer import WidthDownsizer
 from ace.hw.dma.realign import Realigner
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
@@ -55,11 +56,15 @@ class TransferCommand(data.StructLayout):
 class DmaReader(wiring.Component):
     """Read half of the DMA engine (see the module docstring).
 
-    Latency: about 4 cycles from a command to its AR (queue, burst splitter), and from an R
-    beat to its word on ``sram_w``/``rd_stream`` 1 cycle (realigner) plus
-    :attr:`WidthDownsizer.latency` when the port is wider than a link word. Throughput: one
-    word per cycle on ``sram_w``/``rd_stream`` (one R beat every ``mem_bytes // link_bytes``
-    cycles), plus one cycle for an unaligned command's flush word.
+    Every port is driven from registers: AR leaves a skid buffer (``arready`` reaches only
+    it), and the output words leave a skid buffer holding their SRAM address and byte mask, so
+    ``tready``/``sram_w.ready`` reach only that buffer and the completion register.
+
+    Latency: about 5 cycles from a command to its AR (queue, burst splitter, AR skid buffer),
+    and from an R beat to its word on ``sram_w``/``rd_stream`` 2 cycles (realigner, output skid
+    buffer) plus :attr:`WidthDownsizer.latency` when the port is wider than a link word.
+    Throughput: one word per cycle on ``sram_w``/``rd_stream`` (one R beat every
+    ``mem_bytes // link_bytes`` cycles), plus one cycle for an unaligned command's flush word.
 
     Members
     -------
@@ -68,7 +73,8 @@ class DmaReader(wiring.Component):
     sram_w : Out(:func:`sram_write_signature`), ``link_bytes`` wide
     rd_stream : Out(:class:`AxiStreamSignature` with ``tkeep`` and ``tuser`` = id), ``link_bytes``
     cpl : Out(stream of :class:`DmaCompletion`), held until taken; one per command
-    bytes : Out(range(mem_bytes + 1)), payload bytes in the R beat accepted this cycle
+    bytes : Out(range(mem_bytes + 1)), payload bytes in the R beat accepted in the previous
+        cycle (registered: a byte counter summing it lags the port by one cycle)
     """
 
     def __init__(self, config, *, cmd_depth: int = 4):
@@ -111,7 +117,7 @@ class DmaReader(wiring.Component):
             end.eq(cmd.mem_addr + cmd.length - 1),
         ]
 
-        m.submodules.ar_q = ar_q = SyncFIFO(
+        m.submodules.ar_q = ar_q = SyncFIFOBuffered(
             width=beat_bits + count_bits, depth=self.cmd_depth)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
@@ -120,7 +126,7 @@ class DmaReader(wiring.Component):
             # words of the first and last beat holding payload (wide port only)
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
-        m.submodules.r_q = r_q = SyncFIFO(width=r_layout.size, depth=self.cmd_depth)
+        m.submodules.r_q = r_q = SyncFIFOBuffered(width=r_layout.size, depth=self.cmd_depth)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], nbeats)),
@@ -156,27 +162,15 @@ class DmaReader(wiring.Component):
             split.i.p.beats.eq(ar_q.r_data[beat_bits:]),
             ar_q.r_en.eq(split.i.ready),
         ]
+        # A burst counts as in flight from the cycle it enters the AR skid buffer.
         inflight = Signal(range(cfg.max_reads_in_flight + 1))
         can_issue = Signal()
         m.d.comb += can_issue.eq(inflight < cfg.max_reads_in_flight)
-        axi = self.axi
-        m.d.comb += [
-            axi.arid.eq(0),
-            axi.araddr.eq(split.o.p.beat_addr << lm),
-            axi.arlen.eq(split.o.p.len),
-            axi.arsize.eq(lm),
-            axi.arburst.eq(AxiBurst.INCR),
-            axi.arlock.eq(0),
-            axi.arcache.eq(0b0011),
-            axi.arprot.eq(0),
-            axi.arvalid.eq(split.o.valid & can_issue),
-            split.o.ready.eq(axi.arready & can_issue),
-        ]
-        ar_hs = axi.arvalid & axi.arready
-        r_done = axi.rvalid & axi.rready & axi.rlast
-        with m.If(ar_hs & ~r_done):
+        issued, _ = drive_address_channel(m, split, self.axi, "ar", lm, can_issue)
+        r_done = self.axi.rvalid & self.axi.rready & self.axi.rlast
+        with m.If(issued & ~r_done):
             m.d.sync += inflight.eq(inflight + 1)
-        with m.Elif(~ar_hs & r_done):
+        with m.Elif(~issued & r_done):
             m.d.sync += inflight.eq(inflight - 1)
 
     def _elaborate_r(self, m, cur, r_q, sram_bits):
@@ -213,8 +207,8 @@ class DmaReader(wiring.Component):
         m.d.comb += [
             lo.eq(Mux(first, cur.beat_lo, 0)),
             hi.eq(Mux(last, cur.beat_hi, M)),
-            self.bytes.eq(Mux(r_hs, hi - lo, 0)),
         ]
+        m.d.sync += self.bytes.eq(Mux(r_hs, hi - lo, 0))
 
         # The realigner's controls, constant over the command; with a wide port they travel
         # through the downsizer as its meta.
@@ -254,38 +248,54 @@ class DmaReader(wiring.Component):
         return realign
 
     def _elaborate_words(self, m, o):
-        """Output words of the realigner ``o``: SRAM write port or rd_stream; the completion
-        at the last word."""
+        """Output words of the realigner ``o``, with their SRAM address and byte mask, through
+        a skid buffer to the SRAM write port or rd_stream; the completion at the last word,
+        taken from the skid buffer's output (so it never precedes the word's delivery)."""
         W = self.config.link_bytes
+        meta = o.p.meta
+        layout = data.StructLayout({"to_stream": 1, "addr": len(self.sram_w.p.addr),
+                                    "data": 8 * W, "mask": W, "last": 1, "id": DMA_ID_BITS,
+                                    "status": DmaStatus})
+        m.submodules.out = out = SkidBuffer(layout)
         word = Signal(len(self.sram_w.p.addr))
-        mask = Signal(W)
-        m.d.comb += mask.eq(Mux(o.p.last, ~(Const((1 << W) - 1, W) << o.p.meta.tail)[:W],
-                                (1 << W) - 1))
-        cpl_full = Signal()
-        deliver = Signal()
-        m.d.comb += deliver.eq(o.valid & (~o.p.last | ~cpl_full))
         m.d.comb += [
-            self.sram_w.valid.eq(deliver & ~o.p.meta.to_stream),
-            self.sram_w.p.addr.eq(o.p.meta.sram_addr + word),
-            self.sram_w.p.data.eq(o.p.data),
-            self.sram_w.p.mask.eq(mask),
-            self.rd_stream.tvalid.eq(deliver & o.p.meta.to_stream),
-            self.rd_stream.tdata.eq(o.p.data),
-            self.rd_stream.tkeep.eq(mask),
-            self.rd_stream.tlast.eq(o.p.last),
-            self.rd_stream.tuser.eq(o.p.meta.id),
-            o.ready.eq((~o.p.last | ~cpl_full)
-                       & Mux(o.p.meta.to_stream, self.rd_stream.tready, self.sram_w.ready)),
+            out.i.valid.eq(o.valid),
+            o.ready.eq(out.i.ready),
+            out.i.p.to_stream.eq(meta.to_stream),
+            out.i.p.addr.eq(meta.sram_addr + word),
+            out.i.p.data.eq(o.p.data),
+            out.i.p.mask.eq(Mux(o.p.last, ~(Const((1 << W) - 1, W) << meta.tail)[:W],
+                                (1 << W) - 1)),
+            out.i.p.last.eq(o.p.last),
+            out.i.p.id.eq(meta.id),
+            out.i.p.status.eq(meta.status),
         ]
         with m.If(o.valid & o.ready):
             m.d.sync += word.eq(Mux(o.p.last, 0, word + 1))
 
+        w = out.o
+        cpl_full = Signal()
+        deliver = Signal()
+        m.d.comb += deliver.eq(w.valid & (~w.p.last | ~cpl_full))
+        m.d.comb += [
+            self.sram_w.valid.eq(deliver & ~w.p.to_stream),
+            self.sram_w.p.addr.eq(w.p.addr),
+            self.sram_w.p.data.eq(w.p.data),
+            self.sram_w.p.mask.eq(w.p.mask),
+            self.rd_stream.tvalid.eq(deliver & w.p.to_stream),
+            self.rd_stream.tdata.eq(w.p.data),
+            self.rd_stream.tkeep.eq(w.p.mask),
+            self.rd_stream.tlast.eq(w.p.last),
+            self.rd_stream.tuser.eq(w.p.id),
+            w.ready.eq((~w.p.last | ~cpl_full)
+                       & Mux(w.p.to_stream, self.rd_stream.tready, self.sram_w.ready)),
+        ]
         m.d.comb += self.cpl.valid.eq(cpl_full)
         with m.If(self.cpl.valid & self.cpl.ready):
             m.d.sync += cpl_full.eq(0)
-        with m.If(o.valid & o.ready & o.p.last):
+        with m.If(w.valid & w.ready & w.p.last):
             m.d.sync += [
                 cpl_full.eq(1),
-                self.cpl.p.id.eq(o.p.meta.id),
-                self.cpl.p.status.eq(o.p.meta.status),
+                self.cpl.p.id.eq(w.p.id),
+                self.cpl.p.status.eq(w.p.status),
             ]

@@ -15,7 +15,8 @@ So a packet of ``n`` input words gives ``n - drop_first + flush`` output words. 
 flush word carries the last input word's ``meta``. Output words carry ``first``/``last`` of the
 output packet.
 
-Latency: one cycle (registered output). Throughput: one word per cycle, plus one cycle for a
+Latency: two cycles (an input skid buffer, so ``i.ready`` and the shifter's inputs come from
+registers, then the registered output). Throughput: one word per cycle, plus one cycle for a
 flush word.
 """
 
@@ -24,6 +25,8 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from ace.hw.common.skid_buffer import SkidBuffer
 
 __all__ = ["Realigner", "realign"]
 
@@ -71,11 +74,14 @@ class Realigner(wiring.Component):
         })
 
     #: Cycles from an input word to the output word it completes.
-    latency = 1
+    latency = 2
 
     def elaborate(self, platform):
         m = Module()
         nbits = 8 * self.word_bytes
+        m.submodules.in_skid = skid = SkidBuffer(self.i.p.shape())
+        wiring.connect(m, wiring.flipped(self.i), skid.i)
+        i = skid.o
 
         prev = Signal(nbits)
         started = Signal()       # an output word of the current packet has been produced
@@ -92,14 +98,14 @@ class Realigner(wiring.Component):
         upper = Signal(nbits)
         lower = Signal(nbits)
         m.d.comb += [
-            shift.eq(Mux(flushing, flush_shift, self.i.p.shift)),
-            upper.eq(Mux(flushing, 0, self.i.p.data)),
-            lower.eq(Mux(self.i.p.first & ~flushing, 0, prev)),
+            shift.eq(Mux(flushing, flush_shift, i.p.shift)),
+            upper.eq(Mux(flushing, 0, i.p.data)),
+            lower.eq(Mux(i.p.first & ~flushing, 0, prev)),
         ]
         shifted = Signal(nbits)
         m.d.comb += shifted.eq(Cat(lower, upper).bit_select(Cat(Const(0, 3), shift), nbits))
 
-        m.d.comb += self.i.ready.eq(can_load & ~flushing)
+        m.d.comb += i.ready.eq(can_load & ~flushing)
         with m.If(flushing):
             with m.If(can_load):
                 m.d.sync += [
@@ -111,23 +117,23 @@ class Realigner(wiring.Component):
                     flushing.eq(0),
                     started.eq(0),
                 ]
-        with m.Elif(self.i.valid & self.i.ready):
-            m.d.sync += prev.eq(self.i.p.data)
-            emit = ~(self.i.p.first & self.i.p.drop_first)
-            ends = self.i.p.last & ~self.i.p.flush
+        with m.Elif(i.valid & i.ready):
+            m.d.sync += prev.eq(i.p.data)
+            emit = ~(i.p.first & i.p.drop_first)
+            ends = i.p.last & ~i.p.flush
             with m.If(emit):
                 m.d.sync += [
                     self.o.valid.eq(1),
                     self.o.p.data.eq(shifted),
                     self.o.p.first.eq(~started),
                     self.o.p.last.eq(ends),
-                    self.o.p.meta.eq(self.i.p.meta),
+                    self.o.p.meta.eq(i.p.meta),
                     started.eq(~ends),
                 ]
-            with m.If(self.i.p.last & self.i.p.flush):
+            with m.If(i.p.last & i.p.flush):
                 m.d.sync += [
                     flushing.eq(1),
-                    flush_shift.eq(self.i.p.shift),
-                    flush_meta.eq(self.i.p.meta),
+                    flush_shift.eq(i.p.shift),
+                    flush_meta.eq(i.p.meta),
                 ]
         return m

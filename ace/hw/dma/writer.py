@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from ace.hw.axi.signatures import Axi4Signature, AxiBurst
-from ace.hw.dma.burst import BurstSplitter
+from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.common.skid_buffer import SkidBuffer
+from ace.hw.dma.burst import BurstSplitter, drive_address_channel
 from ace.hw.dma.reader import TransferCommand
 from ace.hw.dma.realign import Realigner
 from ace.hw.dma.upsizer import WidthUpsizer
@@ -45,8 +46,12 @@ __all__ = ["DmaWriter"]
 class DmaWriter(wiring.Component):
     """Write half of the DMA engine (see the module docstring).
 
-    Latency: about 4 cycles from a command to its AW; a source word reaches W 1 cycle later
-    (realigner), plus :attr:`WidthUpsizer.latency` when the port is wider than a link word.
+    AW and W leave skid buffers (``awready``/``wready`` reach only them); a burst's W beats
+    enter the W skid buffer only after its AW was accepted on the port.
+
+    Latency: about 5 cycles from a command to its AW (queue, burst splitter, AW skid buffer); a
+    source word reaches W 2 cycles later (realigner, W skid buffer), plus
+    :attr:`WidthUpsizer.latency` when the port is wider than a link word.
     Throughput: one source word per cycle (one W beat every ``mem_bytes // link_bytes``
     cycles), plus one cycle for an unaligned command's flush word.
 
@@ -66,7 +71,7 @@ class DmaWriter(wiring.Component):
     wr_stream : In(:class:`AxiStreamSignature`), ``link_bytes`` wide
     cpl : Out(stream of :class:`DmaCompletion`), held until taken; one per command
     bytes : Out(range(mem_bytes + 1)), bytes enabled by ``wstrb`` in the W beat accepted
-        this cycle
+        in the previous cycle (registered: a byte counter summing it lags the port by one cycle)
     """
 
     def __init__(self, config, *, cmd_depth: int = 4, max_writes: int = 8):
@@ -111,10 +116,10 @@ class DmaWriter(wiring.Component):
             end.eq(cmd.mem_addr + cmd.length - 1),
         ]
 
-        m.submodules.aw_q = aw_q = SyncFIFO(
+        m.submodules.aw_q = aw_q = SyncFIFOBuffered(
             width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth)
         sreq_layout = data.StructLayout({"sram_addr": sram_bits, "last_word": count_bits})
-        m.submodules.sreq_q = sreq_q = SyncFIFO(width=sreq_layout.size,
+        m.submodules.sreq_q = sreq_q = SyncFIFOBuffered(width=sreq_layout.size,
                                                         depth=self.cmd_depth)
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
@@ -123,7 +128,7 @@ class DmaWriter(wiring.Component):
             "from_stream": 1, "last_word": count_bits, "shift": range(W + 1), "flush": 1,
             "beat": beat_meta, **lane,
         })
-        m.submodules.wd_q = wd_q = SyncFIFO(width=wd_layout.size, depth=self.cmd_depth)
+        m.submodules.wd_q = wd_q = SyncFIFOBuffered(width=wd_layout.size, depth=self.cmd_depth)
 
         sreq_in = data.View(sreq_layout, sreq_q.w_data)
         wd_in = data.View(wd_layout, wd_q.w_data)
@@ -147,15 +152,16 @@ class DmaWriter(wiring.Component):
         ]
         if k > 1:
             m.d.comb += wd_in.word_lo.eq(cmd.mem_addr[lw:lm])
-        b_q = self._elaborate_aw(m, aw_q, beat_bits, count_bits)
+        b_q, aw_accepted = self._elaborate_aw(m, aw_q, beat_bits, count_bits)
         self._elaborate_sram_requests(m, data.View(sreq_layout, sreq_q.r_data), sreq_q)
         beats = self._elaborate_words(m, data.View(wd_layout, wd_q.r_data), wd_q, beat_meta)
-        self._elaborate_w(m, beats)
+        self._elaborate_w(m, beats, aw_accepted)
         self._elaborate_b(m, b_q)
         return m
 
     def _elaborate_aw(self, m, aw_q, beat_bits, count_bits):
-        """AW: bursts, bounded outstanding (``b_q``, returned, holds one entry per burst)."""
+        """AW: bursts, bounded outstanding (``b_q`` holds one entry per burst, from the cycle it
+        enters the AW skid buffer). Returns ``b_q`` and the AW handshake on the port."""
         cfg, axi = self.config, self.axi
         lm = (cfg.mem_bytes - 1).bit_length()
         m.submodules.split = split = BurstSplitter(beat_bits, count_bits, cfg.max_burst_beats,
@@ -167,22 +173,12 @@ class DmaWriter(wiring.Component):
             split.i.p.meta.eq(aw_q.r_data[beat_bits + count_bits:]),
             aw_q.r_en.eq(split.i.ready),
         ]
-        m.submodules.b_q = b_q = SyncFIFO(width=DMA_ID_BITS + 1, depth=self.max_writes)
-        m.d.comb += [
-            axi.awid.eq(0),
-            axi.awaddr.eq(split.o.p.beat_addr << lm),
-            axi.awlen.eq(split.o.p.len),
-            axi.awsize.eq(lm),
-            axi.awburst.eq(AxiBurst.INCR),
-            axi.awlock.eq(0),
-            axi.awcache.eq(0b0011),
-            axi.awprot.eq(0),
-            axi.awvalid.eq(split.o.valid & b_q.w_rdy),
-            split.o.ready.eq(axi.awready & b_q.w_rdy),
-            b_q.w_data.eq(Cat(split.o.p.meta, split.o.p.last)),
-            b_q.w_en.eq(axi.awvalid & axi.awready),
-        ]
-        return b_q
+        m.submodules.b_q = b_q = SyncFIFOBuffered(width=DMA_ID_BITS + 1, depth=self.max_writes)
+        meta = Signal(DMA_ID_BITS + 1)
+        m.d.comb += meta.eq(Cat(split.o.p.meta, split.o.p.last))
+        issued, accepted = drive_address_channel(m, split, axi, "aw", lm, b_q.w_rdy)
+        m.d.comb += [b_q.w_data.eq(meta), b_q.w_en.eq(issued)]
+        return b_q, accepted
 
     def _elaborate_sram_requests(self, m, sreq, sreq_q):
         """SRAM read requests of a STORE, one word address per cycle."""
@@ -243,8 +239,10 @@ class DmaWriter(wiring.Component):
         ]
         return upsize.o
 
-    def _elaborate_w(self, m, o):
-        """W beats from ``o``: strobes, wlast at burst ends, never ahead of their AW."""
+    def _elaborate_w(self, m, o, aw_accepted):
+        """W beats from ``o``: strobes and wlast at burst ends, computed as a beat enters the W
+        skid buffer, which it may do only once its burst's AW was accepted on the port (so W
+        never leads AW). ``bytes`` counts the strobes of the beats the port accepts."""
         cfg, axi = self.config, self.axi
         M = cfg.mem_bytes
         phase_bits = (cfg.max_burst_beats - 1).bit_length()
@@ -258,32 +256,36 @@ class DmaWriter(wiring.Component):
         all_ones = Const((1 << M) - 1, M)
         lo_mask = Signal(M)
         hi_mask = Signal(M)
+        lo = Signal(range(M + 1))
+        hi = Signal(range(M + 1))
+        layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
+        m.submodules.w_skid = skid = SkidBuffer(layout)
         m.d.comb += [
             lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),
             hi_mask.eq(Mux(o.p.last, ~(all_ones << beat.beat_hi)[:M], all_ones)),
-            axi.wdata.eq(o.p.data),
-            axi.wstrb.eq(lo_mask & hi_mask),
-            axi.wlast.eq(o.p.last | (phase_cur == cfg.max_burst_beats - 1)),
-            axi.wvalid.eq(o.valid & w_ok),
-            o.ready.eq(axi.wready & w_ok),
-        ]
-        w_hs = axi.wvalid & axi.wready
-        with m.If(w_hs):
-            m.d.sync += phase.eq(phase_cur + 1)
-        aw_hs = axi.awvalid & axi.awready
-        w_done = w_hs & axi.wlast
-        with m.If(aw_hs & ~w_done):
-            m.d.sync += aw_ahead.eq(aw_ahead + 1)
-        with m.Elif(~aw_hs & w_done):
-            m.d.sync += aw_ahead.eq(aw_ahead - 1)
-
-        lo = Signal(range(M + 1))
-        hi = Signal(range(M + 1))
-        m.d.comb += [
             lo.eq(Mux(o.p.first, beat.beat_lo, 0)),
             hi.eq(Mux(o.p.last, beat.beat_hi, M)),
-            self.bytes.eq(Mux(w_hs, hi - lo, 0)),
+            skid.i.valid.eq(o.valid & w_ok),
+            o.ready.eq(skid.i.ready & w_ok),
+            skid.i.p.data.eq(o.p.data),
+            skid.i.p.strb.eq(lo_mask & hi_mask),
+            skid.i.p.last.eq(o.p.last | (phase_cur == cfg.max_burst_beats - 1)),
+            skid.i.p.bytes.eq(hi - lo),
+            axi.wdata.eq(skid.o.p.data),
+            axi.wstrb.eq(skid.o.p.strb),
+            axi.wlast.eq(skid.o.p.last),
+            axi.wvalid.eq(skid.o.valid),
+            skid.o.ready.eq(axi.wready),
         ]
+        entered = skid.i.valid & skid.i.ready
+        with m.If(entered):
+            m.d.sync += phase.eq(phase_cur + 1)
+        w_done = entered & skid.i.p.last
+        with m.If(aw_accepted & ~w_done):
+            m.d.sync += aw_ahead.eq(aw_ahead + 1)
+        with m.Elif(~aw_accepted & w_done):
+            m.d.sync += aw_ahead.eq(aw_ahead - 1)
+        m.d.sync += self.bytes.eq(Mux(axi.wvalid & axi.wready, skid.o.p.bytes, 0))
 
     def _elaborate_b(self, m, b_q):
         """B responses and the completion of a command's last burst."""

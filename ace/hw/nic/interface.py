@@ -93,9 +93,10 @@ class NicInterface(wiring.Component):
     packets of a single channel: 3 cycles each; of two channels taking turns: 2).
     Latency: first header beat on ``tx{l}`` 4 cycles after ``ch{c}_send`` is taken (command
     register, then :data:`ace.hw.nic.tx.TX_COMMAND_STAGES`); a payload beat follows its
-    header at line rate; a received packet's first beat reaches ``ch{c}_recv`` 7 cycles after
-    its last beat arrived on ``rx{l}`` (4 check stages, buffer commit and read, skid buffer;
-    store and forward).
+    header at line rate; a received packet's first beat reaches ``ch{c}_recv`` 10 cycles after
+    its last beat arrived on ``rx{l}`` (:data:`ace.hw.nic.rx.RX_PACKET_LATENCY`: 4 check
+    stages and the buffer's registered commit, block RAM read and landing register; then the
+    skid buffer; store and forward).
     """
 
     def __init__(self, config):

@@ -26,11 +26,15 @@ from ace.hw.nic.header import HeaderCheck
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import COUNTER_BITS
 
-__all__ = ["NicLinkRx", "RX_CHECK_STAGES"]
+__all__ = ["NicLinkRx", "RX_CHECK_STAGES", "RX_PACKET_LATENCY"]
 
 #: Cycles from a beat on ``link`` to the FSM that acts on it: input register, decode (CRC and
 #: field checks), cause (priority of the stateless checks), judge (the two state checks).
 RX_CHECK_STAGES = 4
+
+#: Cycles from a packet's last beat on ``link`` to its first beat on ``out[c]`` (an empty
+#: channel buffer): the check stages, then the buffer's commit-to-read latency.
+RX_PACKET_LATENCY = RX_CHECK_STAGES + NicRxBuffer.commit_latency
 
 
 class NicLinkRx(wiring.Component):
@@ -81,7 +85,8 @@ class NicLinkRx(wiring.Component):
         with a beat on the link, packets dropped for an error.
 
     Latency: :data:`RX_CHECK_STAGES` (4) cycles from a beat to the FSM; from the last beat of a
-    packet on ``link`` to its first beat on ``out[c]``: 6 cycles. Throughput: one beat per cycle.
+    packet on ``link`` to its first beat on ``out[c]``: :data:`RX_PACKET_LATENCY` (9) cycles.
+    Throughput: one beat per cycle.
     """
 
     def __init__(self, config):
@@ -338,8 +343,9 @@ class NicLinkRx(wiring.Component):
                 with m.If(beat.valid & beat.last):
                     m.next = "HEADER"
 
-        m.d.comb += [space["channel"].eq(Mux(fsm.ongoing("HEADER"), hdr.channel, cur)),
-                     space["beats"].eq(Mux(fsm.ongoing("HEADER"), beat.beats, pkt["beats"])),
+        m.d.comb += [space["reserve_channel"].eq(hdr.channel),
+                     space["reserve_beats"].eq(beat.beats),
+                     space["channel"].eq(cur), space["beats"].eq(pkt["beats"]),
                      space["release"].eq(rollback), space["commit"].eq(commit)]
         # For tests: one expression per FSM state, true while in it.
         self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD', 'DROP']}
@@ -349,28 +355,38 @@ class NicLinkRx(wiring.Component):
         """Per channel, the buffer space a new packet may use, in two registers: ``total``
         (``depth`` less the committed unread beats and the reservation of the packet being
         received) and ``committed`` (without the reservation: what ``total`` becomes if that
-        packet rolls back). A DATA header taken (``reserve``) reserves its beats, a commit
-        turns them into committed ones, a rollback (``release``) returns them; a beat read from
-        the buffer counts when it is owed (``freed``). Returns the controls and registers."""
+        packet rolls back). A DATA header taken (``reserve``, of ``reserve_beats`` on
+        ``reserve_channel``) reserves its beats, a commit turns the current packet's beats
+        (``beats`` on ``channel``) into committed ones, a rollback (``release``) returns them;
+        a beat read from the buffer counts when it is owed (``freed``). The three candidate
+        values of ``total`` are computed from registers and the FSM's decision only picks one,
+        so no adder sits behind the decision. Returns the controls and registers."""
         cfg = self.config
         depth = cfg.rx_channel_beats
         beat_range = range(cfg.max_packet_beats + 1)
+        channel_range = range(cfg.num_channels)
         ctl = {"reserve": Signal(name="space_reserve"), "release": Signal(name="space_release"),
                "commit": Signal(name="space_commit"),
-               "channel": Signal(range(cfg.num_channels), name="space_channel"),
+               "reserve_channel": Signal(4, name="space_reserve_channel"),
+               "reserve_beats": Signal(beat_range, name="space_reserve_beats"),
+               "channel": Signal(channel_range, name="space_channel"),
                "beats": Signal(beat_range, name="space_beats"), "total": [], "committed": []}
         for c in range(cfg.num_channels):
             total = Signal(range(depth + 1), init=depth, name=f"space{c}_total")
             committed = Signal(range(depth + 1), init=depth, name=f"space{c}_committed")
             mine = ctl["channel"] == c
-            reserved = Mux(ctl["reserve"] & mine, ctl["beats"], 0)
-            released = Mux(ctl["release"] & mine, ctl["beats"], 0)
+            base = total + self.freed[c]
+            with m.If(ctl["reserve"] & (ctl["reserve_channel"] == c)):
+                m.d.sync += total.eq(base - ctl["reserve_beats"])
+            with m.Elif(ctl["release"] & mine):       # never with reserve: PAYLOAD, not HEADER
+                m.d.sync += total.eq(base + ctl["beats"])
+            with m.Else():
+                m.d.sync += total.eq(base)
             # Applied a cycle late: only a header right behind a rollback reads ``committed``,
             # and a packet (two beats at least) separates it from any earlier commit.
             kept = Signal(beat_range, name=f"space{c}_kept")
             m.d.sync += kept.eq(Mux(ctl["commit"] & mine, ctl["beats"], 0))
-            m.d.sync += [total.eq(total + self.freed[c] + released - reserved),
-                         committed.eq(committed + self.freed[c] - kept)]
+            m.d.sync += committed.eq(committed + self.freed[c] - kept)
             ctl["total"].append(total)
             ctl["committed"].append(committed)
         return ctl
