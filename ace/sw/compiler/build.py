@@ -172,7 +172,7 @@ class Compilation:
         if self.loader:
             for nc in emitters:
                 # Hand-off: every mover's share of the lane's loads, then the communication.
-                for mover, part in enumerate(self._deal(nc.loads)):
+                for mover, part in enumerate(self._deal(self._spread(nc.loads))):
                     if not part and self.mover_stores:
                         # No load: still wait until the mover has freed the slot (its waits
                         # for the stores of the slot's previous chunk; the empty step stands
@@ -226,13 +226,16 @@ class Compilation:
                                 self.wait(lists[mover], channel, last)
                         lists[mover] += part
 
+    def _spread(self, steps: list[Step]) -> list[Step]:
+        """``steps`` (loads or stores), each cut into one word-aligned piece per mover when
+        there are fewer steps than movers, so that every mover gets a share."""
+        if len(steps) >= self.movers:
+            return steps
+        return [piece for step in steps for piece in self._pieces(step, self.movers)]
+
     def _deal(self, steps: list[Step]) -> list[list[Step]]:
-        """``steps`` (loads or stores) dealt round-robin to the movers, each cut into one
-        word-aligned piece per mover first when there are fewer steps than movers."""
-        D = self.movers
-        if len(steps) < D:
-            steps = [piece for step in steps for piece in self._pieces(step, D)]
-        return [steps[m::D] for m in range(D)]
+        """``steps`` dealt round-robin to the movers: mover m gets steps m, m + D, ..."""
+        return [steps[m::self.movers] for m in range(self.movers)]
 
     def _pieces(self, step: Step, parts: int) -> list[Step]:
         """A load or store cut into ``parts`` word-aligned pieces (empty ones left out)."""
@@ -256,9 +259,7 @@ class Compilation:
                   for load in part if load.count]
         writes += [(k, chan, st) for k, (chan, st) in enumerate(self.comm_steps[c][n])
                    if st.dst is not None]
-        stores = self.stores[c][n]
-        if len(stores) < self.movers:
-            stores = [piece for st in stores for piece in self._pieces(st, self.movers)]
+        stores = self._spread(self.stores[c][n])
         plan = []                       # (order, the last writer on each channel, store)
         for store in stores:
             hits = [w for w in writes if _overlap(w[2].dst, w[2].count, store.src, store.count)]
