@@ -1,4 +1,4 @@
-"""The compilation of one collective: channels, the loader, chunk after chunk, and the
+"""The compilation of one collective: channels, the movers, chunk after chunk, and the
 finished :class:`~ace.sw.program.CollectiveProgram` (the package docstring has the plan)."""
 
 from __future__ import annotations
@@ -89,7 +89,6 @@ class Compilation:
         movers = movers_of(C)
         self.plan = ChunkPlan(collective, count, self.blocks, self.epw, config, chunks, movers)
         self.movers = movers if mode == Mode.ACE else 0
-        self.loader = self.movers > 0
         self.mover_stores = self.movers >= 2
         self.comm = C - self.movers
         self.nodes = [self._node_program(n, addrs) for n in range(self.num_nodes)]
@@ -133,13 +132,13 @@ class Compilation:
     # -- steps ------------------------------------------------------------------------------
 
     def build(self) -> CollectiveProgram:
-        """Emit every chunk, then the loader's list, and assemble the program."""
+        """Emit every chunk, then the movers' lists, and assemble the program."""
         first_comm: list[list[Step]] = [[] for _ in range(self.num_nodes)]
         chunk_end = []
         for c in range(self.plan.count):
             chunk_end.append(self._chunk(c, first_comm))
-        if self.loader:
-            self._loader(chunk_end)
+        if self.movers:
+            self._movers(chunk_end)
         per_node = [[_fuse([s for s in steps if s.type == StepType.NOP or s.count > 0])
                      for steps in channels] for channels in self.channels]
         self._resolve_deps(per_node)
@@ -157,19 +156,20 @@ class Compilation:
 
     def _lane(self, c: int, k: int, first_comm: list[list[Step]]
               ) -> list[tuple[int, Step | None]]:
-        """Emit lane ``k`` of chunk ``c`` on its channel: loads (to the loader, then a
-        hand-off wait, and the stagger for the first lane of channels 2.. after chunk 0), the
-        phases, the stores. Returns each node's (channel, last step) of the lane; fills
-        ``first_comm`` for the first lane of chunk 0."""
+        """Emit lane ``k`` of chunk ``c`` on its channel: loads (to the movers, then the
+        hand-off waits, and the stagger for the first lane of channels D+1.. after chunk 0),
+        the phases, the stores (to the movers, with two or more of them). Returns each
+        node's (channel, last step) of the lane on its channel; fills ``first_comm`` for the
+        first lane of chunk 0."""
         lane = c * self.lanes + k
         chan, chunk = self.comm_channel(lane), ChunkLayout.of(self, c, k)
         emitters = [NodeChunk(self, chunk, n, self.channels[n][chan],
-                              [] if self.loader else self.channels[n][chan],
+                              [] if self.movers else self.channels[n][chan],
                               self.stores[c][n] if self.mover_stores else None)
                     for n in range(self.num_nodes)]
         for nc in emitters:
             load_chunk(nc)
-        if self.loader:
+        if self.movers:
             for nc in emitters:
                 # Hand-off: every mover's share of the lane's loads, then the communication.
                 for mover, part in enumerate(self._deal(self._spread(nc.loads))):
@@ -204,7 +204,7 @@ class Compilation:
             ends = [(chan, nc.steps[-1] if nc.steps else None) for nc in emitters]
         return ends
 
-    def _loader(self, chunk_end) -> None:
+    def _movers(self, chunk_end) -> None:
         """The movers' lists: the loads of chunks 0..L-1 at once, then, chunk after chunk,
         the stores of chunk c (if the movers store; each once its slice is final) and the
         loads of chunk c+L into c's slot (once c's communication and stores have run). Every
