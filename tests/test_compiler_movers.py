@@ -134,6 +134,7 @@ def test_movers_move_and_the_others_communicate(channels, movers):
     an equal share of the bytes; the other channels only communicate (and store with one
     mover)."""
     assert movers_of(channels) == movers
+    assert movers_of(channels, 2) == min(movers, 1)      # hierarchical: one mover at most
     config = SMALL.replace(num_channels=channels)
     prog = compile_collective("reduce_scatter", 4 * 1024, nodes=4, dtype="int32",
                               config=config)
@@ -151,3 +152,14 @@ def test_movers_move_and_the_others_communicate(channels, movers):
             assert sum(stores[:movers]) == 0
         for ch in node.channels[movers:]:
             assert any({"send", "recv"} & s.uses for s in ch.steps)
+
+
+def test_hierarchical_collectives_keep_one_loader():
+    """On a 2-D torus a 4-channel engine keeps one loader and three communicating channels
+    that store their own results (its latency-bound phases need the third channel)."""
+    prog = compile_collective("allreduce", 4 * 1024, topology="torus:4x2", dtype="int32",
+                              config=SMALL.replace(num_channels=4))
+    for node in prog.nodes:
+        kinds = [{s.type for s in ch.steps} for ch in node.channels]
+        assert kinds[0] <= {"load", "nop"}
+        assert all("store" in k and "load" not in k for k in kinds[1:])

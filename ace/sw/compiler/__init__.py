@@ -43,8 +43,8 @@ chunk c runs on one channel, through all phases, so several chunks are in flight
 buffers in main memory).
 
 In ``ace`` mode the first D channels are *movers* (D = :func:`~.build.movers_of`: none with
-one channel, one with two or three, two with four or more): they run the loads, and with two
-movers the stores too, while channels D..C-1 communicate (chunk c on channel ``D + c % K``,
+one channel; two with four or more channels on a one-dimensional collective; else one): they
+run the loads, and with two movers the stores too, while channels D..C-1 communicate (chunk c on channel ``D + c % K``,
 K = C - D). A channel's DMA stream writes (or reads) SRAM one link word per cycle at most, and
 each load or store step pays its memory latency besides (about 11 to 13 bytes per cycle for
 the few-KiB steps of a chunk, measured), so one channel cannot move the S bytes of a

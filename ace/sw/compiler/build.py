@@ -24,11 +24,15 @@ __all__ = ["Compilation", "STAGGER", "movers_of"]
 STAGGER = 0.75
 
 
-def movers_of(channels: int) -> int:
-    """D, the mover channels of an ACE-mode program on ``channels`` channels: none with one
-    channel, one (loads only) with two or three, two (loads and stores) with four or more
-    (the package docstring, "movers")."""
-    return 0 if channels < 2 else 1 if channels < 4 else 2
+def movers_of(channels: int, phase_dims: int = 1) -> int:
+    """D, the mover channels of an ACE-mode program on ``channels`` channels whose phases run
+    over ``phase_dims`` topology dimensions: none with one channel; two (loads and stores)
+    with four or more channels and one dimension; else one (loads only). A hierarchical
+    collective's later phases send many short messages, latency-bound, and need three
+    communicating channels more than a second mover (the package docstring, "movers")."""
+    if channels < 2:
+        return 0
+    return 2 if channels >= 4 and phase_dims == 1 else 1
 
 
 def _check_collective(collective, topology, algorithms, dims) -> None:
@@ -86,7 +90,7 @@ class Compilation:
         C = self.num_channels = config.num_channels
         # The movers (package docstring): channels 0..D-1 load (and store, if two or more),
         # the others communicate. Both modes plan the same chunks; only ACE mode has movers.
-        movers = movers_of(C)
+        movers = movers_of(C, len(self.dims))
         self.plan = ChunkPlan(collective, count, self.blocks, self.epw, config, chunks, movers)
         self.movers = movers if mode == Mode.ACE else 0
         self.mover_stores = self.movers >= 2
