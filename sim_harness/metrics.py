@@ -8,47 +8,50 @@ Notation: ``S`` is the collective's vector length in bytes per node (:mod:`sim_h
 ``p`` the number of nodes, ``B`` the link rate in payload bytes per cycle, ``L`` the link latency
 in cycles, ``f`` the clock in MHz, ``T`` the measured cycles (command issue to done status).
 
-Bound (:func:`bound_terms`, :func:`bound_cycles`)
-    ``bound = W / B + steps * L``: ``W`` is the payload the algorithm must put on one link
-    (its ideal per-link bytes, below) and ``steps`` the algorithm's sequential communication
-    steps (:func:`latency_steps`). ``time_over_bound = T / bound``.
+Bound (:func:`bound_terms`, :func:`bound_cycles`): a true lower bound of the algorithm's time
+    ``bound = max(W / B + L, steps * L)``: ``W`` is the payload of the algorithm's busiest
+    directed link over the whole collective, so no run can carry it in fewer than ``W / B``
+    cycles, and its last byte still takes ``L`` to arrive; ``steps`` is the algorithm's chain
+    of dependent communication steps (:func:`latency_steps`), each a link crossing, so the
+    collective takes at least ``steps * L`` whatever the bandwidth. Adding ``steps * L`` to
+    ``W / B`` instead would not be a bound: with chunks pipelined, one chunk's hops overlap
+    the others' bytes. ``time_over_bound = T / bound`` is therefore at least 1.
 
-    Per-phase ideal link bytes of one topology dimension of ``g`` nodes, for a phase whose full
-    vector is ``D`` bytes per node (reduce-scatter: its input; all-gather: its output):
+    Per-phase link bytes of one topology dimension of ``g`` nodes, for a phase whose full
+    vector is ``D`` bytes per node (reduce-scatter: its input; all-gather: its output), on
+    each directed link of a node the phase uses (:func:`link_bytes_by_link` names them):
 
-    ==================  ===========================  ====================================
-    algorithm           reduce-scatter / all-gather  all-reduce
-    ==================  ===========================  ====================================
-    ring                (g-1)/g * D                  2 (g-1)/g * D
-    direct              D/g (one link per peer);     2 D/g; switch: 2 (g-1)/g * D
-                        switch: (g-1)/g * D
-    halving_doubling    (g-1)/g * D                  2 (g-1)/g * D
-    bidirectional_ring  (g-1)/g * D/2; g = 2:        (g-1)/g * D; g = 2: D
-                        (g-1)/g * D
-    ==================  ===========================  ====================================
+    ==================  =================================  ==================================
+    algorithm           reduce-scatter / all-gather        all-reduce
+    ==================  =================================  ==================================
+    ring                (g-1)/g * D on the +1 link          2 (g-1)/g * D
+    direct              D/g on the link to each peer        2 D/g each
+    halving_doubling    D/2^k to the partner of step k      2 D/2^k each
+                        (member xor 2^(k-1))
+    bidirectional_ring  (g-1)/g * D/2 on the +1 and on the  (g-1)/g * D each; g = 2:
+                        -1 link; g = 2: (g-1)/g * D          2 (g-1)/g * D on one link
+    switch (any)        a node's links share its port: the port carries (g-1)/g * D
+                        (all-reduce 2 (g-1)/g * D)
+    ==================  ====================================================================
 
-    The bidirectional ring runs half of every chunk each way (``+1`` and ``-1`` neighbour),
-    so each direction of each link carries half the ring's bytes; in a dimension of size 2
-    both halves go to the one neighbour on the same link, and it carries the ring's bytes.
-
-    Ring sends on one link per dimension (the ``+1`` neighbour, as :mod:`ace.sw.compiler`
-    emits it), so every ring step's bytes land on that link; a switch gives each node one link
-    for every peer. Halving-doubling's steps depend on each other, so their bytes add up even
-    where each step uses a different link (fully connected): ``D/2 + D/4 + ... = (g-1)/g * D``.
+    The bidirectional ring runs half of every chunk each way (``+1`` and ``-1`` neighbour);
+    in a dimension of size 2 both halves go to the one neighbour on the same link. Ring sends
+    on one link per dimension (the ``+1`` neighbour, as :mod:`ace.sw.compiler` emits it).
 
     All-to-all (one-dimensional topologies only, as the compiler): ``direct`` puts ``S/p`` on
-    each link (switch: ``(p-1)/p * S`` on its one link); ``ring`` forwards every block hop by
+    each link (switch: ``(p-1)/p * S`` on its one port); ``ring`` forwards every block hop by
     hop in one direction, so the block for the peer ``r`` hops away crosses ``r`` links:
-    ``sum_{r=1}^{p-1} r * S/p = (p-1)/2 * S`` per link (this, not ``(p-1)/p * S``, is what the
-    ring all-to-all must move).
+    ``sum_{r=1}^{p-1} r * S/p = (p-1)/2 * S`` per link.
 
     Hierarchical (multi-dimensional) collectives compose ASTRA-sim style, as the compiler
     does: all-reduce = reduce-scatter on dims ``0..k-2`` (the data shrinking by each
     dimension's size), all-reduce on dim ``k-1``, all-gather back on ``k-2..0``; a
     reduce-scatter visits the dims from the last to the first, an all-gather from the first to
-    the last. Dimensions of size 1 are skipped. ``W`` is the SUM of the phases' per-link bytes
-    (a chunk goes through the phases one after another). Different dimensions use different
-    links, so chunks pipelined across dimensions can beat this sum (``time_over_bound < 1``).
+    the last. Dimensions of size 1 are skipped. A link carries the bytes of every phase that
+    uses it (a torus dimension's phases share its links; on a switch every phase shares the
+    port), and ``W`` is the busiest link's sum: on a 4x4 torus all-reduce the dimension-0
+    links carry 3/4 S + 3/4 S and the dimension-1 links 2 x 3/16 S, so ``W = 1.5 S`` (the
+    sum over the phases, 1.875 S, was beaten by runs whose chunks overlap the dimensions).
 
     Not modelled exactly: ``msccl`` (the XML's schedule) and ``double_binary_tree`` in any
     dimension. For these ``W = max(program_link_bytes)``, the busiest link of the program the
@@ -82,8 +85,8 @@ from ace.vocab import Algorithm, Collective, Mode, VocabError, parse_collective
 from .trace import COLLECTIVE_NAMES, MSCCL
 
 __all__ = ["CollectiveRecord", "ALGORITHM_NAMES", "parse_topology", "split_algorithms", "phases",
-           "latency_steps", "ideal_link_bytes", "bound_terms", "bound_cycles", "busbw_factor",
-           "mem_min_bytes_per_node", "collective_metrics", "run_summary", "compare",
+           "latency_steps", "ideal_link_bytes", "link_bytes_by_link", "bound_terms",
+           "bound_cycles", "busbw_factor", "mem_min_bytes_per_node", "collective_metrics", "run_summary", "compare",
            "compare_collectives", "link_key"]
 
 #: Algorithm names, longest first so that ``ring_double_binary_tree`` splits unambiguously.
@@ -273,40 +276,67 @@ def latency_steps(collective: str, algorithms, topology: str) -> int:
     return sum(_phase_steps(ph) for ph in phases(collective, algorithms, topology))
 
 
-def _phase_link_bytes(ph: dict, topo_kind: str, nbytes: int) -> Fraction | None:
-    g, alg, kind = ph["size"], ph["algorithm"], ph["kind"]
+def _phase_link_bytes(ph: dict, topo_kind: str, nbytes: int) -> dict | None:
+    """The phase's payload bytes on each of a node's directed links, by link: ``("port",)``
+    (a switch: every virtual link shares the node's port), ``(dim, "+1")`` / ``(dim, "-1")``
+    (the ring neighbours), ``(dim, "to", j)`` (the peer j members on) or ``(dim, "xor", m)``
+    (the halving-doubling partner, member index xor m); ``None`` where not modelled."""
+    g, alg, kind, dim = ph["size"], ph["algorithm"], ph["kind"], ph["dim"]
     data = ph["fraction"] * nbytes
+    mult = 2 if kind == "ar" else 1
+    if topo_kind == "switch":
+        per_port = {Algorithm.RING: mult * Fraction(g - 1, g) * data,
+                    Algorithm.DIRECT: mult * Fraction(g - 1, g) * data,
+                    Algorithm.HALVING_DOUBLING: mult * Fraction(g - 1, g) * data}
+        if kind == "a2a":
+            per_port[Algorithm.RING] = Fraction(g - 1, 2) * data
+            per_port[Algorithm.DIRECT] = Fraction(g - 1, g) * data
+        return {("port",): per_port[alg]} if alg in per_port else None
     if kind == "a2a":
         if alg == Algorithm.RING:
-            return Fraction(g - 1, 2) * data
-        if alg == Algorithm.DIRECT:
-            return data * Fraction(g - 1, g) if topo_kind == "switch" else data / g
-        return None
-    mult = 2 if kind == "ar" else 1
-    if alg in (Algorithm.RING, Algorithm.HALVING_DOUBLING) or (alg == Algorithm.DIRECT
-                                                                and topo_kind == "switch"):
-        return mult * Fraction(g - 1, g) * data
+            return {(dim, "+1"): Fraction(g - 1, 2) * data}
+        return {(dim, "to", j): data / g for j in range(1, g)} if alg == Algorithm.DIRECT \
+            else None
+    if alg == Algorithm.RING:
+        return {(dim, "+1"): mult * Fraction(g - 1, g) * data}
     if alg == Algorithm.DIRECT:
-        return mult * data / g
+        return {(dim, "to", j): mult * data / g for j in range(1, g)}
+    if alg == Algorithm.HALVING_DOUBLING:   # step k: data / 2^k with the partner xor 2^(k-1)
+        steps = math.ceil(math.log2(g))
+        return {(dim, "xor", 1 << k): mult * data / (2 << k) for k in range(steps)}
     if alg == Algorithm.BIDIRECTIONAL_RING:     # half each way; one link if g == 2
-        return mult * Fraction(g - 1, g) * data / (2 if g > 2 else 1)
+        if g == 2:
+            return {(dim, "+1"): mult * Fraction(g - 1, g) * data}
+        half = mult * Fraction(g - 1, g) * data / 2
+        return {(dim, "+1"): half, (dim, "-1"): half}
     return None                       # double_binary_tree: not modelled exactly
 
 
-def ideal_link_bytes(collective: str, algorithm, topology: str, nbytes: int) -> float | None:
-    """``W``: the algorithm's ideal payload bytes per link (summed over its phases), or ``None``
-    where it is not modelled exactly (msccl, double_binary_tree)."""
+def link_bytes_by_link(collective: str, algorithm, topology: str, nbytes: int
+                       ) -> dict | None:
+    """Each of a node's directed links (named as in :func:`_phase_link_bytes`) and the
+    payload bytes it carries over the whole collective: the sum over the phases that use it;
+    ``None`` where the algorithm is not modelled exactly (msccl, double_binary_tree)."""
     kind, _ = parse_topology(topology)
-    total = Fraction(0)
     phs = phases(collective, algorithm, topology)
     if not phs:
         return None
+    links: dict = {}
     for ph in phs:
         part = _phase_link_bytes(ph, kind, nbytes)
         if part is None:
             return None
-        total += part
-    return float(total)
+        for link, value in part.items():
+            links[link] = links.get(link, Fraction(0)) + value
+    return links
+
+
+def ideal_link_bytes(collective: str, algorithm, topology: str, nbytes: int) -> float | None:
+    """``W``: the payload bytes of the algorithm's busiest directed link over the whole
+    collective (:func:`link_bytes_by_link`), or ``None`` where it is not modelled exactly
+    (msccl, double_binary_tree)."""
+    links = link_bytes_by_link(collective, algorithm, topology, nbytes)
+    return None if links is None else float(max(links.values()))
 
 
 def bound_terms(collective, algorithm, topology, nodes, nbytes, link_bytes_per_cycle,
@@ -330,14 +360,16 @@ def bound_terms(collective, algorithm, topology, nodes, nbytes, link_bytes_per_c
         width = float(max((b for row in program_link_bytes for b in row), default=0))
         model = "program"
     bandwidth = width / link_bytes_per_cycle
-    latency = latency_steps * link_latency
+    # The last byte on the busiest link still crosses it (L); the chain of latency_steps
+    # dependent hops takes steps x L on its own, whatever the bandwidth.
+    latency = max(link_latency, latency_steps * link_latency - bandwidth)
     return {"link_bytes": width, "bandwidth_cycles": bandwidth, "latency_cycles": latency,
             "bound_cycles": bandwidth + latency, "model": model}
 
 
 def bound_cycles(collective, algorithm, topology, nodes, nbytes, link_bytes_per_cycle,
                  link_latency, latency_steps, program_link_bytes=None) -> float:
-    """``W / B + latency_steps * L`` cycles (see :func:`bound_terms` and the module
+    """``max(W / B + L, latency_steps * L)`` cycles (see :func:`bound_terms` and the module
     docstring)."""
     return bound_terms(collective, algorithm, topology, nodes, nbytes, link_bytes_per_cycle,
                        link_latency, latency_steps, program_link_bytes)["bound_cycles"]

@@ -68,21 +68,31 @@ def test_float_sum_order_is_each_directions_ring_order(mode):
 
 
 def test_halves_go_opposite_ways_on_separate_channels():
-    """One chunk on a loader + 3-channel engine: channel 1 carries the first half toward the
-    +1 neighbour (link 0) and channel 2 the second half toward the -1 neighbour (link 1); each
-    moves the same bytes; the loader's load of each half is waited for by its own channel."""
+    """One chunk on a 4-channel engine (two movers, two communicating channels): channel 2
+    carries the first half toward the +1 neighbour (link 0) and channel 3 the second half
+    toward the -1 neighbour (link 1); each moves the same bytes; each waits for both movers'
+    shares of its half's load, and each mover stores one half once it is final."""
     cfg = TINY.replace(num_channels=4, mem_id_bits=3, input_buffer_bytes=1 << 12,
                        output_buffer_bytes=1 << 12)
     p, count = 4, 64
     prog = compile_collective("allreduce", count, nodes=p, algorithm=ALG, config=cfg, chunks=1)
     for node in prog.nodes:
         n = node.node
-        assert [s.type for s in node.channels[0].steps] == ["load", "load"]
-        for chan, to, frm, link in ((1, (n + 1) % p, (n - 1) % p, 0),
-                                    (2, (n - 1) % p, (n + 1) % p, 1)):
+        stored = []
+        for mover in (0, 1):
+            steps = node.channels[mover].steps
+            assert [(s.type, s.count) for s in steps if s.type != "nop"] == \
+                [("load", count // 4)] * 2 + [("store", count // 2)]
+            # the store waits for the last step of the half it stores (a communicating channel)
+            assert steps[-2].type == "nop" and steps[-2].dep[0] in (2, 3)
+            stored.append(steps[-1].src[1])
+        assert sorted(stored) == [0, count // 2]
+        for chan, to, frm, link in ((2, (n + 1) % p, (n - 1) % p, 0),
+                                    (3, (n - 1) % p, (n + 1) % p, 1)):
             steps = node.channels[chan].steps
-            assert steps[0].type == "nop" and steps[0].dep == (0, chan - 1)
-            assert steps[-1].type == "store" and steps[-1].count == count // 2
+            half = chan - 2
+            assert [s.dep for s in steps[:2]] == [(0, half), (1, half)]
+            assert all(s.type not in ("load", "store") for s in steps)
             sends = [s for s in steps if "send" in s.uses]
             assert {(s.send_peer, s.send_link) for s in sends} == {(to, link)}
             assert {s.recv_peer for s in steps if "recv" in s.uses} == {frm}

@@ -129,13 +129,14 @@ def test_latency_steps_errors():
     ("allreduce", "direct", "fully_connected:8", 2 / 8),
     ("allreduce", "direct", "switch:8", 2 * 7 / 8),               # one link carries it all
     ("reduce_scatter", "halving_doubling", "switch:8", 7 / 8),    # S/2 + S/4 + S/8
-    ("allreduce", "halving_doubling", "fully_connected:8", 2 * 7 / 8),
+    ("allreduce", "halving_doubling", "fully_connected:8", 2 * 1 / 2),  # xor 1: S/2 twice
     ("alltoall", "ring", "ring:8", 3.5),                          # sum r S/p, r = 1..7
     ("alltoall", "direct", "fully_connected:8", 1 / 8),
     ("alltoall", "direct", "switch:8", 7 / 8),
-    ("allreduce", "ring", "torus:4x2", 3 / 4 + 2 * (1 / 2) * (1 / 4) + 3 / 4),
-    ("reduce_scatter", "ring", "torus:4x2", 1 / 2 + (3 / 4) * (1 / 2)),
-    ("allgather", "ring", "torus:4x2", (3 / 4) * (1 / 2) + 1 / 2),
+    ("allreduce", "ring", "torus:4x2", 3 / 4 + 3 / 4),             # dim 0: RS and AG
+    ("reduce_scatter", "ring", "torus:4x2", 1 / 2),               # dim 1 first, on S
+    ("allgather", "ring", "torus:4x2", 1 / 2),                    # dim 1 last, on S
+    ("allreduce", "ring", "torus:4x4", 3 / 4 + 3 / 4),            # dim 1: 2 x 3/16 only
     ("allreduce", "ring_halving_doubling", "switch:4x2", 3 / 4 + 1 / 4 + 3 / 4),
     ("allreduce", "ring", "torus:8x1", 2 * 7 / 8),
 ])
@@ -150,17 +151,26 @@ def test_ideal_link_bytes_not_modelled():
 
 
 def test_bound_ring_allreduce_by_hand():
-    # S = 1 MiB, p = 8, 16 B/cycle: 2 * 7/8 * 2^20 / 16 = 114688 cycles; 14 steps x 10 cycles.
-    assert bound_cycles("allreduce", "ring", "ring:8", 8, MiB, 16, 10, 14) == 114_688 + 140
+    # S = 1 MiB, p = 8, 16 B/cycle: 2 * 7/8 * 2^20 / 16 = 114688 cycles, + one link latency
+    # (10 cycles): the 14 steps x 10 cycles of the chain are far less than that.
+    assert bound_cycles("allreduce", "ring", "ring:8", 8, MiB, 16, 10, 14) == 114_688 + 10
     terms = bound_terms("allreduce", "ring", "ring:8", 8, MiB, 16, 10, 14)
     assert terms == {"link_bytes": 1_835_008, "bandwidth_cycles": 114_688,
-                     "latency_cycles": 140, "bound_cycles": 114_828, "model": "ideal"}
+                     "latency_cycles": 10, "bound_cycles": 114_698, "model": "ideal"}
+
+
+def test_bound_latency_chain_when_it_is_longer():
+    # 1 KiB all-reduce on 8 nodes: W / B = 2 * 7/8 * 1024 / 16 = 112 cycles; 14 dependent
+    # steps of 100 cycles of link latency take 1400 on their own, the bound.
+    terms = bound_terms("allreduce", "ring", "ring:8", 8, 1024, 16, 100, 14)
+    assert terms["bandwidth_cycles"] == 112 and terms["bound_cycles"] == 1400
 
 
 def test_bound_uses_program_bytes_where_not_modelled():
     program = [[1000, 3000], [2000, 0]]
-    # msccl: W = max(program_link_bytes) = 3000 -> 3000 / 8 = 375 cycles + 3 x 20.
-    assert bound_cycles("msccl", "msccl", "ring:2", 2, 4096, 8, 20, 3, program) == 375 + 60
+    # msccl: W = max(program_link_bytes) = 3000 -> 3000 / 8 = 375 cycles + one latency, 20
+    # (more than the chain's 3 x 20).
+    assert bound_cycles("msccl", "msccl", "ring:2", 2, 4096, 8, 20, 3, program) == 375 + 20
     terms = bound_terms("allreduce", "double_binary_tree", "ring:2", 2, 4096, 8, 20, 2, program)
     assert terms["model"] == "program" and terms["link_bytes"] == 3000
     with pytest.raises(ValueError, match="program_link_bytes"):
@@ -184,15 +194,25 @@ def test_bound_checks_nodes():
     ("allreduce", "switch:4", "direct"),
     ("allreduce", "switch:4", "halving_doubling"),
     ("allreduce", "switch:4x2", "ring"),
+    ("allreduce", "fully_connected:4", "halving_doubling"),
+    ("reduce_scatter", "fully_connected:8", "halving_doubling"),
+    ("allreduce", "torus:4x2", "ring"),
+    ("allreduce", "torus:4x4", "ring"),
+    ("reduce_scatter", "torus:4x2", "ring"),
+    ("allgather", "torus:2x4", "ring"),
+    ("allreduce", "torus:4x2", ("ring", "direct")),
+    ("allreduce", "ring:4", "bidirectional_ring"),
+    ("allreduce", "torus:4x2", "bidirectional_ring"),
 ])
 def test_ideal_link_bytes_match_the_compiler(collective, topology, algorithm):
-    """On single-link-per-phase cases the ideal bytes are exactly what the compiled program
-    puts on its busiest link (S and each of the 8 chunks divide evenly, so no word rounding)."""
+    """The ideal bytes of the busiest link are exactly what the compiled program puts on its
+    busiest directed link, counted independently from its steps (S and each of the 4 chunks
+    divide evenly, so no word rounding; a switch's virtual links summed per port)."""
     from ace.sw.compiler import compile_collective, link_traffic
     count = 4096
     from ace.config import NAMED_CONFIGS
     program = compile_collective(collective, count, topology=topology, algorithm=algorithm,
-                                 dtype="int32", chunks=8,
+                                 dtype="int32", chunks=4,
                                  config=NAMED_CONFIGS["default"].replace(num_links=7))
     tx = {key: v for key, v in link_traffic(program).items() if key[1] == "tx"}
     if topology.startswith("switch"):     # a node's virtual links share its one port
@@ -203,16 +223,6 @@ def test_ideal_link_bytes_match_the_compiler(collective, topology, algorithm):
     assert ideal_link_bytes(collective, algorithm, topology, 4 * count) == max(tx.values())
 
 
-def test_hierarchical_bound_is_the_sum_of_phases():
-    from ace.sw.compiler import compile_collective, link_traffic
-    program = compile_collective("allreduce", 4096, topology="torus:4x2", algorithm="ring",
-                                 dtype="int32", chunks=8)
-    tx = link_traffic(program)
-    link0 = max(v for (_, side, lk), v in tx.items() if side == "tx" and lk == 0)
-    link2 = max(v for (_, side, lk), v in tx.items() if side == "tx" and lk == 2)
-    assert ideal_link_bytes("allreduce", "ring", "torus:4x2", 4 * 4096) == link0 + link2
-
-
 # -- per-collective metrics -----------------------------------------------------------------------
 
 def test_ring_allreduce_metrics_by_hand():
@@ -221,9 +231,9 @@ def test_ring_allreduce_metrics_by_hand():
     assert (m.name, m.op, m.algorithm, m.nodes, m.bytes, m.dtype, m.mode,
             m.chunks, m.cycles) == ("grad0", "sum", "ring", 8, MiB, "fp32", "ace", 4,
                                           120_000)
-    assert m.bound_cycles == 114_828
-    assert m.bound_bandwidth_cycles == 114_688 and m.bound_latency_cycles == 140
-    assert m.time_over_bound == pytest.approx(120_000 / 114_828)
+    assert m.bound_cycles == 114_698
+    assert m.bound_bandwidth_cycles == 114_688 and m.bound_latency_cycles == 10
+    assert m.time_over_bound == pytest.approx(120_000 / 114_698)
     assert m.time_us == 120.0                                  # 120000 cycles at 1000 MHz
     # payload / (16 B/cycle x 120000 cycles), the same on all 8 links used.
     util = payload / (16 * 120_000)
@@ -279,7 +289,7 @@ def test_reduce_scatter_and_alltoall_normalisation():
     m = collective_metrics(raw, SYSTEM)
     assert m.mem_over_2S is None
     assert m.mem_over_min == 1.0                               # S read + S/p written
-    assert m.bound_cycles == 7 * MiB / 8 / 16 + 70
+    assert m.bound_cycles == 7 * MiB / 8 / 16 + 10
     assert m.busbw_gbps == pytest.approx(m.algbw_gbps * 7 / 8)
     assert m.header_overhead == 0.0
 
@@ -291,7 +301,7 @@ def test_msccl_busbw_collective():
     assert m.busbw_collective == "allreduce"
     assert m.busbw_gbps == pytest.approx(m.algbw_gbps * 2 * 7 / 8)
     assert m.bound_model == "program"
-    assert m.bound_cycles == 1_835_008 / 16 + 140
+    assert m.bound_cycles == 1_835_008 / 16 + 10
     raw["msccl_coll"] = "all-gather"
     m = collective_metrics(raw, SYSTEM)
     assert m.busbw_collective == "allgather"
@@ -324,8 +334,8 @@ def test_run_summary_weights_utilization_by_cycles():
     s = run_summary([a, b])
     assert s["mode"] == "ace" and s["collectives"] == 2
     assert s["total_cycles"] == 360_000 and s["total_time_us"] == 360.0
-    assert s["total_bound_cycles"] == 2 * 114_828
-    assert s["time_over_bound"] == pytest.approx(360_000 / (2 * 114_828))
+    assert s["total_bound_cycles"] == 2 * 114_698
+    assert s["time_over_bound"] == pytest.approx(360_000 / (2 * 114_698))
     # (u_a * 120000 + u_b * 240000) / 360000 with u = payload / (16 * cycles): 2 payloads / ...
     assert s["link_utilization"] == pytest.approx(2 * 1_835_008 / (16 * 360_000))
     assert s["mem_bytes"] == 32 * MiB and s["mem_bytes_per_node"] == 4 * MiB

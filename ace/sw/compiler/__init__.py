@@ -12,7 +12,7 @@ The package, one unit per concern::
     bidirectional_ring
     hierarchical        multi-dimensional collectives: the phases and their groups
     alltoall            the all-to-all algorithms (direct, ring)
-    build               Compilation: channels, the loader, chunk after chunk, the program
+    build               Compilation: channels, the movers, chunk after chunk, the program
 
 Collectives (``count`` = S elements, the vector length; ``blocks[j]`` = node j's block, a
 nested word-aligned split of S, see :func:`collective_blocks`):
@@ -42,25 +42,36 @@ chunk c runs on one channel, through all phases, so several chunks are in flight
 (buffers in SRAM, inputs loaded once, results stored once) and ``baseline`` (the same steps with
 buffers in main memory).
 
-In ``ace`` mode with two or more channels, channel 0 is the *loader*: it runs every ``load``,
-and channels 1..C-1 communicate (chunk c on channel ``1 + c % (C-1)``) and store their own
-results. Each communicating channel has two SRAM slots, so the loader fills a channel's next
-chunk while the channel still works on the current one, and loads overlap the network traffic
-instead of stalling it (one DMA stream moves at most one beat per cycle, so a single channel
-doing both loads and stores would be slower than the link). The hand-offs are ``nop`` steps
-with a dependency: a channel's first step of chunk c waits for the loader's last load of c, and
-the loader's loads of chunk c+L (L = 2(C-1) slots; c+L reuses c's slot) wait for the last step
-(the last store) of every lane of chunk c. *Stagger*: the first chunks of the communicating
-channels after channel 1's start once channel 1 has run ``STAGGER x c/(R-1)`` of chunk 0's
-communication steps (chunk c; R = the chunks of the first round, ``ceil((C-1)/lanes)``), so
-that the channels do not run (and then store) in lockstep. With one channel (or in baseline
-mode) chunk c runs wholly on channel ``c % C``. Both modes plan the same chunks, so they send
-the same messages.
+In ``ace`` mode the first D channels are *movers* (D = :func:`~.build.movers_of`: none with
+one channel; two with four or more channels on a one-dimensional collective; else one): they
+run the loads, and with two movers the stores too, while channels D..C-1 communicate (chunk c on channel ``D + c % K``,
+K = C - D). A channel's DMA stream writes (or reads) SRAM one link word per cycle at most, and
+each load or store step pays its memory latency besides (about 11 to 13 bytes per cycle for
+the few-KiB steps of a chunk, measured), so one channel cannot move the S bytes of a
+reduce-scatter's input, nor store an all-gather's S, in the link's time ((p-1)/p S per link),
+and an all-reduce's 2S only with the stores left to the communicating channels. Two movers
+share every chunk's transfers: its loads and its stores are dealt round-robin over them (a
+chunk with fewer transfers than movers has each cut into one word-aligned piece per mover).
+Each communicating channel has two SRAM slots, so the movers fill a channel's next chunk while
+the channel still works on the current one. The hand-offs are ``nop`` steps with a
+dependency: a channel's first step of chunk c waits for every mover's last load of c; a store
+waits for the step that last writes its slice (a communication step, or a load on the other
+mover), so the movers store a chunk's final pieces while the rest of it is still on the ring
+(an all-gather's 16 pieces on 16 nodes) and the pipeline drains sooner; the loads of chunk
+c+L (L = 2K slots; c+L reuses c's slot) wait for the last communication step of every lane
+of chunk c and for every mover's last store of c. With one mover the communicating channels
+store their own results, and a load of c+L waits for their last step. *Stagger*: the first
+chunks of the communicating channels after channel D's start once channel D has run
+``STAGGER x c/(R-1)`` of chunk 0's communication steps (chunk c; R = the chunks of the first
+round, ``ceil(K/lanes)``), so that the channels do not run in lockstep. With one channel (or
+in the baselines) chunk c runs wholly on channel ``c % C``. Both modes plan the same chunks
+(from the same D), so they send the same messages. ``tests/test_compiler_movers.py`` checks
+that the hand-offs order every two steps of a node that touch a common SRAM element.
 
 *Lanes*: with a bidirectional ring in some dimension every chunk has two lanes, the
 word-aligned halves of each of its segments, in the chunk's slot; lane k of chunk c is emitted
-like a chunk of its own (loads, phases, stores) on channel ``1 + (2c + k) % (C-1)`` (without a
-loader ``(2c + k) % C``), and lane 1 runs every bidirectional-ring phase the other way round.
+like a chunk of its own (loads, phases, stores) on channel ``D + (2c + k) % K`` (without
+movers ``(2c + k) % C``), and lane 1 runs every bidirectional-ring phase the other way round.
 With one lane per chunk (every other algorithm) the programs are those the compiler made
 before lanes existed.
 """

@@ -1,10 +1,12 @@
-"""The compilation of one collective: channels, the loader, chunk after chunk, and the
+"""The compilation of one collective: channels, the movers, chunk after chunk, and the
 finished :class:`~ace.sw.program.CollectiveProgram` (the package docstring has the plan)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ace.layouts import DTYPE_BYTES
-from ace.sw.program import Channel, CollectiveProgram, NodeProgram, Step
+from ace.sw.program import Channel, CollectiveProgram, NodeProgram, Step, split_aligned
 from ace.vocab import Collective, Mode, StepType
 
 from .alltoall import ALLTOALL
@@ -15,11 +17,22 @@ from .hierarchical import phase_order, phases, run_phase
 from .registry import PHASE_ALGORITHMS
 from .transfers import load_chunk, store_chunk
 
-__all__ = ["Compilation", "STAGGER"]
+__all__ = ["Compilation", "STAGGER", "movers_of"]
 
 # Fraction of chunk 0's communication steps that communicating channel 1 runs before the next
 # channel starts (the package docstring, "stagger").
 STAGGER = 0.75
+
+
+def movers_of(channels: int, phase_dims: int = 1) -> int:
+    """D, the mover channels of an ACE-mode program on ``channels`` channels whose phases run
+    over ``phase_dims`` topology dimensions: none with one channel; two (loads and stores)
+    with four or more channels and one dimension; else one (loads only). A hierarchical
+    collective's later phases send many short messages, latency-bound, and need three
+    communicating channels more than a second mover (the package docstring, "movers")."""
+    if channels < 2:
+        return 0
+    return 2 if channels >= 4 and phase_dims == 1 else 1
 
 
 def _check_collective(collective, topology, algorithms, dims) -> None:
@@ -74,14 +87,22 @@ class Compilation:
         # Parts of every chunk that run at once, each on its own channel (bidirectional ring).
         self.lanes = max([1] + [PHASE_ALGORITHMS[algorithms[k]].lanes for k in self.dims
                                 if collective != Collective.ALLTOALL])
-        self.plan = ChunkPlan(collective, count, self.blocks, self.epw, config, chunks)
         C = self.num_channels = config.num_channels
-        # The loader (package docstring): channel 0 loads, the others communicate.
-        self.loader = mode == Mode.ACE and C >= 2
-        self.comm = C - 1 if self.loader else C
+        # The movers (package docstring): channels 0..D-1 load (and store, if two or more),
+        # the others communicate. Both modes plan the same chunks; only ACE mode has movers.
+        movers = movers_of(C, len(self.dims))
+        self.plan = ChunkPlan(collective, count, self.blocks, self.epw, config, chunks, movers)
+        self.movers = movers if mode == Mode.ACE else 0
+        self.mover_stores = self.movers >= 2
+        self.comm = C - self.movers
         self.nodes = [self._node_program(n, addrs) for n in range(self.num_nodes)]
         self.channels = [[[] for _ in range(C)] for _ in range(self.num_nodes)]
-        self.loads = [[[] for _ in range(self.num_nodes)] for _ in range(self.plan.count)]
+        # Per chunk and node: each mover's loads (dealt, see _deal); the stores, in order.
+        self.loads = [[[[] for _ in range(max(1, self.movers))] for _ in range(self.num_nodes)]
+                      for _ in range(self.plan.count)]
+        self.stores = [[[] for _ in range(self.num_nodes)] for _ in range(self.plan.count)]
+        # Per chunk and node: (channel, step) of every communication step, in order.
+        self.comm_steps = [[[] for _ in range(self.num_nodes)] for _ in range(self.plan.count)]
         self.dep_targets: dict[int, tuple[int, Step]] = {}   # id(nop) -> (channel, target)
 
     def _node_program(self, n: int, addrs) -> NodeProgram:
@@ -103,7 +124,7 @@ class Compilation:
     def comm_channel(self, lane: int) -> int:
         """The channel that runs the communication of lane ``lane`` (counted over all chunks:
         lane ``c * lanes + k`` is lane k of chunk c; with one lane per chunk, chunk c)."""
-        return 1 + lane % self.comm if self.loader else lane % self.num_channels
+        return self.movers + lane % self.comm
 
     def wait(self, steps: list[Step], channel: int, target: Step | None) -> None:
         """Append a ``nop`` that waits until ``channel`` has run ``target`` (nothing if None)."""
@@ -115,13 +136,13 @@ class Compilation:
     # -- steps ------------------------------------------------------------------------------
 
     def build(self) -> CollectiveProgram:
-        """Emit every chunk, then the loader's list, and assemble the program."""
+        """Emit every chunk, then the movers' lists, and assemble the program."""
         first_comm: list[list[Step]] = [[] for _ in range(self.num_nodes)]
         chunk_end = []
         for c in range(self.plan.count):
             chunk_end.append(self._chunk(c, first_comm))
-        if self.loader:
-            self._loader(chunk_end)
+        if self.movers:
+            self._movers(chunk_end)
         per_node = [[_fuse([s for s in steps if s.type == StepType.NOP or s.count > 0])
                      for steps in channels] for channels in self.channels]
         self._resolve_deps(per_node)
@@ -139,26 +160,36 @@ class Compilation:
 
     def _lane(self, c: int, k: int, first_comm: list[list[Step]]
               ) -> list[tuple[int, Step | None]]:
-        """Emit lane ``k`` of chunk ``c`` on its channel: loads (to the loader, then a
-        hand-off wait, and the stagger for the first lane of channels 2.. after chunk 0), the
-        phases, the stores. Returns each node's (channel, last step) of the lane; fills
-        ``first_comm`` for the first lane of chunk 0."""
+        """Emit lane ``k`` of chunk ``c`` on its channel: loads (to the movers, then the
+        hand-off waits, and the stagger for the first lane of channels D+1.. after chunk 0),
+        the phases, the stores (to the movers, with two or more of them). Returns each
+        node's (channel, last step) of the lane on its channel; fills ``first_comm`` for the
+        first lane of chunk 0."""
         lane = c * self.lanes + k
         chan, chunk = self.comm_channel(lane), ChunkLayout.of(self, c, k)
         emitters = [NodeChunk(self, chunk, n, self.channels[n][chan],
-                              self.loads[c][n] if self.loader else self.channels[n][chan])
+                              [] if self.movers else self.channels[n][chan],
+                              self.stores[c][n] if self.mover_stores else None)
                     for n in range(self.num_nodes)]
         for nc in emitters:
             load_chunk(nc)
-        if self.loader:
+        if self.movers:
             for nc in emitters:
-                self.wait(nc.steps, 0, nc.loads[-1] if nc.loads else None)
+                # Hand-off: every mover's share of the lane's loads, then the communication.
+                for mover, part in enumerate(self._deal(self._spread(nc.loads))):
+                    if not part and self.mover_stores:
+                        # No load: still wait until the mover has freed the slot (its waits
+                        # for the stores of the slot's previous chunk; the empty step stands
+                        # for the last step before it).
+                        part = [Step(type=StepType.LOAD, dtype=self.dtype, op=self.op)]
+                    self.loads[c][nc.node][mover] += part
+                    self.wait(nc.steps, mover, part[-1] if part else None)
                 if c > 0 and lane < self.comm and first_comm[nc.node]:
                     # Stagger: start this channel part-way through chunk 0's communication,
                     # chunk by chunk (a chunk's lanes start together).
                     steps, first_round = first_comm[nc.node], -(-self.comm // self.lanes)
                     index = -(-len(steps) * c * STAGGER // (first_round - 1)) - 1
-                    self.wait(nc.steps, 1, steps[int(index)])
+                    self.wait(nc.steps, self.movers, steps[int(index)])
         marks = [len(nc.steps) for nc in emitters]
         if self.collective == Collective.ALLTOALL:
             for nc in emitters:
@@ -168,20 +199,90 @@ class Compilation:
                 run_phase(self, emitters, kind, q)
         if lane == 0:
             first_comm[:] = [nc.steps[mark:] for nc, mark in zip(emitters, marks)]
+        for nc, mark in zip(emitters, marks):
+            self.comm_steps[c][nc.node] += [(chan, st) for st in nc.steps[mark:]]
+        ends = [(chan, nc.steps[-1] if nc.steps else None) for nc in emitters]
         for nc in emitters:
             store_chunk(nc)
-        return [(chan, nc.steps[-1] if nc.steps else None) for nc in emitters]
+        if not self.mover_stores:
+            ends = [(chan, nc.steps[-1] if nc.steps else None) for nc in emitters]
+        return ends
 
-    def _loader(self, chunk_end) -> None:
-        """The loader's list: chunks 0..L-1 at once, then chunk c+L once every lane of chunk c
-        (its slot's previous user) has run its last step."""
-        slots = self.plan.slots
+    def _movers(self, chunk_end) -> None:
+        """The movers' lists: the loads of chunks 0..L-1 at once, then, chunk after chunk,
+        the stores of chunk c (if the movers store; each once its slice is final) and the
+        loads of chunk c+L into c's slot (once c's communication and stores have run). Every
+        chunk's loads and stores are dealt out over all the movers."""
+        slots, count = self.plan.slots, self.plan.count
         for n in range(self.num_nodes):
-            loader = self.channels[n][0]
-            for c in range(self.plan.count):
-                for channel, last in chunk_end[c - slots][n] if c >= slots else ():
-                    self.wait(loader, channel, last)
-                loader += self.loads[c][n]
+            lists = self.channels[n]
+            for c in range(min(slots, count)):
+                for mover, part in enumerate(self.loads[c][n]):
+                    lists[mover] += part
+            for c in range(count):
+                ends = list(chunk_end[c][n])
+                if self.mover_stores:
+                    ends += self._mover_stores(lists, c, n)
+                if c + slots < count:
+                    for mover, part in enumerate(self.loads[c + slots][n]):
+                        for channel, last in ends:
+                            if channel != mover:
+                                self.wait(lists[mover], channel, last)
+                        lists[mover] += part
+
+    def _spread(self, steps: list[Step]) -> list[Step]:
+        """``steps`` (loads or stores), each cut into one word-aligned piece per mover when
+        there are fewer steps than movers, so that every mover gets a share."""
+        if len(steps) >= self.movers:
+            return steps
+        return [piece for step in steps for piece in self._pieces(step, self.movers)]
+
+    def _deal(self, steps: list[Step]) -> list[list[Step]]:
+        """``steps`` dealt round-robin to the movers: mover m gets steps m, m + D, ..."""
+        return [steps[m::self.movers] for m in range(self.movers)]
+
+    def _pieces(self, step: Step, parts: int) -> list[Step]:
+        """A load or store cut into ``parts`` word-aligned pieces (empty ones left out)."""
+        side = "dst" if step.type == StepType.LOAD else "src"
+        buf, offset = getattr(step, side)
+        out = []
+        for start, length in split_aligned(step.count, parts, self.epw):
+            if length:
+                piece = dataclasses.replace(step, count=length,
+                                            mem_addr=step.mem_addr + start * self.esize)
+                setattr(piece, side, (buf, offset + start))
+                out.append(piece)
+        return out
+
+    def _mover_stores(self, lists: list[list[Step]], c: int, n: int) -> list[tuple[int, Step]]:
+        """Deal node ``n``'s stores of chunk ``c`` to the movers, in the order their slices
+        become final, each after a wait for the step that last writes its slice (a
+        communication step, or a load on another mover). Returns each mover's (channel, last
+        store)."""
+        writes = [(-1, mover, load) for mover, part in enumerate(self.loads[c][n])
+                  for load in part if load.count]
+        writes += [(k, chan, st) for k, (chan, st) in enumerate(self.comm_steps[c][n])
+                   if st.dst is not None]
+        stores = self._spread(self.stores[c][n])
+        plan = []                       # (order, the last writer on each channel, store)
+        for store in stores:
+            hits = [w for w in writes if _overlap(w[2].dst, w[2].count, store.src, store.count)]
+            last = {chan: step for _, chan, step in hits}
+            plan.append((max([k for k, _, _ in hits], default=-2), last, store))
+        plan.sort(key=lambda item: item[0])
+        writers = {id(store): last for _, last, store in plan}
+        ends = []
+        for mover, part in enumerate(self._deal([store for _, _, store in plan])):
+            waited: set[int] = set()
+            for store in part:
+                for chan, writer in writers[id(store)].items():
+                    if chan != mover and id(writer) not in waited:
+                        self.wait(lists[mover], chan, writer)
+                        waited.add(id(writer))
+                lists[mover].append(store)
+            if part:
+                ends.append((mover, part[-1]))
+        return ends
 
     def _resolve_deps(self, per_node) -> None:
         """Turn the hand-off nops' target steps into ``dep = (channel, index)`` now that empty
@@ -218,6 +319,11 @@ class Compilation:
                                  chunks=self.plan.count,
                                  blocks=None if self.collective == Collective.ALLREDUCE
                                  else list(self.blocks))
+
+
+def _overlap(a: tuple, a_count: int, b: tuple, b_count: int) -> bool:
+    """Slices ``a`` and ``b`` (``(buffer, offset)`` and a count) share an element."""
+    return a[0] == b[0] and a[1] < b[1] + b_count and b[1] < a[1] + a_count
 
 
 def _channel(steps: list[Step]) -> Channel:

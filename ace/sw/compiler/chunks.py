@@ -69,18 +69,20 @@ class ChunkPlan:
     (:meth:`segments`) and the words a chunk needs in an input and an output slot
     (:attr:`slot_in`, :attr:`slot_out`).
 
-    Each channel that communicates has ``slots`` / (C-1) SRAM slots (2 with the loader, 1
-    with a single channel). The count is the fewest chunks that fit a slot, at least
-    ``slots`` when the data allows one word per node per chunk, or ``requested``. *Taper*:
-    with at least 4(C-1) chunks, the first and the last chunk of every communicating channel
-    are half-size, so that the pipeline fills and drains sooner.
+    Of the C channels, ``movers`` move data (0 or more, see :mod:`ace.sw.compiler`) and
+    K = C - ``movers`` communicate. Each channel that communicates has two SRAM slots when
+    there are movers (one fills while the other works), and the one channel of a
+    single-channel configuration one: ``slots`` = 2K or 1. The count is the fewest chunks
+    that fit a slot, at least ``slots`` when the data allows one word per node per chunk, or
+    ``requested``. *Taper*: with at least 4K chunks, the first and the last chunk of every
+    communicating channel are half-size, so that the pipeline fills and drains sooner.
     """
 
     def __init__(self, collective: str, count: int, blocks, epw: int, config,
-                 requested: int | None):
+                 requested: int | None, movers: int = 1):
         self.collective, self.total, self.blocks, self.epw = collective, count, blocks, epw
-        self.channels = config.num_channels
-        self.slots = 2 * (self.channels - 1) if self.channels >= 2 else 1
+        self.communicating = max(1, config.num_channels - movers)
+        self.slots = 2 * self.communicating if movers else 1
         self.count = self._choose(config.input_buffer_words // self.slots,
                                   config.output_buffer_words // self.slots, requested)
         self.slot_in, self.slot_out = self._slot_need(self.count)
@@ -91,7 +93,7 @@ class ChunkPlan:
 
     def _weights(self, n: int) -> list[int] | None:
         """Relative chunk sizes when split into ``n`` (the taper), or None for equal sizes."""
-        k = max(1, self.channels - 1)
+        k = self.communicating
         if n < 4 * k:
             return None
         return [1 if c < k or c >= n - k else 2 for c in range(n)]

@@ -75,11 +75,13 @@ def _lane_part(seg: Segment, lane: int, lanes: int, epw: int) -> Segment:
 
 class NodeChunk:
     """Node ``node``'s steps of chunk ``chunk``: communication steps go to ``steps``, loads
-    to ``loads`` (the loader channel's list, or ``steps`` itself without a loader)."""
+    to ``loads`` and stores to ``stores`` (a mover channel's lists, or ``steps`` itself)."""
 
-    def __init__(self, comp, chunk: ChunkLayout, node: int, steps: list, loads: list):
+    def __init__(self, comp, chunk: ChunkLayout, node: int, steps: list, loads: list,
+                 stores: list | None = None):
         self.comp, self.chunk, self.node = comp, chunk, node
         self.steps, self.loads = steps, loads
+        self.stores = steps if stores is None else stores
         self.block = comp.blocks[node]
         self.written: list[tuple[int, int]] = []     # chunk-local [start, end) written
 

@@ -60,7 +60,8 @@ def store_chunk(nc: NodeChunk) -> None:
 
     def store(seg, src, offset):
         if seg.length:
-            nc.emit(StepType.STORE, seg.length, src=src, mem=out_addr + offset * esize)
+            nc.emit(StepType.STORE, seg.length, src=src, mem=out_addr + offset * esize,
+                    into=nc.stores)
 
     if comp.collective == Collective.ALLREDUCE:
         seg = chunk.segments[0]

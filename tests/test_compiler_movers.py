@@ -1,0 +1,165 @@
+"""The movers of ACE-mode programs (:mod:`ace.sw.compiler`, "movers"): which channels load and
+store, how a chunk's transfers are shared among them, and that the hand-offs leave no race.
+
+The race check is independent of the compiler's bookkeeping: it orders every node's steps by
+program order and ``nop`` dependencies alone (vector clocks), and requires every two steps of
+different channels that touch a common SRAM element, one of them writing it, to be ordered.
+The golden model runs a program step by step and cannot see such a race; the RTL can (an
+unordered store reads a slice before its last write lands).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ace.config import NAMED_CONFIGS
+from ace.sw.compiler import compile_collective
+from ace.sw.compiler.build import movers_of
+from ace.sw.golden import run
+from ace.sw.program import memory_traffic
+
+SMALL = NAMED_CONFIGS["small"].replace(input_buffer_bytes=4096, output_buffer_bytes=4096,
+                                       sram_banks=2, program_words=2048, num_links=8,
+                                       mem_id_bits=4)
+
+
+def _accesses(step):
+    """(kind, buffer, start, count) of the SRAM slices ``step`` reads ("r") or writes ("w")."""
+    out = []
+    if step.src is not None and step.type != "load":
+        out.append(("r", *step.src, step.count))
+    if step.dst is not None and step.type != "store":
+        out.append(("w", *step.dst, step.count))
+    return out
+
+
+def _clocks(channels):
+    """Per channel and step: how many steps of each channel have finished before it starts,
+    by program order and dependencies only (iterated to a fixed point)."""
+    C = len(channels)
+    clocks = [[None] * len(steps) for steps in channels]
+    changed = True
+    while changed:
+        changed = False
+        for c, steps in enumerate(channels):
+            done = [0] * C
+            for i, step in enumerate(steps):
+                clock = list(done)
+                if step.dep is not None:
+                    dc, di = step.dep
+                    if clocks[dc][di] is not None:
+                        clock = [max(a, b) for a, b in zip(clock, clocks[dc][di])]
+                    clock[dc] = max(clock[dc], di + 1)
+                if clocks[c][i] != clock:
+                    clocks[c][i], changed = clock, True
+                done = list(clock)
+                done[c] = i + 1
+    return clocks
+
+
+def races(node) -> list[tuple]:
+    """Pairs of steps of ``node`` (channel, index) on different channels that touch a common
+    SRAM element, at least one writing it, with no order between them."""
+    channels = [ch.steps for ch in node.channels]
+    clocks = _clocks(channels)
+    touching = [(c, i, acc) for c, steps in enumerate(channels) for i, st in enumerate(steps)
+                for acc in _accesses(st)]
+    found = []
+    for a, (c1, i1, (k1, b1, s1, n1)) in enumerate(touching):
+        for c2, i2, (k2, b2, s2, n2) in touching[a + 1:]:
+            if c1 == c2 or "w" not in (k1, k2) or b1 != b2 or not (s1 < s2 + n2 and s2 < s1 + n1):
+                continue
+            if clocks[c2][i2][c1] <= i1 and clocks[c1][i1][c2] <= i2:
+                found.append(((c1, i1), (c2, i2)))
+    return found
+
+
+def test_race_check_finds_an_unordered_store():
+    """The check itself: dropping the dependency of a store's wait makes a race."""
+    prog = compile_collective("allgather", 4 * 64, nodes=4, config=SMALL.replace(num_channels=4),
+                              chunks=4)
+    node = prog.nodes[0]
+    assert races(node) == []
+    mover = node.channels[0].steps
+    k = next(i for i, st in enumerate(mover) if st.type == "store") - 1
+    assert mover[k].type == "nop" and mover[k].dep is not None
+    mover[k].dep = None
+    assert races(node)
+
+
+@pytest.mark.parametrize("channels", [2, 3, 4, 7])
+@pytest.mark.parametrize("collective, topology, algorithm", [
+    ("allreduce", "ring:4", "ring"), ("reduce_scatter", "ring:5", "ring"),
+    ("allgather", "ring:4", "ring"), ("alltoall", "ring:4", "ring"),
+    ("allreduce", "ring:4", "bidirectional_ring"), ("allgather", "ring:3", "bidirectional_ring"),
+    ("allreduce", "torus:4x2", "ring"), ("reduce_scatter", "torus:2x3", "ring"),
+    ("allgather", "torus:4x2", "ring"), ("allreduce", "switch:4", "halving_doubling"),
+    ("allreduce", "switch:4", "double_binary_tree"), ("alltoall", "switch:4", "direct"),
+    ("reduce_scatter", "fully_connected:4", "direct"),
+])
+@pytest.mark.parametrize("count", [3 * 1024 + 12, 5])
+def test_no_races_and_bit_exact(collective, topology, algorithm, channels, count):
+    """ACE-mode programs over several chunks (a ragged last word), and of a few elements
+    (transfers too short to share): no race on any node, the golden model's results those
+    of numpy, and the memory traffic exactly the input and the output once."""
+    config = SMALL.replace(num_channels=channels)
+    prog = compile_collective(collective, count, topology=topology, algorithm=algorithm,
+                              dtype="int32", config=config)
+    assert prog.chunks >= 4 or count < 1024
+    for node in prog.nodes:
+        assert races(node) == [], f"node {node.node}: {races(node)[:3]}"
+    rng = np.random.default_rng(7)
+    inputs = [rng.integers(-1000, 1000, node.in_elems, dtype=np.int32) for node in prog.nodes]
+    outputs = run(prog, inputs).outputs
+    total = np.sum(np.stack([x.astype(np.int64) for x in inputs]), axis=0).astype(np.int32) \
+        if collective in ("allreduce", "reduce_scatter") else None
+    for node, out in zip(prog.nodes, outputs):
+        if collective == "allreduce":
+            np.testing.assert_array_equal(out, total)
+        elif collective == "reduce_scatter":
+            start, length = prog.blocks[node.node]
+            np.testing.assert_array_equal(out, total[start:start + length])
+        elif collective == "allgather":
+            np.testing.assert_array_equal(out, np.concatenate(
+                [inputs[j][:length] for j, (_, length) in enumerate(prog.blocks)]))
+    if collective != "alltoall":             # its output has padding never written
+        assert memory_traffic(prog)["per_node"] == [(4 * node.in_elems, 4 * node.out_elems)
+                                                    for node in prog.nodes]
+
+
+@pytest.mark.parametrize("channels, movers", [(1, 0), (2, 1), (3, 1), (4, 2), (7, 2)])
+def test_movers_move_and_the_others_communicate(channels, movers):
+    """Channels 0..D-1 run every load (and, with two or more movers, every store), each about
+    an equal share of the bytes; the other channels only communicate (and store with one
+    mover)."""
+    assert movers_of(channels) == movers
+    assert movers_of(channels, 2) == min(movers, 1)      # hierarchical: one mover at most
+    config = SMALL.replace(num_channels=channels)
+    prog = compile_collective("reduce_scatter", 4 * 1024, nodes=4, dtype="int32",
+                              config=config)
+    for node in prog.nodes:
+        loads = [sum(s.nbytes for s in ch.steps if s.type == "load") for ch in node.channels]
+        stores = [sum(s.nbytes for s in ch.steps if s.type == "store") for ch in node.channels]
+        if movers == 0:
+            continue
+        assert sum(loads[movers:]) == 0
+        assert max(loads[:movers]) - min(loads[:movers]) <= 16 * prog.chunks
+        if movers >= 2:
+            assert sum(stores[movers:]) == 0
+            assert max(stores[:movers]) - min(stores[:movers]) <= 16 * prog.chunks
+        else:
+            assert sum(stores[:movers]) == 0
+        for ch in node.channels[movers:]:
+            assert any({"send", "recv"} & s.uses for s in ch.steps)
+
+
+def test_hierarchical_collectives_keep_one_loader():
+    """On a 2-D torus a 4-channel engine keeps one loader and three communicating channels
+    that store their own results (its latency-bound phases need the third channel)."""
+    prog = compile_collective("allreduce", 4 * 1024, topology="torus:4x2", dtype="int32",
+                              config=SMALL.replace(num_channels=4))
+    for node in prog.nodes:
+        kinds = [{s.type for s in ch.steps} for ch in node.channels]
+        assert kinds[0] <= {"load", "nop"}
+        assert all("store" in k and "load" not in k for k in kinds[1:])
