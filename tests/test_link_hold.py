@@ -14,8 +14,9 @@ with the watchdog's TIMEOUT. Now a forwarding packet is offered only once the pa
 forwards is in the receive buffer, so each node's ``s`` goes out and both forwards follow.
 
 Runs on ``ring:2`` with the harness engine (the library ``tests/test_harness.py`` builds;
-the two-node driver builds in about a minute), every forwarding step type, random sizes and
-data (seeds in the messages), bit-exact against the golden model.
+the two-node driver builds in about a minute), every forwarding step type, random sizes (one
+packet, and two or three packets per message) and data (seeds in the messages), bit-exact
+against the golden model.
 """
 
 from __future__ import annotations
@@ -121,9 +122,12 @@ def test_crossed_forwarding_does_not_hold_the_links(kind):
     on the link this node's own forward would hold: both nodes finish, bit-exact."""
     with SystemSimulator(SYSTEM, log=None) as sim:
         sim.reset()
-        for trial in range(2):
+        packet = SYSTEM.config.packet_bytes // 4
+        # One packet per message, then messages of two and three packets (the forward offers
+        # packet k once received packet k is in).
+        for trial, (low, high) in enumerate([(1, packet), (packet + 1, 5 * packet // 2)]):
             seed = 1800 + 10 * trial + ["rcs", "rrcs", "rrs"].index(kind)
-            n = random.Random(seed).randint(1, SYSTEM.config.packet_bytes // 4)
+            n = random.Random(seed).randint(low, high)
             where = f"seed {seed}, {kind}, {n} fp32 per message"
             program = crossed_forwarding_program(kind, n)
             rng = np.random.default_rng(seed)
