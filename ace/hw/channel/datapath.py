@@ -19,7 +19,10 @@ on the same hardware; their receives run as micro-steps (:mod:`ace.hw.channel.mi
 each one plan here (a p2p ``rrcs`` is one pass from two memory operands to memory and the link).
 
 Packets: the message of a sending step is cut into packets of :attr:`packet_bytes` (the last
-one shorter); packet ``k`` of a message carries ``tag = k``. A receiving step checks every beat
+one shorter); packet ``k`` of a message carries ``tag = k``. A forwarding step (``rcs``,
+``rrcs``, ``rrs``) offers packet ``k`` to the NIC only once the received packet ``k`` is in the
+receive buffer, so that a link is never held by a packet whose data is still on another link
+(the deadlock of issue 18). A receiving step checks every beat
 it takes: ``src`` is the step's peer, each packet has the expected length and tag, ``first`` and
 ``last`` fall where the lengths say. A mismatch is reported with ``done`` (``recv_error``), the
 beats are still consumed, so the step ends.
@@ -312,6 +315,7 @@ class StepDatapath(wiring.Component):
         # -- receive checks ------------------------------------------------------------------
         beat = self.nic_recv.payload
         took = self.nic_recv.valid & self.nic_recv.ready
+        took_bytes = Signal(range(B + 1))        # message bytes the join takes this cycle
         expect_len = Signal(range(P + 1))
         pkt_left = Signal(range(P + 1))
         m.d.comb += [
@@ -329,6 +333,7 @@ class StepDatapath(wiring.Component):
             with m.If(bad):
                 m.d.sync += self.recv_error.eq(1)
             step = Mux(pkt_left > B, B, pkt_left)
+            m.d.comb += took_bytes.eq(step)
             m.d.sync += [recv_pkt_left.eq(pkt_left - step), recv_left.eq(recv_left - step)]
             with m.If(beat.last):
                 m.d.sync += recv_pkt.eq(recv_pkt + 1)
@@ -363,8 +368,26 @@ class StepDatapath(wiring.Component):
             m.d.sync += send_data_left.eq(send_data_left - 1)
 
         # -- packetizer ------------------------------------------------------------------------
+        # A forwarding step (operand A from the NIC: rcs, rrcs, rrs) offers a packet's command
+        # only once the packet it forwards is here: the join is inside it, or has taken every
+        # earlier packet and the packet's first beat is at nic_recv (the NIC commits a packet
+        # whole, so all of it is in the receive buffer). So a granted packet never waits for
+        # another link, and no link is held while its data is still on the way (the wait cycle
+        # of issue 18; docs/engine.md, "Deadlock freedom"). fwd_ahead / fwd_even are
+        # recv_left < / == send_cmd_left, registered from the next values (no compare on the
+        # handshake).
+        fwd_ahead = Signal()
+        fwd_even = Signal()
+        cmd_taken = self.nic_send.valid & self.nic_send.ready
+        recv_next = recv_left - took_bytes
+        cmd_next = send_cmd_left - Mux(cmd_taken, self.nic_send.payload.length, 0)
+        with m.If(self.plan.valid & ~active):
+            m.d.sync += [fwd_ahead.eq(0), fwd_even.eq(1)]
+        with m.Else():
+            m.d.sync += [fwd_ahead.eq(recv_next < cmd_next), fwd_even.eq(recv_next == cmd_next)]
+        data_here = ~a_nic | fwd_ahead | (fwd_even & a_valid)
         m.d.comb += [
-            self.nic_send.valid.eq(active & (send_cmd_left != 0)),
+            self.nic_send.valid.eq(active & (send_cmd_left != 0) & data_here),
             self.nic_send.payload.link.eq(plan.send_link),
             self.nic_send.payload.tag.eq(send_pkt),
             self.nic_send.payload.length.eq(Mux(send_cmd_left > P, P, send_cmd_left)),
