@@ -33,28 +33,29 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   wire \$30 ;
   wire \$31 ;
   wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire [7:0] \$35 ;
-  wire [7:0] \$36 ;
+  wire [7:0] \$33 ;
+  wire [7:0] \$34 ;
+  wire [48:0] \$35 ;
+  wire [48:0] \$36 ;
   wire [48:0] \$37 ;
-  wire [48:0] \$38 ;
-  wire [48:0] \$39 ;
+  reg \$38 ;
+  reg [7:0] \$39 ;
   wire \$4 ;
   reg \$40 ;
   reg [7:0] \$41 ;
-  reg \$42 ;
-  reg [7:0] \$43 ;
-  reg [2:0] \$44 ;
-  reg [6:0] \$45 ;
+  reg [2:0] \$42 ;
+  reg [6:0] \$43 ;
+  reg [47:0] \$44 ;
+  reg [47:0] \$45 ;
   reg [47:0] \$46 ;
-  reg [47:0] \$47 ;
-  reg [47:0] \$48 ;
+  wire [152:0] \$47 ;
+  wire [144:0] \$48 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
+  wire accepted;
   wire [31:0] axi__araddr;
   wire [1:0] axi__arburst;
   wire [3:0] axi__arcache;
@@ -95,7 +96,7 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   output [47:0] busy_cycles;
   reg [47:0] busy_cycles = 48'h000000000000;
   wire [4:0] bytes;
-  wire [4:0] \bytes$157 ;
+  wire [4:0] \bytes$167 ;
   output [47:0] bytes_read;
   reg [47:0] bytes_read = 48'h000000000000;
   output [47:0] bytes_written;
@@ -103,42 +104,42 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   input clk;
   wire clk;
   wire [77:0] cmd__payload;
-  wire [77:0] \cmd__payload$133 ;
-  wire [7:0] \cmd__payload$133.id ;
-  wire [23:0] \cmd__payload$133.length ;
-  wire [31:0] \cmd__payload$133.mem_addr ;
-  wire [12:0] \cmd__payload$133.sram_addr ;
-  wire \cmd__payload$133.stream ;
+  wire [77:0] \cmd__payload$135 ;
+  wire [7:0] \cmd__payload$135.id ;
+  wire [23:0] \cmd__payload$135.length ;
+  wire [31:0] \cmd__payload$135.mem_addr ;
+  wire [12:0] \cmd__payload$135.sram_addr ;
+  wire \cmd__payload$135.stream ;
   wire [7:0] \cmd__payload.id ;
   wire [23:0] \cmd__payload.length ;
   wire [31:0] \cmd__payload.mem_addr ;
   wire [12:0] \cmd__payload.sram_addr ;
   wire \cmd__payload.stream ;
   wire cmd__ready;
-  wire \cmd__ready$139 ;
+  wire \cmd__ready$138 ;
   wire cmd__valid;
-  wire \cmd__valid$135 ;
+  wire \cmd__valid$139 ;
   wire completed;
   output [10:0] cpl__payload;
   wire [10:0] cpl__payload;
-  wire [10:0] \cpl__payload$143 ;
-  wire [7:0] \cpl__payload$143.id ;
+  wire [10:0] \cpl__payload$153 ;
+  wire [7:0] \cpl__payload$153.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \cpl__payload$143.status ;
-  wire [10:0] \cpl__payload$146 ;
-  wire [7:0] \cpl__payload$146.id ;
+  wire [2:0] \cpl__payload$153.status ;
+  wire [10:0] \cpl__payload$156 ;
+  wire [7:0] \cpl__payload$156.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \cpl__payload$146.status ;
+  wire [2:0] \cpl__payload$156.status ;
   wire [7:0] \cpl__payload.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
@@ -149,12 +150,12 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   wire [2:0] \cpl__payload.status ;
   input cpl__ready;
   wire cpl__ready;
-  reg \cpl__ready$144 ;
-  reg \cpl__ready$147 ;
+  reg \cpl__ready$154 ;
+  reg \cpl__ready$157 ;
   output cpl__valid;
   wire cpl__valid;
-  wire \cpl__valid$140 ;
-  wire \cpl__valid$141 ;
+  wire \cpl__valid$150 ;
+  wire \cpl__valid$151 ;
   input [78:0] desc__payload;
   wire [78:0] desc__payload;
   wire [7:0] \desc__payload.id ;
@@ -186,9 +187,22 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   output err_valid;
   reg err_valid = 1'h0;
   wire go;
-  wire is_read;
-  wire is_zero;
-  wire [3:0] level;
+  wire [77:0] i__payload;
+  wire [77:0] \i__payload$143 ;
+  wire [7:0] \i__payload$143.id ;
+  wire [23:0] \i__payload$143.length ;
+  wire [31:0] \i__payload$143.mem_addr ;
+  wire [12:0] \i__payload$143.sram_addr ;
+  wire \i__payload$143.stream ;
+  wire [7:0] \i__payload.id ;
+  wire [23:0] \i__payload.length ;
+  wire [31:0] \i__payload.mem_addr ;
+  wire [12:0] \i__payload.sram_addr ;
+  wire \i__payload.stream ;
+  wire i__ready;
+  wire \i__ready$149 ;
+  wire i__valid;
+  wire \i__valid$145 ;
   output [31:0] m_axi__araddr;
   wire [31:0] m_axi__araddr;
   output [1:0] m_axi__arburst;
@@ -259,13 +273,29 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   wire [15:0] m_axi__wstrb;
   output m_axi__wvalid;
   wire m_axi__wvalid;
+  wire [77:0] o__payload;
+  wire [77:0] \o__payload$136 ;
+  wire [7:0] \o__payload$136.id ;
+  wire [23:0] \o__payload$136.length ;
+  wire [31:0] \o__payload$136.mem_addr ;
+  wire [12:0] \o__payload$136.sram_addr ;
+  wire \o__payload$136.stream ;
+  wire [7:0] \o__payload.id ;
+  wire [23:0] \o__payload.length ;
+  wire [31:0] \o__payload.mem_addr ;
+  wire [12:0] \o__payload.sram_addr ;
+  wire \o__payload.stream ;
+  wire o__ready;
+  wire \o__ready$137 ;
+  wire o__valid;
+  wire \o__valid$140 ;
   reg [6:0] outstanding = 7'h00;
-  wire [78:0] r_data;
-  wire [10:0] \r_data$151 ;
+  wire [80:0] r_data;
+  wire [10:0] \r_data$161 ;
   reg r_en;
-  wire \r_en$153 ;
+  wire \r_en$163 ;
   wire r_rdy;
-  wire \r_rdy$152 ;
+  wire \r_rdy$162 ;
   output [127:0] rd_stream__tdata;
   wire [127:0] rd_stream__tdata;
   wire [127:0] \rd_stream__tdata$108 ;
@@ -319,12 +349,12 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   output sram_w__valid;
   wire sram_w__valid;
   wire \sram_w__valid$107 ;
-  wire [78:0] w_data;
-  reg [10:0] \w_data$142 ;
+  wire [80:0] w_data;
+  reg [10:0] \w_data$152 ;
   wire w_en;
-  wire \w_en$149 ;
+  wire \w_en$159 ;
   wire w_rdy;
-  wire \w_rdy$145 ;
+  wire \w_rdy$155 ;
   input [127:0] wr_stream__tdata;
   wire [127:0] wr_stream__tdata;
   wire [127:0] \wr_stream__tdata$120 ;
@@ -340,95 +370,92 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   reg zero_full = 1'h0;
   reg [7:0] zero_id = 8'h00;
   always @(posedge clk)
-    zero_full <= \$40 ;
+    zero_full <= \$38 ;
   always @(posedge clk)
-    zero_id <= \$41 ;
+    zero_id <= \$39 ;
   always @(posedge clk)
-    err_valid <= \$42 ;
+    err_valid <= \$40 ;
   always @(posedge clk)
-    err_id <= \$43 ;
+    err_id <= \$41 ;
   always @(posedge clk)
-    err_status <= \$44 ;
+    err_status <= \$42 ;
   always @(posedge clk)
-    outstanding <= \$45 ;
+    outstanding <= \$43 ;
   always @(posedge clk)
-    bytes_read <= \$46 ;
+    bytes_read <= \$44 ;
   always @(posedge clk)
-    bytes_written <= \$47 ;
+    bytes_written <= \$45 ;
   always @(posedge clk)
-    busy_cycles <= \$48 ;
-  assign is_zero = ! r_data[33:10];
-  assign \$1  = ! r_data[1:0];
-  assign \$2  = r_data[1:0] == 2'h2;
-  assign is_read = \$1  | \$2 ;
-  assign \$3  = ~ err_valid;
-  assign go = r_rdy & \$3 ;
-  assign \$4  = r_data[1:0] == 2'h2;
-  assign \$5  = r_data[1:0] == 2'h3;
-  assign \$6  = ~ is_zero;
-  assign \$7  = go & \$6 ;
-  assign cmd__valid = \$7  & is_read;
-  assign \$8  = ~ is_zero;
+    busy_cycles <= \$46 ;
+  assign \$1  = ! desc__payload[33:10];
+  assign \$2  = ! desc__payload[1:0];
+  assign \$3  = desc__payload[1:0] == 2'h2;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = ~ err_valid;
+  assign go = r_rdy & \$5 ;
+  assign \$6  = r_data[1:0] == 2'h2;
+  assign \$7  = r_data[1:0] == 2'h3;
+  assign \$8  = ~ r_data[79];
   assign \$9  = go & \$8 ;
-  assign \$10  = ~ is_read;
-  assign \cmd__valid$135  = \$9  & \$10 ;
-  assign \$11  = ~ zero_full;
-  assign \$12  = go & \$11 ;
-  assign \$13  = cmd__ready & go;
-  assign \$14  = \cmd__ready$139  & go;
-  assign \$15  = \cpl__valid$140  | \cpl__valid$141 ;
-  assign \w_en$149  = \$15  | zero_full;
-  assign completed = \w_en$149  & \w_rdy$145 ;
-  assign \$16  = | level;
-  assign \$17  = | outstanding;
-  assign busy = \$16  | \$17 ;
-  assign \$18  = ~ \cpl__valid$140 ;
+  assign i__valid = \$9  & r_data[80];
+  assign \$10  = ~ r_data[79];
+  assign \$11  = go & \$10 ;
+  assign \$12  = ~ r_data[80];
+  assign \i__valid$145  = \$11  & \$12 ;
+  assign \$13  = ~ zero_full;
+  assign \$14  = go & \$13 ;
+  assign \$15  = i__ready & go;
+  assign \$16  = \i__ready$149  & go;
+  assign \$17  = \cpl__valid$150  | \cpl__valid$151 ;
+  assign \w_en$159  = \$17  | zero_full;
+  assign completed = \w_en$159  & \w_rdy$155 ;
+  assign accepted = desc__valid & desc__ready;
+  assign busy = | outstanding;
+  assign \$18  = ~ \cpl__valid$150 ;
   assign \$19  = completed & \$18 ;
-  assign \$20  = ~ \cpl__valid$141 ;
+  assign \$20  = ~ \cpl__valid$151 ;
   assign \$21  = \$19  & \$20 ;
   assign \$22  = r_en & r_rdy;
-  assign \$23  = \$22  & is_zero;
-  assign \$24  = | \w_data$142 [10:8];
+  assign \$23  = \$22  & r_data[79];
+  assign \$24  = | \w_data$152 [10:8];
   assign \$25  = completed & \$24 ;
   assign \$26  = ~ err_valid;
   assign \$27  = \$26  | err_clear;
   assign \$28  = \$25  & \$27 ;
-  assign \$29  = r_en & r_rdy;
-  assign \$30  = ~ completed;
-  assign \$31  = \$29  & \$30 ;
-  assign \$32  = r_en & r_rdy;
-  assign \$33  = ~ \$32 ;
-  assign \$34  = \$33  & completed;
-  assign \$35  = outstanding + 1'h1;
-  assign \$36  = outstanding - 1'h1;
-  assign \$37  = bytes_read + bytes;
-  assign \$38  = bytes_written + \bytes$157 ;
-  assign \$39  = busy_cycles + busy;
+  assign \$29  = ~ completed;
+  assign \$30  = accepted & \$29 ;
+  assign \$31  = ~ accepted;
+  assign \$32  = \$31  & completed;
+  assign \$33  = outstanding + 1'h1;
+  assign \$34  = outstanding - 1'h1;
+  assign \$35  = bytes_read + bytes;
+  assign \$36  = bytes_written + \bytes$167 ;
+  assign \$37  = busy_cycles + busy;
   \ace_dma_small.cpl_q  cpl_q (
     .clk(clk),
     .r_data(cpl__payload),
     .r_en(cpl__ready),
     .r_rdy(cpl__valid),
     .rst(rst),
-    .w_en(\w_en$149 ),
-    .w_port__data(\w_data$142 ),
-    .w_rdy(\w_rdy$145 )
+    .w_en(\w_en$159 ),
+    .w_port__data(\w_data$152 ),
+    .w_rdy(\w_rdy$155 )
   );
   \ace_dma_small.queue  queue (
     .clk(clk),
-    .level(level),
+    .\port$0$2 (desc__payload),
+    .\port$1$0 (\$1 ),
+    .\port$4$0 (\$4 ),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
     .rst(rst),
     .w_en(desc__valid),
-    .w_port__data(desc__payload),
     .w_rdy(desc__ready)
   );
   \ace_dma_small.reader  reader (
     .axi__araddr(m_axi__araddr),
     .axi__arlen(m_axi__arlen),
-    .axi__arready(m_axi__arready),
     .axi__arvalid(m_axi__arvalid),
     .axi__rdata(m_axi__rdata),
     .axi__rlast(m_axi__rlast),
@@ -438,43 +465,49 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .bytes(bytes),
     .clk(clk),
     .cmd__payload(cmd__payload),
-    .cmd__ready(cmd__ready),
+    .cmd__ready(o__ready),
     .cmd__valid(cmd__valid),
-    .cpl__payload(\cpl__payload$146 ),
-    .cpl__ready(\cpl__ready$147 ),
-    .cpl_full(\cpl__valid$141 ),
-    .mask(rd_stream__tkeep),
-    .rd_stream__tdata(rd_stream__tdata),
-    .rd_stream__tlast(rd_stream__tlast),
+    .cpl__payload(\cpl__payload$156 ),
+    .cpl__ready(\cpl__ready$157 ),
+    .cpl_full(\cpl__valid$151 ),
+    .\o__ready$40 (m_axi__arready),
+    .\port$985$14 (\$47 ),
     .rd_stream__tready(rd_stream__tready),
-    .rd_stream__tuser(rd_stream__tuser),
     .rd_stream__tvalid(rd_stream__tvalid),
     .rst(rst),
     .sram_w__payload(sram_w__payload),
     .sram_w__ready(sram_w__ready),
     .sram_w__valid(sram_w__valid)
   );
+  \ace_dma_small.reader_cmd  reader_cmd (
+    .clk(clk),
+    .i__payload(i__payload),
+    .i__ready(i__ready),
+    .i__valid(i__valid),
+    .o__payload(cmd__payload),
+    .o__ready(o__ready),
+    .o__valid(cmd__valid),
+    .rst(rst)
+  );
   \ace_dma_small.writer  writer (
     .axi__awaddr(m_axi__awaddr),
     .axi__awlen(m_axi__awlen),
-    .axi__awready(m_axi__awready),
     .axi__awvalid(m_axi__awvalid),
     .axi__bready(m_axi__bready),
     .axi__bresp(m_axi__bresp),
     .axi__bvalid(m_axi__bvalid),
-    .axi__wdata(m_axi__wdata),
-    .axi__wlast(m_axi__wlast),
-    .axi__wready(m_axi__wready),
-    .axi__wstrb(m_axi__wstrb),
     .axi__wvalid(m_axi__wvalid),
-    .bytes(\bytes$157 ),
+    .bytes(\bytes$167 ),
     .clk(clk),
-    .cmd__payload(\cmd__payload$133 ),
-    .cmd__ready(\cmd__ready$139 ),
-    .cmd__valid(\cmd__valid$135 ),
-    .cpl__payload(\cpl__payload$143 ),
-    .cpl__ready(\cpl__ready$144 ),
-    .cpl_full(\cpl__valid$140 ),
+    .cmd__payload(\cmd__payload$135 ),
+    .cmd__ready(\o__ready$137 ),
+    .cmd__valid(\cmd__valid$139 ),
+    .cpl__payload(\cpl__payload$153 ),
+    .cpl__ready(\cpl__ready$154 ),
+    .cpl_full(\cpl__valid$150 ),
+    .\o__ready$44 (m_axi__awready),
+    .\o__ready$92 (m_axi__wready),
+    .\port$1117$0 (\$48 ),
     .rst(rst),
     .sram_r__req__payload(sram_r__req__payload),
     .sram_r__req__ready(sram_r__req__ready),
@@ -486,28 +519,33 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
     .wr_stream__tready(wr_stream__tready),
     .wr_stream__tvalid(wr_stream__tvalid)
   );
+  \ace_dma_small.writer_cmd  writer_cmd (
+    .clk(clk),
+    .i__payload(\i__payload$143 ),
+    .i__ready(\i__ready$149 ),
+    .i__valid(\i__valid$145 ),
+    .o__payload(\cmd__payload$135 ),
+    .o__ready(\o__ready$137 ),
+    .o__valid(\cmd__valid$139 ),
+    .rst(rst)
+  );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \cpl__ready$144  = 1'h0;
-    if (\cpl__valid$140 ) begin
-      \cpl__ready$144  = \w_rdy$145 ;
+    \$39  = zero_id;
+    if (\$23 ) begin
+      \$39  = r_data[9:2];
+    end
+    if (rst) begin
+      \$39  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \cpl__ready$147  = 1'h0;
-    if (\cpl__valid$140 ) begin
-    end else if (\cpl__valid$141 ) begin
-      \cpl__ready$147  = \w_rdy$145 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$40  = zero_full;
-    if (\$21 ) begin
+    \$40  = err_valid;
+    if (err_clear) begin
       \$40  = 1'h0;
     end
-    if (\$23 ) begin
+    if (\$28 ) begin
       \$40  = 1'h1;
     end
     if (rst) begin
@@ -516,9 +554,9 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$41  = zero_id;
-    if (\$23 ) begin
-      \$41  = r_data[9:2];
+    \$41  = err_id;
+    if (\$28 ) begin
+      \$41  = \w_data$152 [7:0];
     end
     if (rst) begin
       \$41  = 8'h00;
@@ -526,47 +564,38 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$42  = err_valid;
-    if (err_clear) begin
-      \$42  = 1'h0;
-    end
+    \$42  = err_status;
     if (\$28 ) begin
-      \$42  = 1'h1;
+      \$42  = \w_data$152 [10:8];
     end
     if (rst) begin
-      \$42  = 1'h0;
+      \$42  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$43  = err_id;
-    if (\$28 ) begin
-      \$43  = \w_data$142 [7:0];
+    \$43  = outstanding;
+    if (\$30 ) begin
+      \$43  = \$33 [6:0];
+    end else if (\$32 ) begin
+      \$43  = \$34 [6:0];
     end
     if (rst) begin
-      \$43  = 8'h00;
+      \$43  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$44  = err_status;
-    if (\$28 ) begin
-      \$44  = \w_data$142 [10:8];
-    end
+    \$44  = \$35 [47:0];
     if (rst) begin
-      \$44  = 3'h0;
+      \$44  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$45  = outstanding;
-    if (\$31 ) begin
-      \$45  = \$35 [6:0];
-    end else if (\$34 ) begin
-      \$45  = \$36 [6:0];
-    end
+    \$45  = \$36 [47:0];
     if (rst) begin
-      \$45  = 7'h00;
+      \$45  = 48'h000000000000;
     end
   end
   always @* begin
@@ -578,39 +607,53 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$47  = \$38 [47:0];
-    if (rst) begin
-      \$47  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$48  = \$39 [47:0];
-    if (rst) begin
-      \$48  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    if (is_zero) begin
-      r_en = \$12 ;
-    end else if (is_read) begin
-      r_en = \$13 ;
-    end else begin
+    if (r_data[79]) begin
       r_en = \$14 ;
+    end else if (r_data[80]) begin
+      r_en = \$15 ;
+    end else begin
+      r_en = \$16 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    if (\cpl__valid$140 ) begin
-      \w_data$142  = \cpl__payload$143 ;
-    end else if (\cpl__valid$141 ) begin
-      \w_data$142  = \cpl__payload$146 ;
+    if (\cpl__valid$150 ) begin
+      \w_data$152  = \cpl__payload$153 ;
+    end else if (\cpl__valid$151 ) begin
+      \w_data$152  = \cpl__payload$156 ;
     end else begin
-      \w_data$142 [7:0] = zero_id;
-      \w_data$142 [10:8] = 3'h0;
+      \w_data$152 [7:0] = zero_id;
+      \w_data$152 [10:8] = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \cpl__ready$154  = 1'h0;
+    if (\cpl__valid$150 ) begin
+      \cpl__ready$154  = \w_rdy$155 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \cpl__ready$157  = 1'h0;
+    if (\cpl__valid$150 ) begin
+    end else if (\cpl__valid$151 ) begin
+      \cpl__ready$157  = \w_rdy$155 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$38  = zero_full;
+    if (\$21 ) begin
+      \$38  = 1'h0;
+    end
+    if (\$23 ) begin
+      \$38  = 1'h1;
+    end
+    if (rst) begin
+      \$38  = 1'h0;
     end
   end
   assign axi__arid = 4'h0;
@@ -639,9 +682,9 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign axi__awprot = 3'h0;
   assign axi__awvalid = m_axi__awvalid;
   assign axi__awready = m_axi__awready;
-  assign axi__wdata = m_axi__wdata;
-  assign axi__wstrb = m_axi__wstrb;
-  assign axi__wlast = m_axi__wlast;
+  assign axi__wdata = \$48 [127:0];
+  assign axi__wstrb = \$48 [143:128];
+  assign axi__wlast = \$48 [144];
   assign axi__wvalid = m_axi__wvalid;
   assign axi__wready = m_axi__wready;
   assign axi__bid = m_axi__bid;
@@ -651,11 +694,11 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \sram_w__payload$105  = sram_w__payload;
   assign \sram_w__ready$106  = sram_w__ready;
   assign \sram_w__valid$107  = sram_w__valid;
-  assign \rd_stream__tdata$108  = rd_stream__tdata;
-  assign \rd_stream__tkeep$109  = rd_stream__tkeep;
-  assign \rd_stream__tlast$110  = rd_stream__tlast;
+  assign \rd_stream__tdata$108  = \$47 [127:0];
+  assign \rd_stream__tkeep$109  = \$47 [143:128];
+  assign \rd_stream__tlast$110  = \$47 [144];
   assign \rd_stream__tready$111  = rd_stream__tready;
-  assign \rd_stream__tuser$112  = rd_stream__tuser;
+  assign \rd_stream__tuser$112  = \$47 [152:145];
   assign \rd_stream__tvalid$113  = rd_stream__tvalid;
   assign \sram_r__req__payload$114  = sram_r__req__payload;
   assign \sram_r__req__ready$115  = sram_r__req__ready;
@@ -667,12 +710,18 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \wr_stream__tlast$121  = wr_stream__tlast;
   assign \wr_stream__tready$122  = wr_stream__tready;
   assign \wr_stream__tvalid$123  = wr_stream__tvalid;
-  assign w_data = desc__payload;
+  assign w_data = { \$4 , \$1 , desc__payload };
   assign w_en = desc__valid;
   assign w_rdy = desc__ready;
-  assign \r_data$151  = cpl__payload;
-  assign \r_rdy$152  = cpl__valid;
-  assign \r_en$153  = cpl__ready;
+  assign o__payload = cmd__payload;
+  assign cmd__ready = o__ready;
+  assign o__valid = cmd__valid;
+  assign \o__payload$136  = \cmd__payload$135 ;
+  assign \cmd__ready$138  = \o__ready$137 ;
+  assign \o__valid$140  = \cmd__valid$139 ;
+  assign \r_data$161  = cpl__payload;
+  assign \r_rdy$162  = cpl__valid;
+  assign \r_en$163  = cpl__ready;
   assign m_axi__awid = 4'h0;
   assign m_axi__awsize = 3'h4;
   assign m_axi__awburst = 2'h1;
@@ -685,6 +734,13 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign m_axi__arlock = 1'h0;
   assign m_axi__arcache = 4'h3;
   assign m_axi__arprot = 3'h0;
+  assign m_axi__wdata = \$48 [127:0];
+  assign m_axi__wstrb = \$48 [143:128];
+  assign m_axi__wlast = \$48 [144];
+  assign rd_stream__tdata = \$47 [127:0];
+  assign rd_stream__tlast = \$47 [144];
+  assign rd_stream__tkeep = \$47 [143:128];
+  assign rd_stream__tuser = \$47 [152:145];
   assign \desc__payload.kind  = desc__payload[1:0];
   assign \desc__payload.id  = desc__payload[9:2];
   assign \desc__payload.length  = desc__payload[33:10];
@@ -703,70 +759,107 @@ module ace_dma_small(desc__valid, cpl__ready, m_axi__awready, m_axi__arready, m_
   assign \cmd__payload.length  = cmd__payload[32:9];
   assign \cmd__payload.mem_addr  = cmd__payload[64:33];
   assign \cmd__payload.sram_addr  = cmd__payload[77:65];
-  assign \cmd__payload$133.stream  = \cmd__payload$133 [0];
-  assign \cmd__payload$133.id  = \cmd__payload$133 [8:1];
-  assign \cmd__payload$133.length  = \cmd__payload$133 [32:9];
-  assign \cmd__payload$133.mem_addr  = \cmd__payload$133 [64:33];
-  assign \cmd__payload$133.sram_addr  = \cmd__payload$133 [77:65];
-  assign \cpl__payload$143.id  = \cpl__payload$143 [7:0];
-  assign \cpl__payload$143.status  = \cpl__payload$143 [10:8];
-  assign \cpl__payload$146.id  = \cpl__payload$146 [7:0];
-  assign \cpl__payload$146.status  = \cpl__payload$146 [10:8];
-  assign \cmd__payload$133 [0] = \$5 ;
-  assign \cmd__payload$133 [77:65] = r_data[78:66];
-  assign \cmd__payload$133 [64:33] = r_data[65:34];
-  assign \cmd__payload$133 [32:9] = r_data[33:10];
-  assign \cmd__payload$133 [8:1] = r_data[9:2];
-  assign cmd__payload[0] = \$4 ;
-  assign cmd__payload[77:65] = r_data[78:66];
-  assign cmd__payload[64:33] = r_data[65:34];
-  assign cmd__payload[32:9] = r_data[33:10];
-  assign cmd__payload[8:1] = r_data[9:2];
+  assign \o__payload.stream  = cmd__payload[0];
+  assign \o__payload.id  = cmd__payload[8:1];
+  assign \o__payload.length  = cmd__payload[32:9];
+  assign \o__payload.mem_addr  = cmd__payload[64:33];
+  assign \o__payload.sram_addr  = cmd__payload[77:65];
+  assign \cmd__payload$135.stream  = \cmd__payload$135 [0];
+  assign \cmd__payload$135.id  = \cmd__payload$135 [8:1];
+  assign \cmd__payload$135.length  = \cmd__payload$135 [32:9];
+  assign \cmd__payload$135.mem_addr  = \cmd__payload$135 [64:33];
+  assign \cmd__payload$135.sram_addr  = \cmd__payload$135 [77:65];
+  assign \o__payload$136.stream  = \cmd__payload$135 [0];
+  assign \o__payload$136.id  = \cmd__payload$135 [8:1];
+  assign \o__payload$136.length  = \cmd__payload$135 [32:9];
+  assign \o__payload$136.mem_addr  = \cmd__payload$135 [64:33];
+  assign \o__payload$136.sram_addr  = \cmd__payload$135 [77:65];
+  assign \i__payload.stream  = i__payload[0];
+  assign \i__payload.id  = i__payload[8:1];
+  assign \i__payload.length  = i__payload[32:9];
+  assign \i__payload.mem_addr  = i__payload[64:33];
+  assign \i__payload.sram_addr  = i__payload[77:65];
+  assign \i__payload$143.stream  = \i__payload$143 [0];
+  assign \i__payload$143.id  = \i__payload$143 [8:1];
+  assign \i__payload$143.length  = \i__payload$143 [32:9];
+  assign \i__payload$143.mem_addr  = \i__payload$143 [64:33];
+  assign \i__payload$143.sram_addr  = \i__payload$143 [77:65];
+  assign \cpl__payload$153.id  = \cpl__payload$153 [7:0];
+  assign \cpl__payload$153.status  = \cpl__payload$153 [10:8];
+  assign \cpl__payload$156.id  = \cpl__payload$156 [7:0];
+  assign \cpl__payload$156.status  = \cpl__payload$156 [10:8];
+  assign \i__payload$143 [0] = \$7 ;
+  assign \i__payload$143 [77:65] = r_data[78:66];
+  assign \i__payload$143 [64:33] = r_data[65:34];
+  assign \i__payload$143 [32:9] = r_data[33:10];
+  assign \i__payload$143 [8:1] = r_data[9:2];
+  assign i__payload[0] = \$6 ;
+  assign i__payload[77:65] = r_data[78:66];
+  assign i__payload[64:33] = r_data[65:34];
+  assign i__payload[32:9] = r_data[33:10];
+  assign i__payload[8:1] = r_data[9:2];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.cpl_q (clk, rst, w_en, w_rdy, r_rdy, r_data, w_port__data, r_en);
+module \ace_dma_small.cpl_q (clk, rst, w_en, w_rdy, r_data, w_port__data, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
+  wire [2:0] \$11 ;
+  wire [2:0] \$12 ;
   wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [2:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [2:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
+  reg [1:0] \$30 ;
+  reg [1:0] \$31 ;
+  reg [1:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
-  reg [2:0] level = 3'h0;
+  reg [1:0] inner_level = 2'h0;
+  wire inner_r_rdy;
+  wire [2:0] level;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [10:0] r_data;
   wire [10:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
   wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [10:0] r_port__data;
+  wire r_port__en;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [10:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
   wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   input [10:0] w_port__data;
@@ -774,76 +867,112 @@ module \ace_dma_small.cpl_q (clk, rst, w_en, w_rdy, r_rdy, r_data, w_port__data,
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [10:0] storage [3:0];
+  reg [10:0] storage [2:0];
   initial begin
     storage[0] = 11'h000;
     storage[1] = 11'h000;
     storage[2] = 11'h000;
-    storage[3] = 11'h000;
   end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
-    if (rst) begin
-      \$15  = 2'h0;
+  reg [10:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
     end
   end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 2'h3;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 2'h2;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 2'h2;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 3'h0 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
+  always @(posedge clk)
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$16  = r_port__addr;
+    \$30  = w_port__addr;
     if (\$3 ) begin
-      \$16  = \$4 [1:0];
+      \$30  = \$6 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$30  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [1:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$31  = 2'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [1:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [1:0];
+    end
+    if (rst) begin
+      \$32  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
   assign produce = w_port__addr;
   assign w_data = w_port__data;
   assign consume = r_port__addr;
@@ -851,139 +980,197 @@ module \ace_dma_small.cpl_q (clk, rst, w_en, w_rdy, r_rdy, r_data, w_port__data,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.queue (w_en, clk, rst, w_rdy, r_rdy, r_data, r_en, level, w_port__data);
+module \ace_dma_small.queue (w_en, clk, rst, \port$1$0 , \port$4$0 , w_rdy, r_data, r_en, r_rdy, \port$0$2 );
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
+  wire [3:0] \$11 ;
+  wire [3:0] \$12 ;
   wire \$13 ;
-  wire [4:0] \$14 ;
-  reg [2:0] \$15 ;
-  reg [2:0] \$16 ;
-  reg [3:0] \$17 ;
-  wire [3:0] \$2 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [3:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  wire [3:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
+  reg [2:0] \$30 ;
+  reg [2:0] \$31 ;
+  reg [2:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
+  wire [3:0] \$5 ;
+  wire [3:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [4:0] \$9 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
   wire [2:0] consume;
-  output [3:0] level;
-  reg [3:0] level = 4'h0;
+  reg [2:0] inner_level = 3'h0;
+  wire inner_r_rdy;
+  wire [3:0] level;
+  input [78:0] \port$0$2 ;
+  wire [78:0] \port$0$2 ;
+  input \port$1$0 ;
+  wire \port$1$0 ;
+  input \port$4$0 ;
+  wire \port$4$0 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
-  output [78:0] r_data;
-  wire [78:0] r_data;
+  output [80:0] r_data;
+  wire [80:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 4'h0 *)
   wire [3:0] r_level;
   reg [2:0] r_port__addr = 3'h0;
-  wire [78:0] r_port__data;
+  wire [80:0] r_port__data;
+  wire r_port__en;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
-  wire [78:0] w_data;
+  wire [80:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 4'h0 *)
   wire [3:0] w_level;
   reg [2:0] w_port__addr = 3'h0;
-  input [78:0] w_port__data;
-  wire [78:0] w_port__data;
+  wire [80:0] w_port__data;
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [78:0] storage [7:0];
+  reg [80:0] storage [6:0];
   initial begin
-    storage[0] = 79'h00000000000000000000;
-    storage[1] = 79'h00000000000000000000;
-    storage[2] = 79'h00000000000000000000;
-    storage[3] = 79'h00000000000000000000;
-    storage[4] = 79'h00000000000000000000;
-    storage[5] = 79'h00000000000000000000;
-    storage[6] = 79'h00000000000000000000;
-    storage[7] = 79'h00000000000000000000;
+    storage[0] = 81'h000000000000000000000;
+    storage[1] = 81'h000000000000000000000;
+    storage[2] = 81'h000000000000000000000;
+    storage[3] = 81'h000000000000000000000;
+    storage[4] = 81'h000000000000000000000;
+    storage[5] = 81'h000000000000000000000;
+    storage[6] = 81'h000000000000000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+      storage[w_port__addr] <= { \port$4$0 , \port$1$0 , \port$0$2  };
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 4'h8;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [2:0];
-    end
-    if (rst) begin
-      \$15  = 3'h0;
+  reg [80:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
     end
   end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 3'h7;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 3'h6;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 4'h0 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 3'h6;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 4'h0 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
+  always @(posedge clk)
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$16  = r_port__addr;
+    \$30  = w_port__addr;
     if (\$3 ) begin
-      \$16  = \$4 [2:0];
+      \$30  = \$6 [2:0];
     end
     if (rst) begin
-      \$16  = 3'h0;
+      \$30  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [3:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [3:0];
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [2:0];
     end
     if (rst) begin
-      \$17  = 4'h0;
+      \$31  = 3'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [2:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [2:0];
+    end
+    if (rst) begin
+      \$32  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign w_port__data = { \port$4$0 , \port$1$0 , \port$0$2  };
+  assign w_data = { \port$4$0 , \port$1$0 , \port$0$2  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, cmd__valid, cmd__ready, axi__araddr, axi__arvalid, bytes, axi__rready, mask, sram_w__valid, rd_stream__tvalid, cmd__payload, cpl__ready, sram_w__payload, cpl_full
-, cpl__payload, axi__arlen, rd_stream__tdata, rd_stream__tlast, rd_stream__tuser, axi__arready);
+module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, sram_w__ready, rd_stream__tready, clk, rst, cmd__ready, axi__araddr, axi__rready, sram_w__valid, rd_stream__tvalid, cpl__ready, sram_w__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, \port$985$14 
+, cmd__valid, cmd__payload, \o__ready$40 );
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -1005,17 +1192,17 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire \$25 ;
   wire \$26 ;
   wire [3:0] \$27 ;
-  wire \$28 ;
-  wire [5:0] \$29 ;
+  wire [13:0] \$28 ;
+  wire [46:0] \$29 ;
   wire [25:0] \$3 ;
-  wire [5:0] \$30 ;
-  wire [46:0] \$31 ;
-  wire [15:0] \$32 ;
+  wire [15:0] \$30 ;
+  wire [15:0] \$31 ;
+  wire \$32 ;
   wire \$33 ;
   wire \$34 ;
   wire \$35 ;
   wire \$36 ;
-  wire [13:0] \$37 ;
+  wire \$37 ;
   wire \$38 ;
   wire \$39 ;
   wire [24:0] \$4 ;
@@ -1027,33 +1214,35 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire \$45 ;
   wire \$46 ;
   wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
+  wire [3:0] \$48 ;
+  wire [3:0] \$49 ;
   wire [25:0] \$5 ;
   wire \$50 ;
-  wire \$51 ;
-  wire [3:0] \$52 ;
-  wire [3:0] \$53 ;
+  wire [21:0] \$51 ;
+  wire [21:0] \$52 ;
+  wire [2:0] \$53 ;
   wire \$54 ;
-  wire [21:0] \$55 ;
-  wire [21:0] \$56 ;
-  wire [2:0] \$57 ;
-  wire \$58 ;
+  wire [5:0] \$55 ;
+  wire [5:0] \$56 ;
+  wire \$57 ;
+  wire [13:0] \$58 ;
   wire [13:0] \$59 ;
   wire [25:0] \$6 ;
-  wire [13:0] \$60 ;
+  wire \$60 ;
   wire \$61 ;
   wire \$62 ;
-  wire \$63 ;
-  reg [2:0] \$64 ;
-  reg [20:0] \$65 ;
-  reg [2:0] \$66 ;
+  reg [2:0] \$63 ;
+  reg [20:0] \$64 ;
+  reg [2:0] \$65 ;
+  reg [4:0] \$66 ;
   reg [12:0] \$67 ;
   reg \$68 ;
   reg [10:0] \$69 ;
   wire [24:0] \$7 ;
   wire [24:0] \$8 ;
   wire [32:0] \$9 ;
+  wire ar_accepted;
+  wire ar_issued;
   output [31:0] axi__araddr;
   wire [31:0] axi__araddr;
   wire [1:0] axi__arburst;
@@ -1063,7 +1252,6 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire [7:0] axi__arlen;
   wire axi__arlock;
   wire [2:0] axi__arprot;
-  input axi__arready;
   wire axi__arready;
   wire [2:0] axi__arsize;
   output axi__arvalid;
@@ -1080,7 +1268,7 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire axi__rvalid;
   reg [20:0] beat = 21'h000000;
   output [4:0] bytes;
-  wire [4:0] bytes;
+  reg [4:0] bytes = 5'h00;
   wire can_issue;
   input clk;
   wire clk;
@@ -1132,78 +1320,118 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire first;
   wire [4:0] hi;
   wire [48:0] i__payload;
-  wire [166:0] \i__payload$49 ;
-  wire [127:0] \i__payload$49.data ;
-  wire \i__payload$49.drop_first ;
-  wire \i__payload$49.first ;
-  wire \i__payload$49.flush ;
-  wire \i__payload$49.last ;
-  wire [29:0] \i__payload$49.meta ;
-  wire [7:0] \i__payload$49.meta.id ;
-  wire [12:0] \i__payload$49.meta.sram_addr ;
+  wire [35:0] \i__payload$24 ;
+  wire [27:0] \i__payload$24.beat_addr ;
+  wire [7:0] \i__payload$24.len ;
+  wire [166:0] \i__payload$56 ;
+  wire [127:0] \i__payload$56.data ;
+  wire \i__payload$56.drop_first ;
+  wire \i__payload$56.first ;
+  wire \i__payload$56.flush ;
+  wire \i__payload$56.last ;
+  wire [29:0] \i__payload$56.meta ;
+  wire [7:0] \i__payload$56.meta.id ;
+  wire [12:0] \i__payload$56.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \i__payload$49.meta.status ;
-  wire [4:0] \i__payload$49.meta.tail ;
-  wire \i__payload$49.meta.to_stream ;
-  wire [4:0] \i__payload$49.shift ;
+  wire [2:0] \i__payload$56.meta.status ;
+  wire [4:0] \i__payload$56.meta.tail ;
+  wire \i__payload$56.meta.to_stream ;
+  wire [4:0] \i__payload$56.shift ;
+  wire [169:0] \i__payload$65 ;
+  wire [12:0] \i__payload$65.addr ;
+  wire [127:0] \i__payload$65.data ;
+  wire [7:0] \i__payload$65.id ;
+  wire \i__payload$65.last ;
+  wire [15:0] \i__payload$65.mask ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \i__payload$65.status ;
+  wire \i__payload$65.to_stream ;
   wire [27:0] \i__payload.beat_addr ;
   wire [20:0] \i__payload.beats ;
   wire i__ready;
-  wire \i__ready$52 ;
+  wire \i__ready$27 ;
+  wire \i__ready$59 ;
+  wire \i__ready$64 ;
   wire i__valid;
-  wire \i__valid$50 ;
+  wire \i__valid$22 ;
+  wire \i__valid$57 ;
+  wire \i__valid$61 ;
   reg [2:0] inflight = 3'h0;
   wire last;
   wire [4:0] lo;
-  output [15:0] mask;
-  wire [15:0] mask;
   wire [20:0] nbeats;
   wire [20:0] ngrid;
   wire [20:0] nwords;
   wire [36:0] o__payload;
-  wire [159:0] \o__payload$55 ;
-  wire [127:0] \o__payload$55.data ;
-  wire \o__payload$55.first ;
-  wire \o__payload$55.last ;
-  wire [29:0] \o__payload$55.meta ;
-  wire [7:0] \o__payload$55.meta.id ;
-  wire [12:0] \o__payload$55.meta.sram_addr ;
+  wire [35:0] \o__payload$31 ;
+  wire [27:0] \o__payload$31.beat_addr ;
+  wire [7:0] \o__payload$31.len ;
+  wire [159:0] \o__payload$66 ;
+  wire [127:0] \o__payload$66.data ;
+  wire \o__payload$66.first ;
+  wire \o__payload$66.last ;
+  wire [29:0] \o__payload$66.meta ;
+  wire [7:0] \o__payload$66.meta.id ;
+  wire [12:0] \o__payload$66.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \o__payload$55.meta.status ;
-  wire [4:0] \o__payload$55.meta.tail ;
-  wire \o__payload$55.meta.to_stream ;
+  wire [2:0] \o__payload$66.meta.status ;
+  wire [4:0] \o__payload$66.meta.tail ;
+  wire \o__payload$66.meta.to_stream ;
+  wire [169:0] \o__payload$70 ;
+  wire [12:0] \o__payload$70.addr ;
+  wire [127:0] \o__payload$70.data ;
+  wire [7:0] \o__payload$70.id ;
+  wire \o__payload$70.last ;
+  wire [15:0] \o__payload$70.mask ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \o__payload$70.status ;
+  wire \o__payload$70.to_stream ;
   wire [27:0] \o__payload.beat_addr ;
   wire \o__payload.last ;
   wire [7:0] \o__payload.len ;
   wire o__ready;
-  wire \o__ready$67 ;
+  input \o__ready$40 ;
+  wire \o__ready$40 ;
+  wire \o__ready$63 ;
+  wire \o__ready$79 ;
   wire o__valid;
-  wire \o__valid$57 ;
+  wire \o__valid$39 ;
+  wire \o__valid$62 ;
+  wire \o__valid$69 ;
   wire [3:0] off;
+  output [152:0] \port$985$14 ;
+  wire [152:0] \port$985$14 ;
   wire [48:0] r_data;
-  wire [63:0] \r_data$41 ;
+  wire [63:0] \r_data$49 ;
   wire r_en;
-  wire \r_en$42 ;
+  wire \r_en$50 ;
   wire r_rdy;
-  wire \r_rdy$51 ;
-  output [127:0] rd_stream__tdata;
+  wire \r_rdy$58 ;
   wire [127:0] rd_stream__tdata;
   wire [15:0] rd_stream__tkeep;
-  output rd_stream__tlast;
   wire rd_stream__tlast;
   input rd_stream__tready;
   wire rd_stream__tready;
-  output [7:0] rd_stream__tuser;
   wire [7:0] rd_stream__tuser;
   output rd_stream__tvalid;
   wire rd_stream__tvalid;
@@ -1239,62 +1467,63 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   wire w_rdy;
   wire \w_rdy$10 ;
   reg [12:0] word = 13'h0000;
+  assign \$23  = ! status;
   assign \$25  = \$23  & \$24 ;
   assign first = ! beat;
-  assign last = beat == \r_data$41 [42:22];
+  assign last = beat == \r_data$49 [42:22];
   assign \$26  = axi__rvalid & axi__rready;
-  assign \r_en$42  = \$26  & last;
-  assign \$27  = first ? \r_data$41 [46:43] : 4'h0;
-  assign hi = last ? \r_data$41 [51:47] : 5'h10;
-  assign \$28  = axi__rvalid & axi__rready;
-  assign \$29  = hi - \$27 ;
-  assign \$30  = \$28  ? \$29  : 6'h00;
-  assign \i__valid$50  = axi__rvalid & \r_rdy$51 ;
-  assign axi__rready = \i__ready$52  & \r_rdy$51 ;
-  assign \$31  = 16'hffff << \o__payload$55 [156:152];
-  assign \$32  = ~ \$31 [15:0];
-  assign mask = \o__payload$55 [129] ? \$32  : 16'hffff;
-  assign \$33  = ~ \o__payload$55 [129];
-  assign \$34  = ~ cpl_full;
-  assign \$35  = \$33  | \$34 ;
-  assign deliver = \o__valid$57  & \$35 ;
-  assign \$36  = ~ \o__payload$55 [130];
-  assign sram_w__valid = deliver & \$36 ;
-  assign \$37  = \o__payload$55 [151:139] + word;
-  assign rd_stream__tvalid = deliver & \o__payload$55 [130];
-  assign \$38  = ~ \o__payload$55 [129];
-  assign \$39  = ~ cpl_full;
-  assign \$40  = \$38  | \$39 ;
-  assign \$41  = \o__payload$55 [130] ? rd_stream__tready : sram_w__ready;
-  assign \o__ready$67  = \$40  & \$41 ;
-  assign \$42  = axi__arvalid & axi__arready;
-  assign \$43  = axi__rvalid & axi__rready;
-  assign \$44  = \$43  & axi__rlast;
-  assign \$45  = ~ \$44 ;
-  assign \$46  = \$42  & \$45 ;
-  assign \$47  = axi__arvalid & axi__arready;
-  assign \$48  = ~ \$47 ;
-  assign \$49  = axi__rvalid & axi__rready;
-  assign \$50  = \$49  & axi__rlast;
-  assign \$51  = \$48  & \$50 ;
-  assign \$52  = inflight + 1'h1;
-  assign \$53  = inflight - 1'h1;
+  assign \r_en$50  = \$26  & last;
+  assign \$27  = first ? \r_data$49 [46:43] : 4'h0;
+  assign hi = last ? \r_data$49 [51:47] : 5'h10;
+  assign \i__valid$57  = axi__rvalid & \r_rdy$58 ;
+  assign axi__rready = \i__ready$59  & \r_rdy$58 ;
+  assign \$28  = \o__payload$66 [151:139] + word;
+  assign \$29  = 16'hffff << \o__payload$66 [156:152];
+  assign \$30  = ~ \$29 [15:0];
+  assign \$31  = \o__payload$66 [129] ? \$30  : 16'hffff;
+  assign \$32  = ~ \o__payload$70 [158];
+  assign \$33  = ~ cpl_full;
+  assign \$34  = \$32  | \$33 ;
+  assign deliver = \o__valid$69  & \$34 ;
+  assign \$35  = ~ \o__payload$70 [0];
+  assign sram_w__valid = deliver & \$35 ;
+  assign rd_stream__tvalid = deliver & \o__payload$70 [0];
+  assign \$36  = ~ \o__payload$70 [158];
+  assign \$37  = ~ cpl_full;
+  assign \$38  = \$36  | \$37 ;
+  assign \$39  = \o__payload$70 [0] ? rd_stream__tready : sram_w__ready;
+  assign \o__ready$79  = \$38  & \$39 ;
+  assign \$40  = axi__rvalid & axi__rready;
+  assign \$41  = \$40  & axi__rlast;
+  assign \$42  = ~ \$41 ;
+  assign \$43  = ar_issued & \$42 ;
+  assign \$44  = ~ ar_issued;
+  assign \$45  = axi__rvalid & axi__rready;
+  assign \$46  = \$45  & axi__rlast;
+  assign \$47  = \$44  & \$46 ;
+  assign \$48  = inflight + 1'h1;
+  assign \$49  = inflight - 1'h1;
+  assign \$50  = axi__rvalid & axi__rready;
+  assign \$51  = beat + 1'h1;
+  assign \$52  = last ? 22'h000000 : \$51 ;
+  assign \$53  = last ? 3'h0 : status_now;
   assign \$54  = axi__rvalid & axi__rready;
-  assign \$55  = beat + 1'h1;
-  assign \$56  = last ? 22'h000000 : \$55 ;
-  assign \$57  = last ? 3'h0 : status_now;
-  assign \$58  = \o__valid$57  & \o__ready$67 ;
-  assign \$59  = word + 1'h1;
-  assign \$60  = \o__payload$55 [129] ? 14'h0000 : \$59 ;
-  assign \$61  = cpl_full & cpl__ready;
-  assign \$62  = \o__valid$57  & \o__ready$67 ;
-  assign \$63  = \$62  & \o__payload$55 [129];
+  assign \$55  = hi - \$27 ;
+  assign \$56  = \$54  ? \$55  : 6'h00;
+  assign \$57  = \i__valid$61  & \o__ready$63 ;
+  assign \$58  = word + 1'h1;
+  assign \$59  = \o__payload$66 [129] ? 14'h0000 : \$58 ;
+  assign \$60  = cpl_full & cpl__ready;
+  assign \$61  = \o__valid$69  & \o__ready$79 ;
+  assign \$62  = \$61  & \o__payload$70 [158];
   always @(posedge clk)
-    inflight <= \$64 ;
+    inflight <= \$63 ;
   always @(posedge clk)
-    beat <= \$65 ;
+    beat <= \$64 ;
   always @(posedge clk)
-    status <= \$66 ;
+    status <= \$65 ;
+  always @(posedge clk)
+    bytes <= \$66 ;
   always @(posedge clk)
     word <= \$67 ;
   always @(posedge clk)
@@ -1323,13 +1552,14 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign w_en = cmd__valid & cmd__ready;
   assign \w_en$13  = cmd__valid & cmd__ready;
   assign can_issue = inflight < 3'h4;
-  assign axi__arvalid = o__valid & can_issue;
-  assign o__ready = axi__arready & can_issue;
-  assign \$23  = ! status;
+  assign \i__valid$22  = o__valid & can_issue;
+  assign o__ready = \i__ready$27  & can_issue;
+  assign ar_issued = \i__valid$22  & \i__ready$27 ;
+  assign ar_accepted = axi__arvalid & \o__ready$40 ;
   \ace_dma_small.reader.ar_q  ar_q (
     .clk(clk),
-    .\port$587$37 (cmd__payload[64:37]),
-    .\port$67$0 (\$3 [20:0]),
+    .\port$1139$37 (cmd__payload[64:37]),
+    .\port$64$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -1337,11 +1567,31 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
     .w_en(w_en),
     .w_rdy(w_rdy)
   );
+  \ace_dma_small.reader.ar_skid  ar_skid (
+    .clk(clk),
+    .i__payload(\i__payload$24 ),
+    .i__ready(\i__ready$27 ),
+    .i__valid(\i__valid$22 ),
+    .o__payload(\o__payload$31 ),
+    .o__ready(\o__ready$40 ),
+    .o__valid(axi__arvalid),
+    .rst(rst)
+  );
+  \ace_dma_small.reader.out  out (
+    .clk(clk),
+    .i__payload(\i__payload$65 ),
+    .i__ready(\o__ready$63 ),
+    .i__valid(\i__valid$61 ),
+    .o__payload(\o__payload$70 ),
+    .o__ready(\o__ready$79 ),
+    .o__valid(\o__valid$69 ),
+    .rst(rst)
+  );
   \ace_dma_small.reader.r_q  r_q (
     .clk(clk),
-    .r_data(\r_data$41 ),
-    .r_en(\r_en$42 ),
-    .r_rdy(\r_rdy$51 ),
+    .r_data(\r_data$49 ),
+    .r_en(\r_en$50 ),
+    .r_rdy(\r_rdy$58 ),
     .rst(rst),
     .w_en(\w_en$13 ),
     .w_port__data(\w_data$7 ),
@@ -1349,12 +1599,12 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   );
   \ace_dma_small.reader.realign  realign (
     .clk(clk),
-    .i__payload(\i__payload$49 ),
-    .i__ready(\i__ready$52 ),
-    .i__valid(\i__valid$50 ),
-    .o__payload(\o__payload$55 ),
-    .o__ready(\o__ready$67 ),
-    .o__valid(\o__valid$57 ),
+    .i__payload(\i__payload$56 ),
+    .i__ready(\i__ready$59 ),
+    .i__valid(\i__valid$57 ),
+    .\o__payload$21 (\o__payload$66 ),
+    .o__ready(\o__ready$63 ),
+    .o__valid(\i__valid$61 ),
     .rst(rst)
   );
   \ace_dma_small.reader.split  split (
@@ -1378,41 +1628,48 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$64  = inflight;
-    if (\$46 ) begin
-      \$64  = \$52 [2:0];
-    end else if (\$51 ) begin
-      \$64  = \$53 [2:0];
+    \$63  = inflight;
+    if (\$43 ) begin
+      \$63  = \$48 [2:0];
+    end else if (\$47 ) begin
+      \$63  = \$49 [2:0];
     end
     if (rst) begin
-      \$64  = 3'h0;
+      \$63  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$65  = beat;
-    if (\$54 ) begin
-      \$65  = \$56 [20:0];
+    \$64  = beat;
+    if (\$50 ) begin
+      \$64  = \$52 [20:0];
     end
     if (rst) begin
-      \$65  = 21'h000000;
+      \$64  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$66  = status;
-    if (\$54 ) begin
-      \$66  = \$57 ;
+    \$65  = status;
+    if (\$50 ) begin
+      \$65  = \$53 ;
     end
     if (rst) begin
-      \$66  = 3'h0;
+      \$65  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \$66  = \$56 [4:0];
+    if (rst) begin
+      \$66  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \$67  = word;
-    if (\$58 ) begin
-      \$67  = \$60 [12:0];
+    if (\$57 ) begin
+      \$67  = \$59 [12:0];
     end
     if (rst) begin
       \$67  = 13'h0000;
@@ -1421,10 +1678,10 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \$68  = cpl_full;
-    if (\$61 ) begin
+    if (\$60 ) begin
       \$68  = 1'h0;
     end
-    if (\$63 ) begin
+    if (\$62 ) begin
       \$68  = 1'h1;
     end
     if (rst) begin
@@ -1434,9 +1691,9 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \$69  = cpl__payload;
-    if (\$63 ) begin
-      \$69 [7:0] = \o__payload$55 [138:131];
-      \$69 [10:8] = \o__payload$55 [159:157];
+    if (\$62 ) begin
+      \$69 [7:0] = \o__payload$70 [166:159];
+      \$69 [10:8] = \o__payload$70 [169:167];
     end
     if (rst) begin
       \$69  = 11'h000;
@@ -1456,15 +1713,19 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign axi__arlock = 1'h0;
   assign axi__arcache = 4'h3;
   assign axi__arprot = 3'h0;
+  assign \o__valid$39  = axi__arvalid;
+  assign axi__arready = \o__ready$40 ;
   assign lo = { 1'h0, \$27  };
-  assign rd_stream__tkeep = mask;
+  assign \o__valid$62  = \i__valid$61 ;
+  assign \i__ready$64  = \o__ready$63 ;
+  assign rd_stream__tdata = \o__payload$70 [141:14];
+  assign rd_stream__tkeep = \o__payload$70 [157:142];
+  assign rd_stream__tlast = \o__payload$70 [158];
+  assign rd_stream__tuser = \o__payload$70 [166:159];
   assign cpl__valid = cpl_full;
   assign axi__araddr = \$22 [31:0];
-  assign bytes = \$30 [4:0];
-  assign axi__arlen = o__payload[35:28];
-  assign rd_stream__tdata = \o__payload$55 [127:0];
-  assign rd_stream__tlast = \o__payload$55 [129];
-  assign rd_stream__tuser = \o__payload$55 [138:131];
+  assign axi__arlen = \o__payload$31 [35:28];
+  assign \port$985$14  = \o__payload$70 [166:14];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -1472,9 +1733,13 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \cmd__payload.sram_addr  = cmd__payload[77:65];
   assign \i__payload.beat_addr  = i__payload[27:0];
   assign \i__payload.beats  = i__payload[48:28];
+  assign \i__payload$24.beat_addr  = \i__payload$24 [27:0];
+  assign \i__payload$24.len  = \i__payload$24 [35:28];
   assign \o__payload.beat_addr  = o__payload[27:0];
   assign \o__payload.len  = o__payload[35:28];
   assign \o__payload.last  = o__payload[36];
+  assign \o__payload$31.beat_addr  = \o__payload$31 [27:0];
+  assign \o__payload$31.len  = \o__payload$31 [35:28];
   assign \ctl.shift  = ctl[4:0];
   assign \ctl.drop_first  = ctl[5];
   assign \ctl.flush  = ctl[6];
@@ -1484,50 +1749,73 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \ctl.meta.sram_addr  = ctl[28:16];
   assign \ctl.meta.tail  = ctl[33:29];
   assign \ctl.meta.status  = ctl[36:34];
-  assign \i__payload$49.data  = \i__payload$49 [127:0];
-  assign \i__payload$49.first  = \i__payload$49 [128];
-  assign \i__payload$49.last  = \i__payload$49 [129];
-  assign \i__payload$49.shift  = \i__payload$49 [134:130];
-  assign \i__payload$49.drop_first  = \i__payload$49 [135];
-  assign \i__payload$49.flush  = \i__payload$49 [136];
-  assign \i__payload$49.meta  = \i__payload$49 [166:137];
-  assign \i__payload$49.meta.to_stream  = \i__payload$49 [137];
-  assign \i__payload$49.meta.id  = \i__payload$49 [145:138];
-  assign \i__payload$49.meta.sram_addr  = \i__payload$49 [158:146];
-  assign \i__payload$49.meta.tail  = \i__payload$49 [163:159];
-  assign \i__payload$49.meta.status  = \i__payload$49 [166:164];
-  assign \o__payload$55.data  = \o__payload$55 [127:0];
-  assign \o__payload$55.first  = \o__payload$55 [128];
-  assign \o__payload$55.last  = \o__payload$55 [129];
-  assign \o__payload$55.meta  = \o__payload$55 [159:130];
-  assign \o__payload$55.meta.to_stream  = \o__payload$55 [130];
-  assign \o__payload$55.meta.id  = \o__payload$55 [138:131];
-  assign \o__payload$55.meta.sram_addr  = \o__payload$55 [151:139];
-  assign \o__payload$55.meta.tail  = \o__payload$55 [156:152];
-  assign \o__payload$55.meta.status  = \o__payload$55 [159:157];
+  assign \i__payload$56.data  = \i__payload$56 [127:0];
+  assign \i__payload$56.first  = \i__payload$56 [128];
+  assign \i__payload$56.last  = \i__payload$56 [129];
+  assign \i__payload$56.shift  = \i__payload$56 [134:130];
+  assign \i__payload$56.drop_first  = \i__payload$56 [135];
+  assign \i__payload$56.flush  = \i__payload$56 [136];
+  assign \i__payload$56.meta  = \i__payload$56 [166:137];
+  assign \i__payload$56.meta.to_stream  = \i__payload$56 [137];
+  assign \i__payload$56.meta.id  = \i__payload$56 [145:138];
+  assign \i__payload$56.meta.sram_addr  = \i__payload$56 [158:146];
+  assign \i__payload$56.meta.tail  = \i__payload$56 [163:159];
+  assign \i__payload$56.meta.status  = \i__payload$56 [166:164];
+  assign \i__payload$65.to_stream  = \i__payload$65 [0];
+  assign \i__payload$65.addr  = \i__payload$65 [13:1];
+  assign \i__payload$65.data  = \i__payload$65 [141:14];
+  assign \i__payload$65.mask  = \i__payload$65 [157:142];
+  assign \i__payload$65.last  = \i__payload$65 [158];
+  assign \i__payload$65.id  = \i__payload$65 [166:159];
+  assign \i__payload$65.status  = \i__payload$65 [169:167];
+  assign \o__payload$66.data  = \o__payload$66 [127:0];
+  assign \o__payload$66.first  = \o__payload$66 [128];
+  assign \o__payload$66.last  = \o__payload$66 [129];
+  assign \o__payload$66.meta  = \o__payload$66 [159:130];
+  assign \o__payload$66.meta.to_stream  = \o__payload$66 [130];
+  assign \o__payload$66.meta.id  = \o__payload$66 [138:131];
+  assign \o__payload$66.meta.sram_addr  = \o__payload$66 [151:139];
+  assign \o__payload$66.meta.tail  = \o__payload$66 [156:152];
+  assign \o__payload$66.meta.status  = \o__payload$66 [159:157];
+  assign \o__payload$70.to_stream  = \o__payload$70 [0];
+  assign \o__payload$70.addr  = \o__payload$70 [13:1];
+  assign \o__payload$70.data  = \o__payload$70 [141:14];
+  assign \o__payload$70.mask  = \o__payload$70 [157:142];
+  assign \o__payload$70.last  = \o__payload$70 [158];
+  assign \o__payload$70.id  = \o__payload$70 [166:159];
+  assign \o__payload$70.status  = \o__payload$70 [169:167];
   assign \sram_w__payload.addr  = sram_w__payload[12:0];
   assign \sram_w__payload.data  = sram_w__payload[140:13];
   assign \sram_w__payload.mask  = sram_w__payload[156:141];
   assign \cpl__payload.id  = cpl__payload[7:0];
   assign \cpl__payload.status  = cpl__payload[10:8];
-  assign sram_w__payload[156:141] = mask;
-  assign sram_w__payload[140:13] = \o__payload$55 [127:0];
-  assign sram_w__payload[12:0] = \$37 [12:0];
-  assign \i__payload$49 [127:0] = axi__rdata;
-  assign \i__payload$49 [166:137] = ctl[36:7];
-  assign \i__payload$49 [136] = ctl[6];
-  assign \i__payload$49 [135] = ctl[5];
-  assign \i__payload$49 [134:130] = ctl[4:0];
-  assign \i__payload$49 [129] = last;
-  assign \i__payload$49 [128] = first;
+  assign sram_w__payload[156:141] = \o__payload$70 [157:142];
+  assign sram_w__payload[140:13] = \o__payload$70 [141:14];
+  assign sram_w__payload[12:0] = \o__payload$70 [13:1];
+  assign \i__payload$65 [169:167] = \o__payload$66 [159:157];
+  assign \i__payload$65 [166:159] = \o__payload$66 [138:131];
+  assign \i__payload$65 [158] = \o__payload$66 [129];
+  assign \i__payload$65 [157:142] = \$31 ;
+  assign \i__payload$65 [141:14] = \o__payload$66 [127:0];
+  assign \i__payload$65 [13:1] = \$28 [12:0];
+  assign \i__payload$65 [0] = \o__payload$66 [130];
+  assign \i__payload$56 [127:0] = axi__rdata;
+  assign \i__payload$56 [166:137] = ctl[36:7];
+  assign \i__payload$56 [136] = ctl[6];
+  assign \i__payload$56 [135] = ctl[5];
+  assign \i__payload$56 [134:130] = ctl[4:0];
+  assign \i__payload$56 [129] = last;
+  assign \i__payload$56 [128] = first;
   assign ctl[36:34] = status_now;
-  assign ctl[33:29] = \r_data$41 [63:59];
-  assign ctl[28:16] = \r_data$41 [21:9];
-  assign ctl[15:8] = \r_data$41 [8:1];
-  assign ctl[7] = \r_data$41 [0];
-  assign ctl[6] = \r_data$41 [58];
-  assign ctl[5] = \r_data$41 [57];
-  assign ctl[4:0] = \r_data$41 [56:52];
+  assign ctl[33:29] = \r_data$49 [63:59];
+  assign ctl[28:16] = \r_data$49 [21:9];
+  assign ctl[15:8] = \r_data$49 [8:1];
+  assign ctl[7] = \r_data$49 [0];
+  assign ctl[6] = \r_data$49 [58];
+  assign ctl[5] = \r_data$49 [57];
+  assign ctl[4:0] = \r_data$49 [56:52];
+  assign \i__payload$24 [35:28] = o__payload[35:28];
+  assign \i__payload$24 [27:0] = o__payload[27:0];
   assign i__payload[48:28] = r_data[48:28];
   assign i__payload[27:0] = r_data[27:0];
   assign \w_data$7 [63:59] = \$21 [4:0];
@@ -1543,183 +1831,605 @@ module \ace_dma_small.reader (axi__rdata, axi__rresp, axi__rlast, axi__rvalid, s
   assign \$3  = { 4'h0, \$2 [25:4] };
   assign \$6  = { 4'h0, \$5 [25:4] };
   assign \$8  = { 4'h0, \$7 [24:4] };
-  assign \$22  = { 3'h0, o__payload[27:0], 4'h0 };
+  assign \$22  = { 3'h0, \o__payload$31 [27:0], 4'h0 };
   assign \$24  = axi__rresp[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.ar_q (rst, \port$67$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$587$37 , clk);
+module \ace_dma_small.reader.ar_q (rst, \port$64$0 , w_en, w_rdy, r_data, r_en, r_rdy, \port$1139$37 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
+  wire [2:0] \$11 ;
+  wire [2:0] \$12 ;
   wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [2:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [2:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
+  reg [1:0] \$30 ;
+  reg [1:0] \$31 ;
+  reg [1:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
-  reg [2:0] level = 3'h0;
-  input [27:0] \port$587$37 ;
-  wire [27:0] \port$587$37 ;
-  input [20:0] \port$67$0 ;
-  wire [20:0] \port$67$0 ;
+  reg [1:0] inner_level = 2'h0;
+  wire inner_r_rdy;
+  wire [2:0] level;
+  input [27:0] \port$1139$37 ;
+  wire [27:0] \port$1139$37 ;
+  input [20:0] \port$64$0 ;
+  wire [20:0] \port$64$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
   wire [48:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
   wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [48:0] r_port__data;
+  wire r_port__en;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [48:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
   wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   wire [48:0] w_port__data;
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [48:0] storage [3:0];
+  reg [48:0] storage [2:0];
   initial begin
     storage[0] = 49'h0000000000000;
     storage[1] = 49'h0000000000000;
     storage[2] = 49'h0000000000000;
-    storage[3] = 49'h0000000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$67$0 , \port$587$37  };
+      storage[w_port__addr] <= { \port$64$0 , \port$1139$37  };
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
-    if (rst) begin
-      \$15  = 2'h0;
+  reg [48:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
     end
   end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 2'h3;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 2'h2;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 2'h2;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 3'h0 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
+  always @(posedge clk)
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$16  = r_port__addr;
+    \$30  = w_port__addr;
     if (\$3 ) begin
-      \$16  = \$4 [1:0];
+      \$30  = \$6 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$30  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [1:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$31  = 2'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [1:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [1:0];
+    end
+    if (rst) begin
+      \$32  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$67$0 , \port$587$37  };
-  assign w_data = { \port$67$0 , \port$587$37  };
+  assign w_port__data = { \port$64$0 , \port$1139$37  };
+  assign w_data = { \port$64$0 , \port$1139$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.r_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
+module \ace_dma_small.reader.ar_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
+  reg \$10 ;
+  reg [35:0] \$11 ;
+  reg \$12 ;
+  reg [35:0] \$13 ;
+  wire \$2 ;
   wire \$3 ;
-  wire [2:0] \$4 ;
+  wire \$4 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [3:0] \$9 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [35:0] i__payload;
+  wire [35:0] i__payload;
+  wire [27:0] \i__payload.beat_addr ;
+  wire [7:0] \i__payload.len ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [35:0] o__payload;
+  reg [35:0] o__payload = 36'h000000000;
+  wire [27:0] \o__payload.beat_addr ;
+  wire [7:0] \o__payload.len ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 36'h000000000 *)
+  wire [35:0] out_payload;
+  wire [27:0] \out_payload.beat_addr ;
+  wire [7:0] \out_payload.len ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [35:0] skid_payload = 36'h000000000;
+  wire [27:0] \skid_payload.beat_addr ;
+  wire [7:0] \skid_payload.len ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 36'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 36'h000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.beat_addr  = o__payload[27:0];
+  assign \o__payload.len  = o__payload[35:28];
+  assign \out_payload.beat_addr  = o__payload[27:0];
+  assign \out_payload.len  = o__payload[35:28];
+  assign \i__payload.beat_addr  = i__payload[27:0];
+  assign \i__payload.len  = i__payload[35:28];
+  assign \skid_payload.beat_addr  = skid_payload[27:0];
+  assign \skid_payload.len  = skid_payload[35:28];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.reader.out (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [169:0] \$11 ;
+  reg \$12 ;
+  reg [169:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [169:0] i__payload;
+  wire [169:0] i__payload;
+  wire [12:0] \i__payload.addr ;
+  wire [127:0] \i__payload.data ;
+  wire [7:0] \i__payload.id ;
+  wire \i__payload.last ;
+  wire [15:0] \i__payload.mask ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \i__payload.status ;
+  wire \i__payload.to_stream ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [169:0] o__payload;
+  reg [169:0] o__payload = 170'h0000000000000000000000000000000000000000000;
+  wire [12:0] \o__payload.addr ;
+  wire [127:0] \o__payload.data ;
+  wire [7:0] \o__payload.id ;
+  wire \o__payload.last ;
+  wire [15:0] \o__payload.mask ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \o__payload.status ;
+  wire \o__payload.to_stream ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 170'h0000000000000000000000000000000000000000000 *)
+  wire [169:0] out_payload;
+  wire [12:0] \out_payload.addr ;
+  wire [127:0] \out_payload.data ;
+  wire [7:0] \out_payload.id ;
+  wire \out_payload.last ;
+  wire [15:0] \out_payload.mask ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \out_payload.status ;
+  wire \out_payload.to_stream ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [169:0] skid_payload = 170'h0000000000000000000000000000000000000000000;
+  wire [12:0] \skid_payload.addr ;
+  wire [127:0] \skid_payload.data ;
+  wire [7:0] \skid_payload.id ;
+  wire \skid_payload.last ;
+  wire [15:0] \skid_payload.mask ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \skid_payload.status ;
+  wire \skid_payload.to_stream ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 170'h0000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 170'h0000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.to_stream  = o__payload[0];
+  assign \o__payload.addr  = o__payload[13:1];
+  assign \o__payload.data  = o__payload[141:14];
+  assign \o__payload.mask  = o__payload[157:142];
+  assign \o__payload.last  = o__payload[158];
+  assign \o__payload.id  = o__payload[166:159];
+  assign \o__payload.status  = o__payload[169:167];
+  assign \out_payload.to_stream  = o__payload[0];
+  assign \out_payload.addr  = o__payload[13:1];
+  assign \out_payload.data  = o__payload[141:14];
+  assign \out_payload.mask  = o__payload[157:142];
+  assign \out_payload.last  = o__payload[158];
+  assign \out_payload.id  = o__payload[166:159];
+  assign \out_payload.status  = o__payload[169:167];
+  assign \i__payload.to_stream  = i__payload[0];
+  assign \i__payload.addr  = i__payload[13:1];
+  assign \i__payload.data  = i__payload[141:14];
+  assign \i__payload.mask  = i__payload[157:142];
+  assign \i__payload.last  = i__payload[158];
+  assign \i__payload.id  = i__payload[166:159];
+  assign \i__payload.status  = i__payload[169:167];
+  assign \skid_payload.to_stream  = skid_payload[0];
+  assign \skid_payload.addr  = skid_payload[13:1];
+  assign \skid_payload.data  = skid_payload[141:14];
+  assign \skid_payload.mask  = skid_payload[157:142];
+  assign \skid_payload.last  = skid_payload[158];
+  assign \skid_payload.id  = skid_payload[166:159];
+  assign \skid_payload.status  = skid_payload[169:167];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.reader.r_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire [2:0] \$11 ;
+  wire [2:0] \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [2:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [2:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  reg [1:0] \$30 ;
+  reg [1:0] \$31 ;
+  reg [1:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
-  reg [2:0] level = 3'h0;
+  reg [1:0] inner_level = 2'h0;
+  wire inner_r_rdy;
+  wire [2:0] level;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [63:0] r_data;
   wire [63:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
   wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [63:0] r_port__data;
+  wire r_port__en;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [63:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
   wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   input [63:0] w_port__data;
@@ -1727,76 +2437,112 @@ module \ace_dma_small.reader.r_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port_
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [63:0] storage [3:0];
+  reg [63:0] storage [2:0];
   initial begin
     storage[0] = 64'h0000000000000000;
     storage[1] = 64'h0000000000000000;
     storage[2] = 64'h0000000000000000;
-    storage[3] = 64'h0000000000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
-    if (rst) begin
-      \$15  = 2'h0;
+  reg [63:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
     end
   end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 2'h3;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 2'h2;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 2'h2;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 3'h0 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
+  always @(posedge clk)
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$16  = r_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$30  = w_port__addr;
     if (\$3 ) begin
-      \$16  = \$4 [1:0];
+      \$30  = \$6 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$30  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [1:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$31  = 2'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [1:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [1:0];
+    end
+    if (rst) begin
+      \$32  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
   assign produce = w_port__addr;
   assign w_data = w_port__data;
   assign consume = r_port__addr;
@@ -1804,8 +2550,8 @@ module \ace_dma_small.reader.r_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payload, o__valid, o__payload, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
+module \ace_dma_small.reader.realign (rst, i__valid, i__payload, o__valid, \o__payload$21 , i__ready, o__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -1848,6 +2594,25 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
   reg flushing = 1'h0;
   input [166:0] i__payload;
   wire [166:0] i__payload;
+  wire [166:0] \i__payload$1 ;
+  wire [127:0] \i__payload$1.data ;
+  wire \i__payload$1.drop_first ;
+  wire \i__payload$1.first ;
+  wire \i__payload$1.flush ;
+  wire \i__payload$1.last ;
+  wire [29:0] \i__payload$1.meta ;
+  wire [7:0] \i__payload$1.meta.id ;
+  wire [12:0] \i__payload$1.meta.sram_addr ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \i__payload$1.meta.status ;
+  wire [4:0] \i__payload$1.meta.tail ;
+  wire \i__payload$1.meta.to_stream ;
+  wire [4:0] \i__payload$1.shift ;
   wire [127:0] \i__payload.data ;
   wire \i__payload.drop_first ;
   wire \i__payload.first ;
@@ -1868,13 +2633,33 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
   wire [4:0] \i__payload.shift ;
   output i__ready;
   wire i__ready;
+  wire \i__ready$3 ;
   input i__valid;
   wire i__valid;
+  wire \i__valid$5 ;
   wire [127:0] lower;
-  output [159:0] o__payload;
-  reg [159:0] o__payload = 160'h0000000000000000000000000000000000000000;
+  wire [166:0] o__payload;
+  output [159:0] \o__payload$21 ;
+  reg [159:0] \o__payload$21  = 160'h0000000000000000000000000000000000000000;
+  wire [127:0] \o__payload$21.data ;
+  wire \o__payload$21.first ;
+  wire \o__payload$21.last ;
+  wire [29:0] \o__payload$21.meta ;
+  wire [7:0] \o__payload$21.meta.id ;
+  wire [12:0] \o__payload$21.meta.sram_addr ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \o__payload$21.meta.status ;
+  wire [4:0] \o__payload$21.meta.tail ;
+  wire \o__payload$21.meta.to_stream ;
   wire [127:0] \o__payload.data ;
+  wire \o__payload.drop_first ;
   wire \o__payload.first ;
+  wire \o__payload.flush ;
   wire \o__payload.last ;
   wire [29:0] \o__payload.meta ;
   wire [7:0] \o__payload.meta.id ;
@@ -1888,10 +2673,13 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
   wire [2:0] \o__payload.meta.status ;
   wire [4:0] \o__payload.meta.tail ;
   wire \o__payload.meta.to_stream ;
+  wire [4:0] \o__payload.shift ;
   input o__ready;
   wire o__ready;
+  wire \o__ready$17 ;
   output o__valid;
   reg o__valid = 1'h0;
+  wire \o__valid$20 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -1901,30 +2689,30 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
   wire [127:0] upper;
   assign \$1  = ~ o__valid;
   assign can_load = \$1  | o__ready;
-  assign shift = flushing ? flush_shift : i__payload[134:130];
-  assign upper = flushing ? 128'h00000000000000000000000000000000 : i__payload[127:0];
+  assign shift = flushing ? flush_shift : o__payload[134:130];
+  assign upper = flushing ? 128'h00000000000000000000000000000000 : o__payload[127:0];
   assign \$2  = ~ flushing;
-  assign \$3  = i__payload[128] & \$2 ;
+  assign \$3  = o__payload[128] & \$2 ;
   assign lower = \$3  ? 128'h00000000000000000000000000000000 : prev;
   assign shifted = { upper, lower } >> { shift, 3'h0 };
   assign \$4  = ~ flushing;
-  assign i__ready = can_load & \$4 ;
+  assign \o__ready$17  = can_load & \$4 ;
   assign \$5  = o__valid & o__ready;
-  assign \$6  = i__valid & i__ready;
+  assign \$6  = \o__valid$20  & \o__ready$17 ;
   assign \$7  = ~ started;
-  assign \$8  = i__payload[128] & i__payload[135];
+  assign \$8  = o__payload[128] & o__payload[135];
   assign \$9  = ~ \$8 ;
   assign \$10  = ~ started;
-  assign \$11  = ~ i__payload[136];
-  assign \$12  = i__payload[129] & \$11 ;
-  assign \$13  = ~ i__payload[136];
-  assign \$14  = i__payload[129] & \$13 ;
+  assign \$11  = ~ o__payload[136];
+  assign \$12  = o__payload[129] & \$11 ;
+  assign \$13  = ~ o__payload[136];
+  assign \$14  = o__payload[129] & \$13 ;
   assign \$15  = ~ \$14 ;
-  assign \$16  = i__payload[129] & i__payload[136];
+  assign \$16  = o__payload[129] & o__payload[136];
   always @(posedge clk)
     o__valid <= \$17 ;
   always @(posedge clk)
-    o__payload <= \$18 ;
+    \o__payload$21  <= \$18 ;
   always @(posedge clk)
     flushing <= \$19 ;
   always @(posedge clk)
@@ -1935,8 +2723,18 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
     flush_shift <= \$22 ;
   always @(posedge clk)
     flush_meta <= \$23 ;
+  \ace_dma_small.reader.realign.in_skid  in_skid (
+    .clk(clk),
+    .i__payload(i__payload),
+    .i__ready(i__ready),
+    .i__valid(i__valid),
+    .o__payload(o__payload),
+    .o__ready(\o__ready$17 ),
+    .o__valid(\o__valid$20 ),
+    .rst(rst)
+  );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$17  = o__valid;
     if (\$5 ) begin
       \$17  = 1'h0;
@@ -1955,8 +2753,8 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$18  = o__payload;
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \$18  = \o__payload$21 ;
     if (flushing) begin
       if (can_load) begin
         \$18 [127:0] = shifted;
@@ -1969,7 +2767,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
         \$18 [127:0] = shifted;
         \$18 [128] = \$10 ;
         \$18 [129] = \$12 ;
-        \$18 [159:130] = i__payload[166:137];
+        \$18 [159:130] = o__payload[166:137];
       end
     end
     if (rst) begin
@@ -1977,7 +2775,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$19  = flushing;
     if (flushing) begin
       if (can_load) begin
@@ -1993,7 +2791,7 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$20  = started;
     if (flushing) begin
       if (can_load) begin
@@ -2009,23 +2807,23 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$21  = prev;
     if (flushing) begin
     end else if (\$6 ) begin
-      \$21  = i__payload[127:0];
+      \$21  = o__payload[127:0];
     end
     if (rst) begin
       \$21  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$22  = flush_shift;
     if (flushing) begin
     end else if (\$6 ) begin
       if (\$16 ) begin
-        \$22  = i__payload[134:130];
+        \$22  = o__payload[134:130];
       end
     end
     if (rst) begin
@@ -2033,18 +2831,21 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \$23  = flush_meta;
     if (flushing) begin
     end else if (\$6 ) begin
       if (\$16 ) begin
-        \$23  = i__payload[166:137];
+        \$23  = o__payload[166:137];
       end
     end
     if (rst) begin
       \$23  = 30'h00000000;
     end
   end
+  assign \i__payload$1  = i__payload;
+  assign \i__ready$3  = i__ready;
+  assign \i__valid$5  = i__valid;
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.first  = i__payload[128];
   assign \i__payload.last  = i__payload[129];
@@ -2057,15 +2858,39 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
   assign \i__payload.meta.sram_addr  = i__payload[158:146];
   assign \i__payload.meta.tail  = i__payload[163:159];
   assign \i__payload.meta.status  = i__payload[166:164];
+  assign \i__payload$1.data  = i__payload[127:0];
+  assign \i__payload$1.first  = i__payload[128];
+  assign \i__payload$1.last  = i__payload[129];
+  assign \i__payload$1.shift  = i__payload[134:130];
+  assign \i__payload$1.drop_first  = i__payload[135];
+  assign \i__payload$1.flush  = i__payload[136];
+  assign \i__payload$1.meta  = i__payload[166:137];
+  assign \i__payload$1.meta.to_stream  = i__payload[137];
+  assign \i__payload$1.meta.id  = i__payload[145:138];
+  assign \i__payload$1.meta.sram_addr  = i__payload[158:146];
+  assign \i__payload$1.meta.tail  = i__payload[163:159];
+  assign \i__payload$1.meta.status  = i__payload[166:164];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.first  = o__payload[128];
   assign \o__payload.last  = o__payload[129];
-  assign \o__payload.meta  = o__payload[159:130];
-  assign \o__payload.meta.to_stream  = o__payload[130];
-  assign \o__payload.meta.id  = o__payload[138:131];
-  assign \o__payload.meta.sram_addr  = o__payload[151:139];
-  assign \o__payload.meta.tail  = o__payload[156:152];
-  assign \o__payload.meta.status  = o__payload[159:157];
+  assign \o__payload.shift  = o__payload[134:130];
+  assign \o__payload.drop_first  = o__payload[135];
+  assign \o__payload.flush  = o__payload[136];
+  assign \o__payload.meta  = o__payload[166:137];
+  assign \o__payload.meta.to_stream  = o__payload[137];
+  assign \o__payload.meta.id  = o__payload[145:138];
+  assign \o__payload.meta.sram_addr  = o__payload[158:146];
+  assign \o__payload.meta.tail  = o__payload[163:159];
+  assign \o__payload.meta.status  = o__payload[166:164];
+  assign \o__payload$21.data  = \o__payload$21 [127:0];
+  assign \o__payload$21.first  = \o__payload$21 [128];
+  assign \o__payload$21.last  = \o__payload$21 [129];
+  assign \o__payload$21.meta  = \o__payload$21 [159:130];
+  assign \o__payload$21.meta.to_stream  = \o__payload$21 [130];
+  assign \o__payload$21.meta.id  = \o__payload$21 [138:131];
+  assign \o__payload$21.meta.sram_addr  = \o__payload$21 [151:139];
+  assign \o__payload$21.meta.tail  = \o__payload$21 [156:152];
+  assign \o__payload$21.meta.status  = \o__payload$21 [159:157];
   assign \flush_meta.to_stream  = flush_meta[0];
   assign \flush_meta.id  = flush_meta[8:1];
   assign \flush_meta.sram_addr  = flush_meta[21:9];
@@ -2074,23 +2899,278 @@ module \ace_dma_small.reader.realign (rst, i__valid, o__ready, i__ready, i__payl
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.reader.split (rst, o__ready, i__valid, i__ready, i__payload, o__payload, o__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
-  wire [7:0] \$1 ;
-  reg [27:0] \$10 ;
-  reg [20:0] \$11 ;
+module \ace_dma_small.reader.realign.in_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [166:0] \$11 ;
   reg \$12 ;
-  wire [20:0] \$2 ;
-  wire [7:0] \$3 ;
+  reg [166:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [166:0] i__payload;
+  wire [166:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.drop_first ;
+  wire \i__payload.first ;
+  wire \i__payload.flush ;
+  wire \i__payload.last ;
+  wire [29:0] \i__payload.meta ;
+  wire [7:0] \i__payload.meta.id ;
+  wire [12:0] \i__payload.meta.sram_addr ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \i__payload.meta.status ;
+  wire [4:0] \i__payload.meta.tail ;
+  wire \i__payload.meta.to_stream ;
+  wire [4:0] \i__payload.shift ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [166:0] o__payload;
+  reg [166:0] o__payload = 167'h000000000000000000000000000000000000000000;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.drop_first ;
+  wire \o__payload.first ;
+  wire \o__payload.flush ;
+  wire \o__payload.last ;
+  wire [29:0] \o__payload.meta ;
+  wire [7:0] \o__payload.meta.id ;
+  wire [12:0] \o__payload.meta.sram_addr ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \o__payload.meta.status ;
+  wire [4:0] \o__payload.meta.tail ;
+  wire \o__payload.meta.to_stream ;
+  wire [4:0] \o__payload.shift ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 167'h000000000000000000000000000000000000000000 *)
+  wire [166:0] out_payload;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.drop_first ;
+  wire \out_payload.first ;
+  wire \out_payload.flush ;
+  wire \out_payload.last ;
+  wire [29:0] \out_payload.meta ;
+  wire [7:0] \out_payload.meta.id ;
+  wire [12:0] \out_payload.meta.sram_addr ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \out_payload.meta.status ;
+  wire [4:0] \out_payload.meta.tail ;
+  wire \out_payload.meta.to_stream ;
+  wire [4:0] \out_payload.shift ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [166:0] skid_payload = 167'h000000000000000000000000000000000000000000;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.drop_first ;
+  wire \skid_payload.first ;
+  wire \skid_payload.flush ;
+  wire \skid_payload.last ;
+  wire [29:0] \skid_payload.meta ;
+  wire [7:0] \skid_payload.meta.id ;
+  wire [12:0] \skid_payload.meta.sram_addr ;
+  (* enum_base_type = "DmaStatus" *)
+  (* enum_value_000 = "OKAY" *)
+  (* enum_value_010 = "READ_SLVERR" *)
+  (* enum_value_011 = "READ_DECERR" *)
+  (* enum_value_110 = "WRITE_SLVERR" *)
+  (* enum_value_111 = "WRITE_DECERR" *)
+  wire [2:0] \skid_payload.meta.status ;
+  wire [4:0] \skid_payload.meta.tail ;
+  wire \skid_payload.meta.to_stream ;
+  wire [4:0] \skid_payload.shift ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 167'h000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 167'h000000000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.first  = o__payload[128];
+  assign \o__payload.last  = o__payload[129];
+  assign \o__payload.shift  = o__payload[134:130];
+  assign \o__payload.drop_first  = o__payload[135];
+  assign \o__payload.flush  = o__payload[136];
+  assign \o__payload.meta  = o__payload[166:137];
+  assign \o__payload.meta.to_stream  = o__payload[137];
+  assign \o__payload.meta.id  = o__payload[145:138];
+  assign \o__payload.meta.sram_addr  = o__payload[158:146];
+  assign \o__payload.meta.tail  = o__payload[163:159];
+  assign \o__payload.meta.status  = o__payload[166:164];
+  assign \out_payload.data  = o__payload[127:0];
+  assign \out_payload.first  = o__payload[128];
+  assign \out_payload.last  = o__payload[129];
+  assign \out_payload.shift  = o__payload[134:130];
+  assign \out_payload.drop_first  = o__payload[135];
+  assign \out_payload.flush  = o__payload[136];
+  assign \out_payload.meta  = o__payload[166:137];
+  assign \out_payload.meta.to_stream  = o__payload[137];
+  assign \out_payload.meta.id  = o__payload[145:138];
+  assign \out_payload.meta.sram_addr  = o__payload[158:146];
+  assign \out_payload.meta.tail  = o__payload[163:159];
+  assign \out_payload.meta.status  = o__payload[166:164];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.first  = i__payload[128];
+  assign \i__payload.last  = i__payload[129];
+  assign \i__payload.shift  = i__payload[134:130];
+  assign \i__payload.drop_first  = i__payload[135];
+  assign \i__payload.flush  = i__payload[136];
+  assign \i__payload.meta  = i__payload[166:137];
+  assign \i__payload.meta.to_stream  = i__payload[137];
+  assign \i__payload.meta.id  = i__payload[145:138];
+  assign \i__payload.meta.sram_addr  = i__payload[158:146];
+  assign \i__payload.meta.tail  = i__payload[163:159];
+  assign \i__payload.meta.status  = i__payload[166:164];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.first  = skid_payload[128];
+  assign \skid_payload.last  = skid_payload[129];
+  assign \skid_payload.shift  = skid_payload[134:130];
+  assign \skid_payload.drop_first  = skid_payload[135];
+  assign \skid_payload.flush  = skid_payload[136];
+  assign \skid_payload.meta  = skid_payload[166:137];
+  assign \skid_payload.meta.to_stream  = skid_payload[137];
+  assign \skid_payload.meta.id  = skid_payload[145:138];
+  assign \skid_payload.meta.sram_addr  = skid_payload[158:146];
+  assign \skid_payload.meta.tail  = skid_payload[163:159];
+  assign \skid_payload.meta.status  = skid_payload[166:164];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.reader.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
+  wire [7:0] \$1 ;
+  wire [20:0] \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [20:0] \$14 ;
+  reg [27:0] \$15 ;
+  reg [20:0] \$16 ;
+  reg \$17 ;
+  reg [6:0] \$18 ;
+  reg \$19 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire [21:0] \$4 ;
+  wire [7:0] \$5 ;
+  wire \$6 ;
   wire [28:0] \$7 ;
-  wire [21:0] \$8 ;
+  wire \$8 ;
   wire \$9 ;
   (* init = 1'h0 *)
   wire active;
-  wire [6:0] burst;
+  reg [6:0] burst = 7'h00;
   input clk;
   wire clk;
   reg [27:0] cur = 28'h0000000;
@@ -2102,7 +3182,8 @@ module \ace_dma_small.reader.split (rst, o__ready, i__valid, i__ready, i__payloa
   wire i__ready;
   input i__valid;
   wire i__valid;
-  wire last;
+  reg last = 1'h0;
+  wire [20:0] left;
   output [36:0] o__payload;
   wire [36:0] o__payload;
   wire [27:0] \o__payload.beat_addr ;
@@ -2116,81 +3197,283 @@ module \ace_dma_small.reader.split (rst, o__ready, i__valid, i__ready, i__payloa
   wire [6:0] room;
   input rst;
   wire rst;
-  assign \$1  = 7'h40 - cur[5:0];
-  assign last = rem <= \$1 [6:0];
-  assign \$2  = last ? rem : { 14'h0000, \$1 [6:0] };
-  assign \$3  = \$2 [6:0] - 1'h1;
-  assign \$4  = ~ o__valid;
-  assign \$5  = o__ready & last;
-  assign i__ready = \$4  | \$5 ;
+  assign \$1  = burst - 1'h1;
+  assign \$2  = ~ o__valid;
+  assign \$3  = o__ready & last;
+  assign i__ready = \$2  | \$3 ;
+  assign \$4  = rem - burst;
+  assign \$5  = 7'h40 - i__payload[5:0];
   assign \$6  = o__valid & o__ready;
-  assign \$7  = cur + \$2 [6:0];
-  assign \$8  = rem - \$2 [6:0];
-  assign \$9  = i__valid & i__ready;
+  assign \$7  = cur + burst;
+  assign \$8  = \$4 [20:0] <= 7'h40;
+  assign \$9  = \$4 [20:0] <= 7'h40;
+  assign \$10  = \$9  ? \$4 [20:0] : 21'h000040;
+  assign \$11  = i__valid & i__ready;
+  assign \$12  = i__payload[48:28] <= \$5 [6:0];
+  assign \$13  = i__payload[48:28] <= \$5 [6:0];
+  assign \$14  = \$13  ? i__payload[48:28] : { 14'h0000, \$5 [6:0] };
   always @(posedge clk)
-    cur <= \$10 ;
+    cur <= \$15 ;
   always @(posedge clk)
-    rem <= \$11 ;
+    rem <= \$16 ;
   always @(posedge clk)
-    o__valid <= \$12 ;
+    last <= \$17 ;
+  always @(posedge clk)
+    burst <= \$18 ;
+  always @(posedge clk)
+    o__valid <= \$19 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$10  = cur;
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$15  = cur;
     if (\$6 ) begin
-      \$10  = \$7 [27:0];
+      \$15  = \$7 [27:0];
     end
-    if (\$9 ) begin
-      \$10  = i__payload[27:0];
+    if (\$11 ) begin
+      \$15  = i__payload[27:0];
     end
     if (rst) begin
-      \$10  = 28'h0000000;
+      \$15  = 28'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$11  = rem;
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$16  = rem;
     if (\$6 ) begin
-      \$11  = \$8 [20:0];
+      \$16  = \$4 [20:0];
     end
-    if (\$9 ) begin
-      \$11  = i__payload[48:28];
+    if (\$11 ) begin
+      \$16  = i__payload[48:28];
     end
     if (rst) begin
-      \$11  = 21'h000000;
+      \$16  = 21'h000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$12  = o__valid;
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$17  = last;
+    if (\$6 ) begin
+      \$17  = \$8 ;
+    end
+    if (\$11 ) begin
+      \$17  = \$12 ;
+    end
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$18  = burst;
+    if (\$6 ) begin
+      \$18  = \$10 [6:0];
+    end
+    if (\$11 ) begin
+      \$18  = \$14 [6:0];
+    end
+    if (rst) begin
+      \$18  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \$19  = o__valid;
     if (\$6 ) begin
       if (last) begin
-        \$12  = 1'h0;
+        \$19  = 1'h0;
       end
     end
-    if (\$9 ) begin
-      \$12  = 1'h1;
+    if (\$11 ) begin
+      \$19  = 1'h1;
     end
     if (rst) begin
-      \$12  = 1'h0;
+      \$19  = 1'h0;
     end
   end
-  assign room = \$1 [6:0];
-  assign burst = \$2 [6:0];
   assign active = o__valid;
+  assign left = \$4 [20:0];
+  assign room = \$5 [6:0];
   assign \o__payload.beat_addr  = o__payload[27:0];
   assign \o__payload.len  = o__payload[35:28];
   assign \o__payload.last  = o__payload[36];
   assign \i__payload.beat_addr  = i__payload[27:0];
   assign \i__payload.beats  = i__payload[48:28];
   assign o__payload[36] = last;
-  assign o__payload[35:28] = \$3 ;
+  assign o__payload[35:28] = \$1 ;
   assign o__payload[27:0] = cur;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req__ready, sram_r__resp__payload, sram_r__resp__valid, wr_stream__tdata, wr_stream__tvalid, clk, rst, cmd__valid, cmd__ready, axi__awaddr, axi__awvalid, sram_r__req__payload, wr_stream__tready, sram_r__resp__ready, axi__wstrb, axi__wlast, axi__wvalid, bytes
-, axi__bready, sram_r__req__valid, cmd__payload, cpl__ready, cpl_full, cpl__payload, axi__awlen, axi__wdata, axi__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
+module \ace_dma_small.reader_cmd (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [77:0] \$11 ;
+  reg \$12 ;
+  reg [77:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [77:0] i__payload;
+  wire [77:0] i__payload;
+  wire [7:0] \i__payload.id ;
+  wire [23:0] \i__payload.length ;
+  wire [31:0] \i__payload.mem_addr ;
+  wire [12:0] \i__payload.sram_addr ;
+  wire \i__payload.stream ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [77:0] o__payload;
+  reg [77:0] o__payload = 78'h00000000000000000000;
+  wire [7:0] \o__payload.id ;
+  wire [23:0] \o__payload.length ;
+  wire [31:0] \o__payload.mem_addr ;
+  wire [12:0] \o__payload.sram_addr ;
+  wire \o__payload.stream ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 78'h00000000000000000000 *)
+  wire [77:0] out_payload;
+  wire [7:0] \out_payload.id ;
+  wire [23:0] \out_payload.length ;
+  wire [31:0] \out_payload.mem_addr ;
+  wire [12:0] \out_payload.sram_addr ;
+  wire \out_payload.stream ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [77:0] skid_payload = 78'h00000000000000000000;
+  wire [7:0] \skid_payload.id ;
+  wire [23:0] \skid_payload.length ;
+  wire [31:0] \skid_payload.mem_addr ;
+  wire [12:0] \skid_payload.sram_addr ;
+  wire \skid_payload.stream ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 78'h00000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 78'h00000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.stream  = o__payload[0];
+  assign \o__payload.id  = o__payload[8:1];
+  assign \o__payload.length  = o__payload[32:9];
+  assign \o__payload.mem_addr  = o__payload[64:33];
+  assign \o__payload.sram_addr  = o__payload[77:65];
+  assign \out_payload.stream  = o__payload[0];
+  assign \out_payload.id  = o__payload[8:1];
+  assign \out_payload.length  = o__payload[32:9];
+  assign \out_payload.mem_addr  = o__payload[64:33];
+  assign \out_payload.sram_addr  = o__payload[77:65];
+  assign \i__payload.stream  = i__payload[0];
+  assign \i__payload.id  = i__payload[8:1];
+  assign \i__payload.length  = i__payload[32:9];
+  assign \i__payload.mem_addr  = i__payload[64:33];
+  assign \i__payload.sram_addr  = i__payload[77:65];
+  assign \skid_payload.stream  = skid_payload[0];
+  assign \skid_payload.id  = skid_payload[8:1];
+  assign \skid_payload.length  = skid_payload[32:9];
+  assign \skid_payload.mem_addr  = skid_payload[64:33];
+  assign \skid_payload.sram_addr  = skid_payload[77:65];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.writer (\o__ready$92 , axi__bresp, axi__bvalid, sram_r__req__ready, sram_r__resp__payload, sram_r__resp__valid, wr_stream__tdata, wr_stream__tvalid, clk, rst, cmd__ready, axi__awaddr, sram_r__req__payload, wr_stream__tready, sram_r__resp__ready, axi__bready, cpl__ready, bytes, cpl_full, cpl__payload, sram_r__req__valid
+, axi__awvalid, axi__awlen, axi__wvalid, \port$1117$0 , cmd__valid, cmd__payload, \o__ready$44 );
+  reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
   wire [21:0] \$11 ;
@@ -2214,10 +3497,10 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   wire [46:0] \$28 ;
   wire [15:0] \$29 ;
   wire [25:0] \$3 ;
-  wire \$30 ;
-  wire [3:0] \$31 ;
+  wire [3:0] \$30 ;
+  wire [15:0] \$31 ;
   wire \$32 ;
-  wire [5:0] \$33 ;
+  wire \$33 ;
   wire [5:0] \$34 ;
   wire \$35 ;
   wire \$36 ;
@@ -2243,11 +3526,11 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   wire \$54 ;
   wire \$55 ;
   wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire [5:0] \$59 ;
+  wire [5:0] \$57 ;
+  wire [5:0] \$58 ;
+  wire \$59 ;
   wire [25:0] \$6 ;
-  wire [5:0] \$60 ;
+  wire [4:0] \$60 ;
   wire \$61 ;
   wire \$62 ;
   wire [2:0] \$63 ;
@@ -2255,13 +3538,16 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   reg [20:0] \$65 ;
   reg [5:0] \$66 ;
   reg [4:0] \$67 ;
-  reg \$68 ;
-  reg [2:0] \$69 ;
+  reg [4:0] \$68 ;
+  reg \$69 ;
   wire [24:0] \$7 ;
-  reg [10:0] \$70 ;
+  reg [2:0] \$70 ;
+  reg [10:0] \$71 ;
   wire [24:0] \$8 ;
   wire [32:0] \$9 ;
+  wire aw_accepted;
   reg [4:0] aw_ahead = 5'h00;
+  wire aw_issued;
   output [31:0] axi__awaddr;
   wire [31:0] axi__awaddr;
   wire [1:0] axi__awburst;
@@ -2271,7 +3557,6 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   wire [7:0] axi__awlen;
   wire axi__awlock;
   wire [2:0] axi__awprot;
-  input axi__awready;
   wire axi__awready;
   wire [2:0] axi__awsize;
   output axi__awvalid;
@@ -2282,18 +3567,14 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   wire [1:0] axi__bresp;
   input axi__bvalid;
   wire axi__bvalid;
-  output [127:0] axi__wdata;
   wire [127:0] axi__wdata;
-  output axi__wlast;
   wire axi__wlast;
-  input axi__wready;
   wire axi__wready;
-  output [15:0] axi__wstrb;
   wire [15:0] axi__wstrb;
   output axi__wvalid;
   wire axi__wvalid;
   output [4:0] bytes;
-  wire [4:0] bytes;
+  reg [4:0] bytes = 5'h00;
   input clk;
   wire clk;
   input [77:0] cmd__payload;
@@ -2327,63 +3608,92 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   wire [4:0] hi;
   wire [15:0] hi_mask;
   wire [56:0] i__payload;
-  wire [151:0] \i__payload$59 ;
-  wire [127:0] \i__payload$59.data ;
-  wire \i__payload$59.drop_first ;
-  wire \i__payload$59.first ;
-  wire \i__payload$59.flush ;
-  wire \i__payload$59.last ;
-  wire [14:0] \i__payload$59.meta ;
-  wire [14:0] \i__payload$59.meta.beat ;
-  wire [4:0] \i__payload$59.meta.beat.beat_hi ;
-  wire [3:0] \i__payload$59.meta.beat.beat_lo ;
-  wire [5:0] \i__payload$59.meta.beat.start_phase ;
-  wire [4:0] \i__payload$59.shift ;
+  wire [35:0] \i__payload$29 ;
+  wire [27:0] \i__payload$29.beat_addr ;
+  wire [7:0] \i__payload$29.len ;
+  wire [151:0] \i__payload$68 ;
+  wire [127:0] \i__payload$68.data ;
+  wire \i__payload$68.drop_first ;
+  wire \i__payload$68.first ;
+  wire \i__payload$68.flush ;
+  wire \i__payload$68.last ;
+  wire [14:0] \i__payload$68.meta ;
+  wire [14:0] \i__payload$68.meta.beat ;
+  wire [4:0] \i__payload$68.meta.beat.beat_hi ;
+  wire [3:0] \i__payload$68.meta.beat.beat_lo ;
+  wire [5:0] \i__payload$68.meta.beat.start_phase ;
+  wire [4:0] \i__payload$68.shift ;
+  wire [149:0] \i__payload$85 ;
+  wire [4:0] \i__payload$85.bytes ;
+  wire [127:0] \i__payload$85.data ;
+  wire \i__payload$85.last ;
+  wire [15:0] \i__payload$85.strb ;
   wire [27:0] \i__payload.beat_addr ;
   wire [20:0] \i__payload.beats ;
   wire [7:0] \i__payload.meta ;
   wire i__ready;
-  wire \i__ready$57 ;
+  wire \i__ready$31 ;
+  wire \i__ready$66 ;
+  wire \i__ready$84 ;
   wire i__valid;
-  wire \i__valid$54 ;
+  wire \i__valid$26 ;
+  wire \i__valid$63 ;
+  wire \i__valid$81 ;
   wire [4:0] lo;
   wire [15:0] lo_mask;
+  wire [8:0] meta;
   wire [20:0] nbeats;
   wire [20:0] ngrid;
   wire [20:0] nwords;
   wire [44:0] o__payload;
-  wire [144:0] \o__payload$66 ;
-  wire [127:0] \o__payload$66.data ;
-  wire \o__payload$66.first ;
-  wire \o__payload$66.last ;
-  wire [14:0] \o__payload$66.meta ;
-  wire [14:0] \o__payload$66.meta.beat ;
-  wire [4:0] \o__payload$66.meta.beat.beat_hi ;
-  wire [3:0] \o__payload$66.meta.beat.beat_lo ;
-  wire [5:0] \o__payload$66.meta.beat.start_phase ;
+  wire [35:0] \o__payload$35 ;
+  wire [27:0] \o__payload$35.beat_addr ;
+  wire [7:0] \o__payload$35.len ;
+  wire [144:0] \o__payload$75 ;
+  wire [127:0] \o__payload$75.data ;
+  wire \o__payload$75.first ;
+  wire \o__payload$75.last ;
+  wire [14:0] \o__payload$75.meta ;
+  wire [14:0] \o__payload$75.meta.beat ;
+  wire [4:0] \o__payload$75.meta.beat.beat_hi ;
+  wire [3:0] \o__payload$75.meta.beat.beat_lo ;
+  wire [5:0] \o__payload$75.meta.beat.start_phase ;
+  wire [149:0] \o__payload$87 ;
+  wire [4:0] \o__payload$87.bytes ;
+  wire [127:0] \o__payload$87.data ;
+  wire \o__payload$87.last ;
+  wire [15:0] \o__payload$87.strb ;
   wire [27:0] \o__payload.beat_addr ;
   wire \o__payload.last ;
   wire [7:0] \o__payload.len ;
   wire [7:0] \o__payload.meta ;
   wire o__ready;
-  wire \o__ready$75 ;
+  input \o__ready$44 ;
+  wire \o__ready$44 ;
+  wire \o__ready$83 ;
+  input \o__ready$92 ;
+  wire \o__ready$92 ;
   wire o__valid;
-  wire \o__valid$74 ;
+  wire \o__valid$43 ;
+  wire \o__valid$82 ;
+  wire \o__valid$91 ;
   wire [3:0] off;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
+  output [144:0] \port$1117$0 ;
+  wire [144:0] \port$1117$0 ;
   wire [56:0] r_data;
-  wire [33:0] \r_data$42 ;
-  wire [42:0] \r_data$50 ;
-  wire [8:0] \r_data$85 ;
+  wire [33:0] \r_data$51 ;
+  wire [42:0] \r_data$59 ;
+  wire [8:0] \r_data$99 ;
   wire r_en;
-  wire \r_en$46 ;
-  wire \r_en$62 ;
-  wire \r_en$87 ;
+  wire \r_en$101 ;
+  wire \r_en$55 ;
+  wire \r_en$71 ;
   wire r_rdy;
-  wire \r_rdy$44 ;
-  wire \r_rdy$55 ;
-  wire \r_rdy$84 ;
+  wire \r_rdy$53 ;
+  wire \r_rdy$64 ;
+  wire \r_rdy$98 ;
   wire req_last;
   reg [20:0] req_word = 21'h000000;
   input rst;
@@ -2419,82 +3729,82 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   reg [2:0] status_now;
   wire take;
   wire [56:0] w_data;
-  wire [8:0] \w_data$38 ;
+  wire [8:0] \w_data$47 ;
   wire [33:0] \w_data$7 ;
   wire [42:0] \w_data$8 ;
   wire w_en;
   wire \w_en$16 ;
   wire \w_en$17 ;
-  wire \w_en$39 ;
+  wire \w_en$48 ;
   wire w_ok;
   wire w_rdy;
   wire \w_rdy$11 ;
   wire \w_rdy$12 ;
-  wire \w_rdy$35 ;
+  wire \w_rdy$28 ;
   input [127:0] wr_stream__tdata;
   wire [127:0] wr_stream__tdata;
   output wr_stream__tready;
   wire wr_stream__tready;
   input wr_stream__tvalid;
   wire wr_stream__tvalid;
-  assign src_valid = \r_data$50 [0] ? wr_stream__tvalid : sram_r__resp__valid;
-  assign \i__valid$54  = \r_rdy$55  & src_valid;
-  assign \$21  = \r_rdy$55  & \r_data$50 [0];
-  assign wr_stream__tready = \$21  & \i__ready$57 ;
-  assign \$22  = ~ \r_data$50 [0];
-  assign \$23  = \r_rdy$55  & \$22 ;
-  assign sram_r__resp__ready = \$23  & \i__ready$57 ;
-  assign \$24  = \r_data$50 [0] ? wr_stream__tdata : sram_r__resp__payload;
+  assign \r_en$55  = sram_r__req__ready & req_last;
+  assign src_last = src_word == \r_data$59 [21:1];
+  assign src_valid = \r_data$59 [0] ? wr_stream__tvalid : sram_r__resp__valid;
+  assign \i__valid$63  = \r_rdy$64  & src_valid;
+  assign \$21  = \r_rdy$64  & \r_data$59 [0];
+  assign wr_stream__tready = \$21  & \i__ready$66 ;
+  assign \$22  = ~ \r_data$59 [0];
+  assign \$23  = \r_rdy$64  & \$22 ;
+  assign sram_r__resp__ready = \$23  & \i__ready$66 ;
+  assign \$24  = \r_data$59 [0] ? wr_stream__tdata : sram_r__resp__payload;
   assign \$25  = ! src_word;
-  assign \$26  = \i__valid$54  & \i__ready$57 ;
-  assign \r_en$62  = \$26  & src_last;
+  assign \$26  = \i__valid$63  & \i__ready$66 ;
+  assign \r_en$71  = \$26  & src_last;
   assign w_ok = | aw_ahead;
-  assign phase_cur = \o__payload$66 [128] ? \o__payload$66 [144:139] : phase;
-  assign \$27  = 16'hffff << \o__payload$66 [133:130];
-  assign lo_mask = \o__payload$66 [128] ? \$27 [15:0] : 16'hffff;
-  assign \$28  = 16'hffff << \o__payload$66 [138:134];
+  assign phase_cur = \o__payload$75 [128] ? \o__payload$75 [144:139] : phase;
+  assign \$27  = 16'hffff << \o__payload$75 [133:130];
+  assign lo_mask = \o__payload$75 [128] ? \$27 [15:0] : 16'hffff;
+  assign \$28  = 16'hffff << \o__payload$75 [138:134];
   assign \$29  = ~ \$28 [15:0];
-  assign hi_mask = \o__payload$66 [129] ? \$29  : 16'hffff;
-  assign axi__wstrb = lo_mask & hi_mask;
-  assign \$30  = phase_cur == 6'h3f;
-  assign axi__wlast = \o__payload$66 [129] | \$30 ;
-  assign axi__wvalid = \o__valid$74  & w_ok;
-  assign \o__ready$75  = axi__wready & w_ok;
-  assign \$31  = \o__payload$66 [128] ? \o__payload$66 [133:130] : 4'h0;
-  assign hi = \o__payload$66 [129] ? \o__payload$66 [138:134] : 5'h10;
-  assign \$32  = axi__wvalid & axi__wready;
-  assign \$33  = hi - \$31 ;
-  assign \$34  = \$32  ? \$33  : 6'h00;
+  assign hi_mask = \o__payload$75 [129] ? \$29  : 16'hffff;
+  assign \$30  = \o__payload$75 [128] ? \o__payload$75 [133:130] : 4'h0;
+  assign hi = \o__payload$75 [129] ? \o__payload$75 [138:134] : 5'h10;
+  assign \i__valid$81  = \o__valid$82  & w_ok;
+  assign \o__ready$83  = \i__ready$84  & w_ok;
+  assign \$31  = lo_mask & hi_mask;
+  assign \$32  = phase_cur == 6'h3f;
+  assign \$33  = \o__payload$75 [129] | \$32 ;
+  assign \$34  = hi - \$30 ;
   assign \$35  = ! status;
   assign \$37  = \$35  & \$36 ;
-  assign \$38  = ~ \r_data$85 [8];
+  assign \$38  = ~ \r_data$99 [8];
   assign \$39  = ~ cpl_full;
   assign \$40  = \$38  | \$39 ;
-  assign axi__bready = \r_rdy$84  & \$40 ;
-  assign \r_en$87  = axi__bvalid & axi__bready;
+  assign axi__bready = \r_rdy$98  & \$40 ;
+  assign \r_en$101  = axi__bvalid & axi__bready;
   assign \$41  = sram_r__req__valid & sram_r__req__ready;
   assign \$42  = req_word + 1'h1;
   assign \$43  = req_last ? 22'h000000 : \$42 ;
-  assign \$44  = \i__valid$54  & \i__ready$57 ;
+  assign \$44  = \i__valid$63  & \i__ready$66 ;
   assign \$45  = src_word + 1'h1;
   assign \$46  = src_last ? 22'h000000 : \$45 ;
-  assign \$47  = axi__wvalid & axi__wready;
+  assign \$47  = \i__valid$81  & \i__ready$84 ;
   assign \$48  = phase_cur + 1'h1;
-  assign \$49  = axi__awvalid & axi__awready;
-  assign \$50  = axi__wvalid & axi__wready;
-  assign \$51  = \$50  & axi__wlast;
-  assign \$52  = ~ \$51 ;
-  assign \$53  = \$49  & \$52 ;
-  assign \$54  = axi__awvalid & axi__awready;
-  assign \$55  = ~ \$54 ;
-  assign \$56  = axi__wvalid & axi__wready;
-  assign \$57  = \$56  & axi__wlast;
-  assign \$58  = \$55  & \$57 ;
-  assign \$59  = aw_ahead + 1'h1;
-  assign \$60  = aw_ahead - 1'h1;
+  assign \$49  = \i__valid$81  & \i__ready$84 ;
+  assign \$50  = \$49  & \i__payload$85 [144];
+  assign \$51  = ~ \$50 ;
+  assign \$52  = aw_accepted & \$51 ;
+  assign \$53  = ~ aw_accepted;
+  assign \$54  = \i__valid$81  & \i__ready$84 ;
+  assign \$55  = \$54  & \i__payload$85 [144];
+  assign \$56  = \$53  & \$55 ;
+  assign \$57  = aw_ahead + 1'h1;
+  assign \$58  = aw_ahead - 1'h1;
+  assign \$59  = axi__wvalid & \o__ready$92 ;
+  assign \$60  = \$59  ? \o__payload$87 [149:145] : 5'h00;
   assign \$61  = cpl_full & cpl__ready;
   assign \$62  = axi__bvalid & axi__bready;
-  assign \$63  = \r_data$85 [8] ? 3'h0 : status_now;
+  assign \$63  = \r_data$99 [8] ? 3'h0 : status_now;
   always @(posedge clk)
     req_word <= \$64 ;
   always @(posedge clk)
@@ -2504,11 +3814,13 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   always @(posedge clk)
     aw_ahead <= \$67 ;
   always @(posedge clk)
-    cpl_full <= \$68 ;
+    bytes <= \$68 ;
   always @(posedge clk)
-    status <= \$69 ;
+    cpl_full <= \$69 ;
   always @(posedge clk)
-    cpl__payload <= \$70 ;
+    status <= \$70 ;
+  always @(posedge clk)
+    cpl__payload <= \$71 ;
   assign \$1  = cmd__payload[36:33] + cmd__payload[32:9];
   assign \$2  = \$1  + 4'hf;
   assign \$4  = cmd__payload[36:33] + cmd__payload[32:9];
@@ -2527,18 +3839,17 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   assign take = cmd__valid & cmd__ready;
   assign \$18  = ~ cmd__payload[0];
   assign \w_en$17  = take & \$18 ;
-  assign axi__awvalid = o__valid & \w_rdy$35 ;
-  assign o__ready = axi__awready & \w_rdy$35 ;
-  assign \w_en$39  = axi__awvalid & axi__awready;
-  assign req_last = req_word == \r_data$42 [33:13];
-  assign \$20  = \r_data$42 [12:0] + req_word;
-  assign \r_en$46  = sram_r__req__ready & req_last;
-  assign src_last = src_word == \r_data$50 [21:1];
+  assign \i__valid$26  = o__valid & \w_rdy$28 ;
+  assign o__ready = \i__ready$31  & \w_rdy$28 ;
+  assign aw_issued = \i__valid$26  & \i__ready$31 ;
+  assign aw_accepted = axi__awvalid & \o__ready$44 ;
+  assign req_last = req_word == \r_data$51 [33:13];
+  assign \$20  = \r_data$51 [12:0] + req_word;
   \ace_dma_small.writer.aw_q  aw_q (
     .clk(clk),
-    .\port$266$0 (\$3 [20:0]),
-    .\port$588$1 (cmd__payload[8:1]),
-    .\port$588$37 (cmd__payload[64:37]),
+    .\port$1151$1 (cmd__payload[8:1]),
+    .\port$1151$37 (cmd__payload[64:37]),
+    .\port$346$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -2546,24 +3857,34 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
     .w_en(take),
     .w_rdy(w_rdy)
   );
+  \ace_dma_small.writer.aw_skid  aw_skid (
+    .clk(clk),
+    .i__payload(\i__payload$29 ),
+    .i__ready(\i__ready$31 ),
+    .i__valid(\i__valid$26 ),
+    .o__payload(\o__payload$35 ),
+    .o__ready(\o__ready$44 ),
+    .o__valid(axi__awvalid),
+    .rst(rst)
+  );
   \ace_dma_small.writer.b_q  b_q (
     .clk(clk),
-    .\port$719$36 (o__payload[44:36]),
-    .r_data(\r_data$85 ),
-    .r_en(\r_en$87 ),
-    .r_rdy(\r_rdy$84 ),
+    .\port$1045$36 (o__payload[44:36]),
+    .r_data(\r_data$99 ),
+    .r_en(\r_en$101 ),
+    .r_rdy(\r_rdy$98 ),
     .rst(rst),
-    .w_en(\w_en$39 ),
-    .w_rdy(\w_rdy$35 )
+    .w_en(aw_issued),
+    .w_rdy(\w_rdy$28 )
   );
   \ace_dma_small.writer.realign  realign (
     .clk(clk),
-    .i__payload(\i__payload$59 ),
-    .i__ready(\i__ready$57 ),
-    .i__valid(\i__valid$54 ),
-    .o__payload(\o__payload$66 ),
-    .o__ready(\o__ready$75 ),
-    .o__valid(\o__valid$74 ),
+    .i__payload(\i__payload$68 ),
+    .i__ready(\i__ready$66 ),
+    .i__valid(\i__valid$63 ),
+    .\o__payload$21 (\o__payload$75 ),
+    .o__ready(\o__ready$83 ),
+    .o__valid(\o__valid$82 ),
     .rst(rst)
   );
   \ace_dma_small.writer.split  split (
@@ -2578,26 +3899,36 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   );
   \ace_dma_small.writer.sreq_q  sreq_q (
     .clk(clk),
-    .r_data(\r_data$42 ),
-    .r_en(\r_en$46 ),
+    .r_data(\r_data$51 ),
+    .r_en(\r_en$55 ),
     .r_rdy(sram_r__req__valid),
     .rst(rst),
     .w_en(\w_en$17 ),
     .w_port__data(\w_data$7 ),
     .w_rdy(\w_rdy$12 )
   );
+  \ace_dma_small.writer.w_skid  w_skid (
+    .clk(clk),
+    .i__payload(\i__payload$85 ),
+    .i__ready(\i__ready$84 ),
+    .i__valid(\i__valid$81 ),
+    .o__payload(\o__payload$87 ),
+    .o__ready(\o__ready$92 ),
+    .o__valid(axi__wvalid),
+    .rst(rst)
+  );
   \ace_dma_small.writer.wd_q  wd_q (
     .clk(clk),
-    .r_data(\r_data$50 ),
-    .r_en(\r_en$62 ),
-    .r_rdy(\r_rdy$55 ),
+    .r_data(\r_data$59 ),
+    .r_en(\r_en$71 ),
+    .r_rdy(\r_rdy$64 ),
     .rst(rst),
     .w_en(take),
     .w_port__data(\w_data$8 ),
     .w_rdy(\w_rdy$11 )
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     (* full_case = 32'd1 *)
     if (\$37 ) begin
       status_now = { 1'h1, axi__bresp };
@@ -2606,7 +3937,7 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$64  = req_word;
     if (\$41 ) begin
       \$64  = \$43 [20:0];
@@ -2616,7 +3947,7 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$65  = src_word;
     if (\$44 ) begin
       \$65  = \$46 [20:0];
@@ -2626,7 +3957,7 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$66  = phase;
     if (\$47 ) begin
       \$66  = \$48 [5:0];
@@ -2636,53 +3967,60 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \$67  = aw_ahead;
-    if (\$53 ) begin
-      \$67  = \$59 [4:0];
-    end else if (\$58 ) begin
-      \$67  = \$60 [4:0];
+    if (\$52 ) begin
+      \$67  = \$57 [4:0];
+    end else if (\$56 ) begin
+      \$67  = \$58 [4:0];
     end
     if (rst) begin
       \$67  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$68  = cpl_full;
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$68  = \$60 ;
+    if (rst) begin
+      \$68  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$69  = cpl_full;
     if (\$61 ) begin
-      \$68  = 1'h0;
+      \$69  = 1'h0;
     end
     if (\$62 ) begin
-      if (\r_data$85 [8]) begin
-        \$68  = 1'h1;
+      if (\r_data$99 [8]) begin
+        \$69  = 1'h1;
       end
     end
     if (rst) begin
-      \$68  = 1'h0;
+      \$69  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$69  = status;
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$70  = status;
     if (\$62 ) begin
-      \$69  = \$63 ;
+      \$70  = \$63 ;
     end
     if (rst) begin
-      \$69  = 3'h0;
+      \$70  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$70  = cpl__payload;
+    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \$71  = cpl__payload;
     if (\$62 ) begin
-      if (\r_data$85 [8]) begin
-        \$70 [7:0] = \r_data$85 [7:0];
-        \$70 [10:8] = status_now;
+      if (\r_data$99 [8]) begin
+        \$71 [7:0] = \r_data$99 [7:0];
+        \$71 [10:8] = status_now;
       end
     end
     if (rst) begin
-      \$70  = 11'h000;
+      \$71  = 11'h000;
     end
   end
   assign off = cmd__payload[36:33];
@@ -2695,21 +4033,29 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   assign \w_en$16  = take;
   assign r_rdy = i__valid;
   assign i__ready = r_en;
+  assign meta = { o__payload[36], o__payload[44:37] };
   assign axi__awid = 4'h0;
   assign axi__awsize = 3'h4;
   assign axi__awburst = 2'h1;
   assign axi__awlock = 1'h0;
   assign axi__awcache = 4'h3;
   assign axi__awprot = 3'h0;
-  assign \w_data$38  = { o__payload[36], o__payload[44:37] };
-  assign \r_rdy$44  = sram_r__req__valid;
-  assign lo = { 1'h0, \$31  };
+  assign \o__valid$43  = axi__awvalid;
+  assign axi__awready = \o__ready$44 ;
+  assign \w_data$47  = { o__payload[36], o__payload[44:37] };
+  assign \w_en$48  = aw_issued;
+  assign \r_rdy$53  = sram_r__req__valid;
+  assign lo = { 1'h0, \$30  };
+  assign axi__wdata = \o__payload$87 [127:0];
+  assign axi__wstrb = \o__payload$87 [143:128];
+  assign axi__wlast = \o__payload$87 [144];
+  assign \o__valid$91  = axi__wvalid;
+  assign axi__wready = \o__ready$92 ;
   assign cpl__valid = cpl_full;
   assign axi__awaddr = \$19 [31:0];
   assign sram_r__req__payload = \$20 [12:0];
-  assign bytes = \$34 [4:0];
-  assign axi__awlen = o__payload[35:28];
-  assign axi__wdata = \o__payload$66 [127:0];
+  assign axi__awlen = \o__payload$35 [35:28];
+  assign \port$1117$0  = \o__payload$87 [144:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -2722,34 +4068,52 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   assign \o__payload.len  = o__payload[35:28];
   assign \o__payload.last  = o__payload[36];
   assign \o__payload.meta  = o__payload[44:37];
-  assign \i__payload$59.data  = \i__payload$59 [127:0];
-  assign \i__payload$59.first  = \i__payload$59 [128];
-  assign \i__payload$59.last  = \i__payload$59 [129];
-  assign \i__payload$59.shift  = \i__payload$59 [134:130];
-  assign \i__payload$59.drop_first  = \i__payload$59 [135];
-  assign \i__payload$59.flush  = \i__payload$59 [136];
-  assign \i__payload$59.meta  = \i__payload$59 [151:137];
-  assign \i__payload$59.meta.beat  = \i__payload$59 [151:137];
-  assign \i__payload$59.meta.beat.beat_lo  = \i__payload$59 [140:137];
-  assign \i__payload$59.meta.beat.beat_hi  = \i__payload$59 [145:141];
-  assign \i__payload$59.meta.beat.start_phase  = \i__payload$59 [151:146];
-  assign \o__payload$66.data  = \o__payload$66 [127:0];
-  assign \o__payload$66.first  = \o__payload$66 [128];
-  assign \o__payload$66.last  = \o__payload$66 [129];
-  assign \o__payload$66.meta  = \o__payload$66 [144:130];
-  assign \o__payload$66.meta.beat  = \o__payload$66 [144:130];
-  assign \o__payload$66.meta.beat.beat_lo  = \o__payload$66 [133:130];
-  assign \o__payload$66.meta.beat.beat_hi  = \o__payload$66 [138:134];
-  assign \o__payload$66.meta.beat.start_phase  = \o__payload$66 [144:139];
+  assign \i__payload$29.beat_addr  = \i__payload$29 [27:0];
+  assign \i__payload$29.len  = \i__payload$29 [35:28];
+  assign \o__payload$35.beat_addr  = \o__payload$35 [27:0];
+  assign \o__payload$35.len  = \o__payload$35 [35:28];
+  assign \i__payload$68.data  = \i__payload$68 [127:0];
+  assign \i__payload$68.first  = \i__payload$68 [128];
+  assign \i__payload$68.last  = \i__payload$68 [129];
+  assign \i__payload$68.shift  = \i__payload$68 [134:130];
+  assign \i__payload$68.drop_first  = \i__payload$68 [135];
+  assign \i__payload$68.flush  = \i__payload$68 [136];
+  assign \i__payload$68.meta  = \i__payload$68 [151:137];
+  assign \i__payload$68.meta.beat  = \i__payload$68 [151:137];
+  assign \i__payload$68.meta.beat.beat_lo  = \i__payload$68 [140:137];
+  assign \i__payload$68.meta.beat.beat_hi  = \i__payload$68 [145:141];
+  assign \i__payload$68.meta.beat.start_phase  = \i__payload$68 [151:146];
+  assign \o__payload$75.data  = \o__payload$75 [127:0];
+  assign \o__payload$75.first  = \o__payload$75 [128];
+  assign \o__payload$75.last  = \o__payload$75 [129];
+  assign \o__payload$75.meta  = \o__payload$75 [144:130];
+  assign \o__payload$75.meta.beat  = \o__payload$75 [144:130];
+  assign \o__payload$75.meta.beat.beat_lo  = \o__payload$75 [133:130];
+  assign \o__payload$75.meta.beat.beat_hi  = \o__payload$75 [138:134];
+  assign \o__payload$75.meta.beat.start_phase  = \o__payload$75 [144:139];
+  assign \i__payload$85.data  = \i__payload$85 [127:0];
+  assign \i__payload$85.strb  = \i__payload$85 [143:128];
+  assign \i__payload$85.last  = \i__payload$85 [144];
+  assign \i__payload$85.bytes  = \i__payload$85 [149:145];
+  assign \o__payload$87.data  = \o__payload$87 [127:0];
+  assign \o__payload$87.strb  = \o__payload$87 [143:128];
+  assign \o__payload$87.last  = \o__payload$87 [144];
+  assign \o__payload$87.bytes  = \o__payload$87 [149:145];
   assign \cpl__payload.id  = cpl__payload[7:0];
   assign \cpl__payload.status  = cpl__payload[10:8];
-  assign \i__payload$59 [151:137] = \r_data$50 [42:28];
-  assign \i__payload$59 [136] = \r_data$50 [27];
-  assign \i__payload$59 [135] = 1'h0;
-  assign \i__payload$59 [134:130] = \r_data$50 [26:22];
-  assign \i__payload$59 [129] = src_last;
-  assign \i__payload$59 [128] = \$25 ;
-  assign \i__payload$59 [127:0] = \$24 ;
+  assign \i__payload$85 [149:145] = \$34 [4:0];
+  assign \i__payload$85 [144] = \$33 ;
+  assign \i__payload$85 [143:128] = \$31 ;
+  assign \i__payload$85 [127:0] = \o__payload$75 [127:0];
+  assign \i__payload$68 [151:137] = \r_data$59 [42:28];
+  assign \i__payload$68 [136] = \r_data$59 [27];
+  assign \i__payload$68 [135] = 1'h0;
+  assign \i__payload$68 [134:130] = \r_data$59 [26:22];
+  assign \i__payload$68 [129] = src_last;
+  assign \i__payload$68 [128] = \$25 ;
+  assign \i__payload$68 [127:0] = \$24 ;
+  assign \i__payload$29 [35:28] = o__payload[35:28];
+  assign \i__payload$29 [27:0] = o__payload[27:0];
   assign i__payload[56:49] = r_data[56:49];
   assign i__payload[48:28] = r_data[48:28];
   assign i__payload[27:0] = r_data[27:0];
@@ -2765,194 +4129,408 @@ module \ace_dma_small.writer (axi__wready, axi__bresp, axi__bvalid, sram_r__req_
   assign \$3  = { 4'h0, \$2 [25:4] };
   assign \$6  = { 4'h0, \$5 [25:4] };
   assign \$8  = { 4'h0, \$7 [24:4] };
-  assign \$19  = { 3'h0, o__payload[27:0], 4'h0 };
+  assign \$19  = { 3'h0, \o__payload$35 [27:0], 4'h0 };
   assign \$36  = axi__bresp[1];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.aw_q (rst, \port$266$0 , w_en, w_rdy, r_rdy, r_data, r_en, \port$588$1 , \port$588$37 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
+module \ace_dma_small.writer.aw_q (rst, \port$346$0 , w_en, w_rdy, r_data, r_en, r_rdy, \port$1151$1 , \port$1151$37 , clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
+  wire [2:0] \$11 ;
+  wire [2:0] \$12 ;
   wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [2:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [2:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
+  reg [1:0] \$30 ;
+  reg [1:0] \$31 ;
+  reg [1:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
-  reg [2:0] level = 3'h0;
-  input [20:0] \port$266$0 ;
-  wire [20:0] \port$266$0 ;
-  input [7:0] \port$588$1 ;
-  wire [7:0] \port$588$1 ;
-  input [27:0] \port$588$37 ;
-  wire [27:0] \port$588$37 ;
+  reg [1:0] inner_level = 2'h0;
+  wire inner_r_rdy;
+  wire [2:0] level;
+  input [7:0] \port$1151$1 ;
+  wire [7:0] \port$1151$1 ;
+  input [27:0] \port$1151$37 ;
+  wire [27:0] \port$1151$37 ;
+  input [20:0] \port$346$0 ;
+  wire [20:0] \port$346$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [56:0] r_data;
   wire [56:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
   wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [56:0] r_port__data;
+  wire r_port__en;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [56:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
   wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   wire [56:0] w_port__data;
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [56:0] storage [3:0];
+  reg [56:0] storage [2:0];
   initial begin
     storage[0] = 57'h000000000000000;
     storage[1] = 57'h000000000000000;
     storage[2] = 57'h000000000000000;
-    storage[3] = 57'h000000000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$588$1 , \port$266$0 , \port$588$37  };
+      storage[w_port__addr] <= { \port$1151$1 , \port$346$0 , \port$1151$37  };
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
-    if (rst) begin
-      \$15  = 2'h0;
+  reg [56:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
     end
   end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 2'h3;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 2'h2;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 2'h2;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 3'h0 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
+  always @(posedge clk)
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$16  = r_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$30  = w_port__addr;
     if (\$3 ) begin
-      \$16  = \$4 [1:0];
+      \$30  = \$6 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$30  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [1:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$31  = 2'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [1:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [1:0];
+    end
+    if (rst) begin
+      \$32  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$588$1 , \port$266$0 , \port$588$37  };
-  assign w_data = { \port$588$1 , \port$266$0 , \port$588$37  };
+  assign w_port__data = { \port$1151$1 , \port$346$0 , \port$1151$37  };
+  assign w_data = { \port$1151$1 , \port$346$0 , \port$1151$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port$719$36 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
+module \ace_dma_small.writer.aw_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [4:0] \$14 ;
-  reg [2:0] \$15 ;
-  reg [2:0] \$16 ;
-  reg [3:0] \$17 ;
-  wire [3:0] \$2 ;
+  reg \$10 ;
+  reg [35:0] \$11 ;
+  reg \$12 ;
+  reg [35:0] \$13 ;
+  wire \$2 ;
   wire \$3 ;
-  wire [3:0] \$4 ;
+  wire \$4 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [4:0] \$9 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [35:0] i__payload;
+  wire [35:0] i__payload;
+  wire [27:0] \i__payload.beat_addr ;
+  wire [7:0] \i__payload.len ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [35:0] o__payload;
+  reg [35:0] o__payload = 36'h000000000;
+  wire [27:0] \o__payload.beat_addr ;
+  wire [7:0] \o__payload.len ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 36'h000000000 *)
+  wire [35:0] out_payload;
+  wire [27:0] \out_payload.beat_addr ;
+  wire [7:0] \out_payload.len ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [35:0] skid_payload = 36'h000000000;
+  wire [27:0] \skid_payload.beat_addr ;
+  wire [7:0] \skid_payload.len ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 36'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 36'h000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.beat_addr  = o__payload[27:0];
+  assign \o__payload.len  = o__payload[35:28];
+  assign \out_payload.beat_addr  = o__payload[27:0];
+  assign \out_payload.len  = o__payload[35:28];
+  assign \i__payload.beat_addr  = i__payload[27:0];
+  assign \i__payload.len  = i__payload[35:28];
+  assign \skid_payload.beat_addr  = skid_payload[27:0];
+  assign \skid_payload.len  = skid_payload[35:28];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.writer.b_q (rst, w_en, r_en, w_rdy, r_data, \port$1045$36 , r_rdy, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire [3:0] \$11 ;
+  wire [3:0] \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [3:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [3:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  reg [2:0] \$30 ;
+  reg [2:0] \$31 ;
+  reg [2:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
+  wire [3:0] \$5 ;
+  wire [3:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
   wire [2:0] consume;
-  reg [3:0] level = 4'h0;
-  input [8:0] \port$719$36 ;
-  wire [8:0] \port$719$36 ;
+  reg [2:0] inner_level = 3'h0;
+  wire inner_r_rdy;
+  wire [3:0] level;
+  input [8:0] \port$1045$36 ;
+  wire [8:0] \port$1045$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
   wire [8:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 4'h0 *)
   wire [3:0] r_level;
   reg [2:0] r_port__addr = 3'h0;
   wire [8:0] r_port__data;
+  wire r_port__en;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [8:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 4'h0 *)
   wire [3:0] w_level;
   reg [2:0] w_port__addr = 3'h0;
   wire [8:0] w_port__data;
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [8:0] storage [7:0];
+  reg [8:0] storage [6:0];
   initial begin
     storage[0] = 9'h000;
     storage[1] = 9'h000;
@@ -2961,81 +4539,117 @@ module \ace_dma_small.writer.b_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, \port$7
     storage[4] = 9'h000;
     storage[5] = 9'h000;
     storage[6] = 9'h000;
-    storage[7] = 9'h000;
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$719$36 [0], \port$719$36 [8:1] };
+      storage[w_port__addr] <= { \port$1045$36 [0], \port$1045$36 [8:1] };
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 4'h8;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [2:0];
-    end
-    if (rst) begin
-      \$15  = 3'h0;
+  reg [8:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
     end
   end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 3'h7;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 3'h6;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 4'h0 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 3'h6;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 4'h0 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
+  always @(posedge clk)
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$16  = r_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$30  = w_port__addr;
     if (\$3 ) begin
-      \$16  = \$4 [2:0];
+      \$30  = \$6 [2:0];
     end
     if (rst) begin
-      \$16  = 3'h0;
+      \$30  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [3:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [3:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [2:0];
     end
     if (rst) begin
-      \$17  = 4'h0;
+      \$31  = 3'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [2:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [2:0];
+    end
+    if (rst) begin
+      \$32  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$719$36 [0], \port$719$36 [8:1] };
-  assign w_data = { \port$719$36 [0], \port$719$36 [8:1] };
+  assign w_port__data = { \port$1045$36 [0], \port$1045$36 [8:1] };
+  assign w_data = { \port$1045$36 [0], \port$1045$36 [8:1] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payload, o__valid, o__payload, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
+module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__payload, o__valid, \o__payload$21 , i__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -3071,6 +4685,18 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
   reg flushing = 1'h0;
   input [151:0] i__payload;
   wire [151:0] i__payload;
+  wire [151:0] \i__payload$1 ;
+  wire [127:0] \i__payload$1.data ;
+  wire \i__payload$1.drop_first ;
+  wire \i__payload$1.first ;
+  wire \i__payload$1.flush ;
+  wire \i__payload$1.last ;
+  wire [14:0] \i__payload$1.meta ;
+  wire [14:0] \i__payload$1.meta.beat ;
+  wire [4:0] \i__payload$1.meta.beat.beat_hi ;
+  wire [3:0] \i__payload$1.meta.beat.beat_lo ;
+  wire [5:0] \i__payload$1.meta.beat.start_phase ;
+  wire [4:0] \i__payload$1.shift ;
   wire [127:0] \i__payload.data ;
   wire \i__payload.drop_first ;
   wire \i__payload.first ;
@@ -3084,23 +4710,39 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
   wire [4:0] \i__payload.shift ;
   output i__ready;
   wire i__ready;
+  wire \i__ready$3 ;
   input i__valid;
   wire i__valid;
+  wire \i__valid$5 ;
   wire [127:0] lower;
-  output [144:0] o__payload;
-  reg [144:0] o__payload = 145'h0000000000000000000000000000000000000;
+  wire [151:0] o__payload;
+  output [144:0] \o__payload$21 ;
+  reg [144:0] \o__payload$21  = 145'h0000000000000000000000000000000000000;
+  wire [127:0] \o__payload$21.data ;
+  wire \o__payload$21.first ;
+  wire \o__payload$21.last ;
+  wire [14:0] \o__payload$21.meta ;
+  wire [14:0] \o__payload$21.meta.beat ;
+  wire [4:0] \o__payload$21.meta.beat.beat_hi ;
+  wire [3:0] \o__payload$21.meta.beat.beat_lo ;
+  wire [5:0] \o__payload$21.meta.beat.start_phase ;
   wire [127:0] \o__payload.data ;
+  wire \o__payload.drop_first ;
   wire \o__payload.first ;
+  wire \o__payload.flush ;
   wire \o__payload.last ;
   wire [14:0] \o__payload.meta ;
   wire [14:0] \o__payload.meta.beat ;
   wire [4:0] \o__payload.meta.beat.beat_hi ;
   wire [3:0] \o__payload.meta.beat.beat_lo ;
   wire [5:0] \o__payload.meta.beat.start_phase ;
+  wire [4:0] \o__payload.shift ;
   input o__ready;
   wire o__ready;
+  wire \o__ready$17 ;
   output o__valid;
   reg o__valid = 1'h0;
+  wire \o__valid$20 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -3110,30 +4752,30 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
   wire [127:0] upper;
   assign \$1  = ~ o__valid;
   assign can_load = \$1  | o__ready;
-  assign shift = flushing ? flush_shift : i__payload[134:130];
-  assign upper = flushing ? 128'h00000000000000000000000000000000 : i__payload[127:0];
+  assign shift = flushing ? flush_shift : o__payload[134:130];
+  assign upper = flushing ? 128'h00000000000000000000000000000000 : o__payload[127:0];
   assign \$2  = ~ flushing;
-  assign \$3  = i__payload[128] & \$2 ;
+  assign \$3  = o__payload[128] & \$2 ;
   assign lower = \$3  ? 128'h00000000000000000000000000000000 : prev;
   assign shifted = { upper, lower } >> { shift, 3'h0 };
   assign \$4  = ~ flushing;
-  assign i__ready = can_load & \$4 ;
+  assign \o__ready$17  = can_load & \$4 ;
   assign \$5  = o__valid & o__ready;
-  assign \$6  = i__valid & i__ready;
+  assign \$6  = \o__valid$20  & \o__ready$17 ;
   assign \$7  = ~ started;
-  assign \$8  = i__payload[128] & i__payload[135];
+  assign \$8  = o__payload[128] & o__payload[135];
   assign \$9  = ~ \$8 ;
   assign \$10  = ~ started;
-  assign \$11  = ~ i__payload[136];
-  assign \$12  = i__payload[129] & \$11 ;
-  assign \$13  = ~ i__payload[136];
-  assign \$14  = i__payload[129] & \$13 ;
+  assign \$11  = ~ o__payload[136];
+  assign \$12  = o__payload[129] & \$11 ;
+  assign \$13  = ~ o__payload[136];
+  assign \$14  = o__payload[129] & \$13 ;
   assign \$15  = ~ \$14 ;
-  assign \$16  = i__payload[129] & i__payload[136];
+  assign \$16  = o__payload[129] & o__payload[136];
   always @(posedge clk)
     o__valid <= \$17 ;
   always @(posedge clk)
-    o__payload <= \$18 ;
+    \o__payload$21  <= \$18 ;
   always @(posedge clk)
     flushing <= \$19 ;
   always @(posedge clk)
@@ -3144,8 +4786,18 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
     flush_shift <= \$22 ;
   always @(posedge clk)
     flush_meta <= \$23 ;
+  \ace_dma_small.writer.realign.in_skid  in_skid (
+    .clk(clk),
+    .i__payload(i__payload),
+    .i__ready(i__ready),
+    .i__valid(i__valid),
+    .o__payload(o__payload),
+    .o__ready(\o__ready$17 ),
+    .o__valid(\o__valid$20 ),
+    .rst(rst)
+  );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$17  = o__valid;
     if (\$5 ) begin
       \$17  = 1'h0;
@@ -3164,8 +4816,8 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$18  = o__payload;
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \$18  = \o__payload$21 ;
     if (flushing) begin
       if (can_load) begin
         \$18 [127:0] = shifted;
@@ -3178,7 +4830,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
         \$18 [127:0] = shifted;
         \$18 [128] = \$10 ;
         \$18 [129] = \$12 ;
-        \$18 [144:130] = i__payload[151:137];
+        \$18 [144:130] = o__payload[151:137];
       end
     end
     if (rst) begin
@@ -3186,7 +4838,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$19  = flushing;
     if (flushing) begin
       if (can_load) begin
@@ -3202,7 +4854,7 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$20  = started;
     if (flushing) begin
       if (can_load) begin
@@ -3218,23 +4870,23 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$21  = prev;
     if (flushing) begin
     end else if (\$6 ) begin
-      \$21  = i__payload[127:0];
+      \$21  = o__payload[127:0];
     end
     if (rst) begin
       \$21  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$22  = flush_shift;
     if (flushing) begin
     end else if (\$6 ) begin
       if (\$16 ) begin
-        \$22  = i__payload[134:130];
+        \$22  = o__payload[134:130];
       end
     end
     if (rst) begin
@@ -3242,18 +4894,21 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \$23  = flush_meta;
     if (flushing) begin
     end else if (\$6 ) begin
       if (\$16 ) begin
-        \$23  = i__payload[151:137];
+        \$23  = o__payload[151:137];
       end
     end
     if (rst) begin
       \$23  = 15'h0000;
     end
   end
+  assign \i__payload$1  = i__payload;
+  assign \i__ready$3  = i__ready;
+  assign \i__valid$5  = i__valid;
   assign \i__payload.data  = i__payload[127:0];
   assign \i__payload.first  = i__payload[128];
   assign \i__payload.last  = i__payload[129];
@@ -3265,14 +4920,36 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
   assign \i__payload.meta.beat.beat_lo  = i__payload[140:137];
   assign \i__payload.meta.beat.beat_hi  = i__payload[145:141];
   assign \i__payload.meta.beat.start_phase  = i__payload[151:146];
+  assign \i__payload$1.data  = i__payload[127:0];
+  assign \i__payload$1.first  = i__payload[128];
+  assign \i__payload$1.last  = i__payload[129];
+  assign \i__payload$1.shift  = i__payload[134:130];
+  assign \i__payload$1.drop_first  = i__payload[135];
+  assign \i__payload$1.flush  = i__payload[136];
+  assign \i__payload$1.meta  = i__payload[151:137];
+  assign \i__payload$1.meta.beat  = i__payload[151:137];
+  assign \i__payload$1.meta.beat.beat_lo  = i__payload[140:137];
+  assign \i__payload$1.meta.beat.beat_hi  = i__payload[145:141];
+  assign \i__payload$1.meta.beat.start_phase  = i__payload[151:146];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.first  = o__payload[128];
   assign \o__payload.last  = o__payload[129];
-  assign \o__payload.meta  = o__payload[144:130];
-  assign \o__payload.meta.beat  = o__payload[144:130];
-  assign \o__payload.meta.beat.beat_lo  = o__payload[133:130];
-  assign \o__payload.meta.beat.beat_hi  = o__payload[138:134];
-  assign \o__payload.meta.beat.start_phase  = o__payload[144:139];
+  assign \o__payload.shift  = o__payload[134:130];
+  assign \o__payload.drop_first  = o__payload[135];
+  assign \o__payload.flush  = o__payload[136];
+  assign \o__payload.meta  = o__payload[151:137];
+  assign \o__payload.meta.beat  = o__payload[151:137];
+  assign \o__payload.meta.beat.beat_lo  = o__payload[140:137];
+  assign \o__payload.meta.beat.beat_hi  = o__payload[145:141];
+  assign \o__payload.meta.beat.start_phase  = o__payload[151:146];
+  assign \o__payload$21.data  = \o__payload$21 [127:0];
+  assign \o__payload$21.first  = \o__payload$21 [128];
+  assign \o__payload$21.last  = \o__payload$21 [129];
+  assign \o__payload$21.meta  = \o__payload$21 [144:130];
+  assign \o__payload$21.meta.beat  = \o__payload$21 [144:130];
+  assign \o__payload$21.meta.beat.beat_lo  = \o__payload$21 [133:130];
+  assign \o__payload$21.meta.beat.beat_hi  = \o__payload$21 [138:134];
+  assign \o__payload$21.meta.beat.start_phase  = \o__payload$21 [144:139];
   assign \flush_meta.beat  = flush_meta;
   assign \flush_meta.beat.beat_lo  = flush_meta[3:0];
   assign \flush_meta.beat.beat_hi  = flush_meta[8:4];
@@ -3280,24 +4957,247 @@ module \ace_dma_small.writer.realign (rst, i__valid, o__ready, i__ready, i__payl
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.split (rst, o__ready, i__valid, i__ready, i__payload, o__payload, o__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
-  wire [7:0] \$1 ;
-  reg [27:0] \$10 ;
-  reg [20:0] \$11 ;
+module \ace_dma_small.writer.realign.in_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$18  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [151:0] \$11 ;
   reg \$12 ;
-  reg [7:0] \$13 ;
-  wire [20:0] \$2 ;
-  wire [7:0] \$3 ;
+  reg [151:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
   wire \$4 ;
   wire \$5 ;
   wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [151:0] i__payload;
+  wire [151:0] i__payload;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.drop_first ;
+  wire \i__payload.first ;
+  wire \i__payload.flush ;
+  wire \i__payload.last ;
+  wire [14:0] \i__payload.meta ;
+  wire [14:0] \i__payload.meta.beat ;
+  wire [4:0] \i__payload.meta.beat.beat_hi ;
+  wire [3:0] \i__payload.meta.beat.beat_lo ;
+  wire [5:0] \i__payload.meta.beat.start_phase ;
+  wire [4:0] \i__payload.shift ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [151:0] o__payload;
+  reg [151:0] o__payload = 152'h00000000000000000000000000000000000000;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.drop_first ;
+  wire \o__payload.first ;
+  wire \o__payload.flush ;
+  wire \o__payload.last ;
+  wire [14:0] \o__payload.meta ;
+  wire [14:0] \o__payload.meta.beat ;
+  wire [4:0] \o__payload.meta.beat.beat_hi ;
+  wire [3:0] \o__payload.meta.beat.beat_lo ;
+  wire [5:0] \o__payload.meta.beat.start_phase ;
+  wire [4:0] \o__payload.shift ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 152'h00000000000000000000000000000000000000 *)
+  wire [151:0] out_payload;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.drop_first ;
+  wire \out_payload.first ;
+  wire \out_payload.flush ;
+  wire \out_payload.last ;
+  wire [14:0] \out_payload.meta ;
+  wire [14:0] \out_payload.meta.beat ;
+  wire [4:0] \out_payload.meta.beat.beat_hi ;
+  wire [3:0] \out_payload.meta.beat.beat_lo ;
+  wire [5:0] \out_payload.meta.beat.start_phase ;
+  wire [4:0] \out_payload.shift ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [151:0] skid_payload = 152'h00000000000000000000000000000000000000;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.drop_first ;
+  wire \skid_payload.first ;
+  wire \skid_payload.flush ;
+  wire \skid_payload.last ;
+  wire [14:0] \skid_payload.meta ;
+  wire [14:0] \skid_payload.meta.beat ;
+  wire [4:0] \skid_payload.meta.beat.beat_hi ;
+  wire [3:0] \skid_payload.meta.beat.beat_lo ;
+  wire [5:0] \skid_payload.meta.beat.start_phase ;
+  wire [4:0] \skid_payload.shift ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 152'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 152'h00000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.first  = o__payload[128];
+  assign \o__payload.last  = o__payload[129];
+  assign \o__payload.shift  = o__payload[134:130];
+  assign \o__payload.drop_first  = o__payload[135];
+  assign \o__payload.flush  = o__payload[136];
+  assign \o__payload.meta  = o__payload[151:137];
+  assign \o__payload.meta.beat  = o__payload[151:137];
+  assign \o__payload.meta.beat.beat_lo  = o__payload[140:137];
+  assign \o__payload.meta.beat.beat_hi  = o__payload[145:141];
+  assign \o__payload.meta.beat.start_phase  = o__payload[151:146];
+  assign \out_payload.data  = o__payload[127:0];
+  assign \out_payload.first  = o__payload[128];
+  assign \out_payload.last  = o__payload[129];
+  assign \out_payload.shift  = o__payload[134:130];
+  assign \out_payload.drop_first  = o__payload[135];
+  assign \out_payload.flush  = o__payload[136];
+  assign \out_payload.meta  = o__payload[151:137];
+  assign \out_payload.meta.beat  = o__payload[151:137];
+  assign \out_payload.meta.beat.beat_lo  = o__payload[140:137];
+  assign \out_payload.meta.beat.beat_hi  = o__payload[145:141];
+  assign \out_payload.meta.beat.start_phase  = o__payload[151:146];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.first  = i__payload[128];
+  assign \i__payload.last  = i__payload[129];
+  assign \i__payload.shift  = i__payload[134:130];
+  assign \i__payload.drop_first  = i__payload[135];
+  assign \i__payload.flush  = i__payload[136];
+  assign \i__payload.meta  = i__payload[151:137];
+  assign \i__payload.meta.beat  = i__payload[151:137];
+  assign \i__payload.meta.beat.beat_lo  = i__payload[140:137];
+  assign \i__payload.meta.beat.beat_hi  = i__payload[145:141];
+  assign \i__payload.meta.beat.start_phase  = i__payload[151:146];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.first  = skid_payload[128];
+  assign \skid_payload.last  = skid_payload[129];
+  assign \skid_payload.shift  = skid_payload[134:130];
+  assign \skid_payload.drop_first  = skid_payload[135];
+  assign \skid_payload.flush  = skid_payload[136];
+  assign \skid_payload.meta  = skid_payload[151:137];
+  assign \skid_payload.meta.beat  = skid_payload[151:137];
+  assign \skid_payload.meta.beat.beat_lo  = skid_payload[140:137];
+  assign \skid_payload.meta.beat.beat_hi  = skid_payload[145:141];
+  assign \skid_payload.meta.beat.start_phase  = skid_payload[151:146];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.writer.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
+  wire [7:0] \$1 ;
+  wire [20:0] \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [20:0] \$14 ;
+  reg [27:0] \$15 ;
+  reg [20:0] \$16 ;
+  reg \$17 ;
+  reg [6:0] \$18 ;
+  reg \$19 ;
+  wire \$2 ;
+  reg [7:0] \$20 ;
+  wire \$3 ;
+  wire [21:0] \$4 ;
+  wire [7:0] \$5 ;
+  wire \$6 ;
   wire [28:0] \$7 ;
-  wire [21:0] \$8 ;
+  wire \$8 ;
   wire \$9 ;
   (* init = 1'h0 *)
   wire active;
-  wire [6:0] burst;
+  reg [6:0] burst = 7'h00;
   input clk;
   wire clk;
   reg [27:0] cur = 28'h0000000;
@@ -3310,7 +5210,8 @@ module \ace_dma_small.writer.split (rst, o__ready, i__valid, i__ready, i__payloa
   wire i__ready;
   input i__valid;
   wire i__valid;
-  wire last;
+  reg last = 1'h0;
+  wire [20:0] left;
   reg [7:0] meta = 8'h00;
   output [44:0] o__payload;
   wire [44:0] o__payload;
@@ -3326,79 +5227,113 @@ module \ace_dma_small.writer.split (rst, o__ready, i__valid, i__ready, i__payloa
   wire [6:0] room;
   input rst;
   wire rst;
-  assign \$1  = 7'h40 - cur[5:0];
-  assign last = rem <= \$1 [6:0];
-  assign \$2  = last ? rem : { 14'h0000, \$1 [6:0] };
-  assign \$3  = \$2 [6:0] - 1'h1;
-  assign \$4  = ~ o__valid;
-  assign \$5  = o__ready & last;
-  assign i__ready = \$4  | \$5 ;
+  assign \$1  = burst - 1'h1;
+  assign \$2  = ~ o__valid;
+  assign \$3  = o__ready & last;
+  assign i__ready = \$2  | \$3 ;
+  assign \$4  = rem - burst;
+  assign \$5  = 7'h40 - i__payload[5:0];
   assign \$6  = o__valid & o__ready;
-  assign \$7  = cur + \$2 [6:0];
-  assign \$8  = rem - \$2 [6:0];
-  assign \$9  = i__valid & i__ready;
+  assign \$7  = cur + burst;
+  assign \$8  = \$4 [20:0] <= 7'h40;
+  assign \$9  = \$4 [20:0] <= 7'h40;
+  assign \$10  = \$9  ? \$4 [20:0] : 21'h000040;
+  assign \$11  = i__valid & i__ready;
+  assign \$12  = i__payload[48:28] <= \$5 [6:0];
+  assign \$13  = i__payload[48:28] <= \$5 [6:0];
+  assign \$14  = \$13  ? i__payload[48:28] : { 14'h0000, \$5 [6:0] };
   always @(posedge clk)
-    cur <= \$10 ;
+    cur <= \$15 ;
   always @(posedge clk)
-    rem <= \$11 ;
+    rem <= \$16 ;
   always @(posedge clk)
-    o__valid <= \$12 ;
+    last <= \$17 ;
   always @(posedge clk)
-    meta <= \$13 ;
+    burst <= \$18 ;
+  always @(posedge clk)
+    o__valid <= \$19 ;
+  always @(posedge clk)
+    meta <= \$20 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$10  = cur;
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$15  = cur;
     if (\$6 ) begin
-      \$10  = \$7 [27:0];
+      \$15  = \$7 [27:0];
     end
-    if (\$9 ) begin
-      \$10  = i__payload[27:0];
+    if (\$11 ) begin
+      \$15  = i__payload[27:0];
     end
     if (rst) begin
-      \$10  = 28'h0000000;
+      \$15  = 28'h0000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$11  = rem;
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$16  = rem;
     if (\$6 ) begin
-      \$11  = \$8 [20:0];
+      \$16  = \$4 [20:0];
     end
-    if (\$9 ) begin
-      \$11  = i__payload[48:28];
+    if (\$11 ) begin
+      \$16  = i__payload[48:28];
     end
     if (rst) begin
-      \$11  = 21'h000000;
+      \$16  = 21'h000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$12  = o__valid;
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$17  = last;
+    if (\$6 ) begin
+      \$17  = \$8 ;
+    end
+    if (\$11 ) begin
+      \$17  = \$12 ;
+    end
+    if (rst) begin
+      \$17  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$18  = burst;
+    if (\$6 ) begin
+      \$18  = \$10 [6:0];
+    end
+    if (\$11 ) begin
+      \$18  = \$14 [6:0];
+    end
+    if (rst) begin
+      \$18  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$19  = o__valid;
     if (\$6 ) begin
       if (last) begin
-        \$12  = 1'h0;
+        \$19  = 1'h0;
       end
     end
-    if (\$9 ) begin
-      \$12  = 1'h1;
+    if (\$11 ) begin
+      \$19  = 1'h1;
     end
     if (rst) begin
-      \$12  = 1'h0;
+      \$19  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$13  = meta;
-    if (\$9 ) begin
-      \$13  = i__payload[56:49];
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$20  = meta;
+    if (\$11 ) begin
+      \$20  = i__payload[56:49];
     end
     if (rst) begin
-      \$13  = 8'h00;
+      \$20  = 8'h00;
     end
   end
-  assign room = \$1 [6:0];
-  assign burst = \$2 [6:0];
   assign active = o__valid;
+  assign left = \$4 [20:0];
+  assign room = \$5 [6:0];
   assign \o__payload.beat_addr  = o__payload[27:0];
   assign \o__payload.len  = o__payload[35:28];
   assign \o__payload.last  = o__payload[36];
@@ -3408,53 +5343,70 @@ module \ace_dma_small.writer.split (rst, o__ready, i__valid, i__ready, i__payloa
   assign \i__payload.meta  = i__payload[56:49];
   assign o__payload[44:37] = meta;
   assign o__payload[36] = last;
-  assign o__payload[35:28] = \$3 ;
+  assign o__payload[35:28] = \$1 ;
   assign o__payload[27:0] = cur;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.sreq_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
+module \ace_dma_small.writer.sreq_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
+  wire [2:0] \$11 ;
+  wire [2:0] \$12 ;
   wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [2:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [2:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
   wire \$3 ;
-  wire [2:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
+  reg [1:0] \$30 ;
+  reg [1:0] \$31 ;
+  reg [1:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
-  reg [2:0] level = 3'h0;
+  reg [1:0] inner_level = 2'h0;
+  wire inner_r_rdy;
+  wire [2:0] level;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [33:0] r_data;
   wire [33:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
   wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [33:0] r_port__data;
+  wire r_port__en;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [33:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
   wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   input [33:0] w_port__data;
@@ -3462,76 +5414,112 @@ module \ace_dma_small.writer.sreq_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_po
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [33:0] storage [3:0];
+  reg [33:0] storage [2:0];
   initial begin
     storage[0] = 34'h000000000;
     storage[1] = 34'h000000000;
     storage[2] = 34'h000000000;
-    storage[3] = 34'h000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
-    if (rst) begin
-      \$15  = 2'h0;
+  reg [33:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
     end
   end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 2'h3;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 2'h2;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 2'h2;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 3'h0 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
+  always @(posedge clk)
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$16  = r_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \$30  = w_port__addr;
     if (\$3 ) begin
-      \$16  = \$4 [1:0];
+      \$30  = \$6 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$30  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [1:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$31  = 2'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [1:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [1:0];
+    end
+    if (rst) begin
+      \$32  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
   assign produce = w_port__addr;
   assign w_data = w_port__data;
   assign consume = r_port__addr;
@@ -3539,48 +5527,225 @@ module \ace_dma_small.writer.sreq_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_dma_small.writer.wd_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
+module \ace_dma_small.writer.w_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
+  reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire [3:0] \$14 ;
-  reg [1:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg [2:0] \$17 ;
-  wire [2:0] \$2 ;
+  reg \$10 ;
+  reg [149:0] \$11 ;
+  reg \$12 ;
+  reg [149:0] \$13 ;
+  wire \$2 ;
   wire \$3 ;
-  wire [2:0] \$4 ;
+  wire \$4 ;
   wire \$5 ;
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [3:0] \$9 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [149:0] i__payload;
+  wire [149:0] i__payload;
+  wire [4:0] \i__payload.bytes ;
+  wire [127:0] \i__payload.data ;
+  wire \i__payload.last ;
+  wire [15:0] \i__payload.strb ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [149:0] o__payload;
+  reg [149:0] o__payload = 150'h00000000000000000000000000000000000000;
+  wire [4:0] \o__payload.bytes ;
+  wire [127:0] \o__payload.data ;
+  wire \o__payload.last ;
+  wire [15:0] \o__payload.strb ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 150'h00000000000000000000000000000000000000 *)
+  wire [149:0] out_payload;
+  wire [4:0] \out_payload.bytes ;
+  wire [127:0] \out_payload.data ;
+  wire \out_payload.last ;
+  wire [15:0] \out_payload.strb ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [149:0] skid_payload = 150'h00000000000000000000000000000000000000;
+  wire [4:0] \skid_payload.bytes ;
+  wire [127:0] \skid_payload.data ;
+  wire \skid_payload.last ;
+  wire [15:0] \skid_payload.strb ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 150'h00000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 150'h00000000000000000000000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.data  = o__payload[127:0];
+  assign \o__payload.strb  = o__payload[143:128];
+  assign \o__payload.last  = o__payload[144];
+  assign \o__payload.bytes  = o__payload[149:145];
+  assign \out_payload.data  = o__payload[127:0];
+  assign \out_payload.strb  = o__payload[143:128];
+  assign \out_payload.last  = o__payload[144];
+  assign \out_payload.bytes  = o__payload[149:145];
+  assign \i__payload.data  = i__payload[127:0];
+  assign \i__payload.strb  = i__payload[143:128];
+  assign \i__payload.last  = i__payload[144];
+  assign \i__payload.bytes  = i__payload[149:145];
+  assign \skid_payload.data  = skid_payload[127:0];
+  assign \skid_payload.strb  = skid_payload[143:128];
+  assign \skid_payload.last  = skid_payload[144];
+  assign \skid_payload.bytes  = skid_payload[149:145];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.writer.wd_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire [2:0] \$11 ;
+  wire [2:0] \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire [2:0] \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire \$22 ;
+  wire \$23 ;
+  wire \$24 ;
+  wire \$25 ;
+  wire [2:0] \$26 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  reg [1:0] \$30 ;
+  reg [1:0] \$31 ;
+  reg [1:0] \$32 ;
+  reg \$33 ;
+  wire \$4 ;
+  wire [2:0] \$5 ;
+  wire [2:0] \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire \$9 ;
   input clk;
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
-  reg [2:0] level = 3'h0;
+  reg [1:0] inner_level = 2'h0;
+  wire inner_r_rdy;
+  wire [2:0] level;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [42:0] r_data;
   wire [42:0] r_data;
   input r_en;
   wire r_en;
-  (* init = 3'h0 *)
   wire [2:0] r_level;
   reg [1:0] r_port__addr = 2'h0;
   wire [42:0] r_port__data;
+  wire r_port__en;
   output r_rdy;
-  wire r_rdy;
+  reg r_rdy = 1'h0;
   input rst;
   wire rst;
   wire [42:0] w_data;
   input w_en;
   wire w_en;
-  (* init = 3'h0 *)
   wire [2:0] w_level;
   reg [1:0] w_port__addr = 2'h0;
   input [42:0] w_port__data;
@@ -3588,78 +5753,282 @@ module \ace_dma_small.writer.wd_q (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port
   wire w_port__en;
   output w_rdy;
   wire w_rdy;
-  reg [42:0] storage [3:0];
+  reg [42:0] storage [2:0];
   initial begin
     storage[0] = 43'h00000000000;
     storage[1] = 43'h00000000000;
     storage[2] = 43'h00000000000;
-    storage[3] = 43'h00000000000;
   end
   always @(posedge clk) begin
     if (w_port__en)
       storage[w_port__addr] <= w_port__data;
   end
-  assign r_data = storage[r_port__addr];
-  assign w_rdy = level != 3'h4;
-  assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
-  assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
-  assign \$3  = r_rdy & r_en;
-  assign \$4  = r_port__addr + 1'h1;
-  assign \$5  = w_rdy & w_en;
-  assign \$6  = r_rdy & r_en;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
-  always @(posedge clk)
-    w_port__addr <= \$15 ;
-  always @(posedge clk)
-    r_port__addr <= \$16 ;
-  always @(posedge clk)
-    level <= \$17 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$15  = w_port__addr;
-    if (\$1 ) begin
-      \$15  = \$2 [1:0];
-    end
-    if (rst) begin
-      \$15  = 2'h0;
+  reg [42:0] _0_;
+  always @(posedge clk) begin
+    if (r_port__en) begin
+      _0_ <= storage[r_port__addr];
     end
   end
+  assign r_data = _0_;
+  assign w_rdy = inner_level != 2'h3;
+  assign inner_r_rdy = | inner_level;
+  assign w_port__en = w_rdy & w_en;
+  assign \$1  = ~ r_rdy;
+  assign \$2  = \$1  | r_en;
+  assign r_port__en = inner_r_rdy & \$2 ;
+  assign w_level = inner_level + r_rdy;
+  assign \$3  = w_rdy & w_en;
+  assign \$4  = w_port__addr == 2'h2;
+  assign \$5  = w_port__addr + 1'h1;
+  assign \$6  = \$4  ? 3'h0 : \$5 ;
+  assign \$7  = ~ r_rdy;
+  assign \$8  = \$7  | r_en;
+  assign \$9  = inner_r_rdy & \$8 ;
+  assign \$10  = r_port__addr == 2'h2;
+  assign \$11  = r_port__addr + 1'h1;
+  assign \$12  = \$10  ? 3'h0 : \$11 ;
+  assign \$13  = w_rdy & w_en;
+  assign \$14  = ~ r_rdy;
+  assign \$15  = \$14  | r_en;
+  assign \$16  = inner_r_rdy & \$15 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$13  & \$17 ;
+  assign \$19  = inner_level + 1'h1;
+  assign \$20  = ~ r_rdy;
+  assign \$21  = \$20  | r_en;
+  assign \$22  = inner_r_rdy & \$21 ;
+  assign \$23  = w_rdy & w_en;
+  assign \$24  = ~ \$23 ;
+  assign \$25  = \$22  & \$24 ;
+  assign \$26  = inner_level - 1'h1;
+  assign \$27  = ~ r_rdy;
+  assign \$28  = \$27  | r_en;
+  assign \$29  = inner_r_rdy & \$28 ;
+  always @(posedge clk)
+    w_port__addr <= \$30 ;
+  always @(posedge clk)
+    r_port__addr <= \$31 ;
+  always @(posedge clk)
+    inner_level <= \$32 ;
+  always @(posedge clk)
+    r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$16  = r_port__addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$30  = w_port__addr;
     if (\$3 ) begin
-      \$16  = \$4 [1:0];
+      \$30  = \$6 [1:0];
     end
     if (rst) begin
-      \$16  = 2'h0;
+      \$30  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$17  = level;
-    if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$31  = r_port__addr;
+    if (\$9 ) begin
+      \$31  = \$12 [1:0];
     end
     if (rst) begin
-      \$17  = 3'h0;
+      \$31  = 2'h0;
     end
   end
-  assign w_level = level;
-  assign r_level = level;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$32  = inner_level;
+    if (\$18 ) begin
+      \$32  = \$19 [1:0];
+    end
+    if (\$25 ) begin
+      \$32  = \$26 [1:0];
+    end
+    if (rst) begin
+      \$32  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \$33  = r_rdy;
+    if (\$29 ) begin
+      \$33  = 1'h1;
+    end else if (r_en) begin
+      \$33  = 1'h0;
+    end
+    if (rst) begin
+      \$33  = 1'h0;
+    end
+  end
+  assign level = w_level;
+  assign r_level = w_level;
   assign produce = w_port__addr;
   assign w_data = w_port__data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_dma_small.writer_cmd (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
+  wire \$1 ;
+  reg \$10 ;
+  reg [77:0] \$11 ;
+  reg \$12 ;
+  reg [77:0] \$13 ;
+  wire \$2 ;
+  wire \$3 ;
+  wire \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  reg \$9 ;
+  input clk;
+  wire clk;
+  input [77:0] i__payload;
+  wire [77:0] i__payload;
+  wire [7:0] \i__payload.id ;
+  wire [23:0] \i__payload.length ;
+  wire [31:0] \i__payload.mem_addr ;
+  wire [12:0] \i__payload.sram_addr ;
+  wire \i__payload.stream ;
+  output i__ready;
+  reg i__ready = 1'h1;
+  input i__valid;
+  wire i__valid;
+  (* init = 1'h1 *)
+  wire in_ready;
+  output [77:0] o__payload;
+  reg [77:0] o__payload = 78'h00000000000000000000;
+  wire [7:0] \o__payload.id ;
+  wire [23:0] \o__payload.length ;
+  wire [31:0] \o__payload.mem_addr ;
+  wire [12:0] \o__payload.sram_addr ;
+  wire \o__payload.stream ;
+  input o__ready;
+  wire o__ready;
+  output o__valid;
+  reg o__valid = 1'h0;
+  (* init = 78'h00000000000000000000 *)
+  wire [77:0] out_payload;
+  wire [7:0] \out_payload.id ;
+  wire [23:0] \out_payload.length ;
+  wire [31:0] \out_payload.mem_addr ;
+  wire [12:0] \out_payload.sram_addr ;
+  wire \out_payload.stream ;
+  (* init = 1'h0 *)
+  wire out_valid;
+  input rst;
+  wire rst;
+  reg [77:0] skid_payload = 78'h00000000000000000000;
+  wire [7:0] \skid_payload.id ;
+  wire [23:0] \skid_payload.length ;
+  wire [31:0] \skid_payload.mem_addr ;
+  wire [12:0] \skid_payload.sram_addr ;
+  wire \skid_payload.stream ;
+  reg skid_valid = 1'h0;
+  assign \$1  = ~ skid_valid;
+  assign \$2  = ~ o__valid;
+  assign \$3  = ~ i__valid;
+  assign \$4  = \$2  | \$3 ;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = o__ready | \$5 ;
+  assign \$7  = ~ o__valid;
+  assign \$8  = o__ready | \$7 ;
+  always @(posedge clk)
+    i__ready <= \$9 ;
+  always @(posedge clk)
+    o__valid <= \$10 ;
+  always @(posedge clk)
+    o__payload <= \$11 ;
+  always @(posedge clk)
+    skid_valid <= \$12 ;
+  always @(posedge clk)
+    skid_payload <= \$13 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$9  = \$6 ;
+    if (rst) begin
+      \$9  = 1'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$10  = o__valid;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$10  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$10  = skid_valid;
+    end
+    if (rst) begin
+      \$10  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$11  = o__payload;
+    if (i__ready) begin
+      if (\$8 ) begin
+        \$11  = i__payload;
+      end
+    end else if (o__ready) begin
+      \$11  = skid_payload;
+    end
+    if (rst) begin
+      \$11  = 78'h00000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$12  = skid_valid;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$12  = i__valid;
+      end
+    end else if (o__ready) begin
+      \$12  = 1'h0;
+    end
+    if (rst) begin
+      \$12  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$13  = skid_payload;
+    if (i__ready) begin
+      (* full_case = 32'd1 *)
+      if (\$8 ) begin
+      end else begin
+        \$13  = i__payload;
+      end
+    end
+    if (rst) begin
+      \$13  = 78'h00000000000000000000;
+    end
+  end
+  assign in_ready = i__ready;
+  assign out_valid = o__valid;
+  assign out_payload = o__payload;
+  assign \o__payload.stream  = o__payload[0];
+  assign \o__payload.id  = o__payload[8:1];
+  assign \o__payload.length  = o__payload[32:9];
+  assign \o__payload.mem_addr  = o__payload[64:33];
+  assign \o__payload.sram_addr  = o__payload[77:65];
+  assign \out_payload.stream  = o__payload[0];
+  assign \out_payload.id  = o__payload[8:1];
+  assign \out_payload.length  = o__payload[32:9];
+  assign \out_payload.mem_addr  = o__payload[64:33];
+  assign \out_payload.sram_addr  = o__payload[77:65];
+  assign \i__payload.stream  = i__payload[0];
+  assign \i__payload.id  = i__payload[8:1];
+  assign \i__payload.length  = i__payload[32:9];
+  assign \i__payload.mem_addr  = i__payload[64:33];
+  assign \i__payload.sram_addr  = i__payload[77:65];
+  assign \skid_payload.stream  = skid_payload[0];
+  assign \skid_payload.id  = skid_payload[8:1];
+  assign \skid_payload.length  = skid_payload[32:9];
+  assign \skid_payload.mem_addr  = skid_payload[64:33];
+  assign \skid_payload.sram_addr  = skid_payload[77:65];
 endmodule

@@ -752,7 +752,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx0__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$2295$0 (\$58 ),
+    .\port$2407$0 (\$58 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
@@ -785,7 +785,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
     .node_id(node_id),
     .o__ready(tx1__tready),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$2483$0 (\$59 ),
+    .\port$2657$0 (\$59 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -1154,7 +1154,7 @@ module ace_nic_small(error_clear, tx0__tready, rx0__tdata, rx0__tvalid, rx0__tla
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -1338,7 +1338,7 @@ module \ace_nic_small.ch0_link0_recv_skid (rst, o__ready, i__payload, i__valid, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+module \ace_nic_small.ch0_link1_recv_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -1658,7 +1658,7 @@ module \ace_nic_small.ch0_send_skid (i__valid, clk, rst, o__ready, i__ready, o__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -1842,7 +1842,7 @@ module \ace_nic_small.ch1_link0_recv_skid (rst, o__ready, i__payload, i__valid, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+module \ace_nic_small.ch1_link1_recv_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -2162,28 +2162,28 @@ module \ace_nic_small.ch1_send_skid (i__valid, clk, rst, o__ready, i__ready, o__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out__0__payload, out__1__payload, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid
-, out__1__valid, r__ready, \r__ready$8 , error_clear);
+module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
+, out__1__payload, r__ready, \r__ready$8 , error_clear);
   reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
-  wire \$101 ;
-  reg \$102 ;
+  reg \$101 ;
+  wire \$102 ;
   wire \$103 ;
-  wire \$104 ;
-  reg \$105 ;
+  reg \$104 ;
+  wire \$105 ;
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
   wire \$109 ;
   wire [7:0] \$11 ;
   wire \$110 ;
-  wire \$111 ;
-  reg \$112 ;
+  reg \$111 ;
+  wire \$112 ;
   wire \$113 ;
-  wire \$114 ;
-  reg \$115 ;
+  reg \$114 ;
+  wire \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
@@ -2195,103 +2195,102 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
-  wire \$126 ;
-  wire [48:0] \$127 ;
+  wire [48:0] \$126 ;
+  wire [17:0] \$127 ;
   wire [17:0] \$128 ;
-  wire [17:0] \$129 ;
+  wire \$129 ;
   wire [7:0] \$13 ;
-  wire \$130 ;
+  wire [17:0] \$130 ;
   wire [17:0] \$131 ;
-  wire [17:0] \$132 ;
-  wire \$133 ;
+  wire \$132 ;
+  wire [17:0] \$133 ;
   wire [17:0] \$134 ;
-  wire [17:0] \$135 ;
-  wire \$136 ;
+  wire \$135 ;
+  wire [17:0] \$136 ;
   wire [17:0] \$137 ;
-  wire [17:0] \$138 ;
-  wire \$139 ;
+  wire \$138 ;
+  wire [17:0] \$139 ;
   wire [7:0] \$14 ;
   wire [17:0] \$140 ;
-  wire [17:0] \$141 ;
-  wire \$142 ;
+  wire \$141 ;
+  wire [17:0] \$142 ;
   wire [17:0] \$143 ;
-  wire [17:0] \$144 ;
-  wire \$145 ;
+  wire \$144 ;
+  wire [17:0] \$145 ;
   wire [17:0] \$146 ;
-  wire [17:0] \$147 ;
-  wire \$148 ;
+  wire \$147 ;
+  wire [17:0] \$148 ;
   wire [17:0] \$149 ;
   wire [7:0] \$15 ;
-  wire [17:0] \$150 ;
-  wire \$151 ;
+  wire \$150 ;
+  wire [17:0] \$151 ;
   wire [17:0] \$152 ;
-  wire [17:0] \$153 ;
-  wire \$154 ;
+  wire \$153 ;
+  wire [17:0] \$154 ;
   wire [17:0] \$155 ;
-  wire [17:0] \$156 ;
-  wire \$157 ;
+  wire \$156 ;
+  wire [17:0] \$157 ;
   wire [17:0] \$158 ;
-  wire [17:0] \$159 ;
+  wire \$159 ;
   wire [7:0] \$16 ;
-  wire \$160 ;
+  wire [17:0] \$160 ;
   wire [17:0] \$161 ;
-  wire [17:0] \$162 ;
-  wire \$163 ;
+  wire \$162 ;
+  wire [17:0] \$163 ;
   wire [17:0] \$164 ;
-  wire [17:0] \$165 ;
-  wire \$166 ;
+  wire \$165 ;
+  wire [17:0] \$166 ;
   wire [17:0] \$167 ;
-  wire [17:0] \$168 ;
-  wire \$169 ;
+  wire \$168 ;
+  wire [17:0] \$169 ;
   wire [7:0] \$17 ;
   wire [17:0] \$170 ;
-  wire [17:0] \$171 ;
-  wire \$172 ;
+  wire \$171 ;
+  wire [17:0] \$172 ;
   wire [17:0] \$173 ;
-  wire [17:0] \$174 ;
-  wire \$175 ;
-  wire [7:0] \$176 ;
-  wire \$177 ;
+  wire \$174 ;
+  wire [7:0] \$175 ;
+  wire \$176 ;
+  wire [48:0] \$177 ;
   wire [48:0] \$178 ;
-  wire [48:0] \$179 ;
+  wire \$179 ;
   wire [7:0] \$18 ;
-  wire \$180 ;
-  wire [48:0] \$181 ;
+  wire [48:0] \$180 ;
+  wire \$181 ;
   wire \$182 ;
-  wire \$183 ;
+  reg \$183 ;
   reg \$184 ;
-  reg \$185 ;
-  reg [47:0] \$186 ;
-  reg [142:0] \$187 ;
+  reg [47:0] \$185 ;
+  reg [142:0] \$186 ;
+  reg [154:0] \$187 ;
   reg [154:0] \$188 ;
-  reg [154:0] \$189 ;
+  reg [5:0] \$189 ;
   wire [7:0] \$19 ;
   reg [6:0] \$190 ;
   reg [5:0] \$191 ;
   reg [5:0] \$192 ;
   reg [6:0] \$193 ;
   reg [5:0] \$194 ;
-  reg [5:0] \$195 ;
-  reg [151:0] \$196 ;
+  reg [151:0] \$195 ;
+  reg \$196 ;
   reg \$197 ;
-  reg \$198 ;
-  reg [1:0] \$199 ;
+  reg [1:0] \$198 ;
+  reg [47:0] \$199 ;
   wire \$2 ;
   wire [7:0] \$20 ;
-  reg [47:0] \$200 ;
-  reg \$201 ;
+  reg \$200 ;
+  reg [6:0] \$201 ;
   reg [6:0] \$202 ;
-  reg [6:0] \$203 ;
-  reg [16:0] \$204 ;
+  reg [16:0] \$203 ;
+  reg [7:0] \$204 ;
   reg [7:0] \$205 ;
-  reg [7:0] \$206 ;
-  reg \$207 ;
-  reg [15:0] \$208 ;
+  reg \$206 ;
+  reg [15:0] \$207 ;
+  reg [47:0] \$208 ;
   reg [47:0] \$209 ;
   wire [7:0] \$21 ;
-  reg [47:0] \$210 ;
-  reg \$211 ;
-  reg [3:0] \$212 ;
+  reg \$210 ;
+  reg [3:0] \$211 ;
   wire [7:0] \$22 ;
   wire [7:0] \$23 ;
   wire \$24 ;
@@ -2313,14 +2312,14 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   wire \$39 ;
   wire \$4 ;
   wire \$40 ;
-  wire [3:0] \$41 ;
+  wire \$41 ;
   wire \$42 ;
   wire \$43 ;
-  wire \$44 ;
-  wire [48:0] \$45 ;
+  wire [48:0] \$44 ;
+  wire [17:0] \$45 ;
   wire [17:0] \$46 ;
   wire [17:0] \$47 ;
-  wire [17:0] \$48 ;
+  wire \$48 ;
   wire \$49 ;
   wire \$5 ;
   wire \$50 ;
@@ -2340,40 +2339,40 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
-  wire \$66 ;
-  wire [6:0] \$67 ;
+  wire [6:0] \$66 ;
+  wire \$67 ;
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
   wire \$70 ;
-  wire [6:0] \$71 ;
+  wire \$71 ;
   wire [6:0] \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire [6:0] \$75 ;
-  wire [7:0] \$76 ;
+  wire [7:0] \$73 ;
+  wire [6:0] \$74 ;
+  wire [7:0] \$75 ;
+  wire [6:0] \$76 ;
   wire \$77 ;
   wire \$78 ;
   wire [6:0] \$79 ;
   wire [7:0] \$8 ;
-  wire [8:0] \$80 ;
-  wire [6:0] \$81 ;
-  wire [7:0] \$82 ;
+  wire [6:0] \$80 ;
+  wire [7:0] \$81 ;
+  wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [6:0] \$85 ;
+  wire \$85 ;
   wire [6:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [6:0] \$89 ;
+  wire [7:0] \$87 ;
+  wire [6:0] \$88 ;
+  wire [7:0] \$89 ;
   wire [7:0] \$9 ;
-  wire [7:0] \$90 ;
+  wire [6:0] \$90 ;
   wire \$91 ;
   wire \$92 ;
   wire [6:0] \$93 ;
-  wire [8:0] \$94 ;
-  wire [6:0] \$95 ;
-  wire [7:0] \$96 ;
+  wire [6:0] \$94 ;
+  wire [7:0] \$95 ;
+  wire \$96 ;
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
@@ -2506,7 +2505,7 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   output [47:0] errors;
   reg [47:0] errors = 48'h000000000000;
   wire freed;
-  wire \freed$60 ;
+  wire \freed$62 ;
   output freed__0;
   reg freed__0 = 1'h0;
   output freed__1;
@@ -2592,7 +2591,8 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   wire out__1__valid;
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
-  reg [6:0] pkt_beats = 7'h00;
+  (* init = 7'h00 *)
+  wire [6:0] pkt_beats;
   wire [178:0] r__payload;
   wire [178:0] \r__payload$7 ;
   wire [127:0] \r__payload$7.data ;
@@ -2628,11 +2628,14 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   reg [5:0] space1_committed = 6'h20;
   reg [6:0] space1_kept = 7'h00;
   reg [5:0] space1_total = 6'h20;
-  wire [6:0] space_beats;
+  reg [6:0] space_beats = 7'h00;
+  (* init = 1'h0 *)
   wire space_channel;
   wire space_commit;
   wire space_release;
   reg space_reserve;
+  wire [6:0] space_reserve_beats;
+  wire [3:0] space_reserve_channel;
   wire [178:0] w_data;
   wire [178:0] \w_data$28 ;
   wire [127:0] \w_data$28.data ;
@@ -2692,194 +2695,194 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   assign \$38  = judged[129] & \$37 ;
   assign \$39  = ~ \$38 ;
   assign \$40  = \$signal  & judged[129];
-  assign \$41  = \$42  ? judged[20:17] : { 3'h0, cur };
-  assign space_beats = \$42  ? judged[136:130] : pkt_beats;
-  assign \$42  = ! rx_fsm_state;
-  assign \$43  = rx_fsm_state == 1'h1;
-  assign \$44  = rx_fsm_state == 2'h2;
-  assign \$45  = busy_cycles + link__tvalid;
-  assign \$46  = in[49:33] + 4'hf;
-  assign \$48  = 6'h20 - in[49:33];
-  assign \$49  = in[4:1] != 4'ha;
-  assign \$50  = | in[6:5];
-  assign \$51  = \$49  | \$50 ;
-  assign \$52  = ! in[8:7];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = in[8:7] == 1'h1;
-  assign \$55  = ~ \$54 ;
-  assign \$56  = \$53  & \$55 ;
-  assign \$57  = in[20:17] >= 2'h2;
-  assign \$58  = ! in[49:33];
-  assign \$59  = ! in[8:7];
-  assign \$60  = in[49:33] > 11'h400;
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = \$58  | \$61 ;
-  assign \$63  = in[8:7] == 1'h1;
-  assign \$64  = in[49:33] > 6'h20;
-  assign \$65  = \$63  & \$64 ;
-  assign \$66  = \$62  | \$65 ;
-  assign \$67  = decoded[142:137] - checked[38:33];
-  assign \$68  = decoded[20:17] == checked[20:17];
-  assign \$69  = ! \$41 [0];
-  assign \$70  = commit & \$69 ;
-  assign \$71  = \$70  ? space_beats : 7'h00;
+  assign \$41  = ! rx_fsm_state;
+  assign \$42  = rx_fsm_state == 1'h1;
+  assign \$43  = rx_fsm_state == 2'h2;
+  assign \$44  = busy_cycles + link__tvalid;
+  assign \$45  = in[49:33] + 4'hf;
+  assign \$47  = 6'h20 - in[49:33];
+  assign \$48  = in[4:1] != 4'ha;
+  assign \$49  = | in[6:5];
+  assign \$50  = \$48  | \$49 ;
+  assign \$51  = ! in[8:7];
+  assign \$52  = ~ \$51 ;
+  assign \$53  = in[8:7] == 1'h1;
+  assign \$54  = ~ \$53 ;
+  assign \$55  = \$52  & \$54 ;
+  assign \$56  = in[20:17] >= 2'h2;
+  assign \$57  = ! in[49:33];
+  assign \$58  = ! in[8:7];
+  assign \$59  = in[49:33] > 11'h400;
+  assign \$60  = \$58  & \$59 ;
+  assign \$61  = \$57  | \$60 ;
+  assign \$62  = in[8:7] == 1'h1;
+  assign \$63  = in[49:33] > 6'h20;
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$61  | \$64 ;
+  assign \$66  = decoded[142:137] - checked[38:33];
+  assign \$67  = decoded[20:17] == checked[20:17];
+  assign \$68  = ! judged[20:17];
+  assign \$69  = space_reserve & \$68 ;
+  assign \$70  = ! cur;
+  assign \$71  = rollback & \$70 ;
   assign \$72  = space0_total + freed__0;
-  assign \$73  = ! \$41 [0];
-  assign \$74  = rollback & \$73 ;
-  assign \$75  = \$74  ? space_beats : 7'h00;
-  assign \$76  = \$72  + \$75 ;
-  assign \$77  = ! \$41 [0];
-  assign \$78  = space_reserve & \$77 ;
+  assign \$73  = \$72  - judged[136:130];
+  assign \$74  = space0_total + freed__0;
+  assign \$75  = \$74  + space_beats;
+  assign \$76  = space0_total + freed__0;
+  assign \$77  = ! cur;
+  assign \$78  = commit & \$77 ;
   assign \$79  = \$78  ? space_beats : 7'h00;
-  assign \$80  = \$76  - \$79 ;
-  assign \$81  = space0_committed + freed__0;
-  assign \$82  = \$81  - space0_kept;
-  assign \$84  = commit & \$83 ;
-  assign \$85  = \$84  ? space_beats : 7'h00;
+  assign \$80  = space0_committed + freed__0;
+  assign \$81  = \$80  - space0_kept;
+  assign \$82  = judged[20:17] == 1'h1;
+  assign \$83  = space_reserve & \$82 ;
+  assign \$85  = rollback & \$84 ;
   assign \$86  = space1_total + freed__1;
-  assign \$88  = rollback & \$87 ;
-  assign \$89  = \$88  ? space_beats : 7'h00;
-  assign \$90  = \$86  + \$89 ;
-  assign \$92  = space_reserve & \$91 ;
+  assign \$87  = \$86  - judged[136:130];
+  assign \$88  = space1_total + freed__1;
+  assign \$89  = \$88  + space_beats;
+  assign \$90  = space1_total + freed__1;
+  assign \$92  = commit & \$91 ;
   assign \$93  = \$92  ? space_beats : 7'h00;
-  assign \$94  = \$90  - \$93 ;
-  assign \$95  = space1_committed + freed__1;
-  assign \$96  = \$95  - space1_kept;
-  assign \$97  = ! checked[8:7];
-  assign \$98  = ! checked[146:143];
-  assign \$99  = ! checked[8:7];
-  assign \$100  = checked[136:130] <= space0_total;
-  assign \$101  = checked[136:130] <= space1_total;
-  assign \$103  = credits__0 <= checked[142:137];
-  assign \$104  = credits__1 <= checked[142:137];
-  assign \$106  = \$99  ? \$102  : \$105 ;
-  assign \$107  = \$98  & \$106 ;
-  assign \$108  = ! checked[146:143];
-  assign \$109  = ! checked[8:7];
-  assign \$110  = checked[136:130] <= space0_committed;
-  assign \$111  = checked[136:130] <= space1_committed;
-  assign \$113  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
-  assign \$114  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
-  assign \$116  = \$109  ? \$112  : \$115 ;
-  assign \$117  = \$108  & \$116 ;
-  assign \$118  = ! checked[8:7];
-  assign \$119  = checked[20:17] == cur;
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = ! checked[8:7];
-  assign \$122  = ~ \$121 ;
-  assign \$123  = \$122  & checked[154];
-  assign \$124  = ~ ok;
-  assign \$125  = ~ judged[147];
-  assign \$126  = ~ judged[129];
-  assign \$127  = header_bytes + 5'h10;
-  assign \$128  = judged[49:33] - 1'h1;
-  assign \$130  = $signed(\$129 ) >= $signed(1'h0);
-  assign \$131  = judged[49:33] - 1'h1;
-  assign \$133  = $signed(\$132 ) >= $signed(2'h1);
-  assign \$134  = judged[49:33] - 1'h1;
-  assign \$136  = $signed(\$135 ) >= $signed(3'h2);
-  assign \$137  = judged[49:33] - 1'h1;
-  assign \$139  = $signed(\$138 ) >= $signed(3'h3);
-  assign \$140  = judged[49:33] - 1'h1;
-  assign \$142  = $signed(\$141 ) >= $signed(4'h4);
-  assign \$143  = judged[49:33] - 1'h1;
-  assign \$145  = $signed(\$144 ) >= $signed(4'h5);
-  assign \$146  = judged[49:33] - 1'h1;
-  assign \$148  = $signed(\$147 ) >= $signed(4'h6);
-  assign \$149  = judged[49:33] - 1'h1;
-  assign \$151  = $signed(\$150 ) >= $signed(4'h7);
-  assign \$152  = judged[49:33] - 1'h1;
-  assign \$154  = $signed(\$153 ) >= $signed(5'h08);
-  assign \$155  = judged[49:33] - 1'h1;
-  assign \$157  = $signed(\$156 ) >= $signed(5'h09);
-  assign \$158  = judged[49:33] - 1'h1;
-  assign \$160  = $signed(\$159 ) >= $signed(5'h0a);
-  assign \$161  = judged[49:33] - 1'h1;
-  assign \$163  = $signed(\$162 ) >= $signed(5'h0b);
-  assign \$164  = judged[49:33] - 1'h1;
-  assign \$166  = $signed(\$165 ) >= $signed(5'h0c);
-  assign \$167  = judged[49:33] - 1'h1;
-  assign \$169  = $signed(\$168 ) >= $signed(5'h0d);
-  assign \$170  = judged[49:33] - 1'h1;
-  assign \$172  = $signed(\$171 ) >= $signed(5'h0e);
-  assign \$173  = judged[49:33] - 1'h1;
-  assign \$175  = $signed(\$174 ) >= $signed(5'h0f);
-  assign \$176  = \$signal$18  - 1'h1;
-  assign \$177  = \$signal  & judged[129];
-  assign \$178  = payload_bytes + \$signal$26 ;
-  assign \$179  = header_bytes + 5'h10;
-  assign \$180  = judged[0] & judged[129];
-  assign \$181  = errors + 1'h1;
-  assign \$182  = ~ error;
-  assign \$183  = error_now & \$182 ;
+  assign \$94  = space1_committed + freed__1;
+  assign \$95  = \$94  - space1_kept;
+  assign \$96  = ! checked[8:7];
+  assign \$97  = ! checked[146:143];
+  assign \$98  = ! checked[8:7];
+  assign \$99  = checked[136:130] <= space0_total;
+  assign \$100  = checked[136:130] <= space1_total;
+  assign \$102  = credits__0 <= checked[142:137];
+  assign \$103  = credits__1 <= checked[142:137];
+  assign \$105  = \$98  ? \$101  : \$104 ;
+  assign \$106  = \$97  & \$105 ;
+  assign \$107  = ! checked[146:143];
+  assign \$108  = ! checked[8:7];
+  assign \$109  = checked[136:130] <= space0_committed;
+  assign \$110  = checked[136:130] <= space1_committed;
+  assign \$112  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$113  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$115  = \$108  ? \$111  : \$114 ;
+  assign \$116  = \$107  & \$115 ;
+  assign \$117  = ! checked[8:7];
+  assign \$118  = checked[20:17] == cur;
+  assign \$119  = \$117  & \$118 ;
+  assign \$120  = ! checked[8:7];
+  assign \$121  = ~ \$120 ;
+  assign \$122  = \$121  & checked[154];
+  assign \$123  = ~ ok;
+  assign \$124  = ~ judged[147];
+  assign \$125  = ~ judged[129];
+  assign \$126  = header_bytes + 5'h10;
+  assign \$127  = judged[49:33] - 1'h1;
+  assign \$129  = $signed(\$128 ) >= $signed(1'h0);
+  assign \$130  = judged[49:33] - 1'h1;
+  assign \$132  = $signed(\$131 ) >= $signed(2'h1);
+  assign \$133  = judged[49:33] - 1'h1;
+  assign \$135  = $signed(\$134 ) >= $signed(3'h2);
+  assign \$136  = judged[49:33] - 1'h1;
+  assign \$138  = $signed(\$137 ) >= $signed(3'h3);
+  assign \$139  = judged[49:33] - 1'h1;
+  assign \$141  = $signed(\$140 ) >= $signed(4'h4);
+  assign \$142  = judged[49:33] - 1'h1;
+  assign \$144  = $signed(\$143 ) >= $signed(4'h5);
+  assign \$145  = judged[49:33] - 1'h1;
+  assign \$147  = $signed(\$146 ) >= $signed(4'h6);
+  assign \$148  = judged[49:33] - 1'h1;
+  assign \$150  = $signed(\$149 ) >= $signed(4'h7);
+  assign \$151  = judged[49:33] - 1'h1;
+  assign \$153  = $signed(\$152 ) >= $signed(5'h08);
+  assign \$154  = judged[49:33] - 1'h1;
+  assign \$156  = $signed(\$155 ) >= $signed(5'h09);
+  assign \$157  = judged[49:33] - 1'h1;
+  assign \$159  = $signed(\$158 ) >= $signed(5'h0a);
+  assign \$160  = judged[49:33] - 1'h1;
+  assign \$162  = $signed(\$161 ) >= $signed(5'h0b);
+  assign \$163  = judged[49:33] - 1'h1;
+  assign \$165  = $signed(\$164 ) >= $signed(5'h0c);
+  assign \$166  = judged[49:33] - 1'h1;
+  assign \$168  = $signed(\$167 ) >= $signed(5'h0d);
+  assign \$169  = judged[49:33] - 1'h1;
+  assign \$171  = $signed(\$170 ) >= $signed(5'h0e);
+  assign \$172  = judged[49:33] - 1'h1;
+  assign \$174  = $signed(\$173 ) >= $signed(5'h0f);
+  assign \$175  = \$signal$18  - 1'h1;
+  assign \$176  = \$signal  & judged[129];
+  assign \$177  = payload_bytes + \$signal$26 ;
+  assign \$178  = header_bytes + 5'h10;
+  assign \$179  = judged[0] & judged[129];
+  assign \$180  = errors + 1'h1;
+  assign \$181  = ~ error;
+  assign \$182  = error_now & \$181 ;
   always @(posedge clk)
-    freed__0 <= \$184 ;
+    freed__0 <= \$183 ;
   always @(posedge clk)
-    freed__1 <= \$185 ;
+    freed__1 <= \$184 ;
   always @(posedge clk)
-    busy_cycles <= \$186 ;
+    busy_cycles <= \$185 ;
   always @(posedge clk)
-    in <= \$187 ;
+    in <= \$186 ;
   always @(posedge clk)
-    decoded <= \$188 ;
+    decoded <= \$187 ;
   always @(posedge clk)
-    checked <= \$189 ;
+    checked <= \$188 ;
+  always @(posedge clk)
+    space0_total <= \$189 ;
   always @(posedge clk)
     space0_kept <= \$190 ;
   always @(posedge clk)
-    space0_total <= \$191 ;
+    space0_committed <= \$191 ;
   always @(posedge clk)
-    space0_committed <= \$192 ;
+    space1_total <= \$192 ;
   always @(posedge clk)
     space1_kept <= \$193 ;
   always @(posedge clk)
-    space1_total <= \$194 ;
+    space1_committed <= \$194 ;
   always @(posedge clk)
-    space1_committed <= \$195 ;
+    judged <= \$195 ;
   always @(posedge clk)
-    judged <= \$196 ;
+    rolled_back <= \$196 ;
   always @(posedge clk)
-    rolled_back <= \$197 ;
+    credited <= \$197 ;
   always @(posedge clk)
-    credited <= \$198 ;
+    rx_fsm_state <= \$198 ;
   always @(posedge clk)
-    rx_fsm_state <= \$199 ;
+    header_bytes <= \$199 ;
   always @(posedge clk)
-    header_bytes <= \$200 ;
+    cur <= \$200 ;
   always @(posedge clk)
-    cur <= \$201 ;
+    \$signal$18  <= \$201 ;
   always @(posedge clk)
-    \$signal$18  <= \$202 ;
+    space_beats <= \$202 ;
   always @(posedge clk)
-    pkt_beats <= \$203 ;
+    \$signal$26  <= \$203 ;
   always @(posedge clk)
-    \$signal$26  <= \$204 ;
+    \$like$25  <= \$204 ;
   always @(posedge clk)
-    \$like$25  <= \$205 ;
+    \$like  <= \$205 ;
   always @(posedge clk)
-    \$like  <= \$206 ;
+    \$signal$23  <= \$206 ;
   always @(posedge clk)
-    \$signal$23  <= \$207 ;
+    \$signal$20  <= \$207 ;
   always @(posedge clk)
-    \$signal$20  <= \$208 ;
+    payload_bytes <= \$208 ;
   always @(posedge clk)
-    payload_bytes <= \$209 ;
+    errors <= \$209 ;
   always @(posedge clk)
-    errors <= \$210 ;
+    error <= \$210 ;
   always @(posedge clk)
-    error <= \$211 ;
-  always @(posedge clk)
-    error_cause <= \$212 ;
+    error_cause <= \$211 ;
   \ace_nic_small.rx0.buffer0  buffer0 (
     .clk(clk),
     .commit(\commit$45 ),
     .fetch(freed),
-    .out_valid(out__0__valid),
-    .\port$2302$0 (keep),
-    .\port$2359$0 (\$signal$26 ),
-    .\port$2361$0 (\$like$25 ),
-    .\port$2363$0 (\$like ),
-    .\port$2365$0 (\$signal$23 ),
+    .landing_head(out__0__payload),
+    .landing_nonempty(out__0__valid),
+    .\port$2414$0 (keep),
+    .\port$2471$0 (\$signal$26 ),
+    .\port$2473$0 (\$like$25 ),
+    .\port$2475$0 (\$like ),
+    .\port$2477$0 (\$signal$23 ),
     .\port$623$0 (\$signal ),
     .\port$626$0 (\$8 ),
     .\port$627$0 (\$9 ),
@@ -2897,7 +2900,6 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     .\port$639$0 (\$21 ),
     .\port$640$0 (\$22 ),
     .\port$641$0 (\$23 ),
-    .r__payload(out__0__payload),
     .r__ready(r__ready),
     .rollback(\rollback$46 ),
     .rst(rst),
@@ -2906,13 +2908,14 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   \ace_nic_small.rx0.buffer1  buffer1 (
     .clk(clk),
     .commit(\commit$48 ),
-    .fetch(\freed$60 ),
-    .out_valid(out__1__valid),
-    .\port$2302$0 (keep),
-    .\port$2359$0 (\$signal$26 ),
-    .\port$2361$0 (\$like$25 ),
-    .\port$2363$0 (\$like ),
-    .\port$2365$0 (\$signal$23 ),
+    .fetch(\freed$62 ),
+    .landing_head(out__1__payload),
+    .landing_nonempty(out__1__valid),
+    .\port$2414$0 (keep),
+    .\port$2471$0 (\$signal$26 ),
+    .\port$2473$0 (\$like$25 ),
+    .\port$2475$0 (\$like ),
+    .\port$2477$0 (\$signal$23 ),
     .\port$623$0 (\$signal ),
     .\port$626$0 (\$8 ),
     .\port$627$0 (\$9 ),
@@ -2930,7 +2933,6 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     .\port$639$0 (\$21 ),
     .\port$640$0 (\$22 ),
     .\port$641$0 (\$23 ),
-    .r__payload(out__1__payload),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$49 ),
     .rst(rst),
@@ -2945,9 +2947,9 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
-          \$102  = \$100 ;
+          \$101  = \$99 ;
       1'h1:
-          \$102  = \$101 ;
+          \$101  = \$100 ;
     endcase
   end
   always @* begin
@@ -2955,9 +2957,9 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
-          \$105  = \$103 ;
+          \$104  = \$102 ;
       1'h1:
-          \$105  = \$104 ;
+          \$104  = \$103 ;
     endcase
   end
   always @* begin
@@ -2965,9 +2967,9 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
-          \$112  = \$110 ;
+          \$111  = \$109 ;
       1'h1:
-          \$112  = \$111 ;
+          \$111  = \$110 ;
     endcase
   end
   always @* begin
@@ -2975,9 +2977,9 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
-          \$115  = \$113 ;
+          \$114  = \$112 ;
       1'h1:
-          \$115  = \$114 ;
+          \$114  = \$113 ;
     endcase
   end
   always @* begin
@@ -3199,229 +3201,261 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$184  = freed;
+    \$183  = freed;
+    if (rst) begin
+      \$183  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$184  = \freed$62 ;
     if (rst) begin
       \$184  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$185  = \freed$60 ;
+    \$185  = \$44 [47:0];
     if (rst) begin
-      \$185  = 1'h0;
+      \$185  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$186  = \$45 [47:0];
+    \$186 [142:130] = in[142:130];
+    \$186 [0] = link__tvalid;
+    \$186 [128:1] = link__tdata;
+    \$186 [129] = link__tlast;
     if (rst) begin
-      \$186  = 48'h000000000000;
+      \$186  = 143'h000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$187 [142:130] = in[142:130];
-    \$187 [0] = link__tvalid;
-    \$187 [128:1] = link__tdata;
-    \$187 [129] = link__tlast;
+    \$187 [0] = in[0];
+    \$187 [128:1] = in[128:1];
+    \$187 [129] = in[129];
+    \$187 [136:130] = \$46 [6:0];
+    \$187 [142:137] = \$47 [5:0];
+    \$187 [150:143] = check;
+    \$187 [151] = \$50 ;
+    \$187 [152] = \$55 ;
+    \$187 [153] = \$56 ;
+    \$187 [154] = \$65 ;
     if (rst) begin
-      \$187  = 143'h000000000000000000000000000000000000;
+      \$187  = 155'h000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$188 [0] = in[0];
-    \$188 [128:1] = in[128:1];
-    \$188 [129] = in[129];
-    \$188 [136:130] = \$47 [6:0];
-    \$188 [142:137] = \$48 [5:0];
-    \$188 [150:143] = check;
-    \$188 [151] = \$51 ;
-    \$188 [152] = \$56 ;
-    \$188 [153] = \$57 ;
-    \$188 [154] = \$66 ;
+    \$188 [0] = decoded[0];
+    \$188 [128:1] = decoded[128:1];
+    \$188 [129] = decoded[129];
+    \$188 [136:130] = decoded[136:130];
+    \$188 [142:137] = decoded[142:137];
+    \$188 [146:143] = cause;
+    \$188 [153:147] = \$66 ;
+    \$188 [154] = \$67 ;
     if (rst) begin
       \$188  = 155'h000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$189 [0] = decoded[0];
-    \$189 [128:1] = decoded[128:1];
-    \$189 [129] = decoded[129];
-    \$189 [136:130] = decoded[136:130];
-    \$189 [142:137] = decoded[142:137];
-    \$189 [146:143] = cause;
-    \$189 [153:147] = \$67 ;
-    \$189 [154] = \$68 ;
+    (* full_case = 32'd1 *)
+    if (\$69 ) begin
+      \$189  = \$73 [5:0];
+    end else if (\$71 ) begin
+      \$189  = \$75 [5:0];
+    end else begin
+      \$189  = \$76 [5:0];
+    end
     if (rst) begin
-      \$189  = 155'h000000000000000000000000000000000000000;
+      \$189  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$190  = \$71 ;
+    \$190  = \$79 ;
     if (rst) begin
       \$190  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$191  = \$80 [5:0];
+    \$191  = \$81 [5:0];
     if (rst) begin
       \$191  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$192  = \$82 [5:0];
+    (* full_case = 32'd1 *)
+    if (\$83 ) begin
+      \$192  = \$87 [5:0];
+    end else if (\$85 ) begin
+      \$192  = \$89 [5:0];
+    end else begin
+      \$192  = \$90 [5:0];
+    end
     if (rst) begin
       \$192  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$193  = \$85 ;
+    \$193  = \$93 ;
     if (rst) begin
       \$193  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$194  = \$94 [5:0];
+    \$194  = \$95 [5:0];
     if (rst) begin
       \$194  = 6'h20;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$195  = \$96 [5:0];
+    \$195 [142:137] = judged[142:137];
+    \$195 [0] = checked[0];
+    \$195 [128:1] = checked[128:1];
+    \$195 [129] = checked[129];
+    \$195 [136:130] = checked[136:130];
+    \$195 [146:143] = checked[146:143];
+    \$195 [147] = \$96 ;
+    \$195 [148] = \$106 ;
+    \$195 [149] = \$116 ;
+    \$195 [150] = \$119 ;
+    \$195 [151] = \$122 ;
     if (rst) begin
-      \$195  = 6'h20;
+      \$195  = 152'h00000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$196 [142:137] = judged[142:137];
-    \$196 [0] = checked[0];
-    \$196 [128:1] = checked[128:1];
-    \$196 [129] = checked[129];
-    \$196 [136:130] = checked[136:130];
-    \$196 [146:143] = checked[146:143];
-    \$196 [147] = \$97 ;
-    \$196 [148] = \$107 ;
-    \$196 [149] = \$117 ;
-    \$196 [150] = \$120 ;
-    \$196 [151] = \$123 ;
+    \$196  = rollback;
     if (rst) begin
-      \$196  = 152'h00000000000000000000000000000000000000;
+      \$196  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$197  = rollback;
+    \$197  = credit_valid;
     if (rst) begin
       \$197  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$198  = credit_valid;
-    if (rst) begin
-      \$198  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$199  = rx_fsm_state;
+    \$198  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-              if (\$126 ) begin
-                \$199  = 2'h1;
+            if (\$123 ) begin
+              if (\$125 ) begin
+                \$198  = 2'h1;
               end
-            end else if (\$125 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$199  = 2'h2;
+              \$198  = 2'h2;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$177 ) begin
-              \$199  = 2'h0;
+            if (\$176 ) begin
+              \$198  = 2'h0;
             end else if (judged[129]) begin
-              \$199  = 2'h0;
+              \$198  = 2'h0;
             end else if (\$signal ) begin
-              \$199  = 2'h1;
+              \$198  = 2'h1;
             end
           end
       2'h1:
-          if (\$180 ) begin
-            \$199  = 2'h0;
+          if (\$179 ) begin
+            \$198  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$199  = 2'h0;
+      \$198  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$200  = header_bytes;
+    \$199  = header_bytes;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$124 ) begin
-            end else if (\$125 ) begin
-              \$200  = \$127 [47:0];
+            if (\$123 ) begin
+            end else if (\$124 ) begin
+              \$199  = \$126 [47:0];
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$177 ) begin
-              \$200  = \$179 [47:0];
+            if (\$176 ) begin
+              \$199  = \$178 [47:0];
             end
           end
     endcase
     if (rst) begin
-      \$200  = 48'h000000000000;
+      \$199  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$201  = cur;
+    \$200  = cur;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$201  = judged[17];
+              \$200  = judged[17];
             end
           end
     endcase
     if (rst) begin
-      \$201  = 1'h0;
+      \$200  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$202  = \$signal$18 ;
+    \$201  = \$signal$18 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
+            end else begin
+              \$201  = judged[136:130];
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            \$201  = \$175 [6:0];
+          end
+    endcase
+    if (rst) begin
+      \$201  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$202  = space_beats;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
               \$202  = judged[136:130];
             end
-          end
-      2'h2:
-          if (judged[0]) begin
-            \$202  = \$176 [6:0];
           end
     endcase
     if (rst) begin
@@ -3430,51 +3464,51 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$203  = pkt_beats;
+    \$203  = \$signal$26 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$203  = judged[136:130];
+              \$203  = judged[49:33];
             end
           end
     endcase
     if (rst) begin
-      \$203  = 7'h00;
+      \$203  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$204  = \$signal$26 ;
+    \$204  = \$like$25 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$204  = judged[49:33];
+              \$204  = judged[32:25];
             end
           end
     endcase
     if (rst) begin
-      \$204  = 17'h00000;
+      \$204  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$205  = \$like$25 ;
+    \$205  = \$like ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$205  = judged[32:25];
+              \$205  = judged[16:9];
             end
           end
     endcase
@@ -3484,126 +3518,108 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$206  = \$like ;
+    \$206  = \$signal$23 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$206  = judged[16:9];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$206  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$207  = \$signal$23 ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
-            end else begin
-              \$207  = 1'h1;
+              \$206  = 1'h1;
             end
           end
       2'h2:
           if (judged[0]) begin
-            \$207  = 1'h0;
+            \$206  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$207  = 1'h0;
+      \$206  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$208  = \$signal$20 ;
+    \$207  = \$signal$20 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$208 [0] = \$130 ;
-              \$208 [1] = \$133 ;
-              \$208 [2] = \$136 ;
-              \$208 [3] = \$139 ;
-              \$208 [4] = \$142 ;
-              \$208 [5] = \$145 ;
-              \$208 [6] = \$148 ;
-              \$208 [7] = \$151 ;
-              \$208 [8] = \$154 ;
-              \$208 [9] = \$157 ;
-              \$208 [10] = \$160 ;
-              \$208 [11] = \$163 ;
-              \$208 [12] = \$166 ;
-              \$208 [13] = \$169 ;
-              \$208 [14] = \$172 ;
-              \$208 [15] = \$175 ;
+              \$207 [0] = \$129 ;
+              \$207 [1] = \$132 ;
+              \$207 [2] = \$135 ;
+              \$207 [3] = \$138 ;
+              \$207 [4] = \$141 ;
+              \$207 [5] = \$144 ;
+              \$207 [6] = \$147 ;
+              \$207 [7] = \$150 ;
+              \$207 [8] = \$153 ;
+              \$207 [9] = \$156 ;
+              \$207 [10] = \$159 ;
+              \$207 [11] = \$162 ;
+              \$207 [12] = \$165 ;
+              \$207 [13] = \$168 ;
+              \$207 [14] = \$171 ;
+              \$207 [15] = \$174 ;
             end
           end
     endcase
     if (rst) begin
-      \$208  = 16'h0000;
+      \$207  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$209  = payload_bytes;
+    \$208  = payload_bytes;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
-            if (\$177 ) begin
-              \$209  = \$178 [47:0];
+            if (\$176 ) begin
+              \$208  = \$177 [47:0];
             end
           end
     endcase
+    if (rst) begin
+      \$208  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
+    \$209  = errors;
+    if (error_now) begin
+      \$209  = \$180 [47:0];
+    end
     if (rst) begin
       \$209  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$210  = errors;
-    if (error_now) begin
-      \$210  = \$181 [47:0];
+    \$210  = error;
+    if (error_clear) begin
+      \$210  = 1'h0;
+    end else if (\$182 ) begin
+      \$210  = 1'h1;
     end
     if (rst) begin
-      \$210  = 48'h000000000000;
+      \$210  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$211  = error;
+    \$211  = error_cause;
     if (error_clear) begin
-      \$211  = 1'h0;
-    end else if (\$183 ) begin
-      \$211  = 1'h1;
+      \$211  = 4'h0;
+    end else if (\$182 ) begin
+      \$211  = error_code;
     end
     if (rst) begin
-      \$211  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$212  = error_cause;
-    if (error_clear) begin
-      \$212  = 4'h0;
-    end else if (\$183 ) begin
-      \$212  = error_code;
-    end
-    if (rst) begin
-      \$212  = 4'h0;
+      \$211  = 4'h0;
     end
   end
   assign r__payload = out__0__payload;
@@ -3618,7 +3634,10 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   assign w_data = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
   assign \w_data$28  = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
   assign credit_now = credit_valid;
-  assign space_channel = \$41 [0];
+  assign space_reserve_channel = judged[20:17];
+  assign space_reserve_beats = judged[136:130];
+  assign space_channel = cur;
+  assign pkt_beats = space_beats;
   assign space_release = rollback;
   assign space_commit = commit;
   assign credit_channel = judged[20:17];
@@ -3717,80 +3736,142 @@ module \ace_nic_small.rx0 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   assign \checked.room_ahead  = checked[153:147];
   assign \checked.same_ch_ahead  = checked[154];
   assign \$36  = cur;
-  assign \$47  = { 4'h0, \$46 [17:4] };
-  assign \$83  = \$41 [0];
-  assign \$87  = \$41 [0];
-  assign \$91  = \$41 [0];
-  assign \$129 [17:4] = 14'h0000;
-  assign \$129 [3:0] = \$128 [3:0];
-  assign \$132 [17:4] = 14'h0000;
-  assign \$132 [3:0] = \$131 [3:0];
-  assign \$135 [17:4] = 14'h0000;
-  assign \$135 [3:0] = \$134 [3:0];
-  assign \$138 [17:4] = 14'h0000;
-  assign \$138 [3:0] = \$137 [3:0];
-  assign \$141 [17:4] = 14'h0000;
-  assign \$141 [3:0] = \$140 [3:0];
-  assign \$144 [17:4] = 14'h0000;
-  assign \$144 [3:0] = \$143 [3:0];
-  assign \$147 [17:4] = 14'h0000;
-  assign \$147 [3:0] = \$146 [3:0];
-  assign \$150 [17:4] = 14'h0000;
-  assign \$150 [3:0] = \$149 [3:0];
-  assign \$153 [17:4] = 14'h0000;
-  assign \$153 [3:0] = \$152 [3:0];
-  assign \$156 [17:4] = 14'h0000;
-  assign \$156 [3:0] = \$155 [3:0];
-  assign \$159 [17:4] = 14'h0000;
-  assign \$159 [3:0] = \$158 [3:0];
-  assign \$162 [17:4] = 14'h0000;
-  assign \$162 [3:0] = \$161 [3:0];
-  assign \$165 [17:4] = 14'h0000;
-  assign \$165 [3:0] = \$164 [3:0];
-  assign \$168 [17:4] = 14'h0000;
-  assign \$168 [3:0] = \$167 [3:0];
-  assign \$171 [17:4] = 14'h0000;
-  assign \$171 [3:0] = \$170 [3:0];
-  assign \$174 [17:4] = 14'h0000;
-  assign \$174 [3:0] = \$173 [3:0];
+  assign \$46  = { 4'h0, \$45 [17:4] };
+  assign \$84  = cur;
+  assign \$91  = cur;
+  assign \$128 [17:4] = 14'h0000;
+  assign \$128 [3:0] = \$127 [3:0];
+  assign \$131 [17:4] = 14'h0000;
+  assign \$131 [3:0] = \$130 [3:0];
+  assign \$134 [17:4] = 14'h0000;
+  assign \$134 [3:0] = \$133 [3:0];
+  assign \$137 [17:4] = 14'h0000;
+  assign \$137 [3:0] = \$136 [3:0];
+  assign \$140 [17:4] = 14'h0000;
+  assign \$140 [3:0] = \$139 [3:0];
+  assign \$143 [17:4] = 14'h0000;
+  assign \$143 [3:0] = \$142 [3:0];
+  assign \$146 [17:4] = 14'h0000;
+  assign \$146 [3:0] = \$145 [3:0];
+  assign \$149 [17:4] = 14'h0000;
+  assign \$149 [3:0] = \$148 [3:0];
+  assign \$152 [17:4] = 14'h0000;
+  assign \$152 [3:0] = \$151 [3:0];
+  assign \$155 [17:4] = 14'h0000;
+  assign \$155 [3:0] = \$154 [3:0];
+  assign \$158 [17:4] = 14'h0000;
+  assign \$158 [3:0] = \$157 [3:0];
+  assign \$161 [17:4] = 14'h0000;
+  assign \$161 [3:0] = \$160 [3:0];
+  assign \$164 [17:4] = 14'h0000;
+  assign \$164 [3:0] = \$163 [3:0];
+  assign \$167 [17:4] = 14'h0000;
+  assign \$167 [3:0] = \$166 [3:0];
+  assign \$170 [17:4] = 14'h0000;
+  assign \$170 [3:0] = \$169 [3:0];
+  assign \$173 [17:4] = 14'h0000;
+  assign \$173 [3:0] = \$172 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , \port$639$0 , \port$640$0 , \port$641$0 , fetch, r__payload, \port$2302$0 
-, w_en, commit, rollback, \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$2365$0 , out_valid, r__ready, clk);
+module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , \port$639$0 , \port$640$0 , \port$641$0 , fetch, \port$2414$0 , w_en
+, commit, rollback, \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$2477$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
   wire \$1 ;
-  reg [5:0] \$10 ;
-  reg [5:0] \$11 ;
-  reg \$12 ;
-  wire [6:0] \$2 ;
-  wire [6:0] \$3 ;
-  wire [6:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire [6:0] \$8 ;
-  reg [5:0] \$9 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [6:0] \$14 ;
+  wire [6:0] \$15 ;
+  wire [6:0] \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg \$20 ;
+  reg [178:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg \$24 ;
+  reg [5:0] \$25 ;
+  reg [5:0] \$26 ;
+  reg [1:0] \$27 ;
+  reg [5:0] \$28 ;
+  reg [1:0] \$29 ;
+  wire [2:0] \$3 ;
+  reg [1:0] \$30 ;
+  reg \$31 ;
+  reg [178:0] \$32 ;
+  reg [178:0] \$33 ;
+  reg [178:0] \$34 ;
+  reg [2:0] \$35 ;
+  reg [2:0] \$36 ;
+  wire [3:0] \$4 ;
+  wire [6:0] \$5 ;
+  wire [2:0] \$6 ;
+  wire [3:0] \$7 ;
+  wire [2:0] \$8 ;
+  wire [3:0] \$9 ;
   input clk;
   wire clk;
   input commit;
   wire commit;
+  reg commit_q = 1'h0;
   output fetch;
   wire fetch;
   wire [5:0] free;
   wire freed;
-  output out_valid;
-  reg out_valid = 1'h0;
-  input [15:0] \port$2302$0 ;
-  wire [15:0] \port$2302$0 ;
-  input [16:0] \port$2359$0 ;
-  wire [16:0] \port$2359$0 ;
-  input [7:0] \port$2361$0 ;
-  wire [7:0] \port$2361$0 ;
-  input [7:0] \port$2363$0 ;
-  wire [7:0] \port$2363$0 ;
-  input \port$2365$0 ;
-  wire \port$2365$0 ;
+  reg [1:0] in_flight = 2'h0;
+  reg [178:0] landed0 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed0.data ;
+  wire \landed0.first ;
+  wire [15:0] \landed0.keep ;
+  wire \landed0.last ;
+  wire [16:0] \landed0.length ;
+  wire [7:0] \landed0.src ;
+  wire [7:0] \landed0.tag ;
+  reg [178:0] landed1 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed1.data ;
+  wire \landed1.first ;
+  wire [15:0] \landed1.keep ;
+  wire \landed1.last ;
+  wire [16:0] \landed1.length ;
+  wire [7:0] \landed1.src ;
+  wire [7:0] \landed1.tag ;
+  reg [178:0] landed2 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed2.data ;
+  wire \landed2.first ;
+  wire [15:0] \landed2.keep ;
+  wire \landed2.last ;
+  wire [16:0] \landed2.length ;
+  wire [7:0] \landed2.src ;
+  wire [7:0] \landed2.tag ;
+  reg [1:0] landing_count = 2'h0;
+  output [178:0] landing_head;
+  reg [178:0] landing_head;
+  wire [127:0] \landing_head.data ;
+  wire \landing_head.first ;
+  wire [15:0] \landing_head.keep ;
+  wire \landing_head.last ;
+  wire [16:0] \landing_head.length ;
+  wire [7:0] \landing_head.src ;
+  wire [7:0] \landing_head.tag ;
+  output landing_nonempty;
+  reg landing_nonempty = 1'h0;
+  reg [2:0] landing_r_at = 3'h1;
+  reg [2:0] landing_w_at = 3'h1;
+  wire pop;
+  input [15:0] \port$2414$0 ;
+  wire [15:0] \port$2414$0 ;
+  input [16:0] \port$2471$0 ;
+  wire [16:0] \port$2471$0 ;
+  input [7:0] \port$2473$0 ;
+  wire [7:0] \port$2473$0 ;
+  input [7:0] \port$2475$0 ;
+  wire [7:0] \port$2475$0 ;
+  input \port$2477$0 ;
+  wire \port$2477$0 ;
   input \port$623$0 ;
   wire \port$623$0 ;
   input [7:0] \port$626$0 ;
@@ -3825,7 +3906,6 @@ module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire [7:0] \port$640$0 ;
   input [7:0] \port$641$0 ;
   wire [7:0] \port$641$0 ;
-  output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -3838,23 +3918,19 @@ module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire r__ready;
   (* init = 1'h0 *)
   wire r__valid;
-  wire [4:0] rd__addr;
-  wire [178:0] rd__data;
-  wire [127:0] \rd__data.data ;
-  wire \rd__data.first ;
-  wire [15:0] \rd__data.keep ;
-  wire \rd__data.last ;
-  wire [16:0] \rd__data.length ;
-  wire [7:0] \rd__data.src ;
-  wire [7:0] \rd__data.tag ;
-  wire rd__en;
+  wire [4:0] r_addr;
+  wire [183:0] r_data;
+  wire r_en;
   reg [5:0] rd_ptr = 6'h00;
+  reg [1:0] reserved = 2'h0;
   input rollback;
   wire rollback;
+  reg rollback_q = 1'h0;
   input rst;
   wire rst;
-  wire [5:0] used;
+  wire [4:0] w_addr;
   wire [178:0] w_data;
+  wire [183:0] \w_data$28 ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -3862,210 +3938,502 @@ module \ace_nic_small.rx0.buffer0 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
+  reg [178:0] w_data_q = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \w_data_q.data ;
+  wire \w_data_q.first ;
+  wire [15:0] \w_data_q.keep ;
+  wire \w_data_q.last ;
+  wire [16:0] \w_data_q.length ;
+  wire [7:0] \w_data_q.src ;
+  wire [7:0] \w_data_q.tag ;
   input w_en;
   wire w_en;
-  wire [4:0] wr__addr;
-  wire [178:0] wr__data;
-  wire [127:0] \wr__data.data ;
-  wire \wr__data.first ;
-  wire [15:0] \wr__data.keep ;
-  wire \wr__data.last ;
-  wire [16:0] \wr__data.length ;
-  wire [7:0] \wr__data.src ;
-  wire [7:0] \wr__data.tag ;
-  wire wr__en;
+  wire [22:0] \w_en$29 ;
+  reg w_step = 1'h0;
   reg [5:0] wr_commit = 6'h00;
   reg [5:0] wr_tmp = 6'h00;
   wire [5:0] wr_tmp_next;
-  reg [178:0] mem [31:0];
-  initial begin
-    mem[0] = 179'h000000000000000000000000000000000000000000000;
-    mem[1] = 179'h000000000000000000000000000000000000000000000;
-    mem[2] = 179'h000000000000000000000000000000000000000000000;
-    mem[3] = 179'h000000000000000000000000000000000000000000000;
-    mem[4] = 179'h000000000000000000000000000000000000000000000;
-    mem[5] = 179'h000000000000000000000000000000000000000000000;
-    mem[6] = 179'h000000000000000000000000000000000000000000000;
-    mem[7] = 179'h000000000000000000000000000000000000000000000;
-    mem[8] = 179'h000000000000000000000000000000000000000000000;
-    mem[9] = 179'h000000000000000000000000000000000000000000000;
-    mem[10] = 179'h000000000000000000000000000000000000000000000;
-    mem[11] = 179'h000000000000000000000000000000000000000000000;
-    mem[12] = 179'h000000000000000000000000000000000000000000000;
-    mem[13] = 179'h000000000000000000000000000000000000000000000;
-    mem[14] = 179'h000000000000000000000000000000000000000000000;
-    mem[15] = 179'h000000000000000000000000000000000000000000000;
-    mem[16] = 179'h000000000000000000000000000000000000000000000;
-    mem[17] = 179'h000000000000000000000000000000000000000000000;
-    mem[18] = 179'h000000000000000000000000000000000000000000000;
-    mem[19] = 179'h000000000000000000000000000000000000000000000;
-    mem[20] = 179'h000000000000000000000000000000000000000000000;
-    mem[21] = 179'h000000000000000000000000000000000000000000000;
-    mem[22] = 179'h000000000000000000000000000000000000000000000;
-    mem[23] = 179'h000000000000000000000000000000000000000000000;
-    mem[24] = 179'h000000000000000000000000000000000000000000000;
-    mem[25] = 179'h000000000000000000000000000000000000000000000;
-    mem[26] = 179'h000000000000000000000000000000000000000000000;
-    mem[27] = 179'h000000000000000000000000000000000000000000000;
-    mem[28] = 179'h000000000000000000000000000000000000000000000;
-    mem[29] = 179'h000000000000000000000000000000000000000000000;
-    mem[30] = 179'h000000000000000000000000000000000000000000000;
-    mem[31] = 179'h000000000000000000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (wr__en)
-      mem[wr_tmp[4:0]] <= { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  end
-  reg [178:0] _0_;
-  always @(posedge clk) begin
-    if (fetch) begin
-      _0_ <= mem[rd_ptr[4:0]];
+  reg write = 1'h0;
+  assign \$1  = ~ rollback;
+  assign \$2  = w_en & \$1 ;
+  assign \$3  = reserved + fetch;
+  assign \$4  = \$3  - pop;
+  assign \$5  = rd_ptr + 1'h1;
+  assign \$6  = landing_count + in_flight[1];
+  assign \$7  = \$6  - pop;
+  assign \$8  = landing_count + in_flight[1];
+  assign \$9  = \$8  - pop;
+  assign \$10  = | \$9 ;
+  assign \$11  = in_flight[1] & landing_w_at[0];
+  assign \$12  = in_flight[1] & landing_w_at[1];
+  assign \$13  = in_flight[1] & landing_w_at[2];
+  assign \$14  = wr_tmp + w_step;
+  assign \$15  = wr_commit - rd_ptr;
+  assign \$16  = 6'h20 - \$15 [5:0];
+  assign pop = landing_nonempty & r__ready;
+  assign \$17  = wr_commit != rd_ptr;
+  assign \$18  = reserved != 2'h3;
+  assign \$19  = \$18  | pop;
+  assign fetch = \$17  & \$19 ;
+  always @(posedge clk)
+    write <= \$20 ;
+  always @(posedge clk)
+    w_data_q <= \$21 ;
+  always @(posedge clk)
+    w_step <= \$22 ;
+  always @(posedge clk)
+    commit_q <= \$23 ;
+  always @(posedge clk)
+    rollback_q <= \$24 ;
+  always @(posedge clk)
+    wr_tmp <= \$25 ;
+  always @(posedge clk)
+    wr_commit <= \$26 ;
+  always @(posedge clk)
+    reserved <= \$27 ;
+  always @(posedge clk)
+    rd_ptr <= \$28 ;
+  always @(posedge clk)
+    in_flight <= \$29 ;
+  always @(posedge clk)
+    landing_count <= \$30 ;
+  always @(posedge clk)
+    landing_nonempty <= \$31 ;
+  always @(posedge clk)
+    landed0 <= \$32 ;
+  always @(posedge clk)
+    landed1 <= \$33 ;
+  always @(posedge clk)
+    landed2 <= \$34 ;
+  always @(posedge clk)
+    landing_w_at <= \$35 ;
+  always @(posedge clk)
+    landing_r_at <= \$36 ;
+  \ace_nic_small.rx0.buffer0.ram  ram (
+    .clk(clk),
+    .\port$2491$0 (write),
+    .\port$2493$0 (w_data_q),
+    .r_data(r_data),
+    .read__addr(rd_ptr[4:0]),
+    .read__en(fetch),
+    .rst(rst),
+    .write__addr(wr_tmp[4:0])
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$20  = \$2 ;
+    if (rst) begin
+      \$20  = 1'h0;
     end
   end
-  assign r__payload = _0_;
-  assign \$1  = ~ rollback;
-  assign wr__en = w_en & \$1 ;
-  assign \$2  = wr_tmp + w_en;
-  assign \$3  = wr_commit - rd_ptr;
-  assign \$4  = 6'h20 - \$3 [5:0];
-  assign \$5  = wr_commit != rd_ptr;
-  assign \$6  = ~ out_valid;
-  assign \$7  = \$6  | r__ready;
-  assign fetch = \$5  & \$7 ;
-  assign \$8  = rd_ptr + 1'h1;
-  always @(posedge clk)
-    wr_tmp <= \$9 ;
-  always @(posedge clk)
-    wr_commit <= \$10 ;
-  always @(posedge clk)
-    rd_ptr <= \$11 ;
-  always @(posedge clk)
-    out_valid <= \$12 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$21  = { \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$623$0 , \port$2477$0 , \port$2414$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+    if (rst) begin
+      \$21  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$22  = w_en;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$23  = commit;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$24  = rollback;
+    if (rst) begin
+      \$24  = 1'h0;
+    end
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
     (* full_case = 32'd1 *)
-    if (rollback) begin
-      \$9  = wr_commit;
+    if (rollback_q) begin
+      \$25  = wr_commit;
     end else begin
-      \$9  = \$2 [5:0];
+      \$25  = \$14 [5:0];
     end
     if (rst) begin
-      \$9  = 6'h00;
+      \$25  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$10  = wr_commit;
+    \$26  = wr_commit;
     (* full_case = 32'd1 *)
-    if (rollback) begin
+    if (rollback_q) begin
     end else begin
-      if (commit) begin
-        \$10  = \$2 [5:0];
+      if (commit_q) begin
+        \$26  = \$14 [5:0];
       end
     end
     if (rst) begin
-      \$10  = 6'h00;
+      \$26  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$11  = rd_ptr;
-    if (fetch) begin
-      \$11  = \$8 [5:0];
-    end
+    \$27  = \$4 [1:0];
     if (rst) begin
-      \$11  = 6'h00;
+      \$27  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$12  = out_valid;
+    \$28  = rd_ptr;
     if (fetch) begin
-      \$12  = 1'h1;
-    end else if (r__ready) begin
-      \$12  = 1'h0;
+      \$28  = \$5 [5:0];
     end
     if (rst) begin
-      \$12  = 1'h0;
+      \$28  = 6'h00;
     end
   end
-  assign wr__addr = wr_tmp[4:0];
-  assign wr__data = { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign w_data = { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign wr_tmp_next = \$2 [5:0];
-  assign used = \$3 [5:0];
-  assign free = \$4 [5:0];
-  assign rd__addr = rd_ptr[4:0];
-  assign rd__en = fetch;
-  assign rd__data = r__payload;
-  assign r__valid = out_valid;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$29  = { in_flight[0], fetch };
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$30  = \$7 [1:0];
+    if (rst) begin
+      \$30  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$31  = \$10 ;
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$32  = landed0;
+    if (\$11 ) begin
+      \$32  = r_data[178:0];
+    end
+    if (rst) begin
+      \$32  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$33  = landed1;
+    if (\$12 ) begin
+      \$33  = r_data[178:0];
+    end
+    if (rst) begin
+      \$33  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$34  = landed2;
+    if (\$13 ) begin
+      \$34  = r_data[178:0];
+    end
+    if (rst) begin
+      \$34  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$35  = landing_w_at;
+    if (in_flight[1]) begin
+      \$35  = { landing_w_at[1:0], landing_w_at[2] };
+    end
+    if (rst) begin
+      \$35  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    \$36  = landing_r_at;
+    if (pop) begin
+      \$36  = { landing_r_at[1:0], landing_r_at[2] };
+    end
+    if (rst) begin
+      \$36  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
+    landing_head = 179'h000000000000000000000000000000000000000000000;
+    if (landing_r_at[0]) begin
+      landing_head = landed0;
+    end
+    if (landing_r_at[1]) begin
+      landing_head = landed1;
+    end
+    if (landing_r_at[2]) begin
+      landing_head = landed2;
+    end
+  end
+  assign w_data = { \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$623$0 , \port$2477$0 , \port$2414$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+  assign wr_tmp_next = \$14 [5:0];
+  assign w_addr = wr_tmp[4:0];
+  assign \w_data$28  = { 5'h00, w_data_q };
+  assign \w_en$29  = { write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write };
+  assign free = \$16 [5:0];
+  assign r__valid = landing_nonempty;
+  assign r_addr = rd_ptr[4:0];
+  assign r_en = fetch;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign \wr__data.keep  = \port$2302$0 ;
-  assign \wr__data.first  = \port$2365$0 ;
-  assign \wr__data.last  = \port$623$0 ;
-  assign \wr__data.src  = \port$2363$0 ;
-  assign \wr__data.tag  = \port$2361$0 ;
-  assign \wr__data.length  = \port$2359$0 ;
+  assign r__payload = landing_head;
+  assign \w_data_q.data  = w_data_q[127:0];
+  assign \w_data_q.keep  = w_data_q[143:128];
+  assign \w_data_q.first  = w_data_q[144];
+  assign \w_data_q.last  = w_data_q[145];
+  assign \w_data_q.src  = w_data_q[153:146];
+  assign \w_data_q.tag  = w_data_q[161:154];
+  assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign \w_data.keep  = \port$2302$0 ;
-  assign \w_data.first  = \port$2365$0 ;
+  assign \w_data.keep  = \port$2414$0 ;
+  assign \w_data.first  = \port$2477$0 ;
   assign \w_data.last  = \port$623$0 ;
-  assign \w_data.src  = \port$2363$0 ;
-  assign \w_data.tag  = \port$2361$0 ;
-  assign \w_data.length  = \port$2359$0 ;
-  assign \r__payload.data  = r__payload[127:0];
-  assign \r__payload.keep  = r__payload[143:128];
-  assign \r__payload.first  = r__payload[144];
-  assign \r__payload.last  = r__payload[145];
-  assign \r__payload.src  = r__payload[153:146];
-  assign \r__payload.tag  = r__payload[161:154];
-  assign \r__payload.length  = r__payload[178:162];
-  assign \rd__data.data  = r__payload[127:0];
-  assign \rd__data.keep  = r__payload[143:128];
-  assign \rd__data.first  = r__payload[144];
-  assign \rd__data.last  = r__payload[145];
-  assign \rd__data.src  = r__payload[153:146];
-  assign \rd__data.tag  = r__payload[161:154];
-  assign \rd__data.length  = r__payload[178:162];
+  assign \w_data.src  = \port$2475$0 ;
+  assign \w_data.tag  = \port$2473$0 ;
+  assign \w_data.length  = \port$2471$0 ;
+  assign \landed0.data  = landed0[127:0];
+  assign \landed0.keep  = landed0[143:128];
+  assign \landed0.first  = landed0[144];
+  assign \landed0.last  = landed0[145];
+  assign \landed0.src  = landed0[153:146];
+  assign \landed0.tag  = landed0[161:154];
+  assign \landed0.length  = landed0[178:162];
+  assign \landed1.data  = landed1[127:0];
+  assign \landed1.keep  = landed1[143:128];
+  assign \landed1.first  = landed1[144];
+  assign \landed1.last  = landed1[145];
+  assign \landed1.src  = landed1[153:146];
+  assign \landed1.tag  = landed1[161:154];
+  assign \landed1.length  = landed1[178:162];
+  assign \landed2.data  = landed2[127:0];
+  assign \landed2.keep  = landed2[143:128];
+  assign \landed2.first  = landed2[144];
+  assign \landed2.last  = landed2[145];
+  assign \landed2.src  = landed2[153:146];
+  assign \landed2.tag  = landed2[161:154];
+  assign \landed2.length  = landed2[178:162];
+  assign \landing_head.data  = landing_head[127:0];
+  assign \landing_head.keep  = landing_head[143:128];
+  assign \landing_head.first  = landing_head[144];
+  assign \landing_head.last  = landing_head[145];
+  assign \landing_head.src  = landing_head[153:146];
+  assign \landing_head.tag  = landing_head[161:154];
+  assign \landing_head.length  = landing_head[178:162];
+  assign \r__payload.data  = landing_head[127:0];
+  assign \r__payload.keep  = landing_head[143:128];
+  assign \r__payload.first  = landing_head[144];
+  assign \r__payload.last  = landing_head[145];
+  assign \r__payload.src  = landing_head[153:146];
+  assign \r__payload.tag  = landing_head[161:154];
+  assign \r__payload.length  = landing_head[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , \port$639$0 , \port$640$0 , \port$641$0 , fetch, r__payload, \port$2302$0 
-, w_en, commit, rollback, \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$2365$0 , out_valid, r__ready, clk);
+module \ace_nic_small.rx0.buffer0.ram (rst, read__en, \port$2491$0 , \port$2493$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$58  = 0;
+  reg [183:0] \$1 ;
+  input clk;
+  wire clk;
+  input \port$2491$0 ;
+  wire \port$2491$0 ;
+  input [178:0] \port$2493$0 ;
+  wire [178:0] \port$2493$0 ;
+  wire [4:0] r_addr;
+  output [183:0] r_data;
+  reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
+  wire r_en;
+  input [4:0] read__addr;
+  wire [4:0] read__addr;
+  wire [183:0] read__data;
+  input read__en;
+  wire read__en;
+  input rst;
+  wire rst;
+  wire [4:0] w_addr;
+  wire [183:0] w_data;
+  wire [22:0] w_en;
+  input [4:0] write__addr;
+  wire [4:0] write__addr;
+  wire [183:0] write__data;
+  wire [22:0] write__en;
+  reg [183:0] memory [31:0];
+  initial begin
+    memory[0] = 184'h0000000000000000000000000000000000000000000000;
+    memory[1] = 184'h0000000000000000000000000000000000000000000000;
+    memory[2] = 184'h0000000000000000000000000000000000000000000000;
+    memory[3] = 184'h0000000000000000000000000000000000000000000000;
+    memory[4] = 184'h0000000000000000000000000000000000000000000000;
+    memory[5] = 184'h0000000000000000000000000000000000000000000000;
+    memory[6] = 184'h0000000000000000000000000000000000000000000000;
+    memory[7] = 184'h0000000000000000000000000000000000000000000000;
+    memory[8] = 184'h0000000000000000000000000000000000000000000000;
+    memory[9] = 184'h0000000000000000000000000000000000000000000000;
+    memory[10] = 184'h0000000000000000000000000000000000000000000000;
+    memory[11] = 184'h0000000000000000000000000000000000000000000000;
+    memory[12] = 184'h0000000000000000000000000000000000000000000000;
+    memory[13] = 184'h0000000000000000000000000000000000000000000000;
+    memory[14] = 184'h0000000000000000000000000000000000000000000000;
+    memory[15] = 184'h0000000000000000000000000000000000000000000000;
+    memory[16] = 184'h0000000000000000000000000000000000000000000000;
+    memory[17] = 184'h0000000000000000000000000000000000000000000000;
+    memory[18] = 184'h0000000000000000000000000000000000000000000000;
+    memory[19] = 184'h0000000000000000000000000000000000000000000000;
+    memory[20] = 184'h0000000000000000000000000000000000000000000000;
+    memory[21] = 184'h0000000000000000000000000000000000000000000000;
+    memory[22] = 184'h0000000000000000000000000000000000000000000000;
+    memory[23] = 184'h0000000000000000000000000000000000000000000000;
+    memory[24] = 184'h0000000000000000000000000000000000000000000000;
+    memory[25] = 184'h0000000000000000000000000000000000000000000000;
+    memory[26] = 184'h0000000000000000000000000000000000000000000000;
+    memory[27] = 184'h0000000000000000000000000000000000000000000000;
+    memory[28] = 184'h0000000000000000000000000000000000000000000000;
+    memory[29] = 184'h0000000000000000000000000000000000000000000000;
+    memory[30] = 184'h0000000000000000000000000000000000000000000000;
+    memory[31] = 184'h0000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (\port$2491$0 )
+      memory[write__addr] <= { 5'h00, \port$2493$0  };
+  end
+  reg [183:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
+  always @(posedge clk)
+    r_data <= \$1 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    \$1  = read__data;
+    if (rst) begin
+      \$1  = 184'h0000000000000000000000000000000000000000000000;
+    end
+  end
+  assign w_addr = write__addr;
+  assign write__data = { 5'h00, \port$2493$0  };
+  assign w_data = { 5'h00, \port$2493$0  };
+  assign write__en = { \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0  };
+  assign w_en = { \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0 , \port$2491$0  };
+  assign r_addr = read__addr;
+  assign r_en = read__en;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 , \port$628$0 , \port$629$0 , \port$630$0 , \port$631$0 , \port$632$0 , \port$633$0 , \port$634$0 , \port$635$0 , \port$636$0 , \port$637$0 , \port$638$0 , \port$639$0 , \port$640$0 , \port$641$0 , fetch, \port$2414$0 , w_en
+, commit, rollback, \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$2477$0 , landing_nonempty, landing_head, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
   wire \$1 ;
-  reg [5:0] \$10 ;
-  reg [5:0] \$11 ;
-  reg \$12 ;
-  wire [6:0] \$2 ;
-  wire [6:0] \$3 ;
-  wire [6:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire [6:0] \$8 ;
-  reg [5:0] \$9 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [6:0] \$14 ;
+  wire [6:0] \$15 ;
+  wire [6:0] \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg \$20 ;
+  reg [178:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg \$24 ;
+  reg [5:0] \$25 ;
+  reg [5:0] \$26 ;
+  reg [1:0] \$27 ;
+  reg [5:0] \$28 ;
+  reg [1:0] \$29 ;
+  wire [2:0] \$3 ;
+  reg [1:0] \$30 ;
+  reg \$31 ;
+  reg [178:0] \$32 ;
+  reg [178:0] \$33 ;
+  reg [178:0] \$34 ;
+  reg [2:0] \$35 ;
+  reg [2:0] \$36 ;
+  wire [3:0] \$4 ;
+  wire [6:0] \$5 ;
+  wire [2:0] \$6 ;
+  wire [3:0] \$7 ;
+  wire [2:0] \$8 ;
+  wire [3:0] \$9 ;
   input clk;
   wire clk;
   input commit;
   wire commit;
+  reg commit_q = 1'h0;
   output fetch;
   wire fetch;
   wire [5:0] free;
   wire freed;
-  output out_valid;
-  reg out_valid = 1'h0;
-  input [15:0] \port$2302$0 ;
-  wire [15:0] \port$2302$0 ;
-  input [16:0] \port$2359$0 ;
-  wire [16:0] \port$2359$0 ;
-  input [7:0] \port$2361$0 ;
-  wire [7:0] \port$2361$0 ;
-  input [7:0] \port$2363$0 ;
-  wire [7:0] \port$2363$0 ;
-  input \port$2365$0 ;
-  wire \port$2365$0 ;
+  reg [1:0] in_flight = 2'h0;
+  reg [178:0] landed0 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed0.data ;
+  wire \landed0.first ;
+  wire [15:0] \landed0.keep ;
+  wire \landed0.last ;
+  wire [16:0] \landed0.length ;
+  wire [7:0] \landed0.src ;
+  wire [7:0] \landed0.tag ;
+  reg [178:0] landed1 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed1.data ;
+  wire \landed1.first ;
+  wire [15:0] \landed1.keep ;
+  wire \landed1.last ;
+  wire [16:0] \landed1.length ;
+  wire [7:0] \landed1.src ;
+  wire [7:0] \landed1.tag ;
+  reg [178:0] landed2 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed2.data ;
+  wire \landed2.first ;
+  wire [15:0] \landed2.keep ;
+  wire \landed2.last ;
+  wire [16:0] \landed2.length ;
+  wire [7:0] \landed2.src ;
+  wire [7:0] \landed2.tag ;
+  reg [1:0] landing_count = 2'h0;
+  output [178:0] landing_head;
+  reg [178:0] landing_head;
+  wire [127:0] \landing_head.data ;
+  wire \landing_head.first ;
+  wire [15:0] \landing_head.keep ;
+  wire \landing_head.last ;
+  wire [16:0] \landing_head.length ;
+  wire [7:0] \landing_head.src ;
+  wire [7:0] \landing_head.tag ;
+  output landing_nonempty;
+  reg landing_nonempty = 1'h0;
+  reg [2:0] landing_r_at = 3'h1;
+  reg [2:0] landing_w_at = 3'h1;
+  wire pop;
+  input [15:0] \port$2414$0 ;
+  wire [15:0] \port$2414$0 ;
+  input [16:0] \port$2471$0 ;
+  wire [16:0] \port$2471$0 ;
+  input [7:0] \port$2473$0 ;
+  wire [7:0] \port$2473$0 ;
+  input [7:0] \port$2475$0 ;
+  wire [7:0] \port$2475$0 ;
+  input \port$2477$0 ;
+  wire \port$2477$0 ;
   input \port$623$0 ;
   wire \port$623$0 ;
   input [7:0] \port$626$0 ;
@@ -4100,7 +4468,6 @@ module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire [7:0] \port$640$0 ;
   input [7:0] \port$641$0 ;
   wire [7:0] \port$641$0 ;
-  output [178:0] r__payload;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -4113,23 +4480,19 @@ module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire r__ready;
   (* init = 1'h0 *)
   wire r__valid;
-  wire [4:0] rd__addr;
-  wire [178:0] rd__data;
-  wire [127:0] \rd__data.data ;
-  wire \rd__data.first ;
-  wire [15:0] \rd__data.keep ;
-  wire \rd__data.last ;
-  wire [16:0] \rd__data.length ;
-  wire [7:0] \rd__data.src ;
-  wire [7:0] \rd__data.tag ;
-  wire rd__en;
+  wire [4:0] r_addr;
+  wire [183:0] r_data;
+  wire r_en;
   reg [5:0] rd_ptr = 6'h00;
+  reg [1:0] reserved = 2'h0;
   input rollback;
   wire rollback;
+  reg rollback_q = 1'h0;
   input rst;
   wire rst;
-  wire [5:0] used;
+  wire [4:0] w_addr;
   wire [178:0] w_data;
+  wire [183:0] \w_data$28 ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -4137,172 +4500,401 @@ module \ace_nic_small.rx0.buffer1 (rst, \port$623$0 , \port$626$0 , \port$627$0 
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
+  reg [178:0] w_data_q = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \w_data_q.data ;
+  wire \w_data_q.first ;
+  wire [15:0] \w_data_q.keep ;
+  wire \w_data_q.last ;
+  wire [16:0] \w_data_q.length ;
+  wire [7:0] \w_data_q.src ;
+  wire [7:0] \w_data_q.tag ;
   input w_en;
   wire w_en;
-  wire [4:0] wr__addr;
-  wire [178:0] wr__data;
-  wire [127:0] \wr__data.data ;
-  wire \wr__data.first ;
-  wire [15:0] \wr__data.keep ;
-  wire \wr__data.last ;
-  wire [16:0] \wr__data.length ;
-  wire [7:0] \wr__data.src ;
-  wire [7:0] \wr__data.tag ;
-  wire wr__en;
+  wire [22:0] \w_en$29 ;
+  reg w_step = 1'h0;
   reg [5:0] wr_commit = 6'h00;
   reg [5:0] wr_tmp = 6'h00;
   wire [5:0] wr_tmp_next;
-  reg [178:0] mem [31:0];
-  initial begin
-    mem[0] = 179'h000000000000000000000000000000000000000000000;
-    mem[1] = 179'h000000000000000000000000000000000000000000000;
-    mem[2] = 179'h000000000000000000000000000000000000000000000;
-    mem[3] = 179'h000000000000000000000000000000000000000000000;
-    mem[4] = 179'h000000000000000000000000000000000000000000000;
-    mem[5] = 179'h000000000000000000000000000000000000000000000;
-    mem[6] = 179'h000000000000000000000000000000000000000000000;
-    mem[7] = 179'h000000000000000000000000000000000000000000000;
-    mem[8] = 179'h000000000000000000000000000000000000000000000;
-    mem[9] = 179'h000000000000000000000000000000000000000000000;
-    mem[10] = 179'h000000000000000000000000000000000000000000000;
-    mem[11] = 179'h000000000000000000000000000000000000000000000;
-    mem[12] = 179'h000000000000000000000000000000000000000000000;
-    mem[13] = 179'h000000000000000000000000000000000000000000000;
-    mem[14] = 179'h000000000000000000000000000000000000000000000;
-    mem[15] = 179'h000000000000000000000000000000000000000000000;
-    mem[16] = 179'h000000000000000000000000000000000000000000000;
-    mem[17] = 179'h000000000000000000000000000000000000000000000;
-    mem[18] = 179'h000000000000000000000000000000000000000000000;
-    mem[19] = 179'h000000000000000000000000000000000000000000000;
-    mem[20] = 179'h000000000000000000000000000000000000000000000;
-    mem[21] = 179'h000000000000000000000000000000000000000000000;
-    mem[22] = 179'h000000000000000000000000000000000000000000000;
-    mem[23] = 179'h000000000000000000000000000000000000000000000;
-    mem[24] = 179'h000000000000000000000000000000000000000000000;
-    mem[25] = 179'h000000000000000000000000000000000000000000000;
-    mem[26] = 179'h000000000000000000000000000000000000000000000;
-    mem[27] = 179'h000000000000000000000000000000000000000000000;
-    mem[28] = 179'h000000000000000000000000000000000000000000000;
-    mem[29] = 179'h000000000000000000000000000000000000000000000;
-    mem[30] = 179'h000000000000000000000000000000000000000000000;
-    mem[31] = 179'h000000000000000000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (wr__en)
-      mem[wr_tmp[4:0]] <= { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  end
-  reg [178:0] _0_;
-  always @(posedge clk) begin
-    if (fetch) begin
-      _0_ <= mem[rd_ptr[4:0]];
+  reg write = 1'h0;
+  assign \$1  = ~ rollback;
+  assign \$2  = w_en & \$1 ;
+  assign \$3  = reserved + fetch;
+  assign \$4  = \$3  - pop;
+  assign \$5  = rd_ptr + 1'h1;
+  assign \$6  = landing_count + in_flight[1];
+  assign \$7  = \$6  - pop;
+  assign \$8  = landing_count + in_flight[1];
+  assign \$9  = \$8  - pop;
+  assign \$10  = | \$9 ;
+  assign \$11  = in_flight[1] & landing_w_at[0];
+  assign \$12  = in_flight[1] & landing_w_at[1];
+  assign \$13  = in_flight[1] & landing_w_at[2];
+  assign \$14  = wr_tmp + w_step;
+  assign \$15  = wr_commit - rd_ptr;
+  assign \$16  = 6'h20 - \$15 [5:0];
+  assign pop = landing_nonempty & r__ready;
+  assign \$17  = wr_commit != rd_ptr;
+  assign \$18  = reserved != 2'h3;
+  assign \$19  = \$18  | pop;
+  assign fetch = \$17  & \$19 ;
+  always @(posedge clk)
+    write <= \$20 ;
+  always @(posedge clk)
+    w_data_q <= \$21 ;
+  always @(posedge clk)
+    w_step <= \$22 ;
+  always @(posedge clk)
+    commit_q <= \$23 ;
+  always @(posedge clk)
+    rollback_q <= \$24 ;
+  always @(posedge clk)
+    wr_tmp <= \$25 ;
+  always @(posedge clk)
+    wr_commit <= \$26 ;
+  always @(posedge clk)
+    reserved <= \$27 ;
+  always @(posedge clk)
+    rd_ptr <= \$28 ;
+  always @(posedge clk)
+    in_flight <= \$29 ;
+  always @(posedge clk)
+    landing_count <= \$30 ;
+  always @(posedge clk)
+    landing_nonempty <= \$31 ;
+  always @(posedge clk)
+    landed0 <= \$32 ;
+  always @(posedge clk)
+    landed1 <= \$33 ;
+  always @(posedge clk)
+    landed2 <= \$34 ;
+  always @(posedge clk)
+    landing_w_at <= \$35 ;
+  always @(posedge clk)
+    landing_r_at <= \$36 ;
+  \ace_nic_small.rx0.buffer1.ram  ram (
+    .clk(clk),
+    .\port$2532$0 (write),
+    .\port$2534$0 (w_data_q),
+    .r_data(r_data),
+    .read__addr(rd_ptr[4:0]),
+    .read__en(fetch),
+    .rst(rst),
+    .write__addr(wr_tmp[4:0])
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$20  = \$2 ;
+    if (rst) begin
+      \$20  = 1'h0;
     end
   end
-  assign r__payload = _0_;
-  assign \$1  = ~ rollback;
-  assign wr__en = w_en & \$1 ;
-  assign \$2  = wr_tmp + w_en;
-  assign \$3  = wr_commit - rd_ptr;
-  assign \$4  = 6'h20 - \$3 [5:0];
-  assign \$5  = wr_commit != rd_ptr;
-  assign \$6  = ~ out_valid;
-  assign \$7  = \$6  | r__ready;
-  assign fetch = \$5  & \$7 ;
-  assign \$8  = rd_ptr + 1'h1;
-  always @(posedge clk)
-    wr_tmp <= \$9 ;
-  always @(posedge clk)
-    wr_commit <= \$10 ;
-  always @(posedge clk)
-    rd_ptr <= \$11 ;
-  always @(posedge clk)
-    out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$21  = { \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$623$0 , \port$2477$0 , \port$2414$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+    if (rst) begin
+      \$21  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$22  = w_en;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$23  = commit;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$24  = rollback;
+    if (rst) begin
+      \$24  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
     (* full_case = 32'd1 *)
-    if (rollback) begin
-      \$9  = wr_commit;
+    if (rollback_q) begin
+      \$25  = wr_commit;
     end else begin
-      \$9  = \$2 [5:0];
+      \$25  = \$14 [5:0];
     end
     if (rst) begin
-      \$9  = 6'h00;
+      \$25  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$10  = wr_commit;
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$26  = wr_commit;
     (* full_case = 32'd1 *)
-    if (rollback) begin
+    if (rollback_q) begin
     end else begin
-      if (commit) begin
-        \$10  = \$2 [5:0];
+      if (commit_q) begin
+        \$26  = \$14 [5:0];
       end
     end
     if (rst) begin
-      \$10  = 6'h00;
+      \$26  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$11  = rd_ptr;
-    if (fetch) begin
-      \$11  = \$8 [5:0];
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$27  = \$4 [1:0];
     if (rst) begin
-      \$11  = 6'h00;
+      \$27  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$12  = out_valid;
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$28  = rd_ptr;
     if (fetch) begin
-      \$12  = 1'h1;
-    end else if (r__ready) begin
-      \$12  = 1'h0;
+      \$28  = \$5 [5:0];
     end
     if (rst) begin
-      \$12  = 1'h0;
+      \$28  = 6'h00;
     end
   end
-  assign wr__addr = wr_tmp[4:0];
-  assign wr__data = { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign w_data = { \port$2359$0 , \port$2361$0 , \port$2363$0 , \port$623$0 , \port$2365$0 , \port$2302$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign wr_tmp_next = \$2 [5:0];
-  assign used = \$3 [5:0];
-  assign free = \$4 [5:0];
-  assign rd__addr = rd_ptr[4:0];
-  assign rd__en = fetch;
-  assign rd__data = r__payload;
-  assign r__valid = out_valid;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$29  = { in_flight[0], fetch };
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$30  = \$7 [1:0];
+    if (rst) begin
+      \$30  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$31  = \$10 ;
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$32  = landed0;
+    if (\$11 ) begin
+      \$32  = r_data[178:0];
+    end
+    if (rst) begin
+      \$32  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$33  = landed1;
+    if (\$12 ) begin
+      \$33  = r_data[178:0];
+    end
+    if (rst) begin
+      \$33  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$34  = landed2;
+    if (\$13 ) begin
+      \$34  = r_data[178:0];
+    end
+    if (rst) begin
+      \$34  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$35  = landing_w_at;
+    if (in_flight[1]) begin
+      \$35  = { landing_w_at[1:0], landing_w_at[2] };
+    end
+    if (rst) begin
+      \$35  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    \$36  = landing_r_at;
+    if (pop) begin
+      \$36  = { landing_r_at[1:0], landing_r_at[2] };
+    end
+    if (rst) begin
+      \$36  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    landing_head = 179'h000000000000000000000000000000000000000000000;
+    if (landing_r_at[0]) begin
+      landing_head = landed0;
+    end
+    if (landing_r_at[1]) begin
+      landing_head = landed1;
+    end
+    if (landing_r_at[2]) begin
+      landing_head = landed2;
+    end
+  end
+  assign w_data = { \port$2471$0 , \port$2473$0 , \port$2475$0 , \port$623$0 , \port$2477$0 , \port$2414$0 , \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
+  assign wr_tmp_next = \$14 [5:0];
+  assign w_addr = wr_tmp[4:0];
+  assign \w_data$28  = { 5'h00, w_data_q };
+  assign \w_en$29  = { write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write };
+  assign free = \$16 [5:0];
+  assign r__valid = landing_nonempty;
+  assign r_addr = rd_ptr[4:0];
+  assign r_en = fetch;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign \wr__data.keep  = \port$2302$0 ;
-  assign \wr__data.first  = \port$2365$0 ;
-  assign \wr__data.last  = \port$623$0 ;
-  assign \wr__data.src  = \port$2363$0 ;
-  assign \wr__data.tag  = \port$2361$0 ;
-  assign \wr__data.length  = \port$2359$0 ;
+  assign r__payload = landing_head;
+  assign \w_data_q.data  = w_data_q[127:0];
+  assign \w_data_q.keep  = w_data_q[143:128];
+  assign \w_data_q.first  = w_data_q[144];
+  assign \w_data_q.last  = w_data_q[145];
+  assign \w_data_q.src  = w_data_q[153:146];
+  assign \w_data_q.tag  = w_data_q[161:154];
+  assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$641$0 , \port$640$0 , \port$639$0 , \port$638$0 , \port$637$0 , \port$636$0 , \port$635$0 , \port$634$0 , \port$633$0 , \port$632$0 , \port$631$0 , \port$630$0 , \port$629$0 , \port$628$0 , \port$627$0 , \port$626$0  };
-  assign \w_data.keep  = \port$2302$0 ;
-  assign \w_data.first  = \port$2365$0 ;
+  assign \w_data.keep  = \port$2414$0 ;
+  assign \w_data.first  = \port$2477$0 ;
   assign \w_data.last  = \port$623$0 ;
-  assign \w_data.src  = \port$2363$0 ;
-  assign \w_data.tag  = \port$2361$0 ;
-  assign \w_data.length  = \port$2359$0 ;
-  assign \r__payload.data  = r__payload[127:0];
-  assign \r__payload.keep  = r__payload[143:128];
-  assign \r__payload.first  = r__payload[144];
-  assign \r__payload.last  = r__payload[145];
-  assign \r__payload.src  = r__payload[153:146];
-  assign \r__payload.tag  = r__payload[161:154];
-  assign \r__payload.length  = r__payload[178:162];
-  assign \rd__data.data  = r__payload[127:0];
-  assign \rd__data.keep  = r__payload[143:128];
-  assign \rd__data.first  = r__payload[144];
-  assign \rd__data.last  = r__payload[145];
-  assign \rd__data.src  = r__payload[153:146];
-  assign \rd__data.tag  = r__payload[161:154];
-  assign \rd__data.length  = r__payload[178:162];
+  assign \w_data.src  = \port$2475$0 ;
+  assign \w_data.tag  = \port$2473$0 ;
+  assign \w_data.length  = \port$2471$0 ;
+  assign \landed0.data  = landed0[127:0];
+  assign \landed0.keep  = landed0[143:128];
+  assign \landed0.first  = landed0[144];
+  assign \landed0.last  = landed0[145];
+  assign \landed0.src  = landed0[153:146];
+  assign \landed0.tag  = landed0[161:154];
+  assign \landed0.length  = landed0[178:162];
+  assign \landed1.data  = landed1[127:0];
+  assign \landed1.keep  = landed1[143:128];
+  assign \landed1.first  = landed1[144];
+  assign \landed1.last  = landed1[145];
+  assign \landed1.src  = landed1[153:146];
+  assign \landed1.tag  = landed1[161:154];
+  assign \landed1.length  = landed1[178:162];
+  assign \landed2.data  = landed2[127:0];
+  assign \landed2.keep  = landed2[143:128];
+  assign \landed2.first  = landed2[144];
+  assign \landed2.last  = landed2[145];
+  assign \landed2.src  = landed2[153:146];
+  assign \landed2.tag  = landed2[161:154];
+  assign \landed2.length  = landed2[178:162];
+  assign \landing_head.data  = landing_head[127:0];
+  assign \landing_head.keep  = landing_head[143:128];
+  assign \landing_head.first  = landing_head[144];
+  assign \landing_head.last  = landing_head[145];
+  assign \landing_head.src  = landing_head[153:146];
+  assign \landing_head.tag  = landing_head[161:154];
+  assign \landing_head.length  = landing_head[178:162];
+  assign \r__payload.data  = landing_head[127:0];
+  assign \r__payload.keep  = landing_head[143:128];
+  assign \r__payload.first  = landing_head[144];
+  assign \r__payload.last  = landing_head[145];
+  assign \r__payload.src  = landing_head[153:146];
+  assign \r__payload.tag  = landing_head[161:154];
+  assign \r__payload.length  = landing_head[178:162];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx0.buffer1.ram (rst, read__en, \port$2532$0 , \port$2534$0 , write__addr, read__addr, r_data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$60  = 0;
+  reg [183:0] \$1 ;
+  input clk;
+  wire clk;
+  input \port$2532$0 ;
+  wire \port$2532$0 ;
+  input [178:0] \port$2534$0 ;
+  wire [178:0] \port$2534$0 ;
+  wire [4:0] r_addr;
+  output [183:0] r_data;
+  reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
+  wire r_en;
+  input [4:0] read__addr;
+  wire [4:0] read__addr;
+  wire [183:0] read__data;
+  input read__en;
+  wire read__en;
+  input rst;
+  wire rst;
+  wire [4:0] w_addr;
+  wire [183:0] w_data;
+  wire [22:0] w_en;
+  input [4:0] write__addr;
+  wire [4:0] write__addr;
+  wire [183:0] write__data;
+  wire [22:0] write__en;
+  reg [183:0] memory [31:0];
+  initial begin
+    memory[0] = 184'h0000000000000000000000000000000000000000000000;
+    memory[1] = 184'h0000000000000000000000000000000000000000000000;
+    memory[2] = 184'h0000000000000000000000000000000000000000000000;
+    memory[3] = 184'h0000000000000000000000000000000000000000000000;
+    memory[4] = 184'h0000000000000000000000000000000000000000000000;
+    memory[5] = 184'h0000000000000000000000000000000000000000000000;
+    memory[6] = 184'h0000000000000000000000000000000000000000000000;
+    memory[7] = 184'h0000000000000000000000000000000000000000000000;
+    memory[8] = 184'h0000000000000000000000000000000000000000000000;
+    memory[9] = 184'h0000000000000000000000000000000000000000000000;
+    memory[10] = 184'h0000000000000000000000000000000000000000000000;
+    memory[11] = 184'h0000000000000000000000000000000000000000000000;
+    memory[12] = 184'h0000000000000000000000000000000000000000000000;
+    memory[13] = 184'h0000000000000000000000000000000000000000000000;
+    memory[14] = 184'h0000000000000000000000000000000000000000000000;
+    memory[15] = 184'h0000000000000000000000000000000000000000000000;
+    memory[16] = 184'h0000000000000000000000000000000000000000000000;
+    memory[17] = 184'h0000000000000000000000000000000000000000000000;
+    memory[18] = 184'h0000000000000000000000000000000000000000000000;
+    memory[19] = 184'h0000000000000000000000000000000000000000000000;
+    memory[20] = 184'h0000000000000000000000000000000000000000000000;
+    memory[21] = 184'h0000000000000000000000000000000000000000000000;
+    memory[22] = 184'h0000000000000000000000000000000000000000000000;
+    memory[23] = 184'h0000000000000000000000000000000000000000000000;
+    memory[24] = 184'h0000000000000000000000000000000000000000000000;
+    memory[25] = 184'h0000000000000000000000000000000000000000000000;
+    memory[26] = 184'h0000000000000000000000000000000000000000000000;
+    memory[27] = 184'h0000000000000000000000000000000000000000000000;
+    memory[28] = 184'h0000000000000000000000000000000000000000000000;
+    memory[29] = 184'h0000000000000000000000000000000000000000000000;
+    memory[30] = 184'h0000000000000000000000000000000000000000000000;
+    memory[31] = 184'h0000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (\port$2532$0 )
+      memory[write__addr] <= { 5'h00, \port$2534$0  };
+  end
+  reg [183:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
+  always @(posedge clk)
+    r_data <= \$1 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    \$1  = read__data;
+    if (rst) begin
+      \$1  = 184'h0000000000000000000000000000000000000000000000;
+    end
+  end
+  assign w_addr = write__addr;
+  assign write__data = { 5'h00, \port$2534$0  };
+  assign w_data = { 5'h00, \port$2534$0  };
+  assign write__en = { \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0  };
+  assign w_en = { \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0 , \port$2532$0  };
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -4779,28 +5371,28 @@ module \ace_nic_small.rx0.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out__0__payload, out__1__payload, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid
-, out__1__valid, r__ready, \r__ready$8 , error_clear);
-  reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
+module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, credits__0, credits__1, credit_valid, freed__0, freed__1, busy_cycles, credit_channel, credit_count, header_bytes, payload_bytes, errors, error, error_cause, out__0__valid, out__0__payload, out__1__valid
+, out__1__payload, r__ready, \r__ready$8 , error_clear);
+  reg \$auto$verilog_backend.cc:2355:dump_module$61  = 0;
   wire \$1 ;
   wire [7:0] \$10 ;
   wire \$100 ;
-  wire \$101 ;
-  reg \$102 ;
+  reg \$101 ;
+  wire \$102 ;
   wire \$103 ;
-  wire \$104 ;
-  reg \$105 ;
+  reg \$104 ;
+  wire \$105 ;
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
   wire \$109 ;
   wire [7:0] \$11 ;
   wire \$110 ;
-  wire \$111 ;
-  reg \$112 ;
+  reg \$111 ;
+  wire \$112 ;
   wire \$113 ;
-  wire \$114 ;
-  reg \$115 ;
+  reg \$114 ;
+  wire \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
@@ -4812,103 +5404,102 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
-  wire \$126 ;
-  wire [48:0] \$127 ;
+  wire [48:0] \$126 ;
+  wire [17:0] \$127 ;
   wire [17:0] \$128 ;
-  wire [17:0] \$129 ;
+  wire \$129 ;
   wire [7:0] \$13 ;
-  wire \$130 ;
+  wire [17:0] \$130 ;
   wire [17:0] \$131 ;
-  wire [17:0] \$132 ;
-  wire \$133 ;
+  wire \$132 ;
+  wire [17:0] \$133 ;
   wire [17:0] \$134 ;
-  wire [17:0] \$135 ;
-  wire \$136 ;
+  wire \$135 ;
+  wire [17:0] \$136 ;
   wire [17:0] \$137 ;
-  wire [17:0] \$138 ;
-  wire \$139 ;
+  wire \$138 ;
+  wire [17:0] \$139 ;
   wire [7:0] \$14 ;
   wire [17:0] \$140 ;
-  wire [17:0] \$141 ;
-  wire \$142 ;
+  wire \$141 ;
+  wire [17:0] \$142 ;
   wire [17:0] \$143 ;
-  wire [17:0] \$144 ;
-  wire \$145 ;
+  wire \$144 ;
+  wire [17:0] \$145 ;
   wire [17:0] \$146 ;
-  wire [17:0] \$147 ;
-  wire \$148 ;
+  wire \$147 ;
+  wire [17:0] \$148 ;
   wire [17:0] \$149 ;
   wire [7:0] \$15 ;
-  wire [17:0] \$150 ;
-  wire \$151 ;
+  wire \$150 ;
+  wire [17:0] \$151 ;
   wire [17:0] \$152 ;
-  wire [17:0] \$153 ;
-  wire \$154 ;
+  wire \$153 ;
+  wire [17:0] \$154 ;
   wire [17:0] \$155 ;
-  wire [17:0] \$156 ;
-  wire \$157 ;
+  wire \$156 ;
+  wire [17:0] \$157 ;
   wire [17:0] \$158 ;
-  wire [17:0] \$159 ;
+  wire \$159 ;
   wire [7:0] \$16 ;
-  wire \$160 ;
+  wire [17:0] \$160 ;
   wire [17:0] \$161 ;
-  wire [17:0] \$162 ;
-  wire \$163 ;
+  wire \$162 ;
+  wire [17:0] \$163 ;
   wire [17:0] \$164 ;
-  wire [17:0] \$165 ;
-  wire \$166 ;
+  wire \$165 ;
+  wire [17:0] \$166 ;
   wire [17:0] \$167 ;
-  wire [17:0] \$168 ;
-  wire \$169 ;
+  wire \$168 ;
+  wire [17:0] \$169 ;
   wire [7:0] \$17 ;
   wire [17:0] \$170 ;
-  wire [17:0] \$171 ;
-  wire \$172 ;
+  wire \$171 ;
+  wire [17:0] \$172 ;
   wire [17:0] \$173 ;
-  wire [17:0] \$174 ;
-  wire \$175 ;
-  wire [7:0] \$176 ;
-  wire \$177 ;
+  wire \$174 ;
+  wire [7:0] \$175 ;
+  wire \$176 ;
+  wire [48:0] \$177 ;
   wire [48:0] \$178 ;
-  wire [48:0] \$179 ;
+  wire \$179 ;
   wire [7:0] \$18 ;
-  wire \$180 ;
-  wire [48:0] \$181 ;
+  wire [48:0] \$180 ;
+  wire \$181 ;
   wire \$182 ;
-  wire \$183 ;
+  reg \$183 ;
   reg \$184 ;
-  reg \$185 ;
-  reg [47:0] \$186 ;
-  reg [142:0] \$187 ;
+  reg [47:0] \$185 ;
+  reg [142:0] \$186 ;
+  reg [154:0] \$187 ;
   reg [154:0] \$188 ;
-  reg [154:0] \$189 ;
+  reg [5:0] \$189 ;
   wire [7:0] \$19 ;
   reg [6:0] \$190 ;
   reg [5:0] \$191 ;
   reg [5:0] \$192 ;
   reg [6:0] \$193 ;
   reg [5:0] \$194 ;
-  reg [5:0] \$195 ;
-  reg [151:0] \$196 ;
+  reg [151:0] \$195 ;
+  reg \$196 ;
   reg \$197 ;
-  reg \$198 ;
-  reg [1:0] \$199 ;
+  reg [1:0] \$198 ;
+  reg [47:0] \$199 ;
   wire \$2 ;
   wire [7:0] \$20 ;
-  reg [47:0] \$200 ;
-  reg \$201 ;
+  reg \$200 ;
+  reg [6:0] \$201 ;
   reg [6:0] \$202 ;
-  reg [6:0] \$203 ;
-  reg [16:0] \$204 ;
+  reg [16:0] \$203 ;
+  reg [7:0] \$204 ;
   reg [7:0] \$205 ;
-  reg [7:0] \$206 ;
-  reg \$207 ;
-  reg [15:0] \$208 ;
+  reg \$206 ;
+  reg [15:0] \$207 ;
+  reg [47:0] \$208 ;
   reg [47:0] \$209 ;
   wire [7:0] \$21 ;
-  reg [47:0] \$210 ;
-  reg \$211 ;
-  reg [3:0] \$212 ;
+  reg \$210 ;
+  reg [3:0] \$211 ;
   wire [7:0] \$22 ;
   wire [7:0] \$23 ;
   wire \$24 ;
@@ -4930,14 +5521,14 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   wire \$39 ;
   wire \$4 ;
   wire \$40 ;
-  wire [3:0] \$41 ;
+  wire \$41 ;
   wire \$42 ;
   wire \$43 ;
-  wire \$44 ;
-  wire [48:0] \$45 ;
+  wire [48:0] \$44 ;
+  wire [17:0] \$45 ;
   wire [17:0] \$46 ;
   wire [17:0] \$47 ;
-  wire [17:0] \$48 ;
+  wire \$48 ;
   wire \$49 ;
   wire \$5 ;
   wire \$50 ;
@@ -4957,40 +5548,40 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
-  wire \$66 ;
-  wire [6:0] \$67 ;
+  wire [6:0] \$66 ;
+  wire \$67 ;
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
   wire \$70 ;
-  wire [6:0] \$71 ;
+  wire \$71 ;
   wire [6:0] \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire [6:0] \$75 ;
-  wire [7:0] \$76 ;
+  wire [7:0] \$73 ;
+  wire [6:0] \$74 ;
+  wire [7:0] \$75 ;
+  wire [6:0] \$76 ;
   wire \$77 ;
   wire \$78 ;
   wire [6:0] \$79 ;
   wire [7:0] \$8 ;
-  wire [8:0] \$80 ;
-  wire [6:0] \$81 ;
-  wire [7:0] \$82 ;
+  wire [6:0] \$80 ;
+  wire [7:0] \$81 ;
+  wire \$82 ;
   wire \$83 ;
   wire \$84 ;
-  wire [6:0] \$85 ;
+  wire \$85 ;
   wire [6:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [6:0] \$89 ;
+  wire [7:0] \$87 ;
+  wire [6:0] \$88 ;
+  wire [7:0] \$89 ;
   wire [7:0] \$9 ;
-  wire [7:0] \$90 ;
+  wire [6:0] \$90 ;
   wire \$91 ;
   wire \$92 ;
   wire [6:0] \$93 ;
-  wire [8:0] \$94 ;
-  wire [6:0] \$95 ;
-  wire [7:0] \$96 ;
+  wire [6:0] \$94 ;
+  wire [7:0] \$95 ;
+  wire \$96 ;
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
@@ -5123,7 +5714,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   output [47:0] errors;
   reg [47:0] errors = 48'h000000000000;
   wire freed;
-  wire \freed$60 ;
+  wire \freed$62 ;
   output freed__0;
   reg freed__0 = 1'h0;
   output freed__1;
@@ -5209,7 +5800,8 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   wire out__1__valid;
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
-  reg [6:0] pkt_beats = 7'h00;
+  (* init = 7'h00 *)
+  wire [6:0] pkt_beats;
   wire [178:0] r__payload;
   wire [178:0] \r__payload$7 ;
   wire [127:0] \r__payload$7.data ;
@@ -5245,11 +5837,14 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   reg [5:0] space1_committed = 6'h20;
   reg [6:0] space1_kept = 7'h00;
   reg [5:0] space1_total = 6'h20;
-  wire [6:0] space_beats;
+  reg [6:0] space_beats = 7'h00;
+  (* init = 1'h0 *)
   wire space_channel;
   wire space_commit;
   wire space_release;
   reg space_reserve;
+  wire [6:0] space_reserve_beats;
+  wire [3:0] space_reserve_channel;
   wire [178:0] w_data;
   wire [178:0] \w_data$28 ;
   wire [127:0] \w_data$28.data ;
@@ -5309,212 +5904,211 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   assign \$38  = judged[129] & \$37 ;
   assign \$39  = ~ \$38 ;
   assign \$40  = \$signal  & judged[129];
-  assign \$41  = \$42  ? judged[20:17] : { 3'h0, cur };
-  assign space_beats = \$42  ? judged[136:130] : pkt_beats;
-  assign \$42  = ! rx_fsm_state;
-  assign \$43  = rx_fsm_state == 1'h1;
-  assign \$44  = rx_fsm_state == 2'h2;
-  assign \$45  = busy_cycles + link__tvalid;
-  assign \$46  = in[49:33] + 4'hf;
-  assign \$48  = 6'h20 - in[49:33];
-  assign \$49  = in[4:1] != 4'ha;
-  assign \$50  = | in[6:5];
-  assign \$51  = \$49  | \$50 ;
-  assign \$52  = ! in[8:7];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = in[8:7] == 1'h1;
-  assign \$55  = ~ \$54 ;
-  assign \$56  = \$53  & \$55 ;
-  assign \$57  = in[20:17] >= 2'h2;
-  assign \$58  = ! in[49:33];
-  assign \$59  = ! in[8:7];
-  assign \$60  = in[49:33] > 11'h400;
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = \$58  | \$61 ;
-  assign \$63  = in[8:7] == 1'h1;
-  assign \$64  = in[49:33] > 6'h20;
-  assign \$65  = \$63  & \$64 ;
-  assign \$66  = \$62  | \$65 ;
-  assign \$67  = decoded[142:137] - checked[38:33];
-  assign \$68  = decoded[20:17] == checked[20:17];
-  assign \$69  = ! \$41 [0];
-  assign \$70  = commit & \$69 ;
-  assign \$71  = \$70  ? space_beats : 7'h00;
+  assign \$41  = ! rx_fsm_state;
+  assign \$42  = rx_fsm_state == 1'h1;
+  assign \$43  = rx_fsm_state == 2'h2;
+  assign \$44  = busy_cycles + link__tvalid;
+  assign \$45  = in[49:33] + 4'hf;
+  assign \$47  = 6'h20 - in[49:33];
+  assign \$48  = in[4:1] != 4'ha;
+  assign \$49  = | in[6:5];
+  assign \$50  = \$48  | \$49 ;
+  assign \$51  = ! in[8:7];
+  assign \$52  = ~ \$51 ;
+  assign \$53  = in[8:7] == 1'h1;
+  assign \$54  = ~ \$53 ;
+  assign \$55  = \$52  & \$54 ;
+  assign \$56  = in[20:17] >= 2'h2;
+  assign \$57  = ! in[49:33];
+  assign \$58  = ! in[8:7];
+  assign \$59  = in[49:33] > 11'h400;
+  assign \$60  = \$58  & \$59 ;
+  assign \$61  = \$57  | \$60 ;
+  assign \$62  = in[8:7] == 1'h1;
+  assign \$63  = in[49:33] > 6'h20;
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = \$61  | \$64 ;
+  assign \$66  = decoded[142:137] - checked[38:33];
+  assign \$67  = decoded[20:17] == checked[20:17];
+  assign \$68  = ! judged[20:17];
+  assign \$69  = space_reserve & \$68 ;
+  assign \$70  = ! cur;
+  assign \$71  = rollback & \$70 ;
   assign \$72  = space0_total + freed__0;
-  assign \$73  = ! \$41 [0];
-  assign \$74  = rollback & \$73 ;
-  assign \$75  = \$74  ? space_beats : 7'h00;
-  assign \$76  = \$72  + \$75 ;
-  assign \$77  = ! \$41 [0];
-  assign \$78  = space_reserve & \$77 ;
+  assign \$73  = \$72  - judged[136:130];
+  assign \$74  = space0_total + freed__0;
+  assign \$75  = \$74  + space_beats;
+  assign \$76  = space0_total + freed__0;
+  assign \$77  = ! cur;
+  assign \$78  = commit & \$77 ;
   assign \$79  = \$78  ? space_beats : 7'h00;
-  assign \$80  = \$76  - \$79 ;
-  assign \$81  = space0_committed + freed__0;
-  assign \$82  = \$81  - space0_kept;
-  assign \$84  = commit & \$83 ;
-  assign \$85  = \$84  ? space_beats : 7'h00;
+  assign \$80  = space0_committed + freed__0;
+  assign \$81  = \$80  - space0_kept;
+  assign \$82  = judged[20:17] == 1'h1;
+  assign \$83  = space_reserve & \$82 ;
+  assign \$85  = rollback & \$84 ;
   assign \$86  = space1_total + freed__1;
-  assign \$88  = rollback & \$87 ;
-  assign \$89  = \$88  ? space_beats : 7'h00;
-  assign \$90  = \$86  + \$89 ;
-  assign \$92  = space_reserve & \$91 ;
+  assign \$87  = \$86  - judged[136:130];
+  assign \$88  = space1_total + freed__1;
+  assign \$89  = \$88  + space_beats;
+  assign \$90  = space1_total + freed__1;
+  assign \$92  = commit & \$91 ;
   assign \$93  = \$92  ? space_beats : 7'h00;
-  assign \$94  = \$90  - \$93 ;
-  assign \$95  = space1_committed + freed__1;
-  assign \$96  = \$95  - space1_kept;
-  assign \$97  = ! checked[8:7];
-  assign \$98  = ! checked[146:143];
-  assign \$99  = ! checked[8:7];
-  assign \$100  = checked[136:130] <= space0_total;
-  assign \$101  = checked[136:130] <= space1_total;
-  assign \$103  = credits__0 <= checked[142:137];
-  assign \$104  = credits__1 <= checked[142:137];
-  assign \$106  = \$99  ? \$102  : \$105 ;
-  assign \$107  = \$98  & \$106 ;
-  assign \$108  = ! checked[146:143];
-  assign \$109  = ! checked[8:7];
-  assign \$110  = checked[136:130] <= space0_committed;
-  assign \$111  = checked[136:130] <= space1_committed;
-  assign \$113  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
-  assign \$114  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
-  assign \$116  = \$109  ? \$112  : \$115 ;
-  assign \$117  = \$108  & \$116 ;
-  assign \$118  = ! checked[8:7];
-  assign \$119  = checked[20:17] == cur;
-  assign \$120  = \$118  & \$119 ;
-  assign \$121  = ! checked[8:7];
-  assign \$122  = ~ \$121 ;
-  assign \$123  = \$122  & checked[154];
-  assign \$124  = ~ ok;
-  assign \$125  = ~ judged[147];
-  assign \$126  = ~ judged[129];
-  assign \$127  = header_bytes + 5'h10;
-  assign \$128  = judged[49:33] - 1'h1;
-  assign \$130  = $signed(\$129 ) >= $signed(1'h0);
-  assign \$131  = judged[49:33] - 1'h1;
-  assign \$133  = $signed(\$132 ) >= $signed(2'h1);
-  assign \$134  = judged[49:33] - 1'h1;
-  assign \$136  = $signed(\$135 ) >= $signed(3'h2);
-  assign \$137  = judged[49:33] - 1'h1;
-  assign \$139  = $signed(\$138 ) >= $signed(3'h3);
-  assign \$140  = judged[49:33] - 1'h1;
-  assign \$142  = $signed(\$141 ) >= $signed(4'h4);
-  assign \$143  = judged[49:33] - 1'h1;
-  assign \$145  = $signed(\$144 ) >= $signed(4'h5);
-  assign \$146  = judged[49:33] - 1'h1;
-  assign \$148  = $signed(\$147 ) >= $signed(4'h6);
-  assign \$149  = judged[49:33] - 1'h1;
-  assign \$151  = $signed(\$150 ) >= $signed(4'h7);
-  assign \$152  = judged[49:33] - 1'h1;
-  assign \$154  = $signed(\$153 ) >= $signed(5'h08);
-  assign \$155  = judged[49:33] - 1'h1;
-  assign \$157  = $signed(\$156 ) >= $signed(5'h09);
-  assign \$158  = judged[49:33] - 1'h1;
-  assign \$160  = $signed(\$159 ) >= $signed(5'h0a);
-  assign \$161  = judged[49:33] - 1'h1;
-  assign \$163  = $signed(\$162 ) >= $signed(5'h0b);
-  assign \$164  = judged[49:33] - 1'h1;
-  assign \$166  = $signed(\$165 ) >= $signed(5'h0c);
-  assign \$167  = judged[49:33] - 1'h1;
-  assign \$169  = $signed(\$168 ) >= $signed(5'h0d);
-  assign \$170  = judged[49:33] - 1'h1;
-  assign \$172  = $signed(\$171 ) >= $signed(5'h0e);
-  assign \$173  = judged[49:33] - 1'h1;
-  assign \$175  = $signed(\$174 ) >= $signed(5'h0f);
-  assign \$176  = \$signal$18  - 1'h1;
-  assign \$177  = \$signal  & judged[129];
-  assign \$178  = payload_bytes + \$signal$26 ;
-  assign \$179  = header_bytes + 5'h10;
-  assign \$180  = judged[0] & judged[129];
-  assign \$181  = errors + 1'h1;
-  assign \$182  = ~ error;
-  assign \$183  = error_now & \$182 ;
+  assign \$94  = space1_committed + freed__1;
+  assign \$95  = \$94  - space1_kept;
+  assign \$96  = ! checked[8:7];
+  assign \$97  = ! checked[146:143];
+  assign \$98  = ! checked[8:7];
+  assign \$99  = checked[136:130] <= space0_total;
+  assign \$100  = checked[136:130] <= space1_total;
+  assign \$102  = credits__0 <= checked[142:137];
+  assign \$103  = credits__1 <= checked[142:137];
+  assign \$105  = \$98  ? \$101  : \$104 ;
+  assign \$106  = \$97  & \$105 ;
+  assign \$107  = ! checked[146:143];
+  assign \$108  = ! checked[8:7];
+  assign \$109  = checked[136:130] <= space0_committed;
+  assign \$110  = checked[136:130] <= space1_committed;
+  assign \$112  = $signed({ 1'h0, credits__0 }) <= $signed(checked[153:147]);
+  assign \$113  = $signed({ 1'h0, credits__1 }) <= $signed(checked[153:147]);
+  assign \$115  = \$108  ? \$111  : \$114 ;
+  assign \$116  = \$107  & \$115 ;
+  assign \$117  = ! checked[8:7];
+  assign \$118  = checked[20:17] == cur;
+  assign \$119  = \$117  & \$118 ;
+  assign \$120  = ! checked[8:7];
+  assign \$121  = ~ \$120 ;
+  assign \$122  = \$121  & checked[154];
+  assign \$123  = ~ ok;
+  assign \$124  = ~ judged[147];
+  assign \$125  = ~ judged[129];
+  assign \$126  = header_bytes + 5'h10;
+  assign \$127  = judged[49:33] - 1'h1;
+  assign \$129  = $signed(\$128 ) >= $signed(1'h0);
+  assign \$130  = judged[49:33] - 1'h1;
+  assign \$132  = $signed(\$131 ) >= $signed(2'h1);
+  assign \$133  = judged[49:33] - 1'h1;
+  assign \$135  = $signed(\$134 ) >= $signed(3'h2);
+  assign \$136  = judged[49:33] - 1'h1;
+  assign \$138  = $signed(\$137 ) >= $signed(3'h3);
+  assign \$139  = judged[49:33] - 1'h1;
+  assign \$141  = $signed(\$140 ) >= $signed(4'h4);
+  assign \$142  = judged[49:33] - 1'h1;
+  assign \$144  = $signed(\$143 ) >= $signed(4'h5);
+  assign \$145  = judged[49:33] - 1'h1;
+  assign \$147  = $signed(\$146 ) >= $signed(4'h6);
+  assign \$148  = judged[49:33] - 1'h1;
+  assign \$150  = $signed(\$149 ) >= $signed(4'h7);
+  assign \$151  = judged[49:33] - 1'h1;
+  assign \$153  = $signed(\$152 ) >= $signed(5'h08);
+  assign \$154  = judged[49:33] - 1'h1;
+  assign \$156  = $signed(\$155 ) >= $signed(5'h09);
+  assign \$157  = judged[49:33] - 1'h1;
+  assign \$159  = $signed(\$158 ) >= $signed(5'h0a);
+  assign \$160  = judged[49:33] - 1'h1;
+  assign \$162  = $signed(\$161 ) >= $signed(5'h0b);
+  assign \$163  = judged[49:33] - 1'h1;
+  assign \$165  = $signed(\$164 ) >= $signed(5'h0c);
+  assign \$166  = judged[49:33] - 1'h1;
+  assign \$168  = $signed(\$167 ) >= $signed(5'h0d);
+  assign \$169  = judged[49:33] - 1'h1;
+  assign \$171  = $signed(\$170 ) >= $signed(5'h0e);
+  assign \$172  = judged[49:33] - 1'h1;
+  assign \$174  = $signed(\$173 ) >= $signed(5'h0f);
+  assign \$175  = \$signal$18  - 1'h1;
+  assign \$176  = \$signal  & judged[129];
+  assign \$177  = payload_bytes + \$signal$26 ;
+  assign \$178  = header_bytes + 5'h10;
+  assign \$179  = judged[0] & judged[129];
+  assign \$180  = errors + 1'h1;
+  assign \$181  = ~ error;
+  assign \$182  = error_now & \$181 ;
   always @(posedge clk)
-    freed__0 <= \$184 ;
+    freed__0 <= \$183 ;
   always @(posedge clk)
-    freed__1 <= \$185 ;
+    freed__1 <= \$184 ;
   always @(posedge clk)
-    busy_cycles <= \$186 ;
+    busy_cycles <= \$185 ;
   always @(posedge clk)
-    in <= \$187 ;
+    in <= \$186 ;
   always @(posedge clk)
-    decoded <= \$188 ;
+    decoded <= \$187 ;
   always @(posedge clk)
-    checked <= \$189 ;
+    checked <= \$188 ;
+  always @(posedge clk)
+    space0_total <= \$189 ;
   always @(posedge clk)
     space0_kept <= \$190 ;
   always @(posedge clk)
-    space0_total <= \$191 ;
+    space0_committed <= \$191 ;
   always @(posedge clk)
-    space0_committed <= \$192 ;
+    space1_total <= \$192 ;
   always @(posedge clk)
     space1_kept <= \$193 ;
   always @(posedge clk)
-    space1_total <= \$194 ;
+    space1_committed <= \$194 ;
   always @(posedge clk)
-    space1_committed <= \$195 ;
+    judged <= \$195 ;
   always @(posedge clk)
-    judged <= \$196 ;
+    rolled_back <= \$196 ;
   always @(posedge clk)
-    rolled_back <= \$197 ;
+    credited <= \$197 ;
   always @(posedge clk)
-    credited <= \$198 ;
+    rx_fsm_state <= \$198 ;
   always @(posedge clk)
-    rx_fsm_state <= \$199 ;
+    header_bytes <= \$199 ;
   always @(posedge clk)
-    header_bytes <= \$200 ;
+    cur <= \$200 ;
   always @(posedge clk)
-    cur <= \$201 ;
+    \$signal$18  <= \$201 ;
   always @(posedge clk)
-    \$signal$18  <= \$202 ;
+    space_beats <= \$202 ;
   always @(posedge clk)
-    pkt_beats <= \$203 ;
+    \$signal$26  <= \$203 ;
   always @(posedge clk)
-    \$signal$26  <= \$204 ;
+    \$like$25  <= \$204 ;
   always @(posedge clk)
-    \$like$25  <= \$205 ;
+    \$like  <= \$205 ;
   always @(posedge clk)
-    \$like  <= \$206 ;
+    \$signal$23  <= \$206 ;
   always @(posedge clk)
-    \$signal$23  <= \$207 ;
+    \$signal$20  <= \$207 ;
   always @(posedge clk)
-    \$signal$20  <= \$208 ;
+    payload_bytes <= \$208 ;
   always @(posedge clk)
-    payload_bytes <= \$209 ;
+    errors <= \$209 ;
   always @(posedge clk)
-    errors <= \$210 ;
+    error <= \$210 ;
   always @(posedge clk)
-    error <= \$211 ;
-  always @(posedge clk)
-    error_cause <= \$212 ;
+    error_cause <= \$211 ;
   \ace_nic_small.rx1.buffer0  buffer0 (
     .clk(clk),
     .commit(\commit$45 ),
     .fetch(freed),
-    .out_valid(out__0__valid),
-    .\port$1634$0 (\$signal ),
-    .\port$1637$0 (\$8 ),
-    .\port$1638$0 (\$9 ),
-    .\port$1639$0 (\$10 ),
-    .\port$1640$0 (\$11 ),
-    .\port$1641$0 (\$12 ),
-    .\port$1642$0 (\$13 ),
-    .\port$1643$0 (\$14 ),
-    .\port$1644$0 (\$15 ),
-    .\port$1645$0 (\$16 ),
-    .\port$1646$0 (\$17 ),
-    .\port$1647$0 (\$18 ),
-    .\port$1648$0 (\$19 ),
-    .\port$1649$0 (\$20 ),
-    .\port$1650$0 (\$21 ),
-    .\port$1651$0 (\$22 ),
-    .\port$1652$0 (\$23 ),
-    .\port$2490$0 (keep),
-    .\port$2547$0 (\$signal$26 ),
-    .\port$2549$0 (\$like$25 ),
-    .\port$2551$0 (\$like ),
-    .\port$2553$0 (\$signal$23 ),
-    .r__payload(out__0__payload),
+    .landing_head(out__0__payload),
+    .landing_nonempty(out__0__valid),
+    .\port$1690$0 (\$signal ),
+    .\port$1693$0 (\$8 ),
+    .\port$1694$0 (\$9 ),
+    .\port$1695$0 (\$10 ),
+    .\port$1696$0 (\$11 ),
+    .\port$1697$0 (\$12 ),
+    .\port$1698$0 (\$13 ),
+    .\port$1699$0 (\$14 ),
+    .\port$1700$0 (\$15 ),
+    .\port$1701$0 (\$16 ),
+    .\port$1702$0 (\$17 ),
+    .\port$1703$0 (\$18 ),
+    .\port$1704$0 (\$19 ),
+    .\port$1705$0 (\$20 ),
+    .\port$1706$0 (\$21 ),
+    .\port$1707$0 (\$22 ),
+    .\port$1708$0 (\$23 ),
+    .\port$2664$0 (keep),
+    .\port$2721$0 (\$signal$26 ),
+    .\port$2723$0 (\$like$25 ),
+    .\port$2725$0 (\$like ),
+    .\port$2727$0 (\$signal$23 ),
     .r__ready(r__ready),
     .rollback(\rollback$46 ),
     .rst(rst),
@@ -5523,31 +6117,31 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   \ace_nic_small.rx1.buffer1  buffer1 (
     .clk(clk),
     .commit(\commit$48 ),
-    .fetch(\freed$60 ),
-    .out_valid(out__1__valid),
-    .\port$1634$0 (\$signal ),
-    .\port$1637$0 (\$8 ),
-    .\port$1638$0 (\$9 ),
-    .\port$1639$0 (\$10 ),
-    .\port$1640$0 (\$11 ),
-    .\port$1641$0 (\$12 ),
-    .\port$1642$0 (\$13 ),
-    .\port$1643$0 (\$14 ),
-    .\port$1644$0 (\$15 ),
-    .\port$1645$0 (\$16 ),
-    .\port$1646$0 (\$17 ),
-    .\port$1647$0 (\$18 ),
-    .\port$1648$0 (\$19 ),
-    .\port$1649$0 (\$20 ),
-    .\port$1650$0 (\$21 ),
-    .\port$1651$0 (\$22 ),
-    .\port$1652$0 (\$23 ),
-    .\port$2490$0 (keep),
-    .\port$2547$0 (\$signal$26 ),
-    .\port$2549$0 (\$like$25 ),
-    .\port$2551$0 (\$like ),
-    .\port$2553$0 (\$signal$23 ),
-    .r__payload(out__1__payload),
+    .fetch(\freed$62 ),
+    .landing_head(out__1__payload),
+    .landing_nonempty(out__1__valid),
+    .\port$1690$0 (\$signal ),
+    .\port$1693$0 (\$8 ),
+    .\port$1694$0 (\$9 ),
+    .\port$1695$0 (\$10 ),
+    .\port$1696$0 (\$11 ),
+    .\port$1697$0 (\$12 ),
+    .\port$1698$0 (\$13 ),
+    .\port$1699$0 (\$14 ),
+    .\port$1700$0 (\$15 ),
+    .\port$1701$0 (\$16 ),
+    .\port$1702$0 (\$17 ),
+    .\port$1703$0 (\$18 ),
+    .\port$1704$0 (\$19 ),
+    .\port$1705$0 (\$20 ),
+    .\port$1706$0 (\$21 ),
+    .\port$1707$0 (\$22 ),
+    .\port$1708$0 (\$23 ),
+    .\port$2664$0 (keep),
+    .\port$2721$0 (\$signal$26 ),
+    .\port$2723$0 (\$like$25 ),
+    .\port$2725$0 (\$like ),
+    .\port$2727$0 (\$signal$23 ),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$49 ),
     .rst(rst),
@@ -5558,47 +6152,47 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     .header(in[64:1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
-          \$102  = \$100 ;
+          \$101  = \$99 ;
       1'h1:
-          \$102  = \$101 ;
+          \$101  = \$100 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
-          \$105  = \$103 ;
+          \$104  = \$102 ;
       1'h1:
-          \$105  = \$104 ;
+          \$104  = \$103 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
-          \$112  = \$110 ;
+          \$111  = \$109 ;
       1'h1:
-          \$112  = \$111 ;
+          \$111  = \$110 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
     casez (checked[17])
       1'h0:
-          \$115  = \$113 ;
+          \$114  = \$112 ;
       1'h1:
-          \$115  = \$114 ;
+          \$114  = \$113 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     cause = 4'h0;
     if (decoded[151]) begin
       cause = 4'h1;
@@ -5617,7 +6211,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal ) begin
       keep = \$signal$20 ;
@@ -5626,7 +6220,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     (* full_case = 32'd1 *)
     if (\$27 ) begin
       \cause$32  = judged[146:143];
@@ -5637,7 +6231,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     error_now = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5658,7 +6252,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     error_code = 4'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5679,7 +6273,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     credit_valid = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5692,7 +6286,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     space_reserve = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5707,7 +6301,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     rollback = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5719,7 +6313,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     commit = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5731,7 +6325,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     w_en = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5745,7 +6339,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     \commit$45  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5759,7 +6353,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     \rollback$46  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5773,7 +6367,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     \w_en$47  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5787,7 +6381,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     \commit$48  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5801,7 +6395,7 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
     \rollback$49  = 1'h0;
     casez (rx_fsm_state)
       2'h0:
@@ -5815,230 +6409,262 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$184  = freed;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$183  = freed;
+    if (rst) begin
+      \$183  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$184  = \freed$62 ;
     if (rst) begin
       \$184  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$185  = \freed$60 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$185  = \$44 [47:0];
     if (rst) begin
-      \$185  = 1'h0;
+      \$185  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$186  = \$45 [47:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$186 [142:130] = in[142:130];
+    \$186 [0] = link__tvalid;
+    \$186 [128:1] = link__tdata;
+    \$186 [129] = link__tlast;
     if (rst) begin
-      \$186  = 48'h000000000000;
+      \$186  = 143'h000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$187 [142:130] = in[142:130];
-    \$187 [0] = link__tvalid;
-    \$187 [128:1] = link__tdata;
-    \$187 [129] = link__tlast;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$187 [0] = in[0];
+    \$187 [128:1] = in[128:1];
+    \$187 [129] = in[129];
+    \$187 [136:130] = \$46 [6:0];
+    \$187 [142:137] = \$47 [5:0];
+    \$187 [150:143] = check;
+    \$187 [151] = \$50 ;
+    \$187 [152] = \$55 ;
+    \$187 [153] = \$56 ;
+    \$187 [154] = \$65 ;
     if (rst) begin
-      \$187  = 143'h000000000000000000000000000000000000;
+      \$187  = 155'h000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$188 [0] = in[0];
-    \$188 [128:1] = in[128:1];
-    \$188 [129] = in[129];
-    \$188 [136:130] = \$47 [6:0];
-    \$188 [142:137] = \$48 [5:0];
-    \$188 [150:143] = check;
-    \$188 [151] = \$51 ;
-    \$188 [152] = \$56 ;
-    \$188 [153] = \$57 ;
-    \$188 [154] = \$66 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$188 [0] = decoded[0];
+    \$188 [128:1] = decoded[128:1];
+    \$188 [129] = decoded[129];
+    \$188 [136:130] = decoded[136:130];
+    \$188 [142:137] = decoded[142:137];
+    \$188 [146:143] = cause;
+    \$188 [153:147] = \$66 ;
+    \$188 [154] = \$67 ;
     if (rst) begin
       \$188  = 155'h000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$189 [0] = decoded[0];
-    \$189 [128:1] = decoded[128:1];
-    \$189 [129] = decoded[129];
-    \$189 [136:130] = decoded[136:130];
-    \$189 [142:137] = decoded[142:137];
-    \$189 [146:143] = cause;
-    \$189 [153:147] = \$67 ;
-    \$189 [154] = \$68 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$69 ) begin
+      \$189  = \$73 [5:0];
+    end else if (\$71 ) begin
+      \$189  = \$75 [5:0];
+    end else begin
+      \$189  = \$76 [5:0];
+    end
     if (rst) begin
-      \$189  = 155'h000000000000000000000000000000000000000;
+      \$189  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$190  = \$71 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$190  = \$79 ;
     if (rst) begin
       \$190  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$191  = \$80 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$191  = \$81 [5:0];
     if (rst) begin
       \$191  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$192  = \$82 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$83 ) begin
+      \$192  = \$87 [5:0];
+    end else if (\$85 ) begin
+      \$192  = \$89 [5:0];
+    end else begin
+      \$192  = \$90 [5:0];
+    end
     if (rst) begin
       \$192  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$193  = \$85 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$193  = \$93 ;
     if (rst) begin
       \$193  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$194  = \$94 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$194  = \$95 [5:0];
     if (rst) begin
       \$194  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$195  = \$96 [5:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$195 [142:137] = judged[142:137];
+    \$195 [0] = checked[0];
+    \$195 [128:1] = checked[128:1];
+    \$195 [129] = checked[129];
+    \$195 [136:130] = checked[136:130];
+    \$195 [146:143] = checked[146:143];
+    \$195 [147] = \$96 ;
+    \$195 [148] = \$106 ;
+    \$195 [149] = \$116 ;
+    \$195 [150] = \$119 ;
+    \$195 [151] = \$122 ;
     if (rst) begin
-      \$195  = 6'h20;
+      \$195  = 152'h00000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$196 [142:137] = judged[142:137];
-    \$196 [0] = checked[0];
-    \$196 [128:1] = checked[128:1];
-    \$196 [129] = checked[129];
-    \$196 [136:130] = checked[136:130];
-    \$196 [146:143] = checked[146:143];
-    \$196 [147] = \$97 ;
-    \$196 [148] = \$107 ;
-    \$196 [149] = \$117 ;
-    \$196 [150] = \$120 ;
-    \$196 [151] = \$123 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$196  = rollback;
     if (rst) begin
-      \$196  = 152'h00000000000000000000000000000000000000;
+      \$196  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$197  = rollback;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$197  = credit_valid;
     if (rst) begin
       \$197  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$198  = credit_valid;
-    if (rst) begin
-      \$198  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$199  = rx_fsm_state;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$198  = rx_fsm_state;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-              if (\$126 ) begin
-                \$199  = 2'h1;
+            if (\$123 ) begin
+              if (\$125 ) begin
+                \$198  = 2'h1;
               end
-            end else if (\$125 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$199  = 2'h2;
+              \$198  = 2'h2;
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$177 ) begin
-              \$199  = 2'h0;
+            if (\$176 ) begin
+              \$198  = 2'h0;
             end else if (judged[129]) begin
-              \$199  = 2'h0;
+              \$198  = 2'h0;
             end else if (\$signal ) begin
-              \$199  = 2'h1;
+              \$198  = 2'h1;
             end
           end
       2'h1:
-          if (\$180 ) begin
-            \$199  = 2'h0;
+          if (\$179 ) begin
+            \$198  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$199  = 2'h0;
+      \$198  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$200  = header_bytes;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$199  = header_bytes;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
-            if (\$124 ) begin
-            end else if (\$125 ) begin
-              \$200  = \$127 [47:0];
+            if (\$123 ) begin
+            end else if (\$124 ) begin
+              \$199  = \$126 [47:0];
             end
           end
       2'h2:
           if (judged[0]) begin
-            if (\$177 ) begin
-              \$200  = \$179 [47:0];
+            if (\$176 ) begin
+              \$199  = \$178 [47:0];
             end
           end
     endcase
     if (rst) begin
-      \$200  = 48'h000000000000;
+      \$199  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$201  = cur;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$200  = cur;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$201  = judged[17];
+              \$200  = judged[17];
             end
           end
     endcase
     if (rst) begin
-      \$201  = 1'h0;
+      \$200  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$202  = \$signal$18 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$201  = \$signal$18 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
+            end else begin
+              \$201  = judged[136:130];
+            end
+          end
+      2'h2:
+          if (judged[0]) begin
+            \$201  = \$175 [6:0];
+          end
+    endcase
+    if (rst) begin
+      \$201  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$202  = space_beats;
+    casez (rx_fsm_state)
+      2'h0:
+          if (judged[0]) begin
+            (* full_case = 32'd1 *)
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
               \$202  = judged[136:130];
             end
-          end
-      2'h2:
-          if (judged[0]) begin
-            \$202  = \$176 [6:0];
           end
     endcase
     if (rst) begin
@@ -6046,52 +6672,52 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$203  = pkt_beats;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$203  = \$signal$26 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$203  = judged[136:130];
+              \$203  = judged[49:33];
             end
           end
     endcase
     if (rst) begin
-      \$203  = 7'h00;
+      \$203  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$204  = \$signal$26 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$204  = \$like$25 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$204  = judged[49:33];
+              \$204  = judged[32:25];
             end
           end
     endcase
     if (rst) begin
-      \$204  = 17'h00000;
+      \$204  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$205  = \$like$25 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$205  = \$like ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$205  = judged[32:25];
+              \$205  = judged[16:9];
             end
           end
     endcase
@@ -6100,127 +6726,109 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$206  = \$like ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$206  = \$signal$23 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$206  = judged[16:9];
-            end
-          end
-    endcase
-    if (rst) begin
-      \$206  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$207  = \$signal$23 ;
-    casez (rx_fsm_state)
-      2'h0:
-          if (judged[0]) begin
-            (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
-            end else begin
-              \$207  = 1'h1;
+              \$206  = 1'h1;
             end
           end
       2'h2:
           if (judged[0]) begin
-            \$207  = 1'h0;
+            \$206  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$207  = 1'h0;
+      \$206  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$208  = \$signal$20 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$207  = \$signal$20 ;
     casez (rx_fsm_state)
       2'h0:
           if (judged[0]) begin
             (* full_case = 32'd1 *)
-            if (\$124 ) begin
-            end else if (\$125 ) begin
+            if (\$123 ) begin
+            end else if (\$124 ) begin
             end else begin
-              \$208 [0] = \$130 ;
-              \$208 [1] = \$133 ;
-              \$208 [2] = \$136 ;
-              \$208 [3] = \$139 ;
-              \$208 [4] = \$142 ;
-              \$208 [5] = \$145 ;
-              \$208 [6] = \$148 ;
-              \$208 [7] = \$151 ;
-              \$208 [8] = \$154 ;
-              \$208 [9] = \$157 ;
-              \$208 [10] = \$160 ;
-              \$208 [11] = \$163 ;
-              \$208 [12] = \$166 ;
-              \$208 [13] = \$169 ;
-              \$208 [14] = \$172 ;
-              \$208 [15] = \$175 ;
+              \$207 [0] = \$129 ;
+              \$207 [1] = \$132 ;
+              \$207 [2] = \$135 ;
+              \$207 [3] = \$138 ;
+              \$207 [4] = \$141 ;
+              \$207 [5] = \$144 ;
+              \$207 [6] = \$147 ;
+              \$207 [7] = \$150 ;
+              \$207 [8] = \$153 ;
+              \$207 [9] = \$156 ;
+              \$207 [10] = \$159 ;
+              \$207 [11] = \$162 ;
+              \$207 [12] = \$165 ;
+              \$207 [13] = \$168 ;
+              \$207 [14] = \$171 ;
+              \$207 [15] = \$174 ;
             end
           end
     endcase
     if (rst) begin
-      \$208  = 16'h0000;
+      \$207  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$209  = payload_bytes;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$208  = payload_bytes;
     casez (rx_fsm_state)
       2'h0:
           /* empty */;
       2'h2:
           if (judged[0]) begin
-            if (\$177 ) begin
-              \$209  = \$178 [47:0];
+            if (\$176 ) begin
+              \$208  = \$177 [47:0];
             end
           end
     endcase
+    if (rst) begin
+      \$208  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$209  = errors;
+    if (error_now) begin
+      \$209  = \$180 [47:0];
+    end
     if (rst) begin
       \$209  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$210  = errors;
-    if (error_now) begin
-      \$210  = \$181 [47:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$210  = error;
+    if (error_clear) begin
+      \$210  = 1'h0;
+    end else if (\$182 ) begin
+      \$210  = 1'h1;
     end
     if (rst) begin
-      \$210  = 48'h000000000000;
+      \$210  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$211  = error;
+    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    \$211  = error_cause;
     if (error_clear) begin
-      \$211  = 1'h0;
-    end else if (\$183 ) begin
-      \$211  = 1'h1;
+      \$211  = 4'h0;
+    end else if (\$182 ) begin
+      \$211  = error_code;
     end
     if (rst) begin
-      \$211  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$212  = error_cause;
-    if (error_clear) begin
-      \$212  = 4'h0;
-    end else if (\$183 ) begin
-      \$212  = error_code;
-    end
-    if (rst) begin
-      \$212  = 4'h0;
+      \$211  = 4'h0;
     end
   end
   assign r__payload = out__0__payload;
@@ -6235,7 +6843,10 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   assign w_data = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
   assign \w_data$28  = { \$signal$26 , \$like$25 , \$like , \$signal , \$signal$23 , keep, \$23 , \$22 , \$21 , \$20 , \$19 , \$18 , \$17 , \$16 , \$15 , \$14 , \$13 , \$12 , \$11 , \$10 , \$9 , \$8  };
   assign credit_now = credit_valid;
-  assign space_channel = \$41 [0];
+  assign space_reserve_channel = judged[20:17];
+  assign space_reserve_beats = judged[136:130];
+  assign space_channel = cur;
+  assign pkt_beats = space_beats;
   assign space_release = rollback;
   assign space_commit = commit;
   assign credit_channel = judged[20:17];
@@ -6334,115 +6945,176 @@ module \ace_nic_small.rx1 (link__tdata, link__tvalid, link__tlast, clk, rst, out
   assign \checked.room_ahead  = checked[153:147];
   assign \checked.same_ch_ahead  = checked[154];
   assign \$36  = cur;
-  assign \$47  = { 4'h0, \$46 [17:4] };
-  assign \$83  = \$41 [0];
-  assign \$87  = \$41 [0];
-  assign \$91  = \$41 [0];
-  assign \$129 [17:4] = 14'h0000;
-  assign \$129 [3:0] = \$128 [3:0];
-  assign \$132 [17:4] = 14'h0000;
-  assign \$132 [3:0] = \$131 [3:0];
-  assign \$135 [17:4] = 14'h0000;
-  assign \$135 [3:0] = \$134 [3:0];
-  assign \$138 [17:4] = 14'h0000;
-  assign \$138 [3:0] = \$137 [3:0];
-  assign \$141 [17:4] = 14'h0000;
-  assign \$141 [3:0] = \$140 [3:0];
-  assign \$144 [17:4] = 14'h0000;
-  assign \$144 [3:0] = \$143 [3:0];
-  assign \$147 [17:4] = 14'h0000;
-  assign \$147 [3:0] = \$146 [3:0];
-  assign \$150 [17:4] = 14'h0000;
-  assign \$150 [3:0] = \$149 [3:0];
-  assign \$153 [17:4] = 14'h0000;
-  assign \$153 [3:0] = \$152 [3:0];
-  assign \$156 [17:4] = 14'h0000;
-  assign \$156 [3:0] = \$155 [3:0];
-  assign \$159 [17:4] = 14'h0000;
-  assign \$159 [3:0] = \$158 [3:0];
-  assign \$162 [17:4] = 14'h0000;
-  assign \$162 [3:0] = \$161 [3:0];
-  assign \$165 [17:4] = 14'h0000;
-  assign \$165 [3:0] = \$164 [3:0];
-  assign \$168 [17:4] = 14'h0000;
-  assign \$168 [3:0] = \$167 [3:0];
-  assign \$171 [17:4] = 14'h0000;
-  assign \$171 [3:0] = \$170 [3:0];
-  assign \$174 [17:4] = 14'h0000;
-  assign \$174 [3:0] = \$173 [3:0];
+  assign \$46  = { 4'h0, \$45 [17:4] };
+  assign \$84  = cur;
+  assign \$91  = cur;
+  assign \$128 [17:4] = 14'h0000;
+  assign \$128 [3:0] = \$127 [3:0];
+  assign \$131 [17:4] = 14'h0000;
+  assign \$131 [3:0] = \$130 [3:0];
+  assign \$134 [17:4] = 14'h0000;
+  assign \$134 [3:0] = \$133 [3:0];
+  assign \$137 [17:4] = 14'h0000;
+  assign \$137 [3:0] = \$136 [3:0];
+  assign \$140 [17:4] = 14'h0000;
+  assign \$140 [3:0] = \$139 [3:0];
+  assign \$143 [17:4] = 14'h0000;
+  assign \$143 [3:0] = \$142 [3:0];
+  assign \$146 [17:4] = 14'h0000;
+  assign \$146 [3:0] = \$145 [3:0];
+  assign \$149 [17:4] = 14'h0000;
+  assign \$149 [3:0] = \$148 [3:0];
+  assign \$152 [17:4] = 14'h0000;
+  assign \$152 [3:0] = \$151 [3:0];
+  assign \$155 [17:4] = 14'h0000;
+  assign \$155 [3:0] = \$154 [3:0];
+  assign \$158 [17:4] = 14'h0000;
+  assign \$158 [3:0] = \$157 [3:0];
+  assign \$161 [17:4] = 14'h0000;
+  assign \$161 [3:0] = \$160 [3:0];
+  assign \$164 [17:4] = 14'h0000;
+  assign \$164 [3:0] = \$163 [3:0];
+  assign \$167 [17:4] = 14'h0000;
+  assign \$167 [3:0] = \$166 [3:0];
+  assign \$170 [17:4] = 14'h0000;
+  assign \$170 [3:0] = \$169 [3:0];
+  assign \$173 [17:4] = 14'h0000;
+  assign \$173 [3:0] = \$172 [3:0];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer0 (rst, \port$1634$0 , \port$1637$0 , \port$1638$0 , \port$1639$0 , \port$1640$0 , \port$1641$0 , \port$1642$0 , \port$1643$0 , \port$1644$0 , \port$1645$0 , \port$1646$0 , \port$1647$0 , \port$1648$0 , \port$1649$0 , \port$1650$0 , \port$1651$0 , \port$1652$0 , fetch, r__payload, \port$2490$0 
-, w_en, commit, rollback, \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$2553$0 , out_valid, r__ready, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$60  = 0;
+module \ace_nic_small.rx1.buffer0 (rst, \port$1690$0 , \port$1693$0 , \port$1694$0 , \port$1695$0 , \port$1696$0 , \port$1697$0 , \port$1698$0 , \port$1699$0 , \port$1700$0 , \port$1701$0 , \port$1702$0 , \port$1703$0 , \port$1704$0 , \port$1705$0 , \port$1706$0 , \port$1707$0 , \port$1708$0 , fetch, \port$2664$0 , w_en
+, commit, rollback, \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$2727$0 , landing_nonempty, landing_head, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
   wire \$1 ;
-  reg [5:0] \$10 ;
-  reg [5:0] \$11 ;
-  reg \$12 ;
-  wire [6:0] \$2 ;
-  wire [6:0] \$3 ;
-  wire [6:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire [6:0] \$8 ;
-  reg [5:0] \$9 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [6:0] \$14 ;
+  wire [6:0] \$15 ;
+  wire [6:0] \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg \$20 ;
+  reg [178:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg \$24 ;
+  reg [5:0] \$25 ;
+  reg [5:0] \$26 ;
+  reg [1:0] \$27 ;
+  reg [5:0] \$28 ;
+  reg [1:0] \$29 ;
+  wire [2:0] \$3 ;
+  reg [1:0] \$30 ;
+  reg \$31 ;
+  reg [178:0] \$32 ;
+  reg [178:0] \$33 ;
+  reg [178:0] \$34 ;
+  reg [2:0] \$35 ;
+  reg [2:0] \$36 ;
+  wire [3:0] \$4 ;
+  wire [6:0] \$5 ;
+  wire [2:0] \$6 ;
+  wire [3:0] \$7 ;
+  wire [2:0] \$8 ;
+  wire [3:0] \$9 ;
   input clk;
   wire clk;
   input commit;
   wire commit;
+  reg commit_q = 1'h0;
   output fetch;
   wire fetch;
   wire [5:0] free;
   wire freed;
-  output out_valid;
-  reg out_valid = 1'h0;
-  input \port$1634$0 ;
-  wire \port$1634$0 ;
-  input [7:0] \port$1637$0 ;
-  wire [7:0] \port$1637$0 ;
-  input [7:0] \port$1638$0 ;
-  wire [7:0] \port$1638$0 ;
-  input [7:0] \port$1639$0 ;
-  wire [7:0] \port$1639$0 ;
-  input [7:0] \port$1640$0 ;
-  wire [7:0] \port$1640$0 ;
-  input [7:0] \port$1641$0 ;
-  wire [7:0] \port$1641$0 ;
-  input [7:0] \port$1642$0 ;
-  wire [7:0] \port$1642$0 ;
-  input [7:0] \port$1643$0 ;
-  wire [7:0] \port$1643$0 ;
-  input [7:0] \port$1644$0 ;
-  wire [7:0] \port$1644$0 ;
-  input [7:0] \port$1645$0 ;
-  wire [7:0] \port$1645$0 ;
-  input [7:0] \port$1646$0 ;
-  wire [7:0] \port$1646$0 ;
-  input [7:0] \port$1647$0 ;
-  wire [7:0] \port$1647$0 ;
-  input [7:0] \port$1648$0 ;
-  wire [7:0] \port$1648$0 ;
-  input [7:0] \port$1649$0 ;
-  wire [7:0] \port$1649$0 ;
-  input [7:0] \port$1650$0 ;
-  wire [7:0] \port$1650$0 ;
-  input [7:0] \port$1651$0 ;
-  wire [7:0] \port$1651$0 ;
-  input [7:0] \port$1652$0 ;
-  wire [7:0] \port$1652$0 ;
-  input [15:0] \port$2490$0 ;
-  wire [15:0] \port$2490$0 ;
-  input [16:0] \port$2547$0 ;
-  wire [16:0] \port$2547$0 ;
-  input [7:0] \port$2549$0 ;
-  wire [7:0] \port$2549$0 ;
-  input [7:0] \port$2551$0 ;
-  wire [7:0] \port$2551$0 ;
-  input \port$2553$0 ;
-  wire \port$2553$0 ;
-  output [178:0] r__payload;
+  reg [1:0] in_flight = 2'h0;
+  reg [178:0] landed0 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed0.data ;
+  wire \landed0.first ;
+  wire [15:0] \landed0.keep ;
+  wire \landed0.last ;
+  wire [16:0] \landed0.length ;
+  wire [7:0] \landed0.src ;
+  wire [7:0] \landed0.tag ;
+  reg [178:0] landed1 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed1.data ;
+  wire \landed1.first ;
+  wire [15:0] \landed1.keep ;
+  wire \landed1.last ;
+  wire [16:0] \landed1.length ;
+  wire [7:0] \landed1.src ;
+  wire [7:0] \landed1.tag ;
+  reg [178:0] landed2 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed2.data ;
+  wire \landed2.first ;
+  wire [15:0] \landed2.keep ;
+  wire \landed2.last ;
+  wire [16:0] \landed2.length ;
+  wire [7:0] \landed2.src ;
+  wire [7:0] \landed2.tag ;
+  reg [1:0] landing_count = 2'h0;
+  output [178:0] landing_head;
+  reg [178:0] landing_head;
+  wire [127:0] \landing_head.data ;
+  wire \landing_head.first ;
+  wire [15:0] \landing_head.keep ;
+  wire \landing_head.last ;
+  wire [16:0] \landing_head.length ;
+  wire [7:0] \landing_head.src ;
+  wire [7:0] \landing_head.tag ;
+  output landing_nonempty;
+  reg landing_nonempty = 1'h0;
+  reg [2:0] landing_r_at = 3'h1;
+  reg [2:0] landing_w_at = 3'h1;
+  wire pop;
+  input \port$1690$0 ;
+  wire \port$1690$0 ;
+  input [7:0] \port$1693$0 ;
+  wire [7:0] \port$1693$0 ;
+  input [7:0] \port$1694$0 ;
+  wire [7:0] \port$1694$0 ;
+  input [7:0] \port$1695$0 ;
+  wire [7:0] \port$1695$0 ;
+  input [7:0] \port$1696$0 ;
+  wire [7:0] \port$1696$0 ;
+  input [7:0] \port$1697$0 ;
+  wire [7:0] \port$1697$0 ;
+  input [7:0] \port$1698$0 ;
+  wire [7:0] \port$1698$0 ;
+  input [7:0] \port$1699$0 ;
+  wire [7:0] \port$1699$0 ;
+  input [7:0] \port$1700$0 ;
+  wire [7:0] \port$1700$0 ;
+  input [7:0] \port$1701$0 ;
+  wire [7:0] \port$1701$0 ;
+  input [7:0] \port$1702$0 ;
+  wire [7:0] \port$1702$0 ;
+  input [7:0] \port$1703$0 ;
+  wire [7:0] \port$1703$0 ;
+  input [7:0] \port$1704$0 ;
+  wire [7:0] \port$1704$0 ;
+  input [7:0] \port$1705$0 ;
+  wire [7:0] \port$1705$0 ;
+  input [7:0] \port$1706$0 ;
+  wire [7:0] \port$1706$0 ;
+  input [7:0] \port$1707$0 ;
+  wire [7:0] \port$1707$0 ;
+  input [7:0] \port$1708$0 ;
+  wire [7:0] \port$1708$0 ;
+  input [15:0] \port$2664$0 ;
+  wire [15:0] \port$2664$0 ;
+  input [16:0] \port$2721$0 ;
+  wire [16:0] \port$2721$0 ;
+  input [7:0] \port$2723$0 ;
+  wire [7:0] \port$2723$0 ;
+  input [7:0] \port$2725$0 ;
+  wire [7:0] \port$2725$0 ;
+  input \port$2727$0 ;
+  wire \port$2727$0 ;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -6455,23 +7127,19 @@ module \ace_nic_small.rx1.buffer0 (rst, \port$1634$0 , \port$1637$0 , \port$1638
   wire r__ready;
   (* init = 1'h0 *)
   wire r__valid;
-  wire [4:0] rd__addr;
-  wire [178:0] rd__data;
-  wire [127:0] \rd__data.data ;
-  wire \rd__data.first ;
-  wire [15:0] \rd__data.keep ;
-  wire \rd__data.last ;
-  wire [16:0] \rd__data.length ;
-  wire [7:0] \rd__data.src ;
-  wire [7:0] \rd__data.tag ;
-  wire rd__en;
+  wire [4:0] r_addr;
+  wire [183:0] r_data;
+  wire r_en;
   reg [5:0] rd_ptr = 6'h00;
+  reg [1:0] reserved = 2'h0;
   input rollback;
   wire rollback;
+  reg rollback_q = 1'h0;
   input rst;
   wire rst;
-  wire [5:0] used;
+  wire [4:0] w_addr;
   wire [178:0] w_data;
+  wire [183:0] \w_data$28 ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -6479,245 +7147,536 @@ module \ace_nic_small.rx1.buffer0 (rst, \port$1634$0 , \port$1637$0 , \port$1638
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
+  reg [178:0] w_data_q = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \w_data_q.data ;
+  wire \w_data_q.first ;
+  wire [15:0] \w_data_q.keep ;
+  wire \w_data_q.last ;
+  wire [16:0] \w_data_q.length ;
+  wire [7:0] \w_data_q.src ;
+  wire [7:0] \w_data_q.tag ;
   input w_en;
   wire w_en;
-  wire [4:0] wr__addr;
-  wire [178:0] wr__data;
-  wire [127:0] \wr__data.data ;
-  wire \wr__data.first ;
-  wire [15:0] \wr__data.keep ;
-  wire \wr__data.last ;
-  wire [16:0] \wr__data.length ;
-  wire [7:0] \wr__data.src ;
-  wire [7:0] \wr__data.tag ;
-  wire wr__en;
+  wire [22:0] \w_en$29 ;
+  reg w_step = 1'h0;
   reg [5:0] wr_commit = 6'h00;
   reg [5:0] wr_tmp = 6'h00;
   wire [5:0] wr_tmp_next;
-  reg [178:0] mem [31:0];
-  initial begin
-    mem[0] = 179'h000000000000000000000000000000000000000000000;
-    mem[1] = 179'h000000000000000000000000000000000000000000000;
-    mem[2] = 179'h000000000000000000000000000000000000000000000;
-    mem[3] = 179'h000000000000000000000000000000000000000000000;
-    mem[4] = 179'h000000000000000000000000000000000000000000000;
-    mem[5] = 179'h000000000000000000000000000000000000000000000;
-    mem[6] = 179'h000000000000000000000000000000000000000000000;
-    mem[7] = 179'h000000000000000000000000000000000000000000000;
-    mem[8] = 179'h000000000000000000000000000000000000000000000;
-    mem[9] = 179'h000000000000000000000000000000000000000000000;
-    mem[10] = 179'h000000000000000000000000000000000000000000000;
-    mem[11] = 179'h000000000000000000000000000000000000000000000;
-    mem[12] = 179'h000000000000000000000000000000000000000000000;
-    mem[13] = 179'h000000000000000000000000000000000000000000000;
-    mem[14] = 179'h000000000000000000000000000000000000000000000;
-    mem[15] = 179'h000000000000000000000000000000000000000000000;
-    mem[16] = 179'h000000000000000000000000000000000000000000000;
-    mem[17] = 179'h000000000000000000000000000000000000000000000;
-    mem[18] = 179'h000000000000000000000000000000000000000000000;
-    mem[19] = 179'h000000000000000000000000000000000000000000000;
-    mem[20] = 179'h000000000000000000000000000000000000000000000;
-    mem[21] = 179'h000000000000000000000000000000000000000000000;
-    mem[22] = 179'h000000000000000000000000000000000000000000000;
-    mem[23] = 179'h000000000000000000000000000000000000000000000;
-    mem[24] = 179'h000000000000000000000000000000000000000000000;
-    mem[25] = 179'h000000000000000000000000000000000000000000000;
-    mem[26] = 179'h000000000000000000000000000000000000000000000;
-    mem[27] = 179'h000000000000000000000000000000000000000000000;
-    mem[28] = 179'h000000000000000000000000000000000000000000000;
-    mem[29] = 179'h000000000000000000000000000000000000000000000;
-    mem[30] = 179'h000000000000000000000000000000000000000000000;
-    mem[31] = 179'h000000000000000000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (wr__en)
-      mem[wr_tmp[4:0]] <= { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  end
-  reg [178:0] _0_;
-  always @(posedge clk) begin
-    if (fetch) begin
-      _0_ <= mem[rd_ptr[4:0]];
+  reg write = 1'h0;
+  assign \$1  = ~ rollback;
+  assign \$2  = w_en & \$1 ;
+  assign \$3  = reserved + fetch;
+  assign \$4  = \$3  - pop;
+  assign \$5  = rd_ptr + 1'h1;
+  assign \$6  = landing_count + in_flight[1];
+  assign \$7  = \$6  - pop;
+  assign \$8  = landing_count + in_flight[1];
+  assign \$9  = \$8  - pop;
+  assign \$10  = | \$9 ;
+  assign \$11  = in_flight[1] & landing_w_at[0];
+  assign \$12  = in_flight[1] & landing_w_at[1];
+  assign \$13  = in_flight[1] & landing_w_at[2];
+  assign \$14  = wr_tmp + w_step;
+  assign \$15  = wr_commit - rd_ptr;
+  assign \$16  = 6'h20 - \$15 [5:0];
+  assign pop = landing_nonempty & r__ready;
+  assign \$17  = wr_commit != rd_ptr;
+  assign \$18  = reserved != 2'h3;
+  assign \$19  = \$18  | pop;
+  assign fetch = \$17  & \$19 ;
+  always @(posedge clk)
+    write <= \$20 ;
+  always @(posedge clk)
+    w_data_q <= \$21 ;
+  always @(posedge clk)
+    w_step <= \$22 ;
+  always @(posedge clk)
+    commit_q <= \$23 ;
+  always @(posedge clk)
+    rollback_q <= \$24 ;
+  always @(posedge clk)
+    wr_tmp <= \$25 ;
+  always @(posedge clk)
+    wr_commit <= \$26 ;
+  always @(posedge clk)
+    reserved <= \$27 ;
+  always @(posedge clk)
+    rd_ptr <= \$28 ;
+  always @(posedge clk)
+    in_flight <= \$29 ;
+  always @(posedge clk)
+    landing_count <= \$30 ;
+  always @(posedge clk)
+    landing_nonempty <= \$31 ;
+  always @(posedge clk)
+    landed0 <= \$32 ;
+  always @(posedge clk)
+    landed1 <= \$33 ;
+  always @(posedge clk)
+    landed2 <= \$34 ;
+  always @(posedge clk)
+    landing_w_at <= \$35 ;
+  always @(posedge clk)
+    landing_r_at <= \$36 ;
+  \ace_nic_small.rx1.buffer0.ram  ram (
+    .clk(clk),
+    .\port$2741$0 (write),
+    .\port$2743$0 (w_data_q),
+    .r_data(r_data),
+    .read__addr(rd_ptr[4:0]),
+    .read__en(fetch),
+    .rst(rst),
+    .write__addr(wr_tmp[4:0])
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$20  = \$2 ;
+    if (rst) begin
+      \$20  = 1'h0;
     end
   end
-  assign r__payload = _0_;
-  assign \$1  = ~ rollback;
-  assign wr__en = w_en & \$1 ;
-  assign \$2  = wr_tmp + w_en;
-  assign \$3  = wr_commit - rd_ptr;
-  assign \$4  = 6'h20 - \$3 [5:0];
-  assign \$5  = wr_commit != rd_ptr;
-  assign \$6  = ~ out_valid;
-  assign \$7  = \$6  | r__ready;
-  assign fetch = \$5  & \$7 ;
-  assign \$8  = rd_ptr + 1'h1;
-  always @(posedge clk)
-    wr_tmp <= \$9 ;
-  always @(posedge clk)
-    wr_commit <= \$10 ;
-  always @(posedge clk)
-    rd_ptr <= \$11 ;
-  always @(posedge clk)
-    out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$21  = { \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$1690$0 , \port$2727$0 , \port$2664$0 , \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
+    if (rst) begin
+      \$21  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$22  = w_en;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$23  = commit;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$24  = rollback;
+    if (rst) begin
+      \$24  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
     (* full_case = 32'd1 *)
-    if (rollback) begin
-      \$9  = wr_commit;
+    if (rollback_q) begin
+      \$25  = wr_commit;
     end else begin
-      \$9  = \$2 [5:0];
+      \$25  = \$14 [5:0];
     end
     if (rst) begin
-      \$9  = 6'h00;
+      \$25  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$10  = wr_commit;
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$26  = wr_commit;
     (* full_case = 32'd1 *)
-    if (rollback) begin
+    if (rollback_q) begin
     end else begin
-      if (commit) begin
-        \$10  = \$2 [5:0];
+      if (commit_q) begin
+        \$26  = \$14 [5:0];
       end
     end
     if (rst) begin
-      \$10  = 6'h00;
+      \$26  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$11  = rd_ptr;
-    if (fetch) begin
-      \$11  = \$8 [5:0];
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$27  = \$4 [1:0];
     if (rst) begin
-      \$11  = 6'h00;
+      \$27  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$12  = out_valid;
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$28  = rd_ptr;
     if (fetch) begin
-      \$12  = 1'h1;
-    end else if (r__ready) begin
-      \$12  = 1'h0;
+      \$28  = \$5 [5:0];
     end
     if (rst) begin
-      \$12  = 1'h0;
+      \$28  = 6'h00;
     end
   end
-  assign wr__addr = wr_tmp[4:0];
-  assign wr__data = { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  assign w_data = { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  assign wr_tmp_next = \$2 [5:0];
-  assign used = \$3 [5:0];
-  assign free = \$4 [5:0];
-  assign rd__addr = rd_ptr[4:0];
-  assign rd__en = fetch;
-  assign rd__data = r__payload;
-  assign r__valid = out_valid;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$29  = { in_flight[0], fetch };
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$30  = \$7 [1:0];
+    if (rst) begin
+      \$30  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$31  = \$10 ;
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$32  = landed0;
+    if (\$11 ) begin
+      \$32  = r_data[178:0];
+    end
+    if (rst) begin
+      \$32  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$33  = landed1;
+    if (\$12 ) begin
+      \$33  = r_data[178:0];
+    end
+    if (rst) begin
+      \$33  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$34  = landed2;
+    if (\$13 ) begin
+      \$34  = r_data[178:0];
+    end
+    if (rst) begin
+      \$34  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$35  = landing_w_at;
+    if (in_flight[1]) begin
+      \$35  = { landing_w_at[1:0], landing_w_at[2] };
+    end
+    if (rst) begin
+      \$35  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    \$36  = landing_r_at;
+    if (pop) begin
+      \$36  = { landing_r_at[1:0], landing_r_at[2] };
+    end
+    if (rst) begin
+      \$36  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    landing_head = 179'h000000000000000000000000000000000000000000000;
+    if (landing_r_at[0]) begin
+      landing_head = landed0;
+    end
+    if (landing_r_at[1]) begin
+      landing_head = landed1;
+    end
+    if (landing_r_at[2]) begin
+      landing_head = landed2;
+    end
+  end
+  assign w_data = { \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$1690$0 , \port$2727$0 , \port$2664$0 , \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
+  assign wr_tmp_next = \$14 [5:0];
+  assign w_addr = wr_tmp[4:0];
+  assign \w_data$28  = { 5'h00, w_data_q };
+  assign \w_en$29  = { write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write };
+  assign free = \$16 [5:0];
+  assign r__valid = landing_nonempty;
+  assign r_addr = rd_ptr[4:0];
+  assign r_en = fetch;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  assign \wr__data.keep  = \port$2490$0 ;
-  assign \wr__data.first  = \port$2553$0 ;
-  assign \wr__data.last  = \port$1634$0 ;
-  assign \wr__data.src  = \port$2551$0 ;
-  assign \wr__data.tag  = \port$2549$0 ;
-  assign \wr__data.length  = \port$2547$0 ;
-  assign \w_data.data  = { \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  assign \w_data.keep  = \port$2490$0 ;
-  assign \w_data.first  = \port$2553$0 ;
-  assign \w_data.last  = \port$1634$0 ;
-  assign \w_data.src  = \port$2551$0 ;
-  assign \w_data.tag  = \port$2549$0 ;
-  assign \w_data.length  = \port$2547$0 ;
-  assign \r__payload.data  = r__payload[127:0];
-  assign \r__payload.keep  = r__payload[143:128];
-  assign \r__payload.first  = r__payload[144];
-  assign \r__payload.last  = r__payload[145];
-  assign \r__payload.src  = r__payload[153:146];
-  assign \r__payload.tag  = r__payload[161:154];
-  assign \r__payload.length  = r__payload[178:162];
-  assign \rd__data.data  = r__payload[127:0];
-  assign \rd__data.keep  = r__payload[143:128];
-  assign \rd__data.first  = r__payload[144];
-  assign \rd__data.last  = r__payload[145];
-  assign \rd__data.src  = r__payload[153:146];
-  assign \rd__data.tag  = r__payload[161:154];
-  assign \rd__data.length  = r__payload[178:162];
+  assign r__payload = landing_head;
+  assign \w_data_q.data  = w_data_q[127:0];
+  assign \w_data_q.keep  = w_data_q[143:128];
+  assign \w_data_q.first  = w_data_q[144];
+  assign \w_data_q.last  = w_data_q[145];
+  assign \w_data_q.src  = w_data_q[153:146];
+  assign \w_data_q.tag  = w_data_q[161:154];
+  assign \w_data_q.length  = w_data_q[178:162];
+  assign \w_data.data  = { \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
+  assign \w_data.keep  = \port$2664$0 ;
+  assign \w_data.first  = \port$2727$0 ;
+  assign \w_data.last  = \port$1690$0 ;
+  assign \w_data.src  = \port$2725$0 ;
+  assign \w_data.tag  = \port$2723$0 ;
+  assign \w_data.length  = \port$2721$0 ;
+  assign \landed0.data  = landed0[127:0];
+  assign \landed0.keep  = landed0[143:128];
+  assign \landed0.first  = landed0[144];
+  assign \landed0.last  = landed0[145];
+  assign \landed0.src  = landed0[153:146];
+  assign \landed0.tag  = landed0[161:154];
+  assign \landed0.length  = landed0[178:162];
+  assign \landed1.data  = landed1[127:0];
+  assign \landed1.keep  = landed1[143:128];
+  assign \landed1.first  = landed1[144];
+  assign \landed1.last  = landed1[145];
+  assign \landed1.src  = landed1[153:146];
+  assign \landed1.tag  = landed1[161:154];
+  assign \landed1.length  = landed1[178:162];
+  assign \landed2.data  = landed2[127:0];
+  assign \landed2.keep  = landed2[143:128];
+  assign \landed2.first  = landed2[144];
+  assign \landed2.last  = landed2[145];
+  assign \landed2.src  = landed2[153:146];
+  assign \landed2.tag  = landed2[161:154];
+  assign \landed2.length  = landed2[178:162];
+  assign \landing_head.data  = landing_head[127:0];
+  assign \landing_head.keep  = landing_head[143:128];
+  assign \landing_head.first  = landing_head[144];
+  assign \landing_head.last  = landing_head[145];
+  assign \landing_head.src  = landing_head[153:146];
+  assign \landing_head.tag  = landing_head[161:154];
+  assign \landing_head.length  = landing_head[178:162];
+  assign \r__payload.data  = landing_head[127:0];
+  assign \r__payload.keep  = landing_head[143:128];
+  assign \r__payload.first  = landing_head[144];
+  assign \r__payload.last  = landing_head[145];
+  assign \r__payload.src  = landing_head[153:146];
+  assign \r__payload.tag  = landing_head[161:154];
+  assign \r__payload.length  = landing_head[178:162];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.rx1.buffer1 (rst, \port$1634$0 , \port$1637$0 , \port$1638$0 , \port$1639$0 , \port$1640$0 , \port$1641$0 , \port$1642$0 , \port$1643$0 , \port$1644$0 , \port$1645$0 , \port$1646$0 , \port$1647$0 , \port$1648$0 , \port$1649$0 , \port$1650$0 , \port$1651$0 , \port$1652$0 , fetch, r__payload, \port$2490$0 
-, w_en, commit, rollback, \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$2553$0 , out_valid, r__ready, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$61  = 0;
+module \ace_nic_small.rx1.buffer0.ram (rst, read__en, \port$2741$0 , \port$2743$0 , write__addr, read__addr, r_data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$63  = 0;
+  reg [183:0] \$1 ;
+  input clk;
+  wire clk;
+  input \port$2741$0 ;
+  wire \port$2741$0 ;
+  input [178:0] \port$2743$0 ;
+  wire [178:0] \port$2743$0 ;
+  wire [4:0] r_addr;
+  output [183:0] r_data;
+  reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
+  wire r_en;
+  input [4:0] read__addr;
+  wire [4:0] read__addr;
+  wire [183:0] read__data;
+  input read__en;
+  wire read__en;
+  input rst;
+  wire rst;
+  wire [4:0] w_addr;
+  wire [183:0] w_data;
+  wire [22:0] w_en;
+  input [4:0] write__addr;
+  wire [4:0] write__addr;
+  wire [183:0] write__data;
+  wire [22:0] write__en;
+  reg [183:0] memory [31:0];
+  initial begin
+    memory[0] = 184'h0000000000000000000000000000000000000000000000;
+    memory[1] = 184'h0000000000000000000000000000000000000000000000;
+    memory[2] = 184'h0000000000000000000000000000000000000000000000;
+    memory[3] = 184'h0000000000000000000000000000000000000000000000;
+    memory[4] = 184'h0000000000000000000000000000000000000000000000;
+    memory[5] = 184'h0000000000000000000000000000000000000000000000;
+    memory[6] = 184'h0000000000000000000000000000000000000000000000;
+    memory[7] = 184'h0000000000000000000000000000000000000000000000;
+    memory[8] = 184'h0000000000000000000000000000000000000000000000;
+    memory[9] = 184'h0000000000000000000000000000000000000000000000;
+    memory[10] = 184'h0000000000000000000000000000000000000000000000;
+    memory[11] = 184'h0000000000000000000000000000000000000000000000;
+    memory[12] = 184'h0000000000000000000000000000000000000000000000;
+    memory[13] = 184'h0000000000000000000000000000000000000000000000;
+    memory[14] = 184'h0000000000000000000000000000000000000000000000;
+    memory[15] = 184'h0000000000000000000000000000000000000000000000;
+    memory[16] = 184'h0000000000000000000000000000000000000000000000;
+    memory[17] = 184'h0000000000000000000000000000000000000000000000;
+    memory[18] = 184'h0000000000000000000000000000000000000000000000;
+    memory[19] = 184'h0000000000000000000000000000000000000000000000;
+    memory[20] = 184'h0000000000000000000000000000000000000000000000;
+    memory[21] = 184'h0000000000000000000000000000000000000000000000;
+    memory[22] = 184'h0000000000000000000000000000000000000000000000;
+    memory[23] = 184'h0000000000000000000000000000000000000000000000;
+    memory[24] = 184'h0000000000000000000000000000000000000000000000;
+    memory[25] = 184'h0000000000000000000000000000000000000000000000;
+    memory[26] = 184'h0000000000000000000000000000000000000000000000;
+    memory[27] = 184'h0000000000000000000000000000000000000000000000;
+    memory[28] = 184'h0000000000000000000000000000000000000000000000;
+    memory[29] = 184'h0000000000000000000000000000000000000000000000;
+    memory[30] = 184'h0000000000000000000000000000000000000000000000;
+    memory[31] = 184'h0000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (\port$2741$0 )
+      memory[write__addr] <= { 5'h00, \port$2743$0  };
+  end
+  reg [183:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
+  always @(posedge clk)
+    r_data <= \$1 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    \$1  = read__data;
+    if (rst) begin
+      \$1  = 184'h0000000000000000000000000000000000000000000000;
+    end
+  end
+  assign w_addr = write__addr;
+  assign write__data = { 5'h00, \port$2743$0  };
+  assign w_data = { 5'h00, \port$2743$0  };
+  assign write__en = { \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0  };
+  assign w_en = { \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0 , \port$2741$0  };
+  assign r_addr = read__addr;
+  assign r_en = read__en;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx1.buffer1 (rst, \port$1690$0 , \port$1693$0 , \port$1694$0 , \port$1695$0 , \port$1696$0 , \port$1697$0 , \port$1698$0 , \port$1699$0 , \port$1700$0 , \port$1701$0 , \port$1702$0 , \port$1703$0 , \port$1704$0 , \port$1705$0 , \port$1706$0 , \port$1707$0 , \port$1708$0 , fetch, \port$2664$0 , w_en
+, commit, rollback, \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$2727$0 , landing_nonempty, landing_head, r__ready, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$64  = 0;
   wire \$1 ;
-  reg [5:0] \$10 ;
-  reg [5:0] \$11 ;
-  reg \$12 ;
-  wire [6:0] \$2 ;
-  wire [6:0] \$3 ;
-  wire [6:0] \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire [6:0] \$8 ;
-  reg [5:0] \$9 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [6:0] \$14 ;
+  wire [6:0] \$15 ;
+  wire [6:0] \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  reg \$20 ;
+  reg [178:0] \$21 ;
+  reg \$22 ;
+  reg \$23 ;
+  reg \$24 ;
+  reg [5:0] \$25 ;
+  reg [5:0] \$26 ;
+  reg [1:0] \$27 ;
+  reg [5:0] \$28 ;
+  reg [1:0] \$29 ;
+  wire [2:0] \$3 ;
+  reg [1:0] \$30 ;
+  reg \$31 ;
+  reg [178:0] \$32 ;
+  reg [178:0] \$33 ;
+  reg [178:0] \$34 ;
+  reg [2:0] \$35 ;
+  reg [2:0] \$36 ;
+  wire [3:0] \$4 ;
+  wire [6:0] \$5 ;
+  wire [2:0] \$6 ;
+  wire [3:0] \$7 ;
+  wire [2:0] \$8 ;
+  wire [3:0] \$9 ;
   input clk;
   wire clk;
   input commit;
   wire commit;
+  reg commit_q = 1'h0;
   output fetch;
   wire fetch;
   wire [5:0] free;
   wire freed;
-  output out_valid;
-  reg out_valid = 1'h0;
-  input \port$1634$0 ;
-  wire \port$1634$0 ;
-  input [7:0] \port$1637$0 ;
-  wire [7:0] \port$1637$0 ;
-  input [7:0] \port$1638$0 ;
-  wire [7:0] \port$1638$0 ;
-  input [7:0] \port$1639$0 ;
-  wire [7:0] \port$1639$0 ;
-  input [7:0] \port$1640$0 ;
-  wire [7:0] \port$1640$0 ;
-  input [7:0] \port$1641$0 ;
-  wire [7:0] \port$1641$0 ;
-  input [7:0] \port$1642$0 ;
-  wire [7:0] \port$1642$0 ;
-  input [7:0] \port$1643$0 ;
-  wire [7:0] \port$1643$0 ;
-  input [7:0] \port$1644$0 ;
-  wire [7:0] \port$1644$0 ;
-  input [7:0] \port$1645$0 ;
-  wire [7:0] \port$1645$0 ;
-  input [7:0] \port$1646$0 ;
-  wire [7:0] \port$1646$0 ;
-  input [7:0] \port$1647$0 ;
-  wire [7:0] \port$1647$0 ;
-  input [7:0] \port$1648$0 ;
-  wire [7:0] \port$1648$0 ;
-  input [7:0] \port$1649$0 ;
-  wire [7:0] \port$1649$0 ;
-  input [7:0] \port$1650$0 ;
-  wire [7:0] \port$1650$0 ;
-  input [7:0] \port$1651$0 ;
-  wire [7:0] \port$1651$0 ;
-  input [7:0] \port$1652$0 ;
-  wire [7:0] \port$1652$0 ;
-  input [15:0] \port$2490$0 ;
-  wire [15:0] \port$2490$0 ;
-  input [16:0] \port$2547$0 ;
-  wire [16:0] \port$2547$0 ;
-  input [7:0] \port$2549$0 ;
-  wire [7:0] \port$2549$0 ;
-  input [7:0] \port$2551$0 ;
-  wire [7:0] \port$2551$0 ;
-  input \port$2553$0 ;
-  wire \port$2553$0 ;
-  output [178:0] r__payload;
+  reg [1:0] in_flight = 2'h0;
+  reg [178:0] landed0 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed0.data ;
+  wire \landed0.first ;
+  wire [15:0] \landed0.keep ;
+  wire \landed0.last ;
+  wire [16:0] \landed0.length ;
+  wire [7:0] \landed0.src ;
+  wire [7:0] \landed0.tag ;
+  reg [178:0] landed1 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed1.data ;
+  wire \landed1.first ;
+  wire [15:0] \landed1.keep ;
+  wire \landed1.last ;
+  wire [16:0] \landed1.length ;
+  wire [7:0] \landed1.src ;
+  wire [7:0] \landed1.tag ;
+  reg [178:0] landed2 = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \landed2.data ;
+  wire \landed2.first ;
+  wire [15:0] \landed2.keep ;
+  wire \landed2.last ;
+  wire [16:0] \landed2.length ;
+  wire [7:0] \landed2.src ;
+  wire [7:0] \landed2.tag ;
+  reg [1:0] landing_count = 2'h0;
+  output [178:0] landing_head;
+  reg [178:0] landing_head;
+  wire [127:0] \landing_head.data ;
+  wire \landing_head.first ;
+  wire [15:0] \landing_head.keep ;
+  wire \landing_head.last ;
+  wire [16:0] \landing_head.length ;
+  wire [7:0] \landing_head.src ;
+  wire [7:0] \landing_head.tag ;
+  output landing_nonempty;
+  reg landing_nonempty = 1'h0;
+  reg [2:0] landing_r_at = 3'h1;
+  reg [2:0] landing_w_at = 3'h1;
+  wire pop;
+  input \port$1690$0 ;
+  wire \port$1690$0 ;
+  input [7:0] \port$1693$0 ;
+  wire [7:0] \port$1693$0 ;
+  input [7:0] \port$1694$0 ;
+  wire [7:0] \port$1694$0 ;
+  input [7:0] \port$1695$0 ;
+  wire [7:0] \port$1695$0 ;
+  input [7:0] \port$1696$0 ;
+  wire [7:0] \port$1696$0 ;
+  input [7:0] \port$1697$0 ;
+  wire [7:0] \port$1697$0 ;
+  input [7:0] \port$1698$0 ;
+  wire [7:0] \port$1698$0 ;
+  input [7:0] \port$1699$0 ;
+  wire [7:0] \port$1699$0 ;
+  input [7:0] \port$1700$0 ;
+  wire [7:0] \port$1700$0 ;
+  input [7:0] \port$1701$0 ;
+  wire [7:0] \port$1701$0 ;
+  input [7:0] \port$1702$0 ;
+  wire [7:0] \port$1702$0 ;
+  input [7:0] \port$1703$0 ;
+  wire [7:0] \port$1703$0 ;
+  input [7:0] \port$1704$0 ;
+  wire [7:0] \port$1704$0 ;
+  input [7:0] \port$1705$0 ;
+  wire [7:0] \port$1705$0 ;
+  input [7:0] \port$1706$0 ;
+  wire [7:0] \port$1706$0 ;
+  input [7:0] \port$1707$0 ;
+  wire [7:0] \port$1707$0 ;
+  input [7:0] \port$1708$0 ;
+  wire [7:0] \port$1708$0 ;
+  input [15:0] \port$2664$0 ;
+  wire [15:0] \port$2664$0 ;
+  input [16:0] \port$2721$0 ;
+  wire [16:0] \port$2721$0 ;
+  input [7:0] \port$2723$0 ;
+  wire [7:0] \port$2723$0 ;
+  input [7:0] \port$2725$0 ;
+  wire [7:0] \port$2725$0 ;
+  input \port$2727$0 ;
+  wire \port$2727$0 ;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -6730,23 +7689,19 @@ module \ace_nic_small.rx1.buffer1 (rst, \port$1634$0 , \port$1637$0 , \port$1638
   wire r__ready;
   (* init = 1'h0 *)
   wire r__valid;
-  wire [4:0] rd__addr;
-  wire [178:0] rd__data;
-  wire [127:0] \rd__data.data ;
-  wire \rd__data.first ;
-  wire [15:0] \rd__data.keep ;
-  wire \rd__data.last ;
-  wire [16:0] \rd__data.length ;
-  wire [7:0] \rd__data.src ;
-  wire [7:0] \rd__data.tag ;
-  wire rd__en;
+  wire [4:0] r_addr;
+  wire [183:0] r_data;
+  wire r_en;
   reg [5:0] rd_ptr = 6'h00;
+  reg [1:0] reserved = 2'h0;
   input rollback;
   wire rollback;
+  reg rollback_q = 1'h0;
   input rst;
   wire rst;
-  wire [5:0] used;
+  wire [4:0] w_addr;
   wire [178:0] w_data;
+  wire [183:0] \w_data$28 ;
   wire [127:0] \w_data.data ;
   wire \w_data.first ;
   wire [15:0] \w_data.keep ;
@@ -6754,172 +7709,401 @@ module \ace_nic_small.rx1.buffer1 (rst, \port$1634$0 , \port$1637$0 , \port$1638
   wire [16:0] \w_data.length ;
   wire [7:0] \w_data.src ;
   wire [7:0] \w_data.tag ;
+  reg [178:0] w_data_q = 179'h000000000000000000000000000000000000000000000;
+  wire [127:0] \w_data_q.data ;
+  wire \w_data_q.first ;
+  wire [15:0] \w_data_q.keep ;
+  wire \w_data_q.last ;
+  wire [16:0] \w_data_q.length ;
+  wire [7:0] \w_data_q.src ;
+  wire [7:0] \w_data_q.tag ;
   input w_en;
   wire w_en;
-  wire [4:0] wr__addr;
-  wire [178:0] wr__data;
-  wire [127:0] \wr__data.data ;
-  wire \wr__data.first ;
-  wire [15:0] \wr__data.keep ;
-  wire \wr__data.last ;
-  wire [16:0] \wr__data.length ;
-  wire [7:0] \wr__data.src ;
-  wire [7:0] \wr__data.tag ;
-  wire wr__en;
+  wire [22:0] \w_en$29 ;
+  reg w_step = 1'h0;
   reg [5:0] wr_commit = 6'h00;
   reg [5:0] wr_tmp = 6'h00;
   wire [5:0] wr_tmp_next;
-  reg [178:0] mem [31:0];
-  initial begin
-    mem[0] = 179'h000000000000000000000000000000000000000000000;
-    mem[1] = 179'h000000000000000000000000000000000000000000000;
-    mem[2] = 179'h000000000000000000000000000000000000000000000;
-    mem[3] = 179'h000000000000000000000000000000000000000000000;
-    mem[4] = 179'h000000000000000000000000000000000000000000000;
-    mem[5] = 179'h000000000000000000000000000000000000000000000;
-    mem[6] = 179'h000000000000000000000000000000000000000000000;
-    mem[7] = 179'h000000000000000000000000000000000000000000000;
-    mem[8] = 179'h000000000000000000000000000000000000000000000;
-    mem[9] = 179'h000000000000000000000000000000000000000000000;
-    mem[10] = 179'h000000000000000000000000000000000000000000000;
-    mem[11] = 179'h000000000000000000000000000000000000000000000;
-    mem[12] = 179'h000000000000000000000000000000000000000000000;
-    mem[13] = 179'h000000000000000000000000000000000000000000000;
-    mem[14] = 179'h000000000000000000000000000000000000000000000;
-    mem[15] = 179'h000000000000000000000000000000000000000000000;
-    mem[16] = 179'h000000000000000000000000000000000000000000000;
-    mem[17] = 179'h000000000000000000000000000000000000000000000;
-    mem[18] = 179'h000000000000000000000000000000000000000000000;
-    mem[19] = 179'h000000000000000000000000000000000000000000000;
-    mem[20] = 179'h000000000000000000000000000000000000000000000;
-    mem[21] = 179'h000000000000000000000000000000000000000000000;
-    mem[22] = 179'h000000000000000000000000000000000000000000000;
-    mem[23] = 179'h000000000000000000000000000000000000000000000;
-    mem[24] = 179'h000000000000000000000000000000000000000000000;
-    mem[25] = 179'h000000000000000000000000000000000000000000000;
-    mem[26] = 179'h000000000000000000000000000000000000000000000;
-    mem[27] = 179'h000000000000000000000000000000000000000000000;
-    mem[28] = 179'h000000000000000000000000000000000000000000000;
-    mem[29] = 179'h000000000000000000000000000000000000000000000;
-    mem[30] = 179'h000000000000000000000000000000000000000000000;
-    mem[31] = 179'h000000000000000000000000000000000000000000000;
-  end
-  always @(posedge clk) begin
-    if (wr__en)
-      mem[wr_tmp[4:0]] <= { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  end
-  reg [178:0] _0_;
-  always @(posedge clk) begin
-    if (fetch) begin
-      _0_ <= mem[rd_ptr[4:0]];
+  reg write = 1'h0;
+  assign \$1  = ~ rollback;
+  assign \$2  = w_en & \$1 ;
+  assign \$3  = reserved + fetch;
+  assign \$4  = \$3  - pop;
+  assign \$5  = rd_ptr + 1'h1;
+  assign \$6  = landing_count + in_flight[1];
+  assign \$7  = \$6  - pop;
+  assign \$8  = landing_count + in_flight[1];
+  assign \$9  = \$8  - pop;
+  assign \$10  = | \$9 ;
+  assign \$11  = in_flight[1] & landing_w_at[0];
+  assign \$12  = in_flight[1] & landing_w_at[1];
+  assign \$13  = in_flight[1] & landing_w_at[2];
+  assign \$14  = wr_tmp + w_step;
+  assign \$15  = wr_commit - rd_ptr;
+  assign \$16  = 6'h20 - \$15 [5:0];
+  assign pop = landing_nonempty & r__ready;
+  assign \$17  = wr_commit != rd_ptr;
+  assign \$18  = reserved != 2'h3;
+  assign \$19  = \$18  | pop;
+  assign fetch = \$17  & \$19 ;
+  always @(posedge clk)
+    write <= \$20 ;
+  always @(posedge clk)
+    w_data_q <= \$21 ;
+  always @(posedge clk)
+    w_step <= \$22 ;
+  always @(posedge clk)
+    commit_q <= \$23 ;
+  always @(posedge clk)
+    rollback_q <= \$24 ;
+  always @(posedge clk)
+    wr_tmp <= \$25 ;
+  always @(posedge clk)
+    wr_commit <= \$26 ;
+  always @(posedge clk)
+    reserved <= \$27 ;
+  always @(posedge clk)
+    rd_ptr <= \$28 ;
+  always @(posedge clk)
+    in_flight <= \$29 ;
+  always @(posedge clk)
+    landing_count <= \$30 ;
+  always @(posedge clk)
+    landing_nonempty <= \$31 ;
+  always @(posedge clk)
+    landed0 <= \$32 ;
+  always @(posedge clk)
+    landed1 <= \$33 ;
+  always @(posedge clk)
+    landed2 <= \$34 ;
+  always @(posedge clk)
+    landing_w_at <= \$35 ;
+  always @(posedge clk)
+    landing_r_at <= \$36 ;
+  \ace_nic_small.rx1.buffer1.ram  ram (
+    .clk(clk),
+    .\port$2782$0 (write),
+    .\port$2784$0 (w_data_q),
+    .r_data(r_data),
+    .read__addr(rd_ptr[4:0]),
+    .read__en(fetch),
+    .rst(rst),
+    .write__addr(wr_tmp[4:0])
+  );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$20  = \$2 ;
+    if (rst) begin
+      \$20  = 1'h0;
     end
   end
-  assign r__payload = _0_;
-  assign \$1  = ~ rollback;
-  assign wr__en = w_en & \$1 ;
-  assign \$2  = wr_tmp + w_en;
-  assign \$3  = wr_commit - rd_ptr;
-  assign \$4  = 6'h20 - \$3 [5:0];
-  assign \$5  = wr_commit != rd_ptr;
-  assign \$6  = ~ out_valid;
-  assign \$7  = \$6  | r__ready;
-  assign fetch = \$5  & \$7 ;
-  assign \$8  = rd_ptr + 1'h1;
-  always @(posedge clk)
-    wr_tmp <= \$9 ;
-  always @(posedge clk)
-    wr_commit <= \$10 ;
-  always @(posedge clk)
-    rd_ptr <= \$11 ;
-  always @(posedge clk)
-    out_valid <= \$12 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$21  = { \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$1690$0 , \port$2727$0 , \port$2664$0 , \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
+    if (rst) begin
+      \$21  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$22  = w_en;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$23  = commit;
+    if (rst) begin
+      \$23  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$24  = rollback;
+    if (rst) begin
+      \$24  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
     (* full_case = 32'd1 *)
-    if (rollback) begin
-      \$9  = wr_commit;
+    if (rollback_q) begin
+      \$25  = wr_commit;
     end else begin
-      \$9  = \$2 [5:0];
+      \$25  = \$14 [5:0];
     end
     if (rst) begin
-      \$9  = 6'h00;
+      \$25  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$10  = wr_commit;
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$26  = wr_commit;
     (* full_case = 32'd1 *)
-    if (rollback) begin
+    if (rollback_q) begin
     end else begin
-      if (commit) begin
-        \$10  = \$2 [5:0];
+      if (commit_q) begin
+        \$26  = \$14 [5:0];
       end
     end
     if (rst) begin
-      \$10  = 6'h00;
+      \$26  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$11  = rd_ptr;
-    if (fetch) begin
-      \$11  = \$8 [5:0];
-    end
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$27  = \$4 [1:0];
     if (rst) begin
-      \$11  = 6'h00;
+      \$27  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$12  = out_valid;
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$28  = rd_ptr;
     if (fetch) begin
-      \$12  = 1'h1;
-    end else if (r__ready) begin
-      \$12  = 1'h0;
+      \$28  = \$5 [5:0];
     end
     if (rst) begin
-      \$12  = 1'h0;
+      \$28  = 6'h00;
     end
   end
-  assign wr__addr = wr_tmp[4:0];
-  assign wr__data = { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  assign w_data = { \port$2547$0 , \port$2549$0 , \port$2551$0 , \port$1634$0 , \port$2553$0 , \port$2490$0 , \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  assign wr_tmp_next = \$2 [5:0];
-  assign used = \$3 [5:0];
-  assign free = \$4 [5:0];
-  assign rd__addr = rd_ptr[4:0];
-  assign rd__en = fetch;
-  assign rd__data = r__payload;
-  assign r__valid = out_valid;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$29  = { in_flight[0], fetch };
+    if (rst) begin
+      \$29  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$30  = \$7 [1:0];
+    if (rst) begin
+      \$30  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$31  = \$10 ;
+    if (rst) begin
+      \$31  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$32  = landed0;
+    if (\$11 ) begin
+      \$32  = r_data[178:0];
+    end
+    if (rst) begin
+      \$32  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$33  = landed1;
+    if (\$12 ) begin
+      \$33  = r_data[178:0];
+    end
+    if (rst) begin
+      \$33  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$34  = landed2;
+    if (\$13 ) begin
+      \$34  = r_data[178:0];
+    end
+    if (rst) begin
+      \$34  = 179'h000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$35  = landing_w_at;
+    if (in_flight[1]) begin
+      \$35  = { landing_w_at[1:0], landing_w_at[2] };
+    end
+    if (rst) begin
+      \$35  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    \$36  = landing_r_at;
+    if (pop) begin
+      \$36  = { landing_r_at[1:0], landing_r_at[2] };
+    end
+    if (rst) begin
+      \$36  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    landing_head = 179'h000000000000000000000000000000000000000000000;
+    if (landing_r_at[0]) begin
+      landing_head = landed0;
+    end
+    if (landing_r_at[1]) begin
+      landing_head = landed1;
+    end
+    if (landing_r_at[2]) begin
+      landing_head = landed2;
+    end
+  end
+  assign w_data = { \port$2721$0 , \port$2723$0 , \port$2725$0 , \port$1690$0 , \port$2727$0 , \port$2664$0 , \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
+  assign wr_tmp_next = \$14 [5:0];
+  assign w_addr = wr_tmp[4:0];
+  assign \w_data$28  = { 5'h00, w_data_q };
+  assign \w_en$29  = { write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write, write };
+  assign free = \$16 [5:0];
+  assign r__valid = landing_nonempty;
+  assign r_addr = rd_ptr[4:0];
+  assign r_en = fetch;
   assign freed = fetch;
-  assign \wr__data.data  = { \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  assign \wr__data.keep  = \port$2490$0 ;
-  assign \wr__data.first  = \port$2553$0 ;
-  assign \wr__data.last  = \port$1634$0 ;
-  assign \wr__data.src  = \port$2551$0 ;
-  assign \wr__data.tag  = \port$2549$0 ;
-  assign \wr__data.length  = \port$2547$0 ;
-  assign \w_data.data  = { \port$1652$0 , \port$1651$0 , \port$1650$0 , \port$1649$0 , \port$1648$0 , \port$1647$0 , \port$1646$0 , \port$1645$0 , \port$1644$0 , \port$1643$0 , \port$1642$0 , \port$1641$0 , \port$1640$0 , \port$1639$0 , \port$1638$0 , \port$1637$0  };
-  assign \w_data.keep  = \port$2490$0 ;
-  assign \w_data.first  = \port$2553$0 ;
-  assign \w_data.last  = \port$1634$0 ;
-  assign \w_data.src  = \port$2551$0 ;
-  assign \w_data.tag  = \port$2549$0 ;
-  assign \w_data.length  = \port$2547$0 ;
-  assign \r__payload.data  = r__payload[127:0];
-  assign \r__payload.keep  = r__payload[143:128];
-  assign \r__payload.first  = r__payload[144];
-  assign \r__payload.last  = r__payload[145];
-  assign \r__payload.src  = r__payload[153:146];
-  assign \r__payload.tag  = r__payload[161:154];
-  assign \r__payload.length  = r__payload[178:162];
-  assign \rd__data.data  = r__payload[127:0];
-  assign \rd__data.keep  = r__payload[143:128];
-  assign \rd__data.first  = r__payload[144];
-  assign \rd__data.last  = r__payload[145];
-  assign \rd__data.src  = r__payload[153:146];
-  assign \rd__data.tag  = r__payload[161:154];
-  assign \rd__data.length  = r__payload[178:162];
+  assign r__payload = landing_head;
+  assign \w_data_q.data  = w_data_q[127:0];
+  assign \w_data_q.keep  = w_data_q[143:128];
+  assign \w_data_q.first  = w_data_q[144];
+  assign \w_data_q.last  = w_data_q[145];
+  assign \w_data_q.src  = w_data_q[153:146];
+  assign \w_data_q.tag  = w_data_q[161:154];
+  assign \w_data_q.length  = w_data_q[178:162];
+  assign \w_data.data  = { \port$1708$0 , \port$1707$0 , \port$1706$0 , \port$1705$0 , \port$1704$0 , \port$1703$0 , \port$1702$0 , \port$1701$0 , \port$1700$0 , \port$1699$0 , \port$1698$0 , \port$1697$0 , \port$1696$0 , \port$1695$0 , \port$1694$0 , \port$1693$0  };
+  assign \w_data.keep  = \port$2664$0 ;
+  assign \w_data.first  = \port$2727$0 ;
+  assign \w_data.last  = \port$1690$0 ;
+  assign \w_data.src  = \port$2725$0 ;
+  assign \w_data.tag  = \port$2723$0 ;
+  assign \w_data.length  = \port$2721$0 ;
+  assign \landed0.data  = landed0[127:0];
+  assign \landed0.keep  = landed0[143:128];
+  assign \landed0.first  = landed0[144];
+  assign \landed0.last  = landed0[145];
+  assign \landed0.src  = landed0[153:146];
+  assign \landed0.tag  = landed0[161:154];
+  assign \landed0.length  = landed0[178:162];
+  assign \landed1.data  = landed1[127:0];
+  assign \landed1.keep  = landed1[143:128];
+  assign \landed1.first  = landed1[144];
+  assign \landed1.last  = landed1[145];
+  assign \landed1.src  = landed1[153:146];
+  assign \landed1.tag  = landed1[161:154];
+  assign \landed1.length  = landed1[178:162];
+  assign \landed2.data  = landed2[127:0];
+  assign \landed2.keep  = landed2[143:128];
+  assign \landed2.first  = landed2[144];
+  assign \landed2.last  = landed2[145];
+  assign \landed2.src  = landed2[153:146];
+  assign \landed2.tag  = landed2[161:154];
+  assign \landed2.length  = landed2[178:162];
+  assign \landing_head.data  = landing_head[127:0];
+  assign \landing_head.keep  = landing_head[143:128];
+  assign \landing_head.first  = landing_head[144];
+  assign \landing_head.last  = landing_head[145];
+  assign \landing_head.src  = landing_head[153:146];
+  assign \landing_head.tag  = landing_head[161:154];
+  assign \landing_head.length  = landing_head[178:162];
+  assign \r__payload.data  = landing_head[127:0];
+  assign \r__payload.keep  = landing_head[143:128];
+  assign \r__payload.first  = landing_head[144];
+  assign \r__payload.last  = landing_head[145];
+  assign \r__payload.src  = landing_head[153:146];
+  assign \r__payload.tag  = landing_head[161:154];
+  assign \r__payload.length  = landing_head[178:162];
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_nic_small.rx1.buffer1.ram (rst, read__en, \port$2782$0 , \port$2784$0 , write__addr, read__addr, r_data, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
+  reg [183:0] \$1 ;
+  input clk;
+  wire clk;
+  input \port$2782$0 ;
+  wire \port$2782$0 ;
+  input [178:0] \port$2784$0 ;
+  wire [178:0] \port$2784$0 ;
+  wire [4:0] r_addr;
+  output [183:0] r_data;
+  reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
+  wire r_en;
+  input [4:0] read__addr;
+  wire [4:0] read__addr;
+  wire [183:0] read__data;
+  input read__en;
+  wire read__en;
+  input rst;
+  wire rst;
+  wire [4:0] w_addr;
+  wire [183:0] w_data;
+  wire [22:0] w_en;
+  input [4:0] write__addr;
+  wire [4:0] write__addr;
+  wire [183:0] write__data;
+  wire [22:0] write__en;
+  reg [183:0] memory [31:0];
+  initial begin
+    memory[0] = 184'h0000000000000000000000000000000000000000000000;
+    memory[1] = 184'h0000000000000000000000000000000000000000000000;
+    memory[2] = 184'h0000000000000000000000000000000000000000000000;
+    memory[3] = 184'h0000000000000000000000000000000000000000000000;
+    memory[4] = 184'h0000000000000000000000000000000000000000000000;
+    memory[5] = 184'h0000000000000000000000000000000000000000000000;
+    memory[6] = 184'h0000000000000000000000000000000000000000000000;
+    memory[7] = 184'h0000000000000000000000000000000000000000000000;
+    memory[8] = 184'h0000000000000000000000000000000000000000000000;
+    memory[9] = 184'h0000000000000000000000000000000000000000000000;
+    memory[10] = 184'h0000000000000000000000000000000000000000000000;
+    memory[11] = 184'h0000000000000000000000000000000000000000000000;
+    memory[12] = 184'h0000000000000000000000000000000000000000000000;
+    memory[13] = 184'h0000000000000000000000000000000000000000000000;
+    memory[14] = 184'h0000000000000000000000000000000000000000000000;
+    memory[15] = 184'h0000000000000000000000000000000000000000000000;
+    memory[16] = 184'h0000000000000000000000000000000000000000000000;
+    memory[17] = 184'h0000000000000000000000000000000000000000000000;
+    memory[18] = 184'h0000000000000000000000000000000000000000000000;
+    memory[19] = 184'h0000000000000000000000000000000000000000000000;
+    memory[20] = 184'h0000000000000000000000000000000000000000000000;
+    memory[21] = 184'h0000000000000000000000000000000000000000000000;
+    memory[22] = 184'h0000000000000000000000000000000000000000000000;
+    memory[23] = 184'h0000000000000000000000000000000000000000000000;
+    memory[24] = 184'h0000000000000000000000000000000000000000000000;
+    memory[25] = 184'h0000000000000000000000000000000000000000000000;
+    memory[26] = 184'h0000000000000000000000000000000000000000000000;
+    memory[27] = 184'h0000000000000000000000000000000000000000000000;
+    memory[28] = 184'h0000000000000000000000000000000000000000000000;
+    memory[29] = 184'h0000000000000000000000000000000000000000000000;
+    memory[30] = 184'h0000000000000000000000000000000000000000000000;
+    memory[31] = 184'h0000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (\port$2782$0 )
+      memory[write__addr] <= { 5'h00, \port$2784$0  };
+  end
+  reg [183:0] _0_;
+  always @(posedge clk) begin
+    if (read__en) begin
+      _0_ <= memory[read__addr];
+    end
+  end
+  assign read__data = _0_;
+  always @(posedge clk)
+    r_data <= \$1 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    \$1  = read__data;
+    if (rst) begin
+      \$1  = 184'h0000000000000000000000000000000000000000000000;
+    end
+  end
+  assign w_addr = write__addr;
+  assign write__data = { 5'h00, \port$2784$0  };
+  assign w_data = { 5'h00, \port$2784$0  };
+  assign write__en = { \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0  };
+  assign w_en = { \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0 , \port$2782$0  };
+  assign r_addr = read__addr;
+  assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -7396,9 +8580,9 @@ module \ace_nic_small.rx1.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$2295$0 
+module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$2407$0 
 , credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [11:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -7761,8 +8945,8 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$2295$0 ;
-  wire [144:0] \port$2295$0 ;
+  output [144:0] \port$2407$0 ;
+  wire [144:0] \port$2407$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -7995,10 +9179,10 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   \ace_nic_small.tx0.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$2267$0 (slot_credit),
-    .\port$2269$0 (slot_ch),
-    .\port$2271$0 (slot_tag),
-    .\port$2273$0 (slot_length)
+    .\port$2379$0 (slot_credit),
+    .\port$2381$0 (slot_ch),
+    .\port$2383$0 (slot_tag),
+    .\port$2385$0 (slot_length)
   );
   \ace_nic_small.tx0.out_skid  out_skid (
     .clk(clk),
@@ -8011,7 +9195,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8021,7 +9205,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8031,7 +9215,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8041,7 +9225,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8051,7 +9235,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8061,7 +9245,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8071,7 +9255,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8081,7 +9265,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8091,7 +9275,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8101,7 +9285,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8111,7 +9295,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8121,7 +9305,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8131,7 +9315,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8141,7 +9325,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8151,7 +9335,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8161,7 +9345,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8171,7 +9355,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -8181,7 +9365,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
@@ -8191,7 +9375,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
@@ -8201,7 +9385,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
@@ -8211,7 +9395,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
@@ -8221,49 +9405,49 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     credits0_gained = 6'h00;
     if (\$4 ) begin
       credits0_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     credits0_spent = 7'h00;
     if (\$8 ) begin
       credits0_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     owed0_returned = 6'h00;
     if (\$11 ) begin
       owed0_returned = slot_length[5:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     credits1_gained = 6'h00;
     if (\$15 ) begin
       credits1_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     credits1_spent = 7'h00;
     if (\$19 ) begin
       credits1_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     owed1_returned = 6'h00;
     if (\$22 ) begin
       owed1_returned = slot_length[5:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     rr_pick = 1'h0;
     (* full_case = 32'd1 *)
     casez (rr_last)
@@ -8288,7 +9472,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     urgent_pick = 1'h0;
     if (ch1_urgent) begin
       urgent_pick = 1'h1;
@@ -8298,7 +9482,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     pending_pick = 1'h0;
     if (ch1_pending) begin
       pending_pick = 1'h1;
@@ -8308,7 +9492,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     grant = 1'h0;
     if (\$23 ) begin
       if (\$24 ) begin
@@ -8321,7 +9505,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     grant_credit = 1'h0;
     if (\$23 ) begin
       if (\$24 ) begin
@@ -8333,7 +9517,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     grant_ch = 1'h0;
     if (\$23 ) begin
       if (\$24 ) begin
@@ -8346,7 +9530,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     cmd__0__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -8357,7 +9541,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     cmd__1__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -8368,7 +9552,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     if (is_last) begin
       keep = last_keep;
@@ -8377,7 +9561,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
@@ -8387,7 +9571,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     i__payload[150:145] = 6'h00;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -8408,7 +9592,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     data__0__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -8419,7 +9603,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     data__1__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -8430,7 +9614,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$204  = payload_bytes;
     if (take) begin
       \$204  = \$81 [47:0];
@@ -8440,7 +9624,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$205  = header_bytes;
     if (take) begin
       if (o__payload[145]) begin
@@ -8452,42 +9636,42 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$206  = \$83 [47:0];
     if (rst) begin
       \$206  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$207  = \$86 [47:0];
     if (rst) begin
       \$207  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$208  = \$95 ;
     if (rst) begin
       \$208  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$209  = \$101 ;
     if (rst) begin
       \$209  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$210  = \$109 ;
     if (rst) begin
       \$210  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$211  = owed0_quiet;
     if (freed__0) begin
       \$211  = 3'h0;
@@ -8499,42 +9683,42 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$212  = \$113 [5:0];
     if (rst) begin
       \$212  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$213  = \$115 [5:0];
     if (rst) begin
       \$213  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$214  = \$124 ;
     if (rst) begin
       \$214  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$215  = \$130 ;
     if (rst) begin
       \$215  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$216  = \$138 ;
     if (rst) begin
       \$216  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$217  = owed1_quiet;
     if (freed__1) begin
       \$217  = 3'h0;
@@ -8546,28 +9730,28 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$218  = \$142 [5:0];
     if (rst) begin
       \$218  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$219  = \$144 [5:0];
     if (rst) begin
       \$219  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$220  = grant;
     if (rst) begin
       \$220  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$221  = slot_valid;
     if (grant) begin
       \$221  = 1'h1;
@@ -8583,7 +9767,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$222  = slot_credit;
     if (grant) begin
       \$222  = grant_credit;
@@ -8593,7 +9777,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$223  = slot_ch;
     if (grant) begin
       \$223  = grant_ch;
@@ -8603,7 +9787,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$224  = slot_tag;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -8618,7 +9802,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$225  = slot_length;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -8633,7 +9817,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$226  = slot_beats;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -8648,7 +9832,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$227  = rr_last;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -8662,7 +9846,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$228  = cur;
     casez (tx_fsm_state)
       1'h0:
@@ -8677,7 +9861,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$229  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -8697,7 +9881,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$230  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
@@ -8712,7 +9896,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$231  = last_keep;
     casez (tx_fsm_state)
       1'h0:
@@ -8742,7 +9926,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$232  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -8773,7 +9957,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign credits1_q = credits__1;
   assign cmd1_beats = \$13 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$2295$0  = o__payload[144:0];
+  assign \port$2407$0  = o__payload[144:0];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
@@ -8853,7 +10037,7 @@ module \ace_nic_small.tx0 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx0.hdr_check (\port$2267$0 , \port$2269$0 , \port$2271$0 , \port$2273$0 , check, \port$0$2 );
+module \ace_nic_small.tx0.hdr_check (\port$2379$0 , \port$2381$0 , \port$2383$0 , \port$2385$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -9101,155 +10285,155 @@ module \ace_nic_small.tx0.hdr_check (\port$2267$0 , \port$2269$0 , \port$2271$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$2267$0 ;
-  wire \port$2267$0 ;
-  input \port$2269$0 ;
-  wire \port$2269$0 ;
-  input [7:0] \port$2271$0 ;
-  wire [7:0] \port$2271$0 ;
-  input [16:0] \port$2273$0 ;
-  wire [16:0] \port$2273$0 ;
+  input \port$2379$0 ;
+  wire \port$2379$0 ;
+  input \port$2381$0 ;
+  wire \port$2381$0 ;
+  input [7:0] \port$2383$0 ;
+  wire [7:0] \port$2383$0 ;
+  input [16:0] \port$2385$0 ;
+  wire [16:0] \port$2385$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$2271$0 [4];
-  assign \$14  = \$13  ^ \port$2271$0 [6];
-  assign \$15  = \$14  ^ \port$2271$0 [7];
-  assign \$16  = \$15  ^ \port$2273$0 [0];
-  assign \$17  = \$16  ^ \port$2273$0 [2];
-  assign \$18  = \$17  ^ \port$2273$0 [3];
-  assign \$19  = \$18  ^ \port$2273$0 [5];
-  assign \$20  = \$19  ^ \port$2273$0 [7];
-  assign \$21  = \$20  ^ \port$2273$0 [8];
-  assign \$22  = \$21  ^ \port$2273$0 [12];
-  assign \$23  = \$22  ^ \port$2273$0 [14];
-  assign \$24  = \$23  ^ \port$2273$0 [16];
+  assign \$13  = \$12  ^ \port$2383$0 [4];
+  assign \$14  = \$13  ^ \port$2383$0 [6];
+  assign \$15  = \$14  ^ \port$2383$0 [7];
+  assign \$16  = \$15  ^ \port$2385$0 [0];
+  assign \$17  = \$16  ^ \port$2385$0 [2];
+  assign \$18  = \$17  ^ \port$2385$0 [3];
+  assign \$19  = \$18  ^ \port$2385$0 [5];
+  assign \$20  = \$19  ^ \port$2385$0 [7];
+  assign \$21  = \$20  ^ \port$2385$0 [8];
+  assign \$22  = \$21  ^ \port$2385$0 [12];
+  assign \$23  = \$22  ^ \port$2385$0 [14];
+  assign \$24  = \$23  ^ \port$2385$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$2269$0 ;
-  assign \$40  = \$39  ^ \port$2271$0 [0];
-  assign \$41  = \$40  ^ \port$2271$0 [4];
-  assign \$42  = \$41  ^ \port$2271$0 [5];
-  assign \$43  = \$42  ^ \port$2271$0 [6];
-  assign \$44  = \$43  ^ \port$2273$0 [0];
-  assign \$45  = \$44  ^ \port$2273$0 [1];
-  assign \$46  = \$45  ^ \port$2273$0 [2];
-  assign \$47  = \$46  ^ \port$2273$0 [4];
-  assign \$48  = \$47  ^ \port$2273$0 [5];
-  assign \$49  = \$48  ^ \port$2273$0 [6];
-  assign \$50  = \$49  ^ \port$2273$0 [7];
-  assign \$51  = \$50  ^ \port$2273$0 [9];
-  assign \$52  = \$51  ^ \port$2273$0 [12];
-  assign \$53  = \$52  ^ \port$2273$0 [13];
-  assign \$54  = \$53  ^ \port$2273$0 [14];
-  assign \$55  = \$54  ^ \port$2273$0 [15];
-  assign \$56  = \$55  ^ \port$2273$0 [16];
+  assign \$36  = \$35  ^ \port$2381$0 ;
+  assign \$40  = \$39  ^ \port$2383$0 [0];
+  assign \$41  = \$40  ^ \port$2383$0 [4];
+  assign \$42  = \$41  ^ \port$2383$0 [5];
+  assign \$43  = \$42  ^ \port$2383$0 [6];
+  assign \$44  = \$43  ^ \port$2385$0 [0];
+  assign \$45  = \$44  ^ \port$2385$0 [1];
+  assign \$46  = \$45  ^ \port$2385$0 [2];
+  assign \$47  = \$46  ^ \port$2385$0 [4];
+  assign \$48  = \$47  ^ \port$2385$0 [5];
+  assign \$49  = \$48  ^ \port$2385$0 [6];
+  assign \$50  = \$49  ^ \port$2385$0 [7];
+  assign \$51  = \$50  ^ \port$2385$0 [9];
+  assign \$52  = \$51  ^ \port$2385$0 [12];
+  assign \$53  = \$52  ^ \port$2385$0 [13];
+  assign \$54  = \$53  ^ \port$2385$0 [14];
+  assign \$55  = \$54  ^ \port$2385$0 [15];
+  assign \$56  = \$55  ^ \port$2385$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$2271$0 [0];
-  assign \$72  = \$71  ^ \port$2271$0 [1];
-  assign \$73  = \$72  ^ \port$2271$0 [4];
-  assign \$74  = \$73  ^ \port$2271$0 [5];
-  assign \$75  = \$74  ^ \port$2273$0 [1];
-  assign \$76  = \$75  ^ \port$2273$0 [6];
-  assign \$77  = \$76  ^ \port$2273$0 [8];
-  assign \$78  = \$77  ^ \port$2273$0 [10];
-  assign \$79  = \$78  ^ \port$2273$0 [12];
-  assign \$80  = \$79  ^ \port$2273$0 [13];
-  assign \$81  = \$80  ^ \port$2273$0 [15];
-  assign \$82  = \$81  ^ \port$2273$0 [16];
+  assign \$71  = \$70  ^ \port$2383$0 [0];
+  assign \$72  = \$71  ^ \port$2383$0 [1];
+  assign \$73  = \$72  ^ \port$2383$0 [4];
+  assign \$74  = \$73  ^ \port$2383$0 [5];
+  assign \$75  = \$74  ^ \port$2385$0 [1];
+  assign \$76  = \$75  ^ \port$2385$0 [6];
+  assign \$77  = \$76  ^ \port$2385$0 [8];
+  assign \$78  = \$77  ^ \port$2385$0 [10];
+  assign \$79  = \$78  ^ \port$2385$0 [12];
+  assign \$80  = \$79  ^ \port$2385$0 [13];
+  assign \$81  = \$80  ^ \port$2385$0 [15];
+  assign \$82  = \$81  ^ \port$2385$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$2271$0 [1];
-  assign \$99  = \$98  ^ \port$2271$0 [2];
-  assign \$100  = \$99  ^ \port$2271$0 [5];
-  assign \$101  = \$100  ^ \port$2271$0 [6];
-  assign \$102  = \$101  ^ \port$2273$0 [0];
-  assign \$103  = \$102  ^ \port$2273$0 [2];
-  assign \$104  = \$103  ^ \port$2273$0 [7];
-  assign \$105  = \$104  ^ \port$2273$0 [9];
-  assign \$106  = \$105  ^ \port$2273$0 [11];
-  assign \$107  = \$106  ^ \port$2273$0 [13];
-  assign \$108  = \$107  ^ \port$2273$0 [14];
+  assign \$98  = \$97  ^ \port$2383$0 [1];
+  assign \$99  = \$98  ^ \port$2383$0 [2];
+  assign \$100  = \$99  ^ \port$2383$0 [5];
+  assign \$101  = \$100  ^ \port$2383$0 [6];
+  assign \$102  = \$101  ^ \port$2385$0 [0];
+  assign \$103  = \$102  ^ \port$2385$0 [2];
+  assign \$104  = \$103  ^ \port$2385$0 [7];
+  assign \$105  = \$104  ^ \port$2385$0 [9];
+  assign \$106  = \$105  ^ \port$2385$0 [11];
+  assign \$107  = \$106  ^ \port$2385$0 [13];
+  assign \$108  = \$107  ^ \port$2385$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$2271$0 [0];
-  assign \$125  = \$124  ^ \port$2271$0 [2];
-  assign \$126  = \$125  ^ \port$2271$0 [3];
-  assign \$127  = \$126  ^ \port$2271$0 [6];
-  assign \$128  = \$127  ^ \port$2271$0 [7];
-  assign \$129  = \$128  ^ \port$2273$0 [1];
-  assign \$130  = \$129  ^ \port$2273$0 [3];
-  assign \$131  = \$130  ^ \port$2273$0 [8];
-  assign \$132  = \$131  ^ \port$2273$0 [10];
-  assign \$133  = \$132  ^ \port$2273$0 [12];
-  assign \$134  = \$133  ^ \port$2273$0 [14];
-  assign \$135  = \$134  ^ \port$2273$0 [15];
+  assign \$124  = \$123  ^ \port$2383$0 [0];
+  assign \$125  = \$124  ^ \port$2383$0 [2];
+  assign \$126  = \$125  ^ \port$2383$0 [3];
+  assign \$127  = \$126  ^ \port$2383$0 [6];
+  assign \$128  = \$127  ^ \port$2383$0 [7];
+  assign \$129  = \$128  ^ \port$2385$0 [1];
+  assign \$130  = \$129  ^ \port$2385$0 [3];
+  assign \$131  = \$130  ^ \port$2385$0 [8];
+  assign \$132  = \$131  ^ \port$2385$0 [10];
+  assign \$133  = \$132  ^ \port$2385$0 [12];
+  assign \$134  = \$133  ^ \port$2385$0 [14];
+  assign \$135  = \$134  ^ \port$2385$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$2269$0 ;
-  assign \$151  = \$150  ^ \port$2271$0 [1];
-  assign \$152  = \$151  ^ \port$2271$0 [3];
-  assign \$153  = \$152  ^ \port$2271$0 [4];
-  assign \$154  = \$153  ^ \port$2271$0 [7];
-  assign \$155  = \$154  ^ \port$2273$0 [0];
-  assign \$156  = \$155  ^ \port$2273$0 [2];
-  assign \$157  = \$156  ^ \port$2273$0 [4];
-  assign \$158  = \$157  ^ \port$2273$0 [9];
-  assign \$159  = \$158  ^ \port$2273$0 [11];
-  assign \$160  = \$159  ^ \port$2273$0 [13];
-  assign \$161  = \$160  ^ \port$2273$0 [15];
+  assign \$148  = \$147  ^ \port$2381$0 ;
+  assign \$151  = \$150  ^ \port$2383$0 [1];
+  assign \$152  = \$151  ^ \port$2383$0 [3];
+  assign \$153  = \$152  ^ \port$2383$0 [4];
+  assign \$154  = \$153  ^ \port$2383$0 [7];
+  assign \$155  = \$154  ^ \port$2385$0 [0];
+  assign \$156  = \$155  ^ \port$2385$0 [2];
+  assign \$157  = \$156  ^ \port$2385$0 [4];
+  assign \$158  = \$157  ^ \port$2385$0 [9];
+  assign \$159  = \$158  ^ \port$2385$0 [11];
+  assign \$160  = \$159  ^ \port$2385$0 [13];
+  assign \$161  = \$160  ^ \port$2385$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$2269$0 ;
-  assign \$178  = \$177  ^ \port$2271$0 [2];
-  assign \$179  = \$178  ^ \port$2271$0 [4];
-  assign \$180  = \$179  ^ \port$2271$0 [5];
-  assign \$181  = \$180  ^ \port$2273$0 [0];
-  assign \$182  = \$181  ^ \port$2273$0 [1];
-  assign \$183  = \$182  ^ \port$2273$0 [3];
-  assign \$184  = \$183  ^ \port$2273$0 [5];
-  assign \$185  = \$184  ^ \port$2273$0 [10];
-  assign \$186  = \$185  ^ \port$2273$0 [12];
-  assign \$187  = \$186  ^ \port$2273$0 [14];
+  assign \$174  = \$173  ^ \port$2381$0 ;
+  assign \$178  = \$177  ^ \port$2383$0 [2];
+  assign \$179  = \$178  ^ \port$2383$0 [4];
+  assign \$180  = \$179  ^ \port$2383$0 [5];
+  assign \$181  = \$180  ^ \port$2385$0 [0];
+  assign \$182  = \$181  ^ \port$2385$0 [1];
+  assign \$183  = \$182  ^ \port$2385$0 [3];
+  assign \$184  = \$183  ^ \port$2385$0 [5];
+  assign \$185  = \$184  ^ \port$2385$0 [10];
+  assign \$186  = \$185  ^ \port$2385$0 [12];
+  assign \$187  = \$186  ^ \port$2385$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$2271$0 [3];
-  assign \$205  = \$204  ^ \port$2271$0 [5];
-  assign \$206  = \$205  ^ \port$2271$0 [6];
-  assign \$207  = \$206  ^ \port$2273$0 [1];
-  assign \$208  = \$207  ^ \port$2273$0 [2];
-  assign \$209  = \$208  ^ \port$2273$0 [4];
-  assign \$210  = \$209  ^ \port$2273$0 [6];
-  assign \$211  = \$210  ^ \port$2273$0 [11];
-  assign \$212  = \$211  ^ \port$2273$0 [13];
-  assign \$213  = \$212  ^ \port$2273$0 [15];
+  assign \$204  = \$203  ^ \port$2383$0 [3];
+  assign \$205  = \$204  ^ \port$2383$0 [5];
+  assign \$206  = \$205  ^ \port$2383$0 [6];
+  assign \$207  = \$206  ^ \port$2385$0 [1];
+  assign \$208  = \$207  ^ \port$2385$0 [2];
+  assign \$209  = \$208  ^ \port$2385$0 [4];
+  assign \$210  = \$209  ^ \port$2385$0 [6];
+  assign \$211  = \$210  ^ \port$2385$0 [11];
+  assign \$212  = \$211  ^ \port$2385$0 [13];
+  assign \$213  = \$212  ^ \port$2385$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$2267$0 ;
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$2379$0 ;
   assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$2267$0 ;
-  assign header = { 15'h0000, \port$2273$0 , \port$2271$0 , 7'h00, \port$2269$0 , \port$0$2 , 1'h0, \port$2267$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$2379$0 ;
+  assign header = { 15'h0000, \port$2385$0 , \port$2383$0 , 7'h00, \port$2381$0 , \port$0$2 , 1'h0, \port$2379$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$2267$0  };
+  assign \header.ptype  = { 1'h0, \port$2379$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$2269$0  };
+  assign \header.channel  = { 3'h0, \port$2381$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$2271$0 ;
-  assign \header.length  = \port$2273$0 ;
+  assign \header.tag  = \port$2383$0 ;
+  assign \header.length  = \port$2385$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -9281,7 +10465,7 @@ module \ace_nic_small.tx0.hdr_check (\port$2267$0 , \port$2269$0 , \port$2271$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$2267$0 ;
+  assign \$61  = \port$2379$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -9361,7 +10545,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$63  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   reg \$10 ;
   reg [150:0] \$11 ;
@@ -9438,14 +10622,14 @@ module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
   always @(posedge clk)
     skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     \$9  = \$6 ;
     if (rst) begin
       \$9  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     \$10  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
@@ -9459,7 +10643,7 @@ module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     \$11  = o__payload;
     if (i__ready) begin
       if (\$8 ) begin
@@ -9473,7 +10657,7 @@ module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     \$12  = skid_valid;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -9489,7 +10673,7 @@ module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     \$13  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -9528,9 +10712,9 @@ module \ace_nic_small.tx0.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$2483$0 
+module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$2657$0 
 , credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, node_id);
-  reg \$auto$verilog_backend.cc:2355:dump_module$64  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire [11:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -9893,8 +11077,8 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$2483$0 ;
-  wire [144:0] \port$2483$0 ;
+  output [144:0] \port$2657$0 ;
+  wire [144:0] \port$2657$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -10127,10 +11311,10 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   \ace_nic_small.tx1.hdr_check  hdr_check (
     .check(check),
     .\port$0$2 (node_id),
-    .\port$2455$0 (slot_credit),
-    .\port$2457$0 (slot_ch),
-    .\port$2459$0 (slot_tag),
-    .\port$2461$0 (slot_length)
+    .\port$2629$0 (slot_credit),
+    .\port$2631$0 (slot_ch),
+    .\port$2633$0 (slot_tag),
+    .\port$2635$0 (slot_length)
   );
   \ace_nic_small.tx1.out_skid  out_skid (
     .clk(clk),
@@ -10143,7 +11327,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10153,7 +11337,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10163,7 +11347,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10173,7 +11357,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10183,7 +11367,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10193,7 +11377,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10203,7 +11387,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10213,7 +11397,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10223,7 +11407,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10233,7 +11417,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10243,7 +11427,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10253,7 +11437,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10263,7 +11447,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10273,7 +11457,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10283,7 +11467,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10293,7 +11477,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10303,7 +11487,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (cur)
       1'h0:
@@ -10313,7 +11497,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
@@ -10323,7 +11507,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
@@ -10333,7 +11517,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
@@ -10343,7 +11527,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (grant_ch)
       1'h0:
@@ -10353,49 +11537,49 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     credits0_gained = 6'h00;
     if (\$4 ) begin
       credits0_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     credits0_spent = 7'h00;
     if (\$8 ) begin
       credits0_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     owed0_returned = 6'h00;
     if (\$11 ) begin
       owed0_returned = slot_length[5:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     credits1_gained = 6'h00;
     if (\$15 ) begin
       credits1_gained = credit_in_count;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     credits1_spent = 7'h00;
     if (\$19 ) begin
       credits1_spent = slot_beats;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     owed1_returned = 6'h00;
     if (\$22 ) begin
       owed1_returned = slot_length[5:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     rr_pick = 1'h0;
     (* full_case = 32'd1 *)
     casez (rr_last)
@@ -10420,7 +11604,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     urgent_pick = 1'h0;
     if (ch1_urgent) begin
       urgent_pick = 1'h1;
@@ -10430,7 +11614,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     pending_pick = 1'h0;
     if (ch1_pending) begin
       pending_pick = 1'h1;
@@ -10440,7 +11624,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     grant = 1'h0;
     if (\$23 ) begin
       if (\$24 ) begin
@@ -10453,7 +11637,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     grant_credit = 1'h0;
     if (\$23 ) begin
       if (\$24 ) begin
@@ -10465,7 +11649,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     grant_ch = 1'h0;
     if (\$23 ) begin
       if (\$24 ) begin
@@ -10478,7 +11662,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     cmd__0__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -10489,7 +11673,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     cmd__1__ready = 1'h0;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -10500,7 +11684,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     if (is_last) begin
       keep = last_keep;
@@ -10509,7 +11693,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
       1'h0:
@@ -10519,7 +11703,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     i__payload[150:145] = 6'h00;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -10540,7 +11724,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     data__0__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -10551,7 +11735,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     data__1__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -10562,7 +11746,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$204  = payload_bytes;
     if (take) begin
       \$204  = \$81 [47:0];
@@ -10572,7 +11756,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$205  = header_bytes;
     if (take) begin
       if (o__payload[145]) begin
@@ -10584,42 +11768,42 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$206  = \$83 [47:0];
     if (rst) begin
       \$206  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$207  = \$86 [47:0];
     if (rst) begin
       \$207  = 48'h000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$208  = \$95 ;
     if (rst) begin
       \$208  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$209  = \$101 ;
     if (rst) begin
       \$209  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$210  = \$109 ;
     if (rst) begin
       \$210  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$211  = owed0_quiet;
     if (freed__0) begin
       \$211  = 3'h0;
@@ -10631,42 +11815,42 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$212  = \$113 [5:0];
     if (rst) begin
       \$212  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$213  = \$115 [5:0];
     if (rst) begin
       \$213  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$214  = \$124 ;
     if (rst) begin
       \$214  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$215  = \$130 ;
     if (rst) begin
       \$215  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$216  = \$138 ;
     if (rst) begin
       \$216  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$217  = owed1_quiet;
     if (freed__1) begin
       \$217  = 3'h0;
@@ -10678,28 +11862,28 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$218  = \$142 [5:0];
     if (rst) begin
       \$218  = 6'h20;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$219  = \$144 [5:0];
     if (rst) begin
       \$219  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$220  = grant;
     if (rst) begin
       \$220  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$221  = slot_valid;
     if (grant) begin
       \$221  = 1'h1;
@@ -10715,7 +11899,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$222  = slot_credit;
     if (grant) begin
       \$222  = grant_credit;
@@ -10725,7 +11909,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$223  = slot_ch;
     if (grant) begin
       \$223  = grant_ch;
@@ -10735,7 +11919,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$224  = slot_tag;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -10750,7 +11934,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$225  = slot_length;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -10765,7 +11949,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$226  = slot_beats;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -10780,7 +11964,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$227  = rr_last;
     if (grant) begin
       (* full_case = 32'd1 *)
@@ -10794,7 +11978,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$228  = cur;
     casez (tx_fsm_state)
       1'h0:
@@ -10809,7 +11993,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$229  = beats_left;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -10829,7 +12013,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$230  = last_bytes;
     casez (tx_fsm_state)
       1'h0:
@@ -10844,7 +12028,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$231  = last_keep;
     casez (tx_fsm_state)
       1'h0:
@@ -10874,7 +12058,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$232  = tx_fsm_state;
     (* full_case = 32'd1 *)
     casez (tx_fsm_state)
@@ -10905,7 +12089,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
   assign credits1_q = credits__1;
   assign cmd1_beats = \$13 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$2483$0  = o__payload[144:0];
+  assign \port$2657$0  = o__payload[144:0];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
@@ -10985,7 +12169,7 @@ module \ace_nic_small.tx1 (o__ready, clk, rst, cmd__0__valid, cmd__1__valid, bus
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_nic_small.tx1.hdr_check (\port$2455$0 , \port$2457$0 , \port$2459$0 , \port$2461$0 , check, \port$0$2 );
+module \ace_nic_small.tx1.hdr_check (\port$2629$0 , \port$2631$0 , \port$2633$0 , \port$2635$0 , check, \port$0$2 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -11233,155 +12417,155 @@ module \ace_nic_small.tx1.hdr_check (\port$2455$0 , \port$2457$0 , \port$2459$0 
   wire ok;
   input [7:0] \port$0$2 ;
   wire [7:0] \port$0$2 ;
-  input \port$2455$0 ;
-  wire \port$2455$0 ;
-  input \port$2457$0 ;
-  wire \port$2457$0 ;
-  input [7:0] \port$2459$0 ;
-  wire [7:0] \port$2459$0 ;
-  input [16:0] \port$2461$0 ;
-  wire [16:0] \port$2461$0 ;
+  input \port$2629$0 ;
+  wire \port$2629$0 ;
+  input \port$2631$0 ;
+  wire \port$2631$0 ;
+  input [7:0] \port$2633$0 ;
+  wire [7:0] \port$2633$0 ;
+  input [16:0] \port$2635$0 ;
+  wire [16:0] \port$2635$0 ;
   assign \$7  = \$6  ^ \port$0$2 [0];
   assign \$8  = \$7  ^ \port$0$2 [3];
   assign \$9  = \$8  ^ \port$0$2 [5];
-  assign \$13  = \$12  ^ \port$2459$0 [4];
-  assign \$14  = \$13  ^ \port$2459$0 [6];
-  assign \$15  = \$14  ^ \port$2459$0 [7];
-  assign \$16  = \$15  ^ \port$2461$0 [0];
-  assign \$17  = \$16  ^ \port$2461$0 [2];
-  assign \$18  = \$17  ^ \port$2461$0 [3];
-  assign \$19  = \$18  ^ \port$2461$0 [5];
-  assign \$20  = \$19  ^ \port$2461$0 [7];
-  assign \$21  = \$20  ^ \port$2461$0 [8];
-  assign \$22  = \$21  ^ \port$2461$0 [12];
-  assign \$23  = \$22  ^ \port$2461$0 [14];
-  assign \$24  = \$23  ^ \port$2461$0 [16];
+  assign \$13  = \$12  ^ \port$2633$0 [4];
+  assign \$14  = \$13  ^ \port$2633$0 [6];
+  assign \$15  = \$14  ^ \port$2633$0 [7];
+  assign \$16  = \$15  ^ \port$2635$0 [0];
+  assign \$17  = \$16  ^ \port$2635$0 [2];
+  assign \$18  = \$17  ^ \port$2635$0 [3];
+  assign \$19  = \$18  ^ \port$2635$0 [5];
+  assign \$20  = \$19  ^ \port$2635$0 [7];
+  assign \$21  = \$20  ^ \port$2635$0 [8];
+  assign \$22  = \$21  ^ \port$2635$0 [12];
+  assign \$23  = \$22  ^ \port$2635$0 [14];
+  assign \$24  = \$23  ^ \port$2635$0 [16];
   assign \$32  = \$31  ^ \port$0$2 [3];
   assign \$33  = \$32  ^ \port$0$2 [4];
   assign \$34  = \$33  ^ \port$0$2 [5];
   assign \$35  = \$34  ^ \port$0$2 [6];
-  assign \$36  = \$35  ^ \port$2457$0 ;
-  assign \$40  = \$39  ^ \port$2459$0 [0];
-  assign \$41  = \$40  ^ \port$2459$0 [4];
-  assign \$42  = \$41  ^ \port$2459$0 [5];
-  assign \$43  = \$42  ^ \port$2459$0 [6];
-  assign \$44  = \$43  ^ \port$2461$0 [0];
-  assign \$45  = \$44  ^ \port$2461$0 [1];
-  assign \$46  = \$45  ^ \port$2461$0 [2];
-  assign \$47  = \$46  ^ \port$2461$0 [4];
-  assign \$48  = \$47  ^ \port$2461$0 [5];
-  assign \$49  = \$48  ^ \port$2461$0 [6];
-  assign \$50  = \$49  ^ \port$2461$0 [7];
-  assign \$51  = \$50  ^ \port$2461$0 [9];
-  assign \$52  = \$51  ^ \port$2461$0 [12];
-  assign \$53  = \$52  ^ \port$2461$0 [13];
-  assign \$54  = \$53  ^ \port$2461$0 [14];
-  assign \$55  = \$54  ^ \port$2461$0 [15];
-  assign \$56  = \$55  ^ \port$2461$0 [16];
+  assign \$36  = \$35  ^ \port$2631$0 ;
+  assign \$40  = \$39  ^ \port$2633$0 [0];
+  assign \$41  = \$40  ^ \port$2633$0 [4];
+  assign \$42  = \$41  ^ \port$2633$0 [5];
+  assign \$43  = \$42  ^ \port$2633$0 [6];
+  assign \$44  = \$43  ^ \port$2635$0 [0];
+  assign \$45  = \$44  ^ \port$2635$0 [1];
+  assign \$46  = \$45  ^ \port$2635$0 [2];
+  assign \$47  = \$46  ^ \port$2635$0 [4];
+  assign \$48  = \$47  ^ \port$2635$0 [5];
+  assign \$49  = \$48  ^ \port$2635$0 [6];
+  assign \$50  = \$49  ^ \port$2635$0 [7];
+  assign \$51  = \$50  ^ \port$2635$0 [9];
+  assign \$52  = \$51  ^ \port$2635$0 [12];
+  assign \$53  = \$52  ^ \port$2635$0 [13];
+  assign \$54  = \$53  ^ \port$2635$0 [14];
+  assign \$55  = \$54  ^ \port$2635$0 [15];
+  assign \$56  = \$55  ^ \port$2635$0 [16];
   assign \$62  = \$61  ^ \port$0$2 [2];
   assign \$63  = \$62  ^ \port$0$2 [3];
   assign \$64  = \$63  ^ \port$0$2 [4];
   assign \$65  = \$64  ^ \port$0$2 [6];
   assign \$66  = \$65  ^ \port$0$2 [7];
-  assign \$71  = \$70  ^ \port$2459$0 [0];
-  assign \$72  = \$71  ^ \port$2459$0 [1];
-  assign \$73  = \$72  ^ \port$2459$0 [4];
-  assign \$74  = \$73  ^ \port$2459$0 [5];
-  assign \$75  = \$74  ^ \port$2461$0 [1];
-  assign \$76  = \$75  ^ \port$2461$0 [6];
-  assign \$77  = \$76  ^ \port$2461$0 [8];
-  assign \$78  = \$77  ^ \port$2461$0 [10];
-  assign \$79  = \$78  ^ \port$2461$0 [12];
-  assign \$80  = \$79  ^ \port$2461$0 [13];
-  assign \$81  = \$80  ^ \port$2461$0 [15];
-  assign \$82  = \$81  ^ \port$2461$0 [16];
+  assign \$71  = \$70  ^ \port$2633$0 [0];
+  assign \$72  = \$71  ^ \port$2633$0 [1];
+  assign \$73  = \$72  ^ \port$2633$0 [4];
+  assign \$74  = \$73  ^ \port$2633$0 [5];
+  assign \$75  = \$74  ^ \port$2635$0 [1];
+  assign \$76  = \$75  ^ \port$2635$0 [6];
+  assign \$77  = \$76  ^ \port$2635$0 [8];
+  assign \$78  = \$77  ^ \port$2635$0 [10];
+  assign \$79  = \$78  ^ \port$2635$0 [12];
+  assign \$80  = \$79  ^ \port$2635$0 [13];
+  assign \$81  = \$80  ^ \port$2635$0 [15];
+  assign \$82  = \$81  ^ \port$2635$0 [16];
   assign \$91  = \$90  ^ \port$0$2 [3];
   assign \$92  = \$91  ^ \port$0$2 [4];
   assign \$93  = \$92  ^ \port$0$2 [5];
   assign \$94  = \$93  ^ \port$0$2 [7];
-  assign \$98  = \$97  ^ \port$2459$0 [1];
-  assign \$99  = \$98  ^ \port$2459$0 [2];
-  assign \$100  = \$99  ^ \port$2459$0 [5];
-  assign \$101  = \$100  ^ \port$2459$0 [6];
-  assign \$102  = \$101  ^ \port$2461$0 [0];
-  assign \$103  = \$102  ^ \port$2461$0 [2];
-  assign \$104  = \$103  ^ \port$2461$0 [7];
-  assign \$105  = \$104  ^ \port$2461$0 [9];
-  assign \$106  = \$105  ^ \port$2461$0 [11];
-  assign \$107  = \$106  ^ \port$2461$0 [13];
-  assign \$108  = \$107  ^ \port$2461$0 [14];
+  assign \$98  = \$97  ^ \port$2633$0 [1];
+  assign \$99  = \$98  ^ \port$2633$0 [2];
+  assign \$100  = \$99  ^ \port$2633$0 [5];
+  assign \$101  = \$100  ^ \port$2633$0 [6];
+  assign \$102  = \$101  ^ \port$2635$0 [0];
+  assign \$103  = \$102  ^ \port$2635$0 [2];
+  assign \$104  = \$103  ^ \port$2635$0 [7];
+  assign \$105  = \$104  ^ \port$2635$0 [9];
+  assign \$106  = \$105  ^ \port$2635$0 [11];
+  assign \$107  = \$106  ^ \port$2635$0 [13];
+  assign \$108  = \$107  ^ \port$2635$0 [14];
   assign \$118  = \$117  ^ \port$0$2 [4];
   assign \$119  = \$118  ^ \port$0$2 [5];
   assign \$120  = \$119  ^ \port$0$2 [6];
-  assign \$124  = \$123  ^ \port$2459$0 [0];
-  assign \$125  = \$124  ^ \port$2459$0 [2];
-  assign \$126  = \$125  ^ \port$2459$0 [3];
-  assign \$127  = \$126  ^ \port$2459$0 [6];
-  assign \$128  = \$127  ^ \port$2459$0 [7];
-  assign \$129  = \$128  ^ \port$2461$0 [1];
-  assign \$130  = \$129  ^ \port$2461$0 [3];
-  assign \$131  = \$130  ^ \port$2461$0 [8];
-  assign \$132  = \$131  ^ \port$2461$0 [10];
-  assign \$133  = \$132  ^ \port$2461$0 [12];
-  assign \$134  = \$133  ^ \port$2461$0 [14];
-  assign \$135  = \$134  ^ \port$2461$0 [15];
+  assign \$124  = \$123  ^ \port$2633$0 [0];
+  assign \$125  = \$124  ^ \port$2633$0 [2];
+  assign \$126  = \$125  ^ \port$2633$0 [3];
+  assign \$127  = \$126  ^ \port$2633$0 [6];
+  assign \$128  = \$127  ^ \port$2633$0 [7];
+  assign \$129  = \$128  ^ \port$2635$0 [1];
+  assign \$130  = \$129  ^ \port$2635$0 [3];
+  assign \$131  = \$130  ^ \port$2635$0 [8];
+  assign \$132  = \$131  ^ \port$2635$0 [10];
+  assign \$133  = \$132  ^ \port$2635$0 [12];
+  assign \$134  = \$133  ^ \port$2635$0 [14];
+  assign \$135  = \$134  ^ \port$2635$0 [15];
   assign \$144  = \$143  ^ \port$0$2 [2];
   assign \$145  = \$144  ^ \port$0$2 [5];
   assign \$146  = \$145  ^ \port$0$2 [6];
   assign \$147  = \$146  ^ \port$0$2 [7];
-  assign \$148  = \$147  ^ \port$2457$0 ;
-  assign \$151  = \$150  ^ \port$2459$0 [1];
-  assign \$152  = \$151  ^ \port$2459$0 [3];
-  assign \$153  = \$152  ^ \port$2459$0 [4];
-  assign \$154  = \$153  ^ \port$2459$0 [7];
-  assign \$155  = \$154  ^ \port$2461$0 [0];
-  assign \$156  = \$155  ^ \port$2461$0 [2];
-  assign \$157  = \$156  ^ \port$2461$0 [4];
-  assign \$158  = \$157  ^ \port$2461$0 [9];
-  assign \$159  = \$158  ^ \port$2461$0 [11];
-  assign \$160  = \$159  ^ \port$2461$0 [13];
-  assign \$161  = \$160  ^ \port$2461$0 [15];
+  assign \$148  = \$147  ^ \port$2631$0 ;
+  assign \$151  = \$150  ^ \port$2633$0 [1];
+  assign \$152  = \$151  ^ \port$2633$0 [3];
+  assign \$153  = \$152  ^ \port$2633$0 [4];
+  assign \$154  = \$153  ^ \port$2633$0 [7];
+  assign \$155  = \$154  ^ \port$2635$0 [0];
+  assign \$156  = \$155  ^ \port$2635$0 [2];
+  assign \$157  = \$156  ^ \port$2635$0 [4];
+  assign \$158  = \$157  ^ \port$2635$0 [9];
+  assign \$159  = \$158  ^ \port$2635$0 [11];
+  assign \$160  = \$159  ^ \port$2635$0 [13];
+  assign \$161  = \$160  ^ \port$2635$0 [15];
   assign \$170  = \$169  ^ \port$0$2 [1];
   assign \$171  = \$170  ^ \port$0$2 [3];
   assign \$172  = \$171  ^ \port$0$2 [6];
   assign \$173  = \$172  ^ \port$0$2 [7];
-  assign \$174  = \$173  ^ \port$2457$0 ;
-  assign \$178  = \$177  ^ \port$2459$0 [2];
-  assign \$179  = \$178  ^ \port$2459$0 [4];
-  assign \$180  = \$179  ^ \port$2459$0 [5];
-  assign \$181  = \$180  ^ \port$2461$0 [0];
-  assign \$182  = \$181  ^ \port$2461$0 [1];
-  assign \$183  = \$182  ^ \port$2461$0 [3];
-  assign \$184  = \$183  ^ \port$2461$0 [5];
-  assign \$185  = \$184  ^ \port$2461$0 [10];
-  assign \$186  = \$185  ^ \port$2461$0 [12];
-  assign \$187  = \$186  ^ \port$2461$0 [14];
+  assign \$174  = \$173  ^ \port$2631$0 ;
+  assign \$178  = \$177  ^ \port$2633$0 [2];
+  assign \$179  = \$178  ^ \port$2633$0 [4];
+  assign \$180  = \$179  ^ \port$2633$0 [5];
+  assign \$181  = \$180  ^ \port$2635$0 [0];
+  assign \$182  = \$181  ^ \port$2635$0 [1];
+  assign \$183  = \$182  ^ \port$2635$0 [3];
+  assign \$184  = \$183  ^ \port$2635$0 [5];
+  assign \$185  = \$184  ^ \port$2635$0 [10];
+  assign \$186  = \$185  ^ \port$2635$0 [12];
+  assign \$187  = \$186  ^ \port$2635$0 [14];
   assign \$198  = \$197  ^ \port$0$2 [4];
   assign \$199  = \$198  ^ \port$0$2 [7];
-  assign \$204  = \$203  ^ \port$2459$0 [3];
-  assign \$205  = \$204  ^ \port$2459$0 [5];
-  assign \$206  = \$205  ^ \port$2459$0 [6];
-  assign \$207  = \$206  ^ \port$2461$0 [1];
-  assign \$208  = \$207  ^ \port$2461$0 [2];
-  assign \$209  = \$208  ^ \port$2461$0 [4];
-  assign \$210  = \$209  ^ \port$2461$0 [6];
-  assign \$211  = \$210  ^ \port$2461$0 [11];
-  assign \$212  = \$211  ^ \port$2461$0 [13];
-  assign \$213  = \$212  ^ \port$2461$0 [15];
+  assign \$204  = \$203  ^ \port$2633$0 [3];
+  assign \$205  = \$204  ^ \port$2633$0 [5];
+  assign \$206  = \$205  ^ \port$2633$0 [6];
+  assign \$207  = \$206  ^ \port$2635$0 [1];
+  assign \$208  = \$207  ^ \port$2635$0 [2];
+  assign \$209  = \$208  ^ \port$2635$0 [4];
+  assign \$210  = \$209  ^ \port$2635$0 [6];
+  assign \$211  = \$210  ^ \port$2635$0 [11];
+  assign \$212  = \$211  ^ \port$2635$0 [13];
+  assign \$213  = \$212  ^ \port$2635$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$2455$0 ;
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$2629$0 ;
   assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$0$2 [1];
   assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$0$2 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$2455$0 ;
-  assign header = { 15'h0000, \port$2461$0 , \port$2459$0 , 7'h00, \port$2457$0 , \port$0$2 , 1'h0, \port$2455$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$2629$0 ;
+  assign header = { 15'h0000, \port$2635$0 , \port$2633$0 , 7'h00, \port$2631$0 , \port$0$2 , 1'h0, \port$2629$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$2455$0  };
+  assign \header.ptype  = { 1'h0, \port$2629$0  };
   assign \header.src  = \port$0$2 ;
-  assign \header.channel  = { 3'h0, \port$2457$0  };
+  assign \header.channel  = { 3'h0, \port$2631$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$2459$0 ;
-  assign \header.length  = \port$2461$0 ;
+  assign \header.tag  = \port$2633$0 ;
+  assign \header.length  = \port$2635$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -11413,7 +12597,7 @@ module \ace_nic_small.tx1.hdr_check (\port$2455$0 , \port$2457$0 , \port$2459$0 
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$2455$0 ;
+  assign \$61  = \port$2629$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -11493,7 +12677,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_nic_small.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o__valid, o__payload, o__ready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
   reg \$10 ;
   reg [150:0] \$11 ;
@@ -11570,14 +12754,14 @@ module \ace_nic_small.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
   always @(posedge clk)
     skid_payload <= \$13 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     \$9  = \$6 ;
     if (rst) begin
       \$9  = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     \$10  = o__valid;
     if (i__ready) begin
       if (\$8 ) begin
@@ -11591,7 +12775,7 @@ module \ace_nic_small.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     \$11  = o__payload;
     if (i__ready) begin
       if (\$8 ) begin
@@ -11605,7 +12789,7 @@ module \ace_nic_small.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     \$12  = skid_valid;
     if (i__ready) begin
       (* full_case = 32'd1 *)
@@ -11621,7 +12805,7 @@ module \ace_nic_small.tx1.out_skid (clk, rst, i__valid, i__payload, i__ready, o_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     \$13  = skid_payload;
     if (i__ready) begin
       (* full_case = 32'd1 *)

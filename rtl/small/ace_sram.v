@@ -249,7 +249,7 @@ endmodule
 module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payload, rd1__req__valid, rd1__resp__ready, rd2__req__payload, rd2__req__valid, rd2__resp__ready, rd3__req__payload, rd3__req__valid, rd3__resp__ready, rd4__req__payload, rd4__req__valid, rd4__resp__ready, wr0__payload, wr0__valid, wr1__payload, wr1__valid, wr2__payload, wr2__valid, clk
 , rst, rd0__req__ready, rd1__req__ready, rd2__req__ready, rd3__req__ready, rd4__req__ready, wr0_slot, wr1_slot, wr2_slot, rd0__resp__payload, rd1__resp__payload, rd2__resp__payload, rd3__resp__payload, rd4__resp__payload, rd0__resp__valid, rd1__resp__valid, rd2__resp__valid, rd3__resp__valid, rd4__resp__valid, rd0__req__payload);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [5:0] \$1 ;
+  wire \$1 ;
   wire \$10 ;
   wire \$100 ;
   wire \$101 ;
@@ -272,7 +272,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [8:0] \$117 ;
   wire [8:0] \$118 ;
   wire [8:0] \$119 ;
-  wire \$12 ;
+  wire [5:0] \$12 ;
   wire \$120 ;
   wire [7:0] \$121 ;
   wire \$122 ;
@@ -294,7 +294,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [8:0] \$137 ;
   wire [8:0] \$138 ;
   wire [8:0] \$139 ;
-  wire \$14 ;
+  wire [5:0] \$14 ;
   wire [8:0] \$140 ;
   wire [8:0] \$141 ;
   wire [8:0] \$142 ;
@@ -305,7 +305,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire \$147 ;
   wire \$148 ;
   wire [7:0] \$149 ;
-  wire [5:0] \$15 ;
+  wire \$15 ;
   wire \$150 ;
   wire \$151 ;
   wire [7:0] \$152 ;
@@ -316,7 +316,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire \$157 ;
   wire [7:0] \$158 ;
   wire \$159 ;
-  wire [6:0] \$16 ;
+  wire \$16 ;
   wire \$160 ;
   wire [8:0] \$161 ;
   wire [8:0] \$162 ;
@@ -349,7 +349,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [8:0] \$187 ;
   wire [8:0] \$188 ;
   wire [8:0] \$189 ;
-  wire \$19 ;
+  wire [5:0] \$19 ;
   wire [8:0] \$190 ;
   wire [8:0] \$191 ;
   wire [8:0] \$192 ;
@@ -360,7 +360,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire \$197 ;
   wire \$198 ;
   wire [7:0] \$199 ;
-  wire [6:0] \$2 ;
+  wire \$2 ;
   wire \$20 ;
   wire \$200 ;
   wire \$201 ;
@@ -372,7 +372,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire \$207 ;
   wire [7:0] \$208 ;
   wire \$209 ;
-  wire \$21 ;
+  wire [5:0] \$21 ;
   wire \$210 ;
   wire [8:0] \$211 ;
   wire [8:0] \$212 ;
@@ -383,7 +383,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [8:0] \$217 ;
   wire [8:0] \$218 ;
   wire [8:0] \$219 ;
-  wire [5:0] \$22 ;
+  wire \$22 ;
   wire \$220 ;
   wire [7:0] \$221 ;
   wire \$222 ;
@@ -394,337 +394,162 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [7:0] \$227 ;
   wire \$228 ;
   wire \$229 ;
-  wire [6:0] \$23 ;
+  wire \$23 ;
   wire [7:0] \$230 ;
   wire \$231 ;
   wire \$232 ;
   wire [7:0] \$233 ;
   wire \$234 ;
   wire \$235 ;
-  wire [8:0] \$236 ;
-  wire [8:0] \$237 ;
-  wire [8:0] \$238 ;
-  wire [8:0] \$239 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire \$24 ;
-  wire [8:0] \$240 ;
-  wire [127:0] \$241 ;
-  wire [127:0] \$242 ;
-  wire [127:0] \$243 ;
-  wire [127:0] \$244 ;
-  wire [127:0] \$245 ;
-  wire [7:0] \$246 ;
+  wire \$240 ;
+  wire [14:0] \$241 ;
+  wire [14:0] \$242 ;
+  wire [14:0] \$243 ;
+  wire [14:0] \$244 ;
+  wire [14:0] \$245 ;
+  wire [14:0] \$246 ;
   wire \$247 ;
   wire [15:0] \$248 ;
-  wire [7:0] \$249 ;
+  wire [14:0] \$249 ;
   wire \$25 ;
   wire \$250 ;
   wire [15:0] \$251 ;
-  wire [15:0] \$252 ;
-  wire [7:0] \$253 ;
-  wire \$254 ;
-  wire [15:0] \$255 ;
-  wire [15:0] \$256 ;
-  wire [8:0] \$257 ;
-  wire [8:0] \$258 ;
-  wire [8:0] \$259 ;
-  wire \$26 ;
-  wire [8:0] \$260 ;
-  wire [8:0] \$261 ;
-  wire [127:0] \$262 ;
-  wire [127:0] \$263 ;
-  wire [127:0] \$264 ;
-  wire [127:0] \$265 ;
-  wire [127:0] \$266 ;
-  wire [7:0] \$267 ;
-  wire \$268 ;
-  wire [15:0] \$269 ;
+  wire [14:0] \$252 ;
+  wire \$253 ;
+  wire [15:0] \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire [5:0] \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  reg [7:0] \$263 ;
+  reg [7:0] \$264 ;
+  reg [7:0] \$265 ;
+  reg [7:0] \$266 ;
+  reg [7:0] \$267 ;
+  reg [4:0] \$268 ;
+  reg \$269 ;
   wire \$27 ;
-  wire [7:0] \$270 ;
-  wire \$271 ;
-  wire [15:0] \$272 ;
-  wire [15:0] \$273 ;
-  wire [7:0] \$274 ;
-  wire \$275 ;
-  wire [15:0] \$276 ;
-  wire [15:0] \$277 ;
-  wire [8:0] \$278 ;
-  wire [8:0] \$279 ;
-  wire \$28 ;
-  wire [8:0] \$280 ;
-  wire [8:0] \$281 ;
-  wire [8:0] \$282 ;
-  wire [127:0] \$283 ;
-  wire [127:0] \$284 ;
-  wire [127:0] \$285 ;
-  wire [127:0] \$286 ;
-  wire [127:0] \$287 ;
-  wire [7:0] \$288 ;
-  wire \$289 ;
-  wire [5:0] \$29 ;
-  wire [15:0] \$290 ;
-  wire [7:0] \$291 ;
-  wire \$292 ;
-  wire [15:0] \$293 ;
-  wire [15:0] \$294 ;
-  wire [7:0] \$295 ;
-  wire \$296 ;
-  wire [15:0] \$297 ;
-  wire [15:0] \$298 ;
-  wire [8:0] \$299 ;
+  reg [4:0] \$270 ;
+  reg \$271 ;
+  reg [4:0] \$272 ;
+  reg \$273 ;
+  reg [4:0] \$274 ;
+  reg \$275 ;
+  reg [4:0] \$276 ;
+  reg \$277 ;
+  reg \$278 ;
+  reg \$279 ;
+  wire [5:0] \$28 ;
+  reg \$280 ;
+  reg \$281 ;
+  reg \$282 ;
+  reg \$283 ;
+  reg \$284 ;
+  reg \$285 ;
+  reg \$286 ;
+  reg \$287 ;
+  reg \$288 ;
+  reg \$289 ;
+  wire \$29 ;
+  reg \$290 ;
+  reg \$291 ;
+  reg \$292 ;
+  reg \$293 ;
+  reg \$294 ;
+  reg \$295 ;
+  reg \$296 ;
+  reg \$297 ;
+  reg \$298 ;
+  reg \$299 ;
   wire \$3 ;
-  wire [6:0] \$30 ;
-  wire [8:0] \$300 ;
-  wire [8:0] \$301 ;
-  wire [8:0] \$302 ;
-  wire [8:0] \$303 ;
-  wire [127:0] \$304 ;
-  wire [127:0] \$305 ;
-  wire [127:0] \$306 ;
-  wire [127:0] \$307 ;
-  wire [127:0] \$308 ;
-  wire [7:0] \$309 ;
+  wire \$30 ;
+  reg \$300 ;
+  reg \$301 ;
+  reg \$302 ;
+  reg \$303 ;
+  reg \$304 ;
+  reg \$305 ;
+  reg \$306 ;
+  reg \$307 ;
+  reg \$308 ;
+  reg \$309 ;
   wire \$31 ;
-  wire \$310 ;
-  wire [15:0] \$311 ;
-  wire [7:0] \$312 ;
-  wire \$313 ;
-  wire [15:0] \$314 ;
-  wire [15:0] \$315 ;
-  wire [7:0] \$316 ;
-  wire \$317 ;
-  wire [15:0] \$318 ;
-  wire [15:0] \$319 ;
+  reg \$310 ;
+  reg \$311 ;
+  reg \$312 ;
+  reg \$313 ;
+  reg \$314 ;
+  reg \$315 ;
+  reg \$316 ;
+  reg \$317 ;
+  reg \$318 ;
+  reg \$319 ;
   wire \$32 ;
-  wire [8:0] \$320 ;
-  wire [8:0] \$321 ;
-  wire [8:0] \$322 ;
-  wire [8:0] \$323 ;
-  wire [8:0] \$324 ;
-  wire [127:0] \$325 ;
-  wire [127:0] \$326 ;
-  wire [127:0] \$327 ;
-  wire [127:0] \$328 ;
-  wire [127:0] \$329 ;
-  wire \$33 ;
-  wire [7:0] \$330 ;
-  wire \$331 ;
-  wire [15:0] \$332 ;
-  wire [7:0] \$333 ;
-  wire \$334 ;
-  wire [15:0] \$335 ;
-  wire [15:0] \$336 ;
-  wire [7:0] \$337 ;
-  wire \$338 ;
-  wire [15:0] \$339 ;
+  reg \$320 ;
+  reg \$321 ;
+  reg \$322 ;
+  reg \$323 ;
+  reg \$324 ;
+  reg \$325 ;
+  reg \$326 ;
+  reg \$327 ;
+  reg \$328 ;
+  reg \$329 ;
+  wire [5:0] \$33 ;
+  reg \$330 ;
+  reg \$331 ;
+  reg \$332 ;
+  reg \$333 ;
+  reg \$334 ;
+  reg \$335 ;
+  reg \$336 ;
+  reg \$337 ;
+  reg \$338 ;
+  reg \$339 ;
   wire \$34 ;
-  wire [15:0] \$340 ;
-  wire [8:0] \$341 ;
-  wire [8:0] \$342 ;
-  wire [8:0] \$343 ;
-  wire [8:0] \$344 ;
-  wire [8:0] \$345 ;
-  wire [127:0] \$346 ;
-  wire [127:0] \$347 ;
-  wire [127:0] \$348 ;
-  wire [127:0] \$349 ;
-  wire \$35 ;
-  wire [127:0] \$350 ;
-  wire [7:0] \$351 ;
-  wire \$352 ;
-  wire [15:0] \$353 ;
-  wire [7:0] \$354 ;
-  wire \$355 ;
-  wire [15:0] \$356 ;
-  wire [15:0] \$357 ;
-  wire [7:0] \$358 ;
-  wire \$359 ;
+  reg \$340 ;
+  reg \$341 ;
+  reg \$342 ;
+  reg \$343 ;
+  reg \$344 ;
+  reg \$345 ;
+  reg \$346 ;
+  reg \$347 ;
+  reg \$348 ;
+  reg \$349 ;
+  wire [5:0] \$35 ;
+  reg [7:0] \$350 ;
+  reg [7:0] \$351 ;
+  reg [7:0] \$352 ;
   wire [8:0] \$36 ;
-  wire [15:0] \$360 ;
-  wire [15:0] \$361 ;
-  wire [8:0] \$362 ;
-  wire [8:0] \$363 ;
-  wire [8:0] \$364 ;
-  wire [8:0] \$365 ;
-  wire [8:0] \$366 ;
-  wire [127:0] \$367 ;
-  wire [127:0] \$368 ;
-  wire [127:0] \$369 ;
   wire [8:0] \$37 ;
-  wire [127:0] \$370 ;
-  wire [127:0] \$371 ;
-  wire [7:0] \$372 ;
-  wire \$373 ;
-  wire [15:0] \$374 ;
-  wire [7:0] \$375 ;
-  wire \$376 ;
-  wire [15:0] \$377 ;
-  wire [15:0] \$378 ;
-  wire [7:0] \$379 ;
   wire [8:0] \$38 ;
-  wire \$380 ;
-  wire [15:0] \$381 ;
-  wire [15:0] \$382 ;
-  wire [8:0] \$383 ;
-  wire [8:0] \$384 ;
-  wire [8:0] \$385 ;
-  wire [8:0] \$386 ;
-  wire [8:0] \$387 ;
-  wire [127:0] \$388 ;
-  wire [127:0] \$389 ;
   wire [8:0] \$39 ;
-  wire [127:0] \$390 ;
-  wire [127:0] \$391 ;
-  wire [127:0] \$392 ;
-  wire [7:0] \$393 ;
-  wire \$394 ;
-  wire [15:0] \$395 ;
-  wire [7:0] \$396 ;
-  wire \$397 ;
-  wire [15:0] \$398 ;
-  wire [15:0] \$399 ;
   wire \$4 ;
   wire [8:0] \$40 ;
-  wire [7:0] \$400 ;
-  wire \$401 ;
-  wire [15:0] \$402 ;
-  wire [15:0] \$403 ;
-  wire [14:0] \$404 ;
-  wire [14:0] \$405 ;
-  wire [14:0] \$406 ;
-  wire [14:0] \$407 ;
-  wire [14:0] \$408 ;
-  wire [14:0] \$409 ;
   wire [8:0] \$41 ;
-  wire [14:0] \$410 ;
-  wire [14:0] \$411 ;
-  reg [7:0] \$412 ;
-  reg [7:0] \$413 ;
-  reg [7:0] \$414 ;
-  reg [7:0] \$415 ;
-  reg [7:0] \$416 ;
-  reg [127:0] \$417 ;
-  reg [127:0] \$418 ;
-  reg [127:0] \$419 ;
   wire [8:0] \$42 ;
-  reg [127:0] \$420 ;
-  reg [127:0] \$421 ;
-  reg [127:0] \$422 ;
-  reg [127:0] \$423 ;
-  reg [127:0] \$424 ;
-  reg [4:0] \$425 ;
-  reg \$426 ;
-  reg \$427 ;
-  reg [2:0] \$428 ;
-  reg \$429 ;
   wire [8:0] \$43 ;
-  reg [2:0] \$430 ;
-  reg \$431 ;
-  reg [2:0] \$432 ;
-  reg \$433 ;
-  reg [2:0] \$434 ;
-  reg [127:0] \$435 ;
-  reg \$436 ;
-  reg [4:0] \$437 ;
-  reg \$438 ;
-  reg \$439 ;
   wire [8:0] \$44 ;
-  reg [2:0] \$440 ;
-  reg \$441 ;
-  reg [2:0] \$442 ;
-  reg \$443 ;
-  reg [2:0] \$444 ;
-  reg \$445 ;
-  reg [2:0] \$446 ;
-  reg [127:0] \$447 ;
-  reg \$448 ;
-  reg [4:0] \$449 ;
   wire \$45 ;
-  reg \$450 ;
-  reg \$451 ;
-  reg [2:0] \$452 ;
-  reg \$453 ;
-  reg [2:0] \$454 ;
-  reg \$455 ;
-  reg [2:0] \$456 ;
-  reg \$457 ;
-  reg [2:0] \$458 ;
-  reg [127:0] \$459 ;
   wire [7:0] \$46 ;
-  reg \$460 ;
-  reg [4:0] \$461 ;
-  reg \$462 ;
-  reg \$463 ;
-  reg [2:0] \$464 ;
-  reg \$465 ;
-  reg [2:0] \$466 ;
-  reg \$467 ;
-  reg [2:0] \$468 ;
-  reg \$469 ;
   wire \$47 ;
-  reg [2:0] \$470 ;
-  reg [127:0] \$471 ;
-  reg \$472 ;
-  reg [4:0] \$473 ;
-  reg \$474 ;
-  reg \$475 ;
-  reg [2:0] \$476 ;
-  reg \$477 ;
-  reg [2:0] \$478 ;
-  reg \$479 ;
   wire \$48 ;
-  reg [2:0] \$480 ;
-  reg \$481 ;
-  reg [2:0] \$482 ;
-  reg [127:0] \$483 ;
-  reg \$484 ;
-  reg [8:0] \$485 ;
-  reg \$486 ;
-  reg [8:0] \$487 ;
-  reg \$488 ;
-  reg [8:0] \$489 ;
   wire [7:0] \$49 ;
-  reg \$490 ;
-  reg [8:0] \$491 ;
-  reg \$492 ;
-  reg [8:0] \$493 ;
-  reg \$494 ;
-  reg [8:0] \$495 ;
-  reg \$496 ;
-  reg [8:0] \$497 ;
-  reg \$498 ;
-  reg [8:0] \$499 ;
-  wire \$5 ;
+  wire [5:0] \$5 ;
   wire \$50 ;
-  reg \$500 ;
-  reg [7:0] \$501 ;
-  reg [7:0] \$502 ;
-  reg [7:0] \$503 ;
-  reg [8:0] \$504 ;
-  reg [127:0] \$505 ;
-  reg [15:0] \$506 ;
-  reg [8:0] \$507 ;
-  reg [127:0] \$508 ;
-  reg [15:0] \$509 ;
   wire \$51 ;
-  reg [8:0] \$510 ;
-  reg [127:0] \$511 ;
-  reg [15:0] \$512 ;
-  reg [8:0] \$513 ;
-  reg [127:0] \$514 ;
-  reg [15:0] \$515 ;
-  reg [8:0] \$516 ;
-  reg [127:0] \$517 ;
-  reg [15:0] \$518 ;
-  reg [8:0] \$519 ;
   wire [7:0] \$52 ;
-  reg [127:0] \$520 ;
-  reg [15:0] \$521 ;
-  reg [8:0] \$522 ;
-  reg [127:0] \$523 ;
-  reg [15:0] \$524 ;
-  reg [8:0] \$525 ;
-  reg [127:0] \$526 ;
-  reg [15:0] \$527 ;
   wire \$53 ;
   wire \$54 ;
   wire [7:0] \$55 ;
@@ -743,7 +568,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [8:0] \$67 ;
   wire [8:0] \$68 ;
   wire [8:0] \$69 ;
-  wire \$7 ;
+  wire [5:0] \$7 ;
   wire \$70 ;
   wire [7:0] \$71 ;
   wire \$72 ;
@@ -754,7 +579,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [7:0] \$77 ;
   wire \$78 ;
   wire \$79 ;
-  wire [5:0] \$8 ;
+  wire \$8 ;
   wire [7:0] \$80 ;
   wire \$81 ;
   wire \$82 ;
@@ -765,7 +590,7 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire [8:0] \$87 ;
   wire [8:0] \$88 ;
   wire [8:0] \$89 ;
-  wire [6:0] \$9 ;
+  wire \$9 ;
   wire [8:0] \$90 ;
   wire [8:0] \$91 ;
   wire [8:0] \$92 ;
@@ -777,110 +602,146 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire \$98 ;
   wire [7:0] \$99 ;
   reg bank0_read_en = 1'h0;
+  reg bank0_read_en_1 = 1'h0;
+  reg bank0_read_en_out_1 = 1'h0;
+  reg bank0_read_en_out_2 = 1'h0;
   reg [8:0] bank0_read_row = 9'h000;
-  reg [127:0] bank0_word = 128'h00000000000000000000000000000000;
-  reg [127:0] bank0_write_data = 128'h00000000000000000000000000000000;
-  reg [15:0] bank0_write_en = 16'h0000;
-  reg [8:0] bank0_write_row = 9'h000;
+  reg [8:0] bank0_read_row_1 = 9'h000;
   reg bank1_read_en = 1'h0;
+  reg bank1_read_en_1 = 1'h0;
+  reg bank1_read_en_out_1 = 1'h0;
+  reg bank1_read_en_out_2 = 1'h0;
   reg [8:0] bank1_read_row = 9'h000;
-  reg [127:0] bank1_word = 128'h00000000000000000000000000000000;
-  reg [127:0] bank1_write_data = 128'h00000000000000000000000000000000;
-  reg [15:0] bank1_write_en = 16'h0000;
-  reg [8:0] bank1_write_row = 9'h000;
+  reg [8:0] bank1_read_row_1 = 9'h000;
   reg bank2_read_en = 1'h0;
+  reg bank2_read_en_1 = 1'h0;
+  reg bank2_read_en_out_1 = 1'h0;
+  reg bank2_read_en_out_2 = 1'h0;
   reg [8:0] bank2_read_row = 9'h000;
-  reg [127:0] bank2_word = 128'h00000000000000000000000000000000;
-  reg [127:0] bank2_write_data = 128'h00000000000000000000000000000000;
-  reg [15:0] bank2_write_en = 16'h0000;
-  reg [8:0] bank2_write_row = 9'h000;
+  reg [8:0] bank2_read_row_1 = 9'h000;
   reg bank3_read_en = 1'h0;
+  reg bank3_read_en_1 = 1'h0;
+  reg bank3_read_en_out_1 = 1'h0;
+  reg bank3_read_en_out_2 = 1'h0;
   reg [8:0] bank3_read_row = 9'h000;
-  reg [127:0] bank3_word = 128'h00000000000000000000000000000000;
-  reg [127:0] bank3_write_data = 128'h00000000000000000000000000000000;
-  reg [15:0] bank3_write_en = 16'h0000;
-  reg [8:0] bank3_write_row = 9'h000;
+  reg [8:0] bank3_read_row_1 = 9'h000;
   reg bank4_read_en = 1'h0;
+  reg bank4_read_en_1 = 1'h0;
+  reg bank4_read_en_out_1 = 1'h0;
+  reg bank4_read_en_out_2 = 1'h0;
   reg [8:0] bank4_read_row = 9'h000;
-  reg [127:0] bank4_word = 128'h00000000000000000000000000000000;
-  reg [127:0] bank4_write_data = 128'h00000000000000000000000000000000;
-  reg [15:0] bank4_write_en = 16'h0000;
-  reg [8:0] bank4_write_row = 9'h000;
+  reg [8:0] bank4_read_row_1 = 9'h000;
   reg bank5_read_en = 1'h0;
+  reg bank5_read_en_1 = 1'h0;
+  reg bank5_read_en_out_1 = 1'h0;
+  reg bank5_read_en_out_2 = 1'h0;
   reg [8:0] bank5_read_row = 9'h000;
-  reg [127:0] bank5_word = 128'h00000000000000000000000000000000;
-  reg [127:0] bank5_write_data = 128'h00000000000000000000000000000000;
-  reg [15:0] bank5_write_en = 16'h0000;
-  reg [8:0] bank5_write_row = 9'h000;
+  reg [8:0] bank5_read_row_1 = 9'h000;
   reg bank6_read_en = 1'h0;
+  reg bank6_read_en_1 = 1'h0;
+  reg bank6_read_en_out_1 = 1'h0;
+  reg bank6_read_en_out_2 = 1'h0;
   reg [8:0] bank6_read_row = 9'h000;
-  reg [127:0] bank6_word = 128'h00000000000000000000000000000000;
-  reg [127:0] bank6_write_data = 128'h00000000000000000000000000000000;
-  reg [15:0] bank6_write_en = 16'h0000;
-  reg [8:0] bank6_write_row = 9'h000;
+  reg [8:0] bank6_read_row_1 = 9'h000;
   reg bank7_read_en = 1'h0;
+  reg bank7_read_en_1 = 1'h0;
+  reg bank7_read_en_out_1 = 1'h0;
+  reg bank7_read_en_out_2 = 1'h0;
   reg [8:0] bank7_read_row = 9'h000;
-  reg [127:0] bank7_word = 128'h00000000000000000000000000000000;
-  reg [127:0] bank7_write_data = 128'h00000000000000000000000000000000;
-  reg [15:0] bank7_write_en = 16'h0000;
-  reg [8:0] bank7_write_row = 9'h000;
+  reg [8:0] bank7_read_row_1 = 9'h000;
   input clk;
   wire clk;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] i0;
+  wire [153:0] \i0$234 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] i1;
+  wire [153:0] \i1$241 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] i2;
+  wire [153:0] \i2$248 ;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] i3;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] i4;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] i5;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] i6;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] i7;
+  wire [127:0] o0;
+  wire [153:0] \o0$250 ;
+  wire [127:0] o1;
+  wire [153:0] \o1$257 ;
+  wire [127:0] o2;
+  wire [153:0] \o2$264 ;
+  wire [127:0] o3;
+  wire [153:0] \o3$271 ;
+  wire [127:0] o4;
+  reg [127:0] position0_word = 128'h00000000000000000000000000000000;
+  reg [127:0] position1_word = 128'h00000000000000000000000000000000;
+  reg [127:0] position2_word = 128'h00000000000000000000000000000000;
+  reg [127:0] position3_word = 128'h00000000000000000000000000000000;
+  reg [127:0] position4_word = 128'h00000000000000000000000000000000;
+  reg [127:0] position5_word = 128'h00000000000000000000000000000000;
+  reg [127:0] position6_word = 128'h00000000000000000000000000000000;
+  reg [127:0] position7_word = 128'h00000000000000000000000000000000;
   (* init = 9'h000 *)
   wire [8:0] r_addr;
   (* init = 9'h000 *)
-  wire [8:0] \r_addr$212 ;
+  wire [8:0] \r_addr$171 ;
   (* init = 9'h000 *)
-  wire [8:0] \r_addr$214 ;
+  wire [8:0] \r_addr$173 ;
   (* init = 9'h000 *)
-  wire [8:0] \r_addr$216 ;
+  wire [8:0] \r_addr$175 ;
   (* init = 9'h000 *)
-  wire [8:0] \r_addr$218 ;
+  wire [8:0] \r_addr$177 ;
   (* init = 9'h000 *)
-  wire [8:0] \r_addr$220 ;
+  wire [8:0] \r_addr$179 ;
   (* init = 9'h000 *)
-  wire [8:0] \r_addr$222 ;
+  wire [8:0] \r_addr$181 ;
   (* init = 9'h000 *)
-  wire [8:0] \r_addr$224 ;
+  wire [8:0] \r_addr$183 ;
   wire [127:0] r_data;
-  wire [127:0] \r_data$10 ;
-  wire [127:0] \r_data$12 ;
-  wire [127:0] \r_data$14 ;
-  wire [127:0] \r_data$16 ;
-  wire [127:0] \r_data$167 ;
-  wire [127:0] \r_data$177 ;
-  wire [127:0] \r_data$18 ;
-  wire [127:0] \r_data$187 ;
+  wire [127:0] \r_data$101 ;
+  wire [127:0] \r_data$103 ;
+  wire [127:0] \r_data$105 ;
   wire [127:0] \r_data$197 ;
-  wire [127:0] \r_data$20 ;
-  wire [127:0] \r_data$207 ;
-  wire [127:0] \r_data$22 ;
+  wire [127:0] \r_data$204 ;
+  wire [127:0] \r_data$211 ;
+  wire [127:0] \r_data$218 ;
+  wire [127:0] \r_data$225 ;
+  wire [127:0] \r_data$93 ;
+  wire [127:0] \r_data$95 ;
+  wire [127:0] \r_data$97 ;
+  wire [127:0] \r_data$99 ;
+  (* init = 1'h0 *)
   wire r_en;
-  wire \r_en$179 ;
-  wire \r_en$189 ;
+  (* init = 1'h0 *)
+  wire \r_en$172 ;
+  (* init = 1'h0 *)
+  wire \r_en$174 ;
+  (* init = 1'h0 *)
+  wire \r_en$176 ;
+  (* init = 1'h0 *)
+  wire \r_en$178 ;
+  (* init = 1'h0 *)
+  wire \r_en$180 ;
+  (* init = 1'h0 *)
+  wire \r_en$182 ;
+  (* init = 1'h0 *)
+  wire \r_en$184 ;
   wire \r_en$199 ;
-  wire \r_en$209 ;
-  (* init = 1'h0 *)
-  wire \r_en$211 ;
-  (* init = 1'h0 *)
+  wire \r_en$206 ;
   wire \r_en$213 ;
-  (* init = 1'h0 *)
-  wire \r_en$215 ;
-  (* init = 1'h0 *)
-  wire \r_en$217 ;
-  (* init = 1'h0 *)
-  wire \r_en$219 ;
-  (* init = 1'h0 *)
-  wire \r_en$221 ;
-  (* init = 1'h0 *)
-  wire \r_en$223 ;
-  (* init = 1'h0 *)
-  wire \r_en$225 ;
+  wire \r_en$220 ;
+  wire \r_en$227 ;
   wire r_rdy;
-  wire \r_rdy$178 ;
-  wire \r_rdy$188 ;
-  wire \r_rdy$198 ;
-  wire \r_rdy$208 ;
+  wire \r_rdy$205 ;
+  wire \r_rdy$212 ;
+  wire \r_rdy$219 ;
+  wire \r_rdy$226 ;
   input [11:0] rd0__req__payload;
   wire [11:0] rd0__req__payload;
   output rd0__req__ready;
@@ -893,10 +754,6 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire rd0__resp__ready;
   output rd0__resp__valid;
   wire rd0__resp__valid;
-  reg [2:0] rd0_bank_1 = 3'h0;
-  reg [2:0] rd0_bank_2 = 3'h0;
-  reg [2:0] rd0_bank_3 = 3'h0;
-  reg [2:0] rd0_bank_4 = 3'h0;
   wire [7:0] rd0_bank_one_hot;
   reg rd0_credit = 1'h1;
   reg [4:0] rd0_free = 5'h10;
@@ -908,8 +765,10 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd0_valid_2 = 1'h0;
   reg rd0_valid_3 = 1'h0;
   reg rd0_valid_4 = 1'h0;
-  reg [127:0] rd0_word = 128'h00000000000000000000000000000000;
-  reg rd0_word_valid = 1'h0;
+  reg rd0_valid_5 = 1'h0;
+  reg rd0_valid_6 = 1'h0;
+  reg rd0_valid_7 = 1'h0;
+  reg rd0_valid_8 = 1'h0;
   input [11:0] rd1__req__payload;
   wire [11:0] rd1__req__payload;
   output rd1__req__ready;
@@ -922,10 +781,6 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire rd1__resp__ready;
   output rd1__resp__valid;
   wire rd1__resp__valid;
-  reg [2:0] rd1_bank_1 = 3'h0;
-  reg [2:0] rd1_bank_2 = 3'h0;
-  reg [2:0] rd1_bank_3 = 3'h0;
-  reg [2:0] rd1_bank_4 = 3'h0;
   wire [7:0] rd1_bank_one_hot;
   reg rd1_credit = 1'h1;
   reg [4:0] rd1_free = 5'h10;
@@ -937,8 +792,10 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd1_valid_2 = 1'h0;
   reg rd1_valid_3 = 1'h0;
   reg rd1_valid_4 = 1'h0;
-  reg [127:0] rd1_word = 128'h00000000000000000000000000000000;
-  reg rd1_word_valid = 1'h0;
+  reg rd1_valid_5 = 1'h0;
+  reg rd1_valid_6 = 1'h0;
+  reg rd1_valid_7 = 1'h0;
+  reg rd1_valid_8 = 1'h0;
   input [11:0] rd2__req__payload;
   wire [11:0] rd2__req__payload;
   output rd2__req__ready;
@@ -951,10 +808,6 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire rd2__resp__ready;
   output rd2__resp__valid;
   wire rd2__resp__valid;
-  reg [2:0] rd2_bank_1 = 3'h0;
-  reg [2:0] rd2_bank_2 = 3'h0;
-  reg [2:0] rd2_bank_3 = 3'h0;
-  reg [2:0] rd2_bank_4 = 3'h0;
   wire [7:0] rd2_bank_one_hot;
   reg rd2_credit = 1'h1;
   reg [4:0] rd2_free = 5'h10;
@@ -966,8 +819,10 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd2_valid_2 = 1'h0;
   reg rd2_valid_3 = 1'h0;
   reg rd2_valid_4 = 1'h0;
-  reg [127:0] rd2_word = 128'h00000000000000000000000000000000;
-  reg rd2_word_valid = 1'h0;
+  reg rd2_valid_5 = 1'h0;
+  reg rd2_valid_6 = 1'h0;
+  reg rd2_valid_7 = 1'h0;
+  reg rd2_valid_8 = 1'h0;
   input [11:0] rd3__req__payload;
   wire [11:0] rd3__req__payload;
   output rd3__req__ready;
@@ -980,10 +835,6 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire rd3__resp__ready;
   output rd3__resp__valid;
   wire rd3__resp__valid;
-  reg [2:0] rd3_bank_1 = 3'h0;
-  reg [2:0] rd3_bank_2 = 3'h0;
-  reg [2:0] rd3_bank_3 = 3'h0;
-  reg [2:0] rd3_bank_4 = 3'h0;
   wire [7:0] rd3_bank_one_hot;
   reg rd3_credit = 1'h1;
   reg [4:0] rd3_free = 5'h10;
@@ -995,8 +846,10 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd3_valid_2 = 1'h0;
   reg rd3_valid_3 = 1'h0;
   reg rd3_valid_4 = 1'h0;
-  reg [127:0] rd3_word = 128'h00000000000000000000000000000000;
-  reg rd3_word_valid = 1'h0;
+  reg rd3_valid_5 = 1'h0;
+  reg rd3_valid_6 = 1'h0;
+  reg rd3_valid_7 = 1'h0;
+  reg rd3_valid_8 = 1'h0;
   input [11:0] rd4__req__payload;
   wire [11:0] rd4__req__payload;
   output rd4__req__ready;
@@ -1009,10 +862,6 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   wire rd4__resp__ready;
   output rd4__resp__valid;
   wire rd4__resp__valid;
-  reg [2:0] rd4_bank_1 = 3'h0;
-  reg [2:0] rd4_bank_2 = 3'h0;
-  reg [2:0] rd4_bank_3 = 3'h0;
-  reg [2:0] rd4_bank_4 = 3'h0;
   wire [7:0] rd4_bank_one_hot;
   reg rd4_credit = 1'h1;
   reg [4:0] rd4_free = 5'h10;
@@ -1024,78 +873,51 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   reg rd4_valid_2 = 1'h0;
   reg rd4_valid_3 = 1'h0;
   reg rd4_valid_4 = 1'h0;
-  reg [127:0] rd4_word = 128'h00000000000000000000000000000000;
-  reg rd4_word_valid = 1'h0;
+  reg rd4_valid_5 = 1'h0;
+  reg rd4_valid_6 = 1'h0;
+  reg rd4_valid_7 = 1'h0;
+  reg rd4_valid_8 = 1'h0;
   input rst;
   wire rst;
-  (* init = 9'h000 *)
   wire [8:0] w_addr;
-  (* init = 9'h000 *)
-  wire [8:0] \w_addr$235 ;
-  (* init = 9'h000 *)
-  wire [8:0] \w_addr$238 ;
-  (* init = 9'h000 *)
-  wire [8:0] \w_addr$241 ;
-  (* init = 9'h000 *)
-  wire [8:0] \w_addr$244 ;
-  (* init = 9'h000 *)
-  wire [8:0] \w_addr$247 ;
-  (* init = 9'h000 *)
-  wire [8:0] \w_addr$250 ;
-  (* init = 9'h000 *)
   wire [8:0] \w_addr$253 ;
-  (* init = 128'h00000000000000000000000000000000 *)
+  wire [8:0] \w_addr$256 ;
+  wire [8:0] \w_addr$260 ;
+  wire [8:0] \w_addr$263 ;
+  wire [8:0] \w_addr$267 ;
+  wire [8:0] \w_addr$270 ;
+  wire [8:0] \w_addr$274 ;
   wire [127:0] w_data;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$174 ;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$184 ;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$194 ;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$204 ;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$233 ;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$236 ;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$239 ;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$242 ;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$245 ;
-  (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \w_data$248 ;
-  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \w_data$200 ;
+  wire [127:0] \w_data$207 ;
+  wire [127:0] \w_data$214 ;
+  wire [127:0] \w_data$221 ;
   wire [127:0] \w_data$251 ;
-  (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] \w_data$254 ;
+  wire [127:0] \w_data$258 ;
+  wire [127:0] \w_data$261 ;
+  wire [127:0] \w_data$265 ;
+  wire [127:0] \w_data$268 ;
+  wire [127:0] \w_data$272 ;
+  wire [127:0] \w_data$275 ;
   (* init = 1'h0 *)
   wire w_en;
   (* init = 1'h0 *)
-  wire \w_en$175 ;
+  wire \w_en$202 ;
   (* init = 1'h0 *)
-  wire \w_en$185 ;
+  wire \w_en$209 ;
   (* init = 1'h0 *)
-  wire \w_en$195 ;
+  wire \w_en$216 ;
   (* init = 1'h0 *)
-  wire \w_en$205 ;
-  (* init = 16'h0000 *)
-  wire [15:0] \w_en$234 ;
-  (* init = 16'h0000 *)
-  wire [15:0] \w_en$237 ;
-  (* init = 16'h0000 *)
-  wire [15:0] \w_en$240 ;
-  (* init = 16'h0000 *)
-  wire [15:0] \w_en$243 ;
-  (* init = 16'h0000 *)
-  wire [15:0] \w_en$246 ;
-  (* init = 16'h0000 *)
-  wire [15:0] \w_en$249 ;
-  (* init = 16'h0000 *)
+  wire \w_en$223 ;
   wire [15:0] \w_en$252 ;
-  (* init = 16'h0000 *)
   wire [15:0] \w_en$255 ;
+  wire [15:0] \w_en$259 ;
+  wire [15:0] \w_en$262 ;
+  wire [15:0] \w_en$266 ;
+  wire [15:0] \w_en$269 ;
+  wire [15:0] \w_en$273 ;
+  wire [15:0] \w_en$276 ;
   input [155:0] wr0__payload;
   wire [155:0] wr0__payload;
   wire [11:0] \wr0__payload.addr ;
@@ -1105,6 +927,11 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   input wr0__valid;
   wire wr0__valid;
   wire [7:0] wr0_bank_one_hot;
+  wire [153:0] wr0_entry;
+  wire [127:0] \wr0_entry.data ;
+  wire \wr0_entry.group ;
+  wire [15:0] \wr0_entry.mask ;
+  wire [8:0] \wr0_entry.row ;
   output wr0_slot;
   wire wr0_slot;
   reg [7:0] wr0_slots = 8'h11;
@@ -1117,6 +944,11 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   input wr1__valid;
   wire wr1__valid;
   wire [7:0] wr1_bank_one_hot;
+  wire [153:0] wr1_entry;
+  wire [127:0] \wr1_entry.data ;
+  wire \wr1_entry.group ;
+  wire [15:0] \wr1_entry.mask ;
+  wire [8:0] \wr1_entry.row ;
   output wr1_slot;
   wire wr1_slot;
   reg [7:0] wr1_slots = 8'h22;
@@ -1129,238 +961,49 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   input wr2__valid;
   wire wr2__valid;
   wire [7:0] wr2_bank_one_hot;
+  wire [153:0] wr2_entry;
+  wire [127:0] \wr2_entry.data ;
+  wire \wr2_entry.group ;
+  wire [15:0] \wr2_entry.mask ;
+  wire [8:0] \wr2_entry.row ;
   output wr2_slot;
   wire wr2_slot;
   reg [7:0] wr2_slots = 8'h44;
-  always @(posedge clk)
-    rd0_valid_3 <= \$431 ;
-  always @(posedge clk)
-    rd0_bank_3 <= \$432 ;
-  always @(posedge clk)
-    rd0_valid_4 <= \$433 ;
-  always @(posedge clk)
-    rd0_bank_4 <= \$434 ;
-  always @(posedge clk)
-    rd0_word <= \$435 ;
-  always @(posedge clk)
-    rd0_word_valid <= \$436 ;
-  always @(posedge clk)
-    rd1_free <= \$437 ;
-  always @(posedge clk)
-    rd1_credit <= \$438 ;
-  always @(posedge clk)
-    rd1_valid_1 <= \$439 ;
-  always @(posedge clk)
-    rd1_bank_1 <= \$440 ;
-  always @(posedge clk)
-    rd1_valid_2 <= \$441 ;
-  always @(posedge clk)
-    rd1_bank_2 <= \$442 ;
-  always @(posedge clk)
-    rd1_valid_3 <= \$443 ;
-  always @(posedge clk)
-    rd1_bank_3 <= \$444 ;
-  always @(posedge clk)
-    rd1_valid_4 <= \$445 ;
-  always @(posedge clk)
-    rd1_bank_4 <= \$446 ;
-  always @(posedge clk)
-    rd1_word <= \$447 ;
-  always @(posedge clk)
-    rd1_word_valid <= \$448 ;
-  always @(posedge clk)
-    rd2_free <= \$449 ;
-  always @(posedge clk)
-    rd2_credit <= \$450 ;
-  always @(posedge clk)
-    rd2_valid_1 <= \$451 ;
-  always @(posedge clk)
-    rd2_bank_1 <= \$452 ;
-  always @(posedge clk)
-    rd2_valid_2 <= \$453 ;
-  always @(posedge clk)
-    rd2_bank_2 <= \$454 ;
-  always @(posedge clk)
-    rd2_valid_3 <= \$455 ;
-  always @(posedge clk)
-    rd2_bank_3 <= \$456 ;
-  always @(posedge clk)
-    rd2_valid_4 <= \$457 ;
-  always @(posedge clk)
-    rd2_bank_4 <= \$458 ;
-  always @(posedge clk)
-    rd2_word <= \$459 ;
-  always @(posedge clk)
-    rd2_word_valid <= \$460 ;
-  always @(posedge clk)
-    rd3_free <= \$461 ;
-  always @(posedge clk)
-    rd3_credit <= \$462 ;
-  always @(posedge clk)
-    rd3_valid_1 <= \$463 ;
-  always @(posedge clk)
-    rd3_bank_1 <= \$464 ;
-  always @(posedge clk)
-    rd3_valid_2 <= \$465 ;
-  always @(posedge clk)
-    rd3_bank_2 <= \$466 ;
-  always @(posedge clk)
-    rd3_valid_3 <= \$467 ;
-  always @(posedge clk)
-    rd3_bank_3 <= \$468 ;
-  always @(posedge clk)
-    rd3_valid_4 <= \$469 ;
-  always @(posedge clk)
-    rd3_bank_4 <= \$470 ;
-  always @(posedge clk)
-    rd3_word <= \$471 ;
-  always @(posedge clk)
-    rd3_word_valid <= \$472 ;
-  always @(posedge clk)
-    rd4_free <= \$473 ;
-  always @(posedge clk)
-    rd4_credit <= \$474 ;
-  always @(posedge clk)
-    rd4_valid_1 <= \$475 ;
-  always @(posedge clk)
-    rd4_bank_1 <= \$476 ;
-  always @(posedge clk)
-    rd4_valid_2 <= \$477 ;
-  always @(posedge clk)
-    rd4_bank_2 <= \$478 ;
-  always @(posedge clk)
-    rd4_valid_3 <= \$479 ;
-  always @(posedge clk)
-    rd4_bank_3 <= \$480 ;
-  always @(posedge clk)
-    rd4_valid_4 <= \$481 ;
-  always @(posedge clk)
-    rd4_bank_4 <= \$482 ;
-  always @(posedge clk)
-    rd4_word <= \$483 ;
-  always @(posedge clk)
-    rd4_word_valid <= \$484 ;
-  always @(posedge clk)
-    bank0_read_row <= \$485 ;
-  always @(posedge clk)
-    bank0_read_en <= \$486 ;
-  always @(posedge clk)
-    bank1_read_row <= \$487 ;
-  always @(posedge clk)
-    bank1_read_en <= \$488 ;
-  always @(posedge clk)
-    bank2_read_row <= \$489 ;
-  always @(posedge clk)
-    bank2_read_en <= \$490 ;
-  always @(posedge clk)
-    bank3_read_row <= \$491 ;
-  always @(posedge clk)
-    bank3_read_en <= \$492 ;
-  always @(posedge clk)
-    bank4_read_row <= \$493 ;
-  always @(posedge clk)
-    bank4_read_en <= \$494 ;
-  always @(posedge clk)
-    bank5_read_row <= \$495 ;
-  always @(posedge clk)
-    bank5_read_en <= \$496 ;
-  always @(posedge clk)
-    bank6_read_row <= \$497 ;
-  always @(posedge clk)
-    bank6_read_en <= \$498 ;
-  always @(posedge clk)
-    bank7_read_row <= \$499 ;
-  always @(posedge clk)
-    bank7_read_en <= \$500 ;
-  always @(posedge clk)
-    wr0_slots <= \$501 ;
-  always @(posedge clk)
-    wr1_slots <= \$502 ;
-  always @(posedge clk)
-    wr2_slots <= \$503 ;
-  always @(posedge clk)
-    bank0_write_row <= \$504 ;
-  always @(posedge clk)
-    bank0_write_data <= \$505 ;
-  always @(posedge clk)
-    bank0_write_en <= \$506 ;
-  always @(posedge clk)
-    bank1_write_row <= \$507 ;
-  always @(posedge clk)
-    bank1_write_data <= \$508 ;
-  always @(posedge clk)
-    bank1_write_en <= \$509 ;
-  always @(posedge clk)
-    bank2_write_row <= \$510 ;
-  always @(posedge clk)
-    bank2_write_data <= \$511 ;
-  always @(posedge clk)
-    bank2_write_en <= \$512 ;
-  always @(posedge clk)
-    bank3_write_row <= \$513 ;
-  always @(posedge clk)
-    bank3_write_data <= \$514 ;
-  always @(posedge clk)
-    bank3_write_en <= \$515 ;
-  always @(posedge clk)
-    bank4_write_row <= \$516 ;
-  always @(posedge clk)
-    bank4_write_data <= \$517 ;
-  always @(posedge clk)
-    bank4_write_en <= \$518 ;
-  always @(posedge clk)
-    bank5_write_row <= \$519 ;
-  always @(posedge clk)
-    bank5_write_data <= \$520 ;
-  always @(posedge clk)
-    bank5_write_en <= \$521 ;
-  always @(posedge clk)
-    bank6_write_row <= \$522 ;
-  always @(posedge clk)
-    bank6_write_data <= \$523 ;
-  always @(posedge clk)
-    bank6_write_en <= \$524 ;
-  always @(posedge clk)
-    bank7_write_row <= \$525 ;
-  always @(posedge clk)
-    bank7_write_data <= \$526 ;
-  always @(posedge clk)
-    bank7_write_en <= \$527 ;
-  assign \$1  = rd0_free - rd0_taken;
-  assign \$2  = $signed(\$1 ) + $signed({ 1'h0, rd0_popped });
-  assign \$3  = ~ rd0_popped;
-  assign \$4  = rd0_taken & \$3 ;
-  assign \$5  = ~ rd0_taken;
-  assign \$6  = rd0_popped & \$5 ;
-  assign \$7  = rd0_free >= 2'h2;
-  assign \$8  = rd1_free - rd1_taken;
-  assign \$9  = $signed(\$8 ) + $signed({ 1'h0, rd1_popped });
-  assign \$10  = ~ rd1_popped;
-  assign \$11  = rd1_taken & \$10 ;
-  assign \$12  = ~ rd1_taken;
-  assign \$13  = rd1_popped & \$12 ;
-  assign \$14  = rd1_free >= 2'h2;
-  assign \$15  = rd2_free - rd2_taken;
-  assign \$16  = $signed(\$15 ) + $signed({ 1'h0, rd2_popped });
-  assign \$17  = ~ rd2_popped;
-  assign \$18  = rd2_taken & \$17 ;
-  assign \$19  = ~ rd2_taken;
-  assign \$20  = rd2_popped & \$19 ;
-  assign \$21  = rd2_free >= 2'h2;
-  assign \$22  = rd3_free - rd3_taken;
-  assign \$23  = $signed(\$22 ) + $signed({ 1'h0, rd3_popped });
-  assign \$24  = ~ rd3_popped;
-  assign \$25  = rd3_taken & \$24 ;
-  assign \$26  = ~ rd3_taken;
-  assign \$27  = rd3_popped & \$26 ;
-  assign \$28  = rd3_free >= 2'h2;
-  assign \$29  = rd4_free - rd4_taken;
-  assign \$30  = $signed(\$29 ) + $signed({ 1'h0, rd4_popped });
-  assign \$31  = ~ rd4_popped;
-  assign \$32  = rd4_taken & \$31 ;
-  assign \$33  = ~ rd4_taken;
-  assign \$34  = rd4_popped & \$33 ;
-  assign \$35  = rd4_free >= 2'h2;
+  assign \$1  = ~ rd0_popped;
+  assign \$2  = rd0_taken & \$1 ;
+  assign \$3  = ~ rd0_taken;
+  assign \$4  = rd0_popped & \$3 ;
+  assign \$5  = rd0_free - 1'h1;
+  assign \$6  = rd0_free >= 2'h2;
+  assign \$7  = rd0_free + 1'h1;
+  assign \$8  = ~ rd1_popped;
+  assign \$9  = rd1_taken & \$8 ;
+  assign \$10  = ~ rd1_taken;
+  assign \$11  = rd1_popped & \$10 ;
+  assign \$12  = rd1_free - 1'h1;
+  assign \$13  = rd1_free >= 2'h2;
+  assign \$14  = rd1_free + 1'h1;
+  assign \$15  = ~ rd2_popped;
+  assign \$16  = rd2_taken & \$15 ;
+  assign \$17  = ~ rd2_taken;
+  assign \$18  = rd2_popped & \$17 ;
+  assign \$19  = rd2_free - 1'h1;
+  assign \$20  = rd2_free >= 2'h2;
+  assign \$21  = rd2_free + 1'h1;
+  assign \$22  = ~ rd3_popped;
+  assign \$23  = rd3_taken & \$22 ;
+  assign \$24  = ~ rd3_taken;
+  assign \$25  = rd3_popped & \$24 ;
+  assign \$26  = rd3_free - 1'h1;
+  assign \$27  = rd3_free >= 2'h2;
+  assign \$28  = rd3_free + 1'h1;
+  assign \$29  = ~ rd4_popped;
+  assign \$30  = rd4_taken & \$29 ;
+  assign \$31  = ~ rd4_taken;
+  assign \$32  = rd4_popped & \$31 ;
+  assign \$33  = rd4_free - 1'h1;
+  assign \$34  = rd4_free >= 2'h2;
+  assign \$35  = rd4_free + 1'h1;
   assign \$36  = rd0_slots[0] ? rd0__req__payload[11:3] : 9'h000;
   assign \$37  = rd1_slots[0] ? rd1__req__payload[11:3] : 9'h000;
   assign \$38  = \$36  | \$37 ;
@@ -1371,19 +1014,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$43  = rd4_slots[0] ? rd4__req__payload[11:3] : 9'h000;
   assign \$44  = \$42  | \$43 ;
   assign \$45  = rd0__req__valid & rd0_credit;
-  assign \$46  = \$45  ? \$404 [7:0] : 8'h00;
+  assign \$46  = \$45  ? \$241 [7:0] : 8'h00;
   assign \$47  = rd0_slots[0] & \$46 [0];
   assign \$48  = rd1__req__valid & rd1_credit;
-  assign \$49  = \$48  ? \$405 [7:0] : 8'h00;
+  assign \$49  = \$48  ? \$242 [7:0] : 8'h00;
   assign \$50  = rd1_slots[0] & \$49 [0];
   assign \$51  = rd2__req__valid & rd2_credit;
-  assign \$52  = \$51  ? \$406 [7:0] : 8'h00;
+  assign \$52  = \$51  ? \$243 [7:0] : 8'h00;
   assign \$53  = rd2_slots[0] & \$52 [0];
   assign \$54  = rd3__req__valid & rd3_credit;
-  assign \$55  = \$54  ? \$407 [7:0] : 8'h00;
+  assign \$55  = \$54  ? \$244 [7:0] : 8'h00;
   assign \$56  = rd3_slots[0] & \$55 [0];
   assign \$57  = rd4__req__valid & rd4_credit;
-  assign \$58  = \$57  ? \$408 [7:0] : 8'h00;
+  assign \$58  = \$57  ? \$245 [7:0] : 8'h00;
   assign \$59  = rd4_slots[0] & \$58 [0];
   assign \$60  = | { \$59 , \$56 , \$53 , \$50 , \$47  };
   assign \$61  = rd0_slots[1] ? rd0__req__payload[11:3] : 9'h000;
@@ -1396,19 +1039,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$68  = rd4_slots[1] ? rd4__req__payload[11:3] : 9'h000;
   assign \$69  = \$67  | \$68 ;
   assign \$70  = rd0__req__valid & rd0_credit;
-  assign \$71  = \$70  ? \$404 [7:0] : 8'h00;
+  assign \$71  = \$70  ? \$241 [7:0] : 8'h00;
   assign \$72  = rd0_slots[1] & \$71 [1];
   assign \$73  = rd1__req__valid & rd1_credit;
-  assign \$74  = \$73  ? \$405 [7:0] : 8'h00;
+  assign \$74  = \$73  ? \$242 [7:0] : 8'h00;
   assign \$75  = rd1_slots[1] & \$74 [1];
   assign \$76  = rd2__req__valid & rd2_credit;
-  assign \$77  = \$76  ? \$406 [7:0] : 8'h00;
+  assign \$77  = \$76  ? \$243 [7:0] : 8'h00;
   assign \$78  = rd2_slots[1] & \$77 [1];
   assign \$79  = rd3__req__valid & rd3_credit;
-  assign \$80  = \$79  ? \$407 [7:0] : 8'h00;
+  assign \$80  = \$79  ? \$244 [7:0] : 8'h00;
   assign \$81  = rd3_slots[1] & \$80 [1];
   assign \$82  = rd4__req__valid & rd4_credit;
-  assign \$83  = \$82  ? \$408 [7:0] : 8'h00;
+  assign \$83  = \$82  ? \$245 [7:0] : 8'h00;
   assign \$84  = rd4_slots[1] & \$83 [1];
   assign \$85  = | { \$84 , \$81 , \$78 , \$75 , \$72  };
   assign \$86  = rd0_slots[2] ? rd0__req__payload[11:3] : 9'h000;
@@ -1421,19 +1064,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$93  = rd4_slots[2] ? rd4__req__payload[11:3] : 9'h000;
   assign \$94  = \$92  | \$93 ;
   assign \$95  = rd0__req__valid & rd0_credit;
-  assign \$96  = \$95  ? \$404 [7:0] : 8'h00;
+  assign \$96  = \$95  ? \$241 [7:0] : 8'h00;
   assign \$97  = rd0_slots[2] & \$96 [2];
   assign \$98  = rd1__req__valid & rd1_credit;
-  assign \$99  = \$98  ? \$405 [7:0] : 8'h00;
+  assign \$99  = \$98  ? \$242 [7:0] : 8'h00;
   assign \$100  = rd1_slots[2] & \$99 [2];
   assign \$101  = rd2__req__valid & rd2_credit;
-  assign \$102  = \$101  ? \$406 [7:0] : 8'h00;
+  assign \$102  = \$101  ? \$243 [7:0] : 8'h00;
   assign \$103  = rd2_slots[2] & \$102 [2];
   assign \$104  = rd3__req__valid & rd3_credit;
-  assign \$105  = \$104  ? \$407 [7:0] : 8'h00;
+  assign \$105  = \$104  ? \$244 [7:0] : 8'h00;
   assign \$106  = rd3_slots[2] & \$105 [2];
   assign \$107  = rd4__req__valid & rd4_credit;
-  assign \$108  = \$107  ? \$408 [7:0] : 8'h00;
+  assign \$108  = \$107  ? \$245 [7:0] : 8'h00;
   assign \$109  = rd4_slots[2] & \$108 [2];
   assign \$110  = | { \$109 , \$106 , \$103 , \$100 , \$97  };
   assign \$111  = rd0_slots[3] ? rd0__req__payload[11:3] : 9'h000;
@@ -1446,19 +1089,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$118  = rd4_slots[3] ? rd4__req__payload[11:3] : 9'h000;
   assign \$119  = \$117  | \$118 ;
   assign \$120  = rd0__req__valid & rd0_credit;
-  assign \$121  = \$120  ? \$404 [7:0] : 8'h00;
+  assign \$121  = \$120  ? \$241 [7:0] : 8'h00;
   assign \$122  = rd0_slots[3] & \$121 [3];
   assign \$123  = rd1__req__valid & rd1_credit;
-  assign \$124  = \$123  ? \$405 [7:0] : 8'h00;
+  assign \$124  = \$123  ? \$242 [7:0] : 8'h00;
   assign \$125  = rd1_slots[3] & \$124 [3];
   assign \$126  = rd2__req__valid & rd2_credit;
-  assign \$127  = \$126  ? \$406 [7:0] : 8'h00;
+  assign \$127  = \$126  ? \$243 [7:0] : 8'h00;
   assign \$128  = rd2_slots[3] & \$127 [3];
   assign \$129  = rd3__req__valid & rd3_credit;
-  assign \$130  = \$129  ? \$407 [7:0] : 8'h00;
+  assign \$130  = \$129  ? \$244 [7:0] : 8'h00;
   assign \$131  = rd3_slots[3] & \$130 [3];
   assign \$132  = rd4__req__valid & rd4_credit;
-  assign \$133  = \$132  ? \$408 [7:0] : 8'h00;
+  assign \$133  = \$132  ? \$245 [7:0] : 8'h00;
   assign \$134  = rd4_slots[3] & \$133 [3];
   assign \$135  = | { \$134 , \$131 , \$128 , \$125 , \$122  };
   assign \$136  = rd0_slots[4] ? rd0__req__payload[11:3] : 9'h000;
@@ -1471,19 +1114,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$143  = rd4_slots[4] ? rd4__req__payload[11:3] : 9'h000;
   assign \$144  = \$142  | \$143 ;
   assign \$145  = rd0__req__valid & rd0_credit;
-  assign \$146  = \$145  ? \$404 [7:0] : 8'h00;
+  assign \$146  = \$145  ? \$241 [7:0] : 8'h00;
   assign \$147  = rd0_slots[4] & \$146 [4];
   assign \$148  = rd1__req__valid & rd1_credit;
-  assign \$149  = \$148  ? \$405 [7:0] : 8'h00;
+  assign \$149  = \$148  ? \$242 [7:0] : 8'h00;
   assign \$150  = rd1_slots[4] & \$149 [4];
   assign \$151  = rd2__req__valid & rd2_credit;
-  assign \$152  = \$151  ? \$406 [7:0] : 8'h00;
+  assign \$152  = \$151  ? \$243 [7:0] : 8'h00;
   assign \$153  = rd2_slots[4] & \$152 [4];
   assign \$154  = rd3__req__valid & rd3_credit;
-  assign \$155  = \$154  ? \$407 [7:0] : 8'h00;
+  assign \$155  = \$154  ? \$244 [7:0] : 8'h00;
   assign \$156  = rd3_slots[4] & \$155 [4];
   assign \$157  = rd4__req__valid & rd4_credit;
-  assign \$158  = \$157  ? \$408 [7:0] : 8'h00;
+  assign \$158  = \$157  ? \$245 [7:0] : 8'h00;
   assign \$159  = rd4_slots[4] & \$158 [4];
   assign \$160  = | { \$159 , \$156 , \$153 , \$150 , \$147  };
   assign \$161  = rd0_slots[5] ? rd0__req__payload[11:3] : 9'h000;
@@ -1496,19 +1139,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$168  = rd4_slots[5] ? rd4__req__payload[11:3] : 9'h000;
   assign \$169  = \$167  | \$168 ;
   assign \$170  = rd0__req__valid & rd0_credit;
-  assign \$171  = \$170  ? \$404 [7:0] : 8'h00;
+  assign \$171  = \$170  ? \$241 [7:0] : 8'h00;
   assign \$172  = rd0_slots[5] & \$171 [5];
   assign \$173  = rd1__req__valid & rd1_credit;
-  assign \$174  = \$173  ? \$405 [7:0] : 8'h00;
+  assign \$174  = \$173  ? \$242 [7:0] : 8'h00;
   assign \$175  = rd1_slots[5] & \$174 [5];
   assign \$176  = rd2__req__valid & rd2_credit;
-  assign \$177  = \$176  ? \$406 [7:0] : 8'h00;
+  assign \$177  = \$176  ? \$243 [7:0] : 8'h00;
   assign \$178  = rd2_slots[5] & \$177 [5];
   assign \$179  = rd3__req__valid & rd3_credit;
-  assign \$180  = \$179  ? \$407 [7:0] : 8'h00;
+  assign \$180  = \$179  ? \$244 [7:0] : 8'h00;
   assign \$181  = rd3_slots[5] & \$180 [5];
   assign \$182  = rd4__req__valid & rd4_credit;
-  assign \$183  = \$182  ? \$408 [7:0] : 8'h00;
+  assign \$183  = \$182  ? \$245 [7:0] : 8'h00;
   assign \$184  = rd4_slots[5] & \$183 [5];
   assign \$185  = | { \$184 , \$181 , \$178 , \$175 , \$172  };
   assign \$186  = rd0_slots[6] ? rd0__req__payload[11:3] : 9'h000;
@@ -1521,19 +1164,19 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$193  = rd4_slots[6] ? rd4__req__payload[11:3] : 9'h000;
   assign \$194  = \$192  | \$193 ;
   assign \$195  = rd0__req__valid & rd0_credit;
-  assign \$196  = \$195  ? \$404 [7:0] : 8'h00;
+  assign \$196  = \$195  ? \$241 [7:0] : 8'h00;
   assign \$197  = rd0_slots[6] & \$196 [6];
   assign \$198  = rd1__req__valid & rd1_credit;
-  assign \$199  = \$198  ? \$405 [7:0] : 8'h00;
+  assign \$199  = \$198  ? \$242 [7:0] : 8'h00;
   assign \$200  = rd1_slots[6] & \$199 [6];
   assign \$201  = rd2__req__valid & rd2_credit;
-  assign \$202  = \$201  ? \$406 [7:0] : 8'h00;
+  assign \$202  = \$201  ? \$243 [7:0] : 8'h00;
   assign \$203  = rd2_slots[6] & \$202 [6];
   assign \$204  = rd3__req__valid & rd3_credit;
-  assign \$205  = \$204  ? \$407 [7:0] : 8'h00;
+  assign \$205  = \$204  ? \$244 [7:0] : 8'h00;
   assign \$206  = rd3_slots[6] & \$205 [6];
   assign \$207  = rd4__req__valid & rd4_credit;
-  assign \$208  = \$207  ? \$408 [7:0] : 8'h00;
+  assign \$208  = \$207  ? \$245 [7:0] : 8'h00;
   assign \$209  = rd4_slots[6] & \$208 [6];
   assign \$210  = | { \$209 , \$206 , \$203 , \$200 , \$197  };
   assign \$211  = rd0_slots[7] ? rd0__req__payload[11:3] : 9'h000;
@@ -1546,337 +1189,374 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
   assign \$218  = rd4_slots[7] ? rd4__req__payload[11:3] : 9'h000;
   assign \$219  = \$217  | \$218 ;
   assign \$220  = rd0__req__valid & rd0_credit;
-  assign \$221  = \$220  ? \$404 [7:0] : 8'h00;
+  assign \$221  = \$220  ? \$241 [7:0] : 8'h00;
   assign \$222  = rd0_slots[7] & \$221 [7];
   assign \$223  = rd1__req__valid & rd1_credit;
-  assign \$224  = \$223  ? \$405 [7:0] : 8'h00;
+  assign \$224  = \$223  ? \$242 [7:0] : 8'h00;
   assign \$225  = rd1_slots[7] & \$224 [7];
   assign \$226  = rd2__req__valid & rd2_credit;
-  assign \$227  = \$226  ? \$406 [7:0] : 8'h00;
+  assign \$227  = \$226  ? \$243 [7:0] : 8'h00;
   assign \$228  = rd2_slots[7] & \$227 [7];
   assign \$229  = rd3__req__valid & rd3_credit;
-  assign \$230  = \$229  ? \$407 [7:0] : 8'h00;
+  assign \$230  = \$229  ? \$244 [7:0] : 8'h00;
   assign \$231  = rd3_slots[7] & \$230 [7];
   assign \$232  = rd4__req__valid & rd4_credit;
-  assign \$233  = \$232  ? \$408 [7:0] : 8'h00;
+  assign \$233  = \$232  ? \$245 [7:0] : 8'h00;
   assign \$234  = rd4_slots[7] & \$233 [7];
   assign \$235  = | { \$234 , \$231 , \$228 , \$225 , \$222  };
-  assign \$236  = wr0_slots[0] ? wr0__payload[11:3] : 9'h000;
-  assign \$237  = wr1_slots[0] ? wr1__payload[11:3] : 9'h000;
-  assign \$238  = \$236  | \$237 ;
-  assign \$239  = wr2_slots[0] ? wr2__payload[11:3] : 9'h000;
-  assign \$240  = \$238  | \$239 ;
-  assign \$241  = wr0_slots[0] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$242  = wr1_slots[0] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$243  = \$241  | \$242 ;
-  assign \$244  = wr2_slots[0] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$245  = \$243  | \$244 ;
-  assign \$246  = wr0__valid ? \$409 [7:0] : 8'h00;
-  assign \$247  = wr0_slots[0] & \$246 [0];
-  assign \$248  = \$247  ? wr0__payload[155:140] : 16'h0000;
-  assign \$249  = wr1__valid ? \$410 [7:0] : 8'h00;
-  assign \$250  = wr1_slots[0] & \$249 [0];
-  assign \$251  = \$250  ? wr1__payload[155:140] : 16'h0000;
-  assign \$252  = \$248  | \$251 ;
-  assign \$253  = wr2__valid ? \$411 [7:0] : 8'h00;
-  assign \$254  = wr2_slots[0] & \$253 [0];
-  assign \$255  = \$254  ? wr2__payload[155:140] : 16'h0000;
-  assign \$256  = \$252  | \$255 ;
-  assign \$257  = wr0_slots[1] ? wr0__payload[11:3] : 9'h000;
-  assign \$258  = wr1_slots[1] ? wr1__payload[11:3] : 9'h000;
-  assign \$259  = \$257  | \$258 ;
-  assign \$260  = wr2_slots[1] ? wr2__payload[11:3] : 9'h000;
-  assign \$261  = \$259  | \$260 ;
-  assign \$262  = wr0_slots[1] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$263  = wr1_slots[1] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$264  = \$262  | \$263 ;
-  assign \$265  = wr2_slots[1] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$266  = \$264  | \$265 ;
-  assign \$267  = wr0__valid ? \$409 [7:0] : 8'h00;
-  assign \$268  = wr0_slots[1] & \$267 [1];
-  assign \$269  = \$268  ? wr0__payload[155:140] : 16'h0000;
-  assign \$270  = wr1__valid ? \$410 [7:0] : 8'h00;
-  assign \$271  = wr1_slots[1] & \$270 [1];
-  assign \$272  = \$271  ? wr1__payload[155:140] : 16'h0000;
-  assign \$273  = \$269  | \$272 ;
-  assign \$274  = wr2__valid ? \$411 [7:0] : 8'h00;
-  assign \$275  = wr2_slots[1] & \$274 [1];
-  assign \$276  = \$275  ? wr2__payload[155:140] : 16'h0000;
-  assign \$277  = \$273  | \$276 ;
-  assign \$278  = wr0_slots[2] ? wr0__payload[11:3] : 9'h000;
-  assign \$279  = wr1_slots[2] ? wr1__payload[11:3] : 9'h000;
-  assign \$280  = \$278  | \$279 ;
-  assign \$281  = wr2_slots[2] ? wr2__payload[11:3] : 9'h000;
-  assign \$282  = \$280  | \$281 ;
-  assign \$283  = wr0_slots[2] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$284  = wr1_slots[2] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$285  = \$283  | \$284 ;
-  assign \$286  = wr2_slots[2] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$287  = \$285  | \$286 ;
-  assign \$288  = wr0__valid ? \$409 [7:0] : 8'h00;
-  assign \$289  = wr0_slots[2] & \$288 [2];
-  assign \$290  = \$289  ? wr0__payload[155:140] : 16'h0000;
-  assign \$291  = wr1__valid ? \$410 [7:0] : 8'h00;
-  assign \$292  = wr1_slots[2] & \$291 [2];
-  assign \$293  = \$292  ? wr1__payload[155:140] : 16'h0000;
-  assign \$294  = \$290  | \$293 ;
-  assign \$295  = wr2__valid ? \$411 [7:0] : 8'h00;
-  assign \$296  = wr2_slots[2] & \$295 [2];
-  assign \$297  = \$296  ? wr2__payload[155:140] : 16'h0000;
-  assign \$298  = \$294  | \$297 ;
-  assign \$299  = wr0_slots[3] ? wr0__payload[11:3] : 9'h000;
-  assign \$300  = wr1_slots[3] ? wr1__payload[11:3] : 9'h000;
-  assign \$301  = \$299  | \$300 ;
-  assign \$302  = wr2_slots[3] ? wr2__payload[11:3] : 9'h000;
-  assign \$303  = \$301  | \$302 ;
-  assign \$304  = wr0_slots[3] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$305  = wr1_slots[3] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$306  = \$304  | \$305 ;
-  assign \$307  = wr2_slots[3] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$308  = \$306  | \$307 ;
-  assign \$309  = wr0__valid ? \$409 [7:0] : 8'h00;
-  assign \$310  = wr0_slots[3] & \$309 [3];
-  assign \$311  = \$310  ? wr0__payload[155:140] : 16'h0000;
-  assign \$312  = wr1__valid ? \$410 [7:0] : 8'h00;
-  assign \$313  = wr1_slots[3] & \$312 [3];
-  assign \$314  = \$313  ? wr1__payload[155:140] : 16'h0000;
-  assign \$315  = \$311  | \$314 ;
-  assign \$316  = wr2__valid ? \$411 [7:0] : 8'h00;
-  assign \$317  = wr2_slots[3] & \$316 [3];
-  assign \$318  = \$317  ? wr2__payload[155:140] : 16'h0000;
-  assign \$319  = \$315  | \$318 ;
-  assign \$320  = wr0_slots[4] ? wr0__payload[11:3] : 9'h000;
-  assign \$321  = wr1_slots[4] ? wr1__payload[11:3] : 9'h000;
-  assign \$322  = \$320  | \$321 ;
-  assign \$323  = wr2_slots[4] ? wr2__payload[11:3] : 9'h000;
-  assign \$324  = \$322  | \$323 ;
-  assign \$325  = wr0_slots[4] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$326  = wr1_slots[4] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$327  = \$325  | \$326 ;
-  assign \$328  = wr2_slots[4] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$329  = \$327  | \$328 ;
-  assign \$330  = wr0__valid ? \$409 [7:0] : 8'h00;
-  assign \$331  = wr0_slots[4] & \$330 [4];
-  assign \$332  = \$331  ? wr0__payload[155:140] : 16'h0000;
-  assign \$333  = wr1__valid ? \$410 [7:0] : 8'h00;
-  assign \$334  = wr1_slots[4] & \$333 [4];
-  assign \$335  = \$334  ? wr1__payload[155:140] : 16'h0000;
-  assign \$336  = \$332  | \$335 ;
-  assign \$337  = wr2__valid ? \$411 [7:0] : 8'h00;
-  assign \$338  = wr2_slots[4] & \$337 [4];
-  assign \$339  = \$338  ? wr2__payload[155:140] : 16'h0000;
-  assign \$340  = \$336  | \$339 ;
-  assign \$341  = wr0_slots[5] ? wr0__payload[11:3] : 9'h000;
-  assign \$342  = wr1_slots[5] ? wr1__payload[11:3] : 9'h000;
-  assign \$343  = \$341  | \$342 ;
-  assign \$344  = wr2_slots[5] ? wr2__payload[11:3] : 9'h000;
-  assign \$345  = \$343  | \$344 ;
-  assign \$346  = wr0_slots[5] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$347  = wr1_slots[5] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$348  = \$346  | \$347 ;
-  assign \$349  = wr2_slots[5] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$350  = \$348  | \$349 ;
-  assign \$351  = wr0__valid ? \$409 [7:0] : 8'h00;
-  assign \$352  = wr0_slots[5] & \$351 [5];
-  assign \$353  = \$352  ? wr0__payload[155:140] : 16'h0000;
-  assign \$354  = wr1__valid ? \$410 [7:0] : 8'h00;
-  assign \$355  = wr1_slots[5] & \$354 [5];
-  assign \$356  = \$355  ? wr1__payload[155:140] : 16'h0000;
-  assign \$357  = \$353  | \$356 ;
-  assign \$358  = wr2__valid ? \$411 [7:0] : 8'h00;
-  assign \$359  = wr2_slots[5] & \$358 [5];
-  assign \$360  = \$359  ? wr2__payload[155:140] : 16'h0000;
-  assign \$361  = \$357  | \$360 ;
-  assign \$362  = wr0_slots[6] ? wr0__payload[11:3] : 9'h000;
-  assign \$363  = wr1_slots[6] ? wr1__payload[11:3] : 9'h000;
-  assign \$364  = \$362  | \$363 ;
-  assign \$365  = wr2_slots[6] ? wr2__payload[11:3] : 9'h000;
-  assign \$366  = \$364  | \$365 ;
-  assign \$367  = wr0_slots[6] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$368  = wr1_slots[6] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$369  = \$367  | \$368 ;
-  assign \$370  = wr2_slots[6] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$371  = \$369  | \$370 ;
-  assign \$372  = wr0__valid ? \$409 [7:0] : 8'h00;
-  assign \$373  = wr0_slots[6] & \$372 [6];
-  assign \$374  = \$373  ? wr0__payload[155:140] : 16'h0000;
-  assign \$375  = wr1__valid ? \$410 [7:0] : 8'h00;
-  assign \$376  = wr1_slots[6] & \$375 [6];
-  assign \$377  = \$376  ? wr1__payload[155:140] : 16'h0000;
-  assign \$378  = \$374  | \$377 ;
-  assign \$379  = wr2__valid ? \$411 [7:0] : 8'h00;
-  assign \$380  = wr2_slots[6] & \$379 [6];
-  assign \$381  = \$380  ? wr2__payload[155:140] : 16'h0000;
-  assign \$382  = \$378  | \$381 ;
-  assign \$383  = wr0_slots[7] ? wr0__payload[11:3] : 9'h000;
-  assign \$384  = wr1_slots[7] ? wr1__payload[11:3] : 9'h000;
-  assign \$385  = \$383  | \$384 ;
-  assign \$386  = wr2_slots[7] ? wr2__payload[11:3] : 9'h000;
-  assign \$387  = \$385  | \$386 ;
-  assign \$388  = wr0_slots[7] ? wr0__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$389  = wr1_slots[7] ? wr1__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$390  = \$388  | \$389 ;
-  assign \$391  = wr2_slots[7] ? wr2__payload[139:12] : 128'h00000000000000000000000000000000;
-  assign \$392  = \$390  | \$391 ;
-  assign \$393  = wr0__valid ? \$409 [7:0] : 8'h00;
-  assign \$394  = wr0_slots[7] & \$393 [7];
-  assign \$395  = \$394  ? wr0__payload[155:140] : 16'h0000;
-  assign \$396  = wr1__valid ? \$410 [7:0] : 8'h00;
-  assign \$397  = wr1_slots[7] & \$396 [7];
-  assign \$398  = \$397  ? wr1__payload[155:140] : 16'h0000;
-  assign \$399  = \$395  | \$398 ;
-  assign \$400  = wr2__valid ? \$411 [7:0] : 8'h00;
-  assign \$401  = wr2_slots[7] & \$400 [7];
-  assign \$402  = \$401  ? wr2__payload[155:140] : 16'h0000;
-  assign \$403  = \$399  | \$402 ;
-  assign \$404  = 1'h1 << rd0__req__payload[2:0];
+  assign \$236  = rd0__req__valid & rd0__req__ready;
+  assign \$237  = rd1__req__valid & rd1__req__ready;
+  assign \$238  = rd2__req__valid & rd2__req__ready;
+  assign \$239  = rd3__req__valid & rd3__req__ready;
+  assign \$240  = rd4__req__valid & rd4__req__ready;
+  assign \$241  = 1'h1 << rd0__req__payload[2:0];
   assign rd0_slot = rd0_slots >> rd0__req__payload[2:0];
   assign rd0__req__ready = rd0_slot & rd0_credit;
   assign rd0_taken = rd0__req__valid & rd0__req__ready;
   assign rd0_popped = rd0__resp__valid & rd0__resp__ready;
-  assign \$405  = 1'h1 << rd1__req__payload[2:0];
+  assign \$242  = 1'h1 << rd1__req__payload[2:0];
   assign rd1_slot = rd1_slots >> rd1__req__payload[2:0];
   assign rd1__req__ready = rd1_slot & rd1_credit;
   assign rd1_taken = rd1__req__valid & rd1__req__ready;
   assign rd1_popped = rd1__resp__valid & rd1__resp__ready;
-  assign \$406  = 1'h1 << rd2__req__payload[2:0];
+  assign \$243  = 1'h1 << rd2__req__payload[2:0];
   assign rd2_slot = rd2_slots >> rd2__req__payload[2:0];
   assign rd2__req__ready = rd2_slot & rd2_credit;
   assign rd2_taken = rd2__req__valid & rd2__req__ready;
   assign rd2_popped = rd2__resp__valid & rd2__resp__ready;
-  assign \$407  = 1'h1 << rd3__req__payload[2:0];
+  assign \$244  = 1'h1 << rd3__req__payload[2:0];
   assign rd3_slot = rd3_slots >> rd3__req__payload[2:0];
   assign rd3__req__ready = rd3_slot & rd3_credit;
   assign rd3_taken = rd3__req__valid & rd3__req__ready;
   assign rd3_popped = rd3__resp__valid & rd3__resp__ready;
-  assign \$408  = 1'h1 << rd4__req__payload[2:0];
+  assign \$245  = 1'h1 << rd4__req__payload[2:0];
   assign rd4_slot = rd4_slots >> rd4__req__payload[2:0];
   assign rd4__req__ready = rd4_slot & rd4_credit;
   assign rd4_taken = rd4__req__valid & rd4__req__ready;
   assign rd4_popped = rd4__resp__valid & rd4__resp__ready;
-  assign \$409  = 1'h1 << wr0__payload[2:0];
+  assign \$246  = 1'h1 << wr0__payload[2:0];
   assign wr0_slot = wr0_slots >> wr0__payload[2:0];
-  assign \$410  = 1'h1 << wr1__payload[2:0];
+  assign \$247  = wr0__valid & wr0_slot;
+  assign \$248  = \$247  ? wr0__payload[155:140] : 16'h0000;
+  assign \$249  = 1'h1 << wr1__payload[2:0];
   assign wr1_slot = wr1_slots >> wr1__payload[2:0];
-  assign \$411  = 1'h1 << wr2__payload[2:0];
+  assign \$250  = wr1__valid & wr1_slot;
+  assign \$251  = \$250  ? wr1__payload[155:140] : 16'h0000;
+  assign \$252  = 1'h1 << wr2__payload[2:0];
   assign wr2_slot = wr2_slots >> wr2__payload[2:0];
+  assign \$253  = wr2__valid & wr2_slot;
+  assign \$254  = \$253  ? wr2__payload[155:140] : 16'h0000;
+  assign \$255  = ! \o0$250 [153];
+  assign \w_en$252  = \o0$250 [153] ? 16'h0000 : \o0$250 [152:137];
+  assign \w_en$255  = \$256  ? \o0$250 [152:137] : 16'h0000;
+  assign \$257  = ! \o1$257 [153];
+  assign \w_en$259  = \o1$257 [153] ? 16'h0000 : \o1$257 [152:137];
+  assign \w_en$262  = \$258  ? \o1$257 [152:137] : 16'h0000;
+  assign \$259  = ! \o2$264 [153];
+  assign \w_en$266  = \o2$264 [153] ? 16'h0000 : \o2$264 [152:137];
+  assign \w_en$269  = \$260  ? \o2$264 [152:137] : 16'h0000;
+  assign \$261  = ! \o3$271 [153];
+  assign \w_en$273  = \o3$271 [153] ? 16'h0000 : \o3$271 [152:137];
+  assign \w_en$276  = \$262  ? \o3$271 [152:137] : 16'h0000;
   always @(posedge clk)
-    rd0_slots <= \$412 ;
+    rd0_slots <= \$263 ;
   always @(posedge clk)
-    rd1_slots <= \$413 ;
+    rd1_slots <= \$264 ;
   always @(posedge clk)
-    rd2_slots <= \$414 ;
+    rd2_slots <= \$265 ;
   always @(posedge clk)
-    rd3_slots <= \$415 ;
+    rd3_slots <= \$266 ;
   always @(posedge clk)
-    rd4_slots <= \$416 ;
+    rd4_slots <= \$267 ;
   always @(posedge clk)
-    bank0_word <= \$417 ;
+    rd0_free <= \$268 ;
   always @(posedge clk)
-    bank1_word <= \$418 ;
+    rd0_credit <= \$269 ;
   always @(posedge clk)
-    bank2_word <= \$419 ;
+    rd1_free <= \$270 ;
   always @(posedge clk)
-    bank3_word <= \$420 ;
+    rd1_credit <= \$271 ;
   always @(posedge clk)
-    bank4_word <= \$421 ;
+    rd2_free <= \$272 ;
   always @(posedge clk)
-    bank5_word <= \$422 ;
+    rd2_credit <= \$273 ;
   always @(posedge clk)
-    bank6_word <= \$423 ;
+    rd3_free <= \$274 ;
   always @(posedge clk)
-    bank7_word <= \$424 ;
+    rd3_credit <= \$275 ;
   always @(posedge clk)
-    rd0_free <= \$425 ;
+    rd4_free <= \$276 ;
   always @(posedge clk)
-    rd0_credit <= \$426 ;
+    rd4_credit <= \$277 ;
   always @(posedge clk)
-    rd0_valid_1 <= \$427 ;
+    bank0_read_row <= \$44 ;
   always @(posedge clk)
-    rd0_bank_1 <= \$428 ;
+    bank0_read_en <= \$278 ;
   always @(posedge clk)
-    rd0_valid_2 <= \$429 ;
+    bank0_read_en_1 <= \$279 ;
   always @(posedge clk)
-    rd0_bank_2 <= \$430 ;
+    bank0_read_row_1 <= bank0_read_row;
+  always @(posedge clk)
+    bank0_read_en_out_1 <= \$280 ;
+  always @(posedge clk)
+    bank0_read_en_out_2 <= \$281 ;
+  always @(posedge clk)
+    bank1_read_row <= \$69 ;
+  always @(posedge clk)
+    bank1_read_en <= \$282 ;
+  always @(posedge clk)
+    bank1_read_en_1 <= \$283 ;
+  always @(posedge clk)
+    bank1_read_row_1 <= bank1_read_row;
+  always @(posedge clk)
+    bank1_read_en_out_1 <= \$284 ;
+  always @(posedge clk)
+    bank1_read_en_out_2 <= \$285 ;
+  always @(posedge clk)
+    bank2_read_row <= \$94 ;
+  always @(posedge clk)
+    bank2_read_en <= \$286 ;
+  always @(posedge clk)
+    bank2_read_en_1 <= \$287 ;
+  always @(posedge clk)
+    bank2_read_row_1 <= bank2_read_row;
+  always @(posedge clk)
+    bank2_read_en_out_1 <= \$288 ;
+  always @(posedge clk)
+    bank2_read_en_out_2 <= \$289 ;
+  always @(posedge clk)
+    bank3_read_row <= \$119 ;
+  always @(posedge clk)
+    bank3_read_en <= \$290 ;
+  always @(posedge clk)
+    bank3_read_en_1 <= \$291 ;
+  always @(posedge clk)
+    bank3_read_row_1 <= bank3_read_row;
+  always @(posedge clk)
+    bank3_read_en_out_1 <= \$292 ;
+  always @(posedge clk)
+    bank3_read_en_out_2 <= \$293 ;
+  always @(posedge clk)
+    bank4_read_row <= \$144 ;
+  always @(posedge clk)
+    bank4_read_en <= \$294 ;
+  always @(posedge clk)
+    bank4_read_en_1 <= \$295 ;
+  always @(posedge clk)
+    bank4_read_row_1 <= bank4_read_row;
+  always @(posedge clk)
+    bank4_read_en_out_1 <= \$296 ;
+  always @(posedge clk)
+    bank4_read_en_out_2 <= \$297 ;
+  always @(posedge clk)
+    bank5_read_row <= \$169 ;
+  always @(posedge clk)
+    bank5_read_en <= \$298 ;
+  always @(posedge clk)
+    bank5_read_en_1 <= \$299 ;
+  always @(posedge clk)
+    bank5_read_row_1 <= bank5_read_row;
+  always @(posedge clk)
+    bank5_read_en_out_1 <= \$300 ;
+  always @(posedge clk)
+    bank5_read_en_out_2 <= \$301 ;
+  always @(posedge clk)
+    bank6_read_row <= \$194 ;
+  always @(posedge clk)
+    bank6_read_en <= \$302 ;
+  always @(posedge clk)
+    bank6_read_en_1 <= \$303 ;
+  always @(posedge clk)
+    bank6_read_row_1 <= bank6_read_row;
+  always @(posedge clk)
+    bank6_read_en_out_1 <= \$304 ;
+  always @(posedge clk)
+    bank6_read_en_out_2 <= \$305 ;
+  always @(posedge clk)
+    bank7_read_row <= \$219 ;
+  always @(posedge clk)
+    bank7_read_en <= \$306 ;
+  always @(posedge clk)
+    bank7_read_en_1 <= \$307 ;
+  always @(posedge clk)
+    bank7_read_row_1 <= bank7_read_row;
+  always @(posedge clk)
+    bank7_read_en_out_1 <= \$308 ;
+  always @(posedge clk)
+    bank7_read_en_out_2 <= \$309 ;
+  always @(posedge clk)
+    position0_word <= r_data;
+  always @(posedge clk)
+    position1_word <= \r_data$93 ;
+  always @(posedge clk)
+    position2_word <= \r_data$95 ;
+  always @(posedge clk)
+    position3_word <= \r_data$97 ;
+  always @(posedge clk)
+    position4_word <= \r_data$99 ;
+  always @(posedge clk)
+    position5_word <= \r_data$101 ;
+  always @(posedge clk)
+    position6_word <= \r_data$103 ;
+  always @(posedge clk)
+    position7_word <= \r_data$105 ;
+  always @(posedge clk)
+    rd0_valid_1 <= \$310 ;
+  always @(posedge clk)
+    rd0_valid_2 <= \$311 ;
+  always @(posedge clk)
+    rd0_valid_3 <= \$312 ;
+  always @(posedge clk)
+    rd0_valid_4 <= \$313 ;
+  always @(posedge clk)
+    rd0_valid_5 <= \$314 ;
+  always @(posedge clk)
+    rd0_valid_6 <= \$315 ;
+  always @(posedge clk)
+    rd0_valid_7 <= \$316 ;
+  always @(posedge clk)
+    rd0_valid_8 <= \$317 ;
+  always @(posedge clk)
+    rd1_valid_1 <= \$318 ;
+  always @(posedge clk)
+    rd1_valid_2 <= \$319 ;
+  always @(posedge clk)
+    rd1_valid_3 <= \$320 ;
+  always @(posedge clk)
+    rd1_valid_4 <= \$321 ;
+  always @(posedge clk)
+    rd1_valid_5 <= \$322 ;
+  always @(posedge clk)
+    rd1_valid_6 <= \$323 ;
+  always @(posedge clk)
+    rd1_valid_7 <= \$324 ;
+  always @(posedge clk)
+    rd1_valid_8 <= \$325 ;
+  always @(posedge clk)
+    rd2_valid_1 <= \$326 ;
+  always @(posedge clk)
+    rd2_valid_2 <= \$327 ;
+  always @(posedge clk)
+    rd2_valid_3 <= \$328 ;
+  always @(posedge clk)
+    rd2_valid_4 <= \$329 ;
+  always @(posedge clk)
+    rd2_valid_5 <= \$330 ;
+  always @(posedge clk)
+    rd2_valid_6 <= \$331 ;
+  always @(posedge clk)
+    rd2_valid_7 <= \$332 ;
+  always @(posedge clk)
+    rd2_valid_8 <= \$333 ;
+  always @(posedge clk)
+    rd3_valid_1 <= \$334 ;
+  always @(posedge clk)
+    rd3_valid_2 <= \$335 ;
+  always @(posedge clk)
+    rd3_valid_3 <= \$336 ;
+  always @(posedge clk)
+    rd3_valid_4 <= \$337 ;
+  always @(posedge clk)
+    rd3_valid_5 <= \$338 ;
+  always @(posedge clk)
+    rd3_valid_6 <= \$339 ;
+  always @(posedge clk)
+    rd3_valid_7 <= \$340 ;
+  always @(posedge clk)
+    rd3_valid_8 <= \$341 ;
+  always @(posedge clk)
+    rd4_valid_1 <= \$342 ;
+  always @(posedge clk)
+    rd4_valid_2 <= \$343 ;
+  always @(posedge clk)
+    rd4_valid_3 <= \$344 ;
+  always @(posedge clk)
+    rd4_valid_4 <= \$345 ;
+  always @(posedge clk)
+    rd4_valid_5 <= \$346 ;
+  always @(posedge clk)
+    rd4_valid_6 <= \$347 ;
+  always @(posedge clk)
+    rd4_valid_7 <= \$348 ;
+  always @(posedge clk)
+    rd4_valid_8 <= \$349 ;
+  always @(posedge clk)
+    wr0_slots <= \$350 ;
+  always @(posedge clk)
+    wr1_slots <= \$351 ;
+  always @(posedge clk)
+    wr2_slots <= \$352 ;
   \ace_sram_small.sram.bank0  bank0 (
     .clk(clk),
+    .\port$1388$0 (\o0$250 [136:0]),
     .r_data(r_data),
-    .read__addr(bank0_read_row),
-    .read__en(bank0_read_en),
+    .read__addr(bank0_read_row_1),
+    .read__en(bank0_read_en_1),
     .rst(rst),
-    .write__addr(bank0_write_row),
-    .write__data(bank0_write_data),
-    .write__en(bank0_write_en)
+    .write__en(\w_en$252 )
   );
   \ace_sram_small.sram.bank1  bank1 (
     .clk(clk),
-    .r_data(\r_data$10 ),
-    .read__addr(bank1_read_row),
-    .read__en(bank1_read_en),
+    .\port$1389$0 (\o1$257 [136:0]),
+    .r_data(\r_data$93 ),
+    .read__addr(bank1_read_row_1),
+    .read__en(bank1_read_en_1),
     .rst(rst),
-    .write__addr(bank1_write_row),
-    .write__data(bank1_write_data),
-    .write__en(bank1_write_en)
+    .write__en(\w_en$259 )
   );
   \ace_sram_small.sram.bank2  bank2 (
     .clk(clk),
-    .r_data(\r_data$12 ),
-    .read__addr(bank2_read_row),
-    .read__en(bank2_read_en),
+    .\port$1390$0 (\o2$264 [136:0]),
+    .r_data(\r_data$95 ),
+    .read__addr(bank2_read_row_1),
+    .read__en(bank2_read_en_1),
     .rst(rst),
-    .write__addr(bank2_write_row),
-    .write__data(bank2_write_data),
-    .write__en(bank2_write_en)
+    .write__en(\w_en$266 )
   );
   \ace_sram_small.sram.bank3  bank3 (
     .clk(clk),
-    .r_data(\r_data$14 ),
-    .read__addr(bank3_read_row),
-    .read__en(bank3_read_en),
+    .\port$1391$0 (\o3$271 [136:0]),
+    .r_data(\r_data$97 ),
+    .read__addr(bank3_read_row_1),
+    .read__en(bank3_read_en_1),
     .rst(rst),
-    .write__addr(bank3_write_row),
-    .write__data(bank3_write_data),
-    .write__en(bank3_write_en)
+    .write__en(\w_en$273 )
   );
   \ace_sram_small.sram.bank4  bank4 (
     .clk(clk),
-    .r_data(\r_data$16 ),
-    .read__addr(bank4_read_row),
-    .read__en(bank4_read_en),
+    .\port$1388$0 (\o0$250 [136:0]),
+    .r_data(\r_data$99 ),
+    .read__addr(bank4_read_row_1),
+    .read__en(bank4_read_en_1),
     .rst(rst),
-    .write__addr(bank4_write_row),
-    .write__data(bank4_write_data),
-    .write__en(bank4_write_en)
+    .write__en(\w_en$255 )
   );
   \ace_sram_small.sram.bank5  bank5 (
     .clk(clk),
-    .r_data(\r_data$18 ),
-    .read__addr(bank5_read_row),
-    .read__en(bank5_read_en),
+    .\port$1389$0 (\o1$257 [136:0]),
+    .r_data(\r_data$101 ),
+    .read__addr(bank5_read_row_1),
+    .read__en(bank5_read_en_1),
     .rst(rst),
-    .write__addr(bank5_write_row),
-    .write__data(bank5_write_data),
-    .write__en(bank5_write_en)
+    .write__en(\w_en$262 )
   );
   \ace_sram_small.sram.bank6  bank6 (
     .clk(clk),
-    .r_data(\r_data$20 ),
-    .read__addr(bank6_read_row),
-    .read__en(bank6_read_en),
+    .\port$1390$0 (\o2$264 [136:0]),
+    .r_data(\r_data$103 ),
+    .read__addr(bank6_read_row_1),
+    .read__en(bank6_read_en_1),
     .rst(rst),
-    .write__addr(bank6_write_row),
-    .write__data(bank6_write_data),
-    .write__en(bank6_write_en)
+    .write__en(\w_en$269 )
   );
   \ace_sram_small.sram.bank7  bank7 (
     .clk(clk),
-    .r_data(\r_data$22 ),
-    .read__addr(bank7_read_row),
-    .read__en(bank7_read_en),
+    .\port$1391$0 (\o3$271 [136:0]),
+    .r_data(\r_data$105 ),
+    .read__addr(bank7_read_row_1),
+    .read__en(bank7_read_en_1),
     .rst(rst),
-    .write__addr(bank7_write_row),
-    .write__data(bank7_write_data),
-    .write__en(bank7_write_en)
+    .write__en(\w_en$276 )
   );
   \ace_sram_small.sram.rd0_resp_fifo  rd0_resp_fifo (
     .clk(clk),
@@ -1884,8 +1564,8 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .r_en(rd0__resp__ready),
     .r_rdy(rd0__resp__valid),
     .rst(rst),
-    .w_en(rd0_word_valid),
-    .w_port__data(rd0_word)
+    .w_en(rd0_valid_8),
+    .w_port__data(w_data)
   );
   \ace_sram_small.sram.rd1_resp_fifo  rd1_resp_fifo (
     .clk(clk),
@@ -1893,8 +1573,8 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .r_en(rd1__resp__ready),
     .r_rdy(rd1__resp__valid),
     .rst(rst),
-    .w_en(rd1_word_valid),
-    .w_port__data(rd1_word)
+    .w_en(rd1_valid_8),
+    .w_port__data(\w_data$200 )
   );
   \ace_sram_small.sram.rd2_resp_fifo  rd2_resp_fifo (
     .clk(clk),
@@ -1902,8 +1582,8 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .r_en(rd2__resp__ready),
     .r_rdy(rd2__resp__valid),
     .rst(rst),
-    .w_en(rd2_word_valid),
-    .w_port__data(rd2_word)
+    .w_en(rd2_valid_8),
+    .w_port__data(\w_data$207 )
   );
   \ace_sram_small.sram.rd3_resp_fifo  rd3_resp_fifo (
     .clk(clk),
@@ -1911,8 +1591,8 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .r_en(rd3__resp__ready),
     .r_rdy(rd3__resp__valid),
     .rst(rst),
-    .w_en(rd3_word_valid),
-    .w_port__data(rd3_word)
+    .w_en(rd3_valid_8),
+    .w_port__data(\w_data$214 )
   );
   \ace_sram_small.sram.rd4_resp_fifo  rd4_resp_fifo (
     .clk(clk),
@@ -1920,1029 +1600,843 @@ module \ace_sram_small.sram (rd0__req__valid, rd0__resp__ready, rd1__req__payloa
     .r_en(rd4__resp__ready),
     .r_rdy(rd4__resp__valid),
     .rst(rst),
-    .w_en(rd4_word_valid),
-    .w_port__data(rd4_word)
+    .w_en(rd4_valid_8),
+    .w_port__data(\w_data$221 )
+  );
+  \ace_sram_small.sram.read_rotator  read_rotator (
+    .clk(clk),
+    .i0(position0_word),
+    .i1(position1_word),
+    .i2(position2_word),
+    .i3(position3_word),
+    .i4(position4_word),
+    .i5(position5_word),
+    .i6(position6_word),
+    .i7(position7_word),
+    .rst(rst),
+    .stage2_word0(w_data),
+    .stage2_word1(\w_data$200 ),
+    .stage2_word2(\w_data$207 ),
+    .stage2_word3(\w_data$214 ),
+    .stage2_word4(\w_data$221 )
+  );
+  \ace_sram_small.sram.write_rotator  write_rotator (
+    .clk(clk),
+    .i0(wr0_entry),
+    .i1(wr1_entry),
+    .i2(wr2_entry),
+    .rst(rst),
+    .stage1_word0(\o0$250 ),
+    .stage1_word1(\o1$257 ),
+    .stage1_word2(\o2$264 ),
+    .stage1_word3(\o3$271 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$431  = rd0_valid_2;
+    \$263  = { rd0_slots[6:0], rd0_slots[7] };
     if (rst) begin
-      \$431  = 1'h0;
+      \$263  = 8'h01;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$432  = rd0_bank_2;
+    \$264  = { rd1_slots[6:0], rd1_slots[7] };
     if (rst) begin
-      \$432  = 3'h0;
+      \$264  = 8'h02;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$433  = rd0_valid_3;
+    \$265  = { rd2_slots[6:0], rd2_slots[7] };
     if (rst) begin
-      \$433  = 1'h0;
+      \$265  = 8'h04;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$434  = rd0_bank_3;
+    \$266  = { rd3_slots[6:0], rd3_slots[7] };
     if (rst) begin
-      \$434  = 3'h0;
+      \$266  = 8'h08;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (rd0_bank_4)
-      3'h0:
-          \$435  = bank0_word;
-      3'h1:
-          \$435  = bank1_word;
-      3'h2:
-          \$435  = bank2_word;
-      3'h3:
-          \$435  = bank3_word;
-      3'h4:
-          \$435  = bank4_word;
-      3'h5:
-          \$435  = bank5_word;
-      3'h6:
-          \$435  = bank6_word;
-      default:
-          \$435  = bank7_word;
-    endcase
+    \$267  = { rd4_slots[6:0], rd4_slots[7] };
     if (rst) begin
-      \$435  = 128'h00000000000000000000000000000000;
+      \$267  = 8'h10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$436  = rd0_valid_4;
-    if (rst) begin
-      \$436  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$437  = \$9 [4:0];
-    if (rst) begin
-      \$437  = 5'h10;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$438  = rd1_credit;
-    if (\$11 ) begin
-      \$438  = \$14 ;
-    end else if (\$13 ) begin
-      \$438  = 1'h1;
-    end
-    if (rst) begin
-      \$438  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$439  = rd1_taken;
-    if (rst) begin
-      \$439  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$440  = rd1__req__payload[2:0];
-    if (rst) begin
-      \$440  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$441  = rd1_valid_1;
-    if (rst) begin
-      \$441  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$442  = rd1_bank_1;
-    if (rst) begin
-      \$442  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$443  = rd1_valid_2;
-    if (rst) begin
-      \$443  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$444  = rd1_bank_2;
-    if (rst) begin
-      \$444  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$445  = rd1_valid_3;
-    if (rst) begin
-      \$445  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$446  = rd1_bank_3;
-    if (rst) begin
-      \$446  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (rd1_bank_4)
-      3'h0:
-          \$447  = bank0_word;
-      3'h1:
-          \$447  = bank1_word;
-      3'h2:
-          \$447  = bank2_word;
-      3'h3:
-          \$447  = bank3_word;
-      3'h4:
-          \$447  = bank4_word;
-      3'h5:
-          \$447  = bank5_word;
-      3'h6:
-          \$447  = bank6_word;
-      default:
-          \$447  = bank7_word;
-    endcase
-    if (rst) begin
-      \$447  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$448  = rd1_valid_4;
-    if (rst) begin
-      \$448  = 1'h0;
+    \$268  = rd0_free;
+    if (\$2 ) begin
+      \$268  = \$5 [4:0];
+    end else if (\$4 ) begin
+      \$268  = \$7 [4:0];
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$449  = \$16 [4:0];
-    if (rst) begin
-      \$449  = 5'h10;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$450  = rd2_credit;
-    if (\$18 ) begin
-      \$450  = \$21 ;
-    end else if (\$20 ) begin
-      \$450  = 1'h1;
-    end
-    if (rst) begin
-      \$450  = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$451  = rd2_taken;
-    if (rst) begin
-      \$451  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$452  = rd2__req__payload[2:0];
-    if (rst) begin
-      \$452  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$453  = rd2_valid_1;
     if (rst) begin
-      \$453  = 1'h0;
+      \$268  = 5'h10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$454  = rd2_bank_1;
-    if (rst) begin
-      \$454  = 3'h0;
+    \$269  = rd0_credit;
+    if (\$2 ) begin
+      \$269  = \$6 ;
+    end else if (\$4 ) begin
+      \$269  = 1'h1;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$455  = rd2_valid_2;
     if (rst) begin
-      \$455  = 1'h0;
+      \$269  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$456  = rd2_bank_2;
-    if (rst) begin
-      \$456  = 3'h0;
+    \$270  = rd1_free;
+    if (\$9 ) begin
+      \$270  = \$12 [4:0];
+    end else if (\$11 ) begin
+      \$270  = \$14 [4:0];
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$457  = rd2_valid_3;
     if (rst) begin
-      \$457  = 1'h0;
+      \$270  = 5'h10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$458  = rd2_bank_3;
-    if (rst) begin
-      \$458  = 3'h0;
+    \$271  = rd1_credit;
+    if (\$9 ) begin
+      \$271  = \$13 ;
+    end else if (\$11 ) begin
+      \$271  = 1'h1;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (rd2_bank_4)
-      3'h0:
-          \$459  = bank0_word;
-      3'h1:
-          \$459  = bank1_word;
-      3'h2:
-          \$459  = bank2_word;
-      3'h3:
-          \$459  = bank3_word;
-      3'h4:
-          \$459  = bank4_word;
-      3'h5:
-          \$459  = bank5_word;
-      3'h6:
-          \$459  = bank6_word;
-      default:
-          \$459  = bank7_word;
-    endcase
     if (rst) begin
-      \$459  = 128'h00000000000000000000000000000000;
+      \$271  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$460  = rd2_valid_4;
-    if (rst) begin
-      \$460  = 1'h0;
+    \$272  = rd2_free;
+    if (\$16 ) begin
+      \$272  = \$19 [4:0];
+    end else if (\$18 ) begin
+      \$272  = \$21 [4:0];
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$461  = \$23 [4:0];
     if (rst) begin
-      \$461  = 5'h10;
+      \$272  = 5'h10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$462  = rd3_credit;
-    if (\$25 ) begin
-      \$462  = \$28 ;
-    end else if (\$27 ) begin
-      \$462  = 1'h1;
-    end
-    if (rst) begin
-      \$462  = 1'h1;
+    \$273  = rd2_credit;
+    if (\$16 ) begin
+      \$273  = \$20 ;
+    end else if (\$18 ) begin
+      \$273  = 1'h1;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$463  = rd3_taken;
     if (rst) begin
-      \$463  = 1'h0;
+      \$273  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$464  = rd3__req__payload[2:0];
-    if (rst) begin
-      \$464  = 3'h0;
+    \$274  = rd3_free;
+    if (\$23 ) begin
+      \$274  = \$26 [4:0];
+    end else if (\$25 ) begin
+      \$274  = \$28 [4:0];
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$465  = rd3_valid_1;
     if (rst) begin
-      \$465  = 1'h0;
+      \$274  = 5'h10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$466  = rd3_bank_1;
-    if (rst) begin
-      \$466  = 3'h0;
+    \$275  = rd3_credit;
+    if (\$23 ) begin
+      \$275  = \$27 ;
+    end else if (\$25 ) begin
+      \$275  = 1'h1;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$467  = rd3_valid_2;
     if (rst) begin
-      \$467  = 1'h0;
+      \$275  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$468  = rd3_bank_2;
-    if (rst) begin
-      \$468  = 3'h0;
+    \$276  = rd4_free;
+    if (\$30 ) begin
+      \$276  = \$33 [4:0];
+    end else if (\$32 ) begin
+      \$276  = \$35 [4:0];
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$469  = rd3_valid_3;
     if (rst) begin
-      \$469  = 1'h0;
+      \$276  = 5'h10;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$470  = rd3_bank_3;
-    if (rst) begin
-      \$470  = 3'h0;
+    \$277  = rd4_credit;
+    if (\$30 ) begin
+      \$277  = \$34 ;
+    end else if (\$32 ) begin
+      \$277  = 1'h1;
     end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (rd3_bank_4)
-      3'h0:
-          \$471  = bank0_word;
-      3'h1:
-          \$471  = bank1_word;
-      3'h2:
-          \$471  = bank2_word;
-      3'h3:
-          \$471  = bank3_word;
-      3'h4:
-          \$471  = bank4_word;
-      3'h5:
-          \$471  = bank5_word;
-      3'h6:
-          \$471  = bank6_word;
-      default:
-          \$471  = bank7_word;
-    endcase
     if (rst) begin
-      \$471  = 128'h00000000000000000000000000000000;
+      \$277  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$472  = rd3_valid_4;
+    \$278  = \$60 ;
     if (rst) begin
-      \$472  = 1'h0;
+      \$278  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$473  = \$30 [4:0];
+    \$279  = bank0_read_en;
     if (rst) begin
-      \$473  = 5'h10;
+      \$279  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$474  = rd4_credit;
-    if (\$32 ) begin
-      \$474  = \$35 ;
-    end else if (\$34 ) begin
-      \$474  = 1'h1;
-    end
+    \$280  = bank0_read_en_1;
     if (rst) begin
-      \$474  = 1'h1;
+      \$280  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$475  = rd4_taken;
+    \$281  = bank0_read_en_out_1;
     if (rst) begin
-      \$475  = 1'h0;
+      \$281  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$476  = rd4__req__payload[2:0];
+    \$282  = \$85 ;
     if (rst) begin
-      \$476  = 3'h0;
+      \$282  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$477  = rd4_valid_1;
+    \$283  = bank1_read_en;
     if (rst) begin
-      \$477  = 1'h0;
+      \$283  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$478  = rd4_bank_1;
+    \$284  = bank1_read_en_1;
     if (rst) begin
-      \$478  = 3'h0;
+      \$284  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$479  = rd4_valid_2;
+    \$285  = bank1_read_en_out_1;
     if (rst) begin
-      \$479  = 1'h0;
+      \$285  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$480  = rd4_bank_2;
+    \$286  = \$110 ;
     if (rst) begin
-      \$480  = 3'h0;
+      \$286  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$481  = rd4_valid_3;
+    \$287  = bank2_read_en;
     if (rst) begin
-      \$481  = 1'h0;
+      \$287  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$482  = rd4_bank_3;
+    \$288  = bank2_read_en_1;
     if (rst) begin
-      \$482  = 3'h0;
+      \$288  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    (* full_case = 32'd1 *)
-    casez (rd4_bank_4)
-      3'h0:
-          \$483  = bank0_word;
-      3'h1:
-          \$483  = bank1_word;
-      3'h2:
-          \$483  = bank2_word;
-      3'h3:
-          \$483  = bank3_word;
-      3'h4:
-          \$483  = bank4_word;
-      3'h5:
-          \$483  = bank5_word;
-      3'h6:
-          \$483  = bank6_word;
-      default:
-          \$483  = bank7_word;
-    endcase
+    \$289  = bank2_read_en_out_1;
     if (rst) begin
-      \$483  = 128'h00000000000000000000000000000000;
+      \$289  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$484  = rd4_valid_4;
+    \$290  = \$135 ;
     if (rst) begin
-      \$484  = 1'h0;
+      \$290  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$485  = \$44 ;
+    \$291  = bank3_read_en;
     if (rst) begin
-      \$485  = 9'h000;
+      \$291  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$486  = \$60 ;
+    \$292  = bank3_read_en_1;
     if (rst) begin
-      \$486  = 1'h0;
+      \$292  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$487  = \$69 ;
+    \$293  = bank3_read_en_out_1;
     if (rst) begin
-      \$487  = 9'h000;
+      \$293  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$488  = \$85 ;
+    \$294  = \$160 ;
     if (rst) begin
-      \$488  = 1'h0;
+      \$294  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$489  = \$94 ;
+    \$295  = bank4_read_en;
     if (rst) begin
-      \$489  = 9'h000;
+      \$295  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$490  = \$110 ;
+    \$296  = bank4_read_en_1;
     if (rst) begin
-      \$490  = 1'h0;
+      \$296  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$491  = \$119 ;
+    \$297  = bank4_read_en_out_1;
     if (rst) begin
-      \$491  = 9'h000;
+      \$297  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$492  = \$135 ;
+    \$298  = \$185 ;
     if (rst) begin
-      \$492  = 1'h0;
+      \$298  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$493  = \$144 ;
+    \$299  = bank5_read_en;
     if (rst) begin
-      \$493  = 9'h000;
+      \$299  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$494  = \$160 ;
+    \$300  = bank5_read_en_1;
     if (rst) begin
-      \$494  = 1'h0;
+      \$300  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$495  = \$169 ;
+    \$301  = bank5_read_en_out_1;
     if (rst) begin
-      \$495  = 9'h000;
+      \$301  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$496  = \$185 ;
+    \$302  = \$210 ;
     if (rst) begin
-      \$496  = 1'h0;
+      \$302  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$497  = \$194 ;
+    \$303  = bank6_read_en;
     if (rst) begin
-      \$497  = 9'h000;
+      \$303  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$498  = \$210 ;
+    \$304  = bank6_read_en_1;
     if (rst) begin
-      \$498  = 1'h0;
+      \$304  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$499  = \$219 ;
+    \$305  = bank6_read_en_out_1;
     if (rst) begin
-      \$499  = 9'h000;
+      \$305  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$500  = \$235 ;
+    \$306  = \$235 ;
     if (rst) begin
-      \$500  = 1'h0;
+      \$306  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$501  = { wr0_slots[6:0], wr0_slots[7] };
+    \$307  = bank7_read_en;
     if (rst) begin
-      \$501  = 8'h11;
+      \$307  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$502  = { wr1_slots[6:0], wr1_slots[7] };
+    \$308  = bank7_read_en_1;
     if (rst) begin
-      \$502  = 8'h22;
+      \$308  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$503  = { wr2_slots[6:0], wr2_slots[7] };
+    \$309  = bank7_read_en_out_1;
     if (rst) begin
-      \$503  = 8'h44;
+      \$309  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$504  = \$240 ;
+    \$310  = \$236 ;
     if (rst) begin
-      \$504  = 9'h000;
+      \$310  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$505  = \$245 ;
+    \$311  = rd0_valid_1;
     if (rst) begin
-      \$505  = 128'h00000000000000000000000000000000;
+      \$311  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$506  = \$256 ;
+    \$312  = rd0_valid_2;
     if (rst) begin
-      \$506  = 16'h0000;
+      \$312  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$507  = \$261 ;
+    \$313  = rd0_valid_3;
     if (rst) begin
-      \$507  = 9'h000;
+      \$313  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$508  = \$266 ;
+    \$314  = rd0_valid_4;
     if (rst) begin
-      \$508  = 128'h00000000000000000000000000000000;
+      \$314  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$509  = \$277 ;
+    \$315  = rd0_valid_5;
     if (rst) begin
-      \$509  = 16'h0000;
+      \$315  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$510  = \$282 ;
+    \$316  = rd0_valid_6;
     if (rst) begin
-      \$510  = 9'h000;
+      \$316  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$511  = \$287 ;
+    \$317  = rd0_valid_7;
     if (rst) begin
-      \$511  = 128'h00000000000000000000000000000000;
+      \$317  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$512  = \$298 ;
+    \$318  = \$237 ;
     if (rst) begin
-      \$512  = 16'h0000;
+      \$318  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$513  = \$303 ;
+    \$319  = rd1_valid_1;
     if (rst) begin
-      \$513  = 9'h000;
+      \$319  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$514  = \$308 ;
+    \$320  = rd1_valid_2;
     if (rst) begin
-      \$514  = 128'h00000000000000000000000000000000;
+      \$320  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$515  = \$319 ;
+    \$321  = rd1_valid_3;
     if (rst) begin
-      \$515  = 16'h0000;
+      \$321  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$516  = \$324 ;
+    \$322  = rd1_valid_4;
     if (rst) begin
-      \$516  = 9'h000;
+      \$322  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$517  = \$329 ;
+    \$323  = rd1_valid_5;
     if (rst) begin
-      \$517  = 128'h00000000000000000000000000000000;
+      \$323  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$518  = \$340 ;
+    \$324  = rd1_valid_6;
     if (rst) begin
-      \$518  = 16'h0000;
+      \$324  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$519  = \$345 ;
+    \$325  = rd1_valid_7;
     if (rst) begin
-      \$519  = 9'h000;
+      \$325  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$520  = \$350 ;
+    \$326  = \$238 ;
     if (rst) begin
-      \$520  = 128'h00000000000000000000000000000000;
+      \$326  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$521  = \$361 ;
+    \$327  = rd2_valid_1;
     if (rst) begin
-      \$521  = 16'h0000;
+      \$327  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$522  = \$366 ;
+    \$328  = rd2_valid_2;
     if (rst) begin
-      \$522  = 9'h000;
+      \$328  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$523  = \$371 ;
+    \$329  = rd2_valid_3;
     if (rst) begin
-      \$523  = 128'h00000000000000000000000000000000;
+      \$329  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$524  = \$382 ;
+    \$330  = rd2_valid_4;
     if (rst) begin
-      \$524  = 16'h0000;
+      \$330  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$525  = \$387 ;
+    \$331  = rd2_valid_5;
     if (rst) begin
-      \$525  = 9'h000;
+      \$331  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$526  = \$392 ;
+    \$332  = rd2_valid_6;
     if (rst) begin
-      \$526  = 128'h00000000000000000000000000000000;
+      \$332  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$527  = \$403 ;
+    \$333  = rd2_valid_7;
     if (rst) begin
-      \$527  = 16'h0000;
+      \$333  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$412  = { rd0_slots[6:0], rd0_slots[7] };
+    \$334  = \$239 ;
     if (rst) begin
-      \$412  = 8'h01;
+      \$334  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$413  = { rd1_slots[6:0], rd1_slots[7] };
+    \$335  = rd3_valid_1;
     if (rst) begin
-      \$413  = 8'h02;
+      \$335  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$414  = { rd2_slots[6:0], rd2_slots[7] };
+    \$336  = rd3_valid_2;
     if (rst) begin
-      \$414  = 8'h04;
+      \$336  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$415  = { rd3_slots[6:0], rd3_slots[7] };
+    \$337  = rd3_valid_3;
     if (rst) begin
-      \$415  = 8'h08;
+      \$337  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$416  = { rd4_slots[6:0], rd4_slots[7] };
+    \$338  = rd3_valid_4;
     if (rst) begin
-      \$416  = 8'h10;
+      \$338  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$417  = r_data;
+    \$339  = rd3_valid_5;
     if (rst) begin
-      \$417  = 128'h00000000000000000000000000000000;
+      \$339  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$418  = \r_data$10 ;
+    \$340  = rd3_valid_6;
     if (rst) begin
-      \$418  = 128'h00000000000000000000000000000000;
+      \$340  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$419  = \r_data$12 ;
+    \$341  = rd3_valid_7;
     if (rst) begin
-      \$419  = 128'h00000000000000000000000000000000;
+      \$341  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$420  = \r_data$14 ;
+    \$342  = \$240 ;
     if (rst) begin
-      \$420  = 128'h00000000000000000000000000000000;
+      \$342  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$421  = \r_data$16 ;
+    \$343  = rd4_valid_1;
     if (rst) begin
-      \$421  = 128'h00000000000000000000000000000000;
+      \$343  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$422  = \r_data$18 ;
+    \$344  = rd4_valid_2;
     if (rst) begin
-      \$422  = 128'h00000000000000000000000000000000;
+      \$344  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$423  = \r_data$20 ;
+    \$345  = rd4_valid_3;
     if (rst) begin
-      \$423  = 128'h00000000000000000000000000000000;
+      \$345  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$424  = \r_data$22 ;
+    \$346  = rd4_valid_4;
     if (rst) begin
-      \$424  = 128'h00000000000000000000000000000000;
+      \$346  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$425  = \$2 [4:0];
+    \$347  = rd4_valid_5;
     if (rst) begin
-      \$425  = 5'h10;
+      \$347  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$426  = rd0_credit;
-    if (\$4 ) begin
-      \$426  = \$7 ;
-    end else if (\$6 ) begin
-      \$426  = 1'h1;
-    end
+    \$348  = rd4_valid_6;
     if (rst) begin
-      \$426  = 1'h1;
+      \$348  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$427  = rd0_taken;
+    \$349  = rd4_valid_7;
     if (rst) begin
-      \$427  = 1'h0;
+      \$349  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$428  = rd0__req__payload[2:0];
+    \$350  = { wr0_slots[6:0], wr0_slots[7] };
     if (rst) begin
-      \$428  = 3'h0;
+      \$350  = 8'h11;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$429  = rd0_valid_1;
+    \$351  = { wr1_slots[6:0], wr1_slots[7] };
     if (rst) begin
-      \$429  = 1'h0;
+      \$351  = 8'h22;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$430  = rd0_bank_1;
+    \$352  = { wr2_slots[6:0], wr2_slots[7] };
     if (rst) begin
-      \$430  = 3'h0;
+      \$352  = 8'h44;
     end
   end
-  assign rd0_bank_one_hot = \$404 [7:0];
-  assign rd1_bank_one_hot = \$405 [7:0];
-  assign rd2_bank_one_hot = \$406 [7:0];
-  assign rd3_bank_one_hot = \$407 [7:0];
-  assign rd4_bank_one_hot = \$408 [7:0];
-  assign wr0_bank_one_hot = \$409 [7:0];
-  assign wr1_bank_one_hot = \$410 [7:0];
-  assign wr2_bank_one_hot = \$411 [7:0];
-  assign w_data = rd0_word;
-  assign w_en = rd0_word_valid;
-  assign \r_data$167  = rd0__resp__payload;
+  assign rd0_bank_one_hot = \$241 [7:0];
+  assign rd1_bank_one_hot = \$242 [7:0];
+  assign rd2_bank_one_hot = \$243 [7:0];
+  assign rd3_bank_one_hot = \$244 [7:0];
+  assign rd4_bank_one_hot = \$245 [7:0];
+  assign r_addr = bank0_read_row_1;
+  assign r_en = bank0_read_en_1;
+  assign \r_addr$171  = bank1_read_row_1;
+  assign \r_en$172  = bank1_read_en_1;
+  assign \r_addr$173  = bank2_read_row_1;
+  assign \r_en$174  = bank2_read_en_1;
+  assign \r_addr$175  = bank3_read_row_1;
+  assign \r_en$176  = bank3_read_en_1;
+  assign \r_addr$177  = bank4_read_row_1;
+  assign \r_en$178  = bank4_read_en_1;
+  assign \r_addr$179  = bank5_read_row_1;
+  assign \r_en$180  = bank5_read_en_1;
+  assign \r_addr$181  = bank6_read_row_1;
+  assign \r_en$182  = bank6_read_en_1;
+  assign \r_addr$183  = bank7_read_row_1;
+  assign \r_en$184  = bank7_read_en_1;
+  assign i0 = position0_word;
+  assign i1 = position1_word;
+  assign i2 = position2_word;
+  assign i3 = position3_word;
+  assign i4 = position4_word;
+  assign i5 = position5_word;
+  assign i6 = position6_word;
+  assign i7 = position7_word;
+  assign o0 = w_data;
+  assign w_en = rd0_valid_8;
+  assign \r_data$197  = rd0__resp__payload;
   assign r_rdy = rd0__resp__valid;
-  assign r_en = rd0__resp__ready;
-  assign \w_data$174  = rd1_word;
-  assign \w_en$175  = rd1_word_valid;
-  assign \r_data$177  = rd1__resp__payload;
-  assign \r_rdy$178  = rd1__resp__valid;
-  assign \r_en$179  = rd1__resp__ready;
-  assign \w_data$184  = rd2_word;
-  assign \w_en$185  = rd2_word_valid;
-  assign \r_data$187  = rd2__resp__payload;
-  assign \r_rdy$188  = rd2__resp__valid;
-  assign \r_en$189  = rd2__resp__ready;
-  assign \w_data$194  = rd3_word;
-  assign \w_en$195  = rd3_word_valid;
-  assign \r_data$197  = rd3__resp__payload;
-  assign \r_rdy$198  = rd3__resp__valid;
-  assign \r_en$199  = rd3__resp__ready;
-  assign \w_data$204  = rd4_word;
-  assign \w_en$205  = rd4_word_valid;
-  assign \r_data$207  = rd4__resp__payload;
-  assign \r_rdy$208  = rd4__resp__valid;
-  assign \r_en$209  = rd4__resp__ready;
-  assign r_addr = bank0_read_row;
-  assign \r_en$211  = bank0_read_en;
-  assign \r_addr$212  = bank1_read_row;
-  assign \r_en$213  = bank1_read_en;
-  assign \r_addr$214  = bank2_read_row;
-  assign \r_en$215  = bank2_read_en;
-  assign \r_addr$216  = bank3_read_row;
-  assign \r_en$217  = bank3_read_en;
-  assign \r_addr$218  = bank4_read_row;
-  assign \r_en$219  = bank4_read_en;
-  assign \r_addr$220  = bank5_read_row;
-  assign \r_en$221  = bank5_read_en;
-  assign \r_addr$222  = bank6_read_row;
-  assign \r_en$223  = bank6_read_en;
-  assign \r_addr$224  = bank7_read_row;
-  assign \r_en$225  = bank7_read_en;
+  assign \r_en$199  = rd0__resp__ready;
+  assign o1 = \w_data$200 ;
+  assign \w_en$202  = rd1_valid_8;
+  assign \r_data$204  = rd1__resp__payload;
+  assign \r_rdy$205  = rd1__resp__valid;
+  assign \r_en$206  = rd1__resp__ready;
+  assign o2 = \w_data$207 ;
+  assign \w_en$209  = rd2_valid_8;
+  assign \r_data$211  = rd2__resp__payload;
+  assign \r_rdy$212  = rd2__resp__valid;
+  assign \r_en$213  = rd2__resp__ready;
+  assign o3 = \w_data$214 ;
+  assign \w_en$216  = rd3_valid_8;
+  assign \r_data$218  = rd3__resp__payload;
+  assign \r_rdy$219  = rd3__resp__valid;
+  assign \r_en$220  = rd3__resp__ready;
+  assign o4 = \w_data$221 ;
+  assign \w_en$223  = rd4_valid_8;
+  assign \r_data$225  = rd4__resp__payload;
+  assign \r_rdy$226  = rd4__resp__valid;
+  assign \r_en$227  = rd4__resp__ready;
+  assign wr0_bank_one_hot = \$246 [7:0];
   assign wr0__ready = wr0_slot;
+  assign \i0$234  = wr0_entry;
+  assign wr1_bank_one_hot = \$249 [7:0];
   assign wr1__ready = wr1_slot;
+  assign \i1$241  = wr1_entry;
+  assign wr2_bank_one_hot = \$252 [7:0];
   assign wr2__ready = wr2_slot;
-  assign w_addr = bank0_write_row;
-  assign \w_data$233  = bank0_write_data;
-  assign \w_en$234  = bank0_write_en;
-  assign \w_addr$235  = bank1_write_row;
-  assign \w_data$236  = bank1_write_data;
-  assign \w_en$237  = bank1_write_en;
-  assign \w_addr$238  = bank2_write_row;
-  assign \w_data$239  = bank2_write_data;
-  assign \w_en$240  = bank2_write_en;
-  assign \w_addr$241  = bank3_write_row;
-  assign \w_data$242  = bank3_write_data;
-  assign \w_en$243  = bank3_write_en;
-  assign \w_addr$244  = bank4_write_row;
-  assign \w_data$245  = bank4_write_data;
-  assign \w_en$246  = bank4_write_en;
-  assign \w_addr$247  = bank5_write_row;
-  assign \w_data$248  = bank5_write_data;
-  assign \w_en$249  = bank5_write_en;
-  assign \w_addr$250  = bank6_write_row;
-  assign \w_data$251  = bank6_write_data;
-  assign \w_en$252  = bank6_write_en;
-  assign \w_addr$253  = bank7_write_row;
-  assign \w_data$254  = bank7_write_data;
-  assign \w_en$255  = bank7_write_en;
+  assign \i2$248  = wr2_entry;
+  assign w_addr = \o0$250 [8:0];
+  assign \w_data$251  = \o0$250 [136:9];
+  assign \w_addr$253  = \o0$250 [8:0];
+  assign \w_data$254  = \o0$250 [136:9];
+  assign \w_addr$256  = \o1$257 [8:0];
+  assign \w_data$258  = \o1$257 [136:9];
+  assign \w_addr$260  = \o1$257 [8:0];
+  assign \w_data$261  = \o1$257 [136:9];
+  assign \w_addr$263  = \o2$264 [8:0];
+  assign \w_data$265  = \o2$264 [136:9];
+  assign \w_addr$267  = \o2$264 [8:0];
+  assign \w_data$268  = \o2$264 [136:9];
+  assign \w_addr$270  = \o3$271 [8:0];
+  assign \w_data$272  = \o3$271 [136:9];
+  assign \w_addr$274  = \o3$271 [8:0];
+  assign \w_data$275  = \o3$271 [136:9];
   assign \wr0__payload.addr  = wr0__payload[11:0];
   assign \wr0__payload.data  = wr0__payload[139:12];
   assign \wr0__payload.mask  = wr0__payload[155:140];
+  assign \wr0_entry.row  = wr0_entry[8:0];
+  assign \wr0_entry.data  = wr0_entry[136:9];
+  assign \wr0_entry.mask  = wr0_entry[152:137];
+  assign \wr0_entry.group  = wr0_entry[153];
   assign \wr1__payload.addr  = wr1__payload[11:0];
   assign \wr1__payload.data  = wr1__payload[139:12];
   assign \wr1__payload.mask  = wr1__payload[155:140];
+  assign \wr1_entry.row  = wr1_entry[8:0];
+  assign \wr1_entry.data  = wr1_entry[136:9];
+  assign \wr1_entry.mask  = wr1_entry[152:137];
+  assign \wr1_entry.group  = wr1_entry[153];
   assign \wr2__payload.addr  = wr2__payload[11:0];
   assign \wr2__payload.data  = wr2__payload[139:12];
   assign \wr2__payload.mask  = wr2__payload[155:140];
+  assign \wr2_entry.row  = wr2_entry[8:0];
+  assign \wr2_entry.data  = wr2_entry[136:9];
+  assign \wr2_entry.mask  = wr2_entry[152:137];
+  assign \wr2_entry.group  = wr2_entry[153];
+  assign wr2_entry[153] = wr2__payload[2];
+  assign wr2_entry[152:137] = \$254 ;
+  assign wr2_entry[136:9] = wr2__payload[139:12];
+  assign wr2_entry[8:0] = wr2__payload[11:3];
+  assign wr1_entry[153] = wr1__payload[2];
+  assign wr1_entry[152:137] = \$251 ;
+  assign wr1_entry[136:9] = wr1__payload[139:12];
+  assign wr1_entry[8:0] = wr1__payload[11:3];
+  assign wr0_entry[153] = wr0__payload[2];
+  assign wr0_entry[152:137] = \$248 ;
+  assign wr0_entry[136:9] = wr0__payload[139:12];
+  assign wr0_entry[8:0] = wr0__payload[11:3];
+  assign \$256  = \o0$250 [153];
+  assign \$258  = \o1$257 [153];
+  assign \$260  = \o2$264 [153];
+  assign \$262  = \o3$271 [153];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank0 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
+module \ace_sram_small.sram.bank0 (rst, write__en, read__en, read__addr, r_data, \port$1388$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
+  input [136:0] \port$1388$0 ;
+  wire [136:0] \port$1388$0 ;
   wire [8:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -2957,9 +2451,7 @@ module \ace_sram_small.sram.bank0 (rst, read__addr, read__en, write__addr, write
   wire [8:0] w_addr;
   wire [127:0] w_data;
   wire [15:0] w_en;
-  input [8:0] write__addr;
   wire [8:0] write__addr;
-  input [127:0] write__data;
   wire [127:0] write__data;
   input [15:0] write__en;
   wire [15:0] write__en;
@@ -3480,37 +2972,37 @@ module \ace_sram_small.sram.bank0 (rst, read__addr, read__en, write__addr, write
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[write__addr][7:0] <= write__data[7:0];
+      memory[\port$1388$0 [8:0]][7:0] <= \port$1388$0 [16:9];
     if (write__en[1])
-      memory[write__addr][15:8] <= write__data[15:8];
+      memory[\port$1388$0 [8:0]][15:8] <= \port$1388$0 [24:17];
     if (write__en[2])
-      memory[write__addr][23:16] <= write__data[23:16];
+      memory[\port$1388$0 [8:0]][23:16] <= \port$1388$0 [32:25];
     if (write__en[3])
-      memory[write__addr][31:24] <= write__data[31:24];
+      memory[\port$1388$0 [8:0]][31:24] <= \port$1388$0 [40:33];
     if (write__en[4])
-      memory[write__addr][39:32] <= write__data[39:32];
+      memory[\port$1388$0 [8:0]][39:32] <= \port$1388$0 [48:41];
     if (write__en[5])
-      memory[write__addr][47:40] <= write__data[47:40];
+      memory[\port$1388$0 [8:0]][47:40] <= \port$1388$0 [56:49];
     if (write__en[6])
-      memory[write__addr][55:48] <= write__data[55:48];
+      memory[\port$1388$0 [8:0]][55:48] <= \port$1388$0 [64:57];
     if (write__en[7])
-      memory[write__addr][63:56] <= write__data[63:56];
+      memory[\port$1388$0 [8:0]][63:56] <= \port$1388$0 [72:65];
     if (write__en[8])
-      memory[write__addr][71:64] <= write__data[71:64];
+      memory[\port$1388$0 [8:0]][71:64] <= \port$1388$0 [80:73];
     if (write__en[9])
-      memory[write__addr][79:72] <= write__data[79:72];
+      memory[\port$1388$0 [8:0]][79:72] <= \port$1388$0 [88:81];
     if (write__en[10])
-      memory[write__addr][87:80] <= write__data[87:80];
+      memory[\port$1388$0 [8:0]][87:80] <= \port$1388$0 [96:89];
     if (write__en[11])
-      memory[write__addr][95:88] <= write__data[95:88];
+      memory[\port$1388$0 [8:0]][95:88] <= \port$1388$0 [104:97];
     if (write__en[12])
-      memory[write__addr][103:96] <= write__data[103:96];
+      memory[\port$1388$0 [8:0]][103:96] <= \port$1388$0 [112:105];
     if (write__en[13])
-      memory[write__addr][111:104] <= write__data[111:104];
+      memory[\port$1388$0 [8:0]][111:104] <= \port$1388$0 [120:113];
     if (write__en[14])
-      memory[write__addr][119:112] <= write__data[119:112];
+      memory[\port$1388$0 [8:0]][119:112] <= \port$1388$0 [128:121];
     if (write__en[15])
-      memory[write__addr][127:120] <= write__data[127:120];
+      memory[\port$1388$0 [8:0]][127:120] <= \port$1388$0 [136:129];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -3528,19 +3020,23 @@ module \ace_sram_small.sram.bank0 (rst, read__addr, read__en, write__addr, write
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign w_addr = write__addr;
-  assign w_data = write__data;
+  assign write__addr = \port$1388$0 [8:0];
+  assign w_addr = \port$1388$0 [8:0];
+  assign write__data = \port$1388$0 [136:9];
+  assign w_data = \port$1388$0 [136:9];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank1 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
+module \ace_sram_small.sram.bank1 (rst, write__en, read__en, read__addr, r_data, \port$1389$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
+  input [136:0] \port$1389$0 ;
+  wire [136:0] \port$1389$0 ;
   wire [8:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -3555,9 +3051,7 @@ module \ace_sram_small.sram.bank1 (rst, read__addr, read__en, write__addr, write
   wire [8:0] w_addr;
   wire [127:0] w_data;
   wire [15:0] w_en;
-  input [8:0] write__addr;
   wire [8:0] write__addr;
-  input [127:0] write__data;
   wire [127:0] write__data;
   input [15:0] write__en;
   wire [15:0] write__en;
@@ -4078,37 +3572,37 @@ module \ace_sram_small.sram.bank1 (rst, read__addr, read__en, write__addr, write
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[write__addr][7:0] <= write__data[7:0];
+      memory[\port$1389$0 [8:0]][7:0] <= \port$1389$0 [16:9];
     if (write__en[1])
-      memory[write__addr][15:8] <= write__data[15:8];
+      memory[\port$1389$0 [8:0]][15:8] <= \port$1389$0 [24:17];
     if (write__en[2])
-      memory[write__addr][23:16] <= write__data[23:16];
+      memory[\port$1389$0 [8:0]][23:16] <= \port$1389$0 [32:25];
     if (write__en[3])
-      memory[write__addr][31:24] <= write__data[31:24];
+      memory[\port$1389$0 [8:0]][31:24] <= \port$1389$0 [40:33];
     if (write__en[4])
-      memory[write__addr][39:32] <= write__data[39:32];
+      memory[\port$1389$0 [8:0]][39:32] <= \port$1389$0 [48:41];
     if (write__en[5])
-      memory[write__addr][47:40] <= write__data[47:40];
+      memory[\port$1389$0 [8:0]][47:40] <= \port$1389$0 [56:49];
     if (write__en[6])
-      memory[write__addr][55:48] <= write__data[55:48];
+      memory[\port$1389$0 [8:0]][55:48] <= \port$1389$0 [64:57];
     if (write__en[7])
-      memory[write__addr][63:56] <= write__data[63:56];
+      memory[\port$1389$0 [8:0]][63:56] <= \port$1389$0 [72:65];
     if (write__en[8])
-      memory[write__addr][71:64] <= write__data[71:64];
+      memory[\port$1389$0 [8:0]][71:64] <= \port$1389$0 [80:73];
     if (write__en[9])
-      memory[write__addr][79:72] <= write__data[79:72];
+      memory[\port$1389$0 [8:0]][79:72] <= \port$1389$0 [88:81];
     if (write__en[10])
-      memory[write__addr][87:80] <= write__data[87:80];
+      memory[\port$1389$0 [8:0]][87:80] <= \port$1389$0 [96:89];
     if (write__en[11])
-      memory[write__addr][95:88] <= write__data[95:88];
+      memory[\port$1389$0 [8:0]][95:88] <= \port$1389$0 [104:97];
     if (write__en[12])
-      memory[write__addr][103:96] <= write__data[103:96];
+      memory[\port$1389$0 [8:0]][103:96] <= \port$1389$0 [112:105];
     if (write__en[13])
-      memory[write__addr][111:104] <= write__data[111:104];
+      memory[\port$1389$0 [8:0]][111:104] <= \port$1389$0 [120:113];
     if (write__en[14])
-      memory[write__addr][119:112] <= write__data[119:112];
+      memory[\port$1389$0 [8:0]][119:112] <= \port$1389$0 [128:121];
     if (write__en[15])
-      memory[write__addr][127:120] <= write__data[127:120];
+      memory[\port$1389$0 [8:0]][127:120] <= \port$1389$0 [136:129];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -4126,19 +3620,23 @@ module \ace_sram_small.sram.bank1 (rst, read__addr, read__en, write__addr, write
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign w_addr = write__addr;
-  assign w_data = write__data;
+  assign write__addr = \port$1389$0 [8:0];
+  assign w_addr = \port$1389$0 [8:0];
+  assign write__data = \port$1389$0 [136:9];
+  assign w_data = \port$1389$0 [136:9];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank2 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
+module \ace_sram_small.sram.bank2 (rst, write__en, read__en, read__addr, r_data, \port$1390$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
+  input [136:0] \port$1390$0 ;
+  wire [136:0] \port$1390$0 ;
   wire [8:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -4153,9 +3651,7 @@ module \ace_sram_small.sram.bank2 (rst, read__addr, read__en, write__addr, write
   wire [8:0] w_addr;
   wire [127:0] w_data;
   wire [15:0] w_en;
-  input [8:0] write__addr;
   wire [8:0] write__addr;
-  input [127:0] write__data;
   wire [127:0] write__data;
   input [15:0] write__en;
   wire [15:0] write__en;
@@ -4676,37 +4172,37 @@ module \ace_sram_small.sram.bank2 (rst, read__addr, read__en, write__addr, write
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[write__addr][7:0] <= write__data[7:0];
+      memory[\port$1390$0 [8:0]][7:0] <= \port$1390$0 [16:9];
     if (write__en[1])
-      memory[write__addr][15:8] <= write__data[15:8];
+      memory[\port$1390$0 [8:0]][15:8] <= \port$1390$0 [24:17];
     if (write__en[2])
-      memory[write__addr][23:16] <= write__data[23:16];
+      memory[\port$1390$0 [8:0]][23:16] <= \port$1390$0 [32:25];
     if (write__en[3])
-      memory[write__addr][31:24] <= write__data[31:24];
+      memory[\port$1390$0 [8:0]][31:24] <= \port$1390$0 [40:33];
     if (write__en[4])
-      memory[write__addr][39:32] <= write__data[39:32];
+      memory[\port$1390$0 [8:0]][39:32] <= \port$1390$0 [48:41];
     if (write__en[5])
-      memory[write__addr][47:40] <= write__data[47:40];
+      memory[\port$1390$0 [8:0]][47:40] <= \port$1390$0 [56:49];
     if (write__en[6])
-      memory[write__addr][55:48] <= write__data[55:48];
+      memory[\port$1390$0 [8:0]][55:48] <= \port$1390$0 [64:57];
     if (write__en[7])
-      memory[write__addr][63:56] <= write__data[63:56];
+      memory[\port$1390$0 [8:0]][63:56] <= \port$1390$0 [72:65];
     if (write__en[8])
-      memory[write__addr][71:64] <= write__data[71:64];
+      memory[\port$1390$0 [8:0]][71:64] <= \port$1390$0 [80:73];
     if (write__en[9])
-      memory[write__addr][79:72] <= write__data[79:72];
+      memory[\port$1390$0 [8:0]][79:72] <= \port$1390$0 [88:81];
     if (write__en[10])
-      memory[write__addr][87:80] <= write__data[87:80];
+      memory[\port$1390$0 [8:0]][87:80] <= \port$1390$0 [96:89];
     if (write__en[11])
-      memory[write__addr][95:88] <= write__data[95:88];
+      memory[\port$1390$0 [8:0]][95:88] <= \port$1390$0 [104:97];
     if (write__en[12])
-      memory[write__addr][103:96] <= write__data[103:96];
+      memory[\port$1390$0 [8:0]][103:96] <= \port$1390$0 [112:105];
     if (write__en[13])
-      memory[write__addr][111:104] <= write__data[111:104];
+      memory[\port$1390$0 [8:0]][111:104] <= \port$1390$0 [120:113];
     if (write__en[14])
-      memory[write__addr][119:112] <= write__data[119:112];
+      memory[\port$1390$0 [8:0]][119:112] <= \port$1390$0 [128:121];
     if (write__en[15])
-      memory[write__addr][127:120] <= write__data[127:120];
+      memory[\port$1390$0 [8:0]][127:120] <= \port$1390$0 [136:129];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -4724,19 +4220,23 @@ module \ace_sram_small.sram.bank2 (rst, read__addr, read__en, write__addr, write
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign w_addr = write__addr;
-  assign w_data = write__data;
+  assign write__addr = \port$1390$0 [8:0];
+  assign w_addr = \port$1390$0 [8:0];
+  assign write__data = \port$1390$0 [136:9];
+  assign w_data = \port$1390$0 [136:9];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank3 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
+module \ace_sram_small.sram.bank3 (rst, write__en, read__en, read__addr, r_data, \port$1391$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
+  input [136:0] \port$1391$0 ;
+  wire [136:0] \port$1391$0 ;
   wire [8:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -4751,9 +4251,7 @@ module \ace_sram_small.sram.bank3 (rst, read__addr, read__en, write__addr, write
   wire [8:0] w_addr;
   wire [127:0] w_data;
   wire [15:0] w_en;
-  input [8:0] write__addr;
   wire [8:0] write__addr;
-  input [127:0] write__data;
   wire [127:0] write__data;
   input [15:0] write__en;
   wire [15:0] write__en;
@@ -5274,37 +4772,37 @@ module \ace_sram_small.sram.bank3 (rst, read__addr, read__en, write__addr, write
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[write__addr][7:0] <= write__data[7:0];
+      memory[\port$1391$0 [8:0]][7:0] <= \port$1391$0 [16:9];
     if (write__en[1])
-      memory[write__addr][15:8] <= write__data[15:8];
+      memory[\port$1391$0 [8:0]][15:8] <= \port$1391$0 [24:17];
     if (write__en[2])
-      memory[write__addr][23:16] <= write__data[23:16];
+      memory[\port$1391$0 [8:0]][23:16] <= \port$1391$0 [32:25];
     if (write__en[3])
-      memory[write__addr][31:24] <= write__data[31:24];
+      memory[\port$1391$0 [8:0]][31:24] <= \port$1391$0 [40:33];
     if (write__en[4])
-      memory[write__addr][39:32] <= write__data[39:32];
+      memory[\port$1391$0 [8:0]][39:32] <= \port$1391$0 [48:41];
     if (write__en[5])
-      memory[write__addr][47:40] <= write__data[47:40];
+      memory[\port$1391$0 [8:0]][47:40] <= \port$1391$0 [56:49];
     if (write__en[6])
-      memory[write__addr][55:48] <= write__data[55:48];
+      memory[\port$1391$0 [8:0]][55:48] <= \port$1391$0 [64:57];
     if (write__en[7])
-      memory[write__addr][63:56] <= write__data[63:56];
+      memory[\port$1391$0 [8:0]][63:56] <= \port$1391$0 [72:65];
     if (write__en[8])
-      memory[write__addr][71:64] <= write__data[71:64];
+      memory[\port$1391$0 [8:0]][71:64] <= \port$1391$0 [80:73];
     if (write__en[9])
-      memory[write__addr][79:72] <= write__data[79:72];
+      memory[\port$1391$0 [8:0]][79:72] <= \port$1391$0 [88:81];
     if (write__en[10])
-      memory[write__addr][87:80] <= write__data[87:80];
+      memory[\port$1391$0 [8:0]][87:80] <= \port$1391$0 [96:89];
     if (write__en[11])
-      memory[write__addr][95:88] <= write__data[95:88];
+      memory[\port$1391$0 [8:0]][95:88] <= \port$1391$0 [104:97];
     if (write__en[12])
-      memory[write__addr][103:96] <= write__data[103:96];
+      memory[\port$1391$0 [8:0]][103:96] <= \port$1391$0 [112:105];
     if (write__en[13])
-      memory[write__addr][111:104] <= write__data[111:104];
+      memory[\port$1391$0 [8:0]][111:104] <= \port$1391$0 [120:113];
     if (write__en[14])
-      memory[write__addr][119:112] <= write__data[119:112];
+      memory[\port$1391$0 [8:0]][119:112] <= \port$1391$0 [128:121];
     if (write__en[15])
-      memory[write__addr][127:120] <= write__data[127:120];
+      memory[\port$1391$0 [8:0]][127:120] <= \port$1391$0 [136:129];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -5322,19 +4820,23 @@ module \ace_sram_small.sram.bank3 (rst, read__addr, read__en, write__addr, write
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign w_addr = write__addr;
-  assign w_data = write__data;
+  assign write__addr = \port$1391$0 [8:0];
+  assign w_addr = \port$1391$0 [8:0];
+  assign write__data = \port$1391$0 [136:9];
+  assign w_data = \port$1391$0 [136:9];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank4 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
+module \ace_sram_small.sram.bank4 (rst, write__en, read__en, read__addr, r_data, \port$1388$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
+  input [136:0] \port$1388$0 ;
+  wire [136:0] \port$1388$0 ;
   wire [8:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -5349,9 +4851,7 @@ module \ace_sram_small.sram.bank4 (rst, read__addr, read__en, write__addr, write
   wire [8:0] w_addr;
   wire [127:0] w_data;
   wire [15:0] w_en;
-  input [8:0] write__addr;
   wire [8:0] write__addr;
-  input [127:0] write__data;
   wire [127:0] write__data;
   input [15:0] write__en;
   wire [15:0] write__en;
@@ -5872,37 +5372,37 @@ module \ace_sram_small.sram.bank4 (rst, read__addr, read__en, write__addr, write
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[write__addr][7:0] <= write__data[7:0];
+      memory[\port$1388$0 [8:0]][7:0] <= \port$1388$0 [16:9];
     if (write__en[1])
-      memory[write__addr][15:8] <= write__data[15:8];
+      memory[\port$1388$0 [8:0]][15:8] <= \port$1388$0 [24:17];
     if (write__en[2])
-      memory[write__addr][23:16] <= write__data[23:16];
+      memory[\port$1388$0 [8:0]][23:16] <= \port$1388$0 [32:25];
     if (write__en[3])
-      memory[write__addr][31:24] <= write__data[31:24];
+      memory[\port$1388$0 [8:0]][31:24] <= \port$1388$0 [40:33];
     if (write__en[4])
-      memory[write__addr][39:32] <= write__data[39:32];
+      memory[\port$1388$0 [8:0]][39:32] <= \port$1388$0 [48:41];
     if (write__en[5])
-      memory[write__addr][47:40] <= write__data[47:40];
+      memory[\port$1388$0 [8:0]][47:40] <= \port$1388$0 [56:49];
     if (write__en[6])
-      memory[write__addr][55:48] <= write__data[55:48];
+      memory[\port$1388$0 [8:0]][55:48] <= \port$1388$0 [64:57];
     if (write__en[7])
-      memory[write__addr][63:56] <= write__data[63:56];
+      memory[\port$1388$0 [8:0]][63:56] <= \port$1388$0 [72:65];
     if (write__en[8])
-      memory[write__addr][71:64] <= write__data[71:64];
+      memory[\port$1388$0 [8:0]][71:64] <= \port$1388$0 [80:73];
     if (write__en[9])
-      memory[write__addr][79:72] <= write__data[79:72];
+      memory[\port$1388$0 [8:0]][79:72] <= \port$1388$0 [88:81];
     if (write__en[10])
-      memory[write__addr][87:80] <= write__data[87:80];
+      memory[\port$1388$0 [8:0]][87:80] <= \port$1388$0 [96:89];
     if (write__en[11])
-      memory[write__addr][95:88] <= write__data[95:88];
+      memory[\port$1388$0 [8:0]][95:88] <= \port$1388$0 [104:97];
     if (write__en[12])
-      memory[write__addr][103:96] <= write__data[103:96];
+      memory[\port$1388$0 [8:0]][103:96] <= \port$1388$0 [112:105];
     if (write__en[13])
-      memory[write__addr][111:104] <= write__data[111:104];
+      memory[\port$1388$0 [8:0]][111:104] <= \port$1388$0 [120:113];
     if (write__en[14])
-      memory[write__addr][119:112] <= write__data[119:112];
+      memory[\port$1388$0 [8:0]][119:112] <= \port$1388$0 [128:121];
     if (write__en[15])
-      memory[write__addr][127:120] <= write__data[127:120];
+      memory[\port$1388$0 [8:0]][127:120] <= \port$1388$0 [136:129];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -5920,19 +5420,23 @@ module \ace_sram_small.sram.bank4 (rst, read__addr, read__en, write__addr, write
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign w_addr = write__addr;
-  assign w_data = write__data;
+  assign write__addr = \port$1388$0 [8:0];
+  assign w_addr = \port$1388$0 [8:0];
+  assign write__data = \port$1388$0 [136:9];
+  assign w_data = \port$1388$0 [136:9];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank5 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
+module \ace_sram_small.sram.bank5 (rst, write__en, read__en, read__addr, r_data, \port$1389$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
+  input [136:0] \port$1389$0 ;
+  wire [136:0] \port$1389$0 ;
   wire [8:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -5947,9 +5451,7 @@ module \ace_sram_small.sram.bank5 (rst, read__addr, read__en, write__addr, write
   wire [8:0] w_addr;
   wire [127:0] w_data;
   wire [15:0] w_en;
-  input [8:0] write__addr;
   wire [8:0] write__addr;
-  input [127:0] write__data;
   wire [127:0] write__data;
   input [15:0] write__en;
   wire [15:0] write__en;
@@ -6470,37 +5972,37 @@ module \ace_sram_small.sram.bank5 (rst, read__addr, read__en, write__addr, write
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[write__addr][7:0] <= write__data[7:0];
+      memory[\port$1389$0 [8:0]][7:0] <= \port$1389$0 [16:9];
     if (write__en[1])
-      memory[write__addr][15:8] <= write__data[15:8];
+      memory[\port$1389$0 [8:0]][15:8] <= \port$1389$0 [24:17];
     if (write__en[2])
-      memory[write__addr][23:16] <= write__data[23:16];
+      memory[\port$1389$0 [8:0]][23:16] <= \port$1389$0 [32:25];
     if (write__en[3])
-      memory[write__addr][31:24] <= write__data[31:24];
+      memory[\port$1389$0 [8:0]][31:24] <= \port$1389$0 [40:33];
     if (write__en[4])
-      memory[write__addr][39:32] <= write__data[39:32];
+      memory[\port$1389$0 [8:0]][39:32] <= \port$1389$0 [48:41];
     if (write__en[5])
-      memory[write__addr][47:40] <= write__data[47:40];
+      memory[\port$1389$0 [8:0]][47:40] <= \port$1389$0 [56:49];
     if (write__en[6])
-      memory[write__addr][55:48] <= write__data[55:48];
+      memory[\port$1389$0 [8:0]][55:48] <= \port$1389$0 [64:57];
     if (write__en[7])
-      memory[write__addr][63:56] <= write__data[63:56];
+      memory[\port$1389$0 [8:0]][63:56] <= \port$1389$0 [72:65];
     if (write__en[8])
-      memory[write__addr][71:64] <= write__data[71:64];
+      memory[\port$1389$0 [8:0]][71:64] <= \port$1389$0 [80:73];
     if (write__en[9])
-      memory[write__addr][79:72] <= write__data[79:72];
+      memory[\port$1389$0 [8:0]][79:72] <= \port$1389$0 [88:81];
     if (write__en[10])
-      memory[write__addr][87:80] <= write__data[87:80];
+      memory[\port$1389$0 [8:0]][87:80] <= \port$1389$0 [96:89];
     if (write__en[11])
-      memory[write__addr][95:88] <= write__data[95:88];
+      memory[\port$1389$0 [8:0]][95:88] <= \port$1389$0 [104:97];
     if (write__en[12])
-      memory[write__addr][103:96] <= write__data[103:96];
+      memory[\port$1389$0 [8:0]][103:96] <= \port$1389$0 [112:105];
     if (write__en[13])
-      memory[write__addr][111:104] <= write__data[111:104];
+      memory[\port$1389$0 [8:0]][111:104] <= \port$1389$0 [120:113];
     if (write__en[14])
-      memory[write__addr][119:112] <= write__data[119:112];
+      memory[\port$1389$0 [8:0]][119:112] <= \port$1389$0 [128:121];
     if (write__en[15])
-      memory[write__addr][127:120] <= write__data[127:120];
+      memory[\port$1389$0 [8:0]][127:120] <= \port$1389$0 [136:129];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -6518,19 +6020,23 @@ module \ace_sram_small.sram.bank5 (rst, read__addr, read__en, write__addr, write
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign w_addr = write__addr;
-  assign w_data = write__data;
+  assign write__addr = \port$1389$0 [8:0];
+  assign w_addr = \port$1389$0 [8:0];
+  assign write__data = \port$1389$0 [136:9];
+  assign w_data = \port$1389$0 [136:9];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank6 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
+module \ace_sram_small.sram.bank6 (rst, write__en, read__en, read__addr, r_data, \port$1390$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
+  input [136:0] \port$1390$0 ;
+  wire [136:0] \port$1390$0 ;
   wire [8:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -6545,9 +6051,7 @@ module \ace_sram_small.sram.bank6 (rst, read__addr, read__en, write__addr, write
   wire [8:0] w_addr;
   wire [127:0] w_data;
   wire [15:0] w_en;
-  input [8:0] write__addr;
   wire [8:0] write__addr;
-  input [127:0] write__data;
   wire [127:0] write__data;
   input [15:0] write__en;
   wire [15:0] write__en;
@@ -7068,37 +6572,37 @@ module \ace_sram_small.sram.bank6 (rst, read__addr, read__en, write__addr, write
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[write__addr][7:0] <= write__data[7:0];
+      memory[\port$1390$0 [8:0]][7:0] <= \port$1390$0 [16:9];
     if (write__en[1])
-      memory[write__addr][15:8] <= write__data[15:8];
+      memory[\port$1390$0 [8:0]][15:8] <= \port$1390$0 [24:17];
     if (write__en[2])
-      memory[write__addr][23:16] <= write__data[23:16];
+      memory[\port$1390$0 [8:0]][23:16] <= \port$1390$0 [32:25];
     if (write__en[3])
-      memory[write__addr][31:24] <= write__data[31:24];
+      memory[\port$1390$0 [8:0]][31:24] <= \port$1390$0 [40:33];
     if (write__en[4])
-      memory[write__addr][39:32] <= write__data[39:32];
+      memory[\port$1390$0 [8:0]][39:32] <= \port$1390$0 [48:41];
     if (write__en[5])
-      memory[write__addr][47:40] <= write__data[47:40];
+      memory[\port$1390$0 [8:0]][47:40] <= \port$1390$0 [56:49];
     if (write__en[6])
-      memory[write__addr][55:48] <= write__data[55:48];
+      memory[\port$1390$0 [8:0]][55:48] <= \port$1390$0 [64:57];
     if (write__en[7])
-      memory[write__addr][63:56] <= write__data[63:56];
+      memory[\port$1390$0 [8:0]][63:56] <= \port$1390$0 [72:65];
     if (write__en[8])
-      memory[write__addr][71:64] <= write__data[71:64];
+      memory[\port$1390$0 [8:0]][71:64] <= \port$1390$0 [80:73];
     if (write__en[9])
-      memory[write__addr][79:72] <= write__data[79:72];
+      memory[\port$1390$0 [8:0]][79:72] <= \port$1390$0 [88:81];
     if (write__en[10])
-      memory[write__addr][87:80] <= write__data[87:80];
+      memory[\port$1390$0 [8:0]][87:80] <= \port$1390$0 [96:89];
     if (write__en[11])
-      memory[write__addr][95:88] <= write__data[95:88];
+      memory[\port$1390$0 [8:0]][95:88] <= \port$1390$0 [104:97];
     if (write__en[12])
-      memory[write__addr][103:96] <= write__data[103:96];
+      memory[\port$1390$0 [8:0]][103:96] <= \port$1390$0 [112:105];
     if (write__en[13])
-      memory[write__addr][111:104] <= write__data[111:104];
+      memory[\port$1390$0 [8:0]][111:104] <= \port$1390$0 [120:113];
     if (write__en[14])
-      memory[write__addr][119:112] <= write__data[119:112];
+      memory[\port$1390$0 [8:0]][119:112] <= \port$1390$0 [128:121];
     if (write__en[15])
-      memory[write__addr][127:120] <= write__data[127:120];
+      memory[\port$1390$0 [8:0]][127:120] <= \port$1390$0 [136:129];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -7116,19 +6620,23 @@ module \ace_sram_small.sram.bank6 (rst, read__addr, read__en, write__addr, write
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign w_addr = write__addr;
-  assign w_data = write__data;
+  assign write__addr = \port$1390$0 [8:0];
+  assign w_addr = \port$1390$0 [8:0];
+  assign write__data = \port$1390$0 [136:9];
+  assign w_data = \port$1390$0 [136:9];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.bank7 (rst, read__addr, read__en, write__addr, write__data, write__en, r_data, clk);
+module \ace_sram_small.sram.bank7 (rst, write__en, read__en, read__addr, r_data, \port$1391$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
+  input [136:0] \port$1391$0 ;
+  wire [136:0] \port$1391$0 ;
   wire [8:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -7143,9 +6651,7 @@ module \ace_sram_small.sram.bank7 (rst, read__addr, read__en, write__addr, write
   wire [8:0] w_addr;
   wire [127:0] w_data;
   wire [15:0] w_en;
-  input [8:0] write__addr;
   wire [8:0] write__addr;
-  input [127:0] write__data;
   wire [127:0] write__data;
   input [15:0] write__en;
   wire [15:0] write__en;
@@ -7666,37 +7172,37 @@ module \ace_sram_small.sram.bank7 (rst, read__addr, read__en, write__addr, write
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[write__addr][7:0] <= write__data[7:0];
+      memory[\port$1391$0 [8:0]][7:0] <= \port$1391$0 [16:9];
     if (write__en[1])
-      memory[write__addr][15:8] <= write__data[15:8];
+      memory[\port$1391$0 [8:0]][15:8] <= \port$1391$0 [24:17];
     if (write__en[2])
-      memory[write__addr][23:16] <= write__data[23:16];
+      memory[\port$1391$0 [8:0]][23:16] <= \port$1391$0 [32:25];
     if (write__en[3])
-      memory[write__addr][31:24] <= write__data[31:24];
+      memory[\port$1391$0 [8:0]][31:24] <= \port$1391$0 [40:33];
     if (write__en[4])
-      memory[write__addr][39:32] <= write__data[39:32];
+      memory[\port$1391$0 [8:0]][39:32] <= \port$1391$0 [48:41];
     if (write__en[5])
-      memory[write__addr][47:40] <= write__data[47:40];
+      memory[\port$1391$0 [8:0]][47:40] <= \port$1391$0 [56:49];
     if (write__en[6])
-      memory[write__addr][55:48] <= write__data[55:48];
+      memory[\port$1391$0 [8:0]][55:48] <= \port$1391$0 [64:57];
     if (write__en[7])
-      memory[write__addr][63:56] <= write__data[63:56];
+      memory[\port$1391$0 [8:0]][63:56] <= \port$1391$0 [72:65];
     if (write__en[8])
-      memory[write__addr][71:64] <= write__data[71:64];
+      memory[\port$1391$0 [8:0]][71:64] <= \port$1391$0 [80:73];
     if (write__en[9])
-      memory[write__addr][79:72] <= write__data[79:72];
+      memory[\port$1391$0 [8:0]][79:72] <= \port$1391$0 [88:81];
     if (write__en[10])
-      memory[write__addr][87:80] <= write__data[87:80];
+      memory[\port$1391$0 [8:0]][87:80] <= \port$1391$0 [96:89];
     if (write__en[11])
-      memory[write__addr][95:88] <= write__data[95:88];
+      memory[\port$1391$0 [8:0]][95:88] <= \port$1391$0 [104:97];
     if (write__en[12])
-      memory[write__addr][103:96] <= write__data[103:96];
+      memory[\port$1391$0 [8:0]][103:96] <= \port$1391$0 [112:105];
     if (write__en[13])
-      memory[write__addr][111:104] <= write__data[111:104];
+      memory[\port$1391$0 [8:0]][111:104] <= \port$1391$0 [120:113];
     if (write__en[14])
-      memory[write__addr][119:112] <= write__data[119:112];
+      memory[\port$1391$0 [8:0]][119:112] <= \port$1391$0 [128:121];
     if (write__en[15])
-      memory[write__addr][127:120] <= write__data[127:120];
+      memory[\port$1391$0 [8:0]][127:120] <= \port$1391$0 [136:129];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -7714,15 +7220,17 @@ module \ace_sram_small.sram.bank7 (rst, read__addr, read__en, write__addr, write
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign w_addr = write__addr;
-  assign w_data = write__data;
+  assign write__addr = \port$1391$0 [8:0];
+  assign w_addr = \port$1391$0 [8:0];
+  assign write__data = \port$1391$0 [136:9];
+  assign w_data = \port$1391$0 [136:9];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
+module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -7912,7 +7420,7 @@ module \ace_sram_small.sram.rd0_resp_fifo (clk, rst, r_data, w_port__data, w_en,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
+module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -8102,7 +7610,7 @@ module \ace_sram_small.sram.rd1_resp_fifo (clk, rst, r_data, w_port__data, w_en,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
+module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -8292,7 +7800,7 @@ module \ace_sram_small.sram.rd2_resp_fifo (clk, rst, r_data, w_port__data, w_en,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
+module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -8482,7 +7990,7 @@ module \ace_sram_small.sram.rd3_resp_fifo (clk, rst, r_data, w_port__data, w_en,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, r_data, w_port__data, w_en, r_rdy, r_en);
+module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, r_data, w_en, w_port__data, r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -8669,4 +8177,1479 @@ module \ace_sram_small.sram.rd4_resp_fifo (clk, rst, r_data, w_port__data, w_en,
   assign w_data = w_port__data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_sram_small.sram.read_rotator (rst, i0, i1, i2, i3, i4, i5, i6, i7, stage2_word0, stage2_word1, stage2_word2, stage2_word3, stage2_word4, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire [3:0] \$100 ;
+  wire \$101 ;
+  wire [3:0] \$102 ;
+  wire [3:0] \$103 ;
+  wire \$104 ;
+  wire [3:0] \$105 ;
+  wire [3:0] \$106 ;
+  wire \$107 ;
+  wire [3:0] \$108 ;
+  wire [3:0] \$109 ;
+  wire [3:0] \$11 ;
+  wire \$110 ;
+  wire [3:0] \$111 ;
+  wire [3:0] \$112 ;
+  wire [15:0] \$113 ;
+  wire [15:0] \$114 ;
+  wire [15:0] \$115 ;
+  wire [15:0] \$116 ;
+  wire [15:0] \$117 ;
+  wire [15:0] \$118 ;
+  wire [15:0] \$119 ;
+  wire [3:0] \$12 ;
+  wire [15:0] \$120 ;
+  wire [15:0] \$121 ;
+  wire [15:0] \$122 ;
+  wire [15:0] \$123 ;
+  wire [15:0] \$124 ;
+  wire [15:0] \$125 ;
+  wire [15:0] \$126 ;
+  wire [15:0] \$127 ;
+  wire [15:0] \$128 ;
+  wire [15:0] \$129 ;
+  wire \$13 ;
+  wire [15:0] \$130 ;
+  wire [15:0] \$131 ;
+  wire [15:0] \$132 ;
+  wire [15:0] \$133 ;
+  wire [15:0] \$134 ;
+  wire [15:0] \$135 ;
+  wire [15:0] \$136 ;
+  wire [15:0] \$137 ;
+  wire [15:0] \$138 ;
+  wire [15:0] \$139 ;
+  wire [3:0] \$14 ;
+  wire [15:0] \$140 ;
+  wire [15:0] \$141 ;
+  wire [15:0] \$142 ;
+  wire [15:0] \$143 ;
+  wire [15:0] \$144 ;
+  wire [15:0] \$145 ;
+  wire [15:0] \$146 ;
+  wire [15:0] \$147 ;
+  wire [15:0] \$148 ;
+  wire [15:0] \$149 ;
+  wire [3:0] \$15 ;
+  wire [15:0] \$150 ;
+  wire [15:0] \$151 ;
+  wire [15:0] \$152 ;
+  wire [15:0] \$153 ;
+  wire [15:0] \$154 ;
+  wire [15:0] \$155 ;
+  wire [15:0] \$156 ;
+  wire [15:0] \$157 ;
+  wire [15:0] \$158 ;
+  wire [15:0] \$159 ;
+  wire \$16 ;
+  wire [15:0] \$160 ;
+  wire [15:0] \$161 ;
+  wire [15:0] \$162 ;
+  wire [15:0] \$163 ;
+  wire [15:0] \$164 ;
+  wire [15:0] \$165 ;
+  wire [15:0] \$166 ;
+  wire [15:0] \$167 ;
+  wire [15:0] \$168 ;
+  wire [15:0] \$169 ;
+  wire [3:0] \$17 ;
+  wire [15:0] \$170 ;
+  wire [15:0] \$171 ;
+  wire [15:0] \$172 ;
+  wire [15:0] \$173 ;
+  wire [15:0] \$174 ;
+  wire [15:0] \$175 ;
+  wire [15:0] \$176 ;
+  wire \$177 ;
+  wire [3:0] \$178 ;
+  wire [3:0] \$179 ;
+  wire [3:0] \$18 ;
+  wire \$180 ;
+  wire [3:0] \$181 ;
+  wire [3:0] \$182 ;
+  wire \$183 ;
+  wire [3:0] \$184 ;
+  wire [3:0] \$185 ;
+  wire \$186 ;
+  wire [3:0] \$187 ;
+  wire [3:0] \$188 ;
+  wire \$189 ;
+  wire \$19 ;
+  wire [3:0] \$190 ;
+  wire [3:0] \$191 ;
+  wire \$192 ;
+  wire [3:0] \$193 ;
+  wire [3:0] \$194 ;
+  wire \$195 ;
+  wire [3:0] \$196 ;
+  wire [3:0] \$197 ;
+  wire \$198 ;
+  wire [3:0] \$199 ;
+  wire [3:0] \$2 ;
+  wire [3:0] \$20 ;
+  wire [3:0] \$200 ;
+  wire [15:0] \$201 ;
+  wire [15:0] \$202 ;
+  wire [15:0] \$203 ;
+  wire [15:0] \$204 ;
+  wire [15:0] \$205 ;
+  wire [15:0] \$206 ;
+  wire [15:0] \$207 ;
+  wire [15:0] \$208 ;
+  wire [15:0] \$209 ;
+  wire [3:0] \$21 ;
+  wire [15:0] \$210 ;
+  wire [15:0] \$211 ;
+  wire [15:0] \$212 ;
+  wire [15:0] \$213 ;
+  wire [15:0] \$214 ;
+  wire [15:0] \$215 ;
+  wire [15:0] \$216 ;
+  wire [15:0] \$217 ;
+  wire [15:0] \$218 ;
+  wire [15:0] \$219 ;
+  wire \$22 ;
+  wire [15:0] \$220 ;
+  wire [15:0] \$221 ;
+  wire [15:0] \$222 ;
+  wire [15:0] \$223 ;
+  wire [15:0] \$224 ;
+  wire [15:0] \$225 ;
+  wire [15:0] \$226 ;
+  wire [15:0] \$227 ;
+  wire [15:0] \$228 ;
+  wire [15:0] \$229 ;
+  wire [3:0] \$23 ;
+  wire [15:0] \$230 ;
+  wire [15:0] \$231 ;
+  wire [15:0] \$232 ;
+  wire [15:0] \$233 ;
+  wire [15:0] \$234 ;
+  wire [15:0] \$235 ;
+  wire [15:0] \$236 ;
+  wire [15:0] \$237 ;
+  wire [15:0] \$238 ;
+  wire [15:0] \$239 ;
+  wire [3:0] \$24 ;
+  wire [15:0] \$240 ;
+  wire [15:0] \$241 ;
+  wire [15:0] \$242 ;
+  wire [15:0] \$243 ;
+  wire [15:0] \$244 ;
+  wire [15:0] \$245 ;
+  wire [15:0] \$246 ;
+  wire [15:0] \$247 ;
+  wire [15:0] \$248 ;
+  wire [15:0] \$249 ;
+  wire [15:0] \$25 ;
+  wire [15:0] \$250 ;
+  wire [15:0] \$251 ;
+  wire [15:0] \$252 ;
+  wire [15:0] \$253 ;
+  wire [15:0] \$254 ;
+  wire [15:0] \$255 ;
+  wire [15:0] \$256 ;
+  wire [15:0] \$257 ;
+  wire [15:0] \$258 ;
+  wire [15:0] \$259 ;
+  wire [15:0] \$26 ;
+  wire [15:0] \$260 ;
+  wire [15:0] \$261 ;
+  wire [15:0] \$262 ;
+  wire [15:0] \$263 ;
+  wire [15:0] \$264 ;
+  reg [2:0] \$265 ;
+  reg [2:0] \$266 ;
+  reg [2:0] \$267 ;
+  reg [2:0] \$268 ;
+  reg [2:0] \$269 ;
+  wire [15:0] \$27 ;
+  reg [2:0] \$270 ;
+  reg [2:0] \$271 ;
+  reg [2:0] \$272 ;
+  reg [2:0] \$273 ;
+  reg [2:0] \$274 ;
+  reg [2:0] \$275 ;
+  reg [2:0] \$276 ;
+  reg [2:0] \$277 ;
+  reg [2:0] \$278 ;
+  reg [2:0] \$279 ;
+  wire [15:0] \$28 ;
+  reg [2:0] \$280 ;
+  reg [2:0] \$281 ;
+  reg [2:0] \$282 ;
+  reg [2:0] \$283 ;
+  reg [2:0] \$284 ;
+  reg [2:0] \$285 ;
+  reg [2:0] \$286 ;
+  reg [2:0] \$287 ;
+  reg [2:0] \$288 ;
+  wire [15:0] \$29 ;
+  wire [3:0] \$3 ;
+  wire [15:0] \$30 ;
+  wire [15:0] \$31 ;
+  wire [15:0] \$32 ;
+  wire [15:0] \$33 ;
+  wire [15:0] \$34 ;
+  wire [15:0] \$35 ;
+  wire [15:0] \$36 ;
+  wire [15:0] \$37 ;
+  wire [15:0] \$38 ;
+  wire [15:0] \$39 ;
+  wire \$4 ;
+  wire [15:0] \$40 ;
+  wire [15:0] \$41 ;
+  wire [15:0] \$42 ;
+  wire [15:0] \$43 ;
+  wire [15:0] \$44 ;
+  wire [15:0] \$45 ;
+  wire [15:0] \$46 ;
+  wire [15:0] \$47 ;
+  wire [15:0] \$48 ;
+  wire [15:0] \$49 ;
+  wire [3:0] \$5 ;
+  wire [15:0] \$50 ;
+  wire [15:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [15:0] \$53 ;
+  wire [15:0] \$54 ;
+  wire [15:0] \$55 ;
+  wire [15:0] \$56 ;
+  wire [15:0] \$57 ;
+  wire [15:0] \$58 ;
+  wire [15:0] \$59 ;
+  wire [3:0] \$6 ;
+  wire [15:0] \$60 ;
+  wire [15:0] \$61 ;
+  wire [15:0] \$62 ;
+  wire [15:0] \$63 ;
+  wire [15:0] \$64 ;
+  wire [15:0] \$65 ;
+  wire [15:0] \$66 ;
+  wire [15:0] \$67 ;
+  wire [15:0] \$68 ;
+  wire [15:0] \$69 ;
+  wire \$7 ;
+  wire [15:0] \$70 ;
+  wire [15:0] \$71 ;
+  wire [15:0] \$72 ;
+  wire [15:0] \$73 ;
+  wire [15:0] \$74 ;
+  wire [15:0] \$75 ;
+  wire [15:0] \$76 ;
+  wire [15:0] \$77 ;
+  wire [15:0] \$78 ;
+  wire [15:0] \$79 ;
+  wire [3:0] \$8 ;
+  wire [15:0] \$80 ;
+  wire [15:0] \$81 ;
+  wire [15:0] \$82 ;
+  wire [15:0] \$83 ;
+  wire [15:0] \$84 ;
+  wire [15:0] \$85 ;
+  wire [15:0] \$86 ;
+  wire [15:0] \$87 ;
+  wire [15:0] \$88 ;
+  wire \$89 ;
+  wire [3:0] \$9 ;
+  wire [3:0] \$90 ;
+  wire [3:0] \$91 ;
+  wire \$92 ;
+  wire [3:0] \$93 ;
+  wire [3:0] \$94 ;
+  wire \$95 ;
+  wire [3:0] \$96 ;
+  wire [3:0] \$97 ;
+  wire \$98 ;
+  wire [3:0] \$99 ;
+  input clk;
+  wire clk;
+  input [127:0] i0;
+  wire [127:0] i0;
+  input [127:0] i1;
+  wire [127:0] i1;
+  input [127:0] i2;
+  wire [127:0] i2;
+  input [127:0] i3;
+  wire [127:0] i3;
+  input [127:0] i4;
+  wire [127:0] i4;
+  input [127:0] i5;
+  wire [127:0] i5;
+  input [127:0] i6;
+  wire [127:0] i6;
+  input [127:0] i7;
+  wire [127:0] i7;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] o0;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] o1;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] o2;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] o3;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] o4;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] o5;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] o6;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] o7;
+  input rst;
+  wire rst;
+  reg [2:0] stage0_amount0 = 3'h3;
+  reg [2:0] stage0_amount1 = 3'h3;
+  reg [2:0] stage0_amount2 = 3'h3;
+  reg [2:0] stage0_amount3 = 3'h3;
+  reg [2:0] stage0_amount4 = 3'h3;
+  reg [2:0] stage0_amount5 = 3'h3;
+  reg [2:0] stage0_amount6 = 3'h3;
+  reg [2:0] stage0_amount7 = 3'h3;
+  reg [127:0] stage0_word0 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage0_word1 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage0_word2 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage0_word3 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage0_word4 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage0_word5 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage0_word6 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage0_word7 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage1_amount0 = 3'h2;
+  reg [2:0] stage1_amount1 = 3'h2;
+  reg [2:0] stage1_amount2 = 3'h2;
+  reg [2:0] stage1_amount3 = 3'h2;
+  reg [2:0] stage1_amount4 = 3'h2;
+  reg [2:0] stage1_amount5 = 3'h2;
+  reg [2:0] stage1_amount6 = 3'h2;
+  reg [2:0] stage1_amount7 = 3'h2;
+  reg [127:0] stage1_word0 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage1_word1 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage1_word2 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage1_word3 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage1_word4 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage1_word5 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage1_word6 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage1_word7 = 128'h00000000000000000000000000000000;
+  reg [2:0] stage2_amount0 = 3'h1;
+  reg [2:0] stage2_amount1 = 3'h1;
+  reg [2:0] stage2_amount2 = 3'h1;
+  reg [2:0] stage2_amount3 = 3'h1;
+  reg [2:0] stage2_amount4 = 3'h1;
+  reg [2:0] stage2_amount5 = 3'h1;
+  reg [2:0] stage2_amount6 = 3'h1;
+  reg [2:0] stage2_amount7 = 3'h1;
+  output [127:0] stage2_word0;
+  reg [127:0] stage2_word0 = 128'h00000000000000000000000000000000;
+  output [127:0] stage2_word1;
+  reg [127:0] stage2_word1 = 128'h00000000000000000000000000000000;
+  output [127:0] stage2_word2;
+  reg [127:0] stage2_word2 = 128'h00000000000000000000000000000000;
+  output [127:0] stage2_word3;
+  reg [127:0] stage2_word3 = 128'h00000000000000000000000000000000;
+  output [127:0] stage2_word4;
+  reg [127:0] stage2_word4 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage2_word5 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage2_word6 = 128'h00000000000000000000000000000000;
+  reg [127:0] stage2_word7 = 128'h00000000000000000000000000000000;
+  assign \$1  = stage0_amount0 == 3'h7;
+  assign \$2  = stage0_amount0 + 1'h1;
+  assign \$3  = \$1  ? 4'h0 : \$2 ;
+  assign \$4  = stage0_amount1 == 3'h7;
+  assign \$5  = stage0_amount1 + 1'h1;
+  assign \$6  = \$4  ? 4'h0 : \$5 ;
+  assign \$7  = stage0_amount2 == 3'h7;
+  assign \$8  = stage0_amount2 + 1'h1;
+  assign \$9  = \$7  ? 4'h0 : \$8 ;
+  assign \$10  = stage0_amount3 == 3'h7;
+  assign \$11  = stage0_amount3 + 1'h1;
+  assign \$12  = \$10  ? 4'h0 : \$11 ;
+  assign \$13  = stage0_amount4 == 3'h7;
+  assign \$14  = stage0_amount4 + 1'h1;
+  assign \$15  = \$13  ? 4'h0 : \$14 ;
+  assign \$16  = stage0_amount5 == 3'h7;
+  assign \$17  = stage0_amount5 + 1'h1;
+  assign \$18  = \$16  ? 4'h0 : \$17 ;
+  assign \$19  = stage0_amount6 == 3'h7;
+  assign \$20  = stage0_amount6 + 1'h1;
+  assign \$21  = \$19  ? 4'h0 : \$20 ;
+  assign \$22  = stage0_amount7 == 3'h7;
+  assign \$23  = stage0_amount7 + 1'h1;
+  assign \$24  = \$22  ? 4'h0 : \$23 ;
+  assign \$25  = stage0_amount0[0] ? i1[15:0] : i0[15:0];
+  assign \$26  = stage0_amount1[0] ? i1[31:16] : i0[31:16];
+  assign \$27  = stage0_amount2[0] ? i1[47:32] : i0[47:32];
+  assign \$28  = stage0_amount3[0] ? i1[63:48] : i0[63:48];
+  assign \$29  = stage0_amount4[0] ? i1[79:64] : i0[79:64];
+  assign \$30  = stage0_amount5[0] ? i1[95:80] : i0[95:80];
+  assign \$31  = stage0_amount6[0] ? i1[111:96] : i0[111:96];
+  assign \$32  = stage0_amount7[0] ? i1[127:112] : i0[127:112];
+  assign \$33  = stage0_amount0[0] ? i2[15:0] : i1[15:0];
+  assign \$34  = stage0_amount1[0] ? i2[31:16] : i1[31:16];
+  assign \$35  = stage0_amount2[0] ? i2[47:32] : i1[47:32];
+  assign \$36  = stage0_amount3[0] ? i2[63:48] : i1[63:48];
+  assign \$37  = stage0_amount4[0] ? i2[79:64] : i1[79:64];
+  assign \$38  = stage0_amount5[0] ? i2[95:80] : i1[95:80];
+  assign \$39  = stage0_amount6[0] ? i2[111:96] : i1[111:96];
+  assign \$40  = stage0_amount7[0] ? i2[127:112] : i1[127:112];
+  assign \$41  = stage0_amount0[0] ? i3[15:0] : i2[15:0];
+  assign \$42  = stage0_amount1[0] ? i3[31:16] : i2[31:16];
+  assign \$43  = stage0_amount2[0] ? i3[47:32] : i2[47:32];
+  assign \$44  = stage0_amount3[0] ? i3[63:48] : i2[63:48];
+  assign \$45  = stage0_amount4[0] ? i3[79:64] : i2[79:64];
+  assign \$46  = stage0_amount5[0] ? i3[95:80] : i2[95:80];
+  assign \$47  = stage0_amount6[0] ? i3[111:96] : i2[111:96];
+  assign \$48  = stage0_amount7[0] ? i3[127:112] : i2[127:112];
+  assign \$49  = stage0_amount0[0] ? i4[15:0] : i3[15:0];
+  assign \$50  = stage0_amount1[0] ? i4[31:16] : i3[31:16];
+  assign \$51  = stage0_amount2[0] ? i4[47:32] : i3[47:32];
+  assign \$52  = stage0_amount3[0] ? i4[63:48] : i3[63:48];
+  assign \$53  = stage0_amount4[0] ? i4[79:64] : i3[79:64];
+  assign \$54  = stage0_amount5[0] ? i4[95:80] : i3[95:80];
+  assign \$55  = stage0_amount6[0] ? i4[111:96] : i3[111:96];
+  assign \$56  = stage0_amount7[0] ? i4[127:112] : i3[127:112];
+  assign \$57  = stage0_amount0[0] ? i5[15:0] : i4[15:0];
+  assign \$58  = stage0_amount1[0] ? i5[31:16] : i4[31:16];
+  assign \$59  = stage0_amount2[0] ? i5[47:32] : i4[47:32];
+  assign \$60  = stage0_amount3[0] ? i5[63:48] : i4[63:48];
+  assign \$61  = stage0_amount4[0] ? i5[79:64] : i4[79:64];
+  assign \$62  = stage0_amount5[0] ? i5[95:80] : i4[95:80];
+  assign \$63  = stage0_amount6[0] ? i5[111:96] : i4[111:96];
+  assign \$64  = stage0_amount7[0] ? i5[127:112] : i4[127:112];
+  assign \$65  = stage0_amount0[0] ? i6[15:0] : i5[15:0];
+  assign \$66  = stage0_amount1[0] ? i6[31:16] : i5[31:16];
+  assign \$67  = stage0_amount2[0] ? i6[47:32] : i5[47:32];
+  assign \$68  = stage0_amount3[0] ? i6[63:48] : i5[63:48];
+  assign \$69  = stage0_amount4[0] ? i6[79:64] : i5[79:64];
+  assign \$70  = stage0_amount5[0] ? i6[95:80] : i5[95:80];
+  assign \$71  = stage0_amount6[0] ? i6[111:96] : i5[111:96];
+  assign \$72  = stage0_amount7[0] ? i6[127:112] : i5[127:112];
+  assign \$73  = stage0_amount0[0] ? i7[15:0] : i6[15:0];
+  assign \$74  = stage0_amount1[0] ? i7[31:16] : i6[31:16];
+  assign \$75  = stage0_amount2[0] ? i7[47:32] : i6[47:32];
+  assign \$76  = stage0_amount3[0] ? i7[63:48] : i6[63:48];
+  assign \$77  = stage0_amount4[0] ? i7[79:64] : i6[79:64];
+  assign \$78  = stage0_amount5[0] ? i7[95:80] : i6[95:80];
+  assign \$79  = stage0_amount6[0] ? i7[111:96] : i6[111:96];
+  assign \$80  = stage0_amount7[0] ? i7[127:112] : i6[127:112];
+  assign \$81  = stage0_amount0[0] ? i0[15:0] : i7[15:0];
+  assign \$82  = stage0_amount1[0] ? i0[31:16] : i7[31:16];
+  assign \$83  = stage0_amount2[0] ? i0[47:32] : i7[47:32];
+  assign \$84  = stage0_amount3[0] ? i0[63:48] : i7[63:48];
+  assign \$85  = stage0_amount4[0] ? i0[79:64] : i7[79:64];
+  assign \$86  = stage0_amount5[0] ? i0[95:80] : i7[95:80];
+  assign \$87  = stage0_amount6[0] ? i0[111:96] : i7[111:96];
+  assign \$88  = stage0_amount7[0] ? i0[127:112] : i7[127:112];
+  assign \$89  = stage1_amount0 == 3'h7;
+  assign \$90  = stage1_amount0 + 1'h1;
+  assign \$91  = \$89  ? 4'h0 : \$90 ;
+  assign \$92  = stage1_amount1 == 3'h7;
+  assign \$93  = stage1_amount1 + 1'h1;
+  assign \$94  = \$92  ? 4'h0 : \$93 ;
+  assign \$95  = stage1_amount2 == 3'h7;
+  assign \$96  = stage1_amount2 + 1'h1;
+  assign \$97  = \$95  ? 4'h0 : \$96 ;
+  assign \$98  = stage1_amount3 == 3'h7;
+  assign \$99  = stage1_amount3 + 1'h1;
+  assign \$100  = \$98  ? 4'h0 : \$99 ;
+  assign \$101  = stage1_amount4 == 3'h7;
+  assign \$102  = stage1_amount4 + 1'h1;
+  assign \$103  = \$101  ? 4'h0 : \$102 ;
+  assign \$104  = stage1_amount5 == 3'h7;
+  assign \$105  = stage1_amount5 + 1'h1;
+  assign \$106  = \$104  ? 4'h0 : \$105 ;
+  assign \$107  = stage1_amount6 == 3'h7;
+  assign \$108  = stage1_amount6 + 1'h1;
+  assign \$109  = \$107  ? 4'h0 : \$108 ;
+  assign \$110  = stage1_amount7 == 3'h7;
+  assign \$111  = stage1_amount7 + 1'h1;
+  assign \$112  = \$110  ? 4'h0 : \$111 ;
+  assign \$113  = stage1_amount0[1] ? stage0_word2[15:0] : stage0_word0[15:0];
+  assign \$114  = stage1_amount1[1] ? stage0_word2[31:16] : stage0_word0[31:16];
+  assign \$115  = stage1_amount2[1] ? stage0_word2[47:32] : stage0_word0[47:32];
+  assign \$116  = stage1_amount3[1] ? stage0_word2[63:48] : stage0_word0[63:48];
+  assign \$117  = stage1_amount4[1] ? stage0_word2[79:64] : stage0_word0[79:64];
+  assign \$118  = stage1_amount5[1] ? stage0_word2[95:80] : stage0_word0[95:80];
+  assign \$119  = stage1_amount6[1] ? stage0_word2[111:96] : stage0_word0[111:96];
+  assign \$120  = stage1_amount7[1] ? stage0_word2[127:112] : stage0_word0[127:112];
+  assign \$121  = stage1_amount0[1] ? stage0_word3[15:0] : stage0_word1[15:0];
+  assign \$122  = stage1_amount1[1] ? stage0_word3[31:16] : stage0_word1[31:16];
+  assign \$123  = stage1_amount2[1] ? stage0_word3[47:32] : stage0_word1[47:32];
+  assign \$124  = stage1_amount3[1] ? stage0_word3[63:48] : stage0_word1[63:48];
+  assign \$125  = stage1_amount4[1] ? stage0_word3[79:64] : stage0_word1[79:64];
+  assign \$126  = stage1_amount5[1] ? stage0_word3[95:80] : stage0_word1[95:80];
+  assign \$127  = stage1_amount6[1] ? stage0_word3[111:96] : stage0_word1[111:96];
+  assign \$128  = stage1_amount7[1] ? stage0_word3[127:112] : stage0_word1[127:112];
+  assign \$129  = stage1_amount0[1] ? stage0_word4[15:0] : stage0_word2[15:0];
+  assign \$130  = stage1_amount1[1] ? stage0_word4[31:16] : stage0_word2[31:16];
+  assign \$131  = stage1_amount2[1] ? stage0_word4[47:32] : stage0_word2[47:32];
+  assign \$132  = stage1_amount3[1] ? stage0_word4[63:48] : stage0_word2[63:48];
+  assign \$133  = stage1_amount4[1] ? stage0_word4[79:64] : stage0_word2[79:64];
+  assign \$134  = stage1_amount5[1] ? stage0_word4[95:80] : stage0_word2[95:80];
+  assign \$135  = stage1_amount6[1] ? stage0_word4[111:96] : stage0_word2[111:96];
+  assign \$136  = stage1_amount7[1] ? stage0_word4[127:112] : stage0_word2[127:112];
+  assign \$137  = stage1_amount0[1] ? stage0_word5[15:0] : stage0_word3[15:0];
+  assign \$138  = stage1_amount1[1] ? stage0_word5[31:16] : stage0_word3[31:16];
+  assign \$139  = stage1_amount2[1] ? stage0_word5[47:32] : stage0_word3[47:32];
+  assign \$140  = stage1_amount3[1] ? stage0_word5[63:48] : stage0_word3[63:48];
+  assign \$141  = stage1_amount4[1] ? stage0_word5[79:64] : stage0_word3[79:64];
+  assign \$142  = stage1_amount5[1] ? stage0_word5[95:80] : stage0_word3[95:80];
+  assign \$143  = stage1_amount6[1] ? stage0_word5[111:96] : stage0_word3[111:96];
+  assign \$144  = stage1_amount7[1] ? stage0_word5[127:112] : stage0_word3[127:112];
+  assign \$145  = stage1_amount0[1] ? stage0_word6[15:0] : stage0_word4[15:0];
+  assign \$146  = stage1_amount1[1] ? stage0_word6[31:16] : stage0_word4[31:16];
+  assign \$147  = stage1_amount2[1] ? stage0_word6[47:32] : stage0_word4[47:32];
+  assign \$148  = stage1_amount3[1] ? stage0_word6[63:48] : stage0_word4[63:48];
+  assign \$149  = stage1_amount4[1] ? stage0_word6[79:64] : stage0_word4[79:64];
+  assign \$150  = stage1_amount5[1] ? stage0_word6[95:80] : stage0_word4[95:80];
+  assign \$151  = stage1_amount6[1] ? stage0_word6[111:96] : stage0_word4[111:96];
+  assign \$152  = stage1_amount7[1] ? stage0_word6[127:112] : stage0_word4[127:112];
+  assign \$153  = stage1_amount0[1] ? stage0_word7[15:0] : stage0_word5[15:0];
+  assign \$154  = stage1_amount1[1] ? stage0_word7[31:16] : stage0_word5[31:16];
+  assign \$155  = stage1_amount2[1] ? stage0_word7[47:32] : stage0_word5[47:32];
+  assign \$156  = stage1_amount3[1] ? stage0_word7[63:48] : stage0_word5[63:48];
+  assign \$157  = stage1_amount4[1] ? stage0_word7[79:64] : stage0_word5[79:64];
+  assign \$158  = stage1_amount5[1] ? stage0_word7[95:80] : stage0_word5[95:80];
+  assign \$159  = stage1_amount6[1] ? stage0_word7[111:96] : stage0_word5[111:96];
+  assign \$160  = stage1_amount7[1] ? stage0_word7[127:112] : stage0_word5[127:112];
+  assign \$161  = stage1_amount0[1] ? stage0_word0[15:0] : stage0_word6[15:0];
+  assign \$162  = stage1_amount1[1] ? stage0_word0[31:16] : stage0_word6[31:16];
+  assign \$163  = stage1_amount2[1] ? stage0_word0[47:32] : stage0_word6[47:32];
+  assign \$164  = stage1_amount3[1] ? stage0_word0[63:48] : stage0_word6[63:48];
+  assign \$165  = stage1_amount4[1] ? stage0_word0[79:64] : stage0_word6[79:64];
+  assign \$166  = stage1_amount5[1] ? stage0_word0[95:80] : stage0_word6[95:80];
+  assign \$167  = stage1_amount6[1] ? stage0_word0[111:96] : stage0_word6[111:96];
+  assign \$168  = stage1_amount7[1] ? stage0_word0[127:112] : stage0_word6[127:112];
+  assign \$169  = stage1_amount0[1] ? stage0_word1[15:0] : stage0_word7[15:0];
+  assign \$170  = stage1_amount1[1] ? stage0_word1[31:16] : stage0_word7[31:16];
+  assign \$171  = stage1_amount2[1] ? stage0_word1[47:32] : stage0_word7[47:32];
+  assign \$172  = stage1_amount3[1] ? stage0_word1[63:48] : stage0_word7[63:48];
+  assign \$173  = stage1_amount4[1] ? stage0_word1[79:64] : stage0_word7[79:64];
+  assign \$174  = stage1_amount5[1] ? stage0_word1[95:80] : stage0_word7[95:80];
+  assign \$175  = stage1_amount6[1] ? stage0_word1[111:96] : stage0_word7[111:96];
+  assign \$176  = stage1_amount7[1] ? stage0_word1[127:112] : stage0_word7[127:112];
+  assign \$177  = stage2_amount0 == 3'h7;
+  assign \$178  = stage2_amount0 + 1'h1;
+  assign \$179  = \$177  ? 4'h0 : \$178 ;
+  assign \$180  = stage2_amount1 == 3'h7;
+  assign \$181  = stage2_amount1 + 1'h1;
+  assign \$182  = \$180  ? 4'h0 : \$181 ;
+  assign \$183  = stage2_amount2 == 3'h7;
+  assign \$184  = stage2_amount2 + 1'h1;
+  assign \$185  = \$183  ? 4'h0 : \$184 ;
+  assign \$186  = stage2_amount3 == 3'h7;
+  assign \$187  = stage2_amount3 + 1'h1;
+  assign \$188  = \$186  ? 4'h0 : \$187 ;
+  assign \$189  = stage2_amount4 == 3'h7;
+  assign \$190  = stage2_amount4 + 1'h1;
+  assign \$191  = \$189  ? 4'h0 : \$190 ;
+  assign \$192  = stage2_amount5 == 3'h7;
+  assign \$193  = stage2_amount5 + 1'h1;
+  assign \$194  = \$192  ? 4'h0 : \$193 ;
+  assign \$195  = stage2_amount6 == 3'h7;
+  assign \$196  = stage2_amount6 + 1'h1;
+  assign \$197  = \$195  ? 4'h0 : \$196 ;
+  assign \$198  = stage2_amount7 == 3'h7;
+  assign \$199  = stage2_amount7 + 1'h1;
+  assign \$200  = \$198  ? 4'h0 : \$199 ;
+  assign \$201  = stage2_amount0[2] ? stage1_word4[15:0] : stage1_word0[15:0];
+  assign \$202  = stage2_amount1[2] ? stage1_word4[31:16] : stage1_word0[31:16];
+  assign \$203  = stage2_amount2[2] ? stage1_word4[47:32] : stage1_word0[47:32];
+  assign \$204  = stage2_amount3[2] ? stage1_word4[63:48] : stage1_word0[63:48];
+  assign \$205  = stage2_amount4[2] ? stage1_word4[79:64] : stage1_word0[79:64];
+  assign \$206  = stage2_amount5[2] ? stage1_word4[95:80] : stage1_word0[95:80];
+  assign \$207  = stage2_amount6[2] ? stage1_word4[111:96] : stage1_word0[111:96];
+  assign \$208  = stage2_amount7[2] ? stage1_word4[127:112] : stage1_word0[127:112];
+  assign \$209  = stage2_amount0[2] ? stage1_word5[15:0] : stage1_word1[15:0];
+  assign \$210  = stage2_amount1[2] ? stage1_word5[31:16] : stage1_word1[31:16];
+  assign \$211  = stage2_amount2[2] ? stage1_word5[47:32] : stage1_word1[47:32];
+  assign \$212  = stage2_amount3[2] ? stage1_word5[63:48] : stage1_word1[63:48];
+  assign \$213  = stage2_amount4[2] ? stage1_word5[79:64] : stage1_word1[79:64];
+  assign \$214  = stage2_amount5[2] ? stage1_word5[95:80] : stage1_word1[95:80];
+  assign \$215  = stage2_amount6[2] ? stage1_word5[111:96] : stage1_word1[111:96];
+  assign \$216  = stage2_amount7[2] ? stage1_word5[127:112] : stage1_word1[127:112];
+  assign \$217  = stage2_amount0[2] ? stage1_word6[15:0] : stage1_word2[15:0];
+  assign \$218  = stage2_amount1[2] ? stage1_word6[31:16] : stage1_word2[31:16];
+  assign \$219  = stage2_amount2[2] ? stage1_word6[47:32] : stage1_word2[47:32];
+  assign \$220  = stage2_amount3[2] ? stage1_word6[63:48] : stage1_word2[63:48];
+  assign \$221  = stage2_amount4[2] ? stage1_word6[79:64] : stage1_word2[79:64];
+  assign \$222  = stage2_amount5[2] ? stage1_word6[95:80] : stage1_word2[95:80];
+  assign \$223  = stage2_amount6[2] ? stage1_word6[111:96] : stage1_word2[111:96];
+  assign \$224  = stage2_amount7[2] ? stage1_word6[127:112] : stage1_word2[127:112];
+  assign \$225  = stage2_amount0[2] ? stage1_word7[15:0] : stage1_word3[15:0];
+  assign \$226  = stage2_amount1[2] ? stage1_word7[31:16] : stage1_word3[31:16];
+  assign \$227  = stage2_amount2[2] ? stage1_word7[47:32] : stage1_word3[47:32];
+  assign \$228  = stage2_amount3[2] ? stage1_word7[63:48] : stage1_word3[63:48];
+  assign \$229  = stage2_amount4[2] ? stage1_word7[79:64] : stage1_word3[79:64];
+  assign \$230  = stage2_amount5[2] ? stage1_word7[95:80] : stage1_word3[95:80];
+  assign \$231  = stage2_amount6[2] ? stage1_word7[111:96] : stage1_word3[111:96];
+  assign \$232  = stage2_amount7[2] ? stage1_word7[127:112] : stage1_word3[127:112];
+  assign \$233  = stage2_amount0[2] ? stage1_word0[15:0] : stage1_word4[15:0];
+  assign \$234  = stage2_amount1[2] ? stage1_word0[31:16] : stage1_word4[31:16];
+  assign \$235  = stage2_amount2[2] ? stage1_word0[47:32] : stage1_word4[47:32];
+  assign \$236  = stage2_amount3[2] ? stage1_word0[63:48] : stage1_word4[63:48];
+  assign \$237  = stage2_amount4[2] ? stage1_word0[79:64] : stage1_word4[79:64];
+  assign \$238  = stage2_amount5[2] ? stage1_word0[95:80] : stage1_word4[95:80];
+  assign \$239  = stage2_amount6[2] ? stage1_word0[111:96] : stage1_word4[111:96];
+  assign \$240  = stage2_amount7[2] ? stage1_word0[127:112] : stage1_word4[127:112];
+  assign \$241  = stage2_amount0[2] ? stage1_word1[15:0] : stage1_word5[15:0];
+  assign \$242  = stage2_amount1[2] ? stage1_word1[31:16] : stage1_word5[31:16];
+  assign \$243  = stage2_amount2[2] ? stage1_word1[47:32] : stage1_word5[47:32];
+  assign \$244  = stage2_amount3[2] ? stage1_word1[63:48] : stage1_word5[63:48];
+  assign \$245  = stage2_amount4[2] ? stage1_word1[79:64] : stage1_word5[79:64];
+  assign \$246  = stage2_amount5[2] ? stage1_word1[95:80] : stage1_word5[95:80];
+  assign \$247  = stage2_amount6[2] ? stage1_word1[111:96] : stage1_word5[111:96];
+  assign \$248  = stage2_amount7[2] ? stage1_word1[127:112] : stage1_word5[127:112];
+  assign \$249  = stage2_amount0[2] ? stage1_word2[15:0] : stage1_word6[15:0];
+  assign \$250  = stage2_amount1[2] ? stage1_word2[31:16] : stage1_word6[31:16];
+  assign \$251  = stage2_amount2[2] ? stage1_word2[47:32] : stage1_word6[47:32];
+  assign \$252  = stage2_amount3[2] ? stage1_word2[63:48] : stage1_word6[63:48];
+  assign \$253  = stage2_amount4[2] ? stage1_word2[79:64] : stage1_word6[79:64];
+  assign \$254  = stage2_amount5[2] ? stage1_word2[95:80] : stage1_word6[95:80];
+  assign \$255  = stage2_amount6[2] ? stage1_word2[111:96] : stage1_word6[111:96];
+  assign \$256  = stage2_amount7[2] ? stage1_word2[127:112] : stage1_word6[127:112];
+  assign \$257  = stage2_amount0[2] ? stage1_word3[15:0] : stage1_word7[15:0];
+  assign \$258  = stage2_amount1[2] ? stage1_word3[31:16] : stage1_word7[31:16];
+  assign \$259  = stage2_amount2[2] ? stage1_word3[47:32] : stage1_word7[47:32];
+  assign \$260  = stage2_amount3[2] ? stage1_word3[63:48] : stage1_word7[63:48];
+  assign \$261  = stage2_amount4[2] ? stage1_word3[79:64] : stage1_word7[79:64];
+  assign \$262  = stage2_amount5[2] ? stage1_word3[95:80] : stage1_word7[95:80];
+  assign \$263  = stage2_amount6[2] ? stage1_word3[111:96] : stage1_word7[111:96];
+  assign \$264  = stage2_amount7[2] ? stage1_word3[127:112] : stage1_word7[127:112];
+  always @(posedge clk)
+    stage0_amount0 <= \$265 ;
+  always @(posedge clk)
+    stage0_amount1 <= \$266 ;
+  always @(posedge clk)
+    stage0_amount2 <= \$267 ;
+  always @(posedge clk)
+    stage0_amount3 <= \$268 ;
+  always @(posedge clk)
+    stage0_amount4 <= \$269 ;
+  always @(posedge clk)
+    stage0_amount5 <= \$270 ;
+  always @(posedge clk)
+    stage0_amount6 <= \$271 ;
+  always @(posedge clk)
+    stage0_amount7 <= \$272 ;
+  always @(posedge clk)
+    stage0_word0 <= { \$32 , \$31 , \$30 , \$29 , \$28 , \$27 , \$26 , \$25  };
+  always @(posedge clk)
+    stage0_word1 <= { \$40 , \$39 , \$38 , \$37 , \$36 , \$35 , \$34 , \$33  };
+  always @(posedge clk)
+    stage0_word2 <= { \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41  };
+  always @(posedge clk)
+    stage0_word3 <= { \$56 , \$55 , \$54 , \$53 , \$52 , \$51 , \$50 , \$49  };
+  always @(posedge clk)
+    stage0_word4 <= { \$64 , \$63 , \$62 , \$61 , \$60 , \$59 , \$58 , \$57  };
+  always @(posedge clk)
+    stage0_word5 <= { \$72 , \$71 , \$70 , \$69 , \$68 , \$67 , \$66 , \$65  };
+  always @(posedge clk)
+    stage0_word6 <= { \$80 , \$79 , \$78 , \$77 , \$76 , \$75 , \$74 , \$73  };
+  always @(posedge clk)
+    stage0_word7 <= { \$88 , \$87 , \$86 , \$85 , \$84 , \$83 , \$82 , \$81  };
+  always @(posedge clk)
+    stage1_amount0 <= \$273 ;
+  always @(posedge clk)
+    stage1_amount1 <= \$274 ;
+  always @(posedge clk)
+    stage1_amount2 <= \$275 ;
+  always @(posedge clk)
+    stage1_amount3 <= \$276 ;
+  always @(posedge clk)
+    stage1_amount4 <= \$277 ;
+  always @(posedge clk)
+    stage1_amount5 <= \$278 ;
+  always @(posedge clk)
+    stage1_amount6 <= \$279 ;
+  always @(posedge clk)
+    stage1_amount7 <= \$280 ;
+  always @(posedge clk)
+    stage1_word0 <= { \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114 , \$113  };
+  always @(posedge clk)
+    stage1_word1 <= { \$128 , \$127 , \$126 , \$125 , \$124 , \$123 , \$122 , \$121  };
+  always @(posedge clk)
+    stage1_word2 <= { \$136 , \$135 , \$134 , \$133 , \$132 , \$131 , \$130 , \$129  };
+  always @(posedge clk)
+    stage1_word3 <= { \$144 , \$143 , \$142 , \$141 , \$140 , \$139 , \$138 , \$137  };
+  always @(posedge clk)
+    stage1_word4 <= { \$152 , \$151 , \$150 , \$149 , \$148 , \$147 , \$146 , \$145  };
+  always @(posedge clk)
+    stage1_word5 <= { \$160 , \$159 , \$158 , \$157 , \$156 , \$155 , \$154 , \$153  };
+  always @(posedge clk)
+    stage1_word6 <= { \$168 , \$167 , \$166 , \$165 , \$164 , \$163 , \$162 , \$161  };
+  always @(posedge clk)
+    stage1_word7 <= { \$176 , \$175 , \$174 , \$173 , \$172 , \$171 , \$170 , \$169  };
+  always @(posedge clk)
+    stage2_amount0 <= \$281 ;
+  always @(posedge clk)
+    stage2_amount1 <= \$282 ;
+  always @(posedge clk)
+    stage2_amount2 <= \$283 ;
+  always @(posedge clk)
+    stage2_amount3 <= \$284 ;
+  always @(posedge clk)
+    stage2_amount4 <= \$285 ;
+  always @(posedge clk)
+    stage2_amount5 <= \$286 ;
+  always @(posedge clk)
+    stage2_amount6 <= \$287 ;
+  always @(posedge clk)
+    stage2_amount7 <= \$288 ;
+  always @(posedge clk)
+    stage2_word0 <= { \$208 , \$207 , \$206 , \$205 , \$204 , \$203 , \$202 , \$201  };
+  always @(posedge clk)
+    stage2_word1 <= { \$216 , \$215 , \$214 , \$213 , \$212 , \$211 , \$210 , \$209  };
+  always @(posedge clk)
+    stage2_word2 <= { \$224 , \$223 , \$222 , \$221 , \$220 , \$219 , \$218 , \$217  };
+  always @(posedge clk)
+    stage2_word3 <= { \$232 , \$231 , \$230 , \$229 , \$228 , \$227 , \$226 , \$225  };
+  always @(posedge clk)
+    stage2_word4 <= { \$240 , \$239 , \$238 , \$237 , \$236 , \$235 , \$234 , \$233  };
+  always @(posedge clk)
+    stage2_word5 <= { \$248 , \$247 , \$246 , \$245 , \$244 , \$243 , \$242 , \$241  };
+  always @(posedge clk)
+    stage2_word6 <= { \$256 , \$255 , \$254 , \$253 , \$252 , \$251 , \$250 , \$249  };
+  always @(posedge clk)
+    stage2_word7 <= { \$264 , \$263 , \$262 , \$261 , \$260 , \$259 , \$258 , \$257  };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$265  = \$3 [2:0];
+    if (rst) begin
+      \$265  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$266  = \$6 [2:0];
+    if (rst) begin
+      \$266  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$267  = \$9 [2:0];
+    if (rst) begin
+      \$267  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$268  = \$12 [2:0];
+    if (rst) begin
+      \$268  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$269  = \$15 [2:0];
+    if (rst) begin
+      \$269  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$270  = \$18 [2:0];
+    if (rst) begin
+      \$270  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$271  = \$21 [2:0];
+    if (rst) begin
+      \$271  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$272  = \$24 [2:0];
+    if (rst) begin
+      \$272  = 3'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$273  = \$91 [2:0];
+    if (rst) begin
+      \$273  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$274  = \$94 [2:0];
+    if (rst) begin
+      \$274  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$275  = \$97 [2:0];
+    if (rst) begin
+      \$275  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$276  = \$100 [2:0];
+    if (rst) begin
+      \$276  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$277  = \$103 [2:0];
+    if (rst) begin
+      \$277  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$278  = \$106 [2:0];
+    if (rst) begin
+      \$278  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$279  = \$109 [2:0];
+    if (rst) begin
+      \$279  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$280  = \$112 [2:0];
+    if (rst) begin
+      \$280  = 3'h2;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$281  = \$179 [2:0];
+    if (rst) begin
+      \$281  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$282  = \$182 [2:0];
+    if (rst) begin
+      \$282  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$283  = \$185 [2:0];
+    if (rst) begin
+      \$283  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$284  = \$188 [2:0];
+    if (rst) begin
+      \$284  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$285  = \$191 [2:0];
+    if (rst) begin
+      \$285  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$286  = \$194 [2:0];
+    if (rst) begin
+      \$286  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$287  = \$197 [2:0];
+    if (rst) begin
+      \$287  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \$288  = \$200 [2:0];
+    if (rst) begin
+      \$288  = 3'h1;
+    end
+  end
+  assign o0 = stage2_word0;
+  assign o1 = stage2_word1;
+  assign o2 = stage2_word2;
+  assign o3 = stage2_word3;
+  assign o4 = stage2_word4;
+  assign o5 = stage2_word5;
+  assign o6 = stage2_word6;
+  assign o7 = stage2_word7;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ace_sram_small.sram.write_rotator (rst, i0, i1, i2, stage1_word0, stage1_word1, stage1_word2, stage1_word3, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire [2:0] \$100 ;
+  wire [15:0] \$101 ;
+  wire [15:0] \$102 ;
+  wire [15:0] \$103 ;
+  wire [15:0] \$104 ;
+  wire [15:0] \$105 ;
+  wire [15:0] \$106 ;
+  wire [15:0] \$107 ;
+  wire [15:0] \$108 ;
+  wire [15:0] \$109 ;
+  wire [2:0] \$11 ;
+  wire [9:0] \$110 ;
+  wire [15:0] \$111 ;
+  wire [15:0] \$112 ;
+  wire [15:0] \$113 ;
+  wire [15:0] \$114 ;
+  wire [15:0] \$115 ;
+  wire [15:0] \$116 ;
+  wire [15:0] \$117 ;
+  wire [15:0] \$118 ;
+  wire [15:0] \$119 ;
+  wire [2:0] \$12 ;
+  wire [9:0] \$120 ;
+  wire [15:0] \$121 ;
+  wire [15:0] \$122 ;
+  wire [15:0] \$123 ;
+  wire [15:0] \$124 ;
+  wire [15:0] \$125 ;
+  wire [15:0] \$126 ;
+  wire [15:0] \$127 ;
+  wire [15:0] \$128 ;
+  wire [15:0] \$129 ;
+  wire \$13 ;
+  wire [9:0] \$130 ;
+  wire [15:0] \$131 ;
+  wire [15:0] \$132 ;
+  wire [15:0] \$133 ;
+  wire [15:0] \$134 ;
+  wire [15:0] \$135 ;
+  wire [15:0] \$136 ;
+  wire [15:0] \$137 ;
+  wire [15:0] \$138 ;
+  wire [15:0] \$139 ;
+  wire [2:0] \$14 ;
+  wire [9:0] \$140 ;
+  reg [1:0] \$141 ;
+  reg [1:0] \$142 ;
+  reg [1:0] \$143 ;
+  reg [1:0] \$144 ;
+  reg [1:0] \$145 ;
+  reg [1:0] \$146 ;
+  reg [1:0] \$147 ;
+  reg [1:0] \$148 ;
+  reg [1:0] \$149 ;
+  wire [2:0] \$15 ;
+  reg [1:0] \$150 ;
+  reg [1:0] \$151 ;
+  reg [1:0] \$152 ;
+  reg [1:0] \$153 ;
+  reg [1:0] \$154 ;
+  reg [1:0] \$155 ;
+  reg [1:0] \$156 ;
+  reg [1:0] \$157 ;
+  reg [1:0] \$158 ;
+  reg [1:0] \$159 ;
+  wire \$16 ;
+  reg [1:0] \$160 ;
+  wire [2:0] \$17 ;
+  wire [2:0] \$18 ;
+  wire \$19 ;
+  wire [2:0] \$2 ;
+  wire [2:0] \$20 ;
+  wire [2:0] \$21 ;
+  wire \$22 ;
+  wire [2:0] \$23 ;
+  wire [2:0] \$24 ;
+  wire \$25 ;
+  wire [2:0] \$26 ;
+  wire [2:0] \$27 ;
+  wire \$28 ;
+  wire [2:0] \$29 ;
+  wire [2:0] \$3 ;
+  wire [2:0] \$30 ;
+  wire [15:0] \$31 ;
+  wire [15:0] \$32 ;
+  wire [15:0] \$33 ;
+  wire [15:0] \$34 ;
+  wire [15:0] \$35 ;
+  wire [15:0] \$36 ;
+  wire [15:0] \$37 ;
+  wire [15:0] \$38 ;
+  wire [15:0] \$39 ;
+  wire \$4 ;
+  wire [9:0] \$40 ;
+  wire [15:0] \$41 ;
+  wire [15:0] \$42 ;
+  wire [15:0] \$43 ;
+  wire [15:0] \$44 ;
+  wire [15:0] \$45 ;
+  wire [15:0] \$46 ;
+  wire [15:0] \$47 ;
+  wire [15:0] \$48 ;
+  wire [15:0] \$49 ;
+  wire [2:0] \$5 ;
+  wire [9:0] \$50 ;
+  wire [15:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [15:0] \$53 ;
+  wire [15:0] \$54 ;
+  wire [15:0] \$55 ;
+  wire [15:0] \$56 ;
+  wire [15:0] \$57 ;
+  wire [15:0] \$58 ;
+  wire [15:0] \$59 ;
+  wire [2:0] \$6 ;
+  wire [9:0] \$60 ;
+  wire [15:0] \$61 ;
+  wire [15:0] \$62 ;
+  wire [15:0] \$63 ;
+  wire [15:0] \$64 ;
+  wire [15:0] \$65 ;
+  wire [15:0] \$66 ;
+  wire [15:0] \$67 ;
+  wire [15:0] \$68 ;
+  wire [15:0] \$69 ;
+  wire \$7 ;
+  wire [9:0] \$70 ;
+  wire \$71 ;
+  wire [2:0] \$72 ;
+  wire [2:0] \$73 ;
+  wire \$74 ;
+  wire [2:0] \$75 ;
+  wire [2:0] \$76 ;
+  wire \$77 ;
+  wire [2:0] \$78 ;
+  wire [2:0] \$79 ;
+  wire [2:0] \$8 ;
+  wire \$80 ;
+  wire [2:0] \$81 ;
+  wire [2:0] \$82 ;
+  wire \$83 ;
+  wire [2:0] \$84 ;
+  wire [2:0] \$85 ;
+  wire \$86 ;
+  wire [2:0] \$87 ;
+  wire [2:0] \$88 ;
+  wire \$89 ;
+  wire [2:0] \$9 ;
+  wire [2:0] \$90 ;
+  wire [2:0] \$91 ;
+  wire \$92 ;
+  wire [2:0] \$93 ;
+  wire [2:0] \$94 ;
+  wire \$95 ;
+  wire [2:0] \$96 ;
+  wire [2:0] \$97 ;
+  wire \$98 ;
+  wire [2:0] \$99 ;
+  input clk;
+  wire clk;
+  input [153:0] i0;
+  wire [153:0] i0;
+  input [153:0] i1;
+  wire [153:0] i1;
+  input [153:0] i2;
+  wire [153:0] i2;
+  wire [153:0] i3;
+  (* init = 154'h000000000000000000000000000000000000000 *)
+  wire [153:0] o0;
+  (* init = 154'h000000000000000000000000000000000000000 *)
+  wire [153:0] o1;
+  (* init = 154'h000000000000000000000000000000000000000 *)
+  wire [153:0] o2;
+  (* init = 154'h000000000000000000000000000000000000000 *)
+  wire [153:0] o3;
+  input rst;
+  wire rst;
+  reg [1:0] stage0_amount0 = 2'h0;
+  reg [1:0] stage0_amount1 = 2'h0;
+  reg [1:0] stage0_amount2 = 2'h0;
+  reg [1:0] stage0_amount3 = 2'h0;
+  reg [1:0] stage0_amount4 = 2'h0;
+  reg [1:0] stage0_amount5 = 2'h0;
+  reg [1:0] stage0_amount6 = 2'h0;
+  reg [1:0] stage0_amount7 = 2'h0;
+  reg [1:0] stage0_amount8 = 2'h0;
+  reg [1:0] stage0_amount9 = 2'h0;
+  reg [153:0] stage0_word0 = 154'h000000000000000000000000000000000000000;
+  reg [153:0] stage0_word1 = 154'h000000000000000000000000000000000000000;
+  reg [153:0] stage0_word2 = 154'h000000000000000000000000000000000000000;
+  reg [153:0] stage0_word3 = 154'h000000000000000000000000000000000000000;
+  reg [1:0] stage1_amount0 = 2'h1;
+  reg [1:0] stage1_amount1 = 2'h1;
+  reg [1:0] stage1_amount2 = 2'h1;
+  reg [1:0] stage1_amount3 = 2'h1;
+  reg [1:0] stage1_amount4 = 2'h1;
+  reg [1:0] stage1_amount5 = 2'h1;
+  reg [1:0] stage1_amount6 = 2'h1;
+  reg [1:0] stage1_amount7 = 2'h1;
+  reg [1:0] stage1_amount8 = 2'h1;
+  reg [1:0] stage1_amount9 = 2'h1;
+  output [153:0] stage1_word0;
+  reg [153:0] stage1_word0 = 154'h000000000000000000000000000000000000000;
+  output [153:0] stage1_word1;
+  reg [153:0] stage1_word1 = 154'h000000000000000000000000000000000000000;
+  output [153:0] stage1_word2;
+  reg [153:0] stage1_word2 = 154'h000000000000000000000000000000000000000;
+  output [153:0] stage1_word3;
+  reg [153:0] stage1_word3 = 154'h000000000000000000000000000000000000000;
+  assign \$1  = ! stage0_amount0;
+  assign \$2  = stage0_amount0 - 1'h1;
+  assign \$3  = \$1  ? 3'h3 : \$2 ;
+  assign \$4  = ! stage0_amount1;
+  assign \$5  = stage0_amount1 - 1'h1;
+  assign \$6  = \$4  ? 3'h3 : \$5 ;
+  assign \$7  = ! stage0_amount2;
+  assign \$8  = stage0_amount2 - 1'h1;
+  assign \$9  = \$7  ? 3'h3 : \$8 ;
+  assign \$10  = ! stage0_amount3;
+  assign \$11  = stage0_amount3 - 1'h1;
+  assign \$12  = \$10  ? 3'h3 : \$11 ;
+  assign \$13  = ! stage0_amount4;
+  assign \$14  = stage0_amount4 - 1'h1;
+  assign \$15  = \$13  ? 3'h3 : \$14 ;
+  assign \$16  = ! stage0_amount5;
+  assign \$17  = stage0_amount5 - 1'h1;
+  assign \$18  = \$16  ? 3'h3 : \$17 ;
+  assign \$19  = ! stage0_amount6;
+  assign \$20  = stage0_amount6 - 1'h1;
+  assign \$21  = \$19  ? 3'h3 : \$20 ;
+  assign \$22  = ! stage0_amount7;
+  assign \$23  = stage0_amount7 - 1'h1;
+  assign \$24  = \$22  ? 3'h3 : \$23 ;
+  assign \$25  = ! stage0_amount8;
+  assign \$26  = stage0_amount8 - 1'h1;
+  assign \$27  = \$25  ? 3'h3 : \$26 ;
+  assign \$28  = ! stage0_amount9;
+  assign \$29  = stage0_amount9 - 1'h1;
+  assign \$30  = \$28  ? 3'h3 : \$29 ;
+  assign \$31  = stage0_amount0[0] ? i1[15:0] : i0[15:0];
+  assign \$32  = stage0_amount1[0] ? i1[31:16] : i0[31:16];
+  assign \$33  = stage0_amount2[0] ? i1[47:32] : i0[47:32];
+  assign \$34  = stage0_amount3[0] ? i1[63:48] : i0[63:48];
+  assign \$35  = stage0_amount4[0] ? i1[79:64] : i0[79:64];
+  assign \$36  = stage0_amount5[0] ? i1[95:80] : i0[95:80];
+  assign \$37  = stage0_amount6[0] ? i1[111:96] : i0[111:96];
+  assign \$38  = stage0_amount7[0] ? i1[127:112] : i0[127:112];
+  assign \$39  = stage0_amount8[0] ? i1[143:128] : i0[143:128];
+  assign \$40  = stage0_amount9[0] ? i1[153:144] : i0[153:144];
+  assign \$41  = stage0_amount0[0] ? i2[15:0] : i1[15:0];
+  assign \$42  = stage0_amount1[0] ? i2[31:16] : i1[31:16];
+  assign \$43  = stage0_amount2[0] ? i2[47:32] : i1[47:32];
+  assign \$44  = stage0_amount3[0] ? i2[63:48] : i1[63:48];
+  assign \$45  = stage0_amount4[0] ? i2[79:64] : i1[79:64];
+  assign \$46  = stage0_amount5[0] ? i2[95:80] : i1[95:80];
+  assign \$47  = stage0_amount6[0] ? i2[111:96] : i1[111:96];
+  assign \$48  = stage0_amount7[0] ? i2[127:112] : i1[127:112];
+  assign \$49  = stage0_amount8[0] ? i2[143:128] : i1[143:128];
+  assign \$50  = stage0_amount9[0] ? i2[153:144] : i1[153:144];
+  assign \$51  = stage0_amount0[0] ? 16'h0000 : i2[15:0];
+  assign \$52  = stage0_amount1[0] ? 16'h0000 : i2[31:16];
+  assign \$53  = stage0_amount2[0] ? 16'h0000 : i2[47:32];
+  assign \$54  = stage0_amount3[0] ? 16'h0000 : i2[63:48];
+  assign \$55  = stage0_amount4[0] ? 16'h0000 : i2[79:64];
+  assign \$56  = stage0_amount5[0] ? 16'h0000 : i2[95:80];
+  assign \$57  = stage0_amount6[0] ? 16'h0000 : i2[111:96];
+  assign \$58  = stage0_amount7[0] ? 16'h0000 : i2[127:112];
+  assign \$59  = stage0_amount8[0] ? 16'h0000 : i2[143:128];
+  assign \$60  = stage0_amount9[0] ? 10'h000 : i2[153:144];
+  assign \$61  = stage0_amount0[0] ? i0[15:0] : 16'h0000;
+  assign \$62  = stage0_amount1[0] ? i0[31:16] : 16'h0000;
+  assign \$63  = stage0_amount2[0] ? i0[47:32] : 16'h0000;
+  assign \$64  = stage0_amount3[0] ? i0[63:48] : 16'h0000;
+  assign \$65  = stage0_amount4[0] ? i0[79:64] : 16'h0000;
+  assign \$66  = stage0_amount5[0] ? i0[95:80] : 16'h0000;
+  assign \$67  = stage0_amount6[0] ? i0[111:96] : 16'h0000;
+  assign \$68  = stage0_amount7[0] ? i0[127:112] : 16'h0000;
+  assign \$69  = stage0_amount8[0] ? i0[143:128] : 16'h0000;
+  assign \$70  = stage0_amount9[0] ? i0[153:144] : 10'h000;
+  assign \$71  = ! stage1_amount0;
+  assign \$72  = stage1_amount0 - 1'h1;
+  assign \$73  = \$71  ? 3'h3 : \$72 ;
+  assign \$74  = ! stage1_amount1;
+  assign \$75  = stage1_amount1 - 1'h1;
+  assign \$76  = \$74  ? 3'h3 : \$75 ;
+  assign \$77  = ! stage1_amount2;
+  assign \$78  = stage1_amount2 - 1'h1;
+  assign \$79  = \$77  ? 3'h3 : \$78 ;
+  assign \$80  = ! stage1_amount3;
+  assign \$81  = stage1_amount3 - 1'h1;
+  assign \$82  = \$80  ? 3'h3 : \$81 ;
+  assign \$83  = ! stage1_amount4;
+  assign \$84  = stage1_amount4 - 1'h1;
+  assign \$85  = \$83  ? 3'h3 : \$84 ;
+  assign \$86  = ! stage1_amount5;
+  assign \$87  = stage1_amount5 - 1'h1;
+  assign \$88  = \$86  ? 3'h3 : \$87 ;
+  assign \$89  = ! stage1_amount6;
+  assign \$90  = stage1_amount6 - 1'h1;
+  assign \$91  = \$89  ? 3'h3 : \$90 ;
+  assign \$92  = ! stage1_amount7;
+  assign \$93  = stage1_amount7 - 1'h1;
+  assign \$94  = \$92  ? 3'h3 : \$93 ;
+  assign \$95  = ! stage1_amount8;
+  assign \$96  = stage1_amount8 - 1'h1;
+  assign \$97  = \$95  ? 3'h3 : \$96 ;
+  assign \$98  = ! stage1_amount9;
+  assign \$99  = stage1_amount9 - 1'h1;
+  assign \$100  = \$98  ? 3'h3 : \$99 ;
+  assign \$101  = stage1_amount0[1] ? stage0_word2[15:0] : stage0_word0[15:0];
+  assign \$102  = stage1_amount1[1] ? stage0_word2[31:16] : stage0_word0[31:16];
+  assign \$103  = stage1_amount2[1] ? stage0_word2[47:32] : stage0_word0[47:32];
+  assign \$104  = stage1_amount3[1] ? stage0_word2[63:48] : stage0_word0[63:48];
+  assign \$105  = stage1_amount4[1] ? stage0_word2[79:64] : stage0_word0[79:64];
+  assign \$106  = stage1_amount5[1] ? stage0_word2[95:80] : stage0_word0[95:80];
+  assign \$107  = stage1_amount6[1] ? stage0_word2[111:96] : stage0_word0[111:96];
+  assign \$108  = stage1_amount7[1] ? stage0_word2[127:112] : stage0_word0[127:112];
+  assign \$109  = stage1_amount8[1] ? stage0_word2[143:128] : stage0_word0[143:128];
+  assign \$110  = stage1_amount9[1] ? stage0_word2[153:144] : stage0_word0[153:144];
+  assign \$111  = stage1_amount0[1] ? stage0_word3[15:0] : stage0_word1[15:0];
+  assign \$112  = stage1_amount1[1] ? stage0_word3[31:16] : stage0_word1[31:16];
+  assign \$113  = stage1_amount2[1] ? stage0_word3[47:32] : stage0_word1[47:32];
+  assign \$114  = stage1_amount3[1] ? stage0_word3[63:48] : stage0_word1[63:48];
+  assign \$115  = stage1_amount4[1] ? stage0_word3[79:64] : stage0_word1[79:64];
+  assign \$116  = stage1_amount5[1] ? stage0_word3[95:80] : stage0_word1[95:80];
+  assign \$117  = stage1_amount6[1] ? stage0_word3[111:96] : stage0_word1[111:96];
+  assign \$118  = stage1_amount7[1] ? stage0_word3[127:112] : stage0_word1[127:112];
+  assign \$119  = stage1_amount8[1] ? stage0_word3[143:128] : stage0_word1[143:128];
+  assign \$120  = stage1_amount9[1] ? stage0_word3[153:144] : stage0_word1[153:144];
+  assign \$121  = stage1_amount0[1] ? stage0_word0[15:0] : stage0_word2[15:0];
+  assign \$122  = stage1_amount1[1] ? stage0_word0[31:16] : stage0_word2[31:16];
+  assign \$123  = stage1_amount2[1] ? stage0_word0[47:32] : stage0_word2[47:32];
+  assign \$124  = stage1_amount3[1] ? stage0_word0[63:48] : stage0_word2[63:48];
+  assign \$125  = stage1_amount4[1] ? stage0_word0[79:64] : stage0_word2[79:64];
+  assign \$126  = stage1_amount5[1] ? stage0_word0[95:80] : stage0_word2[95:80];
+  assign \$127  = stage1_amount6[1] ? stage0_word0[111:96] : stage0_word2[111:96];
+  assign \$128  = stage1_amount7[1] ? stage0_word0[127:112] : stage0_word2[127:112];
+  assign \$129  = stage1_amount8[1] ? stage0_word0[143:128] : stage0_word2[143:128];
+  assign \$130  = stage1_amount9[1] ? stage0_word0[153:144] : stage0_word2[153:144];
+  assign \$131  = stage1_amount0[1] ? stage0_word1[15:0] : stage0_word3[15:0];
+  assign \$132  = stage1_amount1[1] ? stage0_word1[31:16] : stage0_word3[31:16];
+  assign \$133  = stage1_amount2[1] ? stage0_word1[47:32] : stage0_word3[47:32];
+  assign \$134  = stage1_amount3[1] ? stage0_word1[63:48] : stage0_word3[63:48];
+  assign \$135  = stage1_amount4[1] ? stage0_word1[79:64] : stage0_word3[79:64];
+  assign \$136  = stage1_amount5[1] ? stage0_word1[95:80] : stage0_word3[95:80];
+  assign \$137  = stage1_amount6[1] ? stage0_word1[111:96] : stage0_word3[111:96];
+  assign \$138  = stage1_amount7[1] ? stage0_word1[127:112] : stage0_word3[127:112];
+  assign \$139  = stage1_amount8[1] ? stage0_word1[143:128] : stage0_word3[143:128];
+  assign \$140  = stage1_amount9[1] ? stage0_word1[153:144] : stage0_word3[153:144];
+  always @(posedge clk)
+    stage0_amount0 <= \$141 ;
+  always @(posedge clk)
+    stage0_amount1 <= \$142 ;
+  always @(posedge clk)
+    stage0_amount2 <= \$143 ;
+  always @(posedge clk)
+    stage0_amount3 <= \$144 ;
+  always @(posedge clk)
+    stage0_amount4 <= \$145 ;
+  always @(posedge clk)
+    stage0_amount5 <= \$146 ;
+  always @(posedge clk)
+    stage0_amount6 <= \$147 ;
+  always @(posedge clk)
+    stage0_amount7 <= \$148 ;
+  always @(posedge clk)
+    stage0_amount8 <= \$149 ;
+  always @(posedge clk)
+    stage0_amount9 <= \$150 ;
+  always @(posedge clk)
+    stage0_word0 <= { \$40 , \$39 , \$38 , \$37 , \$36 , \$35 , \$34 , \$33 , \$32 , \$31  };
+  always @(posedge clk)
+    stage0_word1 <= { \$50 , \$49 , \$48 , \$47 , \$46 , \$45 , \$44 , \$43 , \$42 , \$41  };
+  always @(posedge clk)
+    stage0_word2 <= { \$60 , \$59 , \$58 , \$57 , \$56 , \$55 , \$54 , \$53 , \$52 , \$51  };
+  always @(posedge clk)
+    stage0_word3 <= { \$70 , \$69 , \$68 , \$67 , \$66 , \$65 , \$64 , \$63 , \$62 , \$61  };
+  always @(posedge clk)
+    stage1_amount0 <= \$151 ;
+  always @(posedge clk)
+    stage1_amount1 <= \$152 ;
+  always @(posedge clk)
+    stage1_amount2 <= \$153 ;
+  always @(posedge clk)
+    stage1_amount3 <= \$154 ;
+  always @(posedge clk)
+    stage1_amount4 <= \$155 ;
+  always @(posedge clk)
+    stage1_amount5 <= \$156 ;
+  always @(posedge clk)
+    stage1_amount6 <= \$157 ;
+  always @(posedge clk)
+    stage1_amount7 <= \$158 ;
+  always @(posedge clk)
+    stage1_amount8 <= \$159 ;
+  always @(posedge clk)
+    stage1_amount9 <= \$160 ;
+  always @(posedge clk)
+    stage1_word0 <= { \$110 , \$109 , \$108 , \$107 , \$106 , \$105 , \$104 , \$103 , \$102 , \$101  };
+  always @(posedge clk)
+    stage1_word1 <= { \$120 , \$119 , \$118 , \$117 , \$116 , \$115 , \$114 , \$113 , \$112 , \$111  };
+  always @(posedge clk)
+    stage1_word2 <= { \$130 , \$129 , \$128 , \$127 , \$126 , \$125 , \$124 , \$123 , \$122 , \$121  };
+  always @(posedge clk)
+    stage1_word3 <= { \$140 , \$139 , \$138 , \$137 , \$136 , \$135 , \$134 , \$133 , \$132 , \$131  };
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$141  = \$3 [1:0];
+    if (rst) begin
+      \$141  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$142  = \$6 [1:0];
+    if (rst) begin
+      \$142  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$143  = \$9 [1:0];
+    if (rst) begin
+      \$143  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$144  = \$12 [1:0];
+    if (rst) begin
+      \$144  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$145  = \$15 [1:0];
+    if (rst) begin
+      \$145  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$146  = \$18 [1:0];
+    if (rst) begin
+      \$146  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$147  = \$21 [1:0];
+    if (rst) begin
+      \$147  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$148  = \$24 [1:0];
+    if (rst) begin
+      \$148  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$149  = \$27 [1:0];
+    if (rst) begin
+      \$149  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$150  = \$30 [1:0];
+    if (rst) begin
+      \$150  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$151  = \$73 [1:0];
+    if (rst) begin
+      \$151  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$152  = \$76 [1:0];
+    if (rst) begin
+      \$152  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$153  = \$79 [1:0];
+    if (rst) begin
+      \$153  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$154  = \$82 [1:0];
+    if (rst) begin
+      \$154  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$155  = \$85 [1:0];
+    if (rst) begin
+      \$155  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$156  = \$88 [1:0];
+    if (rst) begin
+      \$156  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$157  = \$91 [1:0];
+    if (rst) begin
+      \$157  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$158  = \$94 [1:0];
+    if (rst) begin
+      \$158  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$159  = \$97 [1:0];
+    if (rst) begin
+      \$159  = 2'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \$160  = \$100 [1:0];
+    if (rst) begin
+      \$160  = 2'h1;
+    end
+  end
+  assign i3 = 154'h000000000000000000000000000000000000000;
+  assign o0 = stage1_word0;
+  assign o1 = stage1_word1;
+  assign o2 = stage1_word2;
+  assign o3 = stage1_word3;
 endmodule
