@@ -1,11 +1,6 @@
 """The movers of ACE-mode programs (:mod:`ace.sw.compiler`, "movers"): which channels load and
-store, how a chunk's transfers are shared among them, and that the hand-offs leave no race.
-
-The race check is independent of the compiler's bookkeeping: it orders every node's steps by
-program order and ``nop`` dependencies alone (vector clocks), and requires every two steps of
-different channels that touch a common SRAM element, one of them writing it, to be ordered.
-The golden model runs a program step by step and cannot see such a race; the RTL can (an
-unordered store reads a slice before its last write lands).
+store, how a chunk's transfers are shared among them, and that the hand-offs leave no race
+(:func:`testbench.program_checks.races`, independent of the compiler's bookkeeping).
 """
 
 from __future__ import annotations
@@ -18,61 +13,11 @@ from ace.sw.compiler import compile_collective
 from ace.sw.compiler.build import movers_of
 from ace.sw.golden import run
 from ace.sw.program import memory_traffic
+from testbench.program_checks import races
 
 SMALL = NAMED_CONFIGS["small"].replace(input_buffer_bytes=4096, output_buffer_bytes=4096,
                                        sram_banks=2, program_words=2048, num_links=8,
                                        mem_id_bits=4)
-
-
-def _accesses(step):
-    """(kind, buffer, start, count) of the SRAM slices ``step`` reads ("r") or writes ("w")."""
-    out = []
-    if step.src is not None and step.type != "load":
-        out.append(("r", *step.src, step.count))
-    if step.dst is not None and step.type != "store":
-        out.append(("w", *step.dst, step.count))
-    return out
-
-
-def _clocks(channels):
-    """Per channel and step: how many steps of each channel have finished before it starts,
-    by program order and dependencies only (iterated to a fixed point)."""
-    C = len(channels)
-    clocks = [[None] * len(steps) for steps in channels]
-    changed = True
-    while changed:
-        changed = False
-        for c, steps in enumerate(channels):
-            done = [0] * C
-            for i, step in enumerate(steps):
-                clock = list(done)
-                if step.dep is not None:
-                    dc, di = step.dep
-                    if clocks[dc][di] is not None:
-                        clock = [max(a, b) for a, b in zip(clock, clocks[dc][di])]
-                    clock[dc] = max(clock[dc], di + 1)
-                if clocks[c][i] != clock:
-                    clocks[c][i], changed = clock, True
-                done = list(clock)
-                done[c] = i + 1
-    return clocks
-
-
-def races(node) -> list[tuple]:
-    """Pairs of steps of ``node`` (channel, index) on different channels that touch a common
-    SRAM element, at least one writing it, with no order between them."""
-    channels = [ch.steps for ch in node.channels]
-    clocks = _clocks(channels)
-    touching = [(c, i, acc) for c, steps in enumerate(channels) for i, st in enumerate(steps)
-                for acc in _accesses(st)]
-    found = []
-    for a, (c1, i1, (k1, b1, s1, n1)) in enumerate(touching):
-        for c2, i2, (k2, b2, s2, n2) in touching[a + 1:]:
-            if c1 == c2 or "w" not in (k1, k2) or b1 != b2 or not (s1 < s2 + n2 and s2 < s1 + n1):
-                continue
-            if clocks[c2][i2][c1] <= i1 and clocks[c1][i1][c2] <= i2:
-                found.append(((c1, i1), (c2, i2)))
-    return found
 
 
 def test_race_check_finds_an_unordered_store():
