@@ -226,3 +226,29 @@ def test_the_order_check_finds_a_missing_dependency():
         assert_loads_and_stores_ordered(program(dep=None))
     with pytest.raises(AssertionError, match="store at .0, 1. and r at .1, 1. may run at once"):
         assert_loads_and_stores_ordered(program(dep=(0, 0), recv_dep=None))
+
+
+def test_in_place_chunk_read_but_never_written_is_stored_after_its_load():
+    """In place, each gpu sends chunk 0 (never written) and receives chunk 1: chunk 0's store
+    follows its load on the sender's channel, ordered with it, and the result is the swap."""
+    xml = ['<algo name="swap_half" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" '
+           'coll="custom" inplace="1">']
+    for g in range(2):
+        xml += [f'  <gpu id="{g}" i_chunks="2" o_chunks="0" s_chunks="0">',
+                f'    <tb id="0" send="{1 - g}" recv="-1" chan="0">',
+                '      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" '
+                'depid="-1" deps="-1" hasdep="0"/>', "    </tb>",
+                f'    <tb id="1" send="-1" recv="{1 - g}" chan="0">',
+                '      <step s="0" type="r" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" '
+                'depid="-1" deps="-1" hasdep="0"/>', "    </tb>", "  </gpu>"]
+    prog = load_msccl("\n".join(xml + ["</algo>"]), chunk_elems=4, mode="ace")
+    assert_loads_and_stores_ordered(prog)
+    for node in prog.nodes:
+        for ch in node.channels:
+            types = [s.type for s in ch.steps]
+            if "s" in types:                    # chunk 0: load, its store, then the send
+                assert types[types.index("load") + 1] == "store"
+    inputs = [np.arange(8, dtype=np.int32) + 100 * g for g in range(2)]
+    outputs = run(prog, inputs).outputs
+    for g, out in enumerate(outputs):
+        np.testing.assert_array_equal(out, np.concatenate([inputs[g][:4], inputs[1 - g][:4]]))

@@ -804,35 +804,37 @@ def _add_load_store(lists: list, gpu: MscclGpu, folding: Folding, layout: _Layou
         for _, _, key in entries:
             st = gpu.tbs[key[1]].steps[key[2]]
             for side, sl in (("src", st.src), ("dst", st.dst)):
-                chunks = range(sl[1], sl[1] + st.cnt) if sl else ()
-                for j in chunks if sl and sl[0] == "i" else ():
-                    touchers[load_of[j]].append(key)
-                for j in chunks if sl and side == "dst" and sl[0] == out_buf else ():
-                    writers[store_of[j]].append(key)
+                for j in range(sl[1], sl[1] + st.cnt) if sl else ():
+                    if sl[0] == "i":
+                        touchers[load_of[j]].append(key)
+                    if side == "dst" and sl[0] == out_buf:
+                        writers[store_of[j]].append(key)
     before, after, tail = {}, {}, []            # anchor key -> entries placed beside it
     waits = {}                                  # key -> keys of loads it waits for
+    load_place = []                             # load run -> the list it was placed in
     dtype, op = layout.dtype, layout.op
     for n, (start, count) in enumerate(loads):
         load = (Step(type="load", count=count * ce, dst=("i", start * ce), dtype=dtype, op=op,
                      mem_addr=ia + start * ce * esize), [], ("load", n))
         first = min(touchers[n], key=rank.get, default=None)
-        before.setdefault(first, []).append(load) if first else tail.append(load)
+        load_place.append(tail if first is None else before.setdefault(first, []))
+        load_place[n].append(load)
         for key in touchers[n]:
-            if channel[key] != channel.get(first):
+            if channel[key] != channel[first]:
                 waits.setdefault(key, set()).add(("load", n))
     for n, (start, count) in enumerate(stores):
         last = max(writers[n], key=rank.get, default=None)
-        own = channel.get(last, 0)
-        refs = {}                               # other channel -> its last writer of the run
-        for key in writers[n]:
-            if channel[key] != own and rank[key] >= rank[refs.get(channel[key], key)]:
-                refs[channel[key]] = key
-        if gpu.alias_o and last is None:        # in place and never written: after its load
-            refs = {"load": ("load", n)}
+        last_on = {}                            # other channel -> its last writer of the run
+        for key in sorted(writers[n], key=rank.get):
+            if channel[key] != channel.get(last):
+                last_on[channel[key]] = key
         store = (Step(type="store", count=count * ce, src=(out_buf, start * ce), dtype=dtype,
-                      op=op, mem_addr=oa + start * ce * esize), list(refs.values()),
+                      op=op, mem_addr=oa + start * ce * esize), list(last_on.values()),
                  ("store", n))
-        after.setdefault(last, []).append(store) if last else tail.append(store)
+        if last is None:        # nothing writes it: right after its load if in place
+            (load_place[n] if gpu.alias_o else tail).append(store)
+        else:
+            after.setdefault(last, []).append(store)
     for c, entries in enumerate(lists):
         placed = []
         for step, refs, key in entries:
