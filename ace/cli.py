@@ -257,7 +257,7 @@ def cmd_experiment(args) -> int:
         raise UserError(f"--workers: {args.workers}; allowed: an integer >= 1")
     try:
         run_experiment(args.name, quick=args.quick, out=args.out, workers=args.workers,
-                       reuse=args.reuse,
+                       reuse=args.reuse, ratios=args.mem_ratio,
                        systems=args.systems.split(",") if args.systems else None)
     except (ExperimentError, SweepError) as error:
         raise UserError(str(error)) from None
@@ -348,7 +348,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse", metavar="DIR", help="take the RTL points an earlier run saved "
                    "in DIR/rtl_points.json (same engine configuration) instead of running them")
     p.add_argument("--systems", metavar="A,B", help="named systems to run on instead of the "
-                   "experiment's own (quick: ring8; full: ring8, ring16, torus4x4)")
+                   "experiment's own (quick: ring8, torus4x2; full: ring8, ring16, torus4x4)")
+    p.add_argument("--mem-ratio", metavar="R,R", default=None,
+                   help="node balances to run at: memory bytes per cycle per link byte per "
+                   "cycle per direction (default 2,4,6,8; at most 2 x the memory port / link "
+                   "width = 8 on the harness engines)")
     p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("demo", help="random fp32/bf16 beats through the ALU array, checked")

@@ -47,7 +47,7 @@ __all__ = ["SweepError", "SweepPoint", "AXES", "expand", "load_spec", "run_point
            "write_sweep", "format_sweep_table", "SWEEP_CSV_COLUMNS"]
 
 #: Point fields a grid may sweep (``label`` is fixed per spec).
-AXES = ("system", "trace", "modes", "background", "seed", "bytes", "topology")
+AXES = ("system", "trace", "modes", "background", "seed", "bytes", "topology", "system_keys")
 
 
 class SweepError(ValueError):
@@ -69,6 +69,8 @@ class SweepPoint:
     bytes : the size S of every collective (an MSCCL trace's size, as ``ace replay --bytes``;
         for the other formats it replaces each collective's ``bytes``); ``None`` keeps them.
     topology : overrides the system's topology (``ring:16``).
+    system_keys : system-file keys that override the system's (``{mem_ratio: 4,
+        mem_bytes: 1073741824}``; :data:`~sim_harness.systems.SYSTEM_KEYS`), as pairs.
     label : free ``(key, value)`` pairs carried into the result.
     """
     system: str
@@ -78,6 +80,7 @@ class SweepPoint:
     seed: int = 1
     bytes: int | None = None
     topology: str | None = None
+    system_keys: tuple = ()
     label: tuple = ()
 
 
@@ -151,8 +154,23 @@ def _label(value, where):
     return tuple(value.items())
 
 
+def _system_keys(value, where):
+    from .systems import SYSTEM_KEYS
+
+    if not isinstance(value, dict):
+        raise SweepError(f"{where}: {value!r}; allowed: a mapping of system-file keys "
+                         f"({', '.join(SYSTEM_KEYS)}) to values")
+    for key in value:
+        if key not in SYSTEM_KEYS or key == "topology":
+            raise SweepError(f"{where}.{key}: not a system key a point may override; allowed: "
+                             f"{', '.join(k for k in SYSTEM_KEYS if k != 'topology')} "
+                             "(topology has its own key)")
+    return tuple(sorted(value.items()))
+
+
 _CHECKS = {"system": _system, "trace": _trace, "modes": _modes, "background": _background,
-           "seed": _seed, "bytes": _bytes, "topology": _topology, "label": _label}
+           "seed": _seed, "bytes": _bytes, "topology": _topology, "system_keys": _system_keys,
+           "label": _label}
 _SPEC_KEYS = (*_CHECKS, "grid")
 
 
@@ -190,10 +208,11 @@ def expand(spec: dict, source: str) -> list[SweepPoint]:
               for combo in itertools.product(*(vals for _, vals in axes))]
     checked = set()
     for point in points:        # every system and topology the grid combines
-        if (point.system, point.topology) not in checked:
-            checked.add((point.system, point.topology))
+        if (point.system, point.topology, point.system_keys) not in checked:
+            checked.add((point.system, point.topology, point.system_keys))
             try:
-                load_system(point.system, topology=point.topology)
+                load_system(point.system, topology=point.topology,
+                            overrides=dict(point.system_keys))
             except ConfigError as error:
                 raise SweepError(f"{source}: {error}") from None
     return points
@@ -223,7 +242,8 @@ def _prepare(point: SweepPoint):
     trace = load_trace(point.trace or DEFAULT_TRACE, msccl_bytes=point.bytes)
     if point.bytes is not None:
         trace.collectives = [replace(c, bytes=point.bytes) for c in trace.collectives]
-    return trace, load_system(point.system, topology=point.topology)
+    return trace, load_system(point.system, topology=point.topology,
+                              overrides=dict(point.system_keys))
 
 
 def run_point(point: SweepPoint, plan: Plan | None = None) -> dict:
@@ -250,7 +270,8 @@ def _describe(index: int, point: SweepPoint) -> str:
 
 def _key(point: SweepPoint) -> tuple:
     """What a point's pre-flight depends on."""
-    return (point.system, point.trace, point.bytes, point.topology, point.modes)
+    return (point.system, point.trace, point.bytes, point.topology, point.system_keys,
+            point.modes)
 
 
 def _check(points) -> tuple[dict, list]:

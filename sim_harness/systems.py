@@ -226,10 +226,12 @@ NAMED_SYSTEMS: dict[str, dict] = {
 DEFAULT_SYSTEM = "ring8"
 
 
-def load_system(name_or_path: str | None = None, *, topology: str | None = None
-                ) -> SystemSpec:
+def load_system(name_or_path: str | None = None, *, topology: str | None = None,
+                overrides: dict | None = None) -> SystemSpec:
     """A named system or a system file; ``topology`` overrides the system's topology (the
-    replay passes the trace's when the user names no system)."""
+    replay passes the trace's when the user names no system), and ``overrides`` (system-file
+    keys, :data:`SYSTEM_KEYS`) any other key, checked as in a file. A ``mem_ratio`` override
+    replaces the system's ``mem_bytes_per_cycle`` (and the other way round)."""
     name_or_path = name_or_path or DEFAULT_SYSTEM
     if name_or_path in NAMED_SYSTEMS:
         values, source = dict(NAMED_SYSTEMS[name_or_path]), f"system {name_or_path}"
@@ -248,6 +250,13 @@ def load_system(name_or_path: str | None = None, *, topology: str | None = None
         source = str(path)
     if topology:
         values["topology"] = topology
+    if overrides:
+        for rate, other in (("mem_ratio", "mem_bytes_per_cycle"),
+                            ("mem_bytes_per_cycle", "mem_ratio")):
+            if rate in overrides:
+                values.pop(other, None)
+        values.update(overrides)
+        source += " with " + ", ".join(f"{k} = {v!r}" for k, v in overrides.items())
     return _make(values, source)
 
 

@@ -18,7 +18,7 @@ from ace.cli import main
 from sim_harness.experiments import (ExperimentError, membw, run_experiment, training,
                                      utilization)
 from sim_harness.experiments.common import (crossing, fit_latency_bandwidth, fit_linear,
-                                            fit_roofline, point_key, roofline)
+                                            fit_roofline, parse_ratios, point_key, roofline)
 from sim_harness.experiments.overlap import ScheduleError, simulate
 from sim_harness.metrics import CollectiveRecord
 from sim_harness.experiments.workloads import (COMPUTE_MEM_SHARE, DLRM, GNMT, RESNET50_FILE,
@@ -162,9 +162,16 @@ def test_forward_collectives_block_the_next_compute(tmp_path):
 @pytest.mark.skipif(not RESNET50_FILE.is_file(), reason="../shared/data is not present")
 def test_resnet50_workload_keeps_every_cycle_and_byte_of_the_file():
     rows = [line.split() for line in RESNET50_FILE.read_text().splitlines()[2:] if line.strip()]
+    from sim_harness.experiments.workloads import (PLATFORM, RESNET50_BATCH,
+                                                   RESNET50_TRAIN_FLOPS_PER_IMAGE)
     wl = resnet50()
+    raw = from_trace(load_astra_workload(RESNET50_FILE), "raw", 0.5)
     assert len(wl.comms) == len(rows) == 54
-    assert wl.compute_cycles == sum(int(r[2]) + int(r[5]) + int(r[8]) for r in rows)
+    assert raw.compute_cycles == sum(int(r[2]) + int(r[5]) + int(r[8]) for r in rows)
+    # The file's compute, layer by layer, scaled to the batch's FLOPs at 40 TFLOP/s.
+    k = RESNET50_BATCH * RESNET50_TRAIN_FLOPS_PER_IMAGE / PLATFORM["ref_flops_per_cycle"] \
+        / raw.compute_cycles
+    assert [t.cycles for t in wl.tasks] == pytest.approx([t.cycles * k for t in raw.tasks])
     assert wl.comm_bytes("allreduce") == sum(int(r[10]) for r in rows)
     # The backward pass issues the last layer's gradient first.
     assert wl.comms[0].name.startswith(rows[-1][0]) and wl.comms[0].nbytes == int(rows[-1][10])
@@ -207,69 +214,108 @@ def _record(cycles, nbytes, mem_per_byte):
                    correct=True)
 
 
-def test_calibration_and_iteration_by_hand(monkeypatch):
-    monkeypatch.setitem(training.SETTINGS, "quick", {"systems": ["ring8"],
-                                                     "allreduce_sizes": [1000, 3000],
-                                                     "alltoall_sizes": [1000, 3000]})
-    # ACE: 100 + S/10 cycles whatever the share; baseline: 100 + S/5 alone, 100 + S/2 beside
-    # compute. Memory: 2 bytes per byte (ACE), 6 (baseline).
-    measured = {}
-    for collective in ("allreduce", "alltoall"):
-        for share in training._shares(collective):
-            for s in (1000, 3000):
-                base = 100 + s / (5 if share == 0 else 2)
-                measured[point_key("ring8", collective, s, share)] = {
-                    "system": {"clock_mhz": 1000.0},
-                    "ace": _record(100 + s / 10, s, 2), "staged": _record(base, s, 6)}
-    cal = training.calibrate(measured, "ring8", True)
-    assert cal["fits"]["ace/allreduce/0"]["r"] == pytest.approx(10)
-    assert cal["fits"]["staged/allreduce/0.5"]["a"] == pytest.approx(100)
-    assert cal["fits"]["staged/allreduce/0.5"]["r"] == pytest.approx(2)
-    assert cal["mem_per_byte"]["staged/allreduce"] == pytest.approx(6)
-    base = training.CollectiveModel(cal, "staged")
-    assert base.mem_bandwidth("allreduce", 1000) == pytest.approx(6000 / 300)
+def test_fit_eta_by_hand():
+    # a = 100, r = 10, k = 2, S = 2000: network-bound 200 cycles; at M = 20 with eta 0.5,
+    # memory-bound 2000 x 2 / (0.5 x 20) = 400. At M = 1000 memory never binds.
+    points = [(2000, 20.0, 100 + 400), (2000, 1000.0, 100 + 200)]
+    eta, err = training.fit_eta(points, 100.0, 10.0, 2.0)
+    assert eta == pytest.approx(0.5) and err == pytest.approx(0, abs=1e-12)
 
+
+def _calibration(a=100.0, r=10.0, k=2.0, eta=1.0, largest=1 << 20, per_link=1.0,
+                 collectives=("allreduce",)):
+    return {f"{m}/{c}": {"mode": m, "collective": c, "a": a, "r": r, "k": k, "eta": eta,
+                         "largest_rtl_bytes": largest, "link_bytes_per_byte": per_link,
+                         "max_rel_error": 0.0, "points": []}
+            for m in ("ace", "staged", "p2p") for c in collectives}
+
+
+def test_collective_model_takes_the_slower_of_network_and_memory_and_runs_in_pieces():
+    model = training.CollectiveModel(_calibration(largest=1000), "ace")
+    # 1000 bytes: network 1000 / 10 = 100, memory 1000 x 2 / 40 = 50 -> 100 + 100.
+    assert model.cycles("allreduce", 1000, 40.0) == pytest.approx(200)
+    # Memory 10 B/cycle: 1000 x 2 / 10 = 200 > 100 -> 300.
+    assert model.cycles("allreduce", 1000, 10.0) == pytest.approx(300)
+    # 2500 bytes: three pieces of at most 1000, each paying a = 100.
+    assert model.pieces("allreduce", 2500) == 3
+    assert model.cycles("allreduce", 2500, 40.0) == pytest.approx(300 + 250)
+    assert model.mem_bandwidth("allreduce", 1000, 40.0) == pytest.approx(2000 / 200)
+
+
+def test_iteration_by_hand():
+    cal = _calibration()
     # One task of 1000 reference cycles x scale 2, one 1000-byte all-reduce issued at once.
     wl = SimpleNamespace(tasks=[SimpleNamespace(cycles=1000)], mem_share=0.5,
                          comms=[SimpleNamespace(collective="allreduce", nbytes=1000,
                                                 after=-1, before=None)])
     ace = training.iteration(wl, training.CollectiveModel(cal, "ace"), mode="ace",
-                             policy="compute_first", scale=2.0, mem_rate_bpc=32.0)
+                             policy="compute_first", scale=2.0, mem_rate_bpc=32.0,
+                             link_bpc=16.0)
+    # 100 + max(100, 1000 x 2 / 16 = 125) = 225 beside compute, hidden under 2000.
     assert ace["cycles"] == pytest.approx(2000) and ace["ideal_cycles"] == 2000
-    # Baseline, compute first: the collective takes 600 beside compute, during which compute
-    # runs at 0.9: 540 done, 1460 left alone -> 2060.
+    assert ace["link_utilization_comm"] == pytest.approx(1000 / (225 * 16))
+    assert ace["link_utilization_iteration"] == pytest.approx(1000 / (2000 * 16))
+    base = training.CollectiveModel(_calibration(k=6.0), "staged")
+    # Baseline, compute first, core share 0.1 (saturating): the collective takes
+    # 100 + 1000 x 6 / 16 = 475 beside compute, during which compute runs at 0.9: 427.5
+    # done, 1572.5 left alone -> 2047.5.
     b = training.iteration(wl, base, mode="staged", policy="compute_first", scale=2.0,
-                           mem_rate_bpc=32.0, core_share=0.1)
-    assert b["cycles"] == pytest.approx(2060)
-    # Comm first: 300 cycles at 20 B/cycle of memory; compute needs 0.5 x 32 = 16 and gets
-    # 12 -> rate 0.9 x 0.75 = 0.675: 202.5 done in 300, 1797.5 left -> 2097.5.
+                           mem_rate_bpc=32.0, link_bpc=16.0, core_share=0.1)
+    assert b["cycles"] == pytest.approx(2047.5)
+    # Core share 0.05: the kernels drive it at half speed (950 cycles), compute at 0.95:
+    # 902.5 done, 1097.5 left -> 2047.5 again.
+    b = training.iteration(wl, base, mode="staged", policy="compute_first", scale=2.0,
+                           mem_rate_bpc=32.0, link_bpc=16.0, core_share=0.05)
+    assert b["cycles"] == pytest.approx(950 + 1097.5)
+    # Comm first: alone, 100 + 1000 x 6 / 32 = 287.5 cycles at 6000 / 287.5 B/cycle of
+    # memory; compute needs 16 and gets 32 - 20.87 -> rate 0.9 x 11.13 / 16.
     b = training.iteration(wl, base, mode="staged", policy="comm_first", scale=2.0,
-                           mem_rate_bpc=32.0, core_share=0.1)
-    assert b["cycles"] == pytest.approx(2097.5)
+                           mem_rate_bpc=32.0, link_bpc=16.0, core_share=0.1)
+    rate = 0.9 * (32 - 6000 / 287.5) / 16
+    assert b["cycles"] == pytest.approx(287.5 + (2000 - 287.5 * rate))
+
+
+def test_resnet50_compute_is_scaled_to_its_batch():
+    from sim_harness.experiments.workloads import RESNET50_TRAIN_FLOPS_PER_IMAGE, PLATFORM
+    if not RESNET50_FILE.is_file():
+        pytest.skip("../shared/data is not present")
+    small, large = resnet50(batch=2), resnet50(batch=32)
+    assert large.compute_cycles == pytest.approx(16 * small.compute_cycles)
+    assert large.compute_cycles * PLATFORM["ref_flops_per_cycle"] == pytest.approx(
+        32 * RESNET50_TRAIN_FLOPS_PER_IMAGE)
+    assert large.comm_bytes() == small.comm_bytes()
 
 
 # -- membw analysis on synthetic measurements ----------------------------------------------------
 
-def test_membw_ratio_from_exact_roofline_points(monkeypatch):
+def test_membw_requirement_and_per_ratio_figures_from_exact_points(monkeypatch):
     monkeypatch.setitem(membw.SETTINGS, "quick", {"systems": ["ring8"], "bytes": 4096,
-                                                  "backgrounds": [0.0, 0.5, 0.75]})
-    # M = 32, 16, 8. ACE: a = 20, plateau 0.8 (from 16 on); baseline a = 64, no plateau.
+                                                  "low_backgrounds": [0.75]})
+    monkeypatch.setattr(membw, "COMPUTE_MEM_SHARE", {"x": 0.5})
+    s = membw.settings(True, None, [2])
+    assert s["backgrounds"] == [0.0, 0.5]
+    # ring8 at ratio 2: M = 32, 16, 8. ACE: a = 20, plateau 0.8 (from 16 on); baselines:
+    # a = 64, no plateau; memory per link byte 1 (ACE), 3 (staged), 2 (p2p).
     measured = {}
     for b in (0.0, 0.5, 0.75):
         m = 32 * (1 - b)
         entry = {"system": {"clock_mhz": 1000.0}}
-        for mode, u in (("ace", min(0.8, m / 20)), ("staged", m / 64)):
+        for mode, u, per in (("ace", min(0.8, m / 20), 1.0), ("staged", m / 64, 3.0),
+                             ("p2p", m / 64, 2.0)):
             entry[mode] = _fields(cycles=1000, time_over_bound=1.0, link_utilization=u,
                                   link_utilization_per_link={"n0.l0": u, "n1.l0": u},
-                                  mem_bytes_per_link_byte=1.0, mem_bandwidth_bytes_per_cycle=m,
-                                  mem_over_2S=1.0)
-        measured[point_key("ring8", "allreduce", 4096, b)] = entry
-    s = membw.analyze(measured, True)["systems"]["ring8"]
-    assert s["requirement"]["ace"]["needed"] == pytest.approx(18)       # 0.9 x 20, model
-    assert s["requirement"]["staged"]["needed"] == pytest.approx(57.6)
-    assert s["ratio_90"] == pytest.approx(3.2) and s["ratio_90_basis"] == "model"
-    # Both reach 0.9 x min(0.8, 0.5) = 0.45: ACE at 9, baseline at 28.8.
-    assert s["ratio_matched"] == pytest.approx(3.2)
+                                  mem_bytes_per_link_byte=per,
+                                  mem_bandwidth_bytes_per_cycle=m, mem_over_2S=1.0)
+        measured[point_key("ring8", "allreduce", 4096, b, 2)] = entry
+    doc = membw.analyze(measured, s)
+    ring = doc["systems"]["ring8"]
+    assert ring["requirement"]["ace"]["needed"] == pytest.approx(18)       # 0.9 x 20, model
+    assert ring["requirement"]["staged"]["needed"] == pytest.approx(57.6)
+    assert ring["ratio_90"]["staged"] == pytest.approx(3.2)
+    assert ring["ratio_90_basis"]["p2p"] == "model"
+    assert doc["by_ratio"]["2"]["mem_bw_reduction"] == {"staged": pytest.approx(3.0),
+                                                        "p2p": pytest.approx(2.0)}
+    assert doc["by_ratio"]["2"]["link_utilization"]["ace"] == pytest.approx(0.8)
 
 
 def test_saved_points_are_reused_only_on_the_same_engine_configuration(tmp_path):
@@ -280,15 +326,15 @@ def test_saved_points_are_reused_only_on_the_same_engine_configuration(tmp_path)
     system = {"config": spec.config.to_dict(), "topology": str(spec.topology)}
     other = dict(system, config=dict(system["config"], num_channels=1))
     ace, base = _fields(cycles=1, name="a"), _fields(cycles=2, name="b")
-    measured = {point_key("ring8", "allreduce", 4096, 0.5): {"system": system, "ace": ace,
-                                                            "staged": base},
-                point_key("ring8", "allreduce", 8192, 0.5): {"system": other, "ace": base,
-                                                            "staged": ace}}
+    measured = {point_key("ring8", "allreduce", 4096, 0.5, 4): {
+                    "system": system, "ace": ace, "staged": base, "p2p": base},
+                point_key("ring8", "allreduce", 8192, 0.5, 4): {
+                    "system": other, "ace": base, "staged": ace, "p2p": ace}}
     save_points(tmp_path / "rtl_points.json", measured)
     back = load_points(tmp_path / "rtl_points.json")
-    assert list(back) == [("ring8", "allreduce", 4096, 0.5)]
-    assert back[("ring8", "allreduce", 4096, 0.5)]["ace"] == ace
-    assert back[("ring8", "allreduce", 4096, 0.5)]["staged"] == base
+    assert list(back) == [("ring8", "allreduce", 4096, 0.5, 4)]
+    assert back[("ring8", "allreduce", 4096, 0.5, 4)]["ace"] == ace
+    assert back[("ring8", "allreduce", 4096, 0.5, 4)]["p2p"] == base
     with pytest.raises(ExperimentError, match="not a readable rtl_points.json"):
         load_points(tmp_path / "missing.json")
 
@@ -312,17 +358,33 @@ def test_cli_errors_are_one_line(capsys, tmp_path):
         run_experiment("paperz")
 
 
-def test_systems_replace_each_experiments_own():
+def test_mem_ratio_is_checked_and_parsed(capsys):
+    assert parse_ratios("8,2,4,4") == (2, 4, 8)
+    assert parse_ratios("2.5") == (2.5,)
+    for bad in ("", "2,x", "0", "-1"):
+        with pytest.raises(ExperimentError, match="--mem-ratio"):
+            parse_ratios(bad)
+    # The harness engines' memory port (64 bytes) bounds the memory at 128 B/cycle: 8 x 16.
+    assert main(["experiment", "membw", "--mem-ratio", "2,9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "mem_ratio: 9 is out of range" in err and "8" in err
+
+
+def test_systems_and_ratios_replace_each_experiments_own():
     for module in (membw, utilization):
-        assert {k[0] for k in module.plan(False).keys} == {"ring8", "ring16", "torus4x4"}
-        assert {k[0] for k in module.plan(False, ["torus4x2"]).keys} == {"torus4x2"}
+        s = module.settings(False)
+        assert {k[0] for k in module.plan(s).keys} == {"ring8", "ring16", "torus4x4"}
+        assert {k[4] for k in module.plan(s).keys} == {2, 4, 6, 8}
+        s = module.settings(False, ["torus4x2"], [3])
+        assert {(k[0], k[4]) for k in module.plan(s).keys} == {("torus4x2", 3)}
     for module in (membw, utilization, training):
-        assert {k[0] for k in module.plan(True).keys} == {"ring8"}
-        assert {k[0] for k in module.plan(True, ["ring4"]).keys} == {"ring4"}
-    # No all-to-all size of the quick settings fits torus4x4's instruction memory: refused
-    # before any RTL run, not a failed fit after them.
-    with pytest.raises(ExperimentError, match="training: torus4x4: 0 of the alltoall sizes"):
-        training.plan(True, ["ring8", "torus4x4"])
+        s = module.settings(True)
+        assert {k[0] for k in module.plan(s).keys} == {"ring8", "torus4x2"}
+        assert {k[0] for k in module.plan(module.settings(True, ["ring4"])).keys} == {"ring4"}
+    # All-to-all is compiled for one-dimensional systems only: a torus models no DLRM.
+    s = training.settings(True, ["torus4x2"])
+    assert training.collectives(s, "torus4x2") == ["allreduce"]
+    assert {k[1] for k in training.plan(s).keys} == {"allreduce"}
 
 
 def test_paper_analyses_each_experiment_on_its_own_systems(monkeypatch, tmp_path):
@@ -338,42 +400,54 @@ def test_paper_analyses_each_experiment_on_its_own_systems(monkeypatch, tmp_path
         k: {"system": {"config": {}, "topology": ""}} for k in plan.keys})
     monkeypatch.setattr(experiments.paper, "write", lambda out, s, *args: {})
     for name, module in experiments.EXPERIMENTS.items():
-        def plan(quick, systems=None, name=name):
-            return Plan([point_key(systems[0] if systems else own[name], "allreduce", 4, 0.0)])
+        def settings(quick, systems=None, ratios=None, name=name):
+            return {"systems": systems or [own[name]], "ratios": list(ratios or [2]),
+                    "mem_bytes": None}
 
-        def analyze(measured, quick, systems=None, name=name, plan=plan):
-            seen[name] = {k[0] for k in plan(quick, systems).keys if k in measured}
+        def plan(s, name=name):
+            return Plan([point_key(s["systems"][0], "allreduce", 4, 0.0, s["ratios"][0])])
+
+        def analyze(measured, s, name=name, plan=plan):
+            seen[name] = {(k[0], k[4]) for k in plan(s).keys if k in measured}
             return {}
 
+        monkeypatch.setattr(module, "settings", settings)
         monkeypatch.setattr(module, "plan", plan)
         monkeypatch.setattr(module, "analyze", analyze)
         monkeypatch.setattr(module, "write", lambda folder, summary: None)
     run_experiment("paper", out=tmp_path, progress=False, log=lambda *a: None)
-    assert seen == {name: {system} for name, system in own.items()}
-    run_experiment("paper", out=tmp_path, progress=False, log=None, systems=["switch4"])
-    assert seen == {name: {"switch4"} for name in own}
+    assert seen == {name: {(system, 2)} for name, system in own.items()}
+    run_experiment("paper", out=tmp_path, progress=False, log=None, systems=["switch4"],
+                   ratios="4")
+    assert seen == {name: {("switch4", 4)} for name in own}
 
 
 # -- one real run --------------------------------------------------------------------------------
 
 @pytest.mark.slow
 def test_membw_tiny_on_ring8(monkeypatch, tmp_path):
-    """Two background shares of a 64 KiB all-reduce on ring8, both modes, through the whole
-    experiment path (run_points, analysis, files)."""
+    """Two balances and a starved point of a 64 KiB all-reduce on ring8, every mode, through
+    the whole experiment path (run_points, analysis, files)."""
     monkeypatch.setitem(membw.SETTINGS, "quick", {"systems": ["ring8"], "bytes": 65536,
-                                                  "backgrounds": [0.0, 0.75]})
+                                                  "low_backgrounds": [0.75]})
+    monkeypatch.setattr(membw, "COMPUTE_MEM_SHARE", {})
     doc = run_experiment("membw", quick=True, out=tmp_path, workers=2, progress=False,
-                         log=None)
+                         log=None, ratios="2,8")
     assert {p.name for p in tmp_path.iterdir()} >= {"summary.json", "summary.md",
                                                     "membw_utilization.png",
-                                                    "membw_bytes_per_link_byte.png"}
+                                                    "membw_by_ratio.png"}
     assert json.loads((tmp_path / "summary.json").read_text()) == doc
     ring = doc["systems"]["ring8"]
-    full, starved = ring["points"]
-    # A quarter of the memory bandwidth hurts the memory-staged baseline at least as much.
-    for mode in ("ace", "staged"):
-        assert starved[mode]["link_utilization"] < full[mode]["link_utilization"]
-    assert full["ace"]["link_utilization"] > full["staged"]["link_utilization"]
-    assert ring["mem_bytes_per_link_byte"]["staged"] > ring["mem_bytes_per_link_byte"]["ace"]
-    assert doc["mem_bw_reduction"] > 1
+    low, high, starved = ring["points"]
+    assert (low["ratio"], high["ratio"], starved["ratio"]) == (2, 8, 2)
+    assert high["mem_available"] == 128 and starved["mem_available"] == 8
+    # A quarter of the memory bandwidth hurts every mode; four times as much helps the
+    # memory-staged baselines, which read and write memory more per link byte than ACE.
+    for mode in ("ace", "staged", "p2p"):
+        assert starved[mode]["link_utilization"] < low[mode]["link_utilization"]
+    for mode in ("staged", "p2p"):
+        assert high[mode]["link_utilization"] > low[mode]["link_utilization"]
+        assert low[mode]["mem_bytes_per_link_byte"] > low["ace"]["mem_bytes_per_link_byte"]
+    assert low["ace"]["link_utilization"] > low["staged"]["link_utilization"]
+    assert doc["by_ratio"]["2"]["mem_bw_reduction"]["staged"] > 2.5
     assert Path(tmp_path / "summary.md").read_text().startswith("# membw")

@@ -39,6 +39,11 @@ def test_grid_is_the_cartesian_product_last_axis_fastest():
     assert all(p.modes == ("ace",) and p.label == (("study", "bg"),) and p.trace is None
                and p.system == "ring8" for p in points)
     assert expand({}, "s.yaml") == [SweepPoint(system="ring8", trace=None)]
+    ratios = expand({"grid": {"system_keys": [{"mem_ratio": 2}, {"mem_ratio": 8,
+                                                                  "mem_bytes": 1 << 24}]}},
+                    "s.yaml")
+    assert [p.system_keys for p in ratios] == [(("mem_ratio", 2),),
+                                               (("mem_bytes", 1 << 24), ("mem_ratio", 8))]
     grid = expand({"grid": {"modes": ["both", ["baseline"], "all", "p2p"]}}, "s.yaml")
     assert [p.modes for p in grid] == [("ace", "staged"), ("staged",), ("ace", "staged", "p2p"),
                                        ("p2p",)]
@@ -63,6 +68,10 @@ def test_grid_is_the_cartesian_product_last_axis_fastest():
     ({"grid": {"seed": []}}, "s.yaml: grid.seed: []; allowed: a non-empty list"),
     ({"seed": 1, "grid": {"seed": [2]}}, "s.yaml: grid.seed: seed is also given outside"),
     ({"grid": {"background": [0, 0.9, 2]}}, "s.yaml: grid.background[2]: 2; allowed:"),
+    ({"system_keys": [1]}, "s.yaml: system_keys: [1]; allowed: a mapping of system-file keys"),
+    ({"system_keys": {"topology": "ring:4"}}, "s.yaml: system_keys.topology: not a system key"),
+    ({"system_keys": {"mem_ratio": 40}}, "s.yaml: system ring8 with mem_ratio = 40: mem_ratio: "
+                                         "40 is out of range"),
 ])
 def test_spec_errors_name_the_file_and_key(spec, message):
     with pytest.raises(SweepError) as error:

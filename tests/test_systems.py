@@ -79,6 +79,19 @@ def test_json_file_and_explicit_memory_rate(tmp_path):
     assert (system.mem_rate, system.link_rate, system.mem_ratio) == (12.5, 2.5, 5)
 
 
+def test_overrides_replace_a_systems_keys_and_are_checked_like_a_file(tmp_path):
+    system = load_system("ring8", overrides={"mem_ratio": 6, "mem_bytes": 1 << 30})
+    assert (system.mem_rate, system.mem_ratio, system.mem_bytes) == (96, 6, 1 << 30)
+    assert system.config == load_system("ring8").config
+    # A rate override replaces the file's other rate key instead of clashing with it.
+    path = _file(tmp_path, "mem_bytes_per_cycle = 20\n")
+    assert load_system(path, overrides={"mem_ratio": 3}).mem_rate == 48
+    assert load_system(path, overrides={"mem_bytes_per_cycle": 24}).mem_rate == 24
+    with pytest.raises(ConfigError, match=r"system ring8 with mem_ratio = 9: mem_ratio: 9 is "
+                                          r"out of range; allowed: a number from .* to 8 "):
+        load_system("ring8", overrides={"mem_ratio": 9})
+
+
 def test_memory_port_width_passes_through(tmp_path):
     """The harness's own port (4 x the link) keeps its engine; 1x and 2x reach the
     configuration's ``mem_bytes`` under a name of their own (their own builds); the default

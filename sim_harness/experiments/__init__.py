@@ -3,19 +3,23 @@
 =============  ==============================================================================
 name           what
 =============  ==============================================================================
-membw          link utilization against the memory bandwidth left to an all-reduce (ring8,
-               ring16, torus4x4), and the memory bandwidth each mode needs for 90% utilization
-utilization    link utilization of ACE over the baseline under the training compute's
-               memory load
-training       iteration time of ResNet-50, a GNMT-like transformer and DLRM: ACE, baseline,
-               ideal (collective times from a model fitted to RTL runs)
-paper          all three; ``summary.json`` holds ``mem_bw_reduction``, ``link_util_gain`` and
-               ``iteration_speedup``
+membw          link utilization against the memory bandwidth left to an all-reduce, memory
+               bytes per link byte per balance, and the memory bandwidth each mode needs
+               for 90% utilization
+utilization    link utilization of ACE over each baseline under the training compute's
+               memory load, per balance
+training       iteration time of ResNet-50, a GNMT-sized transformer and DLRM: ACE, both
+               baselines, ideal (collective times from a model calibrated on RTL runs), per
+               balance
+paper          all three; ``summary.json`` holds their figures per balance (``by_ratio``)
 =============  ==============================================================================
 
 :func:`run_experiment` plans the RTL points of the experiments asked for, measures their union
 once (:func:`~.common.measure`, on :func:`sim_harness.sweep.run_points`), then analyses and
-writes each one. Every experiment writes ``summary.json``, ``summary.md`` and PNG plots.
+writes each one. Every experiment runs ACE and both baselines (``staged``, ``p2p``) at every node balance of
+``ratios`` (``--mem-ratio``: memory bytes per cycle per link byte per cycle per direction,
+default 2, 4, 6, 8) and writes ``summary.json`` (with ``by_ratio``: balance -> figures),
+``summary.md`` and PNG plots, the real accelerators' balances marked.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import time
 from pathlib import Path
 
 from . import membw, paper, training, utilization
-from .common import ExperimentError, Plan, load_points, measure, save_points, write_json
+from .common import (ExperimentError, Plan, check_ratios, load_points, measure, parse_ratios,
+                     save_points, write_json)
 
 __all__ = ["EXPERIMENTS", "run_experiment", "ExperimentError"]
 
@@ -49,7 +54,7 @@ def _check_systems(systems) -> None:
 
 def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = None,
                    workers: int | None = None, reuse: str | Path | None = None,
-                   systems: list[str] | None = None, progress: bool = True,
+                   systems: list[str] | None = None, ratios=None, progress: bool = True,
                    log=print) -> dict:
     """Run experiment ``name`` (or ``paper``: all of them) and write its files into ``out``
     (default ``build/experiment/<name>``); return the summary written to ``summary.json``.
@@ -57,7 +62,8 @@ def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = N
     The RTL points are saved in ``out/rtl_points.json``; ``reuse`` (a folder or file of an
     earlier run) takes the points it holds from there instead of running them again, as long
     as they were measured on the current engine configuration. ``systems`` (named systems)
-    replaces the experiments' own choice of systems."""
+    replaces the experiments' own choice of systems; ``ratios`` (numbers, or a comma-separated
+    string) the default balances."""
     if name not in NAMES:
         raise ExperimentError(f"experiment: {name!r}; allowed: {', '.join(NAMES)}")
     out = Path(out) if out is not None else Path("build") / "experiment" / name
@@ -65,16 +71,21 @@ def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = N
     names = list(EXPERIMENTS) if name == "paper" else [name]
     if systems:
         _check_systems(systems)
+    ratios = parse_ratios(ratios) if ratios is not None else None
+    settings = {n: EXPERIMENTS[n].settings(quick, systems, ratios) for n in names}
+    check_ratios({sy for s in settings.values() for sy in s["systems"]},
+                 next(iter(settings.values()))["ratios"])
     start = time.monotonic()
     if "training" in names:
         training.check_inputs()
     plan = Plan()
     for n in names:
-        plan.merge(EXPERIMENTS[n].plan(quick, systems))
+        plan.merge(EXPERIMENTS[n].plan(settings[n]))
     if log:
         on = sorted({k[0] for k in plan.keys})
+        rs = ", ".join(f"{r:g}" for r in next(iter(settings.values()))["ratios"])
         log(f"experiment {name}{' (quick)' if quick else ''}: {len(plan.keys)} RTL points "
-            f"(both modes each) on {', '.join(on)}")
+            f"(ace, staged and p2p each) on {', '.join(on)}, memory/link ratios {rs}")
     measured = {}
     if reuse is not None:
         path = Path(reuse)
@@ -83,7 +94,8 @@ def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = N
     missing = Plan([k for k in plan.keys if k not in measured])
     if log and reuse is not None:
         log(f"--reuse: {len(measured)} points from {reuse}, {len(missing.keys)} to run")
-    measured.update(measure(missing, workers=workers, progress=progress)
+    mem_bytes = next(iter(settings.values()))["mem_bytes"]
+    measured.update(measure(missing, mem_bytes=mem_bytes, workers=workers, progress=progress)
                     if missing.keys else {})
     out.mkdir(parents=True, exist_ok=True)
     save_points(out / "rtl_points.json", {k: measured[k] for k in plan.keys})
@@ -91,8 +103,8 @@ def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = N
     summaries = {}
     for n in names:
         folder = out if name != "paper" else out / n
-        summary = EXPERIMENTS[n].analyze(measured, quick, systems)
-        summary["rtl_points"] = len(EXPERIMENTS[n].plan(quick, systems).keys)
+        summary = EXPERIMENTS[n].analyze(measured, settings[n])
+        summary["rtl_points"] = len(EXPERIMENTS[n].plan(settings[n]).keys)
         EXPERIMENTS[n].write(folder, summary)
         summaries[n] = summary
     wall = time.monotonic() - start

@@ -25,42 +25,93 @@ from ..sweep import SweepPoint, run_points
 from ..systems import load_system
 
 __all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "save_points", "settings_for",
-           "load_points", "point_key", "mem_rate",
+           "load_points", "point_key", "mem_rate", "parse_ratios", "link_rate",
            "busiest_link_utilization", "fit_linear", "fit_latency_bandwidth", "crossing",
            "fit_roofline", "roofline", "md_table", "figure", "save_figure", "write_json",
-           "ALLTOALL_TRACE", "BASELINE", "SEED"]
+           "mark_accelerators", "check_ratios", "ALLTOALL_TRACE", "BASELINES", "MODES", "RATIOS", "ACCELERATORS",
+           "FULL_MEM_BYTES", "SEED"]
 
 #: Seed of every RTL point's input data (the results do not depend on the data, but runs are
 #: reproducible bit for bit).
 SEED = 1
-#: The baseline the experiments compare ACE with: the memory-staged one (``docs/engine.md``);
-#: the point-to-point baseline (``Mode.P2P``) is measured by ``ace replay --mode all``.
-BASELINE = Mode.STAGED
-#: The two modes every RTL point runs.
-_MODES = (Mode.ACE, BASELINE)
+#: The baselines ACE is compared with, both measured at every point: ``staged`` (NCCL over a
+#: network transport: every received and every sent buffer goes through memory) and ``p2p``
+#: (NCCL between GPUs over NVLink: a reduction's output goes straight to the link);
+#: ``docs/engine.md``, "Placement".
+BASELINES = (Mode.STAGED, Mode.P2P)
+#: The modes every RTL point runs.
+MODES = (Mode.ACE, *BASELINES)
+#: The default memory/network balances (``--mem-ratio``): memory bytes per cycle per link byte
+#: per cycle per direction (:attr:`~sim_harness.system.SystemSpec.mem_ratio`).
+RATIOS = (2, 4, 6, 8)
+#: Node memory of the full runs' systems (sparse, so it costs no host memory): large enough
+#: for every size of the training calibration. Quick runs keep the named systems' 8 MiB, so
+#: they reuse the test suite's builds (node memory size is part of a build).
+FULL_MEM_BYTES = 1 << 30
 #: A one-collective all-to-all trace; its size is set per point (``SweepPoint.bytes``).
 ALLTOALL_TRACE = str(Path(__file__).with_name("alltoall.yaml"))
+
+#: Real accelerators' balance: HBM bandwidth over the NVLink bandwidth of one direction (all
+#: links together), from the vendors' data sheets. A collective that drives every link of the
+#: node at once sees this ratio; on our systems a ring (or a torus dimension) drives one link
+#: per direction, so ``mem_ratio`` is the same quantity.
+ACCELERATORS = (
+    {"name": "V100", "mem_gbps": 900.0, "link_gbps_per_direction": 150.0,
+     "source": "NVIDIA Tesla V100 data sheet (SXM2: 900 GB/s HBM2, NVLink 300 GB/s = 6 links "
+               "x 25 GB/s per direction x 2)"},
+    {"name": "A100", "mem_gbps": 2039.0, "link_gbps_per_direction": 300.0,
+     "source": "NVIDIA A100 data sheet (SXM 80 GB: 2,039 GB/s HBM2e, NVLink 600 GB/s = 12 "
+               "links x 25 GB/s per direction x 2)"},
+    {"name": "H100", "mem_gbps": 3350.0, "link_gbps_per_direction": 450.0,
+     "source": "NVIDIA H100 data sheet (SXM: 3.35 TB/s HBM3, NVLink 900 GB/s = 18 links x "
+               "25 GB/s per direction x 2)"},
+)
+for _acc in ACCELERATORS:
+    _acc["ratio"] = round(_acc["mem_gbps"] / _acc["link_gbps_per_direction"], 2)
 
 
 class ExperimentError(ValueError):
     """A bad experiment name, option or output folder: reported in one line (exit 2)."""
 
 
-#: ``(system, collective, bytes, background)``: what identifies one RTL point here.
+def parse_ratios(text) -> tuple[float, ...]:
+    """``--mem-ratio``: a comma-separated list of positive numbers (or a sequence of them),
+    returned sorted without repeats; the systems check each against their memory port."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    ratios = []
+    for item in items:
+        try:
+            value = float(item)
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not value > 0 or value != value:
+            raise ExperimentError(f"--mem-ratio: {item!r} is not a positive number; allowed: "
+                                  "a comma-separated list such as 2,4,6,8")
+        ratios.append(int(value) if value == int(value) else value)
+    if not ratios:
+        raise ExperimentError("--mem-ratio: empty; allowed: a comma-separated list such as "
+                              "2,4,6,8")
+    return tuple(sorted(set(ratios)))
+
+
+#: ``(system, collective, bytes, background, mem_ratio)``: what identifies one RTL point.
 PointKey = tuple
 
 
-def point_key(system: str, collective: str, nbytes: int, background: float) -> PointKey:
-    return (system, collective, int(nbytes), round(float(background), 6))
+def point_key(system: str, collective: str, nbytes: int, background: float,
+              ratio: float) -> PointKey:
+    return (system, collective, int(nbytes), round(float(background), 6),
+            round(float(ratio), 6))
 
 
 @dataclass
 class Plan:
-    """The RTL points an experiment needs: keys of both-mode runs of one collective."""
+    """The RTL points an experiment needs: keys of all-mode runs of one collective."""
     keys: list = field(default_factory=list)
 
-    def add(self, system: str, collective: str, nbytes: int, background: float) -> PointKey:
-        key = point_key(system, collective, nbytes, background)
+    def add(self, system: str, collective: str, nbytes: int, background: float,
+            ratio: float) -> PointKey:
+        key = point_key(system, collective, nbytes, background, ratio)
         if key not in self.keys:
             self.keys.append(key)
         return key
@@ -72,21 +123,42 @@ class Plan:
         return self
 
 
-def _sweep_point(key: PointKey) -> SweepPoint:
-    system, collective, nbytes, background = key
+def _system_keys(ratio: float, mem_bytes: int | None) -> tuple:
+    keys = {"mem_ratio": ratio}
+    if mem_bytes is not None:
+        keys["mem_bytes"] = mem_bytes
+    return tuple(sorted(keys.items()))
+
+
+def _sweep_point(key: PointKey, mem_bytes: int | None) -> SweepPoint:
+    system, collective, nbytes, background, ratio = key
     trace = None if collective == "allreduce" else ALLTOALL_TRACE
     if collective not in ("allreduce", "alltoall"):
         raise ExperimentError(f"collective: {collective!r}; allowed: allreduce, alltoall")
     return replace(SweepPoint(system=system, trace=trace), bytes=nbytes, background=background,
-                   seed=SEED, modes=_MODES, label=(("experiment", "ace"),))
+                   seed=SEED, modes=MODES, system_keys=_system_keys(ratio, mem_bytes),
+                   label=(("experiment", "ace"),))
+
+
+def check_ratios(systems, ratios) -> None:
+    """Every system takes every ratio (its memory port bounds it): else
+    :class:`ExperimentError` naming the allowed range."""
+    from ace.errors import ConfigError
+
+    for system in systems:
+        for ratio in ratios:
+            try:
+                load_system(system, overrides={"mem_ratio": ratio})
+            except ConfigError as error:
+                raise ExperimentError(f"--mem-ratio: {error}") from None
 
 
 @functools.lru_cache(maxsize=None)
-def fits(system: str, collective: str, nbytes: int) -> bool:
-    """Whether the collective passes the replay's pre-flight on the system in both modes
-    (:func:`~sim_harness.preflight.prepare`: instruction memory, SRAM, the node's memory);
-    the plans leave out sizes that do not. Cached: planning and calibration ask again, and a
-    large size takes seconds to compile."""
+def fits(system: str, collective: str, nbytes: int, mem_bytes: int | None = None) -> bool:
+    """Whether the collective passes the replay's pre-flight on the system (with ``mem_bytes``
+    of node memory; None: the system's) in every mode (:func:`~sim_harness.preflight.prepare`:
+    instruction memory, SRAM, the node's memory); the plans leave out sizes that do not.
+    Cached: planning and calibration ask again, and a large size takes seconds to compile."""
     from ace.errors import ConfigError
     from ace.sw.program import ProgramError
 
@@ -96,22 +168,26 @@ def fits(system: str, collective: str, nbytes: int) -> bool:
 
     trace = load_trace(ALLTOALL_TRACE if collective == "alltoall" else DEFAULT_TRACE)
     spec = replace(trace.collectives[0], bytes=int(nbytes))
+    overrides = None if mem_bytes is None else {"mem_bytes": mem_bytes}
     try:
-        for mode in _MODES:
-            prepare(spec, load_system(system), mode)
+        for mode in MODES:
+            prepare(spec, load_system(system, overrides=overrides), mode)
     except (ProgramError, ConfigError, ReplayError, TraceError):
         return False
     return True
 
 
-def measure(plan: Plan, *, workers: int | None = None, progress: bool = True) -> dict:
-    """Run every point of ``plan`` on the RTL (both modes) and return ``{key: {"ace": record,
-    "staged": record, "system": system record}}`` (records:
+def measure(plan: Plan, *, mem_bytes: int | None = None, workers: int | None = None,
+            progress: bool = True) -> dict:
+    """Run every point of ``plan`` on the RTL (every mode of :data:`MODES`, node memory
+    ``mem_bytes``, None: the system's) and return ``{key: {"ace": record, "staged": record,
+    "p2p": record, "system": system record}}`` (records:
     :class:`~sim_harness.metrics.CollectiveRecord`, as in ``results.json``). A result
     that differs from the golden model raises :class:`RuntimeError`: no figure is made from a
     wrong run."""
     keys = list(plan.keys)
-    results = run_points([_sweep_point(k) for k in keys], workers=workers, progress=progress)
+    results = run_points([_sweep_point(k, mem_bytes) for k in keys], workers=workers,
+                         progress=progress)
     out = {}
     for key, result in zip(keys, results):
         doc = result["results"]
@@ -138,14 +214,15 @@ def load_points(path: Path, log=None) -> dict:
     are still those of the named system (others are left out, so they are measured again)."""
     try:
         doc = json.loads(Path(path).read_text())
-        entries = doc["points"]
+        entries = [e for e in doc["points"] if len(e["key"]) == 5
+                   and all(m in e for m in MODES)]       # older runs: no ratio, no p2p
         for i, entry in enumerate(entries):
-            for mode in _MODES:
+            for mode in MODES:
                 entry[mode] = CollectiveRecord.from_json(entry[mode], f"point {i} {mode}")
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ExperimentError(f"--reuse: {path}: not a readable rtl_points.json ({error})") \
             from None
-    out, stale = {}, 0
+    out, stale = {}, len(doc["points"]) - len(entries)
     for entry in entries:
         key = point_key(*entry["key"])
         spec = load_system(key[0])
@@ -160,10 +237,15 @@ def load_points(path: Path, log=None) -> dict:
     return out
 
 
-def mem_rate(system: str) -> float:
-    """Memory bandwidth of one node of a named system, bytes per cycle (reads and writes
-    share it)."""
-    return float(load_system(system).mem_rate)
+def link_rate(system: str) -> float:
+    """Bandwidth of one link of a named system in one direction, bytes per cycle."""
+    return float(load_system(system).link_rate)
+
+
+def mem_rate(system: str, ratio: float) -> float:
+    """Memory bandwidth of one node of a named system at balance ``ratio``, bytes per cycle
+    (reads and writes share it)."""
+    return float(load_system(system, overrides={"mem_ratio": ratio}).mem_rate)
 
 
 def busiest_link_utilization(record: CollectiveRecord) -> float:
@@ -296,10 +378,26 @@ def write_json(path: Path, doc) -> Path:
     return path
 
 
-def settings_for(table: dict, quick: bool, systems=None) -> dict:
+def settings_for(table: dict, quick: bool, systems=None, ratios=None) -> dict:
     """The ``"quick"`` or ``"full"`` entry of an experiment's settings ``table``, with its
-    ``systems`` replaced by ``systems`` when given (``ace experiment --systems``)."""
+    ``systems`` replaced by ``systems`` when given (``ace experiment --systems``), the
+    balances ``ratios`` (``--mem-ratio``, default :data:`RATIOS`), ``quick`` and the node
+    memory ``mem_bytes`` of the run (None in quick runs: the systems' own)."""
     s = dict(table["quick" if quick else "full"])
     if systems:
         s["systems"] = list(systems)
+    s["ratios"] = list(ratios or RATIOS)
+    s["quick"] = quick
+    s["mem_bytes"] = None if quick else FULL_MEM_BYTES
     return s
+
+
+def mark_accelerators(ax, xmax: float | None = None) -> None:
+    """Vertical lines at the real accelerators' balances (:data:`ACCELERATORS`) on an axis
+    whose x is ``mem_ratio``."""
+    for acc in ACCELERATORS:
+        if xmax is not None and acc["ratio"] > xmax:
+            continue
+        ax.axvline(acc["ratio"], color="0.55", lw=0.8, ls=":")
+        ax.annotate(acc["name"], (acc["ratio"], 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(2, -10), textcoords="offset points", fontsize=7, color="0.35")

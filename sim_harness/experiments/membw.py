@@ -1,55 +1,70 @@
-"""``membw``: link utilization against the memory bandwidth left to the collective, ACE and
-baseline, for a ring all-reduce on 8 and 16 nodes and a hierarchical all-reduce on a 4x4 torus.
+"""``membw``: link utilization against the memory bandwidth left to the collective, for ACE and
+both baselines, across node balances (``--mem-ratio``), for a ring all-reduce (ring8, ring16)
+and a hierarchical all-reduce on a 2D torus.
 
-What is measured on the RTL, per system and background share ``b`` (the memory model's
-background traffic): the available memory bandwidth ``M = mem_bytes_per_cycle x (1 - b)``, the
-mean link utilization and the utilization of the busiest link (equal on a ring; on the torus
-the second dimension's links carry a quarter of the first's bytes, so only the busiest link
-can approach 100%), memory bytes per link byte, and the memory bandwidth actually used.
+What is measured on the RTL, per system, balance ``R`` (memory bytes per cycle per link byte
+per cycle per direction: the node's memory gives ``M0 = R x link rate``) and background share
+``b`` (the memory model's background traffic): the available memory bandwidth
+``M = M0 x (1 - b)``, the mean link utilization and that of the busiest link (equal on a ring;
+on a torus only the busiest link can approach 100%), memory bytes per link byte and the memory
+bandwidth actually used. ``b`` runs over 0 and the training compute's memory shares
+(:data:`~.workloads.COMPUTE_MEM_SHARE`, shared with ``utilization``) at every balance, and
+over :data:`SETTINGS`' ``low_backgrounds`` at the lowest, so the points cover ``M`` from an
+eighth of the lowest balance to the whole of the highest.
 
-Memory bandwidth needed for 90% link utilization (busiest link), per mode:
-* *RTL*: where the measured curve first reaches 90%, interpolated linearly between points;
-* when it never does on the RTL, "not reached", and an *estimate* from the fitted model
-  ``u = min(u_sat, M / a)`` (:func:`~.common.fit_roofline`): ``0.9 x a``, the memory bandwidth
-  at which memory would stop holding the link below 90%. When the plateau ``u_sat`` is below
-  90%, something other than memory limits the link there (for the baseline on this engine, the
-  16-byte read port; for ACE, its channels), and the estimate is the memory-side need only.
-  The model's largest error against the RTL points is reported with it.
-The ratio baseline / ACE of these is the paper's "memory bandwidth to drive the same network
-bandwidth" figure. Also reported without any model: the same ratio at the highest utilization
-both modes reach on the RTL (90% of the lower of their maxima).
+Two figures come out:
+
+* **per balance** (``by_ratio``): with the node's whole memory (``b = 0``), each mode's link
+  utilization and memory bandwidth, and the paper's "memory bandwidth for the same network
+  bandwidth": memory bytes per link byte, baseline over ACE (each mode's memory bandwidth
+  divided by the network bandwidth it drives);
+* **across balances** (``requirement``): the memory bandwidth each mode needs for 90%
+  busiest-link utilization, where its measured curve ``u(M)`` (every point of every balance)
+  first reaches 90%, interpolated linearly; when no point reaches it, an *estimate* from the
+  fitted model ``u = min(u_sat, M / a)`` (:func:`~.common.fit_roofline`), ``0.9 x a``, marked
+  as such. The ratio baseline / ACE of these is the paper's 3.5x figure read as "memory
+  bandwidth needed to drive the links at 90%".
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ace.vocab import Mode
-
-from .common import (BASELINE, Plan, busiest_link_utilization, crossing, figure, fit_roofline,
-                     md_table, mem_rate, roofline, save_figure, settings_for, write_json)
+from .common import (BASELINES, MODES, Plan, busiest_link_utilization, crossing, figure,
+                     fit_roofline, mark_accelerators, md_table, mem_rate, roofline, save_figure,
+                     settings_for, write_json)
 from .workloads import COMPUTE_MEM_SHARE
 
-__all__ = ["SETTINGS", "TARGET", "plan", "analyze", "requirement", "write", "markdown"]
+__all__ = ["SETTINGS", "TARGET", "settings", "plan", "analyze", "requirement", "write",
+           "markdown"]
 
 TARGET = 0.9
-_MODES = (Mode.ACE, BASELINE)
-_BASE_SHARES = {"quick": [0.0, 0.8], "full": [0.0, 0.25, 0.5, 0.75, 0.875]}
 
 SETTINGS = {
-    "quick": {"systems": ["ring8"], "bytes": 131072,
-              "backgrounds": sorted({*_BASE_SHARES["quick"], *COMPUTE_MEM_SHARE.values()})},
+    "quick": {"systems": ["ring8", "torus4x2"], "bytes": 131072, "low_backgrounds": [0.75]},
     "full": {"systems": ["ring8", "ring16", "torus4x4"], "bytes": 1048576,
-             "backgrounds": sorted({*_BASE_SHARES["full"], *COMPUTE_MEM_SHARE.values()})},
+             "low_backgrounds": [0.75, 0.875]},
 }
 
 
-def plan(quick: bool, systems=None) -> Plan:
-    s = settings_for(SETTINGS, quick, systems)
+def settings(quick: bool, systems=None, ratios=None) -> dict:
+    s = settings_for(SETTINGS, quick, systems, ratios)
+    s["backgrounds"] = sorted({0.0, *COMPUTE_MEM_SHARE.values()})
+    return s
+
+
+def _points(s: dict):
+    """``(ratio, background)`` of every point on one system."""
+    pts = [(r, b) for r in s["ratios"] for b in s["backgrounds"]]
+    pts += [(min(s["ratios"]), b) for b in s["low_backgrounds"]]
+    return pts
+
+
+def plan(s: dict) -> Plan:
     p = Plan()
     for system in s["systems"]:
-        for b in s["backgrounds"]:
-            p.add(system, "allreduce", s["bytes"], b)
+        for ratio, b in _points(s):
+            p.add(system, "allreduce", s["bytes"], b, ratio)
     return p
 
 
@@ -65,51 +80,68 @@ def requirement(ms, us, target: float = TARGET) -> dict:
             "basis": "rtl" if rtl is not None else "model"}
 
 
-def analyze(measured: dict, quick: bool, systems=None) -> dict:
-    s = settings_for(SETTINGS, quick, systems)
+def _mode_row(r) -> dict:
+    return {"cycles": r.cycles, "time_over_bound": r.time_over_bound,
+            "link_utilization": r.link_utilization,
+            "busiest_link_utilization": busiest_link_utilization(r),
+            "mem_bytes_per_link_byte": r.mem_bytes_per_link_byte,
+            "mem_bandwidth_bytes_per_cycle": r.mem_bandwidth_bytes_per_cycle,
+            "mem_over_2S": r.mem_over_2S}
+
+
+def analyze(measured: dict, s: dict) -> dict:
     systems = {}
     for system in s["systems"]:
-        rate = mem_rate(system)
         points = []
-        for b in s["backgrounds"]:
-            entry = measured[(system, "allreduce", s["bytes"], round(b, 6))]
+        for ratio, b in _points(s):
+            entry = measured[(system, "allreduce", s["bytes"], round(b, 6), round(ratio, 6))]
             clock = entry["system"]["clock_mhz"]
-            row = {"background": b, "mem_available": rate * (1 - b),
-                   "mem_available_gbps": rate * (1 - b) * clock / 1000}
-            for mode in _MODES:
-                r = entry[mode]
-                row[mode] = {"cycles": r.cycles, "time_over_bound": r.time_over_bound,
-                             "link_utilization": r.link_utilization,
-                             "busiest_link_utilization": busiest_link_utilization(r),
-                             "mem_bytes_per_link_byte": r.mem_bytes_per_link_byte,
-                             "mem_bandwidth_bytes_per_cycle": r.mem_bandwidth_bytes_per_cycle,
-                             "mem_over_2S": r.mem_over_2S}
-            points.append(row)
+            rate = mem_rate(system, ratio)
+            points.append({"ratio": ratio, "background": b, "mem_available": rate * (1 - b),
+                           "mem_available_gbps": rate * (1 - b) * clock / 1000,
+                           **{mode: _mode_row(entry[mode]) for mode in MODES}})
         ms = [p["mem_available"] for p in points]
         req = {mode: requirement(ms, [p[mode]["busiest_link_utilization"] for p in points])
-               for mode in _MODES}
-        ratio = req[BASELINE]["needed"] / req["ace"]["needed"]
-        top = min(max(p[m]["busiest_link_utilization"] for p in points) for m in _MODES)
-        level = TARGET * top
-        matched = {m: crossing(ms, [p[m]["busiest_link_utilization"] for p in points], level)
-                   for m in _MODES}
+               for mode in MODES}
+        by_ratio = {}
+        for p in points:
+            if p["background"] != 0:
+                continue
+            by_ratio[f"{p['ratio']:g}"] = {
+                "mem_bytes_per_cycle": p["mem_available"],
+                **{mode: p[mode] for mode in MODES},
+                "mem_bw_reduction": {b: p[b]["mem_bytes_per_link_byte"]
+                                     / p["ace"]["mem_bytes_per_link_byte"] for b in BASELINES}}
         systems[system] = {
-            "mem_bytes_per_cycle": rate, "bytes": s["bytes"], "points": points,
-            "requirement": req, "ratio_90": ratio,
-            "ratio_90_basis": "rtl" if all(req[m]["basis"] == "rtl" for m in _MODES)
-            else "model",
-            "matched_level": level, "matched_mem": matched,
-            "ratio_matched": matched[BASELINE] / matched["ace"],
-            "mem_bytes_per_link_byte": {m: sum(p[m]["mem_bytes_per_link_byte"] for p in points)
-                                        / len(points) for m in _MODES},
+            "bytes": s["bytes"], "points": points, "requirement": req, "by_ratio": by_ratio,
+            "ratio_90": {b: req[b]["needed"] / req["ace"]["needed"] for b in BASELINES},
+            "ratio_90_basis": {b: "rtl" if req[b]["basis"] == req["ace"]["basis"] == "rtl"
+                               else "model" for b in BASELINES},
         }
-    mean = sum(v["ratio_90"] for v in systems.values()) / len(systems)
-    mean_matched = sum(v["ratio_matched"] for v in systems.values()) / len(systems)
-    return {"experiment": "membw", "quick": quick, "settings": s, "target": TARGET,
-            "systems": systems, "mem_bw_reduction": mean,
-            "mem_bw_reduction_basis": "rtl" if all(v["ratio_90_basis"] == "rtl"
-                                                   for v in systems.values()) else "model",
-            "mem_bw_reduction_matched": mean_matched, "paper": {"mem_bw_reduction": 3.5}}
+    by_ratio = {}
+    for ratio in s["ratios"]:
+        key = f"{ratio:g}"
+        rows = [sy["by_ratio"][key] for sy in systems.values()]
+        by_ratio[key] = {
+            "mem_bw_reduction": {b: _mean(r["mem_bw_reduction"][b] for r in rows)
+                                 for b in BASELINES},
+            "link_utilization": {m: _mean(r[m]["link_utilization"] for r in rows)
+                                 for m in MODES},
+            "mem_bandwidth_bytes_per_cycle": {
+                m: _mean(r[m]["mem_bandwidth_bytes_per_cycle"] for r in rows) for m in MODES}}
+    return {"experiment": "membw", "settings": s, "target": TARGET, "systems": systems,
+            "by_ratio": by_ratio,
+            "mem_bw_reduction_90": {b: _mean(sy["ratio_90"][b] for sy in systems.values())
+                                    for b in BASELINES},
+            "mem_bw_reduction_90_basis": {
+                b: "rtl" if all(sy["ratio_90_basis"][b] == "rtl" for sy in systems.values())
+                else "model" for b in BASELINES},
+            "paper": {"mem_bw_reduction": 3.5}}
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
 
 
 def _needed(req: dict) -> str:
@@ -121,81 +153,96 @@ def _needed(req: dict) -> str:
 
 
 def markdown(summary: dict) -> str:
+    s = summary["settings"]
     lines = ["# membw: link utilization against available memory bandwidth", "",
-             f"All-reduce of {summary['settings']['bytes'] // 1024} KiB per node (fp32, ring "
-             "algorithm per dimension). Memory bandwidth in bytes per cycle (= GB/s at 1 GHz).",
-             ""]
+             f"All-reduce of {s['bytes'] // 1024} KiB per node (fp32, ring algorithm per "
+             "dimension). Memory bandwidth in bytes per cycle (= GB/s at 1 GHz); balance R = "
+             "memory bytes per cycle per link byte per cycle per direction.", "",
+             "## Per balance, the node's whole memory (mean over systems)", ""]
+    rows = []
+    for key, r in summary["by_ratio"].items():
+        rows.append([key, *(f"{100 * r['link_utilization'][m]:.1f}%" for m in MODES),
+                     *(f"{r['mem_bandwidth_bytes_per_cycle'][m]:.1f}" for m in MODES),
+                     *(f"**{r['mem_bw_reduction'][b]:.2f}x**" for b in BASELINES)])
+    lines += [md_table(["R", *(f"{m} link util" for m in MODES),
+                        *(f"{m} mem B/cycle" for m in MODES),
+                        *(f"mem per link byte, {b} / ACE" for b in BASELINES)], rows), ""]
     for system, sy in summary["systems"].items():
         rows = []
         for p in sy["points"]:
-            a, b = p["ace"], p[BASELINE]
-            rows.append([f"{p['background']:g}", f"{p['mem_available']:.1f}",
-                         f"{100 * a['link_utilization']:.1f}%",
-                         f"{100 * a['busiest_link_utilization']:.1f}%",
-                         f"{100 * b['link_utilization']:.1f}%",
-                         f"{100 * b['busiest_link_utilization']:.1f}%",
-                         f"{a['mem_bytes_per_link_byte']:.2f}",
-                         f"{b['mem_bytes_per_link_byte']:.2f}",
-                         f"{a['mem_bandwidth_bytes_per_cycle']:.1f}",
-                         f"{b['mem_bandwidth_bytes_per_cycle']:.1f}"])
+            rows.append([f"{p['ratio']:g}", f"{p['background']:g}", f"{p['mem_available']:.1f}",
+                         *(f"{100 * p[m]['busiest_link_utilization']:.1f}%" for m in MODES),
+                         *(f"{p[m]['mem_bytes_per_link_byte']:.2f}" for m in MODES),
+                         *(f"{p[m]['time_over_bound']:.2f}" for m in MODES)])
         lines += [f"## {system}", "",
-                  md_table(["background", "M available", "ACE util (mean)", "ACE util (busiest)",
-                            "base util (mean)", "base util (busiest)", "ACE mem/link byte",
-                            "base mem/link byte", "ACE mem used", "base mem used"], rows), ""]
+                  md_table(["R", "background", "M available",
+                            *(f"{m} busiest-link util" for m in MODES),
+                            *(f"{m} mem/link byte" for m in MODES),
+                            *(f"{m} x bound" for m in MODES)], rows), ""]
     rows = []
     for system, sy in summary["systems"].items():
         req = sy["requirement"]
-        errs = " / ".join(f"{100 * req[m]['model']['max_abs_error']:.1f}" for m in _MODES)
-        rows.append([system, _needed(req["ace"]), _needed(req[BASELINE]),
-                     f"**{sy['ratio_90']:.2f}x** ({sy['ratio_90_basis']})", errs,
-                     f"{100 * sy['matched_level']:.0f}%",
-                     f"{sy['matched_mem']['ace']:.1f} / {sy['matched_mem'][BASELINE]:.1f}",
-                     f"{sy['ratio_matched']:.2f}x"])
-    lines += ["## Memory bandwidth needed for 90% link utilization (busiest link)", "",
-              md_table(["system", "ACE", "baseline", "baseline / ACE",
-                        "model max error ACE / base (util. points)", "matched level",
-                        "M at matched level ACE / base (RTL)", "ratio at matched level"], rows),
-              "", f"Mean over systems: **{summary['mem_bw_reduction']:.2f}x** "
-              f"({summary['mem_bw_reduction_basis']}); at the matched RTL level "
-              f"{summary['mem_bw_reduction_matched']:.2f}x. Paper: 3.5x on average.", ""]
+        rows.append([system, *(_needed(req[m]) for m in MODES),
+                     *(f"**{sy['ratio_90'][b]:.2f}x** ({sy['ratio_90_basis'][b]})"
+                       for b in BASELINES)])
+    lines += ["## Memory bandwidth needed for 90% busiest-link utilization", "",
+              md_table(["system", *MODES, *(f"{b} / ACE" for b in BASELINES)], rows), "",
+              "Mean over systems: " + ", ".join(
+                  f"{b} / ACE **{summary['mem_bw_reduction_90'][b]:.2f}x** "
+                  f"({summary['mem_bw_reduction_90_basis'][b]})" for b in BASELINES)
+              + ". Paper: 3.5x on average.", ""]
     return "\n".join(lines)
+
+
+_COLORS = {"ace": "tab:blue", "staged": "tab:orange", "p2p": "tab:green"}
 
 
 def _plots(out: Path, summary: dict) -> list[Path]:
     systems = list(summary["systems"])
     fig, axes = figure(1, len(systems), width=4.0 * len(systems), height=3.4)
-    colors = {"ace": "tab:blue", BASELINE: "tab:orange"}
     for ax, system in zip(axes[0], systems):
         sy = summary["systems"][system]
         ms = [p["mem_available"] for p in sy["points"]]
-        top = max(max(ms), *(sy["requirement"][m]["needed"] for m in _MODES))
+        top = max(max(ms), *(sy["requirement"][m]["needed"] for m in MODES))
         grid = [top * k / 100 for k in range(1, 101)]
-        for mode in _MODES:
+        for mode in MODES:
             us = [100 * p[mode]["busiest_link_utilization"] for p in sy["points"]]
             model = sy["requirement"][mode]["model"]
-            ax.plot(ms, us, "o", color=colors[mode], label=f"{mode} RTL")
+            ax.plot(ms, us, "o", ms=3, color=_COLORS[mode], label=f"{mode} RTL")
             ax.plot(grid, [100 * roofline(m, model["u_sat"], model["a"]) for m in grid], "--",
-                    color=colors[mode], lw=1, label=f"{mode} model")
-            ax.axvline(sy["requirement"][mode]["needed"], color=colors[mode], lw=0.8, ls=":")
+                    color=_COLORS[mode], lw=0.8)
+            ax.axvline(sy["requirement"][mode]["needed"], color=_COLORS[mode], lw=0.8, ls=":")
         ax.axhline(100 * summary["target"], color="0.5", lw=0.8)
         ax.set_xlabel("memory bandwidth left to the collective (B/cycle)")
         ax.set_ylabel("busiest-link utilization (%)")
         ax.set_ylim(0, 105)
-        ax.set_title(f"{system}: {sy['ratio_90']:.2f}x ({sy['ratio_90_basis']})", fontsize=9)
+        ax.set_title(system + ": " + ", ".join(f"{b}/ACE {sy['ratio_90'][b]:.2f}x"
+                                               for b in BASELINES), fontsize=8)
         ax.legend(fontsize=7)
     paths = [save_figure(fig, out / "membw_utilization.png")]
 
-    fig, axes = figure(1, 1, width=6.0, height=3.0)
+    fig, axes = figure(1, 2, width=8.4, height=3.2)
+    ratios = [float(k) for k in summary["by_ratio"]]
     ax = axes[0][0]
-    xs = range(len(systems))
-    for off, mode in enumerate(_MODES):
-        vals = [summary["systems"][s]["mem_bytes_per_link_byte"][mode] for s in systems]
-        ax.bar([x + (off - 0.5) * 0.38 for x in xs], vals, 0.38, color=colors[mode],
-               label=mode)
-    ax.set_xticks(list(xs), systems)
-    ax.set_ylabel("memory bytes per link byte")
-    ax.legend(fontsize=8)
-    paths.append(save_figure(fig, out / "membw_bytes_per_link_byte.png"))
+    for mode in MODES:
+        ax.plot(ratios, [100 * r["link_utilization"][mode] for r in summary["by_ratio"].values()],
+                "o-", color=_COLORS[mode], label=mode)
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("memory / link bandwidth per direction (R)")
+    ax.set_ylabel("link utilization, whole memory (%)")
+    mark_accelerators(ax)
+    ax.legend(fontsize=7)
+    ax = axes[0][1]
+    for b in BASELINES:
+        ax.plot(ratios, [r["mem_bw_reduction"][b] for r in summary["by_ratio"].values()], "o-",
+                color=_COLORS[b], label=f"{b} / ACE")
+    ax.axhline(3.5, color="0.5", lw=0.8, ls="--", label="paper 3.5x")
+    ax.set_ylim(0, 4.5)
+    ax.set_xlabel("memory / link bandwidth per direction (R)")
+    ax.set_ylabel("memory bytes per link byte, over ACE")
+    mark_accelerators(ax)
+    ax.legend(fontsize=7)
+    paths.append(save_figure(fig, out / "membw_by_ratio.png"))
     return paths
 
 

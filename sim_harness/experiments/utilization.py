@@ -1,99 +1,115 @@
-"""``utilization``: effective network-bandwidth utilization of ACE over the baseline while the
-training compute loads memory.
+"""``utilization``: effective network-bandwidth utilization of ACE over each baseline while the
+training compute loads memory, across node balances (``--mem-ratio``).
 
-What is measured on the RTL: the all-reduce of the ``membw`` size on each system, both modes,
-with the memory model's background share set to each workload's compute memory share
-(:data:`~.workloads.COMPUTE_MEM_SHARE`: the memory bandwidth the compute of ResNet-50, the
-transformer and DLRM keeps busy; values and reasoning in :mod:`.workloads`), and at share 0 for
-reference. The figure is the link utilization of docs/architecture.md, "What is measured"
-(payload bytes over link capacity, averaged over the links used); the gain is ACE's over the baseline's, which is also
-the ratio of their bus bandwidths. Mean and maximum are over systems x workloads, as the paper
-gives "1.44x on average, up to 2.67x" over its workloads and network sizes.
+What is measured on the RTL: the all-reduce of the ``membw`` size on each system, every mode,
+at every balance ``R``, with the memory model's background share set to each workload's compute
+memory share (:data:`~.workloads.COMPUTE_MEM_SHARE`: the memory bandwidth the compute of
+ResNet-50, the transformer and DLRM keeps busy; values and reasoning in :mod:`.workloads`), and
+at share 0 for reference. The figure is the link utilization of docs/architecture.md, "What is
+measured" (payload bytes over link capacity, averaged over the links used); the gain is ACE's
+over a baseline's, which is also the ratio of their bus bandwidths. Mean and maximum are over
+systems x workloads per balance (``by_ratio``), as the paper gives "1.44x on average, up to
+2.67x" over its workloads and network sizes. The training experiment adds the same figure
+averaged over a simulated iteration.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .common import BASELINE, Plan, figure, md_table, save_figure, settings_for, write_json
+from .common import (BASELINES, MODES, Plan, figure, mark_accelerators, md_table, save_figure,
+                     settings_for, write_json)
 from .membw import SETTINGS as MEMBW_SETTINGS
 from .workloads import COMPUTE_MEM_SHARE, WORKLOAD_NAMES
 
-__all__ = ["plan", "analyze", "write", "markdown"]
+__all__ = ["settings", "plan", "analyze", "write", "markdown"]
 
 
-def _settings(quick: bool, systems=None) -> dict:
-    s = settings_for(MEMBW_SETTINGS, quick, systems)
-    return {"systems": s["systems"], "bytes": s["bytes"],
+def settings(quick: bool, systems=None, ratios=None) -> dict:
+    s = settings_for(MEMBW_SETTINGS, quick, systems, ratios)
+    return {"systems": s["systems"], "bytes": s["bytes"], "ratios": s["ratios"],
+            "quick": quick, "mem_bytes": s["mem_bytes"],
             "shares": {"none": 0.0, **COMPUTE_MEM_SHARE}}
 
 
-def plan(quick: bool, systems=None) -> Plan:
-    s = _settings(quick, systems)
+def plan(s: dict) -> Plan:
     p = Plan()
     for system in s["systems"]:
-        for share in s["shares"].values():
-            p.add(system, "allreduce", s["bytes"], share)
+        for ratio in s["ratios"]:
+            for share in s["shares"].values():
+                p.add(system, "allreduce", s["bytes"], share, ratio)
     return p
 
 
-def analyze(measured: dict, quick: bool, systems=None) -> dict:
-    s = _settings(quick, systems)
-    rows, gains = [], []
-    for system in s["systems"]:
-        for load, share in s["shares"].items():
-            entry = measured[(system, "allreduce", s["bytes"], round(share, 6))]
-            a, b = entry["ace"], entry[BASELINE]
-            gain = a.link_utilization / b.link_utilization
-            rows.append({"system": system, "workload": load, "background": share,
-                         "ace_link_utilization": a.link_utilization,
-                         "baseline_link_utilization": b.link_utilization,
-                         "ace_busbw_gbps": a.busbw_gbps, "baseline_busbw_gbps": b.busbw_gbps,
-                         "gain": gain})
-            if load in WORKLOAD_NAMES:
-                gains.append(gain)
-    return {"experiment": "utilization", "quick": quick, "settings": s, "rows": rows,
-            "link_util_gain": sum(gains) / len(gains), "link_util_gain_max": max(gains),
-            "link_util_gain_min": min(gains),
+def analyze(measured: dict, s: dict) -> dict:
+    rows, by_ratio = [], {}
+    for ratio in s["ratios"]:
+        gains = {b: [] for b in BASELINES}
+        for system in s["systems"]:
+            for load, share in s["shares"].items():
+                entry = measured[(system, "allreduce", s["bytes"], round(share, 6),
+                                  round(ratio, 6))]
+                row = {"system": system, "ratio": ratio, "workload": load, "background": share,
+                       **{f"{m}_link_utilization": entry[m].link_utilization for m in MODES},
+                       **{f"{m}_busbw_gbps": entry[m].busbw_gbps for m in MODES},
+                       "gain": {b: entry["ace"].link_utilization / entry[b].link_utilization
+                                for b in BASELINES}}
+                rows.append(row)
+                if load in WORKLOAD_NAMES:
+                    for b in BASELINES:
+                        gains[b].append(row["gain"][b])
+        by_ratio[f"{ratio:g}"] = {
+            "link_util_gain": {b: sum(g) / len(g) for b, g in gains.items()},
+            "link_util_gain_max": {b: max(g) for b, g in gains.items()},
+            "link_util_gain_min": {b: min(g) for b, g in gains.items()}}
+    return {"experiment": "utilization", "settings": s, "rows": rows, "by_ratio": by_ratio,
             "paper": {"link_util_gain": 1.44, "link_util_gain_max": 2.67}}
 
 
 def markdown(summary: dict) -> str:
-    rows = [[r["system"], r["workload"], f"{r['background']:g}",
-             f"{100 * r['ace_link_utilization']:.1f}%",
-             f"{100 * r['baseline_link_utilization']:.1f}%",
-             f"{r['ace_busbw_gbps']:.2f} / {r['baseline_busbw_gbps']:.2f}",
-             f"**{r['gain']:.2f}x**" if r["workload"] != "none" else f"{r['gain']:.2f}x"]
+    s = summary["settings"]
+    rows = [[r["system"], f"{r['ratio']:g}", r["workload"], f"{r['background']:g}",
+             *(f"{100 * r[f'{m}_link_utilization']:.1f}%" for m in MODES),
+             *((f"**{r['gain'][b]:.2f}x**" if r["workload"] != "none"
+                else f"{r['gain'][b]:.2f}x") for b in BASELINES)]
             for r in summary["rows"]]
+    per_ratio = [[key, *(f"**{v['link_util_gain'][b]:.2f}x** (max {v['link_util_gain_max'][b]:.2f}x,"
+                         f" min {v['link_util_gain_min'][b]:.2f}x)" for b in BASELINES)]
+                 for key, v in summary["by_ratio"].items()]
     return "\n".join([
         "# utilization: link utilization under the training compute's memory load", "",
-        f"All-reduce of {summary['settings']['bytes'] // 1024} KiB per node; background share "
-        "= the workload's compute memory share (none: 0).", "",
-        md_table(["system", "compute load", "background share", "ACE link util",
-                  "baseline link util", "busbw GB/s ACE / base", "ACE / baseline"], rows), "",
-        f"Gain over systems x workloads: mean **{summary['link_util_gain']:.2f}x**, "
-        f"max {summary['link_util_gain_max']:.2f}x, min {summary['link_util_gain_min']:.2f}x "
-        "(paper: 1.44x on average, up to 2.67x).", ""])
+        f"All-reduce of {s['bytes'] // 1024} KiB per node; background share = the workload's "
+        "compute memory share (none: 0); R = memory / link bandwidth per direction.", "",
+        "## Gain over systems x workloads, per balance (paper: 1.44x on average, up to "
+        "2.67x)", "",
+        md_table(["R", *(f"ACE / {b}" for b in BASELINES)], per_ratio), "",
+        "## Every point", "",
+        md_table(["system", "R", "compute load", "background share",
+                  *(f"{m} link util" for m in MODES), *(f"ACE / {b}" for b in BASELINES)],
+                 rows), ""])
+
+
+_COLORS = {"staged": "tab:orange", "p2p": "tab:green"}
 
 
 def _plot(out: Path, summary: dict) -> Path:
-    systems = summary["settings"]["systems"]
-    loads = list(summary["settings"]["shares"])
-    fig, axes = figure(1, len(systems), width=3.6 * len(systems), height=3.2)
-    by = {(r["system"], r["workload"]): r for r in summary["rows"]}
-    for ax, system in zip(axes[0], systems):
-        xs = range(len(loads))
-        for off, (key, label, color) in enumerate(
-                (("ace_link_utilization", "ACE", "tab:blue"),
-                 ("baseline_link_utilization", "baseline", "tab:orange"))):
-            ax.bar([x + (off - 0.5) * 0.38 for x in xs],
-                   [100 * by[(system, w)][key] for w in loads], 0.38, color=color, label=label)
-        ax.set_xticks(list(xs), [f"{w}\n{by[(system, w)]['gain']:.2f}x" for w in loads],
-                      fontsize=8)
-        ax.set_ylabel("link utilization (%)")
-        ax.set_ylim(0, 100)
-        ax.set_title(system, fontsize=9)
-        ax.legend(fontsize=7)
+    fig, axes = figure(1, 1, width=5.6, height=3.4)
+    ax = axes[0][0]
+    ratios = [float(k) for k in summary["by_ratio"]]
+    for b in BASELINES:
+        vals = list(summary["by_ratio"].values())
+        ax.plot(ratios, [v["link_util_gain"][b] for v in vals], "o-", color=_COLORS[b],
+                label=f"ACE / {b} (mean)")
+        ax.fill_between(ratios, [v["link_util_gain_min"][b] for v in vals],
+                        [v["link_util_gain_max"][b] for v in vals], color=_COLORS[b],
+                        alpha=0.15)
+    ax.axhline(1.44, color="0.4", lw=0.8, ls="--", label="paper 1.44x (mean)")
+    ax.axhline(2.67, color="0.6", lw=0.8, ls=":", label="paper 2.67x (max)")
+    ax.axhline(1.0, color="0.3", lw=0.6)
+    ax.set_xlabel("memory / link bandwidth per direction (R)")
+    ax.set_ylabel("link utilization gain under compute load")
+    mark_accelerators(ax)
+    ax.legend(fontsize=7)
     return save_figure(fig, out / "utilization.png")
 
 

@@ -35,16 +35,24 @@ Compute's memory demand (:data:`COMPUTE_MEM_SHARE`), an assumption per workload
 
 Workloads
     * ``resnet50``: the ASTRA-sim workload file (``Resnet50_DataParallel.txt``, DATA parallel,
-      54 layers): compute cycles per pass and the weight-gradient all-reduce sizes as given
-      (fp32, 102 MB per iteration). Read with :func:`sim_harness.traces.astra.
-      load_astra_workload`, converted by :func:`from_trace`. At 40 TFLOP/s the file's
-      1.1 M cycles of compute are ~44 GFLOP, about two images per NPU: a communication-heavy
-      (small per-NPU batch) setting.
-    * ``gnmt``: a transformer of GNMT's size, data parallel: 8 encoder and 8 decoder layers
-      (d_model 1024, FFN 4096, as GNMT's 8+8 layers of 1024 units), a 32 K shared vocabulary
-      (GNMT's wordpiece model), 2,048 tokens per NPU per side (64 sentences of 32 tokens),
-      sequences of 32. Weights: 4 d^2 per attention block, 2 d d_ff per FFN (biases and norms
-      left out). FLOPs: 2 per multiply-add, attention scores 2 x seq x d per token per
+      54 layers): the weight-gradient all-reduce sizes as given (fp32, 102 MB per iteration)
+      and the per-layer split of compute. Read with :func:`sim_harness.traces.astra.
+      load_astra_workload`, converted by :func:`from_trace`. At 40 TFLOP/s the file's 1.1 M
+      cycles of compute are ~44 GFLOP, about two images: a small-batch setting. The compute is
+      scaled to :data:`RESNET50_BATCH` images per NPU (32, the per-GPU batch of Goyal et al.,
+      "Accurate, Large Minibatch SGD", arXiv 1706.02677), at 22.8 GFLOP per image for training
+      (3 x the forward pass's 3.8 G multiply-adds at 224 x 224, He et al., "Deep Residual
+      Learning", arXiv 1512.03385, Table 1; 2 FLOPs per multiply-add).
+    * ``gnmt``: **a transformer stands in for GNMT**; GNMT itself is an LSTM encoder-decoder
+      (Wu et al., "Google's Neural Machine Translation System", arXiv 1609.08144: 8 encoder and
+      8 decoder LSTM layers of 1024 units, attention, a shared wordpiece vocabulary of 8 K to
+      32 K). Ours has GNMT's depth and width as transformer layers, data parallel: 8 encoder
+      and 8 decoder layers (d_model 1024, FFN 4096), a 32 K shared vocabulary, 2,048 tokens
+      per NPU per side (64 sentences of 32 tokens), sequences of 32. Its gradient is of the
+      same order as GNMT's (about 160 M parameters with the embedding), but its compute per
+      token and its layer-by-layer timing differ from an LSTM's; what the paper's GNMT run
+      used is not known here. Weights: 4 d^2 per attention block, 2 d d_ff per FFN (biases
+      and norms left out). FLOPs: 2 per multiply-add, attention scores 2 x seq x d per token per
       attention block, backward = 2 x forward. One all-reduce per layer's weight gradient,
       issued when the layer's backward ends; the shared embedding's at the very end.
     * ``dlrm``: the MLPerf DLRM (Criteo Terabyte) model: bottom MLP 13-512-256-128, top MLP
@@ -56,7 +64,10 @@ Workloads
       bottom MLP; backward: top MLP layers (each issuing its gradient all-reduce), the
       interaction, the all-to-all of the embedding gradients (the embedding update waits for
       it) overlapped with the bottom MLP's backward. Gathers/updates are memory-bound: their
-      time is their bytes at the reference HBM rate (update = read + write).
+      time is their bytes at the reference HBM rate (update = read + write). Sizes from the
+      MLPerf training reference of DLRM (``dlrm_s_pytorch.py`` settings for Criteo
+      Terabyte: ``--arch-sparse-feature-size=128 --arch-mlp-bot=13-512-256-128
+      --arch-mlp-top=1024-1024-512-256-1``); the local batch is an assumption.
 """
 
 from __future__ import annotations
@@ -68,11 +79,14 @@ from .common import ExperimentError
 
 __all__ = ["PLATFORM", "COMPUTE_MEM_SHARE", "WORKLOAD_NAMES", "Task", "Comm", "Workload",
            "from_trace", "resnet50", "gnmt", "dlrm", "load_workload", "compute_scale",
-           "RESNET50_FILE"]
+           "RESNET50_FILE", "RESNET50_BATCH", "RESNET50_TRAIN_FLOPS_PER_IMAGE"]
 
 PLATFORM = {"ref_mem_gbps": 900.0, "ref_flops_per_cycle": 40_000.0, "ref_clock_ghz": 1.0}
 COMPUTE_MEM_SHARE = {"resnet50": 0.5, "gnmt": 0.6, "dlrm": 0.65}
 WORKLOAD_NAMES = ("resnet50", "gnmt", "dlrm")
+#: Images per NPU per iteration of the ResNet-50 workload, and training FLOPs per image.
+RESNET50_BATCH = 32
+RESNET50_TRAIN_FLOPS_PER_IMAGE = 3 * 2 * 3.8e9
 
 #: The ASTRA-sim ResNet-50 workload, in the shared data folder beside the checkout.
 RESNET50_FILE = (Path(__file__).resolve().parents[2].parent / "shared" / "data" / "astra-sim"
@@ -145,7 +159,7 @@ def from_trace(trace, name: str, mem_share: float) -> Workload:
                             "layers": trace.meta.get("layers")}).check()
 
 
-def resnet50(path: str | Path = RESNET50_FILE) -> Workload:
+def resnet50(path: str | Path = RESNET50_FILE, batch: int = RESNET50_BATCH) -> Workload:
     from ..trace import TraceError
     from ..traces.astra import load_astra_workload
 
@@ -156,7 +170,14 @@ def resnet50(path: str | Path = RESNET50_FILE) -> Workload:
         trace = load_astra_workload(path)
     except TraceError as error:
         raise ExperimentError(str(error)) from None
-    return from_trace(trace, "resnet50", COMPUTE_MEM_SHARE["resnet50"])
+    wl = from_trace(trace, "resnet50", COMPUTE_MEM_SHARE["resnet50"])
+    file_images = wl.compute_cycles * PLATFORM["ref_flops_per_cycle"] \
+        / RESNET50_TRAIN_FLOPS_PER_IMAGE
+    factor = batch / file_images
+    wl.tasks = [Task(t.name, t.cycles * factor) for t in wl.tasks]
+    wl.params.update(batch=batch, file_images=round(file_images, 2),
+                     compute_factor=round(factor, 3))
+    return wl
 
 
 GNMT = {"encoder_layers": 8, "decoder_layers": 8, "d_model": 1024, "d_ff": 4096,
