@@ -343,7 +343,7 @@ def _build(run) -> None:
 
 
 def _run_local(jobs, points, workers: int, bar) -> list[dict]:
-    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     # spawn: a fresh interpreter per worker, not a fork of this one (its threads, its pools).
     context = multiprocessing.get_context("spawn")
@@ -351,7 +351,7 @@ def _run_local(jobs, points, workers: int, bar) -> list[dict]:
         futures = [pool.submit(run_point, *job) for job in jobs]
         pending = set(futures)
         while pending:
-            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)  # progress per point
             bar.update(len(done))
             for future in done:
                 if future.exception() is not None:

@@ -45,7 +45,9 @@ def analyze(measured: dict, s: dict) -> dict:
     rows, by_ratio = [], {}
     for ratio in s["ratios"]:
         gains = {b: [] for b in BASELINES}
+        per_system = {}
         for system in s["systems"]:
+            mine = {b: [] for b in BASELINES}
             for load, share in s["shares"].items():
                 entry = measured[(system, "allreduce", s["bytes"], round(share, 6),
                                   round(ratio, 6))]
@@ -58,7 +60,11 @@ def analyze(measured: dict, s: dict) -> dict:
                 if load in WORKLOAD_NAMES:
                     for b in BASELINES:
                         gains[b].append(row["gain"][b])
+                        mine[b].append(row["gain"][b])
+            per_system[system] = {"link_util_gain": {b: sum(g) / len(g)
+                                                     for b, g in mine.items()}}
         by_ratio[f"{ratio:g}"] = {
+            "systems": per_system,
             "link_util_gain": {b: sum(g) / len(g) for b, g in gains.items()},
             "link_util_gain_max": {b: max(g) for b, g in gains.items()},
             "link_util_gain_min": {b: min(g) for b, g in gains.items()}}
