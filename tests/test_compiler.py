@@ -165,36 +165,44 @@ def test_hierarchical(topology, alg, coll, mode):
 
 def test_hierarchical_phase_structure():
     """(4,2) torus all-reduce: reduce-scatter on dim 0 (links 0/1), all-reduce on dim 1
-    (links 2/3), all-gather on dim 0, then the store; channel 0 (the loader) loads first."""
+    (links 2/3), all-gather on dim 0, then the store; channel 0 (the loader) loads first, a
+    quarter at a time in the order the reduce-scatter reads them."""
     prog = compile_collective("allreduce", 64, topology="torus:4x2", algorithm="ring",
                               config=TINY, chunks=1)
     loader = prog.nodes[0].channels[0].steps
     steps = prog.nodes[0].channels[1].steps
-    assert [s.type for s in loader] == ["load"]
-    # Hand-off: the channel waits for the load, and stores its own result at the end.
-    assert steps[0].type == "nop" and steps[0].dep == (0, 0)
+    # Node 0 (member 0 of its dim-0 ring of 4) sends quarter 3 first, then reduces 2, 1, 0.
+    assert [(s.type, s.dst[1], s.count) for s in loader] == [("load", 16 * q, 16)
+                                                            for q in (3, 2, 1, 0)]
+    # Hand-off: the channel waits for each quarter before the step that reads it, and
+    # stores its own result at the end.
+    waits = [(k, s.dep) for k, s in enumerate(steps) if s.type == "nop"]
+    assert waits == [(0, (0, 0)), (2, (0, 1)), (4, (0, 2)), (6, (0, 3))]
+    assert [steps[k + 1].src[1] for k, _ in waits] == [48, 32, 16, 0]
     assert steps[-1].type == "store"
-    dims = [0 if (s.send_link if "send" in s.uses else s.recv_link) < 2 else 1
-            for s in steps[1:-1]]
+    comm = [s for s in steps[:-1] if s.type != "nop"]
+    dims = [0 if (s.send_link if "send" in s.uses else s.recv_link) < 2 else 1 for s in comm]
     # RS on dim 0: s rrs rrs rrc; AR on dim 1 (2 nodes): s rrcs r; AG on dim 0: s rcs rcs r
     assert dims == [0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0]
-    assert [s.type for s in steps[1:-1]] == ["s", "rrs", "rrs", "rrc", "s", "rrcs", "r",
-                                             "s", "rcs", "rcs", "r"]
+    assert [s.type for s in comm] == ["s", "rrs", "rrs", "rrc", "s", "rrcs", "r",
+                                      "s", "rcs", "rcs", "r"]
 
 
 def test_loader_runs_ahead_by_two_slots_per_channel():
     """Six chunks on a 3-channel config: the loader loads the first four (two slots per
-    communicating channel) at once; the load of chunk c+4 (into chunk c's slot) waits for the
-    step that ends chunk c, its store, on the channel that ran it."""
+    communicating channel) at once, chunks 0 and 1 (the first round) a ring part at a time;
+    the load of chunk c+4 (into chunk c's slot) waits for the step that ends chunk c, its
+    store, on the channel that ran it."""
     cfg = TINY.replace(num_channels=3, mem_id_bits=3)
     prog = compile_collective("allreduce", 6 * 32, nodes=4, config=cfg, chunks=6)
     node = prog.nodes[0]
     loader = node.channels[0].steps
-    assert [s.type for s in loader] == ["load"] * 4 + ["nop", "load"] * 2
+    assert [s.type for s in loader] == ["load"] * (4 + 4 + 2) + ["nop", "load"] * 2
     loads = [s for s in loader if s.type == "load"]
-    assert loads[4].dst == loads[0].dst and loads[5].dst == loads[1].dst
-    assert len({s.dst for s in loads[:4]}) == 4
-    for k, c in ((4, 0), (6, 1)):           # nop before the load of chunk c + 4
+    slots = [min(s.dst for s in loads[:4]), min(s.dst for s in loads[4:8])]
+    assert loads[10].dst == slots[0] and loads[11].dst == slots[1]
+    assert len(set(slots) | {loads[8].dst, loads[9].dst}) == 4
+    for k, c in ((10, 0), (12, 1)):         # nop before the load of chunk c + 4
         channel, index = loader[k].dep
         assert channel == 1 + c % 2
         stores = [i for i, s in enumerate(node.channels[channel].steps) if s.type == "store"]

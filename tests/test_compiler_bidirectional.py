@@ -70,28 +70,42 @@ def test_float_sum_order_is_each_directions_ring_order(mode):
 def test_halves_go_opposite_ways_on_separate_channels():
     """One chunk on a 4-channel engine (two movers, two communicating channels): channel 2
     carries the first half toward the +1 neighbour (link 0) and channel 3 the second half
-    toward the -1 neighbour (link 1); each moves the same bytes; each waits for both movers'
-    shares of its half's load, and each mover stores one half once it is final."""
+    toward the -1 neighbour (link 1); each moves the same bytes. The chunk is the first and
+    the last of its channels: the movers load a half's ring parts in the order its channel
+    reads them, the first two parts (one per mover, the first two steps') cut in two, a
+    piece per mover, the other two whole, one each; a channel's first send waits only for
+    its part; each ring part is stored once final, after a wait for the step that wrote it."""
     cfg = TINY.replace(num_channels=4, mem_id_bits=3, input_buffer_bytes=1 << 12,
                        output_buffer_bytes=1 << 12)
     p, count = 4, 64
+    part = count // 2 // p                  # a ring part of a half
     prog = compile_collective("allreduce", count, nodes=p, algorithm=ALG, config=cfg, chunks=1)
     for node in prog.nodes:
         n = node.node
         stored = []
         for mover in (0, 1):
             steps = node.channels[mover].steps
+            lane = [("load", part // 2)] * 2 + [("load", part)] * ((p - 2) // 2)
             assert [(s.type, s.count) for s in steps if s.type != "nop"] == \
-                [("load", count // 4)] * 2 + [("store", count // 2)]
-            # the store waits for the last step of the half it stores (a communicating channel)
-            assert steps[-2].type == "nop" and steps[-2].dep[0] in (2, 3)
-            stored.append(steps[-1].src[1])
-        assert sorted(stored) == [0, count // 2]
+                lane * 2 + [("store", part)] * p
+            for k, store in enumerate(steps):
+                if store.type == "store":
+                    wait = steps[k - 1]
+                    assert wait.type == "nop" and wait.dep[0] in (2, 3)
+                    writer = node.channels[wait.dep[0]].steps[wait.dep[1]]
+                    assert writer.dst == store.src and writer.count == store.count
+                    stored.append(store.src[1])
+        assert sorted(stored) == list(range(0, count, part))
         for chan, to, frm, link in ((2, (n + 1) % p, (n - 1) % p, 0),
                                     (3, (n - 1) % p, (n + 1) % p, 1)):
             steps = node.channels[chan].steps
             half = chan - 2
-            assert [s.dep for s in steps[:2]] == [(0, half), (1, half)]
+            per_lane = 2 + (p - 2) // 2         # loads per mover and lane
+            assert [s.dep for s in steps[:2]] == [(0, per_lane * half), (1, per_lane * half)]
+            first = [node.channels[m].steps[per_lane * half] for m in (0, 1)]
+            assert steps[2].type == "s" and steps[2].count == part
+            assert sorted(ld.dst[1] for ld in first) == [steps[2].src[1],
+                                                         steps[2].src[1] + part // 2]
             assert all(s.type not in ("load", "store") for s in steps)
             sends = [s for s in steps if "send" in s.uses]
             assert {(s.send_peer, s.send_link) for s in sends} == {(to, link)}

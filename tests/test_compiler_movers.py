@@ -108,3 +108,69 @@ def test_hierarchical_collectives_keep_one_loader():
         kinds = [{s.type for s in ch.steps} for ch in node.channels]
         assert kinds[0] <= {"load", "nop"}
         assert all("store" in k and "load" not in k for k in kinds[1:])
+
+
+# -- fill and drain: the first send waits for one step's data, the last step leaves one piece --
+
+def _loaded_before(node, wait_steps):
+    """The SRAM elements ``(buffer, offset)`` that the movers' loads write up to the steps
+    that ``wait_steps`` (nops) wait for: what a step after those nops may count on."""
+    upto = {}
+    for st in wait_steps:
+        if st.type == "nop" and st.dep is not None:
+            mover, index = st.dep
+            upto[mover] = max(upto.get(mover, -1), index)
+    elements = set()
+    for mover, index in upto.items():
+        for st in node.channels[mover].steps[:index + 1]:
+            if st.type == "load":
+                elements |= {(st.dst[0], st.dst[1] + k) for k in range(st.count)}
+    return elements
+
+
+@pytest.mark.parametrize("nbytes", [128 << 10, 1 << 20])
+def test_first_send_waits_for_its_own_data_only(nbytes):
+    """ring8 (the harness engine: two movers, two communicating channels), fp32 all-reduce:
+    on every node, the loads that channel 2's first send waits for are exactly the slice it
+    sends, one message (at most ``packet_bytes``), not the whole of chunk 0 (before, it waited
+    for the chunk: 8x as many bytes at 128 KiB); the program has no race."""
+    from sim_harness.systems import HARNESS_CONFIG
+    p = 8
+    prog = compile_collective("allreduce", nbytes // 4, topology=f"ring:{p}", dtype="fp32",
+                              config=HARNESS_CONFIG)
+    assert movers_of(HARNESS_CONFIG.num_channels) == 2
+    for node in prog.nodes:
+        steps = node.channels[2].steps
+        first = next(k for k, st in enumerate(steps) if "send" in st.uses)
+        send = steps[first]
+        assert send.type == "s" and all(st.type == "nop" for st in steps[:first])
+        part = {(send.src[0], send.src[1] + k) for k in range(send.count)}
+        assert _loaded_before(node, steps[:first]) == part
+        assert send.nbytes <= HARNESS_CONFIG.packet_bytes
+        assert races(node) == []
+
+
+def test_last_step_leaves_one_piece_to_store():
+    """ring8, 128 KiB fp32 all-reduce: when a communicating channel's last step (its last
+    chunk's final all-gather receive) ends, what is left to store is that step's piece alone:
+    the movers' stores that wait for it write exactly its slice (before, half the chunk: the
+    store of 4 of the 8 ring parts waited for the last of them); every other store of the
+    last chunks waits for an earlier step."""
+    from sim_harness.systems import HARNESS_CONFIG
+    prog = compile_collective("allreduce", (128 << 10) // 4, topology="ring:8", dtype="fp32",
+                              config=HARNESS_CONFIG)
+    for node in prog.nodes:
+        for chan in (2, 3):
+            steps = node.channels[chan].steps
+            last = max(k for k, st in enumerate(steps) if st.uses & {"send", "recv"})
+            assert steps[last].type == "r"
+            after = set()                   # stored by the stores after a wait for it
+            for mover in (0, 1):
+                waits_for_last = False
+                for st in node.channels[mover].steps:
+                    if st.type == "nop":
+                        waits_for_last = st.dep == (chan, last)
+                    elif st.type == "store" and waits_for_last:
+                        after |= {(st.src[0], st.src[1] + j) for j in range(st.count)}
+            dst = steps[last].dst
+            assert after == {(dst[0], dst[1] + j) for j in range(steps[last].count)}

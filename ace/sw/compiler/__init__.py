@@ -54,10 +54,17 @@ share every chunk's transfers: its loads and its stores are dealt round-robin ov
 chunk with fewer transfers than movers has each cut into one word-aligned piece per mover).
 Each communicating channel has two SRAM slots, so the movers fill a channel's next chunk while
 the channel still works on the current one. The hand-offs are ``nop`` steps with a
-dependency: a channel's first step of chunk c waits for every mover's last load of c; a store
-waits for the step that last writes its slice (a communication step, or a load on the other
-mover), so the movers store a chunk's final pieces while the rest of it is still on the ring
-(an all-gather's 16 pieces on 16 nodes) and the pipeline drains sooner; the loads of chunk
+dependency: a channel's first step of chunk c waits for every mover's last load of c, except
+in the first round (lanes 0..K-1, each channel's first; their slots are fresh), which is loaded
+in the order its steps need it, cut at their slices, each step waiting only for what it
+touches, so that the communication starts once its first step's data is in (the pieces of
+the first D steps cut once more, a part per mover, so that the movers get ahead; see
+``build._loads_by_need``); a store waits for the step that last writes its slice (a
+communication step, or a load on the other mover), so the movers store a chunk's final pieces
+while the rest of it is still on the ring (an all-gather's 16 pieces on 16 nodes) and the
+pipeline drains sooner; in the last round (the last K lanes) the stores are cut at the
+communication steps' slices, so that only the last step's piece is stored after the
+communication ends; the loads of chunk
 c+L (L = 2K slots; c+L reuses c's slot) wait for the last communication step of every lane
 of chunk c and for every mover's last store of c. With one mover the communicating channels
 store their own results, and a load of c+L waits for their last step. *Stagger*: the first
