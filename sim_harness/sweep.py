@@ -397,7 +397,7 @@ def _run_dask(jobs, points, scheduler: str, systems, bar, log) -> list[dict]:
 
 #: Columns of sweep.csv before the per-record ones (:data:`sim_harness.report.CSV_COLUMNS`),
 #: then one ``label.KEY`` column per label key.
-SWEEP_CSV_COLUMNS = ("point", "system", "trace", "background", "seed")
+SWEEP_CSV_COLUMNS = ("point", "system", "trace", "background", "seed", "system_keys")
 
 
 def _label_keys(results) -> list[str]:
@@ -435,7 +435,9 @@ def write_sweep(out_dir, results: list[dict]) -> list[Path]:
             point = result["point"]
             label = dict(point["label"])
             writer.writerow([i, point["system"], point["trace"] or "", point["background"],
-                             point["seed"], *("" if label.get(k) is None else label[k]
+                             point["seed"], ";".join(f"{k}={v}" for k, v in
+                                                     point["system_keys"]),
+                             *("" if label.get(k) is None else label[k]
                                               for k in labels),
                              *("" if getattr(rec, c) is None else getattr(rec, c)
                                for c in CSV_COLUMNS)])
@@ -454,7 +456,8 @@ def format_sweep_table(results: list[dict]) -> str:
         if value is None:
             return "default"
         if isinstance(value, (list, tuple)):
-            return "+".join(map(str, value))
+            return "+".join(f"{v[0]}={v[1]}" if isinstance(v, (list, tuple)) else str(v)
+                            for v in value)
         return Path(value).name if isinstance(value, str) and "/" in value else str(value)
 
     names = ["#", *varying, *labels, "collective", "mode", "cycles", "x bound", "link util",

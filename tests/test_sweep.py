@@ -155,7 +155,7 @@ def test_concurrent_workers_build_a_system_once(tmp_path):
     for proc in procs:
         proc.start()
     for proc in procs:
-        proc.join(60)
+        proc.join(300)              # spawned interpreters import numpy and amaranth: slow when loaded
         assert proc.exitcode == 0
     # Two builds in all, each once: the engine library and the system linked with it.
     runs = (tmp_path / "runs.txt").read_text().split()
@@ -225,4 +225,4 @@ def test_local_pool_and_dask_give_identical_correct_results(tmp_path):
     assert json.loads(paths[0].read_text())["results"] == json.loads(json.dumps(local))
     rows = paths[1].read_text().splitlines()
     assert len(rows) == 1 + 3 * 3 and rows[0].startswith("point,system,trace,background,seed,"
-                                                         "label.test,mode,name")
+                                                         "system_keys,label.test,mode,name")
