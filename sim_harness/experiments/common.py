@@ -28,7 +28,7 @@ __all__ = ["ExperimentError", "Plan", "PointKey", "fits", "measure", "save_point
            "load_points", "point_key", "mem_rate", "parse_ratios", "link_rate",
            "busiest_link_utilization", "fit_linear", "fit_latency_bandwidth", "crossing",
            "fit_roofline", "roofline", "md_table", "figure", "save_figure", "write_json",
-           "mark_accelerators", "check_ratios", "ALLTOALL_TRACE", "BASELINES", "MODES", "RATIOS", "ACCELERATORS",
+           "mark_accelerators", "check_ratios", "mean", "ALLTOALL_TRACE", "BASELINES", "MODES", "RATIOS", "ACCELERATORS",
            "FULL_MEM_BYTES", "SEED"]
 
 #: Seed of every RTL point's input data (the results do not depend on the data, but runs are
@@ -253,6 +253,12 @@ def busiest_link_utilization(record: CollectiveRecord) -> float:
     same bytes, so this is the mean link utilization; on a hierarchical torus the links of the
     last dimension carry less, and this is the one that can approach 100%."""
     return max(v for v in record.link_utilization_per_link.values() if v is not None)
+
+
+def mean(values) -> float:
+    """The arithmetic mean of an iterable of numbers."""
+    values = list(values)
+    return sum(values) / len(values)
 
 
 # -- fits ----------------------------------------------------------------------------------------

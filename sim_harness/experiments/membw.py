@@ -31,8 +31,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import (BASELINES, MODES, Plan, busiest_link_utilization, crossing, figure,
-                     fit_roofline, mark_accelerators, md_table, mem_rate, roofline, save_figure,
-                     settings_for, write_json)
+                     fit_roofline, mark_accelerators, md_table, mean, mem_rate, roofline,
+                     save_figure, settings_for, write_json)
 from .workloads import COMPUTE_MEM_SHARE
 
 __all__ = ["SETTINGS", "TARGET", "settings", "plan", "analyze", "requirement", "write",
@@ -123,25 +123,20 @@ def analyze(measured: dict, s: dict) -> dict:
         key = f"{ratio:g}"
         rows = [sy["by_ratio"][key] for sy in systems.values()]
         by_ratio[key] = {
-            "mem_bw_reduction": {b: _mean(r["mem_bw_reduction"][b] for r in rows)
+            "mem_bw_reduction": {b: mean(r["mem_bw_reduction"][b] for r in rows)
                                  for b in BASELINES},
-            "link_utilization": {m: _mean(r[m]["link_utilization"] for r in rows)
+            "link_utilization": {m: mean(r[m]["link_utilization"] for r in rows)
                                  for m in MODES},
             "mem_bandwidth_bytes_per_cycle": {
-                m: _mean(r[m]["mem_bandwidth_bytes_per_cycle"] for r in rows) for m in MODES}}
+                m: mean(r[m]["mem_bandwidth_bytes_per_cycle"] for r in rows) for m in MODES}}
     return {"experiment": "membw", "settings": s, "target": TARGET, "systems": systems,
             "by_ratio": by_ratio,
-            "mem_bw_reduction_90": {b: _mean(sy["ratio_90"][b] for sy in systems.values())
+            "mem_bw_reduction_90": {b: mean(sy["ratio_90"][b] for sy in systems.values())
                                     for b in BASELINES},
             "mem_bw_reduction_90_basis": {
                 b: "rtl" if all(sy["ratio_90_basis"][b] == "rtl" for sy in systems.values())
                 else "model" for b in BASELINES},
             "paper": {"mem_bw_reduction": 3.5}}
-
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
 
 
 def _needed(req: dict) -> str:

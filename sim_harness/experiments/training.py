@@ -50,7 +50,7 @@ from pathlib import Path
 from ace.vocab import Mode
 
 from .common import (BASELINES, MODES, ExperimentError, Plan, figure, fit_latency_bandwidth,
-                     fits, link_rate, mark_accelerators, md_table, mem_rate, save_figure,
+                     fits, link_rate, mark_accelerators, md_table, mean, mem_rate, save_figure,
                      settings_for, write_json)
 from .membw import SETTINGS as MEMBW_SETTINGS
 from .overlap import simulate
@@ -331,14 +331,14 @@ def analyze(measured: dict, s: dict) -> dict:
         rows = {n: [systems[sy]["by_ratio"][key][n] for sy in systems
                     if n in systems[sy]["by_ratio"][key]] for n in WORKLOAD_NAMES}
         by_ratio[key] = {
-            "iteration_speedup": {b: {n: _mean(w["speedup"][b] for w in rows[n])
+            "iteration_speedup": {b: {n: mean(w["speedup"][b] for w in rows[n])
                                       for n in WORKLOAD_NAMES} for b in BASELINES},
             "iteration_speedup_by_compute": {
-                f"{f:g}": {b: {n: _mean(w["speedup_vs_compute_scale"][f"{f:g}"][b]
+                f"{f:g}": {b: {n: mean(w["speedup_vs_compute_scale"][f"{f:g}"][b]
                                         for w in rows[n]) for n in WORKLOAD_NAMES}
                            for b in BASELINES} for f in SCALE_FACTORS},
             "link_util_gain_comm": {
-                b: {n: _mean(w["link_utilization_comm"]["ace"] / w["link_utilization_comm"][b]
+                b: {n: mean(w["link_utilization_comm"]["ace"] / w["link_utilization_comm"][b]
                              for w in rows[n]) for n in WORKLOAD_NAMES} for b in BASELINES}}
     return {"experiment": "training", "settings": s, "platform": PLATFORM,
             "core_shares": list(CORE_SHARES), "cores_saturate": CORES_SATURATE,
@@ -347,11 +347,6 @@ def analyze(measured: dict, s: dict) -> dict:
             "systems": systems, "by_ratio": by_ratio,
             "paper": {"resnet50": 1.41, "gnmt": 1.12, "dlrm": 1.13},
             "_timelines": timelines, "_workloads": workloads}
-
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
 
 
 def _params(wl) -> dict:
