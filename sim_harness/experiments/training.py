@@ -111,13 +111,13 @@ def check_inputs() -> None:
 def _keys(s: dict, system: str, collective: str) -> list[tuple]:
     """The point keys the model of ``collective`` on ``system`` is made from: the ladder at the
     highest balance (memory idle), then the reference size at every balance and share."""
-    top = max(s["ratios"])
-    ref = s[f"ref_{collective}"]
-    keys = [(system, collective, n, 0.0, float(top)) for n in sizes(s, system, collective)]
-    keys += [(system, collective, ref, round(b, 6), float(r)) for r in s["ratios"]
-             for b in _shares(collective)]
-    return list(dict.fromkeys((k[0], k[1], int(k[2]), round(k[3], 6), round(k[4], 6))
-                              for k in keys))
+    p = Plan()
+    for n in sizes(s, system, collective):
+        p.add(system, collective, n, 0.0, max(s["ratios"]))
+    for r in s["ratios"]:
+        for b in _shares(collective):
+            p.add(system, collective, s[f"ref_{collective}"], b, r)
+    return p.keys
 
 
 def collectives(s: dict, system: str) -> list[str]:

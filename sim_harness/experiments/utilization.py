@@ -27,9 +27,8 @@ __all__ = ["settings", "plan", "analyze", "write", "markdown"]
 
 def settings(quick: bool, systems=None, ratios=None) -> dict:
     s = settings_for(MEMBW_SETTINGS, quick, systems, ratios)
-    return {"systems": s["systems"], "bytes": s["bytes"], "ratios": s["ratios"],
-            "quick": quick, "mem_bytes": s["mem_bytes"],
-            "shares": {"none": 0.0, **COMPUTE_MEM_SHARE}}
+    del s["low_backgrounds"]                   # membw's own starved points
+    return dict(s, shares={"none": 0.0, **COMPUTE_MEM_SHARE})
 
 
 def plan(s: dict) -> Plan:
