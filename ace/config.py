@@ -16,7 +16,17 @@ from pathlib import Path
 
 from ace.errors import ConfigError
 
-__all__ = ["AceConfig", "NAMED_CONFIGS", "MEM_PORT_RATIOS", "load_config", "reference_table"]
+__all__ = ["AceConfig", "NAMED_CONFIGS", "MEM_PORT_RATIOS", "CLOCK_GATING", "load_config",
+           "reference_table"]
+
+#: How the ALU lanes' pipeline is held while no beat is in it (:mod:`ace.hw.alu.array`):
+#: ``enable``, a clock enable on its registers; ``clock``, a gated clock (a negative-edge
+#: enable register and an AND gate, the form an ASIC clock-gating cell takes), which a
+#: simulator does not evaluate while the clock is stopped. Identical results, cycle for cycle.
+#: FPGA synthesis always gets the clock enable.
+CLOCK_GATING = ("enable", "clock")
+_CLOCK_GATING_MEANING = ("how the ALU lanes hold while idle: a clock enable, or a gated clock "
+                         "(simulation and ASIC; FPGA platforms get the enable)")
 
 #: ``mem_bytes / link_bytes`` values the DMA's width converters support.
 MEM_PORT_RATIOS = (1, 2, 4)
@@ -75,6 +85,7 @@ class AceConfig:
     rx_channel_beats: int = 64
     program_words: int = 256
     alu_tag_bits: int = 8
+    clock_gating: str = "enable"
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -84,6 +95,9 @@ class AceConfig:
                 or not 1.0 <= self.clock_mhz <= 10000.0):
             raise ConfigError(f"clock_mhz: {self.clock_mhz!r} is out of range; "
                               "allowed: a number from 1 to 10000")
+        if self.clock_gating not in CLOCK_GATING:
+            raise ConfigError(f"clock_gating: {self.clock_gating!r} is not allowed; allowed: "
+                              f"{', '.join(CLOCK_GATING)} ({_CLOCK_GATING_MEANING})")
         for key, (low, high, pow2, meaning) in _INT_RULES.items():
             value = getattr(self, key)
             allowed = f"{'a power of two' if pow2 else 'an integer'} from {low} to {high}"
@@ -266,4 +280,7 @@ def reference_table() -> str:
         allowed = f"{low} to {high}" + (", power of 2" if pow2 else "")
         rows.append(f"| `{key}` | {allowed} | {meaning} | "
                     + " | ".join(str(getattr(NAMED_CONFIGS[n], key)) for n in names) + " |")
+    rows.append(f"| `clock_gating` | {', '.join(f'`{g}`' for g in CLOCK_GATING)} | "
+                f"{_CLOCK_GATING_MEANING} | "
+                + " | ".join(f"`{NAMED_CONFIGS[n].clock_gating}`" for n in names) + " |")
     return "\n".join(rows) + "\n"

@@ -125,7 +125,9 @@ class _AmaranthEngine(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.engine = engine = AceEngine(self.config)
+        # Amaranth's simulator runs the clock-enable form of the ALU's gating (a derived
+        # clock's edge would come a delta cycle after its source's registers had moved).
+        m.submodules.engine = engine = AceEngine(self.config.replace(clock_gating="enable"))
         for path, member, port in engine.signature.flatten(engine):
             outer = self.signals["__".join(str(p) for p in path)]
             m.d.comb += port.eq(outer) if member.flow == In else outer.eq(port)

@@ -79,7 +79,7 @@ __all__ = ["HARNESS_CONFIG", "NAMED_SYSTEMS", "load_system", "DEFAULT_SYSTEM", "
 HARNESS_CONFIG = NAMED_CONFIGS["small"].replace(
     name="harness", clock_mhz=1000.0, num_channels=4, input_buffer_bytes=256 << 10,
     output_buffer_bytes=256 << 10, rx_channel_beats=512, max_packet_bytes=4096,
-    program_words=2048, mem_bytes=64)
+    program_words=2048, mem_bytes=64, clock_gating="clock")
 
 #: Every system-file key and its default (None: derived, see the module docstring).
 SYSTEM_KEYS = {"config": "harness", "topology": "ring:8", "link_bytes_per_cycle": None,

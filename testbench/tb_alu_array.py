@@ -40,7 +40,7 @@ from testbench.alu_stimulus import AluBeats, describe_mismatch, make_beats
 #: Element operations per (op, dtype) that the whole suite covers (COPY is extra).
 ELEMENTS_PER_COMBO = 100_000
 #: Share of ELEMENTS_PER_COMBO covered by each flow pattern.
-FLOW_SHARE = {"no_pauses": 0.6, "source_idle": 0.2, "sink_backpressure": 0.2}
+FLOW_SHARE = {"no_pauses": 0.6, "source_idle": 0.2, "sink_backpressure": 0.2, "bursts": 0.05}
 REDUCTIONS = [ReduceOp.SUM, ReduceOp.MAX, ReduceOp.MIN]
 
 
@@ -53,6 +53,14 @@ def _pauses(rng: np.random.Generator):
     yield from itertools.islice(itertools.cycle([1, 1, 1, 0]), 8000)
     while True:
         yield int(rng.random() < 0.5)
+
+
+def _bursts(rng: np.random.Generator):
+    """Pause pattern: bursts of 1 to 16 cycles, then 0 to 40 paused cycles, so that the lanes
+    often drain and stop (``config.clock_gating``) and restart with a beat already waiting."""
+    while True:
+        yield from [0] * int(rng.integers(1, 17))
+        yield from [1] * int(rng.integers(0, 41))
 
 
 class TB:
@@ -92,6 +100,9 @@ class TB:
         elif flow == "sink_backpressure":
             self.source.set_pause_generator(None)
             self.sink.set_pause_generator(_pauses(rng))
+        elif flow == "bursts":
+            self.source.set_pause_generator(_bursts(rng))
+            self.sink.set_pause_generator(_bursts(rng))
         else:
             raise ValueError(f"flow: {flow!r}")
 
@@ -239,6 +250,12 @@ async def test_source_idle(dut):
 async def test_sink_backpressure(dut):
     """Sink backpressure: not ready three cycles in four, then random."""
     await run_flow(dut, "sink_backpressure")
+
+
+@cocotb.test()
+async def test_bursts(dut):
+    """Source and sink in bursts with long pauses: the lanes stop and restart."""
+    await run_flow(dut, "bursts")
 
 
 @cocotb.test()

@@ -25,6 +25,7 @@ def test_named_configs_are_valid_and_hashable(name):
     ("num_channels", True, "num_channels: True is not an integer"),
     ("clock_mhz", 0, "clock_mhz: 0 is out of range"),
     ("name", "has space", "name: 'has space' is not valid"),
+    ("clock_gating", "latch", "clock_gating: 'latch' is not allowed; allowed: enable, clock"),
     ("max_burst_beats", 256, "exceeds 4096"),
     ("mem_bytes", 32, "mem_bytes: 32 is not allowed with link_bytes 64; allowed: 1, 2 or 4 x "
                       "link_bytes = 64, 128"),

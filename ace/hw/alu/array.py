@@ -10,6 +10,16 @@
                                                                    (SyncFIFOBuffered,
                                                                     depth latency + 1)
 
+The lanes' stages after their operand registers (clock domain ``pipe``) advance only while a
+beat is in them: ``busy`` is a register that is high exactly in the cycles when one of the
+delay line's first twelve stages is valid, which are the cycles in which some beat needs a lane
+stage to move. Otherwise the stages hold, which saves their switching power and changes no
+result (what they hold is never written to the FIFO). ``config.clock_gating`` chooses the form:
+``enable``, a clock enable on every ``pipe`` register (FPGA synthesis always gets this form);
+``clock``, a gated clock, ``clk & busy_n`` with ``busy_n`` registered on the falling edge (the
+glitch-free form of an ASIC clock-gating cell), which a cycle-based simulator such as
+Verilator does not evaluate while it is stopped.
+
 Each beat carries its own op and dtype, so consecutive beats (from different channels) may use
 different ones. The lanes never stall: a beat accepted on ``i`` leaves the lanes a fixed
 number of cycles later (:attr:`AluArray.lane_latency`, 13) and is written into the result FIFO.
@@ -23,7 +33,8 @@ one beat per cycle. ``i.ready`` depends on registers only (no combinational path
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.hdl import (Cat, ClockDomain, ClockSignal, DomainRenamer, EnableInserter,
+                          Module, ResetSignal, Signal, unsigned)
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -123,10 +134,25 @@ class AluArray(wiring.Component):
         accept = Signal(name="accept")
         m.d.comb += accept.eq(self.i.valid & self.i.ready)
 
+        # busy: the delay line's stages 0..11 hold a valid beat, one register computed a cycle
+        # early (a beat accepted in cycle t needs the lane stages to move at the ends of cycles
+        # t+1 .. t+12; d_k is valid in cycle t+1+k).
+        busy = Signal(name="busy")
+        gated_clock = config.clock_gating == "clock" and platform is None
+        if gated_clock:
+            m.domains.pipe = pipe = ClockDomain("pipe", local=True)
+            m.domains.pipe_gate = gate = ClockDomain("pipe_gate", clk_edge="neg",
+                                                     reset_less=True, local=True)
+            busy_n = Signal(name="busy_n")
+            m.d.pipe_gate += busy_n.eq(busy)
+            m.d.comb += [gate.clk.eq(ClockSignal()), pipe.clk.eq(ClockSignal() & busy_n),
+                         pipe.rst.eq(ResetSignal())]
+
         results = []
         for n in range(config.alu_lanes):
             lane = AluLane()
-            m.submodules[f"lane{n}"] = lane
+            m.submodules[f"lane{n}"] = (lane if gated_clock else DomainRenamer({"pipe": "sync"})(
+                EnableInserter({"pipe": busy})(lane)))
             m.d.comb += [
                 lane.a.eq(self.i.payload.a[32 * n:32 * (n + 1)]),
                 lane.b.eq(self.i.payload.b[32 * n:32 * (n + 1)]),
@@ -137,12 +163,17 @@ class AluArray(wiring.Component):
 
         # valid, tag and last travel beside the lanes.
         prev_valid, prev_tag, prev_last = accept, self.i.payload.tag, self.i.payload.last
+        stage_valid = []
         for stage in range(self.lane_latency):
             valid = Signal(name=f"d{stage}_valid")
             tag = Signal(config.alu_tag_bits, name=f"d{stage}_tag")
             last = Signal(name=f"d{stage}_last")
             m.d.sync += [valid.eq(prev_valid), tag.eq(prev_tag), last.eq(prev_last)]
+            stage_valid.append(prev_valid)
             prev_valid, prev_tag, prev_last = valid, tag, last
+        # stage_valid[k] is what d_k takes next (accept, d0 .. d11); the OR of the first twelve
+        # is d0 | .. | d11 one cycle later.
+        m.d.sync += busy.eq(Cat(*stage_valid[:-1]).any())
 
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=result_layout.size,
                                                     depth=self.fifo_depth)

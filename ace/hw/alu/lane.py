@@ -8,14 +8,16 @@ A lane holds one int32/fp32 element or two fp16/bf16 elements (element ``2n`` in
     op,      registers    +--> float sum? -----------------------> delay line --> select --> result
     dtype
 
-The operands are registered on entry (stage 0), so the lane's logic starts from registers
-whatever drives it. Every path then has the adder's latency, so a new beat of any op and dtype
-can enter on every cycle. The lane is free-running: no enable, no valid bits (the array tracks
-validity).
+The operands are registered on entry (stage 0, clock domain ``sync``), so the lane's logic
+starts from registers whatever drives it. Every path then has the adder's latency, so a new beat
+of any op and dtype can enter on every cycle. The stages after the operand registers (the
+adder, the max/min unit and the delay lines) are in clock domain ``pipe``, which the array
+holds while no beat is in them (:class:`~ace.hw.alu.array.AluArray`: a clock enable, or a gated
+clock). The lane has no valid bits (the array tracks validity).
 """
 
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import DomainRenamer, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -71,8 +73,8 @@ class AluLane(wiring.Component):
         dtype = Signal(Dtype, name="s0_dtype")
         m.d.sync += [a.eq(self.a), b.eq(self.b), op.eq(self.op), dtype.eq(self.dtype)]
 
-        m.submodules.adder = adder = SimdFpAdder()
-        m.submodules.minmax = minmax = MinMaxUnit()
+        m.submodules.adder = adder = DomainRenamer("pipe")(SimdFpAdder())
+        m.submodules.minmax = minmax = DomainRenamer("pipe")(MinMaxUnit())
         m.d.comb += [
             adder.a.eq(a), adder.b.eq(b), adder.dtype.eq(dtype),
             minmax.a.eq(a), minmax.b.eq(b), minmax.dtype.eq(dtype),
@@ -97,7 +99,7 @@ class AluLane(wiring.Component):
             d_simple = Signal(32, name=f"d{stage}_simple")
             d_fp_sum = Signal(name=f"d{stage}_fp_sum")
             d_minmax = Signal(name=f"d{stage}_minmax")
-            m.d.sync += [d_simple.eq(prev_simple), d_fp_sum.eq(prev_fp_sum),
+            m.d.pipe += [d_simple.eq(prev_simple), d_fp_sum.eq(prev_fp_sum),
                          d_minmax.eq(prev_minmax)]
             prev_simple, prev_fp_sum, prev_minmax = d_simple, d_fp_sum, d_minmax
 
