@@ -12,17 +12,21 @@ all start here, so "does it fit" is decided in one place:
 * system memory: the buffers and the staging area within the system's ``mem_bytes``;
 * everything else the assembler checks (SRAM regions in ``sram`` placement, channels, links).
 
-A collective that does not fit raises :class:`CollectiveTooLarge`, whose ``scale`` is a size
-factor at which the trace's largest collectives fit (``ace replay --scale``); other compile
-errors are the compiler's :class:`~ace.sw.program.ProgramError`.
+A collective whose programs are longer than the instruction memories runs as back-to-back
+pieces, as a host runtime would issue it (:func:`~sim_harness.trace.split_collective`: the
+fewest equal pieces that fit, in every mode); the plan lists them in its place
+(:attr:`Plan.pieces` says which). A collective that does not fit otherwise raises
+:class:`CollectiveTooLarge`, whose ``scale`` is a size factor at which the trace's largest
+collectives fit (``ace replay --scale``); other compile errors are the compiler's
+:class:`~ace.sw.program.ProgramError`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ace.layouts import DTYPE_BYTES
-from ace.sw.compiler import compile_collective
+from ace.sw.compiler import compile_collective, program_words
 from ace.sw.host import staging_area
 from ace.sw.msccl import read_msccl
 from ace.sw.program import (AssembledProgram, CollectiveProgram, ProgramError, assemble,
@@ -31,7 +35,7 @@ from ace.vocab import Mode
 
 from .groups import grouped_program
 from .system import SystemSpec
-from .trace import CollectiveSpec, Trace, TraceError, scale_trace
+from .trace import CollectiveSpec, Trace, TraceError, scale_trace, split_collective
 
 __all__ = ["ReplayError", "CollectiveTooLarge", "PreparedCollective", "Plan", "compile_spec",
            "prepare", "preflight"]
@@ -43,13 +47,16 @@ class ReplayError(RuntimeError):
 
 class CollectiveTooLarge(ReplayError, ProgramError):
     """A collective whose program does not fit the instruction memories or whose buffers do
-    not fit the system's memory. ``excess`` is need / limit of the resource that ran out;
-    ``scale`` is a size factor at which the trace's largest collectives fit, or None."""
+    not fit the system's memory. ``excess`` is need / limit of the resource that ran out
+    (``resource``: ``instructions`` or ``memory``); ``scale`` is a size factor at which the
+    trace's largest collectives fit, or None."""
 
-    def __init__(self, message: str, scale: float | None = None, excess: float | None = None):
+    def __init__(self, message: str, scale: float | None = None, excess: float | None = None,
+                 resource: str | None = None):
         super().__init__(message)
         self.scale = scale
         self.excess = excess
+        self.resource = resource
 
 
 @dataclass(frozen=True)
@@ -74,18 +81,20 @@ class PreparedCollective:
 @dataclass(frozen=True)
 class Plan:
     """The pre-flight of a trace: ``collectives[mode]`` lists the prepared collectives of that
-    mode in trace order."""
+    mode in trace order, a collective run in pieces replaced by its pieces; ``specs`` are the
+    trace's collectives and ``pieces`` maps the name of each one run in pieces to their count."""
     system: SystemSpec
     modes: tuple[Mode, ...]
     collectives: dict[Mode, tuple[PreparedCollective, ...]]
+    specs: tuple[CollectiveSpec, ...] = ()
+    pieces: dict[str, int] = field(default_factory=dict)
 
     def matches(self, trace: Trace, system: SystemSpec, modes) -> bool:
         """Whether this plan was made for ``trace`` (same collectives), ``system`` and every
         mode of ``modes``."""
         modes = [Mode(m) for m in modes]
         return (system == self.system and set(modes) <= set(self.modes)
-                and all([c.spec for c in self.collectives[m]] == list(trace.collectives)
-                        for m in modes))
+                and list(self.specs) == list(trace.collectives))
 
 
 def compile_spec(spec: CollectiveSpec, system: SystemSpec, mode: str) -> CollectiveProgram:
@@ -138,16 +147,16 @@ def prepare(spec: CollectiveSpec, system: SystemSpec, mode: str) -> PreparedColl
     if program.num_nodes != nodes:
         raise ReplayError(f"{spec.name}: the program has {program.num_nodes} nodes; the system "
                           f"has {nodes}")
-    words = max(len(ch.steps) + 1 for node in program.nodes for ch in node.channels)
+    words = program_words(program)
     if words > cfg.program_words:
         raise CollectiveTooLarge(f"{what} needs {words} instructions per channel; the engine "
                                  f"has program_words = {cfg.program_words}",
-                                 excess=words / cfg.program_words)
+                                 excess=words / cfg.program_words, resource="instructions")
     stage_base, need = staging_area(program, cfg)
     if need > system.mem_bytes:
         raise CollectiveTooLarge(f"{what} needs {need} bytes of memory per node; the system "
                                  f"has mem_bytes = {system.mem_bytes}",
-                                 excess=need / system.mem_bytes)
+                                 excess=need / system.mem_bytes, resource="memory")
     if assembled is None:
         assembled = assemble(program, cfg)
     return PreparedCollective(spec, Mode(mode), program, assembled, stage_base, need)
@@ -159,14 +168,43 @@ def preflight(trace: Trace, system: SystemSpec, modes=tuple(Mode)) -> Plan:
     trace's largest collectives fit."""
     modes = tuple(Mode(m) for m in modes)
     prepared = {mode: [] for mode in modes}
+    pieces = {}
     for spec in trace.collectives:
-        for mode in modes:
-            try:
-                prepared[mode].append(prepare(spec, system, mode))
-            except CollectiveTooLarge as error:
+        try:
+            done = {mode: [prepare(spec, system, mode)] for mode in modes}
+        except CollectiveTooLarge as error:
+            done = _in_pieces(spec, system, modes, error)
+            if done is None:
                 raise CollectiveTooLarge(str(error), _fitting_scale(
-                    trace, spec, error.excess, system, modes), error.excess) from None
-    return Plan(system, modes, {mode: tuple(p) for mode, p in prepared.items()})
+                    trace, spec, error.excess, system, modes), error.excess,
+                    error.resource) from None
+            pieces[spec.name] = len(done[modes[0]])
+        for mode in modes:
+            prepared[mode] += done[mode]
+    return Plan(system, modes, {mode: tuple(p) for mode, p in prepared.items()},
+                tuple(trace.collectives), pieces)
+
+
+#: Most pieces a collective is cut into before it counts as too large.
+MAX_PIECES = 64
+
+
+def _in_pieces(spec: CollectiveSpec, system: SystemSpec, modes,
+               error: CollectiveTooLarge) -> dict | None:
+    """``spec`` prepared as the fewest equal pieces that fit the instruction memories in every
+    mode, or None when instructions are not what ran out (or no piece count up to
+    :data:`MAX_PIECES` fits)."""
+    if error.resource != "instructions" or spec.collective == "msccl":
+        return None
+    count = spec.bytes // DTYPE_BYTES[dtype_from_name(spec.dtype)]
+    for k in range(max(2, int(error.excess)), min(MAX_PIECES, count) + 1):
+        try:
+            return {mode: [prepare(piece, system, mode) for piece in split_collective(spec, k)]
+                    for mode in modes}
+        except CollectiveTooLarge as again:
+            if again.resource != "instructions":
+                return None
+    return None
 
 
 def _fits(spec: CollectiveSpec, system: SystemSpec, modes) -> bool:

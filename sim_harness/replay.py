@@ -263,6 +263,10 @@ def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1
         plan = preflight(trace, system, modes)
     elif not plan.matches(trace, system, modes):
         raise ValueError("plan: made for another trace, system or modes")
+    if log:
+        for name, pieces in plan.pieces.items():
+            log(f"{name}: runs as {pieces} back-to-back pieces (as one collective its programs "
+                f"exceed program_words = {system.config.program_words})")
     if waves:
         check_waves_toolchain()
     exe = build_driver(system, waves=waves, log=log)

@@ -20,7 +20,7 @@ from ace.sw.program import dtype_from_name
 from ace.vocab import Collective
 
 __all__ = ["TraceError", "CollectiveSpec", "SystemHints", "Trace", "COLLECTIVE_NAMES", "MSCCL",
-           "scale_trace"]
+           "scale_trace", "split_collective"]
 
 #: The collective of a trace entry whose steps come from an MSCCL XML file.
 MSCCL = "msccl"
@@ -89,6 +89,28 @@ class Trace:
 
 def _layer(spec: CollectiveSpec, position: int) -> int:
     return spec.extra.get("layer_index", position) if isinstance(spec.extra, dict) else position
+
+
+def split_collective(spec: CollectiveSpec, pieces: int) -> list[CollectiveSpec]:
+    """``spec`` as ``pieces`` back-to-back collectives of the same kind over consecutive parts
+    of its vector, as equal as whole elements allow (the first ones one element longer), named
+    ``<name>#<i>/<pieces>``. The first keeps the compute time and the dependencies, each later
+    one depends on the one before; ``extra`` records the piece and the whole size."""
+    esize = DTYPE_BYTES[dtype_from_name(spec.dtype)]
+    count = spec.bytes // esize
+    if not 1 <= pieces <= count:
+        raise ValueError(f"pieces: {pieces}; allowed: 1 to {count} (the elements of "
+                         f"{spec.name})")
+    out = []
+    for i in range(pieces):
+        elements = count // pieces + (i < count % pieces)
+        name = f"{spec.name}#{i + 1}/{pieces}"
+        out.append(dataclasses.replace(
+            spec, name=name, bytes=elements * esize,
+            compute_cycles=spec.compute_cycles if i == 0 else 0,
+            deps=spec.deps if i == 0 else (out[-1].name,),
+            extra={**spec.extra, "piece": [i + 1, pieces], "whole_bytes": spec.bytes}))
+    return out
 
 
 def scale_trace(trace: Trace, *, scale: float | None = None, max_bytes: int | None = None,

@@ -23,6 +23,7 @@ from ace.vocab import Mode
 from sim_harness.preflight import CollectiveTooLarge, preflight, prepare
 from sim_harness.replay import make_inputs, replay
 from sim_harness.systems import load_system
+from sim_harness.trace import split_collective
 from testbench.replay_checks import check_replay, collective_spec, trace_of
 
 SYSTEM = load_system("ring8")
@@ -112,6 +113,39 @@ def test_the_three_fit_checks():
     preflight(trace_of(collective_spec("big", "allgather", fitting)), memory)
     with pytest.raises(ProgramError):
         prepare(collective_spec("bad", "allreduce", 4096, op="copy"), SYSTEM, "ace")
+
+
+def test_too_long_for_the_instruction_memory_runs_in_pieces():
+    """A collective whose programs exceed program_words runs as the fewest equal pieces that
+    fit, in every mode; the plan keeps the trace's specs and names the split."""
+    words = replace(SYSTEM, config=SYSTEM.config.replace(program_words=64))
+    spec = collective_spec("big", "allreduce", (1 << 20) + 4)
+    whole = ace.sw.compiler.program_words(
+        ace.sw.compiler.compile_collective("allreduce", spec.bytes // 4, topology="ring:8",
+                                           dtype="fp32", config=words.config, check=False))
+    assert whole > 64
+    trace = trace_of(collective_spec("small", "allreduce", 4096), spec)
+    plan = preflight(trace, words)
+    assert plan.matches(trace, words, tuple(Mode))
+    pieces = plan.pieces["big"]
+    assert list(plan.pieces) == ["big"] and pieces >= 2
+    for mode in Mode:
+        prepared = plan.collectives[mode]
+        assert [p.spec.name for p in prepared] == (
+            ["small"] + [f"big#{i}/{pieces}" for i in range(1, pieces + 1)])
+        assert sum(p.spec.bytes for p in prepared[1:]) == spec.bytes
+        assert all(len(ch.steps) + 1 <= 64 for p in prepared for node in p.program.nodes
+                   for ch in node.channels)
+    # The fewest: with one piece fewer some mode's pieces do not fit.
+    fewer = split_collective(spec, pieces - 1)
+    too_long = 0
+    for mode in Mode:
+        for piece in fewer:
+            try:
+                prepare(piece, words, mode)
+            except CollectiveTooLarge:
+                too_long += 1
+    assert too_long
 
 
 def test_a_plan_for_another_system_or_trace_is_refused():

@@ -833,3 +833,18 @@ def test_detect_errors(tmp_path, name, content, parts):
 
 def test_detect_empty_directory(tmp_path):
     _raises(lambda: load_trace(tmp_path), "a directory without .et files", where=f"{tmp_path}")
+
+
+def test_split_collective_pieces_cover_the_vector_in_order():
+    from sim_harness.trace import CollectiveSpec, split_collective
+    spec = CollectiveSpec(name="g", collective="allreduce", bytes=4 * 10, dtype="fp32",
+                          compute_cycles=7, deps=("f",), source="t.txt:3")
+    pieces = split_collective(spec, 3)
+    assert [p.name for p in pieces] == ["g#1/3", "g#2/3", "g#3/3"]
+    assert [p.bytes for p in pieces] == [16, 12, 12]
+    assert [p.compute_cycles for p in pieces] == [7, 0, 0]
+    assert [p.deps for p in pieces] == [("f",), ("g#1/3",), ("g#2/3",)]
+    assert all(p.extra["whole_bytes"] == 40 and p.source == "t.txt:3" for p in pieces)
+    assert [p.extra["piece"] for p in pieces] == [[1, 3], [2, 3], [3, 3]]
+    with pytest.raises(ValueError, match="pieces: 11; allowed: 1 to 10"):
+        split_collective(spec, 11)

@@ -99,7 +99,8 @@ from .registry import PHASE_ALGORITHMS
 
 __all__ = ["CompileError", "COLLECTIVES", "ALGORITHMS", "compile_collective",
            "collective_blocks", "buffer_sizes", "memory_traffic", "link_traffic",
-           "expected_ace_traffic", "max_message_bytes", "PHASE_ALGORITHMS", "STAGGER"]
+           "expected_ace_traffic", "max_message_bytes", "program_words", "PHASE_ALGORITHMS",
+           "STAGGER"]
 
 COLLECTIVES = tuple(Collective)
 ALGORITHMS = tuple(Algorithm)
@@ -197,6 +198,11 @@ def compile_collective(collective: str, count: int, *, topology: Topology | str 
     if check:
         assemble(program, config)
     return program
+
+
+def program_words(program: CollectiveProgram) -> int:
+    """Instruction words of the longest channel program: its steps and the ``end``."""
+    return max(len(ch.steps) + 1 for node in program.nodes for ch in node.channels)
 
 
 def max_message_bytes(program: CollectiveProgram) -> int:
