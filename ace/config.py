@@ -19,14 +19,14 @@ from ace.errors import ConfigError
 __all__ = ["AceConfig", "NAMED_CONFIGS", "MEM_PORT_RATIOS", "CLOCK_GATING", "load_config",
            "reference_table"]
 
-#: How the ALU lanes' pipeline is held while no beat is in it (:mod:`ace.hw.alu.array`):
-#: ``enable``, a clock enable on its registers; ``clock``, a gated clock (a negative-edge
-#: enable register and an AND gate, the form an ASIC clock-gating cell takes), which a
-#: simulator does not evaluate while the clock is stopped. Identical results, cycle for cycle.
-#: FPGA synthesis always gets the clock enable.
+#: How idle blocks (the ALU lanes' pipeline, each DMA half) hold their registers
+#: (:mod:`ace.hw.common.clock_gate`): ``enable``, a clock enable; ``clock``, a gated clock (a
+#: falling-edge enable register and an AND gate, the form an ASIC clock-gating cell takes),
+#: which a simulator does not evaluate while the clock is stopped. Identical results, cycle for
+#: cycle. FPGA synthesis always gets the clock enable.
 CLOCK_GATING = ("enable", "clock")
-_CLOCK_GATING_MEANING = ("how the ALU lanes hold while idle: a clock enable, or a gated clock "
-                         "(simulation and ASIC; FPGA platforms get the enable)")
+_CLOCK_GATING_MEANING = ("how idle blocks (ALU lanes, DMA halves) hold: a clock enable, or a "
+                         "gated clock (simulation and ASIC; FPGA platforms get the enable)")
 
 #: ``mem_bytes / link_bytes`` values the DMA's width converters support.
 MEM_PORT_RATIOS = (1, 2, 4)

@@ -95,9 +95,9 @@ def test_background_traffic_slows_the_baseline_not_the_result():
 
 
 def test_a_collective_the_system_cannot_hold_is_refused_before_running():
-    """Too many steps for the instruction memory, or buffers past the memory model's end:
-    a clear error before any simulation."""
-    few_words = dataclasses.replace(SYSTEM, config=SYSTEM.config.replace(program_words=64))
+    """Too many steps for the instruction memory even in pieces, or buffers past the memory
+    model's end: a clear error before any simulation."""
+    few_words = dataclasses.replace(SYSTEM, config=SYSTEM.config.replace(program_words=16))
     with pytest.raises(ProgramError, match="program_words"):
         replay(trace_of(collective_spec("huge", "allreduce", 1 << 20)), few_words, modes=("ace",),
                progress=False, log=None)

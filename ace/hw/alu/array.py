@@ -14,11 +14,9 @@ The lanes' stages after their operand registers (clock domain ``pipe``) advance 
 beat is in them: ``busy`` is a register that is high exactly in the cycles when one of the
 delay line's first twelve stages is valid, which are the cycles in which some beat needs a lane
 stage to move. Otherwise the stages hold, which saves their switching power and changes no
-result (what they hold is never written to the FIFO). ``config.clock_gating`` chooses the form:
-``enable``, a clock enable on every ``pipe`` register (FPGA synthesis always gets this form);
-``clock``, a gated clock, ``clk & busy_n`` with ``busy_n`` registered on the falling edge (the
-glitch-free form of an ASIC clock-gating cell), which a cycle-based simulator such as
-Verilator does not evaluate while it is stopped.
+result (what they hold is never written to the FIFO). ``config.clock_gating`` chooses the form
+(:mod:`ace.hw.common.clock_gate`): a clock enable on every ``pipe`` register, or a gated clock,
+which a cycle-based simulator such as Verilator does not evaluate while it is stopped.
 
 Each beat carries its own op and dtype, so consecutive beats (from different channels) may use
 different ones. The lanes never stall: a beat accepted on ``i`` leaves the lanes a fixed
@@ -33,13 +31,13 @@ one beat per cycle. ``i.ready`` depends on registers only (no combinational path
 
 from __future__ import annotations
 
-from amaranth.hdl import (Cat, ClockDomain, ClockSignal, DomainRenamer, EnableInserter,
-                          Module, ResetSignal, Signal, unsigned)
+from amaranth.hdl import Cat, Module, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.alu.lane import AluLane
+from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
 from ace.config import AceConfig
 from ace.layouts import Dtype, ReduceOp
 
@@ -138,21 +136,12 @@ class AluArray(wiring.Component):
         # early (a beat accepted in cycle t needs the lane stages to move at the ends of cycles
         # t+1 .. t+12; d_k is valid in cycle t+1+k).
         busy = Signal(name="busy")
-        gated_clock = config.clock_gating == "clock" and platform is None
-        if gated_clock:
-            m.domains.pipe = pipe = ClockDomain("pipe", local=True)
-            m.domains.pipe_gate = gate = ClockDomain("pipe_gate", clk_edge="neg",
-                                                     reset_less=True, local=True)
-            busy_n = Signal(name="busy_n")
-            m.d.pipe_gate += busy_n.eq(busy)
-            m.d.comb += [gate.clk.eq(ClockSignal()), pipe.clk.eq(ClockSignal() & busy_n),
-                         pipe.rst.eq(ResetSignal())]
+        gate = ClockGate(m, "pipe", busy, gated_clock=uses_gated_clock(config, platform))
 
         results = []
         for n in range(config.alu_lanes):
             lane = AluLane()
-            m.submodules[f"lane{n}"] = (lane if gated_clock else DomainRenamer({"pipe": "sync"})(
-                EnableInserter({"pipe": busy})(lane)))
+            m.submodules[f"lane{n}"] = gate(lane, domain="pipe")
             m.d.comb += [
                 lane.a.eq(self.i.payload.a[32 * n:32 * (n + 1)]),
                 lane.b.eq(self.i.payload.b[32 * n:32 * (n + 1)]),

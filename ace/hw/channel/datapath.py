@@ -37,12 +37,13 @@ zeros so a step stuck on a receive that never comes still finishes (with undefin
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.alu.array import AluArray
 from ace.hw.axi.signatures import Axi4Signature
+from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.reader import DmaReader
 from ace.hw.dma.writer import DmaWriter
@@ -141,6 +142,24 @@ class StepDatapath(wiring.Component):
     def packet_bytes(self) -> int:
         return self.config.packet_bytes
 
+    @staticmethod
+    def _gated(m, name, dma, arrival, gated_clock):
+        """``dma`` clocked (:class:`ClockGate`) only in the cycles where it has a command
+        outstanding (accepted, its completion not yet taken: every burst, beat and word of it
+        is in these cycles), where a command or ``arrival`` (an input transfer) is offered, or
+        in reset. Outside them every register of a DMA half is at rest, so an idle half stops
+        and nothing changes."""
+        outstanding = Signal(8, name=f"{name}_outstanding")
+        accepted = dma.cmd.valid & dma.cmd.ready
+        completed = dma.cpl.valid & dma.cpl.ready
+        with m.If(accepted & ~completed):
+            m.d.sync += outstanding.eq(outstanding + 1)
+        with m.Elif(completed & ~accepted):
+            m.d.sync += outstanding.eq(outstanding - 1)
+        enable = Signal(name=f"{name}_clock_enable")
+        m.d.comb += enable.eq(outstanding.any() | dma.cmd.valid | arrival | ResetSignal())
+        return ClockGate(m, f"{name}_clk", enable, gated_clock=gated_clock)(dma)
+
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
@@ -152,9 +171,12 @@ class StepDatapath(wiring.Component):
         m.submodules.sram_a = sram_a = SramSliceReader(words, B)
         m.submodules.sram_b = sram_b = SramSliceReader(words, B)
         m.submodules.sram_w = sram_w = SramSliceWriter(words, B)
-        m.submodules.mem_a = mem_a = DmaReader(cfg)
-        m.submodules.mem_b = mem_b = DmaReader(cfg)
-        m.submodules.mem_w = mem_w = DmaWriter(cfg)
+        mem_a, mem_b, mem_w = DmaReader(cfg), DmaReader(cfg), DmaWriter(cfg)
+        gated_clock = uses_gated_clock(cfg, platform)
+        for name, dma, arrival in (("mem_a", mem_a, mem_a.axi.rvalid),
+                                   ("mem_b", mem_b, mem_b.axi.rvalid),
+                                   ("mem_w", mem_w, mem_w.wr_stream.tvalid | mem_w.axi.bvalid)):
+            m.submodules[name] = self._gated(m, name, dma, arrival, gated_clock)
         m.submodules.alu = alu = AluArray(cfg)
         # Register slices on both sides of the ALU: the operand join (FIFO reads, operand mux,
         # count compare) and the result fork (the sinks' readies) stay out of the ALU's cycle.
