@@ -89,47 +89,49 @@ endmodule
 (* generator = "Amaranth" *)
 module \ace_alu_array_default.array (r_en, clk, rst, i__ready, out_payload, i__payload, o__valid, i__valid);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [5:0] \$1 ;
-  reg [7:0] \$10 ;
-  reg \$11 ;
+  wire \$1 ;
+  reg \$10 ;
+  reg [7:0] \$11 ;
   reg \$12 ;
-  reg [7:0] \$13 ;
-  reg \$14 ;
+  reg \$13 ;
+  reg [7:0] \$14 ;
   reg \$15 ;
-  reg [7:0] \$16 ;
-  reg \$17 ;
+  reg \$16 ;
+  reg [7:0] \$17 ;
   reg \$18 ;
-  reg [7:0] \$19 ;
-  wire [6:0] \$2 ;
-  reg \$20 ;
+  reg \$19 ;
+  wire [5:0] \$2 ;
+  reg [7:0] \$20 ;
   reg \$21 ;
-  reg [7:0] \$22 ;
-  reg \$23 ;
+  reg \$22 ;
+  reg [7:0] \$23 ;
   reg \$24 ;
-  reg [7:0] \$25 ;
-  reg \$26 ;
+  reg \$25 ;
+  reg [7:0] \$26 ;
   reg \$27 ;
-  reg [7:0] \$28 ;
-  reg \$29 ;
-  reg \$3 ;
+  reg \$28 ;
+  reg [7:0] \$29 ;
+  wire [6:0] \$3 ;
   reg \$30 ;
-  reg [7:0] \$31 ;
-  reg \$32 ;
+  reg \$31 ;
+  reg [7:0] \$32 ;
   reg \$33 ;
-  reg [7:0] \$34 ;
-  reg \$35 ;
+  reg \$34 ;
+  reg [7:0] \$35 ;
   reg \$36 ;
-  reg [7:0] \$37 ;
-  reg \$38 ;
+  reg \$37 ;
+  reg [7:0] \$38 ;
   reg \$39 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$40 ;
-  reg \$41 ;
-  reg [4:0] \$42 ;
-  reg \$5 ;
+  reg \$4 ;
+  reg \$40 ;
+  reg [7:0] \$41 ;
+  reg \$42 ;
+  reg \$43 ;
+  reg [4:0] \$44 ;
+  reg [7:0] \$5 ;
   reg \$6 ;
-  reg [7:0] \$7 ;
-  reg \$8 ;
+  reg \$7 ;
+  reg [7:0] \$8 ;
   reg \$9 ;
   wire [31:0] a;
   wire [31:0] \a$12 ;
@@ -164,6 +166,7 @@ module \ace_alu_array_default.array (r_en, clk, rst, i__ready, out_payload, i__p
   wire [31:0] \b$61 ;
   wire [31:0] \b$65 ;
   wire [31:0] \b$9 ;
+  reg busy = 1'h0;
   input clk;
   wire clk;
   reg d0_last = 1'h0;
@@ -459,110 +462,113 @@ module \ace_alu_array_default.array (r_en, clk, rst, i__ready, out_payload, i__p
   wire [520:0] w_data;
   reg w_en = 1'h0;
   always @(posedge clk)
-    d8_last <= \$29 ;
+    d8_valid <= \$28 ;
   always @(posedge clk)
-    d9_valid <= \$30 ;
+    d8_tag <= \$29 ;
   always @(posedge clk)
-    d9_tag <= \$31 ;
+    d8_last <= \$30 ;
   always @(posedge clk)
-    d9_last <= \$32 ;
+    d9_valid <= \$31 ;
   always @(posedge clk)
-    d10_valid <= \$33 ;
+    d9_tag <= \$32 ;
   always @(posedge clk)
-    d10_tag <= \$34 ;
+    d9_last <= \$33 ;
   always @(posedge clk)
-    d10_last <= \$35 ;
+    d10_valid <= \$34 ;
   always @(posedge clk)
-    d11_valid <= \$36 ;
+    d10_tag <= \$35 ;
   always @(posedge clk)
-    d11_tag <= \$37 ;
+    d10_last <= \$36 ;
   always @(posedge clk)
-    d11_last <= \$38 ;
+    d11_valid <= \$37 ;
   always @(posedge clk)
-    w_en <= \$39 ;
+    d11_tag <= \$38 ;
   always @(posedge clk)
-    d12_tag <= \$40 ;
+    d11_last <= \$39 ;
   always @(posedge clk)
-    d12_last <= \$41 ;
+    w_en <= \$40 ;
   always @(posedge clk)
-    in_flight <= \$42 ;
+    d12_tag <= \$41 ;
+  always @(posedge clk)
+    d12_last <= \$42 ;
+  always @(posedge clk)
+    busy <= \$43 ;
+  always @(posedge clk)
+    in_flight <= \$44 ;
   assign accept = i__valid & i__ready;
   assign deliver = o__valid & r_en;
   assign i__ready = in_flight != 5'h10;
-  assign \$1  = in_flight + accept;
-  assign \$2  = \$1  - deliver;
+  assign \$1  = | { d10_valid, d9_valid, d8_valid, d7_valid, d6_valid, d5_valid, d4_valid, d3_valid, d2_valid, d1_valid, d0_valid, accept };
+  assign \$2  = in_flight + accept;
+  assign \$3  = \$2  - deliver;
   always @(posedge clk)
-    d0_valid <= \$3 ;
+    d0_valid <= \$4 ;
   always @(posedge clk)
-    d0_tag <= \$4 ;
+    d0_tag <= \$5 ;
   always @(posedge clk)
-    d0_last <= \$5 ;
+    d0_last <= \$6 ;
   always @(posedge clk)
-    d1_valid <= \$6 ;
+    d1_valid <= \$7 ;
   always @(posedge clk)
-    d1_tag <= \$7 ;
+    d1_tag <= \$8 ;
   always @(posedge clk)
-    d1_last <= \$8 ;
+    d1_last <= \$9 ;
   always @(posedge clk)
-    d2_valid <= \$9 ;
+    d2_valid <= \$10 ;
   always @(posedge clk)
-    d2_tag <= \$10 ;
+    d2_tag <= \$11 ;
   always @(posedge clk)
-    d2_last <= \$11 ;
+    d2_last <= \$12 ;
   always @(posedge clk)
-    d3_valid <= \$12 ;
+    d3_valid <= \$13 ;
   always @(posedge clk)
-    d3_tag <= \$13 ;
+    d3_tag <= \$14 ;
   always @(posedge clk)
-    d3_last <= \$14 ;
+    d3_last <= \$15 ;
   always @(posedge clk)
-    d4_valid <= \$15 ;
+    d4_valid <= \$16 ;
   always @(posedge clk)
-    d4_tag <= \$16 ;
+    d4_tag <= \$17 ;
   always @(posedge clk)
-    d4_last <= \$17 ;
+    d4_last <= \$18 ;
   always @(posedge clk)
-    d5_valid <= \$18 ;
+    d5_valid <= \$19 ;
   always @(posedge clk)
-    d5_tag <= \$19 ;
+    d5_tag <= \$20 ;
   always @(posedge clk)
-    d5_last <= \$20 ;
+    d5_last <= \$21 ;
   always @(posedge clk)
-    d6_valid <= \$21 ;
+    d6_valid <= \$22 ;
   always @(posedge clk)
-    d6_tag <= \$22 ;
+    d6_tag <= \$23 ;
   always @(posedge clk)
-    d6_last <= \$23 ;
+    d6_last <= \$24 ;
   always @(posedge clk)
-    d7_valid <= \$24 ;
+    d7_valid <= \$25 ;
   always @(posedge clk)
-    d7_tag <= \$25 ;
+    d7_tag <= \$26 ;
   always @(posedge clk)
-    d7_last <= \$26 ;
-  always @(posedge clk)
-    d8_valid <= \$27 ;
-  always @(posedge clk)
-    d8_tag <= \$28 ;
+    d7_last <= \$27 ;
   \ace_alu_array_default.array.fifo  fifo (
     .clk(clk),
-    .\port$10457$0 (\result$84 ),
-    .\port$11260$0 (\result$85 ),
-    .\port$12063$0 (\result$86 ),
-    .\port$12980$0 (d12_tag),
-    .\port$12982$0 (d12_last),
-    .\port$1624$0 (\result$73 ),
-    .\port$18$0 (result),
-    .\port$2427$0 (\result$74 ),
-    .\port$3230$0 (\result$75 ),
-    .\port$4033$0 (\result$76 ),
-    .\port$4836$0 (\result$77 ),
-    .\port$5639$0 (\result$78 ),
-    .\port$6442$0 (\result$79 ),
-    .\port$7245$0 (\result$80 ),
-    .\port$8048$0 (\result$81 ),
-    .\port$821$0 (\result$72 ),
-    .\port$8851$0 (\result$82 ),
-    .\port$9654$0 (\result$83 ),
+    .\port$10538$0 (\result$84 ),
+    .\port$11347$0 (\result$85 ),
+    .\port$12156$0 (\result$86 ),
+    .\port$13077$0 (d12_tag),
+    .\port$13079$0 (d12_last),
+    .\port$1639$0 (\result$73 ),
+    .\port$21$0 (result),
+    .\port$2448$0 (\result$74 ),
+    .\port$3257$0 (\result$75 ),
+    .\port$4066$0 (\result$76 ),
+    .\port$4875$0 (\result$77 ),
+    .\port$5684$0 (\result$78 ),
+    .\port$6493$0 (\result$79 ),
+    .\port$7302$0 (\result$80 ),
+    .\port$8111$0 (\result$81 ),
+    .\port$830$0 (\result$72 ),
+    .\port$8920$0 (\result$82 ),
+    .\port$9729$0 (\result$83 ),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -572,408 +578,431 @@ module \ace_alu_array_default.array (r_en, clk, rst, i__ready, out_payload, i__p
   \ace_alu_array_default.array.lane0  lane0 (
     .a(i__payload[31:0]),
     .b(i__payload[543:512]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (result),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (result),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane1  lane1 (
     .a(i__payload[63:32]),
     .b(i__payload[575:544]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$72 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$72 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane10  lane10 (
     .a(i__payload[351:320]),
     .b(i__payload[863:832]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$81 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$81 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane11  lane11 (
     .a(i__payload[383:352]),
     .b(i__payload[895:864]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$82 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$82 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane12  lane12 (
     .a(i__payload[415:384]),
     .b(i__payload[927:896]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$83 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$83 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane13  lane13 (
     .a(i__payload[447:416]),
     .b(i__payload[959:928]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$84 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$84 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane14  lane14 (
     .a(i__payload[479:448]),
     .b(i__payload[991:960]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$85 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$85 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane15  lane15 (
     .a(i__payload[511:480]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$992 (i__payload[1027:992]),
-    .\result$56 (\result$86 ),
+    .\port$12999$992 (i__payload[1027:992]),
+    .\result$57 (\result$86 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane2  lane2 (
     .a(i__payload[95:64]),
     .b(i__payload[607:576]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$73 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$73 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane3  lane3 (
     .a(i__payload[127:96]),
     .b(i__payload[639:608]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$74 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$74 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane4  lane4 (
     .a(i__payload[159:128]),
     .b(i__payload[671:640]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$75 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$75 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane5  lane5 (
     .a(i__payload[191:160]),
     .b(i__payload[703:672]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$76 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$76 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane6  lane6 (
     .a(i__payload[223:192]),
     .b(i__payload[735:704]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$77 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$77 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane7  lane7 (
     .a(i__payload[255:224]),
     .b(i__payload[767:736]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$78 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$78 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane8  lane8 (
     .a(i__payload[287:256]),
     .b(i__payload[799:768]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$79 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$79 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane9  lane9 (
     .a(i__payload[319:288]),
     .b(i__payload[831:800]),
+    .busy(busy),
     .clk(clk),
-    .\port$12902$1024 (i__payload[1027:1024]),
-    .\result$56 (\result$80 ),
+    .\port$12999$1024 (i__payload[1027:1024]),
+    .\result$57 (\result$80 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$29  = d7_last;
+    \$29  = d7_tag;
     if (rst) begin
-      \$29  = 1'h0;
+      \$29  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$30  = d8_valid;
+    \$30  = d7_last;
     if (rst) begin
       \$30  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$31  = d8_tag;
+    \$31  = d8_valid;
     if (rst) begin
-      \$31  = 8'h00;
+      \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$32  = d8_last;
+    \$32  = d8_tag;
     if (rst) begin
-      \$32  = 1'h0;
+      \$32  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$33  = d9_valid;
+    \$33  = d8_last;
     if (rst) begin
       \$33  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$34  = d9_tag;
+    \$34  = d9_valid;
     if (rst) begin
-      \$34  = 8'h00;
+      \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$35  = d9_last;
+    \$35  = d9_tag;
     if (rst) begin
-      \$35  = 1'h0;
+      \$35  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$36  = d10_valid;
+    \$36  = d9_last;
     if (rst) begin
       \$36  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$37  = d10_tag;
+    \$37  = d10_valid;
     if (rst) begin
-      \$37  = 8'h00;
+      \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$38  = d10_last;
+    \$38  = d10_tag;
     if (rst) begin
-      \$38  = 1'h0;
+      \$38  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$39  = d11_valid;
+    \$39  = d10_last;
     if (rst) begin
       \$39  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$40  = d11_tag;
+    \$40  = d11_valid;
     if (rst) begin
-      \$40  = 8'h00;
+      \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$41  = d11_last;
+    \$41  = d11_tag;
     if (rst) begin
-      \$41  = 1'h0;
+      \$41  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$42  = \$2 [4:0];
+    \$42  = d11_last;
     if (rst) begin
-      \$42  = 5'h00;
+      \$42  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$3  = accept;
+    \$43  = \$1 ;
     if (rst) begin
-      \$3  = 1'h0;
+      \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$4  = i__payload[1035:1028];
+    \$44  = \$3 [4:0];
     if (rst) begin
-      \$4  = 8'h00;
+      \$44  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$5  = i__payload[1036];
+    \$4  = accept;
     if (rst) begin
-      \$5  = 1'h0;
+      \$4  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$6  = d0_valid;
+    \$5  = i__payload[1035:1028];
+    if (rst) begin
+      \$5  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$6  = i__payload[1036];
     if (rst) begin
       \$6  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$7  = d0_tag;
+    \$7  = d0_valid;
     if (rst) begin
-      \$7  = 8'h00;
+      \$7  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$8  = d0_last;
+    \$8  = d0_tag;
     if (rst) begin
-      \$8  = 1'h0;
+      \$8  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$9  = d1_valid;
+    \$9  = d0_last;
     if (rst) begin
       \$9  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$10  = d1_tag;
+    \$10  = d1_valid;
     if (rst) begin
-      \$10  = 8'h00;
+      \$10  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$11  = d1_last;
+    \$11  = d1_tag;
     if (rst) begin
-      \$11  = 1'h0;
+      \$11  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$12  = d2_valid;
+    \$12  = d1_last;
     if (rst) begin
       \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$13  = d2_tag;
+    \$13  = d2_valid;
     if (rst) begin
-      \$13  = 8'h00;
+      \$13  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$14  = d2_last;
+    \$14  = d2_tag;
     if (rst) begin
-      \$14  = 1'h0;
+      \$14  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$15  = d3_valid;
+    \$15  = d2_last;
     if (rst) begin
       \$15  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$16  = d3_tag;
+    \$16  = d3_valid;
     if (rst) begin
-      \$16  = 8'h00;
+      \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$17  = d3_last;
+    \$17  = d3_tag;
     if (rst) begin
-      \$17  = 1'h0;
+      \$17  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$18  = d4_valid;
+    \$18  = d3_last;
     if (rst) begin
       \$18  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$19  = d4_tag;
+    \$19  = d4_valid;
     if (rst) begin
-      \$19  = 8'h00;
+      \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$20  = d4_last;
+    \$20  = d4_tag;
     if (rst) begin
-      \$20  = 1'h0;
+      \$20  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$21  = d5_valid;
+    \$21  = d4_last;
     if (rst) begin
       \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$22  = d5_tag;
+    \$22  = d5_valid;
     if (rst) begin
-      \$22  = 8'h00;
+      \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$23  = d5_last;
+    \$23  = d5_tag;
     if (rst) begin
-      \$23  = 1'h0;
+      \$23  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$24  = d6_valid;
+    \$24  = d5_last;
     if (rst) begin
       \$24  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$25  = d6_tag;
+    \$25  = d6_valid;
     if (rst) begin
-      \$25  = 8'h00;
+      \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$26  = d6_last;
+    \$26  = d6_tag;
     if (rst) begin
-      \$26  = 1'h0;
+      \$26  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$27  = d7_valid;
+    \$27  = d6_last;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$28  = d7_tag;
+    \$28  = d7_valid;
     if (rst) begin
-      \$28  = 8'h00;
+      \$28  = 1'h0;
     end
   end
   assign a = i__payload[31:0];
@@ -1061,8 +1090,8 @@ module \ace_alu_array_default.array (r_en, clk, rst, i__ready, out_payload, i__p
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.fifo (clk, rst, \port$18$0 , \port$821$0 , \port$1624$0 , \port$2427$0 , \port$3230$0 , \port$4033$0 , \port$4836$0 , \port$5639$0 , \port$6442$0 , \port$7245$0 , \port$8048$0 , \port$8851$0 , \port$9654$0 , \port$10457$0 , \port$11260$0 , \port$12063$0 , r_data, w_en, \port$12980$0 
-, \port$12982$0 , r_rdy, r_en);
+module \ace_alu_array_default.array.fifo (clk, rst, \port$21$0 , \port$830$0 , \port$1639$0 , \port$2448$0 , \port$3257$0 , \port$4066$0 , \port$4875$0 , \port$5684$0 , \port$6493$0 , \port$7302$0 , \port$8111$0 , \port$8920$0 , \port$9729$0 , \port$10538$0 , \port$11347$0 , \port$12156$0 , r_data, w_en, \port$13077$0 
+, \port$13079$0 , r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -1104,42 +1133,42 @@ module \ace_alu_array_default.array.fifo (clk, rst, \port$18$0 , \port$821$0 , \
   reg [3:0] inner_level = 4'h0;
   wire inner_r_rdy;
   wire [4:0] level;
-  input [31:0] \port$10457$0 ;
-  wire [31:0] \port$10457$0 ;
-  input [31:0] \port$11260$0 ;
-  wire [31:0] \port$11260$0 ;
-  input [31:0] \port$12063$0 ;
-  wire [31:0] \port$12063$0 ;
-  input [7:0] \port$12980$0 ;
-  wire [7:0] \port$12980$0 ;
-  input \port$12982$0 ;
-  wire \port$12982$0 ;
-  input [31:0] \port$1624$0 ;
-  wire [31:0] \port$1624$0 ;
-  input [31:0] \port$18$0 ;
-  wire [31:0] \port$18$0 ;
-  input [31:0] \port$2427$0 ;
-  wire [31:0] \port$2427$0 ;
-  input [31:0] \port$3230$0 ;
-  wire [31:0] \port$3230$0 ;
-  input [31:0] \port$4033$0 ;
-  wire [31:0] \port$4033$0 ;
-  input [31:0] \port$4836$0 ;
-  wire [31:0] \port$4836$0 ;
-  input [31:0] \port$5639$0 ;
-  wire [31:0] \port$5639$0 ;
-  input [31:0] \port$6442$0 ;
-  wire [31:0] \port$6442$0 ;
-  input [31:0] \port$7245$0 ;
-  wire [31:0] \port$7245$0 ;
-  input [31:0] \port$8048$0 ;
-  wire [31:0] \port$8048$0 ;
-  input [31:0] \port$821$0 ;
-  wire [31:0] \port$821$0 ;
-  input [31:0] \port$8851$0 ;
-  wire [31:0] \port$8851$0 ;
-  input [31:0] \port$9654$0 ;
-  wire [31:0] \port$9654$0 ;
+  input [31:0] \port$10538$0 ;
+  wire [31:0] \port$10538$0 ;
+  input [31:0] \port$11347$0 ;
+  wire [31:0] \port$11347$0 ;
+  input [31:0] \port$12156$0 ;
+  wire [31:0] \port$12156$0 ;
+  input [7:0] \port$13077$0 ;
+  wire [7:0] \port$13077$0 ;
+  input \port$13079$0 ;
+  wire \port$13079$0 ;
+  input [31:0] \port$1639$0 ;
+  wire [31:0] \port$1639$0 ;
+  input [31:0] \port$21$0 ;
+  wire [31:0] \port$21$0 ;
+  input [31:0] \port$2448$0 ;
+  wire [31:0] \port$2448$0 ;
+  input [31:0] \port$3257$0 ;
+  wire [31:0] \port$3257$0 ;
+  input [31:0] \port$4066$0 ;
+  wire [31:0] \port$4066$0 ;
+  input [31:0] \port$4875$0 ;
+  wire [31:0] \port$4875$0 ;
+  input [31:0] \port$5684$0 ;
+  wire [31:0] \port$5684$0 ;
+  input [31:0] \port$6493$0 ;
+  wire [31:0] \port$6493$0 ;
+  input [31:0] \port$7302$0 ;
+  wire [31:0] \port$7302$0 ;
+  input [31:0] \port$8111$0 ;
+  wire [31:0] \port$8111$0 ;
+  input [31:0] \port$830$0 ;
+  wire [31:0] \port$830$0 ;
+  input [31:0] \port$8920$0 ;
+  wire [31:0] \port$8920$0 ;
+  input [31:0] \port$9729$0 ;
+  wire [31:0] \port$9729$0 ;
   (* init = 4'h0 *)
   wire [3:0] produce;
   output [520:0] r_data;
@@ -1182,7 +1211,7 @@ module \ace_alu_array_default.array.fifo (clk, rst, \port$18$0 , \port$821$0 , \
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$12982$0 , \port$12980$0 , \port$12063$0 , \port$11260$0 , \port$10457$0 , \port$9654$0 , \port$8851$0 , \port$8048$0 , \port$7245$0 , \port$6442$0 , \port$5639$0 , \port$4836$0 , \port$4033$0 , \port$3230$0 , \port$2427$0 , \port$1624$0 , \port$821$0 , \port$18$0  };
+      storage[w_port__addr] <= { \port$13079$0 , \port$13077$0 , \port$12156$0 , \port$11347$0 , \port$10538$0 , \port$9729$0 , \port$8920$0 , \port$8111$0 , \port$7302$0 , \port$6493$0 , \port$5684$0 , \port$4875$0 , \port$4066$0 , \port$3257$0 , \port$2448$0 , \port$1639$0 , \port$830$0 , \port$21$0  };
   end
   reg [520:0] _0_;
   always @(posedge clk) begin
@@ -1281,14 +1310,14 @@ module \ace_alu_array_default.array.fifo (clk, rst, \port$18$0 , \port$821$0 , \
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$12982$0 , \port$12980$0 , \port$12063$0 , \port$11260$0 , \port$10457$0 , \port$9654$0 , \port$8851$0 , \port$8048$0 , \port$7245$0 , \port$6442$0 , \port$5639$0 , \port$4836$0 , \port$4033$0 , \port$3230$0 , \port$2427$0 , \port$1624$0 , \port$821$0 , \port$18$0  };
-  assign w_data = { \port$12982$0 , \port$12980$0 , \port$12063$0 , \port$11260$0 , \port$10457$0 , \port$9654$0 , \port$8851$0 , \port$8048$0 , \port$7245$0 , \port$6442$0 , \port$5639$0 , \port$4836$0 , \port$4033$0 , \port$3230$0 , \port$2427$0 , \port$1624$0 , \port$821$0 , \port$18$0  };
+  assign w_port__data = { \port$13079$0 , \port$13077$0 , \port$12156$0 , \port$11347$0 , \port$10538$0 , \port$9729$0 , \port$8920$0 , \port$8111$0 , \port$7302$0 , \port$6493$0 , \port$5684$0 , \port$4875$0 , \port$4066$0 , \port$3257$0 , \port$2448$0 , \port$1639$0 , \port$830$0 , \port$21$0  };
+  assign w_data = { \port$13079$0 , \port$13077$0 , \port$12156$0 , \port$11347$0 , \port$10538$0 , \port$9729$0 , \port$8920$0 , \port$8111$0 , \port$7302$0 , \port$6493$0 , \port$5684$0 , \port$4875$0 , \port$4066$0 , \port$3257$0 , \port$2448$0 , \port$1639$0 , \port$830$0 , \port$21$0  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane0 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane0 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -1345,15 +1374,17 @@ module \ace_alu_array_default.array.lane0 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -1405,14 +1436,14 @@ module \ace_alu_array_default.array.lane0 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -1421,12 +1452,12 @@ module \ace_alu_array_default.array.lane0 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -1501,7 +1532,7 @@ module \ace_alu_array_default.array.lane0 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -1539,178 +1570,249 @@ module \ace_alu_array_default.array.lane0 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane0.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane0.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$725$0 (\$51 ),
-    .\port$726$0 (\$52 ),
+    .\port$730$0 (\$51 ),
+    .\port$731$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -1731,123 +1833,162 @@ module \ace_alu_array_default.array.lane0 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane0.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane0.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -2640,6 +2781,8 @@ module \ace_alu_array_default.array.lane0.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -3762,663 +3905,936 @@ module \ace_alu_array_default.array.lane0.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -4578,7 +4994,7 @@ module \ace_alu_array_default.array.lane0.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane0.minmax (rst, is_max, \port$725$0 , \port$726$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane0.minmax (rst, is_max, \port$730$0 , \port$731$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -4690,6 +5106,8 @@ module \ace_alu_array_default.array.lane0.minmax (rst, is_max, \port$725$0 , \po
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -4708,10 +5126,10 @@ module \ace_alu_array_default.array.lane0.minmax (rst, is_max, \port$725$0 , \po
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$725$0 ;
-  wire [15:0] \port$725$0 ;
-  output [15:0] \port$726$0 ;
-  wire [15:0] \port$726$0 ;
+  output [15:0] \port$730$0 ;
+  wire [15:0] \port$730$0 ;
+  output [15:0] \port$731$0 ;
+  wire [15:0] \port$731$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -4863,124 +5281,172 @@ module \ace_alu_array_default.array.lane0.minmax (rst, is_max, \port$725$0 , \po
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$725$0  = \$7 ;
-  assign \port$726$0  = \$8 ;
+  assign \port$730$0  = \$7 ;
+  assign \port$731$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane1 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane1 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -5037,15 +5503,17 @@ module \ace_alu_array_default.array.lane1 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -5097,14 +5565,14 @@ module \ace_alu_array_default.array.lane1 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -5113,12 +5581,12 @@ module \ace_alu_array_default.array.lane1 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -5193,7 +5661,7 @@ module \ace_alu_array_default.array.lane1 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -5231,178 +5699,249 @@ module \ace_alu_array_default.array.lane1 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane1.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane1.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$1528$0 (\$51 ),
-    .\port$1529$0 (\$52 ),
+    .\port$1539$0 (\$51 ),
+    .\port$1540$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -5423,123 +5962,162 @@ module \ace_alu_array_default.array.lane1 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane1.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane1.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -6332,6 +6910,8 @@ module \ace_alu_array_default.array.lane1.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -7454,663 +8034,936 @@ module \ace_alu_array_default.array.lane1.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -8270,7 +9123,7 @@ module \ace_alu_array_default.array.lane1.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane1.minmax (rst, is_max, \port$1528$0 , \port$1529$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane1.minmax (rst, is_max, \port$1539$0 , \port$1540$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -8382,6 +9235,8 @@ module \ace_alu_array_default.array.lane1.minmax (rst, is_max, \port$1528$0 , \p
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -8400,10 +9255,10 @@ module \ace_alu_array_default.array.lane1.minmax (rst, is_max, \port$1528$0 , \p
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$1528$0 ;
-  wire [15:0] \port$1528$0 ;
-  output [15:0] \port$1529$0 ;
-  wire [15:0] \port$1529$0 ;
+  output [15:0] \port$1539$0 ;
+  wire [15:0] \port$1539$0 ;
+  output [15:0] \port$1540$0 ;
+  wire [15:0] \port$1540$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -8555,124 +9410,172 @@ module \ace_alu_array_default.array.lane1.minmax (rst, is_max, \port$1528$0 , \p
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$1528$0  = \$7 ;
-  assign \port$1529$0  = \$8 ;
+  assign \port$1539$0  = \$7 ;
+  assign \port$1540$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane10 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane10 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -8729,15 +9632,17 @@ module \ace_alu_array_default.array.lane10 (rst, \result$56 , a, b, \port$12902$
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -8789,14 +9694,14 @@ module \ace_alu_array_default.array.lane10 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -8805,12 +9710,12 @@ module \ace_alu_array_default.array.lane10 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -8885,7 +9790,7 @@ module \ace_alu_array_default.array.lane10 (rst, \result$56 , a, b, \port$12902$
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -8923,178 +9828,249 @@ module \ace_alu_array_default.array.lane10 (rst, \result$56 , a, b, \port$12902$
   \ace_alu_array_default.array.lane10.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane10.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$8755$0 (\$51 ),
-    .\port$8756$0 (\$52 ),
+    .\port$8820$0 (\$51 ),
+    .\port$8821$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -9115,123 +10091,162 @@ module \ace_alu_array_default.array.lane10 (rst, \result$56 , a, b, \port$12902$
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane10.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane10.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -10024,6 +11039,8 @@ module \ace_alu_array_default.array.lane10.adder (rst, a, b, dtype, result, clk)
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -11146,663 +12163,936 @@ module \ace_alu_array_default.array.lane10.adder (rst, a, b, dtype, result, clk)
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -11962,7 +13252,7 @@ module \ace_alu_array_default.array.lane10.adder (rst, a, b, dtype, result, clk)
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane10.minmax (rst, is_max, \port$8755$0 , \port$8756$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane10.minmax (rst, is_max, \port$8820$0 , \port$8821$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -12074,6 +13364,8 @@ module \ace_alu_array_default.array.lane10.minmax (rst, is_max, \port$8755$0 , \
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -12092,10 +13384,10 @@ module \ace_alu_array_default.array.lane10.minmax (rst, is_max, \port$8755$0 , \
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$8755$0 ;
-  wire [15:0] \port$8755$0 ;
-  output [15:0] \port$8756$0 ;
-  wire [15:0] \port$8756$0 ;
+  output [15:0] \port$8820$0 ;
+  wire [15:0] \port$8820$0 ;
+  output [15:0] \port$8821$0 ;
+  wire [15:0] \port$8821$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -12247,124 +13539,172 @@ module \ace_alu_array_default.array.lane10.minmax (rst, is_max, \port$8755$0 , \
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$8755$0  = \$7 ;
-  assign \port$8756$0  = \$8 ;
+  assign \port$8820$0  = \$7 ;
+  assign \port$8821$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane11 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane11 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -12421,15 +13761,17 @@ module \ace_alu_array_default.array.lane11 (rst, \result$56 , a, b, \port$12902$
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -12481,14 +13823,14 @@ module \ace_alu_array_default.array.lane11 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -12497,12 +13839,12 @@ module \ace_alu_array_default.array.lane11 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -12577,7 +13919,7 @@ module \ace_alu_array_default.array.lane11 (rst, \result$56 , a, b, \port$12902$
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -12615,178 +13957,249 @@ module \ace_alu_array_default.array.lane11 (rst, \result$56 , a, b, \port$12902$
   \ace_alu_array_default.array.lane11.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane11.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$9558$0 (\$51 ),
-    .\port$9559$0 (\$52 ),
+    .\port$9629$0 (\$51 ),
+    .\port$9630$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -12807,123 +14220,162 @@ module \ace_alu_array_default.array.lane11 (rst, \result$56 , a, b, \port$12902$
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane11.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane11.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -13716,6 +15168,8 @@ module \ace_alu_array_default.array.lane11.adder (rst, a, b, dtype, result, clk)
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -14838,663 +16292,936 @@ module \ace_alu_array_default.array.lane11.adder (rst, a, b, dtype, result, clk)
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -15654,7 +17381,7 @@ module \ace_alu_array_default.array.lane11.adder (rst, a, b, dtype, result, clk)
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane11.minmax (rst, is_max, \port$9558$0 , \port$9559$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane11.minmax (rst, is_max, \port$9629$0 , \port$9630$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -15766,6 +17493,8 @@ module \ace_alu_array_default.array.lane11.minmax (rst, is_max, \port$9558$0 , \
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -15784,10 +17513,10 @@ module \ace_alu_array_default.array.lane11.minmax (rst, is_max, \port$9558$0 , \
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$9558$0 ;
-  wire [15:0] \port$9558$0 ;
-  output [15:0] \port$9559$0 ;
-  wire [15:0] \port$9559$0 ;
+  output [15:0] \port$9629$0 ;
+  wire [15:0] \port$9629$0 ;
+  output [15:0] \port$9630$0 ;
+  wire [15:0] \port$9630$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -15939,124 +17668,172 @@ module \ace_alu_array_default.array.lane11.minmax (rst, is_max, \port$9558$0 , \
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$9558$0  = \$7 ;
-  assign \port$9559$0  = \$8 ;
+  assign \port$9629$0  = \$7 ;
+  assign \port$9630$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane12 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane12 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -16113,15 +17890,17 @@ module \ace_alu_array_default.array.lane12 (rst, \result$56 , a, b, \port$12902$
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -16173,14 +17952,14 @@ module \ace_alu_array_default.array.lane12 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -16189,12 +17968,12 @@ module \ace_alu_array_default.array.lane12 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -16269,7 +18048,7 @@ module \ace_alu_array_default.array.lane12 (rst, \result$56 , a, b, \port$12902$
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -16307,178 +18086,249 @@ module \ace_alu_array_default.array.lane12 (rst, \result$56 , a, b, \port$12902$
   \ace_alu_array_default.array.lane12.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane12.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$10361$0 (\$51 ),
-    .\port$10362$0 (\$52 ),
+    .\port$10438$0 (\$51 ),
+    .\port$10439$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -16499,123 +18349,162 @@ module \ace_alu_array_default.array.lane12 (rst, \result$56 , a, b, \port$12902$
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane12.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane12.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -17408,6 +19297,8 @@ module \ace_alu_array_default.array.lane12.adder (rst, a, b, dtype, result, clk)
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -18530,663 +20421,936 @@ module \ace_alu_array_default.array.lane12.adder (rst, a, b, dtype, result, clk)
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -19346,7 +21510,7 @@ module \ace_alu_array_default.array.lane12.adder (rst, a, b, dtype, result, clk)
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane12.minmax (rst, is_max, \port$10361$0 , \port$10362$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane12.minmax (rst, is_max, \port$10438$0 , \port$10439$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -19458,6 +21622,8 @@ module \ace_alu_array_default.array.lane12.minmax (rst, is_max, \port$10361$0 , 
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -19476,10 +21642,10 @@ module \ace_alu_array_default.array.lane12.minmax (rst, is_max, \port$10361$0 , 
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$10361$0 ;
-  wire [15:0] \port$10361$0 ;
-  output [15:0] \port$10362$0 ;
-  wire [15:0] \port$10362$0 ;
+  output [15:0] \port$10438$0 ;
+  wire [15:0] \port$10438$0 ;
+  output [15:0] \port$10439$0 ;
+  wire [15:0] \port$10439$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -19631,124 +21797,172 @@ module \ace_alu_array_default.array.lane12.minmax (rst, is_max, \port$10361$0 , 
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$10361$0  = \$7 ;
-  assign \port$10362$0  = \$8 ;
+  assign \port$10438$0  = \$7 ;
+  assign \port$10439$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane13 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane13 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -19805,15 +22019,17 @@ module \ace_alu_array_default.array.lane13 (rst, \result$56 , a, b, \port$12902$
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -19865,14 +22081,14 @@ module \ace_alu_array_default.array.lane13 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -19881,12 +22097,12 @@ module \ace_alu_array_default.array.lane13 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -19961,7 +22177,7 @@ module \ace_alu_array_default.array.lane13 (rst, \result$56 , a, b, \port$12902$
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -19999,178 +22215,249 @@ module \ace_alu_array_default.array.lane13 (rst, \result$56 , a, b, \port$12902$
   \ace_alu_array_default.array.lane13.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane13.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$11164$0 (\$51 ),
-    .\port$11165$0 (\$52 ),
+    .\port$11247$0 (\$51 ),
+    .\port$11248$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -20191,123 +22478,162 @@ module \ace_alu_array_default.array.lane13 (rst, \result$56 , a, b, \port$12902$
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane13.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane13.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -21100,6 +23426,8 @@ module \ace_alu_array_default.array.lane13.adder (rst, a, b, dtype, result, clk)
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -22222,663 +24550,936 @@ module \ace_alu_array_default.array.lane13.adder (rst, a, b, dtype, result, clk)
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -23038,7 +25639,7 @@ module \ace_alu_array_default.array.lane13.adder (rst, a, b, dtype, result, clk)
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane13.minmax (rst, is_max, \port$11164$0 , \port$11165$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane13.minmax (rst, is_max, \port$11247$0 , \port$11248$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -23150,6 +25751,8 @@ module \ace_alu_array_default.array.lane13.minmax (rst, is_max, \port$11164$0 , 
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -23168,10 +25771,10 @@ module \ace_alu_array_default.array.lane13.minmax (rst, is_max, \port$11164$0 , 
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$11164$0 ;
-  wire [15:0] \port$11164$0 ;
-  output [15:0] \port$11165$0 ;
-  wire [15:0] \port$11165$0 ;
+  output [15:0] \port$11247$0 ;
+  wire [15:0] \port$11247$0 ;
+  output [15:0] \port$11248$0 ;
+  wire [15:0] \port$11248$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -23323,124 +25926,172 @@ module \ace_alu_array_default.array.lane13.minmax (rst, is_max, \port$11164$0 , 
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$11164$0  = \$7 ;
-  assign \port$11165$0  = \$8 ;
+  assign \port$11247$0  = \$7 ;
+  assign \port$11248$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane14 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane14 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -23497,15 +26148,17 @@ module \ace_alu_array_default.array.lane14 (rst, \result$56 , a, b, \port$12902$
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -23557,14 +26210,14 @@ module \ace_alu_array_default.array.lane14 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -23573,12 +26226,12 @@ module \ace_alu_array_default.array.lane14 (rst, \result$56 , a, b, \port$12902$
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -23653,7 +26306,7 @@ module \ace_alu_array_default.array.lane14 (rst, \result$56 , a, b, \port$12902$
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -23691,178 +26344,249 @@ module \ace_alu_array_default.array.lane14 (rst, \result$56 , a, b, \port$12902$
   \ace_alu_array_default.array.lane14.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane14.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$11967$0 (\$51 ),
-    .\port$11968$0 (\$52 ),
+    .\port$12056$0 (\$51 ),
+    .\port$12057$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -23883,123 +26607,162 @@ module \ace_alu_array_default.array.lane14 (rst, \result$56 , a, b, \port$12902$
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane14.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane14.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -24792,6 +27555,8 @@ module \ace_alu_array_default.array.lane14.adder (rst, a, b, dtype, result, clk)
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -25914,663 +28679,936 @@ module \ace_alu_array_default.array.lane14.adder (rst, a, b, dtype, result, clk)
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -26730,7 +29768,7 @@ module \ace_alu_array_default.array.lane14.adder (rst, a, b, dtype, result, clk)
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane14.minmax (rst, is_max, \port$11967$0 , \port$11968$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane14.minmax (rst, is_max, \port$12056$0 , \port$12057$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -26842,6 +29880,8 @@ module \ace_alu_array_default.array.lane14.minmax (rst, is_max, \port$11967$0 , 
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -26860,10 +29900,10 @@ module \ace_alu_array_default.array.lane14.minmax (rst, is_max, \port$11967$0 , 
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$11967$0 ;
-  wire [15:0] \port$11967$0 ;
-  output [15:0] \port$11968$0 ;
-  wire [15:0] \port$11968$0 ;
+  output [15:0] \port$12056$0 ;
+  wire [15:0] \port$12056$0 ;
+  output [15:0] \port$12057$0 ;
+  wire [15:0] \port$12057$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -27015,124 +30055,172 @@ module \ace_alu_array_default.array.lane14.minmax (rst, is_max, \port$11967$0 , 
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$11967$0  = \$7 ;
-  assign \port$11968$0  = \$8 ;
+  assign \port$12056$0  = \$7 ;
+  assign \port$12057$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane15 (rst, \result$56 , a, \port$12902$992 , clk);
+module \ace_alu_array_default.array.lane15 (rst, \result$57 , a, \port$12999$992 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -27189,14 +30277,16 @@ module \ace_alu_array_default.array.lane15 (rst, \result$56 , a, \port$12902$992
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -27248,14 +30338,14 @@ module \ace_alu_array_default.array.lane15 (rst, \result$56 , a, \port$12902$992
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -27264,12 +30354,12 @@ module \ace_alu_array_default.array.lane15 (rst, \result$56 , a, \port$12902$992
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [35:0] \port$12902$992 ;
-  wire [35:0] \port$12902$992 ;
+  input [35:0] \port$12999$992 ;
+  wire [35:0] \port$12999$992 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -27344,7 +30434,7 @@ module \ace_alu_array_default.array.lane15 (rst, \result$56 , a, \port$12902$992
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -27382,178 +30472,249 @@ module \ace_alu_array_default.array.lane15 (rst, \result$56 , a, \port$12902$992
   \ace_alu_array_default.array.lane15.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane15.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$12770$0 (\$51 ),
-    .\port$12771$0 (\$52 ),
+    .\port$12865$0 (\$51 ),
+    .\port$12866$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -27567,131 +30728,170 @@ module \ace_alu_array_default.array.lane15 (rst, \result$56 , a, \port$12902$992
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$12  = \port$12902$992 [31:0];
+    \$12  = \port$12999$992 [31:0];
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$13  = \port$12902$992 [33:32];
+    \$13  = \port$12999$992 [33:32];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$14  = \port$12902$992 [35:34];
+    \$14  = \port$12999$992 [35:34];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign b = \port$12902$992 [31:0];
-  assign op = \port$12902$992 [33:32];
-  assign dtype = \port$12902$992 [35:34];
+  assign b = \port$12999$992 [31:0];
+  assign op = \port$12999$992 [33:32];
+  assign dtype = \port$12999$992 [35:34];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane15.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane15.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -28484,6 +31684,8 @@ module \ace_alu_array_default.array.lane15.adder (rst, a, b, dtype, result, clk)
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -29606,663 +32808,936 @@ module \ace_alu_array_default.array.lane15.adder (rst, a, b, dtype, result, clk)
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -30422,7 +33897,7 @@ module \ace_alu_array_default.array.lane15.adder (rst, a, b, dtype, result, clk)
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane15.minmax (rst, is_max, \port$12770$0 , \port$12771$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane15.minmax (rst, is_max, \port$12865$0 , \port$12866$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -30534,6 +34009,8 @@ module \ace_alu_array_default.array.lane15.minmax (rst, is_max, \port$12770$0 , 
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -30552,10 +34029,10 @@ module \ace_alu_array_default.array.lane15.minmax (rst, is_max, \port$12770$0 , 
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$12770$0 ;
-  wire [15:0] \port$12770$0 ;
-  output [15:0] \port$12771$0 ;
-  wire [15:0] \port$12771$0 ;
+  output [15:0] \port$12865$0 ;
+  wire [15:0] \port$12865$0 ;
+  output [15:0] \port$12866$0 ;
+  wire [15:0] \port$12866$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -30707,124 +34184,172 @@ module \ace_alu_array_default.array.lane15.minmax (rst, is_max, \port$12770$0 , 
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$12770$0  = \$7 ;
-  assign \port$12771$0  = \$8 ;
+  assign \port$12865$0  = \$7 ;
+  assign \port$12866$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane2 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane2 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -30881,15 +34406,17 @@ module \ace_alu_array_default.array.lane2 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -30941,14 +34468,14 @@ module \ace_alu_array_default.array.lane2 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -30957,12 +34484,12 @@ module \ace_alu_array_default.array.lane2 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -31037,7 +34564,7 @@ module \ace_alu_array_default.array.lane2 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -31075,178 +34602,249 @@ module \ace_alu_array_default.array.lane2 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane2.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane2.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$2331$0 (\$51 ),
-    .\port$2332$0 (\$52 ),
+    .\port$2348$0 (\$51 ),
+    .\port$2349$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -31267,123 +34865,162 @@ module \ace_alu_array_default.array.lane2 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane2.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane2.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -32176,6 +35813,8 @@ module \ace_alu_array_default.array.lane2.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -33298,663 +36937,936 @@ module \ace_alu_array_default.array.lane2.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -34114,7 +38026,7 @@ module \ace_alu_array_default.array.lane2.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane2.minmax (rst, is_max, \port$2331$0 , \port$2332$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane2.minmax (rst, is_max, \port$2348$0 , \port$2349$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -34226,6 +38138,8 @@ module \ace_alu_array_default.array.lane2.minmax (rst, is_max, \port$2331$0 , \p
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -34244,10 +38158,10 @@ module \ace_alu_array_default.array.lane2.minmax (rst, is_max, \port$2331$0 , \p
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$2331$0 ;
-  wire [15:0] \port$2331$0 ;
-  output [15:0] \port$2332$0 ;
-  wire [15:0] \port$2332$0 ;
+  output [15:0] \port$2348$0 ;
+  wire [15:0] \port$2348$0 ;
+  output [15:0] \port$2349$0 ;
+  wire [15:0] \port$2349$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -34399,124 +38313,172 @@ module \ace_alu_array_default.array.lane2.minmax (rst, is_max, \port$2331$0 , \p
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$2331$0  = \$7 ;
-  assign \port$2332$0  = \$8 ;
+  assign \port$2348$0  = \$7 ;
+  assign \port$2349$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane3 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane3 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -34573,15 +38535,17 @@ module \ace_alu_array_default.array.lane3 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -34633,14 +38597,14 @@ module \ace_alu_array_default.array.lane3 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -34649,12 +38613,12 @@ module \ace_alu_array_default.array.lane3 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -34729,7 +38693,7 @@ module \ace_alu_array_default.array.lane3 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -34767,178 +38731,249 @@ module \ace_alu_array_default.array.lane3 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane3.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane3.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$3134$0 (\$51 ),
-    .\port$3135$0 (\$52 ),
+    .\port$3157$0 (\$51 ),
+    .\port$3158$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -34959,123 +38994,162 @@ module \ace_alu_array_default.array.lane3 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane3.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane3.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$31  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -35868,6 +39942,8 @@ module \ace_alu_array_default.array.lane3.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -36990,663 +41066,936 @@ module \ace_alu_array_default.array.lane3.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -37806,7 +42155,7 @@ module \ace_alu_array_default.array.lane3.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane3.minmax (rst, is_max, \port$3134$0 , \port$3135$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane3.minmax (rst, is_max, \port$3157$0 , \port$3158$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$32  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -37918,6 +42267,8 @@ module \ace_alu_array_default.array.lane3.minmax (rst, is_max, \port$3134$0 , \p
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -37936,10 +42287,10 @@ module \ace_alu_array_default.array.lane3.minmax (rst, is_max, \port$3134$0 , \p
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$3134$0 ;
-  wire [15:0] \port$3134$0 ;
-  output [15:0] \port$3135$0 ;
-  wire [15:0] \port$3135$0 ;
+  output [15:0] \port$3157$0 ;
+  wire [15:0] \port$3157$0 ;
+  output [15:0] \port$3158$0 ;
+  wire [15:0] \port$3158$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -38091,124 +42442,172 @@ module \ace_alu_array_default.array.lane3.minmax (rst, is_max, \port$3134$0 , \p
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$3134$0  = \$7 ;
-  assign \port$3135$0  = \$8 ;
+  assign \port$3157$0  = \$7 ;
+  assign \port$3158$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane4 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane4 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$33  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -38265,15 +42664,17 @@ module \ace_alu_array_default.array.lane4 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -38325,14 +42726,14 @@ module \ace_alu_array_default.array.lane4 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -38341,12 +42742,12 @@ module \ace_alu_array_default.array.lane4 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -38421,7 +42822,7 @@ module \ace_alu_array_default.array.lane4 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -38459,178 +42860,249 @@ module \ace_alu_array_default.array.lane4 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane4.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane4.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$3937$0 (\$51 ),
-    .\port$3938$0 (\$52 ),
+    .\port$3966$0 (\$51 ),
+    .\port$3967$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -38651,123 +43123,162 @@ module \ace_alu_array_default.array.lane4 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane4.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane4.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -39560,6 +44071,8 @@ module \ace_alu_array_default.array.lane4.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -40682,663 +45195,936 @@ module \ace_alu_array_default.array.lane4.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -41498,7 +46284,7 @@ module \ace_alu_array_default.array.lane4.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane4.minmax (rst, is_max, \port$3937$0 , \port$3938$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane4.minmax (rst, is_max, \port$3966$0 , \port$3967$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$35  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -41610,6 +46396,8 @@ module \ace_alu_array_default.array.lane4.minmax (rst, is_max, \port$3937$0 , \p
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -41628,10 +46416,10 @@ module \ace_alu_array_default.array.lane4.minmax (rst, is_max, \port$3937$0 , \p
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$3937$0 ;
-  wire [15:0] \port$3937$0 ;
-  output [15:0] \port$3938$0 ;
-  wire [15:0] \port$3938$0 ;
+  output [15:0] \port$3966$0 ;
+  wire [15:0] \port$3966$0 ;
+  output [15:0] \port$3967$0 ;
+  wire [15:0] \port$3967$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -41783,124 +46571,172 @@ module \ace_alu_array_default.array.lane4.minmax (rst, is_max, \port$3937$0 , \p
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$3937$0  = \$7 ;
-  assign \port$3938$0  = \$8 ;
+  assign \port$3966$0  = \$7 ;
+  assign \port$3967$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane5 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane5 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$36  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -41957,15 +46793,17 @@ module \ace_alu_array_default.array.lane5 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -42017,14 +46855,14 @@ module \ace_alu_array_default.array.lane5 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -42033,12 +46871,12 @@ module \ace_alu_array_default.array.lane5 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -42113,7 +46951,7 @@ module \ace_alu_array_default.array.lane5 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -42151,178 +46989,249 @@ module \ace_alu_array_default.array.lane5 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane5.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane5.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$4740$0 (\$51 ),
-    .\port$4741$0 (\$52 ),
+    .\port$4775$0 (\$51 ),
+    .\port$4776$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -42343,123 +47252,162 @@ module \ace_alu_array_default.array.lane5 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane5.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane5.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$37  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -43252,6 +48200,8 @@ module \ace_alu_array_default.array.lane5.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -44374,663 +49324,936 @@ module \ace_alu_array_default.array.lane5.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -45190,7 +50413,7 @@ module \ace_alu_array_default.array.lane5.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane5.minmax (rst, is_max, \port$4740$0 , \port$4741$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane5.minmax (rst, is_max, \port$4775$0 , \port$4776$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$38  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -45302,6 +50525,8 @@ module \ace_alu_array_default.array.lane5.minmax (rst, is_max, \port$4740$0 , \p
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -45320,10 +50545,10 @@ module \ace_alu_array_default.array.lane5.minmax (rst, is_max, \port$4740$0 , \p
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$4740$0 ;
-  wire [15:0] \port$4740$0 ;
-  output [15:0] \port$4741$0 ;
-  wire [15:0] \port$4741$0 ;
+  output [15:0] \port$4775$0 ;
+  wire [15:0] \port$4775$0 ;
+  output [15:0] \port$4776$0 ;
+  wire [15:0] \port$4776$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -45475,124 +50700,172 @@ module \ace_alu_array_default.array.lane5.minmax (rst, is_max, \port$4740$0 , \p
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$4740$0  = \$7 ;
-  assign \port$4741$0  = \$8 ;
+  assign \port$4775$0  = \$7 ;
+  assign \port$4776$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane6 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane6 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$39  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -45649,15 +50922,17 @@ module \ace_alu_array_default.array.lane6 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -45709,14 +50984,14 @@ module \ace_alu_array_default.array.lane6 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -45725,12 +51000,12 @@ module \ace_alu_array_default.array.lane6 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -45805,7 +51080,7 @@ module \ace_alu_array_default.array.lane6 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -45843,178 +51118,249 @@ module \ace_alu_array_default.array.lane6 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane6.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane6.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$5543$0 (\$51 ),
-    .\port$5544$0 (\$52 ),
+    .\port$5584$0 (\$51 ),
+    .\port$5585$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -46035,123 +51381,162 @@ module \ace_alu_array_default.array.lane6 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane6.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane6.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$40  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -46944,6 +52329,8 @@ module \ace_alu_array_default.array.lane6.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -48066,663 +53453,936 @@ module \ace_alu_array_default.array.lane6.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -48882,7 +54542,7 @@ module \ace_alu_array_default.array.lane6.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane6.minmax (rst, is_max, \port$5543$0 , \port$5544$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane6.minmax (rst, is_max, \port$5584$0 , \port$5585$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$41  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -48994,6 +54654,8 @@ module \ace_alu_array_default.array.lane6.minmax (rst, is_max, \port$5543$0 , \p
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -49012,10 +54674,10 @@ module \ace_alu_array_default.array.lane6.minmax (rst, is_max, \port$5543$0 , \p
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$5543$0 ;
-  wire [15:0] \port$5543$0 ;
-  output [15:0] \port$5544$0 ;
-  wire [15:0] \port$5544$0 ;
+  output [15:0] \port$5584$0 ;
+  wire [15:0] \port$5584$0 ;
+  output [15:0] \port$5585$0 ;
+  wire [15:0] \port$5585$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -49167,124 +54829,172 @@ module \ace_alu_array_default.array.lane6.minmax (rst, is_max, \port$5543$0 , \p
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$5543$0  = \$7 ;
-  assign \port$5544$0  = \$8 ;
+  assign \port$5584$0  = \$7 ;
+  assign \port$5585$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane7 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane7 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$42  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -49341,15 +55051,17 @@ module \ace_alu_array_default.array.lane7 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -49401,14 +55113,14 @@ module \ace_alu_array_default.array.lane7 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -49417,12 +55129,12 @@ module \ace_alu_array_default.array.lane7 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -49497,7 +55209,7 @@ module \ace_alu_array_default.array.lane7 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -49535,178 +55247,249 @@ module \ace_alu_array_default.array.lane7 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane7.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane7.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$6346$0 (\$51 ),
-    .\port$6347$0 (\$52 ),
+    .\port$6393$0 (\$51 ),
+    .\port$6394$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -49727,123 +55510,162 @@ module \ace_alu_array_default.array.lane7 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane7.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane7.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$43  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -50636,6 +56458,8 @@ module \ace_alu_array_default.array.lane7.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -51758,663 +57582,936 @@ module \ace_alu_array_default.array.lane7.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -52574,7 +58671,7 @@ module \ace_alu_array_default.array.lane7.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane7.minmax (rst, is_max, \port$6346$0 , \port$6347$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane7.minmax (rst, is_max, \port$6393$0 , \port$6394$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$44  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -52686,6 +58783,8 @@ module \ace_alu_array_default.array.lane7.minmax (rst, is_max, \port$6346$0 , \p
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -52704,10 +58803,10 @@ module \ace_alu_array_default.array.lane7.minmax (rst, is_max, \port$6346$0 , \p
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$6346$0 ;
-  wire [15:0] \port$6346$0 ;
-  output [15:0] \port$6347$0 ;
-  wire [15:0] \port$6347$0 ;
+  output [15:0] \port$6393$0 ;
+  wire [15:0] \port$6393$0 ;
+  output [15:0] \port$6394$0 ;
+  wire [15:0] \port$6394$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -52859,124 +58958,172 @@ module \ace_alu_array_default.array.lane7.minmax (rst, is_max, \port$6346$0 , \p
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$6346$0  = \$7 ;
-  assign \port$6347$0  = \$8 ;
+  assign \port$6393$0  = \$7 ;
+  assign \port$6394$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane8 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane8 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$45  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -53033,15 +59180,17 @@ module \ace_alu_array_default.array.lane8 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -53093,14 +59242,14 @@ module \ace_alu_array_default.array.lane8 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -53109,12 +59258,12 @@ module \ace_alu_array_default.array.lane8 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -53189,7 +59338,7 @@ module \ace_alu_array_default.array.lane8 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -53227,178 +59376,249 @@ module \ace_alu_array_default.array.lane8 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane8.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane8.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$7149$0 (\$51 ),
-    .\port$7150$0 (\$52 ),
+    .\port$7202$0 (\$51 ),
+    .\port$7203$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -53419,123 +59639,162 @@ module \ace_alu_array_default.array.lane8 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane8.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane8.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$46  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -54328,6 +60587,8 @@ module \ace_alu_array_default.array.lane8.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -55450,663 +61711,936 @@ module \ace_alu_array_default.array.lane8.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -56266,7 +62800,7 @@ module \ace_alu_array_default.array.lane8.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane8.minmax (rst, is_max, \port$7149$0 , \port$7150$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane8.minmax (rst, is_max, \port$7202$0 , \port$7203$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$47  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -56378,6 +62912,8 @@ module \ace_alu_array_default.array.lane8.minmax (rst, is_max, \port$7149$0 , \p
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -56396,10 +62932,10 @@ module \ace_alu_array_default.array.lane8.minmax (rst, is_max, \port$7149$0 , \p
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$7149$0 ;
-  wire [15:0] \port$7149$0 ;
-  output [15:0] \port$7150$0 ;
-  wire [15:0] \port$7150$0 ;
+  output [15:0] \port$7202$0 ;
+  wire [15:0] \port$7202$0 ;
+  output [15:0] \port$7203$0 ;
+  wire [15:0] \port$7203$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -56551,124 +63087,172 @@ module \ace_alu_array_default.array.lane8.minmax (rst, is_max, \port$7149$0 , \p
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$7149$0  = \$7 ;
-  assign \port$7150$0  = \$8 ;
+  assign \port$7202$0  = \$7 ;
+  assign \port$7203$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane9 (rst, \result$56 , a, b, \port$12902$1024 , clk);
+module \ace_alu_array_default.array.lane9 (rst, \result$57 , a, b, \port$12999$1024 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$48  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -56725,15 +63309,17 @@ module \ace_alu_array_default.array.lane9 (rst, \result$56 , a, b, \port$12902$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -56785,14 +63371,14 @@ module \ace_alu_array_default.array.lane9 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -56801,12 +63387,12 @@ module \ace_alu_array_default.array.lane9 (rst, \result$56 , a, b, \port$12902$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$12902$1024 ;
-  wire [3:0] \port$12902$1024 ;
+  input [3:0] \port$12999$1024 ;
+  wire [3:0] \port$12999$1024 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -56881,7 +63467,7 @@ module \ace_alu_array_default.array.lane9 (rst, \result$56 , a, b, \port$12902$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -56919,178 +63505,249 @@ module \ace_alu_array_default.array.lane9 (rst, \result$56 , a, b, \port$12902$1
   \ace_alu_array_default.array.lane9.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_default.array.lane9.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$7952$0 (\$51 ),
-    .\port$7953$0 (\$52 ),
+    .\port$8011$0 (\$51 ),
+    .\port$8012$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -57111,123 +63768,162 @@ module \ace_alu_array_default.array.lane9 (rst, \result$56 , a, b, \port$12902$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$13  = \port$12902$1024 [1:0];
+    \$13  = \port$12999$1024 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$14  = \port$12902$1024 [3:2];
+    \$14  = \port$12999$1024 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$48 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$12902$1024 [1:0];
-  assign dtype = \port$12902$1024 [3:2];
+  assign op = \port$12999$1024 [1:0];
+  assign dtype = \port$12999$1024 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane9.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_default.array.lane9.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$49  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -58020,6 +64716,8 @@ module \ace_alu_array_default.array.lane9.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -59142,663 +65840,936 @@ module \ace_alu_array_default.array.lane9.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -59958,7 +66929,7 @@ module \ace_alu_array_default.array.lane9.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_default.array.lane9.minmax (rst, is_max, \port$7952$0 , \port$7953$0 , a, b, dtype, clk);
+module \ace_alu_array_default.array.lane9.minmax (rst, is_max, \port$8011$0 , \port$8012$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -60070,6 +67041,8 @@ module \ace_alu_array_default.array.lane9.minmax (rst, is_max, \port$7952$0 , \p
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -60088,10 +67061,10 @@ module \ace_alu_array_default.array.lane9.minmax (rst, is_max, \port$7952$0 , \p
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$7952$0 ;
-  wire [15:0] \port$7952$0 ;
-  output [15:0] \port$7953$0 ;
-  wire [15:0] \port$7953$0 ;
+  output [15:0] \port$8011$0 ;
+  wire [15:0] \port$8011$0 ;
+  output [15:0] \port$8012$0 ;
+  wire [15:0] \port$8012$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -60243,118 +67216,166 @@ module \ace_alu_array_default.array.lane9.minmax (rst, is_max, \port$7952$0 , \p
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$50 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$7952$0  = \$7 ;
-  assign \port$7953$0  = \$8 ;
+  assign \port$8011$0  = \$7 ;
+  assign \port$8012$0  = \$8 ;
 endmodule

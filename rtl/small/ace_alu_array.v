@@ -89,47 +89,49 @@ endmodule
 (* generator = "Amaranth" *)
 module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__payload, o__valid, i__valid);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [5:0] \$1 ;
-  reg [3:0] \$10 ;
-  reg \$11 ;
+  wire \$1 ;
+  reg \$10 ;
+  reg [3:0] \$11 ;
   reg \$12 ;
-  reg [3:0] \$13 ;
-  reg \$14 ;
+  reg \$13 ;
+  reg [3:0] \$14 ;
   reg \$15 ;
-  reg [3:0] \$16 ;
-  reg \$17 ;
+  reg \$16 ;
+  reg [3:0] \$17 ;
   reg \$18 ;
-  reg [3:0] \$19 ;
-  wire [6:0] \$2 ;
-  reg \$20 ;
+  reg \$19 ;
+  wire [5:0] \$2 ;
+  reg [3:0] \$20 ;
   reg \$21 ;
-  reg [3:0] \$22 ;
-  reg \$23 ;
+  reg \$22 ;
+  reg [3:0] \$23 ;
   reg \$24 ;
-  reg [3:0] \$25 ;
-  reg \$26 ;
+  reg \$25 ;
+  reg [3:0] \$26 ;
   reg \$27 ;
-  reg [3:0] \$28 ;
-  reg \$29 ;
-  reg \$3 ;
+  reg \$28 ;
+  reg [3:0] \$29 ;
+  wire [6:0] \$3 ;
   reg \$30 ;
-  reg [3:0] \$31 ;
-  reg \$32 ;
+  reg \$31 ;
+  reg [3:0] \$32 ;
   reg \$33 ;
-  reg [3:0] \$34 ;
-  reg \$35 ;
+  reg \$34 ;
+  reg [3:0] \$35 ;
   reg \$36 ;
-  reg [3:0] \$37 ;
-  reg \$38 ;
+  reg \$37 ;
+  reg [3:0] \$38 ;
   reg \$39 ;
-  reg [3:0] \$4 ;
-  reg [3:0] \$40 ;
-  reg \$41 ;
-  reg [4:0] \$42 ;
-  reg \$5 ;
+  reg \$4 ;
+  reg \$40 ;
+  reg [3:0] \$41 ;
+  reg \$42 ;
+  reg \$43 ;
+  reg [4:0] \$44 ;
+  reg [3:0] \$5 ;
   reg \$6 ;
-  reg [3:0] \$7 ;
-  reg \$8 ;
+  reg \$7 ;
+  reg [3:0] \$8 ;
   reg \$9 ;
   wire [31:0] a;
   wire [31:0] \a$12 ;
@@ -140,6 +142,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   wire [31:0] \b$13 ;
   wire [31:0] \b$17 ;
   wire [31:0] \b$9 ;
+  reg busy = 1'h0;
   input clk;
   wire clk;
   reg d0_last = 1'h0;
@@ -279,98 +282,101 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   wire [132:0] w_data;
   reg w_en = 1'h0;
   always @(posedge clk)
-    d8_last <= \$29 ;
+    d8_valid <= \$28 ;
   always @(posedge clk)
-    d9_valid <= \$30 ;
+    d8_tag <= \$29 ;
   always @(posedge clk)
-    d9_tag <= \$31 ;
+    d8_last <= \$30 ;
   always @(posedge clk)
-    d9_last <= \$32 ;
+    d9_valid <= \$31 ;
   always @(posedge clk)
-    d10_valid <= \$33 ;
+    d9_tag <= \$32 ;
   always @(posedge clk)
-    d10_tag <= \$34 ;
+    d9_last <= \$33 ;
   always @(posedge clk)
-    d10_last <= \$35 ;
+    d10_valid <= \$34 ;
   always @(posedge clk)
-    d11_valid <= \$36 ;
+    d10_tag <= \$35 ;
   always @(posedge clk)
-    d11_tag <= \$37 ;
+    d10_last <= \$36 ;
   always @(posedge clk)
-    d11_last <= \$38 ;
+    d11_valid <= \$37 ;
   always @(posedge clk)
-    w_en <= \$39 ;
+    d11_tag <= \$38 ;
   always @(posedge clk)
-    d12_tag <= \$40 ;
+    d11_last <= \$39 ;
   always @(posedge clk)
-    d12_last <= \$41 ;
+    w_en <= \$40 ;
   always @(posedge clk)
-    in_flight <= \$42 ;
+    d12_tag <= \$41 ;
+  always @(posedge clk)
+    d12_last <= \$42 ;
+  always @(posedge clk)
+    busy <= \$43 ;
+  always @(posedge clk)
+    in_flight <= \$44 ;
   assign accept = i__valid & i__ready;
   assign deliver = o__valid & r_en;
   assign i__ready = in_flight != 5'h10;
-  assign \$1  = in_flight + accept;
-  assign \$2  = \$1  - deliver;
+  assign \$1  = | { d10_valid, d9_valid, d8_valid, d7_valid, d6_valid, d5_valid, d4_valid, d3_valid, d2_valid, d1_valid, d0_valid, accept };
+  assign \$2  = in_flight + accept;
+  assign \$3  = \$2  - deliver;
   always @(posedge clk)
-    d0_valid <= \$3 ;
+    d0_valid <= \$4 ;
   always @(posedge clk)
-    d0_tag <= \$4 ;
+    d0_tag <= \$5 ;
   always @(posedge clk)
-    d0_last <= \$5 ;
+    d0_last <= \$6 ;
   always @(posedge clk)
-    d1_valid <= \$6 ;
+    d1_valid <= \$7 ;
   always @(posedge clk)
-    d1_tag <= \$7 ;
+    d1_tag <= \$8 ;
   always @(posedge clk)
-    d1_last <= \$8 ;
+    d1_last <= \$9 ;
   always @(posedge clk)
-    d2_valid <= \$9 ;
+    d2_valid <= \$10 ;
   always @(posedge clk)
-    d2_tag <= \$10 ;
+    d2_tag <= \$11 ;
   always @(posedge clk)
-    d2_last <= \$11 ;
+    d2_last <= \$12 ;
   always @(posedge clk)
-    d3_valid <= \$12 ;
+    d3_valid <= \$13 ;
   always @(posedge clk)
-    d3_tag <= \$13 ;
+    d3_tag <= \$14 ;
   always @(posedge clk)
-    d3_last <= \$14 ;
+    d3_last <= \$15 ;
   always @(posedge clk)
-    d4_valid <= \$15 ;
+    d4_valid <= \$16 ;
   always @(posedge clk)
-    d4_tag <= \$16 ;
+    d4_tag <= \$17 ;
   always @(posedge clk)
-    d4_last <= \$17 ;
+    d4_last <= \$18 ;
   always @(posedge clk)
-    d5_valid <= \$18 ;
+    d5_valid <= \$19 ;
   always @(posedge clk)
-    d5_tag <= \$19 ;
+    d5_tag <= \$20 ;
   always @(posedge clk)
-    d5_last <= \$20 ;
+    d5_last <= \$21 ;
   always @(posedge clk)
-    d6_valid <= \$21 ;
+    d6_valid <= \$22 ;
   always @(posedge clk)
-    d6_tag <= \$22 ;
+    d6_tag <= \$23 ;
   always @(posedge clk)
-    d6_last <= \$23 ;
+    d6_last <= \$24 ;
   always @(posedge clk)
-    d7_valid <= \$24 ;
+    d7_valid <= \$25 ;
   always @(posedge clk)
-    d7_tag <= \$25 ;
+    d7_tag <= \$26 ;
   always @(posedge clk)
-    d7_last <= \$26 ;
-  always @(posedge clk)
-    d8_valid <= \$27 ;
-  always @(posedge clk)
-    d8_tag <= \$28 ;
+    d7_last <= \$27 ;
   \ace_alu_array_small.array.fifo  fifo (
     .clk(clk),
-    .\port$1624$0 (\result$25 ),
-    .\port$18$0 (result),
-    .\port$2427$0 (\result$26 ),
-    .\port$3344$0 (d12_tag),
-    .\port$3346$0 (d12_last),
-    .\port$821$0 (\result$24 ),
+    .\port$1639$0 (\result$25 ),
+    .\port$21$0 (result),
+    .\port$2448$0 (\result$26 ),
+    .\port$3369$0 (d12_tag),
+    .\port$3371$0 (d12_last),
+    .\port$830$0 (\result$24 ),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -380,312 +386,323 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
   \ace_alu_array_small.array.lane0  lane0 (
     .a(i__payload[31:0]),
     .b(i__payload[159:128]),
+    .busy(busy),
     .clk(clk),
-    .\port$3266$256 (i__payload[259:256]),
-    .\result$56 (result),
+    .\port$3291$256 (i__payload[259:256]),
+    .\result$57 (result),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane1  lane1 (
     .a(i__payload[63:32]),
     .b(i__payload[191:160]),
+    .busy(busy),
     .clk(clk),
-    .\port$3266$256 (i__payload[259:256]),
-    .\result$56 (\result$24 ),
+    .\port$3291$256 (i__payload[259:256]),
+    .\result$57 (\result$24 ),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane2  lane2 (
     .a(i__payload[95:64]),
     .b(i__payload[223:192]),
+    .busy(busy),
     .clk(clk),
-    .\port$3266$256 (i__payload[259:256]),
-    .\result$56 (\result$25 ),
+    .\port$3291$256 (i__payload[259:256]),
+    .\result$57 (\result$25 ),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane3  lane3 (
     .a(i__payload[127:96]),
+    .busy(busy),
     .clk(clk),
-    .\port$3266$224 (i__payload[259:224]),
-    .\result$56 (\result$26 ),
+    .\port$3291$224 (i__payload[259:224]),
+    .\result$57 (\result$26 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$29  = d7_last;
+    \$29  = d7_tag;
     if (rst) begin
-      \$29  = 1'h0;
+      \$29  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$30  = d8_valid;
+    \$30  = d7_last;
     if (rst) begin
       \$30  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$31  = d8_tag;
+    \$31  = d8_valid;
     if (rst) begin
-      \$31  = 4'h0;
+      \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$32  = d8_last;
+    \$32  = d8_tag;
     if (rst) begin
-      \$32  = 1'h0;
+      \$32  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$33  = d9_valid;
+    \$33  = d8_last;
     if (rst) begin
       \$33  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$34  = d9_tag;
+    \$34  = d9_valid;
     if (rst) begin
-      \$34  = 4'h0;
+      \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$35  = d9_last;
+    \$35  = d9_tag;
     if (rst) begin
-      \$35  = 1'h0;
+      \$35  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$36  = d10_valid;
+    \$36  = d9_last;
     if (rst) begin
       \$36  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$37  = d10_tag;
+    \$37  = d10_valid;
     if (rst) begin
-      \$37  = 4'h0;
+      \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$38  = d10_last;
+    \$38  = d10_tag;
     if (rst) begin
-      \$38  = 1'h0;
+      \$38  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$39  = d11_valid;
+    \$39  = d10_last;
     if (rst) begin
       \$39  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$40  = d11_tag;
+    \$40  = d11_valid;
     if (rst) begin
-      \$40  = 4'h0;
+      \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$41  = d11_last;
+    \$41  = d11_tag;
     if (rst) begin
-      \$41  = 1'h0;
+      \$41  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$42  = \$2 [4:0];
+    \$42  = d11_last;
     if (rst) begin
-      \$42  = 5'h00;
+      \$42  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$3  = accept;
+    \$43  = \$1 ;
     if (rst) begin
-      \$3  = 1'h0;
+      \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$4  = i__payload[263:260];
+    \$44  = \$3 [4:0];
     if (rst) begin
-      \$4  = 4'h0;
+      \$44  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$5  = i__payload[264];
+    \$4  = accept;
     if (rst) begin
-      \$5  = 1'h0;
+      \$4  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$6  = d0_valid;
+    \$5  = i__payload[263:260];
+    if (rst) begin
+      \$5  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$6  = i__payload[264];
     if (rst) begin
       \$6  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$7  = d0_tag;
+    \$7  = d0_valid;
     if (rst) begin
-      \$7  = 4'h0;
+      \$7  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$8  = d0_last;
+    \$8  = d0_tag;
     if (rst) begin
-      \$8  = 1'h0;
+      \$8  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$9  = d1_valid;
+    \$9  = d0_last;
     if (rst) begin
       \$9  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$10  = d1_tag;
+    \$10  = d1_valid;
     if (rst) begin
-      \$10  = 4'h0;
+      \$10  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$11  = d1_last;
+    \$11  = d1_tag;
     if (rst) begin
-      \$11  = 1'h0;
+      \$11  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$12  = d2_valid;
+    \$12  = d1_last;
     if (rst) begin
       \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$13  = d2_tag;
+    \$13  = d2_valid;
     if (rst) begin
-      \$13  = 4'h0;
+      \$13  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$14  = d2_last;
+    \$14  = d2_tag;
     if (rst) begin
-      \$14  = 1'h0;
+      \$14  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$15  = d3_valid;
+    \$15  = d2_last;
     if (rst) begin
       \$15  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$16  = d3_tag;
+    \$16  = d3_valid;
     if (rst) begin
-      \$16  = 4'h0;
+      \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$17  = d3_last;
+    \$17  = d3_tag;
     if (rst) begin
-      \$17  = 1'h0;
+      \$17  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$18  = d4_valid;
+    \$18  = d3_last;
     if (rst) begin
       \$18  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$19  = d4_tag;
+    \$19  = d4_valid;
     if (rst) begin
-      \$19  = 4'h0;
+      \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$20  = d4_last;
+    \$20  = d4_tag;
     if (rst) begin
-      \$20  = 1'h0;
+      \$20  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$21  = d5_valid;
+    \$21  = d4_last;
     if (rst) begin
       \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$22  = d5_tag;
+    \$22  = d5_valid;
     if (rst) begin
-      \$22  = 4'h0;
+      \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$23  = d5_last;
+    \$23  = d5_tag;
     if (rst) begin
-      \$23  = 1'h0;
+      \$23  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$24  = d6_valid;
+    \$24  = d5_last;
     if (rst) begin
       \$24  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$25  = d6_tag;
+    \$25  = d6_valid;
     if (rst) begin
-      \$25  = 4'h0;
+      \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$26  = d6_last;
+    \$26  = d6_tag;
     if (rst) begin
-      \$26  = 1'h0;
+      \$26  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$27  = d7_valid;
+    \$27  = d6_last;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$28  = d7_tag;
+    \$28  = d7_valid;
     if (rst) begin
-      \$28  = 4'h0;
+      \$28  = 1'h0;
     end
   end
   assign a = i__payload[31:0];
@@ -725,7 +742,7 @@ module \ace_alu_array_small.array (r_en, clk, rst, i__ready, out_payload, i__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.fifo (clk, rst, \port$18$0 , \port$821$0 , \port$1624$0 , \port$2427$0 , r_data, w_en, \port$3344$0 , \port$3346$0 , r_rdy, r_en);
+module \ace_alu_array_small.array.fifo (clk, rst, \port$21$0 , \port$830$0 , \port$1639$0 , \port$2448$0 , r_data, w_en, \port$3369$0 , \port$3371$0 , r_rdy, r_en);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -767,18 +784,18 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$18$0 , \port$821$0 , \po
   reg [3:0] inner_level = 4'h0;
   wire inner_r_rdy;
   wire [4:0] level;
-  input [31:0] \port$1624$0 ;
-  wire [31:0] \port$1624$0 ;
-  input [31:0] \port$18$0 ;
-  wire [31:0] \port$18$0 ;
-  input [31:0] \port$2427$0 ;
-  wire [31:0] \port$2427$0 ;
-  input [3:0] \port$3344$0 ;
-  wire [3:0] \port$3344$0 ;
-  input \port$3346$0 ;
-  wire \port$3346$0 ;
-  input [31:0] \port$821$0 ;
-  wire [31:0] \port$821$0 ;
+  input [31:0] \port$1639$0 ;
+  wire [31:0] \port$1639$0 ;
+  input [31:0] \port$21$0 ;
+  wire [31:0] \port$21$0 ;
+  input [31:0] \port$2448$0 ;
+  wire [31:0] \port$2448$0 ;
+  input [3:0] \port$3369$0 ;
+  wire [3:0] \port$3369$0 ;
+  input \port$3371$0 ;
+  wire \port$3371$0 ;
+  input [31:0] \port$830$0 ;
+  wire [31:0] \port$830$0 ;
   (* init = 4'h0 *)
   wire [3:0] produce;
   output [132:0] r_data;
@@ -821,7 +838,7 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$18$0 , \port$821$0 , \po
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$3346$0 , \port$3344$0 , \port$2427$0 , \port$1624$0 , \port$821$0 , \port$18$0  };
+      storage[w_port__addr] <= { \port$3371$0 , \port$3369$0 , \port$2448$0 , \port$1639$0 , \port$830$0 , \port$21$0  };
   end
   reg [132:0] _0_;
   always @(posedge clk) begin
@@ -920,14 +937,14 @@ module \ace_alu_array_small.array.fifo (clk, rst, \port$18$0 , \port$821$0 , \po
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$3346$0 , \port$3344$0 , \port$2427$0 , \port$1624$0 , \port$821$0 , \port$18$0  };
-  assign w_data = { \port$3346$0 , \port$3344$0 , \port$2427$0 , \port$1624$0 , \port$821$0 , \port$18$0  };
+  assign w_port__data = { \port$3371$0 , \port$3369$0 , \port$2448$0 , \port$1639$0 , \port$830$0 , \port$21$0  };
+  assign w_data = { \port$3371$0 , \port$3369$0 , \port$2448$0 , \port$1639$0 , \port$830$0 , \port$21$0  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0 (rst, \result$56 , a, b, \port$3266$256 , clk);
+module \ace_alu_array_small.array.lane0 (rst, \result$57 , a, b, \port$3291$256 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -984,15 +1001,17 @@ module \ace_alu_array_small.array.lane0 (rst, \result$56 , a, b, \port$3266$256 
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -1044,14 +1063,14 @@ module \ace_alu_array_small.array.lane0 (rst, \result$56 , a, b, \port$3266$256 
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -1060,12 +1079,12 @@ module \ace_alu_array_small.array.lane0 (rst, \result$56 , a, b, \port$3266$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$3266$256 ;
-  wire [3:0] \port$3266$256 ;
+  input [3:0] \port$3291$256 ;
+  wire [3:0] \port$3291$256 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -1140,7 +1159,7 @@ module \ace_alu_array_small.array.lane0 (rst, \result$56 , a, b, \port$3266$256 
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -1178,178 +1197,249 @@ module \ace_alu_array_small.array.lane0 (rst, \result$56 , a, b, \port$3266$256 
   \ace_alu_array_small.array.lane0.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane0.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$725$0 (\$51 ),
-    .\port$726$0 (\$52 ),
+    .\port$730$0 (\$51 ),
+    .\port$731$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -1370,123 +1460,162 @@ module \ace_alu_array_small.array.lane0 (rst, \result$56 , a, b, \port$3266$256 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$13  = \port$3266$256 [1:0];
+    \$13  = \port$3291$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$14  = \port$3266$256 [3:2];
+    \$14  = \port$3291$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$3266$256 [1:0];
-  assign dtype = \port$3266$256 [3:2];
+  assign op = \port$3291$256 [1:0];
+  assign dtype = \port$3291$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_small.array.lane0.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -2279,6 +2408,8 @@ module \ace_alu_array_small.array.lane0.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -3401,663 +3532,936 @@ module \ace_alu_array_small.array.lane0.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -4217,7 +4621,7 @@ module \ace_alu_array_small.array.lane0.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$725$0 , \port$726$0 , a, b, dtype, clk);
+module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$730$0 , \port$731$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -4329,6 +4733,8 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$725$0 , \port
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -4347,10 +4753,10 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$725$0 , \port
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$725$0 ;
-  wire [15:0] \port$725$0 ;
-  output [15:0] \port$726$0 ;
-  wire [15:0] \port$726$0 ;
+  output [15:0] \port$730$0 ;
+  wire [15:0] \port$730$0 ;
+  output [15:0] \port$731$0 ;
+  wire [15:0] \port$731$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -4502,124 +4908,172 @@ module \ace_alu_array_small.array.lane0.minmax (rst, is_max, \port$725$0 , \port
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$725$0  = \$7 ;
-  assign \port$726$0  = \$8 ;
+  assign \port$730$0  = \$7 ;
+  assign \port$731$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1 (rst, \result$56 , a, b, \port$3266$256 , clk);
+module \ace_alu_array_small.array.lane1 (rst, \result$57 , a, b, \port$3291$256 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -4676,15 +5130,17 @@ module \ace_alu_array_small.array.lane1 (rst, \result$56 , a, b, \port$3266$256 
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -4736,14 +5192,14 @@ module \ace_alu_array_small.array.lane1 (rst, \result$56 , a, b, \port$3266$256 
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -4752,12 +5208,12 @@ module \ace_alu_array_small.array.lane1 (rst, \result$56 , a, b, \port$3266$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$3266$256 ;
-  wire [3:0] \port$3266$256 ;
+  input [3:0] \port$3291$256 ;
+  wire [3:0] \port$3291$256 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -4832,7 +5288,7 @@ module \ace_alu_array_small.array.lane1 (rst, \result$56 , a, b, \port$3266$256 
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -4870,178 +5326,249 @@ module \ace_alu_array_small.array.lane1 (rst, \result$56 , a, b, \port$3266$256 
   \ace_alu_array_small.array.lane1.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane1.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$1528$0 (\$51 ),
-    .\port$1529$0 (\$52 ),
+    .\port$1539$0 (\$51 ),
+    .\port$1540$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -5062,123 +5589,162 @@ module \ace_alu_array_small.array.lane1 (rst, \result$56 , a, b, \port$3266$256 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$13  = \port$3266$256 [1:0];
+    \$13  = \port$3291$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$14  = \port$3266$256 [3:2];
+    \$14  = \port$3291$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$3266$256 [1:0];
-  assign dtype = \port$3266$256 [3:2];
+  assign op = \port$3291$256 [1:0];
+  assign dtype = \port$3291$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_small.array.lane1.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -5971,6 +6537,8 @@ module \ace_alu_array_small.array.lane1.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -7093,663 +7661,936 @@ module \ace_alu_array_small.array.lane1.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -7909,7 +8750,7 @@ module \ace_alu_array_small.array.lane1.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1528$0 , \port$1529$0 , a, b, dtype, clk);
+module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1539$0 , \port$1540$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -8021,6 +8862,8 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1528$0 , \por
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -8039,10 +8882,10 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1528$0 , \por
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$1528$0 ;
-  wire [15:0] \port$1528$0 ;
-  output [15:0] \port$1529$0 ;
-  wire [15:0] \port$1529$0 ;
+  output [15:0] \port$1539$0 ;
+  wire [15:0] \port$1539$0 ;
+  output [15:0] \port$1540$0 ;
+  wire [15:0] \port$1540$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -8194,124 +9037,172 @@ module \ace_alu_array_small.array.lane1.minmax (rst, is_max, \port$1528$0 , \por
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$1528$0  = \$7 ;
-  assign \port$1529$0  = \$8 ;
+  assign \port$1539$0  = \$7 ;
+  assign \port$1540$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2 (rst, \result$56 , a, b, \port$3266$256 , clk);
+module \ace_alu_array_small.array.lane2 (rst, \result$57 , a, b, \port$3291$256 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -8368,15 +9259,17 @@ module \ace_alu_array_small.array.lane2 (rst, \result$56 , a, b, \port$3266$256 
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -8428,14 +9321,14 @@ module \ace_alu_array_small.array.lane2 (rst, \result$56 , a, b, \port$3266$256 
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -8444,12 +9337,12 @@ module \ace_alu_array_small.array.lane2 (rst, \result$56 , a, b, \port$3266$256 
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$3266$256 ;
-  wire [3:0] \port$3266$256 ;
+  input [3:0] \port$3291$256 ;
+  wire [3:0] \port$3291$256 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -8524,7 +9417,7 @@ module \ace_alu_array_small.array.lane2 (rst, \result$56 , a, b, \port$3266$256 
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -8562,178 +9455,249 @@ module \ace_alu_array_small.array.lane2 (rst, \result$56 , a, b, \port$3266$256 
   \ace_alu_array_small.array.lane2.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane2.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$2331$0 (\$51 ),
-    .\port$2332$0 (\$52 ),
+    .\port$2348$0 (\$51 ),
+    .\port$2349$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -8754,123 +9718,162 @@ module \ace_alu_array_small.array.lane2 (rst, \result$56 , a, b, \port$3266$256 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$13  = \port$3266$256 [1:0];
+    \$13  = \port$3291$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$14  = \port$3266$256 [3:2];
+    \$14  = \port$3291$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$3266$256 [1:0];
-  assign dtype = \port$3266$256 [3:2];
+  assign op = \port$3291$256 [1:0];
+  assign dtype = \port$3291$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_small.array.lane2.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -9663,6 +10666,8 @@ module \ace_alu_array_small.array.lane2.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -10785,663 +11790,936 @@ module \ace_alu_array_small.array.lane2.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -11601,7 +12879,7 @@ module \ace_alu_array_small.array.lane2.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2331$0 , \port$2332$0 , a, b, dtype, clk);
+module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2348$0 , \port$2349$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -11713,6 +12991,8 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2331$0 , \por
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -11731,10 +13011,10 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2331$0 , \por
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$2331$0 ;
-  wire [15:0] \port$2331$0 ;
-  output [15:0] \port$2332$0 ;
-  wire [15:0] \port$2332$0 ;
+  output [15:0] \port$2348$0 ;
+  wire [15:0] \port$2348$0 ;
+  output [15:0] \port$2349$0 ;
+  wire [15:0] \port$2349$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -11886,124 +13166,172 @@ module \ace_alu_array_small.array.lane2.minmax (rst, is_max, \port$2331$0 , \por
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$2331$0  = \$7 ;
-  assign \port$2332$0  = \$8 ;
+  assign \port$2348$0  = \$7 ;
+  assign \port$2349$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3 (rst, \result$56 , a, \port$3266$224 , clk);
+module \ace_alu_array_small.array.lane3 (rst, \result$57 , a, \port$3291$224 , busy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -12060,14 +13388,16 @@ module \ace_alu_array_small.array.lane3 (rst, \result$56 , a, \port$3266$224 , c
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -12119,14 +13449,14 @@ module \ace_alu_array_small.array.lane3 (rst, \result$56 , a, \port$3266$224 , c
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -12135,12 +13465,12 @@ module \ace_alu_array_small.array.lane3 (rst, \result$56 , a, \port$3266$224 , c
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [35:0] \port$3266$224 ;
-  wire [35:0] \port$3266$224 ;
+  input [35:0] \port$3291$224 ;
+  wire [35:0] \port$3291$224 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -12215,7 +13545,7 @@ module \ace_alu_array_small.array.lane3 (rst, \result$56 , a, \port$3266$224 , c
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -12253,178 +13583,249 @@ module \ace_alu_array_small.array.lane3 (rst, \result$56 , a, \port$3266$224 , c
   \ace_alu_array_small.array.lane3.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_alu_array_small.array.lane3.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$3134$0 (\$51 ),
-    .\port$3135$0 (\$52 ),
+    .\port$3157$0 (\$51 ),
+    .\port$3158$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -12438,131 +13839,170 @@ module \ace_alu_array_small.array.lane3 (rst, \result$56 , a, \port$3266$224 , c
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$12  = \port$3266$224 [31:0];
+    \$12  = \port$3291$224 [31:0];
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$13  = \port$3266$224 [33:32];
+    \$13  = \port$3291$224 [33:32];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$14  = \port$3266$224 [35:34];
+    \$14  = \port$3291$224 [35:34];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign b = \port$3266$224 [31:0];
-  assign op = \port$3266$224 [33:32];
-  assign dtype = \port$3266$224 [35:34];
+  assign b = \port$3291$224 [31:0];
+  assign op = \port$3291$224 [33:32];
+  assign dtype = \port$3291$224 [35:34];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.adder (rst, a, b, dtype, result, clk);
+module \ace_alu_array_small.array.lane3.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -13355,6 +14795,8 @@ module \ace_alu_array_small.array.lane3.adder (rst, a, b, dtype, result, clk);
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -14477,663 +15919,936 @@ module \ace_alu_array_small.array.lane3.adder (rst, a, b, dtype, result, clk);
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -15293,7 +17008,7 @@ module \ace_alu_array_small.array.lane3.adder (rst, a, b, dtype, result, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3134$0 , \port$3135$0 , a, b, dtype, clk);
+module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3157$0 , \port$3158$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -15405,6 +17120,8 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3134$0 , \por
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -15423,10 +17140,10 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3134$0 , \por
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$3134$0 ;
-  wire [15:0] \port$3134$0 ;
-  output [15:0] \port$3135$0 ;
-  wire [15:0] \port$3135$0 ;
+  output [15:0] \port$3157$0 ;
+  wire [15:0] \port$3157$0 ;
+  output [15:0] \port$3158$0 ;
+  wire [15:0] \port$3158$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -15578,118 +17295,166 @@ module \ace_alu_array_small.array.lane3.minmax (rst, is_max, \port$3134$0 , \por
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$3134$0  = \$7 ;
-  assign \port$3135$0  = \$8 ;
+  assign \port$3157$0  = \$7 ;
+  assign \port$3158$0  = \$8 ;
 endmodule

@@ -1081,23 +1081,23 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .nic_send_data__valid(ch0_send_data__valid),
     .pc(\error_pc$616 ),
     .placement(placement),
-    .\port$13824$0 (\$71 ),
-    .\port$13826$0 (\$72 ),
-    .\port$13828$0 (\$73 ),
-    .\port$13830$0 (\$74 ),
-    .\port$13832$0 (\$75 ),
-    .\port$13834$0 (\$76 ),
-    .\port$13842$0 (\$77 ),
-    .\port$13844$0 (\$78 ),
-    .\port$13846$0 (\$79 ),
-    .\port$13848$0 (\$80 ),
-    .\port$13850$0 (\$81 ),
-    .\port$13852$0 (\$82 ),
-    .\port$13854$0 (\$83 ),
-    .\port$13856$0 (\$84 ),
-    .\port$13858$0 (\$85 ),
-    .\port$13860$0 (\$86 ),
-    .\port$15538$0 (\$93 ),
+    .\port$14114$0 (\$71 ),
+    .\port$14116$0 (\$72 ),
+    .\port$14118$0 (\$73 ),
+    .\port$14120$0 (\$74 ),
+    .\port$14122$0 (\$75 ),
+    .\port$14124$0 (\$76 ),
+    .\port$14132$0 (\$77 ),
+    .\port$14134$0 (\$78 ),
+    .\port$14136$0 (\$79 ),
+    .\port$14138$0 (\$80 ),
+    .\port$14140$0 (\$81 ),
+    .\port$14142$0 (\$82 ),
+    .\port$14144$0 (\$83 ),
+    .\port$14146$0 (\$84 ),
+    .\port$14148$0 (\$85 ),
+    .\port$14150$0 (\$86 ),
+    .\port$15834$0 (\$93 ),
     .\port$3588$0 (\$89 ),
     .\port$3660$0 (\$90 ),
     .progress(progress),
@@ -1178,23 +1178,23 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .nic_send_data__valid(ch1_send_data__valid),
     .pc(\error_pc$613 ),
     .placement(placement),
-    .\port$13824$0 (\$71 ),
-    .\port$13826$0 (\$72 ),
-    .\port$13828$0 (\$73 ),
-    .\port$13830$0 (\$74 ),
-    .\port$13832$0 (\$75 ),
-    .\port$13834$0 (\$76 ),
-    .\port$13842$0 (\$77 ),
-    .\port$13844$0 (\$78 ),
-    .\port$13846$0 (\$79 ),
-    .\port$13848$0 (\$80 ),
-    .\port$13850$0 (\$81 ),
-    .\port$13852$0 (\$82 ),
-    .\port$13854$0 (\$83 ),
-    .\port$13856$0 (\$84 ),
-    .\port$13858$0 (\$85 ),
-    .\port$13860$0 (\$86 ),
-    .\port$17388$0 (\$94 ),
+    .\port$14114$0 (\$71 ),
+    .\port$14116$0 (\$72 ),
+    .\port$14118$0 (\$73 ),
+    .\port$14120$0 (\$74 ),
+    .\port$14122$0 (\$75 ),
+    .\port$14124$0 (\$76 ),
+    .\port$14132$0 (\$77 ),
+    .\port$14134$0 (\$78 ),
+    .\port$14136$0 (\$79 ),
+    .\port$14138$0 (\$80 ),
+    .\port$14140$0 (\$81 ),
+    .\port$14142$0 (\$82 ),
+    .\port$14144$0 (\$83 ),
+    .\port$14146$0 (\$84 ),
+    .\port$14148$0 (\$85 ),
+    .\port$14150$0 (\$86 ),
+    .\port$17692$0 (\$94 ),
     .\port$3732$0 (\$91 ),
     .\port$3804$0 (\$92 ),
     .progress(\progress$521 ),
@@ -1344,8 +1344,8 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .m_axi__wready(m_axi__wready),
     .m_axi__wstrb(m_axi__wstrb),
     .m_axi__wvalid(m_axi__wvalid),
-    .\port$15538$0 (\$93 ),
-    .\port$17388$0 (\$94 ),
+    .\port$15834$0 (\$93 ),
+    .\port$17692$0 (\$94 ),
     .r_data(\$89 ),
     .\r_data$114 (\$91 ),
     .\r_data$134 (\$92 ),
@@ -1450,8 +1450,8 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .\link__tvalid$18 (rx0__tvalid),
     .\link__tvalid$76 (rx1__tvalid),
     .node_id(node_id),
-    .\port$13973$0 (\$87 ),
-    .\port$14223$0 (\$88 ),
+    .\port$14263$0 (\$87 ),
+    .\port$14513$0 (\$88 ),
     .rst(rst),
     .tx0__tvalid(tx0__tvalid),
     .tx1__tvalid(tx1__tvalid)
@@ -2314,9 +2314,9 @@ endmodule
 (* generator = "Amaranth" *)
 module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__valid, nic_recv__payload, sram_rd_a__req__ready, sram_rd_b__req__ready, sram_wr__ready, sram_rd_a__resp__payload, sram_rd_b__resp__payload, \port$3588$0 , mem_rd_a__rid, \port$3660$0 , mem_rd_b__rid, mem_wr__awready, mem_wr__wready, mem_wr__bid, mem_wr__bvalid, mem_wr__bresp, progress
 , mem_read_bytes, alu_beat, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, start, error_clear, placement, enable, timeout
-, \port$13824$0 , \port$13826$0 , \port$13828$0 , \port$13830$0 , \port$13832$0 , \port$13834$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$13842$0 , \port$13844$0 , \port$13846$0 , \port$13848$0 , \port$13850$0 , \port$13852$0 , \port$13854$0 , \port$13856$0 , \port$13858$0 , \port$13860$0 , wr__addr, nic_send_data__ready
-, sram_rd_a__resp__valid, sram_rd_b__resp__valid, mem_rd_a__arready, mem_rd_b__arready, mem_rd_a__rvalid, mem_rd_b__rvalid, running, step_done, dep_halted__0, finished, error, pc, dep_steps__0, error_cause, nic_send__payload, nic_recv_link, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen
-, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15538$0 , nic_send_data__payload, dep_halted__1, dep_steps__1, clk);
+, \port$14114$0 , \port$14116$0 , \port$14118$0 , \port$14120$0 , \port$14122$0 , \port$14124$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14132$0 , \port$14134$0 , \port$14136$0 , \port$14138$0 , \port$14140$0 , \port$14142$0 , \port$14144$0 , \port$14146$0 , \port$14148$0 , \port$14150$0 , wr__addr, nic_send_data__ready
+, sram_rd_a__resp__valid, sram_rd_b__resp__valid, mem_rd_a__arready, mem_rd_b__arready, mem_rd_a__rvalid, mem_rd_b__rvalid, running, step_done, dep_halted__0, finished, error, pc, dep_steps__0, error_cause, nic_recv_link, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen
+, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15834$0 , nic_send_data__payload, dep_halted__1, dep_steps__1, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
   wire \$1 ;
   wire [32:0] \$10 ;
@@ -3002,40 +3002,40 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   wire \plan__payload.w_use ;
   wire plan__ready;
   reg plan__valid;
-  input [31:0] \port$13824$0 ;
-  wire [31:0] \port$13824$0 ;
-  input [31:0] \port$13826$0 ;
-  wire [31:0] \port$13826$0 ;
-  input [31:0] \port$13828$0 ;
-  wire [31:0] \port$13828$0 ;
-  input [31:0] \port$13830$0 ;
-  wire [31:0] \port$13830$0 ;
-  input [31:0] \port$13832$0 ;
-  wire [31:0] \port$13832$0 ;
-  input [31:0] \port$13834$0 ;
-  wire [31:0] \port$13834$0 ;
-  input [31:0] \port$13842$0 ;
-  wire [31:0] \port$13842$0 ;
-  input [31:0] \port$13844$0 ;
-  wire [31:0] \port$13844$0 ;
-  input [31:0] \port$13846$0 ;
-  wire [31:0] \port$13846$0 ;
-  input [31:0] \port$13848$0 ;
-  wire [31:0] \port$13848$0 ;
-  input [31:0] \port$13850$0 ;
-  wire [31:0] \port$13850$0 ;
-  input [31:0] \port$13852$0 ;
-  wire [31:0] \port$13852$0 ;
-  input [31:0] \port$13854$0 ;
-  wire [31:0] \port$13854$0 ;
-  input [31:0] \port$13856$0 ;
-  wire [31:0] \port$13856$0 ;
-  input [31:0] \port$13858$0 ;
-  wire [31:0] \port$13858$0 ;
-  input [31:0] \port$13860$0 ;
-  wire [31:0] \port$13860$0 ;
-  output [144:0] \port$15538$0 ;
-  wire [144:0] \port$15538$0 ;
+  input [31:0] \port$14114$0 ;
+  wire [31:0] \port$14114$0 ;
+  input [31:0] \port$14116$0 ;
+  wire [31:0] \port$14116$0 ;
+  input [31:0] \port$14118$0 ;
+  wire [31:0] \port$14118$0 ;
+  input [31:0] \port$14120$0 ;
+  wire [31:0] \port$14120$0 ;
+  input [31:0] \port$14122$0 ;
+  wire [31:0] \port$14122$0 ;
+  input [31:0] \port$14124$0 ;
+  wire [31:0] \port$14124$0 ;
+  input [31:0] \port$14132$0 ;
+  wire [31:0] \port$14132$0 ;
+  input [31:0] \port$14134$0 ;
+  wire [31:0] \port$14134$0 ;
+  input [31:0] \port$14136$0 ;
+  wire [31:0] \port$14136$0 ;
+  input [31:0] \port$14138$0 ;
+  wire [31:0] \port$14138$0 ;
+  input [31:0] \port$14140$0 ;
+  wire [31:0] \port$14140$0 ;
+  input [31:0] \port$14142$0 ;
+  wire [31:0] \port$14142$0 ;
+  input [31:0] \port$14144$0 ;
+  wire [31:0] \port$14144$0 ;
+  input [31:0] \port$14146$0 ;
+  wire [31:0] \port$14146$0 ;
+  input [31:0] \port$14148$0 ;
+  wire [31:0] \port$14148$0 ;
+  input [31:0] \port$14150$0 ;
+  wire [31:0] \port$14150$0 ;
+  output [144:0] \port$15834$0 ;
+  wire [144:0] \port$15834$0 ;
   input [130:0] \port$3588$0 ;
   wire [130:0] \port$3588$0 ;
   input [130:0] \port$3660$0 ;
@@ -3300,7 +3300,7 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   end
   always @(posedge clk) begin
     if (wr__en)
-      imem[wr__addr] <= { \port$13860$0 , \port$13858$0 , \port$13856$0 , \port$13854$0 , \port$13852$0 , \port$13850$0 , \port$13848$0 , \port$13846$0  };
+      imem[wr__addr] <= { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
   end
   reg [255:0] _0_;
   always @(posedge clk) begin
@@ -3398,7 +3398,7 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \$85  = fsm_state == 4'h8;
   assign \$86  = fsm_state == 4'h9;
   assign \$87  = fsm_state == 4'ha;
-  assign \$88  = { \port$13844$0 , \port$13842$0  } + 1'h0;
+  assign \$88  = { \port$14134$0 , \port$14132$0  } + 1'h0;
   assign \$89  = stage + 9'h100;
   assign \$90  = | placement;
   assign \$91  = placement == 2'h2;
@@ -3514,20 +3514,20 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   \ace_engine_small.ch0.datapath  datapath (
     .abort(abort),
     .axi__arready(mem_rd_a__arready),
-    .\axi__arready$88 (mem_rd_b__arready),
+    .\axi__arready$166 (mem_rd_b__arready),
     .axi__awready(mem_wr__awready),
     .axi__bid(mem_wr__bid),
     .axi__bresp(mem_wr__bresp),
     .axi__bvalid(mem_wr__bvalid),
     .axi__rid(mem_rd_a__rid),
-    .\axi__rid$96 (mem_rd_b__rid),
+    .\axi__rid$174 (mem_rd_b__rid),
     .axi__rvalid(mem_rd_a__rvalid),
-    .\axi__rvalid$104 (mem_rd_b__rvalid),
+    .\axi__rvalid$75 (mem_rd_b__rvalid),
     .axi__wready(mem_wr__wready),
     .clk(clk),
     .done(done),
     .fire(alu_beat),
-    .\i__payload$210 (nic_send_data__payload),
+    .\i__payload$255 (nic_send_data__payload),
     .mem_error(mem_error),
     .mem_rd_a__araddr(mem_rd_a__araddr),
     .mem_rd_a__arlen(mem_rd_a__arlen),
@@ -3556,16 +3556,16 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
     .plan__payload(plan__payload),
     .plan__ready(plan__ready),
     .plan__valid(plan__valid),
-    .\port$15538$0 (\$171 ),
+    .\port$15834$0 (\$171 ),
     .\port$3588$0 (\port$3588$0 ),
     .\port$3660$0 (\port$3660$0 ),
     .port__ready(sram_wr__ready),
     .port__req__ready(sram_rd_a__req__ready),
-    .\port__req__ready$26 (sram_rd_b__req__ready),
+    .\port__req__ready$105 (sram_rd_b__req__ready),
     .port__resp__payload(sram_rd_a__resp__payload),
-    .\port__resp__payload$30 (sram_rd_b__resp__payload),
+    .\port__resp__payload$109 (sram_rd_b__resp__payload),
     .port__resp__valid(sram_rd_a__resp__valid),
-    .\port__resp__valid$34 (sram_rd_b__resp__valid),
+    .\port__resp__valid$113 (sram_rd_b__resp__valid),
     .recv_error(recv_error),
     .rst(rst),
     .sram_rd_a__req__payload(sram_rd_a__req__payload),
@@ -3593,11 +3593,11 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
     src_base = 64'h0000000000000000;
     casez (instr[9:8])
       2'h0:
-          src_base = { \port$13826$0 , \port$13824$0  };
+          src_base = { \port$14116$0 , \port$14114$0  };
       2'h1:
-          src_base = { \port$13830$0 , \port$13828$0  };
+          src_base = { \port$14120$0 , \port$14118$0  };
       2'h2:
-          src_base = { \port$13834$0 , \port$13832$0  };
+          src_base = { \port$14124$0 , \port$14122$0  };
     endcase
   end
   always @* begin
@@ -3617,11 +3617,11 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
     dst_base = 64'h0000000000000000;
     casez (instr[11:10])
       2'h0:
-          dst_base = { \port$13826$0 , \port$13824$0  };
+          dst_base = { \port$14116$0 , \port$14114$0  };
       2'h1:
-          dst_base = { \port$13830$0 , \port$13828$0  };
+          dst_base = { \port$14120$0 , \port$14118$0  };
       2'h2:
-          dst_base = { \port$13834$0 , \port$13832$0  };
+          dst_base = { \port$14124$0 , \port$14122$0  };
     endcase
   end
   always @* begin
@@ -4949,15 +4949,15 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \mem_write_bytes$155  = mem_write_bytes;
   assign imem_we = wr__en;
   assign imem_addr = wr__addr;
-  assign wr__data = { \port$13860$0 , \port$13858$0 , \port$13856$0 , \port$13854$0 , \port$13852$0 , \port$13850$0 , \port$13848$0 , \port$13846$0  };
-  assign imem_data = { \port$13860$0 , \port$13858$0 , \port$13856$0 , \port$13854$0 , \port$13852$0 , \port$13850$0 , \port$13848$0 , \port$13846$0  };
+  assign wr__data = { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
+  assign imem_data = { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
   assign rd__addr = pc[6:0];
   assign rd__en = 1'h1;
   assign nbytes_full = \$4 [33:0];
   assign nwords = \$6 [20:0];
-  assign buf_base__0 = { \port$13826$0 , \port$13824$0  };
-  assign buf_base__1 = { \port$13830$0 , \port$13828$0  };
-  assign buf_base__2 = { \port$13834$0 , \port$13832$0  };
+  assign buf_base__0 = { \port$14116$0 , \port$14114$0  };
+  assign buf_base__1 = { \port$14120$0 , \port$14118$0  };
+  assign buf_base__2 = { \port$14124$0 , \port$14122$0  };
   assign src_mem_addr = \$8 [32:0];
   assign src_sram_addr = \$9 [13:0];
   assign src_addr = \$10 [31:0];
@@ -4976,9 +4976,9 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign error_pc = pc;
   assign \alu_beat$248  = alu_beat;
   assign halted = dep_halted__0;
-  assign stage_base = { \port$13844$0 , \port$13842$0  };
+  assign stage_base = { \port$14134$0 , \port$14132$0  };
   assign steps_done = dep_steps__0;
-  assign \port$15538$0  = \$171 ;
+  assign \port$15834$0  = \$171 ;
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -5111,97 +5111,140 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$26 , port__ready, port__resp__payload, \port__resp__payload$30 , \port$3588$0 , axi__rid, \port$3660$0 , \axi__rid$96 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
-, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$34 , axi__arready, \axi__arready$88 , axi__rvalid, \axi__rvalid$104 
-, plan__valid, abort, nic_send__payload, nic_recv_link, mem_error, recv_error, done, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15538$0 , \i__payload$210 , plan__payload
+module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$105 , port__ready, port__resp__payload, \port__resp__payload$109 , \port$3588$0 , axi__rid, \port$3660$0 , \axi__rid$174 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
+, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$113 , axi__arready, \axi__arready$166 , axi__rvalid, \axi__rvalid$75 
+, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15834$0 , \i__payload$255 , plan__payload
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
-  wire [24:0] \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
+  wire \$1 ;
+  wire [8:0] \$10 ;
+  wire [16:0] \$100 ;
+  wire [16:0] \$101 ;
   wire \$102 ;
   wire \$103 ;
-  wire [24:0] \$104 ;
+  wire \$104 ;
   wire \$105 ;
   wire \$106 ;
-  wire \$107 ;
+  wire [127:0] \$107 ;
   wire \$108 ;
-  wire [8:0] \$109 ;
+  wire \$109 ;
   wire \$11 ;
-  wire [9:0] \$110 ;
+  wire \$110 ;
   wire \$111 ;
-  wire [8:0] \$112 ;
-  wire [24:0] \$113 ;
-  wire [8:0] \$114 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
-  wire [24:0] \$119 ;
-  wire [127:0] \$12 ;
-  wire \$120 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire [23:0] \$120 ;
   wire \$121 ;
-  wire [24:0] \$122 ;
+  wire \$122 ;
   wire \$123 ;
-  wire [10:0] \$124 ;
-  wire [24:0] \$125 ;
+  wire \$124 ;
+  wire \$125 ;
   wire \$126 ;
-  wire [24:0] \$127 ;
+  wire \$127 ;
   wire \$128 ;
-  wire [10:0] \$129 ;
+  wire \$129 ;
   wire \$13 ;
-  wire [24:0] \$130 ;
+  wire \$130 ;
   wire \$131 ;
   wire \$132 ;
-  wire [24:0] \$133 ;
-  wire [8:0] \$134 ;
-  reg [140:0] \$135 ;
-  reg \$136 ;
-  reg \$137 ;
-  reg \$138 ;
-  reg \$139 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire [8:0] \$137 ;
+  wire \$138 ;
+  wire \$139 ;
   wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg [23:0] \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [23:0] \$146 ;
-  reg [23:0] \$147 ;
-  reg [7:0] \$148 ;
-  reg [23:0] \$149 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  reg [8:0] \$150 ;
-  reg [7:0] \$151 ;
-  reg [15:0] \$152 ;
-  reg [23:0] \$153 ;
-  reg \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg \$159 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
   wire \$16 ;
-  reg \$160 ;
-  wire [144:0] \$161 ;
+  wire [23:0] \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  reg [7:0] \$175 ;
+  reg [7:0] \$176 ;
+  reg [7:0] \$177 ;
+  reg [140:0] \$178 ;
+  reg \$179 ;
   wire \$18 ;
-  wire \$19 ;
-  wire [24:0] \$2 ;
-  wire \$20 ;
+  reg \$180 ;
+  reg \$181 ;
+  reg \$182 ;
+  reg \$183 ;
+  reg \$184 ;
+  reg \$185 ;
+  reg [23:0] \$186 ;
+  reg \$187 ;
+  reg \$188 ;
+  reg [23:0] \$189 ;
+  wire [8:0] \$19 ;
+  reg [23:0] \$190 ;
+  reg [7:0] \$191 ;
+  reg [23:0] \$192 ;
+  reg [8:0] \$193 ;
+  reg [7:0] \$194 ;
+  reg [15:0] \$195 ;
+  reg [23:0] \$196 ;
+  reg \$197 ;
+  reg \$198 ;
+  reg \$199 ;
+  wire \$2 ;
+  wire [8:0] \$20 ;
+  reg \$200 ;
+  reg \$201 ;
+  reg \$202 ;
+  reg \$203 ;
+  wire [144:0] \$204 ;
   wire \$21 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
-  wire [23:0] \$25 ;
+  wire \$25 ;
   wire \$26 ;
   wire \$27 ;
   wire \$28 ;
-  wire \$29 ;
+  wire [8:0] \$29 ;
   wire \$3 ;
-  wire \$30 ;
+  wire [8:0] \$30 ;
   wire \$31 ;
   wire \$32 ;
   wire \$33 ;
@@ -5210,11 +5253,11 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
-  wire \$39 ;
-  wire [15:0] \$4 ;
-  wire \$40 ;
+  wire [23:0] \$39 ;
+  wire \$4 ;
+  wire [23:0] \$40 ;
   wire \$41 ;
-  wire [8:0] \$42 ;
+  wire [23:0] \$42 ;
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
@@ -5222,61 +5265,61 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [16:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
   wire \$53 ;
   wire \$54 ;
-  wire \$55 ;
+  wire [24:0] \$55 ;
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [16:0] \$6 ;
-  wire \$60 ;
-  wire \$61 ;
+  wire \$6 ;
+  wire [8:0] \$60 ;
+  wire [9:0] \$61 ;
   wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire [23:0] \$65 ;
+  wire [8:0] \$63 ;
+  wire [24:0] \$64 ;
+  wire [8:0] \$65 ;
   wire \$66 ;
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
-  wire \$70 ;
+  wire [24:0] \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire \$73 ;
+  wire [24:0] \$73 ;
   wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
+  wire [10:0] \$75 ;
+  wire [24:0] \$76 ;
   wire \$77 ;
-  wire \$78 ;
+  wire [24:0] \$78 ;
   wire \$79 ;
   wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
+  wire [10:0] \$80 ;
+  wire [24:0] \$81 ;
   wire \$82 ;
   wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
+  wire [24:0] \$84 ;
+  wire [8:0] \$85 ;
   wire \$86 ;
   wire \$87 ;
-  wire [23:0] \$88 ;
-  wire [23:0] \$89 ;
-  wire \$9 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [8:0] \$9 ;
   wire \$90 ;
-  wire [23:0] \$91 ;
+  wire \$91 ;
   wire \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
+  wire [24:0] \$96 ;
+  wire [24:0] \$97 ;
   wire \$98 ;
-  wire \$99 ;
+  wire [15:0] \$99 ;
   reg [127:0] a_data;
   reg a_valid;
   input abort;
@@ -5284,27 +5327,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg active = 1'h0;
   wire alu_beat;
   wire [31:0] axi__araddr;
-  wire [31:0] \axi__araddr$75 ;
+  wire [31:0] \axi__araddr$153 ;
   wire [1:0] axi__arburst;
-  wire [1:0] \axi__arburst$77 ;
+  wire [1:0] \axi__arburst$155 ;
   wire [3:0] axi__arcache;
-  wire [3:0] \axi__arcache$79 ;
+  wire [3:0] \axi__arcache$157 ;
   wire [3:0] axi__arid;
-  wire [3:0] \axi__arid$81 ;
+  wire [3:0] \axi__arid$159 ;
   wire [7:0] axi__arlen;
-  wire [7:0] \axi__arlen$83 ;
+  wire [7:0] \axi__arlen$161 ;
   wire axi__arlock;
-  wire \axi__arlock$85 ;
+  wire \axi__arlock$163 ;
   wire [2:0] axi__arprot;
-  wire [2:0] \axi__arprot$87 ;
+  wire [2:0] \axi__arprot$165 ;
   input axi__arready;
   wire axi__arready;
-  input \axi__arready$88 ;
-  wire \axi__arready$88 ;
+  input \axi__arready$166 ;
+  wire \axi__arready$166 ;
   wire [2:0] axi__arsize;
-  wire [2:0] \axi__arsize$91 ;
+  wire [2:0] \axi__arsize$169 ;
   wire axi__arvalid;
-  wire \axi__arvalid$93 ;
+  wire \axi__arvalid$171 ;
   wire [31:0] axi__awaddr;
   wire [1:0] axi__awburst;
   wire [3:0] axi__awcache;
@@ -5324,21 +5367,21 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input axi__bvalid;
   wire axi__bvalid;
   wire [127:0] axi__rdata;
-  wire [127:0] \axi__rdata$94 ;
+  wire [127:0] \axi__rdata$172 ;
   input [3:0] axi__rid;
   wire [3:0] axi__rid;
-  input [3:0] \axi__rid$96 ;
-  wire [3:0] \axi__rid$96 ;
+  input [3:0] \axi__rid$174 ;
+  wire [3:0] \axi__rid$174 ;
   wire axi__rlast;
-  wire \axi__rlast$98 ;
+  wire \axi__rlast$176 ;
   wire axi__rready;
-  wire \axi__rready$101 ;
+  wire \axi__rready$179 ;
   wire [1:0] axi__rresp;
-  wire [1:0] \axi__rresp$102 ;
+  wire [1:0] \axi__rresp$180 ;
   input axi__rvalid;
   wire axi__rvalid;
-  input \axi__rvalid$104 ;
-  wire \axi__rvalid$104 ;
+  input \axi__rvalid$75 ;
+  wire \axi__rvalid$75 ;
   wire [127:0] axi__wdata;
   wire axi__wlast;
   input axi__wready;
@@ -5350,69 +5393,69 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg bad;
   wire busy;
   wire [4:0] bytes;
-  wire [4:0] \bytes$146 ;
-  wire [4:0] \bytes$148 ;
+  wire [4:0] \bytes$222 ;
+  wire [4:0] \bytes$224 ;
   input clk;
   wire clk;
   wire [36:0] cmd__payload;
-  wire [77:0] \cmd__payload$159 ;
-  wire [7:0] \cmd__payload$159.id ;
-  wire [23:0] \cmd__payload$159.length ;
-  wire [31:0] \cmd__payload$159.mem_addr ;
-  wire [12:0] \cmd__payload$159.sram_addr ;
-  wire \cmd__payload$159.stream ;
-  wire [36:0] \cmd__payload$161 ;
-  wire [12:0] \cmd__payload$161.addr ;
-  wire [23:0] \cmd__payload$161.words ;
-  wire [77:0] \cmd__payload$164 ;
-  wire [7:0] \cmd__payload$164.id ;
-  wire [23:0] \cmd__payload$164.length ;
-  wire [31:0] \cmd__payload$164.mem_addr ;
-  wire [12:0] \cmd__payload$164.sram_addr ;
-  wire \cmd__payload$164.stream ;
-  wire [52:0] \cmd__payload$166 ;
-  wire [12:0] \cmd__payload$166.addr ;
-  wire [15:0] \cmd__payload$166.last_mask ;
-  wire [23:0] \cmd__payload$166.words ;
-  wire [77:0] \cmd__payload$170 ;
-  wire [7:0] \cmd__payload$170.id ;
-  wire [23:0] \cmd__payload$170.length ;
-  wire [31:0] \cmd__payload$170.mem_addr ;
-  wire [12:0] \cmd__payload$170.sram_addr ;
-  wire \cmd__payload$170.stream ;
+  wire [77:0] \cmd__payload$227 ;
+  wire [7:0] \cmd__payload$227.id ;
+  wire [23:0] \cmd__payload$227.length ;
+  wire [31:0] \cmd__payload$227.mem_addr ;
+  wire [12:0] \cmd__payload$227.sram_addr ;
+  wire \cmd__payload$227.stream ;
+  wire [36:0] \cmd__payload$228 ;
+  wire [12:0] \cmd__payload$228.addr ;
+  wire [23:0] \cmd__payload$228.words ;
+  wire [77:0] \cmd__payload$229 ;
+  wire [7:0] \cmd__payload$229.id ;
+  wire [23:0] \cmd__payload$229.length ;
+  wire [31:0] \cmd__payload$229.mem_addr ;
+  wire [12:0] \cmd__payload$229.sram_addr ;
+  wire \cmd__payload$229.stream ;
+  wire [52:0] \cmd__payload$230 ;
+  wire [12:0] \cmd__payload$230.addr ;
+  wire [15:0] \cmd__payload$230.last_mask ;
+  wire [23:0] \cmd__payload$230.words ;
+  wire [77:0] \cmd__payload$231 ;
+  wire [7:0] \cmd__payload$231.id ;
+  wire [23:0] \cmd__payload$231.length ;
+  wire [31:0] \cmd__payload$231.mem_addr ;
+  wire [12:0] \cmd__payload$231.sram_addr ;
+  wire \cmd__payload$231.stream ;
   wire [12:0] \cmd__payload.addr ;
   wire [23:0] \cmd__payload.words ;
   wire cmd__ready;
-  wire \cmd__ready$246 ;
-  wire \cmd__ready$247 ;
-  wire \cmd__ready$248 ;
-  wire \cmd__ready$249 ;
-  wire \cmd__ready$250 ;
+  wire \cmd__ready$13 ;
+  wire \cmd__ready$43 ;
+  wire \cmd__ready$45 ;
+  wire \cmd__ready$47 ;
+  wire \cmd__ready$8 ;
   wire cmd__valid;
-  wire \cmd__valid$160 ;
-  wire \cmd__valid$162 ;
-  wire \cmd__valid$165 ;
-  wire \cmd__valid$168 ;
-  wire \cmd__valid$171 ;
+  wire \cmd__valid$12 ;
+  wire \cmd__valid$42 ;
+  wire \cmd__valid$44 ;
+  wire \cmd__valid$46 ;
+  wire \cmd__valid$7 ;
   wire [10:0] cpl__payload;
-  wire [10:0] \cpl__payload$254 ;
-  wire [7:0] \cpl__payload$254.id ;
+  wire [10:0] \cpl__payload$49 ;
+  wire [7:0] \cpl__payload$49.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \cpl__payload$254.status ;
-  wire [10:0] \cpl__payload$256 ;
-  wire [7:0] \cpl__payload$256.id ;
+  wire [2:0] \cpl__payload$49.status ;
+  wire [10:0] \cpl__payload$50 ;
+  wire [7:0] \cpl__payload$50.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \cpl__payload$256.status ;
+  wire [2:0] \cpl__payload$50.status ;
   wire [7:0] \cpl__payload.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
@@ -5422,11 +5465,11 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   (* enum_value_111 = "WRITE_DECERR" *)
   wire [2:0] \cpl__payload.status ;
   wire cpl__ready;
-  wire \cpl__ready$173 ;
-  wire \cpl__ready$174 ;
+  wire \cpl__ready$10 ;
+  wire \cpl__ready$15 ;
   wire cpl__valid;
-  wire \cpl__valid$253 ;
-  wire \cpl__valid$255 ;
+  wire \cpl__valid$14 ;
+  wire \cpl__valid$9 ;
   output done;
   reg done = 1'h0;
   wire [8:0] expect_len;
@@ -5436,29 +5479,29 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg fwd_ahead = 1'h0;
   reg fwd_even = 1'h0;
   wire [264:0] i__payload;
-  wire [264:0] \i__payload$192 ;
-  wire [127:0] \i__payload$192.a ;
-  wire [127:0] \i__payload$192.b ;
+  wire [264:0] \i__payload$246 ;
+  wire [127:0] \i__payload$246.a ;
+  wire [127:0] \i__payload$246.b ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \i__payload$192.dtype ;
-  wire \i__payload$192.last ;
+  wire [1:0] \i__payload$246.dtype ;
+  wire \i__payload$246.last ;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
-  wire [1:0] \i__payload$192.op ;
-  wire [3:0] \i__payload$192.tag ;
-  output [127:0] \i__payload$210 ;
-  wire [127:0] \i__payload$210 ;
-  wire [132:0] \i__payload$6 ;
-  wire \i__payload$6.last ;
-  wire [127:0] \i__payload$6.result ;
-  wire [3:0] \i__payload$6.tag ;
+  wire [1:0] \i__payload$246.op ;
+  wire [3:0] \i__payload$246.tag ;
+  output [127:0] \i__payload$255 ;
+  wire [127:0] \i__payload$255 ;
+  wire [132:0] \i__payload$85 ;
+  wire \i__payload$85.last ;
+  wire [127:0] \i__payload$85.result ;
+  wire [3:0] \i__payload$85.tag ;
   wire [127:0] \i__payload.a ;
   wire [127:0] \i__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -5476,17 +5519,21 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \i__payload.op ;
   wire [3:0] \i__payload.tag ;
   wire i__ready;
-  wire \i__ready$195 ;
-  wire \i__ready$219 ;
-  wire \i__ready$9 ;
+  wire \i__ready$247 ;
+  wire \i__ready$260 ;
+  wire \i__ready$88 ;
   wire i__valid;
-  wire \i__valid$10 ;
-  wire \i__valid$190 ;
-  wire \i__valid$212 ;
+  wire \i__valid$245 ;
+  wire \i__valid$257 ;
+  wire \i__valid$89 ;
   reg join_last = 1'h0;
   reg [23:0] join_left = 24'h000000;
   reg join_more = 1'h0;
   wire [15:0] last_mask;
+  wire mem_a_clock_enable;
+  reg [7:0] mem_a_outstanding = 8'h00;
+  wire mem_b_clock_enable;
+  reg [7:0] mem_b_outstanding = 8'h00;
   output mem_error;
   reg mem_error = 1'h0;
   output [31:0] mem_rd_a__araddr;
@@ -5531,6 +5578,8 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire mem_rd_b__rvalid;
   output [5:0] mem_read_bytes;
   wire [5:0] mem_read_bytes;
+  wire mem_w_clock_enable;
+  reg [7:0] mem_w_outstanding = 8'h00;
   output [31:0] mem_wr__awaddr;
   wire [31:0] mem_wr__awaddr;
   wire [1:0] mem_wr__awburst;
@@ -5589,20 +5638,20 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire nic_send_data__valid;
   wire [23:0] nwords;
   wire [264:0] o__payload;
-  wire [128:0] \o__payload$181 ;
-  wire [127:0] \o__payload$181.data ;
-  wire \o__payload$181.last ;
-  wire [128:0] \o__payload$189 ;
-  wire [127:0] \o__payload$189.data ;
-  wire \o__payload$189.last ;
-  wire [132:0] \o__payload$211 ;
-  wire \o__payload$211.last ;
-  wire [127:0] \o__payload$211.result ;
-  wire [3:0] \o__payload$211.tag ;
-  wire [132:0] \o__payload$7 ;
-  wire \o__payload$7.last ;
-  wire [127:0] \o__payload$7.result ;
-  wire [3:0] \o__payload$7.tag ;
+  wire [128:0] \o__payload$236 ;
+  wire [127:0] \o__payload$236.data ;
+  wire \o__payload$236.last ;
+  wire [128:0] \o__payload$244 ;
+  wire [127:0] \o__payload$244.data ;
+  wire \o__payload$244.last ;
+  wire [132:0] \o__payload$256 ;
+  wire \o__payload$256.last ;
+  wire [127:0] \o__payload$256.result ;
+  wire [3:0] \o__payload$256.tag ;
+  wire [132:0] \o__payload$86 ;
+  wire \o__payload$86.last ;
+  wire [127:0] \o__payload$86.result ;
+  wire [3:0] \o__payload$86.tag ;
   wire [127:0] \o__payload.a ;
   wire [127:0] \o__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -5620,15 +5669,15 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \o__payload.op ;
   wire [3:0] \o__payload.tag ;
   wire o__ready;
-  wire \o__ready$198 ;
-  wire \o__ready$200 ;
-  wire \o__ready$226 ;
-  wire \o__ready$8 ;
+  wire \o__ready$249 ;
+  wire \o__ready$251 ;
+  wire \o__ready$263 ;
+  wire \o__ready$87 ;
   wire o__valid;
-  wire \o__valid$11 ;
-  wire \o__valid$180 ;
-  wire \o__valid$188 ;
-  wire \o__valid$213 ;
+  wire \o__valid$235 ;
+  wire \o__valid$243 ;
+  wire \o__valid$84 ;
+  wire \o__valid$90 ;
   reg pend_a = 1'h0;
   reg pend_b = 1'h0;
   reg pend_w = 1'h0;
@@ -5698,8 +5747,8 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire plan__ready;
   input plan__valid;
   wire plan__valid;
-  output [144:0] \port$15538$0 ;
-  wire [144:0] \port$15538$0 ;
+  output [144:0] \port$15834$0 ;
+  wire [144:0] \port$15834$0 ;
   input [130:0] \port$3588$0 ;
   wire [130:0] \port$3588$0 ;
   input [130:0] \port$3660$0 ;
@@ -5711,30 +5760,30 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input port__ready;
   wire port__ready;
   wire [12:0] port__req__payload;
-  wire [12:0] \port__req__payload$25 ;
+  wire [12:0] \port__req__payload$104 ;
   input port__req__ready;
   wire port__req__ready;
-  input \port__req__ready$26 ;
-  wire \port__req__ready$26 ;
+  input \port__req__ready$105 ;
+  wire \port__req__ready$105 ;
   wire port__req__valid;
-  wire \port__req__valid$29 ;
+  wire \port__req__valid$108 ;
   input [127:0] port__resp__payload;
   wire [127:0] port__resp__payload;
-  input [127:0] \port__resp__payload$30 ;
-  wire [127:0] \port__resp__payload$30 ;
+  input [127:0] \port__resp__payload$109 ;
+  wire [127:0] \port__resp__payload$109 ;
   wire port__resp__ready;
-  wire \port__resp__ready$33 ;
+  wire \port__resp__ready$112 ;
   input port__resp__valid;
   wire port__resp__valid;
-  input \port__resp__valid$34 ;
-  wire \port__resp__valid$34 ;
+  input \port__resp__valid$113 ;
+  wire \port__resp__valid$113 ;
   wire port__valid;
   wire [127:0] rd_stream__tdata;
-  wire [127:0] \rd_stream__tdata$187 ;
+  wire [127:0] \rd_stream__tdata$242 ;
   wire rd_stream__tready;
-  wire \rd_stream__tready$201 ;
+  wire \rd_stream__tready$252 ;
   wire rd_stream__tvalid;
-  wire \rd_stream__tvalid$185 ;
+  wire \rd_stream__tvalid$240 ;
   output recv_error;
   reg recv_error = 1'h0;
   reg [23:0] recv_left = 24'h000000;
@@ -5785,223 +5834,266 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire wr_stream__tlast;
   wire wr_stream__tready;
   wire wr_stream__tvalid;
-  assign mem_read_bytes = bytes + \bytes$146 ;
-  assign \$1  = plan__payload[140:117] + 4'hf;
-  assign \$3  = ! plan__payload[120:117];
-  assign \$4  = 1'h1 << plan__payload[120:117];
-  assign \$5  = \$4  - 1'h1;
-  assign \$6  = \$3  ? 17'h0ffff : \$5 ;
+  assign \$1  = cmd__valid & cmd__ready;
+  assign \$3  = ~ \$2 ;
+  assign \$4  = \$1  & \$3 ;
+  assign \$6  = cmd__valid & cmd__ready;
+  assign \$7  = ~ \$6 ;
+  assign \$8  = \$5  & \$7 ;
+  assign \$9  = mem_a_outstanding + 1'h1;
+  assign \$10  = mem_a_outstanding - 1'h1;
+  assign \$11  = \cmd__valid$7  & \cmd__ready$8 ;
+  assign \$13  = ~ \$12 ;
+  assign \$14  = \$11  & \$13 ;
+  assign \$16  = \cmd__valid$7  & \cmd__ready$8 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$15  & \$17 ;
+  assign \$19  = mem_b_outstanding + 1'h1;
+  assign \$20  = mem_b_outstanding - 1'h1;
+  assign \$21  = \cmd__valid$12  & \cmd__ready$13 ;
+  assign \$23  = ~ \$22 ;
+  assign \$24  = \$21  & \$23 ;
+  assign \$26  = \cmd__valid$12  & \cmd__ready$13 ;
+  assign \$27  = ~ \$26 ;
+  assign \$28  = \$25  & \$27 ;
+  assign \$29  = mem_w_outstanding + 1'h1;
+  assign \$30  = mem_w_outstanding - 1'h1;
+  assign \$31  = ~ active;
+  assign \$32  = plan__valid & \$31 ;
+  assign \$33  = | plan__payload[1:0];
+  assign \$34  = plan__payload[1:0] == 2'h2;
+  assign \$35  = plan__payload[34] & plan__payload[35];
+  assign \$36  = plan__payload[68] & plan__payload[69];
+  assign \$37  = | \$97 [23:0];
+  assign \$38  = \$97 [23:0] == 1'h1;
+  assign \$39  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
+  assign \$40  = plan__payload[102] ? \$97 [23:0] : 24'h000000;
+  assign \$41  = ! plan__payload[1:0];
+  assign \$42  = \$41  ? plan__payload[140:117] : 24'h000000;
+  assign \$43  = \cmd__valid$42  & \cmd__ready$43 ;
+  assign \$44  = cmd__valid & cmd__ready;
+  assign \$45  = \$43  | \$44 ;
+  assign \$46  = \cmd__valid$44  & \cmd__ready$45 ;
+  assign \$47  = \cmd__valid$7  & \cmd__ready$8 ;
+  assign \$48  = \$46  | \$47 ;
+  assign \$49  = \cmd__valid$46  & \cmd__ready$47 ;
+  assign \$50  = \cmd__valid$12  & \cmd__ready$13 ;
+  assign \$51  = \$49  | \$50 ;
+  assign \$52  = | cpl__payload[10:8];
+  assign \$53  = | \cpl__payload$49 [10:8];
+  assign \$54  = | \cpl__payload$50 [10:8];
+  assign \$55  = join_left - 1'h1;
+  assign \$56  = ~ join_last;
+  assign \$57  = join_left == 2'h2;
+  assign \$58  = nic_recv__valid & nic_recv__ready;
+  assign \$59  = pkt_left > 5'h10;
+  assign \$60  = \$59  ? 9'h010 : pkt_left;
+  assign \$61  = pkt_left - \$60 ;
+  assign \$62  = pkt_left > 5'h10;
+  assign \$63  = \$62  ? 9'h010 : pkt_left;
+  assign \$64  = recv_left - \$63 ;
+  assign \$65  = recv_pkt + 1'h1;
+  assign \$66  = w_ready & s_ready;
+  assign \$67  = w_ready & plan[68];
+  assign \$68  = s_ready & plan[102];
+  assign \$69  = nic_send_data__valid & nic_send_data__ready;
+  assign \$70  = send_data_left - 1'h1;
+  assign \$71  = ~ active;
+  assign \$72  = plan__valid & \$71 ;
+  assign \$73  = recv_left - took_bytes;
+  assign \$74  = nic_send__valid & nic_send__ready;
+  assign \$75  = \$74  ? nic_send__payload[19:9] : 11'h000;
+  assign \$76  = send_cmd_left - \$75 ;
+  assign \$77  = $signed(\$73 ) < $signed(\$76 );
+  assign \$78  = recv_left - took_bytes;
+  assign \$79  = nic_send__valid & nic_send__ready;
+  assign \$80  = \$79  ? nic_send__payload[19:9] : 11'h000;
+  assign \$81  = send_cmd_left - \$80 ;
+  assign \$82  = \$78  == \$81 ;
+  assign \$83  = nic_send__valid & nic_send__ready;
+  assign \$84  = send_cmd_left - nic_send__payload[19:9];
+  assign \$85  = send_pkt + 1'h1;
+  assign \$86  = | mem_a_outstanding;
+  assign \$87  = \$86  | cmd__valid;
+  assign \$88  = \$87  | axi__rvalid;
+  assign mem_a_clock_enable = \$88  | rst;
+  assign \$89  = | mem_b_outstanding;
+  assign \$90  = \$89  | \cmd__valid$7 ;
+  assign \$91  = \$90  | \axi__rvalid$75 ;
+  assign mem_b_clock_enable = \$91  | rst;
+  assign \$92  = | mem_w_outstanding;
+  assign \$93  = \$92  | \cmd__valid$12 ;
+  assign \$94  = wr_stream__tvalid | axi__bvalid;
+  assign \$95  = \$93  | \$94 ;
+  assign mem_w_clock_enable = \$95  | rst;
+  assign mem_read_bytes = bytes + \bytes$222 ;
+  assign \$96  = plan__payload[140:117] + 4'hf;
+  assign \$98  = ! plan__payload[120:117];
+  assign \$99  = 1'h1 << plan__payload[120:117];
+  assign \$100  = \$99  - 1'h1;
+  assign \$101  = \$98  ? 17'h0ffff : \$100 ;
   assign plan__ready = ~ active;
-  assign \$7  = plan[1:0] == 1'h1;
-  assign cmd__valid = pend_a & \$7 ;
-  assign \$8  = plan[1:0] == 2'h2;
-  assign \cmd__valid$160  = pend_a & \$8 ;
-  assign \$9  = ~ plan[35];
-  assign \cmd__valid$162  = pend_b & \$9 ;
-  assign \cmd__valid$165  = pend_b & plan[35];
-  assign \$10  = ~ plan[69];
-  assign \cmd__valid$168  = pend_w & \$10 ;
-  assign \cmd__valid$171  = pend_w & plan[69];
-  assign \$11  = abort | nic_recv__valid;
-  assign \$12  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
-  assign \$13  = ~ plan[34];
-  assign \$14  = active & join_more;
-  assign \$15  = \$14  & a_valid;
-  assign \i__valid$190  = \$15  & b_valid;
-  assign fire = \i__valid$190  & \i__ready$195 ;
-  assign \$16  = ! plan[1:0];
-  assign \$17  = fire & \$16 ;
-  assign \$18  = ~ abort;
-  assign nic_recv__ready = \$17  & \$18 ;
-  assign \$19  = plan[1:0] == 1'h1;
-  assign sram_rd_a__resp__ready = fire & \$19 ;
-  assign \$20  = plan[1:0] == 2'h2;
-  assign rd_stream__tready = fire & \$20 ;
-  assign \$21  = fire & plan[34];
-  assign \$22  = ~ plan[35];
-  assign sram_rd_b__resp__ready = \$21  & \$22 ;
-  assign \$23  = fire & plan[34];
-  assign \rd_stream__tready$201  = \$23  & plan[35];
-  assign \$24  = recv_left > 9'h100;
-  assign \$25  = \$24  ? 24'h000100 : recv_left;
-  assign \$26  = ! recv_pkt_left;
-  assign pkt_left = \$26  ? \$25 [8:0] : recv_pkt_left;
-  assign \$27  = nic_recv__valid & nic_recv__ready;
-  assign \$28  = nic_recv__payload[153:146] != plan[112:105];
-  assign \$29  = ! recv_pkt_left;
-  assign \$30  = nic_recv__payload[144] != \$29 ;
-  assign \$31  = \$28  | \$30 ;
-  assign \$32  = ! recv_pkt_left;
-  assign \$33  = nic_recv__payload[178:162] != \$25 [8:0];
-  assign \$34  = nic_recv__payload[161:154] != recv_pkt;
-  assign \$35  = \$33  | \$34 ;
-  assign \$36  = \$32  & \$35 ;
-  assign \$37  = \$31  | \$36 ;
-  assign \$38  = pkt_left <= 5'h10;
-  assign \$39  = nic_recv__payload[145] != \$38 ;
-  assign \$40  = \$37  | \$39 ;
-  assign \$41  = pkt_left > 5'h10;
-  assign \$42  = \$41  ? 9'h010 : pkt_left;
-  assign \$43  = ~ plan[69];
-  assign \$44  = plan[68] & \$43 ;
-  assign \$45  = \o__valid$213  & \$44 ;
-  assign \$46  = ~ taken_w;
-  assign \i__valid$212  = \$45  & \$46 ;
-  assign \$47  = plan[68] & plan[69];
-  assign \$48  = \o__valid$213  & \$47 ;
-  assign \$49  = ~ taken_w;
-  assign wr_stream__tvalid = \$48  & \$49 ;
-  assign \$50  = ~ plan[68];
-  assign \$51  = \$50  | taken_w;
-  assign \$52  = plan[69] ? wr_stream__tready : \i__ready$219 ;
-  assign w_ready = \$51  | \$52 ;
-  assign \$53  = \o__valid$213  & plan[102];
-  assign \$54  = ~ taken_s;
-  assign nic_send_data__valid = \$53  & \$54 ;
-  assign \$55  = ~ plan[102];
-  assign \$56  = \$55  | taken_s;
-  assign s_ready = \$56  | nic_send_data__ready;
-  assign \o__ready$226  = w_ready & s_ready;
-  assign \$57  = | send_cmd_left;
-  assign \$58  = active & \$57 ;
-  assign \$59  = ! plan[1:0];
-  assign \$60  = ~ \$59 ;
-  assign \$61  = \$60  | fwd_ahead;
-  assign \$62  = fwd_even & a_valid;
-  assign \$63  = \$61  | \$62 ;
-  assign nic_send__valid = \$58  & \$63 ;
-  assign \$64  = send_cmd_left > 9'h100;
-  assign \$65  = \$64  ? 24'h000100 : send_cmd_left;
-  assign \$66  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
-  assign \$67  = ~ \$66 ;
-  assign \$68  = active & \$67 ;
-  assign \$69  = ! join_left;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = ! send_cmd_left;
-  assign \$72  = \$70  & \$71 ;
-  assign \$73  = ! send_data_left;
-  assign \$74  = \$72  & \$73 ;
-  assign \$75  = ~ busy;
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = ~ \o__valid$213 ;
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = ~ \i__valid$10 ;
-  assign finished = \$78  & \$79 ;
-  assign \$80  = ~ active;
-  assign \$81  = plan__valid & \$80 ;
-  assign \$82  = | plan__payload[1:0];
-  assign \$83  = plan__payload[1:0] == 2'h2;
-  assign \$84  = plan__payload[34] & plan__payload[35];
-  assign \$85  = plan__payload[68] & plan__payload[69];
-  assign \$86  = | \$2 [23:0];
-  assign \$87  = \$2 [23:0] == 1'h1;
-  assign \$88  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
-  assign \$89  = plan__payload[102] ? \$2 [23:0] : 24'h000000;
-  assign \$90  = ! plan__payload[1:0];
-  assign \$91  = \$90  ? plan__payload[140:117] : 24'h000000;
-  assign \$92  = cmd__valid & cmd__ready;
-  assign \$93  = \cmd__valid$160  & \cmd__ready$246 ;
-  assign \$94  = \$92  | \$93 ;
-  assign \$95  = \cmd__valid$162  & \cmd__ready$247 ;
-  assign \$96  = \cmd__valid$165  & \cmd__ready$248 ;
-  assign \$97  = \$95  | \$96 ;
-  assign \$98  = \cmd__valid$168  & \cmd__ready$249 ;
-  assign \$99  = \cmd__valid$171  & \cmd__ready$250 ;
-  assign \$100  = \$98  | \$99 ;
-  assign \$101  = | cpl__payload[10:8];
-  assign \$102  = | \cpl__payload$254 [10:8];
-  assign \$103  = | \cpl__payload$256 [10:8];
-  assign \$104  = join_left - 1'h1;
-  assign \$105  = ~ join_last;
-  assign \$106  = join_left == 2'h2;
-  assign \$107  = nic_recv__valid & nic_recv__ready;
-  assign \$108  = pkt_left > 5'h10;
-  assign \$109  = \$108  ? 9'h010 : pkt_left;
-  assign \$110  = pkt_left - \$109 ;
-  assign \$111  = pkt_left > 5'h10;
-  assign \$112  = \$111  ? 9'h010 : pkt_left;
-  assign \$113  = recv_left - \$112 ;
-  assign \$114  = recv_pkt + 1'h1;
-  assign \$115  = w_ready & s_ready;
-  assign \$116  = w_ready & plan[68];
-  assign \$117  = s_ready & plan[102];
-  assign \$118  = nic_send_data__valid & nic_send_data__ready;
-  assign \$119  = send_data_left - 1'h1;
-  assign \$120  = ~ active;
-  assign \$121  = plan__valid & \$120 ;
-  assign \$122  = recv_left - took_bytes;
-  assign \$123  = nic_send__valid & nic_send__ready;
-  assign \$124  = \$123  ? nic_send__payload[19:9] : 11'h000;
-  assign \$125  = send_cmd_left - \$124 ;
-  assign \$126  = $signed(\$122 ) < $signed(\$125 );
-  assign \$127  = recv_left - took_bytes;
-  assign \$128  = nic_send__valid & nic_send__ready;
-  assign \$129  = \$128  ? nic_send__payload[19:9] : 11'h000;
-  assign \$130  = send_cmd_left - \$129 ;
-  assign \$131  = \$127  == \$130 ;
-  assign \$132  = nic_send__valid & nic_send__ready;
-  assign \$133  = send_cmd_left - nic_send__payload[19:9];
-  assign \$134  = send_pkt + 1'h1;
+  assign \$102  = plan[1:0] == 1'h1;
+  assign \cmd__valid$42  = pend_a & \$102 ;
+  assign \$103  = plan[1:0] == 2'h2;
+  assign cmd__valid = pend_a & \$103 ;
+  assign \$104  = ~ plan[35];
+  assign \cmd__valid$44  = pend_b & \$104 ;
+  assign \cmd__valid$7  = pend_b & plan[35];
+  assign \$105  = ~ plan[69];
+  assign \cmd__valid$46  = pend_w & \$105 ;
+  assign \cmd__valid$12  = pend_w & plan[69];
+  assign \$106  = abort | nic_recv__valid;
+  assign \$107  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
+  assign \$108  = ~ plan[34];
+  assign \$109  = active & join_more;
+  assign \$110  = \$109  & a_valid;
+  assign \i__valid$245  = \$110  & b_valid;
+  assign fire = \i__valid$245  & \i__ready$247 ;
+  assign \$111  = ! plan[1:0];
+  assign \$112  = fire & \$111 ;
+  assign \$113  = ~ abort;
+  assign nic_recv__ready = \$112  & \$113 ;
+  assign \$114  = plan[1:0] == 1'h1;
+  assign sram_rd_a__resp__ready = fire & \$114 ;
+  assign \$115  = plan[1:0] == 2'h2;
+  assign rd_stream__tready = fire & \$115 ;
+  assign \$116  = fire & plan[34];
+  assign \$117  = ~ plan[35];
+  assign sram_rd_b__resp__ready = \$116  & \$117 ;
+  assign \$118  = fire & plan[34];
+  assign \rd_stream__tready$252  = \$118  & plan[35];
+  assign \$119  = recv_left > 9'h100;
+  assign \$120  = \$119  ? 24'h000100 : recv_left;
+  assign \$121  = ! recv_pkt_left;
+  assign pkt_left = \$121  ? \$120 [8:0] : recv_pkt_left;
+  assign \$122  = nic_recv__valid & nic_recv__ready;
+  assign \$123  = nic_recv__payload[153:146] != plan[112:105];
+  assign \$124  = ! recv_pkt_left;
+  assign \$125  = nic_recv__payload[144] != \$124 ;
+  assign \$126  = \$123  | \$125 ;
+  assign \$127  = ! recv_pkt_left;
+  assign \$128  = nic_recv__payload[178:162] != \$120 [8:0];
+  assign \$129  = nic_recv__payload[161:154] != recv_pkt;
+  assign \$130  = \$128  | \$129 ;
+  assign \$131  = \$127  & \$130 ;
+  assign \$132  = \$126  | \$131 ;
+  assign \$133  = pkt_left <= 5'h10;
+  assign \$134  = nic_recv__payload[145] != \$133 ;
+  assign \$135  = \$132  | \$134 ;
+  assign \$136  = pkt_left > 5'h10;
+  assign \$137  = \$136  ? 9'h010 : pkt_left;
+  assign \$138  = ~ plan[69];
+  assign \$139  = plan[68] & \$138 ;
+  assign \$140  = o__valid & \$139 ;
+  assign \$141  = ~ taken_w;
+  assign \i__valid$257  = \$140  & \$141 ;
+  assign \$142  = plan[68] & plan[69];
+  assign \$143  = o__valid & \$142 ;
+  assign \$144  = ~ taken_w;
+  assign wr_stream__tvalid = \$143  & \$144 ;
+  assign \$145  = ~ plan[68];
+  assign \$146  = \$145  | taken_w;
+  assign \$147  = plan[69] ? wr_stream__tready : \i__ready$260 ;
+  assign w_ready = \$146  | \$147 ;
+  assign \$148  = o__valid & plan[102];
+  assign \$149  = ~ taken_s;
+  assign nic_send_data__valid = \$148  & \$149 ;
+  assign \$150  = ~ plan[102];
+  assign \$151  = \$150  | taken_s;
+  assign s_ready = \$151  | nic_send_data__ready;
+  assign \o__ready$263  = w_ready & s_ready;
+  assign \$152  = | send_cmd_left;
+  assign \$153  = active & \$152 ;
+  assign \$154  = ! plan[1:0];
+  assign \$155  = ~ \$154 ;
+  assign \$156  = \$155  | fwd_ahead;
+  assign \$157  = fwd_even & a_valid;
+  assign \$158  = \$156  | \$157 ;
+  assign nic_send__valid = \$153  & \$158 ;
+  assign \$159  = send_cmd_left > 9'h100;
+  assign \$160  = \$159  ? 24'h000100 : send_cmd_left;
+  assign \$161  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
+  assign \$162  = ~ \$161 ;
+  assign \$163  = active & \$162 ;
+  assign \$164  = ! join_left;
+  assign \$165  = \$163  & \$164 ;
+  assign \$166  = ! send_cmd_left;
+  assign \$167  = \$165  & \$166 ;
+  assign \$168  = ! send_data_left;
+  assign \$169  = \$167  & \$168 ;
+  assign \$170  = ~ busy;
+  assign \$171  = \$169  & \$170 ;
+  assign \$172  = ~ o__valid;
+  assign \$173  = \$171  & \$172 ;
+  assign \$174  = ~ \i__valid$89 ;
+  assign finished = \$173  & \$174 ;
   always @(posedge clk)
-    plan <= \$135 ;
+    mem_a_outstanding <= \$175 ;
   always @(posedge clk)
-    active <= \$136 ;
+    mem_b_outstanding <= \$176 ;
   always @(posedge clk)
-    pend_a <= \$137 ;
+    mem_w_outstanding <= \$177 ;
   always @(posedge clk)
-    wait_a <= \$138 ;
+    plan <= \$178 ;
   always @(posedge clk)
-    pend_b <= \$139 ;
+    active <= \$179 ;
   always @(posedge clk)
-    wait_b <= \$140 ;
+    pend_a <= \$180 ;
   always @(posedge clk)
-    pend_w <= \$141 ;
+    wait_a <= \$181 ;
   always @(posedge clk)
-    wait_w <= \$142 ;
+    pend_b <= \$182 ;
   always @(posedge clk)
-    join_left <= \$143 ;
+    wait_b <= \$183 ;
   always @(posedge clk)
-    join_more <= \$144 ;
+    pend_w <= \$184 ;
   always @(posedge clk)
-    join_last <= \$145 ;
+    wait_w <= \$185 ;
   always @(posedge clk)
-    send_cmd_left <= \$146 ;
+    join_left <= \$186 ;
   always @(posedge clk)
-    send_data_left <= \$147 ;
+    join_more <= \$187 ;
   always @(posedge clk)
-    send_pkt <= \$148 ;
+    join_last <= \$188 ;
   always @(posedge clk)
-    recv_left <= \$149 ;
+    send_cmd_left <= \$189 ;
   always @(posedge clk)
-    recv_pkt_left <= \$150 ;
+    send_data_left <= \$190 ;
   always @(posedge clk)
-    recv_pkt <= \$151 ;
+    send_pkt <= \$191 ;
   always @(posedge clk)
-    w_mask <= \$152 ;
+    recv_left <= \$192 ;
   always @(posedge clk)
-    step_words <= \$153 ;
+    recv_pkt_left <= \$193 ;
   always @(posedge clk)
-    mem_error <= \$154 ;
+    recv_pkt <= \$194 ;
   always @(posedge clk)
-    recv_error <= \$155 ;
+    w_mask <= \$195 ;
   always @(posedge clk)
-    taken_w <= \$156 ;
+    step_words <= \$196 ;
   always @(posedge clk)
-    taken_s <= \$157 ;
+    mem_error <= \$197 ;
   always @(posedge clk)
-    fwd_ahead <= \$158 ;
+    recv_error <= \$198 ;
   always @(posedge clk)
-    fwd_even <= \$159 ;
+    taken_w <= \$199 ;
   always @(posedge clk)
-    done <= \$160 ;
+    taken_s <= \$200 ;
+  always @(posedge clk)
+    fwd_ahead <= \$201 ;
+  always @(posedge clk)
+    fwd_even <= \$202 ;
+  always @(posedge clk)
+    done <= \$203 ;
   \ace_engine_small.ch0.datapath.alu  alu (
     .clk(clk),
     .i__payload(i__payload),
     .i__ready(o__ready),
     .i__valid(i__valid),
-    .o__valid(\i__valid$10 ),
-    .out_payload(\i__payload$6 ),
-    .r_en(\o__ready$8 ),
+    .o__valid(\i__valid$89 ),
+    .out_payload(\i__payload$85 ),
+    .r_en(\o__ready$87 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.mem_a  mem_a (
@@ -6012,11 +6104,12 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__rvalid(axi__rvalid),
     .bytes(bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$159 ),
-    .cmd__ready(\cmd__ready$246 ),
-    .cmd__valid(\cmd__valid$160 ),
+    .cmd__payload(\cmd__payload$227 ),
+    .cmd__ready(cmd__ready),
+    .cmd__valid(cmd__valid),
     .cpl__payload(cpl__payload),
     .cpl_full(cpl__valid),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .\o__ready$40 (axi__arready),
     .\port$3588$0 (\port$3588$0 ),
     .rd_stream__tdata(rd_stream__tdata),
@@ -6029,19 +6122,20 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__arlen(mem_rd_b__arlen),
     .axi__arvalid(mem_rd_b__arvalid),
     .axi__rready(mem_rd_b__rready),
-    .axi__rvalid(\axi__rvalid$104 ),
-    .bytes(\bytes$146 ),
+    .axi__rvalid(\axi__rvalid$75 ),
+    .bytes(\bytes$222 ),
     .clk(clk),
-    .cmd__payload(\cmd__payload$164 ),
-    .cmd__ready(\cmd__ready$248 ),
-    .cmd__valid(\cmd__valid$165 ),
-    .cpl__payload(\cpl__payload$254 ),
-    .cpl_full(\cpl__valid$253 ),
-    .\o__ready$40 (\axi__arready$88 ),
+    .cmd__payload(\cmd__payload$229 ),
+    .cmd__ready(\cmd__ready$8 ),
+    .cmd__valid(\cmd__valid$7 ),
+    .cpl__payload(\cpl__payload$49 ),
+    .cpl_full(\cpl__valid$9 ),
+    .mem_b_clock_enable(mem_b_clock_enable),
+    .\o__ready$40 (\axi__arready$166 ),
     .\port$3660$0 (\port$3660$0 ),
-    .rd_stream__tdata(\rd_stream__tdata$187 ),
-    .rd_stream__tready(\rd_stream__tready$201 ),
-    .rd_stream__tvalid(\rd_stream__tvalid$185 ),
+    .rd_stream__tdata(\rd_stream__tdata$242 ),
+    .rd_stream__tready(\rd_stream__tready$252 ),
+    .rd_stream__tvalid(\rd_stream__tvalid$240 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.mem_w  mem_w (
@@ -6054,24 +6148,25 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__wvalid(mem_wr__wvalid),
     .bytes(mem_write_bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$170 ),
-    .cmd__ready(\cmd__ready$250 ),
-    .cmd__valid(\cmd__valid$171 ),
-    .cpl__payload(\cpl__payload$256 ),
-    .cpl_full(\cpl__valid$255 ),
+    .cmd__payload(\cmd__payload$231 ),
+    .cmd__ready(\cmd__ready$13 ),
+    .cmd__valid(\cmd__valid$12 ),
+    .cpl__payload(\cpl__payload$50 ),
+    .cpl_full(\cpl__valid$14 ),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .\o__ready$44 (axi__awready),
     .\o__ready$92 (axi__wready),
-    .\port$15538$0 (\$161 ),
+    .\port$15834$0 (\$204 ),
     .rst(rst),
-    .wr_stream__tdata(\o__payload$211 [127:0]),
+    .wr_stream__tdata(\o__payload$256 [127:0]),
     .wr_stream__tready(wr_stream__tready),
     .wr_stream__tvalid(wr_stream__tvalid)
   );
   \ace_engine_small.ch0.datapath.operands  operands (
     .clk(clk),
-    .i__payload(\i__payload$192 ),
-    .i__ready(\i__ready$195 ),
-    .i__valid(\i__valid$190 ),
+    .i__payload(\i__payload$246 ),
+    .i__ready(\i__ready$247 ),
+    .i__valid(\i__valid$245 ),
     .o__payload(i__payload),
     .o__ready(o__ready),
     .o__valid(i__valid),
@@ -6079,20 +6174,20 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch0.datapath.result  result (
     .clk(clk),
-    .i__payload(\i__payload$6 ),
-    .i__ready(\o__ready$8 ),
-    .i__valid(\i__valid$10 ),
-    .o__payload(\o__payload$211 ),
-    .o__ready(\o__ready$226 ),
-    .o__valid(\o__valid$213 ),
+    .i__payload(\i__payload$85 ),
+    .i__ready(\o__ready$87 ),
+    .i__valid(\i__valid$89 ),
+    .o__payload(\o__payload$256 ),
+    .o__ready(\o__ready$263 ),
+    .o__valid(o__valid),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.sram_a  sram_a (
     .clk(clk),
     .cmd__payload(cmd__payload),
-    .cmd__ready(cmd__ready),
-    .cmd__valid(cmd__valid),
-    .o__payload(\o__payload$181 ),
+    .cmd__ready(\cmd__ready$43 ),
+    .cmd__valid(\cmd__valid$42 ),
+    .o__payload(\o__payload$236 ),
     .o__valid(port__resp__valid),
     .port__req__payload(sram_rd_a__req__payload),
     .port__req__ready(port__req__ready),
@@ -6103,27 +6198,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch0.datapath.sram_b  sram_b (
     .clk(clk),
-    .cmd__payload(\cmd__payload$161 ),
-    .cmd__ready(\cmd__ready$247 ),
-    .cmd__valid(\cmd__valid$162 ),
-    .o__payload(\o__payload$189 ),
-    .o__valid(\port__resp__valid$34 ),
+    .cmd__payload(\cmd__payload$228 ),
+    .cmd__ready(\cmd__ready$45 ),
+    .cmd__valid(\cmd__valid$44 ),
+    .o__payload(\o__payload$244 ),
+    .o__valid(\port__resp__valid$113 ),
     .port__req__payload(sram_rd_b__req__payload),
-    .port__req__ready(\port__req__ready$26 ),
+    .port__req__ready(\port__req__ready$105 ),
     .port__req__valid(sram_rd_b__req__valid),
-    .port__resp__payload(\port__resp__payload$30 ),
+    .port__resp__payload(\port__resp__payload$109 ),
     .port__resp__ready(sram_rd_b__resp__ready),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.sram_w  sram_w (
     .busy(busy),
     .clk(clk),
-    .cmd__payload(\cmd__payload$166 ),
-    .cmd__ready(\cmd__ready$249 ),
-    .cmd__valid(\cmd__valid$168 ),
-    .i__payload(\o__payload$211 [127:0]),
-    .i__ready(\i__ready$219 ),
-    .i__valid(\i__valid$212 ),
+    .cmd__payload(\cmd__payload$230 ),
+    .cmd__ready(\cmd__ready$47 ),
+    .cmd__valid(\cmd__valid$46 ),
+    .i__payload(\o__payload$256 [127:0]),
+    .i__ready(\i__ready$260 ),
+    .i__valid(\i__valid$257 ),
     .port__payload(sram_wr__payload),
     .port__ready(port__ready),
     .port__valid(sram_wr__valid),
@@ -6131,10 +6226,390 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$175  = mem_a_outstanding;
+    if (\$4 ) begin
+      \$175  = \$9 [7:0];
+    end else if (\$8 ) begin
+      \$175  = \$10 [7:0];
+    end
+    if (rst) begin
+      \$175  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$176  = mem_b_outstanding;
+    if (\$14 ) begin
+      \$176  = \$19 [7:0];
+    end else if (\$18 ) begin
+      \$176  = \$20 [7:0];
+    end
+    if (rst) begin
+      \$176  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$177  = mem_w_outstanding;
+    if (\$24 ) begin
+      \$177  = \$29 [7:0];
+    end else if (\$28 ) begin
+      \$177  = \$30 [7:0];
+    end
+    if (rst) begin
+      \$177  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$178  = plan;
+    if (\$32 ) begin
+      \$178  = plan__payload;
+    end
+    if (rst) begin
+      \$178  = 141'h000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$179  = active;
+    if (\$32 ) begin
+      \$179  = 1'h1;
+    end
+    if (finished) begin
+      \$179  = 1'h0;
+    end
+    if (rst) begin
+      \$179  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$180  = pend_a;
+    if (\$32 ) begin
+      \$180  = \$33 ;
+    end
+    if (\$45 ) begin
+      \$180  = 1'h0;
+    end
+    if (rst) begin
+      \$180  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$181  = wait_a;
+    if (\$32 ) begin
+      \$181  = \$34 ;
+    end
+    if (cpl__valid) begin
+      \$181  = 1'h0;
+    end
+    if (rst) begin
+      \$181  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$182  = pend_b;
+    if (\$32 ) begin
+      \$182  = plan__payload[34];
+    end
+    if (\$48 ) begin
+      \$182  = 1'h0;
+    end
+    if (rst) begin
+      \$182  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$183  = wait_b;
+    if (\$32 ) begin
+      \$183  = \$35 ;
+    end
+    if (\cpl__valid$9 ) begin
+      \$183  = 1'h0;
+    end
+    if (rst) begin
+      \$183  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$184  = pend_w;
+    if (\$32 ) begin
+      \$184  = plan__payload[68];
+    end
+    if (\$51 ) begin
+      \$184  = 1'h0;
+    end
+    if (rst) begin
+      \$184  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$185  = wait_w;
+    if (\$32 ) begin
+      \$185  = \$36 ;
+    end
+    if (\cpl__valid$14 ) begin
+      \$185  = 1'h0;
+    end
+    if (rst) begin
+      \$185  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$186  = join_left;
+    if (\$32 ) begin
+      \$186  = \$97 [23:0];
+    end
+    if (fire) begin
+      \$186  = \$55 [23:0];
+    end
+    if (rst) begin
+      \$186  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$187  = join_more;
+    if (\$32 ) begin
+      \$187  = \$37 ;
+    end
+    if (fire) begin
+      \$187  = \$56 ;
+    end
+    if (rst) begin
+      \$187  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$188  = join_last;
+    if (\$32 ) begin
+      \$188  = \$38 ;
+    end
+    if (fire) begin
+      \$188  = \$57 ;
+    end
+    if (rst) begin
+      \$188  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$189  = send_cmd_left;
+    if (\$32 ) begin
+      \$189  = \$39 ;
+    end
+    if (\$83 ) begin
+      \$189  = \$84 [23:0];
+    end
+    if (rst) begin
+      \$189  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$190  = send_data_left;
+    if (\$32 ) begin
+      \$190  = \$40 ;
+    end
+    if (\$69 ) begin
+      \$190  = \$70 [23:0];
+    end
+    if (rst) begin
+      \$190  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$191  = send_pkt;
+    if (\$32 ) begin
+      \$191  = 8'h00;
+    end
+    if (\$83 ) begin
+      \$191  = \$85 [7:0];
+    end
+    if (rst) begin
+      \$191  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$192  = recv_left;
+    if (\$32 ) begin
+      \$192  = \$42 ;
+    end
+    if (\$58 ) begin
+      \$192  = \$64 [23:0];
+    end
+    if (rst) begin
+      \$192  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$193  = recv_pkt_left;
+    if (\$32 ) begin
+      \$193  = 9'h000;
+    end
+    if (\$58 ) begin
+      \$193  = \$61 [8:0];
+    end
+    if (rst) begin
+      \$193  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$194  = recv_pkt;
+    if (\$32 ) begin
+      \$194  = 8'h00;
+    end
+    if (\$58 ) begin
+      if (nic_recv__payload[145]) begin
+        \$194  = \$65 [7:0];
+      end
+    end
+    if (rst) begin
+      \$194  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$195  = w_mask;
+    if (\$32 ) begin
+      \$195  = \$101 [15:0];
+    end
+    if (rst) begin
+      \$195  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$196  = step_words;
+    if (\$32 ) begin
+      \$196  = \$97 [23:0];
+    end
+    if (rst) begin
+      \$196  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$197  = mem_error;
+    if (\$32 ) begin
+      \$197  = 1'h0;
+    end
+    if (cpl__valid) begin
+      if (\$52 ) begin
+        \$197  = 1'h1;
+      end
+    end
+    if (\cpl__valid$9 ) begin
+      if (\$53 ) begin
+        \$197  = 1'h1;
+      end
+    end
+    if (\cpl__valid$14 ) begin
+      if (\$54 ) begin
+        \$197  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$197  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$198  = recv_error;
+    if (\$32 ) begin
+      \$198  = 1'h0;
+    end
+    if (\$58 ) begin
+      if (bad) begin
+        \$198  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$198  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$199  = taken_w;
+    if (o__valid) begin
+      (* full_case = 32'd1 *)
+      if (\$66 ) begin
+        \$199  = 1'h0;
+      end else begin
+        \$199  = \$67 ;
+      end
+    end
+    if (rst) begin
+      \$199  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$200  = taken_s;
+    if (o__valid) begin
+      (* full_case = 32'd1 *)
+      if (\$66 ) begin
+        \$200  = 1'h0;
+      end else begin
+        \$200  = \$68 ;
+      end
+    end
+    if (rst) begin
+      \$200  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$72 ) begin
+      \$201  = 1'h0;
+    end else begin
+      \$201  = \$77 ;
+    end
+    if (rst) begin
+      \$201  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$72 ) begin
+      \$202  = 1'h1;
+    end else begin
+      \$202  = \$82 ;
+    end
+    if (rst) begin
+      \$202  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$203  = 1'h0;
+    if (finished) begin
+      \$203  = 1'h1;
+    end
+    if (rst) begin
+      \$203  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_valid = \$11 ;
+          a_valid = \$106 ;
       2'h1:
           a_valid = port__resp__valid;
       default:
@@ -6146,9 +6621,9 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_data = \$12 ;
+          a_data = \$107 ;
       2'h1:
-          a_data = \o__payload$181 [127:0];
+          a_data = \o__payload$236 [127:0];
       default:
           a_data = rd_stream__tdata;
     endcase
@@ -6156,401 +6631,62 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     (* full_case = 32'd1 *)
-    if (\$13 ) begin
+    if (\$108 ) begin
       b_valid = 1'h1;
     end else if (plan[35]) begin
-      b_valid = \rd_stream__tvalid$185 ;
+      b_valid = \rd_stream__tvalid$240 ;
     end else begin
-      b_valid = \port__resp__valid$34 ;
+      b_valid = \port__resp__valid$113 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     b_data = 128'h00000000000000000000000000000000;
     (* full_case = 32'd1 *)
-    if (\$13 ) begin
+    if (\$108 ) begin
     end else if (plan[35]) begin
-      b_data = \rd_stream__tdata$187 ;
+      b_data = \rd_stream__tdata$242 ;
     end else begin
-      b_data = \o__payload$189 [127:0];
+      b_data = \o__payload$244 [127:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     bad = 1'h0;
-    if (\$27 ) begin
-      bad = \$40 ;
+    if (\$122 ) begin
+      bad = \$135 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     took_bytes = 5'h00;
-    if (\$27 ) begin
-      took_bytes = \$42 [4:0];
+    if (\$122 ) begin
+      took_bytes = \$137 [4:0];
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$135  = plan;
-    if (\$81 ) begin
-      \$135  = plan__payload;
-    end
-    if (rst) begin
-      \$135  = 141'h000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$136  = active;
-    if (\$81 ) begin
-      \$136  = 1'h1;
-    end
-    if (finished) begin
-      \$136  = 1'h0;
-    end
-    if (rst) begin
-      \$136  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$137  = pend_a;
-    if (\$81 ) begin
-      \$137  = \$82 ;
-    end
-    if (\$94 ) begin
-      \$137  = 1'h0;
-    end
-    if (rst) begin
-      \$137  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$138  = wait_a;
-    if (\$81 ) begin
-      \$138  = \$83 ;
-    end
-    if (cpl__valid) begin
-      \$138  = 1'h0;
-    end
-    if (rst) begin
-      \$138  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$139  = pend_b;
-    if (\$81 ) begin
-      \$139  = plan__payload[34];
-    end
-    if (\$97 ) begin
-      \$139  = 1'h0;
-    end
-    if (rst) begin
-      \$139  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$140  = wait_b;
-    if (\$81 ) begin
-      \$140  = \$84 ;
-    end
-    if (\cpl__valid$253 ) begin
-      \$140  = 1'h0;
-    end
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$141  = pend_w;
-    if (\$81 ) begin
-      \$141  = plan__payload[68];
-    end
-    if (\$100 ) begin
-      \$141  = 1'h0;
-    end
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$142  = wait_w;
-    if (\$81 ) begin
-      \$142  = \$85 ;
-    end
-    if (\cpl__valid$255 ) begin
-      \$142  = 1'h0;
-    end
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$143  = join_left;
-    if (\$81 ) begin
-      \$143  = \$2 [23:0];
-    end
-    if (fire) begin
-      \$143  = \$104 [23:0];
-    end
-    if (rst) begin
-      \$143  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$144  = join_more;
-    if (\$81 ) begin
-      \$144  = \$86 ;
-    end
-    if (fire) begin
-      \$144  = \$105 ;
-    end
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$145  = join_last;
-    if (\$81 ) begin
-      \$145  = \$87 ;
-    end
-    if (fire) begin
-      \$145  = \$106 ;
-    end
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$146  = send_cmd_left;
-    if (\$81 ) begin
-      \$146  = \$88 ;
-    end
-    if (\$132 ) begin
-      \$146  = \$133 [23:0];
-    end
-    if (rst) begin
-      \$146  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$147  = send_data_left;
-    if (\$81 ) begin
-      \$147  = \$89 ;
-    end
-    if (\$118 ) begin
-      \$147  = \$119 [23:0];
-    end
-    if (rst) begin
-      \$147  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$148  = send_pkt;
-    if (\$81 ) begin
-      \$148  = 8'h00;
-    end
-    if (\$132 ) begin
-      \$148  = \$134 [7:0];
-    end
-    if (rst) begin
-      \$148  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$149  = recv_left;
-    if (\$81 ) begin
-      \$149  = \$91 ;
-    end
-    if (\$107 ) begin
-      \$149  = \$113 [23:0];
-    end
-    if (rst) begin
-      \$149  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$150  = recv_pkt_left;
-    if (\$81 ) begin
-      \$150  = 9'h000;
-    end
-    if (\$107 ) begin
-      \$150  = \$110 [8:0];
-    end
-    if (rst) begin
-      \$150  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$151  = recv_pkt;
-    if (\$81 ) begin
-      \$151  = 8'h00;
-    end
-    if (\$107 ) begin
-      if (nic_recv__payload[145]) begin
-        \$151  = \$114 [7:0];
-      end
-    end
-    if (rst) begin
-      \$151  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$152  = w_mask;
-    if (\$81 ) begin
-      \$152  = \$6 [15:0];
-    end
-    if (rst) begin
-      \$152  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$153  = step_words;
-    if (\$81 ) begin
-      \$153  = \$2 [23:0];
-    end
-    if (rst) begin
-      \$153  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$154  = mem_error;
-    if (\$81 ) begin
-      \$154  = 1'h0;
-    end
-    if (cpl__valid) begin
-      if (\$101 ) begin
-        \$154  = 1'h1;
-      end
-    end
-    if (\cpl__valid$253 ) begin
-      if (\$102 ) begin
-        \$154  = 1'h1;
-      end
-    end
-    if (\cpl__valid$255 ) begin
-      if (\$103 ) begin
-        \$154  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \$154  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$155  = recv_error;
-    if (\$81 ) begin
-      \$155  = 1'h0;
-    end
-    if (\$107 ) begin
-      if (bad) begin
-        \$155  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$156  = taken_w;
-    if (\o__valid$213 ) begin
-      (* full_case = 32'd1 *)
-      if (\$115 ) begin
-        \$156  = 1'h0;
-      end else begin
-        \$156  = \$116 ;
-      end
-    end
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$157  = taken_s;
-    if (\o__valid$213 ) begin
-      (* full_case = 32'd1 *)
-      if (\$115 ) begin
-        \$157  = 1'h0;
-      end else begin
-        \$157  = \$117 ;
-      end
-    end
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$121 ) begin
-      \$158  = 1'h0;
-    end else begin
-      \$158  = \$126 ;
-    end
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$121 ) begin
-      \$159  = 1'h1;
-    end else begin
-      \$159  = \$131 ;
-    end
-    if (rst) begin
-      \$159  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$160  = 1'h0;
-    if (finished) begin
-      \$160  = 1'h1;
-    end
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
+  assign cpl__ready = 1'h1;
+  assign \cpl__ready$10  = 1'h1;
+  assign \cpl__ready$15  = 1'h1;
+  assign nwords = \$97 [23:0];
+  assign last_mask = \$101 [15:0];
   assign o__payload = i__payload;
   assign i__ready = o__ready;
-  assign o__valid = i__valid;
-  assign \o__payload$7  = \i__payload$6 ;
-  assign \i__ready$9  = \o__ready$8 ;
-  assign \o__valid$11  = \i__valid$10 ;
+  assign \o__valid$84  = i__valid;
+  assign \o__payload$86  = \i__payload$85 ;
+  assign \i__ready$88  = \o__ready$87 ;
+  assign \o__valid$90  = \i__valid$89 ;
   assign port__req__payload = sram_rd_a__req__payload;
   assign sram_rd_a__req__ready = port__req__ready;
   assign port__req__valid = sram_rd_a__req__valid;
   assign sram_rd_a__resp__payload = port__resp__payload;
   assign port__resp__ready = sram_rd_a__resp__ready;
   assign sram_rd_a__resp__valid = port__resp__valid;
-  assign \port__req__payload$25  = sram_rd_b__req__payload;
-  assign sram_rd_b__req__ready = \port__req__ready$26 ;
-  assign \port__req__valid$29  = sram_rd_b__req__valid;
-  assign sram_rd_b__resp__payload = \port__resp__payload$30 ;
-  assign \port__resp__ready$33  = sram_rd_b__resp__ready;
-  assign sram_rd_b__resp__valid = \port__resp__valid$34 ;
+  assign \port__req__payload$104  = sram_rd_b__req__payload;
+  assign sram_rd_b__req__ready = \port__req__ready$105 ;
+  assign \port__req__valid$108  = sram_rd_b__req__valid;
+  assign sram_rd_b__resp__payload = \port__resp__payload$109 ;
+  assign \port__resp__ready$112  = sram_rd_b__resp__ready;
+  assign sram_rd_b__resp__valid = \port__resp__valid$113 ;
   assign port__payload = sram_wr__payload;
   assign sram_wr__ready = port__ready;
   assign port__valid = sram_wr__valid;
@@ -6579,31 +6715,31 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__rresp = \port$3588$0 [129:128];
   assign mem_rd_a__rresp = \port$3588$0 [129:128];
   assign mem_rd_a__rvalid = axi__rvalid;
-  assign \axi__araddr$75  = mem_rd_b__araddr;
+  assign \axi__araddr$153  = mem_rd_b__araddr;
   assign mem_rd_b__arburst = 2'h1;
-  assign \axi__arburst$77  = 2'h1;
+  assign \axi__arburst$155  = 2'h1;
   assign mem_rd_b__arcache = 4'h3;
-  assign \axi__arcache$79  = 4'h3;
+  assign \axi__arcache$157  = 4'h3;
   assign mem_rd_b__arid = 4'h0;
-  assign \axi__arid$81  = 4'h0;
-  assign \axi__arlen$83  = mem_rd_b__arlen;
+  assign \axi__arid$159  = 4'h0;
+  assign \axi__arlen$161  = mem_rd_b__arlen;
   assign mem_rd_b__arlock = 1'h0;
-  assign \axi__arlock$85  = 1'h0;
+  assign \axi__arlock$163  = 1'h0;
   assign mem_rd_b__arprot = 3'h0;
-  assign \axi__arprot$87  = 3'h0;
-  assign mem_rd_b__arready = \axi__arready$88 ;
+  assign \axi__arprot$165  = 3'h0;
+  assign mem_rd_b__arready = \axi__arready$166 ;
   assign mem_rd_b__arsize = 3'h4;
-  assign \axi__arsize$91  = 3'h4;
-  assign \axi__arvalid$93  = mem_rd_b__arvalid;
-  assign \axi__rdata$94  = \port$3660$0 [127:0];
+  assign \axi__arsize$169  = 3'h4;
+  assign \axi__arvalid$171  = mem_rd_b__arvalid;
+  assign \axi__rdata$172  = \port$3660$0 [127:0];
   assign mem_rd_b__rdata = \port$3660$0 [127:0];
-  assign mem_rd_b__rid = \axi__rid$96 ;
-  assign \axi__rlast$98  = \port$3660$0 [130];
+  assign mem_rd_b__rid = \axi__rid$174 ;
+  assign \axi__rlast$176  = \port$3660$0 [130];
   assign mem_rd_b__rlast = \port$3660$0 [130];
-  assign \axi__rready$101  = mem_rd_b__rready;
-  assign \axi__rresp$102  = \port$3660$0 [129:128];
+  assign \axi__rready$179  = mem_rd_b__rready;
+  assign \axi__rresp$180  = \port$3660$0 [129:128];
   assign mem_rd_b__rresp = \port$3660$0 [129:128];
-  assign mem_rd_b__rvalid = \axi__rvalid$104 ;
+  assign mem_rd_b__rvalid = \axi__rvalid$75 ;
   assign axi__awaddr = mem_wr__awaddr;
   assign mem_wr__awburst = 2'h1;
   assign axi__awburst = 2'h1;
@@ -6624,73 +6760,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__bready = mem_wr__bready;
   assign mem_wr__bresp = axi__bresp;
   assign mem_wr__bvalid = axi__bvalid;
-  assign mem_wr__wdata = \$161 [127:0];
-  assign axi__wdata = \$161 [127:0];
-  assign mem_wr__wlast = \$161 [144];
-  assign axi__wlast = \$161 [144];
+  assign mem_wr__wdata = \$204 [127:0];
+  assign axi__wdata = \$204 [127:0];
+  assign mem_wr__wlast = \$204 [144];
+  assign axi__wlast = \$204 [144];
   assign mem_wr__wready = axi__wready;
-  assign mem_wr__wstrb = \$161 [143:128];
-  assign axi__wstrb = \$161 [143:128];
+  assign mem_wr__wstrb = \$204 [143:128];
+  assign axi__wstrb = \$204 [143:128];
   assign axi__wvalid = mem_wr__wvalid;
-  assign \bytes$148  = mem_write_bytes;
-  assign nwords = \$2 [23:0];
-  assign last_mask = \$6 [15:0];
-  assign cpl__ready = 1'h1;
-  assign \cpl__ready$173  = 1'h1;
-  assign \cpl__ready$174  = 1'h1;
-  assign \o__valid$180  = port__resp__valid;
-  assign \o__valid$188  = \port__resp__valid$34 ;
+  assign \bytes$224  = mem_write_bytes;
+  assign \o__valid$235  = port__resp__valid;
+  assign \o__valid$243  = \port__resp__valid$113 ;
   assign alu_beat = fire;
-  assign \o__ready$198  = sram_rd_a__resp__ready;
-  assign \o__ready$200  = sram_rd_b__resp__ready;
-  assign expect_len = \$25 [8:0];
-  assign wr_stream__tdata = \o__payload$211 [127:0];
-  assign wr_stream__tlast = \o__payload$211 [132];
-  assign nic_send_data__payload = \o__payload$211 [127:0];
+  assign \o__ready$249  = sram_rd_a__resp__ready;
+  assign \o__ready$251  = sram_rd_b__resp__ready;
+  assign expect_len = \$120 [8:0];
+  assign wr_stream__tdata = \o__payload$256 [127:0];
+  assign wr_stream__tlast = \o__payload$256 [132];
+  assign nic_send_data__payload = \o__payload$256 [127:0];
   assign nic_recv_link = plan[104];
-  assign \port$15538$0  = \$161 ;
-  assign \i__payload$210  = \o__payload$211 [127:0];
-  assign \i__payload.a  = i__payload[127:0];
-  assign \i__payload.b  = i__payload[255:128];
-  assign \i__payload.op  = i__payload[257:256];
-  assign \i__payload.dtype  = i__payload[259:258];
-  assign \i__payload.tag  = i__payload[263:260];
-  assign \i__payload.last  = i__payload[264];
-  assign \o__payload.a  = i__payload[127:0];
-  assign \o__payload.b  = i__payload[255:128];
-  assign \o__payload.op  = i__payload[257:256];
-  assign \o__payload.dtype  = i__payload[259:258];
-  assign \o__payload.tag  = i__payload[263:260];
-  assign \o__payload.last  = i__payload[264];
-  assign \i__payload$6.result  = \i__payload$6 [127:0];
-  assign \i__payload$6.tag  = \i__payload$6 [131:128];
-  assign \i__payload$6.last  = \i__payload$6 [132];
-  assign \o__payload$7.result  = \i__payload$6 [127:0];
-  assign \o__payload$7.tag  = \i__payload$6 [131:128];
-  assign \o__payload$7.last  = \i__payload$6 [132];
-  assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
-  assign \sram_wr__payload.data  = sram_wr__payload[140:13];
-  assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
-  assign \port__payload.addr  = sram_wr__payload[12:0];
-  assign \port__payload.data  = sram_wr__payload[140:13];
-  assign \port__payload.mask  = sram_wr__payload[156:141];
-  assign \plan__payload.a_src  = plan__payload[1:0];
-  assign \plan__payload.a_addr  = plan__payload[33:2];
-  assign \plan__payload.b_use  = plan__payload[34];
-  assign \plan__payload.b_mem  = plan__payload[35];
-  assign \plan__payload.b_addr  = plan__payload[67:36];
-  assign \plan__payload.w_use  = plan__payload[68];
-  assign \plan__payload.w_mem  = plan__payload[69];
-  assign \plan__payload.w_addr  = plan__payload[101:70];
-  assign \plan__payload.send  = plan__payload[102];
-  assign \plan__payload.send_link  = plan__payload[103];
-  assign \plan__payload.recv_link  = plan__payload[104];
-  assign \plan__payload.recv_peer  = plan__payload[112:105];
-  assign \plan__payload.op  = plan__payload[114:113];
-  assign \plan__payload.dtype  = plan__payload[116:115];
-  assign \plan__payload.bytes  = plan__payload[140:117];
-  assign \cmd__payload.addr  = cmd__payload[12:0];
-  assign \cmd__payload.words  = cmd__payload[36:13];
+  assign \port$15834$0  = \$204 ;
+  assign \i__payload$255  = \o__payload$256 [127:0];
   assign \plan.a_src  = plan[1:0];
   assign \plan.a_addr  = plan[33:2];
   assign \plan.b_use  = plan[34];
@@ -6706,26 +6796,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \plan.op  = plan[114:113];
   assign \plan.dtype  = plan[116:115];
   assign \plan.bytes  = plan[140:117];
-  assign \cmd__payload$159.stream  = \cmd__payload$159 [0];
-  assign \cmd__payload$159.id  = \cmd__payload$159 [8:1];
-  assign \cmd__payload$159.length  = \cmd__payload$159 [32:9];
-  assign \cmd__payload$159.mem_addr  = \cmd__payload$159 [64:33];
-  assign \cmd__payload$159.sram_addr  = \cmd__payload$159 [77:65];
-  assign \cmd__payload$161.addr  = \cmd__payload$161 [12:0];
-  assign \cmd__payload$161.words  = \cmd__payload$161 [36:13];
-  assign \cmd__payload$164.stream  = \cmd__payload$164 [0];
-  assign \cmd__payload$164.id  = \cmd__payload$164 [8:1];
-  assign \cmd__payload$164.length  = \cmd__payload$164 [32:9];
-  assign \cmd__payload$164.mem_addr  = \cmd__payload$164 [64:33];
-  assign \cmd__payload$164.sram_addr  = \cmd__payload$164 [77:65];
-  assign \cmd__payload$166.addr  = \cmd__payload$166 [12:0];
-  assign \cmd__payload$166.words  = \cmd__payload$166 [36:13];
-  assign \cmd__payload$166.last_mask  = \cmd__payload$166 [52:37];
-  assign \cmd__payload$170.stream  = \cmd__payload$170 [0];
-  assign \cmd__payload$170.id  = \cmd__payload$170 [8:1];
-  assign \cmd__payload$170.length  = \cmd__payload$170 [32:9];
-  assign \cmd__payload$170.mem_addr  = \cmd__payload$170 [64:33];
-  assign \cmd__payload$170.sram_addr  = \cmd__payload$170 [77:65];
+  assign \plan__payload.a_src  = plan__payload[1:0];
+  assign \plan__payload.a_addr  = plan__payload[33:2];
+  assign \plan__payload.b_use  = plan__payload[34];
+  assign \plan__payload.b_mem  = plan__payload[35];
+  assign \plan__payload.b_addr  = plan__payload[67:36];
+  assign \plan__payload.w_use  = plan__payload[68];
+  assign \plan__payload.w_mem  = plan__payload[69];
+  assign \plan__payload.w_addr  = plan__payload[101:70];
+  assign \plan__payload.send  = plan__payload[102];
+  assign \plan__payload.send_link  = plan__payload[103];
+  assign \plan__payload.recv_link  = plan__payload[104];
+  assign \plan__payload.recv_peer  = plan__payload[112:105];
+  assign \plan__payload.op  = plan__payload[114:113];
+  assign \plan__payload.dtype  = plan__payload[116:115];
+  assign \plan__payload.bytes  = plan__payload[140:117];
+  assign \cpl__payload.id  = cpl__payload[7:0];
+  assign \cpl__payload.status  = cpl__payload[10:8];
+  assign \cpl__payload$49.id  = \cpl__payload$49 [7:0];
+  assign \cpl__payload$49.status  = \cpl__payload$49 [10:8];
+  assign \cpl__payload$50.id  = \cpl__payload$50 [7:0];
+  assign \cpl__payload$50.status  = \cpl__payload$50 [10:8];
   assign \nic_recv__payload.data  = nic_recv__payload[127:0];
   assign \nic_recv__payload.keep  = nic_recv__payload[143:128];
   assign \nic_recv__payload.first  = nic_recv__payload[144];
@@ -6733,104 +6824,152 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \nic_recv__payload.src  = nic_recv__payload[153:146];
   assign \nic_recv__payload.tag  = nic_recv__payload[161:154];
   assign \nic_recv__payload.length  = nic_recv__payload[178:162];
-  assign \o__payload$181.data  = \o__payload$181 [127:0];
-  assign \o__payload$181.last  = \o__payload$181 [128];
-  assign \o__payload$189.data  = \o__payload$189 [127:0];
-  assign \o__payload$189.last  = \o__payload$189 [128];
-  assign \i__payload$192.a  = \i__payload$192 [127:0];
-  assign \i__payload$192.b  = \i__payload$192 [255:128];
-  assign \i__payload$192.op  = \i__payload$192 [257:256];
-  assign \i__payload$192.dtype  = \i__payload$192 [259:258];
-  assign \i__payload$192.tag  = \i__payload$192 [263:260];
-  assign \i__payload$192.last  = \i__payload$192 [264];
-  assign \o__payload$211.result  = \o__payload$211 [127:0];
-  assign \o__payload$211.tag  = \o__payload$211 [131:128];
-  assign \o__payload$211.last  = \o__payload$211 [132];
-  assign \nic_send_data__payload.data  = \o__payload$211 [127:0];
   assign \nic_send__payload.link  = nic_send__payload[0];
   assign \nic_send__payload.tag  = nic_send__payload[8:1];
   assign \nic_send__payload.length  = nic_send__payload[19:9];
-  assign \cpl__payload.id  = cpl__payload[7:0];
-  assign \cpl__payload.status  = cpl__payload[10:8];
-  assign \cpl__payload$254.id  = \cpl__payload$254 [7:0];
-  assign \cpl__payload$254.status  = \cpl__payload$254 [10:8];
-  assign \cpl__payload$256.id  = \cpl__payload$256 [7:0];
-  assign \cpl__payload$256.status  = \cpl__payload$256 [10:8];
-  assign nic_send__payload[19:9] = \$65 [10:0];
+  assign \i__payload.a  = i__payload[127:0];
+  assign \i__payload.b  = i__payload[255:128];
+  assign \i__payload.op  = i__payload[257:256];
+  assign \i__payload.dtype  = i__payload[259:258];
+  assign \i__payload.tag  = i__payload[263:260];
+  assign \i__payload.last  = i__payload[264];
+  assign \o__payload.a  = i__payload[127:0];
+  assign \o__payload.b  = i__payload[255:128];
+  assign \o__payload.op  = i__payload[257:256];
+  assign \o__payload.dtype  = i__payload[259:258];
+  assign \o__payload.tag  = i__payload[263:260];
+  assign \o__payload.last  = i__payload[264];
+  assign \i__payload$85.result  = \i__payload$85 [127:0];
+  assign \i__payload$85.tag  = \i__payload$85 [131:128];
+  assign \i__payload$85.last  = \i__payload$85 [132];
+  assign \o__payload$86.result  = \i__payload$85 [127:0];
+  assign \o__payload$86.tag  = \i__payload$85 [131:128];
+  assign \o__payload$86.last  = \i__payload$85 [132];
+  assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
+  assign \sram_wr__payload.data  = sram_wr__payload[140:13];
+  assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
+  assign \port__payload.addr  = sram_wr__payload[12:0];
+  assign \port__payload.data  = sram_wr__payload[140:13];
+  assign \port__payload.mask  = sram_wr__payload[156:141];
+  assign \cmd__payload.addr  = cmd__payload[12:0];
+  assign \cmd__payload.words  = cmd__payload[36:13];
+  assign \cmd__payload$227.stream  = \cmd__payload$227 [0];
+  assign \cmd__payload$227.id  = \cmd__payload$227 [8:1];
+  assign \cmd__payload$227.length  = \cmd__payload$227 [32:9];
+  assign \cmd__payload$227.mem_addr  = \cmd__payload$227 [64:33];
+  assign \cmd__payload$227.sram_addr  = \cmd__payload$227 [77:65];
+  assign \cmd__payload$228.addr  = \cmd__payload$228 [12:0];
+  assign \cmd__payload$228.words  = \cmd__payload$228 [36:13];
+  assign \cmd__payload$229.stream  = \cmd__payload$229 [0];
+  assign \cmd__payload$229.id  = \cmd__payload$229 [8:1];
+  assign \cmd__payload$229.length  = \cmd__payload$229 [32:9];
+  assign \cmd__payload$229.mem_addr  = \cmd__payload$229 [64:33];
+  assign \cmd__payload$229.sram_addr  = \cmd__payload$229 [77:65];
+  assign \cmd__payload$230.addr  = \cmd__payload$230 [12:0];
+  assign \cmd__payload$230.words  = \cmd__payload$230 [36:13];
+  assign \cmd__payload$230.last_mask  = \cmd__payload$230 [52:37];
+  assign \cmd__payload$231.stream  = \cmd__payload$231 [0];
+  assign \cmd__payload$231.id  = \cmd__payload$231 [8:1];
+  assign \cmd__payload$231.length  = \cmd__payload$231 [32:9];
+  assign \cmd__payload$231.mem_addr  = \cmd__payload$231 [64:33];
+  assign \cmd__payload$231.sram_addr  = \cmd__payload$231 [77:65];
+  assign \o__payload$236.data  = \o__payload$236 [127:0];
+  assign \o__payload$236.last  = \o__payload$236 [128];
+  assign \o__payload$244.data  = \o__payload$244 [127:0];
+  assign \o__payload$244.last  = \o__payload$244 [128];
+  assign \i__payload$246.a  = \i__payload$246 [127:0];
+  assign \i__payload$246.b  = \i__payload$246 [255:128];
+  assign \i__payload$246.op  = \i__payload$246 [257:256];
+  assign \i__payload$246.dtype  = \i__payload$246 [259:258];
+  assign \i__payload$246.tag  = \i__payload$246 [263:260];
+  assign \i__payload$246.last  = \i__payload$246 [264];
+  assign \o__payload$256.result  = \o__payload$256 [127:0];
+  assign \o__payload$256.tag  = \o__payload$256 [131:128];
+  assign \o__payload$256.last  = \o__payload$256 [132];
+  assign \nic_send_data__payload.data  = \o__payload$256 [127:0];
+  assign nic_send__payload[19:9] = \$160 [10:0];
   assign nic_send__payload[8:1] = send_pkt;
   assign nic_send__payload[0] = plan[103];
-  assign \i__payload$192 [264] = join_last;
-  assign \i__payload$192 [259:258] = plan[116:115];
-  assign \i__payload$192 [257:256] = plan[114:113];
-  assign \i__payload$192 [255:128] = b_data;
-  assign \i__payload$192 [127:0] = a_data;
-  assign \i__payload$192 [263:260] = 4'h0;
-  assign \cmd__payload$170 [64:33] = plan[101:70];
-  assign \cmd__payload$170 [32:9] = plan[140:117];
-  assign \cmd__payload$170 [0] = 1'h1;
-  assign { \cmd__payload$170 [77:65], \cmd__payload$170 [8:1] } = 21'h000000;
-  assign \cmd__payload$166 [52:37] = w_mask;
-  assign \cmd__payload$166 [36:13] = step_words;
-  assign \cmd__payload$166 [12:0] = plan[82:70];
-  assign \cmd__payload$164 [64:33] = plan[67:36];
-  assign \cmd__payload$164 [32:9] = plan[140:117];
-  assign \cmd__payload$164 [0] = 1'h1;
-  assign { \cmd__payload$164 [77:65], \cmd__payload$164 [8:1] } = 21'h000000;
-  assign \cmd__payload$161 [36:13] = step_words;
-  assign \cmd__payload$161 [12:0] = plan[48:36];
-  assign \cmd__payload$159 [64:33] = plan[33:2];
-  assign \cmd__payload$159 [32:9] = plan[140:117];
-  assign \cmd__payload$159 [0] = 1'h1;
-  assign { \cmd__payload$159 [77:65], \cmd__payload$159 [8:1] } = 21'h000000;
+  assign \i__payload$246 [264] = join_last;
+  assign \i__payload$246 [259:258] = plan[116:115];
+  assign \i__payload$246 [257:256] = plan[114:113];
+  assign \i__payload$246 [255:128] = b_data;
+  assign \i__payload$246 [127:0] = a_data;
+  assign \i__payload$246 [263:260] = 4'h0;
+  assign \cmd__payload$231 [64:33] = plan[101:70];
+  assign \cmd__payload$231 [32:9] = plan[140:117];
+  assign \cmd__payload$231 [0] = 1'h1;
+  assign { \cmd__payload$231 [77:65], \cmd__payload$231 [8:1] } = 21'h000000;
+  assign \cmd__payload$230 [52:37] = w_mask;
+  assign \cmd__payload$230 [36:13] = step_words;
+  assign \cmd__payload$230 [12:0] = plan[82:70];
+  assign \cmd__payload$229 [64:33] = plan[67:36];
+  assign \cmd__payload$229 [32:9] = plan[140:117];
+  assign \cmd__payload$229 [0] = 1'h1;
+  assign { \cmd__payload$229 [77:65], \cmd__payload$229 [8:1] } = 21'h000000;
+  assign \cmd__payload$228 [36:13] = step_words;
+  assign \cmd__payload$228 [12:0] = plan[48:36];
+  assign \cmd__payload$227 [64:33] = plan[33:2];
+  assign \cmd__payload$227 [32:9] = plan[140:117];
+  assign \cmd__payload$227 [0] = 1'h1;
+  assign { \cmd__payload$227 [77:65], \cmd__payload$227 [8:1] } = 21'h000000;
   assign cmd__payload[36:13] = step_words;
   assign cmd__payload[12:0] = plan[14:2];
-  assign \$2  = { 4'h0, \$1 [24:4] };
+  assign \$2  = cpl__valid;
+  assign \$5  = cpl__valid;
+  assign \$12  = \cpl__valid$9 ;
+  assign \$15  = \cpl__valid$9 ;
+  assign \$22  = \cpl__valid$14 ;
+  assign \$25  = \cpl__valid$14 ;
+  assign \$97  = { 4'h0, \$96 [24:4] };
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid, i__valid, i__payload, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
-  wire [5:0] \$1 ;
-  reg [3:0] \$10 ;
-  reg \$11 ;
+  wire \$1 ;
+  reg \$10 ;
+  reg [3:0] \$11 ;
   reg \$12 ;
-  reg [3:0] \$13 ;
-  reg \$14 ;
+  reg \$13 ;
+  reg [3:0] \$14 ;
   reg \$15 ;
-  reg [3:0] \$16 ;
-  reg \$17 ;
+  reg \$16 ;
+  reg [3:0] \$17 ;
   reg \$18 ;
-  reg [3:0] \$19 ;
-  wire [6:0] \$2 ;
-  reg \$20 ;
+  reg \$19 ;
+  wire [5:0] \$2 ;
+  reg [3:0] \$20 ;
   reg \$21 ;
-  reg [3:0] \$22 ;
-  reg \$23 ;
+  reg \$22 ;
+  reg [3:0] \$23 ;
   reg \$24 ;
-  reg [3:0] \$25 ;
-  reg \$26 ;
+  reg \$25 ;
+  reg [3:0] \$26 ;
   reg \$27 ;
-  reg [3:0] \$28 ;
-  reg \$29 ;
-  reg \$3 ;
+  reg \$28 ;
+  reg [3:0] \$29 ;
+  wire [6:0] \$3 ;
   reg \$30 ;
-  reg [3:0] \$31 ;
-  reg \$32 ;
+  reg \$31 ;
+  reg [3:0] \$32 ;
   reg \$33 ;
-  reg [3:0] \$34 ;
-  reg \$35 ;
+  reg \$34 ;
+  reg [3:0] \$35 ;
   reg \$36 ;
-  reg [3:0] \$37 ;
-  reg \$38 ;
+  reg \$37 ;
+  reg [3:0] \$38 ;
   reg \$39 ;
-  reg [3:0] \$4 ;
-  reg [3:0] \$40 ;
-  reg \$41 ;
-  reg [4:0] \$42 ;
-  reg \$5 ;
+  reg \$4 ;
+  reg \$40 ;
+  reg [3:0] \$41 ;
+  reg \$42 ;
+  reg \$43 ;
+  reg [4:0] \$44 ;
+  reg [3:0] \$5 ;
   reg \$6 ;
-  reg [3:0] \$7 ;
-  reg \$8 ;
+  reg \$7 ;
+  reg [3:0] \$8 ;
   reg \$9 ;
   wire [31:0] a;
   wire [31:0] \a$12 ;
@@ -6841,6 +6980,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
   wire [31:0] \b$13 ;
   wire [31:0] \b$17 ;
   wire [31:0] \b$9 ;
+  reg busy = 1'h0;
   input clk;
   wire clk;
   reg d0_last = 1'h0;
@@ -6980,98 +7120,101 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
   wire [132:0] w_data;
   reg w_en = 1'h0;
   always @(posedge clk)
-    d8_last <= \$29 ;
+    d8_valid <= \$28 ;
   always @(posedge clk)
-    d9_valid <= \$30 ;
+    d8_tag <= \$29 ;
   always @(posedge clk)
-    d9_tag <= \$31 ;
+    d8_last <= \$30 ;
   always @(posedge clk)
-    d9_last <= \$32 ;
+    d9_valid <= \$31 ;
   always @(posedge clk)
-    d10_valid <= \$33 ;
+    d9_tag <= \$32 ;
   always @(posedge clk)
-    d10_tag <= \$34 ;
+    d9_last <= \$33 ;
   always @(posedge clk)
-    d10_last <= \$35 ;
+    d10_valid <= \$34 ;
   always @(posedge clk)
-    d11_valid <= \$36 ;
+    d10_tag <= \$35 ;
   always @(posedge clk)
-    d11_tag <= \$37 ;
+    d10_last <= \$36 ;
   always @(posedge clk)
-    d11_last <= \$38 ;
+    d11_valid <= \$37 ;
   always @(posedge clk)
-    w_en <= \$39 ;
+    d11_tag <= \$38 ;
   always @(posedge clk)
-    d12_tag <= \$40 ;
+    d11_last <= \$39 ;
   always @(posedge clk)
-    d12_last <= \$41 ;
+    w_en <= \$40 ;
   always @(posedge clk)
-    in_flight <= \$42 ;
+    d12_tag <= \$41 ;
+  always @(posedge clk)
+    d12_last <= \$42 ;
+  always @(posedge clk)
+    busy <= \$43 ;
+  always @(posedge clk)
+    in_flight <= \$44 ;
   assign accept = i__valid & i__ready;
   assign deliver = o__valid & r_en;
   assign i__ready = in_flight != 5'h10;
-  assign \$1  = in_flight + accept;
-  assign \$2  = \$1  - deliver;
+  assign \$1  = | { d10_valid, d9_valid, d8_valid, d7_valid, d6_valid, d5_valid, d4_valid, d3_valid, d2_valid, d1_valid, d0_valid, accept };
+  assign \$2  = in_flight + accept;
+  assign \$3  = \$2  - deliver;
   always @(posedge clk)
-    d0_valid <= \$3 ;
+    d0_valid <= \$4 ;
   always @(posedge clk)
-    d0_tag <= \$4 ;
+    d0_tag <= \$5 ;
   always @(posedge clk)
-    d0_last <= \$5 ;
+    d0_last <= \$6 ;
   always @(posedge clk)
-    d1_valid <= \$6 ;
+    d1_valid <= \$7 ;
   always @(posedge clk)
-    d1_tag <= \$7 ;
+    d1_tag <= \$8 ;
   always @(posedge clk)
-    d1_last <= \$8 ;
+    d1_last <= \$9 ;
   always @(posedge clk)
-    d2_valid <= \$9 ;
+    d2_valid <= \$10 ;
   always @(posedge clk)
-    d2_tag <= \$10 ;
+    d2_tag <= \$11 ;
   always @(posedge clk)
-    d2_last <= \$11 ;
+    d2_last <= \$12 ;
   always @(posedge clk)
-    d3_valid <= \$12 ;
+    d3_valid <= \$13 ;
   always @(posedge clk)
-    d3_tag <= \$13 ;
+    d3_tag <= \$14 ;
   always @(posedge clk)
-    d3_last <= \$14 ;
+    d3_last <= \$15 ;
   always @(posedge clk)
-    d4_valid <= \$15 ;
+    d4_valid <= \$16 ;
   always @(posedge clk)
-    d4_tag <= \$16 ;
+    d4_tag <= \$17 ;
   always @(posedge clk)
-    d4_last <= \$17 ;
+    d4_last <= \$18 ;
   always @(posedge clk)
-    d5_valid <= \$18 ;
+    d5_valid <= \$19 ;
   always @(posedge clk)
-    d5_tag <= \$19 ;
+    d5_tag <= \$20 ;
   always @(posedge clk)
-    d5_last <= \$20 ;
+    d5_last <= \$21 ;
   always @(posedge clk)
-    d6_valid <= \$21 ;
+    d6_valid <= \$22 ;
   always @(posedge clk)
-    d6_tag <= \$22 ;
+    d6_tag <= \$23 ;
   always @(posedge clk)
-    d6_last <= \$23 ;
+    d6_last <= \$24 ;
   always @(posedge clk)
-    d7_valid <= \$24 ;
+    d7_valid <= \$25 ;
   always @(posedge clk)
-    d7_tag <= \$25 ;
+    d7_tag <= \$26 ;
   always @(posedge clk)
-    d7_last <= \$26 ;
-  always @(posedge clk)
-    d8_valid <= \$27 ;
-  always @(posedge clk)
-    d8_tag <= \$28 ;
+    d7_last <= \$27 ;
   \ace_engine_small.ch0.datapath.alu.fifo  fifo (
     .clk(clk),
-    .\port$15620$0 (d12_tag),
-    .\port$15622$0 (d12_last),
-    .\port$5583$0 (result),
-    .\port$6386$0 (\result$24 ),
-    .\port$7189$0 (\result$25 ),
-    .\port$7992$0 (\result$26 ),
+    .\port$15916$0 (d12_tag),
+    .\port$15918$0 (d12_last),
+    .\port$5706$0 (result),
+    .\port$6515$0 (\result$24 ),
+    .\port$7324$0 (\result$25 ),
+    .\port$8133$0 (\result$26 ),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -7081,312 +7224,323 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
   \ace_engine_small.ch0.datapath.alu.lane0  lane0 (
     .a(i__payload[31:0]),
     .b(i__payload[159:128]),
+    .busy(busy),
     .clk(clk),
-    .\port$16842$256 (i__payload[259:256]),
-    .\result$56 (result),
+    .\port$17140$256 (i__payload[259:256]),
+    .\result$57 (result),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.alu.lane1  lane1 (
     .a(i__payload[63:32]),
     .b(i__payload[191:160]),
+    .busy(busy),
     .clk(clk),
-    .\port$16842$256 (i__payload[259:256]),
-    .\result$56 (\result$24 ),
+    .\port$17140$256 (i__payload[259:256]),
+    .\result$57 (\result$24 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.alu.lane2  lane2 (
     .a(i__payload[95:64]),
     .b(i__payload[223:192]),
+    .busy(busy),
     .clk(clk),
-    .\port$16842$256 (i__payload[259:256]),
-    .\result$56 (\result$25 ),
+    .\port$17140$256 (i__payload[259:256]),
+    .\result$57 (\result$25 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.alu.lane3  lane3 (
     .a(i__payload[127:96]),
+    .busy(busy),
     .clk(clk),
-    .\port$16842$224 (i__payload[259:224]),
-    .\result$56 (\result$26 ),
+    .\port$17140$224 (i__payload[259:224]),
+    .\result$57 (\result$26 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$29  = d7_last;
+    \$29  = d7_tag;
     if (rst) begin
-      \$29  = 1'h0;
+      \$29  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$30  = d8_valid;
+    \$30  = d7_last;
     if (rst) begin
       \$30  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$31  = d8_tag;
+    \$31  = d8_valid;
     if (rst) begin
-      \$31  = 4'h0;
+      \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$32  = d8_last;
+    \$32  = d8_tag;
     if (rst) begin
-      \$32  = 1'h0;
+      \$32  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$33  = d9_valid;
+    \$33  = d8_last;
     if (rst) begin
       \$33  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$34  = d9_tag;
+    \$34  = d9_valid;
     if (rst) begin
-      \$34  = 4'h0;
+      \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$35  = d9_last;
+    \$35  = d9_tag;
     if (rst) begin
-      \$35  = 1'h0;
+      \$35  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$36  = d10_valid;
+    \$36  = d9_last;
     if (rst) begin
       \$36  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$37  = d10_tag;
+    \$37  = d10_valid;
     if (rst) begin
-      \$37  = 4'h0;
+      \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$38  = d10_last;
+    \$38  = d10_tag;
     if (rst) begin
-      \$38  = 1'h0;
+      \$38  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$39  = d11_valid;
+    \$39  = d10_last;
     if (rst) begin
       \$39  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$40  = d11_tag;
+    \$40  = d11_valid;
     if (rst) begin
-      \$40  = 4'h0;
+      \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$41  = d11_last;
+    \$41  = d11_tag;
     if (rst) begin
-      \$41  = 1'h0;
+      \$41  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$42  = \$2 [4:0];
+    \$42  = d11_last;
     if (rst) begin
-      \$42  = 5'h00;
+      \$42  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$3  = accept;
+    \$43  = \$1 ;
     if (rst) begin
-      \$3  = 1'h0;
+      \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$4  = i__payload[263:260];
+    \$44  = \$3 [4:0];
     if (rst) begin
-      \$4  = 4'h0;
+      \$44  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$5  = i__payload[264];
+    \$4  = accept;
     if (rst) begin
-      \$5  = 1'h0;
+      \$4  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$6  = d0_valid;
+    \$5  = i__payload[263:260];
+    if (rst) begin
+      \$5  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
+    \$6  = i__payload[264];
     if (rst) begin
       \$6  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$7  = d0_tag;
+    \$7  = d0_valid;
     if (rst) begin
-      \$7  = 4'h0;
+      \$7  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$8  = d0_last;
+    \$8  = d0_tag;
     if (rst) begin
-      \$8  = 1'h0;
+      \$8  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$9  = d1_valid;
+    \$9  = d0_last;
     if (rst) begin
       \$9  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$10  = d1_tag;
+    \$10  = d1_valid;
     if (rst) begin
-      \$10  = 4'h0;
+      \$10  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$11  = d1_last;
+    \$11  = d1_tag;
     if (rst) begin
-      \$11  = 1'h0;
+      \$11  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$12  = d2_valid;
+    \$12  = d1_last;
     if (rst) begin
       \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$13  = d2_tag;
+    \$13  = d2_valid;
     if (rst) begin
-      \$13  = 4'h0;
+      \$13  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$14  = d2_last;
+    \$14  = d2_tag;
     if (rst) begin
-      \$14  = 1'h0;
+      \$14  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$15  = d3_valid;
+    \$15  = d2_last;
     if (rst) begin
       \$15  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$16  = d3_tag;
+    \$16  = d3_valid;
     if (rst) begin
-      \$16  = 4'h0;
+      \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$17  = d3_last;
+    \$17  = d3_tag;
     if (rst) begin
-      \$17  = 1'h0;
+      \$17  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$18  = d4_valid;
+    \$18  = d3_last;
     if (rst) begin
       \$18  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$19  = d4_tag;
+    \$19  = d4_valid;
     if (rst) begin
-      \$19  = 4'h0;
+      \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$20  = d4_last;
+    \$20  = d4_tag;
     if (rst) begin
-      \$20  = 1'h0;
+      \$20  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$21  = d5_valid;
+    \$21  = d4_last;
     if (rst) begin
       \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$22  = d5_tag;
+    \$22  = d5_valid;
     if (rst) begin
-      \$22  = 4'h0;
+      \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$23  = d5_last;
+    \$23  = d5_tag;
     if (rst) begin
-      \$23  = 1'h0;
+      \$23  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$24  = d6_valid;
+    \$24  = d5_last;
     if (rst) begin
       \$24  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$25  = d6_tag;
+    \$25  = d6_valid;
     if (rst) begin
-      \$25  = 4'h0;
+      \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$26  = d6_last;
+    \$26  = d6_tag;
     if (rst) begin
-      \$26  = 1'h0;
+      \$26  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$27  = d7_valid;
+    \$27  = d6_last;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
-    \$28  = d7_tag;
+    \$28  = d7_valid;
     if (rst) begin
-      \$28  = 4'h0;
+      \$28  = 1'h0;
     end
   end
   assign a = i__payload[31:0];
@@ -7426,7 +7580,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5583$0 , \port$6386$0 , \port$7189$0 , \port$7992$0 , r_data, w_en, \port$15620$0 , \port$15622$0 , r_rdy, r_en, clk);
+module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5706$0 , \port$6515$0 , \port$7324$0 , \port$8133$0 , r_data, w_en, \port$15916$0 , \port$15918$0 , r_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -7468,18 +7622,18 @@ module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5583$0 , \port$6386$0
   reg [3:0] inner_level = 4'h0;
   wire inner_r_rdy;
   wire [4:0] level;
-  input [3:0] \port$15620$0 ;
-  wire [3:0] \port$15620$0 ;
-  input \port$15622$0 ;
-  wire \port$15622$0 ;
-  input [31:0] \port$5583$0 ;
-  wire [31:0] \port$5583$0 ;
-  input [31:0] \port$6386$0 ;
-  wire [31:0] \port$6386$0 ;
-  input [31:0] \port$7189$0 ;
-  wire [31:0] \port$7189$0 ;
-  input [31:0] \port$7992$0 ;
-  wire [31:0] \port$7992$0 ;
+  input [3:0] \port$15916$0 ;
+  wire [3:0] \port$15916$0 ;
+  input \port$15918$0 ;
+  wire \port$15918$0 ;
+  input [31:0] \port$5706$0 ;
+  wire [31:0] \port$5706$0 ;
+  input [31:0] \port$6515$0 ;
+  wire [31:0] \port$6515$0 ;
+  input [31:0] \port$7324$0 ;
+  wire [31:0] \port$7324$0 ;
+  input [31:0] \port$8133$0 ;
+  wire [31:0] \port$8133$0 ;
   (* init = 4'h0 *)
   wire [3:0] produce;
   output [132:0] r_data;
@@ -7522,7 +7676,7 @@ module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5583$0 , \port$6386$0
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$15622$0 , \port$15620$0 , \port$7992$0 , \port$7189$0 , \port$6386$0 , \port$5583$0  };
+      storage[w_port__addr] <= { \port$15918$0 , \port$15916$0 , \port$8133$0 , \port$7324$0 , \port$6515$0 , \port$5706$0  };
   end
   reg [132:0] _0_;
   always @(posedge clk) begin
@@ -7621,14 +7775,14 @@ module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5583$0 , \port$6386$0
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$15622$0 , \port$15620$0 , \port$7992$0 , \port$7189$0 , \port$6386$0 , \port$5583$0  };
-  assign w_data = { \port$15622$0 , \port$15620$0 , \port$7992$0 , \port$7189$0 , \port$6386$0 , \port$5583$0  };
+  assign w_port__data = { \port$15918$0 , \port$15916$0 , \port$8133$0 , \port$7324$0 , \port$6515$0 , \port$5706$0  };
+  assign w_data = { \port$15918$0 , \port$15916$0 , \port$8133$0 , \port$7324$0 , \port$6515$0 , \port$5706$0  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$56 , a, b, \port$16842$256 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$17140$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -7685,15 +7839,17 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -7745,14 +7901,14 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -7761,12 +7917,12 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$16842$256 ;
-  wire [3:0] \port$16842$256 ;
+  input [3:0] \port$17140$256 ;
+  wire [3:0] \port$17140$256 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -7841,7 +7997,7 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -7879,178 +8035,249 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   \ace_engine_small.ch0.datapath.alu.lane0.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.alu.lane0.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$6290$0 (\$51 ),
-    .\port$6291$0 (\$52 ),
+    .\port$6415$0 (\$51 ),
+    .\port$6416$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -8071,123 +8298,162 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$13  = \port$16842$256 [1:0];
+    \$13  = \port$17140$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$14  = \port$16842$256 [3:2];
+    \$14  = \port$17140$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$16842$256 [1:0];
-  assign dtype = \port$16842$256 [3:2];
+  assign op = \port$17140$256 [1:0];
+  assign dtype = \port$17140$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane0.adder (rst, a, b, dtype, result, clk);
+module \ace_engine_small.ch0.datapath.alu.lane0.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$55  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -8980,6 +9246,8 @@ module \ace_engine_small.ch0.datapath.alu.lane0.adder (rst, a, b, dtype, result,
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -10102,663 +10370,936 @@ module \ace_engine_small.ch0.datapath.alu.lane0.adder (rst, a, b, dtype, result,
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$55 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -10918,7 +11459,7 @@ module \ace_engine_small.ch0.datapath.alu.lane0.adder (rst, a, b, dtype, result,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6290$0 , \port$6291$0 , a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6415$0 , \port$6416$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -11030,6 +11571,8 @@ module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6290$
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -11048,10 +11591,10 @@ module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6290$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$6290$0 ;
-  wire [15:0] \port$6290$0 ;
-  output [15:0] \port$6291$0 ;
-  wire [15:0] \port$6291$0 ;
+  output [15:0] \port$6415$0 ;
+  wire [15:0] \port$6415$0 ;
+  output [15:0] \port$6416$0 ;
+  wire [15:0] \port$6416$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -11203,124 +11746,172 @@ module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6290$
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$56 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$6290$0  = \$7 ;
-  assign \port$6291$0  = \$8 ;
+  assign \port$6415$0  = \$7 ;
+  assign \port$6416$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$56 , a, b, \port$16842$256 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$17140$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -11377,15 +11968,17 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -11437,14 +12030,14 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -11453,12 +12046,12 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$16842$256 ;
-  wire [3:0] \port$16842$256 ;
+  input [3:0] \port$17140$256 ;
+  wire [3:0] \port$17140$256 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -11533,7 +12126,7 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -11571,178 +12164,249 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   \ace_engine_small.ch0.datapath.alu.lane1.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.alu.lane1.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$7093$0 (\$51 ),
-    .\port$7094$0 (\$52 ),
+    .\port$7224$0 (\$51 ),
+    .\port$7225$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -11763,123 +12427,162 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$13  = \port$16842$256 [1:0];
+    \$13  = \port$17140$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$14  = \port$16842$256 [3:2];
+    \$14  = \port$17140$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$16842$256 [1:0];
-  assign dtype = \port$16842$256 [3:2];
+  assign op = \port$17140$256 [1:0];
+  assign dtype = \port$17140$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane1.adder (rst, a, b, dtype, result, clk);
+module \ace_engine_small.ch0.datapath.alu.lane1.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$58  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -12672,6 +13375,8 @@ module \ace_engine_small.ch0.datapath.alu.lane1.adder (rst, a, b, dtype, result,
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -13794,663 +14499,936 @@ module \ace_engine_small.ch0.datapath.alu.lane1.adder (rst, a, b, dtype, result,
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$58 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -14610,7 +15588,7 @@ module \ace_engine_small.ch0.datapath.alu.lane1.adder (rst, a, b, dtype, result,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7093$0 , \port$7094$0 , a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7224$0 , \port$7225$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -14722,6 +15700,8 @@ module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7093$
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -14740,10 +15720,10 @@ module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7093$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$7093$0 ;
-  wire [15:0] \port$7093$0 ;
-  output [15:0] \port$7094$0 ;
-  wire [15:0] \port$7094$0 ;
+  output [15:0] \port$7224$0 ;
+  wire [15:0] \port$7224$0 ;
+  output [15:0] \port$7225$0 ;
+  wire [15:0] \port$7225$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -14895,124 +15875,172 @@ module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7093$
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$59 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$7093$0  = \$7 ;
-  assign \port$7094$0  = \$8 ;
+  assign \port$7224$0  = \$7 ;
+  assign \port$7225$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$56 , a, b, \port$16842$256 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$17140$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$60  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -15069,15 +16097,17 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -15129,14 +16159,14 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -15145,12 +16175,12 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$16842$256 ;
-  wire [3:0] \port$16842$256 ;
+  input [3:0] \port$17140$256 ;
+  wire [3:0] \port$17140$256 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -15225,7 +16255,7 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -15263,178 +16293,249 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   \ace_engine_small.ch0.datapath.alu.lane2.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.alu.lane2.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$7896$0 (\$51 ),
-    .\port$7897$0 (\$52 ),
+    .\port$8033$0 (\$51 ),
+    .\port$8034$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -15455,123 +16556,162 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$13  = \port$16842$256 [1:0];
+    \$13  = \port$17140$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$14  = \port$16842$256 [3:2];
+    \$14  = \port$17140$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$16842$256 [1:0];
-  assign dtype = \port$16842$256 [3:2];
+  assign op = \port$17140$256 [1:0];
+  assign dtype = \port$17140$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane2.adder (rst, a, b, dtype, result, clk);
+module \ace_engine_small.ch0.datapath.alu.lane2.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$61  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -16364,6 +17504,8 @@ module \ace_engine_small.ch0.datapath.alu.lane2.adder (rst, a, b, dtype, result,
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -17486,663 +18628,936 @@ module \ace_engine_small.ch0.datapath.alu.lane2.adder (rst, a, b, dtype, result,
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$61 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -18302,7 +19717,7 @@ module \ace_engine_small.ch0.datapath.alu.lane2.adder (rst, a, b, dtype, result,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$7896$0 , \port$7897$0 , a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$8033$0 , \port$8034$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -18414,6 +19829,8 @@ module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$7896$
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -18432,10 +19849,10 @@ module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$7896$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$7896$0 ;
-  wire [15:0] \port$7896$0 ;
-  output [15:0] \port$7897$0 ;
-  wire [15:0] \port$7897$0 ;
+  output [15:0] \port$8033$0 ;
+  wire [15:0] \port$8033$0 ;
+  output [15:0] \port$8034$0 ;
+  wire [15:0] \port$8034$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -18587,124 +20004,172 @@ module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$7896$
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$62 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$7896$0  = \$7 ;
-  assign \port$7897$0  = \$8 ;
+  assign \port$8033$0  = \$7 ;
+  assign \port$8034$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$56 , a, \port$16842$224 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$17140$224 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$63  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -18761,14 +20226,16 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$56 , a, \port$1684
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -18820,14 +20287,14 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$56 , a, \port$1684
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -18836,12 +20303,12 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$56 , a, \port$1684
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [35:0] \port$16842$224 ;
-  wire [35:0] \port$16842$224 ;
+  input [35:0] \port$17140$224 ;
+  wire [35:0] \port$17140$224 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -18916,7 +20383,7 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$56 , a, \port$1684
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -18954,178 +20421,249 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$56 , a, \port$1684
   \ace_engine_small.ch0.datapath.alu.lane3.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.alu.lane3.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$8699$0 (\$51 ),
-    .\port$8700$0 (\$52 ),
+    .\port$8842$0 (\$51 ),
+    .\port$8843$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -19139,131 +20677,170 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$56 , a, \port$1684
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$12  = \port$16842$224 [31:0];
+    \$12  = \port$17140$224 [31:0];
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$13  = \port$16842$224 [33:32];
+    \$13  = \port$17140$224 [33:32];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$14  = \port$16842$224 [35:34];
+    \$14  = \port$17140$224 [35:34];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign b = \port$16842$224 [31:0];
-  assign op = \port$16842$224 [33:32];
-  assign dtype = \port$16842$224 [35:34];
+  assign b = \port$17140$224 [31:0];
+  assign op = \port$17140$224 [33:32];
+  assign dtype = \port$17140$224 [35:34];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane3.adder (rst, a, b, dtype, result, clk);
+module \ace_engine_small.ch0.datapath.alu.lane3.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$64  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -20056,6 +21633,8 @@ module \ace_engine_small.ch0.datapath.alu.lane3.adder (rst, a, b, dtype, result,
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -21178,663 +22757,936 @@ module \ace_engine_small.ch0.datapath.alu.lane3.adder (rst, a, b, dtype, result,
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$64 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -21994,7 +23846,7 @@ module \ace_engine_small.ch0.datapath.alu.lane3.adder (rst, a, b, dtype, result,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8699$0 , \port$8700$0 , a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8842$0 , \port$8843$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -22106,6 +23958,8 @@ module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8699$
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -22124,10 +23978,10 @@ module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8699$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$8699$0 ;
-  wire [15:0] \port$8699$0 ;
-  output [15:0] \port$8700$0 ;
-  wire [15:0] \port$8700$0 ;
+  output [15:0] \port$8842$0 ;
+  wire [15:0] \port$8842$0 ;
+  output [15:0] \port$8843$0 ;
+  wire [15:0] \port$8843$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -22279,124 +24133,172 @@ module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8699$
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$65 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$8699$0  = \$7 ;
-  assign \port$8700$0  = \$8 ;
+  assign \port$8842$0  = \$7 ;
+  assign \port$8843$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
+module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -22591,6 +24493,8 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   reg [2:0] inflight = 3'h0;
   wire last;
   wire [4:0] lo;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   wire [20:0] nbeats;
   wire [20:0] ngrid;
   wire [20:0] nwords;
@@ -22777,8 +24681,9 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   assign ar_accepted = axi__arvalid & \o__ready$40 ;
   \ace_engine_small.ch0.datapath.mem_a.ar_q  ar_q (
     .clk(clk),
-    .\port$15099$37 (cmd__payload[64:37]),
-    .\port$4615$0 (\$3 [20:0]),
+    .mem_a_clock_enable(mem_a_clock_enable),
+    .\port$15449$37 (cmd__payload[64:37]),
+    .\port$4667$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -22791,6 +24696,7 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
     .i__payload(\i__payload$24 ),
     .i__ready(\i__ready$27 ),
     .i__valid(\i__valid$22 ),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .o__payload(\o__payload$31 ),
     .o__ready(\o__ready$40 ),
     .o__valid(axi__arvalid),
@@ -22801,6 +24707,7 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
     .i__payload(\i__payload$65 ),
     .i__ready(\o__ready$63 ),
     .i__valid(\i__valid$61 ),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .o__payload(\o__payload$70 ),
     .o__ready(\o__ready$79 ),
     .o__valid(\o__valid$69 ),
@@ -22808,6 +24715,7 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   );
   \ace_engine_small.ch0.datapath.mem_a.r_q  r_q (
     .clk(clk),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .r_data(\r_data$49 ),
     .r_en(\r_en$50 ),
     .r_rdy(\r_rdy$58 ),
@@ -22821,7 +24729,8 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
     .i__payload(\i__payload$56 ),
     .i__ready(\i__ready$59 ),
     .i__valid(\i__valid$57 ),
-    .\o__payload$21 (\o__payload$66 ),
+    .mem_a_clock_enable(mem_a_clock_enable),
+    .\o__payload$22 (\o__payload$66 ),
     .o__ready(\o__ready$63 ),
     .o__valid(\i__valid$61 ),
     .rst(rst)
@@ -22831,6 +24740,7 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
     .i__payload(i__payload),
     .i__ready(r_en),
     .i__valid(i__valid),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .o__payload(o__payload),
     .o__ready(o__ready),
     .o__valid(o__valid),
@@ -22848,10 +24758,12 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$63  = inflight;
-    if (\$43 ) begin
-      \$63  = \$48 [2:0];
-    end else if (\$47 ) begin
-      \$63  = \$49 [2:0];
+    if (mem_a_clock_enable) begin
+      if (\$43 ) begin
+        \$63  = \$48 [2:0];
+      end else if (\$47 ) begin
+        \$63  = \$49 [2:0];
+      end
     end
     if (rst) begin
       \$63  = 3'h0;
@@ -22860,8 +24772,10 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$64  = beat;
-    if (\$50 ) begin
-      \$64  = \$52 [20:0];
+    if (mem_a_clock_enable) begin
+      if (\$50 ) begin
+        \$64  = \$52 [20:0];
+      end
     end
     if (rst) begin
       \$64  = 21'h000000;
@@ -22870,8 +24784,10 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$65  = status;
-    if (\$50 ) begin
-      \$65  = \$53 ;
+    if (mem_a_clock_enable) begin
+      if (\$50 ) begin
+        \$65  = \$53 ;
+      end
     end
     if (rst) begin
       \$65  = 3'h0;
@@ -22879,7 +24795,10 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$66  = \$56 [4:0];
+    \$66  = bytes;
+    if (mem_a_clock_enable) begin
+      \$66  = \$56 [4:0];
+    end
     if (rst) begin
       \$66  = 5'h00;
     end
@@ -22887,8 +24806,10 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$67  = word;
-    if (\$57 ) begin
-      \$67  = \$59 [12:0];
+    if (mem_a_clock_enable) begin
+      if (\$57 ) begin
+        \$67  = \$59 [12:0];
+      end
     end
     if (rst) begin
       \$67  = 13'h0000;
@@ -22897,11 +24818,13 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$68  = cpl_full;
-    if (\$60 ) begin
-      \$68  = 1'h0;
-    end
-    if (\$62 ) begin
-      \$68  = 1'h1;
+    if (mem_a_clock_enable) begin
+      if (\$60 ) begin
+        \$68  = 1'h0;
+      end
+      if (\$62 ) begin
+        \$68  = 1'h1;
+      end
     end
     if (rst) begin
       \$68  = 1'h0;
@@ -22910,9 +24833,11 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$69  = cpl__payload;
-    if (\$62 ) begin
-      \$69 [7:0] = \o__payload$70 [166:159];
-      \$69 [10:8] = \o__payload$70 [169:167];
+    if (mem_a_clock_enable) begin
+      if (\$62 ) begin
+        \$69 [7:0] = \o__payload$70 [166:159];
+        \$69 [10:8] = \o__payload$70 [169:167];
+      end
     end
     if (rst) begin
       \$69  = 11'h000;
@@ -23060,7 +24985,7 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , cmd__valid, rd_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, \port$4615$0 , w_en, w_rdy, r_data, r_en, \port$15099$37 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$4667$0 , w_en, w_rdy, r_data, r_en, \port$15449$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -23085,10 +25010,12 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, \port$4615$0 , w_en, w_rd
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -23102,10 +25029,12 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, \port$4615$0 , w_en, w_rd
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
-  input [27:0] \port$15099$37 ;
-  wire [27:0] \port$15099$37 ;
-  input [20:0] \port$4615$0 ;
-  wire [20:0] \port$4615$0 ;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
+  input [27:0] \port$15449$37 ;
+  wire [27:0] \port$15449$37 ;
+  input [20:0] \port$4667$0 ;
+  wire [20:0] \port$4667$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -23136,12 +25065,12 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, \port$4615$0 , w_en, w_rd
     storage[2] = 49'h0000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$4615$0 , \port$15099$37  };
+    if (\$30 )
+      storage[w_port__addr] <= { \port$4667$0 , \port$15449$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -23180,42 +25109,23 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, \port$4615$0 , w_en, w_rd
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_a_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_a_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_a_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -23223,27 +25133,56 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, \port$4615$0 , w_en, w_rd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_a_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$34  = inner_level;
+    if (mem_a_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$35  = r_rdy;
+    if (mem_a_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4615$0 , \port$15099$37  };
-  assign w_data = { \port$4615$0 , \port$15099$37  };
+  assign w_port__data = { \port$4667$0 , \port$15449$37  };
+  assign w_data = { \port$4667$0 , \port$15449$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch0.datapath.mem_a.ar_skid (rst, mem_a_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -23270,6 +25209,8 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   output [35:0] o__payload;
   reg [35:0] o__payload = 36'h000000000;
   wire [27:0] \o__payload.beat_addr ;
@@ -23310,7 +25251,10 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_a_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -23318,12 +25262,14 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -23332,12 +25278,14 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 36'h000000000;
@@ -23346,14 +25294,16 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -23362,11 +25312,13 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -23387,7 +25339,7 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a.out (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch0.datapath.mem_a.out (rst, mem_a_clock_enable, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -23425,6 +25377,8 @@ module \ace_engine_small.ch0.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   output [169:0] o__payload;
   reg [169:0] o__payload = 170'h0000000000000000000000000000000000000000000;
   wire [12:0] \o__payload.addr ;
@@ -23498,7 +25452,10 @@ module \ace_engine_small.ch0.datapath.mem_a.out (rst, o__ready, i__payload, i__v
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_a_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -23506,12 +25463,14 @@ module \ace_engine_small.ch0.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -23520,12 +25479,14 @@ module \ace_engine_small.ch0.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 170'h0000000000000000000000000000000000000000000;
@@ -23534,14 +25495,16 @@ module \ace_engine_small.ch0.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -23550,11 +25513,13 @@ module \ace_engine_small.ch0.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$69 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -23595,7 +25560,7 @@ module \ace_engine_small.ch0.datapath.mem_a.out (rst, o__ready, i__payload, i__v
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_a.r_q (rst, mem_a_clock_enable, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -23620,10 +25585,12 @@ module \ace_engine_small.ch0.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -23637,6 +25604,8 @@ module \ace_engine_small.ch0.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [63:0] r_data;
@@ -23668,12 +25637,12 @@ module \ace_engine_small.ch0.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
     storage[2] = 64'h0000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
+    if (\$30 )
       storage[w_port__addr] <= w_port__data;
   end
   reg [63:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -23712,42 +25681,23 @@ module \ace_engine_small.ch0.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_a_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_a_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_a_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -23755,14 +25705,43 @@ module \ace_engine_small.ch0.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_a_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    \$34  = inner_level;
+    if (mem_a_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    \$35  = r_rdy;
+    if (mem_a_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
@@ -23774,7 +25753,7 @@ module \ace_engine_small.ch0.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, o__valid, \o__payload$21 , i__ready, o__ready, clk);
+module \ace_engine_small.ch0.datapath.mem_a.realign (rst, mem_a_clock_enable, i__valid, i__payload, o__valid, \o__payload$22 , i__ready, o__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$71  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -23862,24 +25841,26 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   wire i__valid;
   wire \i__valid$5 ;
   wire [127:0] lower;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   wire [166:0] o__payload;
-  output [159:0] \o__payload$21 ;
-  reg [159:0] \o__payload$21  = 160'h0000000000000000000000000000000000000000;
-  wire [127:0] \o__payload$21.data ;
-  wire \o__payload$21.first ;
-  wire \o__payload$21.last ;
-  wire [29:0] \o__payload$21.meta ;
-  wire [7:0] \o__payload$21.meta.id ;
-  wire [12:0] \o__payload$21.meta.sram_addr ;
+  output [159:0] \o__payload$22 ;
+  reg [159:0] \o__payload$22  = 160'h0000000000000000000000000000000000000000;
+  wire [127:0] \o__payload$22.data ;
+  wire \o__payload$22.first ;
+  wire \o__payload$22.last ;
+  wire [29:0] \o__payload$22.meta ;
+  wire [7:0] \o__payload$22.meta.id ;
+  wire [12:0] \o__payload$22.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \o__payload$21.meta.status ;
-  wire [4:0] \o__payload$21.meta.tail ;
-  wire \o__payload$21.meta.to_stream ;
+  wire [2:0] \o__payload$22.meta.status ;
+  wire [4:0] \o__payload$22.meta.tail ;
+  wire \o__payload$22.meta.to_stream ;
   wire [127:0] \o__payload.data ;
   wire \o__payload.drop_first ;
   wire \o__payload.first ;
@@ -23903,7 +25884,7 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   wire \o__ready$17 ;
   output o__valid;
   reg o__valid = 1'h0;
-  wire \o__valid$20 ;
+  wire \o__valid$21 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -23922,7 +25903,7 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   assign \$4  = ~ flushing;
   assign \o__ready$17  = can_load & \$4 ;
   assign \$5  = o__valid & o__ready;
-  assign \$6  = \o__valid$20  & \o__ready$17 ;
+  assign \$6  = \o__valid$21  & \o__ready$17 ;
   assign \$7  = ~ started;
   assign \$8  = o__payload[128] & o__payload[135];
   assign \$9  = ~ \$8 ;
@@ -23936,7 +25917,7 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @(posedge clk)
     o__valid <= \$17 ;
   always @(posedge clk)
-    \o__payload$21  <= \$18 ;
+    \o__payload$22  <= \$18 ;
   always @(posedge clk)
     flushing <= \$19 ;
   always @(posedge clk)
@@ -23952,24 +25933,27 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
     .i__payload(i__payload),
     .i__ready(i__ready),
     .i__valid(i__valid),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .o__payload(o__payload),
     .o__ready(\o__ready$17 ),
-    .o__valid(\o__valid$20 ),
+    .o__valid(\o__valid$21 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$17  = o__valid;
-    if (\$5 ) begin
-      \$17  = 1'h0;
-    end
-    if (flushing) begin
-      if (can_load) begin
-        \$17  = 1'h1;
+    if (mem_a_clock_enable) begin
+      if (\$5 ) begin
+        \$17  = 1'h0;
       end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$17  = 1'h1;
+      if (flushing) begin
+        if (can_load) begin
+          \$17  = 1'h1;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$17  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -23978,20 +25962,22 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
-    \$18  = \o__payload$21 ;
-    if (flushing) begin
-      if (can_load) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$7 ;
-        \$18 [129] = 1'h1;
-        \$18 [159:130] = flush_meta;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$10 ;
-        \$18 [129] = \$12 ;
-        \$18 [159:130] = o__payload[166:137];
+    \$18  = \o__payload$22 ;
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$7 ;
+          \$18 [129] = 1'h1;
+          \$18 [159:130] = flush_meta;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$10 ;
+          \$18 [129] = \$12 ;
+          \$18 [159:130] = o__payload[166:137];
+        end
       end
     end
     if (rst) begin
@@ -24001,13 +25987,15 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$19  = flushing;
-    if (flushing) begin
-      if (can_load) begin
-        \$19  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$19  = 1'h1;
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$19  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$19  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -24017,13 +26005,15 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$20  = started;
-    if (flushing) begin
-      if (can_load) begin
-        \$20  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$20  = \$15 ;
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$20  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$20  = \$15 ;
+        end
       end
     end
     if (rst) begin
@@ -24033,9 +26023,11 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$21  = prev;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      \$21  = o__payload[127:0];
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        \$21  = o__payload[127:0];
+      end
     end
     if (rst) begin
       \$21  = 128'h00000000000000000000000000000000;
@@ -24044,10 +26036,12 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$22  = flush_shift;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$22  = o__payload[134:130];
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$22  = o__payload[134:130];
+        end
       end
     end
     if (rst) begin
@@ -24057,10 +26051,12 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$71 ) begin end
     \$23  = flush_meta;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$23  = o__payload[166:137];
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$23  = o__payload[166:137];
+        end
       end
     end
     if (rst) begin
@@ -24106,15 +26102,15 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
   assign \o__payload.meta.sram_addr  = o__payload[158:146];
   assign \o__payload.meta.tail  = o__payload[163:159];
   assign \o__payload.meta.status  = o__payload[166:164];
-  assign \o__payload$21.data  = \o__payload$21 [127:0];
-  assign \o__payload$21.first  = \o__payload$21 [128];
-  assign \o__payload$21.last  = \o__payload$21 [129];
-  assign \o__payload$21.meta  = \o__payload$21 [159:130];
-  assign \o__payload$21.meta.to_stream  = \o__payload$21 [130];
-  assign \o__payload$21.meta.id  = \o__payload$21 [138:131];
-  assign \o__payload$21.meta.sram_addr  = \o__payload$21 [151:139];
-  assign \o__payload$21.meta.tail  = \o__payload$21 [156:152];
-  assign \o__payload$21.meta.status  = \o__payload$21 [159:157];
+  assign \o__payload$22.data  = \o__payload$22 [127:0];
+  assign \o__payload$22.first  = \o__payload$22 [128];
+  assign \o__payload$22.last  = \o__payload$22 [129];
+  assign \o__payload$22.meta  = \o__payload$22 [159:130];
+  assign \o__payload$22.meta.to_stream  = \o__payload$22 [130];
+  assign \o__payload$22.meta.id  = \o__payload$22 [138:131];
+  assign \o__payload$22.meta.sram_addr  = \o__payload$22 [151:139];
+  assign \o__payload$22.meta.tail  = \o__payload$22 [156:152];
+  assign \o__payload$22.meta.status  = \o__payload$22 [159:157];
   assign \flush_meta.to_stream  = flush_meta[0];
   assign \flush_meta.id  = flush_meta[8:1];
   assign \flush_meta.sram_addr  = flush_meta[21:9];
@@ -24123,7 +26119,7 @@ module \ace_engine_small.ch0.datapath.mem_a.realign (rst, i__valid, i__payload, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a.realign.in_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch0.datapath.mem_a.realign.in_skid (rst, mem_a_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -24166,6 +26162,8 @@ module \ace_engine_small.ch0.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   output [166:0] o__payload;
   reg [166:0] o__payload = 167'h000000000000000000000000000000000000000000;
   wire [127:0] \o__payload.data ;
@@ -24254,7 +26252,10 @@ module \ace_engine_small.ch0.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_a_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -24262,12 +26263,14 @@ module \ace_engine_small.ch0.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -24276,12 +26279,14 @@ module \ace_engine_small.ch0.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 167'h000000000000000000000000000000000000000000;
@@ -24290,14 +26295,16 @@ module \ace_engine_small.ch0.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -24306,11 +26313,13 @@ module \ace_engine_small.ch0.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -24371,7 +26380,7 @@ module \ace_engine_small.ch0.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
+module \ace_engine_small.ch0.datapath.mem_a.split (rst, mem_a_clock_enable, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire [7:0] \$1 ;
   wire [20:0] \$10 ;
@@ -24408,6 +26417,8 @@ module \ace_engine_small.ch0.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   wire i__valid;
   reg last = 1'h0;
   wire [20:0] left;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   output [36:0] o__payload;
   wire [36:0] o__payload;
   wire [27:0] \o__payload.beat_addr ;
@@ -24449,11 +26460,13 @@ module \ace_engine_small.ch0.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$15  = cur;
-    if (\$6 ) begin
-      \$15  = \$7 [27:0];
-    end
-    if (\$11 ) begin
-      \$15  = i__payload[27:0];
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        \$15  = \$7 [27:0];
+      end
+      if (\$11 ) begin
+        \$15  = i__payload[27:0];
+      end
     end
     if (rst) begin
       \$15  = 28'h0000000;
@@ -24462,11 +26475,13 @@ module \ace_engine_small.ch0.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$16  = rem;
-    if (\$6 ) begin
-      \$16  = \$4 [20:0];
-    end
-    if (\$11 ) begin
-      \$16  = i__payload[48:28];
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        \$16  = \$4 [20:0];
+      end
+      if (\$11 ) begin
+        \$16  = i__payload[48:28];
+      end
     end
     if (rst) begin
       \$16  = 21'h000000;
@@ -24475,11 +26490,13 @@ module \ace_engine_small.ch0.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$17  = last;
-    if (\$6 ) begin
-      \$17  = \$8 ;
-    end
-    if (\$11 ) begin
-      \$17  = \$12 ;
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        \$17  = \$8 ;
+      end
+      if (\$11 ) begin
+        \$17  = \$12 ;
+      end
     end
     if (rst) begin
       \$17  = 1'h0;
@@ -24488,11 +26505,13 @@ module \ace_engine_small.ch0.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$18  = burst;
-    if (\$6 ) begin
-      \$18  = \$10 [6:0];
-    end
-    if (\$11 ) begin
-      \$18  = \$14 [6:0];
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        \$18  = \$10 [6:0];
+      end
+      if (\$11 ) begin
+        \$18  = \$14 [6:0];
+      end
     end
     if (rst) begin
       \$18  = 7'h00;
@@ -24501,13 +26520,15 @@ module \ace_engine_small.ch0.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     \$19  = o__valid;
-    if (\$6 ) begin
-      if (last) begin
-        \$19  = 1'h0;
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        if (last) begin
+          \$19  = 1'h0;
+        end
       end
-    end
-    if (\$11 ) begin
-      \$19  = 1'h1;
+      if (\$11 ) begin
+        \$19  = 1'h1;
+      end
     end
     if (rst) begin
       \$19  = 1'h0;
@@ -24527,7 +26548,7 @@ module \ace_engine_small.ch0.datapath.mem_a.split (rst, o__ready, i__ready, i__p
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
+module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -24722,6 +26743,8 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   reg [2:0] inflight = 3'h0;
   wire last;
   wire [4:0] lo;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   wire [20:0] nbeats;
   wire [20:0] ngrid;
   wire [20:0] nwords;
@@ -24908,8 +26931,9 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   assign ar_accepted = axi__arvalid & \o__ready$40 ;
   \ace_engine_small.ch0.datapath.mem_b.ar_q  ar_q (
     .clk(clk),
-    .\port$15101$37 (cmd__payload[64:37]),
-    .\port$4897$0 (\$3 [20:0]),
+    .mem_b_clock_enable(mem_b_clock_enable),
+    .\port$15451$37 (cmd__payload[64:37]),
+    .\port$4969$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -24922,6 +26946,7 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
     .i__payload(\i__payload$24 ),
     .i__ready(\i__ready$27 ),
     .i__valid(\i__valid$22 ),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .o__payload(\o__payload$31 ),
     .o__ready(\o__ready$40 ),
     .o__valid(axi__arvalid),
@@ -24932,6 +26957,7 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
     .i__payload(\i__payload$65 ),
     .i__ready(\o__ready$63 ),
     .i__valid(\i__valid$61 ),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .o__payload(\o__payload$70 ),
     .o__ready(\o__ready$79 ),
     .o__valid(\o__valid$69 ),
@@ -24939,6 +26965,7 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   );
   \ace_engine_small.ch0.datapath.mem_b.r_q  r_q (
     .clk(clk),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .r_data(\r_data$49 ),
     .r_en(\r_en$50 ),
     .r_rdy(\r_rdy$58 ),
@@ -24952,7 +26979,8 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
     .i__payload(\i__payload$56 ),
     .i__ready(\i__ready$59 ),
     .i__valid(\i__valid$57 ),
-    .\o__payload$21 (\o__payload$66 ),
+    .mem_b_clock_enable(mem_b_clock_enable),
+    .\o__payload$22 (\o__payload$66 ),
     .o__ready(\o__ready$63 ),
     .o__valid(\i__valid$61 ),
     .rst(rst)
@@ -24962,6 +26990,7 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
     .i__payload(i__payload),
     .i__ready(r_en),
     .i__valid(i__valid),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .o__payload(o__payload),
     .o__ready(o__ready),
     .o__valid(o__valid),
@@ -24979,10 +27008,12 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$63  = inflight;
-    if (\$43 ) begin
-      \$63  = \$48 [2:0];
-    end else if (\$47 ) begin
-      \$63  = \$49 [2:0];
+    if (mem_b_clock_enable) begin
+      if (\$43 ) begin
+        \$63  = \$48 [2:0];
+      end else if (\$47 ) begin
+        \$63  = \$49 [2:0];
+      end
     end
     if (rst) begin
       \$63  = 3'h0;
@@ -24991,8 +27022,10 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$64  = beat;
-    if (\$50 ) begin
-      \$64  = \$52 [20:0];
+    if (mem_b_clock_enable) begin
+      if (\$50 ) begin
+        \$64  = \$52 [20:0];
+      end
     end
     if (rst) begin
       \$64  = 21'h000000;
@@ -25001,8 +27034,10 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$65  = status;
-    if (\$50 ) begin
-      \$65  = \$53 ;
+    if (mem_b_clock_enable) begin
+      if (\$50 ) begin
+        \$65  = \$53 ;
+      end
     end
     if (rst) begin
       \$65  = 3'h0;
@@ -25010,7 +27045,10 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$66  = \$56 [4:0];
+    \$66  = bytes;
+    if (mem_b_clock_enable) begin
+      \$66  = \$56 [4:0];
+    end
     if (rst) begin
       \$66  = 5'h00;
     end
@@ -25018,8 +27056,10 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$67  = word;
-    if (\$57 ) begin
-      \$67  = \$59 [12:0];
+    if (mem_b_clock_enable) begin
+      if (\$57 ) begin
+        \$67  = \$59 [12:0];
+      end
     end
     if (rst) begin
       \$67  = 13'h0000;
@@ -25028,11 +27068,13 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$68  = cpl_full;
-    if (\$60 ) begin
-      \$68  = 1'h0;
-    end
-    if (\$62 ) begin
-      \$68  = 1'h1;
+    if (mem_b_clock_enable) begin
+      if (\$60 ) begin
+        \$68  = 1'h0;
+      end
+      if (\$62 ) begin
+        \$68  = 1'h1;
+      end
     end
     if (rst) begin
       \$68  = 1'h0;
@@ -25041,9 +27083,11 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     \$69  = cpl__payload;
-    if (\$62 ) begin
-      \$69 [7:0] = \o__payload$70 [166:159];
-      \$69 [10:8] = \o__payload$70 [169:167];
+    if (mem_b_clock_enable) begin
+      if (\$62 ) begin
+        \$69 [7:0] = \o__payload$70 [166:159];
+        \$69 [10:8] = \o__payload$70 [169:167];
+      end
     end
     if (rst) begin
       \$69  = 11'h000;
@@ -25191,7 +27235,7 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , cmd__valid, rd_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, \port$4897$0 , w_en, w_rdy, r_data, r_en, \port$15101$37 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$4969$0 , w_en, w_rdy, r_data, r_en, \port$15451$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -25216,10 +27260,12 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, \port$4897$0 , w_en, w_rd
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -25233,10 +27279,12 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, \port$4897$0 , w_en, w_rd
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
-  input [27:0] \port$15101$37 ;
-  wire [27:0] \port$15101$37 ;
-  input [20:0] \port$4897$0 ;
-  wire [20:0] \port$4897$0 ;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
+  input [27:0] \port$15451$37 ;
+  wire [27:0] \port$15451$37 ;
+  input [20:0] \port$4969$0 ;
+  wire [20:0] \port$4969$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -25267,12 +27315,12 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, \port$4897$0 , w_en, w_rd
     storage[2] = 49'h0000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$4897$0 , \port$15101$37  };
+    if (\$30 )
+      storage[w_port__addr] <= { \port$4969$0 , \port$15451$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -25311,42 +27359,23 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, \port$4897$0 , w_en, w_rd
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_b_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_b_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_b_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -25354,27 +27383,56 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, \port$4897$0 , w_en, w_rd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_b_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    \$34  = inner_level;
+    if (mem_b_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    \$35  = r_rdy;
+    if (mem_b_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4897$0 , \port$15101$37  };
-  assign w_data = { \port$4897$0 , \port$15101$37  };
+  assign w_port__data = { \port$4969$0 , \port$15451$37  };
+  assign w_data = { \port$4969$0 , \port$15451$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch0.datapath.mem_b.ar_skid (rst, mem_b_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -25401,6 +27459,8 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   output [35:0] o__payload;
   reg [35:0] o__payload = 36'h000000000;
   wire [27:0] \o__payload.beat_addr ;
@@ -25441,7 +27501,10 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_b_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -25449,12 +27512,14 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -25463,12 +27528,14 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 36'h000000000;
@@ -25477,14 +27544,16 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -25493,11 +27562,13 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -25518,7 +27589,7 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b.out (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch0.datapath.mem_b.out (rst, mem_b_clock_enable, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -25556,6 +27627,8 @@ module \ace_engine_small.ch0.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   output [169:0] o__payload;
   reg [169:0] o__payload = 170'h0000000000000000000000000000000000000000000;
   wire [12:0] \o__payload.addr ;
@@ -25629,7 +27702,10 @@ module \ace_engine_small.ch0.datapath.mem_b.out (rst, o__ready, i__payload, i__v
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_b_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -25637,12 +27713,14 @@ module \ace_engine_small.ch0.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -25651,12 +27729,14 @@ module \ace_engine_small.ch0.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 170'h0000000000000000000000000000000000000000000;
@@ -25665,14 +27745,16 @@ module \ace_engine_small.ch0.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -25681,11 +27763,13 @@ module \ace_engine_small.ch0.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -25726,7 +27810,7 @@ module \ace_engine_small.ch0.datapath.mem_b.out (rst, o__ready, i__payload, i__v
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_b.r_q (rst, mem_b_clock_enable, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -25751,10 +27835,12 @@ module \ace_engine_small.ch0.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -25768,6 +27854,8 @@ module \ace_engine_small.ch0.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [63:0] r_data;
@@ -25799,12 +27887,12 @@ module \ace_engine_small.ch0.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
     storage[2] = 64'h0000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
+    if (\$30 )
       storage[w_port__addr] <= w_port__data;
   end
   reg [63:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -25843,42 +27931,23 @@ module \ace_engine_small.ch0.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_b_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_b_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_b_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -25886,14 +27955,43 @@ module \ace_engine_small.ch0.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_b_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$34  = inner_level;
+    if (mem_b_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$35  = r_rdy;
+    if (mem_b_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
@@ -25905,7 +28003,7 @@ module \ace_engine_small.ch0.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, o__valid, \o__payload$21 , i__ready, o__ready, clk);
+module \ace_engine_small.ch0.datapath.mem_b.realign (rst, mem_b_clock_enable, i__valid, i__payload, o__valid, \o__payload$22 , i__ready, o__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -25993,24 +28091,26 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   wire i__valid;
   wire \i__valid$5 ;
   wire [127:0] lower;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   wire [166:0] o__payload;
-  output [159:0] \o__payload$21 ;
-  reg [159:0] \o__payload$21  = 160'h0000000000000000000000000000000000000000;
-  wire [127:0] \o__payload$21.data ;
-  wire \o__payload$21.first ;
-  wire \o__payload$21.last ;
-  wire [29:0] \o__payload$21.meta ;
-  wire [7:0] \o__payload$21.meta.id ;
-  wire [12:0] \o__payload$21.meta.sram_addr ;
+  output [159:0] \o__payload$22 ;
+  reg [159:0] \o__payload$22  = 160'h0000000000000000000000000000000000000000;
+  wire [127:0] \o__payload$22.data ;
+  wire \o__payload$22.first ;
+  wire \o__payload$22.last ;
+  wire [29:0] \o__payload$22.meta ;
+  wire [7:0] \o__payload$22.meta.id ;
+  wire [12:0] \o__payload$22.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \o__payload$21.meta.status ;
-  wire [4:0] \o__payload$21.meta.tail ;
-  wire \o__payload$21.meta.to_stream ;
+  wire [2:0] \o__payload$22.meta.status ;
+  wire [4:0] \o__payload$22.meta.tail ;
+  wire \o__payload$22.meta.to_stream ;
   wire [127:0] \o__payload.data ;
   wire \o__payload.drop_first ;
   wire \o__payload.first ;
@@ -26034,7 +28134,7 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   wire \o__ready$17 ;
   output o__valid;
   reg o__valid = 1'h0;
-  wire \o__valid$20 ;
+  wire \o__valid$21 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -26053,7 +28153,7 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   assign \$4  = ~ flushing;
   assign \o__ready$17  = can_load & \$4 ;
   assign \$5  = o__valid & o__ready;
-  assign \$6  = \o__valid$20  & \o__ready$17 ;
+  assign \$6  = \o__valid$21  & \o__ready$17 ;
   assign \$7  = ~ started;
   assign \$8  = o__payload[128] & o__payload[135];
   assign \$9  = ~ \$8 ;
@@ -26067,7 +28167,7 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @(posedge clk)
     o__valid <= \$17 ;
   always @(posedge clk)
-    \o__payload$21  <= \$18 ;
+    \o__payload$22  <= \$18 ;
   always @(posedge clk)
     flushing <= \$19 ;
   always @(posedge clk)
@@ -26083,24 +28183,27 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
     .i__payload(i__payload),
     .i__ready(i__ready),
     .i__valid(i__valid),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .o__payload(o__payload),
     .o__ready(\o__ready$17 ),
-    .o__valid(\o__valid$20 ),
+    .o__valid(\o__valid$21 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$17  = o__valid;
-    if (\$5 ) begin
-      \$17  = 1'h0;
-    end
-    if (flushing) begin
-      if (can_load) begin
-        \$17  = 1'h1;
+    if (mem_b_clock_enable) begin
+      if (\$5 ) begin
+        \$17  = 1'h0;
       end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$17  = 1'h1;
+      if (flushing) begin
+        if (can_load) begin
+          \$17  = 1'h1;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$17  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -26109,20 +28212,22 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
-    \$18  = \o__payload$21 ;
-    if (flushing) begin
-      if (can_load) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$7 ;
-        \$18 [129] = 1'h1;
-        \$18 [159:130] = flush_meta;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$10 ;
-        \$18 [129] = \$12 ;
-        \$18 [159:130] = o__payload[166:137];
+    \$18  = \o__payload$22 ;
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$7 ;
+          \$18 [129] = 1'h1;
+          \$18 [159:130] = flush_meta;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$10 ;
+          \$18 [129] = \$12 ;
+          \$18 [159:130] = o__payload[166:137];
+        end
       end
     end
     if (rst) begin
@@ -26132,13 +28237,15 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$19  = flushing;
-    if (flushing) begin
-      if (can_load) begin
-        \$19  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$19  = 1'h1;
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$19  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$19  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -26148,13 +28255,15 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$20  = started;
-    if (flushing) begin
-      if (can_load) begin
-        \$20  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$20  = \$15 ;
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$20  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$20  = \$15 ;
+        end
       end
     end
     if (rst) begin
@@ -26164,9 +28273,11 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$21  = prev;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      \$21  = o__payload[127:0];
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        \$21  = o__payload[127:0];
+      end
     end
     if (rst) begin
       \$21  = 128'h00000000000000000000000000000000;
@@ -26175,10 +28286,12 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$22  = flush_shift;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$22  = o__payload[134:130];
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$22  = o__payload[134:130];
+        end
       end
     end
     if (rst) begin
@@ -26188,10 +28301,12 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$23  = flush_meta;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$23  = o__payload[166:137];
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$23  = o__payload[166:137];
+        end
       end
     end
     if (rst) begin
@@ -26237,15 +28352,15 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
   assign \o__payload.meta.sram_addr  = o__payload[158:146];
   assign \o__payload.meta.tail  = o__payload[163:159];
   assign \o__payload.meta.status  = o__payload[166:164];
-  assign \o__payload$21.data  = \o__payload$21 [127:0];
-  assign \o__payload$21.first  = \o__payload$21 [128];
-  assign \o__payload$21.last  = \o__payload$21 [129];
-  assign \o__payload$21.meta  = \o__payload$21 [159:130];
-  assign \o__payload$21.meta.to_stream  = \o__payload$21 [130];
-  assign \o__payload$21.meta.id  = \o__payload$21 [138:131];
-  assign \o__payload$21.meta.sram_addr  = \o__payload$21 [151:139];
-  assign \o__payload$21.meta.tail  = \o__payload$21 [156:152];
-  assign \o__payload$21.meta.status  = \o__payload$21 [159:157];
+  assign \o__payload$22.data  = \o__payload$22 [127:0];
+  assign \o__payload$22.first  = \o__payload$22 [128];
+  assign \o__payload$22.last  = \o__payload$22 [129];
+  assign \o__payload$22.meta  = \o__payload$22 [159:130];
+  assign \o__payload$22.meta.to_stream  = \o__payload$22 [130];
+  assign \o__payload$22.meta.id  = \o__payload$22 [138:131];
+  assign \o__payload$22.meta.sram_addr  = \o__payload$22 [151:139];
+  assign \o__payload$22.meta.tail  = \o__payload$22 [156:152];
+  assign \o__payload$22.meta.status  = \o__payload$22 [159:157];
   assign \flush_meta.to_stream  = flush_meta[0];
   assign \flush_meta.id  = flush_meta[8:1];
   assign \flush_meta.sram_addr  = flush_meta[21:9];
@@ -26254,7 +28369,7 @@ module \ace_engine_small.ch0.datapath.mem_b.realign (rst, i__valid, i__payload, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b.realign.in_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch0.datapath.mem_b.realign.in_skid (rst, mem_b_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -26297,6 +28412,8 @@ module \ace_engine_small.ch0.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   output [166:0] o__payload;
   reg [166:0] o__payload = 167'h000000000000000000000000000000000000000000;
   wire [127:0] \o__payload.data ;
@@ -26385,7 +28502,10 @@ module \ace_engine_small.ch0.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_b_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -26393,12 +28513,14 @@ module \ace_engine_small.ch0.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -26407,12 +28529,14 @@ module \ace_engine_small.ch0.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 167'h000000000000000000000000000000000000000000;
@@ -26421,14 +28545,16 @@ module \ace_engine_small.ch0.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -26437,11 +28563,13 @@ module \ace_engine_small.ch0.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -26502,7 +28630,7 @@ module \ace_engine_small.ch0.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
+module \ace_engine_small.ch0.datapath.mem_b.split (rst, mem_b_clock_enable, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
   wire [7:0] \$1 ;
   wire [20:0] \$10 ;
@@ -26539,6 +28667,8 @@ module \ace_engine_small.ch0.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   wire i__valid;
   reg last = 1'h0;
   wire [20:0] left;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   output [36:0] o__payload;
   wire [36:0] o__payload;
   wire [27:0] \o__payload.beat_addr ;
@@ -26580,11 +28710,13 @@ module \ace_engine_small.ch0.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$15  = cur;
-    if (\$6 ) begin
-      \$15  = \$7 [27:0];
-    end
-    if (\$11 ) begin
-      \$15  = i__payload[27:0];
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        \$15  = \$7 [27:0];
+      end
+      if (\$11 ) begin
+        \$15  = i__payload[27:0];
+      end
     end
     if (rst) begin
       \$15  = 28'h0000000;
@@ -26593,11 +28725,13 @@ module \ace_engine_small.ch0.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$16  = rem;
-    if (\$6 ) begin
-      \$16  = \$4 [20:0];
-    end
-    if (\$11 ) begin
-      \$16  = i__payload[48:28];
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        \$16  = \$4 [20:0];
+      end
+      if (\$11 ) begin
+        \$16  = i__payload[48:28];
+      end
     end
     if (rst) begin
       \$16  = 21'h000000;
@@ -26606,11 +28740,13 @@ module \ace_engine_small.ch0.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$17  = last;
-    if (\$6 ) begin
-      \$17  = \$8 ;
-    end
-    if (\$11 ) begin
-      \$17  = \$12 ;
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        \$17  = \$8 ;
+      end
+      if (\$11 ) begin
+        \$17  = \$12 ;
+      end
     end
     if (rst) begin
       \$17  = 1'h0;
@@ -26619,11 +28755,13 @@ module \ace_engine_small.ch0.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$18  = burst;
-    if (\$6 ) begin
-      \$18  = \$10 [6:0];
-    end
-    if (\$11 ) begin
-      \$18  = \$14 [6:0];
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        \$18  = \$10 [6:0];
+      end
+      if (\$11 ) begin
+        \$18  = \$14 [6:0];
+      end
     end
     if (rst) begin
       \$18  = 7'h00;
@@ -26632,13 +28770,15 @@ module \ace_engine_small.ch0.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$19  = o__valid;
-    if (\$6 ) begin
-      if (last) begin
-        \$19  = 1'h0;
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        if (last) begin
+          \$19  = 1'h0;
+        end
       end
-    end
-    if (\$11 ) begin
-      \$19  = 1'h1;
+      if (\$11 ) begin
+        \$19  = 1'h1;
+      end
     end
     if (rst) begin
       \$19  = 1'h0;
@@ -26658,8 +28798,8 @@ module \ace_engine_small.ch0.datapath.mem_b.split (rst, o__ready, i__ready, i__p
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$15538$0 , wr_stream__tdata, clk
-);
+module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$15834$0 , wr_stream__tdata
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -26827,6 +28967,8 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   wire \i__valid$81 ;
   wire [4:0] lo;
   wire [15:0] lo_mask;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   wire [8:0] meta;
   wire [20:0] nbeats;
   wire [20:0] ngrid;
@@ -26866,8 +29008,8 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   wire [3:0] off;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [144:0] \port$15538$0 ;
-  wire [144:0] \port$15538$0 ;
+  output [144:0] \port$15834$0 ;
+  wire [144:0] \port$15834$0 ;
   wire [56:0] r_data;
   wire [33:0] \r_data$51 ;
   wire [42:0] \r_data$59 ;
@@ -27024,9 +29166,10 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   assign \$20  = \r_data$51 [12:0] + req_word;
   \ace_engine_small.ch0.datapath.mem_w.aw_q  aw_q (
     .clk(clk),
-    .\port$15103$1 (cmd__payload[8:1]),
-    .\port$15103$37 (cmd__payload[64:37]),
-    .\port$5179$0 (\$3 [20:0]),
+    .mem_w_clock_enable(mem_w_clock_enable),
+    .\port$15453$1 (cmd__payload[8:1]),
+    .\port$15453$37 (cmd__payload[64:37]),
+    .\port$5271$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -27039,6 +29182,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
     .i__payload(\i__payload$29 ),
     .i__ready(\i__ready$31 ),
     .i__valid(\i__valid$26 ),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .o__payload(\o__payload$35 ),
     .o__ready(\o__ready$44 ),
     .o__valid(axi__awvalid),
@@ -27046,7 +29190,8 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   );
   \ace_engine_small.ch0.datapath.mem_w.b_q  b_q (
     .clk(clk),
-    .\port$15466$36 (o__payload[44:36]),
+    .mem_w_clock_enable(mem_w_clock_enable),
+    .\port$15762$36 (o__payload[44:36]),
     .r_data(\r_data$99 ),
     .r_en(\r_en$101 ),
     .r_rdy(\r_rdy$98 ),
@@ -27059,7 +29204,8 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
     .i__payload(\i__payload$68 ),
     .i__ready(\i__ready$66 ),
     .i__valid(\i__valid$63 ),
-    .\o__payload$21 (\o__payload$75 ),
+    .mem_w_clock_enable(mem_w_clock_enable),
+    .\o__payload$22 (\o__payload$75 ),
     .o__ready(\o__ready$83 ),
     .o__valid(\o__valid$82 ),
     .rst(rst)
@@ -27069,6 +29215,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
     .i__payload(i__payload),
     .i__ready(r_en),
     .i__valid(i__valid),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .o__payload(o__payload),
     .o__ready(o__ready),
     .o__valid(o__valid),
@@ -27076,6 +29223,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   );
   \ace_engine_small.ch0.datapath.mem_w.sreq_q  sreq_q (
     .clk(clk),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .r_data(\r_data$51 ),
     .r_en(1'h0),
     .r_rdy(sram_r__req__valid),
@@ -27089,6 +29237,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
     .i__payload(\i__payload$85 ),
     .i__ready(\i__ready$84 ),
     .i__valid(\i__valid$81 ),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .o__payload(\o__payload$87 ),
     .o__ready(\o__ready$92 ),
     .o__valid(axi__wvalid),
@@ -27096,6 +29245,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   );
   \ace_engine_small.ch0.datapath.mem_w.wd_q  wd_q (
     .clk(clk),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .r_data(\r_data$59 ),
     .r_en(\r_en$71 ),
     .r_rdy(\r_rdy$64 ),
@@ -27116,8 +29266,10 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$64  = req_word;
-    if (\$41 ) begin
-      \$64  = \$43 [20:0];
+    if (mem_w_clock_enable) begin
+      if (\$41 ) begin
+        \$64  = \$43 [20:0];
+      end
     end
     if (rst) begin
       \$64  = 21'h000000;
@@ -27126,8 +29278,10 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$65  = src_word;
-    if (\$44 ) begin
-      \$65  = \$46 [20:0];
+    if (mem_w_clock_enable) begin
+      if (\$44 ) begin
+        \$65  = \$46 [20:0];
+      end
     end
     if (rst) begin
       \$65  = 21'h000000;
@@ -27136,8 +29290,10 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$66  = phase;
-    if (\$47 ) begin
-      \$66  = \$48 [5:0];
+    if (mem_w_clock_enable) begin
+      if (\$47 ) begin
+        \$66  = \$48 [5:0];
+      end
     end
     if (rst) begin
       \$66  = 6'h00;
@@ -27146,10 +29302,12 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$67  = aw_ahead;
-    if (\$52 ) begin
-      \$67  = \$57 [4:0];
-    end else if (\$56 ) begin
-      \$67  = \$58 [4:0];
+    if (mem_w_clock_enable) begin
+      if (\$52 ) begin
+        \$67  = \$57 [4:0];
+      end else if (\$56 ) begin
+        \$67  = \$58 [4:0];
+      end
     end
     if (rst) begin
       \$67  = 5'h00;
@@ -27157,7 +29315,10 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    \$68  = \$60 ;
+    \$68  = bytes;
+    if (mem_w_clock_enable) begin
+      \$68  = \$60 ;
+    end
     if (rst) begin
       \$68  = 5'h00;
     end
@@ -27165,12 +29326,14 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$69  = cpl_full;
-    if (\$61 ) begin
-      \$69  = 1'h0;
-    end
-    if (\$62 ) begin
-      if (\r_data$99 [8]) begin
-        \$69  = 1'h1;
+    if (mem_w_clock_enable) begin
+      if (\$61 ) begin
+        \$69  = 1'h0;
+      end
+      if (\$62 ) begin
+        if (\r_data$99 [8]) begin
+          \$69  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -27180,8 +29343,10 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$70  = status;
-    if (\$62 ) begin
-      \$70  = \$63 ;
+    if (mem_w_clock_enable) begin
+      if (\$62 ) begin
+        \$70  = \$63 ;
+      end
     end
     if (rst) begin
       \$70  = 3'h0;
@@ -27190,10 +29355,12 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$71  = cpl__payload;
-    if (\$62 ) begin
-      if (\r_data$99 [8]) begin
-        \$71 [7:0] = \r_data$99 [7:0];
-        \$71 [10:8] = status_now;
+    if (mem_w_clock_enable) begin
+      if (\$62 ) begin
+        if (\r_data$99 [8]) begin
+          \$71 [7:0] = \r_data$99 [7:0];
+          \$71 [10:8] = status_now;
+        end
       end
     end
     if (rst) begin
@@ -27236,7 +29403,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   assign cpl__ready = 1'h1;
   assign axi__awaddr = \$19 [31:0];
   assign axi__awlen = \o__payload$35 [35:28];
-  assign \port$15538$0  = \o__payload$87 [144:0];
+  assign \port$15834$0  = \o__payload$87 [144:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -27318,7 +29485,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, \port$5179$0 , w_en, w_rdy, r_data, r_en, \port$15103$1 , \port$15103$37 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$5271$0 , w_en, w_rdy, r_data, r_en, \port$15453$1 , \port$15453$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -27343,10 +29510,12 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, \port$5179$0 , w_en, w_rd
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -27360,12 +29529,14 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, \port$5179$0 , w_en, w_rd
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
-  input [7:0] \port$15103$1 ;
-  wire [7:0] \port$15103$1 ;
-  input [27:0] \port$15103$37 ;
-  wire [27:0] \port$15103$37 ;
-  input [20:0] \port$5179$0 ;
-  wire [20:0] \port$5179$0 ;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
+  input [7:0] \port$15453$1 ;
+  wire [7:0] \port$15453$1 ;
+  input [27:0] \port$15453$37 ;
+  wire [27:0] \port$15453$37 ;
+  input [20:0] \port$5271$0 ;
+  wire [20:0] \port$5271$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [56:0] r_data;
@@ -27396,12 +29567,12 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, \port$5179$0 , w_en, w_rd
     storage[2] = 57'h000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$15103$1 , \port$5179$0 , \port$15103$37  };
+    if (\$30 )
+      storage[w_port__addr] <= { \port$15453$1 , \port$5271$0 , \port$15453$37  };
   end
   reg [56:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -27440,42 +29611,23 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, \port$5179$0 , w_en, w_rd
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_w_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_w_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -27483,27 +29635,56 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, \port$5179$0 , w_en, w_rd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    \$34  = inner_level;
+    if (mem_w_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    \$35  = r_rdy;
+    if (mem_w_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$15103$1 , \port$5179$0 , \port$15103$37  };
-  assign w_data = { \port$15103$1 , \port$5179$0 , \port$15103$37  };
+  assign w_port__data = { \port$15453$1 , \port$5271$0 , \port$15453$37  };
+  assign w_data = { \port$15453$1 , \port$5271$0 , \port$15453$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, mem_w_clock_enable, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -27530,6 +29711,8 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   output [35:0] o__payload;
   reg [35:0] o__payload = 36'h000000000;
   wire [27:0] \o__payload.beat_addr ;
@@ -27570,7 +29753,10 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_w_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -27578,12 +29764,14 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -27592,12 +29780,14 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 36'h000000000;
@@ -27606,14 +29796,16 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -27622,11 +29814,13 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -27647,7 +29841,7 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data, \port$15466$36 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$15762$36 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -27672,10 +29866,12 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [2:0] \$30 ;
-  reg [2:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [2:0] \$32 ;
-  reg \$33 ;
+  reg [2:0] \$33 ;
+  reg [2:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [3:0] \$5 ;
   wire [3:0] \$6 ;
@@ -27689,8 +29885,10 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
   reg [2:0] inner_level = 3'h0;
   wire inner_r_rdy;
   wire [3:0] level;
-  input [8:0] \port$15466$36 ;
-  wire [8:0] \port$15466$36 ;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
+  input [8:0] \port$15762$36 ;
+  wire [8:0] \port$15762$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -27725,12 +29923,12 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
     storage[6] = 9'h000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$15466$36 [0], \port$15466$36 [8:1] };
+    if (\$30 )
+      storage[w_port__addr] <= { \port$15762$36 [0], \port$15762$36 [8:1] };
   end
   reg [8:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -27769,42 +29967,23 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_w_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_w_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [2:0];
-    end
-    if (rst) begin
-      \$30  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [2:0];
-    end
-    if (rst) begin
-      \$31  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [2:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [2:0];
+    \$32  = w_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [2:0];
+      end
     end
     if (rst) begin
       \$32  = 3'h0;
@@ -27812,27 +29991,56 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [2:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$34  = inner_level;
+    if (mem_w_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [2:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [2:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$35  = r_rdy;
+    if (mem_w_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$15466$36 [0], \port$15466$36 [8:1] };
-  assign w_data = { \port$15466$36 [0], \port$15466$36 [8:1] };
+  assign w_port__data = { \port$15762$36 [0], \port$15762$36 [8:1] };
+  assign w_data = { \port$15762$36 [0], \port$15762$36 [8:1] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i__payload, o__valid, \o__payload$21 , i__ready, clk);
+module \ace_engine_small.ch0.datapath.mem_w.realign (rst, mem_w_clock_enable, i__valid, o__ready, i__payload, o__valid, \o__payload$22 , i__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -27899,17 +30107,19 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   wire i__valid;
   wire \i__valid$5 ;
   wire [127:0] lower;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   wire [151:0] o__payload;
-  output [144:0] \o__payload$21 ;
-  reg [144:0] \o__payload$21  = 145'h0000000000000000000000000000000000000;
-  wire [127:0] \o__payload$21.data ;
-  wire \o__payload$21.first ;
-  wire \o__payload$21.last ;
-  wire [14:0] \o__payload$21.meta ;
-  wire [14:0] \o__payload$21.meta.beat ;
-  wire [4:0] \o__payload$21.meta.beat.beat_hi ;
-  wire [3:0] \o__payload$21.meta.beat.beat_lo ;
-  wire [5:0] \o__payload$21.meta.beat.start_phase ;
+  output [144:0] \o__payload$22 ;
+  reg [144:0] \o__payload$22  = 145'h0000000000000000000000000000000000000;
+  wire [127:0] \o__payload$22.data ;
+  wire \o__payload$22.first ;
+  wire \o__payload$22.last ;
+  wire [14:0] \o__payload$22.meta ;
+  wire [14:0] \o__payload$22.meta.beat ;
+  wire [4:0] \o__payload$22.meta.beat.beat_hi ;
+  wire [3:0] \o__payload$22.meta.beat.beat_lo ;
+  wire [5:0] \o__payload$22.meta.beat.start_phase ;
   wire [127:0] \o__payload.data ;
   wire \o__payload.drop_first ;
   wire \o__payload.first ;
@@ -27926,7 +30136,7 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   wire \o__ready$17 ;
   output o__valid;
   reg o__valid = 1'h0;
-  wire \o__valid$20 ;
+  wire \o__valid$21 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -27945,7 +30155,7 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   assign \$4  = ~ flushing;
   assign \o__ready$17  = can_load & \$4 ;
   assign \$5  = o__valid & o__ready;
-  assign \$6  = \o__valid$20  & \o__ready$17 ;
+  assign \$6  = \o__valid$21  & \o__ready$17 ;
   assign \$7  = ~ started;
   assign \$8  = o__payload[128] & o__payload[135];
   assign \$9  = ~ \$8 ;
@@ -27959,7 +30169,7 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @(posedge clk)
     o__valid <= \$17 ;
   always @(posedge clk)
-    \o__payload$21  <= \$18 ;
+    \o__payload$22  <= \$18 ;
   always @(posedge clk)
     flushing <= \$19 ;
   always @(posedge clk)
@@ -27975,24 +30185,27 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
     .i__payload(i__payload),
     .i__ready(i__ready),
     .i__valid(i__valid),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .o__payload(o__payload),
     .o__ready(\o__ready$17 ),
-    .o__valid(\o__valid$20 ),
+    .o__valid(\o__valid$21 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$17  = o__valid;
-    if (\$5 ) begin
-      \$17  = 1'h0;
-    end
-    if (flushing) begin
-      if (can_load) begin
-        \$17  = 1'h1;
+    if (mem_w_clock_enable) begin
+      if (\$5 ) begin
+        \$17  = 1'h0;
       end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$17  = 1'h1;
+      if (flushing) begin
+        if (can_load) begin
+          \$17  = 1'h1;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$17  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -28001,20 +30214,22 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
-    \$18  = \o__payload$21 ;
-    if (flushing) begin
-      if (can_load) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$7 ;
-        \$18 [129] = 1'h1;
-        \$18 [144:130] = flush_meta;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$10 ;
-        \$18 [129] = \$12 ;
-        \$18 [144:130] = o__payload[151:137];
+    \$18  = \o__payload$22 ;
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$7 ;
+          \$18 [129] = 1'h1;
+          \$18 [144:130] = flush_meta;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$10 ;
+          \$18 [129] = \$12 ;
+          \$18 [144:130] = o__payload[151:137];
+        end
       end
     end
     if (rst) begin
@@ -28024,13 +30239,15 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$19  = flushing;
-    if (flushing) begin
-      if (can_load) begin
-        \$19  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$19  = 1'h1;
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$19  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$19  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -28040,13 +30257,15 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$20  = started;
-    if (flushing) begin
-      if (can_load) begin
-        \$20  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$20  = \$15 ;
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$20  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$20  = \$15 ;
+        end
       end
     end
     if (rst) begin
@@ -28056,9 +30275,11 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$21  = prev;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      \$21  = o__payload[127:0];
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        \$21  = o__payload[127:0];
+      end
     end
     if (rst) begin
       \$21  = 128'h00000000000000000000000000000000;
@@ -28067,10 +30288,12 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$22  = flush_shift;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$22  = o__payload[134:130];
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$22  = o__payload[134:130];
+        end
       end
     end
     if (rst) begin
@@ -28080,10 +30303,12 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$23  = flush_meta;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$23  = o__payload[151:137];
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$23  = o__payload[151:137];
+        end
       end
     end
     if (rst) begin
@@ -28126,14 +30351,14 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   assign \o__payload.meta.beat.beat_lo  = o__payload[140:137];
   assign \o__payload.meta.beat.beat_hi  = o__payload[145:141];
   assign \o__payload.meta.beat.start_phase  = o__payload[151:146];
-  assign \o__payload$21.data  = \o__payload$21 [127:0];
-  assign \o__payload$21.first  = \o__payload$21 [128];
-  assign \o__payload$21.last  = \o__payload$21 [129];
-  assign \o__payload$21.meta  = \o__payload$21 [144:130];
-  assign \o__payload$21.meta.beat  = \o__payload$21 [144:130];
-  assign \o__payload$21.meta.beat.beat_lo  = \o__payload$21 [133:130];
-  assign \o__payload$21.meta.beat.beat_hi  = \o__payload$21 [138:134];
-  assign \o__payload$21.meta.beat.start_phase  = \o__payload$21 [144:139];
+  assign \o__payload$22.data  = \o__payload$22 [127:0];
+  assign \o__payload$22.first  = \o__payload$22 [128];
+  assign \o__payload$22.last  = \o__payload$22 [129];
+  assign \o__payload$22.meta  = \o__payload$22 [144:130];
+  assign \o__payload$22.meta.beat  = \o__payload$22 [144:130];
+  assign \o__payload$22.meta.beat.beat_lo  = \o__payload$22 [133:130];
+  assign \o__payload$22.meta.beat.beat_hi  = \o__payload$22 [138:134];
+  assign \o__payload$22.meta.beat.start_phase  = \o__payload$22 [144:139];
   assign \flush_meta.beat  = flush_meta;
   assign \flush_meta.beat.beat_lo  = flush_meta[3:0];
   assign \flush_meta.beat.beat_hi  = flush_meta[8:4];
@@ -28141,7 +30366,7 @@ module \ace_engine_small.ch0.datapath.mem_w.realign (rst, i__valid, o__ready, i_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.realign.in_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch0.datapath.mem_w.realign.in_skid (rst, mem_w_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -28177,6 +30402,8 @@ module \ace_engine_small.ch0.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   output [151:0] o__payload;
   reg [151:0] o__payload = 152'h00000000000000000000000000000000000000;
   wire [127:0] \o__payload.data ;
@@ -28244,7 +30471,10 @@ module \ace_engine_small.ch0.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_w_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -28252,12 +30482,14 @@ module \ace_engine_small.ch0.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -28266,12 +30498,14 @@ module \ace_engine_small.ch0.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 152'h00000000000000000000000000000000000000;
@@ -28280,14 +30514,16 @@ module \ace_engine_small.ch0.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -28296,11 +30532,13 @@ module \ace_engine_small.ch0.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -28357,7 +30595,7 @@ module \ace_engine_small.ch0.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
+module \ace_engine_small.ch0.datapath.mem_w.split (rst, mem_w_clock_enable, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
   wire [7:0] \$1 ;
   wire [20:0] \$10 ;
@@ -28396,6 +30634,8 @@ module \ace_engine_small.ch0.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   wire i__valid;
   reg last = 1'h0;
   wire [20:0] left;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   reg [7:0] meta = 8'h00;
   output [44:0] o__payload;
   wire [44:0] o__payload;
@@ -28441,11 +30681,13 @@ module \ace_engine_small.ch0.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$15  = cur;
-    if (\$6 ) begin
-      \$15  = \$7 [27:0];
-    end
-    if (\$11 ) begin
-      \$15  = i__payload[27:0];
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        \$15  = \$7 [27:0];
+      end
+      if (\$11 ) begin
+        \$15  = i__payload[27:0];
+      end
     end
     if (rst) begin
       \$15  = 28'h0000000;
@@ -28454,11 +30696,13 @@ module \ace_engine_small.ch0.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$16  = rem;
-    if (\$6 ) begin
-      \$16  = \$4 [20:0];
-    end
-    if (\$11 ) begin
-      \$16  = i__payload[48:28];
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        \$16  = \$4 [20:0];
+      end
+      if (\$11 ) begin
+        \$16  = i__payload[48:28];
+      end
     end
     if (rst) begin
       \$16  = 21'h000000;
@@ -28467,11 +30711,13 @@ module \ace_engine_small.ch0.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$17  = last;
-    if (\$6 ) begin
-      \$17  = \$8 ;
-    end
-    if (\$11 ) begin
-      \$17  = \$12 ;
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        \$17  = \$8 ;
+      end
+      if (\$11 ) begin
+        \$17  = \$12 ;
+      end
     end
     if (rst) begin
       \$17  = 1'h0;
@@ -28480,11 +30726,13 @@ module \ace_engine_small.ch0.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$18  = burst;
-    if (\$6 ) begin
-      \$18  = \$10 [6:0];
-    end
-    if (\$11 ) begin
-      \$18  = \$14 [6:0];
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        \$18  = \$10 [6:0];
+      end
+      if (\$11 ) begin
+        \$18  = \$14 [6:0];
+      end
     end
     if (rst) begin
       \$18  = 7'h00;
@@ -28493,13 +30741,15 @@ module \ace_engine_small.ch0.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$19  = o__valid;
-    if (\$6 ) begin
-      if (last) begin
-        \$19  = 1'h0;
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        if (last) begin
+          \$19  = 1'h0;
+        end
       end
-    end
-    if (\$11 ) begin
-      \$19  = 1'h1;
+      if (\$11 ) begin
+        \$19  = 1'h1;
+      end
     end
     if (rst) begin
       \$19  = 1'h0;
@@ -28508,8 +30758,10 @@ module \ace_engine_small.ch0.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$20  = meta;
-    if (\$11 ) begin
-      \$20  = i__payload[56:49];
+    if (mem_w_clock_enable) begin
+      if (\$11 ) begin
+        \$20  = i__payload[56:49];
+      end
     end
     if (rst) begin
       \$20  = 8'h00;
@@ -28532,7 +30784,7 @@ module \ace_engine_small.ch0.datapath.mem_w.split (rst, o__ready, i__ready, i__p
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_w.sreq_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -28557,10 +30809,12 @@ module \ace_engine_small.ch0.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -28574,6 +30828,8 @@ module \ace_engine_small.ch0.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [33:0] r_data;
@@ -28605,12 +30861,12 @@ module \ace_engine_small.ch0.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
     storage[2] = 34'h000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
+    if (\$30 )
       storage[w_port__addr] <= w_port__data;
   end
   reg [33:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -28649,42 +30905,23 @@ module \ace_engine_small.ch0.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_w_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_w_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -28692,14 +30929,43 @@ module \ace_engine_small.ch0.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    \$34  = inner_level;
+    if (mem_w_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    \$35  = r_rdy;
+    if (mem_w_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
@@ -28711,7 +30977,7 @@ module \ace_engine_small.ch0.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch0.datapath.mem_w.w_skid (rst, o__ready, mem_w_clock_enable, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -28740,6 +31006,8 @@ module \ace_engine_small.ch0.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   output [149:0] o__payload;
   reg [149:0] o__payload = 150'h00000000000000000000000000000000000000;
   wire [4:0] \o__payload.bytes ;
@@ -28786,7 +31054,10 @@ module \ace_engine_small.ch0.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_w_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -28794,12 +31065,14 @@ module \ace_engine_small.ch0.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -28808,12 +31081,14 @@ module \ace_engine_small.ch0.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 150'h00000000000000000000000000000000000000;
@@ -28822,14 +31097,16 @@ module \ace_engine_small.ch0.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -28838,11 +31115,13 @@ module \ace_engine_small.ch0.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -28871,7 +31150,7 @@ module \ace_engine_small.ch0.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_w.wd_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$91  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -28896,10 +31175,12 @@ module \ace_engine_small.ch0.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -28913,6 +31194,8 @@ module \ace_engine_small.ch0.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [42:0] r_data;
@@ -28944,12 +31227,12 @@ module \ace_engine_small.ch0.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
     storage[2] = 43'h00000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
+    if (\$30 )
       storage[w_port__addr] <= w_port__data;
   end
   reg [42:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -28988,42 +31271,23 @@ module \ace_engine_small.ch0.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_w_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_w_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -29031,14 +31295,43 @@ module \ace_engine_small.ch0.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    \$34  = inner_level;
+    if (mem_w_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    \$35  = r_rdy;
+    if (mem_w_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
@@ -29994,9 +32287,9 @@ endmodule
 (* generator = "Amaranth" *)
 module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__valid, nic_recv__payload, sram_rd_a__req__ready, sram_rd_b__req__ready, sram_wr__ready, sram_rd_a__resp__payload, sram_rd_b__resp__payload, \port$3732$0 , mem_rd_a__rid, \port$3804$0 , mem_rd_b__rid, mem_wr__awready, mem_wr__wready, mem_wr__bid, mem_wr__bvalid, mem_wr__bresp, progress
 , mem_read_bytes, alu_beat, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, start, error_clear, placement, enable, timeout
-, \port$13824$0 , \port$13826$0 , \port$13828$0 , \port$13830$0 , \port$13832$0 , \port$13834$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$13842$0 , \port$13844$0 , \port$13846$0 , \port$13848$0 , \port$13850$0 , \port$13852$0 , \port$13854$0 , \port$13856$0 , \port$13858$0 , \port$13860$0 , wr__addr, nic_send_data__ready
-, sram_rd_a__resp__valid, sram_rd_b__resp__valid, mem_rd_a__arready, mem_rd_b__arready, mem_rd_a__rvalid, mem_rd_b__rvalid, dep_halted__0, dep_steps__0, running, step_done, dep_halted__1, finished, error, pc, dep_steps__1, error_cause, nic_send__payload, nic_recv_link, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload
-, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17388$0 , nic_send_data__payload, clk);
+, \port$14114$0 , \port$14116$0 , \port$14118$0 , \port$14120$0 , \port$14122$0 , \port$14124$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14132$0 , \port$14134$0 , \port$14136$0 , \port$14138$0 , \port$14140$0 , \port$14142$0 , \port$14144$0 , \port$14146$0 , \port$14148$0 , \port$14150$0 , wr__addr, nic_send_data__ready
+, sram_rd_a__resp__valid, sram_rd_b__resp__valid, mem_rd_a__arready, mem_rd_b__arready, mem_rd_a__rvalid, mem_rd_b__rvalid, dep_halted__0, dep_steps__0, running, step_done, dep_halted__1, finished, error, pc, dep_steps__1, error_cause, nic_recv_link, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload
+, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17692$0 , nic_send_data__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$98  = 0;
   wire \$1 ;
   wire [32:0] \$10 ;
@@ -30682,40 +32975,40 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   wire \plan__payload.w_use ;
   wire plan__ready;
   reg plan__valid;
-  input [31:0] \port$13824$0 ;
-  wire [31:0] \port$13824$0 ;
-  input [31:0] \port$13826$0 ;
-  wire [31:0] \port$13826$0 ;
-  input [31:0] \port$13828$0 ;
-  wire [31:0] \port$13828$0 ;
-  input [31:0] \port$13830$0 ;
-  wire [31:0] \port$13830$0 ;
-  input [31:0] \port$13832$0 ;
-  wire [31:0] \port$13832$0 ;
-  input [31:0] \port$13834$0 ;
-  wire [31:0] \port$13834$0 ;
-  input [31:0] \port$13842$0 ;
-  wire [31:0] \port$13842$0 ;
-  input [31:0] \port$13844$0 ;
-  wire [31:0] \port$13844$0 ;
-  input [31:0] \port$13846$0 ;
-  wire [31:0] \port$13846$0 ;
-  input [31:0] \port$13848$0 ;
-  wire [31:0] \port$13848$0 ;
-  input [31:0] \port$13850$0 ;
-  wire [31:0] \port$13850$0 ;
-  input [31:0] \port$13852$0 ;
-  wire [31:0] \port$13852$0 ;
-  input [31:0] \port$13854$0 ;
-  wire [31:0] \port$13854$0 ;
-  input [31:0] \port$13856$0 ;
-  wire [31:0] \port$13856$0 ;
-  input [31:0] \port$13858$0 ;
-  wire [31:0] \port$13858$0 ;
-  input [31:0] \port$13860$0 ;
-  wire [31:0] \port$13860$0 ;
-  output [144:0] \port$17388$0 ;
-  wire [144:0] \port$17388$0 ;
+  input [31:0] \port$14114$0 ;
+  wire [31:0] \port$14114$0 ;
+  input [31:0] \port$14116$0 ;
+  wire [31:0] \port$14116$0 ;
+  input [31:0] \port$14118$0 ;
+  wire [31:0] \port$14118$0 ;
+  input [31:0] \port$14120$0 ;
+  wire [31:0] \port$14120$0 ;
+  input [31:0] \port$14122$0 ;
+  wire [31:0] \port$14122$0 ;
+  input [31:0] \port$14124$0 ;
+  wire [31:0] \port$14124$0 ;
+  input [31:0] \port$14132$0 ;
+  wire [31:0] \port$14132$0 ;
+  input [31:0] \port$14134$0 ;
+  wire [31:0] \port$14134$0 ;
+  input [31:0] \port$14136$0 ;
+  wire [31:0] \port$14136$0 ;
+  input [31:0] \port$14138$0 ;
+  wire [31:0] \port$14138$0 ;
+  input [31:0] \port$14140$0 ;
+  wire [31:0] \port$14140$0 ;
+  input [31:0] \port$14142$0 ;
+  wire [31:0] \port$14142$0 ;
+  input [31:0] \port$14144$0 ;
+  wire [31:0] \port$14144$0 ;
+  input [31:0] \port$14146$0 ;
+  wire [31:0] \port$14146$0 ;
+  input [31:0] \port$14148$0 ;
+  wire [31:0] \port$14148$0 ;
+  input [31:0] \port$14150$0 ;
+  wire [31:0] \port$14150$0 ;
+  output [144:0] \port$17692$0 ;
+  wire [144:0] \port$17692$0 ;
   input [130:0] \port$3732$0 ;
   wire [130:0] \port$3732$0 ;
   input [130:0] \port$3804$0 ;
@@ -30980,7 +33273,7 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   end
   always @(posedge clk) begin
     if (wr__en)
-      imem[wr__addr] <= { \port$13860$0 , \port$13858$0 , \port$13856$0 , \port$13854$0 , \port$13852$0 , \port$13850$0 , \port$13848$0 , \port$13846$0  };
+      imem[wr__addr] <= { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
   end
   reg [255:0] _0_;
   always @(posedge clk) begin
@@ -31078,7 +33371,7 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \$85  = fsm_state == 4'h8;
   assign \$86  = fsm_state == 4'h9;
   assign \$87  = fsm_state == 4'ha;
-  assign \$88  = { \port$13844$0 , \port$13842$0  } + 10'h200;
+  assign \$88  = { \port$14134$0 , \port$14132$0  } + 10'h200;
   assign \$89  = stage + 9'h100;
   assign \$90  = | placement;
   assign \$91  = placement == 2'h2;
@@ -31194,20 +33487,20 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   \ace_engine_small.ch1.datapath  datapath (
     .abort(abort),
     .axi__arready(mem_rd_a__arready),
-    .\axi__arready$88 (mem_rd_b__arready),
+    .\axi__arready$166 (mem_rd_b__arready),
     .axi__awready(mem_wr__awready),
     .axi__bid(mem_wr__bid),
     .axi__bresp(mem_wr__bresp),
     .axi__bvalid(mem_wr__bvalid),
     .axi__rid(mem_rd_a__rid),
-    .\axi__rid$96 (mem_rd_b__rid),
+    .\axi__rid$174 (mem_rd_b__rid),
     .axi__rvalid(mem_rd_a__rvalid),
-    .\axi__rvalid$104 (mem_rd_b__rvalid),
+    .\axi__rvalid$75 (mem_rd_b__rvalid),
     .axi__wready(mem_wr__wready),
     .clk(clk),
     .done(done),
     .fire(alu_beat),
-    .\i__payload$210 (nic_send_data__payload),
+    .\i__payload$255 (nic_send_data__payload),
     .mem_error(mem_error),
     .mem_rd_a__araddr(mem_rd_a__araddr),
     .mem_rd_a__arlen(mem_rd_a__arlen),
@@ -31236,16 +33529,16 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
     .plan__payload(plan__payload),
     .plan__ready(plan__ready),
     .plan__valid(plan__valid),
-    .\port$17388$0 (\$171 ),
+    .\port$17692$0 (\$171 ),
     .\port$3732$0 (\port$3732$0 ),
     .\port$3804$0 (\port$3804$0 ),
     .port__ready(sram_wr__ready),
     .port__req__ready(sram_rd_a__req__ready),
-    .\port__req__ready$26 (sram_rd_b__req__ready),
+    .\port__req__ready$105 (sram_rd_b__req__ready),
     .port__resp__payload(sram_rd_a__resp__payload),
-    .\port__resp__payload$30 (sram_rd_b__resp__payload),
+    .\port__resp__payload$109 (sram_rd_b__resp__payload),
     .port__resp__valid(sram_rd_a__resp__valid),
-    .\port__resp__valid$34 (sram_rd_b__resp__valid),
+    .\port__resp__valid$113 (sram_rd_b__resp__valid),
     .recv_error(recv_error),
     .rst(rst),
     .sram_rd_a__req__payload(sram_rd_a__req__payload),
@@ -31273,11 +33566,11 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
     src_base = 64'h0000000000000000;
     casez (instr[9:8])
       2'h0:
-          src_base = { \port$13826$0 , \port$13824$0  };
+          src_base = { \port$14116$0 , \port$14114$0  };
       2'h1:
-          src_base = { \port$13830$0 , \port$13828$0  };
+          src_base = { \port$14120$0 , \port$14118$0  };
       2'h2:
-          src_base = { \port$13834$0 , \port$13832$0  };
+          src_base = { \port$14124$0 , \port$14122$0  };
     endcase
   end
   always @* begin
@@ -31297,11 +33590,11 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
     dst_base = 64'h0000000000000000;
     casez (instr[11:10])
       2'h0:
-          dst_base = { \port$13826$0 , \port$13824$0  };
+          dst_base = { \port$14116$0 , \port$14114$0  };
       2'h1:
-          dst_base = { \port$13830$0 , \port$13828$0  };
+          dst_base = { \port$14120$0 , \port$14118$0  };
       2'h2:
-          dst_base = { \port$13834$0 , \port$13832$0  };
+          dst_base = { \port$14124$0 , \port$14122$0  };
     endcase
   end
   always @* begin
@@ -32629,15 +34922,15 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \mem_write_bytes$155  = mem_write_bytes;
   assign imem_we = wr__en;
   assign imem_addr = wr__addr;
-  assign wr__data = { \port$13860$0 , \port$13858$0 , \port$13856$0 , \port$13854$0 , \port$13852$0 , \port$13850$0 , \port$13848$0 , \port$13846$0  };
-  assign imem_data = { \port$13860$0 , \port$13858$0 , \port$13856$0 , \port$13854$0 , \port$13852$0 , \port$13850$0 , \port$13848$0 , \port$13846$0  };
+  assign wr__data = { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
+  assign imem_data = { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
   assign rd__addr = pc[6:0];
   assign rd__en = 1'h1;
   assign nbytes_full = \$4 [33:0];
   assign nwords = \$6 [20:0];
-  assign buf_base__0 = { \port$13826$0 , \port$13824$0  };
-  assign buf_base__1 = { \port$13830$0 , \port$13828$0  };
-  assign buf_base__2 = { \port$13834$0 , \port$13832$0  };
+  assign buf_base__0 = { \port$14116$0 , \port$14114$0  };
+  assign buf_base__1 = { \port$14120$0 , \port$14118$0  };
+  assign buf_base__2 = { \port$14124$0 , \port$14122$0  };
   assign src_mem_addr = \$8 [32:0];
   assign src_sram_addr = \$9 [13:0];
   assign src_addr = \$10 [31:0];
@@ -32656,9 +34949,9 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign error_pc = pc;
   assign \alu_beat$248  = alu_beat;
   assign halted = dep_halted__1;
-  assign stage_base = { \port$13844$0 , \port$13842$0  };
+  assign stage_base = { \port$14134$0 , \port$14132$0  };
   assign steps_done = dep_steps__1;
-  assign \port$17388$0  = \$171 ;
+  assign \port$17692$0  = \$171 ;
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -32791,97 +35084,140 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$26 , port__ready, port__resp__payload, \port__resp__payload$30 , \port$3732$0 , axi__rid, \port$3804$0 , \axi__rid$96 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
-, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$34 , axi__arready, \axi__arready$88 , axi__rvalid, \axi__rvalid$104 
-, plan__valid, abort, nic_send__payload, nic_recv_link, mem_error, recv_error, done, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17388$0 , \i__payload$210 , plan__payload
+module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$105 , port__ready, port__resp__payload, \port__resp__payload$109 , \port$3732$0 , axi__rid, \port$3804$0 , \axi__rid$174 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
+, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$113 , axi__arready, \axi__arready$166 , axi__rvalid, \axi__rvalid$75 
+, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17692$0 , \i__payload$255 , plan__payload
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$99  = 0;
-  wire [24:0] \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
+  wire \$1 ;
+  wire [8:0] \$10 ;
+  wire [16:0] \$100 ;
+  wire [16:0] \$101 ;
   wire \$102 ;
   wire \$103 ;
-  wire [24:0] \$104 ;
+  wire \$104 ;
   wire \$105 ;
   wire \$106 ;
-  wire \$107 ;
+  wire [127:0] \$107 ;
   wire \$108 ;
-  wire [8:0] \$109 ;
+  wire \$109 ;
   wire \$11 ;
-  wire [9:0] \$110 ;
+  wire \$110 ;
   wire \$111 ;
-  wire [8:0] \$112 ;
-  wire [24:0] \$113 ;
-  wire [8:0] \$114 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
-  wire [24:0] \$119 ;
-  wire [127:0] \$12 ;
-  wire \$120 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire [23:0] \$120 ;
   wire \$121 ;
-  wire [24:0] \$122 ;
+  wire \$122 ;
   wire \$123 ;
-  wire [10:0] \$124 ;
-  wire [24:0] \$125 ;
+  wire \$124 ;
+  wire \$125 ;
   wire \$126 ;
-  wire [24:0] \$127 ;
+  wire \$127 ;
   wire \$128 ;
-  wire [10:0] \$129 ;
+  wire \$129 ;
   wire \$13 ;
-  wire [24:0] \$130 ;
+  wire \$130 ;
   wire \$131 ;
   wire \$132 ;
-  wire [24:0] \$133 ;
-  wire [8:0] \$134 ;
-  reg [140:0] \$135 ;
-  reg \$136 ;
-  reg \$137 ;
-  reg \$138 ;
-  reg \$139 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire [8:0] \$137 ;
+  wire \$138 ;
+  wire \$139 ;
   wire \$14 ;
-  reg \$140 ;
-  reg \$141 ;
-  reg \$142 ;
-  reg [23:0] \$143 ;
-  reg \$144 ;
-  reg \$145 ;
-  reg [23:0] \$146 ;
-  reg [23:0] \$147 ;
-  reg [7:0] \$148 ;
-  reg [23:0] \$149 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  reg [8:0] \$150 ;
-  reg [7:0] \$151 ;
-  reg [15:0] \$152 ;
-  reg [23:0] \$153 ;
-  reg \$154 ;
-  reg \$155 ;
-  reg \$156 ;
-  reg \$157 ;
-  reg \$158 ;
-  reg \$159 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
   wire \$16 ;
-  reg \$160 ;
-  wire [144:0] \$161 ;
+  wire [23:0] \$160 ;
+  wire \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  wire \$164 ;
+  wire \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
+  wire \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  reg [7:0] \$175 ;
+  reg [7:0] \$176 ;
+  reg [7:0] \$177 ;
+  reg [140:0] \$178 ;
+  reg \$179 ;
   wire \$18 ;
-  wire \$19 ;
-  wire [24:0] \$2 ;
-  wire \$20 ;
+  reg \$180 ;
+  reg \$181 ;
+  reg \$182 ;
+  reg \$183 ;
+  reg \$184 ;
+  reg \$185 ;
+  reg [23:0] \$186 ;
+  reg \$187 ;
+  reg \$188 ;
+  reg [23:0] \$189 ;
+  wire [8:0] \$19 ;
+  reg [23:0] \$190 ;
+  reg [7:0] \$191 ;
+  reg [23:0] \$192 ;
+  reg [8:0] \$193 ;
+  reg [7:0] \$194 ;
+  reg [15:0] \$195 ;
+  reg [23:0] \$196 ;
+  reg \$197 ;
+  reg \$198 ;
+  reg \$199 ;
+  wire \$2 ;
+  wire [8:0] \$20 ;
+  reg \$200 ;
+  reg \$201 ;
+  reg \$202 ;
+  reg \$203 ;
+  wire [144:0] \$204 ;
   wire \$21 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
-  wire [23:0] \$25 ;
+  wire \$25 ;
   wire \$26 ;
   wire \$27 ;
   wire \$28 ;
-  wire \$29 ;
+  wire [8:0] \$29 ;
   wire \$3 ;
-  wire \$30 ;
+  wire [8:0] \$30 ;
   wire \$31 ;
   wire \$32 ;
   wire \$33 ;
@@ -32890,11 +35226,11 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
-  wire \$39 ;
-  wire [15:0] \$4 ;
-  wire \$40 ;
+  wire [23:0] \$39 ;
+  wire \$4 ;
+  wire [23:0] \$40 ;
   wire \$41 ;
-  wire [8:0] \$42 ;
+  wire [23:0] \$42 ;
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
@@ -32902,61 +35238,61 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$47 ;
   wire \$48 ;
   wire \$49 ;
-  wire [16:0] \$5 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
   wire \$53 ;
   wire \$54 ;
-  wire \$55 ;
+  wire [24:0] \$55 ;
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
-  wire [16:0] \$6 ;
-  wire \$60 ;
-  wire \$61 ;
+  wire \$6 ;
+  wire [8:0] \$60 ;
+  wire [9:0] \$61 ;
   wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire [23:0] \$65 ;
+  wire [8:0] \$63 ;
+  wire [24:0] \$64 ;
+  wire [8:0] \$65 ;
   wire \$66 ;
   wire \$67 ;
   wire \$68 ;
   wire \$69 ;
   wire \$7 ;
-  wire \$70 ;
+  wire [24:0] \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire \$73 ;
+  wire [24:0] \$73 ;
   wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
+  wire [10:0] \$75 ;
+  wire [24:0] \$76 ;
   wire \$77 ;
-  wire \$78 ;
+  wire [24:0] \$78 ;
   wire \$79 ;
   wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
+  wire [10:0] \$80 ;
+  wire [24:0] \$81 ;
   wire \$82 ;
   wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
+  wire [24:0] \$84 ;
+  wire [8:0] \$85 ;
   wire \$86 ;
   wire \$87 ;
-  wire [23:0] \$88 ;
-  wire [23:0] \$89 ;
-  wire \$9 ;
+  wire \$88 ;
+  wire \$89 ;
+  wire [8:0] \$9 ;
   wire \$90 ;
-  wire [23:0] \$91 ;
+  wire \$91 ;
   wire \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
+  wire [24:0] \$96 ;
+  wire [24:0] \$97 ;
   wire \$98 ;
-  wire \$99 ;
+  wire [15:0] \$99 ;
   reg [127:0] a_data;
   reg a_valid;
   input abort;
@@ -32964,27 +35300,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg active = 1'h0;
   wire alu_beat;
   wire [31:0] axi__araddr;
-  wire [31:0] \axi__araddr$75 ;
+  wire [31:0] \axi__araddr$153 ;
   wire [1:0] axi__arburst;
-  wire [1:0] \axi__arburst$77 ;
+  wire [1:0] \axi__arburst$155 ;
   wire [3:0] axi__arcache;
-  wire [3:0] \axi__arcache$79 ;
+  wire [3:0] \axi__arcache$157 ;
   wire [3:0] axi__arid;
-  wire [3:0] \axi__arid$81 ;
+  wire [3:0] \axi__arid$159 ;
   wire [7:0] axi__arlen;
-  wire [7:0] \axi__arlen$83 ;
+  wire [7:0] \axi__arlen$161 ;
   wire axi__arlock;
-  wire \axi__arlock$85 ;
+  wire \axi__arlock$163 ;
   wire [2:0] axi__arprot;
-  wire [2:0] \axi__arprot$87 ;
+  wire [2:0] \axi__arprot$165 ;
   input axi__arready;
   wire axi__arready;
-  input \axi__arready$88 ;
-  wire \axi__arready$88 ;
+  input \axi__arready$166 ;
+  wire \axi__arready$166 ;
   wire [2:0] axi__arsize;
-  wire [2:0] \axi__arsize$91 ;
+  wire [2:0] \axi__arsize$169 ;
   wire axi__arvalid;
-  wire \axi__arvalid$93 ;
+  wire \axi__arvalid$171 ;
   wire [31:0] axi__awaddr;
   wire [1:0] axi__awburst;
   wire [3:0] axi__awcache;
@@ -33004,21 +35340,21 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input axi__bvalid;
   wire axi__bvalid;
   wire [127:0] axi__rdata;
-  wire [127:0] \axi__rdata$94 ;
+  wire [127:0] \axi__rdata$172 ;
   input [3:0] axi__rid;
   wire [3:0] axi__rid;
-  input [3:0] \axi__rid$96 ;
-  wire [3:0] \axi__rid$96 ;
+  input [3:0] \axi__rid$174 ;
+  wire [3:0] \axi__rid$174 ;
   wire axi__rlast;
-  wire \axi__rlast$98 ;
+  wire \axi__rlast$176 ;
   wire axi__rready;
-  wire \axi__rready$101 ;
+  wire \axi__rready$179 ;
   wire [1:0] axi__rresp;
-  wire [1:0] \axi__rresp$102 ;
+  wire [1:0] \axi__rresp$180 ;
   input axi__rvalid;
   wire axi__rvalid;
-  input \axi__rvalid$104 ;
-  wire \axi__rvalid$104 ;
+  input \axi__rvalid$75 ;
+  wire \axi__rvalid$75 ;
   wire [127:0] axi__wdata;
   wire axi__wlast;
   input axi__wready;
@@ -33030,69 +35366,69 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg bad;
   wire busy;
   wire [4:0] bytes;
-  wire [4:0] \bytes$146 ;
-  wire [4:0] \bytes$148 ;
+  wire [4:0] \bytes$222 ;
+  wire [4:0] \bytes$224 ;
   input clk;
   wire clk;
   wire [36:0] cmd__payload;
-  wire [77:0] \cmd__payload$159 ;
-  wire [7:0] \cmd__payload$159.id ;
-  wire [23:0] \cmd__payload$159.length ;
-  wire [31:0] \cmd__payload$159.mem_addr ;
-  wire [12:0] \cmd__payload$159.sram_addr ;
-  wire \cmd__payload$159.stream ;
-  wire [36:0] \cmd__payload$161 ;
-  wire [12:0] \cmd__payload$161.addr ;
-  wire [23:0] \cmd__payload$161.words ;
-  wire [77:0] \cmd__payload$164 ;
-  wire [7:0] \cmd__payload$164.id ;
-  wire [23:0] \cmd__payload$164.length ;
-  wire [31:0] \cmd__payload$164.mem_addr ;
-  wire [12:0] \cmd__payload$164.sram_addr ;
-  wire \cmd__payload$164.stream ;
-  wire [52:0] \cmd__payload$166 ;
-  wire [12:0] \cmd__payload$166.addr ;
-  wire [15:0] \cmd__payload$166.last_mask ;
-  wire [23:0] \cmd__payload$166.words ;
-  wire [77:0] \cmd__payload$170 ;
-  wire [7:0] \cmd__payload$170.id ;
-  wire [23:0] \cmd__payload$170.length ;
-  wire [31:0] \cmd__payload$170.mem_addr ;
-  wire [12:0] \cmd__payload$170.sram_addr ;
-  wire \cmd__payload$170.stream ;
+  wire [77:0] \cmd__payload$227 ;
+  wire [7:0] \cmd__payload$227.id ;
+  wire [23:0] \cmd__payload$227.length ;
+  wire [31:0] \cmd__payload$227.mem_addr ;
+  wire [12:0] \cmd__payload$227.sram_addr ;
+  wire \cmd__payload$227.stream ;
+  wire [36:0] \cmd__payload$228 ;
+  wire [12:0] \cmd__payload$228.addr ;
+  wire [23:0] \cmd__payload$228.words ;
+  wire [77:0] \cmd__payload$229 ;
+  wire [7:0] \cmd__payload$229.id ;
+  wire [23:0] \cmd__payload$229.length ;
+  wire [31:0] \cmd__payload$229.mem_addr ;
+  wire [12:0] \cmd__payload$229.sram_addr ;
+  wire \cmd__payload$229.stream ;
+  wire [52:0] \cmd__payload$230 ;
+  wire [12:0] \cmd__payload$230.addr ;
+  wire [15:0] \cmd__payload$230.last_mask ;
+  wire [23:0] \cmd__payload$230.words ;
+  wire [77:0] \cmd__payload$231 ;
+  wire [7:0] \cmd__payload$231.id ;
+  wire [23:0] \cmd__payload$231.length ;
+  wire [31:0] \cmd__payload$231.mem_addr ;
+  wire [12:0] \cmd__payload$231.sram_addr ;
+  wire \cmd__payload$231.stream ;
   wire [12:0] \cmd__payload.addr ;
   wire [23:0] \cmd__payload.words ;
   wire cmd__ready;
-  wire \cmd__ready$246 ;
-  wire \cmd__ready$247 ;
-  wire \cmd__ready$248 ;
-  wire \cmd__ready$249 ;
-  wire \cmd__ready$250 ;
+  wire \cmd__ready$13 ;
+  wire \cmd__ready$43 ;
+  wire \cmd__ready$45 ;
+  wire \cmd__ready$47 ;
+  wire \cmd__ready$8 ;
   wire cmd__valid;
-  wire \cmd__valid$160 ;
-  wire \cmd__valid$162 ;
-  wire \cmd__valid$165 ;
-  wire \cmd__valid$168 ;
-  wire \cmd__valid$171 ;
+  wire \cmd__valid$12 ;
+  wire \cmd__valid$42 ;
+  wire \cmd__valid$44 ;
+  wire \cmd__valid$46 ;
+  wire \cmd__valid$7 ;
   wire [10:0] cpl__payload;
-  wire [10:0] \cpl__payload$254 ;
-  wire [7:0] \cpl__payload$254.id ;
+  wire [10:0] \cpl__payload$49 ;
+  wire [7:0] \cpl__payload$49.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \cpl__payload$254.status ;
-  wire [10:0] \cpl__payload$256 ;
-  wire [7:0] \cpl__payload$256.id ;
+  wire [2:0] \cpl__payload$49.status ;
+  wire [10:0] \cpl__payload$50 ;
+  wire [7:0] \cpl__payload$50.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \cpl__payload$256.status ;
+  wire [2:0] \cpl__payload$50.status ;
   wire [7:0] \cpl__payload.id ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
@@ -33102,11 +35438,11 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   (* enum_value_111 = "WRITE_DECERR" *)
   wire [2:0] \cpl__payload.status ;
   wire cpl__ready;
-  wire \cpl__ready$173 ;
-  wire \cpl__ready$174 ;
+  wire \cpl__ready$10 ;
+  wire \cpl__ready$15 ;
   wire cpl__valid;
-  wire \cpl__valid$253 ;
-  wire \cpl__valid$255 ;
+  wire \cpl__valid$14 ;
+  wire \cpl__valid$9 ;
   output done;
   reg done = 1'h0;
   wire [8:0] expect_len;
@@ -33116,29 +35452,29 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg fwd_ahead = 1'h0;
   reg fwd_even = 1'h0;
   wire [264:0] i__payload;
-  wire [264:0] \i__payload$192 ;
-  wire [127:0] \i__payload$192.a ;
-  wire [127:0] \i__payload$192.b ;
+  wire [264:0] \i__payload$246 ;
+  wire [127:0] \i__payload$246.a ;
+  wire [127:0] \i__payload$246.b ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \i__payload$192.dtype ;
-  wire \i__payload$192.last ;
+  wire [1:0] \i__payload$246.dtype ;
+  wire \i__payload$246.last ;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
-  wire [1:0] \i__payload$192.op ;
-  wire [3:0] \i__payload$192.tag ;
-  output [127:0] \i__payload$210 ;
-  wire [127:0] \i__payload$210 ;
-  wire [132:0] \i__payload$6 ;
-  wire \i__payload$6.last ;
-  wire [127:0] \i__payload$6.result ;
-  wire [3:0] \i__payload$6.tag ;
+  wire [1:0] \i__payload$246.op ;
+  wire [3:0] \i__payload$246.tag ;
+  output [127:0] \i__payload$255 ;
+  wire [127:0] \i__payload$255 ;
+  wire [132:0] \i__payload$85 ;
+  wire \i__payload$85.last ;
+  wire [127:0] \i__payload$85.result ;
+  wire [3:0] \i__payload$85.tag ;
   wire [127:0] \i__payload.a ;
   wire [127:0] \i__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -33156,17 +35492,21 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \i__payload.op ;
   wire [3:0] \i__payload.tag ;
   wire i__ready;
-  wire \i__ready$195 ;
-  wire \i__ready$219 ;
-  wire \i__ready$9 ;
+  wire \i__ready$247 ;
+  wire \i__ready$260 ;
+  wire \i__ready$88 ;
   wire i__valid;
-  wire \i__valid$10 ;
-  wire \i__valid$190 ;
-  wire \i__valid$212 ;
+  wire \i__valid$245 ;
+  wire \i__valid$257 ;
+  wire \i__valid$89 ;
   reg join_last = 1'h0;
   reg [23:0] join_left = 24'h000000;
   reg join_more = 1'h0;
   wire [15:0] last_mask;
+  wire mem_a_clock_enable;
+  reg [7:0] mem_a_outstanding = 8'h00;
+  wire mem_b_clock_enable;
+  reg [7:0] mem_b_outstanding = 8'h00;
   output mem_error;
   reg mem_error = 1'h0;
   output [31:0] mem_rd_a__araddr;
@@ -33211,6 +35551,8 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire mem_rd_b__rvalid;
   output [5:0] mem_read_bytes;
   wire [5:0] mem_read_bytes;
+  wire mem_w_clock_enable;
+  reg [7:0] mem_w_outstanding = 8'h00;
   output [31:0] mem_wr__awaddr;
   wire [31:0] mem_wr__awaddr;
   wire [1:0] mem_wr__awburst;
@@ -33269,20 +35611,20 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire nic_send_data__valid;
   wire [23:0] nwords;
   wire [264:0] o__payload;
-  wire [128:0] \o__payload$181 ;
-  wire [127:0] \o__payload$181.data ;
-  wire \o__payload$181.last ;
-  wire [128:0] \o__payload$189 ;
-  wire [127:0] \o__payload$189.data ;
-  wire \o__payload$189.last ;
-  wire [132:0] \o__payload$211 ;
-  wire \o__payload$211.last ;
-  wire [127:0] \o__payload$211.result ;
-  wire [3:0] \o__payload$211.tag ;
-  wire [132:0] \o__payload$7 ;
-  wire \o__payload$7.last ;
-  wire [127:0] \o__payload$7.result ;
-  wire [3:0] \o__payload$7.tag ;
+  wire [128:0] \o__payload$236 ;
+  wire [127:0] \o__payload$236.data ;
+  wire \o__payload$236.last ;
+  wire [128:0] \o__payload$244 ;
+  wire [127:0] \o__payload$244.data ;
+  wire \o__payload$244.last ;
+  wire [132:0] \o__payload$256 ;
+  wire \o__payload$256.last ;
+  wire [127:0] \o__payload$256.result ;
+  wire [3:0] \o__payload$256.tag ;
+  wire [132:0] \o__payload$86 ;
+  wire \o__payload$86.last ;
+  wire [127:0] \o__payload$86.result ;
+  wire [3:0] \o__payload$86.tag ;
   wire [127:0] \o__payload.a ;
   wire [127:0] \o__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -33300,15 +35642,15 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \o__payload.op ;
   wire [3:0] \o__payload.tag ;
   wire o__ready;
-  wire \o__ready$198 ;
-  wire \o__ready$200 ;
-  wire \o__ready$226 ;
-  wire \o__ready$8 ;
+  wire \o__ready$249 ;
+  wire \o__ready$251 ;
+  wire \o__ready$263 ;
+  wire \o__ready$87 ;
   wire o__valid;
-  wire \o__valid$11 ;
-  wire \o__valid$180 ;
-  wire \o__valid$188 ;
-  wire \o__valid$213 ;
+  wire \o__valid$235 ;
+  wire \o__valid$243 ;
+  wire \o__valid$84 ;
+  wire \o__valid$90 ;
   reg pend_a = 1'h0;
   reg pend_b = 1'h0;
   reg pend_w = 1'h0;
@@ -33378,8 +35720,8 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire plan__ready;
   input plan__valid;
   wire plan__valid;
-  output [144:0] \port$17388$0 ;
-  wire [144:0] \port$17388$0 ;
+  output [144:0] \port$17692$0 ;
+  wire [144:0] \port$17692$0 ;
   input [130:0] \port$3732$0 ;
   wire [130:0] \port$3732$0 ;
   input [130:0] \port$3804$0 ;
@@ -33391,30 +35733,30 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input port__ready;
   wire port__ready;
   wire [12:0] port__req__payload;
-  wire [12:0] \port__req__payload$25 ;
+  wire [12:0] \port__req__payload$104 ;
   input port__req__ready;
   wire port__req__ready;
-  input \port__req__ready$26 ;
-  wire \port__req__ready$26 ;
+  input \port__req__ready$105 ;
+  wire \port__req__ready$105 ;
   wire port__req__valid;
-  wire \port__req__valid$29 ;
+  wire \port__req__valid$108 ;
   input [127:0] port__resp__payload;
   wire [127:0] port__resp__payload;
-  input [127:0] \port__resp__payload$30 ;
-  wire [127:0] \port__resp__payload$30 ;
+  input [127:0] \port__resp__payload$109 ;
+  wire [127:0] \port__resp__payload$109 ;
   wire port__resp__ready;
-  wire \port__resp__ready$33 ;
+  wire \port__resp__ready$112 ;
   input port__resp__valid;
   wire port__resp__valid;
-  input \port__resp__valid$34 ;
-  wire \port__resp__valid$34 ;
+  input \port__resp__valid$113 ;
+  wire \port__resp__valid$113 ;
   wire port__valid;
   wire [127:0] rd_stream__tdata;
-  wire [127:0] \rd_stream__tdata$187 ;
+  wire [127:0] \rd_stream__tdata$242 ;
   wire rd_stream__tready;
-  wire \rd_stream__tready$201 ;
+  wire \rd_stream__tready$252 ;
   wire rd_stream__tvalid;
-  wire \rd_stream__tvalid$185 ;
+  wire \rd_stream__tvalid$240 ;
   output recv_error;
   reg recv_error = 1'h0;
   reg [23:0] recv_left = 24'h000000;
@@ -33465,223 +35807,266 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire wr_stream__tlast;
   wire wr_stream__tready;
   wire wr_stream__tvalid;
-  assign mem_read_bytes = bytes + \bytes$146 ;
-  assign \$1  = plan__payload[140:117] + 4'hf;
-  assign \$3  = ! plan__payload[120:117];
-  assign \$4  = 1'h1 << plan__payload[120:117];
-  assign \$5  = \$4  - 1'h1;
-  assign \$6  = \$3  ? 17'h0ffff : \$5 ;
+  assign \$1  = cmd__valid & cmd__ready;
+  assign \$3  = ~ \$2 ;
+  assign \$4  = \$1  & \$3 ;
+  assign \$6  = cmd__valid & cmd__ready;
+  assign \$7  = ~ \$6 ;
+  assign \$8  = \$5  & \$7 ;
+  assign \$9  = mem_a_outstanding + 1'h1;
+  assign \$10  = mem_a_outstanding - 1'h1;
+  assign \$11  = \cmd__valid$7  & \cmd__ready$8 ;
+  assign \$13  = ~ \$12 ;
+  assign \$14  = \$11  & \$13 ;
+  assign \$16  = \cmd__valid$7  & \cmd__ready$8 ;
+  assign \$17  = ~ \$16 ;
+  assign \$18  = \$15  & \$17 ;
+  assign \$19  = mem_b_outstanding + 1'h1;
+  assign \$20  = mem_b_outstanding - 1'h1;
+  assign \$21  = \cmd__valid$12  & \cmd__ready$13 ;
+  assign \$23  = ~ \$22 ;
+  assign \$24  = \$21  & \$23 ;
+  assign \$26  = \cmd__valid$12  & \cmd__ready$13 ;
+  assign \$27  = ~ \$26 ;
+  assign \$28  = \$25  & \$27 ;
+  assign \$29  = mem_w_outstanding + 1'h1;
+  assign \$30  = mem_w_outstanding - 1'h1;
+  assign \$31  = ~ active;
+  assign \$32  = plan__valid & \$31 ;
+  assign \$33  = | plan__payload[1:0];
+  assign \$34  = plan__payload[1:0] == 2'h2;
+  assign \$35  = plan__payload[34] & plan__payload[35];
+  assign \$36  = plan__payload[68] & plan__payload[69];
+  assign \$37  = | \$97 [23:0];
+  assign \$38  = \$97 [23:0] == 1'h1;
+  assign \$39  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
+  assign \$40  = plan__payload[102] ? \$97 [23:0] : 24'h000000;
+  assign \$41  = ! plan__payload[1:0];
+  assign \$42  = \$41  ? plan__payload[140:117] : 24'h000000;
+  assign \$43  = \cmd__valid$42  & \cmd__ready$43 ;
+  assign \$44  = cmd__valid & cmd__ready;
+  assign \$45  = \$43  | \$44 ;
+  assign \$46  = \cmd__valid$44  & \cmd__ready$45 ;
+  assign \$47  = \cmd__valid$7  & \cmd__ready$8 ;
+  assign \$48  = \$46  | \$47 ;
+  assign \$49  = \cmd__valid$46  & \cmd__ready$47 ;
+  assign \$50  = \cmd__valid$12  & \cmd__ready$13 ;
+  assign \$51  = \$49  | \$50 ;
+  assign \$52  = | cpl__payload[10:8];
+  assign \$53  = | \cpl__payload$49 [10:8];
+  assign \$54  = | \cpl__payload$50 [10:8];
+  assign \$55  = join_left - 1'h1;
+  assign \$56  = ~ join_last;
+  assign \$57  = join_left == 2'h2;
+  assign \$58  = nic_recv__valid & nic_recv__ready;
+  assign \$59  = pkt_left > 5'h10;
+  assign \$60  = \$59  ? 9'h010 : pkt_left;
+  assign \$61  = pkt_left - \$60 ;
+  assign \$62  = pkt_left > 5'h10;
+  assign \$63  = \$62  ? 9'h010 : pkt_left;
+  assign \$64  = recv_left - \$63 ;
+  assign \$65  = recv_pkt + 1'h1;
+  assign \$66  = w_ready & s_ready;
+  assign \$67  = w_ready & plan[68];
+  assign \$68  = s_ready & plan[102];
+  assign \$69  = nic_send_data__valid & nic_send_data__ready;
+  assign \$70  = send_data_left - 1'h1;
+  assign \$71  = ~ active;
+  assign \$72  = plan__valid & \$71 ;
+  assign \$73  = recv_left - took_bytes;
+  assign \$74  = nic_send__valid & nic_send__ready;
+  assign \$75  = \$74  ? nic_send__payload[19:9] : 11'h000;
+  assign \$76  = send_cmd_left - \$75 ;
+  assign \$77  = $signed(\$73 ) < $signed(\$76 );
+  assign \$78  = recv_left - took_bytes;
+  assign \$79  = nic_send__valid & nic_send__ready;
+  assign \$80  = \$79  ? nic_send__payload[19:9] : 11'h000;
+  assign \$81  = send_cmd_left - \$80 ;
+  assign \$82  = \$78  == \$81 ;
+  assign \$83  = nic_send__valid & nic_send__ready;
+  assign \$84  = send_cmd_left - nic_send__payload[19:9];
+  assign \$85  = send_pkt + 1'h1;
+  assign \$86  = | mem_a_outstanding;
+  assign \$87  = \$86  | cmd__valid;
+  assign \$88  = \$87  | axi__rvalid;
+  assign mem_a_clock_enable = \$88  | rst;
+  assign \$89  = | mem_b_outstanding;
+  assign \$90  = \$89  | \cmd__valid$7 ;
+  assign \$91  = \$90  | \axi__rvalid$75 ;
+  assign mem_b_clock_enable = \$91  | rst;
+  assign \$92  = | mem_w_outstanding;
+  assign \$93  = \$92  | \cmd__valid$12 ;
+  assign \$94  = wr_stream__tvalid | axi__bvalid;
+  assign \$95  = \$93  | \$94 ;
+  assign mem_w_clock_enable = \$95  | rst;
+  assign mem_read_bytes = bytes + \bytes$222 ;
+  assign \$96  = plan__payload[140:117] + 4'hf;
+  assign \$98  = ! plan__payload[120:117];
+  assign \$99  = 1'h1 << plan__payload[120:117];
+  assign \$100  = \$99  - 1'h1;
+  assign \$101  = \$98  ? 17'h0ffff : \$100 ;
   assign plan__ready = ~ active;
-  assign \$7  = plan[1:0] == 1'h1;
-  assign cmd__valid = pend_a & \$7 ;
-  assign \$8  = plan[1:0] == 2'h2;
-  assign \cmd__valid$160  = pend_a & \$8 ;
-  assign \$9  = ~ plan[35];
-  assign \cmd__valid$162  = pend_b & \$9 ;
-  assign \cmd__valid$165  = pend_b & plan[35];
-  assign \$10  = ~ plan[69];
-  assign \cmd__valid$168  = pend_w & \$10 ;
-  assign \cmd__valid$171  = pend_w & plan[69];
-  assign \$11  = abort | nic_recv__valid;
-  assign \$12  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
-  assign \$13  = ~ plan[34];
-  assign \$14  = active & join_more;
-  assign \$15  = \$14  & a_valid;
-  assign \i__valid$190  = \$15  & b_valid;
-  assign fire = \i__valid$190  & \i__ready$195 ;
-  assign \$16  = ! plan[1:0];
-  assign \$17  = fire & \$16 ;
-  assign \$18  = ~ abort;
-  assign nic_recv__ready = \$17  & \$18 ;
-  assign \$19  = plan[1:0] == 1'h1;
-  assign sram_rd_a__resp__ready = fire & \$19 ;
-  assign \$20  = plan[1:0] == 2'h2;
-  assign rd_stream__tready = fire & \$20 ;
-  assign \$21  = fire & plan[34];
-  assign \$22  = ~ plan[35];
-  assign sram_rd_b__resp__ready = \$21  & \$22 ;
-  assign \$23  = fire & plan[34];
-  assign \rd_stream__tready$201  = \$23  & plan[35];
-  assign \$24  = recv_left > 9'h100;
-  assign \$25  = \$24  ? 24'h000100 : recv_left;
-  assign \$26  = ! recv_pkt_left;
-  assign pkt_left = \$26  ? \$25 [8:0] : recv_pkt_left;
-  assign \$27  = nic_recv__valid & nic_recv__ready;
-  assign \$28  = nic_recv__payload[153:146] != plan[112:105];
-  assign \$29  = ! recv_pkt_left;
-  assign \$30  = nic_recv__payload[144] != \$29 ;
-  assign \$31  = \$28  | \$30 ;
-  assign \$32  = ! recv_pkt_left;
-  assign \$33  = nic_recv__payload[178:162] != \$25 [8:0];
-  assign \$34  = nic_recv__payload[161:154] != recv_pkt;
-  assign \$35  = \$33  | \$34 ;
-  assign \$36  = \$32  & \$35 ;
-  assign \$37  = \$31  | \$36 ;
-  assign \$38  = pkt_left <= 5'h10;
-  assign \$39  = nic_recv__payload[145] != \$38 ;
-  assign \$40  = \$37  | \$39 ;
-  assign \$41  = pkt_left > 5'h10;
-  assign \$42  = \$41  ? 9'h010 : pkt_left;
-  assign \$43  = ~ plan[69];
-  assign \$44  = plan[68] & \$43 ;
-  assign \$45  = \o__valid$213  & \$44 ;
-  assign \$46  = ~ taken_w;
-  assign \i__valid$212  = \$45  & \$46 ;
-  assign \$47  = plan[68] & plan[69];
-  assign \$48  = \o__valid$213  & \$47 ;
-  assign \$49  = ~ taken_w;
-  assign wr_stream__tvalid = \$48  & \$49 ;
-  assign \$50  = ~ plan[68];
-  assign \$51  = \$50  | taken_w;
-  assign \$52  = plan[69] ? wr_stream__tready : \i__ready$219 ;
-  assign w_ready = \$51  | \$52 ;
-  assign \$53  = \o__valid$213  & plan[102];
-  assign \$54  = ~ taken_s;
-  assign nic_send_data__valid = \$53  & \$54 ;
-  assign \$55  = ~ plan[102];
-  assign \$56  = \$55  | taken_s;
-  assign s_ready = \$56  | nic_send_data__ready;
-  assign \o__ready$226  = w_ready & s_ready;
-  assign \$57  = | send_cmd_left;
-  assign \$58  = active & \$57 ;
-  assign \$59  = ! plan[1:0];
-  assign \$60  = ~ \$59 ;
-  assign \$61  = \$60  | fwd_ahead;
-  assign \$62  = fwd_even & a_valid;
-  assign \$63  = \$61  | \$62 ;
-  assign nic_send__valid = \$58  & \$63 ;
-  assign \$64  = send_cmd_left > 9'h100;
-  assign \$65  = \$64  ? 24'h000100 : send_cmd_left;
-  assign \$66  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
-  assign \$67  = ~ \$66 ;
-  assign \$68  = active & \$67 ;
-  assign \$69  = ! join_left;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = ! send_cmd_left;
-  assign \$72  = \$70  & \$71 ;
-  assign \$73  = ! send_data_left;
-  assign \$74  = \$72  & \$73 ;
-  assign \$75  = ~ busy;
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = ~ \o__valid$213 ;
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = ~ \i__valid$10 ;
-  assign finished = \$78  & \$79 ;
-  assign \$80  = ~ active;
-  assign \$81  = plan__valid & \$80 ;
-  assign \$82  = | plan__payload[1:0];
-  assign \$83  = plan__payload[1:0] == 2'h2;
-  assign \$84  = plan__payload[34] & plan__payload[35];
-  assign \$85  = plan__payload[68] & plan__payload[69];
-  assign \$86  = | \$2 [23:0];
-  assign \$87  = \$2 [23:0] == 1'h1;
-  assign \$88  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
-  assign \$89  = plan__payload[102] ? \$2 [23:0] : 24'h000000;
-  assign \$90  = ! plan__payload[1:0];
-  assign \$91  = \$90  ? plan__payload[140:117] : 24'h000000;
-  assign \$92  = cmd__valid & cmd__ready;
-  assign \$93  = \cmd__valid$160  & \cmd__ready$246 ;
-  assign \$94  = \$92  | \$93 ;
-  assign \$95  = \cmd__valid$162  & \cmd__ready$247 ;
-  assign \$96  = \cmd__valid$165  & \cmd__ready$248 ;
-  assign \$97  = \$95  | \$96 ;
-  assign \$98  = \cmd__valid$168  & \cmd__ready$249 ;
-  assign \$99  = \cmd__valid$171  & \cmd__ready$250 ;
-  assign \$100  = \$98  | \$99 ;
-  assign \$101  = | cpl__payload[10:8];
-  assign \$102  = | \cpl__payload$254 [10:8];
-  assign \$103  = | \cpl__payload$256 [10:8];
-  assign \$104  = join_left - 1'h1;
-  assign \$105  = ~ join_last;
-  assign \$106  = join_left == 2'h2;
-  assign \$107  = nic_recv__valid & nic_recv__ready;
-  assign \$108  = pkt_left > 5'h10;
-  assign \$109  = \$108  ? 9'h010 : pkt_left;
-  assign \$110  = pkt_left - \$109 ;
-  assign \$111  = pkt_left > 5'h10;
-  assign \$112  = \$111  ? 9'h010 : pkt_left;
-  assign \$113  = recv_left - \$112 ;
-  assign \$114  = recv_pkt + 1'h1;
-  assign \$115  = w_ready & s_ready;
-  assign \$116  = w_ready & plan[68];
-  assign \$117  = s_ready & plan[102];
-  assign \$118  = nic_send_data__valid & nic_send_data__ready;
-  assign \$119  = send_data_left - 1'h1;
-  assign \$120  = ~ active;
-  assign \$121  = plan__valid & \$120 ;
-  assign \$122  = recv_left - took_bytes;
-  assign \$123  = nic_send__valid & nic_send__ready;
-  assign \$124  = \$123  ? nic_send__payload[19:9] : 11'h000;
-  assign \$125  = send_cmd_left - \$124 ;
-  assign \$126  = $signed(\$122 ) < $signed(\$125 );
-  assign \$127  = recv_left - took_bytes;
-  assign \$128  = nic_send__valid & nic_send__ready;
-  assign \$129  = \$128  ? nic_send__payload[19:9] : 11'h000;
-  assign \$130  = send_cmd_left - \$129 ;
-  assign \$131  = \$127  == \$130 ;
-  assign \$132  = nic_send__valid & nic_send__ready;
-  assign \$133  = send_cmd_left - nic_send__payload[19:9];
-  assign \$134  = send_pkt + 1'h1;
+  assign \$102  = plan[1:0] == 1'h1;
+  assign \cmd__valid$42  = pend_a & \$102 ;
+  assign \$103  = plan[1:0] == 2'h2;
+  assign cmd__valid = pend_a & \$103 ;
+  assign \$104  = ~ plan[35];
+  assign \cmd__valid$44  = pend_b & \$104 ;
+  assign \cmd__valid$7  = pend_b & plan[35];
+  assign \$105  = ~ plan[69];
+  assign \cmd__valid$46  = pend_w & \$105 ;
+  assign \cmd__valid$12  = pend_w & plan[69];
+  assign \$106  = abort | nic_recv__valid;
+  assign \$107  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
+  assign \$108  = ~ plan[34];
+  assign \$109  = active & join_more;
+  assign \$110  = \$109  & a_valid;
+  assign \i__valid$245  = \$110  & b_valid;
+  assign fire = \i__valid$245  & \i__ready$247 ;
+  assign \$111  = ! plan[1:0];
+  assign \$112  = fire & \$111 ;
+  assign \$113  = ~ abort;
+  assign nic_recv__ready = \$112  & \$113 ;
+  assign \$114  = plan[1:0] == 1'h1;
+  assign sram_rd_a__resp__ready = fire & \$114 ;
+  assign \$115  = plan[1:0] == 2'h2;
+  assign rd_stream__tready = fire & \$115 ;
+  assign \$116  = fire & plan[34];
+  assign \$117  = ~ plan[35];
+  assign sram_rd_b__resp__ready = \$116  & \$117 ;
+  assign \$118  = fire & plan[34];
+  assign \rd_stream__tready$252  = \$118  & plan[35];
+  assign \$119  = recv_left > 9'h100;
+  assign \$120  = \$119  ? 24'h000100 : recv_left;
+  assign \$121  = ! recv_pkt_left;
+  assign pkt_left = \$121  ? \$120 [8:0] : recv_pkt_left;
+  assign \$122  = nic_recv__valid & nic_recv__ready;
+  assign \$123  = nic_recv__payload[153:146] != plan[112:105];
+  assign \$124  = ! recv_pkt_left;
+  assign \$125  = nic_recv__payload[144] != \$124 ;
+  assign \$126  = \$123  | \$125 ;
+  assign \$127  = ! recv_pkt_left;
+  assign \$128  = nic_recv__payload[178:162] != \$120 [8:0];
+  assign \$129  = nic_recv__payload[161:154] != recv_pkt;
+  assign \$130  = \$128  | \$129 ;
+  assign \$131  = \$127  & \$130 ;
+  assign \$132  = \$126  | \$131 ;
+  assign \$133  = pkt_left <= 5'h10;
+  assign \$134  = nic_recv__payload[145] != \$133 ;
+  assign \$135  = \$132  | \$134 ;
+  assign \$136  = pkt_left > 5'h10;
+  assign \$137  = \$136  ? 9'h010 : pkt_left;
+  assign \$138  = ~ plan[69];
+  assign \$139  = plan[68] & \$138 ;
+  assign \$140  = o__valid & \$139 ;
+  assign \$141  = ~ taken_w;
+  assign \i__valid$257  = \$140  & \$141 ;
+  assign \$142  = plan[68] & plan[69];
+  assign \$143  = o__valid & \$142 ;
+  assign \$144  = ~ taken_w;
+  assign wr_stream__tvalid = \$143  & \$144 ;
+  assign \$145  = ~ plan[68];
+  assign \$146  = \$145  | taken_w;
+  assign \$147  = plan[69] ? wr_stream__tready : \i__ready$260 ;
+  assign w_ready = \$146  | \$147 ;
+  assign \$148  = o__valid & plan[102];
+  assign \$149  = ~ taken_s;
+  assign nic_send_data__valid = \$148  & \$149 ;
+  assign \$150  = ~ plan[102];
+  assign \$151  = \$150  | taken_s;
+  assign s_ready = \$151  | nic_send_data__ready;
+  assign \o__ready$263  = w_ready & s_ready;
+  assign \$152  = | send_cmd_left;
+  assign \$153  = active & \$152 ;
+  assign \$154  = ! plan[1:0];
+  assign \$155  = ~ \$154 ;
+  assign \$156  = \$155  | fwd_ahead;
+  assign \$157  = fwd_even & a_valid;
+  assign \$158  = \$156  | \$157 ;
+  assign nic_send__valid = \$153  & \$158 ;
+  assign \$159  = send_cmd_left > 9'h100;
+  assign \$160  = \$159  ? 24'h000100 : send_cmd_left;
+  assign \$161  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
+  assign \$162  = ~ \$161 ;
+  assign \$163  = active & \$162 ;
+  assign \$164  = ! join_left;
+  assign \$165  = \$163  & \$164 ;
+  assign \$166  = ! send_cmd_left;
+  assign \$167  = \$165  & \$166 ;
+  assign \$168  = ! send_data_left;
+  assign \$169  = \$167  & \$168 ;
+  assign \$170  = ~ busy;
+  assign \$171  = \$169  & \$170 ;
+  assign \$172  = ~ o__valid;
+  assign \$173  = \$171  & \$172 ;
+  assign \$174  = ~ \i__valid$89 ;
+  assign finished = \$173  & \$174 ;
   always @(posedge clk)
-    plan <= \$135 ;
+    mem_a_outstanding <= \$175 ;
   always @(posedge clk)
-    active <= \$136 ;
+    mem_b_outstanding <= \$176 ;
   always @(posedge clk)
-    pend_a <= \$137 ;
+    mem_w_outstanding <= \$177 ;
   always @(posedge clk)
-    wait_a <= \$138 ;
+    plan <= \$178 ;
   always @(posedge clk)
-    pend_b <= \$139 ;
+    active <= \$179 ;
   always @(posedge clk)
-    wait_b <= \$140 ;
+    pend_a <= \$180 ;
   always @(posedge clk)
-    pend_w <= \$141 ;
+    wait_a <= \$181 ;
   always @(posedge clk)
-    wait_w <= \$142 ;
+    pend_b <= \$182 ;
   always @(posedge clk)
-    join_left <= \$143 ;
+    wait_b <= \$183 ;
   always @(posedge clk)
-    join_more <= \$144 ;
+    pend_w <= \$184 ;
   always @(posedge clk)
-    join_last <= \$145 ;
+    wait_w <= \$185 ;
   always @(posedge clk)
-    send_cmd_left <= \$146 ;
+    join_left <= \$186 ;
   always @(posedge clk)
-    send_data_left <= \$147 ;
+    join_more <= \$187 ;
   always @(posedge clk)
-    send_pkt <= \$148 ;
+    join_last <= \$188 ;
   always @(posedge clk)
-    recv_left <= \$149 ;
+    send_cmd_left <= \$189 ;
   always @(posedge clk)
-    recv_pkt_left <= \$150 ;
+    send_data_left <= \$190 ;
   always @(posedge clk)
-    recv_pkt <= \$151 ;
+    send_pkt <= \$191 ;
   always @(posedge clk)
-    w_mask <= \$152 ;
+    recv_left <= \$192 ;
   always @(posedge clk)
-    step_words <= \$153 ;
+    recv_pkt_left <= \$193 ;
   always @(posedge clk)
-    mem_error <= \$154 ;
+    recv_pkt <= \$194 ;
   always @(posedge clk)
-    recv_error <= \$155 ;
+    w_mask <= \$195 ;
   always @(posedge clk)
-    taken_w <= \$156 ;
+    step_words <= \$196 ;
   always @(posedge clk)
-    taken_s <= \$157 ;
+    mem_error <= \$197 ;
   always @(posedge clk)
-    fwd_ahead <= \$158 ;
+    recv_error <= \$198 ;
   always @(posedge clk)
-    fwd_even <= \$159 ;
+    taken_w <= \$199 ;
   always @(posedge clk)
-    done <= \$160 ;
+    taken_s <= \$200 ;
+  always @(posedge clk)
+    fwd_ahead <= \$201 ;
+  always @(posedge clk)
+    fwd_even <= \$202 ;
+  always @(posedge clk)
+    done <= \$203 ;
   \ace_engine_small.ch1.datapath.alu  alu (
     .clk(clk),
     .i__payload(i__payload),
     .i__ready(o__ready),
     .i__valid(i__valid),
-    .o__valid(\i__valid$10 ),
-    .out_payload(\i__payload$6 ),
-    .r_en(\o__ready$8 ),
+    .o__valid(\i__valid$89 ),
+    .out_payload(\i__payload$85 ),
+    .r_en(\o__ready$87 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.mem_a  mem_a (
@@ -33692,11 +36077,12 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__rvalid(axi__rvalid),
     .bytes(bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$159 ),
-    .cmd__ready(\cmd__ready$246 ),
-    .cmd__valid(\cmd__valid$160 ),
+    .cmd__payload(\cmd__payload$227 ),
+    .cmd__ready(cmd__ready),
+    .cmd__valid(cmd__valid),
     .cpl__payload(cpl__payload),
     .cpl_full(cpl__valid),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .\o__ready$40 (axi__arready),
     .\port$3732$0 (\port$3732$0 ),
     .rd_stream__tdata(rd_stream__tdata),
@@ -33709,19 +36095,20 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__arlen(mem_rd_b__arlen),
     .axi__arvalid(mem_rd_b__arvalid),
     .axi__rready(mem_rd_b__rready),
-    .axi__rvalid(\axi__rvalid$104 ),
-    .bytes(\bytes$146 ),
+    .axi__rvalid(\axi__rvalid$75 ),
+    .bytes(\bytes$222 ),
     .clk(clk),
-    .cmd__payload(\cmd__payload$164 ),
-    .cmd__ready(\cmd__ready$248 ),
-    .cmd__valid(\cmd__valid$165 ),
-    .cpl__payload(\cpl__payload$254 ),
-    .cpl_full(\cpl__valid$253 ),
-    .\o__ready$40 (\axi__arready$88 ),
+    .cmd__payload(\cmd__payload$229 ),
+    .cmd__ready(\cmd__ready$8 ),
+    .cmd__valid(\cmd__valid$7 ),
+    .cpl__payload(\cpl__payload$49 ),
+    .cpl_full(\cpl__valid$9 ),
+    .mem_b_clock_enable(mem_b_clock_enable),
+    .\o__ready$40 (\axi__arready$166 ),
     .\port$3804$0 (\port$3804$0 ),
-    .rd_stream__tdata(\rd_stream__tdata$187 ),
-    .rd_stream__tready(\rd_stream__tready$201 ),
-    .rd_stream__tvalid(\rd_stream__tvalid$185 ),
+    .rd_stream__tdata(\rd_stream__tdata$242 ),
+    .rd_stream__tready(\rd_stream__tready$252 ),
+    .rd_stream__tvalid(\rd_stream__tvalid$240 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.mem_w  mem_w (
@@ -33734,24 +36121,25 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__wvalid(mem_wr__wvalid),
     .bytes(mem_write_bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$170 ),
-    .cmd__ready(\cmd__ready$250 ),
-    .cmd__valid(\cmd__valid$171 ),
-    .cpl__payload(\cpl__payload$256 ),
-    .cpl_full(\cpl__valid$255 ),
+    .cmd__payload(\cmd__payload$231 ),
+    .cmd__ready(\cmd__ready$13 ),
+    .cmd__valid(\cmd__valid$12 ),
+    .cpl__payload(\cpl__payload$50 ),
+    .cpl_full(\cpl__valid$14 ),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .\o__ready$44 (axi__awready),
     .\o__ready$92 (axi__wready),
-    .\port$17388$0 (\$161 ),
+    .\port$17692$0 (\$204 ),
     .rst(rst),
-    .wr_stream__tdata(\o__payload$211 [127:0]),
+    .wr_stream__tdata(\o__payload$256 [127:0]),
     .wr_stream__tready(wr_stream__tready),
     .wr_stream__tvalid(wr_stream__tvalid)
   );
   \ace_engine_small.ch1.datapath.operands  operands (
     .clk(clk),
-    .i__payload(\i__payload$192 ),
-    .i__ready(\i__ready$195 ),
-    .i__valid(\i__valid$190 ),
+    .i__payload(\i__payload$246 ),
+    .i__ready(\i__ready$247 ),
+    .i__valid(\i__valid$245 ),
     .o__payload(i__payload),
     .o__ready(o__ready),
     .o__valid(i__valid),
@@ -33759,20 +36147,20 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch1.datapath.result  result (
     .clk(clk),
-    .i__payload(\i__payload$6 ),
-    .i__ready(\o__ready$8 ),
-    .i__valid(\i__valid$10 ),
-    .o__payload(\o__payload$211 ),
-    .o__ready(\o__ready$226 ),
-    .o__valid(\o__valid$213 ),
+    .i__payload(\i__payload$85 ),
+    .i__ready(\o__ready$87 ),
+    .i__valid(\i__valid$89 ),
+    .o__payload(\o__payload$256 ),
+    .o__ready(\o__ready$263 ),
+    .o__valid(o__valid),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.sram_a  sram_a (
     .clk(clk),
     .cmd__payload(cmd__payload),
-    .cmd__ready(cmd__ready),
-    .cmd__valid(cmd__valid),
-    .o__payload(\o__payload$181 ),
+    .cmd__ready(\cmd__ready$43 ),
+    .cmd__valid(\cmd__valid$42 ),
+    .o__payload(\o__payload$236 ),
     .o__valid(port__resp__valid),
     .port__req__payload(sram_rd_a__req__payload),
     .port__req__ready(port__req__ready),
@@ -33783,27 +36171,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch1.datapath.sram_b  sram_b (
     .clk(clk),
-    .cmd__payload(\cmd__payload$161 ),
-    .cmd__ready(\cmd__ready$247 ),
-    .cmd__valid(\cmd__valid$162 ),
-    .o__payload(\o__payload$189 ),
-    .o__valid(\port__resp__valid$34 ),
+    .cmd__payload(\cmd__payload$228 ),
+    .cmd__ready(\cmd__ready$45 ),
+    .cmd__valid(\cmd__valid$44 ),
+    .o__payload(\o__payload$244 ),
+    .o__valid(\port__resp__valid$113 ),
     .port__req__payload(sram_rd_b__req__payload),
-    .port__req__ready(\port__req__ready$26 ),
+    .port__req__ready(\port__req__ready$105 ),
     .port__req__valid(sram_rd_b__req__valid),
-    .port__resp__payload(\port__resp__payload$30 ),
+    .port__resp__payload(\port__resp__payload$109 ),
     .port__resp__ready(sram_rd_b__resp__ready),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.sram_w  sram_w (
     .busy(busy),
     .clk(clk),
-    .cmd__payload(\cmd__payload$166 ),
-    .cmd__ready(\cmd__ready$249 ),
-    .cmd__valid(\cmd__valid$168 ),
-    .i__payload(\o__payload$211 [127:0]),
-    .i__ready(\i__ready$219 ),
-    .i__valid(\i__valid$212 ),
+    .cmd__payload(\cmd__payload$230 ),
+    .cmd__ready(\cmd__ready$47 ),
+    .cmd__valid(\cmd__valid$46 ),
+    .i__payload(\o__payload$256 [127:0]),
+    .i__ready(\i__ready$260 ),
+    .i__valid(\i__valid$257 ),
     .port__payload(sram_wr__payload),
     .port__ready(port__ready),
     .port__valid(sram_wr__valid),
@@ -33811,10 +36199,390 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$175  = mem_a_outstanding;
+    if (\$4 ) begin
+      \$175  = \$9 [7:0];
+    end else if (\$8 ) begin
+      \$175  = \$10 [7:0];
+    end
+    if (rst) begin
+      \$175  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$176  = mem_b_outstanding;
+    if (\$14 ) begin
+      \$176  = \$19 [7:0];
+    end else if (\$18 ) begin
+      \$176  = \$20 [7:0];
+    end
+    if (rst) begin
+      \$176  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$177  = mem_w_outstanding;
+    if (\$24 ) begin
+      \$177  = \$29 [7:0];
+    end else if (\$28 ) begin
+      \$177  = \$30 [7:0];
+    end
+    if (rst) begin
+      \$177  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$178  = plan;
+    if (\$32 ) begin
+      \$178  = plan__payload;
+    end
+    if (rst) begin
+      \$178  = 141'h000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$179  = active;
+    if (\$32 ) begin
+      \$179  = 1'h1;
+    end
+    if (finished) begin
+      \$179  = 1'h0;
+    end
+    if (rst) begin
+      \$179  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$180  = pend_a;
+    if (\$32 ) begin
+      \$180  = \$33 ;
+    end
+    if (\$45 ) begin
+      \$180  = 1'h0;
+    end
+    if (rst) begin
+      \$180  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$181  = wait_a;
+    if (\$32 ) begin
+      \$181  = \$34 ;
+    end
+    if (cpl__valid) begin
+      \$181  = 1'h0;
+    end
+    if (rst) begin
+      \$181  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$182  = pend_b;
+    if (\$32 ) begin
+      \$182  = plan__payload[34];
+    end
+    if (\$48 ) begin
+      \$182  = 1'h0;
+    end
+    if (rst) begin
+      \$182  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$183  = wait_b;
+    if (\$32 ) begin
+      \$183  = \$35 ;
+    end
+    if (\cpl__valid$9 ) begin
+      \$183  = 1'h0;
+    end
+    if (rst) begin
+      \$183  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$184  = pend_w;
+    if (\$32 ) begin
+      \$184  = plan__payload[68];
+    end
+    if (\$51 ) begin
+      \$184  = 1'h0;
+    end
+    if (rst) begin
+      \$184  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$185  = wait_w;
+    if (\$32 ) begin
+      \$185  = \$36 ;
+    end
+    if (\cpl__valid$14 ) begin
+      \$185  = 1'h0;
+    end
+    if (rst) begin
+      \$185  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$186  = join_left;
+    if (\$32 ) begin
+      \$186  = \$97 [23:0];
+    end
+    if (fire) begin
+      \$186  = \$55 [23:0];
+    end
+    if (rst) begin
+      \$186  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$187  = join_more;
+    if (\$32 ) begin
+      \$187  = \$37 ;
+    end
+    if (fire) begin
+      \$187  = \$56 ;
+    end
+    if (rst) begin
+      \$187  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$188  = join_last;
+    if (\$32 ) begin
+      \$188  = \$38 ;
+    end
+    if (fire) begin
+      \$188  = \$57 ;
+    end
+    if (rst) begin
+      \$188  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$189  = send_cmd_left;
+    if (\$32 ) begin
+      \$189  = \$39 ;
+    end
+    if (\$83 ) begin
+      \$189  = \$84 [23:0];
+    end
+    if (rst) begin
+      \$189  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$190  = send_data_left;
+    if (\$32 ) begin
+      \$190  = \$40 ;
+    end
+    if (\$69 ) begin
+      \$190  = \$70 [23:0];
+    end
+    if (rst) begin
+      \$190  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$191  = send_pkt;
+    if (\$32 ) begin
+      \$191  = 8'h00;
+    end
+    if (\$83 ) begin
+      \$191  = \$85 [7:0];
+    end
+    if (rst) begin
+      \$191  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$192  = recv_left;
+    if (\$32 ) begin
+      \$192  = \$42 ;
+    end
+    if (\$58 ) begin
+      \$192  = \$64 [23:0];
+    end
+    if (rst) begin
+      \$192  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$193  = recv_pkt_left;
+    if (\$32 ) begin
+      \$193  = 9'h000;
+    end
+    if (\$58 ) begin
+      \$193  = \$61 [8:0];
+    end
+    if (rst) begin
+      \$193  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$194  = recv_pkt;
+    if (\$32 ) begin
+      \$194  = 8'h00;
+    end
+    if (\$58 ) begin
+      if (nic_recv__payload[145]) begin
+        \$194  = \$65 [7:0];
+      end
+    end
+    if (rst) begin
+      \$194  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$195  = w_mask;
+    if (\$32 ) begin
+      \$195  = \$101 [15:0];
+    end
+    if (rst) begin
+      \$195  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$196  = step_words;
+    if (\$32 ) begin
+      \$196  = \$97 [23:0];
+    end
+    if (rst) begin
+      \$196  = 24'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$197  = mem_error;
+    if (\$32 ) begin
+      \$197  = 1'h0;
+    end
+    if (cpl__valid) begin
+      if (\$52 ) begin
+        \$197  = 1'h1;
+      end
+    end
+    if (\cpl__valid$9 ) begin
+      if (\$53 ) begin
+        \$197  = 1'h1;
+      end
+    end
+    if (\cpl__valid$14 ) begin
+      if (\$54 ) begin
+        \$197  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$197  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$198  = recv_error;
+    if (\$32 ) begin
+      \$198  = 1'h0;
+    end
+    if (\$58 ) begin
+      if (bad) begin
+        \$198  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$198  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$199  = taken_w;
+    if (o__valid) begin
+      (* full_case = 32'd1 *)
+      if (\$66 ) begin
+        \$199  = 1'h0;
+      end else begin
+        \$199  = \$67 ;
+      end
+    end
+    if (rst) begin
+      \$199  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$200  = taken_s;
+    if (o__valid) begin
+      (* full_case = 32'd1 *)
+      if (\$66 ) begin
+        \$200  = 1'h0;
+      end else begin
+        \$200  = \$68 ;
+      end
+    end
+    if (rst) begin
+      \$200  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$72 ) begin
+      \$201  = 1'h0;
+    end else begin
+      \$201  = \$77 ;
+    end
+    if (rst) begin
+      \$201  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    (* full_case = 32'd1 *)
+    if (\$72 ) begin
+      \$202  = 1'h1;
+    end else begin
+      \$202  = \$82 ;
+    end
+    if (rst) begin
+      \$202  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$203  = 1'h0;
+    if (finished) begin
+      \$203  = 1'h1;
+    end
+    if (rst) begin
+      \$203  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_valid = \$11 ;
+          a_valid = \$106 ;
       2'h1:
           a_valid = port__resp__valid;
       default:
@@ -33826,9 +36594,9 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_data = \$12 ;
+          a_data = \$107 ;
       2'h1:
-          a_data = \o__payload$181 [127:0];
+          a_data = \o__payload$236 [127:0];
       default:
           a_data = rd_stream__tdata;
     endcase
@@ -33836,401 +36604,62 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     (* full_case = 32'd1 *)
-    if (\$13 ) begin
+    if (\$108 ) begin
       b_valid = 1'h1;
     end else if (plan[35]) begin
-      b_valid = \rd_stream__tvalid$185 ;
+      b_valid = \rd_stream__tvalid$240 ;
     end else begin
-      b_valid = \port__resp__valid$34 ;
+      b_valid = \port__resp__valid$113 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     b_data = 128'h00000000000000000000000000000000;
     (* full_case = 32'd1 *)
-    if (\$13 ) begin
+    if (\$108 ) begin
     end else if (plan[35]) begin
-      b_data = \rd_stream__tdata$187 ;
+      b_data = \rd_stream__tdata$242 ;
     end else begin
-      b_data = \o__payload$189 [127:0];
+      b_data = \o__payload$244 [127:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     bad = 1'h0;
-    if (\$27 ) begin
-      bad = \$40 ;
+    if (\$122 ) begin
+      bad = \$135 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     took_bytes = 5'h00;
-    if (\$27 ) begin
-      took_bytes = \$42 [4:0];
+    if (\$122 ) begin
+      took_bytes = \$137 [4:0];
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$135  = plan;
-    if (\$81 ) begin
-      \$135  = plan__payload;
-    end
-    if (rst) begin
-      \$135  = 141'h000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$136  = active;
-    if (\$81 ) begin
-      \$136  = 1'h1;
-    end
-    if (finished) begin
-      \$136  = 1'h0;
-    end
-    if (rst) begin
-      \$136  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$137  = pend_a;
-    if (\$81 ) begin
-      \$137  = \$82 ;
-    end
-    if (\$94 ) begin
-      \$137  = 1'h0;
-    end
-    if (rst) begin
-      \$137  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$138  = wait_a;
-    if (\$81 ) begin
-      \$138  = \$83 ;
-    end
-    if (cpl__valid) begin
-      \$138  = 1'h0;
-    end
-    if (rst) begin
-      \$138  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$139  = pend_b;
-    if (\$81 ) begin
-      \$139  = plan__payload[34];
-    end
-    if (\$97 ) begin
-      \$139  = 1'h0;
-    end
-    if (rst) begin
-      \$139  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$140  = wait_b;
-    if (\$81 ) begin
-      \$140  = \$84 ;
-    end
-    if (\cpl__valid$253 ) begin
-      \$140  = 1'h0;
-    end
-    if (rst) begin
-      \$140  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$141  = pend_w;
-    if (\$81 ) begin
-      \$141  = plan__payload[68];
-    end
-    if (\$100 ) begin
-      \$141  = 1'h0;
-    end
-    if (rst) begin
-      \$141  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$142  = wait_w;
-    if (\$81 ) begin
-      \$142  = \$85 ;
-    end
-    if (\cpl__valid$255 ) begin
-      \$142  = 1'h0;
-    end
-    if (rst) begin
-      \$142  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$143  = join_left;
-    if (\$81 ) begin
-      \$143  = \$2 [23:0];
-    end
-    if (fire) begin
-      \$143  = \$104 [23:0];
-    end
-    if (rst) begin
-      \$143  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$144  = join_more;
-    if (\$81 ) begin
-      \$144  = \$86 ;
-    end
-    if (fire) begin
-      \$144  = \$105 ;
-    end
-    if (rst) begin
-      \$144  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$145  = join_last;
-    if (\$81 ) begin
-      \$145  = \$87 ;
-    end
-    if (fire) begin
-      \$145  = \$106 ;
-    end
-    if (rst) begin
-      \$145  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$146  = send_cmd_left;
-    if (\$81 ) begin
-      \$146  = \$88 ;
-    end
-    if (\$132 ) begin
-      \$146  = \$133 [23:0];
-    end
-    if (rst) begin
-      \$146  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$147  = send_data_left;
-    if (\$81 ) begin
-      \$147  = \$89 ;
-    end
-    if (\$118 ) begin
-      \$147  = \$119 [23:0];
-    end
-    if (rst) begin
-      \$147  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$148  = send_pkt;
-    if (\$81 ) begin
-      \$148  = 8'h00;
-    end
-    if (\$132 ) begin
-      \$148  = \$134 [7:0];
-    end
-    if (rst) begin
-      \$148  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$149  = recv_left;
-    if (\$81 ) begin
-      \$149  = \$91 ;
-    end
-    if (\$107 ) begin
-      \$149  = \$113 [23:0];
-    end
-    if (rst) begin
-      \$149  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$150  = recv_pkt_left;
-    if (\$81 ) begin
-      \$150  = 9'h000;
-    end
-    if (\$107 ) begin
-      \$150  = \$110 [8:0];
-    end
-    if (rst) begin
-      \$150  = 9'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$151  = recv_pkt;
-    if (\$81 ) begin
-      \$151  = 8'h00;
-    end
-    if (\$107 ) begin
-      if (nic_recv__payload[145]) begin
-        \$151  = \$114 [7:0];
-      end
-    end
-    if (rst) begin
-      \$151  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$152  = w_mask;
-    if (\$81 ) begin
-      \$152  = \$6 [15:0];
-    end
-    if (rst) begin
-      \$152  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$153  = step_words;
-    if (\$81 ) begin
-      \$153  = \$2 [23:0];
-    end
-    if (rst) begin
-      \$153  = 24'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$154  = mem_error;
-    if (\$81 ) begin
-      \$154  = 1'h0;
-    end
-    if (cpl__valid) begin
-      if (\$101 ) begin
-        \$154  = 1'h1;
-      end
-    end
-    if (\cpl__valid$253 ) begin
-      if (\$102 ) begin
-        \$154  = 1'h1;
-      end
-    end
-    if (\cpl__valid$255 ) begin
-      if (\$103 ) begin
-        \$154  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \$154  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$155  = recv_error;
-    if (\$81 ) begin
-      \$155  = 1'h0;
-    end
-    if (\$107 ) begin
-      if (bad) begin
-        \$155  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \$155  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$156  = taken_w;
-    if (\o__valid$213 ) begin
-      (* full_case = 32'd1 *)
-      if (\$115 ) begin
-        \$156  = 1'h0;
-      end else begin
-        \$156  = \$116 ;
-      end
-    end
-    if (rst) begin
-      \$156  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$157  = taken_s;
-    if (\o__valid$213 ) begin
-      (* full_case = 32'd1 *)
-      if (\$115 ) begin
-        \$157  = 1'h0;
-      end else begin
-        \$157  = \$117 ;
-      end
-    end
-    if (rst) begin
-      \$157  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$121 ) begin
-      \$158  = 1'h0;
-    end else begin
-      \$158  = \$126 ;
-    end
-    if (rst) begin
-      \$158  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$121 ) begin
-      \$159  = 1'h1;
-    end else begin
-      \$159  = \$131 ;
-    end
-    if (rst) begin
-      \$159  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$160  = 1'h0;
-    if (finished) begin
-      \$160  = 1'h1;
-    end
-    if (rst) begin
-      \$160  = 1'h0;
-    end
-  end
+  assign cpl__ready = 1'h1;
+  assign \cpl__ready$10  = 1'h1;
+  assign \cpl__ready$15  = 1'h1;
+  assign nwords = \$97 [23:0];
+  assign last_mask = \$101 [15:0];
   assign o__payload = i__payload;
   assign i__ready = o__ready;
-  assign o__valid = i__valid;
-  assign \o__payload$7  = \i__payload$6 ;
-  assign \i__ready$9  = \o__ready$8 ;
-  assign \o__valid$11  = \i__valid$10 ;
+  assign \o__valid$84  = i__valid;
+  assign \o__payload$86  = \i__payload$85 ;
+  assign \i__ready$88  = \o__ready$87 ;
+  assign \o__valid$90  = \i__valid$89 ;
   assign port__req__payload = sram_rd_a__req__payload;
   assign sram_rd_a__req__ready = port__req__ready;
   assign port__req__valid = sram_rd_a__req__valid;
   assign sram_rd_a__resp__payload = port__resp__payload;
   assign port__resp__ready = sram_rd_a__resp__ready;
   assign sram_rd_a__resp__valid = port__resp__valid;
-  assign \port__req__payload$25  = sram_rd_b__req__payload;
-  assign sram_rd_b__req__ready = \port__req__ready$26 ;
-  assign \port__req__valid$29  = sram_rd_b__req__valid;
-  assign sram_rd_b__resp__payload = \port__resp__payload$30 ;
-  assign \port__resp__ready$33  = sram_rd_b__resp__ready;
-  assign sram_rd_b__resp__valid = \port__resp__valid$34 ;
+  assign \port__req__payload$104  = sram_rd_b__req__payload;
+  assign sram_rd_b__req__ready = \port__req__ready$105 ;
+  assign \port__req__valid$108  = sram_rd_b__req__valid;
+  assign sram_rd_b__resp__payload = \port__resp__payload$109 ;
+  assign \port__resp__ready$112  = sram_rd_b__resp__ready;
+  assign sram_rd_b__resp__valid = \port__resp__valid$113 ;
   assign port__payload = sram_wr__payload;
   assign sram_wr__ready = port__ready;
   assign port__valid = sram_wr__valid;
@@ -34259,31 +36688,31 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__rresp = \port$3732$0 [129:128];
   assign mem_rd_a__rresp = \port$3732$0 [129:128];
   assign mem_rd_a__rvalid = axi__rvalid;
-  assign \axi__araddr$75  = mem_rd_b__araddr;
+  assign \axi__araddr$153  = mem_rd_b__araddr;
   assign mem_rd_b__arburst = 2'h1;
-  assign \axi__arburst$77  = 2'h1;
+  assign \axi__arburst$155  = 2'h1;
   assign mem_rd_b__arcache = 4'h3;
-  assign \axi__arcache$79  = 4'h3;
+  assign \axi__arcache$157  = 4'h3;
   assign mem_rd_b__arid = 4'h0;
-  assign \axi__arid$81  = 4'h0;
-  assign \axi__arlen$83  = mem_rd_b__arlen;
+  assign \axi__arid$159  = 4'h0;
+  assign \axi__arlen$161  = mem_rd_b__arlen;
   assign mem_rd_b__arlock = 1'h0;
-  assign \axi__arlock$85  = 1'h0;
+  assign \axi__arlock$163  = 1'h0;
   assign mem_rd_b__arprot = 3'h0;
-  assign \axi__arprot$87  = 3'h0;
-  assign mem_rd_b__arready = \axi__arready$88 ;
+  assign \axi__arprot$165  = 3'h0;
+  assign mem_rd_b__arready = \axi__arready$166 ;
   assign mem_rd_b__arsize = 3'h4;
-  assign \axi__arsize$91  = 3'h4;
-  assign \axi__arvalid$93  = mem_rd_b__arvalid;
-  assign \axi__rdata$94  = \port$3804$0 [127:0];
+  assign \axi__arsize$169  = 3'h4;
+  assign \axi__arvalid$171  = mem_rd_b__arvalid;
+  assign \axi__rdata$172  = \port$3804$0 [127:0];
   assign mem_rd_b__rdata = \port$3804$0 [127:0];
-  assign mem_rd_b__rid = \axi__rid$96 ;
-  assign \axi__rlast$98  = \port$3804$0 [130];
+  assign mem_rd_b__rid = \axi__rid$174 ;
+  assign \axi__rlast$176  = \port$3804$0 [130];
   assign mem_rd_b__rlast = \port$3804$0 [130];
-  assign \axi__rready$101  = mem_rd_b__rready;
-  assign \axi__rresp$102  = \port$3804$0 [129:128];
+  assign \axi__rready$179  = mem_rd_b__rready;
+  assign \axi__rresp$180  = \port$3804$0 [129:128];
   assign mem_rd_b__rresp = \port$3804$0 [129:128];
-  assign mem_rd_b__rvalid = \axi__rvalid$104 ;
+  assign mem_rd_b__rvalid = \axi__rvalid$75 ;
   assign axi__awaddr = mem_wr__awaddr;
   assign mem_wr__awburst = 2'h1;
   assign axi__awburst = 2'h1;
@@ -34304,73 +36733,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__bready = mem_wr__bready;
   assign mem_wr__bresp = axi__bresp;
   assign mem_wr__bvalid = axi__bvalid;
-  assign mem_wr__wdata = \$161 [127:0];
-  assign axi__wdata = \$161 [127:0];
-  assign mem_wr__wlast = \$161 [144];
-  assign axi__wlast = \$161 [144];
+  assign mem_wr__wdata = \$204 [127:0];
+  assign axi__wdata = \$204 [127:0];
+  assign mem_wr__wlast = \$204 [144];
+  assign axi__wlast = \$204 [144];
   assign mem_wr__wready = axi__wready;
-  assign mem_wr__wstrb = \$161 [143:128];
-  assign axi__wstrb = \$161 [143:128];
+  assign mem_wr__wstrb = \$204 [143:128];
+  assign axi__wstrb = \$204 [143:128];
   assign axi__wvalid = mem_wr__wvalid;
-  assign \bytes$148  = mem_write_bytes;
-  assign nwords = \$2 [23:0];
-  assign last_mask = \$6 [15:0];
-  assign cpl__ready = 1'h1;
-  assign \cpl__ready$173  = 1'h1;
-  assign \cpl__ready$174  = 1'h1;
-  assign \o__valid$180  = port__resp__valid;
-  assign \o__valid$188  = \port__resp__valid$34 ;
+  assign \bytes$224  = mem_write_bytes;
+  assign \o__valid$235  = port__resp__valid;
+  assign \o__valid$243  = \port__resp__valid$113 ;
   assign alu_beat = fire;
-  assign \o__ready$198  = sram_rd_a__resp__ready;
-  assign \o__ready$200  = sram_rd_b__resp__ready;
-  assign expect_len = \$25 [8:0];
-  assign wr_stream__tdata = \o__payload$211 [127:0];
-  assign wr_stream__tlast = \o__payload$211 [132];
-  assign nic_send_data__payload = \o__payload$211 [127:0];
+  assign \o__ready$249  = sram_rd_a__resp__ready;
+  assign \o__ready$251  = sram_rd_b__resp__ready;
+  assign expect_len = \$120 [8:0];
+  assign wr_stream__tdata = \o__payload$256 [127:0];
+  assign wr_stream__tlast = \o__payload$256 [132];
+  assign nic_send_data__payload = \o__payload$256 [127:0];
   assign nic_recv_link = plan[104];
-  assign \port$17388$0  = \$161 ;
-  assign \i__payload$210  = \o__payload$211 [127:0];
-  assign \i__payload.a  = i__payload[127:0];
-  assign \i__payload.b  = i__payload[255:128];
-  assign \i__payload.op  = i__payload[257:256];
-  assign \i__payload.dtype  = i__payload[259:258];
-  assign \i__payload.tag  = i__payload[263:260];
-  assign \i__payload.last  = i__payload[264];
-  assign \o__payload.a  = i__payload[127:0];
-  assign \o__payload.b  = i__payload[255:128];
-  assign \o__payload.op  = i__payload[257:256];
-  assign \o__payload.dtype  = i__payload[259:258];
-  assign \o__payload.tag  = i__payload[263:260];
-  assign \o__payload.last  = i__payload[264];
-  assign \i__payload$6.result  = \i__payload$6 [127:0];
-  assign \i__payload$6.tag  = \i__payload$6 [131:128];
-  assign \i__payload$6.last  = \i__payload$6 [132];
-  assign \o__payload$7.result  = \i__payload$6 [127:0];
-  assign \o__payload$7.tag  = \i__payload$6 [131:128];
-  assign \o__payload$7.last  = \i__payload$6 [132];
-  assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
-  assign \sram_wr__payload.data  = sram_wr__payload[140:13];
-  assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
-  assign \port__payload.addr  = sram_wr__payload[12:0];
-  assign \port__payload.data  = sram_wr__payload[140:13];
-  assign \port__payload.mask  = sram_wr__payload[156:141];
-  assign \plan__payload.a_src  = plan__payload[1:0];
-  assign \plan__payload.a_addr  = plan__payload[33:2];
-  assign \plan__payload.b_use  = plan__payload[34];
-  assign \plan__payload.b_mem  = plan__payload[35];
-  assign \plan__payload.b_addr  = plan__payload[67:36];
-  assign \plan__payload.w_use  = plan__payload[68];
-  assign \plan__payload.w_mem  = plan__payload[69];
-  assign \plan__payload.w_addr  = plan__payload[101:70];
-  assign \plan__payload.send  = plan__payload[102];
-  assign \plan__payload.send_link  = plan__payload[103];
-  assign \plan__payload.recv_link  = plan__payload[104];
-  assign \plan__payload.recv_peer  = plan__payload[112:105];
-  assign \plan__payload.op  = plan__payload[114:113];
-  assign \plan__payload.dtype  = plan__payload[116:115];
-  assign \plan__payload.bytes  = plan__payload[140:117];
-  assign \cmd__payload.addr  = cmd__payload[12:0];
-  assign \cmd__payload.words  = cmd__payload[36:13];
+  assign \port$17692$0  = \$204 ;
+  assign \i__payload$255  = \o__payload$256 [127:0];
   assign \plan.a_src  = plan[1:0];
   assign \plan.a_addr  = plan[33:2];
   assign \plan.b_use  = plan[34];
@@ -34386,26 +36769,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \plan.op  = plan[114:113];
   assign \plan.dtype  = plan[116:115];
   assign \plan.bytes  = plan[140:117];
-  assign \cmd__payload$159.stream  = \cmd__payload$159 [0];
-  assign \cmd__payload$159.id  = \cmd__payload$159 [8:1];
-  assign \cmd__payload$159.length  = \cmd__payload$159 [32:9];
-  assign \cmd__payload$159.mem_addr  = \cmd__payload$159 [64:33];
-  assign \cmd__payload$159.sram_addr  = \cmd__payload$159 [77:65];
-  assign \cmd__payload$161.addr  = \cmd__payload$161 [12:0];
-  assign \cmd__payload$161.words  = \cmd__payload$161 [36:13];
-  assign \cmd__payload$164.stream  = \cmd__payload$164 [0];
-  assign \cmd__payload$164.id  = \cmd__payload$164 [8:1];
-  assign \cmd__payload$164.length  = \cmd__payload$164 [32:9];
-  assign \cmd__payload$164.mem_addr  = \cmd__payload$164 [64:33];
-  assign \cmd__payload$164.sram_addr  = \cmd__payload$164 [77:65];
-  assign \cmd__payload$166.addr  = \cmd__payload$166 [12:0];
-  assign \cmd__payload$166.words  = \cmd__payload$166 [36:13];
-  assign \cmd__payload$166.last_mask  = \cmd__payload$166 [52:37];
-  assign \cmd__payload$170.stream  = \cmd__payload$170 [0];
-  assign \cmd__payload$170.id  = \cmd__payload$170 [8:1];
-  assign \cmd__payload$170.length  = \cmd__payload$170 [32:9];
-  assign \cmd__payload$170.mem_addr  = \cmd__payload$170 [64:33];
-  assign \cmd__payload$170.sram_addr  = \cmd__payload$170 [77:65];
+  assign \plan__payload.a_src  = plan__payload[1:0];
+  assign \plan__payload.a_addr  = plan__payload[33:2];
+  assign \plan__payload.b_use  = plan__payload[34];
+  assign \plan__payload.b_mem  = plan__payload[35];
+  assign \plan__payload.b_addr  = plan__payload[67:36];
+  assign \plan__payload.w_use  = plan__payload[68];
+  assign \plan__payload.w_mem  = plan__payload[69];
+  assign \plan__payload.w_addr  = plan__payload[101:70];
+  assign \plan__payload.send  = plan__payload[102];
+  assign \plan__payload.send_link  = plan__payload[103];
+  assign \plan__payload.recv_link  = plan__payload[104];
+  assign \plan__payload.recv_peer  = plan__payload[112:105];
+  assign \plan__payload.op  = plan__payload[114:113];
+  assign \plan__payload.dtype  = plan__payload[116:115];
+  assign \plan__payload.bytes  = plan__payload[140:117];
+  assign \cpl__payload.id  = cpl__payload[7:0];
+  assign \cpl__payload.status  = cpl__payload[10:8];
+  assign \cpl__payload$49.id  = \cpl__payload$49 [7:0];
+  assign \cpl__payload$49.status  = \cpl__payload$49 [10:8];
+  assign \cpl__payload$50.id  = \cpl__payload$50 [7:0];
+  assign \cpl__payload$50.status  = \cpl__payload$50 [10:8];
   assign \nic_recv__payload.data  = nic_recv__payload[127:0];
   assign \nic_recv__payload.keep  = nic_recv__payload[143:128];
   assign \nic_recv__payload.first  = nic_recv__payload[144];
@@ -34413,104 +36797,152 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \nic_recv__payload.src  = nic_recv__payload[153:146];
   assign \nic_recv__payload.tag  = nic_recv__payload[161:154];
   assign \nic_recv__payload.length  = nic_recv__payload[178:162];
-  assign \o__payload$181.data  = \o__payload$181 [127:0];
-  assign \o__payload$181.last  = \o__payload$181 [128];
-  assign \o__payload$189.data  = \o__payload$189 [127:0];
-  assign \o__payload$189.last  = \o__payload$189 [128];
-  assign \i__payload$192.a  = \i__payload$192 [127:0];
-  assign \i__payload$192.b  = \i__payload$192 [255:128];
-  assign \i__payload$192.op  = \i__payload$192 [257:256];
-  assign \i__payload$192.dtype  = \i__payload$192 [259:258];
-  assign \i__payload$192.tag  = \i__payload$192 [263:260];
-  assign \i__payload$192.last  = \i__payload$192 [264];
-  assign \o__payload$211.result  = \o__payload$211 [127:0];
-  assign \o__payload$211.tag  = \o__payload$211 [131:128];
-  assign \o__payload$211.last  = \o__payload$211 [132];
-  assign \nic_send_data__payload.data  = \o__payload$211 [127:0];
   assign \nic_send__payload.link  = nic_send__payload[0];
   assign \nic_send__payload.tag  = nic_send__payload[8:1];
   assign \nic_send__payload.length  = nic_send__payload[19:9];
-  assign \cpl__payload.id  = cpl__payload[7:0];
-  assign \cpl__payload.status  = cpl__payload[10:8];
-  assign \cpl__payload$254.id  = \cpl__payload$254 [7:0];
-  assign \cpl__payload$254.status  = \cpl__payload$254 [10:8];
-  assign \cpl__payload$256.id  = \cpl__payload$256 [7:0];
-  assign \cpl__payload$256.status  = \cpl__payload$256 [10:8];
-  assign nic_send__payload[19:9] = \$65 [10:0];
+  assign \i__payload.a  = i__payload[127:0];
+  assign \i__payload.b  = i__payload[255:128];
+  assign \i__payload.op  = i__payload[257:256];
+  assign \i__payload.dtype  = i__payload[259:258];
+  assign \i__payload.tag  = i__payload[263:260];
+  assign \i__payload.last  = i__payload[264];
+  assign \o__payload.a  = i__payload[127:0];
+  assign \o__payload.b  = i__payload[255:128];
+  assign \o__payload.op  = i__payload[257:256];
+  assign \o__payload.dtype  = i__payload[259:258];
+  assign \o__payload.tag  = i__payload[263:260];
+  assign \o__payload.last  = i__payload[264];
+  assign \i__payload$85.result  = \i__payload$85 [127:0];
+  assign \i__payload$85.tag  = \i__payload$85 [131:128];
+  assign \i__payload$85.last  = \i__payload$85 [132];
+  assign \o__payload$86.result  = \i__payload$85 [127:0];
+  assign \o__payload$86.tag  = \i__payload$85 [131:128];
+  assign \o__payload$86.last  = \i__payload$85 [132];
+  assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
+  assign \sram_wr__payload.data  = sram_wr__payload[140:13];
+  assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
+  assign \port__payload.addr  = sram_wr__payload[12:0];
+  assign \port__payload.data  = sram_wr__payload[140:13];
+  assign \port__payload.mask  = sram_wr__payload[156:141];
+  assign \cmd__payload.addr  = cmd__payload[12:0];
+  assign \cmd__payload.words  = cmd__payload[36:13];
+  assign \cmd__payload$227.stream  = \cmd__payload$227 [0];
+  assign \cmd__payload$227.id  = \cmd__payload$227 [8:1];
+  assign \cmd__payload$227.length  = \cmd__payload$227 [32:9];
+  assign \cmd__payload$227.mem_addr  = \cmd__payload$227 [64:33];
+  assign \cmd__payload$227.sram_addr  = \cmd__payload$227 [77:65];
+  assign \cmd__payload$228.addr  = \cmd__payload$228 [12:0];
+  assign \cmd__payload$228.words  = \cmd__payload$228 [36:13];
+  assign \cmd__payload$229.stream  = \cmd__payload$229 [0];
+  assign \cmd__payload$229.id  = \cmd__payload$229 [8:1];
+  assign \cmd__payload$229.length  = \cmd__payload$229 [32:9];
+  assign \cmd__payload$229.mem_addr  = \cmd__payload$229 [64:33];
+  assign \cmd__payload$229.sram_addr  = \cmd__payload$229 [77:65];
+  assign \cmd__payload$230.addr  = \cmd__payload$230 [12:0];
+  assign \cmd__payload$230.words  = \cmd__payload$230 [36:13];
+  assign \cmd__payload$230.last_mask  = \cmd__payload$230 [52:37];
+  assign \cmd__payload$231.stream  = \cmd__payload$231 [0];
+  assign \cmd__payload$231.id  = \cmd__payload$231 [8:1];
+  assign \cmd__payload$231.length  = \cmd__payload$231 [32:9];
+  assign \cmd__payload$231.mem_addr  = \cmd__payload$231 [64:33];
+  assign \cmd__payload$231.sram_addr  = \cmd__payload$231 [77:65];
+  assign \o__payload$236.data  = \o__payload$236 [127:0];
+  assign \o__payload$236.last  = \o__payload$236 [128];
+  assign \o__payload$244.data  = \o__payload$244 [127:0];
+  assign \o__payload$244.last  = \o__payload$244 [128];
+  assign \i__payload$246.a  = \i__payload$246 [127:0];
+  assign \i__payload$246.b  = \i__payload$246 [255:128];
+  assign \i__payload$246.op  = \i__payload$246 [257:256];
+  assign \i__payload$246.dtype  = \i__payload$246 [259:258];
+  assign \i__payload$246.tag  = \i__payload$246 [263:260];
+  assign \i__payload$246.last  = \i__payload$246 [264];
+  assign \o__payload$256.result  = \o__payload$256 [127:0];
+  assign \o__payload$256.tag  = \o__payload$256 [131:128];
+  assign \o__payload$256.last  = \o__payload$256 [132];
+  assign \nic_send_data__payload.data  = \o__payload$256 [127:0];
+  assign nic_send__payload[19:9] = \$160 [10:0];
   assign nic_send__payload[8:1] = send_pkt;
   assign nic_send__payload[0] = plan[103];
-  assign \i__payload$192 [264] = join_last;
-  assign \i__payload$192 [259:258] = plan[116:115];
-  assign \i__payload$192 [257:256] = plan[114:113];
-  assign \i__payload$192 [255:128] = b_data;
-  assign \i__payload$192 [127:0] = a_data;
-  assign \i__payload$192 [263:260] = 4'h0;
-  assign \cmd__payload$170 [64:33] = plan[101:70];
-  assign \cmd__payload$170 [32:9] = plan[140:117];
-  assign \cmd__payload$170 [0] = 1'h1;
-  assign { \cmd__payload$170 [77:65], \cmd__payload$170 [8:1] } = 21'h000000;
-  assign \cmd__payload$166 [52:37] = w_mask;
-  assign \cmd__payload$166 [36:13] = step_words;
-  assign \cmd__payload$166 [12:0] = plan[82:70];
-  assign \cmd__payload$164 [64:33] = plan[67:36];
-  assign \cmd__payload$164 [32:9] = plan[140:117];
-  assign \cmd__payload$164 [0] = 1'h1;
-  assign { \cmd__payload$164 [77:65], \cmd__payload$164 [8:1] } = 21'h000000;
-  assign \cmd__payload$161 [36:13] = step_words;
-  assign \cmd__payload$161 [12:0] = plan[48:36];
-  assign \cmd__payload$159 [64:33] = plan[33:2];
-  assign \cmd__payload$159 [32:9] = plan[140:117];
-  assign \cmd__payload$159 [0] = 1'h1;
-  assign { \cmd__payload$159 [77:65], \cmd__payload$159 [8:1] } = 21'h000000;
+  assign \i__payload$246 [264] = join_last;
+  assign \i__payload$246 [259:258] = plan[116:115];
+  assign \i__payload$246 [257:256] = plan[114:113];
+  assign \i__payload$246 [255:128] = b_data;
+  assign \i__payload$246 [127:0] = a_data;
+  assign \i__payload$246 [263:260] = 4'h0;
+  assign \cmd__payload$231 [64:33] = plan[101:70];
+  assign \cmd__payload$231 [32:9] = plan[140:117];
+  assign \cmd__payload$231 [0] = 1'h1;
+  assign { \cmd__payload$231 [77:65], \cmd__payload$231 [8:1] } = 21'h000000;
+  assign \cmd__payload$230 [52:37] = w_mask;
+  assign \cmd__payload$230 [36:13] = step_words;
+  assign \cmd__payload$230 [12:0] = plan[82:70];
+  assign \cmd__payload$229 [64:33] = plan[67:36];
+  assign \cmd__payload$229 [32:9] = plan[140:117];
+  assign \cmd__payload$229 [0] = 1'h1;
+  assign { \cmd__payload$229 [77:65], \cmd__payload$229 [8:1] } = 21'h000000;
+  assign \cmd__payload$228 [36:13] = step_words;
+  assign \cmd__payload$228 [12:0] = plan[48:36];
+  assign \cmd__payload$227 [64:33] = plan[33:2];
+  assign \cmd__payload$227 [32:9] = plan[140:117];
+  assign \cmd__payload$227 [0] = 1'h1;
+  assign { \cmd__payload$227 [77:65], \cmd__payload$227 [8:1] } = 21'h000000;
   assign cmd__payload[36:13] = step_words;
   assign cmd__payload[12:0] = plan[14:2];
-  assign \$2  = { 4'h0, \$1 [24:4] };
+  assign \$2  = cpl__valid;
+  assign \$5  = cpl__valid;
+  assign \$12  = \cpl__valid$9 ;
+  assign \$15  = \cpl__valid$9 ;
+  assign \$22  = \cpl__valid$14 ;
+  assign \$25  = \cpl__valid$14 ;
+  assign \$97  = { 4'h0, \$96 [24:4] };
 endmodule
 
 (* generator = "Amaranth" *)
 module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid, i__valid, i__payload, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$100  = 0;
-  wire [5:0] \$1 ;
-  reg [3:0] \$10 ;
-  reg \$11 ;
+  wire \$1 ;
+  reg \$10 ;
+  reg [3:0] \$11 ;
   reg \$12 ;
-  reg [3:0] \$13 ;
-  reg \$14 ;
+  reg \$13 ;
+  reg [3:0] \$14 ;
   reg \$15 ;
-  reg [3:0] \$16 ;
-  reg \$17 ;
+  reg \$16 ;
+  reg [3:0] \$17 ;
   reg \$18 ;
-  reg [3:0] \$19 ;
-  wire [6:0] \$2 ;
-  reg \$20 ;
+  reg \$19 ;
+  wire [5:0] \$2 ;
+  reg [3:0] \$20 ;
   reg \$21 ;
-  reg [3:0] \$22 ;
-  reg \$23 ;
+  reg \$22 ;
+  reg [3:0] \$23 ;
   reg \$24 ;
-  reg [3:0] \$25 ;
-  reg \$26 ;
+  reg \$25 ;
+  reg [3:0] \$26 ;
   reg \$27 ;
-  reg [3:0] \$28 ;
-  reg \$29 ;
-  reg \$3 ;
+  reg \$28 ;
+  reg [3:0] \$29 ;
+  wire [6:0] \$3 ;
   reg \$30 ;
-  reg [3:0] \$31 ;
-  reg \$32 ;
+  reg \$31 ;
+  reg [3:0] \$32 ;
   reg \$33 ;
-  reg [3:0] \$34 ;
-  reg \$35 ;
+  reg \$34 ;
+  reg [3:0] \$35 ;
   reg \$36 ;
-  reg [3:0] \$37 ;
-  reg \$38 ;
+  reg \$37 ;
+  reg [3:0] \$38 ;
   reg \$39 ;
-  reg [3:0] \$4 ;
-  reg [3:0] \$40 ;
-  reg \$41 ;
-  reg [4:0] \$42 ;
-  reg \$5 ;
+  reg \$4 ;
+  reg \$40 ;
+  reg [3:0] \$41 ;
+  reg \$42 ;
+  reg \$43 ;
+  reg [4:0] \$44 ;
+  reg [3:0] \$5 ;
   reg \$6 ;
-  reg [3:0] \$7 ;
-  reg \$8 ;
+  reg \$7 ;
+  reg [3:0] \$8 ;
   reg \$9 ;
   wire [31:0] a;
   wire [31:0] \a$12 ;
@@ -34521,6 +36953,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
   wire [31:0] \b$13 ;
   wire [31:0] \b$17 ;
   wire [31:0] \b$9 ;
+  reg busy = 1'h0;
   input clk;
   wire clk;
   reg d0_last = 1'h0;
@@ -34660,98 +37093,101 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
   wire [132:0] w_data;
   reg w_en = 1'h0;
   always @(posedge clk)
-    d8_last <= \$29 ;
+    d8_valid <= \$28 ;
   always @(posedge clk)
-    d9_valid <= \$30 ;
+    d8_tag <= \$29 ;
   always @(posedge clk)
-    d9_tag <= \$31 ;
+    d8_last <= \$30 ;
   always @(posedge clk)
-    d9_last <= \$32 ;
+    d9_valid <= \$31 ;
   always @(posedge clk)
-    d10_valid <= \$33 ;
+    d9_tag <= \$32 ;
   always @(posedge clk)
-    d10_tag <= \$34 ;
+    d9_last <= \$33 ;
   always @(posedge clk)
-    d10_last <= \$35 ;
+    d10_valid <= \$34 ;
   always @(posedge clk)
-    d11_valid <= \$36 ;
+    d10_tag <= \$35 ;
   always @(posedge clk)
-    d11_tag <= \$37 ;
+    d10_last <= \$36 ;
   always @(posedge clk)
-    d11_last <= \$38 ;
+    d11_valid <= \$37 ;
   always @(posedge clk)
-    w_en <= \$39 ;
+    d11_tag <= \$38 ;
   always @(posedge clk)
-    d12_tag <= \$40 ;
+    d11_last <= \$39 ;
   always @(posedge clk)
-    d12_last <= \$41 ;
+    w_en <= \$40 ;
   always @(posedge clk)
-    in_flight <= \$42 ;
+    d12_tag <= \$41 ;
+  always @(posedge clk)
+    d12_last <= \$42 ;
+  always @(posedge clk)
+    busy <= \$43 ;
+  always @(posedge clk)
+    in_flight <= \$44 ;
   assign accept = i__valid & i__ready;
   assign deliver = o__valid & r_en;
   assign i__ready = in_flight != 5'h10;
-  assign \$1  = in_flight + accept;
-  assign \$2  = \$1  - deliver;
+  assign \$1  = | { d10_valid, d9_valid, d8_valid, d7_valid, d6_valid, d5_valid, d4_valid, d3_valid, d2_valid, d1_valid, d0_valid, accept };
+  assign \$2  = in_flight + accept;
+  assign \$3  = \$2  - deliver;
   always @(posedge clk)
-    d0_valid <= \$3 ;
+    d0_valid <= \$4 ;
   always @(posedge clk)
-    d0_tag <= \$4 ;
+    d0_tag <= \$5 ;
   always @(posedge clk)
-    d0_last <= \$5 ;
+    d0_last <= \$6 ;
   always @(posedge clk)
-    d1_valid <= \$6 ;
+    d1_valid <= \$7 ;
   always @(posedge clk)
-    d1_tag <= \$7 ;
+    d1_tag <= \$8 ;
   always @(posedge clk)
-    d1_last <= \$8 ;
+    d1_last <= \$9 ;
   always @(posedge clk)
-    d2_valid <= \$9 ;
+    d2_valid <= \$10 ;
   always @(posedge clk)
-    d2_tag <= \$10 ;
+    d2_tag <= \$11 ;
   always @(posedge clk)
-    d2_last <= \$11 ;
+    d2_last <= \$12 ;
   always @(posedge clk)
-    d3_valid <= \$12 ;
+    d3_valid <= \$13 ;
   always @(posedge clk)
-    d3_tag <= \$13 ;
+    d3_tag <= \$14 ;
   always @(posedge clk)
-    d3_last <= \$14 ;
+    d3_last <= \$15 ;
   always @(posedge clk)
-    d4_valid <= \$15 ;
+    d4_valid <= \$16 ;
   always @(posedge clk)
-    d4_tag <= \$16 ;
+    d4_tag <= \$17 ;
   always @(posedge clk)
-    d4_last <= \$17 ;
+    d4_last <= \$18 ;
   always @(posedge clk)
-    d5_valid <= \$18 ;
+    d5_valid <= \$19 ;
   always @(posedge clk)
-    d5_tag <= \$19 ;
+    d5_tag <= \$20 ;
   always @(posedge clk)
-    d5_last <= \$20 ;
+    d5_last <= \$21 ;
   always @(posedge clk)
-    d6_valid <= \$21 ;
+    d6_valid <= \$22 ;
   always @(posedge clk)
-    d6_tag <= \$22 ;
+    d6_tag <= \$23 ;
   always @(posedge clk)
-    d6_last <= \$23 ;
+    d6_last <= \$24 ;
   always @(posedge clk)
-    d7_valid <= \$24 ;
+    d7_valid <= \$25 ;
   always @(posedge clk)
-    d7_tag <= \$25 ;
+    d7_tag <= \$26 ;
   always @(posedge clk)
-    d7_last <= \$26 ;
-  always @(posedge clk)
-    d8_valid <= \$27 ;
-  always @(posedge clk)
-    d8_tag <= \$28 ;
+    d7_last <= \$27 ;
   \ace_engine_small.ch1.datapath.alu.fifo  fifo (
     .clk(clk),
-    .\port$10357$0 (result),
-    .\port$11160$0 (\result$24 ),
-    .\port$11963$0 (\result$25 ),
-    .\port$12766$0 (\result$26 ),
-    .\port$17470$0 (d12_tag),
-    .\port$17472$0 (d12_last),
+    .\port$10625$0 (result),
+    .\port$11434$0 (\result$24 ),
+    .\port$12243$0 (\result$25 ),
+    .\port$13052$0 (\result$26 ),
+    .\port$17774$0 (d12_tag),
+    .\port$17776$0 (d12_last),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -34761,312 +37197,323 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
   \ace_engine_small.ch1.datapath.alu.lane0  lane0 (
     .a(i__payload[31:0]),
     .b(i__payload[159:128]),
+    .busy(busy),
     .clk(clk),
-    .\port$18692$256 (i__payload[259:256]),
-    .\result$56 (result),
+    .\port$18998$256 (i__payload[259:256]),
+    .\result$57 (result),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.alu.lane1  lane1 (
     .a(i__payload[63:32]),
     .b(i__payload[191:160]),
+    .busy(busy),
     .clk(clk),
-    .\port$18692$256 (i__payload[259:256]),
-    .\result$56 (\result$24 ),
+    .\port$18998$256 (i__payload[259:256]),
+    .\result$57 (\result$24 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.alu.lane2  lane2 (
     .a(i__payload[95:64]),
     .b(i__payload[223:192]),
+    .busy(busy),
     .clk(clk),
-    .\port$18692$256 (i__payload[259:256]),
-    .\result$56 (\result$25 ),
+    .\port$18998$256 (i__payload[259:256]),
+    .\result$57 (\result$25 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.alu.lane3  lane3 (
     .a(i__payload[127:96]),
+    .busy(busy),
     .clk(clk),
-    .\port$18692$224 (i__payload[259:224]),
-    .\result$56 (\result$26 ),
+    .\port$18998$224 (i__payload[259:224]),
+    .\result$57 (\result$26 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$29  = d7_last;
+    \$29  = d7_tag;
     if (rst) begin
-      \$29  = 1'h0;
+      \$29  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$30  = d8_valid;
+    \$30  = d7_last;
     if (rst) begin
       \$30  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$31  = d8_tag;
+    \$31  = d8_valid;
     if (rst) begin
-      \$31  = 4'h0;
+      \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$32  = d8_last;
+    \$32  = d8_tag;
     if (rst) begin
-      \$32  = 1'h0;
+      \$32  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$33  = d9_valid;
+    \$33  = d8_last;
     if (rst) begin
       \$33  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$34  = d9_tag;
+    \$34  = d9_valid;
     if (rst) begin
-      \$34  = 4'h0;
+      \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$35  = d9_last;
+    \$35  = d9_tag;
     if (rst) begin
-      \$35  = 1'h0;
+      \$35  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$36  = d10_valid;
+    \$36  = d9_last;
     if (rst) begin
       \$36  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$37  = d10_tag;
+    \$37  = d10_valid;
     if (rst) begin
-      \$37  = 4'h0;
+      \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$38  = d10_last;
+    \$38  = d10_tag;
     if (rst) begin
-      \$38  = 1'h0;
+      \$38  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$39  = d11_valid;
+    \$39  = d10_last;
     if (rst) begin
       \$39  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$40  = d11_tag;
+    \$40  = d11_valid;
     if (rst) begin
-      \$40  = 4'h0;
+      \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$41  = d11_last;
+    \$41  = d11_tag;
     if (rst) begin
-      \$41  = 1'h0;
+      \$41  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$42  = \$2 [4:0];
+    \$42  = d11_last;
     if (rst) begin
-      \$42  = 5'h00;
+      \$42  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$3  = accept;
+    \$43  = \$1 ;
     if (rst) begin
-      \$3  = 1'h0;
+      \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$4  = i__payload[263:260];
+    \$44  = \$3 [4:0];
     if (rst) begin
-      \$4  = 4'h0;
+      \$44  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$5  = i__payload[264];
+    \$4  = accept;
     if (rst) begin
-      \$5  = 1'h0;
+      \$4  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$6  = d0_valid;
+    \$5  = i__payload[263:260];
+    if (rst) begin
+      \$5  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
+    \$6  = i__payload[264];
     if (rst) begin
       \$6  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$7  = d0_tag;
+    \$7  = d0_valid;
     if (rst) begin
-      \$7  = 4'h0;
+      \$7  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$8  = d0_last;
+    \$8  = d0_tag;
     if (rst) begin
-      \$8  = 1'h0;
+      \$8  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$9  = d1_valid;
+    \$9  = d0_last;
     if (rst) begin
       \$9  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$10  = d1_tag;
+    \$10  = d1_valid;
     if (rst) begin
-      \$10  = 4'h0;
+      \$10  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$11  = d1_last;
+    \$11  = d1_tag;
     if (rst) begin
-      \$11  = 1'h0;
+      \$11  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$12  = d2_valid;
+    \$12  = d1_last;
     if (rst) begin
       \$12  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$13  = d2_tag;
+    \$13  = d2_valid;
     if (rst) begin
-      \$13  = 4'h0;
+      \$13  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$14  = d2_last;
+    \$14  = d2_tag;
     if (rst) begin
-      \$14  = 1'h0;
+      \$14  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$15  = d3_valid;
+    \$15  = d2_last;
     if (rst) begin
       \$15  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$16  = d3_tag;
+    \$16  = d3_valid;
     if (rst) begin
-      \$16  = 4'h0;
+      \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$17  = d3_last;
+    \$17  = d3_tag;
     if (rst) begin
-      \$17  = 1'h0;
+      \$17  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$18  = d4_valid;
+    \$18  = d3_last;
     if (rst) begin
       \$18  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$19  = d4_tag;
+    \$19  = d4_valid;
     if (rst) begin
-      \$19  = 4'h0;
+      \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$20  = d4_last;
+    \$20  = d4_tag;
     if (rst) begin
-      \$20  = 1'h0;
+      \$20  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$21  = d5_valid;
+    \$21  = d4_last;
     if (rst) begin
       \$21  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$22  = d5_tag;
+    \$22  = d5_valid;
     if (rst) begin
-      \$22  = 4'h0;
+      \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$23  = d5_last;
+    \$23  = d5_tag;
     if (rst) begin
-      \$23  = 1'h0;
+      \$23  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$24  = d6_valid;
+    \$24  = d5_last;
     if (rst) begin
       \$24  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$25  = d6_tag;
+    \$25  = d6_valid;
     if (rst) begin
-      \$25  = 4'h0;
+      \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$26  = d6_last;
+    \$26  = d6_tag;
     if (rst) begin
-      \$26  = 1'h0;
+      \$26  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$27  = d7_valid;
+    \$27  = d6_last;
     if (rst) begin
       \$27  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
-    \$28  = d7_tag;
+    \$28  = d7_valid;
     if (rst) begin
-      \$28  = 4'h0;
+      \$28  = 1'h0;
     end
   end
   assign a = i__payload[31:0];
@@ -35106,7 +37553,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10357$0 , \port$11160$0 , \port$11963$0 , \port$12766$0 , r_data, w_en, \port$17470$0 , \port$17472$0 , r_rdy, r_en, clk);
+module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10625$0 , \port$11434$0 , \port$12243$0 , \port$13052$0 , r_data, w_en, \port$17774$0 , \port$17776$0 , r_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$101  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -35148,18 +37595,18 @@ module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10357$0 , \port$11160
   reg [3:0] inner_level = 4'h0;
   wire inner_r_rdy;
   wire [4:0] level;
-  input [31:0] \port$10357$0 ;
-  wire [31:0] \port$10357$0 ;
-  input [31:0] \port$11160$0 ;
-  wire [31:0] \port$11160$0 ;
-  input [31:0] \port$11963$0 ;
-  wire [31:0] \port$11963$0 ;
-  input [31:0] \port$12766$0 ;
-  wire [31:0] \port$12766$0 ;
-  input [3:0] \port$17470$0 ;
-  wire [3:0] \port$17470$0 ;
-  input \port$17472$0 ;
-  wire \port$17472$0 ;
+  input [31:0] \port$10625$0 ;
+  wire [31:0] \port$10625$0 ;
+  input [31:0] \port$11434$0 ;
+  wire [31:0] \port$11434$0 ;
+  input [31:0] \port$12243$0 ;
+  wire [31:0] \port$12243$0 ;
+  input [31:0] \port$13052$0 ;
+  wire [31:0] \port$13052$0 ;
+  input [3:0] \port$17774$0 ;
+  wire [3:0] \port$17774$0 ;
+  input \port$17776$0 ;
+  wire \port$17776$0 ;
   (* init = 4'h0 *)
   wire [3:0] produce;
   output [132:0] r_data;
@@ -35202,7 +37649,7 @@ module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10357$0 , \port$11160
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$17472$0 , \port$17470$0 , \port$12766$0 , \port$11963$0 , \port$11160$0 , \port$10357$0  };
+      storage[w_port__addr] <= { \port$17776$0 , \port$17774$0 , \port$13052$0 , \port$12243$0 , \port$11434$0 , \port$10625$0  };
   end
   reg [132:0] _0_;
   always @(posedge clk) begin
@@ -35301,14 +37748,14 @@ module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10357$0 , \port$11160
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$17472$0 , \port$17470$0 , \port$12766$0 , \port$11963$0 , \port$11160$0 , \port$10357$0  };
-  assign w_data = { \port$17472$0 , \port$17470$0 , \port$12766$0 , \port$11963$0 , \port$11160$0 , \port$10357$0  };
+  assign w_port__data = { \port$17776$0 , \port$17774$0 , \port$13052$0 , \port$12243$0 , \port$11434$0 , \port$10625$0  };
+  assign w_data = { \port$17776$0 , \port$17774$0 , \port$13052$0 , \port$12243$0 , \port$11434$0 , \port$10625$0  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$56 , a, b, \port$18692$256 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$18998$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$102  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -35365,15 +37812,17 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -35425,14 +37874,14 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -35441,12 +37890,12 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$18692$256 ;
-  wire [3:0] \port$18692$256 ;
+  input [3:0] \port$18998$256 ;
+  wire [3:0] \port$18998$256 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -35521,7 +37970,7 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -35559,178 +38008,249 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   \ace_engine_small.ch1.datapath.alu.lane0.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.alu.lane0.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$11064$0 (\$51 ),
-    .\port$11065$0 (\$52 ),
+    .\port$11334$0 (\$51 ),
+    .\port$11335$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -35751,123 +38271,162 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$56 , a, b, \port$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$13  = \port$18692$256 [1:0];
+    \$13  = \port$18998$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$14  = \port$18692$256 [3:2];
+    \$14  = \port$18998$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$18692$256 [1:0];
-  assign dtype = \port$18692$256 [3:2];
+  assign op = \port$18998$256 [1:0];
+  assign dtype = \port$18998$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane0.adder (rst, a, b, dtype, result, clk);
+module \ace_engine_small.ch1.datapath.alu.lane0.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$103  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -36660,6 +39219,8 @@ module \ace_engine_small.ch1.datapath.alu.lane0.adder (rst, a, b, dtype, result,
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -37782,663 +40343,936 @@ module \ace_engine_small.ch1.datapath.alu.lane0.adder (rst, a, b, dtype, result,
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$103 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -38598,7 +41432,7 @@ module \ace_engine_small.ch1.datapath.alu.lane0.adder (rst, a, b, dtype, result,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11064$0 , \port$11065$0 , a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11334$0 , \port$11335$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$104  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -38710,6 +41544,8 @@ module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11064
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -38728,10 +41564,10 @@ module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11064
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$11064$0 ;
-  wire [15:0] \port$11064$0 ;
-  output [15:0] \port$11065$0 ;
-  wire [15:0] \port$11065$0 ;
+  output [15:0] \port$11334$0 ;
+  wire [15:0] \port$11334$0 ;
+  output [15:0] \port$11335$0 ;
+  wire [15:0] \port$11335$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -38883,124 +41719,172 @@ module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11064
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$104 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$11064$0  = \$7 ;
-  assign \port$11065$0  = \$8 ;
+  assign \port$11334$0  = \$7 ;
+  assign \port$11335$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$56 , a, b, \port$18692$256 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$18998$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$105  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -39057,15 +41941,17 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -39117,14 +42003,14 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -39133,12 +42019,12 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$18692$256 ;
-  wire [3:0] \port$18692$256 ;
+  input [3:0] \port$18998$256 ;
+  wire [3:0] \port$18998$256 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -39213,7 +42099,7 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -39251,178 +42137,249 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   \ace_engine_small.ch1.datapath.alu.lane1.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.alu.lane1.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$11867$0 (\$51 ),
-    .\port$11868$0 (\$52 ),
+    .\port$12143$0 (\$51 ),
+    .\port$12144$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -39443,123 +42400,162 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$56 , a, b, \port$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$13  = \port$18692$256 [1:0];
+    \$13  = \port$18998$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$14  = \port$18692$256 [3:2];
+    \$14  = \port$18998$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$18692$256 [1:0];
-  assign dtype = \port$18692$256 [3:2];
+  assign op = \port$18998$256 [1:0];
+  assign dtype = \port$18998$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane1.adder (rst, a, b, dtype, result, clk);
+module \ace_engine_small.ch1.datapath.alu.lane1.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$106  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -40352,6 +43348,8 @@ module \ace_engine_small.ch1.datapath.alu.lane1.adder (rst, a, b, dtype, result,
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -41474,663 +44472,936 @@ module \ace_engine_small.ch1.datapath.alu.lane1.adder (rst, a, b, dtype, result,
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$106 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -42290,7 +45561,7 @@ module \ace_engine_small.ch1.datapath.alu.lane1.adder (rst, a, b, dtype, result,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$11867$0 , \port$11868$0 , a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$12143$0 , \port$12144$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$107  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -42402,6 +45673,8 @@ module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$11867
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -42420,10 +45693,10 @@ module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$11867
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$11867$0 ;
-  wire [15:0] \port$11867$0 ;
-  output [15:0] \port$11868$0 ;
-  wire [15:0] \port$11868$0 ;
+  output [15:0] \port$12143$0 ;
+  wire [15:0] \port$12143$0 ;
+  output [15:0] \port$12144$0 ;
+  wire [15:0] \port$12144$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -42575,124 +45848,172 @@ module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$11867
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$107 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$11867$0  = \$7 ;
-  assign \port$11868$0  = \$8 ;
+  assign \port$12143$0  = \$7 ;
+  assign \port$12144$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$56 , a, b, \port$18692$256 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$18998$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$108  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -42749,15 +46070,17 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   input [31:0] b;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -42809,14 +46132,14 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -42825,12 +46148,12 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$18692$256 ;
-  wire [3:0] \port$18692$256 ;
+  input [3:0] \port$18998$256 ;
+  wire [3:0] \port$18998$256 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -42905,7 +46228,7 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -42943,178 +46266,249 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   \ace_engine_small.ch1.datapath.alu.lane2.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.alu.lane2.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$12670$0 (\$51 ),
-    .\port$12671$0 (\$52 ),
+    .\port$12952$0 (\$51 ),
+    .\port$12953$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -43135,123 +46529,162 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$56 , a, b, \port$1
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$13  = \port$18692$256 [1:0];
+    \$13  = \port$18998$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$14  = \port$18692$256 [3:2];
+    \$14  = \port$18998$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign op = \port$18692$256 [1:0];
-  assign dtype = \port$18692$256 [3:2];
+  assign op = \port$18998$256 [1:0];
+  assign dtype = \port$18998$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane2.adder (rst, a, b, dtype, result, clk);
+module \ace_engine_small.ch1.datapath.alu.lane2.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$109  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -44044,6 +47477,8 @@ module \ace_engine_small.ch1.datapath.alu.lane2.adder (rst, a, b, dtype, result,
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -45166,663 +48601,936 @@ module \ace_engine_small.ch1.datapath.alu.lane2.adder (rst, a, b, dtype, result,
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$109 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -45982,7 +49690,7 @@ module \ace_engine_small.ch1.datapath.alu.lane2.adder (rst, a, b, dtype, result,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$12670$0 , \port$12671$0 , a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$12952$0 , \port$12953$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$110  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -46094,6 +49802,8 @@ module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$12670
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -46112,10 +49822,10 @@ module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$12670
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$12670$0 ;
-  wire [15:0] \port$12670$0 ;
-  output [15:0] \port$12671$0 ;
-  wire [15:0] \port$12671$0 ;
+  output [15:0] \port$12952$0 ;
+  wire [15:0] \port$12952$0 ;
+  output [15:0] \port$12953$0 ;
+  wire [15:0] \port$12953$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -46267,124 +49977,172 @@ module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$12670
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$110 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$12670$0  = \$7 ;
-  assign \port$12671$0  = \$8 ;
+  assign \port$12952$0  = \$7 ;
+  assign \port$12953$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$56 , a, \port$18692$224 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$18998$224 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$111  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -46441,14 +50199,16 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$56 , a, \port$1869
   input [31:0] a;
   wire [31:0] a;
   (* init = 32'd0 *)
-  wire [31:0] \a$49 ;
+  wire [31:0] \a$50 ;
   (* init = 32'd0 *)
-  wire [31:0] \a$52 ;
+  wire [31:0] \a$53 ;
   wire [31:0] b;
   (* init = 32'd0 *)
-  wire [31:0] \b$50 ;
+  wire [31:0] \b$51 ;
   (* init = 32'd0 *)
-  wire [31:0] \b$53 ;
+  wire [31:0] \b$54 ;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   reg d10_fp_sum = 1'h0;
@@ -46500,14 +50260,14 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$56 , a, \port$1869
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$51 ;
+  wire [1:0] \dtype$52 ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
   (* init = 2'h0 *)
-  wire [1:0] \dtype$54 ;
+  wire [1:0] \dtype$55 ;
   wire fp_sum;
   wire is_max;
   (* enum_base_type = "ReduceOp" *)
@@ -46516,12 +50276,12 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$56 , a, \port$1869
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [35:0] \port$18692$224 ;
-  wire [35:0] \port$18692$224 ;
+  input [35:0] \port$18998$224 ;
+  wire [35:0] \port$18998$224 ;
   wire [31:0] result;
-  output [31:0] \result$56 ;
-  wire [31:0] \result$56 ;
+  output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
+  wire [31:0] \result$58 ;
   input rst;
   wire rst;
   reg [31:0] s0_a = 32'd0;
@@ -46596,7 +50356,7 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$56 , a, \port$1869
   assign \$9  = ~ \$8 ;
   assign \$10  = | s0_dtype;
   assign fp_sum = \$9  & \$10 ;
-  assign \result$56  = d12_fp_sum ? \result$57  : d12_simple;
+  assign \result$57  = d12_fp_sum ? \result$58  : d12_simple;
   always @(posedge clk)
     s0_a <= \$11 ;
   always @(posedge clk)
@@ -46634,178 +50394,249 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$56 , a, \port$1869
   \ace_engine_small.ch1.datapath.alu.lane3.adder  adder (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
-    .result(\result$57 ),
+    .result(\result$58 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.alu.lane3.minmax  minmax (
     .a(s0_a),
     .b(s0_b),
+    .busy(busy),
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$13473$0 (\$51 ),
-    .\port$13474$0 (\$52 ),
+    .\port$13761$0 (\$51 ),
+    .\port$13762$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$28  = d4_fp_sum;
+    \$28  = d5_fp_sum;
+    if (busy) begin
+      \$28  = d4_fp_sum;
+    end
     if (rst) begin
       \$28  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$29  = d4_minmax;
+    \$29  = d5_minmax;
+    if (busy) begin
+      \$29  = d4_minmax;
+    end
     if (rst) begin
       \$29  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$30  = d5_simple;
+    \$30  = d6_simple;
+    if (busy) begin
+      \$30  = d5_simple;
+    end
     if (rst) begin
       \$30  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$31  = d5_fp_sum;
+    \$31  = d6_fp_sum;
+    if (busy) begin
+      \$31  = d5_fp_sum;
+    end
     if (rst) begin
       \$31  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$32  = d5_minmax;
+    \$32  = d6_minmax;
+    if (busy) begin
+      \$32  = d5_minmax;
+    end
     if (rst) begin
       \$32  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$33  = d6_simple;
+    \$33  = d7_simple;
+    if (busy) begin
+      \$33  = d6_simple;
+    end
     if (rst) begin
       \$33  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$34  = d6_fp_sum;
+    \$34  = d7_fp_sum;
+    if (busy) begin
+      \$34  = d6_fp_sum;
+    end
     if (rst) begin
       \$34  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$35  = d6_minmax;
+    \$35  = d7_minmax;
+    if (busy) begin
+      \$35  = d6_minmax;
+    end
     if (rst) begin
       \$35  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$36  = d7_simple;
+    \$36  = d8_simple;
+    if (busy) begin
+      \$36  = d7_simple;
+    end
     if (rst) begin
       \$36  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$37  = d7_fp_sum;
+    \$37  = d8_fp_sum;
+    if (busy) begin
+      \$37  = d7_fp_sum;
+    end
     if (rst) begin
       \$37  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$38  = d7_minmax;
+    \$38  = d8_minmax;
+    if (busy) begin
+      \$38  = d7_minmax;
+    end
     if (rst) begin
       \$38  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$39  = d8_simple;
+    \$39  = d9_simple;
+    if (busy) begin
+      \$39  = d8_simple;
+    end
     if (rst) begin
       \$39  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$40  = d8_fp_sum;
+    \$40  = d9_fp_sum;
+    if (busy) begin
+      \$40  = d8_fp_sum;
+    end
     if (rst) begin
       \$40  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$41  = d8_minmax;
+    \$41  = d9_minmax;
+    if (busy) begin
+      \$41  = d8_minmax;
+    end
     if (rst) begin
       \$41  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$42  = d9_simple;
+    \$42  = d10_simple;
+    if (busy) begin
+      \$42  = d9_simple;
+    end
     if (rst) begin
       \$42  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$43  = d9_fp_sum;
+    \$43  = d10_fp_sum;
+    if (busy) begin
+      \$43  = d9_fp_sum;
+    end
     if (rst) begin
       \$43  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$44  = d9_minmax;
+    \$44  = d10_minmax;
+    if (busy) begin
+      \$44  = d9_minmax;
+    end
     if (rst) begin
       \$44  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$45  = d10_simple;
+    \$45  = d11_simple;
+    if (busy) begin
+      \$45  = d10_simple;
+    end
     if (rst) begin
       \$45  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$46  = d10_fp_sum;
+    \$46  = d11_fp_sum;
+    if (busy) begin
+      \$46  = d10_fp_sum;
+    end
     if (rst) begin
       \$46  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$47  = d10_minmax;
+    \$47  = d11_minmax;
+    if (busy) begin
+      \$47  = d10_minmax;
+    end
     if (rst) begin
       \$47  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$48  = d11_simple;
+    \$48  = d12_simple;
+    if (busy) begin
+      \$48  = d11_simple;
+    end
     if (rst) begin
       \$48  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$49  = d11_fp_sum;
+    \$49  = d12_fp_sum;
+    if (busy) begin
+      \$49  = d11_fp_sum;
+    end
     if (rst) begin
       \$49  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$50  = d11_minmax;
+    \$50  = d12_minmax;
+    if (busy) begin
+      \$50  = d11_minmax;
+    end
     if (rst) begin
       \$50  = 1'h0;
     end
@@ -46819,131 +50650,170 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$56 , a, \port$1869
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$12  = \port$18692$224 [31:0];
+    \$12  = \port$18998$224 [31:0];
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$13  = \port$18692$224 [33:32];
+    \$13  = \port$18998$224 [33:32];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$14  = \port$18692$224 [35:34];
+    \$14  = \port$18998$224 [35:34];
     if (rst) begin
       \$14  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$15  = \$7 [31:0];
+    \$15  = d1_simple;
+    if (busy) begin
+      \$15  = \$7 [31:0];
+    end
     if (rst) begin
       \$15  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$16  = fp_sum;
+    \$16  = d1_fp_sum;
+    if (busy) begin
+      \$16  = fp_sum;
+    end
     if (rst) begin
       \$16  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$17  = \$3 ;
+    \$17  = d1_minmax;
+    if (busy) begin
+      \$17  = \$3 ;
+    end
     if (rst) begin
       \$17  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$18  = d1_simple;
+    \$18  = d2_simple;
+    if (busy) begin
+      \$18  = d1_simple;
+    end
     if (rst) begin
       \$18  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$19  = d1_fp_sum;
+    \$19  = d2_fp_sum;
+    if (busy) begin
+      \$19  = d1_fp_sum;
+    end
     if (rst) begin
       \$19  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$20  = d1_minmax;
+    \$20  = d2_minmax;
+    if (busy) begin
+      \$20  = d1_minmax;
+    end
     if (rst) begin
       \$20  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$21  = \$4 ;
+    \$21  = d3_simple;
+    if (busy) begin
+      \$21  = \$4 ;
+    end
     if (rst) begin
       \$21  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$22  = d2_fp_sum;
+    \$22  = d3_fp_sum;
+    if (busy) begin
+      \$22  = d2_fp_sum;
+    end
     if (rst) begin
       \$22  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$23  = d2_minmax;
+    \$23  = d3_minmax;
+    if (busy) begin
+      \$23  = d2_minmax;
+    end
     if (rst) begin
       \$23  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$24  = d3_simple;
+    \$24  = d4_simple;
+    if (busy) begin
+      \$24  = d3_simple;
+    end
     if (rst) begin
       \$24  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$25  = d3_fp_sum;
+    \$25  = d4_fp_sum;
+    if (busy) begin
+      \$25  = d3_fp_sum;
+    end
     if (rst) begin
       \$25  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$26  = d3_minmax;
+    \$26  = d4_minmax;
+    if (busy) begin
+      \$26  = d3_minmax;
+    end
     if (rst) begin
       \$26  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$27  = d4_simple;
+    \$27  = d5_simple;
+    if (busy) begin
+      \$27  = d4_simple;
+    end
     if (rst) begin
       \$27  = 32'd0;
     end
   end
-  assign b = \port$18692$224 [31:0];
-  assign op = \port$18692$224 [33:32];
-  assign dtype = \port$18692$224 [35:34];
+  assign b = \port$18998$224 [31:0];
+  assign op = \port$18998$224 [33:32];
+  assign dtype = \port$18998$224 [35:34];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
-  assign \a$49  = s0_a;
-  assign \b$50  = s0_b;
-  assign \dtype$51  = s0_dtype;
-  assign \a$52  = s0_a;
-  assign \b$53  = s0_b;
-  assign \dtype$54  = s0_dtype;
+  assign \a$50  = s0_a;
+  assign \b$51  = s0_b;
+  assign \dtype$52  = s0_dtype;
+  assign \a$53  = s0_a;
+  assign \b$54  = s0_b;
+  assign \dtype$55  = s0_dtype;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane3.adder (rst, a, b, dtype, result, clk);
+module \ace_engine_small.ch1.datapath.alu.lane3.adder (rst, busy, a, b, dtype, result, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$112  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -47736,6 +51606,8 @@ module \ace_engine_small.ch1.datapath.alu.lane3.adder (rst, a, b, dtype, result,
   wire [7:0] b_lo_exp;
   wire [15:0] b_lo_sig;
   wire [31:0] b_sig;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -48858,663 +52730,936 @@ module \ace_engine_small.ch1.datapath.alu.lane3.adder (rst, a, b, dtype, result,
   assign \$222  = ~ s3_dtype[1];
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$687  = dtype;
+    \$687  = s1_dtype;
+    if (busy) begin
+      \$687  = dtype;
+    end
     if (rst) begin
       \$687  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$688  = s1_dtype;
+    \$688  = s2_dtype;
+    if (busy) begin
+      \$688  = s1_dtype;
+    end
     if (rst) begin
       \$688  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$689  = s2_dtype;
+    \$689  = s3_dtype;
+    if (busy) begin
+      \$689  = s2_dtype;
+    end
     if (rst) begin
       \$689  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$690  = s3_dtype;
+    \$690  = s4_dtype;
+    if (busy) begin
+      \$690  = s3_dtype;
+    end
     if (rst) begin
       \$690  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$691  = s4_dtype;
+    \$691  = s5_dtype;
+    if (busy) begin
+      \$691  = s4_dtype;
+    end
     if (rst) begin
       \$691  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$692  = s5_dtype;
+    \$692  = s6_dtype;
+    if (busy) begin
+      \$692  = s5_dtype;
+    end
     if (rst) begin
       \$692  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$693  = s6_dtype;
+    \$693  = s7_dtype;
+    if (busy) begin
+      \$693  = s6_dtype;
+    end
     if (rst) begin
       \$693  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$694  = s7_dtype;
+    \$694  = s8_dtype;
+    if (busy) begin
+      \$694  = s7_dtype;
+    end
     if (rst) begin
       \$694  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$695  = s8_dtype;
+    \$695  = s9_dtype;
+    if (busy) begin
+      \$695  = s8_dtype;
+    end
     if (rst) begin
       \$695  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$696  = s9_dtype;
+    \$696  = s10_dtype;
+    if (busy) begin
+      \$696  = s9_dtype;
+    end
     if (rst) begin
       \$696  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$697  = s10_dtype;
+    \$697  = s11_dtype;
+    if (busy) begin
+      \$697  = s10_dtype;
+    end
     if (rst) begin
       \$697  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$698  = a_sig;
+    \$698  = s1_sig_a;
+    if (busy) begin
+      \$698  = a_sig;
+    end
     if (rst) begin
       \$698  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$699 [0] = a[31];
-    \$699 [8:1] = { a_hi_exp[7:1], \$3  };
-    \$699 [9] = \$14 ;
-    \$699 [10] = \$26 ;
+    \$699  = s1_a_hi;
+    if (busy) begin
+      \$699 [0] = a[31];
+      \$699 [8:1] = { a_hi_exp[7:1], \$3  };
+      \$699 [9] = \$14 ;
+      \$699 [10] = \$26 ;
+    end
     if (rst) begin
       \$699  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$700 [0] = a[15];
-    \$700 [8:1] = { a_lo_exp[7:1], \$29  };
-    \$700 [9] = \$37 ;
-    \$700 [10] = \$46 ;
+    \$700  = s1_a_lo;
+    if (busy) begin
+      \$700 [0] = a[15];
+      \$700 [8:1] = { a_lo_exp[7:1], \$29  };
+      \$700 [9] = \$37 ;
+      \$700 [10] = \$46 ;
+    end
     if (rst) begin
       \$700  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$701  = b_sig;
+    \$701  = s1_sig_b;
+    if (busy) begin
+      \$701  = b_sig;
+    end
     if (rst) begin
       \$701  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$702 [0] = b[31];
-    \$702 [8:1] = { b_hi_exp[7:1], \$49  };
-    \$702 [9] = \$60 ;
-    \$702 [10] = \$72 ;
+    \$702  = s1_b_hi;
+    if (busy) begin
+      \$702 [0] = b[31];
+      \$702 [8:1] = { b_hi_exp[7:1], \$49  };
+      \$702 [9] = \$60 ;
+      \$702 [10] = \$72 ;
+    end
     if (rst) begin
       \$702  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$703 [0] = b[15];
-    \$703 [8:1] = { b_lo_exp[7:1], \$75  };
-    \$703 [9] = \$83 ;
-    \$703 [10] = \$92 ;
+    \$703  = s1_b_lo;
+    if (busy) begin
+      \$703 [0] = b[15];
+      \$703 [8:1] = { b_lo_exp[7:1], \$75  };
+      \$703 [9] = \$83 ;
+      \$703 [10] = \$92 ;
+    end
     if (rst) begin
       \$703  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$704  = \$93 ;
+    \$704  = s1_gt_lo;
+    if (busy) begin
+      \$704  = \$93 ;
+    end
     if (rst) begin
       \$704  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$705  = \$94 ;
+    \$705  = s1_gt_hi;
+    if (busy) begin
+      \$705  = \$94 ;
+    end
     if (rst) begin
       \$705  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$706  = \$95 ;
+    \$706  = s1_eq_hi;
+    if (busy) begin
+      \$706  = \$95 ;
+    end
     if (rst) begin
       \$706  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$707  = s1_sig_a;
+    \$707  = s2_sig_a;
+    if (busy) begin
+      \$707  = s1_sig_a;
+    end
     if (rst) begin
       \$707  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$708  = s1_sig_b;
+    \$708  = s2_sig_b;
+    if (busy) begin
+      \$708  = s1_sig_b;
+    end
     if (rst) begin
       \$708  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$709  = s1_a_hi;
+    \$709  = s2_a_hi;
+    if (busy) begin
+      \$709  = s1_a_hi;
+    end
     if (rst) begin
       \$709  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$710  = s1_b_hi;
+    \$710  = s2_b_hi;
+    if (busy) begin
+      \$710  = s1_b_hi;
+    end
     if (rst) begin
       \$710  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$711  = \$105 ;
+    \$711  = s2_swap_hi;
+    if (busy) begin
+      \$711  = \$105 ;
+    end
     if (rst) begin
       \$711  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$712  = \$115 ;
+    \$712  = s2_swap_lo;
+    if (busy) begin
+      \$712  = \$115 ;
+    end
     if (rst) begin
       \$712  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$713  = \$117 ;
+    \$713  = s2_a_lo;
+    if (busy) begin
+      \$713  = \$117 ;
+    end
     if (rst) begin
       \$713  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$714  = \$119 ;
+    \$714  = s2_b_lo;
+    if (busy) begin
+      \$714  = \$119 ;
+    end
     if (rst) begin
       \$714  = 11'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$715  = \$120 [7:0];
+    \$715  = s2_d_ab_hi;
+    if (busy) begin
+      \$715  = \$120 [7:0];
+    end
     if (rst) begin
       \$715  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$716  = \$121 [7:0];
+    \$716  = s2_d_ba_hi;
+    if (busy) begin
+      \$716  = \$121 [7:0];
+    end
     if (rst) begin
       \$716  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$717  = \$126 [7:0];
+    \$717  = s2_d_ab_lo;
+    if (busy) begin
+      \$717  = \$126 [7:0];
+    end
     if (rst) begin
       \$717  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$718  = \$131 [7:0];
+    \$718  = s2_d_ba_lo;
+    if (busy) begin
+      \$718  = \$131 [7:0];
+    end
     if (rst) begin
       \$718  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$719  = \$160 ;
+    \$719  = s3_shift_hi;
+    if (busy) begin
+      \$719  = \$160 ;
+    end
     if (rst) begin
       \$719  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$720  = \$161 ;
+    \$720  = s3_sub_hi;
+    if (busy) begin
+      \$720  = \$161 ;
+    end
     if (rst) begin
       \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$721 [0] = \$162 ;
-    \$721 [1] = \$163 ;
-    \$721 [10:2] = { 1'h0, \$164  };
-    \$721 [11] = \$169 ;
-    \$721 [12] = \$170 ;
-    \$721 [13] = \$171 ;
+    \$721  = s3_slot_hi;
+    if (busy) begin
+      \$721 [0] = \$162 ;
+      \$721 [1] = \$163 ;
+      \$721 [10:2] = { 1'h0, \$164  };
+      \$721 [11] = \$169 ;
+      \$721 [12] = \$170 ;
+      \$721 [13] = \$171 ;
+    end
     if (rst) begin
       \$721  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$722  = \$200 ;
+    \$722  = s3_shift_lo;
+    if (busy) begin
+      \$722  = \$200 ;
+    end
     if (rst) begin
       \$722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$723  = \$201 ;
+    \$723  = s3_sub_lo;
+    if (busy) begin
+      \$723  = \$201 ;
+    end
     if (rst) begin
       \$723  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$724 [0] = \$202 ;
-    \$724 [1] = \$203 ;
-    \$724 [10:2] = { 1'h0, \$204  };
-    \$724 [11] = \$209 ;
-    \$724 [12] = \$210 ;
-    \$724 [13] = \$211 ;
+    \$724  = s3_slot_lo;
+    if (busy) begin
+      \$724 [0] = \$202 ;
+      \$724 [1] = \$203 ;
+      \$724 [10:2] = { 1'h0, \$204  };
+      \$724 [11] = \$209 ;
+      \$724 [12] = \$210 ;
+      \$724 [13] = \$211 ;
+    end
     if (rst) begin
       \$724  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$725  = { \$213 , \$212  };
+    \$725  = s3_x;
+    if (busy) begin
+      \$725  = { \$213 , \$212  };
+    end
     if (rst) begin
       \$725  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$726  = { \$215 , \$214  };
+    \$726  = s3_y;
+    if (busy) begin
+      \$726  = { \$215 , \$214  };
+    end
     if (rst) begin
       \$726  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$727  = s3_x;
+    \$727  = s4_x;
+    if (busy) begin
+      \$727  = s3_x;
+    end
     if (rst) begin
       \$727  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$728  = s3_sub_hi;
+    \$728  = s4_sub_hi;
+    if (busy) begin
+      \$728  = s3_sub_hi;
+    end
     if (rst) begin
       \$728  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$729  = s3_sub_lo;
+    \$729  = s4_sub_lo;
+    if (busy) begin
+      \$729  = s3_sub_lo;
+    end
     if (rst) begin
       \$729  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$730  = s3_slot_hi;
+    \$730  = s4_slot_hi;
+    if (busy) begin
+      \$730  = s3_slot_hi;
+    end
     if (rst) begin
       \$730  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$731  = s3_slot_lo;
+    \$731  = s4_slot_lo;
+    if (busy) begin
+      \$731  = s3_slot_lo;
+    end
     if (rst) begin
       \$731  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$732  = s3_shift_hi;
+    \$732  = s4_shift_hi;
+    if (busy) begin
+      \$732  = s3_shift_hi;
+    end
     if (rst) begin
       \$732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$733  = s3_shift_lo;
+    \$733  = s4_shift_lo;
+    if (busy) begin
+      \$733  = s3_shift_lo;
+    end
     if (rst) begin
       \$733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$734  = { \$267 , \$260  };
+    \$734  = s4_y;
+    if (busy) begin
+      \$734  = { \$267 , \$260  };
+    end
     if (rst) begin
       \$734  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$735  = \$289 ;
+    \$735  = s4_sticky_hi;
+    if (busy) begin
+      \$735  = \$289 ;
+    end
     if (rst) begin
       \$735  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$736  = \$314 ;
+    \$736  = s4_sticky_lo;
+    if (busy) begin
+      \$736  = \$314 ;
+    end
     if (rst) begin
       \$736  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$737  = s4_slot_hi;
+    \$737  = s5_slot_hi;
+    if (busy) begin
+      \$737  = s4_slot_hi;
+    end
     if (rst) begin
       \$737  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$738  = s4_slot_lo;
+    \$738  = s5_slot_lo;
+    if (busy) begin
+      \$738  = s4_slot_lo;
+    end
     if (rst) begin
       \$738  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    \$739  = s5_x;
+    if (busy) begin
+      \$739  = { s4_x[31:16], \$316 , s4_x[15:0] };
+    end
     if (rst) begin
       \$739  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$740  = { \$363 , \$344 , \$341  };
+    \$740  = s5_y;
+    if (busy) begin
+      \$740  = { \$363 , \$344 , \$341  };
+    end
     if (rst) begin
       \$740  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$741  = s4_sub_lo;
+    \$741  = s5_carry_in;
+    if (busy) begin
+      \$741  = s4_sub_lo;
+    end
     if (rst) begin
       \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$742  = \$368 ;
+    \$742  = s5_sentinel;
+    if (busy) begin
+      \$742  = \$368 ;
+    end
     if (rst) begin
       \$742  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$743  = s5_slot_hi;
+    \$743  = s6_slot_hi;
+    if (busy) begin
+      \$743  = s5_slot_hi;
+    end
     if (rst) begin
       \$743  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$744  = s5_slot_lo;
+    \$744  = s6_slot_lo;
+    if (busy) begin
+      \$744  = s5_slot_lo;
+    end
     if (rst) begin
       \$744  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$745  = { \$686 [33:18], \$686 [16:1] };
+    \$745  = s6_sum;
+    if (busy) begin
+      \$745  = { \$686 [33:18], \$686 [16:1] };
+    end
     if (rst) begin
       \$745  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$746  = \$369 ;
+    \$746  = s6_marked;
+    if (busy) begin
+      \$746  = \$369 ;
+    end
     if (rst) begin
       \$746  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$747  = s6_sum;
+    \$747  = s7_sum;
+    if (busy) begin
+      \$747  = s6_sum;
+    end
     if (rst) begin
       \$747  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$748 [13:1] = s6_slot_hi[13:1];
-    \$748 [0] = \$462 ;
+    \$748  = s7_slot_hi;
+    if (busy) begin
+      \$748 [13:1] = s6_slot_hi[13:1];
+      \$748 [0] = \$462 ;
+    end
     if (rst) begin
       \$748  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$749 [13:1] = s6_slot_lo[13:1];
-    \$749 [0] = \$472 ;
+    \$749  = s7_slot_lo;
+    if (busy) begin
+      \$749 [13:1] = s6_slot_lo[13:1];
+      \$749 [0] = \$472 ;
+    end
     if (rst) begin
       \$749  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$750  = { \$405 , \$393  };
+    \$750  = s7_count_hi;
+    if (busy) begin
+      \$750  = { \$405 , \$393  };
+    end
     if (rst) begin
       \$750  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$751  = { \$441 , \$429  };
+    \$751  = s7_count_lo;
+    if (busy) begin
+      \$751  = { \$441 , \$429  };
+    end
     if (rst) begin
       \$751  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$752  = \$452 ;
+    \$752  = s7_zero_hi;
+    if (busy) begin
+      \$752  = \$452 ;
+    end
     if (rst) begin
       \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$753  = s7_slot_hi;
+    \$753  = s8_slot_hi;
+    if (busy) begin
+      \$753  = s7_slot_hi;
+    end
     if (rst) begin
       \$753  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$754  = s7_slot_lo;
+    \$754  = s8_slot_lo;
+    if (busy) begin
+      \$754  = s7_slot_lo;
+    end
     if (rst) begin
       \$754  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$755  = { \$512 , \$484  };
+    \$755  = s8_sum;
+    if (busy) begin
+      \$755  = { \$512 , \$484  };
+    end
     if (rst) begin
       \$755  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$756  = \$515 ;
+    \$756  = s8_shift_hi;
+    if (busy) begin
+      \$756  = \$515 ;
+    end
     if (rst) begin
       \$756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$757  = \$518 ;
+    \$757  = s8_shift_lo;
+    if (busy) begin
+      \$757  = \$518 ;
+    end
     if (rst) begin
       \$757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
-    \$758 [10:2] = \$572 [8:0];
+    \$758  = s9_slot_hi;
+    if (busy) begin
+      { \$758 [13:11], \$758 [1:0] } = { s8_slot_hi[13:11], s8_slot_hi[1:0] };
+      \$758 [10:2] = \$572 [8:0];
+    end
     if (rst) begin
       \$758  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
-    \$759 [10:2] = \$574 [8:0];
+    \$759  = s9_slot_lo;
+    if (busy) begin
+      { \$759 [13:11], \$759 [1:0] } = { s8_slot_lo[13:11], s8_slot_lo[1:0] };
+      \$759 [10:2] = \$574 [8:0];
+    end
     if (rst) begin
       \$759  = 14'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$760  = { \$570 , \$525  };
+    \$760  = s9_sum;
+    if (busy) begin
+      \$760  = { \$570 , \$525  };
+    end
     if (rst) begin
       \$760  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    \$761  = s10_packed;
+    if (busy) begin
+      \$761  = { 1'h0, \$597 [30:16], \$586 , \$585 [15:0] };
+    end
     if (rst) begin
       \$761  = 33'h000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$762  = \$608 ;
+    \$762  = s10_inc_hi;
+    if (busy) begin
+      \$762  = \$608 ;
+    end
     if (rst) begin
       \$762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$763  = \$621 ;
+    \$763  = s10_inc_lo;
+    if (busy) begin
+      \$763  = \$621 ;
+    end
     if (rst) begin
       \$763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$764  = s9_slot_hi[0];
+    \$764  = s10_sign_hi;
+    if (busy) begin
+      \$764  = s9_slot_hi[0];
+    end
     if (rst) begin
       \$764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$765  = \$622 ;
+    \$765  = s10_forced_hi;
+    if (busy) begin
+      \$765  = \$622 ;
+    end
     if (rst) begin
       \$765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$766  = \$628 ;
+    \$766  = s10_special_hi;
+    if (busy) begin
+      \$766  = \$628 ;
+    end
     if (rst) begin
       \$766  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$767  = s9_slot_lo[0];
+    \$767  = s10_sign_lo;
+    if (busy) begin
+      \$767  = s9_slot_lo[0];
+    end
     if (rst) begin
       \$767  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$768  = \$629 ;
+    \$768  = s10_forced_lo;
+    if (busy) begin
+      \$768  = \$629 ;
+    end
     if (rst) begin
       \$768  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$769  = \$635 ;
+    \$769  = s10_special_lo;
+    if (busy) begin
+      \$769  = \$635 ;
+    end
     if (rst) begin
       \$769  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$770  = s10_sign_hi;
+    \$770  = s11_sign_hi;
+    if (busy) begin
+      \$770  = s10_sign_hi;
+    end
     if (rst) begin
       \$770  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$771  = s10_sign_lo;
+    \$771  = s11_sign_lo;
+    if (busy) begin
+      \$771  = s10_sign_lo;
+    end
     if (rst) begin
       \$771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$772  = s10_forced_hi;
+    \$772  = s11_forced_hi;
+    if (busy) begin
+      \$772  = s10_forced_hi;
+    end
     if (rst) begin
       \$772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$773  = s10_forced_lo;
+    \$773  = s11_forced_lo;
+    if (busy) begin
+      \$773  = s10_forced_lo;
+    end
     if (rst) begin
       \$773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$774  = s10_special_hi;
+    \$774  = s11_special_hi;
+    if (busy) begin
+      \$774  = s10_special_hi;
+    end
     if (rst) begin
       \$774  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$775  = s10_special_lo;
+    \$775  = s11_special_lo;
+    if (busy) begin
+      \$775  = s10_special_lo;
+    end
     if (rst) begin
       \$775  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    \$776  = s11_rounded;
+    if (busy) begin
+      \$776  = { s10_chain[32:17], s10_chain[15:0] };
+    end
     if (rst) begin
       \$776  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$112 ) begin end
-    \$777  = { \$661 , \$653  };
+    \$777  = result;
+    if (busy) begin
+      \$777  = { \$661 , \$653  };
+    end
     if (rst) begin
       \$777  = 32'd0;
     end
@@ -49674,7 +53819,7 @@ module \ace_engine_small.ch1.datapath.alu.lane3.adder (rst, a, b, dtype, result,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13473$0 , \port$13474$0 , a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13761$0 , \port$13762$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$113  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -49786,6 +53931,8 @@ module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13473
   wire [31:0] a;
   input [31:0] b;
   wire [31:0] b;
+  input busy;
+  wire busy;
   input clk;
   wire clk;
   (* enum_base_type = "Dtype" *)
@@ -49804,10 +53951,10 @@ module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13473
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$13473$0 ;
-  wire [15:0] \port$13473$0 ;
-  output [15:0] \port$13474$0 ;
-  wire [15:0] \port$13474$0 ;
+  output [15:0] \port$13761$0 ;
+  wire [15:0] \port$13761$0 ;
+  output [15:0] \port$13762$0 ;
+  wire [15:0] \port$13762$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -49959,124 +54106,172 @@ module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13473
     rr_nan_word <= \$106 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$91  = { \$17 , \$14  };
+    \$91  = r_a_key;
+    if (busy) begin
+      \$91  = { \$17 , \$14  };
+    end
     if (rst) begin
       \$91  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$92  = { \$26 , \$23  };
+    \$92  = r_b_key;
+    if (busy) begin
+      \$92  = { \$26 , \$23  };
+    end
     if (rst) begin
       \$92  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$93  = wide;
+    \$93  = r_wide;
+    if (busy) begin
+      \$93  = wide;
+    end
     if (rst) begin
       \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$94  = is_max;
+    \$94  = r_is_max;
+    if (busy) begin
+      \$94  = is_max;
+    end
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$95  = a;
+    \$95  = r_a;
+    if (busy) begin
+      \$95  = a;
+    end
     if (rst) begin
       \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$96  = b;
+    \$96  = r_b;
+    if (busy) begin
+      \$96  = b;
+    end
     if (rst) begin
       \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$97  = \$27 ;
+    \$97  = rr_pick_b_lo;
+    if (busy) begin
+      \$97  = \$27 ;
+    end
     if (rst) begin
       \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$98  = \$28 ;
+    \$98  = rr_pick_b_hi;
+    if (busy) begin
+      \$98  = \$28 ;
+    end
     if (rst) begin
       \$98  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$99  = r_a;
+    \$99  = rr_a;
+    if (busy) begin
+      \$99  = r_a;
+    end
     if (rst) begin
       \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$100  = r_b;
+    \$100  = rr_b;
+    if (busy) begin
+      \$100  = r_b;
+    end
     if (rst) begin
       \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$101  = \$57 ;
+    \$101  = r_nan_lo;
+    if (busy) begin
+      \$101  = \$57 ;
+    end
     if (rst) begin
       \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$102  = \$86 ;
+    \$102  = r_nan_hi;
+    if (busy) begin
+      \$102  = \$86 ;
+    end
     if (rst) begin
       \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$103  = { 1'h0, \$90  };
+    \$103  = r_nan_word;
+    if (busy) begin
+      \$103  = { 1'h0, \$90  };
+    end
     if (rst) begin
       \$103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$104  = r_nan_lo;
+    \$104  = rr_nan_lo;
+    if (busy) begin
+      \$104  = r_nan_lo;
+    end
     if (rst) begin
       \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$105  = r_nan_hi;
+    \$105  = rr_nan_hi;
+    if (busy) begin
+      \$105  = r_nan_hi;
+    end
     if (rst) begin
       \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$113 ) begin end
-    \$106  = r_nan_word;
+    \$106  = rr_nan_word;
+    if (busy) begin
+      \$106  = r_nan_word;
+    end
     if (rst) begin
       \$106  = 32'd0;
     end
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$13473$0  = \$7 ;
-  assign \port$13474$0  = \$8 ;
+  assign \port$13761$0  = \$7 ;
+  assign \port$13762$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
+module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$114  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -50271,6 +54466,8 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   reg [2:0] inflight = 3'h0;
   wire last;
   wire [4:0] lo;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   wire [20:0] nbeats;
   wire [20:0] ngrid;
   wire [20:0] nwords;
@@ -50457,8 +54654,9 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   assign ar_accepted = axi__arvalid & \o__ready$40 ;
   \ace_engine_small.ch1.datapath.mem_a.ar_q  ar_q (
     .clk(clk),
-    .\port$16949$37 (cmd__payload[64:37]),
-    .\port$9389$0 (\$3 [20:0]),
+    .mem_a_clock_enable(mem_a_clock_enable),
+    .\port$17307$37 (cmd__payload[64:37]),
+    .\port$9586$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -50471,6 +54669,7 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
     .i__payload(\i__payload$24 ),
     .i__ready(\i__ready$27 ),
     .i__valid(\i__valid$22 ),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .o__payload(\o__payload$31 ),
     .o__ready(\o__ready$40 ),
     .o__valid(axi__arvalid),
@@ -50481,6 +54680,7 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
     .i__payload(\i__payload$65 ),
     .i__ready(\o__ready$63 ),
     .i__valid(\i__valid$61 ),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .o__payload(\o__payload$70 ),
     .o__ready(\o__ready$79 ),
     .o__valid(\o__valid$69 ),
@@ -50488,6 +54688,7 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   );
   \ace_engine_small.ch1.datapath.mem_a.r_q  r_q (
     .clk(clk),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .r_data(\r_data$49 ),
     .r_en(\r_en$50 ),
     .r_rdy(\r_rdy$58 ),
@@ -50501,7 +54702,8 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
     .i__payload(\i__payload$56 ),
     .i__ready(\i__ready$59 ),
     .i__valid(\i__valid$57 ),
-    .\o__payload$21 (\o__payload$66 ),
+    .mem_a_clock_enable(mem_a_clock_enable),
+    .\o__payload$22 (\o__payload$66 ),
     .o__ready(\o__ready$63 ),
     .o__valid(\i__valid$61 ),
     .rst(rst)
@@ -50511,6 +54713,7 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
     .i__payload(i__payload),
     .i__ready(r_en),
     .i__valid(i__valid),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .o__payload(o__payload),
     .o__ready(o__ready),
     .o__valid(o__valid),
@@ -50528,10 +54731,12 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
     \$63  = inflight;
-    if (\$43 ) begin
-      \$63  = \$48 [2:0];
-    end else if (\$47 ) begin
-      \$63  = \$49 [2:0];
+    if (mem_a_clock_enable) begin
+      if (\$43 ) begin
+        \$63  = \$48 [2:0];
+      end else if (\$47 ) begin
+        \$63  = \$49 [2:0];
+      end
     end
     if (rst) begin
       \$63  = 3'h0;
@@ -50540,8 +54745,10 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
     \$64  = beat;
-    if (\$50 ) begin
-      \$64  = \$52 [20:0];
+    if (mem_a_clock_enable) begin
+      if (\$50 ) begin
+        \$64  = \$52 [20:0];
+      end
     end
     if (rst) begin
       \$64  = 21'h000000;
@@ -50550,8 +54757,10 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
     \$65  = status;
-    if (\$50 ) begin
-      \$65  = \$53 ;
+    if (mem_a_clock_enable) begin
+      if (\$50 ) begin
+        \$65  = \$53 ;
+      end
     end
     if (rst) begin
       \$65  = 3'h0;
@@ -50559,7 +54768,10 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
-    \$66  = \$56 [4:0];
+    \$66  = bytes;
+    if (mem_a_clock_enable) begin
+      \$66  = \$56 [4:0];
+    end
     if (rst) begin
       \$66  = 5'h00;
     end
@@ -50567,8 +54779,10 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
     \$67  = word;
-    if (\$57 ) begin
-      \$67  = \$59 [12:0];
+    if (mem_a_clock_enable) begin
+      if (\$57 ) begin
+        \$67  = \$59 [12:0];
+      end
     end
     if (rst) begin
       \$67  = 13'h0000;
@@ -50577,11 +54791,13 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
     \$68  = cpl_full;
-    if (\$60 ) begin
-      \$68  = 1'h0;
-    end
-    if (\$62 ) begin
-      \$68  = 1'h1;
+    if (mem_a_clock_enable) begin
+      if (\$60 ) begin
+        \$68  = 1'h0;
+      end
+      if (\$62 ) begin
+        \$68  = 1'h1;
+      end
     end
     if (rst) begin
       \$68  = 1'h0;
@@ -50590,9 +54806,11 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
     \$69  = cpl__payload;
-    if (\$62 ) begin
-      \$69 [7:0] = \o__payload$70 [166:159];
-      \$69 [10:8] = \o__payload$70 [169:167];
+    if (mem_a_clock_enable) begin
+      if (\$62 ) begin
+        \$69 [7:0] = \o__payload$70 [166:159];
+        \$69 [10:8] = \o__payload$70 [169:167];
+      end
     end
     if (rst) begin
       \$69  = 11'h000;
@@ -50740,7 +54958,7 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , cmd__valid, rd_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, \port$9389$0 , w_en, w_rdy, r_data, r_en, \port$16949$37 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$9586$0 , w_en, w_rdy, r_data, r_en, \port$17307$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$115  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -50765,10 +54983,12 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, \port$9389$0 , w_en, w_rd
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -50782,10 +55002,12 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, \port$9389$0 , w_en, w_rd
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
-  input [27:0] \port$16949$37 ;
-  wire [27:0] \port$16949$37 ;
-  input [20:0] \port$9389$0 ;
-  wire [20:0] \port$9389$0 ;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
+  input [27:0] \port$17307$37 ;
+  wire [27:0] \port$17307$37 ;
+  input [20:0] \port$9586$0 ;
+  wire [20:0] \port$9586$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -50816,12 +55038,12 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, \port$9389$0 , w_en, w_rd
     storage[2] = 49'h0000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$9389$0 , \port$16949$37  };
+    if (\$30 )
+      storage[w_port__addr] <= { \port$9586$0 , \port$17307$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -50860,42 +55082,23 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, \port$9389$0 , w_en, w_rd
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_a_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_a_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_a_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -50903,27 +55106,56 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, \port$9389$0 , w_en, w_rd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_a_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    \$34  = inner_level;
+    if (mem_a_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$115 ) begin end
+    \$35  = r_rdy;
+    if (mem_a_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$9389$0 , \port$16949$37  };
-  assign w_data = { \port$9389$0 , \port$16949$37  };
+  assign w_port__data = { \port$9586$0 , \port$17307$37  };
+  assign w_data = { \port$9586$0 , \port$17307$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch1.datapath.mem_a.ar_skid (rst, mem_a_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$116  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -50950,6 +55182,8 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   output [35:0] o__payload;
   reg [35:0] o__payload = 36'h000000000;
   wire [27:0] \o__payload.beat_addr ;
@@ -50990,7 +55224,10 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_a_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -50998,12 +55235,14 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -51012,12 +55251,14 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 36'h000000000;
@@ -51026,14 +55267,16 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -51042,11 +55285,13 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$116 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -51067,7 +55312,7 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_skid (rst, i__valid, o__ready, i_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a.out (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch1.datapath.mem_a.out (rst, mem_a_clock_enable, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$117  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -51105,6 +55350,8 @@ module \ace_engine_small.ch1.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   output [169:0] o__payload;
   reg [169:0] o__payload = 170'h0000000000000000000000000000000000000000000;
   wire [12:0] \o__payload.addr ;
@@ -51178,7 +55425,10 @@ module \ace_engine_small.ch1.datapath.mem_a.out (rst, o__ready, i__payload, i__v
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_a_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -51186,12 +55436,14 @@ module \ace_engine_small.ch1.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -51200,12 +55452,14 @@ module \ace_engine_small.ch1.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 170'h0000000000000000000000000000000000000000000;
@@ -51214,14 +55468,16 @@ module \ace_engine_small.ch1.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -51230,11 +55486,13 @@ module \ace_engine_small.ch1.datapath.mem_a.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$117 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -51275,7 +55533,7 @@ module \ace_engine_small.ch1.datapath.mem_a.out (rst, o__ready, i__payload, i__v
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_a.r_q (rst, mem_a_clock_enable, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$118  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -51300,10 +55558,12 @@ module \ace_engine_small.ch1.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -51317,6 +55577,8 @@ module \ace_engine_small.ch1.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [63:0] r_data;
@@ -51348,12 +55610,12 @@ module \ace_engine_small.ch1.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
     storage[2] = 64'h0000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
+    if (\$30 )
       storage[w_port__addr] <= w_port__data;
   end
   reg [63:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -51392,42 +55654,23 @@ module \ace_engine_small.ch1.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_a_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_a_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_a_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -51435,14 +55678,43 @@ module \ace_engine_small.ch1.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_a_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
+    \$34  = inner_level;
+    if (mem_a_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$118 ) begin end
+    \$35  = r_rdy;
+    if (mem_a_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
@@ -51454,7 +55726,7 @@ module \ace_engine_small.ch1.datapath.mem_a.r_q (rst, w_en, r_en, w_rdy, r_data,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, o__valid, \o__payload$21 , i__ready, o__ready, clk);
+module \ace_engine_small.ch1.datapath.mem_a.realign (rst, mem_a_clock_enable, i__valid, i__payload, o__valid, \o__payload$22 , i__ready, o__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$119  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -51542,24 +55814,26 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   wire i__valid;
   wire \i__valid$5 ;
   wire [127:0] lower;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   wire [166:0] o__payload;
-  output [159:0] \o__payload$21 ;
-  reg [159:0] \o__payload$21  = 160'h0000000000000000000000000000000000000000;
-  wire [127:0] \o__payload$21.data ;
-  wire \o__payload$21.first ;
-  wire \o__payload$21.last ;
-  wire [29:0] \o__payload$21.meta ;
-  wire [7:0] \o__payload$21.meta.id ;
-  wire [12:0] \o__payload$21.meta.sram_addr ;
+  output [159:0] \o__payload$22 ;
+  reg [159:0] \o__payload$22  = 160'h0000000000000000000000000000000000000000;
+  wire [127:0] \o__payload$22.data ;
+  wire \o__payload$22.first ;
+  wire \o__payload$22.last ;
+  wire [29:0] \o__payload$22.meta ;
+  wire [7:0] \o__payload$22.meta.id ;
+  wire [12:0] \o__payload$22.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \o__payload$21.meta.status ;
-  wire [4:0] \o__payload$21.meta.tail ;
-  wire \o__payload$21.meta.to_stream ;
+  wire [2:0] \o__payload$22.meta.status ;
+  wire [4:0] \o__payload$22.meta.tail ;
+  wire \o__payload$22.meta.to_stream ;
   wire [127:0] \o__payload.data ;
   wire \o__payload.drop_first ;
   wire \o__payload.first ;
@@ -51583,7 +55857,7 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   wire \o__ready$17 ;
   output o__valid;
   reg o__valid = 1'h0;
-  wire \o__valid$20 ;
+  wire \o__valid$21 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -51602,7 +55876,7 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   assign \$4  = ~ flushing;
   assign \o__ready$17  = can_load & \$4 ;
   assign \$5  = o__valid & o__ready;
-  assign \$6  = \o__valid$20  & \o__ready$17 ;
+  assign \$6  = \o__valid$21  & \o__ready$17 ;
   assign \$7  = ~ started;
   assign \$8  = o__payload[128] & o__payload[135];
   assign \$9  = ~ \$8 ;
@@ -51616,7 +55890,7 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @(posedge clk)
     o__valid <= \$17 ;
   always @(posedge clk)
-    \o__payload$21  <= \$18 ;
+    \o__payload$22  <= \$18 ;
   always @(posedge clk)
     flushing <= \$19 ;
   always @(posedge clk)
@@ -51632,24 +55906,27 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
     .i__payload(i__payload),
     .i__ready(i__ready),
     .i__valid(i__valid),
+    .mem_a_clock_enable(mem_a_clock_enable),
     .o__payload(o__payload),
     .o__ready(\o__ready$17 ),
-    .o__valid(\o__valid$20 ),
+    .o__valid(\o__valid$21 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     \$17  = o__valid;
-    if (\$5 ) begin
-      \$17  = 1'h0;
-    end
-    if (flushing) begin
-      if (can_load) begin
-        \$17  = 1'h1;
+    if (mem_a_clock_enable) begin
+      if (\$5 ) begin
+        \$17  = 1'h0;
       end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$17  = 1'h1;
+      if (flushing) begin
+        if (can_load) begin
+          \$17  = 1'h1;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$17  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -51658,20 +55935,22 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
-    \$18  = \o__payload$21 ;
-    if (flushing) begin
-      if (can_load) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$7 ;
-        \$18 [129] = 1'h1;
-        \$18 [159:130] = flush_meta;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$10 ;
-        \$18 [129] = \$12 ;
-        \$18 [159:130] = o__payload[166:137];
+    \$18  = \o__payload$22 ;
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$7 ;
+          \$18 [129] = 1'h1;
+          \$18 [159:130] = flush_meta;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$10 ;
+          \$18 [129] = \$12 ;
+          \$18 [159:130] = o__payload[166:137];
+        end
       end
     end
     if (rst) begin
@@ -51681,13 +55960,15 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     \$19  = flushing;
-    if (flushing) begin
-      if (can_load) begin
-        \$19  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$19  = 1'h1;
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$19  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$19  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -51697,13 +55978,15 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     \$20  = started;
-    if (flushing) begin
-      if (can_load) begin
-        \$20  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$20  = \$15 ;
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$20  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$20  = \$15 ;
+        end
       end
     end
     if (rst) begin
@@ -51713,9 +55996,11 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     \$21  = prev;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      \$21  = o__payload[127:0];
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        \$21  = o__payload[127:0];
+      end
     end
     if (rst) begin
       \$21  = 128'h00000000000000000000000000000000;
@@ -51724,10 +56009,12 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     \$22  = flush_shift;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$22  = o__payload[134:130];
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$22  = o__payload[134:130];
+        end
       end
     end
     if (rst) begin
@@ -51737,10 +56024,12 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$119 ) begin end
     \$23  = flush_meta;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$23  = o__payload[166:137];
+    if (mem_a_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$23  = o__payload[166:137];
+        end
       end
     end
     if (rst) begin
@@ -51786,15 +56075,15 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
   assign \o__payload.meta.sram_addr  = o__payload[158:146];
   assign \o__payload.meta.tail  = o__payload[163:159];
   assign \o__payload.meta.status  = o__payload[166:164];
-  assign \o__payload$21.data  = \o__payload$21 [127:0];
-  assign \o__payload$21.first  = \o__payload$21 [128];
-  assign \o__payload$21.last  = \o__payload$21 [129];
-  assign \o__payload$21.meta  = \o__payload$21 [159:130];
-  assign \o__payload$21.meta.to_stream  = \o__payload$21 [130];
-  assign \o__payload$21.meta.id  = \o__payload$21 [138:131];
-  assign \o__payload$21.meta.sram_addr  = \o__payload$21 [151:139];
-  assign \o__payload$21.meta.tail  = \o__payload$21 [156:152];
-  assign \o__payload$21.meta.status  = \o__payload$21 [159:157];
+  assign \o__payload$22.data  = \o__payload$22 [127:0];
+  assign \o__payload$22.first  = \o__payload$22 [128];
+  assign \o__payload$22.last  = \o__payload$22 [129];
+  assign \o__payload$22.meta  = \o__payload$22 [159:130];
+  assign \o__payload$22.meta.to_stream  = \o__payload$22 [130];
+  assign \o__payload$22.meta.id  = \o__payload$22 [138:131];
+  assign \o__payload$22.meta.sram_addr  = \o__payload$22 [151:139];
+  assign \o__payload$22.meta.tail  = \o__payload$22 [156:152];
+  assign \o__payload$22.meta.status  = \o__payload$22 [159:157];
   assign \flush_meta.to_stream  = flush_meta[0];
   assign \flush_meta.id  = flush_meta[8:1];
   assign \flush_meta.sram_addr  = flush_meta[21:9];
@@ -51803,7 +56092,7 @@ module \ace_engine_small.ch1.datapath.mem_a.realign (rst, i__valid, i__payload, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a.realign.in_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch1.datapath.mem_a.realign.in_skid (rst, mem_a_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$120  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -51846,6 +56135,8 @@ module \ace_engine_small.ch1.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   output [166:0] o__payload;
   reg [166:0] o__payload = 167'h000000000000000000000000000000000000000000;
   wire [127:0] \o__payload.data ;
@@ -51934,7 +56225,10 @@ module \ace_engine_small.ch1.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_a_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -51942,12 +56236,14 @@ module \ace_engine_small.ch1.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -51956,12 +56252,14 @@ module \ace_engine_small.ch1.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 167'h000000000000000000000000000000000000000000;
@@ -51970,14 +56268,16 @@ module \ace_engine_small.ch1.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -51986,11 +56286,13 @@ module \ace_engine_small.ch1.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$120 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_a_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -52051,7 +56353,7 @@ module \ace_engine_small.ch1.datapath.mem_a.realign.in_skid (rst, i__valid, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
+module \ace_engine_small.ch1.datapath.mem_a.split (rst, mem_a_clock_enable, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$121  = 0;
   wire [7:0] \$1 ;
   wire [20:0] \$10 ;
@@ -52088,6 +56390,8 @@ module \ace_engine_small.ch1.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   wire i__valid;
   reg last = 1'h0;
   wire [20:0] left;
+  input mem_a_clock_enable;
+  wire mem_a_clock_enable;
   output [36:0] o__payload;
   wire [36:0] o__payload;
   wire [27:0] \o__payload.beat_addr ;
@@ -52129,11 +56433,13 @@ module \ace_engine_small.ch1.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
     \$15  = cur;
-    if (\$6 ) begin
-      \$15  = \$7 [27:0];
-    end
-    if (\$11 ) begin
-      \$15  = i__payload[27:0];
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        \$15  = \$7 [27:0];
+      end
+      if (\$11 ) begin
+        \$15  = i__payload[27:0];
+      end
     end
     if (rst) begin
       \$15  = 28'h0000000;
@@ -52142,11 +56448,13 @@ module \ace_engine_small.ch1.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
     \$16  = rem;
-    if (\$6 ) begin
-      \$16  = \$4 [20:0];
-    end
-    if (\$11 ) begin
-      \$16  = i__payload[48:28];
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        \$16  = \$4 [20:0];
+      end
+      if (\$11 ) begin
+        \$16  = i__payload[48:28];
+      end
     end
     if (rst) begin
       \$16  = 21'h000000;
@@ -52155,11 +56463,13 @@ module \ace_engine_small.ch1.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
     \$17  = last;
-    if (\$6 ) begin
-      \$17  = \$8 ;
-    end
-    if (\$11 ) begin
-      \$17  = \$12 ;
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        \$17  = \$8 ;
+      end
+      if (\$11 ) begin
+        \$17  = \$12 ;
+      end
     end
     if (rst) begin
       \$17  = 1'h0;
@@ -52168,11 +56478,13 @@ module \ace_engine_small.ch1.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
     \$18  = burst;
-    if (\$6 ) begin
-      \$18  = \$10 [6:0];
-    end
-    if (\$11 ) begin
-      \$18  = \$14 [6:0];
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        \$18  = \$10 [6:0];
+      end
+      if (\$11 ) begin
+        \$18  = \$14 [6:0];
+      end
     end
     if (rst) begin
       \$18  = 7'h00;
@@ -52181,13 +56493,15 @@ module \ace_engine_small.ch1.datapath.mem_a.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$121 ) begin end
     \$19  = o__valid;
-    if (\$6 ) begin
-      if (last) begin
-        \$19  = 1'h0;
+    if (mem_a_clock_enable) begin
+      if (\$6 ) begin
+        if (last) begin
+          \$19  = 1'h0;
+        end
       end
-    end
-    if (\$11 ) begin
-      \$19  = 1'h1;
+      if (\$11 ) begin
+        \$19  = 1'h1;
+      end
     end
     if (rst) begin
       \$19  = 1'h0;
@@ -52207,7 +56521,7 @@ module \ace_engine_small.ch1.datapath.mem_a.split (rst, o__ready, i__ready, i__p
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
+module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$122  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -52402,6 +56716,8 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   reg [2:0] inflight = 3'h0;
   wire last;
   wire [4:0] lo;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   wire [20:0] nbeats;
   wire [20:0] ngrid;
   wire [20:0] nwords;
@@ -52588,8 +56904,9 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   assign ar_accepted = axi__arvalid & \o__ready$40 ;
   \ace_engine_small.ch1.datapath.mem_b.ar_q  ar_q (
     .clk(clk),
-    .\port$16951$37 (cmd__payload[64:37]),
-    .\port$9671$0 (\$3 [20:0]),
+    .mem_b_clock_enable(mem_b_clock_enable),
+    .\port$17309$37 (cmd__payload[64:37]),
+    .\port$9888$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -52602,6 +56919,7 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
     .i__payload(\i__payload$24 ),
     .i__ready(\i__ready$27 ),
     .i__valid(\i__valid$22 ),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .o__payload(\o__payload$31 ),
     .o__ready(\o__ready$40 ),
     .o__valid(axi__arvalid),
@@ -52612,6 +56930,7 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
     .i__payload(\i__payload$65 ),
     .i__ready(\o__ready$63 ),
     .i__valid(\i__valid$61 ),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .o__payload(\o__payload$70 ),
     .o__ready(\o__ready$79 ),
     .o__valid(\o__valid$69 ),
@@ -52619,6 +56938,7 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   );
   \ace_engine_small.ch1.datapath.mem_b.r_q  r_q (
     .clk(clk),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .r_data(\r_data$49 ),
     .r_en(\r_en$50 ),
     .r_rdy(\r_rdy$58 ),
@@ -52632,7 +56952,8 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
     .i__payload(\i__payload$56 ),
     .i__ready(\i__ready$59 ),
     .i__valid(\i__valid$57 ),
-    .\o__payload$21 (\o__payload$66 ),
+    .mem_b_clock_enable(mem_b_clock_enable),
+    .\o__payload$22 (\o__payload$66 ),
     .o__ready(\o__ready$63 ),
     .o__valid(\i__valid$61 ),
     .rst(rst)
@@ -52642,6 +56963,7 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
     .i__payload(i__payload),
     .i__ready(r_en),
     .i__valid(i__valid),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .o__payload(o__payload),
     .o__ready(o__ready),
     .o__valid(o__valid),
@@ -52659,10 +56981,12 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     \$63  = inflight;
-    if (\$43 ) begin
-      \$63  = \$48 [2:0];
-    end else if (\$47 ) begin
-      \$63  = \$49 [2:0];
+    if (mem_b_clock_enable) begin
+      if (\$43 ) begin
+        \$63  = \$48 [2:0];
+      end else if (\$47 ) begin
+        \$63  = \$49 [2:0];
+      end
     end
     if (rst) begin
       \$63  = 3'h0;
@@ -52671,8 +56995,10 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     \$64  = beat;
-    if (\$50 ) begin
-      \$64  = \$52 [20:0];
+    if (mem_b_clock_enable) begin
+      if (\$50 ) begin
+        \$64  = \$52 [20:0];
+      end
     end
     if (rst) begin
       \$64  = 21'h000000;
@@ -52681,8 +57007,10 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     \$65  = status;
-    if (\$50 ) begin
-      \$65  = \$53 ;
+    if (mem_b_clock_enable) begin
+      if (\$50 ) begin
+        \$65  = \$53 ;
+      end
     end
     if (rst) begin
       \$65  = 3'h0;
@@ -52690,7 +57018,10 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
-    \$66  = \$56 [4:0];
+    \$66  = bytes;
+    if (mem_b_clock_enable) begin
+      \$66  = \$56 [4:0];
+    end
     if (rst) begin
       \$66  = 5'h00;
     end
@@ -52698,8 +57029,10 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     \$67  = word;
-    if (\$57 ) begin
-      \$67  = \$59 [12:0];
+    if (mem_b_clock_enable) begin
+      if (\$57 ) begin
+        \$67  = \$59 [12:0];
+      end
     end
     if (rst) begin
       \$67  = 13'h0000;
@@ -52708,11 +57041,13 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     \$68  = cpl_full;
-    if (\$60 ) begin
-      \$68  = 1'h0;
-    end
-    if (\$62 ) begin
-      \$68  = 1'h1;
+    if (mem_b_clock_enable) begin
+      if (\$60 ) begin
+        \$68  = 1'h0;
+      end
+      if (\$62 ) begin
+        \$68  = 1'h1;
+      end
     end
     if (rst) begin
       \$68  = 1'h0;
@@ -52721,9 +57056,11 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     \$69  = cpl__payload;
-    if (\$62 ) begin
-      \$69 [7:0] = \o__payload$70 [166:159];
-      \$69 [10:8] = \o__payload$70 [169:167];
+    if (mem_b_clock_enable) begin
+      if (\$62 ) begin
+        \$69 [7:0] = \o__payload$70 [166:159];
+        \$69 [10:8] = \o__payload$70 [169:167];
+      end
     end
     if (rst) begin
       \$69  = 11'h000;
@@ -52871,7 +57208,7 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , cmd__valid, rd_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, \port$9671$0 , w_en, w_rdy, r_data, r_en, \port$16951$37 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$9888$0 , w_en, w_rdy, r_data, r_en, \port$17309$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$123  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -52896,10 +57233,12 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, \port$9671$0 , w_en, w_rd
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -52913,10 +57252,12 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, \port$9671$0 , w_en, w_rd
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
-  input [27:0] \port$16951$37 ;
-  wire [27:0] \port$16951$37 ;
-  input [20:0] \port$9671$0 ;
-  wire [20:0] \port$9671$0 ;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
+  input [27:0] \port$17309$37 ;
+  wire [27:0] \port$17309$37 ;
+  input [20:0] \port$9888$0 ;
+  wire [20:0] \port$9888$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -52947,12 +57288,12 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, \port$9671$0 , w_en, w_rd
     storage[2] = 49'h0000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$9671$0 , \port$16951$37  };
+    if (\$30 )
+      storage[w_port__addr] <= { \port$9888$0 , \port$17309$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -52991,42 +57332,23 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, \port$9671$0 , w_en, w_rd
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_b_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_b_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_b_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -53034,27 +57356,56 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, \port$9671$0 , w_en, w_rd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_b_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
+    \$34  = inner_level;
+    if (mem_b_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$123 ) begin end
+    \$35  = r_rdy;
+    if (mem_b_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$9671$0 , \port$16951$37  };
-  assign w_data = { \port$9671$0 , \port$16951$37  };
+  assign w_port__data = { \port$9888$0 , \port$17309$37  };
+  assign w_data = { \port$9888$0 , \port$17309$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch1.datapath.mem_b.ar_skid (rst, mem_b_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$124  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -53081,6 +57432,8 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   output [35:0] o__payload;
   reg [35:0] o__payload = 36'h000000000;
   wire [27:0] \o__payload.beat_addr ;
@@ -53121,7 +57474,10 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_b_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -53129,12 +57485,14 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -53143,12 +57501,14 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 36'h000000000;
@@ -53157,14 +57517,16 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -53173,11 +57535,13 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$124 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -53198,7 +57562,7 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_skid (rst, i__valid, o__ready, i_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b.out (rst, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch1.datapath.mem_b.out (rst, mem_b_clock_enable, o__ready, i__payload, i__valid, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$125  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -53236,6 +57600,8 @@ module \ace_engine_small.ch1.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   output [169:0] o__payload;
   reg [169:0] o__payload = 170'h0000000000000000000000000000000000000000000;
   wire [12:0] \o__payload.addr ;
@@ -53309,7 +57675,10 @@ module \ace_engine_small.ch1.datapath.mem_b.out (rst, o__ready, i__payload, i__v
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_b_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -53317,12 +57686,14 @@ module \ace_engine_small.ch1.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -53331,12 +57702,14 @@ module \ace_engine_small.ch1.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 170'h0000000000000000000000000000000000000000000;
@@ -53345,14 +57718,16 @@ module \ace_engine_small.ch1.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -53361,11 +57736,13 @@ module \ace_engine_small.ch1.datapath.mem_b.out (rst, o__ready, i__payload, i__v
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$125 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -53406,7 +57783,7 @@ module \ace_engine_small.ch1.datapath.mem_b.out (rst, o__ready, i__payload, i__v
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_b.r_q (rst, mem_b_clock_enable, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$126  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -53431,10 +57808,12 @@ module \ace_engine_small.ch1.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -53448,6 +57827,8 @@ module \ace_engine_small.ch1.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [63:0] r_data;
@@ -53479,12 +57860,12 @@ module \ace_engine_small.ch1.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
     storage[2] = 64'h0000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
+    if (\$30 )
       storage[w_port__addr] <= w_port__data;
   end
   reg [63:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -53523,42 +57904,23 @@ module \ace_engine_small.ch1.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_b_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_b_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_b_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -53566,14 +57928,43 @@ module \ace_engine_small.ch1.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_b_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    \$34  = inner_level;
+    if (mem_b_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$126 ) begin end
+    \$35  = r_rdy;
+    if (mem_b_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
@@ -53585,7 +57976,7 @@ module \ace_engine_small.ch1.datapath.mem_b.r_q (rst, w_en, r_en, w_rdy, r_data,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, o__valid, \o__payload$21 , i__ready, o__ready, clk);
+module \ace_engine_small.ch1.datapath.mem_b.realign (rst, mem_b_clock_enable, i__valid, i__payload, o__valid, \o__payload$22 , i__ready, o__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$127  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -53673,24 +58064,26 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   wire i__valid;
   wire \i__valid$5 ;
   wire [127:0] lower;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   wire [166:0] o__payload;
-  output [159:0] \o__payload$21 ;
-  reg [159:0] \o__payload$21  = 160'h0000000000000000000000000000000000000000;
-  wire [127:0] \o__payload$21.data ;
-  wire \o__payload$21.first ;
-  wire \o__payload$21.last ;
-  wire [29:0] \o__payload$21.meta ;
-  wire [7:0] \o__payload$21.meta.id ;
-  wire [12:0] \o__payload$21.meta.sram_addr ;
+  output [159:0] \o__payload$22 ;
+  reg [159:0] \o__payload$22  = 160'h0000000000000000000000000000000000000000;
+  wire [127:0] \o__payload$22.data ;
+  wire \o__payload$22.first ;
+  wire \o__payload$22.last ;
+  wire [29:0] \o__payload$22.meta ;
+  wire [7:0] \o__payload$22.meta.id ;
+  wire [12:0] \o__payload$22.meta.sram_addr ;
   (* enum_base_type = "DmaStatus" *)
   (* enum_value_000 = "OKAY" *)
   (* enum_value_010 = "READ_SLVERR" *)
   (* enum_value_011 = "READ_DECERR" *)
   (* enum_value_110 = "WRITE_SLVERR" *)
   (* enum_value_111 = "WRITE_DECERR" *)
-  wire [2:0] \o__payload$21.meta.status ;
-  wire [4:0] \o__payload$21.meta.tail ;
-  wire \o__payload$21.meta.to_stream ;
+  wire [2:0] \o__payload$22.meta.status ;
+  wire [4:0] \o__payload$22.meta.tail ;
+  wire \o__payload$22.meta.to_stream ;
   wire [127:0] \o__payload.data ;
   wire \o__payload.drop_first ;
   wire \o__payload.first ;
@@ -53714,7 +58107,7 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   wire \o__ready$17 ;
   output o__valid;
   reg o__valid = 1'h0;
-  wire \o__valid$20 ;
+  wire \o__valid$21 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -53733,7 +58126,7 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   assign \$4  = ~ flushing;
   assign \o__ready$17  = can_load & \$4 ;
   assign \$5  = o__valid & o__ready;
-  assign \$6  = \o__valid$20  & \o__ready$17 ;
+  assign \$6  = \o__valid$21  & \o__ready$17 ;
   assign \$7  = ~ started;
   assign \$8  = o__payload[128] & o__payload[135];
   assign \$9  = ~ \$8 ;
@@ -53747,7 +58140,7 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @(posedge clk)
     o__valid <= \$17 ;
   always @(posedge clk)
-    \o__payload$21  <= \$18 ;
+    \o__payload$22  <= \$18 ;
   always @(posedge clk)
     flushing <= \$19 ;
   always @(posedge clk)
@@ -53763,24 +58156,27 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
     .i__payload(i__payload),
     .i__ready(i__ready),
     .i__valid(i__valid),
+    .mem_b_clock_enable(mem_b_clock_enable),
     .o__payload(o__payload),
     .o__ready(\o__ready$17 ),
-    .o__valid(\o__valid$20 ),
+    .o__valid(\o__valid$21 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     \$17  = o__valid;
-    if (\$5 ) begin
-      \$17  = 1'h0;
-    end
-    if (flushing) begin
-      if (can_load) begin
-        \$17  = 1'h1;
+    if (mem_b_clock_enable) begin
+      if (\$5 ) begin
+        \$17  = 1'h0;
       end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$17  = 1'h1;
+      if (flushing) begin
+        if (can_load) begin
+          \$17  = 1'h1;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$17  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -53789,20 +58185,22 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
-    \$18  = \o__payload$21 ;
-    if (flushing) begin
-      if (can_load) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$7 ;
-        \$18 [129] = 1'h1;
-        \$18 [159:130] = flush_meta;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$10 ;
-        \$18 [129] = \$12 ;
-        \$18 [159:130] = o__payload[166:137];
+    \$18  = \o__payload$22 ;
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$7 ;
+          \$18 [129] = 1'h1;
+          \$18 [159:130] = flush_meta;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$10 ;
+          \$18 [129] = \$12 ;
+          \$18 [159:130] = o__payload[166:137];
+        end
       end
     end
     if (rst) begin
@@ -53812,13 +58210,15 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     \$19  = flushing;
-    if (flushing) begin
-      if (can_load) begin
-        \$19  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$19  = 1'h1;
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$19  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$19  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -53828,13 +58228,15 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     \$20  = started;
-    if (flushing) begin
-      if (can_load) begin
-        \$20  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$20  = \$15 ;
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$20  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$20  = \$15 ;
+        end
       end
     end
     if (rst) begin
@@ -53844,9 +58246,11 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     \$21  = prev;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      \$21  = o__payload[127:0];
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        \$21  = o__payload[127:0];
+      end
     end
     if (rst) begin
       \$21  = 128'h00000000000000000000000000000000;
@@ -53855,10 +58259,12 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     \$22  = flush_shift;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$22  = o__payload[134:130];
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$22  = o__payload[134:130];
+        end
       end
     end
     if (rst) begin
@@ -53868,10 +58274,12 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$127 ) begin end
     \$23  = flush_meta;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$23  = o__payload[166:137];
+    if (mem_b_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$23  = o__payload[166:137];
+        end
       end
     end
     if (rst) begin
@@ -53917,15 +58325,15 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
   assign \o__payload.meta.sram_addr  = o__payload[158:146];
   assign \o__payload.meta.tail  = o__payload[163:159];
   assign \o__payload.meta.status  = o__payload[166:164];
-  assign \o__payload$21.data  = \o__payload$21 [127:0];
-  assign \o__payload$21.first  = \o__payload$21 [128];
-  assign \o__payload$21.last  = \o__payload$21 [129];
-  assign \o__payload$21.meta  = \o__payload$21 [159:130];
-  assign \o__payload$21.meta.to_stream  = \o__payload$21 [130];
-  assign \o__payload$21.meta.id  = \o__payload$21 [138:131];
-  assign \o__payload$21.meta.sram_addr  = \o__payload$21 [151:139];
-  assign \o__payload$21.meta.tail  = \o__payload$21 [156:152];
-  assign \o__payload$21.meta.status  = \o__payload$21 [159:157];
+  assign \o__payload$22.data  = \o__payload$22 [127:0];
+  assign \o__payload$22.first  = \o__payload$22 [128];
+  assign \o__payload$22.last  = \o__payload$22 [129];
+  assign \o__payload$22.meta  = \o__payload$22 [159:130];
+  assign \o__payload$22.meta.to_stream  = \o__payload$22 [130];
+  assign \o__payload$22.meta.id  = \o__payload$22 [138:131];
+  assign \o__payload$22.meta.sram_addr  = \o__payload$22 [151:139];
+  assign \o__payload$22.meta.tail  = \o__payload$22 [156:152];
+  assign \o__payload$22.meta.status  = \o__payload$22 [159:157];
   assign \flush_meta.to_stream  = flush_meta[0];
   assign \flush_meta.id  = flush_meta[8:1];
   assign \flush_meta.sram_addr  = flush_meta[21:9];
@@ -53934,7 +58342,7 @@ module \ace_engine_small.ch1.datapath.mem_b.realign (rst, i__valid, i__payload, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b.realign.in_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch1.datapath.mem_b.realign.in_skid (rst, mem_b_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$128  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -53977,6 +58385,8 @@ module \ace_engine_small.ch1.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   output [166:0] o__payload;
   reg [166:0] o__payload = 167'h000000000000000000000000000000000000000000;
   wire [127:0] \o__payload.data ;
@@ -54065,7 +58475,10 @@ module \ace_engine_small.ch1.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_b_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -54073,12 +58486,14 @@ module \ace_engine_small.ch1.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -54087,12 +58502,14 @@ module \ace_engine_small.ch1.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 167'h000000000000000000000000000000000000000000;
@@ -54101,14 +58518,16 @@ module \ace_engine_small.ch1.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -54117,11 +58536,13 @@ module \ace_engine_small.ch1.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$128 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_b_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -54182,7 +58603,7 @@ module \ace_engine_small.ch1.datapath.mem_b.realign.in_skid (rst, i__valid, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
+module \ace_engine_small.ch1.datapath.mem_b.split (rst, mem_b_clock_enable, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$129  = 0;
   wire [7:0] \$1 ;
   wire [20:0] \$10 ;
@@ -54219,6 +58640,8 @@ module \ace_engine_small.ch1.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   wire i__valid;
   reg last = 1'h0;
   wire [20:0] left;
+  input mem_b_clock_enable;
+  wire mem_b_clock_enable;
   output [36:0] o__payload;
   wire [36:0] o__payload;
   wire [27:0] \o__payload.beat_addr ;
@@ -54260,11 +58683,13 @@ module \ace_engine_small.ch1.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
     \$15  = cur;
-    if (\$6 ) begin
-      \$15  = \$7 [27:0];
-    end
-    if (\$11 ) begin
-      \$15  = i__payload[27:0];
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        \$15  = \$7 [27:0];
+      end
+      if (\$11 ) begin
+        \$15  = i__payload[27:0];
+      end
     end
     if (rst) begin
       \$15  = 28'h0000000;
@@ -54273,11 +58698,13 @@ module \ace_engine_small.ch1.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
     \$16  = rem;
-    if (\$6 ) begin
-      \$16  = \$4 [20:0];
-    end
-    if (\$11 ) begin
-      \$16  = i__payload[48:28];
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        \$16  = \$4 [20:0];
+      end
+      if (\$11 ) begin
+        \$16  = i__payload[48:28];
+      end
     end
     if (rst) begin
       \$16  = 21'h000000;
@@ -54286,11 +58713,13 @@ module \ace_engine_small.ch1.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
     \$17  = last;
-    if (\$6 ) begin
-      \$17  = \$8 ;
-    end
-    if (\$11 ) begin
-      \$17  = \$12 ;
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        \$17  = \$8 ;
+      end
+      if (\$11 ) begin
+        \$17  = \$12 ;
+      end
     end
     if (rst) begin
       \$17  = 1'h0;
@@ -54299,11 +58728,13 @@ module \ace_engine_small.ch1.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
     \$18  = burst;
-    if (\$6 ) begin
-      \$18  = \$10 [6:0];
-    end
-    if (\$11 ) begin
-      \$18  = \$14 [6:0];
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        \$18  = \$10 [6:0];
+      end
+      if (\$11 ) begin
+        \$18  = \$14 [6:0];
+      end
     end
     if (rst) begin
       \$18  = 7'h00;
@@ -54312,13 +58743,15 @@ module \ace_engine_small.ch1.datapath.mem_b.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$129 ) begin end
     \$19  = o__valid;
-    if (\$6 ) begin
-      if (last) begin
-        \$19  = 1'h0;
+    if (mem_b_clock_enable) begin
+      if (\$6 ) begin
+        if (last) begin
+          \$19  = 1'h0;
+        end
       end
-    end
-    if (\$11 ) begin
-      \$19  = 1'h1;
+      if (\$11 ) begin
+        \$19  = 1'h1;
+      end
     end
     if (rst) begin
       \$19  = 1'h0;
@@ -54338,8 +58771,8 @@ module \ace_engine_small.ch1.datapath.mem_b.split (rst, o__ready, i__ready, i__p
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$17388$0 , wr_stream__tdata, clk
-);
+module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$17692$0 , wr_stream__tdata
+, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$130  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -54507,6 +58940,8 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   wire \i__valid$81 ;
   wire [4:0] lo;
   wire [15:0] lo_mask;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   wire [8:0] meta;
   wire [20:0] nbeats;
   wire [20:0] ngrid;
@@ -54546,8 +58981,8 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   wire [3:0] off;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [144:0] \port$17388$0 ;
-  wire [144:0] \port$17388$0 ;
+  output [144:0] \port$17692$0 ;
+  wire [144:0] \port$17692$0 ;
   wire [56:0] r_data;
   wire [33:0] \r_data$51 ;
   wire [42:0] \r_data$59 ;
@@ -54704,9 +59139,10 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   assign \$20  = \r_data$51 [12:0] + req_word;
   \ace_engine_small.ch1.datapath.mem_w.aw_q  aw_q (
     .clk(clk),
-    .\port$16953$1 (cmd__payload[8:1]),
-    .\port$16953$37 (cmd__payload[64:37]),
-    .\port$9953$0 (\$3 [20:0]),
+    .mem_w_clock_enable(mem_w_clock_enable),
+    .\port$10190$0 (\$3 [20:0]),
+    .\port$17311$1 (cmd__payload[8:1]),
+    .\port$17311$37 (cmd__payload[64:37]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -54719,6 +59155,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
     .i__payload(\i__payload$29 ),
     .i__ready(\i__ready$31 ),
     .i__valid(\i__valid$26 ),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .o__payload(\o__payload$35 ),
     .o__ready(\o__ready$44 ),
     .o__valid(axi__awvalid),
@@ -54726,7 +59163,8 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   );
   \ace_engine_small.ch1.datapath.mem_w.b_q  b_q (
     .clk(clk),
-    .\port$17316$36 (o__payload[44:36]),
+    .mem_w_clock_enable(mem_w_clock_enable),
+    .\port$17620$36 (o__payload[44:36]),
     .r_data(\r_data$99 ),
     .r_en(\r_en$101 ),
     .r_rdy(\r_rdy$98 ),
@@ -54739,7 +59177,8 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
     .i__payload(\i__payload$68 ),
     .i__ready(\i__ready$66 ),
     .i__valid(\i__valid$63 ),
-    .\o__payload$21 (\o__payload$75 ),
+    .mem_w_clock_enable(mem_w_clock_enable),
+    .\o__payload$22 (\o__payload$75 ),
     .o__ready(\o__ready$83 ),
     .o__valid(\o__valid$82 ),
     .rst(rst)
@@ -54749,6 +59188,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
     .i__payload(i__payload),
     .i__ready(r_en),
     .i__valid(i__valid),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .o__payload(o__payload),
     .o__ready(o__ready),
     .o__valid(o__valid),
@@ -54756,6 +59196,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   );
   \ace_engine_small.ch1.datapath.mem_w.sreq_q  sreq_q (
     .clk(clk),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .r_data(\r_data$51 ),
     .r_en(1'h0),
     .r_rdy(sram_r__req__valid),
@@ -54769,6 +59210,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
     .i__payload(\i__payload$85 ),
     .i__ready(\i__ready$84 ),
     .i__valid(\i__valid$81 ),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .o__payload(\o__payload$87 ),
     .o__ready(\o__ready$92 ),
     .o__valid(axi__wvalid),
@@ -54776,6 +59218,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   );
   \ace_engine_small.ch1.datapath.mem_w.wd_q  wd_q (
     .clk(clk),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .r_data(\r_data$59 ),
     .r_en(\r_en$71 ),
     .r_rdy(\r_rdy$64 ),
@@ -54796,8 +59239,10 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$64  = req_word;
-    if (\$41 ) begin
-      \$64  = \$43 [20:0];
+    if (mem_w_clock_enable) begin
+      if (\$41 ) begin
+        \$64  = \$43 [20:0];
+      end
     end
     if (rst) begin
       \$64  = 21'h000000;
@@ -54806,8 +59251,10 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$65  = src_word;
-    if (\$44 ) begin
-      \$65  = \$46 [20:0];
+    if (mem_w_clock_enable) begin
+      if (\$44 ) begin
+        \$65  = \$46 [20:0];
+      end
     end
     if (rst) begin
       \$65  = 21'h000000;
@@ -54816,8 +59263,10 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$66  = phase;
-    if (\$47 ) begin
-      \$66  = \$48 [5:0];
+    if (mem_w_clock_enable) begin
+      if (\$47 ) begin
+        \$66  = \$48 [5:0];
+      end
     end
     if (rst) begin
       \$66  = 6'h00;
@@ -54826,10 +59275,12 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$67  = aw_ahead;
-    if (\$52 ) begin
-      \$67  = \$57 [4:0];
-    end else if (\$56 ) begin
-      \$67  = \$58 [4:0];
+    if (mem_w_clock_enable) begin
+      if (\$52 ) begin
+        \$67  = \$57 [4:0];
+      end else if (\$56 ) begin
+        \$67  = \$58 [4:0];
+      end
     end
     if (rst) begin
       \$67  = 5'h00;
@@ -54837,7 +59288,10 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
-    \$68  = \$60 ;
+    \$68  = bytes;
+    if (mem_w_clock_enable) begin
+      \$68  = \$60 ;
+    end
     if (rst) begin
       \$68  = 5'h00;
     end
@@ -54845,12 +59299,14 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$69  = cpl_full;
-    if (\$61 ) begin
-      \$69  = 1'h0;
-    end
-    if (\$62 ) begin
-      if (\r_data$99 [8]) begin
-        \$69  = 1'h1;
+    if (mem_w_clock_enable) begin
+      if (\$61 ) begin
+        \$69  = 1'h0;
+      end
+      if (\$62 ) begin
+        if (\r_data$99 [8]) begin
+          \$69  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -54860,8 +59316,10 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$70  = status;
-    if (\$62 ) begin
-      \$70  = \$63 ;
+    if (mem_w_clock_enable) begin
+      if (\$62 ) begin
+        \$70  = \$63 ;
+      end
     end
     if (rst) begin
       \$70  = 3'h0;
@@ -54870,10 +59328,12 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$130 ) begin end
     \$71  = cpl__payload;
-    if (\$62 ) begin
-      if (\r_data$99 [8]) begin
-        \$71 [7:0] = \r_data$99 [7:0];
-        \$71 [10:8] = status_now;
+    if (mem_w_clock_enable) begin
+      if (\$62 ) begin
+        if (\r_data$99 [8]) begin
+          \$71 [7:0] = \r_data$99 [7:0];
+          \$71 [10:8] = status_now;
+        end
       end
     end
     if (rst) begin
@@ -54916,7 +59376,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   assign cpl__ready = 1'h1;
   assign axi__awaddr = \$19 [31:0];
   assign axi__awlen = \o__payload$35 [35:28];
-  assign \port$17388$0  = \o__payload$87 [144:0];
+  assign \port$17692$0  = \o__payload$87 [144:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -54998,7 +59458,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, \port$9953$0 , w_en, w_rdy, r_data, r_en, \port$16953$1 , \port$16953$37 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$10190$0 , w_en, w_rdy, r_data, r_en, \port$17311$1 , \port$17311$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$131  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -55023,10 +59483,12 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, \port$9953$0 , w_en, w_rd
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -55040,12 +59502,14 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, \port$9953$0 , w_en, w_rd
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
-  input [7:0] \port$16953$1 ;
-  wire [7:0] \port$16953$1 ;
-  input [27:0] \port$16953$37 ;
-  wire [27:0] \port$16953$37 ;
-  input [20:0] \port$9953$0 ;
-  wire [20:0] \port$9953$0 ;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
+  input [20:0] \port$10190$0 ;
+  wire [20:0] \port$10190$0 ;
+  input [7:0] \port$17311$1 ;
+  wire [7:0] \port$17311$1 ;
+  input [27:0] \port$17311$37 ;
+  wire [27:0] \port$17311$37 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [56:0] r_data;
@@ -55076,12 +59540,12 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, \port$9953$0 , w_en, w_rd
     storage[2] = 57'h000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$16953$1 , \port$9953$0 , \port$16953$37  };
+    if (\$30 )
+      storage[w_port__addr] <= { \port$17311$1 , \port$10190$0 , \port$17311$37  };
   end
   reg [56:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -55120,42 +59584,23 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, \port$9953$0 , w_en, w_rd
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_w_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_w_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -55163,27 +59608,56 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, \port$9953$0 , w_en, w_rd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
+    \$34  = inner_level;
+    if (mem_w_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$131 ) begin end
+    \$35  = r_rdy;
+    if (mem_w_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$16953$1 , \port$9953$0 , \port$16953$37  };
-  assign w_data = { \port$16953$1 , \port$9953$0 , \port$16953$37  };
+  assign w_port__data = { \port$17311$1 , \port$10190$0 , \port$17311$37  };
+  assign w_data = { \port$17311$1 , \port$10190$0 , \port$17311$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, mem_w_clock_enable, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$132  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -55210,6 +59684,8 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   output [35:0] o__payload;
   reg [35:0] o__payload = 36'h000000000;
   wire [27:0] \o__payload.beat_addr ;
@@ -55250,7 +59726,10 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_w_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -55258,12 +59737,14 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -55272,12 +59753,14 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 36'h000000000;
@@ -55286,14 +59769,16 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -55302,11 +59787,13 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$132 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -55327,7 +59814,7 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, i__valid, i_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data, \port$17316$36 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$17620$36 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$133  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -55352,10 +59839,12 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [2:0] \$30 ;
-  reg [2:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [2:0] \$32 ;
-  reg \$33 ;
+  reg [2:0] \$33 ;
+  reg [2:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [3:0] \$5 ;
   wire [3:0] \$6 ;
@@ -55369,8 +59858,10 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
   reg [2:0] inner_level = 3'h0;
   wire inner_r_rdy;
   wire [3:0] level;
-  input [8:0] \port$17316$36 ;
-  wire [8:0] \port$17316$36 ;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
+  input [8:0] \port$17620$36 ;
+  wire [8:0] \port$17620$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -55405,12 +59896,12 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
     storage[6] = 9'h000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= { \port$17316$36 [0], \port$17316$36 [8:1] };
+    if (\$30 )
+      storage[w_port__addr] <= { \port$17620$36 [0], \port$17620$36 [8:1] };
   end
   reg [8:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -55449,42 +59940,23 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_w_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_w_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [2:0];
-    end
-    if (rst) begin
-      \$30  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [2:0];
-    end
-    if (rst) begin
-      \$31  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [2:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [2:0];
+    \$32  = w_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [2:0];
+      end
     end
     if (rst) begin
       \$32  = 3'h0;
@@ -55492,27 +59964,56 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, w_en, r_en, w_rdy, r_data,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [2:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
+    \$34  = inner_level;
+    if (mem_w_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [2:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [2:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$133 ) begin end
+    \$35  = r_rdy;
+    if (mem_w_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$17316$36 [0], \port$17316$36 [8:1] };
-  assign w_data = { \port$17316$36 [0], \port$17316$36 [8:1] };
+  assign w_port__data = { \port$17620$36 [0], \port$17620$36 [8:1] };
+  assign w_data = { \port$17620$36 [0], \port$17620$36 [8:1] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i__payload, o__valid, \o__payload$21 , i__ready, clk);
+module \ace_engine_small.ch1.datapath.mem_w.realign (rst, mem_w_clock_enable, i__valid, o__ready, i__payload, o__valid, \o__payload$22 , i__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$134  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -55579,17 +60080,19 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   wire i__valid;
   wire \i__valid$5 ;
   wire [127:0] lower;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   wire [151:0] o__payload;
-  output [144:0] \o__payload$21 ;
-  reg [144:0] \o__payload$21  = 145'h0000000000000000000000000000000000000;
-  wire [127:0] \o__payload$21.data ;
-  wire \o__payload$21.first ;
-  wire \o__payload$21.last ;
-  wire [14:0] \o__payload$21.meta ;
-  wire [14:0] \o__payload$21.meta.beat ;
-  wire [4:0] \o__payload$21.meta.beat.beat_hi ;
-  wire [3:0] \o__payload$21.meta.beat.beat_lo ;
-  wire [5:0] \o__payload$21.meta.beat.start_phase ;
+  output [144:0] \o__payload$22 ;
+  reg [144:0] \o__payload$22  = 145'h0000000000000000000000000000000000000;
+  wire [127:0] \o__payload$22.data ;
+  wire \o__payload$22.first ;
+  wire \o__payload$22.last ;
+  wire [14:0] \o__payload$22.meta ;
+  wire [14:0] \o__payload$22.meta.beat ;
+  wire [4:0] \o__payload$22.meta.beat.beat_hi ;
+  wire [3:0] \o__payload$22.meta.beat.beat_lo ;
+  wire [5:0] \o__payload$22.meta.beat.start_phase ;
   wire [127:0] \o__payload.data ;
   wire \o__payload.drop_first ;
   wire \o__payload.first ;
@@ -55606,7 +60109,7 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   wire \o__ready$17 ;
   output o__valid;
   reg o__valid = 1'h0;
-  wire \o__valid$20 ;
+  wire \o__valid$21 ;
   reg [127:0] prev = 128'h00000000000000000000000000000000;
   input rst;
   wire rst;
@@ -55625,7 +60128,7 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   assign \$4  = ~ flushing;
   assign \o__ready$17  = can_load & \$4 ;
   assign \$5  = o__valid & o__ready;
-  assign \$6  = \o__valid$20  & \o__ready$17 ;
+  assign \$6  = \o__valid$21  & \o__ready$17 ;
   assign \$7  = ~ started;
   assign \$8  = o__payload[128] & o__payload[135];
   assign \$9  = ~ \$8 ;
@@ -55639,7 +60142,7 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @(posedge clk)
     o__valid <= \$17 ;
   always @(posedge clk)
-    \o__payload$21  <= \$18 ;
+    \o__payload$22  <= \$18 ;
   always @(posedge clk)
     flushing <= \$19 ;
   always @(posedge clk)
@@ -55655,24 +60158,27 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
     .i__payload(i__payload),
     .i__ready(i__ready),
     .i__valid(i__valid),
+    .mem_w_clock_enable(mem_w_clock_enable),
     .o__payload(o__payload),
     .o__ready(\o__ready$17 ),
-    .o__valid(\o__valid$20 ),
+    .o__valid(\o__valid$21 ),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     \$17  = o__valid;
-    if (\$5 ) begin
-      \$17  = 1'h0;
-    end
-    if (flushing) begin
-      if (can_load) begin
-        \$17  = 1'h1;
+    if (mem_w_clock_enable) begin
+      if (\$5 ) begin
+        \$17  = 1'h0;
       end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$17  = 1'h1;
+      if (flushing) begin
+        if (can_load) begin
+          \$17  = 1'h1;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$17  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -55681,20 +60187,22 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
-    \$18  = \o__payload$21 ;
-    if (flushing) begin
-      if (can_load) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$7 ;
-        \$18 [129] = 1'h1;
-        \$18 [144:130] = flush_meta;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$18 [127:0] = shifted;
-        \$18 [128] = \$10 ;
-        \$18 [129] = \$12 ;
-        \$18 [144:130] = o__payload[151:137];
+    \$18  = \o__payload$22 ;
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$7 ;
+          \$18 [129] = 1'h1;
+          \$18 [144:130] = flush_meta;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$18 [127:0] = shifted;
+          \$18 [128] = \$10 ;
+          \$18 [129] = \$12 ;
+          \$18 [144:130] = o__payload[151:137];
+        end
       end
     end
     if (rst) begin
@@ -55704,13 +60212,15 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     \$19  = flushing;
-    if (flushing) begin
-      if (can_load) begin
-        \$19  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$19  = 1'h1;
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$19  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$19  = 1'h1;
+        end
       end
     end
     if (rst) begin
@@ -55720,13 +60230,15 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     \$20  = started;
-    if (flushing) begin
-      if (can_load) begin
-        \$20  = 1'h0;
-      end
-    end else if (\$6 ) begin
-      if (\$9 ) begin
-        \$20  = \$15 ;
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+        if (can_load) begin
+          \$20  = 1'h0;
+        end
+      end else if (\$6 ) begin
+        if (\$9 ) begin
+          \$20  = \$15 ;
+        end
       end
     end
     if (rst) begin
@@ -55736,9 +60248,11 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     \$21  = prev;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      \$21  = o__payload[127:0];
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        \$21  = o__payload[127:0];
+      end
     end
     if (rst) begin
       \$21  = 128'h00000000000000000000000000000000;
@@ -55747,10 +60261,12 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     \$22  = flush_shift;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$22  = o__payload[134:130];
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$22  = o__payload[134:130];
+        end
       end
     end
     if (rst) begin
@@ -55760,10 +60276,12 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$134 ) begin end
     \$23  = flush_meta;
-    if (flushing) begin
-    end else if (\$6 ) begin
-      if (\$16 ) begin
-        \$23  = o__payload[151:137];
+    if (mem_w_clock_enable) begin
+      if (flushing) begin
+      end else if (\$6 ) begin
+        if (\$16 ) begin
+          \$23  = o__payload[151:137];
+        end
       end
     end
     if (rst) begin
@@ -55806,14 +60324,14 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
   assign \o__payload.meta.beat.beat_lo  = o__payload[140:137];
   assign \o__payload.meta.beat.beat_hi  = o__payload[145:141];
   assign \o__payload.meta.beat.start_phase  = o__payload[151:146];
-  assign \o__payload$21.data  = \o__payload$21 [127:0];
-  assign \o__payload$21.first  = \o__payload$21 [128];
-  assign \o__payload$21.last  = \o__payload$21 [129];
-  assign \o__payload$21.meta  = \o__payload$21 [144:130];
-  assign \o__payload$21.meta.beat  = \o__payload$21 [144:130];
-  assign \o__payload$21.meta.beat.beat_lo  = \o__payload$21 [133:130];
-  assign \o__payload$21.meta.beat.beat_hi  = \o__payload$21 [138:134];
-  assign \o__payload$21.meta.beat.start_phase  = \o__payload$21 [144:139];
+  assign \o__payload$22.data  = \o__payload$22 [127:0];
+  assign \o__payload$22.first  = \o__payload$22 [128];
+  assign \o__payload$22.last  = \o__payload$22 [129];
+  assign \o__payload$22.meta  = \o__payload$22 [144:130];
+  assign \o__payload$22.meta.beat  = \o__payload$22 [144:130];
+  assign \o__payload$22.meta.beat.beat_lo  = \o__payload$22 [133:130];
+  assign \o__payload$22.meta.beat.beat_hi  = \o__payload$22 [138:134];
+  assign \o__payload$22.meta.beat.start_phase  = \o__payload$22 [144:139];
   assign \flush_meta.beat  = flush_meta;
   assign \flush_meta.beat.beat_lo  = flush_meta[3:0];
   assign \flush_meta.beat.beat_hi  = flush_meta[8:4];
@@ -55821,7 +60339,7 @@ module \ace_engine_small.ch1.datapath.mem_w.realign (rst, i__valid, o__ready, i_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.realign.in_skid (rst, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch1.datapath.mem_w.realign.in_skid (rst, mem_w_clock_enable, i__valid, o__ready, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$135  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -55857,6 +60375,8 @@ module \ace_engine_small.ch1.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   output [151:0] o__payload;
   reg [151:0] o__payload = 152'h00000000000000000000000000000000000000;
   wire [127:0] \o__payload.data ;
@@ -55924,7 +60444,10 @@ module \ace_engine_small.ch1.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$135 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_w_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -55932,12 +60455,14 @@ module \ace_engine_small.ch1.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$135 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -55946,12 +60471,14 @@ module \ace_engine_small.ch1.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$135 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 152'h00000000000000000000000000000000000000;
@@ -55960,14 +60487,16 @@ module \ace_engine_small.ch1.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$135 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -55976,11 +60505,13 @@ module \ace_engine_small.ch1.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$135 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -56037,7 +60568,7 @@ module \ace_engine_small.ch1.datapath.mem_w.realign.in_skid (rst, i__valid, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.split (rst, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
+module \ace_engine_small.ch1.datapath.mem_w.split (rst, mem_w_clock_enable, o__ready, i__ready, i__payload, i__valid, o__payload, o__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$136  = 0;
   wire [7:0] \$1 ;
   wire [20:0] \$10 ;
@@ -56076,6 +60607,8 @@ module \ace_engine_small.ch1.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   wire i__valid;
   reg last = 1'h0;
   wire [20:0] left;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   reg [7:0] meta = 8'h00;
   output [44:0] o__payload;
   wire [44:0] o__payload;
@@ -56121,11 +60654,13 @@ module \ace_engine_small.ch1.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     \$15  = cur;
-    if (\$6 ) begin
-      \$15  = \$7 [27:0];
-    end
-    if (\$11 ) begin
-      \$15  = i__payload[27:0];
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        \$15  = \$7 [27:0];
+      end
+      if (\$11 ) begin
+        \$15  = i__payload[27:0];
+      end
     end
     if (rst) begin
       \$15  = 28'h0000000;
@@ -56134,11 +60669,13 @@ module \ace_engine_small.ch1.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     \$16  = rem;
-    if (\$6 ) begin
-      \$16  = \$4 [20:0];
-    end
-    if (\$11 ) begin
-      \$16  = i__payload[48:28];
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        \$16  = \$4 [20:0];
+      end
+      if (\$11 ) begin
+        \$16  = i__payload[48:28];
+      end
     end
     if (rst) begin
       \$16  = 21'h000000;
@@ -56147,11 +60684,13 @@ module \ace_engine_small.ch1.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     \$17  = last;
-    if (\$6 ) begin
-      \$17  = \$8 ;
-    end
-    if (\$11 ) begin
-      \$17  = \$12 ;
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        \$17  = \$8 ;
+      end
+      if (\$11 ) begin
+        \$17  = \$12 ;
+      end
     end
     if (rst) begin
       \$17  = 1'h0;
@@ -56160,11 +60699,13 @@ module \ace_engine_small.ch1.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     \$18  = burst;
-    if (\$6 ) begin
-      \$18  = \$10 [6:0];
-    end
-    if (\$11 ) begin
-      \$18  = \$14 [6:0];
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        \$18  = \$10 [6:0];
+      end
+      if (\$11 ) begin
+        \$18  = \$14 [6:0];
+      end
     end
     if (rst) begin
       \$18  = 7'h00;
@@ -56173,13 +60714,15 @@ module \ace_engine_small.ch1.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     \$19  = o__valid;
-    if (\$6 ) begin
-      if (last) begin
-        \$19  = 1'h0;
+    if (mem_w_clock_enable) begin
+      if (\$6 ) begin
+        if (last) begin
+          \$19  = 1'h0;
+        end
       end
-    end
-    if (\$11 ) begin
-      \$19  = 1'h1;
+      if (\$11 ) begin
+        \$19  = 1'h1;
+      end
     end
     if (rst) begin
       \$19  = 1'h0;
@@ -56188,8 +60731,10 @@ module \ace_engine_small.ch1.datapath.mem_w.split (rst, o__ready, i__ready, i__p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$136 ) begin end
     \$20  = meta;
-    if (\$11 ) begin
-      \$20  = i__payload[56:49];
+    if (mem_w_clock_enable) begin
+      if (\$11 ) begin
+        \$20  = i__payload[56:49];
+      end
     end
     if (rst) begin
       \$20  = 8'h00;
@@ -56212,7 +60757,7 @@ module \ace_engine_small.ch1.datapath.mem_w.split (rst, o__ready, i__ready, i__p
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_w.sreq_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$137  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -56237,10 +60782,12 @@ module \ace_engine_small.ch1.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -56254,6 +60801,8 @@ module \ace_engine_small.ch1.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [33:0] r_data;
@@ -56285,12 +60834,12 @@ module \ace_engine_small.ch1.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
     storage[2] = 34'h000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
+    if (\$30 )
       storage[w_port__addr] <= w_port__data;
   end
   reg [33:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -56329,42 +60878,23 @@ module \ace_engine_small.ch1.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_w_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_w_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -56372,14 +60902,43 @@ module \ace_engine_small.ch1.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
+    \$34  = inner_level;
+    if (mem_w_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$137 ) begin end
+    \$35  = r_rdy;
+    if (mem_w_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
@@ -56391,7 +60950,7 @@ module \ace_engine_small.ch1.datapath.mem_w.sreq_q (rst, w_en, r_en, w_rdy, r_da
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
+module \ace_engine_small.ch1.datapath.mem_w.w_skid (rst, o__ready, mem_w_clock_enable, i__valid, i__payload, i__ready, o__valid, o__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$138  = 0;
   wire \$1 ;
   reg \$10 ;
@@ -56420,6 +60979,8 @@ module \ace_engine_small.ch1.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   wire i__valid;
   (* init = 1'h1 *)
   wire in_ready;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   output [149:0] o__payload;
   reg [149:0] o__payload = 150'h00000000000000000000000000000000000000;
   wire [4:0] \o__payload.bytes ;
@@ -56466,7 +61027,10 @@ module \ace_engine_small.ch1.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
     skid_payload <= \$13 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
-    \$9  = \$6 ;
+    \$9  = i__ready;
+    if (mem_w_clock_enable) begin
+      \$9  = \$6 ;
+    end
     if (rst) begin
       \$9  = 1'h1;
     end
@@ -56474,12 +61038,14 @@ module \ace_engine_small.ch1.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$10  = o__valid;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$10  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$10  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$10  = skid_valid;
       end
-    end else if (o__ready) begin
-      \$10  = skid_valid;
     end
     if (rst) begin
       \$10  = 1'h0;
@@ -56488,12 +61054,14 @@ module \ace_engine_small.ch1.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$11  = o__payload;
-    if (i__ready) begin
-      if (\$8 ) begin
-        \$11  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        if (\$8 ) begin
+          \$11  = i__payload;
+        end
+      end else if (o__ready) begin
+        \$11  = skid_payload;
       end
-    end else if (o__ready) begin
-      \$11  = skid_payload;
     end
     if (rst) begin
       \$11  = 150'h00000000000000000000000000000000000000;
@@ -56502,14 +61070,16 @@ module \ace_engine_small.ch1.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$12  = skid_valid;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$12  = i__valid;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$12  = i__valid;
+        end
+      end else if (o__ready) begin
+        \$12  = 1'h0;
       end
-    end else if (o__ready) begin
-      \$12  = 1'h0;
     end
     if (rst) begin
       \$12  = 1'h0;
@@ -56518,11 +61088,13 @@ module \ace_engine_small.ch1.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$138 ) begin end
     \$13  = skid_payload;
-    if (i__ready) begin
-      (* full_case = 32'd1 *)
-      if (\$8 ) begin
-      end else begin
-        \$13  = i__payload;
+    if (mem_w_clock_enable) begin
+      if (i__ready) begin
+        (* full_case = 32'd1 *)
+        if (\$8 ) begin
+        end else begin
+          \$13  = i__payload;
+        end
       end
     end
     if (rst) begin
@@ -56551,7 +61123,7 @@ module \ace_engine_small.ch1.datapath.mem_w.w_skid (rst, o__ready, i__valid, i__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_w.wd_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, w_port__data, r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$139  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -56576,10 +61148,12 @@ module \ace_engine_small.ch1.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  reg [1:0] \$30 ;
-  reg [1:0] \$31 ;
+  wire \$30 ;
+  wire \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
@@ -56593,6 +61167,8 @@ module \ace_engine_small.ch1.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
   reg [1:0] inner_level = 2'h0;
   wire inner_r_rdy;
   wire [2:0] level;
+  input mem_w_clock_enable;
+  wire mem_w_clock_enable;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [42:0] r_data;
@@ -56624,12 +61200,12 @@ module \ace_engine_small.ch1.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
     storage[2] = 43'h00000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
+    if (\$30 )
       storage[w_port__addr] <= w_port__data;
   end
   reg [42:0] _0_;
   always @(posedge clk) begin
-    if (r_port__en) begin
+    if (\$31 ) begin
       _0_ <= storage[r_port__addr];
     end
   end
@@ -56668,42 +61244,23 @@ module \ace_engine_small.ch1.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
+  assign \$30  = mem_w_clock_enable ? w_port__en : 1'h0;
+  assign \$31  = r_port__en & mem_w_clock_enable;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \$32 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \$33 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \$34 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [1:0];
-    end
-    if (rst) begin
-      \$30  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [1:0];
-    end
-    if (rst) begin
-      \$31  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+    \$32  = w_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$3 ) begin
+        \$32  = \$6 [1:0];
+      end
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -56711,14 +61268,43 @@ module \ace_engine_small.ch1.datapath.mem_w.wd_q (rst, w_en, r_en, w_rdy, r_data
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = r_port__addr;
+    if (mem_w_clock_enable) begin
+      if (\$9 ) begin
+        \$33  = \$12 [1:0];
+      end
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
+    \$34  = inner_level;
+    if (mem_w_clock_enable) begin
+      if (\$18 ) begin
+        \$34  = \$19 [1:0];
+      end
+      if (\$25 ) begin
+        \$34  = \$26 [1:0];
+      end
+    end
+    if (rst) begin
+      \$34  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$139 ) begin end
+    \$35  = r_rdy;
+    if (mem_w_clock_enable) begin
+      if (\$29 ) begin
+        \$35  = 1'h1;
+      end else if (r_en) begin
+        \$35  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
@@ -60791,8 +65377,8 @@ endmodule
 module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid, \w_data$181 , m_axi__bvalid, m_axi__rid, m_axi__rdata, m_axi__rresp, m_axi__rlast, m_axi__rvalid, clk, rst, r_data, rd0__rid, \r_data$94 , rd1__rid, \r_data$114 , rd2__rid, \r_data$134 , rd3__rid, wr0__awready
 , wr0__wready, wr0__bid, wr0__bvalid, wr0__bresp, wr1__awready, wr1__wready, wr1__bid, wr1__bvalid, wr1__bresp, rd0__araddr, r_en, rd1__araddr, \r_en$99 , wr0__awaddr, \r_en$192 , rd2__araddr, \r_en$119 , rd3__araddr, \r_en$139 , wr1__awaddr, \r_en$231 
 , m_axi__wvalid, m_axi__wdata, m_axi__wstrb, m_axi__wlast, m_axi__arvalid, m_axi__arid, m_axi__araddr, m_axi__arlen, m_axi__arsize, m_axi__arburst, m_axi__arlock, m_axi__arcache, m_axi__arprot, m_axi__awvalid, m_axi__awid, m_axi__awaddr, m_axi__awlen, m_axi__awsize, m_axi__awburst, m_axi__awlock, m_axi__awcache
-, m_axi__awprot, rd0__arready, rd1__arready, rd2__arready, rd3__arready, rd0__rvalid, rd1__rvalid, rd2__rvalid, rd3__rvalid, i__valid, rd0__arlen, \i__valid$16 , rd1__arlen, \w_en$160 , wr0__awlen, \w_en$168 , \port$15538$0 , \i__valid$29 , rd2__arlen, \i__valid$42 , rd3__arlen
-, \w_en$204 , wr1__awlen, \w_en$212 , \port$17388$0 , m_axi__awready);
+, m_axi__awprot, rd0__arready, rd1__arready, rd2__arready, rd3__arready, rd0__rvalid, rd1__rvalid, rd2__rvalid, rd3__rvalid, i__valid, rd0__arlen, \i__valid$16 , rd1__arlen, \w_en$160 , wr0__awlen, \w_en$168 , \port$15834$0 , \i__valid$29 , rd2__arlen, \i__valid$42 , rd3__arlen
+, \w_en$204 , wr1__awlen, \w_en$212 , \port$17692$0 , m_axi__awready);
   reg \$auto$verilog_backend.cc:2355:dump_module$147  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -61071,10 +65657,10 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   wire \o__valid$105 ;
   wire \o__valid$125 ;
   wire \o__valid$85 ;
-  input [144:0] \port$15538$0 ;
-  wire [144:0] \port$15538$0 ;
-  input [144:0] \port$17388$0 ;
-  wire [144:0] \port$17388$0 ;
+  input [144:0] \port$15834$0 ;
+  wire [144:0] \port$15834$0 ;
+  input [144:0] \port$17692$0 ;
+  wire [144:0] \port$17692$0 ;
   output [130:0] r_data;
   wire [130:0] r_data;
   output [130:0] \r_data$114 ;
@@ -61409,21 +65995,21 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign \$63  = \$61  - \$62 ;
   assign \$64  = rd3_reserved - 1'h1;
   assign \$65  = \w_en$168  & wr0__wready;
-  assign \$66  = \$65  & \port$15538$0 [144];
+  assign \$66  = \$65  & \port$15834$0 [144];
   assign \$67  = ~ \grant$177 [0];
   assign \$68  = \$66  & \$67 ;
   assign \$69  = \w_en$168  & wr0__wready;
-  assign \$70  = \$69  & \port$15538$0 [144];
+  assign \$70  = \$69  & \port$15834$0 [144];
   assign \$71  = ~ \$70 ;
   assign \$72  = \$71  & \grant$177 [0];
   assign \$73  = wr0_whole_bursts + 1'h1;
   assign \$74  = wr0_whole_bursts - 1'h1;
   assign \$75  = \w_en$212  & wr1__wready;
-  assign \$76  = \$75  & \port$17388$0 [144];
+  assign \$76  = \$75  & \port$17692$0 [144];
   assign \$77  = ~ \grant$177 [1];
   assign \$78  = \$76  & \$77 ;
   assign \$79  = \w_en$212  & wr1__wready;
-  assign \$80  = \$79  & \port$17388$0 [144];
+  assign \$80  = \$79  & \port$17692$0 [144];
   assign \$81  = ~ \$80 ;
   assign \$82  = \$81  & \grant$177 [1];
   assign \$83  = wr1_whole_bursts + 1'h1;
@@ -62219,9 +66805,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign wr0__awprot = 3'h0;
   assign wr0__awvalid = \w_en$160 ;
   assign w_rdy = wr0__awready;
-  assign wr0__wdata = \port$15538$0 [127:0];
-  assign wr0__wstrb = \port$15538$0 [143:128];
-  assign wr0__wlast = \port$15538$0 [144];
+  assign wr0__wdata = \port$15834$0 [127:0];
+  assign wr0__wstrb = \port$15834$0 [143:128];
+  assign wr0__wlast = \port$15834$0 [144];
   assign wr0__wvalid = \w_en$168 ;
   assign \w_rdy$171  = wr0__wready;
   assign \r_en$176  = \grant$177 [0];
@@ -62240,9 +66826,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign wr1__awprot = 3'h0;
   assign wr1__awvalid = \w_en$204 ;
   assign \w_rdy$207  = wr1__awready;
-  assign wr1__wdata = \port$17388$0 [127:0];
-  assign wr1__wstrb = \port$17388$0 [143:128];
-  assign wr1__wlast = \port$17388$0 [144];
+  assign wr1__wdata = \port$17692$0 [127:0];
+  assign wr1__wstrb = \port$17692$0 [143:128];
+  assign wr1__wlast = \port$17692$0 [144];
   assign wr1__wvalid = \w_en$212 ;
   assign \w_rdy$215  = wr1__wready;
   assign \r_en$219  = \grant$177 [1];
@@ -62318,9 +66904,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign \o__payload$124.arlock  = \o__payload$124 [49];
   assign \o__payload$124.arcache  = \o__payload$124 [53:50];
   assign \o__payload$124.arprot  = \o__payload$124 [56:54];
-  assign \w_data$208 [144] = \port$17388$0 [144];
-  assign \w_data$208 [143:128] = \port$17388$0 [143:128];
-  assign \w_data$208 [127:0] = \port$17388$0 [127:0];
+  assign \w_data$208 [144] = \port$17692$0 [144];
+  assign \w_data$208 [143:128] = \port$17692$0 [143:128];
+  assign \w_data$208 [127:0] = \port$17692$0 [127:0];
   assign \w_data$195 [56:54] = 3'h0;
   assign \w_data$195 [53:50] = 4'h3;
   assign \w_data$195 [49] = 1'h0;
@@ -62331,9 +66917,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign \w_data$195 [3:0] = 4'h0;
   assign \requests$172 [1] = \$35 ;
   assign \requests$172 [0] = \$30 ;
-  assign \w_data$164 [144] = \port$15538$0 [144];
-  assign \w_data$164 [143:128] = \port$15538$0 [143:128];
-  assign \w_data$164 [127:0] = \port$15538$0 [127:0];
+  assign \w_data$164 [144] = \port$15834$0 [144];
+  assign \w_data$164 [143:128] = \port$15834$0 [143:128];
+  assign \w_data$164 [127:0] = \port$15834$0 [127:0];
   assign \w_data$151 [56:54] = 3'h0;
   assign \w_data$151 [53:50] = 4'h3;
   assign \w_data$151 [49] = 1'h0;
@@ -66742,8 +71328,8 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$14 , \link__tkeep$12 , \link__tready$64 , \link__tdata$68 , \link__tvalid$76 , \link__tlast$72 , \link__tkeep$70 , clk, rst, ch0_send__ready, ch1_send__ready, ch0_recv__valid, ch0_recv__payload, ch1_recv__valid, ch1_recv__payload, ch0_recv__ready, i__valid, ch0_send__valid, ch1_recv__ready
-, \i__valid$154 , ch1_send__valid, error_clear, node_id, cmd_errors, link0_tx_payload_bytes, link0_tx_header_bytes, link0_tx_busy_cycles, link0_tx_stall_cycles, tx0__tvalid, \port$13973$0 , link0_rx_busy_cycles, link0_rx_header_bytes, link0_rx_payload_bytes, link0_rx_errors, link0_rx_error, link1_tx_payload_bytes, link1_tx_header_bytes, link1_tx_busy_cycles, link1_tx_stall_cycles, tx1__tvalid
-, \port$14223$0 , link1_rx_busy_cycles, link1_rx_header_bytes, link1_rx_payload_bytes, link1_rx_errors, link1_rx_error, ch0_send_data__ready, ch1_send_data__ready, ch0_send__payload, ch0_recv_link, i__payload, ch1_send__payload, ch1_recv_link, \i__payload$150 , link__tready);
+, \i__valid$154 , ch1_send__valid, error_clear, node_id, cmd_errors, link0_tx_payload_bytes, link0_tx_header_bytes, link0_tx_busy_cycles, link0_tx_stall_cycles, tx0__tvalid, \port$14263$0 , link0_rx_busy_cycles, link0_rx_header_bytes, link0_rx_payload_bytes, link0_rx_errors, link0_rx_error, link1_tx_payload_bytes, link1_tx_header_bytes, link1_tx_busy_cycles, link1_tx_stall_cycles, tx1__tvalid
+, \port$14513$0 , link1_rx_busy_cycles, link1_rx_header_bytes, link1_rx_payload_bytes, link1_rx_errors, link1_rx_error, ch0_send_data__ready, ch1_send_data__ready, ch0_recv_link, ch0_send__payload, i__payload, ch1_recv_link, ch1_send__payload, \i__payload$150 , link__tready);
   reg \$auto$verilog_backend.cc:2355:dump_module$170  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -67239,10 +71825,10 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
   wire [47:0] \payload_bytes$107 ;
   wire [47:0] \payload_bytes$51 ;
   wire [47:0] \payload_bytes$99 ;
-  output [144:0] \port$13973$0 ;
-  wire [144:0] \port$13973$0 ;
-  output [144:0] \port$14223$0 ;
-  wire [144:0] \port$14223$0 ;
+  output [144:0] \port$14263$0 ;
+  wire [144:0] \port$14263$0 ;
+  output [144:0] \port$14513$0 ;
+  wire [144:0] \port$14513$0 ;
   input rst;
   wire rst;
   wire [127:0] rx0__tdata;
@@ -67483,7 +72069,7 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
     .node_id(node_id),
     .o__ready(link__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$13973$0 (\$58 ),
+    .\port$14263$0 (\$58 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
@@ -67516,7 +72102,7 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
     .node_id(node_id),
     .o__ready(\link__tready$64 ),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$14223$0 (\$59 ),
+    .\port$14513$0 (\$59 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -67742,8 +72328,8 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
   assign \out__1__payload$198  = \i__payload$197 ;
   assign \i__ready$200  = \out__1__ready$199 ;
   assign \out__1__valid$202  = \i__valid$201 ;
-  assign \port$13973$0  = \$58 ;
-  assign \port$14223$0  = \$59 ;
+  assign \port$14263$0  = \$58 ;
+  assign \port$14513$0  = \$59 ;
   assign \cmd__0__payload.link  = cmd__0__payload[0];
   assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload.length  = cmd__0__payload[19:9];
@@ -69628,11 +74214,11 @@ module \ace_engine_small.nic.rx0 (link__tvalid, link__tlast, clk, rst, error_cle
     .\port$1023$0 (\$21 ),
     .\port$1024$0 (\$22 ),
     .\port$1025$0 (\$23 ),
-    .\port$13980$0 (keep),
-    .\port$14037$0 (\$signal$26 ),
-    .\port$14039$0 (\$like$25 ),
-    .\port$14041$0 (\$like ),
-    .\port$14043$0 (\$signal$23 ),
+    .\port$14270$0 (keep),
+    .\port$14327$0 (\$signal$26 ),
+    .\port$14329$0 (\$like$25 ),
+    .\port$14331$0 (\$like ),
+    .\port$14333$0 (\$signal$23 ),
     .r__ready(r__ready),
     .rollback(\rollback$46 ),
     .rst(rst),
@@ -69661,11 +74247,11 @@ module \ace_engine_small.nic.rx0 (link__tvalid, link__tlast, clk, rst, error_cle
     .\port$1023$0 (\$21 ),
     .\port$1024$0 (\$22 ),
     .\port$1025$0 (\$23 ),
-    .\port$13980$0 (keep),
-    .\port$14037$0 (\$signal$26 ),
-    .\port$14039$0 (\$like$25 ),
-    .\port$14041$0 (\$like ),
-    .\port$14043$0 (\$signal$23 ),
+    .\port$14270$0 (keep),
+    .\port$14327$0 (\$signal$26 ),
+    .\port$14329$0 (\$like$25 ),
+    .\port$14331$0 (\$like ),
+    .\port$14333$0 (\$signal$23 ),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$49 ),
     .rst(rst),
@@ -70507,8 +75093,8 @@ module \ace_engine_small.nic.rx0 (link__tvalid, link__tlast, clk, rst, error_cle
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$13980$0 , w_en
-, commit, rollback, \port$14037$0 , \port$14039$0 , \port$14041$0 , \port$14043$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14270$0 , w_en
+, commit, rollback, \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$14333$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$178  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -70629,16 +75215,16 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
   wire [7:0] \port$1024$0 ;
   input [7:0] \port$1025$0 ;
   wire [7:0] \port$1025$0 ;
-  input [15:0] \port$13980$0 ;
-  wire [15:0] \port$13980$0 ;
-  input [16:0] \port$14037$0 ;
-  wire [16:0] \port$14037$0 ;
-  input [7:0] \port$14039$0 ;
-  wire [7:0] \port$14039$0 ;
-  input [7:0] \port$14041$0 ;
-  wire [7:0] \port$14041$0 ;
-  input \port$14043$0 ;
-  wire \port$14043$0 ;
+  input [15:0] \port$14270$0 ;
+  wire [15:0] \port$14270$0 ;
+  input [16:0] \port$14327$0 ;
+  wire [16:0] \port$14327$0 ;
+  input [7:0] \port$14329$0 ;
+  wire [7:0] \port$14329$0 ;
+  input [7:0] \port$14331$0 ;
+  wire [7:0] \port$14331$0 ;
+  input \port$14333$0 ;
+  wire \port$14333$0 ;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -70744,8 +75330,8 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx0.buffer0.ram  ram (
     .clk(clk),
-    .\port$14057$0 (write),
-    .\port$14059$0 (w_data_q),
+    .\port$14347$0 (write),
+    .\port$14349$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -70761,7 +75347,7 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$178 ) begin end
-    \$21  = { \port$14037$0 , \port$14039$0 , \port$14041$0 , \port$1007$0 , \port$14043$0 , \port$13980$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+    \$21  = { \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$1007$0 , \port$14333$0 , \port$14270$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -70914,7 +75500,7 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14037$0 , \port$14039$0 , \port$14041$0 , \port$1007$0 , \port$14043$0 , \port$13980$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+  assign w_data = { \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$1007$0 , \port$14333$0 , \port$14270$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -70933,12 +75519,12 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
-  assign \w_data.keep  = \port$13980$0 ;
-  assign \w_data.first  = \port$14043$0 ;
+  assign \w_data.keep  = \port$14270$0 ;
+  assign \w_data.first  = \port$14333$0 ;
   assign \w_data.last  = \port$1007$0 ;
-  assign \w_data.src  = \port$14041$0 ;
-  assign \w_data.tag  = \port$14039$0 ;
-  assign \w_data.length  = \port$14037$0 ;
+  assign \w_data.src  = \port$14331$0 ;
+  assign \w_data.tag  = \port$14329$0 ;
+  assign \w_data.length  = \port$14327$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -70977,15 +75563,15 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14057$0 , \port$14059$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14347$0 , \port$14349$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$179  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14057$0 ;
-  wire \port$14057$0 ;
-  input [178:0] \port$14059$0 ;
-  wire [178:0] \port$14059$0 ;
+  input \port$14347$0 ;
+  wire \port$14347$0 ;
+  input [178:0] \port$14349$0 ;
+  wire [178:0] \port$14349$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -71040,8 +75626,8 @@ module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14057$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14057$0 )
-      memory[write__addr] <= { 5'h00, \port$14059$0  };
+    if (\port$14347$0 )
+      memory[write__addr] <= { 5'h00, \port$14349$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -71060,17 +75646,17 @@ module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14057$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14059$0  };
-  assign w_data = { 5'h00, \port$14059$0  };
-  assign write__en = { \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0  };
-  assign w_en = { \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0 , \port$14057$0  };
+  assign write__data = { 5'h00, \port$14349$0  };
+  assign w_data = { 5'h00, \port$14349$0  };
+  assign write__en = { \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0  };
+  assign w_en = { \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$13980$0 , w_en
-, commit, rollback, \port$14037$0 , \port$14039$0 , \port$14041$0 , \port$14043$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14270$0 , w_en
+, commit, rollback, \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$14333$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$180  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -71191,16 +75777,16 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
   wire [7:0] \port$1024$0 ;
   input [7:0] \port$1025$0 ;
   wire [7:0] \port$1025$0 ;
-  input [15:0] \port$13980$0 ;
-  wire [15:0] \port$13980$0 ;
-  input [16:0] \port$14037$0 ;
-  wire [16:0] \port$14037$0 ;
-  input [7:0] \port$14039$0 ;
-  wire [7:0] \port$14039$0 ;
-  input [7:0] \port$14041$0 ;
-  wire [7:0] \port$14041$0 ;
-  input \port$14043$0 ;
-  wire \port$14043$0 ;
+  input [15:0] \port$14270$0 ;
+  wire [15:0] \port$14270$0 ;
+  input [16:0] \port$14327$0 ;
+  wire [16:0] \port$14327$0 ;
+  input [7:0] \port$14329$0 ;
+  wire [7:0] \port$14329$0 ;
+  input [7:0] \port$14331$0 ;
+  wire [7:0] \port$14331$0 ;
+  input \port$14333$0 ;
+  wire \port$14333$0 ;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -71306,8 +75892,8 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx0.buffer1.ram  ram (
     .clk(clk),
-    .\port$14098$0 (write),
-    .\port$14100$0 (w_data_q),
+    .\port$14388$0 (write),
+    .\port$14390$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -71323,7 +75909,7 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$180 ) begin end
-    \$21  = { \port$14037$0 , \port$14039$0 , \port$14041$0 , \port$1007$0 , \port$14043$0 , \port$13980$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+    \$21  = { \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$1007$0 , \port$14333$0 , \port$14270$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -71476,7 +76062,7 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14037$0 , \port$14039$0 , \port$14041$0 , \port$1007$0 , \port$14043$0 , \port$13980$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+  assign w_data = { \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$1007$0 , \port$14333$0 , \port$14270$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -71495,12 +76081,12 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
-  assign \w_data.keep  = \port$13980$0 ;
-  assign \w_data.first  = \port$14043$0 ;
+  assign \w_data.keep  = \port$14270$0 ;
+  assign \w_data.first  = \port$14333$0 ;
   assign \w_data.last  = \port$1007$0 ;
-  assign \w_data.src  = \port$14041$0 ;
-  assign \w_data.tag  = \port$14039$0 ;
-  assign \w_data.length  = \port$14037$0 ;
+  assign \w_data.src  = \port$14331$0 ;
+  assign \w_data.tag  = \port$14329$0 ;
+  assign \w_data.length  = \port$14327$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -71539,15 +76125,15 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14098$0 , \port$14100$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14388$0 , \port$14390$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$181  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14098$0 ;
-  wire \port$14098$0 ;
-  input [178:0] \port$14100$0 ;
-  wire [178:0] \port$14100$0 ;
+  input \port$14388$0 ;
+  wire \port$14388$0 ;
+  input [178:0] \port$14390$0 ;
+  wire [178:0] \port$14390$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -71602,8 +76188,8 @@ module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14098$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14098$0 )
-      memory[write__addr] <= { 5'h00, \port$14100$0  };
+    if (\port$14388$0 )
+      memory[write__addr] <= { 5'h00, \port$14390$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -71622,10 +76208,10 @@ module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14098$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14100$0  };
-  assign w_data = { 5'h00, \port$14100$0  };
-  assign write__en = { \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0  };
-  assign w_en = { \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0 , \port$14098$0  };
+  assign write__data = { 5'h00, \port$14390$0  };
+  assign w_data = { 5'h00, \port$14390$0  };
+  assign write__en = { \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0  };
+  assign w_en = { \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
@@ -72820,11 +77406,11 @@ module \ace_engine_small.nic.rx1 (link__tvalid, link__tlast, clk, rst, error_cle
     .fetch(freed),
     .landing_head(out__0__payload),
     .landing_nonempty(out__0__valid),
-    .\port$14230$0 (keep),
-    .\port$14287$0 (\$signal$26 ),
-    .\port$14289$0 (\$like$25 ),
-    .\port$14291$0 (\$like ),
-    .\port$14293$0 (\$signal$23 ),
+    .\port$14520$0 (keep),
+    .\port$14577$0 (\$signal$26 ),
+    .\port$14579$0 (\$like$25 ),
+    .\port$14581$0 (\$like ),
+    .\port$14583$0 (\$signal$23 ),
     .\port$2074$0 (\$signal ),
     .\port$2077$0 (\$8 ),
     .\port$2078$0 (\$9 ),
@@ -72853,11 +77439,11 @@ module \ace_engine_small.nic.rx1 (link__tvalid, link__tlast, clk, rst, error_cle
     .fetch(\freed$62 ),
     .landing_head(out__1__payload),
     .landing_nonempty(out__1__valid),
-    .\port$14230$0 (keep),
-    .\port$14287$0 (\$signal$26 ),
-    .\port$14289$0 (\$like$25 ),
-    .\port$14291$0 (\$like ),
-    .\port$14293$0 (\$signal$23 ),
+    .\port$14520$0 (keep),
+    .\port$14577$0 (\$signal$26 ),
+    .\port$14579$0 (\$like$25 ),
+    .\port$14581$0 (\$like ),
+    .\port$14583$0 (\$signal$23 ),
     .\port$2074$0 (\$signal ),
     .\port$2077$0 (\$8 ),
     .\port$2078$0 (\$9 ),
@@ -73716,8 +78302,8 @@ module \ace_engine_small.nic.rx1 (link__tvalid, link__tlast, clk, rst, error_cle
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14230$0 , w_en
-, commit, rollback, \port$14287$0 , \port$14289$0 , \port$14291$0 , \port$14293$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14520$0 , w_en
+, commit, rollback, \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$14583$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$183  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -73804,16 +78390,16 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
   reg [2:0] landing_r_at = 3'h1;
   reg [2:0] landing_w_at = 3'h1;
   wire pop;
-  input [15:0] \port$14230$0 ;
-  wire [15:0] \port$14230$0 ;
-  input [16:0] \port$14287$0 ;
-  wire [16:0] \port$14287$0 ;
-  input [7:0] \port$14289$0 ;
-  wire [7:0] \port$14289$0 ;
-  input [7:0] \port$14291$0 ;
-  wire [7:0] \port$14291$0 ;
-  input \port$14293$0 ;
-  wire \port$14293$0 ;
+  input [15:0] \port$14520$0 ;
+  wire [15:0] \port$14520$0 ;
+  input [16:0] \port$14577$0 ;
+  wire [16:0] \port$14577$0 ;
+  input [7:0] \port$14579$0 ;
+  wire [7:0] \port$14579$0 ;
+  input [7:0] \port$14581$0 ;
+  wire [7:0] \port$14581$0 ;
+  input \port$14583$0 ;
+  wire \port$14583$0 ;
   input \port$2074$0 ;
   wire \port$2074$0 ;
   input [7:0] \port$2077$0 ;
@@ -73953,8 +78539,8 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx1.buffer0.ram  ram (
     .clk(clk),
-    .\port$14307$0 (write),
-    .\port$14309$0 (w_data_q),
+    .\port$14597$0 (write),
+    .\port$14599$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -73970,7 +78556,7 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$183 ) begin end
-    \$21  = { \port$14287$0 , \port$14289$0 , \port$14291$0 , \port$2074$0 , \port$14293$0 , \port$14230$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+    \$21  = { \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$2074$0 , \port$14583$0 , \port$14520$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -74123,7 +78709,7 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14287$0 , \port$14289$0 , \port$14291$0 , \port$2074$0 , \port$14293$0 , \port$14230$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+  assign w_data = { \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$2074$0 , \port$14583$0 , \port$14520$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -74142,12 +78728,12 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
-  assign \w_data.keep  = \port$14230$0 ;
-  assign \w_data.first  = \port$14293$0 ;
+  assign \w_data.keep  = \port$14520$0 ;
+  assign \w_data.first  = \port$14583$0 ;
   assign \w_data.last  = \port$2074$0 ;
-  assign \w_data.src  = \port$14291$0 ;
-  assign \w_data.tag  = \port$14289$0 ;
-  assign \w_data.length  = \port$14287$0 ;
+  assign \w_data.src  = \port$14581$0 ;
+  assign \w_data.tag  = \port$14579$0 ;
+  assign \w_data.length  = \port$14577$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -74186,15 +78772,15 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14307$0 , \port$14309$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14597$0 , \port$14599$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$184  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14307$0 ;
-  wire \port$14307$0 ;
-  input [178:0] \port$14309$0 ;
-  wire [178:0] \port$14309$0 ;
+  input \port$14597$0 ;
+  wire \port$14597$0 ;
+  input [178:0] \port$14599$0 ;
+  wire [178:0] \port$14599$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -74249,8 +78835,8 @@ module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14307$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14307$0 )
-      memory[write__addr] <= { 5'h00, \port$14309$0  };
+    if (\port$14597$0 )
+      memory[write__addr] <= { 5'h00, \port$14599$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -74269,17 +78855,17 @@ module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14307$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14309$0  };
-  assign w_data = { 5'h00, \port$14309$0  };
-  assign write__en = { \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0  };
-  assign w_en = { \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0 , \port$14307$0  };
+  assign write__data = { 5'h00, \port$14599$0  };
+  assign w_data = { 5'h00, \port$14599$0  };
+  assign write__en = { \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0  };
+  assign w_en = { \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14230$0 , w_en
-, commit, rollback, \port$14287$0 , \port$14289$0 , \port$14291$0 , \port$14293$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14520$0 , w_en
+, commit, rollback, \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$14583$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$185  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -74366,16 +78952,16 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
   reg [2:0] landing_r_at = 3'h1;
   reg [2:0] landing_w_at = 3'h1;
   wire pop;
-  input [15:0] \port$14230$0 ;
-  wire [15:0] \port$14230$0 ;
-  input [16:0] \port$14287$0 ;
-  wire [16:0] \port$14287$0 ;
-  input [7:0] \port$14289$0 ;
-  wire [7:0] \port$14289$0 ;
-  input [7:0] \port$14291$0 ;
-  wire [7:0] \port$14291$0 ;
-  input \port$14293$0 ;
-  wire \port$14293$0 ;
+  input [15:0] \port$14520$0 ;
+  wire [15:0] \port$14520$0 ;
+  input [16:0] \port$14577$0 ;
+  wire [16:0] \port$14577$0 ;
+  input [7:0] \port$14579$0 ;
+  wire [7:0] \port$14579$0 ;
+  input [7:0] \port$14581$0 ;
+  wire [7:0] \port$14581$0 ;
+  input \port$14583$0 ;
+  wire \port$14583$0 ;
   input \port$2074$0 ;
   wire \port$2074$0 ;
   input [7:0] \port$2077$0 ;
@@ -74515,8 +79101,8 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx1.buffer1.ram  ram (
     .clk(clk),
-    .\port$14348$0 (write),
-    .\port$14350$0 (w_data_q),
+    .\port$14638$0 (write),
+    .\port$14640$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -74532,7 +79118,7 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$185 ) begin end
-    \$21  = { \port$14287$0 , \port$14289$0 , \port$14291$0 , \port$2074$0 , \port$14293$0 , \port$14230$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+    \$21  = { \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$2074$0 , \port$14583$0 , \port$14520$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -74685,7 +79271,7 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14287$0 , \port$14289$0 , \port$14291$0 , \port$2074$0 , \port$14293$0 , \port$14230$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+  assign w_data = { \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$2074$0 , \port$14583$0 , \port$14520$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -74704,12 +79290,12 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
-  assign \w_data.keep  = \port$14230$0 ;
-  assign \w_data.first  = \port$14293$0 ;
+  assign \w_data.keep  = \port$14520$0 ;
+  assign \w_data.first  = \port$14583$0 ;
   assign \w_data.last  = \port$2074$0 ;
-  assign \w_data.src  = \port$14291$0 ;
-  assign \w_data.tag  = \port$14289$0 ;
-  assign \w_data.length  = \port$14287$0 ;
+  assign \w_data.src  = \port$14581$0 ;
+  assign \w_data.tag  = \port$14579$0 ;
+  assign \w_data.length  = \port$14577$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -74748,15 +79334,15 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14348$0 , \port$14350$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14638$0 , \port$14640$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$186  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14348$0 ;
-  wire \port$14348$0 ;
-  input [178:0] \port$14350$0 ;
-  wire [178:0] \port$14350$0 ;
+  input \port$14638$0 ;
+  wire \port$14638$0 ;
+  input [178:0] \port$14640$0 ;
+  wire [178:0] \port$14640$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -74811,8 +79397,8 @@ module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14348$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14348$0 )
-      memory[write__addr] <= { 5'h00, \port$14350$0  };
+    if (\port$14638$0 )
+      memory[write__addr] <= { 5'h00, \port$14640$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -74831,10 +79417,10 @@ module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14348$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14350$0  };
-  assign w_data = { 5'h00, \port$14350$0  };
-  assign write__en = { \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0  };
-  assign w_en = { \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0 , \port$14348$0  };
+  assign write__data = { 5'h00, \port$14640$0  };
+  assign w_data = { 5'h00, \port$14640$0  };
+  assign write__en = { \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0  };
+  assign w_en = { \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
@@ -75313,7 +79899,7 @@ module \ace_engine_small.nic.rx1.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$13973$0 
+module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14263$0 
 , credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$187  = 0;
   wire [11:0] \$1 ;
@@ -75678,8 +80264,8 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$13973$0 ;
-  wire [144:0] \port$13973$0 ;
+  output [144:0] \port$14263$0 ;
+  wire [144:0] \port$14263$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -75911,11 +80497,11 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
     tx_fsm_state <= \$232 ;
   \ace_engine_small.nic.tx0.hdr_check  hdr_check (
     .check(check),
-    .\port$13814$0 (node_id),
-    .\port$13945$0 (slot_credit),
-    .\port$13947$0 (slot_ch),
-    .\port$13949$0 (slot_tag),
-    .\port$13951$0 (slot_length)
+    .\port$14104$0 (node_id),
+    .\port$14235$0 (slot_credit),
+    .\port$14237$0 (slot_ch),
+    .\port$14239$0 (slot_tag),
+    .\port$14241$0 (slot_length)
   );
   \ace_engine_small.nic.tx0.out_skid  out_skid (
     .clk(clk),
@@ -76690,7 +81276,7 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   assign credits1_q = credits__1;
   assign cmd1_beats = \$13 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$13973$0  = o__payload[144:0];
+  assign \port$14263$0  = o__payload[144:0];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
@@ -76770,7 +81356,7 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx0.hdr_check (\port$13945$0 , \port$13947$0 , \port$13949$0 , \port$13951$0 , check, \port$13814$0 );
+module \ace_engine_small.nic.tx0.hdr_check (\port$14235$0 , \port$14237$0 , \port$14239$0 , \port$14241$0 , check, \port$14104$0 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -77016,157 +81602,157 @@ module \ace_engine_small.nic.tx0.hdr_check (\port$13945$0 , \port$13947$0 , \por
   wire [7:0] \header.tag ;
   wire [1:0] \header.version ;
   wire ok;
-  input [7:0] \port$13814$0 ;
-  wire [7:0] \port$13814$0 ;
-  input \port$13945$0 ;
-  wire \port$13945$0 ;
-  input \port$13947$0 ;
-  wire \port$13947$0 ;
-  input [7:0] \port$13949$0 ;
-  wire [7:0] \port$13949$0 ;
-  input [16:0] \port$13951$0 ;
-  wire [16:0] \port$13951$0 ;
-  assign \$7  = \$6  ^ \port$13814$0 [0];
-  assign \$8  = \$7  ^ \port$13814$0 [3];
-  assign \$9  = \$8  ^ \port$13814$0 [5];
-  assign \$13  = \$12  ^ \port$13949$0 [4];
-  assign \$14  = \$13  ^ \port$13949$0 [6];
-  assign \$15  = \$14  ^ \port$13949$0 [7];
-  assign \$16  = \$15  ^ \port$13951$0 [0];
-  assign \$17  = \$16  ^ \port$13951$0 [2];
-  assign \$18  = \$17  ^ \port$13951$0 [3];
-  assign \$19  = \$18  ^ \port$13951$0 [5];
-  assign \$20  = \$19  ^ \port$13951$0 [7];
-  assign \$21  = \$20  ^ \port$13951$0 [8];
-  assign \$22  = \$21  ^ \port$13951$0 [12];
-  assign \$23  = \$22  ^ \port$13951$0 [14];
-  assign \$24  = \$23  ^ \port$13951$0 [16];
-  assign \$32  = \$31  ^ \port$13814$0 [3];
-  assign \$33  = \$32  ^ \port$13814$0 [4];
-  assign \$34  = \$33  ^ \port$13814$0 [5];
-  assign \$35  = \$34  ^ \port$13814$0 [6];
-  assign \$36  = \$35  ^ \port$13947$0 ;
-  assign \$40  = \$39  ^ \port$13949$0 [0];
-  assign \$41  = \$40  ^ \port$13949$0 [4];
-  assign \$42  = \$41  ^ \port$13949$0 [5];
-  assign \$43  = \$42  ^ \port$13949$0 [6];
-  assign \$44  = \$43  ^ \port$13951$0 [0];
-  assign \$45  = \$44  ^ \port$13951$0 [1];
-  assign \$46  = \$45  ^ \port$13951$0 [2];
-  assign \$47  = \$46  ^ \port$13951$0 [4];
-  assign \$48  = \$47  ^ \port$13951$0 [5];
-  assign \$49  = \$48  ^ \port$13951$0 [6];
-  assign \$50  = \$49  ^ \port$13951$0 [7];
-  assign \$51  = \$50  ^ \port$13951$0 [9];
-  assign \$52  = \$51  ^ \port$13951$0 [12];
-  assign \$53  = \$52  ^ \port$13951$0 [13];
-  assign \$54  = \$53  ^ \port$13951$0 [14];
-  assign \$55  = \$54  ^ \port$13951$0 [15];
-  assign \$56  = \$55  ^ \port$13951$0 [16];
-  assign \$62  = \$61  ^ \port$13814$0 [2];
-  assign \$63  = \$62  ^ \port$13814$0 [3];
-  assign \$64  = \$63  ^ \port$13814$0 [4];
-  assign \$65  = \$64  ^ \port$13814$0 [6];
-  assign \$66  = \$65  ^ \port$13814$0 [7];
-  assign \$71  = \$70  ^ \port$13949$0 [0];
-  assign \$72  = \$71  ^ \port$13949$0 [1];
-  assign \$73  = \$72  ^ \port$13949$0 [4];
-  assign \$74  = \$73  ^ \port$13949$0 [5];
-  assign \$75  = \$74  ^ \port$13951$0 [1];
-  assign \$76  = \$75  ^ \port$13951$0 [6];
-  assign \$77  = \$76  ^ \port$13951$0 [8];
-  assign \$78  = \$77  ^ \port$13951$0 [10];
-  assign \$79  = \$78  ^ \port$13951$0 [12];
-  assign \$80  = \$79  ^ \port$13951$0 [13];
-  assign \$81  = \$80  ^ \port$13951$0 [15];
-  assign \$82  = \$81  ^ \port$13951$0 [16];
-  assign \$91  = \$90  ^ \port$13814$0 [3];
-  assign \$92  = \$91  ^ \port$13814$0 [4];
-  assign \$93  = \$92  ^ \port$13814$0 [5];
-  assign \$94  = \$93  ^ \port$13814$0 [7];
-  assign \$98  = \$97  ^ \port$13949$0 [1];
-  assign \$99  = \$98  ^ \port$13949$0 [2];
-  assign \$100  = \$99  ^ \port$13949$0 [5];
-  assign \$101  = \$100  ^ \port$13949$0 [6];
-  assign \$102  = \$101  ^ \port$13951$0 [0];
-  assign \$103  = \$102  ^ \port$13951$0 [2];
-  assign \$104  = \$103  ^ \port$13951$0 [7];
-  assign \$105  = \$104  ^ \port$13951$0 [9];
-  assign \$106  = \$105  ^ \port$13951$0 [11];
-  assign \$107  = \$106  ^ \port$13951$0 [13];
-  assign \$108  = \$107  ^ \port$13951$0 [14];
-  assign \$118  = \$117  ^ \port$13814$0 [4];
-  assign \$119  = \$118  ^ \port$13814$0 [5];
-  assign \$120  = \$119  ^ \port$13814$0 [6];
-  assign \$124  = \$123  ^ \port$13949$0 [0];
-  assign \$125  = \$124  ^ \port$13949$0 [2];
-  assign \$126  = \$125  ^ \port$13949$0 [3];
-  assign \$127  = \$126  ^ \port$13949$0 [6];
-  assign \$128  = \$127  ^ \port$13949$0 [7];
-  assign \$129  = \$128  ^ \port$13951$0 [1];
-  assign \$130  = \$129  ^ \port$13951$0 [3];
-  assign \$131  = \$130  ^ \port$13951$0 [8];
-  assign \$132  = \$131  ^ \port$13951$0 [10];
-  assign \$133  = \$132  ^ \port$13951$0 [12];
-  assign \$134  = \$133  ^ \port$13951$0 [14];
-  assign \$135  = \$134  ^ \port$13951$0 [15];
-  assign \$144  = \$143  ^ \port$13814$0 [2];
-  assign \$145  = \$144  ^ \port$13814$0 [5];
-  assign \$146  = \$145  ^ \port$13814$0 [6];
-  assign \$147  = \$146  ^ \port$13814$0 [7];
-  assign \$148  = \$147  ^ \port$13947$0 ;
-  assign \$151  = \$150  ^ \port$13949$0 [1];
-  assign \$152  = \$151  ^ \port$13949$0 [3];
-  assign \$153  = \$152  ^ \port$13949$0 [4];
-  assign \$154  = \$153  ^ \port$13949$0 [7];
-  assign \$155  = \$154  ^ \port$13951$0 [0];
-  assign \$156  = \$155  ^ \port$13951$0 [2];
-  assign \$157  = \$156  ^ \port$13951$0 [4];
-  assign \$158  = \$157  ^ \port$13951$0 [9];
-  assign \$159  = \$158  ^ \port$13951$0 [11];
-  assign \$160  = \$159  ^ \port$13951$0 [13];
-  assign \$161  = \$160  ^ \port$13951$0 [15];
-  assign \$170  = \$169  ^ \port$13814$0 [1];
-  assign \$171  = \$170  ^ \port$13814$0 [3];
-  assign \$172  = \$171  ^ \port$13814$0 [6];
-  assign \$173  = \$172  ^ \port$13814$0 [7];
-  assign \$174  = \$173  ^ \port$13947$0 ;
-  assign \$178  = \$177  ^ \port$13949$0 [2];
-  assign \$179  = \$178  ^ \port$13949$0 [4];
-  assign \$180  = \$179  ^ \port$13949$0 [5];
-  assign \$181  = \$180  ^ \port$13951$0 [0];
-  assign \$182  = \$181  ^ \port$13951$0 [1];
-  assign \$183  = \$182  ^ \port$13951$0 [3];
-  assign \$184  = \$183  ^ \port$13951$0 [5];
-  assign \$185  = \$184  ^ \port$13951$0 [10];
-  assign \$186  = \$185  ^ \port$13951$0 [12];
-  assign \$187  = \$186  ^ \port$13951$0 [14];
-  assign \$198  = \$197  ^ \port$13814$0 [4];
-  assign \$199  = \$198  ^ \port$13814$0 [7];
-  assign \$204  = \$203  ^ \port$13949$0 [3];
-  assign \$205  = \$204  ^ \port$13949$0 [5];
-  assign \$206  = \$205  ^ \port$13949$0 [6];
-  assign \$207  = \$206  ^ \port$13951$0 [1];
-  assign \$208  = \$207  ^ \port$13951$0 [2];
-  assign \$209  = \$208  ^ \port$13951$0 [4];
-  assign \$210  = \$209  ^ \port$13951$0 [6];
-  assign \$211  = \$210  ^ \port$13951$0 [11];
-  assign \$212  = \$211  ^ \port$13951$0 [13];
-  assign \$213  = \$212  ^ \port$13951$0 [15];
+  input [7:0] \port$14104$0 ;
+  wire [7:0] \port$14104$0 ;
+  input \port$14235$0 ;
+  wire \port$14235$0 ;
+  input \port$14237$0 ;
+  wire \port$14237$0 ;
+  input [7:0] \port$14239$0 ;
+  wire [7:0] \port$14239$0 ;
+  input [16:0] \port$14241$0 ;
+  wire [16:0] \port$14241$0 ;
+  assign \$7  = \$6  ^ \port$14104$0 [0];
+  assign \$8  = \$7  ^ \port$14104$0 [3];
+  assign \$9  = \$8  ^ \port$14104$0 [5];
+  assign \$13  = \$12  ^ \port$14239$0 [4];
+  assign \$14  = \$13  ^ \port$14239$0 [6];
+  assign \$15  = \$14  ^ \port$14239$0 [7];
+  assign \$16  = \$15  ^ \port$14241$0 [0];
+  assign \$17  = \$16  ^ \port$14241$0 [2];
+  assign \$18  = \$17  ^ \port$14241$0 [3];
+  assign \$19  = \$18  ^ \port$14241$0 [5];
+  assign \$20  = \$19  ^ \port$14241$0 [7];
+  assign \$21  = \$20  ^ \port$14241$0 [8];
+  assign \$22  = \$21  ^ \port$14241$0 [12];
+  assign \$23  = \$22  ^ \port$14241$0 [14];
+  assign \$24  = \$23  ^ \port$14241$0 [16];
+  assign \$32  = \$31  ^ \port$14104$0 [3];
+  assign \$33  = \$32  ^ \port$14104$0 [4];
+  assign \$34  = \$33  ^ \port$14104$0 [5];
+  assign \$35  = \$34  ^ \port$14104$0 [6];
+  assign \$36  = \$35  ^ \port$14237$0 ;
+  assign \$40  = \$39  ^ \port$14239$0 [0];
+  assign \$41  = \$40  ^ \port$14239$0 [4];
+  assign \$42  = \$41  ^ \port$14239$0 [5];
+  assign \$43  = \$42  ^ \port$14239$0 [6];
+  assign \$44  = \$43  ^ \port$14241$0 [0];
+  assign \$45  = \$44  ^ \port$14241$0 [1];
+  assign \$46  = \$45  ^ \port$14241$0 [2];
+  assign \$47  = \$46  ^ \port$14241$0 [4];
+  assign \$48  = \$47  ^ \port$14241$0 [5];
+  assign \$49  = \$48  ^ \port$14241$0 [6];
+  assign \$50  = \$49  ^ \port$14241$0 [7];
+  assign \$51  = \$50  ^ \port$14241$0 [9];
+  assign \$52  = \$51  ^ \port$14241$0 [12];
+  assign \$53  = \$52  ^ \port$14241$0 [13];
+  assign \$54  = \$53  ^ \port$14241$0 [14];
+  assign \$55  = \$54  ^ \port$14241$0 [15];
+  assign \$56  = \$55  ^ \port$14241$0 [16];
+  assign \$62  = \$61  ^ \port$14104$0 [2];
+  assign \$63  = \$62  ^ \port$14104$0 [3];
+  assign \$64  = \$63  ^ \port$14104$0 [4];
+  assign \$65  = \$64  ^ \port$14104$0 [6];
+  assign \$66  = \$65  ^ \port$14104$0 [7];
+  assign \$71  = \$70  ^ \port$14239$0 [0];
+  assign \$72  = \$71  ^ \port$14239$0 [1];
+  assign \$73  = \$72  ^ \port$14239$0 [4];
+  assign \$74  = \$73  ^ \port$14239$0 [5];
+  assign \$75  = \$74  ^ \port$14241$0 [1];
+  assign \$76  = \$75  ^ \port$14241$0 [6];
+  assign \$77  = \$76  ^ \port$14241$0 [8];
+  assign \$78  = \$77  ^ \port$14241$0 [10];
+  assign \$79  = \$78  ^ \port$14241$0 [12];
+  assign \$80  = \$79  ^ \port$14241$0 [13];
+  assign \$81  = \$80  ^ \port$14241$0 [15];
+  assign \$82  = \$81  ^ \port$14241$0 [16];
+  assign \$91  = \$90  ^ \port$14104$0 [3];
+  assign \$92  = \$91  ^ \port$14104$0 [4];
+  assign \$93  = \$92  ^ \port$14104$0 [5];
+  assign \$94  = \$93  ^ \port$14104$0 [7];
+  assign \$98  = \$97  ^ \port$14239$0 [1];
+  assign \$99  = \$98  ^ \port$14239$0 [2];
+  assign \$100  = \$99  ^ \port$14239$0 [5];
+  assign \$101  = \$100  ^ \port$14239$0 [6];
+  assign \$102  = \$101  ^ \port$14241$0 [0];
+  assign \$103  = \$102  ^ \port$14241$0 [2];
+  assign \$104  = \$103  ^ \port$14241$0 [7];
+  assign \$105  = \$104  ^ \port$14241$0 [9];
+  assign \$106  = \$105  ^ \port$14241$0 [11];
+  assign \$107  = \$106  ^ \port$14241$0 [13];
+  assign \$108  = \$107  ^ \port$14241$0 [14];
+  assign \$118  = \$117  ^ \port$14104$0 [4];
+  assign \$119  = \$118  ^ \port$14104$0 [5];
+  assign \$120  = \$119  ^ \port$14104$0 [6];
+  assign \$124  = \$123  ^ \port$14239$0 [0];
+  assign \$125  = \$124  ^ \port$14239$0 [2];
+  assign \$126  = \$125  ^ \port$14239$0 [3];
+  assign \$127  = \$126  ^ \port$14239$0 [6];
+  assign \$128  = \$127  ^ \port$14239$0 [7];
+  assign \$129  = \$128  ^ \port$14241$0 [1];
+  assign \$130  = \$129  ^ \port$14241$0 [3];
+  assign \$131  = \$130  ^ \port$14241$0 [8];
+  assign \$132  = \$131  ^ \port$14241$0 [10];
+  assign \$133  = \$132  ^ \port$14241$0 [12];
+  assign \$134  = \$133  ^ \port$14241$0 [14];
+  assign \$135  = \$134  ^ \port$14241$0 [15];
+  assign \$144  = \$143  ^ \port$14104$0 [2];
+  assign \$145  = \$144  ^ \port$14104$0 [5];
+  assign \$146  = \$145  ^ \port$14104$0 [6];
+  assign \$147  = \$146  ^ \port$14104$0 [7];
+  assign \$148  = \$147  ^ \port$14237$0 ;
+  assign \$151  = \$150  ^ \port$14239$0 [1];
+  assign \$152  = \$151  ^ \port$14239$0 [3];
+  assign \$153  = \$152  ^ \port$14239$0 [4];
+  assign \$154  = \$153  ^ \port$14239$0 [7];
+  assign \$155  = \$154  ^ \port$14241$0 [0];
+  assign \$156  = \$155  ^ \port$14241$0 [2];
+  assign \$157  = \$156  ^ \port$14241$0 [4];
+  assign \$158  = \$157  ^ \port$14241$0 [9];
+  assign \$159  = \$158  ^ \port$14241$0 [11];
+  assign \$160  = \$159  ^ \port$14241$0 [13];
+  assign \$161  = \$160  ^ \port$14241$0 [15];
+  assign \$170  = \$169  ^ \port$14104$0 [1];
+  assign \$171  = \$170  ^ \port$14104$0 [3];
+  assign \$172  = \$171  ^ \port$14104$0 [6];
+  assign \$173  = \$172  ^ \port$14104$0 [7];
+  assign \$174  = \$173  ^ \port$14237$0 ;
+  assign \$178  = \$177  ^ \port$14239$0 [2];
+  assign \$179  = \$178  ^ \port$14239$0 [4];
+  assign \$180  = \$179  ^ \port$14239$0 [5];
+  assign \$181  = \$180  ^ \port$14241$0 [0];
+  assign \$182  = \$181  ^ \port$14241$0 [1];
+  assign \$183  = \$182  ^ \port$14241$0 [3];
+  assign \$184  = \$183  ^ \port$14241$0 [5];
+  assign \$185  = \$184  ^ \port$14241$0 [10];
+  assign \$186  = \$185  ^ \port$14241$0 [12];
+  assign \$187  = \$186  ^ \port$14241$0 [14];
+  assign \$198  = \$197  ^ \port$14104$0 [4];
+  assign \$199  = \$198  ^ \port$14104$0 [7];
+  assign \$204  = \$203  ^ \port$14239$0 [3];
+  assign \$205  = \$204  ^ \port$14239$0 [5];
+  assign \$206  = \$205  ^ \port$14239$0 [6];
+  assign \$207  = \$206  ^ \port$14241$0 [1];
+  assign \$208  = \$207  ^ \port$14241$0 [2];
+  assign \$209  = \$208  ^ \port$14241$0 [4];
+  assign \$210  = \$209  ^ \port$14241$0 [6];
+  assign \$211  = \$210  ^ \port$14241$0 [11];
+  assign \$212  = \$211  ^ \port$14241$0 [13];
+  assign \$213  = \$212  ^ \port$14241$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$13945$0 ;
-  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$13814$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$13814$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$13945$0 ;
-  assign header = { 15'h0000, \port$13951$0 , \port$13949$0 , 7'h00, \port$13947$0 , \port$13814$0 , 1'h0, \port$13945$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$14235$0 ;
+  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$14104$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$14104$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$14235$0 ;
+  assign header = { 15'h0000, \port$14241$0 , \port$14239$0 , 7'h00, \port$14237$0 , \port$14104$0 , 1'h0, \port$14235$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$13945$0  };
-  assign \header.src  = \port$13814$0 ;
-  assign \header.channel  = { 3'h0, \port$13947$0  };
+  assign \header.ptype  = { 1'h0, \port$14235$0  };
+  assign \header.src  = \port$14104$0 ;
+  assign \header.channel  = { 3'h0, \port$14237$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$13949$0 ;
-  assign \header.length  = \port$13951$0 ;
+  assign \header.tag  = \port$14239$0 ;
+  assign \header.length  = \port$14241$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -77198,7 +81784,7 @@ module \ace_engine_small.nic.tx0.hdr_check (\port$13945$0 , \port$13947$0 , \por
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$13945$0 ;
+  assign \$61  = \port$14235$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -77264,16 +81850,16 @@ module \ace_engine_small.nic.tx0.hdr_check (\port$13945$0 , \port$13947$0 , \por
   assign \$auto$rtlil.cc:2739:Not$28  = 1'h1;
   assign \$31  = \$auto$rtlil.cc:2739:Not$44 ;
   assign \$auto$rtlil.cc:2739:Not$30  = 1'h0;
-  assign \$90  = \port$13814$0 [0];
+  assign \$90  = \port$14104$0 [0];
   assign \$auto$rtlil.cc:2739:Not$32  = 1'h1;
   assign \$117  = \$auto$rtlil.cc:2739:Not$46 ;
   assign \$auto$rtlil.cc:2739:Not$34  = 1'h1;
   assign \$auto$rtlil.cc:2739:Not$36  = 1'h0;
-  assign \$143  = \port$13814$0 [0];
+  assign \$143  = \port$14104$0 [0];
   assign \$auto$rtlil.cc:2739:Not$38  = 1'h1;
   assign \$169  = \$auto$rtlil.cc:2739:Not$48 ;
   assign \$auto$rtlil.cc:2739:Not$40  = 1'h0;
-  assign \$197  = \port$13814$0 [2];
+  assign \$197  = \port$14104$0 [2];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -77445,7 +82031,7 @@ module \ace_engine_small.nic.tx0.out_skid (clk, rst, i__valid, i__payload, i__re
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14223$0 
+module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14513$0 
 , credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$189  = 0;
   wire [11:0] \$1 ;
@@ -77810,8 +82396,8 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$14223$0 ;
-  wire [144:0] \port$14223$0 ;
+  output [144:0] \port$14513$0 ;
+  wire [144:0] \port$14513$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -78043,11 +82629,11 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
     tx_fsm_state <= \$232 ;
   \ace_engine_small.nic.tx1.hdr_check  hdr_check (
     .check(check),
-    .\port$13814$0 (node_id),
-    .\port$14195$0 (slot_credit),
-    .\port$14197$0 (slot_ch),
-    .\port$14199$0 (slot_tag),
-    .\port$14201$0 (slot_length)
+    .\port$14104$0 (node_id),
+    .\port$14485$0 (slot_credit),
+    .\port$14487$0 (slot_ch),
+    .\port$14489$0 (slot_tag),
+    .\port$14491$0 (slot_length)
   );
   \ace_engine_small.nic.tx1.out_skid  out_skid (
     .clk(clk),
@@ -78822,7 +83408,7 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   assign credits1_q = credits__1;
   assign cmd1_beats = \$13 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$14223$0  = o__payload[144:0];
+  assign \port$14513$0  = o__payload[144:0];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
@@ -78902,7 +83488,7 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx1.hdr_check (\port$14195$0 , \port$14197$0 , \port$14199$0 , \port$14201$0 , check, \port$13814$0 );
+module \ace_engine_small.nic.tx1.hdr_check (\port$14485$0 , \port$14487$0 , \port$14489$0 , \port$14491$0 , check, \port$14104$0 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -79148,157 +83734,157 @@ module \ace_engine_small.nic.tx1.hdr_check (\port$14195$0 , \port$14197$0 , \por
   wire [7:0] \header.tag ;
   wire [1:0] \header.version ;
   wire ok;
-  input [7:0] \port$13814$0 ;
-  wire [7:0] \port$13814$0 ;
-  input \port$14195$0 ;
-  wire \port$14195$0 ;
-  input \port$14197$0 ;
-  wire \port$14197$0 ;
-  input [7:0] \port$14199$0 ;
-  wire [7:0] \port$14199$0 ;
-  input [16:0] \port$14201$0 ;
-  wire [16:0] \port$14201$0 ;
-  assign \$7  = \$6  ^ \port$13814$0 [0];
-  assign \$8  = \$7  ^ \port$13814$0 [3];
-  assign \$9  = \$8  ^ \port$13814$0 [5];
-  assign \$13  = \$12  ^ \port$14199$0 [4];
-  assign \$14  = \$13  ^ \port$14199$0 [6];
-  assign \$15  = \$14  ^ \port$14199$0 [7];
-  assign \$16  = \$15  ^ \port$14201$0 [0];
-  assign \$17  = \$16  ^ \port$14201$0 [2];
-  assign \$18  = \$17  ^ \port$14201$0 [3];
-  assign \$19  = \$18  ^ \port$14201$0 [5];
-  assign \$20  = \$19  ^ \port$14201$0 [7];
-  assign \$21  = \$20  ^ \port$14201$0 [8];
-  assign \$22  = \$21  ^ \port$14201$0 [12];
-  assign \$23  = \$22  ^ \port$14201$0 [14];
-  assign \$24  = \$23  ^ \port$14201$0 [16];
-  assign \$32  = \$31  ^ \port$13814$0 [3];
-  assign \$33  = \$32  ^ \port$13814$0 [4];
-  assign \$34  = \$33  ^ \port$13814$0 [5];
-  assign \$35  = \$34  ^ \port$13814$0 [6];
-  assign \$36  = \$35  ^ \port$14197$0 ;
-  assign \$40  = \$39  ^ \port$14199$0 [0];
-  assign \$41  = \$40  ^ \port$14199$0 [4];
-  assign \$42  = \$41  ^ \port$14199$0 [5];
-  assign \$43  = \$42  ^ \port$14199$0 [6];
-  assign \$44  = \$43  ^ \port$14201$0 [0];
-  assign \$45  = \$44  ^ \port$14201$0 [1];
-  assign \$46  = \$45  ^ \port$14201$0 [2];
-  assign \$47  = \$46  ^ \port$14201$0 [4];
-  assign \$48  = \$47  ^ \port$14201$0 [5];
-  assign \$49  = \$48  ^ \port$14201$0 [6];
-  assign \$50  = \$49  ^ \port$14201$0 [7];
-  assign \$51  = \$50  ^ \port$14201$0 [9];
-  assign \$52  = \$51  ^ \port$14201$0 [12];
-  assign \$53  = \$52  ^ \port$14201$0 [13];
-  assign \$54  = \$53  ^ \port$14201$0 [14];
-  assign \$55  = \$54  ^ \port$14201$0 [15];
-  assign \$56  = \$55  ^ \port$14201$0 [16];
-  assign \$62  = \$61  ^ \port$13814$0 [2];
-  assign \$63  = \$62  ^ \port$13814$0 [3];
-  assign \$64  = \$63  ^ \port$13814$0 [4];
-  assign \$65  = \$64  ^ \port$13814$0 [6];
-  assign \$66  = \$65  ^ \port$13814$0 [7];
-  assign \$71  = \$70  ^ \port$14199$0 [0];
-  assign \$72  = \$71  ^ \port$14199$0 [1];
-  assign \$73  = \$72  ^ \port$14199$0 [4];
-  assign \$74  = \$73  ^ \port$14199$0 [5];
-  assign \$75  = \$74  ^ \port$14201$0 [1];
-  assign \$76  = \$75  ^ \port$14201$0 [6];
-  assign \$77  = \$76  ^ \port$14201$0 [8];
-  assign \$78  = \$77  ^ \port$14201$0 [10];
-  assign \$79  = \$78  ^ \port$14201$0 [12];
-  assign \$80  = \$79  ^ \port$14201$0 [13];
-  assign \$81  = \$80  ^ \port$14201$0 [15];
-  assign \$82  = \$81  ^ \port$14201$0 [16];
-  assign \$91  = \$90  ^ \port$13814$0 [3];
-  assign \$92  = \$91  ^ \port$13814$0 [4];
-  assign \$93  = \$92  ^ \port$13814$0 [5];
-  assign \$94  = \$93  ^ \port$13814$0 [7];
-  assign \$98  = \$97  ^ \port$14199$0 [1];
-  assign \$99  = \$98  ^ \port$14199$0 [2];
-  assign \$100  = \$99  ^ \port$14199$0 [5];
-  assign \$101  = \$100  ^ \port$14199$0 [6];
-  assign \$102  = \$101  ^ \port$14201$0 [0];
-  assign \$103  = \$102  ^ \port$14201$0 [2];
-  assign \$104  = \$103  ^ \port$14201$0 [7];
-  assign \$105  = \$104  ^ \port$14201$0 [9];
-  assign \$106  = \$105  ^ \port$14201$0 [11];
-  assign \$107  = \$106  ^ \port$14201$0 [13];
-  assign \$108  = \$107  ^ \port$14201$0 [14];
-  assign \$118  = \$117  ^ \port$13814$0 [4];
-  assign \$119  = \$118  ^ \port$13814$0 [5];
-  assign \$120  = \$119  ^ \port$13814$0 [6];
-  assign \$124  = \$123  ^ \port$14199$0 [0];
-  assign \$125  = \$124  ^ \port$14199$0 [2];
-  assign \$126  = \$125  ^ \port$14199$0 [3];
-  assign \$127  = \$126  ^ \port$14199$0 [6];
-  assign \$128  = \$127  ^ \port$14199$0 [7];
-  assign \$129  = \$128  ^ \port$14201$0 [1];
-  assign \$130  = \$129  ^ \port$14201$0 [3];
-  assign \$131  = \$130  ^ \port$14201$0 [8];
-  assign \$132  = \$131  ^ \port$14201$0 [10];
-  assign \$133  = \$132  ^ \port$14201$0 [12];
-  assign \$134  = \$133  ^ \port$14201$0 [14];
-  assign \$135  = \$134  ^ \port$14201$0 [15];
-  assign \$144  = \$143  ^ \port$13814$0 [2];
-  assign \$145  = \$144  ^ \port$13814$0 [5];
-  assign \$146  = \$145  ^ \port$13814$0 [6];
-  assign \$147  = \$146  ^ \port$13814$0 [7];
-  assign \$148  = \$147  ^ \port$14197$0 ;
-  assign \$151  = \$150  ^ \port$14199$0 [1];
-  assign \$152  = \$151  ^ \port$14199$0 [3];
-  assign \$153  = \$152  ^ \port$14199$0 [4];
-  assign \$154  = \$153  ^ \port$14199$0 [7];
-  assign \$155  = \$154  ^ \port$14201$0 [0];
-  assign \$156  = \$155  ^ \port$14201$0 [2];
-  assign \$157  = \$156  ^ \port$14201$0 [4];
-  assign \$158  = \$157  ^ \port$14201$0 [9];
-  assign \$159  = \$158  ^ \port$14201$0 [11];
-  assign \$160  = \$159  ^ \port$14201$0 [13];
-  assign \$161  = \$160  ^ \port$14201$0 [15];
-  assign \$170  = \$169  ^ \port$13814$0 [1];
-  assign \$171  = \$170  ^ \port$13814$0 [3];
-  assign \$172  = \$171  ^ \port$13814$0 [6];
-  assign \$173  = \$172  ^ \port$13814$0 [7];
-  assign \$174  = \$173  ^ \port$14197$0 ;
-  assign \$178  = \$177  ^ \port$14199$0 [2];
-  assign \$179  = \$178  ^ \port$14199$0 [4];
-  assign \$180  = \$179  ^ \port$14199$0 [5];
-  assign \$181  = \$180  ^ \port$14201$0 [0];
-  assign \$182  = \$181  ^ \port$14201$0 [1];
-  assign \$183  = \$182  ^ \port$14201$0 [3];
-  assign \$184  = \$183  ^ \port$14201$0 [5];
-  assign \$185  = \$184  ^ \port$14201$0 [10];
-  assign \$186  = \$185  ^ \port$14201$0 [12];
-  assign \$187  = \$186  ^ \port$14201$0 [14];
-  assign \$198  = \$197  ^ \port$13814$0 [4];
-  assign \$199  = \$198  ^ \port$13814$0 [7];
-  assign \$204  = \$203  ^ \port$14199$0 [3];
-  assign \$205  = \$204  ^ \port$14199$0 [5];
-  assign \$206  = \$205  ^ \port$14199$0 [6];
-  assign \$207  = \$206  ^ \port$14201$0 [1];
-  assign \$208  = \$207  ^ \port$14201$0 [2];
-  assign \$209  = \$208  ^ \port$14201$0 [4];
-  assign \$210  = \$209  ^ \port$14201$0 [6];
-  assign \$211  = \$210  ^ \port$14201$0 [11];
-  assign \$212  = \$211  ^ \port$14201$0 [13];
-  assign \$213  = \$212  ^ \port$14201$0 [15];
+  input [7:0] \port$14104$0 ;
+  wire [7:0] \port$14104$0 ;
+  input \port$14485$0 ;
+  wire \port$14485$0 ;
+  input \port$14487$0 ;
+  wire \port$14487$0 ;
+  input [7:0] \port$14489$0 ;
+  wire [7:0] \port$14489$0 ;
+  input [16:0] \port$14491$0 ;
+  wire [16:0] \port$14491$0 ;
+  assign \$7  = \$6  ^ \port$14104$0 [0];
+  assign \$8  = \$7  ^ \port$14104$0 [3];
+  assign \$9  = \$8  ^ \port$14104$0 [5];
+  assign \$13  = \$12  ^ \port$14489$0 [4];
+  assign \$14  = \$13  ^ \port$14489$0 [6];
+  assign \$15  = \$14  ^ \port$14489$0 [7];
+  assign \$16  = \$15  ^ \port$14491$0 [0];
+  assign \$17  = \$16  ^ \port$14491$0 [2];
+  assign \$18  = \$17  ^ \port$14491$0 [3];
+  assign \$19  = \$18  ^ \port$14491$0 [5];
+  assign \$20  = \$19  ^ \port$14491$0 [7];
+  assign \$21  = \$20  ^ \port$14491$0 [8];
+  assign \$22  = \$21  ^ \port$14491$0 [12];
+  assign \$23  = \$22  ^ \port$14491$0 [14];
+  assign \$24  = \$23  ^ \port$14491$0 [16];
+  assign \$32  = \$31  ^ \port$14104$0 [3];
+  assign \$33  = \$32  ^ \port$14104$0 [4];
+  assign \$34  = \$33  ^ \port$14104$0 [5];
+  assign \$35  = \$34  ^ \port$14104$0 [6];
+  assign \$36  = \$35  ^ \port$14487$0 ;
+  assign \$40  = \$39  ^ \port$14489$0 [0];
+  assign \$41  = \$40  ^ \port$14489$0 [4];
+  assign \$42  = \$41  ^ \port$14489$0 [5];
+  assign \$43  = \$42  ^ \port$14489$0 [6];
+  assign \$44  = \$43  ^ \port$14491$0 [0];
+  assign \$45  = \$44  ^ \port$14491$0 [1];
+  assign \$46  = \$45  ^ \port$14491$0 [2];
+  assign \$47  = \$46  ^ \port$14491$0 [4];
+  assign \$48  = \$47  ^ \port$14491$0 [5];
+  assign \$49  = \$48  ^ \port$14491$0 [6];
+  assign \$50  = \$49  ^ \port$14491$0 [7];
+  assign \$51  = \$50  ^ \port$14491$0 [9];
+  assign \$52  = \$51  ^ \port$14491$0 [12];
+  assign \$53  = \$52  ^ \port$14491$0 [13];
+  assign \$54  = \$53  ^ \port$14491$0 [14];
+  assign \$55  = \$54  ^ \port$14491$0 [15];
+  assign \$56  = \$55  ^ \port$14491$0 [16];
+  assign \$62  = \$61  ^ \port$14104$0 [2];
+  assign \$63  = \$62  ^ \port$14104$0 [3];
+  assign \$64  = \$63  ^ \port$14104$0 [4];
+  assign \$65  = \$64  ^ \port$14104$0 [6];
+  assign \$66  = \$65  ^ \port$14104$0 [7];
+  assign \$71  = \$70  ^ \port$14489$0 [0];
+  assign \$72  = \$71  ^ \port$14489$0 [1];
+  assign \$73  = \$72  ^ \port$14489$0 [4];
+  assign \$74  = \$73  ^ \port$14489$0 [5];
+  assign \$75  = \$74  ^ \port$14491$0 [1];
+  assign \$76  = \$75  ^ \port$14491$0 [6];
+  assign \$77  = \$76  ^ \port$14491$0 [8];
+  assign \$78  = \$77  ^ \port$14491$0 [10];
+  assign \$79  = \$78  ^ \port$14491$0 [12];
+  assign \$80  = \$79  ^ \port$14491$0 [13];
+  assign \$81  = \$80  ^ \port$14491$0 [15];
+  assign \$82  = \$81  ^ \port$14491$0 [16];
+  assign \$91  = \$90  ^ \port$14104$0 [3];
+  assign \$92  = \$91  ^ \port$14104$0 [4];
+  assign \$93  = \$92  ^ \port$14104$0 [5];
+  assign \$94  = \$93  ^ \port$14104$0 [7];
+  assign \$98  = \$97  ^ \port$14489$0 [1];
+  assign \$99  = \$98  ^ \port$14489$0 [2];
+  assign \$100  = \$99  ^ \port$14489$0 [5];
+  assign \$101  = \$100  ^ \port$14489$0 [6];
+  assign \$102  = \$101  ^ \port$14491$0 [0];
+  assign \$103  = \$102  ^ \port$14491$0 [2];
+  assign \$104  = \$103  ^ \port$14491$0 [7];
+  assign \$105  = \$104  ^ \port$14491$0 [9];
+  assign \$106  = \$105  ^ \port$14491$0 [11];
+  assign \$107  = \$106  ^ \port$14491$0 [13];
+  assign \$108  = \$107  ^ \port$14491$0 [14];
+  assign \$118  = \$117  ^ \port$14104$0 [4];
+  assign \$119  = \$118  ^ \port$14104$0 [5];
+  assign \$120  = \$119  ^ \port$14104$0 [6];
+  assign \$124  = \$123  ^ \port$14489$0 [0];
+  assign \$125  = \$124  ^ \port$14489$0 [2];
+  assign \$126  = \$125  ^ \port$14489$0 [3];
+  assign \$127  = \$126  ^ \port$14489$0 [6];
+  assign \$128  = \$127  ^ \port$14489$0 [7];
+  assign \$129  = \$128  ^ \port$14491$0 [1];
+  assign \$130  = \$129  ^ \port$14491$0 [3];
+  assign \$131  = \$130  ^ \port$14491$0 [8];
+  assign \$132  = \$131  ^ \port$14491$0 [10];
+  assign \$133  = \$132  ^ \port$14491$0 [12];
+  assign \$134  = \$133  ^ \port$14491$0 [14];
+  assign \$135  = \$134  ^ \port$14491$0 [15];
+  assign \$144  = \$143  ^ \port$14104$0 [2];
+  assign \$145  = \$144  ^ \port$14104$0 [5];
+  assign \$146  = \$145  ^ \port$14104$0 [6];
+  assign \$147  = \$146  ^ \port$14104$0 [7];
+  assign \$148  = \$147  ^ \port$14487$0 ;
+  assign \$151  = \$150  ^ \port$14489$0 [1];
+  assign \$152  = \$151  ^ \port$14489$0 [3];
+  assign \$153  = \$152  ^ \port$14489$0 [4];
+  assign \$154  = \$153  ^ \port$14489$0 [7];
+  assign \$155  = \$154  ^ \port$14491$0 [0];
+  assign \$156  = \$155  ^ \port$14491$0 [2];
+  assign \$157  = \$156  ^ \port$14491$0 [4];
+  assign \$158  = \$157  ^ \port$14491$0 [9];
+  assign \$159  = \$158  ^ \port$14491$0 [11];
+  assign \$160  = \$159  ^ \port$14491$0 [13];
+  assign \$161  = \$160  ^ \port$14491$0 [15];
+  assign \$170  = \$169  ^ \port$14104$0 [1];
+  assign \$171  = \$170  ^ \port$14104$0 [3];
+  assign \$172  = \$171  ^ \port$14104$0 [6];
+  assign \$173  = \$172  ^ \port$14104$0 [7];
+  assign \$174  = \$173  ^ \port$14487$0 ;
+  assign \$178  = \$177  ^ \port$14489$0 [2];
+  assign \$179  = \$178  ^ \port$14489$0 [4];
+  assign \$180  = \$179  ^ \port$14489$0 [5];
+  assign \$181  = \$180  ^ \port$14491$0 [0];
+  assign \$182  = \$181  ^ \port$14491$0 [1];
+  assign \$183  = \$182  ^ \port$14491$0 [3];
+  assign \$184  = \$183  ^ \port$14491$0 [5];
+  assign \$185  = \$184  ^ \port$14491$0 [10];
+  assign \$186  = \$185  ^ \port$14491$0 [12];
+  assign \$187  = \$186  ^ \port$14491$0 [14];
+  assign \$198  = \$197  ^ \port$14104$0 [4];
+  assign \$199  = \$198  ^ \port$14104$0 [7];
+  assign \$204  = \$203  ^ \port$14489$0 [3];
+  assign \$205  = \$204  ^ \port$14489$0 [5];
+  assign \$206  = \$205  ^ \port$14489$0 [6];
+  assign \$207  = \$206  ^ \port$14491$0 [1];
+  assign \$208  = \$207  ^ \port$14491$0 [2];
+  assign \$209  = \$208  ^ \port$14491$0 [4];
+  assign \$210  = \$209  ^ \port$14491$0 [6];
+  assign \$211  = \$210  ^ \port$14491$0 [11];
+  assign \$212  = \$211  ^ \port$14491$0 [13];
+  assign \$213  = \$212  ^ \port$14491$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$14195$0 ;
-  assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$13814$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$13814$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$14195$0 ;
-  assign header = { 15'h0000, \port$14201$0 , \port$14199$0 , 7'h00, \port$14197$0 , \port$13814$0 , 1'h0, \port$14195$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$14485$0 ;
+  assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$14104$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$14104$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$14485$0 ;
+  assign header = { 15'h0000, \port$14491$0 , \port$14489$0 , 7'h00, \port$14487$0 , \port$14104$0 , 1'h0, \port$14485$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$14195$0  };
-  assign \header.src  = \port$13814$0 ;
-  assign \header.channel  = { 3'h0, \port$14197$0  };
+  assign \header.ptype  = { 1'h0, \port$14485$0  };
+  assign \header.src  = \port$14104$0 ;
+  assign \header.channel  = { 3'h0, \port$14487$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$14199$0 ;
-  assign \header.length  = \port$14201$0 ;
+  assign \header.tag  = \port$14489$0 ;
+  assign \header.length  = \port$14491$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -79330,7 +83916,7 @@ module \ace_engine_small.nic.tx1.hdr_check (\port$14195$0 , \port$14197$0 , \por
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$14195$0 ;
+  assign \$61  = \port$14485$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -79396,16 +83982,16 @@ module \ace_engine_small.nic.tx1.hdr_check (\port$14195$0 , \port$14197$0 , \por
   assign \$auto$rtlil.cc:2739:Not$4  = 1'h1;
   assign \$31  = \$auto$rtlil.cc:2739:Not$20 ;
   assign \$auto$rtlil.cc:2739:Not$6  = 1'h0;
-  assign \$90  = \port$13814$0 [0];
+  assign \$90  = \port$14104$0 [0];
   assign \$auto$rtlil.cc:2739:Not$8  = 1'h1;
   assign \$117  = \$auto$rtlil.cc:2739:Not$22 ;
   assign \$auto$rtlil.cc:2739:Not$10  = 1'h1;
   assign \$auto$rtlil.cc:2739:Not$12  = 1'h0;
-  assign \$143  = \port$13814$0 [0];
+  assign \$143  = \port$14104$0 [0];
   assign \$auto$rtlil.cc:2739:Not$14  = 1'h1;
   assign \$169  = \$auto$rtlil.cc:2739:Not$24 ;
   assign \$auto$rtlil.cc:2739:Not$16  = 1'h0;
-  assign \$197  = \port$13814$0 [2];
+  assign \$197  = \port$14104$0 [2];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -80540,7 +85126,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
     wr1_slots <= \$284 ;
   \ace_engine_small.sram.bank0  bank0 (
     .clk(clk),
-    .\port$14735$0 (\o0$183 [137:0]),
+    .\port$15025$0 (\o0$183 [137:0]),
     .r_data(r_data),
     .read__addr(bank0_read_row),
     .read__en(bank0_read_en),
@@ -80549,7 +85135,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank1  bank1 (
     .clk(clk),
-    .\port$14736$0 (\o1$196 [137:0]),
+    .\port$15026$0 (\o1$196 [137:0]),
     .r_data(\r_data$70 ),
     .read__addr(bank1_read_row),
     .read__en(bank1_read_en),
@@ -80558,7 +85144,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank2  bank2 (
     .clk(clk),
-    .\port$14735$0 (\o0$183 [137:0]),
+    .\port$15025$0 (\o0$183 [137:0]),
     .r_data(\r_data$73 ),
     .read__addr(bank2_read_row),
     .read__en(bank2_read_en),
@@ -80567,7 +85153,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank3  bank3 (
     .clk(clk),
-    .\port$14736$0 (\o1$196 [137:0]),
+    .\port$15026$0 (\o1$196 [137:0]),
     .r_data(\r_data$76 ),
     .read__addr(bank3_read_row),
     .read__en(bank3_read_en),
@@ -80576,7 +85162,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank4  bank4 (
     .clk(clk),
-    .\port$14735$0 (\o0$183 [137:0]),
+    .\port$15025$0 (\o0$183 [137:0]),
     .r_data(\r_data$68 ),
     .read__addr(bank4_read_row),
     .read__en(bank4_read_en),
@@ -80585,7 +85171,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank5  bank5 (
     .clk(clk),
-    .\port$14736$0 (\o1$196 [137:0]),
+    .\port$15026$0 (\o1$196 [137:0]),
     .r_data(\r_data$71 ),
     .read__addr(bank5_read_row),
     .read__en(bank5_read_en),
@@ -80594,7 +85180,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank6  bank6 (
     .clk(clk),
-    .\port$14735$0 (\o0$183 [137:0]),
+    .\port$15025$0 (\o0$183 [137:0]),
     .r_data(\r_data$74 ),
     .read__addr(bank6_read_row),
     .read__en(bank6_read_en),
@@ -80603,7 +85189,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank7  bank7 (
     .clk(clk),
-    .\port$14736$0 (\o1$196 [137:0]),
+    .\port$15026$0 (\o1$196 [137:0]),
     .r_data(\r_data$77 ),
     .read__addr(bank7_read_row),
     .read__en(bank7_read_en),
@@ -81231,13 +85817,13 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_data, \port$14735$0 , clk);
+module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_data, \port$15025$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$192  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$14735$0 ;
-  wire [137:0] \port$14735$0 ;
+  input [137:0] \port$15025$0 ;
+  wire [137:0] \port$15025$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -82285,37 +86871,37 @@ module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$14735$0 [9:0]][7:0] <= \port$14735$0 [17:10];
+      memory[\port$15025$0 [9:0]][7:0] <= \port$15025$0 [17:10];
     if (write__en[1])
-      memory[\port$14735$0 [9:0]][15:8] <= \port$14735$0 [25:18];
+      memory[\port$15025$0 [9:0]][15:8] <= \port$15025$0 [25:18];
     if (write__en[2])
-      memory[\port$14735$0 [9:0]][23:16] <= \port$14735$0 [33:26];
+      memory[\port$15025$0 [9:0]][23:16] <= \port$15025$0 [33:26];
     if (write__en[3])
-      memory[\port$14735$0 [9:0]][31:24] <= \port$14735$0 [41:34];
+      memory[\port$15025$0 [9:0]][31:24] <= \port$15025$0 [41:34];
     if (write__en[4])
-      memory[\port$14735$0 [9:0]][39:32] <= \port$14735$0 [49:42];
+      memory[\port$15025$0 [9:0]][39:32] <= \port$15025$0 [49:42];
     if (write__en[5])
-      memory[\port$14735$0 [9:0]][47:40] <= \port$14735$0 [57:50];
+      memory[\port$15025$0 [9:0]][47:40] <= \port$15025$0 [57:50];
     if (write__en[6])
-      memory[\port$14735$0 [9:0]][55:48] <= \port$14735$0 [65:58];
+      memory[\port$15025$0 [9:0]][55:48] <= \port$15025$0 [65:58];
     if (write__en[7])
-      memory[\port$14735$0 [9:0]][63:56] <= \port$14735$0 [73:66];
+      memory[\port$15025$0 [9:0]][63:56] <= \port$15025$0 [73:66];
     if (write__en[8])
-      memory[\port$14735$0 [9:0]][71:64] <= \port$14735$0 [81:74];
+      memory[\port$15025$0 [9:0]][71:64] <= \port$15025$0 [81:74];
     if (write__en[9])
-      memory[\port$14735$0 [9:0]][79:72] <= \port$14735$0 [89:82];
+      memory[\port$15025$0 [9:0]][79:72] <= \port$15025$0 [89:82];
     if (write__en[10])
-      memory[\port$14735$0 [9:0]][87:80] <= \port$14735$0 [97:90];
+      memory[\port$15025$0 [9:0]][87:80] <= \port$15025$0 [97:90];
     if (write__en[11])
-      memory[\port$14735$0 [9:0]][95:88] <= \port$14735$0 [105:98];
+      memory[\port$15025$0 [9:0]][95:88] <= \port$15025$0 [105:98];
     if (write__en[12])
-      memory[\port$14735$0 [9:0]][103:96] <= \port$14735$0 [113:106];
+      memory[\port$15025$0 [9:0]][103:96] <= \port$15025$0 [113:106];
     if (write__en[13])
-      memory[\port$14735$0 [9:0]][111:104] <= \port$14735$0 [121:114];
+      memory[\port$15025$0 [9:0]][111:104] <= \port$15025$0 [121:114];
     if (write__en[14])
-      memory[\port$14735$0 [9:0]][119:112] <= \port$14735$0 [129:122];
+      memory[\port$15025$0 [9:0]][119:112] <= \port$15025$0 [129:122];
     if (write__en[15])
-      memory[\port$14735$0 [9:0]][127:120] <= \port$14735$0 [137:130];
+      memory[\port$15025$0 [9:0]][127:120] <= \port$15025$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -82333,23 +86919,23 @@ module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$14735$0 [9:0];
-  assign w_addr = \port$14735$0 [9:0];
-  assign write__data = \port$14735$0 [137:10];
-  assign w_data = \port$14735$0 [137:10];
+  assign write__addr = \port$15025$0 [9:0];
+  assign w_addr = \port$15025$0 [9:0];
+  assign write__data = \port$15025$0 [137:10];
+  assign w_data = \port$15025$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_data, \port$14736$0 , clk);
+module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_data, \port$15026$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$193  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$14736$0 ;
-  wire [137:0] \port$14736$0 ;
+  input [137:0] \port$15026$0 ;
+  wire [137:0] \port$15026$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -83397,37 +87983,37 @@ module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$14736$0 [9:0]][7:0] <= \port$14736$0 [17:10];
+      memory[\port$15026$0 [9:0]][7:0] <= \port$15026$0 [17:10];
     if (write__en[1])
-      memory[\port$14736$0 [9:0]][15:8] <= \port$14736$0 [25:18];
+      memory[\port$15026$0 [9:0]][15:8] <= \port$15026$0 [25:18];
     if (write__en[2])
-      memory[\port$14736$0 [9:0]][23:16] <= \port$14736$0 [33:26];
+      memory[\port$15026$0 [9:0]][23:16] <= \port$15026$0 [33:26];
     if (write__en[3])
-      memory[\port$14736$0 [9:0]][31:24] <= \port$14736$0 [41:34];
+      memory[\port$15026$0 [9:0]][31:24] <= \port$15026$0 [41:34];
     if (write__en[4])
-      memory[\port$14736$0 [9:0]][39:32] <= \port$14736$0 [49:42];
+      memory[\port$15026$0 [9:0]][39:32] <= \port$15026$0 [49:42];
     if (write__en[5])
-      memory[\port$14736$0 [9:0]][47:40] <= \port$14736$0 [57:50];
+      memory[\port$15026$0 [9:0]][47:40] <= \port$15026$0 [57:50];
     if (write__en[6])
-      memory[\port$14736$0 [9:0]][55:48] <= \port$14736$0 [65:58];
+      memory[\port$15026$0 [9:0]][55:48] <= \port$15026$0 [65:58];
     if (write__en[7])
-      memory[\port$14736$0 [9:0]][63:56] <= \port$14736$0 [73:66];
+      memory[\port$15026$0 [9:0]][63:56] <= \port$15026$0 [73:66];
     if (write__en[8])
-      memory[\port$14736$0 [9:0]][71:64] <= \port$14736$0 [81:74];
+      memory[\port$15026$0 [9:0]][71:64] <= \port$15026$0 [81:74];
     if (write__en[9])
-      memory[\port$14736$0 [9:0]][79:72] <= \port$14736$0 [89:82];
+      memory[\port$15026$0 [9:0]][79:72] <= \port$15026$0 [89:82];
     if (write__en[10])
-      memory[\port$14736$0 [9:0]][87:80] <= \port$14736$0 [97:90];
+      memory[\port$15026$0 [9:0]][87:80] <= \port$15026$0 [97:90];
     if (write__en[11])
-      memory[\port$14736$0 [9:0]][95:88] <= \port$14736$0 [105:98];
+      memory[\port$15026$0 [9:0]][95:88] <= \port$15026$0 [105:98];
     if (write__en[12])
-      memory[\port$14736$0 [9:0]][103:96] <= \port$14736$0 [113:106];
+      memory[\port$15026$0 [9:0]][103:96] <= \port$15026$0 [113:106];
     if (write__en[13])
-      memory[\port$14736$0 [9:0]][111:104] <= \port$14736$0 [121:114];
+      memory[\port$15026$0 [9:0]][111:104] <= \port$15026$0 [121:114];
     if (write__en[14])
-      memory[\port$14736$0 [9:0]][119:112] <= \port$14736$0 [129:122];
+      memory[\port$15026$0 [9:0]][119:112] <= \port$15026$0 [129:122];
     if (write__en[15])
-      memory[\port$14736$0 [9:0]][127:120] <= \port$14736$0 [137:130];
+      memory[\port$15026$0 [9:0]][127:120] <= \port$15026$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -83445,23 +88031,23 @@ module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$14736$0 [9:0];
-  assign w_addr = \port$14736$0 [9:0];
-  assign write__data = \port$14736$0 [137:10];
-  assign w_data = \port$14736$0 [137:10];
+  assign write__addr = \port$15026$0 [9:0];
+  assign w_addr = \port$15026$0 [9:0];
+  assign write__data = \port$15026$0 [137:10];
+  assign w_data = \port$15026$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_data, \port$14735$0 , clk);
+module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_data, \port$15025$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$194  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$14735$0 ;
-  wire [137:0] \port$14735$0 ;
+  input [137:0] \port$15025$0 ;
+  wire [137:0] \port$15025$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -84509,37 +89095,37 @@ module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$14735$0 [9:0]][7:0] <= \port$14735$0 [17:10];
+      memory[\port$15025$0 [9:0]][7:0] <= \port$15025$0 [17:10];
     if (write__en[1])
-      memory[\port$14735$0 [9:0]][15:8] <= \port$14735$0 [25:18];
+      memory[\port$15025$0 [9:0]][15:8] <= \port$15025$0 [25:18];
     if (write__en[2])
-      memory[\port$14735$0 [9:0]][23:16] <= \port$14735$0 [33:26];
+      memory[\port$15025$0 [9:0]][23:16] <= \port$15025$0 [33:26];
     if (write__en[3])
-      memory[\port$14735$0 [9:0]][31:24] <= \port$14735$0 [41:34];
+      memory[\port$15025$0 [9:0]][31:24] <= \port$15025$0 [41:34];
     if (write__en[4])
-      memory[\port$14735$0 [9:0]][39:32] <= \port$14735$0 [49:42];
+      memory[\port$15025$0 [9:0]][39:32] <= \port$15025$0 [49:42];
     if (write__en[5])
-      memory[\port$14735$0 [9:0]][47:40] <= \port$14735$0 [57:50];
+      memory[\port$15025$0 [9:0]][47:40] <= \port$15025$0 [57:50];
     if (write__en[6])
-      memory[\port$14735$0 [9:0]][55:48] <= \port$14735$0 [65:58];
+      memory[\port$15025$0 [9:0]][55:48] <= \port$15025$0 [65:58];
     if (write__en[7])
-      memory[\port$14735$0 [9:0]][63:56] <= \port$14735$0 [73:66];
+      memory[\port$15025$0 [9:0]][63:56] <= \port$15025$0 [73:66];
     if (write__en[8])
-      memory[\port$14735$0 [9:0]][71:64] <= \port$14735$0 [81:74];
+      memory[\port$15025$0 [9:0]][71:64] <= \port$15025$0 [81:74];
     if (write__en[9])
-      memory[\port$14735$0 [9:0]][79:72] <= \port$14735$0 [89:82];
+      memory[\port$15025$0 [9:0]][79:72] <= \port$15025$0 [89:82];
     if (write__en[10])
-      memory[\port$14735$0 [9:0]][87:80] <= \port$14735$0 [97:90];
+      memory[\port$15025$0 [9:0]][87:80] <= \port$15025$0 [97:90];
     if (write__en[11])
-      memory[\port$14735$0 [9:0]][95:88] <= \port$14735$0 [105:98];
+      memory[\port$15025$0 [9:0]][95:88] <= \port$15025$0 [105:98];
     if (write__en[12])
-      memory[\port$14735$0 [9:0]][103:96] <= \port$14735$0 [113:106];
+      memory[\port$15025$0 [9:0]][103:96] <= \port$15025$0 [113:106];
     if (write__en[13])
-      memory[\port$14735$0 [9:0]][111:104] <= \port$14735$0 [121:114];
+      memory[\port$15025$0 [9:0]][111:104] <= \port$15025$0 [121:114];
     if (write__en[14])
-      memory[\port$14735$0 [9:0]][119:112] <= \port$14735$0 [129:122];
+      memory[\port$15025$0 [9:0]][119:112] <= \port$15025$0 [129:122];
     if (write__en[15])
-      memory[\port$14735$0 [9:0]][127:120] <= \port$14735$0 [137:130];
+      memory[\port$15025$0 [9:0]][127:120] <= \port$15025$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -84557,23 +89143,23 @@ module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$14735$0 [9:0];
-  assign w_addr = \port$14735$0 [9:0];
-  assign write__data = \port$14735$0 [137:10];
-  assign w_data = \port$14735$0 [137:10];
+  assign write__addr = \port$15025$0 [9:0];
+  assign w_addr = \port$15025$0 [9:0];
+  assign write__data = \port$15025$0 [137:10];
+  assign w_data = \port$15025$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_data, \port$14736$0 , clk);
+module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_data, \port$15026$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$195  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$14736$0 ;
-  wire [137:0] \port$14736$0 ;
+  input [137:0] \port$15026$0 ;
+  wire [137:0] \port$15026$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -85621,37 +90207,37 @@ module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$14736$0 [9:0]][7:0] <= \port$14736$0 [17:10];
+      memory[\port$15026$0 [9:0]][7:0] <= \port$15026$0 [17:10];
     if (write__en[1])
-      memory[\port$14736$0 [9:0]][15:8] <= \port$14736$0 [25:18];
+      memory[\port$15026$0 [9:0]][15:8] <= \port$15026$0 [25:18];
     if (write__en[2])
-      memory[\port$14736$0 [9:0]][23:16] <= \port$14736$0 [33:26];
+      memory[\port$15026$0 [9:0]][23:16] <= \port$15026$0 [33:26];
     if (write__en[3])
-      memory[\port$14736$0 [9:0]][31:24] <= \port$14736$0 [41:34];
+      memory[\port$15026$0 [9:0]][31:24] <= \port$15026$0 [41:34];
     if (write__en[4])
-      memory[\port$14736$0 [9:0]][39:32] <= \port$14736$0 [49:42];
+      memory[\port$15026$0 [9:0]][39:32] <= \port$15026$0 [49:42];
     if (write__en[5])
-      memory[\port$14736$0 [9:0]][47:40] <= \port$14736$0 [57:50];
+      memory[\port$15026$0 [9:0]][47:40] <= \port$15026$0 [57:50];
     if (write__en[6])
-      memory[\port$14736$0 [9:0]][55:48] <= \port$14736$0 [65:58];
+      memory[\port$15026$0 [9:0]][55:48] <= \port$15026$0 [65:58];
     if (write__en[7])
-      memory[\port$14736$0 [9:0]][63:56] <= \port$14736$0 [73:66];
+      memory[\port$15026$0 [9:0]][63:56] <= \port$15026$0 [73:66];
     if (write__en[8])
-      memory[\port$14736$0 [9:0]][71:64] <= \port$14736$0 [81:74];
+      memory[\port$15026$0 [9:0]][71:64] <= \port$15026$0 [81:74];
     if (write__en[9])
-      memory[\port$14736$0 [9:0]][79:72] <= \port$14736$0 [89:82];
+      memory[\port$15026$0 [9:0]][79:72] <= \port$15026$0 [89:82];
     if (write__en[10])
-      memory[\port$14736$0 [9:0]][87:80] <= \port$14736$0 [97:90];
+      memory[\port$15026$0 [9:0]][87:80] <= \port$15026$0 [97:90];
     if (write__en[11])
-      memory[\port$14736$0 [9:0]][95:88] <= \port$14736$0 [105:98];
+      memory[\port$15026$0 [9:0]][95:88] <= \port$15026$0 [105:98];
     if (write__en[12])
-      memory[\port$14736$0 [9:0]][103:96] <= \port$14736$0 [113:106];
+      memory[\port$15026$0 [9:0]][103:96] <= \port$15026$0 [113:106];
     if (write__en[13])
-      memory[\port$14736$0 [9:0]][111:104] <= \port$14736$0 [121:114];
+      memory[\port$15026$0 [9:0]][111:104] <= \port$15026$0 [121:114];
     if (write__en[14])
-      memory[\port$14736$0 [9:0]][119:112] <= \port$14736$0 [129:122];
+      memory[\port$15026$0 [9:0]][119:112] <= \port$15026$0 [129:122];
     if (write__en[15])
-      memory[\port$14736$0 [9:0]][127:120] <= \port$14736$0 [137:130];
+      memory[\port$15026$0 [9:0]][127:120] <= \port$15026$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -85669,23 +90255,23 @@ module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$14736$0 [9:0];
-  assign w_addr = \port$14736$0 [9:0];
-  assign write__data = \port$14736$0 [137:10];
-  assign w_data = \port$14736$0 [137:10];
+  assign write__addr = \port$15026$0 [9:0];
+  assign w_addr = \port$15026$0 [9:0];
+  assign write__data = \port$15026$0 [137:10];
+  assign w_data = \port$15026$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_data, \port$14735$0 , clk);
+module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_data, \port$15025$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$196  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$14735$0 ;
-  wire [137:0] \port$14735$0 ;
+  input [137:0] \port$15025$0 ;
+  wire [137:0] \port$15025$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -86733,37 +91319,37 @@ module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$14735$0 [9:0]][7:0] <= \port$14735$0 [17:10];
+      memory[\port$15025$0 [9:0]][7:0] <= \port$15025$0 [17:10];
     if (write__en[1])
-      memory[\port$14735$0 [9:0]][15:8] <= \port$14735$0 [25:18];
+      memory[\port$15025$0 [9:0]][15:8] <= \port$15025$0 [25:18];
     if (write__en[2])
-      memory[\port$14735$0 [9:0]][23:16] <= \port$14735$0 [33:26];
+      memory[\port$15025$0 [9:0]][23:16] <= \port$15025$0 [33:26];
     if (write__en[3])
-      memory[\port$14735$0 [9:0]][31:24] <= \port$14735$0 [41:34];
+      memory[\port$15025$0 [9:0]][31:24] <= \port$15025$0 [41:34];
     if (write__en[4])
-      memory[\port$14735$0 [9:0]][39:32] <= \port$14735$0 [49:42];
+      memory[\port$15025$0 [9:0]][39:32] <= \port$15025$0 [49:42];
     if (write__en[5])
-      memory[\port$14735$0 [9:0]][47:40] <= \port$14735$0 [57:50];
+      memory[\port$15025$0 [9:0]][47:40] <= \port$15025$0 [57:50];
     if (write__en[6])
-      memory[\port$14735$0 [9:0]][55:48] <= \port$14735$0 [65:58];
+      memory[\port$15025$0 [9:0]][55:48] <= \port$15025$0 [65:58];
     if (write__en[7])
-      memory[\port$14735$0 [9:0]][63:56] <= \port$14735$0 [73:66];
+      memory[\port$15025$0 [9:0]][63:56] <= \port$15025$0 [73:66];
     if (write__en[8])
-      memory[\port$14735$0 [9:0]][71:64] <= \port$14735$0 [81:74];
+      memory[\port$15025$0 [9:0]][71:64] <= \port$15025$0 [81:74];
     if (write__en[9])
-      memory[\port$14735$0 [9:0]][79:72] <= \port$14735$0 [89:82];
+      memory[\port$15025$0 [9:0]][79:72] <= \port$15025$0 [89:82];
     if (write__en[10])
-      memory[\port$14735$0 [9:0]][87:80] <= \port$14735$0 [97:90];
+      memory[\port$15025$0 [9:0]][87:80] <= \port$15025$0 [97:90];
     if (write__en[11])
-      memory[\port$14735$0 [9:0]][95:88] <= \port$14735$0 [105:98];
+      memory[\port$15025$0 [9:0]][95:88] <= \port$15025$0 [105:98];
     if (write__en[12])
-      memory[\port$14735$0 [9:0]][103:96] <= \port$14735$0 [113:106];
+      memory[\port$15025$0 [9:0]][103:96] <= \port$15025$0 [113:106];
     if (write__en[13])
-      memory[\port$14735$0 [9:0]][111:104] <= \port$14735$0 [121:114];
+      memory[\port$15025$0 [9:0]][111:104] <= \port$15025$0 [121:114];
     if (write__en[14])
-      memory[\port$14735$0 [9:0]][119:112] <= \port$14735$0 [129:122];
+      memory[\port$15025$0 [9:0]][119:112] <= \port$15025$0 [129:122];
     if (write__en[15])
-      memory[\port$14735$0 [9:0]][127:120] <= \port$14735$0 [137:130];
+      memory[\port$15025$0 [9:0]][127:120] <= \port$15025$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -86781,23 +91367,23 @@ module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$14735$0 [9:0];
-  assign w_addr = \port$14735$0 [9:0];
-  assign write__data = \port$14735$0 [137:10];
-  assign w_data = \port$14735$0 [137:10];
+  assign write__addr = \port$15025$0 [9:0];
+  assign w_addr = \port$15025$0 [9:0];
+  assign write__data = \port$15025$0 [137:10];
+  assign w_data = \port$15025$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_data, \port$14736$0 , clk);
+module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_data, \port$15026$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$197  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$14736$0 ;
-  wire [137:0] \port$14736$0 ;
+  input [137:0] \port$15026$0 ;
+  wire [137:0] \port$15026$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -87845,37 +92431,37 @@ module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$14736$0 [9:0]][7:0] <= \port$14736$0 [17:10];
+      memory[\port$15026$0 [9:0]][7:0] <= \port$15026$0 [17:10];
     if (write__en[1])
-      memory[\port$14736$0 [9:0]][15:8] <= \port$14736$0 [25:18];
+      memory[\port$15026$0 [9:0]][15:8] <= \port$15026$0 [25:18];
     if (write__en[2])
-      memory[\port$14736$0 [9:0]][23:16] <= \port$14736$0 [33:26];
+      memory[\port$15026$0 [9:0]][23:16] <= \port$15026$0 [33:26];
     if (write__en[3])
-      memory[\port$14736$0 [9:0]][31:24] <= \port$14736$0 [41:34];
+      memory[\port$15026$0 [9:0]][31:24] <= \port$15026$0 [41:34];
     if (write__en[4])
-      memory[\port$14736$0 [9:0]][39:32] <= \port$14736$0 [49:42];
+      memory[\port$15026$0 [9:0]][39:32] <= \port$15026$0 [49:42];
     if (write__en[5])
-      memory[\port$14736$0 [9:0]][47:40] <= \port$14736$0 [57:50];
+      memory[\port$15026$0 [9:0]][47:40] <= \port$15026$0 [57:50];
     if (write__en[6])
-      memory[\port$14736$0 [9:0]][55:48] <= \port$14736$0 [65:58];
+      memory[\port$15026$0 [9:0]][55:48] <= \port$15026$0 [65:58];
     if (write__en[7])
-      memory[\port$14736$0 [9:0]][63:56] <= \port$14736$0 [73:66];
+      memory[\port$15026$0 [9:0]][63:56] <= \port$15026$0 [73:66];
     if (write__en[8])
-      memory[\port$14736$0 [9:0]][71:64] <= \port$14736$0 [81:74];
+      memory[\port$15026$0 [9:0]][71:64] <= \port$15026$0 [81:74];
     if (write__en[9])
-      memory[\port$14736$0 [9:0]][79:72] <= \port$14736$0 [89:82];
+      memory[\port$15026$0 [9:0]][79:72] <= \port$15026$0 [89:82];
     if (write__en[10])
-      memory[\port$14736$0 [9:0]][87:80] <= \port$14736$0 [97:90];
+      memory[\port$15026$0 [9:0]][87:80] <= \port$15026$0 [97:90];
     if (write__en[11])
-      memory[\port$14736$0 [9:0]][95:88] <= \port$14736$0 [105:98];
+      memory[\port$15026$0 [9:0]][95:88] <= \port$15026$0 [105:98];
     if (write__en[12])
-      memory[\port$14736$0 [9:0]][103:96] <= \port$14736$0 [113:106];
+      memory[\port$15026$0 [9:0]][103:96] <= \port$15026$0 [113:106];
     if (write__en[13])
-      memory[\port$14736$0 [9:0]][111:104] <= \port$14736$0 [121:114];
+      memory[\port$15026$0 [9:0]][111:104] <= \port$15026$0 [121:114];
     if (write__en[14])
-      memory[\port$14736$0 [9:0]][119:112] <= \port$14736$0 [129:122];
+      memory[\port$15026$0 [9:0]][119:112] <= \port$15026$0 [129:122];
     if (write__en[15])
-      memory[\port$14736$0 [9:0]][127:120] <= \port$14736$0 [137:130];
+      memory[\port$15026$0 [9:0]][127:120] <= \port$15026$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -87893,23 +92479,23 @@ module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$14736$0 [9:0];
-  assign w_addr = \port$14736$0 [9:0];
-  assign write__data = \port$14736$0 [137:10];
-  assign w_data = \port$14736$0 [137:10];
+  assign write__addr = \port$15026$0 [9:0];
+  assign w_addr = \port$15026$0 [9:0];
+  assign write__data = \port$15026$0 [137:10];
+  assign w_data = \port$15026$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_data, \port$14735$0 , clk);
+module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_data, \port$15025$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$198  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$14735$0 ;
-  wire [137:0] \port$14735$0 ;
+  input [137:0] \port$15025$0 ;
+  wire [137:0] \port$15025$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -88957,37 +93543,37 @@ module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$14735$0 [9:0]][7:0] <= \port$14735$0 [17:10];
+      memory[\port$15025$0 [9:0]][7:0] <= \port$15025$0 [17:10];
     if (write__en[1])
-      memory[\port$14735$0 [9:0]][15:8] <= \port$14735$0 [25:18];
+      memory[\port$15025$0 [9:0]][15:8] <= \port$15025$0 [25:18];
     if (write__en[2])
-      memory[\port$14735$0 [9:0]][23:16] <= \port$14735$0 [33:26];
+      memory[\port$15025$0 [9:0]][23:16] <= \port$15025$0 [33:26];
     if (write__en[3])
-      memory[\port$14735$0 [9:0]][31:24] <= \port$14735$0 [41:34];
+      memory[\port$15025$0 [9:0]][31:24] <= \port$15025$0 [41:34];
     if (write__en[4])
-      memory[\port$14735$0 [9:0]][39:32] <= \port$14735$0 [49:42];
+      memory[\port$15025$0 [9:0]][39:32] <= \port$15025$0 [49:42];
     if (write__en[5])
-      memory[\port$14735$0 [9:0]][47:40] <= \port$14735$0 [57:50];
+      memory[\port$15025$0 [9:0]][47:40] <= \port$15025$0 [57:50];
     if (write__en[6])
-      memory[\port$14735$0 [9:0]][55:48] <= \port$14735$0 [65:58];
+      memory[\port$15025$0 [9:0]][55:48] <= \port$15025$0 [65:58];
     if (write__en[7])
-      memory[\port$14735$0 [9:0]][63:56] <= \port$14735$0 [73:66];
+      memory[\port$15025$0 [9:0]][63:56] <= \port$15025$0 [73:66];
     if (write__en[8])
-      memory[\port$14735$0 [9:0]][71:64] <= \port$14735$0 [81:74];
+      memory[\port$15025$0 [9:0]][71:64] <= \port$15025$0 [81:74];
     if (write__en[9])
-      memory[\port$14735$0 [9:0]][79:72] <= \port$14735$0 [89:82];
+      memory[\port$15025$0 [9:0]][79:72] <= \port$15025$0 [89:82];
     if (write__en[10])
-      memory[\port$14735$0 [9:0]][87:80] <= \port$14735$0 [97:90];
+      memory[\port$15025$0 [9:0]][87:80] <= \port$15025$0 [97:90];
     if (write__en[11])
-      memory[\port$14735$0 [9:0]][95:88] <= \port$14735$0 [105:98];
+      memory[\port$15025$0 [9:0]][95:88] <= \port$15025$0 [105:98];
     if (write__en[12])
-      memory[\port$14735$0 [9:0]][103:96] <= \port$14735$0 [113:106];
+      memory[\port$15025$0 [9:0]][103:96] <= \port$15025$0 [113:106];
     if (write__en[13])
-      memory[\port$14735$0 [9:0]][111:104] <= \port$14735$0 [121:114];
+      memory[\port$15025$0 [9:0]][111:104] <= \port$15025$0 [121:114];
     if (write__en[14])
-      memory[\port$14735$0 [9:0]][119:112] <= \port$14735$0 [129:122];
+      memory[\port$15025$0 [9:0]][119:112] <= \port$15025$0 [129:122];
     if (write__en[15])
-      memory[\port$14735$0 [9:0]][127:120] <= \port$14735$0 [137:130];
+      memory[\port$15025$0 [9:0]][127:120] <= \port$15025$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -89005,23 +93591,23 @@ module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$14735$0 [9:0];
-  assign w_addr = \port$14735$0 [9:0];
-  assign write__data = \port$14735$0 [137:10];
-  assign w_data = \port$14735$0 [137:10];
+  assign write__addr = \port$15025$0 [9:0];
+  assign w_addr = \port$15025$0 [9:0];
+  assign write__data = \port$15025$0 [137:10];
+  assign w_data = \port$15025$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_data, \port$14736$0 , clk);
+module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_data, \port$15026$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$199  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$14736$0 ;
-  wire [137:0] \port$14736$0 ;
+  input [137:0] \port$15026$0 ;
+  wire [137:0] \port$15026$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -90069,37 +94655,37 @@ module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$14736$0 [9:0]][7:0] <= \port$14736$0 [17:10];
+      memory[\port$15026$0 [9:0]][7:0] <= \port$15026$0 [17:10];
     if (write__en[1])
-      memory[\port$14736$0 [9:0]][15:8] <= \port$14736$0 [25:18];
+      memory[\port$15026$0 [9:0]][15:8] <= \port$15026$0 [25:18];
     if (write__en[2])
-      memory[\port$14736$0 [9:0]][23:16] <= \port$14736$0 [33:26];
+      memory[\port$15026$0 [9:0]][23:16] <= \port$15026$0 [33:26];
     if (write__en[3])
-      memory[\port$14736$0 [9:0]][31:24] <= \port$14736$0 [41:34];
+      memory[\port$15026$0 [9:0]][31:24] <= \port$15026$0 [41:34];
     if (write__en[4])
-      memory[\port$14736$0 [9:0]][39:32] <= \port$14736$0 [49:42];
+      memory[\port$15026$0 [9:0]][39:32] <= \port$15026$0 [49:42];
     if (write__en[5])
-      memory[\port$14736$0 [9:0]][47:40] <= \port$14736$0 [57:50];
+      memory[\port$15026$0 [9:0]][47:40] <= \port$15026$0 [57:50];
     if (write__en[6])
-      memory[\port$14736$0 [9:0]][55:48] <= \port$14736$0 [65:58];
+      memory[\port$15026$0 [9:0]][55:48] <= \port$15026$0 [65:58];
     if (write__en[7])
-      memory[\port$14736$0 [9:0]][63:56] <= \port$14736$0 [73:66];
+      memory[\port$15026$0 [9:0]][63:56] <= \port$15026$0 [73:66];
     if (write__en[8])
-      memory[\port$14736$0 [9:0]][71:64] <= \port$14736$0 [81:74];
+      memory[\port$15026$0 [9:0]][71:64] <= \port$15026$0 [81:74];
     if (write__en[9])
-      memory[\port$14736$0 [9:0]][79:72] <= \port$14736$0 [89:82];
+      memory[\port$15026$0 [9:0]][79:72] <= \port$15026$0 [89:82];
     if (write__en[10])
-      memory[\port$14736$0 [9:0]][87:80] <= \port$14736$0 [97:90];
+      memory[\port$15026$0 [9:0]][87:80] <= \port$15026$0 [97:90];
     if (write__en[11])
-      memory[\port$14736$0 [9:0]][95:88] <= \port$14736$0 [105:98];
+      memory[\port$15026$0 [9:0]][95:88] <= \port$15026$0 [105:98];
     if (write__en[12])
-      memory[\port$14736$0 [9:0]][103:96] <= \port$14736$0 [113:106];
+      memory[\port$15026$0 [9:0]][103:96] <= \port$15026$0 [113:106];
     if (write__en[13])
-      memory[\port$14736$0 [9:0]][111:104] <= \port$14736$0 [121:114];
+      memory[\port$15026$0 [9:0]][111:104] <= \port$15026$0 [121:114];
     if (write__en[14])
-      memory[\port$14736$0 [9:0]][119:112] <= \port$14736$0 [129:122];
+      memory[\port$15026$0 [9:0]][119:112] <= \port$15026$0 [129:122];
     if (write__en[15])
-      memory[\port$14736$0 [9:0]][127:120] <= \port$14736$0 [137:130];
+      memory[\port$15026$0 [9:0]][127:120] <= \port$15026$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -90117,10 +94703,10 @@ module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$14736$0 [9:0];
-  assign w_addr = \port$14736$0 [9:0];
-  assign write__data = \port$14736$0 [137:10];
-  assign w_data = \port$14736$0 [137:10];
+  assign write__addr = \port$15026$0 [9:0];
+  assign w_addr = \port$15026$0 [9:0];
+  assign write__data = \port$15026$0 [137:10];
+  assign w_data = \port$15026$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
