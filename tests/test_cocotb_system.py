@@ -4,7 +4,9 @@ the golden model in ACE and baseline mode, with memory and link counters checked
 
 The system configuration is ``small`` with larger receive buffers and instruction memories
 (``SYSTEM_CONFIG``): messages are at most half a receive buffer (docs/engine.md), so the buffer
-size sets the chunk size and the number of steps a large collective needs.
+size sets the chunk size and the number of steps a large collective needs. Its idle blocks are
+clock gated in the gated-clock form (``clock_gating = "clock"``, as in the harness); the
+engine's own cocotb test runs the clock-enable form of ``rtl/``.
 """
 
 import json
@@ -17,7 +19,7 @@ from sim_harness.system import SystemSpec, system_sources
 from testbench.runner import BUILD_ROOT, build_sources, run_built
 
 SYSTEM_CONFIG = NAMED_CONFIGS["small"].replace(
-    name="small_sys", rx_channel_beats=128, program_words=2048)
+    name="small_sys", rx_channel_beats=128, program_words=2048, clock_gating="clock")
 LINK_LATENCY = 20
 
 
