@@ -4,7 +4,9 @@ driver) and on the Amaranth simulator, for ``ace bench-sim`` and ``tests/test_be
 * :func:`verilator_speed` replays one all-reduce (the bundled default, 1 MiB fp32) in ACE mode
   on the built system and times the driver: the CSR phase (program load, start, status and
   counter reads, in simulated cycles) and the run phase (the collective) separately, plus the
-  memory images (no simulated cycles).
+  memory images (no simulated cycles). Then it resets the system and runs ``idle_cycles``
+  cycles with every engine idle: the idle floor, what the always-evaluated logic costs with
+  nothing to do, which bounds the rate of any busy run.
 * :func:`amaranth_speed` simulates the same system description with ``amaranth.sim``: the
   engines as Amaranth components instead of the Verilog instances, the memories as Amaranth
   ``Memory`` (the DPI memories exist only in the driver). Every node loads the program of a
@@ -48,7 +50,7 @@ class _TimedSimulator(SystemSimulator):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.phases = {name: {"seconds": 0.0, "cpu_seconds": 0.0, "cycles": 0}
-                       for name in ("csr", "run", "memory")}
+                       for name in ("csr", "run", "memory", "idle")}
 
     def _timed(self, phase, call, *args, **kwargs):
         begin, cpu, start = self.cycle, self.cpu_seconds(), time.perf_counter()
@@ -71,14 +73,21 @@ class _TimedSimulator(SystemSimulator):
     def dump(self, *args):
         return self._timed("memory", super().dump, *args)
 
+    def idle(self, cycles: int):
+        """Reset, then ``cycles`` cycles with every engine idle (no program started)."""
+        self.reset()
+        return self._timed("idle", super().run, timeout=cycles, interval=cycles)
+
 
 def _rate(cycles: int, nodes: int, seconds: float) -> float:
     return cycles * nodes / seconds if seconds > 0 else 0.0
 
 
-def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, log=None) -> dict:
+def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, idle_cycles: int = 50_000,
+                    log=None) -> dict:
     """Replay an ``nbytes`` fp32 all-reduce in ACE mode on the named system's Verilator build
-    (built first if needed, not timed); return the phases' cycles, seconds and node-cycles/s."""
+    (built first if needed, not timed), then ``idle_cycles`` idle cycles after a reset; return
+    the phases' cycles, seconds and node-cycles/s."""
     system = load_system(system_name)
     nodes = system.topology.num_nodes
     spec = CollectiveSpec(name=f"allreduce_{nbytes}", collective="allreduce", bytes=nbytes,
@@ -92,6 +101,8 @@ def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, log=None) -> dic
         start = time.perf_counter()
         raw = run_collective(sim, prepared, seed=1, interval=1 << 14)
         total = time.perf_counter() - start
+        if idle_cycles:
+            sim.idle(idle_cycles)
         phases = sim.phases
     out = {"simulator": "verilator", "system": system_name, "nodes": nodes,
            "workload": f"allreduce {nbytes} B fp32 (ace)", "correct": raw["correct"],
@@ -110,9 +121,9 @@ def _rates(out: dict, nodes: int) -> dict:
     for what in ("seconds", "cpu_seconds"):
         out[what] = out[f"csr_{what}"] + out[f"run_{what}"]
         per = "s" if what == "seconds" else "cpu_s"
-        for phase in ("", "csr_", "run_"):
-            out[f"{phase}node_cycles_per_{per}"] = _rate(out[f"{phase}cycles"], nodes,
-                                                        out[f"{phase}{what}"])
+        for phase in ("", "csr_", "run_", "idle_"):
+            out[f"{phase}node_cycles_per_{per}"] = _rate(out.get(f"{phase}cycles", 0), nodes,
+                                                        out.get(f"{phase}{what}", 0))
     return out
 
 
@@ -261,13 +272,16 @@ def format_bench(records: list[dict]) -> str:
     """A plain-text table of :func:`verilator_speed` / :func:`amaranth_speed` records, with
     the Verilator / Amaranth ratio per system."""
     head = (f"{'system':8} {'simulator':9} {'load cyc':>9} {'run cyc':>9} {'wall s':>7} "
-            f"{'cpu s':>7} {'node-cyc/s':>11} {'load':>9} {'run':>9} {'per cpu-s':>11}")
+            f"{'cpu s':>7} {'node-cyc/s':>11} {'load':>9} {'run':>9} {'per cpu-s':>11} "
+            f"{'idle/cpu-s':>11}")
     lines = [head, "-" * len(head)]
     for r in records:
+        idle = r.get("idle_node_cycles_per_cpu_s") or 0
         lines.append(f"{r['system']:8} {r['simulator']:9} {r['csr_cycles']:9,} "
                      f"{r['run_cycles']:9,} {r['seconds']:7.1f} {r['cpu_seconds']:7.1f} "
                      f"{r['node_cycles_per_s']:11,.0f} {r['csr_node_cycles_per_s']:9,.0f} "
-                     f"{r['run_node_cycles_per_s']:9,.0f} {r['node_cycles_per_cpu_s']:11,.0f}")
+                     f"{r['run_node_cycles_per_s']:9,.0f} {r['node_cycles_per_cpu_s']:11,.0f} "
+                     + (f"{idle:11,.0f}" if idle else f"{'-':>11}"))
     slow = next((r for r in records if r["simulator"] == "amaranth"), None)
     for r in records:
         if slow and r["simulator"] == "verilator" and slow["node_cycles_per_cpu_s"]:

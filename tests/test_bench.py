@@ -20,12 +20,18 @@ def _record(simulator, system, nodes, csr, run, seconds, cpu):
 
 def test_rates_and_table():
     fast = _record("verilator", "ring8", 8, 1000, 9000, 2.0, 1.0)
+    fast.update(idle_cycles=5000, idle_seconds=0.5, idle_cpu_seconds=0.25)
+    fast = _rates(fast, 8)
     slow = _record("amaranth", "ring8", 8, 300, 0, 30.0, 20.0)
     assert fast["node_cycles_per_s"] == 10000 * 8 / 2.0
     assert fast["node_cycles_per_cpu_s"] == 10000 * 8 / 1.0
     assert fast["run_node_cycles_per_s"] == 9000 * 8 / 1.0
     assert slow["run_node_cycles_per_s"] == 0.0
+    # The idle floor is its own phase, outside the totals.
+    assert fast["idle_node_cycles_per_cpu_s"] == 5000 * 8 / 0.25
+    assert fast["cycles"] == 10000 and slow["idle_node_cycles_per_cpu_s"] == 0.0
     table = format_bench([fast, slow])
+    assert f"{5000 * 8 / 0.25:11,.0f}" in table.splitlines()[2]
     ratio = fast["node_cycles_per_s"] / slow["node_cycles_per_s"]
     assert f"{ratio:,.0f}x node-cycles/s" in table and "ring8" in table
 
