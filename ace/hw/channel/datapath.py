@@ -37,7 +37,7 @@ zeros so a step stuck on a receive that never comes still finishes (with undefin
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal, signed, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -54,6 +54,16 @@ from ace.hw.sram.reader import SramSliceReader
 from ace.hw.sram.writer import SramSliceWriter
 
 __all__ = ["ASource", "StepPlan", "StepDatapath", "datapath_ports"]
+
+
+def _above(value, limit: int):
+    """``value > limit`` for a constant ``limit``: an OR of the bits above ``limit``'s width and
+    a compare of the bits below it. Combinational, log depth in the OR; a plain ``>`` goes
+    through a subtractor's carry network (two levels more on a 24-bit count)."""
+    n = limit.bit_length()
+    if len(value) <= n:
+        return value > limit
+    return value[n:].any() | (value[:n] > limit)
 
 
 class ASource(enum.Enum, shape=2):
@@ -341,7 +351,7 @@ class StepDatapath(wiring.Component):
         expect_len = Signal(range(P + 1))
         pkt_left = Signal(range(P + 1))
         m.d.comb += [
-            expect_len.eq(Mux(recv_left > P, P, recv_left)),
+            expect_len.eq(Mux(_above(recv_left, P), P, recv_left)),
             pkt_left.eq(Mux(recv_pkt_left == 0, expect_len, recv_pkt_left)),
         ]
         with m.If(took):
@@ -354,7 +364,11 @@ class StepDatapath(wiring.Component):
                 | (beat.last != (pkt_left <= B)))
             with m.If(bad):
                 m.d.sync += self.recv_error.eq(1)
-            step = Mux(pkt_left > B, B, pkt_left)
+            # min(pkt_left, B) straight from the registers, not through pkt_left's mux (it feeds
+            # the packetizer's flags): a packet's first beat carries min(recv_left, P, B) bytes.
+            step = Mux(recv_pkt_left == 0,
+                       Mux(_above(recv_left, min(P, B)), min(P, B), recv_left),
+                       Mux(_above(recv_pkt_left, B), B, recv_pkt_left))
             m.d.comb += took_bytes.eq(step)
             m.d.sync += [recv_pkt_left.eq(pkt_left - step), recv_left.eq(recv_left - step)]
             with m.If(beat.last):
@@ -397,22 +411,31 @@ class StepDatapath(wiring.Component):
         # another link, and no link is held while its data is still on the way (the wait cycle
         # of issue 18; docs/engine.md, "Deadlock freedom"). fwd_ahead / fwd_even are
         # recv_left < / == send_cmd_left, registered from the next values (no compare on the
-        # handshake).
+        # handshake). They come from fwd_gap, send_cmd_left - recv_left kept in a register of
+        # its own and moved by the same two amounts: one add, then a sign and a zero test
+        # (two subtractions and a compare before). A packet's length is at most send_cmd_left
+        # and a beat's bytes at most recv_left, so fwd_gap is always their difference and the
+        # flags are those of the compare (shown by induction with yosys `sat`, issue 14).
         fwd_ahead = Signal()
         fwd_even = Signal()
+        fwd_gap = Signal(signed(DMA_LENGTH_BITS + 1))
+        gap_next = Signal(signed(DMA_LENGTH_BITS + 1))
         cmd_taken = self.nic_send.valid & self.nic_send.ready
-        recv_next = recv_left - took_bytes
-        cmd_next = send_cmd_left - Mux(cmd_taken, self.nic_send.payload.length, 0)
+        m.d.comb += gap_next.eq(fwd_gap + took_bytes
+                                - Mux(cmd_taken, self.nic_send.payload.length, 0))
         with m.If(self.plan.valid & ~active):
-            m.d.sync += [fwd_ahead.eq(0), fwd_even.eq(1)]
+            m.d.sync += [fwd_ahead.eq(0), fwd_even.eq(1),
+                         fwd_gap.eq(Mux(p.send, p.bytes, 0)
+                                    - Mux(p.a_src == ASource.NIC, p.bytes, 0))]
         with m.Else():
-            m.d.sync += [fwd_ahead.eq(recv_next < cmd_next), fwd_even.eq(recv_next == cmd_next)]
+            m.d.sync += [fwd_ahead.eq(gap_next > 0), fwd_even.eq(gap_next == 0),
+                         fwd_gap.eq(gap_next)]
         data_here = ~a_nic | fwd_ahead | (fwd_even & a_valid)
         m.d.comb += [
             self.nic_send.valid.eq(active & (send_cmd_left != 0) & data_here),
             self.nic_send.payload.link.eq(plan.send_link),
             self.nic_send.payload.tag.eq(send_pkt),
-            self.nic_send.payload.length.eq(Mux(send_cmd_left > P, P, send_cmd_left)),
+            self.nic_send.payload.length.eq(Mux(_above(send_cmd_left, P), P, send_cmd_left)),
         ]
         with m.If(self.nic_send.valid & self.nic_send.ready):
             m.d.sync += [send_cmd_left.eq(send_cmd_left - self.nic_send.payload.length),
