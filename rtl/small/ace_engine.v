@@ -1081,23 +1081,23 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .nic_send_data__valid(ch0_send_data__valid),
     .pc(\error_pc$616 ),
     .placement(placement),
-    .\port$14114$0 (\$71 ),
-    .\port$14116$0 (\$72 ),
-    .\port$14118$0 (\$73 ),
-    .\port$14120$0 (\$74 ),
-    .\port$14122$0 (\$75 ),
-    .\port$14124$0 (\$76 ),
-    .\port$14132$0 (\$77 ),
-    .\port$14134$0 (\$78 ),
-    .\port$14136$0 (\$79 ),
-    .\port$14138$0 (\$80 ),
-    .\port$14140$0 (\$81 ),
-    .\port$14142$0 (\$82 ),
-    .\port$14144$0 (\$83 ),
-    .\port$14146$0 (\$84 ),
-    .\port$14148$0 (\$85 ),
-    .\port$14150$0 (\$86 ),
-    .\port$15834$0 (\$93 ),
+    .\port$14170$0 (\$71 ),
+    .\port$14172$0 (\$72 ),
+    .\port$14174$0 (\$73 ),
+    .\port$14176$0 (\$74 ),
+    .\port$14178$0 (\$75 ),
+    .\port$14180$0 (\$76 ),
+    .\port$14188$0 (\$77 ),
+    .\port$14190$0 (\$78 ),
+    .\port$14192$0 (\$79 ),
+    .\port$14194$0 (\$80 ),
+    .\port$14196$0 (\$81 ),
+    .\port$14198$0 (\$82 ),
+    .\port$14200$0 (\$83 ),
+    .\port$14202$0 (\$84 ),
+    .\port$14204$0 (\$85 ),
+    .\port$14206$0 (\$86 ),
+    .\port$15892$0 (\$93 ),
     .\port$3588$0 (\$89 ),
     .\port$3660$0 (\$90 ),
     .progress(progress),
@@ -1178,23 +1178,23 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .nic_send_data__valid(ch1_send_data__valid),
     .pc(\error_pc$613 ),
     .placement(placement),
-    .\port$14114$0 (\$71 ),
-    .\port$14116$0 (\$72 ),
-    .\port$14118$0 (\$73 ),
-    .\port$14120$0 (\$74 ),
-    .\port$14122$0 (\$75 ),
-    .\port$14124$0 (\$76 ),
-    .\port$14132$0 (\$77 ),
-    .\port$14134$0 (\$78 ),
-    .\port$14136$0 (\$79 ),
-    .\port$14138$0 (\$80 ),
-    .\port$14140$0 (\$81 ),
-    .\port$14142$0 (\$82 ),
-    .\port$14144$0 (\$83 ),
-    .\port$14146$0 (\$84 ),
-    .\port$14148$0 (\$85 ),
-    .\port$14150$0 (\$86 ),
-    .\port$17692$0 (\$94 ),
+    .\port$14170$0 (\$71 ),
+    .\port$14172$0 (\$72 ),
+    .\port$14174$0 (\$73 ),
+    .\port$14176$0 (\$74 ),
+    .\port$14178$0 (\$75 ),
+    .\port$14180$0 (\$76 ),
+    .\port$14188$0 (\$77 ),
+    .\port$14190$0 (\$78 ),
+    .\port$14192$0 (\$79 ),
+    .\port$14194$0 (\$80 ),
+    .\port$14196$0 (\$81 ),
+    .\port$14198$0 (\$82 ),
+    .\port$14200$0 (\$83 ),
+    .\port$14202$0 (\$84 ),
+    .\port$14204$0 (\$85 ),
+    .\port$14206$0 (\$86 ),
+    .\port$17752$0 (\$94 ),
     .\port$3732$0 (\$91 ),
     .\port$3804$0 (\$92 ),
     .progress(\progress$521 ),
@@ -1344,8 +1344,8 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .m_axi__wready(m_axi__wready),
     .m_axi__wstrb(m_axi__wstrb),
     .m_axi__wvalid(m_axi__wvalid),
-    .\port$15834$0 (\$93 ),
-    .\port$17692$0 (\$94 ),
+    .\port$15892$0 (\$93 ),
+    .\port$17752$0 (\$94 ),
     .r_data(\$89 ),
     .\r_data$114 (\$91 ),
     .\r_data$134 (\$92 ),
@@ -1450,8 +1450,8 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .\link__tvalid$18 (rx0__tvalid),
     .\link__tvalid$76 (rx1__tvalid),
     .node_id(node_id),
-    .\port$14263$0 (\$87 ),
-    .\port$14513$0 (\$88 ),
+    .\port$14319$0 (\$87 ),
+    .\port$14569$0 (\$88 ),
     .rst(rst),
     .tx0__tvalid(tx0__tvalid),
     .tx1__tvalid(tx1__tvalid)
@@ -2314,9 +2314,9 @@ endmodule
 (* generator = "Amaranth" *)
 module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__valid, nic_recv__payload, sram_rd_a__req__ready, sram_rd_b__req__ready, sram_wr__ready, sram_rd_a__resp__payload, sram_rd_b__resp__payload, \port$3588$0 , mem_rd_a__rid, \port$3660$0 , mem_rd_b__rid, mem_wr__awready, mem_wr__wready, mem_wr__bid, mem_wr__bvalid, mem_wr__bresp, progress
 , mem_read_bytes, alu_beat, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, start, error_clear, placement, enable, timeout
-, \port$14114$0 , \port$14116$0 , \port$14118$0 , \port$14120$0 , \port$14122$0 , \port$14124$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14132$0 , \port$14134$0 , \port$14136$0 , \port$14138$0 , \port$14140$0 , \port$14142$0 , \port$14144$0 , \port$14146$0 , \port$14148$0 , \port$14150$0 , wr__addr, nic_send_data__ready
+, \port$14170$0 , \port$14172$0 , \port$14174$0 , \port$14176$0 , \port$14178$0 , \port$14180$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14188$0 , \port$14190$0 , \port$14192$0 , \port$14194$0 , \port$14196$0 , \port$14198$0 , \port$14200$0 , \port$14202$0 , \port$14204$0 , \port$14206$0 , wr__addr, nic_send_data__ready
 , sram_rd_a__resp__valid, sram_rd_b__resp__valid, mem_rd_a__arready, mem_rd_b__arready, mem_rd_a__rvalid, mem_rd_b__rvalid, running, step_done, dep_halted__0, finished, error, pc, dep_steps__0, error_cause, nic_recv_link, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen
-, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15834$0 , nic_send_data__payload, dep_halted__1, dep_steps__1, clk);
+, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15892$0 , nic_send_data__payload, dep_halted__1, dep_steps__1, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
   wire \$1 ;
   wire [32:0] \$10 ;
@@ -3002,40 +3002,40 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   wire \plan__payload.w_use ;
   wire plan__ready;
   reg plan__valid;
-  input [31:0] \port$14114$0 ;
-  wire [31:0] \port$14114$0 ;
-  input [31:0] \port$14116$0 ;
-  wire [31:0] \port$14116$0 ;
-  input [31:0] \port$14118$0 ;
-  wire [31:0] \port$14118$0 ;
-  input [31:0] \port$14120$0 ;
-  wire [31:0] \port$14120$0 ;
-  input [31:0] \port$14122$0 ;
-  wire [31:0] \port$14122$0 ;
-  input [31:0] \port$14124$0 ;
-  wire [31:0] \port$14124$0 ;
-  input [31:0] \port$14132$0 ;
-  wire [31:0] \port$14132$0 ;
-  input [31:0] \port$14134$0 ;
-  wire [31:0] \port$14134$0 ;
-  input [31:0] \port$14136$0 ;
-  wire [31:0] \port$14136$0 ;
-  input [31:0] \port$14138$0 ;
-  wire [31:0] \port$14138$0 ;
-  input [31:0] \port$14140$0 ;
-  wire [31:0] \port$14140$0 ;
-  input [31:0] \port$14142$0 ;
-  wire [31:0] \port$14142$0 ;
-  input [31:0] \port$14144$0 ;
-  wire [31:0] \port$14144$0 ;
-  input [31:0] \port$14146$0 ;
-  wire [31:0] \port$14146$0 ;
-  input [31:0] \port$14148$0 ;
-  wire [31:0] \port$14148$0 ;
-  input [31:0] \port$14150$0 ;
-  wire [31:0] \port$14150$0 ;
-  output [144:0] \port$15834$0 ;
-  wire [144:0] \port$15834$0 ;
+  input [31:0] \port$14170$0 ;
+  wire [31:0] \port$14170$0 ;
+  input [31:0] \port$14172$0 ;
+  wire [31:0] \port$14172$0 ;
+  input [31:0] \port$14174$0 ;
+  wire [31:0] \port$14174$0 ;
+  input [31:0] \port$14176$0 ;
+  wire [31:0] \port$14176$0 ;
+  input [31:0] \port$14178$0 ;
+  wire [31:0] \port$14178$0 ;
+  input [31:0] \port$14180$0 ;
+  wire [31:0] \port$14180$0 ;
+  input [31:0] \port$14188$0 ;
+  wire [31:0] \port$14188$0 ;
+  input [31:0] \port$14190$0 ;
+  wire [31:0] \port$14190$0 ;
+  input [31:0] \port$14192$0 ;
+  wire [31:0] \port$14192$0 ;
+  input [31:0] \port$14194$0 ;
+  wire [31:0] \port$14194$0 ;
+  input [31:0] \port$14196$0 ;
+  wire [31:0] \port$14196$0 ;
+  input [31:0] \port$14198$0 ;
+  wire [31:0] \port$14198$0 ;
+  input [31:0] \port$14200$0 ;
+  wire [31:0] \port$14200$0 ;
+  input [31:0] \port$14202$0 ;
+  wire [31:0] \port$14202$0 ;
+  input [31:0] \port$14204$0 ;
+  wire [31:0] \port$14204$0 ;
+  input [31:0] \port$14206$0 ;
+  wire [31:0] \port$14206$0 ;
+  output [144:0] \port$15892$0 ;
+  wire [144:0] \port$15892$0 ;
   input [130:0] \port$3588$0 ;
   wire [130:0] \port$3588$0 ;
   input [130:0] \port$3660$0 ;
@@ -3300,7 +3300,7 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   end
   always @(posedge clk) begin
     if (wr__en)
-      imem[wr__addr] <= { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
+      imem[wr__addr] <= { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
   end
   reg [255:0] _0_;
   always @(posedge clk) begin
@@ -3398,7 +3398,7 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \$85  = fsm_state == 4'h8;
   assign \$86  = fsm_state == 4'h9;
   assign \$87  = fsm_state == 4'ha;
-  assign \$88  = { \port$14134$0 , \port$14132$0  } + 1'h0;
+  assign \$88  = { \port$14190$0 , \port$14188$0  } + 1'h0;
   assign \$89  = stage + 9'h100;
   assign \$90  = | placement;
   assign \$91  = placement == 2'h2;
@@ -3514,20 +3514,20 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   \ace_engine_small.ch0.datapath  datapath (
     .abort(abort),
     .axi__arready(mem_rd_a__arready),
-    .\axi__arready$166 (mem_rd_b__arready),
+    .\axi__arready$167 (mem_rd_b__arready),
     .axi__awready(mem_wr__awready),
     .axi__bid(mem_wr__bid),
     .axi__bresp(mem_wr__bresp),
     .axi__bvalid(mem_wr__bvalid),
     .axi__rid(mem_rd_a__rid),
-    .\axi__rid$174 (mem_rd_b__rid),
+    .\axi__rid$175 (mem_rd_b__rid),
     .axi__rvalid(mem_rd_a__rvalid),
-    .\axi__rvalid$75 (mem_rd_b__rvalid),
+    .\axi__rvalid$76 (mem_rd_b__rvalid),
     .axi__wready(mem_wr__wready),
     .clk(clk),
     .done(done),
     .fire(alu_beat),
-    .\i__payload$255 (nic_send_data__payload),
+    .\i__payload$257 (nic_send_data__payload),
     .mem_error(mem_error),
     .mem_rd_a__araddr(mem_rd_a__araddr),
     .mem_rd_a__arlen(mem_rd_a__arlen),
@@ -3556,16 +3556,16 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
     .plan__payload(plan__payload),
     .plan__ready(plan__ready),
     .plan__valid(plan__valid),
-    .\port$15834$0 (\$171 ),
+    .\port$15892$0 (\$171 ),
     .\port$3588$0 (\port$3588$0 ),
     .\port$3660$0 (\port$3660$0 ),
     .port__ready(sram_wr__ready),
     .port__req__ready(sram_rd_a__req__ready),
-    .\port__req__ready$105 (sram_rd_b__req__ready),
+    .\port__req__ready$106 (sram_rd_b__req__ready),
     .port__resp__payload(sram_rd_a__resp__payload),
-    .\port__resp__payload$109 (sram_rd_b__resp__payload),
+    .\port__resp__payload$110 (sram_rd_b__resp__payload),
     .port__resp__valid(sram_rd_a__resp__valid),
-    .\port__resp__valid$113 (sram_rd_b__resp__valid),
+    .\port__resp__valid$114 (sram_rd_b__resp__valid),
     .recv_error(recv_error),
     .rst(rst),
     .sram_rd_a__req__payload(sram_rd_a__req__payload),
@@ -3593,11 +3593,11 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
     src_base = 64'h0000000000000000;
     casez (instr[9:8])
       2'h0:
-          src_base = { \port$14116$0 , \port$14114$0  };
+          src_base = { \port$14172$0 , \port$14170$0  };
       2'h1:
-          src_base = { \port$14120$0 , \port$14118$0  };
+          src_base = { \port$14176$0 , \port$14174$0  };
       2'h2:
-          src_base = { \port$14124$0 , \port$14122$0  };
+          src_base = { \port$14180$0 , \port$14178$0  };
     endcase
   end
   always @* begin
@@ -3617,11 +3617,11 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
     dst_base = 64'h0000000000000000;
     casez (instr[11:10])
       2'h0:
-          dst_base = { \port$14116$0 , \port$14114$0  };
+          dst_base = { \port$14172$0 , \port$14170$0  };
       2'h1:
-          dst_base = { \port$14120$0 , \port$14118$0  };
+          dst_base = { \port$14176$0 , \port$14174$0  };
       2'h2:
-          dst_base = { \port$14124$0 , \port$14122$0  };
+          dst_base = { \port$14180$0 , \port$14178$0  };
     endcase
   end
   always @* begin
@@ -4949,15 +4949,15 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \mem_write_bytes$155  = mem_write_bytes;
   assign imem_we = wr__en;
   assign imem_addr = wr__addr;
-  assign wr__data = { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
-  assign imem_data = { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
+  assign wr__data = { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
+  assign imem_data = { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
   assign rd__addr = pc[6:0];
   assign rd__en = 1'h1;
   assign nbytes_full = \$4 [33:0];
   assign nwords = \$6 [20:0];
-  assign buf_base__0 = { \port$14116$0 , \port$14114$0  };
-  assign buf_base__1 = { \port$14120$0 , \port$14118$0  };
-  assign buf_base__2 = { \port$14124$0 , \port$14122$0  };
+  assign buf_base__0 = { \port$14172$0 , \port$14170$0  };
+  assign buf_base__1 = { \port$14176$0 , \port$14174$0  };
+  assign buf_base__2 = { \port$14180$0 , \port$14178$0  };
   assign src_mem_addr = \$8 [32:0];
   assign src_sram_addr = \$9 [13:0];
   assign src_addr = \$10 [31:0];
@@ -4976,9 +4976,9 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign error_pc = pc;
   assign \alu_beat$248  = alu_beat;
   assign halted = dep_halted__0;
-  assign stage_base = { \port$14134$0 , \port$14132$0  };
+  assign stage_base = { \port$14190$0 , \port$14188$0  };
   assign steps_done = dep_steps__0;
-  assign \port$15834$0  = \$171 ;
+  assign \port$15892$0  = \$171 ;
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -5111,36 +5111,36 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$105 , port__ready, port__resp__payload, \port__resp__payload$109 , \port$3588$0 , axi__rid, \port$3660$0 , \axi__rid$174 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
-, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$113 , axi__arready, \axi__arready$166 , axi__rvalid, \axi__rvalid$75 
-, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15834$0 , \i__payload$255 , plan__payload
+module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$106 , port__ready, port__resp__payload, \port__resp__payload$110 , \port$3588$0 , axi__rid, \port$3660$0 , \axi__rid$175 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
+, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$114 , axi__arready, \axi__arready$167 , axi__rvalid, \axi__rvalid$76 
+, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15892$0 , \i__payload$257 , plan__payload
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
-  wire [16:0] \$100 ;
-  wire [16:0] \$101 ;
+  wire \$100 ;
+  wire \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
   wire \$106 ;
-  wire [127:0] \$107 ;
-  wire \$108 ;
-  wire \$109 ;
+  wire \$107 ;
+  wire [24:0] \$108 ;
+  wire [24:0] \$109 ;
   wire \$11 ;
   wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
+  wire [15:0] \$111 ;
+  wire [16:0] \$112 ;
+  wire [16:0] \$113 ;
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
-  wire \$119 ;
+  wire [127:0] \$119 ;
   wire \$12 ;
-  wire [23:0] \$120 ;
+  wire \$120 ;
   wire \$121 ;
   wire \$122 ;
   wire \$123 ;
@@ -5155,10 +5155,10 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire \$134 ;
+  wire [23:0] \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [8:0] \$137 ;
+  wire \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
@@ -5177,14 +5177,14 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$151 ;
   wire \$152 ;
   wire \$153 ;
-  wire \$154 ;
+  wire [23:0] \$154 ;
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
+  wire [8:0] \$158 ;
+  wire [23:0] \$159 ;
   wire \$16 ;
-  wire [23:0] \$160 ;
+  wire \$160 ;
   wire \$161 ;
   wire \$162 ;
   wire \$163 ;
@@ -5199,44 +5199,73 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$171 ;
   wire \$172 ;
   wire \$173 ;
-  wire \$174 ;
-  reg [7:0] \$175 ;
-  reg [7:0] \$176 ;
-  reg [7:0] \$177 ;
-  reg [140:0] \$178 ;
-  reg \$179 ;
+  wire [25:0] \$174 ;
+  wire \$175 ;
+  wire [10:0] \$176 ;
+  wire [26:0] \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  reg \$180 ;
-  reg \$181 ;
-  reg \$182 ;
-  reg \$183 ;
-  reg \$184 ;
-  reg \$185 ;
-  reg [23:0] \$186 ;
-  reg \$187 ;
-  reg \$188 ;
-  reg [23:0] \$189 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire [23:0] \$188 ;
+  wire \$189 ;
   wire [8:0] \$19 ;
-  reg [23:0] \$190 ;
-  reg [7:0] \$191 ;
-  reg [23:0] \$192 ;
-  reg [8:0] \$193 ;
-  reg [7:0] \$194 ;
-  reg [15:0] \$195 ;
-  reg [23:0] \$196 ;
-  reg \$197 ;
-  reg \$198 ;
-  reg \$199 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire [8:0] \$20 ;
-  reg \$200 ;
-  reg \$201 ;
-  reg \$202 ;
-  reg \$203 ;
-  wire [144:0] \$204 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  reg [7:0] \$203 ;
+  reg [7:0] \$204 ;
+  reg [7:0] \$205 ;
+  reg [140:0] \$206 ;
+  reg \$207 ;
+  reg \$208 ;
+  reg \$209 ;
   wire \$21 ;
+  reg \$210 ;
+  reg \$211 ;
+  reg \$212 ;
+  reg \$213 ;
+  reg [23:0] \$214 ;
+  reg \$215 ;
+  reg \$216 ;
+  reg [23:0] \$217 ;
+  reg [23:0] \$218 ;
+  reg [7:0] \$219 ;
   wire \$22 ;
+  reg [23:0] \$220 ;
+  reg [8:0] \$221 ;
+  reg [7:0] \$222 ;
+  reg [15:0] \$223 ;
+  reg [23:0] \$224 ;
+  reg \$225 ;
+  reg \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg \$229 ;
   wire \$23 ;
+  reg \$230 ;
+  reg [24:0] \$231 ;
+  reg \$232 ;
+  wire [144:0] \$233 ;
   wire \$24 ;
   wire \$25 ;
   wire \$26 ;
@@ -5277,49 +5306,49 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$58 ;
   wire \$59 ;
   wire \$6 ;
-  wire [8:0] \$60 ;
-  wire [9:0] \$61 ;
+  wire \$60 ;
+  wire \$61 ;
   wire \$62 ;
-  wire [8:0] \$63 ;
-  wire [24:0] \$64 ;
-  wire [8:0] \$65 ;
+  wire [23:0] \$63 ;
+  wire \$64 ;
+  wire \$65 ;
   wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
+  wire [8:0] \$67 ;
+  wire [23:0] \$68 ;
+  wire [24:0] \$69 ;
   wire \$7 ;
-  wire [24:0] \$70 ;
+  wire \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire [24:0] \$73 ;
-  wire \$74 ;
-  wire [10:0] \$75 ;
-  wire [24:0] \$76 ;
+  wire \$73 ;
+  wire [23:0] \$74 ;
+  wire \$75 ;
+  wire \$76 ;
   wire \$77 ;
-  wire [24:0] \$78 ;
-  wire \$79 ;
+  wire [8:0] \$78 ;
+  wire [23:0] \$79 ;
   wire \$8 ;
-  wire [10:0] \$80 ;
-  wire [24:0] \$81 ;
+  wire [24:0] \$80 ;
+  wire [8:0] \$81 ;
   wire \$82 ;
   wire \$83 ;
-  wire [24:0] \$84 ;
-  wire [8:0] \$85 ;
-  wire \$86 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire [24:0] \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire \$89 ;
+  wire [23:0] \$89 ;
   wire [8:0] \$9 ;
   wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
+  wire [23:0] \$91 ;
+  wire [24:0] \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire [24:0] \$96 ;
-  wire [24:0] \$97 ;
+  wire [8:0] \$97 ;
   wire \$98 ;
-  wire [15:0] \$99 ;
+  wire \$99 ;
   reg [127:0] a_data;
   reg a_valid;
   input abort;
@@ -5327,27 +5356,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg active = 1'h0;
   wire alu_beat;
   wire [31:0] axi__araddr;
-  wire [31:0] \axi__araddr$153 ;
+  wire [31:0] \axi__araddr$154 ;
   wire [1:0] axi__arburst;
-  wire [1:0] \axi__arburst$155 ;
+  wire [1:0] \axi__arburst$156 ;
   wire [3:0] axi__arcache;
-  wire [3:0] \axi__arcache$157 ;
+  wire [3:0] \axi__arcache$158 ;
   wire [3:0] axi__arid;
-  wire [3:0] \axi__arid$159 ;
+  wire [3:0] \axi__arid$160 ;
   wire [7:0] axi__arlen;
-  wire [7:0] \axi__arlen$161 ;
+  wire [7:0] \axi__arlen$162 ;
   wire axi__arlock;
-  wire \axi__arlock$163 ;
+  wire \axi__arlock$164 ;
   wire [2:0] axi__arprot;
-  wire [2:0] \axi__arprot$165 ;
+  wire [2:0] \axi__arprot$166 ;
   input axi__arready;
   wire axi__arready;
-  input \axi__arready$166 ;
-  wire \axi__arready$166 ;
+  input \axi__arready$167 ;
+  wire \axi__arready$167 ;
   wire [2:0] axi__arsize;
-  wire [2:0] \axi__arsize$169 ;
+  wire [2:0] \axi__arsize$170 ;
   wire axi__arvalid;
-  wire \axi__arvalid$171 ;
+  wire \axi__arvalid$172 ;
   wire [31:0] axi__awaddr;
   wire [1:0] axi__awburst;
   wire [3:0] axi__awcache;
@@ -5367,21 +5396,21 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input axi__bvalid;
   wire axi__bvalid;
   wire [127:0] axi__rdata;
-  wire [127:0] \axi__rdata$172 ;
+  wire [127:0] \axi__rdata$173 ;
   input [3:0] axi__rid;
   wire [3:0] axi__rid;
-  input [3:0] \axi__rid$174 ;
-  wire [3:0] \axi__rid$174 ;
+  input [3:0] \axi__rid$175 ;
+  wire [3:0] \axi__rid$175 ;
   wire axi__rlast;
-  wire \axi__rlast$176 ;
+  wire \axi__rlast$177 ;
   wire axi__rready;
-  wire \axi__rready$179 ;
+  wire \axi__rready$180 ;
   wire [1:0] axi__rresp;
-  wire [1:0] \axi__rresp$180 ;
+  wire [1:0] \axi__rresp$181 ;
   input axi__rvalid;
   wire axi__rvalid;
-  input \axi__rvalid$75 ;
-  wire \axi__rvalid$75 ;
+  input \axi__rvalid$76 ;
+  wire \axi__rvalid$76 ;
   wire [127:0] axi__wdata;
   wire axi__wlast;
   input axi__wready;
@@ -5393,36 +5422,36 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg bad;
   wire busy;
   wire [4:0] bytes;
-  wire [4:0] \bytes$222 ;
-  wire [4:0] \bytes$224 ;
+  wire [4:0] \bytes$223 ;
+  wire [4:0] \bytes$225 ;
   input clk;
   wire clk;
   wire [36:0] cmd__payload;
-  wire [77:0] \cmd__payload$227 ;
-  wire [7:0] \cmd__payload$227.id ;
-  wire [23:0] \cmd__payload$227.length ;
-  wire [31:0] \cmd__payload$227.mem_addr ;
-  wire [12:0] \cmd__payload$227.sram_addr ;
-  wire \cmd__payload$227.stream ;
-  wire [36:0] \cmd__payload$228 ;
-  wire [12:0] \cmd__payload$228.addr ;
-  wire [23:0] \cmd__payload$228.words ;
-  wire [77:0] \cmd__payload$229 ;
-  wire [7:0] \cmd__payload$229.id ;
-  wire [23:0] \cmd__payload$229.length ;
-  wire [31:0] \cmd__payload$229.mem_addr ;
-  wire [12:0] \cmd__payload$229.sram_addr ;
-  wire \cmd__payload$229.stream ;
-  wire [52:0] \cmd__payload$230 ;
-  wire [12:0] \cmd__payload$230.addr ;
-  wire [15:0] \cmd__payload$230.last_mask ;
-  wire [23:0] \cmd__payload$230.words ;
-  wire [77:0] \cmd__payload$231 ;
-  wire [7:0] \cmd__payload$231.id ;
-  wire [23:0] \cmd__payload$231.length ;
-  wire [31:0] \cmd__payload$231.mem_addr ;
-  wire [12:0] \cmd__payload$231.sram_addr ;
-  wire \cmd__payload$231.stream ;
+  wire [77:0] \cmd__payload$228 ;
+  wire [7:0] \cmd__payload$228.id ;
+  wire [23:0] \cmd__payload$228.length ;
+  wire [31:0] \cmd__payload$228.mem_addr ;
+  wire [12:0] \cmd__payload$228.sram_addr ;
+  wire \cmd__payload$228.stream ;
+  wire [36:0] \cmd__payload$229 ;
+  wire [12:0] \cmd__payload$229.addr ;
+  wire [23:0] \cmd__payload$229.words ;
+  wire [77:0] \cmd__payload$230 ;
+  wire [7:0] \cmd__payload$230.id ;
+  wire [23:0] \cmd__payload$230.length ;
+  wire [31:0] \cmd__payload$230.mem_addr ;
+  wire [12:0] \cmd__payload$230.sram_addr ;
+  wire \cmd__payload$230.stream ;
+  wire [52:0] \cmd__payload$231 ;
+  wire [12:0] \cmd__payload$231.addr ;
+  wire [15:0] \cmd__payload$231.last_mask ;
+  wire [23:0] \cmd__payload$231.words ;
+  wire [77:0] \cmd__payload$232 ;
+  wire [7:0] \cmd__payload$232.id ;
+  wire [23:0] \cmd__payload$232.length ;
+  wire [31:0] \cmd__payload$232.mem_addr ;
+  wire [12:0] \cmd__payload$232.sram_addr ;
+  wire \cmd__payload$232.stream ;
   wire [12:0] \cmd__payload.addr ;
   wire [23:0] \cmd__payload.words ;
   wire cmd__ready;
@@ -5478,30 +5507,32 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire fire;
   reg fwd_ahead = 1'h0;
   reg fwd_even = 1'h0;
+  reg [24:0] fwd_gap = 25'h0000000;
+  wire [24:0] gap_next;
   wire [264:0] i__payload;
-  wire [264:0] \i__payload$246 ;
-  wire [127:0] \i__payload$246.a ;
-  wire [127:0] \i__payload$246.b ;
+  wire [264:0] \i__payload$247 ;
+  wire [127:0] \i__payload$247.a ;
+  wire [127:0] \i__payload$247.b ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \i__payload$246.dtype ;
-  wire \i__payload$246.last ;
+  wire [1:0] \i__payload$247.dtype ;
+  wire \i__payload$247.last ;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
-  wire [1:0] \i__payload$246.op ;
-  wire [3:0] \i__payload$246.tag ;
-  output [127:0] \i__payload$255 ;
-  wire [127:0] \i__payload$255 ;
-  wire [132:0] \i__payload$85 ;
-  wire \i__payload$85.last ;
-  wire [127:0] \i__payload$85.result ;
-  wire [3:0] \i__payload$85.tag ;
+  wire [1:0] \i__payload$247.op ;
+  wire [3:0] \i__payload$247.tag ;
+  output [127:0] \i__payload$257 ;
+  wire [127:0] \i__payload$257 ;
+  wire [132:0] \i__payload$86 ;
+  wire \i__payload$86.last ;
+  wire [127:0] \i__payload$86.result ;
+  wire [3:0] \i__payload$86.tag ;
   wire [127:0] \i__payload.a ;
   wire [127:0] \i__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -5519,13 +5550,13 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \i__payload.op ;
   wire [3:0] \i__payload.tag ;
   wire i__ready;
-  wire \i__ready$247 ;
-  wire \i__ready$260 ;
-  wire \i__ready$88 ;
+  wire \i__ready$248 ;
+  wire \i__ready$262 ;
+  wire \i__ready$89 ;
   wire i__valid;
-  wire \i__valid$245 ;
-  wire \i__valid$257 ;
-  wire \i__valid$89 ;
+  wire \i__valid$246 ;
+  wire \i__valid$259 ;
+  wire \i__valid$90 ;
   reg join_last = 1'h0;
   reg [23:0] join_left = 24'h000000;
   reg join_more = 1'h0;
@@ -5638,20 +5669,20 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire nic_send_data__valid;
   wire [23:0] nwords;
   wire [264:0] o__payload;
-  wire [128:0] \o__payload$236 ;
-  wire [127:0] \o__payload$236.data ;
-  wire \o__payload$236.last ;
-  wire [128:0] \o__payload$244 ;
-  wire [127:0] \o__payload$244.data ;
-  wire \o__payload$244.last ;
-  wire [132:0] \o__payload$256 ;
-  wire \o__payload$256.last ;
-  wire [127:0] \o__payload$256.result ;
-  wire [3:0] \o__payload$256.tag ;
-  wire [132:0] \o__payload$86 ;
-  wire \o__payload$86.last ;
-  wire [127:0] \o__payload$86.result ;
-  wire [3:0] \o__payload$86.tag ;
+  wire [128:0] \o__payload$237 ;
+  wire [127:0] \o__payload$237.data ;
+  wire \o__payload$237.last ;
+  wire [128:0] \o__payload$245 ;
+  wire [127:0] \o__payload$245.data ;
+  wire \o__payload$245.last ;
+  wire [132:0] \o__payload$258 ;
+  wire \o__payload$258.last ;
+  wire [127:0] \o__payload$258.result ;
+  wire [3:0] \o__payload$258.tag ;
+  wire [132:0] \o__payload$87 ;
+  wire \o__payload$87.last ;
+  wire [127:0] \o__payload$87.result ;
+  wire [3:0] \o__payload$87.tag ;
   wire [127:0] \o__payload.a ;
   wire [127:0] \o__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -5669,15 +5700,15 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \o__payload.op ;
   wire [3:0] \o__payload.tag ;
   wire o__ready;
-  wire \o__ready$249 ;
-  wire \o__ready$251 ;
-  wire \o__ready$263 ;
-  wire \o__ready$87 ;
+  wire \o__ready$250 ;
+  wire \o__ready$252 ;
+  wire \o__ready$265 ;
+  wire \o__ready$88 ;
   wire o__valid;
-  wire \o__valid$235 ;
-  wire \o__valid$243 ;
-  wire \o__valid$84 ;
-  wire \o__valid$90 ;
+  wire \o__valid$236 ;
+  wire \o__valid$244 ;
+  wire \o__valid$85 ;
+  wire \o__valid$91 ;
   reg pend_a = 1'h0;
   reg pend_b = 1'h0;
   reg pend_w = 1'h0;
@@ -5747,8 +5778,8 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire plan__ready;
   input plan__valid;
   wire plan__valid;
-  output [144:0] \port$15834$0 ;
-  wire [144:0] \port$15834$0 ;
+  output [144:0] \port$15892$0 ;
+  wire [144:0] \port$15892$0 ;
   input [130:0] \port$3588$0 ;
   wire [130:0] \port$3588$0 ;
   input [130:0] \port$3660$0 ;
@@ -5760,30 +5791,30 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input port__ready;
   wire port__ready;
   wire [12:0] port__req__payload;
-  wire [12:0] \port__req__payload$104 ;
+  wire [12:0] \port__req__payload$105 ;
   input port__req__ready;
   wire port__req__ready;
-  input \port__req__ready$105 ;
-  wire \port__req__ready$105 ;
+  input \port__req__ready$106 ;
+  wire \port__req__ready$106 ;
   wire port__req__valid;
-  wire \port__req__valid$108 ;
+  wire \port__req__valid$109 ;
   input [127:0] port__resp__payload;
   wire [127:0] port__resp__payload;
-  input [127:0] \port__resp__payload$109 ;
-  wire [127:0] \port__resp__payload$109 ;
+  input [127:0] \port__resp__payload$110 ;
+  wire [127:0] \port__resp__payload$110 ;
   wire port__resp__ready;
-  wire \port__resp__ready$112 ;
+  wire \port__resp__ready$113 ;
   input port__resp__valid;
   wire port__resp__valid;
-  input \port__resp__valid$113 ;
-  wire \port__resp__valid$113 ;
+  input \port__resp__valid$114 ;
+  wire \port__resp__valid$114 ;
   wire port__valid;
   wire [127:0] rd_stream__tdata;
-  wire [127:0] \rd_stream__tdata$242 ;
+  wire [127:0] \rd_stream__tdata$243 ;
   wire rd_stream__tready;
-  wire \rd_stream__tready$252 ;
+  wire \rd_stream__tready$253 ;
   wire rd_stream__tvalid;
-  wire \rd_stream__tvalid$240 ;
+  wire \rd_stream__tvalid$241 ;
   output recv_error;
   reg recv_error = 1'h0;
   reg [23:0] recv_left = 24'h000000;
@@ -5864,10 +5895,10 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$34  = plan__payload[1:0] == 2'h2;
   assign \$35  = plan__payload[34] & plan__payload[35];
   assign \$36  = plan__payload[68] & plan__payload[69];
-  assign \$37  = | \$97 [23:0];
-  assign \$38  = \$97 [23:0] == 1'h1;
+  assign \$37  = | \$109 [23:0];
+  assign \$38  = \$109 [23:0] == 1'h1;
   assign \$39  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
-  assign \$40  = plan__payload[102] ? \$97 [23:0] : 24'h000000;
+  assign \$40  = plan__payload[102] ? \$109 [23:0] : 24'h000000;
   assign \$41  = ! plan__payload[1:0];
   assign \$42  = \$41  ? plan__payload[140:117] : 24'h000000;
   assign \$43  = \cmd__valid$42  & \cmd__ready$43 ;
@@ -5886,214 +5917,244 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$56  = ~ join_last;
   assign \$57  = join_left == 2'h2;
   assign \$58  = nic_recv__valid & nic_recv__ready;
-  assign \$59  = pkt_left > 5'h10;
-  assign \$60  = \$59  ? 9'h010 : pkt_left;
-  assign \$61  = pkt_left - \$60 ;
-  assign \$62  = pkt_left > 5'h10;
-  assign \$63  = \$62  ? 9'h010 : pkt_left;
-  assign \$64  = recv_left - \$63 ;
-  assign \$65  = recv_pkt + 1'h1;
-  assign \$66  = w_ready & s_ready;
-  assign \$67  = w_ready & plan[68];
-  assign \$68  = s_ready & plan[102];
-  assign \$69  = nic_send_data__valid & nic_send_data__ready;
-  assign \$70  = send_data_left - 1'h1;
-  assign \$71  = ~ active;
-  assign \$72  = plan__valid & \$71 ;
-  assign \$73  = recv_left - took_bytes;
-  assign \$74  = nic_send__valid & nic_send__ready;
-  assign \$75  = \$74  ? nic_send__payload[19:9] : 11'h000;
-  assign \$76  = send_cmd_left - \$75 ;
-  assign \$77  = $signed(\$73 ) < $signed(\$76 );
-  assign \$78  = recv_left - took_bytes;
-  assign \$79  = nic_send__valid & nic_send__ready;
-  assign \$80  = \$79  ? nic_send__payload[19:9] : 11'h000;
-  assign \$81  = send_cmd_left - \$80 ;
-  assign \$82  = \$78  == \$81 ;
-  assign \$83  = nic_send__valid & nic_send__ready;
-  assign \$84  = send_cmd_left - nic_send__payload[19:9];
-  assign \$85  = send_pkt + 1'h1;
-  assign \$86  = | mem_a_outstanding;
-  assign \$87  = \$86  | cmd__valid;
-  assign \$88  = \$87  | axi__rvalid;
-  assign mem_a_clock_enable = \$88  | rst;
-  assign \$89  = | mem_b_outstanding;
-  assign \$90  = \$89  | \cmd__valid$7 ;
-  assign \$91  = \$90  | \axi__rvalid$75 ;
-  assign mem_b_clock_enable = \$91  | rst;
-  assign \$92  = | mem_w_outstanding;
-  assign \$93  = \$92  | \cmd__valid$12 ;
-  assign \$94  = wr_stream__tvalid | axi__bvalid;
-  assign \$95  = \$93  | \$94 ;
-  assign mem_w_clock_enable = \$95  | rst;
-  assign mem_read_bytes = bytes + \bytes$222 ;
-  assign \$96  = plan__payload[140:117] + 4'hf;
-  assign \$98  = ! plan__payload[120:117];
-  assign \$99  = 1'h1 << plan__payload[120:117];
-  assign \$100  = \$99  - 1'h1;
-  assign \$101  = \$98  ? 17'h0ffff : \$100 ;
+  assign \$59  = ! recv_pkt_left;
+  assign \$60  = | recv_left[23:5];
+  assign \$61  = recv_left[4:0] > 5'h10;
+  assign \$62  = \$60  | \$61 ;
+  assign \$63  = \$62  ? 24'h000010 : recv_left;
+  assign \$64  = | recv_pkt_left[8:5];
+  assign \$65  = recv_pkt_left[4:0] > 5'h10;
+  assign \$66  = \$64  | \$65 ;
+  assign \$67  = \$66  ? 9'h010 : recv_pkt_left;
+  assign \$68  = \$59  ? \$63  : { 15'h0000, \$67  };
+  assign \$69  = pkt_left - \$68 ;
+  assign \$70  = ! recv_pkt_left;
+  assign \$71  = | recv_left[23:5];
+  assign \$72  = recv_left[4:0] > 5'h10;
+  assign \$73  = \$71  | \$72 ;
+  assign \$74  = \$73  ? 24'h000010 : recv_left;
+  assign \$75  = | recv_pkt_left[8:5];
+  assign \$76  = recv_pkt_left[4:0] > 5'h10;
+  assign \$77  = \$75  | \$76 ;
+  assign \$78  = \$77  ? 9'h010 : recv_pkt_left;
+  assign \$79  = \$70  ? \$74  : { 15'h0000, \$78  };
+  assign \$80  = recv_left - \$79 ;
+  assign \$81  = recv_pkt + 1'h1;
+  assign \$82  = w_ready & s_ready;
+  assign \$83  = w_ready & plan[68];
+  assign \$84  = s_ready & plan[102];
+  assign \$85  = nic_send_data__valid & nic_send_data__ready;
+  assign \$86  = send_data_left - 1'h1;
+  assign \$87  = ~ active;
+  assign \$88  = plan__valid & \$87 ;
+  assign \$89  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
+  assign \$90  = ! plan__payload[1:0];
+  assign \$91  = \$90  ? plan__payload[140:117] : 24'h000000;
+  assign \$92  = \$89  - \$91 ;
+  assign \$93  = $signed(\$177 [24:0]) > $signed(1'h0);
+  assign \$94  = ! \$177 [24:0];
+  assign \$95  = nic_send__valid & nic_send__ready;
+  assign \$96  = send_cmd_left - nic_send__payload[19:9];
+  assign \$97  = send_pkt + 1'h1;
+  assign \$98  = | mem_a_outstanding;
+  assign \$99  = \$98  | cmd__valid;
+  assign \$100  = \$99  | axi__rvalid;
+  assign mem_a_clock_enable = \$100  | rst;
+  assign \$101  = | mem_b_outstanding;
+  assign \$102  = \$101  | \cmd__valid$7 ;
+  assign \$103  = \$102  | \axi__rvalid$76 ;
+  assign mem_b_clock_enable = \$103  | rst;
+  assign \$104  = | mem_w_outstanding;
+  assign \$105  = \$104  | \cmd__valid$12 ;
+  assign \$106  = wr_stream__tvalid | axi__bvalid;
+  assign \$107  = \$105  | \$106 ;
+  assign mem_w_clock_enable = \$107  | rst;
+  assign mem_read_bytes = bytes + \bytes$223 ;
+  assign \$108  = plan__payload[140:117] + 4'hf;
+  assign \$110  = ! plan__payload[120:117];
+  assign \$111  = 1'h1 << plan__payload[120:117];
+  assign \$112  = \$111  - 1'h1;
+  assign \$113  = \$110  ? 17'h0ffff : \$112 ;
   assign plan__ready = ~ active;
-  assign \$102  = plan[1:0] == 1'h1;
-  assign \cmd__valid$42  = pend_a & \$102 ;
-  assign \$103  = plan[1:0] == 2'h2;
-  assign cmd__valid = pend_a & \$103 ;
-  assign \$104  = ~ plan[35];
-  assign \cmd__valid$44  = pend_b & \$104 ;
-  assign \cmd__valid$7  = pend_b & plan[35];
-  assign \$105  = ~ plan[69];
-  assign \cmd__valid$46  = pend_w & \$105 ;
-  assign \cmd__valid$12  = pend_w & plan[69];
-  assign \$106  = abort | nic_recv__valid;
-  assign \$107  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
-  assign \$108  = ~ plan[34];
-  assign \$109  = active & join_more;
-  assign \$110  = \$109  & a_valid;
-  assign \i__valid$245  = \$110  & b_valid;
-  assign fire = \i__valid$245  & \i__ready$247 ;
-  assign \$111  = ! plan[1:0];
-  assign \$112  = fire & \$111 ;
-  assign \$113  = ~ abort;
-  assign nic_recv__ready = \$112  & \$113 ;
   assign \$114  = plan[1:0] == 1'h1;
-  assign sram_rd_a__resp__ready = fire & \$114 ;
+  assign \cmd__valid$42  = pend_a & \$114 ;
   assign \$115  = plan[1:0] == 2'h2;
-  assign rd_stream__tready = fire & \$115 ;
-  assign \$116  = fire & plan[34];
-  assign \$117  = ~ plan[35];
-  assign sram_rd_b__resp__ready = \$116  & \$117 ;
-  assign \$118  = fire & plan[34];
-  assign \rd_stream__tready$252  = \$118  & plan[35];
-  assign \$119  = recv_left > 9'h100;
-  assign \$120  = \$119  ? 24'h000100 : recv_left;
-  assign \$121  = ! recv_pkt_left;
-  assign pkt_left = \$121  ? \$120 [8:0] : recv_pkt_left;
-  assign \$122  = nic_recv__valid & nic_recv__ready;
-  assign \$123  = nic_recv__payload[153:146] != plan[112:105];
-  assign \$124  = ! recv_pkt_left;
-  assign \$125  = nic_recv__payload[144] != \$124 ;
-  assign \$126  = \$123  | \$125 ;
-  assign \$127  = ! recv_pkt_left;
-  assign \$128  = nic_recv__payload[178:162] != \$120 [8:0];
-  assign \$129  = nic_recv__payload[161:154] != recv_pkt;
-  assign \$130  = \$128  | \$129 ;
-  assign \$131  = \$127  & \$130 ;
-  assign \$132  = \$126  | \$131 ;
-  assign \$133  = pkt_left <= 5'h10;
-  assign \$134  = nic_recv__payload[145] != \$133 ;
-  assign \$135  = \$132  | \$134 ;
-  assign \$136  = pkt_left > 5'h10;
-  assign \$137  = \$136  ? 9'h010 : pkt_left;
-  assign \$138  = ~ plan[69];
-  assign \$139  = plan[68] & \$138 ;
-  assign \$140  = o__valid & \$139 ;
-  assign \$141  = ~ taken_w;
-  assign \i__valid$257  = \$140  & \$141 ;
-  assign \$142  = plan[68] & plan[69];
-  assign \$143  = o__valid & \$142 ;
-  assign \$144  = ~ taken_w;
-  assign wr_stream__tvalid = \$143  & \$144 ;
-  assign \$145  = ~ plan[68];
-  assign \$146  = \$145  | taken_w;
-  assign \$147  = plan[69] ? wr_stream__tready : \i__ready$260 ;
-  assign w_ready = \$146  | \$147 ;
-  assign \$148  = o__valid & plan[102];
-  assign \$149  = ~ taken_s;
-  assign nic_send_data__valid = \$148  & \$149 ;
-  assign \$150  = ~ plan[102];
-  assign \$151  = \$150  | taken_s;
-  assign s_ready = \$151  | nic_send_data__ready;
-  assign \o__ready$263  = w_ready & s_ready;
-  assign \$152  = | send_cmd_left;
-  assign \$153  = active & \$152 ;
-  assign \$154  = ! plan[1:0];
-  assign \$155  = ~ \$154 ;
-  assign \$156  = \$155  | fwd_ahead;
-  assign \$157  = fwd_even & a_valid;
-  assign \$158  = \$156  | \$157 ;
-  assign nic_send__valid = \$153  & \$158 ;
-  assign \$159  = send_cmd_left > 9'h100;
-  assign \$160  = \$159  ? 24'h000100 : send_cmd_left;
-  assign \$161  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
-  assign \$162  = ~ \$161 ;
-  assign \$163  = active & \$162 ;
-  assign \$164  = ! join_left;
-  assign \$165  = \$163  & \$164 ;
-  assign \$166  = ! send_cmd_left;
-  assign \$167  = \$165  & \$166 ;
-  assign \$168  = ! send_data_left;
-  assign \$169  = \$167  & \$168 ;
-  assign \$170  = ~ busy;
-  assign \$171  = \$169  & \$170 ;
-  assign \$172  = ~ o__valid;
-  assign \$173  = \$171  & \$172 ;
-  assign \$174  = ~ \i__valid$89 ;
-  assign finished = \$173  & \$174 ;
+  assign cmd__valid = pend_a & \$115 ;
+  assign \$116  = ~ plan[35];
+  assign \cmd__valid$44  = pend_b & \$116 ;
+  assign \cmd__valid$7  = pend_b & plan[35];
+  assign \$117  = ~ plan[69];
+  assign \cmd__valid$46  = pend_w & \$117 ;
+  assign \cmd__valid$12  = pend_w & plan[69];
+  assign \$118  = abort | nic_recv__valid;
+  assign \$119  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
+  assign \$120  = ~ plan[34];
+  assign \$121  = active & join_more;
+  assign \$122  = \$121  & a_valid;
+  assign \i__valid$246  = \$122  & b_valid;
+  assign fire = \i__valid$246  & \i__ready$248 ;
+  assign \$123  = ! plan[1:0];
+  assign \$124  = fire & \$123 ;
+  assign \$125  = ~ abort;
+  assign nic_recv__ready = \$124  & \$125 ;
+  assign \$126  = plan[1:0] == 1'h1;
+  assign sram_rd_a__resp__ready = fire & \$126 ;
+  assign \$127  = plan[1:0] == 2'h2;
+  assign rd_stream__tready = fire & \$127 ;
+  assign \$128  = fire & plan[34];
+  assign \$129  = ~ plan[35];
+  assign sram_rd_b__resp__ready = \$128  & \$129 ;
+  assign \$130  = fire & plan[34];
+  assign \rd_stream__tready$253  = \$130  & plan[35];
+  assign \$131  = | recv_left[23:9];
+  assign \$132  = recv_left[8:0] > 9'h100;
+  assign \$133  = \$131  | \$132 ;
+  assign \$134  = \$133  ? 24'h000100 : recv_left;
+  assign \$135  = ! recv_pkt_left;
+  assign pkt_left = \$135  ? \$134 [8:0] : recv_pkt_left;
+  assign \$136  = nic_recv__valid & nic_recv__ready;
+  assign \$137  = nic_recv__payload[153:146] != plan[112:105];
+  assign \$138  = ! recv_pkt_left;
+  assign \$139  = nic_recv__payload[144] != \$138 ;
+  assign \$140  = \$137  | \$139 ;
+  assign \$141  = ! recv_pkt_left;
+  assign \$142  = nic_recv__payload[178:162] != \$134 [8:0];
+  assign \$143  = nic_recv__payload[161:154] != recv_pkt;
+  assign \$144  = \$142  | \$143 ;
+  assign \$145  = \$141  & \$144 ;
+  assign \$146  = \$140  | \$145 ;
+  assign \$147  = pkt_left <= 5'h10;
+  assign \$148  = nic_recv__payload[145] != \$147 ;
+  assign \$149  = \$146  | \$148 ;
+  assign \$150  = ! recv_pkt_left;
+  assign \$151  = | recv_left[23:5];
+  assign \$152  = recv_left[4:0] > 5'h10;
+  assign \$153  = \$151  | \$152 ;
+  assign \$154  = \$153  ? 24'h000010 : recv_left;
+  assign \$155  = | recv_pkt_left[8:5];
+  assign \$156  = recv_pkt_left[4:0] > 5'h10;
+  assign \$157  = \$155  | \$156 ;
+  assign \$158  = \$157  ? 9'h010 : recv_pkt_left;
+  assign \$159  = \$150  ? \$154  : { 15'h0000, \$158  };
+  assign \$160  = ~ plan[69];
+  assign \$161  = plan[68] & \$160 ;
+  assign \$162  = o__valid & \$161 ;
+  assign \$163  = ~ taken_w;
+  assign \i__valid$259  = \$162  & \$163 ;
+  assign \$164  = plan[68] & plan[69];
+  assign \$165  = o__valid & \$164 ;
+  assign \$166  = ~ taken_w;
+  assign wr_stream__tvalid = \$165  & \$166 ;
+  assign \$167  = ~ plan[68];
+  assign \$168  = \$167  | taken_w;
+  assign \$169  = plan[69] ? wr_stream__tready : \i__ready$262 ;
+  assign w_ready = \$168  | \$169 ;
+  assign \$170  = o__valid & plan[102];
+  assign \$171  = ~ taken_s;
+  assign nic_send_data__valid = \$170  & \$171 ;
+  assign \$172  = ~ plan[102];
+  assign \$173  = \$172  | taken_s;
+  assign s_ready = \$173  | nic_send_data__ready;
+  assign \o__ready$265  = w_ready & s_ready;
+  assign \$174  = $signed(fwd_gap) + $signed({ 1'h0, took_bytes });
+  assign \$175  = nic_send__valid & nic_send__ready;
+  assign \$176  = \$175  ? nic_send__payload[19:9] : 11'h000;
+  assign \$177  = $signed(\$174 ) - $signed({ 1'h0, \$176  });
+  assign \$178  = | send_cmd_left;
+  assign \$179  = active & \$178 ;
+  assign \$180  = ! plan[1:0];
+  assign \$181  = ~ \$180 ;
+  assign \$182  = \$181  | fwd_ahead;
+  assign \$183  = fwd_even & a_valid;
+  assign \$184  = \$182  | \$183 ;
+  assign nic_send__valid = \$179  & \$184 ;
+  assign \$185  = | send_cmd_left[23:9];
+  assign \$186  = send_cmd_left[8:0] > 9'h100;
+  assign \$187  = \$185  | \$186 ;
+  assign \$188  = \$187  ? 24'h000100 : send_cmd_left;
+  assign \$189  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
+  assign \$190  = ~ \$189 ;
+  assign \$191  = active & \$190 ;
+  assign \$192  = ! join_left;
+  assign \$193  = \$191  & \$192 ;
+  assign \$194  = ! send_cmd_left;
+  assign \$195  = \$193  & \$194 ;
+  assign \$196  = ! send_data_left;
+  assign \$197  = \$195  & \$196 ;
+  assign \$198  = ~ busy;
+  assign \$199  = \$197  & \$198 ;
+  assign \$200  = ~ o__valid;
+  assign \$201  = \$199  & \$200 ;
+  assign \$202  = ~ \i__valid$90 ;
+  assign finished = \$201  & \$202 ;
   always @(posedge clk)
-    mem_a_outstanding <= \$175 ;
+    mem_a_outstanding <= \$203 ;
   always @(posedge clk)
-    mem_b_outstanding <= \$176 ;
+    mem_b_outstanding <= \$204 ;
   always @(posedge clk)
-    mem_w_outstanding <= \$177 ;
+    mem_w_outstanding <= \$205 ;
   always @(posedge clk)
-    plan <= \$178 ;
+    plan <= \$206 ;
   always @(posedge clk)
-    active <= \$179 ;
+    active <= \$207 ;
   always @(posedge clk)
-    pend_a <= \$180 ;
+    pend_a <= \$208 ;
   always @(posedge clk)
-    wait_a <= \$181 ;
+    wait_a <= \$209 ;
   always @(posedge clk)
-    pend_b <= \$182 ;
+    pend_b <= \$210 ;
   always @(posedge clk)
-    wait_b <= \$183 ;
+    wait_b <= \$211 ;
   always @(posedge clk)
-    pend_w <= \$184 ;
+    pend_w <= \$212 ;
   always @(posedge clk)
-    wait_w <= \$185 ;
+    wait_w <= \$213 ;
   always @(posedge clk)
-    join_left <= \$186 ;
+    join_left <= \$214 ;
   always @(posedge clk)
-    join_more <= \$187 ;
+    join_more <= \$215 ;
   always @(posedge clk)
-    join_last <= \$188 ;
+    join_last <= \$216 ;
   always @(posedge clk)
-    send_cmd_left <= \$189 ;
+    send_cmd_left <= \$217 ;
   always @(posedge clk)
-    send_data_left <= \$190 ;
+    send_data_left <= \$218 ;
   always @(posedge clk)
-    send_pkt <= \$191 ;
+    send_pkt <= \$219 ;
   always @(posedge clk)
-    recv_left <= \$192 ;
+    recv_left <= \$220 ;
   always @(posedge clk)
-    recv_pkt_left <= \$193 ;
+    recv_pkt_left <= \$221 ;
   always @(posedge clk)
-    recv_pkt <= \$194 ;
+    recv_pkt <= \$222 ;
   always @(posedge clk)
-    w_mask <= \$195 ;
+    w_mask <= \$223 ;
   always @(posedge clk)
-    step_words <= \$196 ;
+    step_words <= \$224 ;
   always @(posedge clk)
-    mem_error <= \$197 ;
+    mem_error <= \$225 ;
   always @(posedge clk)
-    recv_error <= \$198 ;
+    recv_error <= \$226 ;
   always @(posedge clk)
-    taken_w <= \$199 ;
+    taken_w <= \$227 ;
   always @(posedge clk)
-    taken_s <= \$200 ;
+    taken_s <= \$228 ;
   always @(posedge clk)
-    fwd_ahead <= \$201 ;
+    fwd_ahead <= \$229 ;
   always @(posedge clk)
-    fwd_even <= \$202 ;
+    fwd_even <= \$230 ;
   always @(posedge clk)
-    done <= \$203 ;
+    fwd_gap <= \$231 ;
+  always @(posedge clk)
+    done <= \$232 ;
   \ace_engine_small.ch0.datapath.alu  alu (
     .clk(clk),
     .i__payload(i__payload),
     .i__ready(o__ready),
     .i__valid(i__valid),
-    .o__valid(\i__valid$89 ),
-    .out_payload(\i__payload$85 ),
-    .r_en(\o__ready$87 ),
+    .o__valid(\i__valid$90 ),
+    .out_payload(\i__payload$86 ),
+    .r_en(\o__ready$88 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.mem_a  mem_a (
@@ -6104,7 +6165,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__rvalid(axi__rvalid),
     .bytes(bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$227 ),
+    .cmd__payload(\cmd__payload$228 ),
     .cmd__ready(cmd__ready),
     .cmd__valid(cmd__valid),
     .cpl__payload(cpl__payload),
@@ -6122,20 +6183,20 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__arlen(mem_rd_b__arlen),
     .axi__arvalid(mem_rd_b__arvalid),
     .axi__rready(mem_rd_b__rready),
-    .axi__rvalid(\axi__rvalid$75 ),
-    .bytes(\bytes$222 ),
+    .axi__rvalid(\axi__rvalid$76 ),
+    .bytes(\bytes$223 ),
     .clk(clk),
-    .cmd__payload(\cmd__payload$229 ),
+    .cmd__payload(\cmd__payload$230 ),
     .cmd__ready(\cmd__ready$8 ),
     .cmd__valid(\cmd__valid$7 ),
     .cpl__payload(\cpl__payload$49 ),
     .cpl_full(\cpl__valid$9 ),
     .mem_b_clock_enable(mem_b_clock_enable),
-    .\o__ready$40 (\axi__arready$166 ),
+    .\o__ready$40 (\axi__arready$167 ),
     .\port$3660$0 (\port$3660$0 ),
-    .rd_stream__tdata(\rd_stream__tdata$242 ),
-    .rd_stream__tready(\rd_stream__tready$252 ),
-    .rd_stream__tvalid(\rd_stream__tvalid$240 ),
+    .rd_stream__tdata(\rd_stream__tdata$243 ),
+    .rd_stream__tready(\rd_stream__tready$253 ),
+    .rd_stream__tvalid(\rd_stream__tvalid$241 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.mem_w  mem_w (
@@ -6148,7 +6209,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__wvalid(mem_wr__wvalid),
     .bytes(mem_write_bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$231 ),
+    .cmd__payload(\cmd__payload$232 ),
     .cmd__ready(\cmd__ready$13 ),
     .cmd__valid(\cmd__valid$12 ),
     .cpl__payload(\cpl__payload$50 ),
@@ -6156,17 +6217,17 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .mem_w_clock_enable(mem_w_clock_enable),
     .\o__ready$44 (axi__awready),
     .\o__ready$92 (axi__wready),
-    .\port$15834$0 (\$204 ),
+    .\port$15892$0 (\$233 ),
     .rst(rst),
-    .wr_stream__tdata(\o__payload$256 [127:0]),
+    .wr_stream__tdata(\o__payload$258 [127:0]),
     .wr_stream__tready(wr_stream__tready),
     .wr_stream__tvalid(wr_stream__tvalid)
   );
   \ace_engine_small.ch0.datapath.operands  operands (
     .clk(clk),
-    .i__payload(\i__payload$246 ),
-    .i__ready(\i__ready$247 ),
-    .i__valid(\i__valid$245 ),
+    .i__payload(\i__payload$247 ),
+    .i__ready(\i__ready$248 ),
+    .i__valid(\i__valid$246 ),
     .o__payload(i__payload),
     .o__ready(o__ready),
     .o__valid(i__valid),
@@ -6174,11 +6235,11 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch0.datapath.result  result (
     .clk(clk),
-    .i__payload(\i__payload$85 ),
-    .i__ready(\o__ready$87 ),
-    .i__valid(\i__valid$89 ),
-    .o__payload(\o__payload$256 ),
-    .o__ready(\o__ready$263 ),
+    .i__payload(\i__payload$86 ),
+    .i__ready(\o__ready$88 ),
+    .i__valid(\i__valid$90 ),
+    .o__payload(\o__payload$258 ),
+    .o__ready(\o__ready$265 ),
     .o__valid(o__valid),
     .rst(rst)
   );
@@ -6187,7 +6248,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .cmd__payload(cmd__payload),
     .cmd__ready(\cmd__ready$43 ),
     .cmd__valid(\cmd__valid$42 ),
-    .o__payload(\o__payload$236 ),
+    .o__payload(\o__payload$237 ),
     .o__valid(port__resp__valid),
     .port__req__payload(sram_rd_a__req__payload),
     .port__req__ready(port__req__ready),
@@ -6198,27 +6259,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch0.datapath.sram_b  sram_b (
     .clk(clk),
-    .cmd__payload(\cmd__payload$228 ),
+    .cmd__payload(\cmd__payload$229 ),
     .cmd__ready(\cmd__ready$45 ),
     .cmd__valid(\cmd__valid$44 ),
-    .o__payload(\o__payload$244 ),
-    .o__valid(\port__resp__valid$113 ),
+    .o__payload(\o__payload$245 ),
+    .o__valid(\port__resp__valid$114 ),
     .port__req__payload(sram_rd_b__req__payload),
-    .port__req__ready(\port__req__ready$105 ),
+    .port__req__ready(\port__req__ready$106 ),
     .port__req__valid(sram_rd_b__req__valid),
-    .port__resp__payload(\port__resp__payload$109 ),
+    .port__resp__payload(\port__resp__payload$110 ),
     .port__resp__ready(sram_rd_b__resp__ready),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.sram_w  sram_w (
     .busy(busy),
     .clk(clk),
-    .cmd__payload(\cmd__payload$230 ),
+    .cmd__payload(\cmd__payload$231 ),
     .cmd__ready(\cmd__ready$47 ),
     .cmd__valid(\cmd__valid$46 ),
-    .i__payload(\o__payload$256 [127:0]),
-    .i__ready(\i__ready$260 ),
-    .i__valid(\i__valid$257 ),
+    .i__payload(\o__payload$258 [127:0]),
+    .i__ready(\i__ready$262 ),
+    .i__valid(\i__valid$259 ),
     .port__payload(sram_wr__payload),
     .port__ready(port__ready),
     .port__valid(sram_wr__valid),
@@ -6226,382 +6287,394 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$175  = mem_a_outstanding;
+    \$203  = mem_a_outstanding;
     if (\$4 ) begin
-      \$175  = \$9 [7:0];
+      \$203  = \$9 [7:0];
     end else if (\$8 ) begin
-      \$175  = \$10 [7:0];
+      \$203  = \$10 [7:0];
     end
     if (rst) begin
-      \$175  = 8'h00;
+      \$203  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$176  = mem_b_outstanding;
+    \$204  = mem_b_outstanding;
     if (\$14 ) begin
-      \$176  = \$19 [7:0];
+      \$204  = \$19 [7:0];
     end else if (\$18 ) begin
-      \$176  = \$20 [7:0];
+      \$204  = \$20 [7:0];
     end
     if (rst) begin
-      \$176  = 8'h00;
+      \$204  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$177  = mem_w_outstanding;
+    \$205  = mem_w_outstanding;
     if (\$24 ) begin
-      \$177  = \$29 [7:0];
+      \$205  = \$29 [7:0];
     end else if (\$28 ) begin
-      \$177  = \$30 [7:0];
+      \$205  = \$30 [7:0];
     end
     if (rst) begin
-      \$177  = 8'h00;
+      \$205  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$178  = plan;
+    \$206  = plan;
     if (\$32 ) begin
-      \$178  = plan__payload;
+      \$206  = plan__payload;
     end
     if (rst) begin
-      \$178  = 141'h000000000000000000000000000000000000;
+      \$206  = 141'h000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$179  = active;
+    \$207  = active;
     if (\$32 ) begin
-      \$179  = 1'h1;
+      \$207  = 1'h1;
     end
     if (finished) begin
-      \$179  = 1'h0;
+      \$207  = 1'h0;
     end
     if (rst) begin
-      \$179  = 1'h0;
+      \$207  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$180  = pend_a;
+    \$208  = pend_a;
     if (\$32 ) begin
-      \$180  = \$33 ;
+      \$208  = \$33 ;
     end
     if (\$45 ) begin
-      \$180  = 1'h0;
+      \$208  = 1'h0;
     end
     if (rst) begin
-      \$180  = 1'h0;
+      \$208  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$181  = wait_a;
+    \$209  = wait_a;
     if (\$32 ) begin
-      \$181  = \$34 ;
+      \$209  = \$34 ;
     end
     if (cpl__valid) begin
-      \$181  = 1'h0;
+      \$209  = 1'h0;
     end
     if (rst) begin
-      \$181  = 1'h0;
+      \$209  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$182  = pend_b;
+    \$210  = pend_b;
     if (\$32 ) begin
-      \$182  = plan__payload[34];
+      \$210  = plan__payload[34];
     end
     if (\$48 ) begin
-      \$182  = 1'h0;
+      \$210  = 1'h0;
     end
     if (rst) begin
-      \$182  = 1'h0;
+      \$210  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$183  = wait_b;
+    \$211  = wait_b;
     if (\$32 ) begin
-      \$183  = \$35 ;
+      \$211  = \$35 ;
     end
     if (\cpl__valid$9 ) begin
-      \$183  = 1'h0;
+      \$211  = 1'h0;
     end
     if (rst) begin
-      \$183  = 1'h0;
+      \$211  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$184  = pend_w;
+    \$212  = pend_w;
     if (\$32 ) begin
-      \$184  = plan__payload[68];
+      \$212  = plan__payload[68];
     end
     if (\$51 ) begin
-      \$184  = 1'h0;
+      \$212  = 1'h0;
     end
     if (rst) begin
-      \$184  = 1'h0;
+      \$212  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$185  = wait_w;
+    \$213  = wait_w;
     if (\$32 ) begin
-      \$185  = \$36 ;
+      \$213  = \$36 ;
     end
     if (\cpl__valid$14 ) begin
-      \$185  = 1'h0;
+      \$213  = 1'h0;
     end
     if (rst) begin
-      \$185  = 1'h0;
+      \$213  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$186  = join_left;
+    \$214  = join_left;
     if (\$32 ) begin
-      \$186  = \$97 [23:0];
+      \$214  = \$109 [23:0];
     end
     if (fire) begin
-      \$186  = \$55 [23:0];
+      \$214  = \$55 [23:0];
     end
     if (rst) begin
-      \$186  = 24'h000000;
+      \$214  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$187  = join_more;
+    \$215  = join_more;
     if (\$32 ) begin
-      \$187  = \$37 ;
+      \$215  = \$37 ;
     end
     if (fire) begin
-      \$187  = \$56 ;
+      \$215  = \$56 ;
     end
     if (rst) begin
-      \$187  = 1'h0;
+      \$215  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$188  = join_last;
+    \$216  = join_last;
     if (\$32 ) begin
-      \$188  = \$38 ;
+      \$216  = \$38 ;
     end
     if (fire) begin
-      \$188  = \$57 ;
+      \$216  = \$57 ;
     end
     if (rst) begin
-      \$188  = 1'h0;
+      \$216  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$189  = send_cmd_left;
+    \$217  = send_cmd_left;
     if (\$32 ) begin
-      \$189  = \$39 ;
+      \$217  = \$39 ;
     end
-    if (\$83 ) begin
-      \$189  = \$84 [23:0];
+    if (\$95 ) begin
+      \$217  = \$96 [23:0];
     end
     if (rst) begin
-      \$189  = 24'h000000;
+      \$217  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$190  = send_data_left;
+    \$218  = send_data_left;
     if (\$32 ) begin
-      \$190  = \$40 ;
+      \$218  = \$40 ;
     end
-    if (\$69 ) begin
-      \$190  = \$70 [23:0];
+    if (\$85 ) begin
+      \$218  = \$86 [23:0];
     end
     if (rst) begin
-      \$190  = 24'h000000;
+      \$218  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$191  = send_pkt;
+    \$219  = send_pkt;
     if (\$32 ) begin
-      \$191  = 8'h00;
+      \$219  = 8'h00;
     end
-    if (\$83 ) begin
-      \$191  = \$85 [7:0];
+    if (\$95 ) begin
+      \$219  = \$97 [7:0];
     end
     if (rst) begin
-      \$191  = 8'h00;
+      \$219  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$192  = recv_left;
+    \$220  = recv_left;
     if (\$32 ) begin
-      \$192  = \$42 ;
+      \$220  = \$42 ;
     end
     if (\$58 ) begin
-      \$192  = \$64 [23:0];
+      \$220  = \$80 [23:0];
     end
     if (rst) begin
-      \$192  = 24'h000000;
+      \$220  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$193  = recv_pkt_left;
+    \$221  = recv_pkt_left;
     if (\$32 ) begin
-      \$193  = 9'h000;
+      \$221  = 9'h000;
     end
     if (\$58 ) begin
-      \$193  = \$61 [8:0];
+      \$221  = \$69 [8:0];
     end
     if (rst) begin
-      \$193  = 9'h000;
+      \$221  = 9'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$194  = recv_pkt;
+    \$222  = recv_pkt;
     if (\$32 ) begin
-      \$194  = 8'h00;
+      \$222  = 8'h00;
     end
     if (\$58 ) begin
       if (nic_recv__payload[145]) begin
-        \$194  = \$65 [7:0];
+        \$222  = \$81 [7:0];
       end
     end
     if (rst) begin
-      \$194  = 8'h00;
+      \$222  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$195  = w_mask;
+    \$223  = w_mask;
     if (\$32 ) begin
-      \$195  = \$101 [15:0];
+      \$223  = \$113 [15:0];
     end
     if (rst) begin
-      \$195  = 16'h0000;
+      \$223  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$196  = step_words;
+    \$224  = step_words;
     if (\$32 ) begin
-      \$196  = \$97 [23:0];
+      \$224  = \$109 [23:0];
     end
     if (rst) begin
-      \$196  = 24'h000000;
+      \$224  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$197  = mem_error;
+    \$225  = mem_error;
     if (\$32 ) begin
-      \$197  = 1'h0;
+      \$225  = 1'h0;
     end
     if (cpl__valid) begin
       if (\$52 ) begin
-        \$197  = 1'h1;
+        \$225  = 1'h1;
       end
     end
     if (\cpl__valid$9 ) begin
       if (\$53 ) begin
-        \$197  = 1'h1;
+        \$225  = 1'h1;
       end
     end
     if (\cpl__valid$14 ) begin
       if (\$54 ) begin
-        \$197  = 1'h1;
+        \$225  = 1'h1;
       end
     end
     if (rst) begin
-      \$197  = 1'h0;
+      \$225  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$198  = recv_error;
+    \$226  = recv_error;
     if (\$32 ) begin
-      \$198  = 1'h0;
+      \$226  = 1'h0;
     end
     if (\$58 ) begin
       if (bad) begin
-        \$198  = 1'h1;
+        \$226  = 1'h1;
       end
     end
     if (rst) begin
-      \$198  = 1'h0;
+      \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$199  = taken_w;
+    \$227  = taken_w;
     if (o__valid) begin
       (* full_case = 32'd1 *)
-      if (\$66 ) begin
-        \$199  = 1'h0;
+      if (\$82 ) begin
+        \$227  = 1'h0;
       end else begin
-        \$199  = \$67 ;
+        \$227  = \$83 ;
       end
     end
     if (rst) begin
-      \$199  = 1'h0;
+      \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$200  = taken_s;
+    \$228  = taken_s;
     if (o__valid) begin
       (* full_case = 32'd1 *)
-      if (\$66 ) begin
-        \$200  = 1'h0;
+      if (\$82 ) begin
+        \$228  = 1'h0;
       end else begin
-        \$200  = \$68 ;
+        \$228  = \$84 ;
       end
     end
     if (rst) begin
-      \$200  = 1'h0;
+      \$228  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     (* full_case = 32'd1 *)
-    if (\$72 ) begin
-      \$201  = 1'h0;
+    if (\$88 ) begin
+      \$229  = 1'h0;
     end else begin
-      \$201  = \$77 ;
+      \$229  = \$93 ;
     end
     if (rst) begin
-      \$201  = 1'h0;
+      \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     (* full_case = 32'd1 *)
-    if (\$72 ) begin
-      \$202  = 1'h1;
+    if (\$88 ) begin
+      \$230  = 1'h1;
     end else begin
-      \$202  = \$82 ;
+      \$230  = \$94 ;
     end
     if (rst) begin
-      \$202  = 1'h0;
+      \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$203  = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$88 ) begin
+      \$231  = \$92 ;
+    end else begin
+      \$231  = \$177 [24:0];
+    end
+    if (rst) begin
+      \$231  = 25'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
+    \$232  = 1'h0;
     if (finished) begin
-      \$203  = 1'h1;
+      \$232  = 1'h1;
     end
     if (rst) begin
-      \$203  = 1'h0;
+      \$232  = 1'h0;
     end
   end
   always @* begin
@@ -6609,7 +6682,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_valid = \$106 ;
+          a_valid = \$118 ;
       2'h1:
           a_valid = port__resp__valid;
       default:
@@ -6621,9 +6694,9 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_data = \$107 ;
+          a_data = \$119 ;
       2'h1:
-          a_data = \o__payload$236 [127:0];
+          a_data = \o__payload$237 [127:0];
       default:
           a_data = rd_stream__tdata;
     endcase
@@ -6631,62 +6704,63 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     (* full_case = 32'd1 *)
-    if (\$108 ) begin
+    if (\$120 ) begin
       b_valid = 1'h1;
     end else if (plan[35]) begin
-      b_valid = \rd_stream__tvalid$240 ;
+      b_valid = \rd_stream__tvalid$241 ;
     end else begin
-      b_valid = \port__resp__valid$113 ;
+      b_valid = \port__resp__valid$114 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     b_data = 128'h00000000000000000000000000000000;
     (* full_case = 32'd1 *)
-    if (\$108 ) begin
+    if (\$120 ) begin
     end else if (plan[35]) begin
-      b_data = \rd_stream__tdata$242 ;
+      b_data = \rd_stream__tdata$243 ;
     end else begin
-      b_data = \o__payload$244 [127:0];
+      b_data = \o__payload$245 [127:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     bad = 1'h0;
-    if (\$122 ) begin
-      bad = \$135 ;
+    if (\$136 ) begin
+      bad = \$149 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     took_bytes = 5'h00;
-    if (\$122 ) begin
-      took_bytes = \$137 [4:0];
+    if (\$136 ) begin
+      took_bytes = \$159 [4:0];
     end
   end
   assign cpl__ready = 1'h1;
   assign \cpl__ready$10  = 1'h1;
   assign \cpl__ready$15  = 1'h1;
-  assign nwords = \$97 [23:0];
-  assign last_mask = \$101 [15:0];
+  assign nwords = \$109 [23:0];
+  assign last_mask = \$113 [15:0];
+  assign gap_next = \$177 [24:0];
   assign o__payload = i__payload;
   assign i__ready = o__ready;
-  assign \o__valid$84  = i__valid;
-  assign \o__payload$86  = \i__payload$85 ;
-  assign \i__ready$88  = \o__ready$87 ;
-  assign \o__valid$90  = \i__valid$89 ;
+  assign \o__valid$85  = i__valid;
+  assign \o__payload$87  = \i__payload$86 ;
+  assign \i__ready$89  = \o__ready$88 ;
+  assign \o__valid$91  = \i__valid$90 ;
   assign port__req__payload = sram_rd_a__req__payload;
   assign sram_rd_a__req__ready = port__req__ready;
   assign port__req__valid = sram_rd_a__req__valid;
   assign sram_rd_a__resp__payload = port__resp__payload;
   assign port__resp__ready = sram_rd_a__resp__ready;
   assign sram_rd_a__resp__valid = port__resp__valid;
-  assign \port__req__payload$104  = sram_rd_b__req__payload;
-  assign sram_rd_b__req__ready = \port__req__ready$105 ;
-  assign \port__req__valid$108  = sram_rd_b__req__valid;
-  assign sram_rd_b__resp__payload = \port__resp__payload$109 ;
-  assign \port__resp__ready$112  = sram_rd_b__resp__ready;
-  assign sram_rd_b__resp__valid = \port__resp__valid$113 ;
+  assign \port__req__payload$105  = sram_rd_b__req__payload;
+  assign sram_rd_b__req__ready = \port__req__ready$106 ;
+  assign \port__req__valid$109  = sram_rd_b__req__valid;
+  assign sram_rd_b__resp__payload = \port__resp__payload$110 ;
+  assign \port__resp__ready$113  = sram_rd_b__resp__ready;
+  assign sram_rd_b__resp__valid = \port__resp__valid$114 ;
   assign port__payload = sram_wr__payload;
   assign sram_wr__ready = port__ready;
   assign port__valid = sram_wr__valid;
@@ -6715,31 +6789,31 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__rresp = \port$3588$0 [129:128];
   assign mem_rd_a__rresp = \port$3588$0 [129:128];
   assign mem_rd_a__rvalid = axi__rvalid;
-  assign \axi__araddr$153  = mem_rd_b__araddr;
+  assign \axi__araddr$154  = mem_rd_b__araddr;
   assign mem_rd_b__arburst = 2'h1;
-  assign \axi__arburst$155  = 2'h1;
+  assign \axi__arburst$156  = 2'h1;
   assign mem_rd_b__arcache = 4'h3;
-  assign \axi__arcache$157  = 4'h3;
+  assign \axi__arcache$158  = 4'h3;
   assign mem_rd_b__arid = 4'h0;
-  assign \axi__arid$159  = 4'h0;
-  assign \axi__arlen$161  = mem_rd_b__arlen;
+  assign \axi__arid$160  = 4'h0;
+  assign \axi__arlen$162  = mem_rd_b__arlen;
   assign mem_rd_b__arlock = 1'h0;
-  assign \axi__arlock$163  = 1'h0;
+  assign \axi__arlock$164  = 1'h0;
   assign mem_rd_b__arprot = 3'h0;
-  assign \axi__arprot$165  = 3'h0;
-  assign mem_rd_b__arready = \axi__arready$166 ;
+  assign \axi__arprot$166  = 3'h0;
+  assign mem_rd_b__arready = \axi__arready$167 ;
   assign mem_rd_b__arsize = 3'h4;
-  assign \axi__arsize$169  = 3'h4;
-  assign \axi__arvalid$171  = mem_rd_b__arvalid;
-  assign \axi__rdata$172  = \port$3660$0 [127:0];
+  assign \axi__arsize$170  = 3'h4;
+  assign \axi__arvalid$172  = mem_rd_b__arvalid;
+  assign \axi__rdata$173  = \port$3660$0 [127:0];
   assign mem_rd_b__rdata = \port$3660$0 [127:0];
-  assign mem_rd_b__rid = \axi__rid$174 ;
-  assign \axi__rlast$176  = \port$3660$0 [130];
+  assign mem_rd_b__rid = \axi__rid$175 ;
+  assign \axi__rlast$177  = \port$3660$0 [130];
   assign mem_rd_b__rlast = \port$3660$0 [130];
-  assign \axi__rready$179  = mem_rd_b__rready;
-  assign \axi__rresp$180  = \port$3660$0 [129:128];
+  assign \axi__rready$180  = mem_rd_b__rready;
+  assign \axi__rresp$181  = \port$3660$0 [129:128];
   assign mem_rd_b__rresp = \port$3660$0 [129:128];
-  assign mem_rd_b__rvalid = \axi__rvalid$75 ;
+  assign mem_rd_b__rvalid = \axi__rvalid$76 ;
   assign axi__awaddr = mem_wr__awaddr;
   assign mem_wr__awburst = 2'h1;
   assign axi__awburst = 2'h1;
@@ -6760,27 +6834,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__bready = mem_wr__bready;
   assign mem_wr__bresp = axi__bresp;
   assign mem_wr__bvalid = axi__bvalid;
-  assign mem_wr__wdata = \$204 [127:0];
-  assign axi__wdata = \$204 [127:0];
-  assign mem_wr__wlast = \$204 [144];
-  assign axi__wlast = \$204 [144];
+  assign mem_wr__wdata = \$233 [127:0];
+  assign axi__wdata = \$233 [127:0];
+  assign mem_wr__wlast = \$233 [144];
+  assign axi__wlast = \$233 [144];
   assign mem_wr__wready = axi__wready;
-  assign mem_wr__wstrb = \$204 [143:128];
-  assign axi__wstrb = \$204 [143:128];
+  assign mem_wr__wstrb = \$233 [143:128];
+  assign axi__wstrb = \$233 [143:128];
   assign axi__wvalid = mem_wr__wvalid;
-  assign \bytes$224  = mem_write_bytes;
-  assign \o__valid$235  = port__resp__valid;
-  assign \o__valid$243  = \port__resp__valid$113 ;
+  assign \bytes$225  = mem_write_bytes;
+  assign \o__valid$236  = port__resp__valid;
+  assign \o__valid$244  = \port__resp__valid$114 ;
   assign alu_beat = fire;
-  assign \o__ready$249  = sram_rd_a__resp__ready;
-  assign \o__ready$251  = sram_rd_b__resp__ready;
-  assign expect_len = \$120 [8:0];
-  assign wr_stream__tdata = \o__payload$256 [127:0];
-  assign wr_stream__tlast = \o__payload$256 [132];
-  assign nic_send_data__payload = \o__payload$256 [127:0];
+  assign \o__ready$250  = sram_rd_a__resp__ready;
+  assign \o__ready$252  = sram_rd_b__resp__ready;
+  assign expect_len = \$134 [8:0];
+  assign wr_stream__tdata = \o__payload$258 [127:0];
+  assign wr_stream__tlast = \o__payload$258 [132];
+  assign nic_send_data__payload = \o__payload$258 [127:0];
   assign nic_recv_link = plan[104];
-  assign \port$15834$0  = \$204 ;
-  assign \i__payload$255  = \o__payload$256 [127:0];
+  assign \port$15892$0  = \$233 ;
+  assign \i__payload$257  = \o__payload$258 [127:0];
   assign \plan.a_src  = plan[1:0];
   assign \plan.a_addr  = plan[33:2];
   assign \plan.b_use  = plan[34];
@@ -6839,12 +6913,12 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \o__payload.dtype  = i__payload[259:258];
   assign \o__payload.tag  = i__payload[263:260];
   assign \o__payload.last  = i__payload[264];
-  assign \i__payload$85.result  = \i__payload$85 [127:0];
-  assign \i__payload$85.tag  = \i__payload$85 [131:128];
-  assign \i__payload$85.last  = \i__payload$85 [132];
-  assign \o__payload$86.result  = \i__payload$85 [127:0];
-  assign \o__payload$86.tag  = \i__payload$85 [131:128];
-  assign \o__payload$86.last  = \i__payload$85 [132];
+  assign \i__payload$86.result  = \i__payload$86 [127:0];
+  assign \i__payload$86.tag  = \i__payload$86 [131:128];
+  assign \i__payload$86.last  = \i__payload$86 [132];
+  assign \o__payload$87.result  = \i__payload$86 [127:0];
+  assign \o__payload$87.tag  = \i__payload$86 [131:128];
+  assign \o__payload$87.last  = \i__payload$86 [132];
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -6853,66 +6927,66 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \port__payload.mask  = sram_wr__payload[156:141];
   assign \cmd__payload.addr  = cmd__payload[12:0];
   assign \cmd__payload.words  = cmd__payload[36:13];
-  assign \cmd__payload$227.stream  = \cmd__payload$227 [0];
-  assign \cmd__payload$227.id  = \cmd__payload$227 [8:1];
-  assign \cmd__payload$227.length  = \cmd__payload$227 [32:9];
-  assign \cmd__payload$227.mem_addr  = \cmd__payload$227 [64:33];
-  assign \cmd__payload$227.sram_addr  = \cmd__payload$227 [77:65];
-  assign \cmd__payload$228.addr  = \cmd__payload$228 [12:0];
-  assign \cmd__payload$228.words  = \cmd__payload$228 [36:13];
-  assign \cmd__payload$229.stream  = \cmd__payload$229 [0];
-  assign \cmd__payload$229.id  = \cmd__payload$229 [8:1];
-  assign \cmd__payload$229.length  = \cmd__payload$229 [32:9];
-  assign \cmd__payload$229.mem_addr  = \cmd__payload$229 [64:33];
-  assign \cmd__payload$229.sram_addr  = \cmd__payload$229 [77:65];
-  assign \cmd__payload$230.addr  = \cmd__payload$230 [12:0];
-  assign \cmd__payload$230.words  = \cmd__payload$230 [36:13];
-  assign \cmd__payload$230.last_mask  = \cmd__payload$230 [52:37];
-  assign \cmd__payload$231.stream  = \cmd__payload$231 [0];
-  assign \cmd__payload$231.id  = \cmd__payload$231 [8:1];
-  assign \cmd__payload$231.length  = \cmd__payload$231 [32:9];
-  assign \cmd__payload$231.mem_addr  = \cmd__payload$231 [64:33];
-  assign \cmd__payload$231.sram_addr  = \cmd__payload$231 [77:65];
-  assign \o__payload$236.data  = \o__payload$236 [127:0];
-  assign \o__payload$236.last  = \o__payload$236 [128];
-  assign \o__payload$244.data  = \o__payload$244 [127:0];
-  assign \o__payload$244.last  = \o__payload$244 [128];
-  assign \i__payload$246.a  = \i__payload$246 [127:0];
-  assign \i__payload$246.b  = \i__payload$246 [255:128];
-  assign \i__payload$246.op  = \i__payload$246 [257:256];
-  assign \i__payload$246.dtype  = \i__payload$246 [259:258];
-  assign \i__payload$246.tag  = \i__payload$246 [263:260];
-  assign \i__payload$246.last  = \i__payload$246 [264];
-  assign \o__payload$256.result  = \o__payload$256 [127:0];
-  assign \o__payload$256.tag  = \o__payload$256 [131:128];
-  assign \o__payload$256.last  = \o__payload$256 [132];
-  assign \nic_send_data__payload.data  = \o__payload$256 [127:0];
-  assign nic_send__payload[19:9] = \$160 [10:0];
+  assign \cmd__payload$228.stream  = \cmd__payload$228 [0];
+  assign \cmd__payload$228.id  = \cmd__payload$228 [8:1];
+  assign \cmd__payload$228.length  = \cmd__payload$228 [32:9];
+  assign \cmd__payload$228.mem_addr  = \cmd__payload$228 [64:33];
+  assign \cmd__payload$228.sram_addr  = \cmd__payload$228 [77:65];
+  assign \cmd__payload$229.addr  = \cmd__payload$229 [12:0];
+  assign \cmd__payload$229.words  = \cmd__payload$229 [36:13];
+  assign \cmd__payload$230.stream  = \cmd__payload$230 [0];
+  assign \cmd__payload$230.id  = \cmd__payload$230 [8:1];
+  assign \cmd__payload$230.length  = \cmd__payload$230 [32:9];
+  assign \cmd__payload$230.mem_addr  = \cmd__payload$230 [64:33];
+  assign \cmd__payload$230.sram_addr  = \cmd__payload$230 [77:65];
+  assign \cmd__payload$231.addr  = \cmd__payload$231 [12:0];
+  assign \cmd__payload$231.words  = \cmd__payload$231 [36:13];
+  assign \cmd__payload$231.last_mask  = \cmd__payload$231 [52:37];
+  assign \cmd__payload$232.stream  = \cmd__payload$232 [0];
+  assign \cmd__payload$232.id  = \cmd__payload$232 [8:1];
+  assign \cmd__payload$232.length  = \cmd__payload$232 [32:9];
+  assign \cmd__payload$232.mem_addr  = \cmd__payload$232 [64:33];
+  assign \cmd__payload$232.sram_addr  = \cmd__payload$232 [77:65];
+  assign \o__payload$237.data  = \o__payload$237 [127:0];
+  assign \o__payload$237.last  = \o__payload$237 [128];
+  assign \o__payload$245.data  = \o__payload$245 [127:0];
+  assign \o__payload$245.last  = \o__payload$245 [128];
+  assign \i__payload$247.a  = \i__payload$247 [127:0];
+  assign \i__payload$247.b  = \i__payload$247 [255:128];
+  assign \i__payload$247.op  = \i__payload$247 [257:256];
+  assign \i__payload$247.dtype  = \i__payload$247 [259:258];
+  assign \i__payload$247.tag  = \i__payload$247 [263:260];
+  assign \i__payload$247.last  = \i__payload$247 [264];
+  assign \o__payload$258.result  = \o__payload$258 [127:0];
+  assign \o__payload$258.tag  = \o__payload$258 [131:128];
+  assign \o__payload$258.last  = \o__payload$258 [132];
+  assign \nic_send_data__payload.data  = \o__payload$258 [127:0];
+  assign nic_send__payload[19:9] = \$188 [10:0];
   assign nic_send__payload[8:1] = send_pkt;
   assign nic_send__payload[0] = plan[103];
-  assign \i__payload$246 [264] = join_last;
-  assign \i__payload$246 [259:258] = plan[116:115];
-  assign \i__payload$246 [257:256] = plan[114:113];
-  assign \i__payload$246 [255:128] = b_data;
-  assign \i__payload$246 [127:0] = a_data;
-  assign \i__payload$246 [263:260] = 4'h0;
-  assign \cmd__payload$231 [64:33] = plan[101:70];
-  assign \cmd__payload$231 [32:9] = plan[140:117];
-  assign \cmd__payload$231 [0] = 1'h1;
-  assign { \cmd__payload$231 [77:65], \cmd__payload$231 [8:1] } = 21'h000000;
-  assign \cmd__payload$230 [52:37] = w_mask;
-  assign \cmd__payload$230 [36:13] = step_words;
-  assign \cmd__payload$230 [12:0] = plan[82:70];
-  assign \cmd__payload$229 [64:33] = plan[67:36];
-  assign \cmd__payload$229 [32:9] = plan[140:117];
-  assign \cmd__payload$229 [0] = 1'h1;
-  assign { \cmd__payload$229 [77:65], \cmd__payload$229 [8:1] } = 21'h000000;
-  assign \cmd__payload$228 [36:13] = step_words;
-  assign \cmd__payload$228 [12:0] = plan[48:36];
-  assign \cmd__payload$227 [64:33] = plan[33:2];
-  assign \cmd__payload$227 [32:9] = plan[140:117];
-  assign \cmd__payload$227 [0] = 1'h1;
-  assign { \cmd__payload$227 [77:65], \cmd__payload$227 [8:1] } = 21'h000000;
+  assign \i__payload$247 [264] = join_last;
+  assign \i__payload$247 [259:258] = plan[116:115];
+  assign \i__payload$247 [257:256] = plan[114:113];
+  assign \i__payload$247 [255:128] = b_data;
+  assign \i__payload$247 [127:0] = a_data;
+  assign \i__payload$247 [263:260] = 4'h0;
+  assign \cmd__payload$232 [64:33] = plan[101:70];
+  assign \cmd__payload$232 [32:9] = plan[140:117];
+  assign \cmd__payload$232 [0] = 1'h1;
+  assign { \cmd__payload$232 [77:65], \cmd__payload$232 [8:1] } = 21'h000000;
+  assign \cmd__payload$231 [52:37] = w_mask;
+  assign \cmd__payload$231 [36:13] = step_words;
+  assign \cmd__payload$231 [12:0] = plan[82:70];
+  assign \cmd__payload$230 [64:33] = plan[67:36];
+  assign \cmd__payload$230 [32:9] = plan[140:117];
+  assign \cmd__payload$230 [0] = 1'h1;
+  assign { \cmd__payload$230 [77:65], \cmd__payload$230 [8:1] } = 21'h000000;
+  assign \cmd__payload$229 [36:13] = step_words;
+  assign \cmd__payload$229 [12:0] = plan[48:36];
+  assign \cmd__payload$228 [64:33] = plan[33:2];
+  assign \cmd__payload$228 [32:9] = plan[140:117];
+  assign \cmd__payload$228 [0] = 1'h1;
+  assign { \cmd__payload$228 [77:65], \cmd__payload$228 [8:1] } = 21'h000000;
   assign cmd__payload[36:13] = step_words;
   assign cmd__payload[12:0] = plan[14:2];
   assign \$2  = cpl__valid;
@@ -6921,7 +6995,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$15  = \cpl__valid$9 ;
   assign \$22  = \cpl__valid$14 ;
   assign \$25  = \cpl__valid$14 ;
-  assign \$97  = { 4'h0, \$96 [24:4] };
+  assign \$109  = { 4'h0, \$108 [24:4] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -7209,12 +7283,12 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     d7_last <= \$27 ;
   \ace_engine_small.ch0.datapath.alu.fifo  fifo (
     .clk(clk),
-    .\port$15916$0 (d12_tag),
-    .\port$15918$0 (d12_last),
-    .\port$5706$0 (result),
-    .\port$6515$0 (\result$24 ),
-    .\port$7324$0 (\result$25 ),
-    .\port$8133$0 (\result$26 ),
+    .\port$15974$0 (d12_tag),
+    .\port$15976$0 (d12_last),
+    .\port$5734$0 (result),
+    .\port$6543$0 (\result$24 ),
+    .\port$7352$0 (\result$25 ),
+    .\port$8161$0 (\result$26 ),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -7226,7 +7300,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[159:128]),
     .busy(busy),
     .clk(clk),
-    .\port$17140$256 (i__payload[259:256]),
+    .\port$17198$256 (i__payload[259:256]),
     .\result$57 (result),
     .rst(rst)
   );
@@ -7235,7 +7309,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[191:160]),
     .busy(busy),
     .clk(clk),
-    .\port$17140$256 (i__payload[259:256]),
+    .\port$17198$256 (i__payload[259:256]),
     .\result$57 (\result$24 ),
     .rst(rst)
   );
@@ -7244,7 +7318,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[223:192]),
     .busy(busy),
     .clk(clk),
-    .\port$17140$256 (i__payload[259:256]),
+    .\port$17198$256 (i__payload[259:256]),
     .\result$57 (\result$25 ),
     .rst(rst)
   );
@@ -7252,7 +7326,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     .a(i__payload[127:96]),
     .busy(busy),
     .clk(clk),
-    .\port$17140$224 (i__payload[259:224]),
+    .\port$17198$224 (i__payload[259:224]),
     .\result$57 (\result$26 ),
     .rst(rst)
   );
@@ -7580,7 +7654,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5706$0 , \port$6515$0 , \port$7324$0 , \port$8133$0 , r_data, w_en, \port$15916$0 , \port$15918$0 , r_rdy, r_en, clk);
+module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5734$0 , \port$6543$0 , \port$7352$0 , \port$8161$0 , r_data, w_en, \port$15974$0 , \port$15976$0 , r_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -7622,18 +7696,18 @@ module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5706$0 , \port$6515$0
   reg [3:0] inner_level = 4'h0;
   wire inner_r_rdy;
   wire [4:0] level;
-  input [3:0] \port$15916$0 ;
-  wire [3:0] \port$15916$0 ;
-  input \port$15918$0 ;
-  wire \port$15918$0 ;
-  input [31:0] \port$5706$0 ;
-  wire [31:0] \port$5706$0 ;
-  input [31:0] \port$6515$0 ;
-  wire [31:0] \port$6515$0 ;
-  input [31:0] \port$7324$0 ;
-  wire [31:0] \port$7324$0 ;
-  input [31:0] \port$8133$0 ;
-  wire [31:0] \port$8133$0 ;
+  input [3:0] \port$15974$0 ;
+  wire [3:0] \port$15974$0 ;
+  input \port$15976$0 ;
+  wire \port$15976$0 ;
+  input [31:0] \port$5734$0 ;
+  wire [31:0] \port$5734$0 ;
+  input [31:0] \port$6543$0 ;
+  wire [31:0] \port$6543$0 ;
+  input [31:0] \port$7352$0 ;
+  wire [31:0] \port$7352$0 ;
+  input [31:0] \port$8161$0 ;
+  wire [31:0] \port$8161$0 ;
   (* init = 4'h0 *)
   wire [3:0] produce;
   output [132:0] r_data;
@@ -7676,7 +7750,7 @@ module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5706$0 , \port$6515$0
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$15918$0 , \port$15916$0 , \port$8133$0 , \port$7324$0 , \port$6515$0 , \port$5706$0  };
+      storage[w_port__addr] <= { \port$15976$0 , \port$15974$0 , \port$8161$0 , \port$7352$0 , \port$6543$0 , \port$5734$0  };
   end
   reg [132:0] _0_;
   always @(posedge clk) begin
@@ -7775,14 +7849,14 @@ module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5706$0 , \port$6515$0
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$15918$0 , \port$15916$0 , \port$8133$0 , \port$7324$0 , \port$6515$0 , \port$5706$0  };
-  assign w_data = { \port$15918$0 , \port$15916$0 , \port$8133$0 , \port$7324$0 , \port$6515$0 , \port$5706$0  };
+  assign w_port__data = { \port$15976$0 , \port$15974$0 , \port$8161$0 , \port$7352$0 , \port$6543$0 , \port$5734$0  };
+  assign w_data = { \port$15976$0 , \port$15974$0 , \port$8161$0 , \port$7352$0 , \port$6543$0 , \port$5734$0  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$17140$256 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$17198$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -7917,8 +7991,8 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$17140$256 ;
-  wire [3:0] \port$17140$256 ;
+  input [3:0] \port$17198$256 ;
+  wire [3:0] \port$17198$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -8048,8 +8122,8 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$6415$0 (\$51 ),
-    .\port$6416$0 (\$52 ),
+    .\port$6443$0 (\$51 ),
+    .\port$6444$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -8298,14 +8372,14 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$13  = \port$17140$256 [1:0];
+    \$13  = \port$17198$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$14  = \port$17140$256 [3:2];
+    \$14  = \port$17198$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -8440,8 +8514,8 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$17140$256 [1:0];
-  assign dtype = \port$17140$256 [3:2];
+  assign op = \port$17198$256 [1:0];
+  assign dtype = \port$17198$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -11459,7 +11533,7 @@ module \ace_engine_small.ch0.datapath.alu.lane0.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6415$0 , \port$6416$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6443$0 , \port$6444$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -11591,10 +11665,10 @@ module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6415$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$6415$0 ;
-  wire [15:0] \port$6415$0 ;
-  output [15:0] \port$6416$0 ;
-  wire [15:0] \port$6416$0 ;
+  output [15:0] \port$6443$0 ;
+  wire [15:0] \port$6443$0 ;
+  output [15:0] \port$6444$0 ;
+  wire [15:0] \port$6444$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -11906,12 +11980,12 @@ module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6415$
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$6415$0  = \$7 ;
-  assign \port$6416$0  = \$8 ;
+  assign \port$6443$0  = \$7 ;
+  assign \port$6444$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$17140$256 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$17198$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -12046,8 +12120,8 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$17140$256 ;
-  wire [3:0] \port$17140$256 ;
+  input [3:0] \port$17198$256 ;
+  wire [3:0] \port$17198$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -12177,8 +12251,8 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$7224$0 (\$51 ),
-    .\port$7225$0 (\$52 ),
+    .\port$7252$0 (\$51 ),
+    .\port$7253$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -12427,14 +12501,14 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$13  = \port$17140$256 [1:0];
+    \$13  = \port$17198$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$14  = \port$17140$256 [3:2];
+    \$14  = \port$17198$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -12569,8 +12643,8 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$17140$256 [1:0];
-  assign dtype = \port$17140$256 [3:2];
+  assign op = \port$17198$256 [1:0];
+  assign dtype = \port$17198$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -15588,7 +15662,7 @@ module \ace_engine_small.ch0.datapath.alu.lane1.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7224$0 , \port$7225$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7252$0 , \port$7253$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -15720,10 +15794,10 @@ module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7224$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$7224$0 ;
-  wire [15:0] \port$7224$0 ;
-  output [15:0] \port$7225$0 ;
-  wire [15:0] \port$7225$0 ;
+  output [15:0] \port$7252$0 ;
+  wire [15:0] \port$7252$0 ;
+  output [15:0] \port$7253$0 ;
+  wire [15:0] \port$7253$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -16035,12 +16109,12 @@ module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7224$
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$7224$0  = \$7 ;
-  assign \port$7225$0  = \$8 ;
+  assign \port$7252$0  = \$7 ;
+  assign \port$7253$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$17140$256 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$17198$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$60  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -16175,8 +16249,8 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$17140$256 ;
-  wire [3:0] \port$17140$256 ;
+  input [3:0] \port$17198$256 ;
+  wire [3:0] \port$17198$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -16306,8 +16380,8 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$8033$0 (\$51 ),
-    .\port$8034$0 (\$52 ),
+    .\port$8061$0 (\$51 ),
+    .\port$8062$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -16556,14 +16630,14 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$13  = \port$17140$256 [1:0];
+    \$13  = \port$17198$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$14  = \port$17140$256 [3:2];
+    \$14  = \port$17198$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -16698,8 +16772,8 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$17140$256 [1:0];
-  assign dtype = \port$17140$256 [3:2];
+  assign op = \port$17198$256 [1:0];
+  assign dtype = \port$17198$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -19717,7 +19791,7 @@ module \ace_engine_small.ch0.datapath.alu.lane2.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$8033$0 , \port$8034$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$8061$0 , \port$8062$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -19849,10 +19923,10 @@ module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$8033$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$8033$0 ;
-  wire [15:0] \port$8033$0 ;
-  output [15:0] \port$8034$0 ;
-  wire [15:0] \port$8034$0 ;
+  output [15:0] \port$8061$0 ;
+  wire [15:0] \port$8061$0 ;
+  output [15:0] \port$8062$0 ;
+  wire [15:0] \port$8062$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -20164,12 +20238,12 @@ module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$8033$
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$8033$0  = \$7 ;
-  assign \port$8034$0  = \$8 ;
+  assign \port$8061$0  = \$7 ;
+  assign \port$8062$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$17140$224 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$17198$224 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$63  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -20303,8 +20377,8 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [35:0] \port$17140$224 ;
-  wire [35:0] \port$17140$224 ;
+  input [35:0] \port$17198$224 ;
+  wire [35:0] \port$17198$224 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -20434,8 +20508,8 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$8842$0 (\$51 ),
-    .\port$8843$0 (\$52 ),
+    .\port$8870$0 (\$51 ),
+    .\port$8871$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -20677,21 +20751,21 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$12  = \port$17140$224 [31:0];
+    \$12  = \port$17198$224 [31:0];
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$13  = \port$17140$224 [33:32];
+    \$13  = \port$17198$224 [33:32];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$14  = \port$17140$224 [35:34];
+    \$14  = \port$17198$224 [35:34];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -20826,9 +20900,9 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
       \$27  = 32'd0;
     end
   end
-  assign b = \port$17140$224 [31:0];
-  assign op = \port$17140$224 [33:32];
-  assign dtype = \port$17140$224 [35:34];
+  assign b = \port$17198$224 [31:0];
+  assign op = \port$17198$224 [33:32];
+  assign dtype = \port$17198$224 [35:34];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -23846,7 +23920,7 @@ module \ace_engine_small.ch0.datapath.alu.lane3.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8842$0 , \port$8843$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8870$0 , \port$8871$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -23978,10 +24052,10 @@ module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8842$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$8842$0 ;
-  wire [15:0] \port$8842$0 ;
-  output [15:0] \port$8843$0 ;
-  wire [15:0] \port$8843$0 ;
+  output [15:0] \port$8870$0 ;
+  wire [15:0] \port$8870$0 ;
+  output [15:0] \port$8871$0 ;
+  wire [15:0] \port$8871$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -24293,8 +24367,8 @@ module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8842$
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$8842$0  = \$7 ;
-  assign \port$8843$0  = \$8 ;
+  assign \port$8870$0  = \$7 ;
+  assign \port$8871$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -24682,8 +24756,8 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
   \ace_engine_small.ch0.datapath.mem_a.ar_q  ar_q (
     .clk(clk),
     .mem_a_clock_enable(mem_a_clock_enable),
-    .\port$15449$37 (cmd__payload[64:37]),
-    .\port$4667$0 (\$3 [20:0]),
+    .\port$15507$37 (cmd__payload[64:37]),
+    .\port$4695$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -24985,7 +25059,7 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$4667$0 , w_en, w_rdy, r_data, r_en, \port$15449$37 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$4695$0 , w_en, w_rdy, r_data, r_en, \port$15507$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -25031,10 +25105,10 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   wire [2:0] level;
   input mem_a_clock_enable;
   wire mem_a_clock_enable;
-  input [27:0] \port$15449$37 ;
-  wire [27:0] \port$15449$37 ;
-  input [20:0] \port$4667$0 ;
-  wire [20:0] \port$4667$0 ;
+  input [27:0] \port$15507$37 ;
+  wire [27:0] \port$15507$37 ;
+  input [20:0] \port$4695$0 ;
+  wire [20:0] \port$4695$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -25066,7 +25140,7 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$4667$0 , \port$15449$37  };
+      storage[w_port__addr] <= { \port$4695$0 , \port$15507$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
@@ -25175,8 +25249,8 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4667$0 , \port$15449$37  };
-  assign w_data = { \port$4667$0 , \port$15449$37  };
+  assign w_port__data = { \port$4695$0 , \port$15507$37  };
+  assign w_data = { \port$4695$0 , \port$15507$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -26932,8 +27006,8 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
   \ace_engine_small.ch0.datapath.mem_b.ar_q  ar_q (
     .clk(clk),
     .mem_b_clock_enable(mem_b_clock_enable),
-    .\port$15451$37 (cmd__payload[64:37]),
-    .\port$4969$0 (\$3 [20:0]),
+    .\port$15509$37 (cmd__payload[64:37]),
+    .\port$4997$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -27235,7 +27309,7 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$4969$0 , w_en, w_rdy, r_data, r_en, \port$15451$37 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$4997$0 , w_en, w_rdy, r_data, r_en, \port$15509$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -27281,10 +27355,10 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   wire [2:0] level;
   input mem_b_clock_enable;
   wire mem_b_clock_enable;
-  input [27:0] \port$15451$37 ;
-  wire [27:0] \port$15451$37 ;
-  input [20:0] \port$4969$0 ;
-  wire [20:0] \port$4969$0 ;
+  input [27:0] \port$15509$37 ;
+  wire [27:0] \port$15509$37 ;
+  input [20:0] \port$4997$0 ;
+  wire [20:0] \port$4997$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -27316,7 +27390,7 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$4969$0 , \port$15451$37  };
+      storage[w_port__addr] <= { \port$4997$0 , \port$15509$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
@@ -27425,8 +27499,8 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4969$0 , \port$15451$37  };
-  assign w_data = { \port$4969$0 , \port$15451$37  };
+  assign w_port__data = { \port$4997$0 , \port$15509$37  };
+  assign w_data = { \port$4997$0 , \port$15509$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -28798,7 +28872,7 @@ module \ace_engine_small.ch0.datapath.mem_b.split (rst, mem_b_clock_enable, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$15834$0 , wr_stream__tdata
+module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$15892$0 , wr_stream__tdata
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire [24:0] \$1 ;
@@ -29008,8 +29082,8 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   wire [3:0] off;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [144:0] \port$15834$0 ;
-  wire [144:0] \port$15834$0 ;
+  output [144:0] \port$15892$0 ;
+  wire [144:0] \port$15892$0 ;
   wire [56:0] r_data;
   wire [33:0] \r_data$51 ;
   wire [42:0] \r_data$59 ;
@@ -29167,9 +29241,9 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   \ace_engine_small.ch0.datapath.mem_w.aw_q  aw_q (
     .clk(clk),
     .mem_w_clock_enable(mem_w_clock_enable),
-    .\port$15453$1 (cmd__payload[8:1]),
-    .\port$15453$37 (cmd__payload[64:37]),
-    .\port$5271$0 (\$3 [20:0]),
+    .\port$15511$1 (cmd__payload[8:1]),
+    .\port$15511$37 (cmd__payload[64:37]),
+    .\port$5299$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -29191,7 +29265,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   \ace_engine_small.ch0.datapath.mem_w.b_q  b_q (
     .clk(clk),
     .mem_w_clock_enable(mem_w_clock_enable),
-    .\port$15762$36 (o__payload[44:36]),
+    .\port$15820$36 (o__payload[44:36]),
     .r_data(\r_data$99 ),
     .r_en(\r_en$101 ),
     .r_rdy(\r_rdy$98 ),
@@ -29403,7 +29477,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   assign cpl__ready = 1'h1;
   assign axi__awaddr = \$19 [31:0];
   assign axi__awlen = \o__payload$35 [35:28];
-  assign \port$15834$0  = \o__payload$87 [144:0];
+  assign \port$15892$0  = \o__payload$87 [144:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -29485,7 +29559,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$5271$0 , w_en, w_rdy, r_data, r_en, \port$15453$1 , \port$15453$37 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$5299$0 , w_en, w_rdy, r_data, r_en, \port$15511$1 , \port$15511$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -29531,12 +29605,12 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   wire [2:0] level;
   input mem_w_clock_enable;
   wire mem_w_clock_enable;
-  input [7:0] \port$15453$1 ;
-  wire [7:0] \port$15453$1 ;
-  input [27:0] \port$15453$37 ;
-  wire [27:0] \port$15453$37 ;
-  input [20:0] \port$5271$0 ;
-  wire [20:0] \port$5271$0 ;
+  input [7:0] \port$15511$1 ;
+  wire [7:0] \port$15511$1 ;
+  input [27:0] \port$15511$37 ;
+  wire [27:0] \port$15511$37 ;
+  input [20:0] \port$5299$0 ;
+  wire [20:0] \port$5299$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [56:0] r_data;
@@ -29568,7 +29642,7 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$15453$1 , \port$5271$0 , \port$15453$37  };
+      storage[w_port__addr] <= { \port$15511$1 , \port$5299$0 , \port$15511$37  };
   end
   reg [56:0] _0_;
   always @(posedge clk) begin
@@ -29677,8 +29751,8 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$15453$1 , \port$5271$0 , \port$15453$37  };
-  assign w_data = { \port$15453$1 , \port$5271$0 , \port$15453$37  };
+  assign w_port__data = { \port$15511$1 , \port$5299$0 , \port$15511$37  };
+  assign w_data = { \port$15511$1 , \port$5299$0 , \port$15511$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -29841,7 +29915,7 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, mem_w_clock_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$15762$36 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$15820$36 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -29887,8 +29961,8 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   wire [3:0] level;
   input mem_w_clock_enable;
   wire mem_w_clock_enable;
-  input [8:0] \port$15762$36 ;
-  wire [8:0] \port$15762$36 ;
+  input [8:0] \port$15820$36 ;
+  wire [8:0] \port$15820$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -29924,7 +29998,7 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$15762$36 [0], \port$15762$36 [8:1] };
+      storage[w_port__addr] <= { \port$15820$36 [0], \port$15820$36 [8:1] };
   end
   reg [8:0] _0_;
   always @(posedge clk) begin
@@ -30033,8 +30107,8 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$15762$36 [0], \port$15762$36 [8:1] };
-  assign w_data = { \port$15762$36 [0], \port$15762$36 [8:1] };
+  assign w_port__data = { \port$15820$36 [0], \port$15820$36 [8:1] };
+  assign w_data = { \port$15820$36 [0], \port$15820$36 [8:1] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -32287,9 +32361,9 @@ endmodule
 (* generator = "Amaranth" *)
 module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__valid, nic_recv__payload, sram_rd_a__req__ready, sram_rd_b__req__ready, sram_wr__ready, sram_rd_a__resp__payload, sram_rd_b__resp__payload, \port$3732$0 , mem_rd_a__rid, \port$3804$0 , mem_rd_b__rid, mem_wr__awready, mem_wr__wready, mem_wr__bid, mem_wr__bvalid, mem_wr__bresp, progress
 , mem_read_bytes, alu_beat, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, start, error_clear, placement, enable, timeout
-, \port$14114$0 , \port$14116$0 , \port$14118$0 , \port$14120$0 , \port$14122$0 , \port$14124$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14132$0 , \port$14134$0 , \port$14136$0 , \port$14138$0 , \port$14140$0 , \port$14142$0 , \port$14144$0 , \port$14146$0 , \port$14148$0 , \port$14150$0 , wr__addr, nic_send_data__ready
+, \port$14170$0 , \port$14172$0 , \port$14174$0 , \port$14176$0 , \port$14178$0 , \port$14180$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14188$0 , \port$14190$0 , \port$14192$0 , \port$14194$0 , \port$14196$0 , \port$14198$0 , \port$14200$0 , \port$14202$0 , \port$14204$0 , \port$14206$0 , wr__addr, nic_send_data__ready
 , sram_rd_a__resp__valid, sram_rd_b__resp__valid, mem_rd_a__arready, mem_rd_b__arready, mem_rd_a__rvalid, mem_rd_b__rvalid, dep_halted__0, dep_steps__0, running, step_done, dep_halted__1, finished, error, pc, dep_steps__1, error_cause, nic_recv_link, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload
-, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17692$0 , nic_send_data__payload, clk);
+, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17752$0 , nic_send_data__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$98  = 0;
   wire \$1 ;
   wire [32:0] \$10 ;
@@ -32975,40 +33049,40 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   wire \plan__payload.w_use ;
   wire plan__ready;
   reg plan__valid;
-  input [31:0] \port$14114$0 ;
-  wire [31:0] \port$14114$0 ;
-  input [31:0] \port$14116$0 ;
-  wire [31:0] \port$14116$0 ;
-  input [31:0] \port$14118$0 ;
-  wire [31:0] \port$14118$0 ;
-  input [31:0] \port$14120$0 ;
-  wire [31:0] \port$14120$0 ;
-  input [31:0] \port$14122$0 ;
-  wire [31:0] \port$14122$0 ;
-  input [31:0] \port$14124$0 ;
-  wire [31:0] \port$14124$0 ;
-  input [31:0] \port$14132$0 ;
-  wire [31:0] \port$14132$0 ;
-  input [31:0] \port$14134$0 ;
-  wire [31:0] \port$14134$0 ;
-  input [31:0] \port$14136$0 ;
-  wire [31:0] \port$14136$0 ;
-  input [31:0] \port$14138$0 ;
-  wire [31:0] \port$14138$0 ;
-  input [31:0] \port$14140$0 ;
-  wire [31:0] \port$14140$0 ;
-  input [31:0] \port$14142$0 ;
-  wire [31:0] \port$14142$0 ;
-  input [31:0] \port$14144$0 ;
-  wire [31:0] \port$14144$0 ;
-  input [31:0] \port$14146$0 ;
-  wire [31:0] \port$14146$0 ;
-  input [31:0] \port$14148$0 ;
-  wire [31:0] \port$14148$0 ;
-  input [31:0] \port$14150$0 ;
-  wire [31:0] \port$14150$0 ;
-  output [144:0] \port$17692$0 ;
-  wire [144:0] \port$17692$0 ;
+  input [31:0] \port$14170$0 ;
+  wire [31:0] \port$14170$0 ;
+  input [31:0] \port$14172$0 ;
+  wire [31:0] \port$14172$0 ;
+  input [31:0] \port$14174$0 ;
+  wire [31:0] \port$14174$0 ;
+  input [31:0] \port$14176$0 ;
+  wire [31:0] \port$14176$0 ;
+  input [31:0] \port$14178$0 ;
+  wire [31:0] \port$14178$0 ;
+  input [31:0] \port$14180$0 ;
+  wire [31:0] \port$14180$0 ;
+  input [31:0] \port$14188$0 ;
+  wire [31:0] \port$14188$0 ;
+  input [31:0] \port$14190$0 ;
+  wire [31:0] \port$14190$0 ;
+  input [31:0] \port$14192$0 ;
+  wire [31:0] \port$14192$0 ;
+  input [31:0] \port$14194$0 ;
+  wire [31:0] \port$14194$0 ;
+  input [31:0] \port$14196$0 ;
+  wire [31:0] \port$14196$0 ;
+  input [31:0] \port$14198$0 ;
+  wire [31:0] \port$14198$0 ;
+  input [31:0] \port$14200$0 ;
+  wire [31:0] \port$14200$0 ;
+  input [31:0] \port$14202$0 ;
+  wire [31:0] \port$14202$0 ;
+  input [31:0] \port$14204$0 ;
+  wire [31:0] \port$14204$0 ;
+  input [31:0] \port$14206$0 ;
+  wire [31:0] \port$14206$0 ;
+  output [144:0] \port$17752$0 ;
+  wire [144:0] \port$17752$0 ;
   input [130:0] \port$3732$0 ;
   wire [130:0] \port$3732$0 ;
   input [130:0] \port$3804$0 ;
@@ -33273,7 +33347,7 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   end
   always @(posedge clk) begin
     if (wr__en)
-      imem[wr__addr] <= { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
+      imem[wr__addr] <= { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
   end
   reg [255:0] _0_;
   always @(posedge clk) begin
@@ -33371,7 +33445,7 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \$85  = fsm_state == 4'h8;
   assign \$86  = fsm_state == 4'h9;
   assign \$87  = fsm_state == 4'ha;
-  assign \$88  = { \port$14134$0 , \port$14132$0  } + 10'h200;
+  assign \$88  = { \port$14190$0 , \port$14188$0  } + 10'h200;
   assign \$89  = stage + 9'h100;
   assign \$90  = | placement;
   assign \$91  = placement == 2'h2;
@@ -33487,20 +33561,20 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   \ace_engine_small.ch1.datapath  datapath (
     .abort(abort),
     .axi__arready(mem_rd_a__arready),
-    .\axi__arready$166 (mem_rd_b__arready),
+    .\axi__arready$167 (mem_rd_b__arready),
     .axi__awready(mem_wr__awready),
     .axi__bid(mem_wr__bid),
     .axi__bresp(mem_wr__bresp),
     .axi__bvalid(mem_wr__bvalid),
     .axi__rid(mem_rd_a__rid),
-    .\axi__rid$174 (mem_rd_b__rid),
+    .\axi__rid$175 (mem_rd_b__rid),
     .axi__rvalid(mem_rd_a__rvalid),
-    .\axi__rvalid$75 (mem_rd_b__rvalid),
+    .\axi__rvalid$76 (mem_rd_b__rvalid),
     .axi__wready(mem_wr__wready),
     .clk(clk),
     .done(done),
     .fire(alu_beat),
-    .\i__payload$255 (nic_send_data__payload),
+    .\i__payload$257 (nic_send_data__payload),
     .mem_error(mem_error),
     .mem_rd_a__araddr(mem_rd_a__araddr),
     .mem_rd_a__arlen(mem_rd_a__arlen),
@@ -33529,16 +33603,16 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
     .plan__payload(plan__payload),
     .plan__ready(plan__ready),
     .plan__valid(plan__valid),
-    .\port$17692$0 (\$171 ),
+    .\port$17752$0 (\$171 ),
     .\port$3732$0 (\port$3732$0 ),
     .\port$3804$0 (\port$3804$0 ),
     .port__ready(sram_wr__ready),
     .port__req__ready(sram_rd_a__req__ready),
-    .\port__req__ready$105 (sram_rd_b__req__ready),
+    .\port__req__ready$106 (sram_rd_b__req__ready),
     .port__resp__payload(sram_rd_a__resp__payload),
-    .\port__resp__payload$109 (sram_rd_b__resp__payload),
+    .\port__resp__payload$110 (sram_rd_b__resp__payload),
     .port__resp__valid(sram_rd_a__resp__valid),
-    .\port__resp__valid$113 (sram_rd_b__resp__valid),
+    .\port__resp__valid$114 (sram_rd_b__resp__valid),
     .recv_error(recv_error),
     .rst(rst),
     .sram_rd_a__req__payload(sram_rd_a__req__payload),
@@ -33566,11 +33640,11 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
     src_base = 64'h0000000000000000;
     casez (instr[9:8])
       2'h0:
-          src_base = { \port$14116$0 , \port$14114$0  };
+          src_base = { \port$14172$0 , \port$14170$0  };
       2'h1:
-          src_base = { \port$14120$0 , \port$14118$0  };
+          src_base = { \port$14176$0 , \port$14174$0  };
       2'h2:
-          src_base = { \port$14124$0 , \port$14122$0  };
+          src_base = { \port$14180$0 , \port$14178$0  };
     endcase
   end
   always @* begin
@@ -33590,11 +33664,11 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
     dst_base = 64'h0000000000000000;
     casez (instr[11:10])
       2'h0:
-          dst_base = { \port$14116$0 , \port$14114$0  };
+          dst_base = { \port$14172$0 , \port$14170$0  };
       2'h1:
-          dst_base = { \port$14120$0 , \port$14118$0  };
+          dst_base = { \port$14176$0 , \port$14174$0  };
       2'h2:
-          dst_base = { \port$14124$0 , \port$14122$0  };
+          dst_base = { \port$14180$0 , \port$14178$0  };
     endcase
   end
   always @* begin
@@ -34922,15 +34996,15 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \mem_write_bytes$155  = mem_write_bytes;
   assign imem_we = wr__en;
   assign imem_addr = wr__addr;
-  assign wr__data = { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
-  assign imem_data = { \port$14150$0 , \port$14148$0 , \port$14146$0 , \port$14144$0 , \port$14142$0 , \port$14140$0 , \port$14138$0 , \port$14136$0  };
+  assign wr__data = { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
+  assign imem_data = { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
   assign rd__addr = pc[6:0];
   assign rd__en = 1'h1;
   assign nbytes_full = \$4 [33:0];
   assign nwords = \$6 [20:0];
-  assign buf_base__0 = { \port$14116$0 , \port$14114$0  };
-  assign buf_base__1 = { \port$14120$0 , \port$14118$0  };
-  assign buf_base__2 = { \port$14124$0 , \port$14122$0  };
+  assign buf_base__0 = { \port$14172$0 , \port$14170$0  };
+  assign buf_base__1 = { \port$14176$0 , \port$14174$0  };
+  assign buf_base__2 = { \port$14180$0 , \port$14178$0  };
   assign src_mem_addr = \$8 [32:0];
   assign src_sram_addr = \$9 [13:0];
   assign src_addr = \$10 [31:0];
@@ -34949,9 +35023,9 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign error_pc = pc;
   assign \alu_beat$248  = alu_beat;
   assign halted = dep_halted__1;
-  assign stage_base = { \port$14134$0 , \port$14132$0  };
+  assign stage_base = { \port$14190$0 , \port$14188$0  };
   assign steps_done = dep_steps__1;
-  assign \port$17692$0  = \$171 ;
+  assign \port$17752$0  = \$171 ;
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -35084,36 +35158,36 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$105 , port__ready, port__resp__payload, \port__resp__payload$109 , \port$3732$0 , axi__rid, \port$3804$0 , \axi__rid$174 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
-, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$113 , axi__arready, \axi__arready$166 , axi__rvalid, \axi__rvalid$75 
-, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17692$0 , \i__payload$255 , plan__payload
+module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$106 , port__ready, port__resp__payload, \port__resp__payload$110 , \port$3732$0 , axi__rid, \port$3804$0 , \axi__rid$175 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
+, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$114 , axi__arready, \axi__arready$167 , axi__rvalid, \axi__rvalid$76 
+, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17752$0 , \i__payload$257 , plan__payload
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$99  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
-  wire [16:0] \$100 ;
-  wire [16:0] \$101 ;
+  wire \$100 ;
+  wire \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
   wire \$106 ;
-  wire [127:0] \$107 ;
-  wire \$108 ;
-  wire \$109 ;
+  wire \$107 ;
+  wire [24:0] \$108 ;
+  wire [24:0] \$109 ;
   wire \$11 ;
   wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
+  wire [15:0] \$111 ;
+  wire [16:0] \$112 ;
+  wire [16:0] \$113 ;
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
-  wire \$119 ;
+  wire [127:0] \$119 ;
   wire \$12 ;
-  wire [23:0] \$120 ;
+  wire \$120 ;
   wire \$121 ;
   wire \$122 ;
   wire \$123 ;
@@ -35128,10 +35202,10 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire \$134 ;
+  wire [23:0] \$134 ;
   wire \$135 ;
   wire \$136 ;
-  wire [8:0] \$137 ;
+  wire \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
@@ -35150,14 +35224,14 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$151 ;
   wire \$152 ;
   wire \$153 ;
-  wire \$154 ;
+  wire [23:0] \$154 ;
   wire \$155 ;
   wire \$156 ;
   wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
+  wire [8:0] \$158 ;
+  wire [23:0] \$159 ;
   wire \$16 ;
-  wire [23:0] \$160 ;
+  wire \$160 ;
   wire \$161 ;
   wire \$162 ;
   wire \$163 ;
@@ -35172,44 +35246,73 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$171 ;
   wire \$172 ;
   wire \$173 ;
-  wire \$174 ;
-  reg [7:0] \$175 ;
-  reg [7:0] \$176 ;
-  reg [7:0] \$177 ;
-  reg [140:0] \$178 ;
-  reg \$179 ;
+  wire [25:0] \$174 ;
+  wire \$175 ;
+  wire [10:0] \$176 ;
+  wire [26:0] \$177 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
-  reg \$180 ;
-  reg \$181 ;
-  reg \$182 ;
-  reg \$183 ;
-  reg \$184 ;
-  reg \$185 ;
-  reg [23:0] \$186 ;
-  reg \$187 ;
-  reg \$188 ;
-  reg [23:0] \$189 ;
+  wire \$180 ;
+  wire \$181 ;
+  wire \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire [23:0] \$188 ;
+  wire \$189 ;
   wire [8:0] \$19 ;
-  reg [23:0] \$190 ;
-  reg [7:0] \$191 ;
-  reg [23:0] \$192 ;
-  reg [8:0] \$193 ;
-  reg [7:0] \$194 ;
-  reg [15:0] \$195 ;
-  reg [23:0] \$196 ;
-  reg \$197 ;
-  reg \$198 ;
-  reg \$199 ;
+  wire \$190 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire [8:0] \$20 ;
-  reg \$200 ;
-  reg \$201 ;
-  reg \$202 ;
-  reg \$203 ;
-  wire [144:0] \$204 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  reg [7:0] \$203 ;
+  reg [7:0] \$204 ;
+  reg [7:0] \$205 ;
+  reg [140:0] \$206 ;
+  reg \$207 ;
+  reg \$208 ;
+  reg \$209 ;
   wire \$21 ;
+  reg \$210 ;
+  reg \$211 ;
+  reg \$212 ;
+  reg \$213 ;
+  reg [23:0] \$214 ;
+  reg \$215 ;
+  reg \$216 ;
+  reg [23:0] \$217 ;
+  reg [23:0] \$218 ;
+  reg [7:0] \$219 ;
   wire \$22 ;
+  reg [23:0] \$220 ;
+  reg [8:0] \$221 ;
+  reg [7:0] \$222 ;
+  reg [15:0] \$223 ;
+  reg [23:0] \$224 ;
+  reg \$225 ;
+  reg \$226 ;
+  reg \$227 ;
+  reg \$228 ;
+  reg \$229 ;
   wire \$23 ;
+  reg \$230 ;
+  reg [24:0] \$231 ;
+  reg \$232 ;
+  wire [144:0] \$233 ;
   wire \$24 ;
   wire \$25 ;
   wire \$26 ;
@@ -35250,49 +35353,49 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$58 ;
   wire \$59 ;
   wire \$6 ;
-  wire [8:0] \$60 ;
-  wire [9:0] \$61 ;
+  wire \$60 ;
+  wire \$61 ;
   wire \$62 ;
-  wire [8:0] \$63 ;
-  wire [24:0] \$64 ;
-  wire [8:0] \$65 ;
+  wire [23:0] \$63 ;
+  wire \$64 ;
+  wire \$65 ;
   wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
+  wire [8:0] \$67 ;
+  wire [23:0] \$68 ;
+  wire [24:0] \$69 ;
   wire \$7 ;
-  wire [24:0] \$70 ;
+  wire \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire [24:0] \$73 ;
-  wire \$74 ;
-  wire [10:0] \$75 ;
-  wire [24:0] \$76 ;
+  wire \$73 ;
+  wire [23:0] \$74 ;
+  wire \$75 ;
+  wire \$76 ;
   wire \$77 ;
-  wire [24:0] \$78 ;
-  wire \$79 ;
+  wire [8:0] \$78 ;
+  wire [23:0] \$79 ;
   wire \$8 ;
-  wire [10:0] \$80 ;
-  wire [24:0] \$81 ;
+  wire [24:0] \$80 ;
+  wire [8:0] \$81 ;
   wire \$82 ;
   wire \$83 ;
-  wire [24:0] \$84 ;
-  wire [8:0] \$85 ;
-  wire \$86 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire [24:0] \$86 ;
   wire \$87 ;
   wire \$88 ;
-  wire \$89 ;
+  wire [23:0] \$89 ;
   wire [8:0] \$9 ;
   wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
+  wire [23:0] \$91 ;
+  wire [24:0] \$92 ;
   wire \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire [24:0] \$96 ;
-  wire [24:0] \$97 ;
+  wire [8:0] \$97 ;
   wire \$98 ;
-  wire [15:0] \$99 ;
+  wire \$99 ;
   reg [127:0] a_data;
   reg a_valid;
   input abort;
@@ -35300,27 +35403,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg active = 1'h0;
   wire alu_beat;
   wire [31:0] axi__araddr;
-  wire [31:0] \axi__araddr$153 ;
+  wire [31:0] \axi__araddr$154 ;
   wire [1:0] axi__arburst;
-  wire [1:0] \axi__arburst$155 ;
+  wire [1:0] \axi__arburst$156 ;
   wire [3:0] axi__arcache;
-  wire [3:0] \axi__arcache$157 ;
+  wire [3:0] \axi__arcache$158 ;
   wire [3:0] axi__arid;
-  wire [3:0] \axi__arid$159 ;
+  wire [3:0] \axi__arid$160 ;
   wire [7:0] axi__arlen;
-  wire [7:0] \axi__arlen$161 ;
+  wire [7:0] \axi__arlen$162 ;
   wire axi__arlock;
-  wire \axi__arlock$163 ;
+  wire \axi__arlock$164 ;
   wire [2:0] axi__arprot;
-  wire [2:0] \axi__arprot$165 ;
+  wire [2:0] \axi__arprot$166 ;
   input axi__arready;
   wire axi__arready;
-  input \axi__arready$166 ;
-  wire \axi__arready$166 ;
+  input \axi__arready$167 ;
+  wire \axi__arready$167 ;
   wire [2:0] axi__arsize;
-  wire [2:0] \axi__arsize$169 ;
+  wire [2:0] \axi__arsize$170 ;
   wire axi__arvalid;
-  wire \axi__arvalid$171 ;
+  wire \axi__arvalid$172 ;
   wire [31:0] axi__awaddr;
   wire [1:0] axi__awburst;
   wire [3:0] axi__awcache;
@@ -35340,21 +35443,21 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input axi__bvalid;
   wire axi__bvalid;
   wire [127:0] axi__rdata;
-  wire [127:0] \axi__rdata$172 ;
+  wire [127:0] \axi__rdata$173 ;
   input [3:0] axi__rid;
   wire [3:0] axi__rid;
-  input [3:0] \axi__rid$174 ;
-  wire [3:0] \axi__rid$174 ;
+  input [3:0] \axi__rid$175 ;
+  wire [3:0] \axi__rid$175 ;
   wire axi__rlast;
-  wire \axi__rlast$176 ;
+  wire \axi__rlast$177 ;
   wire axi__rready;
-  wire \axi__rready$179 ;
+  wire \axi__rready$180 ;
   wire [1:0] axi__rresp;
-  wire [1:0] \axi__rresp$180 ;
+  wire [1:0] \axi__rresp$181 ;
   input axi__rvalid;
   wire axi__rvalid;
-  input \axi__rvalid$75 ;
-  wire \axi__rvalid$75 ;
+  input \axi__rvalid$76 ;
+  wire \axi__rvalid$76 ;
   wire [127:0] axi__wdata;
   wire axi__wlast;
   input axi__wready;
@@ -35366,36 +35469,36 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg bad;
   wire busy;
   wire [4:0] bytes;
-  wire [4:0] \bytes$222 ;
-  wire [4:0] \bytes$224 ;
+  wire [4:0] \bytes$223 ;
+  wire [4:0] \bytes$225 ;
   input clk;
   wire clk;
   wire [36:0] cmd__payload;
-  wire [77:0] \cmd__payload$227 ;
-  wire [7:0] \cmd__payload$227.id ;
-  wire [23:0] \cmd__payload$227.length ;
-  wire [31:0] \cmd__payload$227.mem_addr ;
-  wire [12:0] \cmd__payload$227.sram_addr ;
-  wire \cmd__payload$227.stream ;
-  wire [36:0] \cmd__payload$228 ;
-  wire [12:0] \cmd__payload$228.addr ;
-  wire [23:0] \cmd__payload$228.words ;
-  wire [77:0] \cmd__payload$229 ;
-  wire [7:0] \cmd__payload$229.id ;
-  wire [23:0] \cmd__payload$229.length ;
-  wire [31:0] \cmd__payload$229.mem_addr ;
-  wire [12:0] \cmd__payload$229.sram_addr ;
-  wire \cmd__payload$229.stream ;
-  wire [52:0] \cmd__payload$230 ;
-  wire [12:0] \cmd__payload$230.addr ;
-  wire [15:0] \cmd__payload$230.last_mask ;
-  wire [23:0] \cmd__payload$230.words ;
-  wire [77:0] \cmd__payload$231 ;
-  wire [7:0] \cmd__payload$231.id ;
-  wire [23:0] \cmd__payload$231.length ;
-  wire [31:0] \cmd__payload$231.mem_addr ;
-  wire [12:0] \cmd__payload$231.sram_addr ;
-  wire \cmd__payload$231.stream ;
+  wire [77:0] \cmd__payload$228 ;
+  wire [7:0] \cmd__payload$228.id ;
+  wire [23:0] \cmd__payload$228.length ;
+  wire [31:0] \cmd__payload$228.mem_addr ;
+  wire [12:0] \cmd__payload$228.sram_addr ;
+  wire \cmd__payload$228.stream ;
+  wire [36:0] \cmd__payload$229 ;
+  wire [12:0] \cmd__payload$229.addr ;
+  wire [23:0] \cmd__payload$229.words ;
+  wire [77:0] \cmd__payload$230 ;
+  wire [7:0] \cmd__payload$230.id ;
+  wire [23:0] \cmd__payload$230.length ;
+  wire [31:0] \cmd__payload$230.mem_addr ;
+  wire [12:0] \cmd__payload$230.sram_addr ;
+  wire \cmd__payload$230.stream ;
+  wire [52:0] \cmd__payload$231 ;
+  wire [12:0] \cmd__payload$231.addr ;
+  wire [15:0] \cmd__payload$231.last_mask ;
+  wire [23:0] \cmd__payload$231.words ;
+  wire [77:0] \cmd__payload$232 ;
+  wire [7:0] \cmd__payload$232.id ;
+  wire [23:0] \cmd__payload$232.length ;
+  wire [31:0] \cmd__payload$232.mem_addr ;
+  wire [12:0] \cmd__payload$232.sram_addr ;
+  wire \cmd__payload$232.stream ;
   wire [12:0] \cmd__payload.addr ;
   wire [23:0] \cmd__payload.words ;
   wire cmd__ready;
@@ -35451,30 +35554,32 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire fire;
   reg fwd_ahead = 1'h0;
   reg fwd_even = 1'h0;
+  reg [24:0] fwd_gap = 25'h0000000;
+  wire [24:0] gap_next;
   wire [264:0] i__payload;
-  wire [264:0] \i__payload$246 ;
-  wire [127:0] \i__payload$246.a ;
-  wire [127:0] \i__payload$246.b ;
+  wire [264:0] \i__payload$247 ;
+  wire [127:0] \i__payload$247.a ;
+  wire [127:0] \i__payload$247.b ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \i__payload$246.dtype ;
-  wire \i__payload$246.last ;
+  wire [1:0] \i__payload$247.dtype ;
+  wire \i__payload$247.last ;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
-  wire [1:0] \i__payload$246.op ;
-  wire [3:0] \i__payload$246.tag ;
-  output [127:0] \i__payload$255 ;
-  wire [127:0] \i__payload$255 ;
-  wire [132:0] \i__payload$85 ;
-  wire \i__payload$85.last ;
-  wire [127:0] \i__payload$85.result ;
-  wire [3:0] \i__payload$85.tag ;
+  wire [1:0] \i__payload$247.op ;
+  wire [3:0] \i__payload$247.tag ;
+  output [127:0] \i__payload$257 ;
+  wire [127:0] \i__payload$257 ;
+  wire [132:0] \i__payload$86 ;
+  wire \i__payload$86.last ;
+  wire [127:0] \i__payload$86.result ;
+  wire [3:0] \i__payload$86.tag ;
   wire [127:0] \i__payload.a ;
   wire [127:0] \i__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -35492,13 +35597,13 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \i__payload.op ;
   wire [3:0] \i__payload.tag ;
   wire i__ready;
-  wire \i__ready$247 ;
-  wire \i__ready$260 ;
-  wire \i__ready$88 ;
+  wire \i__ready$248 ;
+  wire \i__ready$262 ;
+  wire \i__ready$89 ;
   wire i__valid;
-  wire \i__valid$245 ;
-  wire \i__valid$257 ;
-  wire \i__valid$89 ;
+  wire \i__valid$246 ;
+  wire \i__valid$259 ;
+  wire \i__valid$90 ;
   reg join_last = 1'h0;
   reg [23:0] join_left = 24'h000000;
   reg join_more = 1'h0;
@@ -35611,20 +35716,20 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire nic_send_data__valid;
   wire [23:0] nwords;
   wire [264:0] o__payload;
-  wire [128:0] \o__payload$236 ;
-  wire [127:0] \o__payload$236.data ;
-  wire \o__payload$236.last ;
-  wire [128:0] \o__payload$244 ;
-  wire [127:0] \o__payload$244.data ;
-  wire \o__payload$244.last ;
-  wire [132:0] \o__payload$256 ;
-  wire \o__payload$256.last ;
-  wire [127:0] \o__payload$256.result ;
-  wire [3:0] \o__payload$256.tag ;
-  wire [132:0] \o__payload$86 ;
-  wire \o__payload$86.last ;
-  wire [127:0] \o__payload$86.result ;
-  wire [3:0] \o__payload$86.tag ;
+  wire [128:0] \o__payload$237 ;
+  wire [127:0] \o__payload$237.data ;
+  wire \o__payload$237.last ;
+  wire [128:0] \o__payload$245 ;
+  wire [127:0] \o__payload$245.data ;
+  wire \o__payload$245.last ;
+  wire [132:0] \o__payload$258 ;
+  wire \o__payload$258.last ;
+  wire [127:0] \o__payload$258.result ;
+  wire [3:0] \o__payload$258.tag ;
+  wire [132:0] \o__payload$87 ;
+  wire \o__payload$87.last ;
+  wire [127:0] \o__payload$87.result ;
+  wire [3:0] \o__payload$87.tag ;
   wire [127:0] \o__payload.a ;
   wire [127:0] \o__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -35642,15 +35747,15 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \o__payload.op ;
   wire [3:0] \o__payload.tag ;
   wire o__ready;
-  wire \o__ready$249 ;
-  wire \o__ready$251 ;
-  wire \o__ready$263 ;
-  wire \o__ready$87 ;
+  wire \o__ready$250 ;
+  wire \o__ready$252 ;
+  wire \o__ready$265 ;
+  wire \o__ready$88 ;
   wire o__valid;
-  wire \o__valid$235 ;
-  wire \o__valid$243 ;
-  wire \o__valid$84 ;
-  wire \o__valid$90 ;
+  wire \o__valid$236 ;
+  wire \o__valid$244 ;
+  wire \o__valid$85 ;
+  wire \o__valid$91 ;
   reg pend_a = 1'h0;
   reg pend_b = 1'h0;
   reg pend_w = 1'h0;
@@ -35720,8 +35825,8 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire plan__ready;
   input plan__valid;
   wire plan__valid;
-  output [144:0] \port$17692$0 ;
-  wire [144:0] \port$17692$0 ;
+  output [144:0] \port$17752$0 ;
+  wire [144:0] \port$17752$0 ;
   input [130:0] \port$3732$0 ;
   wire [130:0] \port$3732$0 ;
   input [130:0] \port$3804$0 ;
@@ -35733,30 +35838,30 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input port__ready;
   wire port__ready;
   wire [12:0] port__req__payload;
-  wire [12:0] \port__req__payload$104 ;
+  wire [12:0] \port__req__payload$105 ;
   input port__req__ready;
   wire port__req__ready;
-  input \port__req__ready$105 ;
-  wire \port__req__ready$105 ;
+  input \port__req__ready$106 ;
+  wire \port__req__ready$106 ;
   wire port__req__valid;
-  wire \port__req__valid$108 ;
+  wire \port__req__valid$109 ;
   input [127:0] port__resp__payload;
   wire [127:0] port__resp__payload;
-  input [127:0] \port__resp__payload$109 ;
-  wire [127:0] \port__resp__payload$109 ;
+  input [127:0] \port__resp__payload$110 ;
+  wire [127:0] \port__resp__payload$110 ;
   wire port__resp__ready;
-  wire \port__resp__ready$112 ;
+  wire \port__resp__ready$113 ;
   input port__resp__valid;
   wire port__resp__valid;
-  input \port__resp__valid$113 ;
-  wire \port__resp__valid$113 ;
+  input \port__resp__valid$114 ;
+  wire \port__resp__valid$114 ;
   wire port__valid;
   wire [127:0] rd_stream__tdata;
-  wire [127:0] \rd_stream__tdata$242 ;
+  wire [127:0] \rd_stream__tdata$243 ;
   wire rd_stream__tready;
-  wire \rd_stream__tready$252 ;
+  wire \rd_stream__tready$253 ;
   wire rd_stream__tvalid;
-  wire \rd_stream__tvalid$240 ;
+  wire \rd_stream__tvalid$241 ;
   output recv_error;
   reg recv_error = 1'h0;
   reg [23:0] recv_left = 24'h000000;
@@ -35837,10 +35942,10 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$34  = plan__payload[1:0] == 2'h2;
   assign \$35  = plan__payload[34] & plan__payload[35];
   assign \$36  = plan__payload[68] & plan__payload[69];
-  assign \$37  = | \$97 [23:0];
-  assign \$38  = \$97 [23:0] == 1'h1;
+  assign \$37  = | \$109 [23:0];
+  assign \$38  = \$109 [23:0] == 1'h1;
   assign \$39  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
-  assign \$40  = plan__payload[102] ? \$97 [23:0] : 24'h000000;
+  assign \$40  = plan__payload[102] ? \$109 [23:0] : 24'h000000;
   assign \$41  = ! plan__payload[1:0];
   assign \$42  = \$41  ? plan__payload[140:117] : 24'h000000;
   assign \$43  = \cmd__valid$42  & \cmd__ready$43 ;
@@ -35859,214 +35964,244 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$56  = ~ join_last;
   assign \$57  = join_left == 2'h2;
   assign \$58  = nic_recv__valid & nic_recv__ready;
-  assign \$59  = pkt_left > 5'h10;
-  assign \$60  = \$59  ? 9'h010 : pkt_left;
-  assign \$61  = pkt_left - \$60 ;
-  assign \$62  = pkt_left > 5'h10;
-  assign \$63  = \$62  ? 9'h010 : pkt_left;
-  assign \$64  = recv_left - \$63 ;
-  assign \$65  = recv_pkt + 1'h1;
-  assign \$66  = w_ready & s_ready;
-  assign \$67  = w_ready & plan[68];
-  assign \$68  = s_ready & plan[102];
-  assign \$69  = nic_send_data__valid & nic_send_data__ready;
-  assign \$70  = send_data_left - 1'h1;
-  assign \$71  = ~ active;
-  assign \$72  = plan__valid & \$71 ;
-  assign \$73  = recv_left - took_bytes;
-  assign \$74  = nic_send__valid & nic_send__ready;
-  assign \$75  = \$74  ? nic_send__payload[19:9] : 11'h000;
-  assign \$76  = send_cmd_left - \$75 ;
-  assign \$77  = $signed(\$73 ) < $signed(\$76 );
-  assign \$78  = recv_left - took_bytes;
-  assign \$79  = nic_send__valid & nic_send__ready;
-  assign \$80  = \$79  ? nic_send__payload[19:9] : 11'h000;
-  assign \$81  = send_cmd_left - \$80 ;
-  assign \$82  = \$78  == \$81 ;
-  assign \$83  = nic_send__valid & nic_send__ready;
-  assign \$84  = send_cmd_left - nic_send__payload[19:9];
-  assign \$85  = send_pkt + 1'h1;
-  assign \$86  = | mem_a_outstanding;
-  assign \$87  = \$86  | cmd__valid;
-  assign \$88  = \$87  | axi__rvalid;
-  assign mem_a_clock_enable = \$88  | rst;
-  assign \$89  = | mem_b_outstanding;
-  assign \$90  = \$89  | \cmd__valid$7 ;
-  assign \$91  = \$90  | \axi__rvalid$75 ;
-  assign mem_b_clock_enable = \$91  | rst;
-  assign \$92  = | mem_w_outstanding;
-  assign \$93  = \$92  | \cmd__valid$12 ;
-  assign \$94  = wr_stream__tvalid | axi__bvalid;
-  assign \$95  = \$93  | \$94 ;
-  assign mem_w_clock_enable = \$95  | rst;
-  assign mem_read_bytes = bytes + \bytes$222 ;
-  assign \$96  = plan__payload[140:117] + 4'hf;
-  assign \$98  = ! plan__payload[120:117];
-  assign \$99  = 1'h1 << plan__payload[120:117];
-  assign \$100  = \$99  - 1'h1;
-  assign \$101  = \$98  ? 17'h0ffff : \$100 ;
+  assign \$59  = ! recv_pkt_left;
+  assign \$60  = | recv_left[23:5];
+  assign \$61  = recv_left[4:0] > 5'h10;
+  assign \$62  = \$60  | \$61 ;
+  assign \$63  = \$62  ? 24'h000010 : recv_left;
+  assign \$64  = | recv_pkt_left[8:5];
+  assign \$65  = recv_pkt_left[4:0] > 5'h10;
+  assign \$66  = \$64  | \$65 ;
+  assign \$67  = \$66  ? 9'h010 : recv_pkt_left;
+  assign \$68  = \$59  ? \$63  : { 15'h0000, \$67  };
+  assign \$69  = pkt_left - \$68 ;
+  assign \$70  = ! recv_pkt_left;
+  assign \$71  = | recv_left[23:5];
+  assign \$72  = recv_left[4:0] > 5'h10;
+  assign \$73  = \$71  | \$72 ;
+  assign \$74  = \$73  ? 24'h000010 : recv_left;
+  assign \$75  = | recv_pkt_left[8:5];
+  assign \$76  = recv_pkt_left[4:0] > 5'h10;
+  assign \$77  = \$75  | \$76 ;
+  assign \$78  = \$77  ? 9'h010 : recv_pkt_left;
+  assign \$79  = \$70  ? \$74  : { 15'h0000, \$78  };
+  assign \$80  = recv_left - \$79 ;
+  assign \$81  = recv_pkt + 1'h1;
+  assign \$82  = w_ready & s_ready;
+  assign \$83  = w_ready & plan[68];
+  assign \$84  = s_ready & plan[102];
+  assign \$85  = nic_send_data__valid & nic_send_data__ready;
+  assign \$86  = send_data_left - 1'h1;
+  assign \$87  = ~ active;
+  assign \$88  = plan__valid & \$87 ;
+  assign \$89  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
+  assign \$90  = ! plan__payload[1:0];
+  assign \$91  = \$90  ? plan__payload[140:117] : 24'h000000;
+  assign \$92  = \$89  - \$91 ;
+  assign \$93  = $signed(\$177 [24:0]) > $signed(1'h0);
+  assign \$94  = ! \$177 [24:0];
+  assign \$95  = nic_send__valid & nic_send__ready;
+  assign \$96  = send_cmd_left - nic_send__payload[19:9];
+  assign \$97  = send_pkt + 1'h1;
+  assign \$98  = | mem_a_outstanding;
+  assign \$99  = \$98  | cmd__valid;
+  assign \$100  = \$99  | axi__rvalid;
+  assign mem_a_clock_enable = \$100  | rst;
+  assign \$101  = | mem_b_outstanding;
+  assign \$102  = \$101  | \cmd__valid$7 ;
+  assign \$103  = \$102  | \axi__rvalid$76 ;
+  assign mem_b_clock_enable = \$103  | rst;
+  assign \$104  = | mem_w_outstanding;
+  assign \$105  = \$104  | \cmd__valid$12 ;
+  assign \$106  = wr_stream__tvalid | axi__bvalid;
+  assign \$107  = \$105  | \$106 ;
+  assign mem_w_clock_enable = \$107  | rst;
+  assign mem_read_bytes = bytes + \bytes$223 ;
+  assign \$108  = plan__payload[140:117] + 4'hf;
+  assign \$110  = ! plan__payload[120:117];
+  assign \$111  = 1'h1 << plan__payload[120:117];
+  assign \$112  = \$111  - 1'h1;
+  assign \$113  = \$110  ? 17'h0ffff : \$112 ;
   assign plan__ready = ~ active;
-  assign \$102  = plan[1:0] == 1'h1;
-  assign \cmd__valid$42  = pend_a & \$102 ;
-  assign \$103  = plan[1:0] == 2'h2;
-  assign cmd__valid = pend_a & \$103 ;
-  assign \$104  = ~ plan[35];
-  assign \cmd__valid$44  = pend_b & \$104 ;
-  assign \cmd__valid$7  = pend_b & plan[35];
-  assign \$105  = ~ plan[69];
-  assign \cmd__valid$46  = pend_w & \$105 ;
-  assign \cmd__valid$12  = pend_w & plan[69];
-  assign \$106  = abort | nic_recv__valid;
-  assign \$107  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
-  assign \$108  = ~ plan[34];
-  assign \$109  = active & join_more;
-  assign \$110  = \$109  & a_valid;
-  assign \i__valid$245  = \$110  & b_valid;
-  assign fire = \i__valid$245  & \i__ready$247 ;
-  assign \$111  = ! plan[1:0];
-  assign \$112  = fire & \$111 ;
-  assign \$113  = ~ abort;
-  assign nic_recv__ready = \$112  & \$113 ;
   assign \$114  = plan[1:0] == 1'h1;
-  assign sram_rd_a__resp__ready = fire & \$114 ;
+  assign \cmd__valid$42  = pend_a & \$114 ;
   assign \$115  = plan[1:0] == 2'h2;
-  assign rd_stream__tready = fire & \$115 ;
-  assign \$116  = fire & plan[34];
-  assign \$117  = ~ plan[35];
-  assign sram_rd_b__resp__ready = \$116  & \$117 ;
-  assign \$118  = fire & plan[34];
-  assign \rd_stream__tready$252  = \$118  & plan[35];
-  assign \$119  = recv_left > 9'h100;
-  assign \$120  = \$119  ? 24'h000100 : recv_left;
-  assign \$121  = ! recv_pkt_left;
-  assign pkt_left = \$121  ? \$120 [8:0] : recv_pkt_left;
-  assign \$122  = nic_recv__valid & nic_recv__ready;
-  assign \$123  = nic_recv__payload[153:146] != plan[112:105];
-  assign \$124  = ! recv_pkt_left;
-  assign \$125  = nic_recv__payload[144] != \$124 ;
-  assign \$126  = \$123  | \$125 ;
-  assign \$127  = ! recv_pkt_left;
-  assign \$128  = nic_recv__payload[178:162] != \$120 [8:0];
-  assign \$129  = nic_recv__payload[161:154] != recv_pkt;
-  assign \$130  = \$128  | \$129 ;
-  assign \$131  = \$127  & \$130 ;
-  assign \$132  = \$126  | \$131 ;
-  assign \$133  = pkt_left <= 5'h10;
-  assign \$134  = nic_recv__payload[145] != \$133 ;
-  assign \$135  = \$132  | \$134 ;
-  assign \$136  = pkt_left > 5'h10;
-  assign \$137  = \$136  ? 9'h010 : pkt_left;
-  assign \$138  = ~ plan[69];
-  assign \$139  = plan[68] & \$138 ;
-  assign \$140  = o__valid & \$139 ;
-  assign \$141  = ~ taken_w;
-  assign \i__valid$257  = \$140  & \$141 ;
-  assign \$142  = plan[68] & plan[69];
-  assign \$143  = o__valid & \$142 ;
-  assign \$144  = ~ taken_w;
-  assign wr_stream__tvalid = \$143  & \$144 ;
-  assign \$145  = ~ plan[68];
-  assign \$146  = \$145  | taken_w;
-  assign \$147  = plan[69] ? wr_stream__tready : \i__ready$260 ;
-  assign w_ready = \$146  | \$147 ;
-  assign \$148  = o__valid & plan[102];
-  assign \$149  = ~ taken_s;
-  assign nic_send_data__valid = \$148  & \$149 ;
-  assign \$150  = ~ plan[102];
-  assign \$151  = \$150  | taken_s;
-  assign s_ready = \$151  | nic_send_data__ready;
-  assign \o__ready$263  = w_ready & s_ready;
-  assign \$152  = | send_cmd_left;
-  assign \$153  = active & \$152 ;
-  assign \$154  = ! plan[1:0];
-  assign \$155  = ~ \$154 ;
-  assign \$156  = \$155  | fwd_ahead;
-  assign \$157  = fwd_even & a_valid;
-  assign \$158  = \$156  | \$157 ;
-  assign nic_send__valid = \$153  & \$158 ;
-  assign \$159  = send_cmd_left > 9'h100;
-  assign \$160  = \$159  ? 24'h000100 : send_cmd_left;
-  assign \$161  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
-  assign \$162  = ~ \$161 ;
-  assign \$163  = active & \$162 ;
-  assign \$164  = ! join_left;
-  assign \$165  = \$163  & \$164 ;
-  assign \$166  = ! send_cmd_left;
-  assign \$167  = \$165  & \$166 ;
-  assign \$168  = ! send_data_left;
-  assign \$169  = \$167  & \$168 ;
-  assign \$170  = ~ busy;
-  assign \$171  = \$169  & \$170 ;
-  assign \$172  = ~ o__valid;
-  assign \$173  = \$171  & \$172 ;
-  assign \$174  = ~ \i__valid$89 ;
-  assign finished = \$173  & \$174 ;
+  assign cmd__valid = pend_a & \$115 ;
+  assign \$116  = ~ plan[35];
+  assign \cmd__valid$44  = pend_b & \$116 ;
+  assign \cmd__valid$7  = pend_b & plan[35];
+  assign \$117  = ~ plan[69];
+  assign \cmd__valid$46  = pend_w & \$117 ;
+  assign \cmd__valid$12  = pend_w & plan[69];
+  assign \$118  = abort | nic_recv__valid;
+  assign \$119  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
+  assign \$120  = ~ plan[34];
+  assign \$121  = active & join_more;
+  assign \$122  = \$121  & a_valid;
+  assign \i__valid$246  = \$122  & b_valid;
+  assign fire = \i__valid$246  & \i__ready$248 ;
+  assign \$123  = ! plan[1:0];
+  assign \$124  = fire & \$123 ;
+  assign \$125  = ~ abort;
+  assign nic_recv__ready = \$124  & \$125 ;
+  assign \$126  = plan[1:0] == 1'h1;
+  assign sram_rd_a__resp__ready = fire & \$126 ;
+  assign \$127  = plan[1:0] == 2'h2;
+  assign rd_stream__tready = fire & \$127 ;
+  assign \$128  = fire & plan[34];
+  assign \$129  = ~ plan[35];
+  assign sram_rd_b__resp__ready = \$128  & \$129 ;
+  assign \$130  = fire & plan[34];
+  assign \rd_stream__tready$253  = \$130  & plan[35];
+  assign \$131  = | recv_left[23:9];
+  assign \$132  = recv_left[8:0] > 9'h100;
+  assign \$133  = \$131  | \$132 ;
+  assign \$134  = \$133  ? 24'h000100 : recv_left;
+  assign \$135  = ! recv_pkt_left;
+  assign pkt_left = \$135  ? \$134 [8:0] : recv_pkt_left;
+  assign \$136  = nic_recv__valid & nic_recv__ready;
+  assign \$137  = nic_recv__payload[153:146] != plan[112:105];
+  assign \$138  = ! recv_pkt_left;
+  assign \$139  = nic_recv__payload[144] != \$138 ;
+  assign \$140  = \$137  | \$139 ;
+  assign \$141  = ! recv_pkt_left;
+  assign \$142  = nic_recv__payload[178:162] != \$134 [8:0];
+  assign \$143  = nic_recv__payload[161:154] != recv_pkt;
+  assign \$144  = \$142  | \$143 ;
+  assign \$145  = \$141  & \$144 ;
+  assign \$146  = \$140  | \$145 ;
+  assign \$147  = pkt_left <= 5'h10;
+  assign \$148  = nic_recv__payload[145] != \$147 ;
+  assign \$149  = \$146  | \$148 ;
+  assign \$150  = ! recv_pkt_left;
+  assign \$151  = | recv_left[23:5];
+  assign \$152  = recv_left[4:0] > 5'h10;
+  assign \$153  = \$151  | \$152 ;
+  assign \$154  = \$153  ? 24'h000010 : recv_left;
+  assign \$155  = | recv_pkt_left[8:5];
+  assign \$156  = recv_pkt_left[4:0] > 5'h10;
+  assign \$157  = \$155  | \$156 ;
+  assign \$158  = \$157  ? 9'h010 : recv_pkt_left;
+  assign \$159  = \$150  ? \$154  : { 15'h0000, \$158  };
+  assign \$160  = ~ plan[69];
+  assign \$161  = plan[68] & \$160 ;
+  assign \$162  = o__valid & \$161 ;
+  assign \$163  = ~ taken_w;
+  assign \i__valid$259  = \$162  & \$163 ;
+  assign \$164  = plan[68] & plan[69];
+  assign \$165  = o__valid & \$164 ;
+  assign \$166  = ~ taken_w;
+  assign wr_stream__tvalid = \$165  & \$166 ;
+  assign \$167  = ~ plan[68];
+  assign \$168  = \$167  | taken_w;
+  assign \$169  = plan[69] ? wr_stream__tready : \i__ready$262 ;
+  assign w_ready = \$168  | \$169 ;
+  assign \$170  = o__valid & plan[102];
+  assign \$171  = ~ taken_s;
+  assign nic_send_data__valid = \$170  & \$171 ;
+  assign \$172  = ~ plan[102];
+  assign \$173  = \$172  | taken_s;
+  assign s_ready = \$173  | nic_send_data__ready;
+  assign \o__ready$265  = w_ready & s_ready;
+  assign \$174  = $signed(fwd_gap) + $signed({ 1'h0, took_bytes });
+  assign \$175  = nic_send__valid & nic_send__ready;
+  assign \$176  = \$175  ? nic_send__payload[19:9] : 11'h000;
+  assign \$177  = $signed(\$174 ) - $signed({ 1'h0, \$176  });
+  assign \$178  = | send_cmd_left;
+  assign \$179  = active & \$178 ;
+  assign \$180  = ! plan[1:0];
+  assign \$181  = ~ \$180 ;
+  assign \$182  = \$181  | fwd_ahead;
+  assign \$183  = fwd_even & a_valid;
+  assign \$184  = \$182  | \$183 ;
+  assign nic_send__valid = \$179  & \$184 ;
+  assign \$185  = | send_cmd_left[23:9];
+  assign \$186  = send_cmd_left[8:0] > 9'h100;
+  assign \$187  = \$185  | \$186 ;
+  assign \$188  = \$187  ? 24'h000100 : send_cmd_left;
+  assign \$189  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
+  assign \$190  = ~ \$189 ;
+  assign \$191  = active & \$190 ;
+  assign \$192  = ! join_left;
+  assign \$193  = \$191  & \$192 ;
+  assign \$194  = ! send_cmd_left;
+  assign \$195  = \$193  & \$194 ;
+  assign \$196  = ! send_data_left;
+  assign \$197  = \$195  & \$196 ;
+  assign \$198  = ~ busy;
+  assign \$199  = \$197  & \$198 ;
+  assign \$200  = ~ o__valid;
+  assign \$201  = \$199  & \$200 ;
+  assign \$202  = ~ \i__valid$90 ;
+  assign finished = \$201  & \$202 ;
   always @(posedge clk)
-    mem_a_outstanding <= \$175 ;
+    mem_a_outstanding <= \$203 ;
   always @(posedge clk)
-    mem_b_outstanding <= \$176 ;
+    mem_b_outstanding <= \$204 ;
   always @(posedge clk)
-    mem_w_outstanding <= \$177 ;
+    mem_w_outstanding <= \$205 ;
   always @(posedge clk)
-    plan <= \$178 ;
+    plan <= \$206 ;
   always @(posedge clk)
-    active <= \$179 ;
+    active <= \$207 ;
   always @(posedge clk)
-    pend_a <= \$180 ;
+    pend_a <= \$208 ;
   always @(posedge clk)
-    wait_a <= \$181 ;
+    wait_a <= \$209 ;
   always @(posedge clk)
-    pend_b <= \$182 ;
+    pend_b <= \$210 ;
   always @(posedge clk)
-    wait_b <= \$183 ;
+    wait_b <= \$211 ;
   always @(posedge clk)
-    pend_w <= \$184 ;
+    pend_w <= \$212 ;
   always @(posedge clk)
-    wait_w <= \$185 ;
+    wait_w <= \$213 ;
   always @(posedge clk)
-    join_left <= \$186 ;
+    join_left <= \$214 ;
   always @(posedge clk)
-    join_more <= \$187 ;
+    join_more <= \$215 ;
   always @(posedge clk)
-    join_last <= \$188 ;
+    join_last <= \$216 ;
   always @(posedge clk)
-    send_cmd_left <= \$189 ;
+    send_cmd_left <= \$217 ;
   always @(posedge clk)
-    send_data_left <= \$190 ;
+    send_data_left <= \$218 ;
   always @(posedge clk)
-    send_pkt <= \$191 ;
+    send_pkt <= \$219 ;
   always @(posedge clk)
-    recv_left <= \$192 ;
+    recv_left <= \$220 ;
   always @(posedge clk)
-    recv_pkt_left <= \$193 ;
+    recv_pkt_left <= \$221 ;
   always @(posedge clk)
-    recv_pkt <= \$194 ;
+    recv_pkt <= \$222 ;
   always @(posedge clk)
-    w_mask <= \$195 ;
+    w_mask <= \$223 ;
   always @(posedge clk)
-    step_words <= \$196 ;
+    step_words <= \$224 ;
   always @(posedge clk)
-    mem_error <= \$197 ;
+    mem_error <= \$225 ;
   always @(posedge clk)
-    recv_error <= \$198 ;
+    recv_error <= \$226 ;
   always @(posedge clk)
-    taken_w <= \$199 ;
+    taken_w <= \$227 ;
   always @(posedge clk)
-    taken_s <= \$200 ;
+    taken_s <= \$228 ;
   always @(posedge clk)
-    fwd_ahead <= \$201 ;
+    fwd_ahead <= \$229 ;
   always @(posedge clk)
-    fwd_even <= \$202 ;
+    fwd_even <= \$230 ;
   always @(posedge clk)
-    done <= \$203 ;
+    fwd_gap <= \$231 ;
+  always @(posedge clk)
+    done <= \$232 ;
   \ace_engine_small.ch1.datapath.alu  alu (
     .clk(clk),
     .i__payload(i__payload),
     .i__ready(o__ready),
     .i__valid(i__valid),
-    .o__valid(\i__valid$89 ),
-    .out_payload(\i__payload$85 ),
-    .r_en(\o__ready$87 ),
+    .o__valid(\i__valid$90 ),
+    .out_payload(\i__payload$86 ),
+    .r_en(\o__ready$88 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.mem_a  mem_a (
@@ -36077,7 +36212,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__rvalid(axi__rvalid),
     .bytes(bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$227 ),
+    .cmd__payload(\cmd__payload$228 ),
     .cmd__ready(cmd__ready),
     .cmd__valid(cmd__valid),
     .cpl__payload(cpl__payload),
@@ -36095,20 +36230,20 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__arlen(mem_rd_b__arlen),
     .axi__arvalid(mem_rd_b__arvalid),
     .axi__rready(mem_rd_b__rready),
-    .axi__rvalid(\axi__rvalid$75 ),
-    .bytes(\bytes$222 ),
+    .axi__rvalid(\axi__rvalid$76 ),
+    .bytes(\bytes$223 ),
     .clk(clk),
-    .cmd__payload(\cmd__payload$229 ),
+    .cmd__payload(\cmd__payload$230 ),
     .cmd__ready(\cmd__ready$8 ),
     .cmd__valid(\cmd__valid$7 ),
     .cpl__payload(\cpl__payload$49 ),
     .cpl_full(\cpl__valid$9 ),
     .mem_b_clock_enable(mem_b_clock_enable),
-    .\o__ready$40 (\axi__arready$166 ),
+    .\o__ready$40 (\axi__arready$167 ),
     .\port$3804$0 (\port$3804$0 ),
-    .rd_stream__tdata(\rd_stream__tdata$242 ),
-    .rd_stream__tready(\rd_stream__tready$252 ),
-    .rd_stream__tvalid(\rd_stream__tvalid$240 ),
+    .rd_stream__tdata(\rd_stream__tdata$243 ),
+    .rd_stream__tready(\rd_stream__tready$253 ),
+    .rd_stream__tvalid(\rd_stream__tvalid$241 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.mem_w  mem_w (
@@ -36121,7 +36256,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__wvalid(mem_wr__wvalid),
     .bytes(mem_write_bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$231 ),
+    .cmd__payload(\cmd__payload$232 ),
     .cmd__ready(\cmd__ready$13 ),
     .cmd__valid(\cmd__valid$12 ),
     .cpl__payload(\cpl__payload$50 ),
@@ -36129,17 +36264,17 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .mem_w_clock_enable(mem_w_clock_enable),
     .\o__ready$44 (axi__awready),
     .\o__ready$92 (axi__wready),
-    .\port$17692$0 (\$204 ),
+    .\port$17752$0 (\$233 ),
     .rst(rst),
-    .wr_stream__tdata(\o__payload$256 [127:0]),
+    .wr_stream__tdata(\o__payload$258 [127:0]),
     .wr_stream__tready(wr_stream__tready),
     .wr_stream__tvalid(wr_stream__tvalid)
   );
   \ace_engine_small.ch1.datapath.operands  operands (
     .clk(clk),
-    .i__payload(\i__payload$246 ),
-    .i__ready(\i__ready$247 ),
-    .i__valid(\i__valid$245 ),
+    .i__payload(\i__payload$247 ),
+    .i__ready(\i__ready$248 ),
+    .i__valid(\i__valid$246 ),
     .o__payload(i__payload),
     .o__ready(o__ready),
     .o__valid(i__valid),
@@ -36147,11 +36282,11 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch1.datapath.result  result (
     .clk(clk),
-    .i__payload(\i__payload$85 ),
-    .i__ready(\o__ready$87 ),
-    .i__valid(\i__valid$89 ),
-    .o__payload(\o__payload$256 ),
-    .o__ready(\o__ready$263 ),
+    .i__payload(\i__payload$86 ),
+    .i__ready(\o__ready$88 ),
+    .i__valid(\i__valid$90 ),
+    .o__payload(\o__payload$258 ),
+    .o__ready(\o__ready$265 ),
     .o__valid(o__valid),
     .rst(rst)
   );
@@ -36160,7 +36295,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .cmd__payload(cmd__payload),
     .cmd__ready(\cmd__ready$43 ),
     .cmd__valid(\cmd__valid$42 ),
-    .o__payload(\o__payload$236 ),
+    .o__payload(\o__payload$237 ),
     .o__valid(port__resp__valid),
     .port__req__payload(sram_rd_a__req__payload),
     .port__req__ready(port__req__ready),
@@ -36171,27 +36306,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch1.datapath.sram_b  sram_b (
     .clk(clk),
-    .cmd__payload(\cmd__payload$228 ),
+    .cmd__payload(\cmd__payload$229 ),
     .cmd__ready(\cmd__ready$45 ),
     .cmd__valid(\cmd__valid$44 ),
-    .o__payload(\o__payload$244 ),
-    .o__valid(\port__resp__valid$113 ),
+    .o__payload(\o__payload$245 ),
+    .o__valid(\port__resp__valid$114 ),
     .port__req__payload(sram_rd_b__req__payload),
-    .port__req__ready(\port__req__ready$105 ),
+    .port__req__ready(\port__req__ready$106 ),
     .port__req__valid(sram_rd_b__req__valid),
-    .port__resp__payload(\port__resp__payload$109 ),
+    .port__resp__payload(\port__resp__payload$110 ),
     .port__resp__ready(sram_rd_b__resp__ready),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.sram_w  sram_w (
     .busy(busy),
     .clk(clk),
-    .cmd__payload(\cmd__payload$230 ),
+    .cmd__payload(\cmd__payload$231 ),
     .cmd__ready(\cmd__ready$47 ),
     .cmd__valid(\cmd__valid$46 ),
-    .i__payload(\o__payload$256 [127:0]),
-    .i__ready(\i__ready$260 ),
-    .i__valid(\i__valid$257 ),
+    .i__payload(\o__payload$258 [127:0]),
+    .i__ready(\i__ready$262 ),
+    .i__valid(\i__valid$259 ),
     .port__payload(sram_wr__payload),
     .port__ready(port__ready),
     .port__valid(sram_wr__valid),
@@ -36199,382 +36334,394 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$175  = mem_a_outstanding;
+    \$203  = mem_a_outstanding;
     if (\$4 ) begin
-      \$175  = \$9 [7:0];
+      \$203  = \$9 [7:0];
     end else if (\$8 ) begin
-      \$175  = \$10 [7:0];
+      \$203  = \$10 [7:0];
     end
     if (rst) begin
-      \$175  = 8'h00;
+      \$203  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$176  = mem_b_outstanding;
+    \$204  = mem_b_outstanding;
     if (\$14 ) begin
-      \$176  = \$19 [7:0];
+      \$204  = \$19 [7:0];
     end else if (\$18 ) begin
-      \$176  = \$20 [7:0];
+      \$204  = \$20 [7:0];
     end
     if (rst) begin
-      \$176  = 8'h00;
+      \$204  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$177  = mem_w_outstanding;
+    \$205  = mem_w_outstanding;
     if (\$24 ) begin
-      \$177  = \$29 [7:0];
+      \$205  = \$29 [7:0];
     end else if (\$28 ) begin
-      \$177  = \$30 [7:0];
+      \$205  = \$30 [7:0];
     end
     if (rst) begin
-      \$177  = 8'h00;
+      \$205  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$178  = plan;
+    \$206  = plan;
     if (\$32 ) begin
-      \$178  = plan__payload;
+      \$206  = plan__payload;
     end
     if (rst) begin
-      \$178  = 141'h000000000000000000000000000000000000;
+      \$206  = 141'h000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$179  = active;
+    \$207  = active;
     if (\$32 ) begin
-      \$179  = 1'h1;
+      \$207  = 1'h1;
     end
     if (finished) begin
-      \$179  = 1'h0;
+      \$207  = 1'h0;
     end
     if (rst) begin
-      \$179  = 1'h0;
+      \$207  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$180  = pend_a;
+    \$208  = pend_a;
     if (\$32 ) begin
-      \$180  = \$33 ;
+      \$208  = \$33 ;
     end
     if (\$45 ) begin
-      \$180  = 1'h0;
+      \$208  = 1'h0;
     end
     if (rst) begin
-      \$180  = 1'h0;
+      \$208  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$181  = wait_a;
+    \$209  = wait_a;
     if (\$32 ) begin
-      \$181  = \$34 ;
+      \$209  = \$34 ;
     end
     if (cpl__valid) begin
-      \$181  = 1'h0;
+      \$209  = 1'h0;
     end
     if (rst) begin
-      \$181  = 1'h0;
+      \$209  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$182  = pend_b;
+    \$210  = pend_b;
     if (\$32 ) begin
-      \$182  = plan__payload[34];
+      \$210  = plan__payload[34];
     end
     if (\$48 ) begin
-      \$182  = 1'h0;
+      \$210  = 1'h0;
     end
     if (rst) begin
-      \$182  = 1'h0;
+      \$210  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$183  = wait_b;
+    \$211  = wait_b;
     if (\$32 ) begin
-      \$183  = \$35 ;
+      \$211  = \$35 ;
     end
     if (\cpl__valid$9 ) begin
-      \$183  = 1'h0;
+      \$211  = 1'h0;
     end
     if (rst) begin
-      \$183  = 1'h0;
+      \$211  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$184  = pend_w;
+    \$212  = pend_w;
     if (\$32 ) begin
-      \$184  = plan__payload[68];
+      \$212  = plan__payload[68];
     end
     if (\$51 ) begin
-      \$184  = 1'h0;
+      \$212  = 1'h0;
     end
     if (rst) begin
-      \$184  = 1'h0;
+      \$212  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$185  = wait_w;
+    \$213  = wait_w;
     if (\$32 ) begin
-      \$185  = \$36 ;
+      \$213  = \$36 ;
     end
     if (\cpl__valid$14 ) begin
-      \$185  = 1'h0;
+      \$213  = 1'h0;
     end
     if (rst) begin
-      \$185  = 1'h0;
+      \$213  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$186  = join_left;
+    \$214  = join_left;
     if (\$32 ) begin
-      \$186  = \$97 [23:0];
+      \$214  = \$109 [23:0];
     end
     if (fire) begin
-      \$186  = \$55 [23:0];
+      \$214  = \$55 [23:0];
     end
     if (rst) begin
-      \$186  = 24'h000000;
+      \$214  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$187  = join_more;
+    \$215  = join_more;
     if (\$32 ) begin
-      \$187  = \$37 ;
+      \$215  = \$37 ;
     end
     if (fire) begin
-      \$187  = \$56 ;
+      \$215  = \$56 ;
     end
     if (rst) begin
-      \$187  = 1'h0;
+      \$215  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$188  = join_last;
+    \$216  = join_last;
     if (\$32 ) begin
-      \$188  = \$38 ;
+      \$216  = \$38 ;
     end
     if (fire) begin
-      \$188  = \$57 ;
+      \$216  = \$57 ;
     end
     if (rst) begin
-      \$188  = 1'h0;
+      \$216  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$189  = send_cmd_left;
+    \$217  = send_cmd_left;
     if (\$32 ) begin
-      \$189  = \$39 ;
+      \$217  = \$39 ;
     end
-    if (\$83 ) begin
-      \$189  = \$84 [23:0];
+    if (\$95 ) begin
+      \$217  = \$96 [23:0];
     end
     if (rst) begin
-      \$189  = 24'h000000;
+      \$217  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$190  = send_data_left;
+    \$218  = send_data_left;
     if (\$32 ) begin
-      \$190  = \$40 ;
+      \$218  = \$40 ;
     end
-    if (\$69 ) begin
-      \$190  = \$70 [23:0];
+    if (\$85 ) begin
+      \$218  = \$86 [23:0];
     end
     if (rst) begin
-      \$190  = 24'h000000;
+      \$218  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$191  = send_pkt;
+    \$219  = send_pkt;
     if (\$32 ) begin
-      \$191  = 8'h00;
+      \$219  = 8'h00;
     end
-    if (\$83 ) begin
-      \$191  = \$85 [7:0];
+    if (\$95 ) begin
+      \$219  = \$97 [7:0];
     end
     if (rst) begin
-      \$191  = 8'h00;
+      \$219  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$192  = recv_left;
+    \$220  = recv_left;
     if (\$32 ) begin
-      \$192  = \$42 ;
+      \$220  = \$42 ;
     end
     if (\$58 ) begin
-      \$192  = \$64 [23:0];
+      \$220  = \$80 [23:0];
     end
     if (rst) begin
-      \$192  = 24'h000000;
+      \$220  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$193  = recv_pkt_left;
+    \$221  = recv_pkt_left;
     if (\$32 ) begin
-      \$193  = 9'h000;
+      \$221  = 9'h000;
     end
     if (\$58 ) begin
-      \$193  = \$61 [8:0];
+      \$221  = \$69 [8:0];
     end
     if (rst) begin
-      \$193  = 9'h000;
+      \$221  = 9'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$194  = recv_pkt;
+    \$222  = recv_pkt;
     if (\$32 ) begin
-      \$194  = 8'h00;
+      \$222  = 8'h00;
     end
     if (\$58 ) begin
       if (nic_recv__payload[145]) begin
-        \$194  = \$65 [7:0];
+        \$222  = \$81 [7:0];
       end
     end
     if (rst) begin
-      \$194  = 8'h00;
+      \$222  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$195  = w_mask;
+    \$223  = w_mask;
     if (\$32 ) begin
-      \$195  = \$101 [15:0];
+      \$223  = \$113 [15:0];
     end
     if (rst) begin
-      \$195  = 16'h0000;
+      \$223  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$196  = step_words;
+    \$224  = step_words;
     if (\$32 ) begin
-      \$196  = \$97 [23:0];
+      \$224  = \$109 [23:0];
     end
     if (rst) begin
-      \$196  = 24'h000000;
+      \$224  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$197  = mem_error;
+    \$225  = mem_error;
     if (\$32 ) begin
-      \$197  = 1'h0;
+      \$225  = 1'h0;
     end
     if (cpl__valid) begin
       if (\$52 ) begin
-        \$197  = 1'h1;
+        \$225  = 1'h1;
       end
     end
     if (\cpl__valid$9 ) begin
       if (\$53 ) begin
-        \$197  = 1'h1;
+        \$225  = 1'h1;
       end
     end
     if (\cpl__valid$14 ) begin
       if (\$54 ) begin
-        \$197  = 1'h1;
+        \$225  = 1'h1;
       end
     end
     if (rst) begin
-      \$197  = 1'h0;
+      \$225  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$198  = recv_error;
+    \$226  = recv_error;
     if (\$32 ) begin
-      \$198  = 1'h0;
+      \$226  = 1'h0;
     end
     if (\$58 ) begin
       if (bad) begin
-        \$198  = 1'h1;
+        \$226  = 1'h1;
       end
     end
     if (rst) begin
-      \$198  = 1'h0;
+      \$226  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$199  = taken_w;
+    \$227  = taken_w;
     if (o__valid) begin
       (* full_case = 32'd1 *)
-      if (\$66 ) begin
-        \$199  = 1'h0;
+      if (\$82 ) begin
+        \$227  = 1'h0;
       end else begin
-        \$199  = \$67 ;
+        \$227  = \$83 ;
       end
     end
     if (rst) begin
-      \$199  = 1'h0;
+      \$227  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$200  = taken_s;
+    \$228  = taken_s;
     if (o__valid) begin
       (* full_case = 32'd1 *)
-      if (\$66 ) begin
-        \$200  = 1'h0;
+      if (\$82 ) begin
+        \$228  = 1'h0;
       end else begin
-        \$200  = \$68 ;
+        \$228  = \$84 ;
       end
     end
     if (rst) begin
-      \$200  = 1'h0;
+      \$228  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     (* full_case = 32'd1 *)
-    if (\$72 ) begin
-      \$201  = 1'h0;
+    if (\$88 ) begin
+      \$229  = 1'h0;
     end else begin
-      \$201  = \$77 ;
+      \$229  = \$93 ;
     end
     if (rst) begin
-      \$201  = 1'h0;
+      \$229  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     (* full_case = 32'd1 *)
-    if (\$72 ) begin
-      \$202  = 1'h1;
+    if (\$88 ) begin
+      \$230  = 1'h1;
     end else begin
-      \$202  = \$82 ;
+      \$230  = \$94 ;
     end
     if (rst) begin
-      \$202  = 1'h0;
+      \$230  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$203  = 1'h0;
+    (* full_case = 32'd1 *)
+    if (\$88 ) begin
+      \$231  = \$92 ;
+    end else begin
+      \$231  = \$177 [24:0];
+    end
+    if (rst) begin
+      \$231  = 25'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$232  = 1'h0;
     if (finished) begin
-      \$203  = 1'h1;
+      \$232  = 1'h1;
     end
     if (rst) begin
-      \$203  = 1'h0;
+      \$232  = 1'h0;
     end
   end
   always @* begin
@@ -36582,7 +36729,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_valid = \$106 ;
+          a_valid = \$118 ;
       2'h1:
           a_valid = port__resp__valid;
       default:
@@ -36594,9 +36741,9 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_data = \$107 ;
+          a_data = \$119 ;
       2'h1:
-          a_data = \o__payload$236 [127:0];
+          a_data = \o__payload$237 [127:0];
       default:
           a_data = rd_stream__tdata;
     endcase
@@ -36604,62 +36751,63 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     (* full_case = 32'd1 *)
-    if (\$108 ) begin
+    if (\$120 ) begin
       b_valid = 1'h1;
     end else if (plan[35]) begin
-      b_valid = \rd_stream__tvalid$240 ;
+      b_valid = \rd_stream__tvalid$241 ;
     end else begin
-      b_valid = \port__resp__valid$113 ;
+      b_valid = \port__resp__valid$114 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     b_data = 128'h00000000000000000000000000000000;
     (* full_case = 32'd1 *)
-    if (\$108 ) begin
+    if (\$120 ) begin
     end else if (plan[35]) begin
-      b_data = \rd_stream__tdata$242 ;
+      b_data = \rd_stream__tdata$243 ;
     end else begin
-      b_data = \o__payload$244 [127:0];
+      b_data = \o__payload$245 [127:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     bad = 1'h0;
-    if (\$122 ) begin
-      bad = \$135 ;
+    if (\$136 ) begin
+      bad = \$149 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     took_bytes = 5'h00;
-    if (\$122 ) begin
-      took_bytes = \$137 [4:0];
+    if (\$136 ) begin
+      took_bytes = \$159 [4:0];
     end
   end
   assign cpl__ready = 1'h1;
   assign \cpl__ready$10  = 1'h1;
   assign \cpl__ready$15  = 1'h1;
-  assign nwords = \$97 [23:0];
-  assign last_mask = \$101 [15:0];
+  assign nwords = \$109 [23:0];
+  assign last_mask = \$113 [15:0];
+  assign gap_next = \$177 [24:0];
   assign o__payload = i__payload;
   assign i__ready = o__ready;
-  assign \o__valid$84  = i__valid;
-  assign \o__payload$86  = \i__payload$85 ;
-  assign \i__ready$88  = \o__ready$87 ;
-  assign \o__valid$90  = \i__valid$89 ;
+  assign \o__valid$85  = i__valid;
+  assign \o__payload$87  = \i__payload$86 ;
+  assign \i__ready$89  = \o__ready$88 ;
+  assign \o__valid$91  = \i__valid$90 ;
   assign port__req__payload = sram_rd_a__req__payload;
   assign sram_rd_a__req__ready = port__req__ready;
   assign port__req__valid = sram_rd_a__req__valid;
   assign sram_rd_a__resp__payload = port__resp__payload;
   assign port__resp__ready = sram_rd_a__resp__ready;
   assign sram_rd_a__resp__valid = port__resp__valid;
-  assign \port__req__payload$104  = sram_rd_b__req__payload;
-  assign sram_rd_b__req__ready = \port__req__ready$105 ;
-  assign \port__req__valid$108  = sram_rd_b__req__valid;
-  assign sram_rd_b__resp__payload = \port__resp__payload$109 ;
-  assign \port__resp__ready$112  = sram_rd_b__resp__ready;
-  assign sram_rd_b__resp__valid = \port__resp__valid$113 ;
+  assign \port__req__payload$105  = sram_rd_b__req__payload;
+  assign sram_rd_b__req__ready = \port__req__ready$106 ;
+  assign \port__req__valid$109  = sram_rd_b__req__valid;
+  assign sram_rd_b__resp__payload = \port__resp__payload$110 ;
+  assign \port__resp__ready$113  = sram_rd_b__resp__ready;
+  assign sram_rd_b__resp__valid = \port__resp__valid$114 ;
   assign port__payload = sram_wr__payload;
   assign sram_wr__ready = port__ready;
   assign port__valid = sram_wr__valid;
@@ -36688,31 +36836,31 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__rresp = \port$3732$0 [129:128];
   assign mem_rd_a__rresp = \port$3732$0 [129:128];
   assign mem_rd_a__rvalid = axi__rvalid;
-  assign \axi__araddr$153  = mem_rd_b__araddr;
+  assign \axi__araddr$154  = mem_rd_b__araddr;
   assign mem_rd_b__arburst = 2'h1;
-  assign \axi__arburst$155  = 2'h1;
+  assign \axi__arburst$156  = 2'h1;
   assign mem_rd_b__arcache = 4'h3;
-  assign \axi__arcache$157  = 4'h3;
+  assign \axi__arcache$158  = 4'h3;
   assign mem_rd_b__arid = 4'h0;
-  assign \axi__arid$159  = 4'h0;
-  assign \axi__arlen$161  = mem_rd_b__arlen;
+  assign \axi__arid$160  = 4'h0;
+  assign \axi__arlen$162  = mem_rd_b__arlen;
   assign mem_rd_b__arlock = 1'h0;
-  assign \axi__arlock$163  = 1'h0;
+  assign \axi__arlock$164  = 1'h0;
   assign mem_rd_b__arprot = 3'h0;
-  assign \axi__arprot$165  = 3'h0;
-  assign mem_rd_b__arready = \axi__arready$166 ;
+  assign \axi__arprot$166  = 3'h0;
+  assign mem_rd_b__arready = \axi__arready$167 ;
   assign mem_rd_b__arsize = 3'h4;
-  assign \axi__arsize$169  = 3'h4;
-  assign \axi__arvalid$171  = mem_rd_b__arvalid;
-  assign \axi__rdata$172  = \port$3804$0 [127:0];
+  assign \axi__arsize$170  = 3'h4;
+  assign \axi__arvalid$172  = mem_rd_b__arvalid;
+  assign \axi__rdata$173  = \port$3804$0 [127:0];
   assign mem_rd_b__rdata = \port$3804$0 [127:0];
-  assign mem_rd_b__rid = \axi__rid$174 ;
-  assign \axi__rlast$176  = \port$3804$0 [130];
+  assign mem_rd_b__rid = \axi__rid$175 ;
+  assign \axi__rlast$177  = \port$3804$0 [130];
   assign mem_rd_b__rlast = \port$3804$0 [130];
-  assign \axi__rready$179  = mem_rd_b__rready;
-  assign \axi__rresp$180  = \port$3804$0 [129:128];
+  assign \axi__rready$180  = mem_rd_b__rready;
+  assign \axi__rresp$181  = \port$3804$0 [129:128];
   assign mem_rd_b__rresp = \port$3804$0 [129:128];
-  assign mem_rd_b__rvalid = \axi__rvalid$75 ;
+  assign mem_rd_b__rvalid = \axi__rvalid$76 ;
   assign axi__awaddr = mem_wr__awaddr;
   assign mem_wr__awburst = 2'h1;
   assign axi__awburst = 2'h1;
@@ -36733,27 +36881,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__bready = mem_wr__bready;
   assign mem_wr__bresp = axi__bresp;
   assign mem_wr__bvalid = axi__bvalid;
-  assign mem_wr__wdata = \$204 [127:0];
-  assign axi__wdata = \$204 [127:0];
-  assign mem_wr__wlast = \$204 [144];
-  assign axi__wlast = \$204 [144];
+  assign mem_wr__wdata = \$233 [127:0];
+  assign axi__wdata = \$233 [127:0];
+  assign mem_wr__wlast = \$233 [144];
+  assign axi__wlast = \$233 [144];
   assign mem_wr__wready = axi__wready;
-  assign mem_wr__wstrb = \$204 [143:128];
-  assign axi__wstrb = \$204 [143:128];
+  assign mem_wr__wstrb = \$233 [143:128];
+  assign axi__wstrb = \$233 [143:128];
   assign axi__wvalid = mem_wr__wvalid;
-  assign \bytes$224  = mem_write_bytes;
-  assign \o__valid$235  = port__resp__valid;
-  assign \o__valid$243  = \port__resp__valid$113 ;
+  assign \bytes$225  = mem_write_bytes;
+  assign \o__valid$236  = port__resp__valid;
+  assign \o__valid$244  = \port__resp__valid$114 ;
   assign alu_beat = fire;
-  assign \o__ready$249  = sram_rd_a__resp__ready;
-  assign \o__ready$251  = sram_rd_b__resp__ready;
-  assign expect_len = \$120 [8:0];
-  assign wr_stream__tdata = \o__payload$256 [127:0];
-  assign wr_stream__tlast = \o__payload$256 [132];
-  assign nic_send_data__payload = \o__payload$256 [127:0];
+  assign \o__ready$250  = sram_rd_a__resp__ready;
+  assign \o__ready$252  = sram_rd_b__resp__ready;
+  assign expect_len = \$134 [8:0];
+  assign wr_stream__tdata = \o__payload$258 [127:0];
+  assign wr_stream__tlast = \o__payload$258 [132];
+  assign nic_send_data__payload = \o__payload$258 [127:0];
   assign nic_recv_link = plan[104];
-  assign \port$17692$0  = \$204 ;
-  assign \i__payload$255  = \o__payload$256 [127:0];
+  assign \port$17752$0  = \$233 ;
+  assign \i__payload$257  = \o__payload$258 [127:0];
   assign \plan.a_src  = plan[1:0];
   assign \plan.a_addr  = plan[33:2];
   assign \plan.b_use  = plan[34];
@@ -36812,12 +36960,12 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \o__payload.dtype  = i__payload[259:258];
   assign \o__payload.tag  = i__payload[263:260];
   assign \o__payload.last  = i__payload[264];
-  assign \i__payload$85.result  = \i__payload$85 [127:0];
-  assign \i__payload$85.tag  = \i__payload$85 [131:128];
-  assign \i__payload$85.last  = \i__payload$85 [132];
-  assign \o__payload$86.result  = \i__payload$85 [127:0];
-  assign \o__payload$86.tag  = \i__payload$85 [131:128];
-  assign \o__payload$86.last  = \i__payload$85 [132];
+  assign \i__payload$86.result  = \i__payload$86 [127:0];
+  assign \i__payload$86.tag  = \i__payload$86 [131:128];
+  assign \i__payload$86.last  = \i__payload$86 [132];
+  assign \o__payload$87.result  = \i__payload$86 [127:0];
+  assign \o__payload$87.tag  = \i__payload$86 [131:128];
+  assign \o__payload$87.last  = \i__payload$86 [132];
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -36826,66 +36974,66 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \port__payload.mask  = sram_wr__payload[156:141];
   assign \cmd__payload.addr  = cmd__payload[12:0];
   assign \cmd__payload.words  = cmd__payload[36:13];
-  assign \cmd__payload$227.stream  = \cmd__payload$227 [0];
-  assign \cmd__payload$227.id  = \cmd__payload$227 [8:1];
-  assign \cmd__payload$227.length  = \cmd__payload$227 [32:9];
-  assign \cmd__payload$227.mem_addr  = \cmd__payload$227 [64:33];
-  assign \cmd__payload$227.sram_addr  = \cmd__payload$227 [77:65];
-  assign \cmd__payload$228.addr  = \cmd__payload$228 [12:0];
-  assign \cmd__payload$228.words  = \cmd__payload$228 [36:13];
-  assign \cmd__payload$229.stream  = \cmd__payload$229 [0];
-  assign \cmd__payload$229.id  = \cmd__payload$229 [8:1];
-  assign \cmd__payload$229.length  = \cmd__payload$229 [32:9];
-  assign \cmd__payload$229.mem_addr  = \cmd__payload$229 [64:33];
-  assign \cmd__payload$229.sram_addr  = \cmd__payload$229 [77:65];
-  assign \cmd__payload$230.addr  = \cmd__payload$230 [12:0];
-  assign \cmd__payload$230.words  = \cmd__payload$230 [36:13];
-  assign \cmd__payload$230.last_mask  = \cmd__payload$230 [52:37];
-  assign \cmd__payload$231.stream  = \cmd__payload$231 [0];
-  assign \cmd__payload$231.id  = \cmd__payload$231 [8:1];
-  assign \cmd__payload$231.length  = \cmd__payload$231 [32:9];
-  assign \cmd__payload$231.mem_addr  = \cmd__payload$231 [64:33];
-  assign \cmd__payload$231.sram_addr  = \cmd__payload$231 [77:65];
-  assign \o__payload$236.data  = \o__payload$236 [127:0];
-  assign \o__payload$236.last  = \o__payload$236 [128];
-  assign \o__payload$244.data  = \o__payload$244 [127:0];
-  assign \o__payload$244.last  = \o__payload$244 [128];
-  assign \i__payload$246.a  = \i__payload$246 [127:0];
-  assign \i__payload$246.b  = \i__payload$246 [255:128];
-  assign \i__payload$246.op  = \i__payload$246 [257:256];
-  assign \i__payload$246.dtype  = \i__payload$246 [259:258];
-  assign \i__payload$246.tag  = \i__payload$246 [263:260];
-  assign \i__payload$246.last  = \i__payload$246 [264];
-  assign \o__payload$256.result  = \o__payload$256 [127:0];
-  assign \o__payload$256.tag  = \o__payload$256 [131:128];
-  assign \o__payload$256.last  = \o__payload$256 [132];
-  assign \nic_send_data__payload.data  = \o__payload$256 [127:0];
-  assign nic_send__payload[19:9] = \$160 [10:0];
+  assign \cmd__payload$228.stream  = \cmd__payload$228 [0];
+  assign \cmd__payload$228.id  = \cmd__payload$228 [8:1];
+  assign \cmd__payload$228.length  = \cmd__payload$228 [32:9];
+  assign \cmd__payload$228.mem_addr  = \cmd__payload$228 [64:33];
+  assign \cmd__payload$228.sram_addr  = \cmd__payload$228 [77:65];
+  assign \cmd__payload$229.addr  = \cmd__payload$229 [12:0];
+  assign \cmd__payload$229.words  = \cmd__payload$229 [36:13];
+  assign \cmd__payload$230.stream  = \cmd__payload$230 [0];
+  assign \cmd__payload$230.id  = \cmd__payload$230 [8:1];
+  assign \cmd__payload$230.length  = \cmd__payload$230 [32:9];
+  assign \cmd__payload$230.mem_addr  = \cmd__payload$230 [64:33];
+  assign \cmd__payload$230.sram_addr  = \cmd__payload$230 [77:65];
+  assign \cmd__payload$231.addr  = \cmd__payload$231 [12:0];
+  assign \cmd__payload$231.words  = \cmd__payload$231 [36:13];
+  assign \cmd__payload$231.last_mask  = \cmd__payload$231 [52:37];
+  assign \cmd__payload$232.stream  = \cmd__payload$232 [0];
+  assign \cmd__payload$232.id  = \cmd__payload$232 [8:1];
+  assign \cmd__payload$232.length  = \cmd__payload$232 [32:9];
+  assign \cmd__payload$232.mem_addr  = \cmd__payload$232 [64:33];
+  assign \cmd__payload$232.sram_addr  = \cmd__payload$232 [77:65];
+  assign \o__payload$237.data  = \o__payload$237 [127:0];
+  assign \o__payload$237.last  = \o__payload$237 [128];
+  assign \o__payload$245.data  = \o__payload$245 [127:0];
+  assign \o__payload$245.last  = \o__payload$245 [128];
+  assign \i__payload$247.a  = \i__payload$247 [127:0];
+  assign \i__payload$247.b  = \i__payload$247 [255:128];
+  assign \i__payload$247.op  = \i__payload$247 [257:256];
+  assign \i__payload$247.dtype  = \i__payload$247 [259:258];
+  assign \i__payload$247.tag  = \i__payload$247 [263:260];
+  assign \i__payload$247.last  = \i__payload$247 [264];
+  assign \o__payload$258.result  = \o__payload$258 [127:0];
+  assign \o__payload$258.tag  = \o__payload$258 [131:128];
+  assign \o__payload$258.last  = \o__payload$258 [132];
+  assign \nic_send_data__payload.data  = \o__payload$258 [127:0];
+  assign nic_send__payload[19:9] = \$188 [10:0];
   assign nic_send__payload[8:1] = send_pkt;
   assign nic_send__payload[0] = plan[103];
-  assign \i__payload$246 [264] = join_last;
-  assign \i__payload$246 [259:258] = plan[116:115];
-  assign \i__payload$246 [257:256] = plan[114:113];
-  assign \i__payload$246 [255:128] = b_data;
-  assign \i__payload$246 [127:0] = a_data;
-  assign \i__payload$246 [263:260] = 4'h0;
-  assign \cmd__payload$231 [64:33] = plan[101:70];
-  assign \cmd__payload$231 [32:9] = plan[140:117];
-  assign \cmd__payload$231 [0] = 1'h1;
-  assign { \cmd__payload$231 [77:65], \cmd__payload$231 [8:1] } = 21'h000000;
-  assign \cmd__payload$230 [52:37] = w_mask;
-  assign \cmd__payload$230 [36:13] = step_words;
-  assign \cmd__payload$230 [12:0] = plan[82:70];
-  assign \cmd__payload$229 [64:33] = plan[67:36];
-  assign \cmd__payload$229 [32:9] = plan[140:117];
-  assign \cmd__payload$229 [0] = 1'h1;
-  assign { \cmd__payload$229 [77:65], \cmd__payload$229 [8:1] } = 21'h000000;
-  assign \cmd__payload$228 [36:13] = step_words;
-  assign \cmd__payload$228 [12:0] = plan[48:36];
-  assign \cmd__payload$227 [64:33] = plan[33:2];
-  assign \cmd__payload$227 [32:9] = plan[140:117];
-  assign \cmd__payload$227 [0] = 1'h1;
-  assign { \cmd__payload$227 [77:65], \cmd__payload$227 [8:1] } = 21'h000000;
+  assign \i__payload$247 [264] = join_last;
+  assign \i__payload$247 [259:258] = plan[116:115];
+  assign \i__payload$247 [257:256] = plan[114:113];
+  assign \i__payload$247 [255:128] = b_data;
+  assign \i__payload$247 [127:0] = a_data;
+  assign \i__payload$247 [263:260] = 4'h0;
+  assign \cmd__payload$232 [64:33] = plan[101:70];
+  assign \cmd__payload$232 [32:9] = plan[140:117];
+  assign \cmd__payload$232 [0] = 1'h1;
+  assign { \cmd__payload$232 [77:65], \cmd__payload$232 [8:1] } = 21'h000000;
+  assign \cmd__payload$231 [52:37] = w_mask;
+  assign \cmd__payload$231 [36:13] = step_words;
+  assign \cmd__payload$231 [12:0] = plan[82:70];
+  assign \cmd__payload$230 [64:33] = plan[67:36];
+  assign \cmd__payload$230 [32:9] = plan[140:117];
+  assign \cmd__payload$230 [0] = 1'h1;
+  assign { \cmd__payload$230 [77:65], \cmd__payload$230 [8:1] } = 21'h000000;
+  assign \cmd__payload$229 [36:13] = step_words;
+  assign \cmd__payload$229 [12:0] = plan[48:36];
+  assign \cmd__payload$228 [64:33] = plan[33:2];
+  assign \cmd__payload$228 [32:9] = plan[140:117];
+  assign \cmd__payload$228 [0] = 1'h1;
+  assign { \cmd__payload$228 [77:65], \cmd__payload$228 [8:1] } = 21'h000000;
   assign cmd__payload[36:13] = step_words;
   assign cmd__payload[12:0] = plan[14:2];
   assign \$2  = cpl__valid;
@@ -36894,7 +37042,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$15  = \cpl__valid$9 ;
   assign \$22  = \cpl__valid$14 ;
   assign \$25  = \cpl__valid$14 ;
-  assign \$97  = { 4'h0, \$96 [24:4] };
+  assign \$109  = { 4'h0, \$108 [24:4] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -37182,12 +37330,12 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     d7_last <= \$27 ;
   \ace_engine_small.ch1.datapath.alu.fifo  fifo (
     .clk(clk),
-    .\port$10625$0 (result),
-    .\port$11434$0 (\result$24 ),
-    .\port$12243$0 (\result$25 ),
-    .\port$13052$0 (\result$26 ),
-    .\port$17774$0 (d12_tag),
-    .\port$17776$0 (d12_last),
+    .\port$10681$0 (result),
+    .\port$11490$0 (\result$24 ),
+    .\port$12299$0 (\result$25 ),
+    .\port$13108$0 (\result$26 ),
+    .\port$17834$0 (d12_tag),
+    .\port$17836$0 (d12_last),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -37199,7 +37347,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[159:128]),
     .busy(busy),
     .clk(clk),
-    .\port$18998$256 (i__payload[259:256]),
+    .\port$19058$256 (i__payload[259:256]),
     .\result$57 (result),
     .rst(rst)
   );
@@ -37208,7 +37356,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[191:160]),
     .busy(busy),
     .clk(clk),
-    .\port$18998$256 (i__payload[259:256]),
+    .\port$19058$256 (i__payload[259:256]),
     .\result$57 (\result$24 ),
     .rst(rst)
   );
@@ -37217,7 +37365,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[223:192]),
     .busy(busy),
     .clk(clk),
-    .\port$18998$256 (i__payload[259:256]),
+    .\port$19058$256 (i__payload[259:256]),
     .\result$57 (\result$25 ),
     .rst(rst)
   );
@@ -37225,7 +37373,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     .a(i__payload[127:96]),
     .busy(busy),
     .clk(clk),
-    .\port$18998$224 (i__payload[259:224]),
+    .\port$19058$224 (i__payload[259:224]),
     .\result$57 (\result$26 ),
     .rst(rst)
   );
@@ -37553,7 +37701,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10625$0 , \port$11434$0 , \port$12243$0 , \port$13052$0 , r_data, w_en, \port$17774$0 , \port$17776$0 , r_rdy, r_en, clk);
+module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10681$0 , \port$11490$0 , \port$12299$0 , \port$13108$0 , r_data, w_en, \port$17834$0 , \port$17836$0 , r_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$101  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -37595,18 +37743,18 @@ module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10625$0 , \port$11434
   reg [3:0] inner_level = 4'h0;
   wire inner_r_rdy;
   wire [4:0] level;
-  input [31:0] \port$10625$0 ;
-  wire [31:0] \port$10625$0 ;
-  input [31:0] \port$11434$0 ;
-  wire [31:0] \port$11434$0 ;
-  input [31:0] \port$12243$0 ;
-  wire [31:0] \port$12243$0 ;
-  input [31:0] \port$13052$0 ;
-  wire [31:0] \port$13052$0 ;
-  input [3:0] \port$17774$0 ;
-  wire [3:0] \port$17774$0 ;
-  input \port$17776$0 ;
-  wire \port$17776$0 ;
+  input [31:0] \port$10681$0 ;
+  wire [31:0] \port$10681$0 ;
+  input [31:0] \port$11490$0 ;
+  wire [31:0] \port$11490$0 ;
+  input [31:0] \port$12299$0 ;
+  wire [31:0] \port$12299$0 ;
+  input [31:0] \port$13108$0 ;
+  wire [31:0] \port$13108$0 ;
+  input [3:0] \port$17834$0 ;
+  wire [3:0] \port$17834$0 ;
+  input \port$17836$0 ;
+  wire \port$17836$0 ;
   (* init = 4'h0 *)
   wire [3:0] produce;
   output [132:0] r_data;
@@ -37649,7 +37797,7 @@ module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10625$0 , \port$11434
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$17776$0 , \port$17774$0 , \port$13052$0 , \port$12243$0 , \port$11434$0 , \port$10625$0  };
+      storage[w_port__addr] <= { \port$17836$0 , \port$17834$0 , \port$13108$0 , \port$12299$0 , \port$11490$0 , \port$10681$0  };
   end
   reg [132:0] _0_;
   always @(posedge clk) begin
@@ -37748,14 +37896,14 @@ module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10625$0 , \port$11434
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$17776$0 , \port$17774$0 , \port$13052$0 , \port$12243$0 , \port$11434$0 , \port$10625$0  };
-  assign w_data = { \port$17776$0 , \port$17774$0 , \port$13052$0 , \port$12243$0 , \port$11434$0 , \port$10625$0  };
+  assign w_port__data = { \port$17836$0 , \port$17834$0 , \port$13108$0 , \port$12299$0 , \port$11490$0 , \port$10681$0  };
+  assign w_data = { \port$17836$0 , \port$17834$0 , \port$13108$0 , \port$12299$0 , \port$11490$0 , \port$10681$0  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$18998$256 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$19058$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$102  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -37890,8 +38038,8 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$18998$256 ;
-  wire [3:0] \port$18998$256 ;
+  input [3:0] \port$19058$256 ;
+  wire [3:0] \port$19058$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -38021,8 +38169,8 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$11334$0 (\$51 ),
-    .\port$11335$0 (\$52 ),
+    .\port$11390$0 (\$51 ),
+    .\port$11391$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -38271,14 +38419,14 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$13  = \port$18998$256 [1:0];
+    \$13  = \port$19058$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$14  = \port$18998$256 [3:2];
+    \$14  = \port$19058$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -38413,8 +38561,8 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$18998$256 [1:0];
-  assign dtype = \port$18998$256 [3:2];
+  assign op = \port$19058$256 [1:0];
+  assign dtype = \port$19058$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -41432,7 +41580,7 @@ module \ace_engine_small.ch1.datapath.alu.lane0.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11334$0 , \port$11335$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11390$0 , \port$11391$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$104  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -41564,10 +41712,10 @@ module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11334
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$11334$0 ;
-  wire [15:0] \port$11334$0 ;
-  output [15:0] \port$11335$0 ;
-  wire [15:0] \port$11335$0 ;
+  output [15:0] \port$11390$0 ;
+  wire [15:0] \port$11390$0 ;
+  output [15:0] \port$11391$0 ;
+  wire [15:0] \port$11391$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -41879,12 +42027,12 @@ module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11334
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$11334$0  = \$7 ;
-  assign \port$11335$0  = \$8 ;
+  assign \port$11390$0  = \$7 ;
+  assign \port$11391$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$18998$256 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$19058$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$105  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -42019,8 +42167,8 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$18998$256 ;
-  wire [3:0] \port$18998$256 ;
+  input [3:0] \port$19058$256 ;
+  wire [3:0] \port$19058$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -42150,8 +42298,8 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$12143$0 (\$51 ),
-    .\port$12144$0 (\$52 ),
+    .\port$12199$0 (\$51 ),
+    .\port$12200$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -42400,14 +42548,14 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$13  = \port$18998$256 [1:0];
+    \$13  = \port$19058$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$14  = \port$18998$256 [3:2];
+    \$14  = \port$19058$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -42542,8 +42690,8 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$18998$256 [1:0];
-  assign dtype = \port$18998$256 [3:2];
+  assign op = \port$19058$256 [1:0];
+  assign dtype = \port$19058$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -45561,7 +45709,7 @@ module \ace_engine_small.ch1.datapath.alu.lane1.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$12143$0 , \port$12144$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$12199$0 , \port$12200$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$107  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -45693,10 +45841,10 @@ module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$12143
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$12143$0 ;
-  wire [15:0] \port$12143$0 ;
-  output [15:0] \port$12144$0 ;
-  wire [15:0] \port$12144$0 ;
+  output [15:0] \port$12199$0 ;
+  wire [15:0] \port$12199$0 ;
+  output [15:0] \port$12200$0 ;
+  wire [15:0] \port$12200$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -46008,12 +46156,12 @@ module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$12143
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$12143$0  = \$7 ;
-  assign \port$12144$0  = \$8 ;
+  assign \port$12199$0  = \$7 ;
+  assign \port$12200$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$18998$256 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$19058$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$108  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -46148,8 +46296,8 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$18998$256 ;
-  wire [3:0] \port$18998$256 ;
+  input [3:0] \port$19058$256 ;
+  wire [3:0] \port$19058$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -46279,8 +46427,8 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$12952$0 (\$51 ),
-    .\port$12953$0 (\$52 ),
+    .\port$13008$0 (\$51 ),
+    .\port$13009$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -46529,14 +46677,14 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$13  = \port$18998$256 [1:0];
+    \$13  = \port$19058$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$14  = \port$18998$256 [3:2];
+    \$14  = \port$19058$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -46671,8 +46819,8 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$18998$256 [1:0];
-  assign dtype = \port$18998$256 [3:2];
+  assign op = \port$19058$256 [1:0];
+  assign dtype = \port$19058$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -49690,7 +49838,7 @@ module \ace_engine_small.ch1.datapath.alu.lane2.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$12952$0 , \port$12953$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$13008$0 , \port$13009$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$110  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -49822,10 +49970,10 @@ module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$12952
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$12952$0 ;
-  wire [15:0] \port$12952$0 ;
-  output [15:0] \port$12953$0 ;
-  wire [15:0] \port$12953$0 ;
+  output [15:0] \port$13008$0 ;
+  wire [15:0] \port$13008$0 ;
+  output [15:0] \port$13009$0 ;
+  wire [15:0] \port$13009$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -50137,12 +50285,12 @@ module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$12952
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$12952$0  = \$7 ;
-  assign \port$12953$0  = \$8 ;
+  assign \port$13008$0  = \$7 ;
+  assign \port$13009$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$18998$224 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$19058$224 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$111  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -50276,8 +50424,8 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [35:0] \port$18998$224 ;
-  wire [35:0] \port$18998$224 ;
+  input [35:0] \port$19058$224 ;
+  wire [35:0] \port$19058$224 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -50407,8 +50555,8 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$13761$0 (\$51 ),
-    .\port$13762$0 (\$52 ),
+    .\port$13817$0 (\$51 ),
+    .\port$13818$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -50650,21 +50798,21 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$12  = \port$18998$224 [31:0];
+    \$12  = \port$19058$224 [31:0];
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$13  = \port$18998$224 [33:32];
+    \$13  = \port$19058$224 [33:32];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$14  = \port$18998$224 [35:34];
+    \$14  = \port$19058$224 [35:34];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -50799,9 +50947,9 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
       \$27  = 32'd0;
     end
   end
-  assign b = \port$18998$224 [31:0];
-  assign op = \port$18998$224 [33:32];
-  assign dtype = \port$18998$224 [35:34];
+  assign b = \port$19058$224 [31:0];
+  assign op = \port$19058$224 [33:32];
+  assign dtype = \port$19058$224 [35:34];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -53819,7 +53967,7 @@ module \ace_engine_small.ch1.datapath.alu.lane3.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13761$0 , \port$13762$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13817$0 , \port$13818$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$113  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -53951,10 +54099,10 @@ module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13761
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$13761$0 ;
-  wire [15:0] \port$13761$0 ;
-  output [15:0] \port$13762$0 ;
-  wire [15:0] \port$13762$0 ;
+  output [15:0] \port$13817$0 ;
+  wire [15:0] \port$13817$0 ;
+  output [15:0] \port$13818$0 ;
+  wire [15:0] \port$13818$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -54266,8 +54414,8 @@ module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13761
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$13761$0  = \$7 ;
-  assign \port$13762$0  = \$8 ;
+  assign \port$13817$0  = \$7 ;
+  assign \port$13818$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -54655,8 +54803,8 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
   \ace_engine_small.ch1.datapath.mem_a.ar_q  ar_q (
     .clk(clk),
     .mem_a_clock_enable(mem_a_clock_enable),
-    .\port$17307$37 (cmd__payload[64:37]),
-    .\port$9586$0 (\$3 [20:0]),
+    .\port$17367$37 (cmd__payload[64:37]),
+    .\port$9642$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -54958,7 +55106,7 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$9586$0 , w_en, w_rdy, r_data, r_en, \port$17307$37 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$9642$0 , w_en, w_rdy, r_data, r_en, \port$17367$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$115  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -55004,10 +55152,10 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   wire [2:0] level;
   input mem_a_clock_enable;
   wire mem_a_clock_enable;
-  input [27:0] \port$17307$37 ;
-  wire [27:0] \port$17307$37 ;
-  input [20:0] \port$9586$0 ;
-  wire [20:0] \port$9586$0 ;
+  input [27:0] \port$17367$37 ;
+  wire [27:0] \port$17367$37 ;
+  input [20:0] \port$9642$0 ;
+  wire [20:0] \port$9642$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -55039,7 +55187,7 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$9586$0 , \port$17307$37  };
+      storage[w_port__addr] <= { \port$9642$0 , \port$17367$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
@@ -55148,8 +55296,8 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$9586$0 , \port$17307$37  };
-  assign w_data = { \port$9586$0 , \port$17307$37  };
+  assign w_port__data = { \port$9642$0 , \port$17367$37  };
+  assign w_data = { \port$9642$0 , \port$17367$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -56905,8 +57053,8 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
   \ace_engine_small.ch1.datapath.mem_b.ar_q  ar_q (
     .clk(clk),
     .mem_b_clock_enable(mem_b_clock_enable),
-    .\port$17309$37 (cmd__payload[64:37]),
-    .\port$9888$0 (\$3 [20:0]),
+    .\port$17369$37 (cmd__payload[64:37]),
+    .\port$9944$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -57208,7 +57356,7 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$9888$0 , w_en, w_rdy, r_data, r_en, \port$17309$37 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$9944$0 , w_en, w_rdy, r_data, r_en, \port$17369$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$123  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -57254,10 +57402,10 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   wire [2:0] level;
   input mem_b_clock_enable;
   wire mem_b_clock_enable;
-  input [27:0] \port$17309$37 ;
-  wire [27:0] \port$17309$37 ;
-  input [20:0] \port$9888$0 ;
-  wire [20:0] \port$9888$0 ;
+  input [27:0] \port$17369$37 ;
+  wire [27:0] \port$17369$37 ;
+  input [20:0] \port$9944$0 ;
+  wire [20:0] \port$9944$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -57289,7 +57437,7 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$9888$0 , \port$17309$37  };
+      storage[w_port__addr] <= { \port$9944$0 , \port$17369$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
@@ -57398,8 +57546,8 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$9888$0 , \port$17309$37  };
-  assign w_data = { \port$9888$0 , \port$17309$37  };
+  assign w_port__data = { \port$9944$0 , \port$17369$37  };
+  assign w_data = { \port$9944$0 , \port$17369$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -58771,7 +58919,7 @@ module \ace_engine_small.ch1.datapath.mem_b.split (rst, mem_b_clock_enable, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$17692$0 , wr_stream__tdata
+module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$17752$0 , wr_stream__tdata
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$130  = 0;
   wire [24:0] \$1 ;
@@ -58981,8 +59129,8 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   wire [3:0] off;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [144:0] \port$17692$0 ;
-  wire [144:0] \port$17692$0 ;
+  output [144:0] \port$17752$0 ;
+  wire [144:0] \port$17752$0 ;
   wire [56:0] r_data;
   wire [33:0] \r_data$51 ;
   wire [42:0] \r_data$59 ;
@@ -59140,9 +59288,9 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   \ace_engine_small.ch1.datapath.mem_w.aw_q  aw_q (
     .clk(clk),
     .mem_w_clock_enable(mem_w_clock_enable),
-    .\port$10190$0 (\$3 [20:0]),
-    .\port$17311$1 (cmd__payload[8:1]),
-    .\port$17311$37 (cmd__payload[64:37]),
+    .\port$10246$0 (\$3 [20:0]),
+    .\port$17371$1 (cmd__payload[8:1]),
+    .\port$17371$37 (cmd__payload[64:37]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -59164,7 +59312,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   \ace_engine_small.ch1.datapath.mem_w.b_q  b_q (
     .clk(clk),
     .mem_w_clock_enable(mem_w_clock_enable),
-    .\port$17620$36 (o__payload[44:36]),
+    .\port$17680$36 (o__payload[44:36]),
     .r_data(\r_data$99 ),
     .r_en(\r_en$101 ),
     .r_rdy(\r_rdy$98 ),
@@ -59376,7 +59524,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   assign cpl__ready = 1'h1;
   assign axi__awaddr = \$19 [31:0];
   assign axi__awlen = \o__payload$35 [35:28];
-  assign \port$17692$0  = \o__payload$87 [144:0];
+  assign \port$17752$0  = \o__payload$87 [144:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -59458,7 +59606,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$10190$0 , w_en, w_rdy, r_data, r_en, \port$17311$1 , \port$17311$37 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$10246$0 , w_en, w_rdy, r_data, r_en, \port$17371$1 , \port$17371$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$131  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -59504,12 +59652,12 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   wire [2:0] level;
   input mem_w_clock_enable;
   wire mem_w_clock_enable;
-  input [20:0] \port$10190$0 ;
-  wire [20:0] \port$10190$0 ;
-  input [7:0] \port$17311$1 ;
-  wire [7:0] \port$17311$1 ;
-  input [27:0] \port$17311$37 ;
-  wire [27:0] \port$17311$37 ;
+  input [20:0] \port$10246$0 ;
+  wire [20:0] \port$10246$0 ;
+  input [7:0] \port$17371$1 ;
+  wire [7:0] \port$17371$1 ;
+  input [27:0] \port$17371$37 ;
+  wire [27:0] \port$17371$37 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [56:0] r_data;
@@ -59541,7 +59689,7 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$17311$1 , \port$10190$0 , \port$17311$37  };
+      storage[w_port__addr] <= { \port$17371$1 , \port$10246$0 , \port$17371$37  };
   end
   reg [56:0] _0_;
   always @(posedge clk) begin
@@ -59650,8 +59798,8 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$17311$1 , \port$10190$0 , \port$17311$37  };
-  assign w_data = { \port$17311$1 , \port$10190$0 , \port$17311$37  };
+  assign w_port__data = { \port$17371$1 , \port$10246$0 , \port$17371$37  };
+  assign w_data = { \port$17371$1 , \port$10246$0 , \port$17371$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -59814,7 +59962,7 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, mem_w_clock_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$17620$36 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$17680$36 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$133  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -59860,8 +60008,8 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   wire [3:0] level;
   input mem_w_clock_enable;
   wire mem_w_clock_enable;
-  input [8:0] \port$17620$36 ;
-  wire [8:0] \port$17620$36 ;
+  input [8:0] \port$17680$36 ;
+  wire [8:0] \port$17680$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -59897,7 +60045,7 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$17620$36 [0], \port$17620$36 [8:1] };
+      storage[w_port__addr] <= { \port$17680$36 [0], \port$17680$36 [8:1] };
   end
   reg [8:0] _0_;
   always @(posedge clk) begin
@@ -60006,8 +60154,8 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$17620$36 [0], \port$17620$36 [8:1] };
-  assign w_data = { \port$17620$36 [0], \port$17620$36 [8:1] };
+  assign w_port__data = { \port$17680$36 [0], \port$17680$36 [8:1] };
+  assign w_data = { \port$17680$36 [0], \port$17680$36 [8:1] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -65377,8 +65525,8 @@ endmodule
 module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid, \w_data$181 , m_axi__bvalid, m_axi__rid, m_axi__rdata, m_axi__rresp, m_axi__rlast, m_axi__rvalid, clk, rst, r_data, rd0__rid, \r_data$94 , rd1__rid, \r_data$114 , rd2__rid, \r_data$134 , rd3__rid, wr0__awready
 , wr0__wready, wr0__bid, wr0__bvalid, wr0__bresp, wr1__awready, wr1__wready, wr1__bid, wr1__bvalid, wr1__bresp, rd0__araddr, r_en, rd1__araddr, \r_en$99 , wr0__awaddr, \r_en$192 , rd2__araddr, \r_en$119 , rd3__araddr, \r_en$139 , wr1__awaddr, \r_en$231 
 , m_axi__wvalid, m_axi__wdata, m_axi__wstrb, m_axi__wlast, m_axi__arvalid, m_axi__arid, m_axi__araddr, m_axi__arlen, m_axi__arsize, m_axi__arburst, m_axi__arlock, m_axi__arcache, m_axi__arprot, m_axi__awvalid, m_axi__awid, m_axi__awaddr, m_axi__awlen, m_axi__awsize, m_axi__awburst, m_axi__awlock, m_axi__awcache
-, m_axi__awprot, rd0__arready, rd1__arready, rd2__arready, rd3__arready, rd0__rvalid, rd1__rvalid, rd2__rvalid, rd3__rvalid, i__valid, rd0__arlen, \i__valid$16 , rd1__arlen, \w_en$160 , wr0__awlen, \w_en$168 , \port$15834$0 , \i__valid$29 , rd2__arlen, \i__valid$42 , rd3__arlen
-, \w_en$204 , wr1__awlen, \w_en$212 , \port$17692$0 , m_axi__awready);
+, m_axi__awprot, rd0__arready, rd1__arready, rd2__arready, rd3__arready, rd0__rvalid, rd1__rvalid, rd2__rvalid, rd3__rvalid, i__valid, rd0__arlen, \i__valid$16 , rd1__arlen, \w_en$160 , wr0__awlen, \w_en$168 , \port$15892$0 , \i__valid$29 , rd2__arlen, \i__valid$42 , rd3__arlen
+, \w_en$204 , wr1__awlen, \w_en$212 , \port$17752$0 , m_axi__awready);
   reg \$auto$verilog_backend.cc:2355:dump_module$147  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -65657,10 +65805,10 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   wire \o__valid$105 ;
   wire \o__valid$125 ;
   wire \o__valid$85 ;
-  input [144:0] \port$15834$0 ;
-  wire [144:0] \port$15834$0 ;
-  input [144:0] \port$17692$0 ;
-  wire [144:0] \port$17692$0 ;
+  input [144:0] \port$15892$0 ;
+  wire [144:0] \port$15892$0 ;
+  input [144:0] \port$17752$0 ;
+  wire [144:0] \port$17752$0 ;
   output [130:0] r_data;
   wire [130:0] r_data;
   output [130:0] \r_data$114 ;
@@ -65995,21 +66143,21 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign \$63  = \$61  - \$62 ;
   assign \$64  = rd3_reserved - 1'h1;
   assign \$65  = \w_en$168  & wr0__wready;
-  assign \$66  = \$65  & \port$15834$0 [144];
+  assign \$66  = \$65  & \port$15892$0 [144];
   assign \$67  = ~ \grant$177 [0];
   assign \$68  = \$66  & \$67 ;
   assign \$69  = \w_en$168  & wr0__wready;
-  assign \$70  = \$69  & \port$15834$0 [144];
+  assign \$70  = \$69  & \port$15892$0 [144];
   assign \$71  = ~ \$70 ;
   assign \$72  = \$71  & \grant$177 [0];
   assign \$73  = wr0_whole_bursts + 1'h1;
   assign \$74  = wr0_whole_bursts - 1'h1;
   assign \$75  = \w_en$212  & wr1__wready;
-  assign \$76  = \$75  & \port$17692$0 [144];
+  assign \$76  = \$75  & \port$17752$0 [144];
   assign \$77  = ~ \grant$177 [1];
   assign \$78  = \$76  & \$77 ;
   assign \$79  = \w_en$212  & wr1__wready;
-  assign \$80  = \$79  & \port$17692$0 [144];
+  assign \$80  = \$79  & \port$17752$0 [144];
   assign \$81  = ~ \$80 ;
   assign \$82  = \$81  & \grant$177 [1];
   assign \$83  = wr1_whole_bursts + 1'h1;
@@ -66805,9 +66953,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign wr0__awprot = 3'h0;
   assign wr0__awvalid = \w_en$160 ;
   assign w_rdy = wr0__awready;
-  assign wr0__wdata = \port$15834$0 [127:0];
-  assign wr0__wstrb = \port$15834$0 [143:128];
-  assign wr0__wlast = \port$15834$0 [144];
+  assign wr0__wdata = \port$15892$0 [127:0];
+  assign wr0__wstrb = \port$15892$0 [143:128];
+  assign wr0__wlast = \port$15892$0 [144];
   assign wr0__wvalid = \w_en$168 ;
   assign \w_rdy$171  = wr0__wready;
   assign \r_en$176  = \grant$177 [0];
@@ -66826,9 +66974,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign wr1__awprot = 3'h0;
   assign wr1__awvalid = \w_en$204 ;
   assign \w_rdy$207  = wr1__awready;
-  assign wr1__wdata = \port$17692$0 [127:0];
-  assign wr1__wstrb = \port$17692$0 [143:128];
-  assign wr1__wlast = \port$17692$0 [144];
+  assign wr1__wdata = \port$17752$0 [127:0];
+  assign wr1__wstrb = \port$17752$0 [143:128];
+  assign wr1__wlast = \port$17752$0 [144];
   assign wr1__wvalid = \w_en$212 ;
   assign \w_rdy$215  = wr1__wready;
   assign \r_en$219  = \grant$177 [1];
@@ -66904,9 +67052,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign \o__payload$124.arlock  = \o__payload$124 [49];
   assign \o__payload$124.arcache  = \o__payload$124 [53:50];
   assign \o__payload$124.arprot  = \o__payload$124 [56:54];
-  assign \w_data$208 [144] = \port$17692$0 [144];
-  assign \w_data$208 [143:128] = \port$17692$0 [143:128];
-  assign \w_data$208 [127:0] = \port$17692$0 [127:0];
+  assign \w_data$208 [144] = \port$17752$0 [144];
+  assign \w_data$208 [143:128] = \port$17752$0 [143:128];
+  assign \w_data$208 [127:0] = \port$17752$0 [127:0];
   assign \w_data$195 [56:54] = 3'h0;
   assign \w_data$195 [53:50] = 4'h3;
   assign \w_data$195 [49] = 1'h0;
@@ -66917,9 +67065,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign \w_data$195 [3:0] = 4'h0;
   assign \requests$172 [1] = \$35 ;
   assign \requests$172 [0] = \$30 ;
-  assign \w_data$164 [144] = \port$15834$0 [144];
-  assign \w_data$164 [143:128] = \port$15834$0 [143:128];
-  assign \w_data$164 [127:0] = \port$15834$0 [127:0];
+  assign \w_data$164 [144] = \port$15892$0 [144];
+  assign \w_data$164 [143:128] = \port$15892$0 [143:128];
+  assign \w_data$164 [127:0] = \port$15892$0 [127:0];
   assign \w_data$151 [56:54] = 3'h0;
   assign \w_data$151 [53:50] = 4'h3;
   assign \w_data$151 [49] = 1'h0;
@@ -71328,8 +71476,8 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$14 , \link__tkeep$12 , \link__tready$64 , \link__tdata$68 , \link__tvalid$76 , \link__tlast$72 , \link__tkeep$70 , clk, rst, ch0_send__ready, ch1_send__ready, ch0_recv__valid, ch0_recv__payload, ch1_recv__valid, ch1_recv__payload, ch0_recv__ready, i__valid, ch0_send__valid, ch1_recv__ready
-, \i__valid$154 , ch1_send__valid, error_clear, node_id, cmd_errors, link0_tx_payload_bytes, link0_tx_header_bytes, link0_tx_busy_cycles, link0_tx_stall_cycles, tx0__tvalid, \port$14263$0 , link0_rx_busy_cycles, link0_rx_header_bytes, link0_rx_payload_bytes, link0_rx_errors, link0_rx_error, link1_tx_payload_bytes, link1_tx_header_bytes, link1_tx_busy_cycles, link1_tx_stall_cycles, tx1__tvalid
-, \port$14513$0 , link1_rx_busy_cycles, link1_rx_header_bytes, link1_rx_payload_bytes, link1_rx_errors, link1_rx_error, ch0_send_data__ready, ch1_send_data__ready, ch0_recv_link, ch0_send__payload, i__payload, ch1_recv_link, ch1_send__payload, \i__payload$150 , link__tready);
+, \i__valid$154 , ch1_send__valid, error_clear, node_id, cmd_errors, link0_tx_payload_bytes, link0_tx_header_bytes, link0_tx_busy_cycles, link0_tx_stall_cycles, tx0__tvalid, \port$14319$0 , link0_rx_busy_cycles, link0_rx_header_bytes, link0_rx_payload_bytes, link0_rx_errors, link0_rx_error, link1_tx_payload_bytes, link1_tx_header_bytes, link1_tx_busy_cycles, link1_tx_stall_cycles, tx1__tvalid
+, \port$14569$0 , link1_rx_busy_cycles, link1_rx_header_bytes, link1_rx_payload_bytes, link1_rx_errors, link1_rx_error, ch0_send_data__ready, ch1_send_data__ready, ch0_recv_link, ch0_send__payload, i__payload, ch1_recv_link, ch1_send__payload, \i__payload$150 , link__tready);
   reg \$auto$verilog_backend.cc:2355:dump_module$170  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -71825,10 +71973,10 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
   wire [47:0] \payload_bytes$107 ;
   wire [47:0] \payload_bytes$51 ;
   wire [47:0] \payload_bytes$99 ;
-  output [144:0] \port$14263$0 ;
-  wire [144:0] \port$14263$0 ;
-  output [144:0] \port$14513$0 ;
-  wire [144:0] \port$14513$0 ;
+  output [144:0] \port$14319$0 ;
+  wire [144:0] \port$14319$0 ;
+  output [144:0] \port$14569$0 ;
+  wire [144:0] \port$14569$0 ;
   input rst;
   wire rst;
   wire [127:0] rx0__tdata;
@@ -72069,7 +72217,7 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
     .node_id(node_id),
     .o__ready(link__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$14263$0 (\$58 ),
+    .\port$14319$0 (\$58 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
@@ -72102,7 +72250,7 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
     .node_id(node_id),
     .o__ready(\link__tready$64 ),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$14513$0 (\$59 ),
+    .\port$14569$0 (\$59 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -72328,8 +72476,8 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
   assign \out__1__payload$198  = \i__payload$197 ;
   assign \i__ready$200  = \out__1__ready$199 ;
   assign \out__1__valid$202  = \i__valid$201 ;
-  assign \port$14263$0  = \$58 ;
-  assign \port$14513$0  = \$59 ;
+  assign \port$14319$0  = \$58 ;
+  assign \port$14569$0  = \$59 ;
   assign \cmd__0__payload.link  = cmd__0__payload[0];
   assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload.length  = cmd__0__payload[19:9];
@@ -74214,11 +74362,11 @@ module \ace_engine_small.nic.rx0 (link__tvalid, link__tlast, clk, rst, error_cle
     .\port$1023$0 (\$21 ),
     .\port$1024$0 (\$22 ),
     .\port$1025$0 (\$23 ),
-    .\port$14270$0 (keep),
-    .\port$14327$0 (\$signal$26 ),
-    .\port$14329$0 (\$like$25 ),
-    .\port$14331$0 (\$like ),
-    .\port$14333$0 (\$signal$23 ),
+    .\port$14326$0 (keep),
+    .\port$14383$0 (\$signal$26 ),
+    .\port$14385$0 (\$like$25 ),
+    .\port$14387$0 (\$like ),
+    .\port$14389$0 (\$signal$23 ),
     .r__ready(r__ready),
     .rollback(\rollback$46 ),
     .rst(rst),
@@ -74247,11 +74395,11 @@ module \ace_engine_small.nic.rx0 (link__tvalid, link__tlast, clk, rst, error_cle
     .\port$1023$0 (\$21 ),
     .\port$1024$0 (\$22 ),
     .\port$1025$0 (\$23 ),
-    .\port$14270$0 (keep),
-    .\port$14327$0 (\$signal$26 ),
-    .\port$14329$0 (\$like$25 ),
-    .\port$14331$0 (\$like ),
-    .\port$14333$0 (\$signal$23 ),
+    .\port$14326$0 (keep),
+    .\port$14383$0 (\$signal$26 ),
+    .\port$14385$0 (\$like$25 ),
+    .\port$14387$0 (\$like ),
+    .\port$14389$0 (\$signal$23 ),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$49 ),
     .rst(rst),
@@ -75093,8 +75241,8 @@ module \ace_engine_small.nic.rx0 (link__tvalid, link__tlast, clk, rst, error_cle
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14270$0 , w_en
-, commit, rollback, \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$14333$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14326$0 , w_en
+, commit, rollback, \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$14389$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$178  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -75215,16 +75363,16 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
   wire [7:0] \port$1024$0 ;
   input [7:0] \port$1025$0 ;
   wire [7:0] \port$1025$0 ;
-  input [15:0] \port$14270$0 ;
-  wire [15:0] \port$14270$0 ;
-  input [16:0] \port$14327$0 ;
-  wire [16:0] \port$14327$0 ;
-  input [7:0] \port$14329$0 ;
-  wire [7:0] \port$14329$0 ;
-  input [7:0] \port$14331$0 ;
-  wire [7:0] \port$14331$0 ;
-  input \port$14333$0 ;
-  wire \port$14333$0 ;
+  input [15:0] \port$14326$0 ;
+  wire [15:0] \port$14326$0 ;
+  input [16:0] \port$14383$0 ;
+  wire [16:0] \port$14383$0 ;
+  input [7:0] \port$14385$0 ;
+  wire [7:0] \port$14385$0 ;
+  input [7:0] \port$14387$0 ;
+  wire [7:0] \port$14387$0 ;
+  input \port$14389$0 ;
+  wire \port$14389$0 ;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -75330,8 +75478,8 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx0.buffer0.ram  ram (
     .clk(clk),
-    .\port$14347$0 (write),
-    .\port$14349$0 (w_data_q),
+    .\port$14403$0 (write),
+    .\port$14405$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -75347,7 +75495,7 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$178 ) begin end
-    \$21  = { \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$1007$0 , \port$14333$0 , \port$14270$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+    \$21  = { \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$1007$0 , \port$14389$0 , \port$14326$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -75500,7 +75648,7 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$1007$0 , \port$14333$0 , \port$14270$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+  assign w_data = { \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$1007$0 , \port$14389$0 , \port$14326$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -75519,12 +75667,12 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
-  assign \w_data.keep  = \port$14270$0 ;
-  assign \w_data.first  = \port$14333$0 ;
+  assign \w_data.keep  = \port$14326$0 ;
+  assign \w_data.first  = \port$14389$0 ;
   assign \w_data.last  = \port$1007$0 ;
-  assign \w_data.src  = \port$14331$0 ;
-  assign \w_data.tag  = \port$14329$0 ;
-  assign \w_data.length  = \port$14327$0 ;
+  assign \w_data.src  = \port$14387$0 ;
+  assign \w_data.tag  = \port$14385$0 ;
+  assign \w_data.length  = \port$14383$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -75563,15 +75711,15 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14347$0 , \port$14349$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14403$0 , \port$14405$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$179  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14347$0 ;
-  wire \port$14347$0 ;
-  input [178:0] \port$14349$0 ;
-  wire [178:0] \port$14349$0 ;
+  input \port$14403$0 ;
+  wire \port$14403$0 ;
+  input [178:0] \port$14405$0 ;
+  wire [178:0] \port$14405$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -75626,8 +75774,8 @@ module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14347$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14347$0 )
-      memory[write__addr] <= { 5'h00, \port$14349$0  };
+    if (\port$14403$0 )
+      memory[write__addr] <= { 5'h00, \port$14405$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -75646,17 +75794,17 @@ module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14347$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14349$0  };
-  assign w_data = { 5'h00, \port$14349$0  };
-  assign write__en = { \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0  };
-  assign w_en = { \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0 , \port$14347$0  };
+  assign write__data = { 5'h00, \port$14405$0  };
+  assign w_data = { 5'h00, \port$14405$0  };
+  assign write__en = { \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0  };
+  assign w_en = { \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14270$0 , w_en
-, commit, rollback, \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$14333$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14326$0 , w_en
+, commit, rollback, \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$14389$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$180  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -75777,16 +75925,16 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
   wire [7:0] \port$1024$0 ;
   input [7:0] \port$1025$0 ;
   wire [7:0] \port$1025$0 ;
-  input [15:0] \port$14270$0 ;
-  wire [15:0] \port$14270$0 ;
-  input [16:0] \port$14327$0 ;
-  wire [16:0] \port$14327$0 ;
-  input [7:0] \port$14329$0 ;
-  wire [7:0] \port$14329$0 ;
-  input [7:0] \port$14331$0 ;
-  wire [7:0] \port$14331$0 ;
-  input \port$14333$0 ;
-  wire \port$14333$0 ;
+  input [15:0] \port$14326$0 ;
+  wire [15:0] \port$14326$0 ;
+  input [16:0] \port$14383$0 ;
+  wire [16:0] \port$14383$0 ;
+  input [7:0] \port$14385$0 ;
+  wire [7:0] \port$14385$0 ;
+  input [7:0] \port$14387$0 ;
+  wire [7:0] \port$14387$0 ;
+  input \port$14389$0 ;
+  wire \port$14389$0 ;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -75892,8 +76040,8 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx0.buffer1.ram  ram (
     .clk(clk),
-    .\port$14388$0 (write),
-    .\port$14390$0 (w_data_q),
+    .\port$14444$0 (write),
+    .\port$14446$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -75909,7 +76057,7 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$180 ) begin end
-    \$21  = { \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$1007$0 , \port$14333$0 , \port$14270$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+    \$21  = { \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$1007$0 , \port$14389$0 , \port$14326$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -76062,7 +76210,7 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14327$0 , \port$14329$0 , \port$14331$0 , \port$1007$0 , \port$14333$0 , \port$14270$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+  assign w_data = { \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$1007$0 , \port$14389$0 , \port$14326$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -76081,12 +76229,12 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
-  assign \w_data.keep  = \port$14270$0 ;
-  assign \w_data.first  = \port$14333$0 ;
+  assign \w_data.keep  = \port$14326$0 ;
+  assign \w_data.first  = \port$14389$0 ;
   assign \w_data.last  = \port$1007$0 ;
-  assign \w_data.src  = \port$14331$0 ;
-  assign \w_data.tag  = \port$14329$0 ;
-  assign \w_data.length  = \port$14327$0 ;
+  assign \w_data.src  = \port$14387$0 ;
+  assign \w_data.tag  = \port$14385$0 ;
+  assign \w_data.length  = \port$14383$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -76125,15 +76273,15 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14388$0 , \port$14390$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14444$0 , \port$14446$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$181  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14388$0 ;
-  wire \port$14388$0 ;
-  input [178:0] \port$14390$0 ;
-  wire [178:0] \port$14390$0 ;
+  input \port$14444$0 ;
+  wire \port$14444$0 ;
+  input [178:0] \port$14446$0 ;
+  wire [178:0] \port$14446$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -76188,8 +76336,8 @@ module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14388$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14388$0 )
-      memory[write__addr] <= { 5'h00, \port$14390$0  };
+    if (\port$14444$0 )
+      memory[write__addr] <= { 5'h00, \port$14446$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -76208,10 +76356,10 @@ module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14388$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14390$0  };
-  assign w_data = { 5'h00, \port$14390$0  };
-  assign write__en = { \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0  };
-  assign w_en = { \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0 , \port$14388$0  };
+  assign write__data = { 5'h00, \port$14446$0  };
+  assign w_data = { 5'h00, \port$14446$0  };
+  assign write__en = { \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0  };
+  assign w_en = { \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
@@ -77406,11 +77554,11 @@ module \ace_engine_small.nic.rx1 (link__tvalid, link__tlast, clk, rst, error_cle
     .fetch(freed),
     .landing_head(out__0__payload),
     .landing_nonempty(out__0__valid),
-    .\port$14520$0 (keep),
-    .\port$14577$0 (\$signal$26 ),
-    .\port$14579$0 (\$like$25 ),
-    .\port$14581$0 (\$like ),
-    .\port$14583$0 (\$signal$23 ),
+    .\port$14576$0 (keep),
+    .\port$14633$0 (\$signal$26 ),
+    .\port$14635$0 (\$like$25 ),
+    .\port$14637$0 (\$like ),
+    .\port$14639$0 (\$signal$23 ),
     .\port$2074$0 (\$signal ),
     .\port$2077$0 (\$8 ),
     .\port$2078$0 (\$9 ),
@@ -77439,11 +77587,11 @@ module \ace_engine_small.nic.rx1 (link__tvalid, link__tlast, clk, rst, error_cle
     .fetch(\freed$62 ),
     .landing_head(out__1__payload),
     .landing_nonempty(out__1__valid),
-    .\port$14520$0 (keep),
-    .\port$14577$0 (\$signal$26 ),
-    .\port$14579$0 (\$like$25 ),
-    .\port$14581$0 (\$like ),
-    .\port$14583$0 (\$signal$23 ),
+    .\port$14576$0 (keep),
+    .\port$14633$0 (\$signal$26 ),
+    .\port$14635$0 (\$like$25 ),
+    .\port$14637$0 (\$like ),
+    .\port$14639$0 (\$signal$23 ),
     .\port$2074$0 (\$signal ),
     .\port$2077$0 (\$8 ),
     .\port$2078$0 (\$9 ),
@@ -78302,8 +78450,8 @@ module \ace_engine_small.nic.rx1 (link__tvalid, link__tlast, clk, rst, error_cle
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14520$0 , w_en
-, commit, rollback, \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$14583$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14576$0 , w_en
+, commit, rollback, \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$14639$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$183  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -78390,16 +78538,16 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
   reg [2:0] landing_r_at = 3'h1;
   reg [2:0] landing_w_at = 3'h1;
   wire pop;
-  input [15:0] \port$14520$0 ;
-  wire [15:0] \port$14520$0 ;
-  input [16:0] \port$14577$0 ;
-  wire [16:0] \port$14577$0 ;
-  input [7:0] \port$14579$0 ;
-  wire [7:0] \port$14579$0 ;
-  input [7:0] \port$14581$0 ;
-  wire [7:0] \port$14581$0 ;
-  input \port$14583$0 ;
-  wire \port$14583$0 ;
+  input [15:0] \port$14576$0 ;
+  wire [15:0] \port$14576$0 ;
+  input [16:0] \port$14633$0 ;
+  wire [16:0] \port$14633$0 ;
+  input [7:0] \port$14635$0 ;
+  wire [7:0] \port$14635$0 ;
+  input [7:0] \port$14637$0 ;
+  wire [7:0] \port$14637$0 ;
+  input \port$14639$0 ;
+  wire \port$14639$0 ;
   input \port$2074$0 ;
   wire \port$2074$0 ;
   input [7:0] \port$2077$0 ;
@@ -78539,8 +78687,8 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx1.buffer0.ram  ram (
     .clk(clk),
-    .\port$14597$0 (write),
-    .\port$14599$0 (w_data_q),
+    .\port$14653$0 (write),
+    .\port$14655$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -78556,7 +78704,7 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$183 ) begin end
-    \$21  = { \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$2074$0 , \port$14583$0 , \port$14520$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+    \$21  = { \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$2074$0 , \port$14639$0 , \port$14576$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -78709,7 +78857,7 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$2074$0 , \port$14583$0 , \port$14520$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+  assign w_data = { \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$2074$0 , \port$14639$0 , \port$14576$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -78728,12 +78876,12 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
-  assign \w_data.keep  = \port$14520$0 ;
-  assign \w_data.first  = \port$14583$0 ;
+  assign \w_data.keep  = \port$14576$0 ;
+  assign \w_data.first  = \port$14639$0 ;
   assign \w_data.last  = \port$2074$0 ;
-  assign \w_data.src  = \port$14581$0 ;
-  assign \w_data.tag  = \port$14579$0 ;
-  assign \w_data.length  = \port$14577$0 ;
+  assign \w_data.src  = \port$14637$0 ;
+  assign \w_data.tag  = \port$14635$0 ;
+  assign \w_data.length  = \port$14633$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -78772,15 +78920,15 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14597$0 , \port$14599$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14653$0 , \port$14655$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$184  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14597$0 ;
-  wire \port$14597$0 ;
-  input [178:0] \port$14599$0 ;
-  wire [178:0] \port$14599$0 ;
+  input \port$14653$0 ;
+  wire \port$14653$0 ;
+  input [178:0] \port$14655$0 ;
+  wire [178:0] \port$14655$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -78835,8 +78983,8 @@ module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14597$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14597$0 )
-      memory[write__addr] <= { 5'h00, \port$14599$0  };
+    if (\port$14653$0 )
+      memory[write__addr] <= { 5'h00, \port$14655$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -78855,17 +79003,17 @@ module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14597$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14599$0  };
-  assign w_data = { 5'h00, \port$14599$0  };
-  assign write__en = { \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0  };
-  assign w_en = { \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0 , \port$14597$0  };
+  assign write__data = { 5'h00, \port$14655$0  };
+  assign w_data = { 5'h00, \port$14655$0  };
+  assign write__en = { \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0  };
+  assign w_en = { \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14520$0 , w_en
-, commit, rollback, \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$14583$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14576$0 , w_en
+, commit, rollback, \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$14639$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$185  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -78952,16 +79100,16 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
   reg [2:0] landing_r_at = 3'h1;
   reg [2:0] landing_w_at = 3'h1;
   wire pop;
-  input [15:0] \port$14520$0 ;
-  wire [15:0] \port$14520$0 ;
-  input [16:0] \port$14577$0 ;
-  wire [16:0] \port$14577$0 ;
-  input [7:0] \port$14579$0 ;
-  wire [7:0] \port$14579$0 ;
-  input [7:0] \port$14581$0 ;
-  wire [7:0] \port$14581$0 ;
-  input \port$14583$0 ;
-  wire \port$14583$0 ;
+  input [15:0] \port$14576$0 ;
+  wire [15:0] \port$14576$0 ;
+  input [16:0] \port$14633$0 ;
+  wire [16:0] \port$14633$0 ;
+  input [7:0] \port$14635$0 ;
+  wire [7:0] \port$14635$0 ;
+  input [7:0] \port$14637$0 ;
+  wire [7:0] \port$14637$0 ;
+  input \port$14639$0 ;
+  wire \port$14639$0 ;
   input \port$2074$0 ;
   wire \port$2074$0 ;
   input [7:0] \port$2077$0 ;
@@ -79101,8 +79249,8 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx1.buffer1.ram  ram (
     .clk(clk),
-    .\port$14638$0 (write),
-    .\port$14640$0 (w_data_q),
+    .\port$14694$0 (write),
+    .\port$14696$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -79118,7 +79266,7 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$185 ) begin end
-    \$21  = { \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$2074$0 , \port$14583$0 , \port$14520$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+    \$21  = { \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$2074$0 , \port$14639$0 , \port$14576$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -79271,7 +79419,7 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14577$0 , \port$14579$0 , \port$14581$0 , \port$2074$0 , \port$14583$0 , \port$14520$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+  assign w_data = { \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$2074$0 , \port$14639$0 , \port$14576$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -79290,12 +79438,12 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
-  assign \w_data.keep  = \port$14520$0 ;
-  assign \w_data.first  = \port$14583$0 ;
+  assign \w_data.keep  = \port$14576$0 ;
+  assign \w_data.first  = \port$14639$0 ;
   assign \w_data.last  = \port$2074$0 ;
-  assign \w_data.src  = \port$14581$0 ;
-  assign \w_data.tag  = \port$14579$0 ;
-  assign \w_data.length  = \port$14577$0 ;
+  assign \w_data.src  = \port$14637$0 ;
+  assign \w_data.tag  = \port$14635$0 ;
+  assign \w_data.length  = \port$14633$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -79334,15 +79482,15 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14638$0 , \port$14640$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14694$0 , \port$14696$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$186  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14638$0 ;
-  wire \port$14638$0 ;
-  input [178:0] \port$14640$0 ;
-  wire [178:0] \port$14640$0 ;
+  input \port$14694$0 ;
+  wire \port$14694$0 ;
+  input [178:0] \port$14696$0 ;
+  wire [178:0] \port$14696$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -79397,8 +79545,8 @@ module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14638$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14638$0 )
-      memory[write__addr] <= { 5'h00, \port$14640$0  };
+    if (\port$14694$0 )
+      memory[write__addr] <= { 5'h00, \port$14696$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -79417,10 +79565,10 @@ module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14638$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14640$0  };
-  assign w_data = { 5'h00, \port$14640$0  };
-  assign write__en = { \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0  };
-  assign w_en = { \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0 , \port$14638$0  };
+  assign write__data = { 5'h00, \port$14696$0  };
+  assign w_data = { 5'h00, \port$14696$0  };
+  assign write__en = { \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0  };
+  assign w_en = { \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
@@ -79899,7 +80047,7 @@ module \ace_engine_small.nic.rx1.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14263$0 
+module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14319$0 
 , credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$187  = 0;
   wire [11:0] \$1 ;
@@ -80264,8 +80412,8 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$14263$0 ;
-  wire [144:0] \port$14263$0 ;
+  output [144:0] \port$14319$0 ;
+  wire [144:0] \port$14319$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -80497,11 +80645,11 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
     tx_fsm_state <= \$232 ;
   \ace_engine_small.nic.tx0.hdr_check  hdr_check (
     .check(check),
-    .\port$14104$0 (node_id),
-    .\port$14235$0 (slot_credit),
-    .\port$14237$0 (slot_ch),
-    .\port$14239$0 (slot_tag),
-    .\port$14241$0 (slot_length)
+    .\port$14160$0 (node_id),
+    .\port$14291$0 (slot_credit),
+    .\port$14293$0 (slot_ch),
+    .\port$14295$0 (slot_tag),
+    .\port$14297$0 (slot_length)
   );
   \ace_engine_small.nic.tx0.out_skid  out_skid (
     .clk(clk),
@@ -81276,7 +81424,7 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   assign credits1_q = credits__1;
   assign cmd1_beats = \$13 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$14263$0  = o__payload[144:0];
+  assign \port$14319$0  = o__payload[144:0];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
@@ -81356,7 +81504,7 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx0.hdr_check (\port$14235$0 , \port$14237$0 , \port$14239$0 , \port$14241$0 , check, \port$14104$0 );
+module \ace_engine_small.nic.tx0.hdr_check (\port$14291$0 , \port$14293$0 , \port$14295$0 , \port$14297$0 , check, \port$14160$0 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -81602,157 +81750,157 @@ module \ace_engine_small.nic.tx0.hdr_check (\port$14235$0 , \port$14237$0 , \por
   wire [7:0] \header.tag ;
   wire [1:0] \header.version ;
   wire ok;
-  input [7:0] \port$14104$0 ;
-  wire [7:0] \port$14104$0 ;
-  input \port$14235$0 ;
-  wire \port$14235$0 ;
-  input \port$14237$0 ;
-  wire \port$14237$0 ;
-  input [7:0] \port$14239$0 ;
-  wire [7:0] \port$14239$0 ;
-  input [16:0] \port$14241$0 ;
-  wire [16:0] \port$14241$0 ;
-  assign \$7  = \$6  ^ \port$14104$0 [0];
-  assign \$8  = \$7  ^ \port$14104$0 [3];
-  assign \$9  = \$8  ^ \port$14104$0 [5];
-  assign \$13  = \$12  ^ \port$14239$0 [4];
-  assign \$14  = \$13  ^ \port$14239$0 [6];
-  assign \$15  = \$14  ^ \port$14239$0 [7];
-  assign \$16  = \$15  ^ \port$14241$0 [0];
-  assign \$17  = \$16  ^ \port$14241$0 [2];
-  assign \$18  = \$17  ^ \port$14241$0 [3];
-  assign \$19  = \$18  ^ \port$14241$0 [5];
-  assign \$20  = \$19  ^ \port$14241$0 [7];
-  assign \$21  = \$20  ^ \port$14241$0 [8];
-  assign \$22  = \$21  ^ \port$14241$0 [12];
-  assign \$23  = \$22  ^ \port$14241$0 [14];
-  assign \$24  = \$23  ^ \port$14241$0 [16];
-  assign \$32  = \$31  ^ \port$14104$0 [3];
-  assign \$33  = \$32  ^ \port$14104$0 [4];
-  assign \$34  = \$33  ^ \port$14104$0 [5];
-  assign \$35  = \$34  ^ \port$14104$0 [6];
-  assign \$36  = \$35  ^ \port$14237$0 ;
-  assign \$40  = \$39  ^ \port$14239$0 [0];
-  assign \$41  = \$40  ^ \port$14239$0 [4];
-  assign \$42  = \$41  ^ \port$14239$0 [5];
-  assign \$43  = \$42  ^ \port$14239$0 [6];
-  assign \$44  = \$43  ^ \port$14241$0 [0];
-  assign \$45  = \$44  ^ \port$14241$0 [1];
-  assign \$46  = \$45  ^ \port$14241$0 [2];
-  assign \$47  = \$46  ^ \port$14241$0 [4];
-  assign \$48  = \$47  ^ \port$14241$0 [5];
-  assign \$49  = \$48  ^ \port$14241$0 [6];
-  assign \$50  = \$49  ^ \port$14241$0 [7];
-  assign \$51  = \$50  ^ \port$14241$0 [9];
-  assign \$52  = \$51  ^ \port$14241$0 [12];
-  assign \$53  = \$52  ^ \port$14241$0 [13];
-  assign \$54  = \$53  ^ \port$14241$0 [14];
-  assign \$55  = \$54  ^ \port$14241$0 [15];
-  assign \$56  = \$55  ^ \port$14241$0 [16];
-  assign \$62  = \$61  ^ \port$14104$0 [2];
-  assign \$63  = \$62  ^ \port$14104$0 [3];
-  assign \$64  = \$63  ^ \port$14104$0 [4];
-  assign \$65  = \$64  ^ \port$14104$0 [6];
-  assign \$66  = \$65  ^ \port$14104$0 [7];
-  assign \$71  = \$70  ^ \port$14239$0 [0];
-  assign \$72  = \$71  ^ \port$14239$0 [1];
-  assign \$73  = \$72  ^ \port$14239$0 [4];
-  assign \$74  = \$73  ^ \port$14239$0 [5];
-  assign \$75  = \$74  ^ \port$14241$0 [1];
-  assign \$76  = \$75  ^ \port$14241$0 [6];
-  assign \$77  = \$76  ^ \port$14241$0 [8];
-  assign \$78  = \$77  ^ \port$14241$0 [10];
-  assign \$79  = \$78  ^ \port$14241$0 [12];
-  assign \$80  = \$79  ^ \port$14241$0 [13];
-  assign \$81  = \$80  ^ \port$14241$0 [15];
-  assign \$82  = \$81  ^ \port$14241$0 [16];
-  assign \$91  = \$90  ^ \port$14104$0 [3];
-  assign \$92  = \$91  ^ \port$14104$0 [4];
-  assign \$93  = \$92  ^ \port$14104$0 [5];
-  assign \$94  = \$93  ^ \port$14104$0 [7];
-  assign \$98  = \$97  ^ \port$14239$0 [1];
-  assign \$99  = \$98  ^ \port$14239$0 [2];
-  assign \$100  = \$99  ^ \port$14239$0 [5];
-  assign \$101  = \$100  ^ \port$14239$0 [6];
-  assign \$102  = \$101  ^ \port$14241$0 [0];
-  assign \$103  = \$102  ^ \port$14241$0 [2];
-  assign \$104  = \$103  ^ \port$14241$0 [7];
-  assign \$105  = \$104  ^ \port$14241$0 [9];
-  assign \$106  = \$105  ^ \port$14241$0 [11];
-  assign \$107  = \$106  ^ \port$14241$0 [13];
-  assign \$108  = \$107  ^ \port$14241$0 [14];
-  assign \$118  = \$117  ^ \port$14104$0 [4];
-  assign \$119  = \$118  ^ \port$14104$0 [5];
-  assign \$120  = \$119  ^ \port$14104$0 [6];
-  assign \$124  = \$123  ^ \port$14239$0 [0];
-  assign \$125  = \$124  ^ \port$14239$0 [2];
-  assign \$126  = \$125  ^ \port$14239$0 [3];
-  assign \$127  = \$126  ^ \port$14239$0 [6];
-  assign \$128  = \$127  ^ \port$14239$0 [7];
-  assign \$129  = \$128  ^ \port$14241$0 [1];
-  assign \$130  = \$129  ^ \port$14241$0 [3];
-  assign \$131  = \$130  ^ \port$14241$0 [8];
-  assign \$132  = \$131  ^ \port$14241$0 [10];
-  assign \$133  = \$132  ^ \port$14241$0 [12];
-  assign \$134  = \$133  ^ \port$14241$0 [14];
-  assign \$135  = \$134  ^ \port$14241$0 [15];
-  assign \$144  = \$143  ^ \port$14104$0 [2];
-  assign \$145  = \$144  ^ \port$14104$0 [5];
-  assign \$146  = \$145  ^ \port$14104$0 [6];
-  assign \$147  = \$146  ^ \port$14104$0 [7];
-  assign \$148  = \$147  ^ \port$14237$0 ;
-  assign \$151  = \$150  ^ \port$14239$0 [1];
-  assign \$152  = \$151  ^ \port$14239$0 [3];
-  assign \$153  = \$152  ^ \port$14239$0 [4];
-  assign \$154  = \$153  ^ \port$14239$0 [7];
-  assign \$155  = \$154  ^ \port$14241$0 [0];
-  assign \$156  = \$155  ^ \port$14241$0 [2];
-  assign \$157  = \$156  ^ \port$14241$0 [4];
-  assign \$158  = \$157  ^ \port$14241$0 [9];
-  assign \$159  = \$158  ^ \port$14241$0 [11];
-  assign \$160  = \$159  ^ \port$14241$0 [13];
-  assign \$161  = \$160  ^ \port$14241$0 [15];
-  assign \$170  = \$169  ^ \port$14104$0 [1];
-  assign \$171  = \$170  ^ \port$14104$0 [3];
-  assign \$172  = \$171  ^ \port$14104$0 [6];
-  assign \$173  = \$172  ^ \port$14104$0 [7];
-  assign \$174  = \$173  ^ \port$14237$0 ;
-  assign \$178  = \$177  ^ \port$14239$0 [2];
-  assign \$179  = \$178  ^ \port$14239$0 [4];
-  assign \$180  = \$179  ^ \port$14239$0 [5];
-  assign \$181  = \$180  ^ \port$14241$0 [0];
-  assign \$182  = \$181  ^ \port$14241$0 [1];
-  assign \$183  = \$182  ^ \port$14241$0 [3];
-  assign \$184  = \$183  ^ \port$14241$0 [5];
-  assign \$185  = \$184  ^ \port$14241$0 [10];
-  assign \$186  = \$185  ^ \port$14241$0 [12];
-  assign \$187  = \$186  ^ \port$14241$0 [14];
-  assign \$198  = \$197  ^ \port$14104$0 [4];
-  assign \$199  = \$198  ^ \port$14104$0 [7];
-  assign \$204  = \$203  ^ \port$14239$0 [3];
-  assign \$205  = \$204  ^ \port$14239$0 [5];
-  assign \$206  = \$205  ^ \port$14239$0 [6];
-  assign \$207  = \$206  ^ \port$14241$0 [1];
-  assign \$208  = \$207  ^ \port$14241$0 [2];
-  assign \$209  = \$208  ^ \port$14241$0 [4];
-  assign \$210  = \$209  ^ \port$14241$0 [6];
-  assign \$211  = \$210  ^ \port$14241$0 [11];
-  assign \$212  = \$211  ^ \port$14241$0 [13];
-  assign \$213  = \$212  ^ \port$14241$0 [15];
+  input [7:0] \port$14160$0 ;
+  wire [7:0] \port$14160$0 ;
+  input \port$14291$0 ;
+  wire \port$14291$0 ;
+  input \port$14293$0 ;
+  wire \port$14293$0 ;
+  input [7:0] \port$14295$0 ;
+  wire [7:0] \port$14295$0 ;
+  input [16:0] \port$14297$0 ;
+  wire [16:0] \port$14297$0 ;
+  assign \$7  = \$6  ^ \port$14160$0 [0];
+  assign \$8  = \$7  ^ \port$14160$0 [3];
+  assign \$9  = \$8  ^ \port$14160$0 [5];
+  assign \$13  = \$12  ^ \port$14295$0 [4];
+  assign \$14  = \$13  ^ \port$14295$0 [6];
+  assign \$15  = \$14  ^ \port$14295$0 [7];
+  assign \$16  = \$15  ^ \port$14297$0 [0];
+  assign \$17  = \$16  ^ \port$14297$0 [2];
+  assign \$18  = \$17  ^ \port$14297$0 [3];
+  assign \$19  = \$18  ^ \port$14297$0 [5];
+  assign \$20  = \$19  ^ \port$14297$0 [7];
+  assign \$21  = \$20  ^ \port$14297$0 [8];
+  assign \$22  = \$21  ^ \port$14297$0 [12];
+  assign \$23  = \$22  ^ \port$14297$0 [14];
+  assign \$24  = \$23  ^ \port$14297$0 [16];
+  assign \$32  = \$31  ^ \port$14160$0 [3];
+  assign \$33  = \$32  ^ \port$14160$0 [4];
+  assign \$34  = \$33  ^ \port$14160$0 [5];
+  assign \$35  = \$34  ^ \port$14160$0 [6];
+  assign \$36  = \$35  ^ \port$14293$0 ;
+  assign \$40  = \$39  ^ \port$14295$0 [0];
+  assign \$41  = \$40  ^ \port$14295$0 [4];
+  assign \$42  = \$41  ^ \port$14295$0 [5];
+  assign \$43  = \$42  ^ \port$14295$0 [6];
+  assign \$44  = \$43  ^ \port$14297$0 [0];
+  assign \$45  = \$44  ^ \port$14297$0 [1];
+  assign \$46  = \$45  ^ \port$14297$0 [2];
+  assign \$47  = \$46  ^ \port$14297$0 [4];
+  assign \$48  = \$47  ^ \port$14297$0 [5];
+  assign \$49  = \$48  ^ \port$14297$0 [6];
+  assign \$50  = \$49  ^ \port$14297$0 [7];
+  assign \$51  = \$50  ^ \port$14297$0 [9];
+  assign \$52  = \$51  ^ \port$14297$0 [12];
+  assign \$53  = \$52  ^ \port$14297$0 [13];
+  assign \$54  = \$53  ^ \port$14297$0 [14];
+  assign \$55  = \$54  ^ \port$14297$0 [15];
+  assign \$56  = \$55  ^ \port$14297$0 [16];
+  assign \$62  = \$61  ^ \port$14160$0 [2];
+  assign \$63  = \$62  ^ \port$14160$0 [3];
+  assign \$64  = \$63  ^ \port$14160$0 [4];
+  assign \$65  = \$64  ^ \port$14160$0 [6];
+  assign \$66  = \$65  ^ \port$14160$0 [7];
+  assign \$71  = \$70  ^ \port$14295$0 [0];
+  assign \$72  = \$71  ^ \port$14295$0 [1];
+  assign \$73  = \$72  ^ \port$14295$0 [4];
+  assign \$74  = \$73  ^ \port$14295$0 [5];
+  assign \$75  = \$74  ^ \port$14297$0 [1];
+  assign \$76  = \$75  ^ \port$14297$0 [6];
+  assign \$77  = \$76  ^ \port$14297$0 [8];
+  assign \$78  = \$77  ^ \port$14297$0 [10];
+  assign \$79  = \$78  ^ \port$14297$0 [12];
+  assign \$80  = \$79  ^ \port$14297$0 [13];
+  assign \$81  = \$80  ^ \port$14297$0 [15];
+  assign \$82  = \$81  ^ \port$14297$0 [16];
+  assign \$91  = \$90  ^ \port$14160$0 [3];
+  assign \$92  = \$91  ^ \port$14160$0 [4];
+  assign \$93  = \$92  ^ \port$14160$0 [5];
+  assign \$94  = \$93  ^ \port$14160$0 [7];
+  assign \$98  = \$97  ^ \port$14295$0 [1];
+  assign \$99  = \$98  ^ \port$14295$0 [2];
+  assign \$100  = \$99  ^ \port$14295$0 [5];
+  assign \$101  = \$100  ^ \port$14295$0 [6];
+  assign \$102  = \$101  ^ \port$14297$0 [0];
+  assign \$103  = \$102  ^ \port$14297$0 [2];
+  assign \$104  = \$103  ^ \port$14297$0 [7];
+  assign \$105  = \$104  ^ \port$14297$0 [9];
+  assign \$106  = \$105  ^ \port$14297$0 [11];
+  assign \$107  = \$106  ^ \port$14297$0 [13];
+  assign \$108  = \$107  ^ \port$14297$0 [14];
+  assign \$118  = \$117  ^ \port$14160$0 [4];
+  assign \$119  = \$118  ^ \port$14160$0 [5];
+  assign \$120  = \$119  ^ \port$14160$0 [6];
+  assign \$124  = \$123  ^ \port$14295$0 [0];
+  assign \$125  = \$124  ^ \port$14295$0 [2];
+  assign \$126  = \$125  ^ \port$14295$0 [3];
+  assign \$127  = \$126  ^ \port$14295$0 [6];
+  assign \$128  = \$127  ^ \port$14295$0 [7];
+  assign \$129  = \$128  ^ \port$14297$0 [1];
+  assign \$130  = \$129  ^ \port$14297$0 [3];
+  assign \$131  = \$130  ^ \port$14297$0 [8];
+  assign \$132  = \$131  ^ \port$14297$0 [10];
+  assign \$133  = \$132  ^ \port$14297$0 [12];
+  assign \$134  = \$133  ^ \port$14297$0 [14];
+  assign \$135  = \$134  ^ \port$14297$0 [15];
+  assign \$144  = \$143  ^ \port$14160$0 [2];
+  assign \$145  = \$144  ^ \port$14160$0 [5];
+  assign \$146  = \$145  ^ \port$14160$0 [6];
+  assign \$147  = \$146  ^ \port$14160$0 [7];
+  assign \$148  = \$147  ^ \port$14293$0 ;
+  assign \$151  = \$150  ^ \port$14295$0 [1];
+  assign \$152  = \$151  ^ \port$14295$0 [3];
+  assign \$153  = \$152  ^ \port$14295$0 [4];
+  assign \$154  = \$153  ^ \port$14295$0 [7];
+  assign \$155  = \$154  ^ \port$14297$0 [0];
+  assign \$156  = \$155  ^ \port$14297$0 [2];
+  assign \$157  = \$156  ^ \port$14297$0 [4];
+  assign \$158  = \$157  ^ \port$14297$0 [9];
+  assign \$159  = \$158  ^ \port$14297$0 [11];
+  assign \$160  = \$159  ^ \port$14297$0 [13];
+  assign \$161  = \$160  ^ \port$14297$0 [15];
+  assign \$170  = \$169  ^ \port$14160$0 [1];
+  assign \$171  = \$170  ^ \port$14160$0 [3];
+  assign \$172  = \$171  ^ \port$14160$0 [6];
+  assign \$173  = \$172  ^ \port$14160$0 [7];
+  assign \$174  = \$173  ^ \port$14293$0 ;
+  assign \$178  = \$177  ^ \port$14295$0 [2];
+  assign \$179  = \$178  ^ \port$14295$0 [4];
+  assign \$180  = \$179  ^ \port$14295$0 [5];
+  assign \$181  = \$180  ^ \port$14297$0 [0];
+  assign \$182  = \$181  ^ \port$14297$0 [1];
+  assign \$183  = \$182  ^ \port$14297$0 [3];
+  assign \$184  = \$183  ^ \port$14297$0 [5];
+  assign \$185  = \$184  ^ \port$14297$0 [10];
+  assign \$186  = \$185  ^ \port$14297$0 [12];
+  assign \$187  = \$186  ^ \port$14297$0 [14];
+  assign \$198  = \$197  ^ \port$14160$0 [4];
+  assign \$199  = \$198  ^ \port$14160$0 [7];
+  assign \$204  = \$203  ^ \port$14295$0 [3];
+  assign \$205  = \$204  ^ \port$14295$0 [5];
+  assign \$206  = \$205  ^ \port$14295$0 [6];
+  assign \$207  = \$206  ^ \port$14297$0 [1];
+  assign \$208  = \$207  ^ \port$14297$0 [2];
+  assign \$209  = \$208  ^ \port$14297$0 [4];
+  assign \$210  = \$209  ^ \port$14297$0 [6];
+  assign \$211  = \$210  ^ \port$14297$0 [11];
+  assign \$212  = \$211  ^ \port$14297$0 [13];
+  assign \$213  = \$212  ^ \port$14297$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$14235$0 ;
-  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$14104$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$14104$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$14235$0 ;
-  assign header = { 15'h0000, \port$14241$0 , \port$14239$0 , 7'h00, \port$14237$0 , \port$14104$0 , 1'h0, \port$14235$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$14291$0 ;
+  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$14160$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$14160$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$14291$0 ;
+  assign header = { 15'h0000, \port$14297$0 , \port$14295$0 , 7'h00, \port$14293$0 , \port$14160$0 , 1'h0, \port$14291$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$14235$0  };
-  assign \header.src  = \port$14104$0 ;
-  assign \header.channel  = { 3'h0, \port$14237$0  };
+  assign \header.ptype  = { 1'h0, \port$14291$0  };
+  assign \header.src  = \port$14160$0 ;
+  assign \header.channel  = { 3'h0, \port$14293$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$14239$0 ;
-  assign \header.length  = \port$14241$0 ;
+  assign \header.tag  = \port$14295$0 ;
+  assign \header.length  = \port$14297$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -81784,7 +81932,7 @@ module \ace_engine_small.nic.tx0.hdr_check (\port$14235$0 , \port$14237$0 , \por
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$14235$0 ;
+  assign \$61  = \port$14291$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -81850,16 +81998,16 @@ module \ace_engine_small.nic.tx0.hdr_check (\port$14235$0 , \port$14237$0 , \por
   assign \$auto$rtlil.cc:2739:Not$28  = 1'h1;
   assign \$31  = \$auto$rtlil.cc:2739:Not$44 ;
   assign \$auto$rtlil.cc:2739:Not$30  = 1'h0;
-  assign \$90  = \port$14104$0 [0];
+  assign \$90  = \port$14160$0 [0];
   assign \$auto$rtlil.cc:2739:Not$32  = 1'h1;
   assign \$117  = \$auto$rtlil.cc:2739:Not$46 ;
   assign \$auto$rtlil.cc:2739:Not$34  = 1'h1;
   assign \$auto$rtlil.cc:2739:Not$36  = 1'h0;
-  assign \$143  = \port$14104$0 [0];
+  assign \$143  = \port$14160$0 [0];
   assign \$auto$rtlil.cc:2739:Not$38  = 1'h1;
   assign \$169  = \$auto$rtlil.cc:2739:Not$48 ;
   assign \$auto$rtlil.cc:2739:Not$40  = 1'h0;
-  assign \$197  = \port$14104$0 [2];
+  assign \$197  = \port$14160$0 [2];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -82031,7 +82179,7 @@ module \ace_engine_small.nic.tx0.out_skid (clk, rst, i__valid, i__payload, i__re
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14513$0 
+module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14569$0 
 , credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$189  = 0;
   wire [11:0] \$1 ;
@@ -82396,8 +82544,8 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$14513$0 ;
-  wire [144:0] \port$14513$0 ;
+  output [144:0] \port$14569$0 ;
+  wire [144:0] \port$14569$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -82629,11 +82777,11 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
     tx_fsm_state <= \$232 ;
   \ace_engine_small.nic.tx1.hdr_check  hdr_check (
     .check(check),
-    .\port$14104$0 (node_id),
-    .\port$14485$0 (slot_credit),
-    .\port$14487$0 (slot_ch),
-    .\port$14489$0 (slot_tag),
-    .\port$14491$0 (slot_length)
+    .\port$14160$0 (node_id),
+    .\port$14541$0 (slot_credit),
+    .\port$14543$0 (slot_ch),
+    .\port$14545$0 (slot_tag),
+    .\port$14547$0 (slot_length)
   );
   \ace_engine_small.nic.tx1.out_skid  out_skid (
     .clk(clk),
@@ -83408,7 +83556,7 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   assign credits1_q = credits__1;
   assign cmd1_beats = \$13 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$14513$0  = o__payload[144:0];
+  assign \port$14569$0  = o__payload[144:0];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
@@ -83488,7 +83636,7 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx1.hdr_check (\port$14485$0 , \port$14487$0 , \port$14489$0 , \port$14491$0 , check, \port$14104$0 );
+module \ace_engine_small.nic.tx1.hdr_check (\port$14541$0 , \port$14543$0 , \port$14545$0 , \port$14547$0 , check, \port$14160$0 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -83734,157 +83882,157 @@ module \ace_engine_small.nic.tx1.hdr_check (\port$14485$0 , \port$14487$0 , \por
   wire [7:0] \header.tag ;
   wire [1:0] \header.version ;
   wire ok;
-  input [7:0] \port$14104$0 ;
-  wire [7:0] \port$14104$0 ;
-  input \port$14485$0 ;
-  wire \port$14485$0 ;
-  input \port$14487$0 ;
-  wire \port$14487$0 ;
-  input [7:0] \port$14489$0 ;
-  wire [7:0] \port$14489$0 ;
-  input [16:0] \port$14491$0 ;
-  wire [16:0] \port$14491$0 ;
-  assign \$7  = \$6  ^ \port$14104$0 [0];
-  assign \$8  = \$7  ^ \port$14104$0 [3];
-  assign \$9  = \$8  ^ \port$14104$0 [5];
-  assign \$13  = \$12  ^ \port$14489$0 [4];
-  assign \$14  = \$13  ^ \port$14489$0 [6];
-  assign \$15  = \$14  ^ \port$14489$0 [7];
-  assign \$16  = \$15  ^ \port$14491$0 [0];
-  assign \$17  = \$16  ^ \port$14491$0 [2];
-  assign \$18  = \$17  ^ \port$14491$0 [3];
-  assign \$19  = \$18  ^ \port$14491$0 [5];
-  assign \$20  = \$19  ^ \port$14491$0 [7];
-  assign \$21  = \$20  ^ \port$14491$0 [8];
-  assign \$22  = \$21  ^ \port$14491$0 [12];
-  assign \$23  = \$22  ^ \port$14491$0 [14];
-  assign \$24  = \$23  ^ \port$14491$0 [16];
-  assign \$32  = \$31  ^ \port$14104$0 [3];
-  assign \$33  = \$32  ^ \port$14104$0 [4];
-  assign \$34  = \$33  ^ \port$14104$0 [5];
-  assign \$35  = \$34  ^ \port$14104$0 [6];
-  assign \$36  = \$35  ^ \port$14487$0 ;
-  assign \$40  = \$39  ^ \port$14489$0 [0];
-  assign \$41  = \$40  ^ \port$14489$0 [4];
-  assign \$42  = \$41  ^ \port$14489$0 [5];
-  assign \$43  = \$42  ^ \port$14489$0 [6];
-  assign \$44  = \$43  ^ \port$14491$0 [0];
-  assign \$45  = \$44  ^ \port$14491$0 [1];
-  assign \$46  = \$45  ^ \port$14491$0 [2];
-  assign \$47  = \$46  ^ \port$14491$0 [4];
-  assign \$48  = \$47  ^ \port$14491$0 [5];
-  assign \$49  = \$48  ^ \port$14491$0 [6];
-  assign \$50  = \$49  ^ \port$14491$0 [7];
-  assign \$51  = \$50  ^ \port$14491$0 [9];
-  assign \$52  = \$51  ^ \port$14491$0 [12];
-  assign \$53  = \$52  ^ \port$14491$0 [13];
-  assign \$54  = \$53  ^ \port$14491$0 [14];
-  assign \$55  = \$54  ^ \port$14491$0 [15];
-  assign \$56  = \$55  ^ \port$14491$0 [16];
-  assign \$62  = \$61  ^ \port$14104$0 [2];
-  assign \$63  = \$62  ^ \port$14104$0 [3];
-  assign \$64  = \$63  ^ \port$14104$0 [4];
-  assign \$65  = \$64  ^ \port$14104$0 [6];
-  assign \$66  = \$65  ^ \port$14104$0 [7];
-  assign \$71  = \$70  ^ \port$14489$0 [0];
-  assign \$72  = \$71  ^ \port$14489$0 [1];
-  assign \$73  = \$72  ^ \port$14489$0 [4];
-  assign \$74  = \$73  ^ \port$14489$0 [5];
-  assign \$75  = \$74  ^ \port$14491$0 [1];
-  assign \$76  = \$75  ^ \port$14491$0 [6];
-  assign \$77  = \$76  ^ \port$14491$0 [8];
-  assign \$78  = \$77  ^ \port$14491$0 [10];
-  assign \$79  = \$78  ^ \port$14491$0 [12];
-  assign \$80  = \$79  ^ \port$14491$0 [13];
-  assign \$81  = \$80  ^ \port$14491$0 [15];
-  assign \$82  = \$81  ^ \port$14491$0 [16];
-  assign \$91  = \$90  ^ \port$14104$0 [3];
-  assign \$92  = \$91  ^ \port$14104$0 [4];
-  assign \$93  = \$92  ^ \port$14104$0 [5];
-  assign \$94  = \$93  ^ \port$14104$0 [7];
-  assign \$98  = \$97  ^ \port$14489$0 [1];
-  assign \$99  = \$98  ^ \port$14489$0 [2];
-  assign \$100  = \$99  ^ \port$14489$0 [5];
-  assign \$101  = \$100  ^ \port$14489$0 [6];
-  assign \$102  = \$101  ^ \port$14491$0 [0];
-  assign \$103  = \$102  ^ \port$14491$0 [2];
-  assign \$104  = \$103  ^ \port$14491$0 [7];
-  assign \$105  = \$104  ^ \port$14491$0 [9];
-  assign \$106  = \$105  ^ \port$14491$0 [11];
-  assign \$107  = \$106  ^ \port$14491$0 [13];
-  assign \$108  = \$107  ^ \port$14491$0 [14];
-  assign \$118  = \$117  ^ \port$14104$0 [4];
-  assign \$119  = \$118  ^ \port$14104$0 [5];
-  assign \$120  = \$119  ^ \port$14104$0 [6];
-  assign \$124  = \$123  ^ \port$14489$0 [0];
-  assign \$125  = \$124  ^ \port$14489$0 [2];
-  assign \$126  = \$125  ^ \port$14489$0 [3];
-  assign \$127  = \$126  ^ \port$14489$0 [6];
-  assign \$128  = \$127  ^ \port$14489$0 [7];
-  assign \$129  = \$128  ^ \port$14491$0 [1];
-  assign \$130  = \$129  ^ \port$14491$0 [3];
-  assign \$131  = \$130  ^ \port$14491$0 [8];
-  assign \$132  = \$131  ^ \port$14491$0 [10];
-  assign \$133  = \$132  ^ \port$14491$0 [12];
-  assign \$134  = \$133  ^ \port$14491$0 [14];
-  assign \$135  = \$134  ^ \port$14491$0 [15];
-  assign \$144  = \$143  ^ \port$14104$0 [2];
-  assign \$145  = \$144  ^ \port$14104$0 [5];
-  assign \$146  = \$145  ^ \port$14104$0 [6];
-  assign \$147  = \$146  ^ \port$14104$0 [7];
-  assign \$148  = \$147  ^ \port$14487$0 ;
-  assign \$151  = \$150  ^ \port$14489$0 [1];
-  assign \$152  = \$151  ^ \port$14489$0 [3];
-  assign \$153  = \$152  ^ \port$14489$0 [4];
-  assign \$154  = \$153  ^ \port$14489$0 [7];
-  assign \$155  = \$154  ^ \port$14491$0 [0];
-  assign \$156  = \$155  ^ \port$14491$0 [2];
-  assign \$157  = \$156  ^ \port$14491$0 [4];
-  assign \$158  = \$157  ^ \port$14491$0 [9];
-  assign \$159  = \$158  ^ \port$14491$0 [11];
-  assign \$160  = \$159  ^ \port$14491$0 [13];
-  assign \$161  = \$160  ^ \port$14491$0 [15];
-  assign \$170  = \$169  ^ \port$14104$0 [1];
-  assign \$171  = \$170  ^ \port$14104$0 [3];
-  assign \$172  = \$171  ^ \port$14104$0 [6];
-  assign \$173  = \$172  ^ \port$14104$0 [7];
-  assign \$174  = \$173  ^ \port$14487$0 ;
-  assign \$178  = \$177  ^ \port$14489$0 [2];
-  assign \$179  = \$178  ^ \port$14489$0 [4];
-  assign \$180  = \$179  ^ \port$14489$0 [5];
-  assign \$181  = \$180  ^ \port$14491$0 [0];
-  assign \$182  = \$181  ^ \port$14491$0 [1];
-  assign \$183  = \$182  ^ \port$14491$0 [3];
-  assign \$184  = \$183  ^ \port$14491$0 [5];
-  assign \$185  = \$184  ^ \port$14491$0 [10];
-  assign \$186  = \$185  ^ \port$14491$0 [12];
-  assign \$187  = \$186  ^ \port$14491$0 [14];
-  assign \$198  = \$197  ^ \port$14104$0 [4];
-  assign \$199  = \$198  ^ \port$14104$0 [7];
-  assign \$204  = \$203  ^ \port$14489$0 [3];
-  assign \$205  = \$204  ^ \port$14489$0 [5];
-  assign \$206  = \$205  ^ \port$14489$0 [6];
-  assign \$207  = \$206  ^ \port$14491$0 [1];
-  assign \$208  = \$207  ^ \port$14491$0 [2];
-  assign \$209  = \$208  ^ \port$14491$0 [4];
-  assign \$210  = \$209  ^ \port$14491$0 [6];
-  assign \$211  = \$210  ^ \port$14491$0 [11];
-  assign \$212  = \$211  ^ \port$14491$0 [13];
-  assign \$213  = \$212  ^ \port$14491$0 [15];
+  input [7:0] \port$14160$0 ;
+  wire [7:0] \port$14160$0 ;
+  input \port$14541$0 ;
+  wire \port$14541$0 ;
+  input \port$14543$0 ;
+  wire \port$14543$0 ;
+  input [7:0] \port$14545$0 ;
+  wire [7:0] \port$14545$0 ;
+  input [16:0] \port$14547$0 ;
+  wire [16:0] \port$14547$0 ;
+  assign \$7  = \$6  ^ \port$14160$0 [0];
+  assign \$8  = \$7  ^ \port$14160$0 [3];
+  assign \$9  = \$8  ^ \port$14160$0 [5];
+  assign \$13  = \$12  ^ \port$14545$0 [4];
+  assign \$14  = \$13  ^ \port$14545$0 [6];
+  assign \$15  = \$14  ^ \port$14545$0 [7];
+  assign \$16  = \$15  ^ \port$14547$0 [0];
+  assign \$17  = \$16  ^ \port$14547$0 [2];
+  assign \$18  = \$17  ^ \port$14547$0 [3];
+  assign \$19  = \$18  ^ \port$14547$0 [5];
+  assign \$20  = \$19  ^ \port$14547$0 [7];
+  assign \$21  = \$20  ^ \port$14547$0 [8];
+  assign \$22  = \$21  ^ \port$14547$0 [12];
+  assign \$23  = \$22  ^ \port$14547$0 [14];
+  assign \$24  = \$23  ^ \port$14547$0 [16];
+  assign \$32  = \$31  ^ \port$14160$0 [3];
+  assign \$33  = \$32  ^ \port$14160$0 [4];
+  assign \$34  = \$33  ^ \port$14160$0 [5];
+  assign \$35  = \$34  ^ \port$14160$0 [6];
+  assign \$36  = \$35  ^ \port$14543$0 ;
+  assign \$40  = \$39  ^ \port$14545$0 [0];
+  assign \$41  = \$40  ^ \port$14545$0 [4];
+  assign \$42  = \$41  ^ \port$14545$0 [5];
+  assign \$43  = \$42  ^ \port$14545$0 [6];
+  assign \$44  = \$43  ^ \port$14547$0 [0];
+  assign \$45  = \$44  ^ \port$14547$0 [1];
+  assign \$46  = \$45  ^ \port$14547$0 [2];
+  assign \$47  = \$46  ^ \port$14547$0 [4];
+  assign \$48  = \$47  ^ \port$14547$0 [5];
+  assign \$49  = \$48  ^ \port$14547$0 [6];
+  assign \$50  = \$49  ^ \port$14547$0 [7];
+  assign \$51  = \$50  ^ \port$14547$0 [9];
+  assign \$52  = \$51  ^ \port$14547$0 [12];
+  assign \$53  = \$52  ^ \port$14547$0 [13];
+  assign \$54  = \$53  ^ \port$14547$0 [14];
+  assign \$55  = \$54  ^ \port$14547$0 [15];
+  assign \$56  = \$55  ^ \port$14547$0 [16];
+  assign \$62  = \$61  ^ \port$14160$0 [2];
+  assign \$63  = \$62  ^ \port$14160$0 [3];
+  assign \$64  = \$63  ^ \port$14160$0 [4];
+  assign \$65  = \$64  ^ \port$14160$0 [6];
+  assign \$66  = \$65  ^ \port$14160$0 [7];
+  assign \$71  = \$70  ^ \port$14545$0 [0];
+  assign \$72  = \$71  ^ \port$14545$0 [1];
+  assign \$73  = \$72  ^ \port$14545$0 [4];
+  assign \$74  = \$73  ^ \port$14545$0 [5];
+  assign \$75  = \$74  ^ \port$14547$0 [1];
+  assign \$76  = \$75  ^ \port$14547$0 [6];
+  assign \$77  = \$76  ^ \port$14547$0 [8];
+  assign \$78  = \$77  ^ \port$14547$0 [10];
+  assign \$79  = \$78  ^ \port$14547$0 [12];
+  assign \$80  = \$79  ^ \port$14547$0 [13];
+  assign \$81  = \$80  ^ \port$14547$0 [15];
+  assign \$82  = \$81  ^ \port$14547$0 [16];
+  assign \$91  = \$90  ^ \port$14160$0 [3];
+  assign \$92  = \$91  ^ \port$14160$0 [4];
+  assign \$93  = \$92  ^ \port$14160$0 [5];
+  assign \$94  = \$93  ^ \port$14160$0 [7];
+  assign \$98  = \$97  ^ \port$14545$0 [1];
+  assign \$99  = \$98  ^ \port$14545$0 [2];
+  assign \$100  = \$99  ^ \port$14545$0 [5];
+  assign \$101  = \$100  ^ \port$14545$0 [6];
+  assign \$102  = \$101  ^ \port$14547$0 [0];
+  assign \$103  = \$102  ^ \port$14547$0 [2];
+  assign \$104  = \$103  ^ \port$14547$0 [7];
+  assign \$105  = \$104  ^ \port$14547$0 [9];
+  assign \$106  = \$105  ^ \port$14547$0 [11];
+  assign \$107  = \$106  ^ \port$14547$0 [13];
+  assign \$108  = \$107  ^ \port$14547$0 [14];
+  assign \$118  = \$117  ^ \port$14160$0 [4];
+  assign \$119  = \$118  ^ \port$14160$0 [5];
+  assign \$120  = \$119  ^ \port$14160$0 [6];
+  assign \$124  = \$123  ^ \port$14545$0 [0];
+  assign \$125  = \$124  ^ \port$14545$0 [2];
+  assign \$126  = \$125  ^ \port$14545$0 [3];
+  assign \$127  = \$126  ^ \port$14545$0 [6];
+  assign \$128  = \$127  ^ \port$14545$0 [7];
+  assign \$129  = \$128  ^ \port$14547$0 [1];
+  assign \$130  = \$129  ^ \port$14547$0 [3];
+  assign \$131  = \$130  ^ \port$14547$0 [8];
+  assign \$132  = \$131  ^ \port$14547$0 [10];
+  assign \$133  = \$132  ^ \port$14547$0 [12];
+  assign \$134  = \$133  ^ \port$14547$0 [14];
+  assign \$135  = \$134  ^ \port$14547$0 [15];
+  assign \$144  = \$143  ^ \port$14160$0 [2];
+  assign \$145  = \$144  ^ \port$14160$0 [5];
+  assign \$146  = \$145  ^ \port$14160$0 [6];
+  assign \$147  = \$146  ^ \port$14160$0 [7];
+  assign \$148  = \$147  ^ \port$14543$0 ;
+  assign \$151  = \$150  ^ \port$14545$0 [1];
+  assign \$152  = \$151  ^ \port$14545$0 [3];
+  assign \$153  = \$152  ^ \port$14545$0 [4];
+  assign \$154  = \$153  ^ \port$14545$0 [7];
+  assign \$155  = \$154  ^ \port$14547$0 [0];
+  assign \$156  = \$155  ^ \port$14547$0 [2];
+  assign \$157  = \$156  ^ \port$14547$0 [4];
+  assign \$158  = \$157  ^ \port$14547$0 [9];
+  assign \$159  = \$158  ^ \port$14547$0 [11];
+  assign \$160  = \$159  ^ \port$14547$0 [13];
+  assign \$161  = \$160  ^ \port$14547$0 [15];
+  assign \$170  = \$169  ^ \port$14160$0 [1];
+  assign \$171  = \$170  ^ \port$14160$0 [3];
+  assign \$172  = \$171  ^ \port$14160$0 [6];
+  assign \$173  = \$172  ^ \port$14160$0 [7];
+  assign \$174  = \$173  ^ \port$14543$0 ;
+  assign \$178  = \$177  ^ \port$14545$0 [2];
+  assign \$179  = \$178  ^ \port$14545$0 [4];
+  assign \$180  = \$179  ^ \port$14545$0 [5];
+  assign \$181  = \$180  ^ \port$14547$0 [0];
+  assign \$182  = \$181  ^ \port$14547$0 [1];
+  assign \$183  = \$182  ^ \port$14547$0 [3];
+  assign \$184  = \$183  ^ \port$14547$0 [5];
+  assign \$185  = \$184  ^ \port$14547$0 [10];
+  assign \$186  = \$185  ^ \port$14547$0 [12];
+  assign \$187  = \$186  ^ \port$14547$0 [14];
+  assign \$198  = \$197  ^ \port$14160$0 [4];
+  assign \$199  = \$198  ^ \port$14160$0 [7];
+  assign \$204  = \$203  ^ \port$14545$0 [3];
+  assign \$205  = \$204  ^ \port$14545$0 [5];
+  assign \$206  = \$205  ^ \port$14545$0 [6];
+  assign \$207  = \$206  ^ \port$14547$0 [1];
+  assign \$208  = \$207  ^ \port$14547$0 [2];
+  assign \$209  = \$208  ^ \port$14547$0 [4];
+  assign \$210  = \$209  ^ \port$14547$0 [6];
+  assign \$211  = \$210  ^ \port$14547$0 [11];
+  assign \$212  = \$211  ^ \port$14547$0 [13];
+  assign \$213  = \$212  ^ \port$14547$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$14485$0 ;
-  assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$14104$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$14104$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$14485$0 ;
-  assign header = { 15'h0000, \port$14491$0 , \port$14489$0 , 7'h00, \port$14487$0 , \port$14104$0 , 1'h0, \port$14485$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$14541$0 ;
+  assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$14160$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$14160$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$14541$0 ;
+  assign header = { 15'h0000, \port$14547$0 , \port$14545$0 , 7'h00, \port$14543$0 , \port$14160$0 , 1'h0, \port$14541$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$14485$0  };
-  assign \header.src  = \port$14104$0 ;
-  assign \header.channel  = { 3'h0, \port$14487$0  };
+  assign \header.ptype  = { 1'h0, \port$14541$0  };
+  assign \header.src  = \port$14160$0 ;
+  assign \header.channel  = { 3'h0, \port$14543$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$14489$0 ;
-  assign \header.length  = \port$14491$0 ;
+  assign \header.tag  = \port$14545$0 ;
+  assign \header.length  = \port$14547$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -83916,7 +84064,7 @@ module \ace_engine_small.nic.tx1.hdr_check (\port$14485$0 , \port$14487$0 , \por
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$14485$0 ;
+  assign \$61  = \port$14541$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -83982,16 +84130,16 @@ module \ace_engine_small.nic.tx1.hdr_check (\port$14485$0 , \port$14487$0 , \por
   assign \$auto$rtlil.cc:2739:Not$4  = 1'h1;
   assign \$31  = \$auto$rtlil.cc:2739:Not$20 ;
   assign \$auto$rtlil.cc:2739:Not$6  = 1'h0;
-  assign \$90  = \port$14104$0 [0];
+  assign \$90  = \port$14160$0 [0];
   assign \$auto$rtlil.cc:2739:Not$8  = 1'h1;
   assign \$117  = \$auto$rtlil.cc:2739:Not$22 ;
   assign \$auto$rtlil.cc:2739:Not$10  = 1'h1;
   assign \$auto$rtlil.cc:2739:Not$12  = 1'h0;
-  assign \$143  = \port$14104$0 [0];
+  assign \$143  = \port$14160$0 [0];
   assign \$auto$rtlil.cc:2739:Not$14  = 1'h1;
   assign \$169  = \$auto$rtlil.cc:2739:Not$24 ;
   assign \$auto$rtlil.cc:2739:Not$16  = 1'h0;
-  assign \$197  = \port$14104$0 [2];
+  assign \$197  = \port$14160$0 [2];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -85126,7 +85274,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
     wr1_slots <= \$284 ;
   \ace_engine_small.sram.bank0  bank0 (
     .clk(clk),
-    .\port$15025$0 (\o0$183 [137:0]),
+    .\port$15081$0 (\o0$183 [137:0]),
     .r_data(r_data),
     .read__addr(bank0_read_row),
     .read__en(bank0_read_en),
@@ -85135,7 +85283,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank1  bank1 (
     .clk(clk),
-    .\port$15026$0 (\o1$196 [137:0]),
+    .\port$15082$0 (\o1$196 [137:0]),
     .r_data(\r_data$70 ),
     .read__addr(bank1_read_row),
     .read__en(bank1_read_en),
@@ -85144,7 +85292,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank2  bank2 (
     .clk(clk),
-    .\port$15025$0 (\o0$183 [137:0]),
+    .\port$15081$0 (\o0$183 [137:0]),
     .r_data(\r_data$73 ),
     .read__addr(bank2_read_row),
     .read__en(bank2_read_en),
@@ -85153,7 +85301,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank3  bank3 (
     .clk(clk),
-    .\port$15026$0 (\o1$196 [137:0]),
+    .\port$15082$0 (\o1$196 [137:0]),
     .r_data(\r_data$76 ),
     .read__addr(bank3_read_row),
     .read__en(bank3_read_en),
@@ -85162,7 +85310,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank4  bank4 (
     .clk(clk),
-    .\port$15025$0 (\o0$183 [137:0]),
+    .\port$15081$0 (\o0$183 [137:0]),
     .r_data(\r_data$68 ),
     .read__addr(bank4_read_row),
     .read__en(bank4_read_en),
@@ -85171,7 +85319,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank5  bank5 (
     .clk(clk),
-    .\port$15026$0 (\o1$196 [137:0]),
+    .\port$15082$0 (\o1$196 [137:0]),
     .r_data(\r_data$71 ),
     .read__addr(bank5_read_row),
     .read__en(bank5_read_en),
@@ -85180,7 +85328,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank6  bank6 (
     .clk(clk),
-    .\port$15025$0 (\o0$183 [137:0]),
+    .\port$15081$0 (\o0$183 [137:0]),
     .r_data(\r_data$74 ),
     .read__addr(bank6_read_row),
     .read__en(bank6_read_en),
@@ -85189,7 +85337,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank7  bank7 (
     .clk(clk),
-    .\port$15026$0 (\o1$196 [137:0]),
+    .\port$15082$0 (\o1$196 [137:0]),
     .r_data(\r_data$77 ),
     .read__addr(bank7_read_row),
     .read__en(bank7_read_en),
@@ -85817,13 +85965,13 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_data, \port$15025$0 , clk);
+module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_data, \port$15081$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$192  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15025$0 ;
-  wire [137:0] \port$15025$0 ;
+  input [137:0] \port$15081$0 ;
+  wire [137:0] \port$15081$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -86871,37 +87019,37 @@ module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15025$0 [9:0]][7:0] <= \port$15025$0 [17:10];
+      memory[\port$15081$0 [9:0]][7:0] <= \port$15081$0 [17:10];
     if (write__en[1])
-      memory[\port$15025$0 [9:0]][15:8] <= \port$15025$0 [25:18];
+      memory[\port$15081$0 [9:0]][15:8] <= \port$15081$0 [25:18];
     if (write__en[2])
-      memory[\port$15025$0 [9:0]][23:16] <= \port$15025$0 [33:26];
+      memory[\port$15081$0 [9:0]][23:16] <= \port$15081$0 [33:26];
     if (write__en[3])
-      memory[\port$15025$0 [9:0]][31:24] <= \port$15025$0 [41:34];
+      memory[\port$15081$0 [9:0]][31:24] <= \port$15081$0 [41:34];
     if (write__en[4])
-      memory[\port$15025$0 [9:0]][39:32] <= \port$15025$0 [49:42];
+      memory[\port$15081$0 [9:0]][39:32] <= \port$15081$0 [49:42];
     if (write__en[5])
-      memory[\port$15025$0 [9:0]][47:40] <= \port$15025$0 [57:50];
+      memory[\port$15081$0 [9:0]][47:40] <= \port$15081$0 [57:50];
     if (write__en[6])
-      memory[\port$15025$0 [9:0]][55:48] <= \port$15025$0 [65:58];
+      memory[\port$15081$0 [9:0]][55:48] <= \port$15081$0 [65:58];
     if (write__en[7])
-      memory[\port$15025$0 [9:0]][63:56] <= \port$15025$0 [73:66];
+      memory[\port$15081$0 [9:0]][63:56] <= \port$15081$0 [73:66];
     if (write__en[8])
-      memory[\port$15025$0 [9:0]][71:64] <= \port$15025$0 [81:74];
+      memory[\port$15081$0 [9:0]][71:64] <= \port$15081$0 [81:74];
     if (write__en[9])
-      memory[\port$15025$0 [9:0]][79:72] <= \port$15025$0 [89:82];
+      memory[\port$15081$0 [9:0]][79:72] <= \port$15081$0 [89:82];
     if (write__en[10])
-      memory[\port$15025$0 [9:0]][87:80] <= \port$15025$0 [97:90];
+      memory[\port$15081$0 [9:0]][87:80] <= \port$15081$0 [97:90];
     if (write__en[11])
-      memory[\port$15025$0 [9:0]][95:88] <= \port$15025$0 [105:98];
+      memory[\port$15081$0 [9:0]][95:88] <= \port$15081$0 [105:98];
     if (write__en[12])
-      memory[\port$15025$0 [9:0]][103:96] <= \port$15025$0 [113:106];
+      memory[\port$15081$0 [9:0]][103:96] <= \port$15081$0 [113:106];
     if (write__en[13])
-      memory[\port$15025$0 [9:0]][111:104] <= \port$15025$0 [121:114];
+      memory[\port$15081$0 [9:0]][111:104] <= \port$15081$0 [121:114];
     if (write__en[14])
-      memory[\port$15025$0 [9:0]][119:112] <= \port$15025$0 [129:122];
+      memory[\port$15081$0 [9:0]][119:112] <= \port$15081$0 [129:122];
     if (write__en[15])
-      memory[\port$15025$0 [9:0]][127:120] <= \port$15025$0 [137:130];
+      memory[\port$15081$0 [9:0]][127:120] <= \port$15081$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -86919,23 +87067,23 @@ module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15025$0 [9:0];
-  assign w_addr = \port$15025$0 [9:0];
-  assign write__data = \port$15025$0 [137:10];
-  assign w_data = \port$15025$0 [137:10];
+  assign write__addr = \port$15081$0 [9:0];
+  assign w_addr = \port$15081$0 [9:0];
+  assign write__data = \port$15081$0 [137:10];
+  assign w_data = \port$15081$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_data, \port$15026$0 , clk);
+module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_data, \port$15082$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$193  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15026$0 ;
-  wire [137:0] \port$15026$0 ;
+  input [137:0] \port$15082$0 ;
+  wire [137:0] \port$15082$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -87983,37 +88131,37 @@ module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15026$0 [9:0]][7:0] <= \port$15026$0 [17:10];
+      memory[\port$15082$0 [9:0]][7:0] <= \port$15082$0 [17:10];
     if (write__en[1])
-      memory[\port$15026$0 [9:0]][15:8] <= \port$15026$0 [25:18];
+      memory[\port$15082$0 [9:0]][15:8] <= \port$15082$0 [25:18];
     if (write__en[2])
-      memory[\port$15026$0 [9:0]][23:16] <= \port$15026$0 [33:26];
+      memory[\port$15082$0 [9:0]][23:16] <= \port$15082$0 [33:26];
     if (write__en[3])
-      memory[\port$15026$0 [9:0]][31:24] <= \port$15026$0 [41:34];
+      memory[\port$15082$0 [9:0]][31:24] <= \port$15082$0 [41:34];
     if (write__en[4])
-      memory[\port$15026$0 [9:0]][39:32] <= \port$15026$0 [49:42];
+      memory[\port$15082$0 [9:0]][39:32] <= \port$15082$0 [49:42];
     if (write__en[5])
-      memory[\port$15026$0 [9:0]][47:40] <= \port$15026$0 [57:50];
+      memory[\port$15082$0 [9:0]][47:40] <= \port$15082$0 [57:50];
     if (write__en[6])
-      memory[\port$15026$0 [9:0]][55:48] <= \port$15026$0 [65:58];
+      memory[\port$15082$0 [9:0]][55:48] <= \port$15082$0 [65:58];
     if (write__en[7])
-      memory[\port$15026$0 [9:0]][63:56] <= \port$15026$0 [73:66];
+      memory[\port$15082$0 [9:0]][63:56] <= \port$15082$0 [73:66];
     if (write__en[8])
-      memory[\port$15026$0 [9:0]][71:64] <= \port$15026$0 [81:74];
+      memory[\port$15082$0 [9:0]][71:64] <= \port$15082$0 [81:74];
     if (write__en[9])
-      memory[\port$15026$0 [9:0]][79:72] <= \port$15026$0 [89:82];
+      memory[\port$15082$0 [9:0]][79:72] <= \port$15082$0 [89:82];
     if (write__en[10])
-      memory[\port$15026$0 [9:0]][87:80] <= \port$15026$0 [97:90];
+      memory[\port$15082$0 [9:0]][87:80] <= \port$15082$0 [97:90];
     if (write__en[11])
-      memory[\port$15026$0 [9:0]][95:88] <= \port$15026$0 [105:98];
+      memory[\port$15082$0 [9:0]][95:88] <= \port$15082$0 [105:98];
     if (write__en[12])
-      memory[\port$15026$0 [9:0]][103:96] <= \port$15026$0 [113:106];
+      memory[\port$15082$0 [9:0]][103:96] <= \port$15082$0 [113:106];
     if (write__en[13])
-      memory[\port$15026$0 [9:0]][111:104] <= \port$15026$0 [121:114];
+      memory[\port$15082$0 [9:0]][111:104] <= \port$15082$0 [121:114];
     if (write__en[14])
-      memory[\port$15026$0 [9:0]][119:112] <= \port$15026$0 [129:122];
+      memory[\port$15082$0 [9:0]][119:112] <= \port$15082$0 [129:122];
     if (write__en[15])
-      memory[\port$15026$0 [9:0]][127:120] <= \port$15026$0 [137:130];
+      memory[\port$15082$0 [9:0]][127:120] <= \port$15082$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -88031,23 +88179,23 @@ module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15026$0 [9:0];
-  assign w_addr = \port$15026$0 [9:0];
-  assign write__data = \port$15026$0 [137:10];
-  assign w_data = \port$15026$0 [137:10];
+  assign write__addr = \port$15082$0 [9:0];
+  assign w_addr = \port$15082$0 [9:0];
+  assign write__data = \port$15082$0 [137:10];
+  assign w_data = \port$15082$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_data, \port$15025$0 , clk);
+module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_data, \port$15081$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$194  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15025$0 ;
-  wire [137:0] \port$15025$0 ;
+  input [137:0] \port$15081$0 ;
+  wire [137:0] \port$15081$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -89095,37 +89243,37 @@ module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15025$0 [9:0]][7:0] <= \port$15025$0 [17:10];
+      memory[\port$15081$0 [9:0]][7:0] <= \port$15081$0 [17:10];
     if (write__en[1])
-      memory[\port$15025$0 [9:0]][15:8] <= \port$15025$0 [25:18];
+      memory[\port$15081$0 [9:0]][15:8] <= \port$15081$0 [25:18];
     if (write__en[2])
-      memory[\port$15025$0 [9:0]][23:16] <= \port$15025$0 [33:26];
+      memory[\port$15081$0 [9:0]][23:16] <= \port$15081$0 [33:26];
     if (write__en[3])
-      memory[\port$15025$0 [9:0]][31:24] <= \port$15025$0 [41:34];
+      memory[\port$15081$0 [9:0]][31:24] <= \port$15081$0 [41:34];
     if (write__en[4])
-      memory[\port$15025$0 [9:0]][39:32] <= \port$15025$0 [49:42];
+      memory[\port$15081$0 [9:0]][39:32] <= \port$15081$0 [49:42];
     if (write__en[5])
-      memory[\port$15025$0 [9:0]][47:40] <= \port$15025$0 [57:50];
+      memory[\port$15081$0 [9:0]][47:40] <= \port$15081$0 [57:50];
     if (write__en[6])
-      memory[\port$15025$0 [9:0]][55:48] <= \port$15025$0 [65:58];
+      memory[\port$15081$0 [9:0]][55:48] <= \port$15081$0 [65:58];
     if (write__en[7])
-      memory[\port$15025$0 [9:0]][63:56] <= \port$15025$0 [73:66];
+      memory[\port$15081$0 [9:0]][63:56] <= \port$15081$0 [73:66];
     if (write__en[8])
-      memory[\port$15025$0 [9:0]][71:64] <= \port$15025$0 [81:74];
+      memory[\port$15081$0 [9:0]][71:64] <= \port$15081$0 [81:74];
     if (write__en[9])
-      memory[\port$15025$0 [9:0]][79:72] <= \port$15025$0 [89:82];
+      memory[\port$15081$0 [9:0]][79:72] <= \port$15081$0 [89:82];
     if (write__en[10])
-      memory[\port$15025$0 [9:0]][87:80] <= \port$15025$0 [97:90];
+      memory[\port$15081$0 [9:0]][87:80] <= \port$15081$0 [97:90];
     if (write__en[11])
-      memory[\port$15025$0 [9:0]][95:88] <= \port$15025$0 [105:98];
+      memory[\port$15081$0 [9:0]][95:88] <= \port$15081$0 [105:98];
     if (write__en[12])
-      memory[\port$15025$0 [9:0]][103:96] <= \port$15025$0 [113:106];
+      memory[\port$15081$0 [9:0]][103:96] <= \port$15081$0 [113:106];
     if (write__en[13])
-      memory[\port$15025$0 [9:0]][111:104] <= \port$15025$0 [121:114];
+      memory[\port$15081$0 [9:0]][111:104] <= \port$15081$0 [121:114];
     if (write__en[14])
-      memory[\port$15025$0 [9:0]][119:112] <= \port$15025$0 [129:122];
+      memory[\port$15081$0 [9:0]][119:112] <= \port$15081$0 [129:122];
     if (write__en[15])
-      memory[\port$15025$0 [9:0]][127:120] <= \port$15025$0 [137:130];
+      memory[\port$15081$0 [9:0]][127:120] <= \port$15081$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -89143,23 +89291,23 @@ module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15025$0 [9:0];
-  assign w_addr = \port$15025$0 [9:0];
-  assign write__data = \port$15025$0 [137:10];
-  assign w_data = \port$15025$0 [137:10];
+  assign write__addr = \port$15081$0 [9:0];
+  assign w_addr = \port$15081$0 [9:0];
+  assign write__data = \port$15081$0 [137:10];
+  assign w_data = \port$15081$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_data, \port$15026$0 , clk);
+module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_data, \port$15082$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$195  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15026$0 ;
-  wire [137:0] \port$15026$0 ;
+  input [137:0] \port$15082$0 ;
+  wire [137:0] \port$15082$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -90207,37 +90355,37 @@ module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15026$0 [9:0]][7:0] <= \port$15026$0 [17:10];
+      memory[\port$15082$0 [9:0]][7:0] <= \port$15082$0 [17:10];
     if (write__en[1])
-      memory[\port$15026$0 [9:0]][15:8] <= \port$15026$0 [25:18];
+      memory[\port$15082$0 [9:0]][15:8] <= \port$15082$0 [25:18];
     if (write__en[2])
-      memory[\port$15026$0 [9:0]][23:16] <= \port$15026$0 [33:26];
+      memory[\port$15082$0 [9:0]][23:16] <= \port$15082$0 [33:26];
     if (write__en[3])
-      memory[\port$15026$0 [9:0]][31:24] <= \port$15026$0 [41:34];
+      memory[\port$15082$0 [9:0]][31:24] <= \port$15082$0 [41:34];
     if (write__en[4])
-      memory[\port$15026$0 [9:0]][39:32] <= \port$15026$0 [49:42];
+      memory[\port$15082$0 [9:0]][39:32] <= \port$15082$0 [49:42];
     if (write__en[5])
-      memory[\port$15026$0 [9:0]][47:40] <= \port$15026$0 [57:50];
+      memory[\port$15082$0 [9:0]][47:40] <= \port$15082$0 [57:50];
     if (write__en[6])
-      memory[\port$15026$0 [9:0]][55:48] <= \port$15026$0 [65:58];
+      memory[\port$15082$0 [9:0]][55:48] <= \port$15082$0 [65:58];
     if (write__en[7])
-      memory[\port$15026$0 [9:0]][63:56] <= \port$15026$0 [73:66];
+      memory[\port$15082$0 [9:0]][63:56] <= \port$15082$0 [73:66];
     if (write__en[8])
-      memory[\port$15026$0 [9:0]][71:64] <= \port$15026$0 [81:74];
+      memory[\port$15082$0 [9:0]][71:64] <= \port$15082$0 [81:74];
     if (write__en[9])
-      memory[\port$15026$0 [9:0]][79:72] <= \port$15026$0 [89:82];
+      memory[\port$15082$0 [9:0]][79:72] <= \port$15082$0 [89:82];
     if (write__en[10])
-      memory[\port$15026$0 [9:0]][87:80] <= \port$15026$0 [97:90];
+      memory[\port$15082$0 [9:0]][87:80] <= \port$15082$0 [97:90];
     if (write__en[11])
-      memory[\port$15026$0 [9:0]][95:88] <= \port$15026$0 [105:98];
+      memory[\port$15082$0 [9:0]][95:88] <= \port$15082$0 [105:98];
     if (write__en[12])
-      memory[\port$15026$0 [9:0]][103:96] <= \port$15026$0 [113:106];
+      memory[\port$15082$0 [9:0]][103:96] <= \port$15082$0 [113:106];
     if (write__en[13])
-      memory[\port$15026$0 [9:0]][111:104] <= \port$15026$0 [121:114];
+      memory[\port$15082$0 [9:0]][111:104] <= \port$15082$0 [121:114];
     if (write__en[14])
-      memory[\port$15026$0 [9:0]][119:112] <= \port$15026$0 [129:122];
+      memory[\port$15082$0 [9:0]][119:112] <= \port$15082$0 [129:122];
     if (write__en[15])
-      memory[\port$15026$0 [9:0]][127:120] <= \port$15026$0 [137:130];
+      memory[\port$15082$0 [9:0]][127:120] <= \port$15082$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -90255,23 +90403,23 @@ module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15026$0 [9:0];
-  assign w_addr = \port$15026$0 [9:0];
-  assign write__data = \port$15026$0 [137:10];
-  assign w_data = \port$15026$0 [137:10];
+  assign write__addr = \port$15082$0 [9:0];
+  assign w_addr = \port$15082$0 [9:0];
+  assign write__data = \port$15082$0 [137:10];
+  assign w_data = \port$15082$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_data, \port$15025$0 , clk);
+module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_data, \port$15081$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$196  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15025$0 ;
-  wire [137:0] \port$15025$0 ;
+  input [137:0] \port$15081$0 ;
+  wire [137:0] \port$15081$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -91319,37 +91467,37 @@ module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15025$0 [9:0]][7:0] <= \port$15025$0 [17:10];
+      memory[\port$15081$0 [9:0]][7:0] <= \port$15081$0 [17:10];
     if (write__en[1])
-      memory[\port$15025$0 [9:0]][15:8] <= \port$15025$0 [25:18];
+      memory[\port$15081$0 [9:0]][15:8] <= \port$15081$0 [25:18];
     if (write__en[2])
-      memory[\port$15025$0 [9:0]][23:16] <= \port$15025$0 [33:26];
+      memory[\port$15081$0 [9:0]][23:16] <= \port$15081$0 [33:26];
     if (write__en[3])
-      memory[\port$15025$0 [9:0]][31:24] <= \port$15025$0 [41:34];
+      memory[\port$15081$0 [9:0]][31:24] <= \port$15081$0 [41:34];
     if (write__en[4])
-      memory[\port$15025$0 [9:0]][39:32] <= \port$15025$0 [49:42];
+      memory[\port$15081$0 [9:0]][39:32] <= \port$15081$0 [49:42];
     if (write__en[5])
-      memory[\port$15025$0 [9:0]][47:40] <= \port$15025$0 [57:50];
+      memory[\port$15081$0 [9:0]][47:40] <= \port$15081$0 [57:50];
     if (write__en[6])
-      memory[\port$15025$0 [9:0]][55:48] <= \port$15025$0 [65:58];
+      memory[\port$15081$0 [9:0]][55:48] <= \port$15081$0 [65:58];
     if (write__en[7])
-      memory[\port$15025$0 [9:0]][63:56] <= \port$15025$0 [73:66];
+      memory[\port$15081$0 [9:0]][63:56] <= \port$15081$0 [73:66];
     if (write__en[8])
-      memory[\port$15025$0 [9:0]][71:64] <= \port$15025$0 [81:74];
+      memory[\port$15081$0 [9:0]][71:64] <= \port$15081$0 [81:74];
     if (write__en[9])
-      memory[\port$15025$0 [9:0]][79:72] <= \port$15025$0 [89:82];
+      memory[\port$15081$0 [9:0]][79:72] <= \port$15081$0 [89:82];
     if (write__en[10])
-      memory[\port$15025$0 [9:0]][87:80] <= \port$15025$0 [97:90];
+      memory[\port$15081$0 [9:0]][87:80] <= \port$15081$0 [97:90];
     if (write__en[11])
-      memory[\port$15025$0 [9:0]][95:88] <= \port$15025$0 [105:98];
+      memory[\port$15081$0 [9:0]][95:88] <= \port$15081$0 [105:98];
     if (write__en[12])
-      memory[\port$15025$0 [9:0]][103:96] <= \port$15025$0 [113:106];
+      memory[\port$15081$0 [9:0]][103:96] <= \port$15081$0 [113:106];
     if (write__en[13])
-      memory[\port$15025$0 [9:0]][111:104] <= \port$15025$0 [121:114];
+      memory[\port$15081$0 [9:0]][111:104] <= \port$15081$0 [121:114];
     if (write__en[14])
-      memory[\port$15025$0 [9:0]][119:112] <= \port$15025$0 [129:122];
+      memory[\port$15081$0 [9:0]][119:112] <= \port$15081$0 [129:122];
     if (write__en[15])
-      memory[\port$15025$0 [9:0]][127:120] <= \port$15025$0 [137:130];
+      memory[\port$15081$0 [9:0]][127:120] <= \port$15081$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -91367,23 +91515,23 @@ module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15025$0 [9:0];
-  assign w_addr = \port$15025$0 [9:0];
-  assign write__data = \port$15025$0 [137:10];
-  assign w_data = \port$15025$0 [137:10];
+  assign write__addr = \port$15081$0 [9:0];
+  assign w_addr = \port$15081$0 [9:0];
+  assign write__data = \port$15081$0 [137:10];
+  assign w_data = \port$15081$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_data, \port$15026$0 , clk);
+module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_data, \port$15082$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$197  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15026$0 ;
-  wire [137:0] \port$15026$0 ;
+  input [137:0] \port$15082$0 ;
+  wire [137:0] \port$15082$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -92431,37 +92579,37 @@ module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15026$0 [9:0]][7:0] <= \port$15026$0 [17:10];
+      memory[\port$15082$0 [9:0]][7:0] <= \port$15082$0 [17:10];
     if (write__en[1])
-      memory[\port$15026$0 [9:0]][15:8] <= \port$15026$0 [25:18];
+      memory[\port$15082$0 [9:0]][15:8] <= \port$15082$0 [25:18];
     if (write__en[2])
-      memory[\port$15026$0 [9:0]][23:16] <= \port$15026$0 [33:26];
+      memory[\port$15082$0 [9:0]][23:16] <= \port$15082$0 [33:26];
     if (write__en[3])
-      memory[\port$15026$0 [9:0]][31:24] <= \port$15026$0 [41:34];
+      memory[\port$15082$0 [9:0]][31:24] <= \port$15082$0 [41:34];
     if (write__en[4])
-      memory[\port$15026$0 [9:0]][39:32] <= \port$15026$0 [49:42];
+      memory[\port$15082$0 [9:0]][39:32] <= \port$15082$0 [49:42];
     if (write__en[5])
-      memory[\port$15026$0 [9:0]][47:40] <= \port$15026$0 [57:50];
+      memory[\port$15082$0 [9:0]][47:40] <= \port$15082$0 [57:50];
     if (write__en[6])
-      memory[\port$15026$0 [9:0]][55:48] <= \port$15026$0 [65:58];
+      memory[\port$15082$0 [9:0]][55:48] <= \port$15082$0 [65:58];
     if (write__en[7])
-      memory[\port$15026$0 [9:0]][63:56] <= \port$15026$0 [73:66];
+      memory[\port$15082$0 [9:0]][63:56] <= \port$15082$0 [73:66];
     if (write__en[8])
-      memory[\port$15026$0 [9:0]][71:64] <= \port$15026$0 [81:74];
+      memory[\port$15082$0 [9:0]][71:64] <= \port$15082$0 [81:74];
     if (write__en[9])
-      memory[\port$15026$0 [9:0]][79:72] <= \port$15026$0 [89:82];
+      memory[\port$15082$0 [9:0]][79:72] <= \port$15082$0 [89:82];
     if (write__en[10])
-      memory[\port$15026$0 [9:0]][87:80] <= \port$15026$0 [97:90];
+      memory[\port$15082$0 [9:0]][87:80] <= \port$15082$0 [97:90];
     if (write__en[11])
-      memory[\port$15026$0 [9:0]][95:88] <= \port$15026$0 [105:98];
+      memory[\port$15082$0 [9:0]][95:88] <= \port$15082$0 [105:98];
     if (write__en[12])
-      memory[\port$15026$0 [9:0]][103:96] <= \port$15026$0 [113:106];
+      memory[\port$15082$0 [9:0]][103:96] <= \port$15082$0 [113:106];
     if (write__en[13])
-      memory[\port$15026$0 [9:0]][111:104] <= \port$15026$0 [121:114];
+      memory[\port$15082$0 [9:0]][111:104] <= \port$15082$0 [121:114];
     if (write__en[14])
-      memory[\port$15026$0 [9:0]][119:112] <= \port$15026$0 [129:122];
+      memory[\port$15082$0 [9:0]][119:112] <= \port$15082$0 [129:122];
     if (write__en[15])
-      memory[\port$15026$0 [9:0]][127:120] <= \port$15026$0 [137:130];
+      memory[\port$15082$0 [9:0]][127:120] <= \port$15082$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -92479,23 +92627,23 @@ module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15026$0 [9:0];
-  assign w_addr = \port$15026$0 [9:0];
-  assign write__data = \port$15026$0 [137:10];
-  assign w_data = \port$15026$0 [137:10];
+  assign write__addr = \port$15082$0 [9:0];
+  assign w_addr = \port$15082$0 [9:0];
+  assign write__data = \port$15082$0 [137:10];
+  assign w_data = \port$15082$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_data, \port$15025$0 , clk);
+module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_data, \port$15081$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$198  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15025$0 ;
-  wire [137:0] \port$15025$0 ;
+  input [137:0] \port$15081$0 ;
+  wire [137:0] \port$15081$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -93543,37 +93691,37 @@ module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15025$0 [9:0]][7:0] <= \port$15025$0 [17:10];
+      memory[\port$15081$0 [9:0]][7:0] <= \port$15081$0 [17:10];
     if (write__en[1])
-      memory[\port$15025$0 [9:0]][15:8] <= \port$15025$0 [25:18];
+      memory[\port$15081$0 [9:0]][15:8] <= \port$15081$0 [25:18];
     if (write__en[2])
-      memory[\port$15025$0 [9:0]][23:16] <= \port$15025$0 [33:26];
+      memory[\port$15081$0 [9:0]][23:16] <= \port$15081$0 [33:26];
     if (write__en[3])
-      memory[\port$15025$0 [9:0]][31:24] <= \port$15025$0 [41:34];
+      memory[\port$15081$0 [9:0]][31:24] <= \port$15081$0 [41:34];
     if (write__en[4])
-      memory[\port$15025$0 [9:0]][39:32] <= \port$15025$0 [49:42];
+      memory[\port$15081$0 [9:0]][39:32] <= \port$15081$0 [49:42];
     if (write__en[5])
-      memory[\port$15025$0 [9:0]][47:40] <= \port$15025$0 [57:50];
+      memory[\port$15081$0 [9:0]][47:40] <= \port$15081$0 [57:50];
     if (write__en[6])
-      memory[\port$15025$0 [9:0]][55:48] <= \port$15025$0 [65:58];
+      memory[\port$15081$0 [9:0]][55:48] <= \port$15081$0 [65:58];
     if (write__en[7])
-      memory[\port$15025$0 [9:0]][63:56] <= \port$15025$0 [73:66];
+      memory[\port$15081$0 [9:0]][63:56] <= \port$15081$0 [73:66];
     if (write__en[8])
-      memory[\port$15025$0 [9:0]][71:64] <= \port$15025$0 [81:74];
+      memory[\port$15081$0 [9:0]][71:64] <= \port$15081$0 [81:74];
     if (write__en[9])
-      memory[\port$15025$0 [9:0]][79:72] <= \port$15025$0 [89:82];
+      memory[\port$15081$0 [9:0]][79:72] <= \port$15081$0 [89:82];
     if (write__en[10])
-      memory[\port$15025$0 [9:0]][87:80] <= \port$15025$0 [97:90];
+      memory[\port$15081$0 [9:0]][87:80] <= \port$15081$0 [97:90];
     if (write__en[11])
-      memory[\port$15025$0 [9:0]][95:88] <= \port$15025$0 [105:98];
+      memory[\port$15081$0 [9:0]][95:88] <= \port$15081$0 [105:98];
     if (write__en[12])
-      memory[\port$15025$0 [9:0]][103:96] <= \port$15025$0 [113:106];
+      memory[\port$15081$0 [9:0]][103:96] <= \port$15081$0 [113:106];
     if (write__en[13])
-      memory[\port$15025$0 [9:0]][111:104] <= \port$15025$0 [121:114];
+      memory[\port$15081$0 [9:0]][111:104] <= \port$15081$0 [121:114];
     if (write__en[14])
-      memory[\port$15025$0 [9:0]][119:112] <= \port$15025$0 [129:122];
+      memory[\port$15081$0 [9:0]][119:112] <= \port$15081$0 [129:122];
     if (write__en[15])
-      memory[\port$15025$0 [9:0]][127:120] <= \port$15025$0 [137:130];
+      memory[\port$15081$0 [9:0]][127:120] <= \port$15081$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -93591,23 +93739,23 @@ module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15025$0 [9:0];
-  assign w_addr = \port$15025$0 [9:0];
-  assign write__data = \port$15025$0 [137:10];
-  assign w_data = \port$15025$0 [137:10];
+  assign write__addr = \port$15081$0 [9:0];
+  assign w_addr = \port$15081$0 [9:0];
+  assign write__data = \port$15081$0 [137:10];
+  assign w_data = \port$15081$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_data, \port$15026$0 , clk);
+module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_data, \port$15082$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$199  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15026$0 ;
-  wire [137:0] \port$15026$0 ;
+  input [137:0] \port$15082$0 ;
+  wire [137:0] \port$15082$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -94655,37 +94803,37 @@ module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15026$0 [9:0]][7:0] <= \port$15026$0 [17:10];
+      memory[\port$15082$0 [9:0]][7:0] <= \port$15082$0 [17:10];
     if (write__en[1])
-      memory[\port$15026$0 [9:0]][15:8] <= \port$15026$0 [25:18];
+      memory[\port$15082$0 [9:0]][15:8] <= \port$15082$0 [25:18];
     if (write__en[2])
-      memory[\port$15026$0 [9:0]][23:16] <= \port$15026$0 [33:26];
+      memory[\port$15082$0 [9:0]][23:16] <= \port$15082$0 [33:26];
     if (write__en[3])
-      memory[\port$15026$0 [9:0]][31:24] <= \port$15026$0 [41:34];
+      memory[\port$15082$0 [9:0]][31:24] <= \port$15082$0 [41:34];
     if (write__en[4])
-      memory[\port$15026$0 [9:0]][39:32] <= \port$15026$0 [49:42];
+      memory[\port$15082$0 [9:0]][39:32] <= \port$15082$0 [49:42];
     if (write__en[5])
-      memory[\port$15026$0 [9:0]][47:40] <= \port$15026$0 [57:50];
+      memory[\port$15082$0 [9:0]][47:40] <= \port$15082$0 [57:50];
     if (write__en[6])
-      memory[\port$15026$0 [9:0]][55:48] <= \port$15026$0 [65:58];
+      memory[\port$15082$0 [9:0]][55:48] <= \port$15082$0 [65:58];
     if (write__en[7])
-      memory[\port$15026$0 [9:0]][63:56] <= \port$15026$0 [73:66];
+      memory[\port$15082$0 [9:0]][63:56] <= \port$15082$0 [73:66];
     if (write__en[8])
-      memory[\port$15026$0 [9:0]][71:64] <= \port$15026$0 [81:74];
+      memory[\port$15082$0 [9:0]][71:64] <= \port$15082$0 [81:74];
     if (write__en[9])
-      memory[\port$15026$0 [9:0]][79:72] <= \port$15026$0 [89:82];
+      memory[\port$15082$0 [9:0]][79:72] <= \port$15082$0 [89:82];
     if (write__en[10])
-      memory[\port$15026$0 [9:0]][87:80] <= \port$15026$0 [97:90];
+      memory[\port$15082$0 [9:0]][87:80] <= \port$15082$0 [97:90];
     if (write__en[11])
-      memory[\port$15026$0 [9:0]][95:88] <= \port$15026$0 [105:98];
+      memory[\port$15082$0 [9:0]][95:88] <= \port$15082$0 [105:98];
     if (write__en[12])
-      memory[\port$15026$0 [9:0]][103:96] <= \port$15026$0 [113:106];
+      memory[\port$15082$0 [9:0]][103:96] <= \port$15082$0 [113:106];
     if (write__en[13])
-      memory[\port$15026$0 [9:0]][111:104] <= \port$15026$0 [121:114];
+      memory[\port$15082$0 [9:0]][111:104] <= \port$15082$0 [121:114];
     if (write__en[14])
-      memory[\port$15026$0 [9:0]][119:112] <= \port$15026$0 [129:122];
+      memory[\port$15082$0 [9:0]][119:112] <= \port$15082$0 [129:122];
     if (write__en[15])
-      memory[\port$15026$0 [9:0]][127:120] <= \port$15026$0 [137:130];
+      memory[\port$15082$0 [9:0]][127:120] <= \port$15082$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -94703,10 +94851,10 @@ module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15026$0 [9:0];
-  assign w_addr = \port$15026$0 [9:0];
-  assign write__data = \port$15026$0 [137:10];
-  assign w_data = \port$15026$0 [137:10];
+  assign write__addr = \port$15082$0 [9:0];
+  assign w_addr = \port$15082$0 [9:0];
+  assign write__data = \port$15082$0 [137:10];
+  assign w_data = \port$15082$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
