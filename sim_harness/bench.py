@@ -83,7 +83,7 @@ def _rate(cycles: int, nodes: int, seconds: float) -> float:
     return cycles * nodes / seconds if seconds > 0 else 0.0
 
 
-def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, idle_cycles: int = 50_000,
+def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, idle_cycles: int = 100_000,
                     log=None) -> dict:
     """Replay an ``nbytes`` fp32 all-reduce in ACE mode on the named system's Verilator build
     (built first if needed, not timed), then ``idle_cycles`` idle cycles after a reset; return
