@@ -56,14 +56,13 @@ from ace.hw.sram.writer import SramSliceWriter
 __all__ = ["ASource", "StepPlan", "StepDatapath", "datapath_ports"]
 
 
-def _above(value, limit: int):
-    """``value > limit`` for a constant ``limit``: an OR of the bits above ``limit``'s width and
-    a compare of the bits below it. Combinational, log depth in the OR; a plain ``>`` goes
-    through a subtractor's carry network (two levels more on a 24-bit count)."""
+def _at_most(value, limit: int):
+    """``min(value, limit)`` for a constant ``limit``. The compare is an OR of the bits above
+    ``limit``'s width and a compare of the bits below it (log depth in the OR); a plain ``>``
+    goes through a subtractor's carry network (two levels more on a 24-bit count)."""
     n = limit.bit_length()
-    if len(value) <= n:
-        return value > limit
-    return value[n:].any() | (value[:n] > limit)
+    above = value > limit if len(value) <= n else value[n:].any() | (value[:n] > limit)
+    return Mux(above, limit, value)
 
 
 class ASource(enum.Enum, shape=2):
@@ -351,7 +350,7 @@ class StepDatapath(wiring.Component):
         expect_len = Signal(range(P + 1))
         pkt_left = Signal(range(P + 1))
         m.d.comb += [
-            expect_len.eq(Mux(_above(recv_left, P), P, recv_left)),
+            expect_len.eq(_at_most(recv_left, P)),
             pkt_left.eq(Mux(recv_pkt_left == 0, expect_len, recv_pkt_left)),
         ]
         with m.If(took):
@@ -366,9 +365,8 @@ class StepDatapath(wiring.Component):
                 m.d.sync += self.recv_error.eq(1)
             # min(pkt_left, B) straight from the registers, not through pkt_left's mux (it feeds
             # the packetizer's flags): a packet's first beat carries min(recv_left, P, B) bytes.
-            step = Mux(recv_pkt_left == 0,
-                       Mux(_above(recv_left, min(P, B)), min(P, B), recv_left),
-                       Mux(_above(recv_pkt_left, B), B, recv_pkt_left))
+            step = Mux(recv_pkt_left == 0, _at_most(recv_left, min(P, B)),
+                       _at_most(recv_pkt_left, B))
             m.d.comb += took_bytes.eq(step)
             m.d.sync += [recv_pkt_left.eq(pkt_left - step), recv_left.eq(recv_left - step)]
             with m.If(beat.last):
@@ -435,7 +433,7 @@ class StepDatapath(wiring.Component):
             self.nic_send.valid.eq(active & (send_cmd_left != 0) & data_here),
             self.nic_send.payload.link.eq(plan.send_link),
             self.nic_send.payload.tag.eq(send_pkt),
-            self.nic_send.payload.length.eq(Mux(_above(send_cmd_left, P), P, send_cmd_left)),
+            self.nic_send.payload.length.eq(_at_most(send_cmd_left, P)),
         ]
         with m.If(self.nic_send.valid & self.nic_send.ready):
             m.d.sync += [send_cmd_left.eq(send_cmd_left - self.nic_send.payload.length),
