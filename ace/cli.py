@@ -125,6 +125,8 @@ def cmd_replay(args) -> int:
         modes = parse_modes(args.mode, lambda text: UserError(f"--mode: {text}"))
         if not 0 <= args.background < 1:
             raise UserError(f"--background: {args.background}; allowed: 0 <= share < 1")
+        if args.waves and args.pgo:
+            raise UserError("--waves, --pgo: separate builds; choose one")
         if args.scale is not None and not 0 < args.scale < float("inf"):
             raise UserError(f"--scale: {args.scale}; allowed: a number above 0")
         if args.max_bytes is not None and args.max_bytes < 1:
@@ -148,7 +150,7 @@ def cmd_replay(args) -> int:
             return _print_estimate(trace, system, modes)
         results = replay(trace, system, modes=modes, seed=args.seed, interval=args.interval,
                          background_share=args.background, waves=args.waves,
-                         waves_dir=Path(args.out), progress=not args.quiet)
+                         waves_dir=Path(args.out), progress=not args.quiet, pgo=args.pgo)
     except CollectiveTooLarge as error:
         hint = f"--scale {error.scale:g} fits the largest collectives" if error.scale else \
             "--scale F"
@@ -212,7 +214,7 @@ def cmd_bench_sim(args) -> int:
     records = []
     for name in names:
         print(f"{name}: Verilator, all-reduce of {args.bytes} bytes", flush=True)
-        records.append(verilator_speed(name, nbytes=args.bytes, log=print))
+        records.append(verilator_speed(name, nbytes=args.bytes, pgo=args.pgo, log=print))
     if args.cycles:     # one comparison run: minutes of elaboration per system
         print(f"{names[0]}: Amaranth simulator, up to {args.cycles} cycles", flush=True)
         records.append(amaranth_speed(names[0], cycles=args.cycles, log=print))
@@ -309,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "A to B-1 (ASTRA-sim layer index; else the collective's position)")
     p.add_argument("--waves", action="store_true", help="record an FST waveform per mode, "
                    "OUT/waves_<mode>.fst (a separate Verilator build with tracing)")
+    p.add_argument("--pgo", action="store_true", help="gcc profile-guided build of the engine: the first use per engine configuration adds a training replay and a second compilation (minutes), later replays run about 16%% faster")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--estimate", action="store_true", help="print the expected cycles and "
                    "time of the replay and stop (builds and simulates nothing)")
@@ -322,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="all-reduce size of the Verilator run, bytes per node (default 1 MiB)")
     p.add_argument("--cycles", type=int, default=3000, help="most cycles of the Amaranth "
                    "simulator run, on the first system (default 3000; 0: Verilator only)")
+    p.add_argument("--pgo", action="store_true", help="gcc profile-guided build of the engine: the first use per engine configuration adds a training replay and a second compilation (minutes), later replays run about 16%% faster")
     p.add_argument("--json", metavar="PATH", help="also write the records as JSON")
     p.set_defaults(func=cmd_bench_sim)
 

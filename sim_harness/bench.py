@@ -84,19 +84,19 @@ def _rate(cycles: int, nodes: int, seconds: float) -> float:
 
 
 def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, idle_cycles: int = 100_000,
-                    log=None) -> dict:
+                    pgo: bool = False, log=None) -> dict:
     """Replay an ``nbytes`` fp32 all-reduce in ACE mode on the named system's Verilator build
     (built first if needed, not timed), then ``idle_cycles`` idle cycles after a reset; return
-    the phases' cycles, seconds and node-cycles/s."""
+    the phases' cycles, seconds and node-cycles/s. ``pgo``: on the profile-guided build."""
     system = load_system(system_name)
     nodes = system.topology.num_nodes
     spec = CollectiveSpec(name=f"allreduce_{nbytes}", collective="allreduce", bytes=nbytes,
                           source="bench")
     prepared = prepare(spec, system, "ace")
     build_start = time.perf_counter()
-    build_driver(system, log=log)
+    exe = build_driver(system, pgo=pgo, log=log)
     build_seconds = time.perf_counter() - build_start
-    with _TimedSimulator(system) as sim:
+    with _TimedSimulator(system, exe=exe) as sim:
         sim.reset()
         start = time.perf_counter()
         raw = run_collective(sim, prepared, seed=1, interval=1 << 14)
@@ -104,7 +104,7 @@ def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, idle_cycles: int
         if idle_cycles:
             sim.idle(idle_cycles)
         phases = sim.phases
-    out = {"simulator": "verilator", "system": system_name, "nodes": nodes,
+    out = {"simulator": "verilator" + (" pgo" if pgo else ""), "system": system_name, "nodes": nodes,
            "workload": f"allreduce {nbytes} B fp32 (ace)", "correct": raw["correct"],
            "collective_cycles": raw["cycles"], "build_or_cache_seconds": build_seconds,
            "wall_seconds": total}

@@ -242,7 +242,7 @@ def _wire(samples, links, node, link, base) -> int:
 def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1,
            interval: int | None = None, background_share: float = 0.0, waves: bool = False,
            waves_dir=None, log=print, progress: bool = True, parallel: bool = True,
-           plan: Plan | None = None) -> dict:
+           plan: Plan | None = None, pgo: bool = False) -> dict:
     """Run every collective of ``trace`` in every mode of ``modes`` (default: ACE and both
     baselines; aliases such as ``baseline`` accepted); return
     ``{"system": system_record, "runs": [{"mode", "raws": [raw...]}]}``.
@@ -253,6 +253,9 @@ def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1
 
     ``waves`` records an FST waveform of each mode's whole run, ``waves_<mode>.fst`` in
     ``waves_dir`` (default: the waves build's folder), with a separate Verilator build.
+
+    ``pgo``: run on the profile-guided build (:func:`~sim_harness.simulator.build_driver`),
+    the same cycles and results, faster once built.
 
     With ``parallel`` each mode runs in its own simulator process at the same time (the modes
     are independent runs of the same system); results are identical either way."""
@@ -269,7 +272,7 @@ def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1
                 f"exceed program_words = {system.config.program_words})")
     if waves:
         check_waves_toolchain()
-    exe = build_driver(system, waves=waves, log=log)
+    exe = build_driver(system, waves=waves, pgo=pgo, log=log)
 
     def run_mode(position: int, mode: str) -> dict:
         path = None
@@ -277,7 +280,7 @@ def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1
             where = Path(waves_dir) if waves_dir else exe.parent.parent
             where.mkdir(parents=True, exist_ok=True)
             path = where / f"waves_{mode}.fst"
-        with SystemSimulator(system, waves=waves, waves_path=path, log=log) as sim:
+        with SystemSimulator(system, waves=waves, waves_path=path, log=log, exe=exe) as sim:
             sim.reset(background_share=background_share)
             raws = [_run_with_bar(sim, prepared, seed=seed + i, interval=interval,
                                   position=position if progress else None)

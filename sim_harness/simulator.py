@@ -23,6 +23,7 @@ never on the per-cycle path.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -50,7 +51,14 @@ DRIVER_SOURCE = Path(__file__).with_name("driver.cpp")
 VERILATOR_FLAGS = ["--cc", "--build", "-O3", "--x-assign", "fast", "--x-initial", "fast",
                    "--noassert", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-std=c++17",
                    "-MAKEFLAGS", "OPT_FAST=-O2 OPT_SLOW=-O0"]
+#: The make variables of both builds (``-MAKEFLAGS`` above), for :func:`_remake`.
+MAKE_VARIABLES = dict(item.split("=", 1) for item in
+                      VERILATOR_FLAGS[VERILATOR_FLAGS.index("-MAKEFLAGS") + 1].split())
 ENGINE_FLAGS = VERILATOR_FLAGS + ["--prefix", "Vengine"]
+#: gcc profile-guided optimisation of the engine library (``pgo=True``): compiled instrumented,
+#: trained on short replays (:func:`_train`), compiled again with the profile.
+PGO_GENERATE = "-fprofile-generate -fprofile-update=single"
+PGO_USE = "-fprofile-use -fprofile-partial-training -Wno-missing-profile"
 SYSTEM_FLAGS = VERILATOR_FLAGS + ["--exe", "--prefix", "Vtop", "-o", "ace_driver"]
 AXIL_INPUTS = ("awaddr", "awvalid", "wdata", "wvalid", "bready", "araddr", "arvalid", "rready")
 AXIL_OUTPUTS = ("awready", "wready", "bvalid", "bresp", "arready", "rvalid", "rdata", "rresp")
@@ -183,43 +191,129 @@ def _verilate(build_dir: Path, texts: dict[str, str], args: list[str], what: str
                              + "\n".join(tail))
 
 
+def _engine_dir(config, variant: str) -> Path:
+    digest = engine_build_key(config, variant == "waves")
+    return HARNESS_BUILD_ROOT / f"engine_{config.name}-{digest}{'-' + variant if variant else ''}"
+
+
+def _verilate_engine(config, build_dir: Path, variant: str, jobs, log) -> None:
+    extra = {"waves": ["--trace-fst"], "pgo": ["-CFLAGS", PGO_GENERATE]}.get(variant, [])
+    _verilate(build_dir, engine_sources(config),
+              ENGINE_FLAGS + extra + ["--top-module", f"ace_engine_{config.name}_sim"],
+              f"engine {config.name}{' (instrumented)' if variant == 'pgo' else ''} (once per "
+              "engine configuration)", jobs, log)
+
+
 def build_engine(config, *, waves: bool = False, jobs: int | None = None, log=None) -> Path:
     """Compile the engine of ``config`` into a library (``obj/Vengine__ALL.a`` and its
     headers) unless one with the same :func:`engine_build_key` exists; return ``obj``."""
-    digest = engine_build_key(config, waves)
-    build_dir = HARNESS_BUILD_ROOT / f"engine_{config.name}-{digest}{'-waves' if waves else ''}"
+    variant = "waves" if waves else ""
+    build_dir = _engine_dir(config, variant)
     with build_lock(build_dir.with_suffix(".lock")):
         if not (build_dir / "ace_build.stamp").exists():
-            module = f"ace_engine_{config.name}_sim"
-            _verilate(build_dir, engine_sources(config),
-                      ENGINE_FLAGS + (["--trace-fst"] if waves else []) + ["--top-module", module],
-                      f"engine {config.name} (once per engine configuration)", jobs, log)
-            (build_dir / "ace_build.stamp").write_text(digest)
+            _verilate_engine(config, build_dir, variant, jobs, log)
+            (build_dir / "ace_build.stamp").write_text(build_dir.name)
     return build_dir / "obj"
 
 
-def build_driver(spec: SystemSpec, *, waves: bool = False, jobs: int | None = None,
-                 log=None) -> Path:
+def _system_args(spec: SystemSpec, build_dir: Path, engine: Path,
+                 extra_cflags: str = "") -> list[str]:
+    """Verilator options of ``spec``'s build in ``build_dir``, linked with the engine library
+    in ``engine``."""
+    return ["--top-module", spec.name, "-CFLAGS",
+            f"-I{build_dir} -I{engine}{extra_cflags}", "-LDFLAGS", str(engine / "Vengine__ALL.a")]
+
+
+def _remake(obj: Path, makefile: str, remove: list[str], **variables: str) -> None:
+    """Delete the files ``remove`` (globs) in ``obj`` and run its ``makefile`` again with
+    :data:`MAKE_VARIABLES` and ``variables`` overriding the ones Verilator wrote; raise
+    :class:`SimulatorError` if make fails."""
+    for pattern in remove:
+        for path in obj.glob(pattern):
+            path.unlink()
+    cmd = ["make", "-C", str(obj), "-f", makefile, f"-j{os.cpu_count() or 1}",
+           *(f"{name}={value}" for name, value in {**MAKE_VARIABLES, **variables}.items())]
+    with open(obj.parent / "build.log", "a") as out:
+        result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                env=prepare_environment())
+    if result.returncode:
+        raise SimulatorError(f"{makefile} in {obj} failed; see {obj.parent / 'build.log'}")
+
+
+def build_driver(spec: SystemSpec, *, waves: bool = False, pgo: bool = False,
+                 jobs: int | None = None, log=None) -> Path:
     """Compile the system's fabric and the driver, linked with the engine library
     (:func:`build_engine`), unless a build with the same :func:`build_key` exists; return
     the executable. ``log(text)`` receives progress lines (the Verilator output goes to
-    ``build.log``)."""
+    ``build.log``).
+
+    ``pgo``: a separate build (``-pgo`` folders) whose engine library gcc compiles with a
+    profile of this system's replays (:func:`_train`): the first ``pgo`` build of an engine
+    configuration compiles the library twice, the fabric once, and trains for a few seconds;
+    measured in docs/benchmarks.md. Waveforms and ``pgo`` are separate builds; not both."""
+    if waves and pgo:
+        raise ValueError("build_driver: waves and pgo are separate builds; choose one")
+    variant = "waves" if waves else "pgo" if pgo else ""
     spec = build_key_spec(spec)
-    engine = build_engine(spec.config, waves=waves, jobs=jobs, log=log)
+    engine_dir = _engine_dir(spec.config, variant)
+    engine = engine_dir / "obj"
     digest = build_key(spec, waves)
-    build_dir = HARNESS_BUILD_ROOT / f"{spec.name}-{digest}{'-waves' if waves else ''}"
+    build_dir = HARNESS_BUILD_ROOT / f"{spec.name}-{digest}{'-' + variant if variant else ''}"
     exe = build_dir / "obj" / "ace_driver"
-    with build_lock(build_dir.with_suffix(".lock")):
-        if exe.exists() and (build_dir / "ace_build.stamp").exists():
-            return exe
-        texts = {**system_sources(spec), "system_ports.h": ports_header(spec),
-                 "driver.cpp": DRIVER_SOURCE.read_text()}
-        args = SYSTEM_FLAGS + (["--trace-fst"] if waves else []) + [
-            "--top-module", spec.name, "-CFLAGS", f"-I{build_dir} -I{engine}",
-            "-LDFLAGS", str(engine / "Vengine__ALL.a")]
-        _verilate(build_dir, texts, args, f"{spec.name} (once per system)", jobs, log)
-        (build_dir / "ace_build.stamp").write_text(digest)
+    flags = SYSTEM_FLAGS + (["--trace-fst"] if waves else [])
+    what = f"{spec.name} (once per system)"
+    if not pgo:
+        build_engine(spec.config, waves=waves, jobs=jobs, log=log)
+    with build_lock(engine_dir.with_suffix(".lock")) if pgo else contextlib.nullcontext():
+        with build_lock(build_dir.with_suffix(".lock")):
+            if exe.exists() and (build_dir / "ace_build.stamp").exists():
+                return exe
+            texts = {**system_sources(spec), "system_ports.h": ports_header(spec),
+                     "driver.cpp": DRIVER_SOURCE.read_text()}
+            if pgo and not (engine_dir / "ace_build.stamp").exists():
+                # Instrumented engine and driver, a training run, then the engine again.
+                _verilate_engine(spec.config, engine_dir, "pgo", jobs, log)
+                _verilate(build_dir, texts, flags + _system_args(spec, build_dir, engine,
+                          " -DACE_PGO_GENERATE") + ["-LDFLAGS", "-fprofile-generate"],
+                          f"{what}, instrumented", jobs, log)
+                _train(spec, exe, log)
+                _remake(engine, "Vengine.mk", ["*.o", "*.a", "*.gch"],
+                        VM_USER_CFLAGS=f"-std=c++17 {PGO_USE}")
+                (engine_dir / "ace_build.stamp").write_text(engine_dir.name)
+                _remake(build_dir / "obj", "Vtop.mk", ["driver.o", "ace_driver"],
+                        VM_USER_CFLAGS=f"-std=c++17 -I{build_dir} -I{engine}",
+                        VM_USER_LDLIBS=str(engine / "Vengine__ALL.a"))
+            else:
+                _verilate(build_dir, texts, flags + _system_args(spec, build_dir, engine), what,
+                          jobs, log)
+            (build_dir / "ace_build.stamp").write_text(digest)
     return exe
+
+
+def _train(spec: SystemSpec, exe: Path, log) -> None:
+    """The profile of a ``pgo`` build: short all-reduce, reduce-scatter and all-gather replays
+    of every mode on the instrumented driver ``exe``, each checked bit-exact (a build whose
+    training went wrong is not kept). Not the 1 MiB all-reduce that ``ace bench-sim``
+    measures."""
+    from .preflight import prepare
+    from .replay import run_collective
+    from .trace import CollectiveSpec
+
+    if log:
+        log(f"training {spec.name}'s profile-guided build")
+    with SystemSimulator(spec, exe=exe) as sim:
+        sim.reset()
+        for mode, collective, nbytes in (("ace", "allreduce", 256 << 10),
+                                         ("ace", "reducescatter", 128 << 10),
+                                         ("ace", "allgather", 128 << 10),
+                                         ("staged", "allreduce", 64 << 10),
+                                         ("p2p", "allreduce", 64 << 10)):
+            spec_c = CollectiveSpec(name=f"train_{collective}", collective=collective,
+                                    bytes=nbytes, source="pgo")
+            raw = run_collective(sim, prepare(spec_c, spec, mode), seed=1, interval=1 << 14)
+            if not raw["correct"]:
+                raise SimulatorError(f"profile training: {mode} {collective} of {nbytes} B "
+                                     f"on {spec.name} was not bit-exact")
 
 
 class SystemSimulator:
@@ -231,12 +325,12 @@ class SystemSimulator:
     waves : record an FST waveform to ``waves_path`` (a separate build).
     """
 
-    def __init__(self, spec: SystemSpec, *, waves: bool = False,
-                 waves_path: str | Path | None = None, log=None):
+    def __init__(self, spec: SystemSpec, *, waves: bool = False, pgo: bool = False,
+                 waves_path: str | Path | None = None, log=None, exe: Path | None = None):
         self.spec = spec
         self.nodes = spec.topology.num_nodes
         self.links = sorted(link_partners(spec.topology))
-        self.exe = build_driver(spec, waves=waves, log=log)
+        self.exe = exe or build_driver(spec, waves=waves, pgo=pgo, log=log)
         self.proc = subprocess.Popen([str(self.exe)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1)
         self.tmp = tempfile.TemporaryDirectory(prefix="ace-sim-")

@@ -45,6 +45,20 @@ def _public_top_only(runner, toplevel: str, texts: dict) -> dict:
     return {**texts, "public_top.vlt": vlt}
 
 
+#: The C++ optimisation of cocotb's Verilator builds. Verilator's default (``-Os``) spends more
+#: compile time than a testbench's short run gets back: the engine's cocotb tests took 206 CPU
+#: seconds with it and 126 with ``-O1``, build included (docs/benchmarks.md, Test suite).
+COCOTB_OPT_FAST = "-O1"
+
+
+def _compile_options(runner) -> None:
+    """Compile the Verilated C++ with :data:`COCOTB_OPT_FAST` (cocotb's runner sets no
+    optimisation of its own; the make variable overrides Verilator's default)."""
+    build_command = runner._build_command
+    runner._build_command = lambda: [cmd + [f"OPT_FAST={COCOTB_OPT_FAST}"] if cmd[0] == "make"
+                                     else cmd for cmd in build_command()]
+
+
 def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None,
                   quiet: bool = False, top_only: bool = False):
     """Compile Verilog ``sources`` (file name -> text) with ``toplevel`` as the top, in
@@ -60,10 +74,13 @@ def build_sources(key: str, sources, toplevel: str, *, waves: bool | None = None
     build_dir = BUILD_ROOT / f"{key}-{sim}{'-waves' if waves else ''}"
     runner = get_runner(sim)
     texts = sources
+    if sim == "verilator":
+        _compile_options(runner)
     if top_only and sim == "verilator":
         texts = _public_top_only(runner, toplevel, texts)
     digest = hashlib.sha256("".join(f"{name}\0{text}\0" for name, text
-                                    in sorted(texts.items())).encode()).hexdigest()
+                                    in sorted(texts.items())).encode()
+                            + COCOTB_OPT_FAST.encode()).hexdigest()
     with build_lock(build_dir.with_suffix(".lock")):
         stamp = build_dir / "ace_build.stamp"
         fresh = stamp.exists() and stamp.read_text() == digest

@@ -91,3 +91,19 @@ def test_estimate_of_the_default_replay(tmp_path, monkeypatch, capsys):
     assert all(f"{mode}: about" in out for mode in ("ace", "staged", "p2p"))
     assert "measured here" in out
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob("ace_system_*"))
+
+
+@pytest.mark.large
+def test_profile_guided_build_runs_the_same_cycles():
+    """``pgo`` (the engine library compiled again with a profile of training replays) changes
+    the speed only: the default replay gives the same raw records in every mode, value for
+    value, and bit-exact results. Builds the ``ring8`` profile-guided driver (minutes)."""
+    from sim_harness.replay import replay
+    from sim_harness.systems import load_system
+    from sim_harness.traces import DEFAULT_TRACE, load_trace
+
+    trace, system = load_trace(DEFAULT_TRACE), load_system("ring8")
+    plain, guided = (replay(trace, system, log=None, progress=False, parallel=False, pgo=pgo)
+                     for pgo in (False, True))
+    assert all(raw["correct"] for run in guided["runs"] for raw in run["raws"])
+    assert guided == plain

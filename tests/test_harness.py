@@ -149,6 +149,7 @@ def test_cli_replay_writes_results(tmp_path):
     (["replay", "missing.yaml"], "missing.yaml"),
     (["replay", "--system", "nosuch"], "nosuch"),
     (["replay", "--background", "1.5"], "--background"),
+    (["replay", "--waves", "--pgo"], "--pgo"),
 ])
 def test_cli_user_errors_are_one_line_exit_2(tmp_path, args, message):
     result = _ace(*args, cwd=tmp_path)
