@@ -147,7 +147,7 @@ def cmd_replay(args) -> int:
               f"collectives{cut}) on {system.topology} [{system.config.name}], modes: "
               f"{', '.join(modes)}", flush=True)
         if args.estimate:
-            return _print_estimate(trace, system, modes)
+            return _print_estimate(trace, system, modes, args.pgo)
         results = replay(trace, system, modes=modes, seed=args.seed, interval=args.interval,
                          background_share=args.background, waves=args.waves,
                          waves_dir=Path(args.out), progress=not args.quiet, pgo=args.pgo)
@@ -173,13 +173,13 @@ def cmd_replay(args) -> int:
                                       for r in run["collectives"] if not r["correct"]])
 
 
-def _print_estimate(trace, system, modes) -> int:
+def _print_estimate(trace, system, modes, pgo: bool) -> int:
     """``ace replay --estimate``: expected cycles and time of each mode, nothing run."""
     from sim_harness.preflight import preflight
     from sim_harness.simulator import speed_file
     from sim_harness.speed import estimate
 
-    est = estimate(preflight(trace, system, modes), speed_file())
+    est = estimate(preflight(trace, system, modes), speed_file(), pgo=pgo)
     for mode, m in est["modes"].items():
         print(f"{mode}: about {m['cycles']:,} cycles, {m['seconds']:,.0f} CPU seconds")
     source = ("measured here" if est["measured"] else
@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "A to B-1 (ASTRA-sim layer index; else the collective's position)")
     p.add_argument("--waves", action="store_true", help="record an FST waveform per mode, "
                    "OUT/waves_<mode>.fst (a separate Verilator build with tracing)")
-    p.add_argument("--pgo", action="store_true", help="gcc profile-guided build of the engine: the first use per engine configuration adds a training replay and a second compilation (minutes), later replays run about 16%% faster")
+    p.add_argument("--pgo", action="store_true", help="gcc profile-guided build of the engine: the first use per engine configuration adds a training replay and a second compilation (minutes), later replays run about 12%% faster (docs/harness.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--estimate", action="store_true", help="print the expected cycles and "
                    "time of the replay and stop (builds and simulates nothing)")
@@ -325,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="all-reduce size of the Verilator run, bytes per node (default 1 MiB)")
     p.add_argument("--cycles", type=int, default=3000, help="most cycles of the Amaranth "
                    "simulator run, on the first system (default 3000; 0: Verilator only)")
-    p.add_argument("--pgo", action="store_true", help="gcc profile-guided build of the engine: the first use per engine configuration adds a training replay and a second compilation (minutes), later replays run about 16%% faster")
+    p.add_argument("--pgo", action="store_true", help="gcc profile-guided build of the engine: the first use per engine configuration adds a training replay and a second compilation (minutes), later replays run about 12%% faster (docs/harness.md)")
     p.add_argument("--json", metavar="PATH", help="also write the records as JSON")
     p.set_defaults(func=cmd_bench_sim)
 

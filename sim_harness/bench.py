@@ -96,7 +96,7 @@ def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, idle_cycles: int
     build_start = time.perf_counter()
     exe = build_driver(system, pgo=pgo, log=log)
     build_seconds = time.perf_counter() - build_start
-    with _TimedSimulator(system, exe=exe) as sim:
+    with _TimedSimulator(system, pgo=pgo, exe=exe) as sim:
         sim.reset()
         start = time.perf_counter()
         raw = run_collective(sim, prepared, seed=1, interval=1 << 14)

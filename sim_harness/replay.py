@@ -280,7 +280,8 @@ def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1
             where = Path(waves_dir) if waves_dir else exe.parent.parent
             where.mkdir(parents=True, exist_ok=True)
             path = where / f"waves_{mode}.fst"
-        with SystemSimulator(system, waves=waves, waves_path=path, log=log, exe=exe) as sim:
+        with SystemSimulator(system, waves=waves, waves_path=path, log=log, pgo=pgo,
+                             exe=exe) as sim:
             sim.reset(background_share=background_share)
             raws = [_run_with_bar(sim, prepared, seed=seed + i, interval=interval,
                                   position=position if progress else None)

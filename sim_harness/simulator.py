@@ -73,6 +73,12 @@ def _port(name: str) -> str:
     return name.replace("__", "___05F")
 
 
+def speed_key(system_name: str, pgo: bool = False) -> str:
+    """The name a system's speed is recorded under: its own, ``-pgo`` added for the
+    profile-guided build."""
+    return system_name + ("-pgo" if pgo else "")
+
+
 def speed_file() -> Path:
     """Where the simulators record their speed (:mod:`sim_harness.speed`)."""
     return HARNESS_BUILD_ROOT / "speed.json"
@@ -302,6 +308,7 @@ def _train(spec: SystemSpec, exe: Path, log) -> None:
     if log:
         log(f"training {spec.name}'s profile-guided build")
     with SystemSimulator(spec, exe=exe) as sim:
+        sim.speed_key = None            # an instrumented driver's speed says nothing
         sim.reset()
         for mode, collective, nbytes in (("ace", "allreduce", 256 << 10),
                                          ("ace", "reducescatter", 128 << 10),
@@ -323,6 +330,9 @@ class SystemSimulator:
     ----------
     spec : SystemSpec; its link/memory rates and latencies are applied by :meth:`reset`.
     waves : record an FST waveform to ``waves_path`` (a separate build).
+    pgo : run the profile-guided build (:func:`build_driver`).
+    exe : a driver already built for ``spec`` (by :func:`build_driver` with the same
+        ``waves``/``pgo``), instead of building or finding it here.
     """
 
     def __init__(self, spec: SystemSpec, *, waves: bool = False, pgo: bool = False,
@@ -331,6 +341,8 @@ class SystemSimulator:
         self.nodes = spec.topology.num_nodes
         self.links = sorted(link_partners(spec.topology))
         self.exe = exe or build_driver(spec, waves=waves, pgo=pgo, log=log)
+        #: The name this run's speed is recorded under (:mod:`sim_harness.speed`); None: not.
+        self.speed_key = speed_key(spec.name, pgo)
         self.proc = subprocess.Popen([str(self.exe)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1)
         self.tmp = tempfile.TemporaryDirectory(prefix="ace-sim-")
@@ -371,8 +383,9 @@ class SystemSimulator:
         """Record the run's speed (:mod:`sim_harness.speed`) and stop the driver."""
         if self.proc.poll() is None:
             try:
-                record_speed(speed_file(), self.spec.name, self.cycle, self.nodes,
-                             self.cpu_seconds())
+                if self.speed_key:
+                    record_speed(speed_file(), self.speed_key, self.cycle, self.nodes,
+                                 self.cpu_seconds())
                 self._send("quit")
                 self.proc.wait(timeout=30)
             except (SimulatorError, BrokenPipeError, subprocess.TimeoutExpired):

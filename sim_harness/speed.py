@@ -86,11 +86,13 @@ def record_speed(path: Path, system_name: str, cycles: int, nodes: int,
         pass
 
 
-def estimate(plan, path: Path) -> dict:
+def estimate(plan, path: Path, *, pgo: bool = False) -> dict:
     """``{"modes": {mode: {"cycles", "seconds"}}, "node_cycles_per_cpu_s", "measured",
     "seconds"}`` for a pre-flight ``plan``, at the speed recorded in ``path``: the modes run in
-    parallel, so the replay takes about as long as its longest mode (given a core each)."""
-    speed = recorded_speed(path, plan.system.name)
+    parallel, so the replay takes about as long as its longest mode (given a core each).
+    ``pgo``: at the profile-guided build's speed if one was recorded (else the plain one's)."""
+    name = plan.system.name
+    speed = (pgo and recorded_speed(path, name + "-pgo")) or recorded_speed(path, name)
     rate = speed or DEFAULT_NODE_CYCLES_PER_CPU_S
     nodes = plan.system.topology.num_nodes
     modes = {}

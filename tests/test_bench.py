@@ -86,6 +86,13 @@ def test_estimate_of_the_default_replay(tmp_path, monkeypatch, capsys):
         (prepared,) = plan.collectives[mode]
         assert abs(speed.expected_cycles(prepared, system, load=False) / measured - 1) < 0.2
         assert est["modes"][mode]["seconds"] == est["modes"][mode]["cycles"] * 8 / 200_000
+    # The profile-guided build's own speed once recorded; the plain one's until then.
+    assert speed.estimate(plan, simulator.speed_file(), pgo=True) == est
+    speed.record_speed(simulator.speed_file(), simulator.speed_key(system.name, pgo=True),
+                       1_000_000, 8, 32.0)
+    assert speed.estimate(plan, simulator.speed_file(), pgo=True)["node_cycles_per_cpu_s"] \
+        == 250_000
+    assert speed.estimate(plan, simulator.speed_file()) == est
     assert main(["replay", "--estimate", "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert all(f"{mode}: about" in out for mode in ("ace", "staged", "p2p"))
