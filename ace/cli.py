@@ -199,6 +199,12 @@ def _golden_verdict(command: str, wrong: list[str]) -> int:
     return 0
 
 
+#: ``--pgo`` of ``replay`` and ``bench-sim``.
+PGO_HELP = ("gcc profile-guided build of the engine: the first use per engine configuration "
+            "adds a training replay and a second compilation (minutes), later replays run "
+            "about 12%% faster (docs/harness.md)")
+
+
 def cmd_bench_sim(args) -> int:
     from sim_harness.bench import amaranth_speed, format_bench, verilator_speed
     from sim_harness.systems import NAMED_SYSTEMS
@@ -311,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "A to B-1 (ASTRA-sim layer index; else the collective's position)")
     p.add_argument("--waves", action="store_true", help="record an FST waveform per mode, "
                    "OUT/waves_<mode>.fst (a separate Verilator build with tracing)")
-    p.add_argument("--pgo", action="store_true", help="gcc profile-guided build of the engine: the first use per engine configuration adds a training replay and a second compilation (minutes), later replays run about 12%% faster (docs/harness.md)")
+    p.add_argument("--pgo", action="store_true", help=PGO_HELP)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--estimate", action="store_true", help="print the expected cycles and "
                    "time of the replay and stop (builds and simulates nothing)")
@@ -325,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="all-reduce size of the Verilator run, bytes per node (default 1 MiB)")
     p.add_argument("--cycles", type=int, default=3000, help="most cycles of the Amaranth "
                    "simulator run, on the first system (default 3000; 0: Verilator only)")
-    p.add_argument("--pgo", action="store_true", help="gcc profile-guided build of the engine: the first use per engine configuration adds a training replay and a second compilation (minutes), later replays run about 12%% faster (docs/harness.md)")
+    p.add_argument("--pgo", action="store_true", help=PGO_HELP)
     p.add_argument("--json", metavar="PATH", help="also write the records as JSON")
     p.set_defaults(func=cmd_bench_sim)
 

@@ -104,8 +104,8 @@ def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, idle_cycles: int
         if idle_cycles:
             sim.idle(idle_cycles)
         phases = sim.phases
-    out = {"simulator": "verilator" + (" pgo" if pgo else ""), "system": system_name, "nodes": nodes,
-           "workload": f"allreduce {nbytes} B fp32 (ace)", "correct": raw["correct"],
+    out = {"simulator": "verilator" + (" pgo" if pgo else ""), "system": system_name,
+           "nodes": nodes, "workload": f"allreduce {nbytes} B fp32 (ace)", "correct": raw["correct"],
            "collective_cycles": raw["cycles"], "build_or_cache_seconds": build_seconds,
            "wall_seconds": total}
     for name, phase in phases.items():
