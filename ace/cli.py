@@ -241,7 +241,8 @@ def cmd_sweep(args) -> int:
         points = load_spec(args.spec)
         where = f"Dask scheduler {args.scheduler}" if args.scheduler else "local processes"
         print(f"sweeping {len(points)} points from {args.spec} on {where}", flush=True)
-        results = run_points(points, scheduler=args.scheduler, workers=args.workers)
+        results = run_points(points, scheduler=args.scheduler, workers=args.workers,
+                             pgo=args.pgo)
     except SweepError as error:
         raise UserError(str(error)) from None
     except ReplayError as error:
@@ -265,7 +266,7 @@ def cmd_experiment(args) -> int:
         raise UserError(f"--workers: {args.workers}; allowed: an integer >= 1")
     try:
         run_experiment(args.name, quick=args.quick, out=args.out, workers=args.workers,
-                       reuse=args.reuse, ratios=args.mem_ratio,
+                       reuse=args.reuse, ratios=args.mem_ratio, pgo=args.pgo,
                        systems=args.systems.split(",") if args.systems else None)
     except (ExperimentError, SweepError) as error:
         raise UserError(str(error)) from None
@@ -345,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local worker processes (default: CPU count)")
     p.add_argument("--out", default="build/sweep", help="output directory (sweep.json, "
                    "sweep.csv)")
+    p.add_argument("--pgo", action="store_true", help=PGO_HELP)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("experiment", help="reproduce the ACE paper's figures on the RTL: "
@@ -355,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: build/experiment/NAME)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="local worker processes (default: CPU count)")
+    p.add_argument("--pgo", action="store_true", help=PGO_HELP)
     p.add_argument("--reuse", metavar="DIR", help="take the RTL points an earlier run saved "
                    "in DIR/rtl_points.json (same engine configuration) instead of running them")
     p.add_argument("--systems", metavar="A,B", help="named systems to run on instead of the "

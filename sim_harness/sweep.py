@@ -246,14 +246,14 @@ def _prepare(point: SweepPoint):
                               overrides=dict(point.system_keys))
 
 
-def run_point(point: SweepPoint, plan: Plan | None = None) -> dict:
+def run_point(point: SweepPoint, plan: Plan | None = None, pgo: bool = False) -> dict:
     """Replay one point (modes one after another, no progress output) with its pre-flight
-    ``plan`` (made here when None); return the ``results.json`` document, in plain JSON types.
-    This is what each worker runs."""
+    ``plan`` (made here when None), on the profile-guided build if ``pgo``; return the
+    ``results.json`` document, in plain JSON types. This is what each worker runs."""
     trace, system = _prepare(point)
     raw = replay(trace, system, modes=point.modes, seed=point.seed,
                  background_share=point.background, log=None, progress=False, parallel=False,
-                 plan=plan)
+                 plan=plan, pgo=pgo)
     # Only simulated quantities go in (no wall-clock or host fields); the JSON round trip
     # gives both paths the same plain types.
     return json.loads(json.dumps(build_results(raw["system"], raw["runs"]), allow_nan=False))
@@ -299,7 +299,7 @@ def _absolute(point: SweepPoint) -> SweepPoint:
 
 
 def run_points(points, *, scheduler: str | None = None, workers: int | None = None,
-               progress: bool = True) -> list[dict]:
+               progress: bool = True, pgo: bool = False) -> list[dict]:
     """Run every point; return ``[{"point": asdict(point), "results": results.json document}]``
     in the order of ``points``.
 
@@ -307,7 +307,8 @@ def run_points(points, *, scheduler: str | None = None, workers: int | None = No
     system is built once before any point runs: in this process for the local pool
     (``workers`` processes, default ``os.cpu_count()``), as one task per system on the
     cluster for ``scheduler`` (a ``dask.distributed`` scheduler address), whose workers must
-    see the same build folder (``ACE_BUILD_DIR``). A point that fails to run raises
+    see the same build folder (``ACE_BUILD_DIR``). ``pgo``: the profile-guided builds
+    (:func:`~sim_harness.simulator.build_driver`). A point that fails to run raises
     :class:`~sim_harness.replay.ReplayError` naming it."""
     from tqdm import tqdm
 
@@ -321,15 +322,15 @@ def run_points(points, *, scheduler: str | None = None, workers: int | None = No
     if not points:
         return []
     plans, systems = _check(points)
-    jobs = [(_absolute(p), plans[_key(p)]) for p in points]
+    jobs = [(_absolute(p), plans[_key(p)], pgo) for p in points]
     bar = tqdm(total=len(points), unit="point", desc="sweep", disable=not progress)
     log = bar.write if progress else None
     try:
         if scheduler is None:
-            _build(lambda: [build_driver(system, log=log) for system in systems])
+            _build(lambda: [build_driver(system, pgo=pgo, log=log) for system in systems])
             documents = _run_local(jobs, points, workers or os.cpu_count() or 1, bar)
         else:
-            documents = _run_dask(jobs, points, scheduler, systems, bar, log)
+            documents = _run_dask(jobs, points, scheduler, systems, pgo, bar, log)
     finally:
         bar.close()
     return [{"point": asdict(p), "results": d} for p, d in zip(points, documents)]
@@ -369,7 +370,7 @@ def _raise(index, point, error):
     raise error
 
 
-def _run_dask(jobs, points, scheduler: str, systems, bar, log) -> list[dict]:
+def _run_dask(jobs, points, scheduler: str, systems, pgo: bool, bar, log) -> list[dict]:
     from distributed import Client, as_completed
 
     try:
@@ -380,7 +381,7 @@ def _run_dask(jobs, points, scheduler: str, systems, bar, log) -> list[dict]:
         if log:
             log(f"building {len(systems)} system(s) on the cluster (a cached build returns at "
                 "once)")
-        _build(lambda: client.gather([client.submit(build_driver, s, pure=False)
+        _build(lambda: client.gather([client.submit(build_driver, s, pgo=pgo, pure=False)
                                       for s in systems]))
         futures = client.map(run_point, *zip(*jobs), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}

@@ -55,7 +55,7 @@ def _check_systems(systems) -> None:
 def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = None,
                    workers: int | None = None, reuse: str | Path | None = None,
                    systems: list[str] | None = None, ratios=None, progress: bool = True,
-                   log=print) -> dict:
+                   pgo: bool = False, log=print) -> dict:
     """Run experiment ``name`` (or ``paper``: all of them) and write its files into ``out``
     (default ``build/experiment/<name>``); return the summary written to ``summary.json``.
 
@@ -63,7 +63,7 @@ def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = N
     earlier run) takes the points it holds from there instead of running them again, as long
     as they were measured on the current engine configuration. ``systems`` (named systems)
     replaces the experiments' own choice of systems; ``ratios`` (numbers, or a comma-separated
-    string) the default balances."""
+    string) the default balances. ``pgo``: run on the profile-guided builds (same results)."""
     if name not in NAMES:
         raise ExperimentError(f"experiment: {name!r}; allowed: {', '.join(NAMES)}")
     out = Path(out) if out is not None else Path("build") / "experiment" / name
@@ -95,8 +95,8 @@ def run_experiment(name: str, *, quick: bool = False, out: str | Path | None = N
     if log and reuse is not None:
         log(f"--reuse: {len(measured)} points from {reuse}, {len(missing.keys)} to run")
     mem_bytes = next(iter(settings.values()))["mem_bytes"]
-    measured.update(measure(missing, mem_bytes=mem_bytes, workers=workers, progress=progress)
-                    if missing.keys else {})
+    measured.update(measure(missing, mem_bytes=mem_bytes, workers=workers, progress=progress,
+                            pgo=pgo) if missing.keys else {})
     out.mkdir(parents=True, exist_ok=True)
     save_points(out / "rtl_points.json", {k: measured[k] for k in plan.keys})
     rtl_seconds = time.monotonic() - start

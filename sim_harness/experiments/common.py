@@ -178,7 +178,7 @@ def fits(system: str, collective: str, nbytes: int, mem_bytes: int | None = None
 
 
 def measure(plan: Plan, *, mem_bytes: int | None = None, workers: int | None = None,
-            progress: bool = True) -> dict:
+            progress: bool = True, pgo: bool = False) -> dict:
     """Run every point of ``plan`` on the RTL (every mode of :data:`MODES`, node memory
     ``mem_bytes``, None: the system's) and return ``{key: {"ace": record, "staged": record,
     "p2p": record, "system": system record}}`` (records:
@@ -187,7 +187,7 @@ def measure(plan: Plan, *, mem_bytes: int | None = None, workers: int | None = N
     wrong run."""
     keys = list(plan.keys)
     results = run_points([_sweep_point(k, mem_bytes) for k in keys], workers=workers,
-                         progress=progress)
+                         progress=progress, pgo=pgo)
     out = {}
     for key, result in zip(keys, results):
         doc = result["results"]
