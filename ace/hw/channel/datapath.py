@@ -459,19 +459,20 @@ class StepDatapath(wiring.Component):
         # ``active``.
         load = self.plan.valid & ~active
         gap_start = Mux(p.send, p.bytes, 0) - Mux(p.a_src == ASource.NIC, p.bytes, 0)
-        gap_sums = {(took_it, sent_it): _CarrySaveSum(fwd_gap, plus=beat_bytes if took_it else None,
-                                                      minus=send_bytes if sent_it else None)
-                    for took_it in (0, 1) for sent_it in (0, 1)}
-        gap_sums[0, 0] = _CarrySaveSum(Mux(load, gap_start, fwd_gap))
         gaps, aheads, evens = {}, {}, {}
-        for (took_it, sent_it), gap_sum in gap_sums.items():
-            suffix = ("_took" if took_it else "") + ("_sent" if sent_it else "")
-            gaps[took_it, sent_it] = gap = Signal(gap_shape, name=f"gap{suffix or '_kept'}")
-            zero = gap_sum.is_zero()
-            m.d.comb += gap.eq(gap_sum.sum())
-            aheads[took_it, sent_it] = ~gap[-1] & ~zero
-            evens[took_it, sent_it] = zero
-        # a plan taken: "not ahead, even" whatever the gap (only a forwarding step reads them)
+        for took_it in (0, 1):
+            for sent_it in (0, 1):
+                gap_sum = _CarrySaveSum(fwd_gap, plus=beat_bytes if took_it else None,
+                                        minus=send_bytes if sent_it else None)
+                suffix = ("_took" if took_it else "") + ("_sent" if sent_it else "")
+                gaps[took_it, sent_it] = gap = Signal(gap_shape, name=f"gap{suffix or '_kept'}")
+                zero = gap_sum.is_zero()
+                m.d.comb += gap.eq(gap_sum.sum())
+                aheads[took_it, sent_it] = ~gap[-1] & ~zero
+                evens[took_it, sent_it] = zero
+        # a plan taken: the step's first gap, "not ahead, even" whatever it is (only a
+        # forwarding step reads the flags, and its first gap is 0)
+        gaps[0, 0] = Mux(load, gap_start, gaps[0, 0])
         aheads[0, 0] = ~load & aheads[0, 0]
         evens[0, 0] = load | evens[0, 0]
         cmd_taken = self.nic_send.valid & self.nic_send.ready
