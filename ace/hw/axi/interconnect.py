@@ -53,7 +53,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from ace.hw.common.arbiter import RoundRobinArbiter
+from ace.hw.common.arbiter import RoundRobinArbiter, one_hot_select
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.axi.signatures import Axi4Signature
 
@@ -265,14 +265,11 @@ class AxiInterconnect(wiring.Component):
                 idq.r_en.eq(taken & beat_out.last),
             ]
 
+        granted = data.View(ar_layout, one_hot_select(arb.grant, [r.payload for r in requests]))
         with m.If(arb.valid):
-            m.d.sync += mem.arvalid.eq(1)
-            with m.Switch(arb.grant_index):
-                for i, req in enumerate(requests):
-                    with m.Case(i):
-                        m.d.sync += mem.arid.eq(i)
-                        m.d.sync += [getattr(mem, name).eq(req.payload[name])
-                                     for name in ar_fields if name != "arid"]
+            m.d.sync += [mem.arvalid.eq(1), mem.arid.eq(arb.grant_index)]
+            m.d.sync += [getattr(mem, name).eq(granted[name])
+                         for name in ar_fields if name != "arid"]
         m.d.comb += mem.rready.eq(1)
 
     # -- writes ----------------------------------------------------------------------------
@@ -358,18 +355,15 @@ class AxiInterconnect(wiring.Component):
                 bidq.r_en.eq(b_taken),
             ]
 
+        head = data.View(aw_layout, one_hot_select(arb.grant, aw_heads))
         with m.If(arb.valid):
             m.d.sync += [mem.awvalid.eq(1), w_busy.eq(1), w_sel.eq(arb.grant_index),
                          mem.awid.eq(arb.grant_index)]
-            with m.Switch(arb.grant_index):
-                for j, head in enumerate(aw_heads):
-                    with m.Case(j):
-                        m.d.sync += [
-                            mem.awaddr.eq(head.addr), mem.awlen.eq(head.len),
-                            mem.awsize.eq(head.size), mem.awburst.eq(head.burst),
-                            mem.awlock.eq(head.lock), mem.awcache.eq(head.cache),
-                            mem.awprot.eq(head.prot),
-                        ]
+            m.d.sync += [
+                mem.awaddr.eq(head.addr), mem.awlen.eq(head.len), mem.awsize.eq(head.size),
+                mem.awburst.eq(head.burst), mem.awlock.eq(head.lock),
+                mem.awcache.eq(head.cache), mem.awprot.eq(head.prot),
+            ]
 
         # W: the selected master's burst, beat by beat from its W buffer.
         with m.Switch(w_sel):

@@ -37,7 +37,7 @@ zeros so a step stuck on a receive that never comes still finishes (with undefin
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal, signed, unsigned
+from amaranth.hdl import C, Cat, Module, Mux, ResetSignal, Signal, signed, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -63,6 +63,38 @@ def _at_most(value, limit: int):
     n = limit.bit_length()
     above = value > limit if len(value) <= n else value[n:].any() | (value[:n] > limit)
     return Mux(above, limit, value)
+
+
+class _CarrySaveSum:
+    """``a + plus - minus`` at ``a``'s width (modulo), kept as two operands and a carry in
+    (``- minus`` is ``+ ~minus + 1``; with both terms a row of full adders, two gate levels,
+    makes two operands of the three, where writing it out gives two adders in series). Its
+    zero test needs no carries: the sum is zero exactly when, at every bit, ``x ^ y`` equals
+    the carry that bit needs, ``x | y`` of the bit below (the carry in at bit 0): an XOR, an
+    XNOR and an AND tree (log depth), where testing the sum waits for the adder."""
+
+    def __init__(self, a, plus=None, minus=None):
+        width = len(a)
+
+        def widened(value):
+            return Cat(value.as_unsigned(), C(0, width))[:width]
+
+        x, y, self.carry_in = a.as_unsigned(), C(0, width), C(0, 1)
+        if minus is not None:
+            y, self.carry_in = ~widened(minus), C(1, 1)
+        if plus is not None and minus is not None:
+            b = widened(plus)
+            x, y = x ^ b ^ y, ((x & b) | (x & y) | (b & y)) << 1
+        elif plus is not None:
+            y = widened(plus)
+        self.x, self.y = x, y[:width]
+
+    def sum(self):
+        return (self.x + self.y + self.carry_in)[:len(self.x)]
+
+    def is_zero(self):
+        needed = Cat(self.carry_in, (self.x | self.y)[:-1])
+        return ~((self.x ^ self.y) ^ needed).any()
 
 
 class ASource(enum.Enum, shape=2):
@@ -346,12 +378,16 @@ class StepDatapath(wiring.Component):
         # -- receive checks ------------------------------------------------------------------
         beat = self.nic_recv.payload
         took = self.nic_recv.valid & self.nic_recv.ready
-        took_bytes = Signal(range(B + 1))        # message bytes the join takes this cycle
+        beat_bytes = Signal(range(B + 1))        # message bytes of the beat at nic_recv
         expect_len = Signal(range(P + 1))
         pkt_left = Signal(range(P + 1))
         m.d.comb += [
             expect_len.eq(_at_most(recv_left, P)),
             pkt_left.eq(Mux(recv_pkt_left == 0, expect_len, recv_pkt_left)),
+            # min(pkt_left, B) straight from the registers, not through pkt_left's mux (it feeds
+            # the packetizer's flags): a packet's first beat carries min(recv_left, P, B) bytes.
+            beat_bytes.eq(Mux(recv_pkt_left == 0, _at_most(recv_left, min(P, B)),
+                              _at_most(recv_pkt_left, B))),
         ]
         with m.If(took):
             new_packet = recv_pkt_left == 0
@@ -363,12 +399,8 @@ class StepDatapath(wiring.Component):
                 | (beat.last != (pkt_left <= B)))
             with m.If(bad):
                 m.d.sync += self.recv_error.eq(1)
-            # min(pkt_left, B) straight from the registers, not through pkt_left's mux (it feeds
-            # the packetizer's flags): a packet's first beat carries min(recv_left, P, B) bytes.
-            step = Mux(recv_pkt_left == 0, _at_most(recv_left, min(P, B)),
-                       _at_most(recv_pkt_left, B))
-            m.d.comb += took_bytes.eq(step)
-            m.d.sync += [recv_pkt_left.eq(pkt_left - step), recv_left.eq(recv_left - step)]
+            m.d.sync += [recv_pkt_left.eq(pkt_left - beat_bytes),
+                         recv_left.eq(recv_left - beat_bytes)]
             with m.If(beat.last):
                 m.d.sync += recv_pkt.eq(recv_pkt + 1)
 
@@ -410,24 +442,47 @@ class StepDatapath(wiring.Component):
         # of issue 18; docs/engine.md, "Deadlock freedom"). fwd_ahead / fwd_even are
         # recv_left < / == send_cmd_left, registered from the next values (no compare on the
         # handshake). They come from fwd_gap, send_cmd_left - recv_left kept in a register of
-        # its own and moved by the same two amounts: one add, then a sign and a zero test
-        # (two subtractions and a compare before). A packet's length is at most send_cmd_left
-        # and a beat's bytes at most recv_left, so fwd_gap is always their difference and the
-        # flags are those of the compare (shown by induction with yosys `sat`, issue 14).
+        # its own and moved by the same two amounts (two subtractions and a compare before). A
+        # packet's length is at most send_cmd_left and a beat's bytes at most recv_left, so
+        # fwd_gap is always their difference and the flags are those of the compare (shown by
+        # induction with yosys `sat`, issue 14). The next gap and its flags are computed for
+        # each of the four outcomes of the two handshakes from registers alone, and the
+        # handshakes pick one: they come late in the cycle (through the NIC's link mux and the
+        # join), so no add waits for them (docs/synthesis.md, issue 14 session 13).
         fwd_ahead = Signal()
         fwd_even = Signal()
-        fwd_gap = Signal(signed(DMA_LENGTH_BITS + 1))
-        gap_next = Signal(signed(DMA_LENGTH_BITS + 1))
+        gap_shape = signed(DMA_LENGTH_BITS + 1)
+        fwd_gap = Signal(gap_shape)
+        send_bytes = self.nic_send.payload.length
+        # One next gap for each pair (beat taken, command taken), with its flags: its sign bit
+        # and the carry-free zero test. Taking a plan rides on "neither": both handshakes need
+        # ``active``.
+        load = self.plan.valid & ~active
+        gap_start = Mux(p.send, p.bytes, 0) - Mux(p.a_src == ASource.NIC, p.bytes, 0)
+        gaps, aheads, evens = {}, {}, {}
+        for took_it in (0, 1):
+            for sent_it in (0, 1):
+                gap_sum = _CarrySaveSum(fwd_gap, plus=beat_bytes if took_it else None,
+                                        minus=send_bytes if sent_it else None)
+                suffix = ("_took" if took_it else "") + ("_sent" if sent_it else "")
+                gaps[took_it, sent_it] = gap = Signal(gap_shape, name=f"gap{suffix or '_kept'}")
+                zero = gap_sum.is_zero()
+                m.d.comb += gap.eq(gap_sum.sum())
+                aheads[took_it, sent_it] = ~gap[-1] & ~zero
+                evens[took_it, sent_it] = zero
+        # a plan taken: the step's first gap, "not ahead, even" whatever it is (only a
+        # forwarding step reads the flags, and its first gap is 0)
+        gaps[0, 0] = Mux(load, gap_start, gaps[0, 0])
+        aheads[0, 0] = ~load & aheads[0, 0]
+        evens[0, 0] = load | evens[0, 0]
         cmd_taken = self.nic_send.valid & self.nic_send.ready
-        m.d.comb += gap_next.eq(fwd_gap + took_bytes
-                                - Mux(cmd_taken, self.nic_send.payload.length, 0))
-        with m.If(self.plan.valid & ~active):
-            m.d.sync += [fwd_ahead.eq(0), fwd_even.eq(1),
-                         fwd_gap.eq(Mux(p.send, p.bytes, 0)
-                                    - Mux(p.a_src == ASource.NIC, p.bytes, 0))]
-        with m.Else():
-            m.d.sync += [fwd_ahead.eq(gap_next > 0), fwd_even.eq(gap_next == 0),
-                         fwd_gap.eq(gap_next)]
+
+        def pick(values):
+            return Mux(cmd_taken, Mux(took, values[1, 1], values[0, 1]),
+                       Mux(took, values[1, 0], values[0, 0]))
+
+        m.d.sync += [fwd_gap.eq(pick(gaps)), fwd_ahead.eq(pick(aheads)),
+                     fwd_even.eq(pick(evens))]
         data_here = ~a_nic | fwd_ahead | (fwd_even & a_valid)
         m.d.comb += [
             self.nic_send.valid.eq(active & (send_cmd_left != 0) & data_here),

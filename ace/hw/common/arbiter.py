@@ -7,11 +7,24 @@ with ``advance`` low) and the sequencer.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+import functools
+import operator
+
+from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["RoundRobinArbiter"]
+__all__ = ["RoundRobinArbiter", "one_hot_select"]
+
+
+def one_hot_select(grant, values):
+    """The one of ``values`` (Values or Views of equal width) whose bit of ``grant`` is set,
+    zero when ``grant`` is zero; ``grant`` must have at most one bit set. Combinational, an AND
+    and an OR tree: ``1 + ceil(log2(len(values)))`` gate levels, where a switch on the grant's
+    index adds the index decode."""
+    values = [Value.cast(value) for value in values]
+    return functools.reduce(operator.or_, (value & grant[i].replicate(len(value))
+                                           for i, value in enumerate(values)))
 
 
 class RoundRobinArbiter(wiring.Component):
@@ -85,9 +98,11 @@ class RoundRobinArbiter(wiring.Component):
         with m.Else():
             m.d.comb += self.grant.eq(lowest_one(self.requests))
 
-        for i in range(1, n):
-            with m.If(self.grant[i]):
-                m.d.comb += self.grant_index.eq(i)
+        # The grant is one-hot, so bit k of its index is the OR of the grants whose index has
+        # bit k set (log2(n) gate levels, not a chain of n muxes).
+        for k in range(len(self.grant_index)):
+            m.d.comb += self.grant_index[k].eq(
+                Cat(self.grant[i] for i in range(n) if i >> k & 1).any())
         m.d.comb += self.valid.eq(self.requests.any())
 
         # Requesters at or before the grant: (grant << 1) - 1; strictly after: the complement.
