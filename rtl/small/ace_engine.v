@@ -1081,25 +1081,25 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .nic_send_data__valid(ch0_send_data__valid),
     .pc(\error_pc$616 ),
     .placement(placement),
-    .\port$14170$0 (\$71 ),
-    .\port$14172$0 (\$72 ),
-    .\port$14174$0 (\$73 ),
-    .\port$14176$0 (\$74 ),
-    .\port$14178$0 (\$75 ),
-    .\port$14180$0 (\$76 ),
-    .\port$14188$0 (\$77 ),
-    .\port$14190$0 (\$78 ),
-    .\port$14192$0 (\$79 ),
-    .\port$14194$0 (\$80 ),
-    .\port$14196$0 (\$81 ),
-    .\port$14198$0 (\$82 ),
-    .\port$14200$0 (\$83 ),
-    .\port$14202$0 (\$84 ),
-    .\port$14204$0 (\$85 ),
-    .\port$14206$0 (\$86 ),
-    .\port$15892$0 (\$93 ),
-    .\port$3588$0 (\$89 ),
-    .\port$3660$0 (\$90 ),
+    .\port$14463$0 (\$71 ),
+    .\port$14465$0 (\$72 ),
+    .\port$14467$0 (\$73 ),
+    .\port$14469$0 (\$74 ),
+    .\port$14471$0 (\$75 ),
+    .\port$14473$0 (\$76 ),
+    .\port$14481$0 (\$77 ),
+    .\port$14483$0 (\$78 ),
+    .\port$14485$0 (\$79 ),
+    .\port$14487$0 (\$80 ),
+    .\port$14489$0 (\$81 ),
+    .\port$14491$0 (\$82 ),
+    .\port$14493$0 (\$83 ),
+    .\port$14495$0 (\$84 ),
+    .\port$14497$0 (\$85 ),
+    .\port$14499$0 (\$86 ),
+    .\port$16183$0 (\$93 ),
+    .\port$3646$0 (\$89 ),
+    .\port$3718$0 (\$90 ),
     .progress(progress),
     .rst(rst),
     .running(running),
@@ -1178,25 +1178,25 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .nic_send_data__valid(ch1_send_data__valid),
     .pc(\error_pc$613 ),
     .placement(placement),
-    .\port$14170$0 (\$71 ),
-    .\port$14172$0 (\$72 ),
-    .\port$14174$0 (\$73 ),
-    .\port$14176$0 (\$74 ),
-    .\port$14178$0 (\$75 ),
-    .\port$14180$0 (\$76 ),
-    .\port$14188$0 (\$77 ),
-    .\port$14190$0 (\$78 ),
-    .\port$14192$0 (\$79 ),
-    .\port$14194$0 (\$80 ),
-    .\port$14196$0 (\$81 ),
-    .\port$14198$0 (\$82 ),
-    .\port$14200$0 (\$83 ),
-    .\port$14202$0 (\$84 ),
-    .\port$14204$0 (\$85 ),
-    .\port$14206$0 (\$86 ),
-    .\port$17752$0 (\$94 ),
-    .\port$3732$0 (\$91 ),
-    .\port$3804$0 (\$92 ),
+    .\port$14463$0 (\$71 ),
+    .\port$14465$0 (\$72 ),
+    .\port$14467$0 (\$73 ),
+    .\port$14469$0 (\$74 ),
+    .\port$14471$0 (\$75 ),
+    .\port$14473$0 (\$76 ),
+    .\port$14481$0 (\$77 ),
+    .\port$14483$0 (\$78 ),
+    .\port$14485$0 (\$79 ),
+    .\port$14487$0 (\$80 ),
+    .\port$14489$0 (\$81 ),
+    .\port$14491$0 (\$82 ),
+    .\port$14493$0 (\$83 ),
+    .\port$14495$0 (\$84 ),
+    .\port$14497$0 (\$85 ),
+    .\port$14499$0 (\$86 ),
+    .\port$18042$0 (\$94 ),
+    .\port$3790$0 (\$91 ),
+    .\port$3862$0 (\$92 ),
     .progress(\progress$521 ),
     .rst(rst),
     .running(\running$526 ),
@@ -1344,8 +1344,8 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .m_axi__wready(m_axi__wready),
     .m_axi__wstrb(m_axi__wstrb),
     .m_axi__wvalid(m_axi__wvalid),
-    .\port$15892$0 (\$93 ),
-    .\port$17752$0 (\$94 ),
+    .\port$16183$0 (\$93 ),
+    .\port$18042$0 (\$94 ),
     .r_data(\$89 ),
     .\r_data$114 (\$91 ),
     .\r_data$134 (\$92 ),
@@ -1450,8 +1450,8 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
     .\link__tvalid$18 (rx0__tvalid),
     .\link__tvalid$76 (rx1__tvalid),
     .node_id(node_id),
-    .\port$14319$0 (\$87 ),
-    .\port$14569$0 (\$88 ),
+    .\port$14612$0 (\$87 ),
+    .\port$14862$0 (\$88 ),
     .rst(rst),
     .tx0__tvalid(tx0__tvalid),
     .tx1__tvalid(tx1__tvalid)
@@ -2312,11 +2312,11 @@ module ace_engine_small(s_axil__awprot, s_axil__awvalid, s_axil__wdata, s_axil__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__valid, nic_recv__payload, sram_rd_a__req__ready, sram_rd_b__req__ready, sram_wr__ready, sram_rd_a__resp__payload, sram_rd_b__resp__payload, \port$3588$0 , mem_rd_a__rid, \port$3660$0 , mem_rd_b__rid, mem_wr__awready, mem_wr__wready, mem_wr__bid, mem_wr__bvalid, mem_wr__bresp, progress
+module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__valid, nic_recv__payload, sram_rd_a__req__ready, sram_rd_b__req__ready, sram_wr__ready, sram_rd_a__resp__payload, sram_rd_b__resp__payload, \port$3646$0 , mem_rd_a__rid, \port$3718$0 , mem_rd_b__rid, mem_wr__awready, mem_wr__wready, mem_wr__bid, mem_wr__bvalid, mem_wr__bresp, progress
 , mem_read_bytes, alu_beat, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, start, error_clear, placement, enable, timeout
-, \port$14170$0 , \port$14172$0 , \port$14174$0 , \port$14176$0 , \port$14178$0 , \port$14180$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14188$0 , \port$14190$0 , \port$14192$0 , \port$14194$0 , \port$14196$0 , \port$14198$0 , \port$14200$0 , \port$14202$0 , \port$14204$0 , \port$14206$0 , wr__addr, nic_send_data__ready
+, \port$14463$0 , \port$14465$0 , \port$14467$0 , \port$14469$0 , \port$14471$0 , \port$14473$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14481$0 , \port$14483$0 , \port$14485$0 , \port$14487$0 , \port$14489$0 , \port$14491$0 , \port$14493$0 , \port$14495$0 , \port$14497$0 , \port$14499$0 , wr__addr, nic_send_data__ready
 , sram_rd_a__resp__valid, sram_rd_b__resp__valid, mem_rd_a__arready, mem_rd_b__arready, mem_rd_a__rvalid, mem_rd_b__rvalid, running, step_done, dep_halted__0, finished, error, pc, dep_steps__0, error_cause, nic_recv_link, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen
-, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15892$0 , nic_send_data__payload, dep_halted__1, dep_steps__1, clk);
+, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$16183$0 , nic_send_data__payload, dep_halted__1, dep_steps__1, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$50  = 0;
   wire \$1 ;
   wire [32:0] \$10 ;
@@ -3002,44 +3002,44 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   wire \plan__payload.w_use ;
   wire plan__ready;
   reg plan__valid;
-  input [31:0] \port$14170$0 ;
-  wire [31:0] \port$14170$0 ;
-  input [31:0] \port$14172$0 ;
-  wire [31:0] \port$14172$0 ;
-  input [31:0] \port$14174$0 ;
-  wire [31:0] \port$14174$0 ;
-  input [31:0] \port$14176$0 ;
-  wire [31:0] \port$14176$0 ;
-  input [31:0] \port$14178$0 ;
-  wire [31:0] \port$14178$0 ;
-  input [31:0] \port$14180$0 ;
-  wire [31:0] \port$14180$0 ;
-  input [31:0] \port$14188$0 ;
-  wire [31:0] \port$14188$0 ;
-  input [31:0] \port$14190$0 ;
-  wire [31:0] \port$14190$0 ;
-  input [31:0] \port$14192$0 ;
-  wire [31:0] \port$14192$0 ;
-  input [31:0] \port$14194$0 ;
-  wire [31:0] \port$14194$0 ;
-  input [31:0] \port$14196$0 ;
-  wire [31:0] \port$14196$0 ;
-  input [31:0] \port$14198$0 ;
-  wire [31:0] \port$14198$0 ;
-  input [31:0] \port$14200$0 ;
-  wire [31:0] \port$14200$0 ;
-  input [31:0] \port$14202$0 ;
-  wire [31:0] \port$14202$0 ;
-  input [31:0] \port$14204$0 ;
-  wire [31:0] \port$14204$0 ;
-  input [31:0] \port$14206$0 ;
-  wire [31:0] \port$14206$0 ;
-  output [144:0] \port$15892$0 ;
-  wire [144:0] \port$15892$0 ;
-  input [130:0] \port$3588$0 ;
-  wire [130:0] \port$3588$0 ;
-  input [130:0] \port$3660$0 ;
-  wire [130:0] \port$3660$0 ;
+  input [31:0] \port$14463$0 ;
+  wire [31:0] \port$14463$0 ;
+  input [31:0] \port$14465$0 ;
+  wire [31:0] \port$14465$0 ;
+  input [31:0] \port$14467$0 ;
+  wire [31:0] \port$14467$0 ;
+  input [31:0] \port$14469$0 ;
+  wire [31:0] \port$14469$0 ;
+  input [31:0] \port$14471$0 ;
+  wire [31:0] \port$14471$0 ;
+  input [31:0] \port$14473$0 ;
+  wire [31:0] \port$14473$0 ;
+  input [31:0] \port$14481$0 ;
+  wire [31:0] \port$14481$0 ;
+  input [31:0] \port$14483$0 ;
+  wire [31:0] \port$14483$0 ;
+  input [31:0] \port$14485$0 ;
+  wire [31:0] \port$14485$0 ;
+  input [31:0] \port$14487$0 ;
+  wire [31:0] \port$14487$0 ;
+  input [31:0] \port$14489$0 ;
+  wire [31:0] \port$14489$0 ;
+  input [31:0] \port$14491$0 ;
+  wire [31:0] \port$14491$0 ;
+  input [31:0] \port$14493$0 ;
+  wire [31:0] \port$14493$0 ;
+  input [31:0] \port$14495$0 ;
+  wire [31:0] \port$14495$0 ;
+  input [31:0] \port$14497$0 ;
+  wire [31:0] \port$14497$0 ;
+  input [31:0] \port$14499$0 ;
+  wire [31:0] \port$14499$0 ;
+  output [144:0] \port$16183$0 ;
+  wire [144:0] \port$16183$0 ;
+  input [130:0] \port$3646$0 ;
+  wire [130:0] \port$3646$0 ;
+  input [130:0] \port$3718$0 ;
+  wire [130:0] \port$3718$0 ;
   output progress;
   wire progress;
   wire [6:0] rd__addr;
@@ -3300,7 +3300,7 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   end
   always @(posedge clk) begin
     if (wr__en)
-      imem[wr__addr] <= { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
+      imem[wr__addr] <= { \port$14499$0 , \port$14497$0 , \port$14495$0 , \port$14493$0 , \port$14491$0 , \port$14489$0 , \port$14487$0 , \port$14485$0  };
   end
   reg [255:0] _0_;
   always @(posedge clk) begin
@@ -3398,7 +3398,7 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \$85  = fsm_state == 4'h8;
   assign \$86  = fsm_state == 4'h9;
   assign \$87  = fsm_state == 4'ha;
-  assign \$88  = { \port$14190$0 , \port$14188$0  } + 1'h0;
+  assign \$88  = { \port$14483$0 , \port$14481$0  } + 1'h0;
   assign \$89  = stage + 9'h100;
   assign \$90  = | placement;
   assign \$91  = placement == 2'h2;
@@ -3514,20 +3514,20 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   \ace_engine_small.ch0.datapath  datapath (
     .abort(abort),
     .axi__arready(mem_rd_a__arready),
-    .\axi__arready$167 (mem_rd_b__arready),
+    .\axi__arready$171 (mem_rd_b__arready),
     .axi__awready(mem_wr__awready),
     .axi__bid(mem_wr__bid),
     .axi__bresp(mem_wr__bresp),
     .axi__bvalid(mem_wr__bvalid),
     .axi__rid(mem_rd_a__rid),
-    .\axi__rid$175 (mem_rd_b__rid),
+    .\axi__rid$179 (mem_rd_b__rid),
     .axi__rvalid(mem_rd_a__rvalid),
-    .\axi__rvalid$76 (mem_rd_b__rvalid),
+    .\axi__rvalid$80 (mem_rd_b__rvalid),
     .axi__wready(mem_wr__wready),
     .clk(clk),
     .done(done),
     .fire(alu_beat),
-    .\i__payload$257 (nic_send_data__payload),
+    .\i__payload$260 (nic_send_data__payload),
     .mem_error(mem_error),
     .mem_rd_a__araddr(mem_rd_a__araddr),
     .mem_rd_a__arlen(mem_rd_a__arlen),
@@ -3556,16 +3556,16 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
     .plan__payload(plan__payload),
     .plan__ready(plan__ready),
     .plan__valid(plan__valid),
-    .\port$15892$0 (\$171 ),
-    .\port$3588$0 (\port$3588$0 ),
-    .\port$3660$0 (\port$3660$0 ),
+    .\port$16183$0 (\$171 ),
+    .\port$3646$0 (\port$3646$0 ),
+    .\port$3718$0 (\port$3718$0 ),
     .port__ready(sram_wr__ready),
     .port__req__ready(sram_rd_a__req__ready),
-    .\port__req__ready$106 (sram_rd_b__req__ready),
+    .\port__req__ready$110 (sram_rd_b__req__ready),
     .port__resp__payload(sram_rd_a__resp__payload),
-    .\port__resp__payload$110 (sram_rd_b__resp__payload),
+    .\port__resp__payload$114 (sram_rd_b__resp__payload),
     .port__resp__valid(sram_rd_a__resp__valid),
-    .\port__resp__valid$114 (sram_rd_b__resp__valid),
+    .\port__resp__valid$118 (sram_rd_b__resp__valid),
     .recv_error(recv_error),
     .rst(rst),
     .sram_rd_a__req__payload(sram_rd_a__req__payload),
@@ -3593,11 +3593,11 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
     src_base = 64'h0000000000000000;
     casez (instr[9:8])
       2'h0:
-          src_base = { \port$14172$0 , \port$14170$0  };
+          src_base = { \port$14465$0 , \port$14463$0  };
       2'h1:
-          src_base = { \port$14176$0 , \port$14174$0  };
+          src_base = { \port$14469$0 , \port$14467$0  };
       2'h2:
-          src_base = { \port$14180$0 , \port$14178$0  };
+          src_base = { \port$14473$0 , \port$14471$0  };
     endcase
   end
   always @* begin
@@ -3617,11 +3617,11 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
     dst_base = 64'h0000000000000000;
     casez (instr[11:10])
       2'h0:
-          dst_base = { \port$14172$0 , \port$14170$0  };
+          dst_base = { \port$14465$0 , \port$14463$0  };
       2'h1:
-          dst_base = { \port$14176$0 , \port$14174$0  };
+          dst_base = { \port$14469$0 , \port$14467$0  };
       2'h2:
-          dst_base = { \port$14180$0 , \port$14178$0  };
+          dst_base = { \port$14473$0 , \port$14471$0  };
     endcase
   end
   always @* begin
@@ -4873,14 +4873,14 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign mem_rd_a__arsize = 3'h4;
   assign \mem_rd_a__arsize$47  = 3'h4;
   assign \mem_rd_a__arvalid$49  = mem_rd_a__arvalid;
-  assign mem_rd_a__rdata = \port$3588$0 [127:0];
-  assign \mem_rd_a__rdata$51  = \port$3588$0 [127:0];
+  assign mem_rd_a__rdata = \port$3646$0 [127:0];
+  assign \mem_rd_a__rdata$51  = \port$3646$0 [127:0];
   assign \mem_rd_a__rid$53  = mem_rd_a__rid;
-  assign mem_rd_a__rlast = \port$3588$0 [130];
-  assign \mem_rd_a__rlast$55  = \port$3588$0 [130];
+  assign mem_rd_a__rlast = \port$3646$0 [130];
+  assign \mem_rd_a__rlast$55  = \port$3646$0 [130];
   assign \mem_rd_a__rready$57  = mem_rd_a__rready;
-  assign mem_rd_a__rresp = \port$3588$0 [129:128];
-  assign \mem_rd_a__rresp$59  = \port$3588$0 [129:128];
+  assign mem_rd_a__rresp = \port$3646$0 [129:128];
+  assign \mem_rd_a__rresp$59  = \port$3646$0 [129:128];
   assign \mem_rd_a__rvalid$61  = mem_rd_a__rvalid;
   assign \mem_rd_b__araddr$63  = mem_rd_b__araddr;
   assign mem_rd_b__arburst = 2'h1;
@@ -4898,14 +4898,14 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign mem_rd_b__arsize = 3'h4;
   assign \mem_rd_b__arsize$79  = 3'h4;
   assign \mem_rd_b__arvalid$81  = mem_rd_b__arvalid;
-  assign mem_rd_b__rdata = \port$3660$0 [127:0];
-  assign \mem_rd_b__rdata$83  = \port$3660$0 [127:0];
+  assign mem_rd_b__rdata = \port$3718$0 [127:0];
+  assign \mem_rd_b__rdata$83  = \port$3718$0 [127:0];
   assign \mem_rd_b__rid$85  = mem_rd_b__rid;
-  assign mem_rd_b__rlast = \port$3660$0 [130];
-  assign \mem_rd_b__rlast$87  = \port$3660$0 [130];
+  assign mem_rd_b__rlast = \port$3718$0 [130];
+  assign \mem_rd_b__rlast$87  = \port$3718$0 [130];
   assign \mem_rd_b__rready$89  = mem_rd_b__rready;
-  assign mem_rd_b__rresp = \port$3660$0 [129:128];
-  assign \mem_rd_b__rresp$91  = \port$3660$0 [129:128];
+  assign mem_rd_b__rresp = \port$3718$0 [129:128];
+  assign \mem_rd_b__rresp$91  = \port$3718$0 [129:128];
   assign \mem_rd_b__rvalid$93  = mem_rd_b__rvalid;
   assign \mem_wr__awaddr$95  = mem_wr__awaddr;
   assign mem_wr__awburst = 2'h1;
@@ -4949,15 +4949,15 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \mem_write_bytes$155  = mem_write_bytes;
   assign imem_we = wr__en;
   assign imem_addr = wr__addr;
-  assign wr__data = { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
-  assign imem_data = { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
+  assign wr__data = { \port$14499$0 , \port$14497$0 , \port$14495$0 , \port$14493$0 , \port$14491$0 , \port$14489$0 , \port$14487$0 , \port$14485$0  };
+  assign imem_data = { \port$14499$0 , \port$14497$0 , \port$14495$0 , \port$14493$0 , \port$14491$0 , \port$14489$0 , \port$14487$0 , \port$14485$0  };
   assign rd__addr = pc[6:0];
   assign rd__en = 1'h1;
   assign nbytes_full = \$4 [33:0];
   assign nwords = \$6 [20:0];
-  assign buf_base__0 = { \port$14172$0 , \port$14170$0  };
-  assign buf_base__1 = { \port$14176$0 , \port$14174$0  };
-  assign buf_base__2 = { \port$14180$0 , \port$14178$0  };
+  assign buf_base__0 = { \port$14465$0 , \port$14463$0  };
+  assign buf_base__1 = { \port$14469$0 , \port$14467$0  };
+  assign buf_base__2 = { \port$14473$0 , \port$14471$0  };
   assign src_mem_addr = \$8 [32:0];
   assign src_sram_addr = \$9 [13:0];
   assign src_addr = \$10 [31:0];
@@ -4976,9 +4976,9 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign error_pc = pc;
   assign \alu_beat$248  = alu_beat;
   assign halted = dep_halted__0;
-  assign stage_base = { \port$14190$0 , \port$14188$0  };
+  assign stage_base = { \port$14483$0 , \port$14481$0  };
   assign steps_done = dep_steps__0;
-  assign \port$15892$0  = \$171 ;
+  assign \port$16183$0  = \$171 ;
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -5111,43 +5111,43 @@ module \ace_engine_small.ch0 (rst, wr__en, activity, nic_send__ready, nic_recv__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$106 , port__ready, port__resp__payload, \port__resp__payload$110 , \port$3588$0 , axi__rid, \port$3660$0 , \axi__rid$175 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
-, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$114 , axi__arready, \axi__arready$167 , axi__rvalid, \axi__rvalid$76 
-, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$15892$0 , \i__payload$257 , plan__payload
+module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$110 , port__ready, port__resp__payload, \port__resp__payload$114 , \port$3646$0 , axi__rid, \port$3718$0 , \axi__rid$179 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
+, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$118 , axi__arready, \axi__arready$171 , axi__rvalid, \axi__rvalid$80 
+, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$16183$0 , \i__payload$260 , plan__payload
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$51  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire [24:0] \$108 ;
-  wire [24:0] \$109 ;
+  wire [24:0] \$100 ;
+  wire [24:0] \$101 ;
+  wire [24:0] \$102 ;
+  wire [24:0] \$103 ;
+  wire [24:0] \$104 ;
+  wire [25:0] \$105 ;
+  wire [24:0] \$106 ;
+  wire [24:0] \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire \$11 ;
   wire \$110 ;
-  wire [15:0] \$111 ;
-  wire [16:0] \$112 ;
-  wire [16:0] \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire [24:0] \$113 ;
+  wire [24:0] \$114 ;
+  wire [24:0] \$115 ;
+  wire [24:0] \$116 ;
+  wire [24:0] \$117 ;
   wire \$118 ;
-  wire [127:0] \$119 ;
+  wire \$119 ;
   wire \$12 ;
   wire \$120 ;
   wire \$121 ;
   wire \$122 ;
   wire \$123 ;
   wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
+  wire [24:0] \$125 ;
+  wire [24:0] \$126 ;
+  wire [24:0] \$127 ;
   wire \$128 ;
   wire \$129 ;
   wire \$13 ;
@@ -5155,11 +5155,11 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire [23:0] \$134 ;
+  wire \$134 ;
   wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
+  wire [24:0] \$136 ;
+  wire [24:0] \$137 ;
+  wire [24:0] \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
@@ -5170,57 +5170,57 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$145 ;
   wire \$146 ;
   wire \$147 ;
-  wire \$148 ;
-  wire \$149 ;
+  wire [24:0] \$148 ;
+  wire [24:0] \$149 ;
   wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
-  wire [23:0] \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire [8:0] \$158 ;
-  wire [23:0] \$159 ;
+  wire [24:0] \$150 ;
+  wire [24:0] \$151 ;
+  wire [24:0] \$152 ;
+  wire [24:0] \$153 ;
+  wire [24:0] \$154 ;
+  wire [24:0] \$155 ;
+  wire [24:0] \$156 ;
+  wire [24:0] \$157 ;
+  wire [25:0] \$158 ;
+  wire [24:0] \$159 ;
   wire \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire \$163 ;
-  wire \$164 ;
-  wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
+  wire [24:0] \$160 ;
+  wire [24:0] \$161 ;
+  wire [24:0] \$162 ;
+  wire [24:0] \$163 ;
+  wire [24:0] \$164 ;
+  wire [24:0] \$165 ;
+  wire [24:0] \$166 ;
+  wire [24:0] \$167 ;
+  wire [24:0] \$168 ;
+  wire [24:0] \$169 ;
   wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
+  wire [25:0] \$170 ;
+  wire [24:0] \$171 ;
+  wire [24:0] \$172 ;
   wire \$173 ;
-  wire [25:0] \$174 ;
-  wire \$175 ;
-  wire [10:0] \$176 ;
-  wire [26:0] \$177 ;
-  wire \$178 ;
-  wire \$179 ;
+  wire \$174 ;
+  wire [24:0] \$175 ;
+  wire [24:0] \$176 ;
+  wire [24:0] \$177 ;
+  wire [24:0] \$178 ;
+  wire [24:0] \$179 ;
   wire \$18 ;
   wire \$180 ;
   wire \$181 ;
   wire \$182 ;
   wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
+  wire [24:0] \$184 ;
+  wire [24:0] \$185 ;
+  wire [24:0] \$186 ;
   wire \$187 ;
-  wire [23:0] \$188 ;
+  wire \$188 ;
   wire \$189 ;
   wire [8:0] \$19 ;
   wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
+  wire [24:0] \$191 ;
+  wire [24:0] \$192 ;
+  wire [24:0] \$193 ;
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
@@ -5229,56 +5229,176 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$199 ;
   wire \$2 ;
   wire [8:0] \$20 ;
-  wire \$200 ;
-  wire \$201 ;
+  wire [24:0] \$200 ;
+  wire [8:0] \$201 ;
   wire \$202 ;
-  reg [7:0] \$203 ;
-  reg [7:0] \$204 ;
-  reg [7:0] \$205 ;
-  reg [140:0] \$206 ;
-  reg \$207 ;
-  reg \$208 ;
-  reg \$209 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire \$21 ;
-  reg \$210 ;
-  reg \$211 ;
-  reg \$212 ;
-  reg \$213 ;
-  reg [23:0] \$214 ;
-  reg \$215 ;
-  reg \$216 ;
-  reg [23:0] \$217 ;
-  reg [23:0] \$218 ;
-  reg [7:0] \$219 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire [24:0] \$212 ;
+  wire [24:0] \$213 ;
+  wire \$214 ;
+  wire [15:0] \$215 ;
+  wire [16:0] \$216 ;
+  wire [16:0] \$217 ;
+  wire \$218 ;
+  wire \$219 ;
   wire \$22 ;
-  reg [23:0] \$220 ;
-  reg [8:0] \$221 ;
-  reg [7:0] \$222 ;
-  reg [15:0] \$223 ;
-  reg [23:0] \$224 ;
-  reg \$225 ;
-  reg \$226 ;
-  reg \$227 ;
-  reg \$228 ;
-  reg \$229 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire [127:0] \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
-  reg \$230 ;
-  reg [24:0] \$231 ;
-  reg \$232 ;
-  wire [144:0] \$233 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire [23:0] \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire [23:0] \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire [8:0] \$248 ;
+  wire [23:0] \$249 ;
   wire \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire [25:0] \$278 ;
+  wire [26:0] \$279 ;
   wire \$28 ;
+  wire [24:0] \$280 ;
+  wire [25:0] \$281 ;
+  wire [26:0] \$282 ;
+  wire [25:0] \$283 ;
+  wire [26:0] \$284 ;
+  wire [24:0] \$285 ;
+  wire [24:0] \$286 ;
+  wire [24:0] \$287 ;
+  wire [24:0] \$288 ;
+  wire [24:0] \$289 ;
   wire [8:0] \$29 ;
+  wire [24:0] \$290 ;
+  wire [24:0] \$291 ;
+  wire [24:0] \$292 ;
+  wire [24:0] \$293 ;
+  wire [24:0] \$294 ;
+  wire [25:0] \$295 ;
+  wire [25:0] \$296 ;
+  wire [26:0] \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire [8:0] \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire [23:0] \$308 ;
+  wire \$309 ;
   wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
   wire \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  reg [7:0] \$323 ;
+  reg [7:0] \$324 ;
+  reg [7:0] \$325 ;
+  reg [140:0] \$326 ;
+  reg \$327 ;
+  reg \$328 ;
+  reg \$329 ;
   wire \$33 ;
+  reg \$330 ;
+  reg \$331 ;
+  reg \$332 ;
+  reg \$333 ;
+  reg [23:0] \$334 ;
+  reg \$335 ;
+  reg \$336 ;
+  reg [23:0] \$337 ;
+  reg [23:0] \$338 ;
+  reg [7:0] \$339 ;
   wire \$34 ;
+  reg [23:0] \$340 ;
+  reg [8:0] \$341 ;
+  reg [7:0] \$342 ;
+  reg [15:0] \$343 ;
+  reg [23:0] \$344 ;
+  reg \$345 ;
+  reg \$346 ;
+  reg \$347 ;
+  reg \$348 ;
+  reg [24:0] \$349 ;
   wire \$35 ;
+  reg \$350 ;
+  reg \$351 ;
+  reg \$352 ;
+  wire [144:0] \$353 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
@@ -5304,51 +5424,51 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
-  wire \$59 ;
+  wire [9:0] \$59 ;
   wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
+  wire [24:0] \$60 ;
+  wire [8:0] \$61 ;
   wire \$62 ;
-  wire [23:0] \$63 ;
+  wire \$63 ;
   wire \$64 ;
   wire \$65 ;
-  wire \$66 ;
-  wire [8:0] \$67 ;
-  wire [23:0] \$68 ;
+  wire [24:0] \$66 ;
+  wire \$67 ;
+  wire \$68 ;
   wire [24:0] \$69 ;
   wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire \$73 ;
-  wire [23:0] \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire [8:0] \$78 ;
-  wire [23:0] \$79 ;
+  wire [23:0] \$73 ;
+  wire \$74 ;
+  wire [23:0] \$75 ;
+  wire [24:0] \$76 ;
+  wire [24:0] \$77 ;
+  wire [24:0] \$78 ;
+  wire [24:0] \$79 ;
   wire \$8 ;
-  wire [24:0] \$80 ;
-  wire [8:0] \$81 ;
+  wire \$80 ;
+  wire \$81 ;
   wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
+  wire [24:0] \$83 ;
+  wire [24:0] \$84 ;
+  wire [24:0] \$85 ;
   wire [24:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [23:0] \$89 ;
+  wire [24:0] \$87 ;
+  wire [24:0] \$88 ;
+  wire [24:0] \$89 ;
   wire [8:0] \$9 ;
-  wire \$90 ;
-  wire [23:0] \$91 ;
+  wire [24:0] \$90 ;
+  wire [24:0] \$91 ;
   wire [24:0] \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
+  wire [25:0] \$93 ;
+  wire [24:0] \$94 ;
+  wire [24:0] \$95 ;
   wire [24:0] \$96 ;
-  wire [8:0] \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  wire [24:0] \$97 ;
+  wire [24:0] \$98 ;
+  wire [24:0] \$99 ;
   reg [127:0] a_data;
   reg a_valid;
   input abort;
@@ -5356,27 +5476,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg active = 1'h0;
   wire alu_beat;
   wire [31:0] axi__araddr;
-  wire [31:0] \axi__araddr$154 ;
+  wire [31:0] \axi__araddr$158 ;
   wire [1:0] axi__arburst;
-  wire [1:0] \axi__arburst$156 ;
+  wire [1:0] \axi__arburst$160 ;
   wire [3:0] axi__arcache;
-  wire [3:0] \axi__arcache$158 ;
+  wire [3:0] \axi__arcache$162 ;
   wire [3:0] axi__arid;
-  wire [3:0] \axi__arid$160 ;
+  wire [3:0] \axi__arid$164 ;
   wire [7:0] axi__arlen;
-  wire [7:0] \axi__arlen$162 ;
+  wire [7:0] \axi__arlen$166 ;
   wire axi__arlock;
-  wire \axi__arlock$164 ;
+  wire \axi__arlock$168 ;
   wire [2:0] axi__arprot;
-  wire [2:0] \axi__arprot$166 ;
+  wire [2:0] \axi__arprot$170 ;
   input axi__arready;
   wire axi__arready;
-  input \axi__arready$167 ;
-  wire \axi__arready$167 ;
+  input \axi__arready$171 ;
+  wire \axi__arready$171 ;
   wire [2:0] axi__arsize;
-  wire [2:0] \axi__arsize$170 ;
+  wire [2:0] \axi__arsize$174 ;
   wire axi__arvalid;
-  wire \axi__arvalid$172 ;
+  wire \axi__arvalid$176 ;
   wire [31:0] axi__awaddr;
   wire [1:0] axi__awburst;
   wire [3:0] axi__awcache;
@@ -5396,21 +5516,21 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input axi__bvalid;
   wire axi__bvalid;
   wire [127:0] axi__rdata;
-  wire [127:0] \axi__rdata$173 ;
+  wire [127:0] \axi__rdata$177 ;
   input [3:0] axi__rid;
   wire [3:0] axi__rid;
-  input [3:0] \axi__rid$175 ;
-  wire [3:0] \axi__rid$175 ;
+  input [3:0] \axi__rid$179 ;
+  wire [3:0] \axi__rid$179 ;
   wire axi__rlast;
-  wire \axi__rlast$177 ;
+  wire \axi__rlast$181 ;
   wire axi__rready;
-  wire \axi__rready$180 ;
+  wire \axi__rready$184 ;
   wire [1:0] axi__rresp;
-  wire [1:0] \axi__rresp$181 ;
+  wire [1:0] \axi__rresp$185 ;
   input axi__rvalid;
   wire axi__rvalid;
-  input \axi__rvalid$76 ;
-  wire \axi__rvalid$76 ;
+  input \axi__rvalid$80 ;
+  wire \axi__rvalid$80 ;
   wire [127:0] axi__wdata;
   wire axi__wlast;
   input axi__wready;
@@ -5420,38 +5540,39 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg [127:0] b_data;
   reg b_valid;
   reg bad;
+  wire [4:0] beat_bytes;
   wire busy;
   wire [4:0] bytes;
-  wire [4:0] \bytes$223 ;
-  wire [4:0] \bytes$225 ;
+  wire [4:0] \bytes$227 ;
+  wire [4:0] \bytes$229 ;
   input clk;
   wire clk;
   wire [36:0] cmd__payload;
-  wire [77:0] \cmd__payload$228 ;
-  wire [7:0] \cmd__payload$228.id ;
-  wire [23:0] \cmd__payload$228.length ;
-  wire [31:0] \cmd__payload$228.mem_addr ;
-  wire [12:0] \cmd__payload$228.sram_addr ;
-  wire \cmd__payload$228.stream ;
-  wire [36:0] \cmd__payload$229 ;
-  wire [12:0] \cmd__payload$229.addr ;
-  wire [23:0] \cmd__payload$229.words ;
-  wire [77:0] \cmd__payload$230 ;
-  wire [7:0] \cmd__payload$230.id ;
-  wire [23:0] \cmd__payload$230.length ;
-  wire [31:0] \cmd__payload$230.mem_addr ;
-  wire [12:0] \cmd__payload$230.sram_addr ;
-  wire \cmd__payload$230.stream ;
-  wire [52:0] \cmd__payload$231 ;
-  wire [12:0] \cmd__payload$231.addr ;
-  wire [15:0] \cmd__payload$231.last_mask ;
-  wire [23:0] \cmd__payload$231.words ;
   wire [77:0] \cmd__payload$232 ;
   wire [7:0] \cmd__payload$232.id ;
   wire [23:0] \cmd__payload$232.length ;
   wire [31:0] \cmd__payload$232.mem_addr ;
   wire [12:0] \cmd__payload$232.sram_addr ;
   wire \cmd__payload$232.stream ;
+  wire [36:0] \cmd__payload$233 ;
+  wire [12:0] \cmd__payload$233.addr ;
+  wire [23:0] \cmd__payload$233.words ;
+  wire [77:0] \cmd__payload$234 ;
+  wire [7:0] \cmd__payload$234.id ;
+  wire [23:0] \cmd__payload$234.length ;
+  wire [31:0] \cmd__payload$234.mem_addr ;
+  wire [12:0] \cmd__payload$234.sram_addr ;
+  wire \cmd__payload$234.stream ;
+  wire [52:0] \cmd__payload$235 ;
+  wire [12:0] \cmd__payload$235.addr ;
+  wire [15:0] \cmd__payload$235.last_mask ;
+  wire [23:0] \cmd__payload$235.words ;
+  wire [77:0] \cmd__payload$236 ;
+  wire [7:0] \cmd__payload$236.id ;
+  wire [23:0] \cmd__payload$236.length ;
+  wire [31:0] \cmd__payload$236.mem_addr ;
+  wire [12:0] \cmd__payload$236.sram_addr ;
+  wire \cmd__payload$236.stream ;
   wire [12:0] \cmd__payload.addr ;
   wire [23:0] \cmd__payload.words ;
   wire cmd__ready;
@@ -5508,31 +5629,34 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg fwd_ahead = 1'h0;
   reg fwd_even = 1'h0;
   reg [24:0] fwd_gap = 25'h0000000;
-  wire [24:0] gap_next;
+  wire [24:0] gap_kept;
+  wire [24:0] gap_sent;
+  wire [24:0] gap_took;
+  wire [24:0] gap_took_sent;
   wire [264:0] i__payload;
-  wire [264:0] \i__payload$247 ;
-  wire [127:0] \i__payload$247.a ;
-  wire [127:0] \i__payload$247.b ;
+  wire [264:0] \i__payload$251 ;
+  wire [127:0] \i__payload$251.a ;
+  wire [127:0] \i__payload$251.b ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \i__payload$247.dtype ;
-  wire \i__payload$247.last ;
+  wire [1:0] \i__payload$251.dtype ;
+  wire \i__payload$251.last ;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
-  wire [1:0] \i__payload$247.op ;
-  wire [3:0] \i__payload$247.tag ;
-  output [127:0] \i__payload$257 ;
-  wire [127:0] \i__payload$257 ;
-  wire [132:0] \i__payload$86 ;
-  wire \i__payload$86.last ;
-  wire [127:0] \i__payload$86.result ;
-  wire [3:0] \i__payload$86.tag ;
+  wire [1:0] \i__payload$251.op ;
+  wire [3:0] \i__payload$251.tag ;
+  output [127:0] \i__payload$260 ;
+  wire [127:0] \i__payload$260 ;
+  wire [132:0] \i__payload$90 ;
+  wire \i__payload$90.last ;
+  wire [127:0] \i__payload$90.result ;
+  wire [3:0] \i__payload$90.tag ;
   wire [127:0] \i__payload.a ;
   wire [127:0] \i__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -5550,13 +5674,13 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \i__payload.op ;
   wire [3:0] \i__payload.tag ;
   wire i__ready;
-  wire \i__ready$248 ;
-  wire \i__ready$262 ;
-  wire \i__ready$89 ;
+  wire \i__ready$252 ;
+  wire \i__ready$265 ;
+  wire \i__ready$93 ;
   wire i__valid;
-  wire \i__valid$246 ;
-  wire \i__valid$259 ;
-  wire \i__valid$90 ;
+  wire \i__valid$250 ;
+  wire \i__valid$262 ;
+  wire \i__valid$94 ;
   reg join_last = 1'h0;
   reg [23:0] join_left = 24'h000000;
   reg join_more = 1'h0;
@@ -5669,20 +5793,20 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire nic_send_data__valid;
   wire [23:0] nwords;
   wire [264:0] o__payload;
-  wire [128:0] \o__payload$237 ;
-  wire [127:0] \o__payload$237.data ;
-  wire \o__payload$237.last ;
-  wire [128:0] \o__payload$245 ;
-  wire [127:0] \o__payload$245.data ;
-  wire \o__payload$245.last ;
-  wire [132:0] \o__payload$258 ;
-  wire \o__payload$258.last ;
-  wire [127:0] \o__payload$258.result ;
-  wire [3:0] \o__payload$258.tag ;
-  wire [132:0] \o__payload$87 ;
-  wire \o__payload$87.last ;
-  wire [127:0] \o__payload$87.result ;
-  wire [3:0] \o__payload$87.tag ;
+  wire [128:0] \o__payload$241 ;
+  wire [127:0] \o__payload$241.data ;
+  wire \o__payload$241.last ;
+  wire [128:0] \o__payload$249 ;
+  wire [127:0] \o__payload$249.data ;
+  wire \o__payload$249.last ;
+  wire [132:0] \o__payload$261 ;
+  wire \o__payload$261.last ;
+  wire [127:0] \o__payload$261.result ;
+  wire [3:0] \o__payload$261.tag ;
+  wire [132:0] \o__payload$91 ;
+  wire \o__payload$91.last ;
+  wire [127:0] \o__payload$91.result ;
+  wire [3:0] \o__payload$91.tag ;
   wire [127:0] \o__payload.a ;
   wire [127:0] \o__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -5700,15 +5824,15 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \o__payload.op ;
   wire [3:0] \o__payload.tag ;
   wire o__ready;
-  wire \o__ready$250 ;
-  wire \o__ready$252 ;
-  wire \o__ready$265 ;
-  wire \o__ready$88 ;
+  wire \o__ready$254 ;
+  wire \o__ready$256 ;
+  wire \o__ready$268 ;
+  wire \o__ready$92 ;
   wire o__valid;
-  wire \o__valid$236 ;
-  wire \o__valid$244 ;
-  wire \o__valid$85 ;
-  wire \o__valid$91 ;
+  wire \o__valid$240 ;
+  wire \o__valid$248 ;
+  wire \o__valid$89 ;
+  wire \o__valid$95 ;
   reg pend_a = 1'h0;
   reg pend_b = 1'h0;
   reg pend_w = 1'h0;
@@ -5778,12 +5902,12 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire plan__ready;
   input plan__valid;
   wire plan__valid;
-  output [144:0] \port$15892$0 ;
-  wire [144:0] \port$15892$0 ;
-  input [130:0] \port$3588$0 ;
-  wire [130:0] \port$3588$0 ;
-  input [130:0] \port$3660$0 ;
-  wire [130:0] \port$3660$0 ;
+  output [144:0] \port$16183$0 ;
+  wire [144:0] \port$16183$0 ;
+  input [130:0] \port$3646$0 ;
+  wire [130:0] \port$3646$0 ;
+  input [130:0] \port$3718$0 ;
+  wire [130:0] \port$3718$0 ;
   wire [156:0] port__payload;
   wire [12:0] \port__payload.addr ;
   wire [127:0] \port__payload.data ;
@@ -5791,30 +5915,30 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input port__ready;
   wire port__ready;
   wire [12:0] port__req__payload;
-  wire [12:0] \port__req__payload$105 ;
+  wire [12:0] \port__req__payload$109 ;
   input port__req__ready;
   wire port__req__ready;
-  input \port__req__ready$106 ;
-  wire \port__req__ready$106 ;
+  input \port__req__ready$110 ;
+  wire \port__req__ready$110 ;
   wire port__req__valid;
-  wire \port__req__valid$109 ;
+  wire \port__req__valid$113 ;
   input [127:0] port__resp__payload;
   wire [127:0] port__resp__payload;
-  input [127:0] \port__resp__payload$110 ;
-  wire [127:0] \port__resp__payload$110 ;
+  input [127:0] \port__resp__payload$114 ;
+  wire [127:0] \port__resp__payload$114 ;
   wire port__resp__ready;
-  wire \port__resp__ready$113 ;
+  wire \port__resp__ready$117 ;
   input port__resp__valid;
   wire port__resp__valid;
-  input \port__resp__valid$114 ;
-  wire \port__resp__valid$114 ;
+  input \port__resp__valid$118 ;
+  wire \port__resp__valid$118 ;
   wire port__valid;
   wire [127:0] rd_stream__tdata;
-  wire [127:0] \rd_stream__tdata$243 ;
+  wire [127:0] \rd_stream__tdata$247 ;
   wire rd_stream__tready;
-  wire \rd_stream__tready$253 ;
+  wire \rd_stream__tready$257 ;
   wire rd_stream__tvalid;
-  wire \rd_stream__tvalid$241 ;
+  wire \rd_stream__tvalid$245 ;
   output recv_error;
   reg recv_error = 1'h0;
   reg [23:0] recv_left = 24'h000000;
@@ -5855,7 +5979,6 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg [23:0] step_words = 24'h000000;
   reg taken_s = 1'h0;
   reg taken_w = 1'h0;
-  reg [4:0] took_bytes;
   reg [15:0] w_mask = 16'h0000;
   wire w_ready;
   reg wait_a = 1'h0;
@@ -5895,10 +6018,10 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$34  = plan__payload[1:0] == 2'h2;
   assign \$35  = plan__payload[34] & plan__payload[35];
   assign \$36  = plan__payload[68] & plan__payload[69];
-  assign \$37  = | \$109 [23:0];
-  assign \$38  = \$109 [23:0] == 1'h1;
+  assign \$37  = | \$213 [23:0];
+  assign \$38  = \$213 [23:0] == 1'h1;
   assign \$39  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
-  assign \$40  = plan__payload[102] ? \$109 [23:0] : 24'h000000;
+  assign \$40  = plan__payload[102] ? \$213 [23:0] : 24'h000000;
   assign \$41  = ! plan__payload[1:0];
   assign \$42  = \$41  ? plan__payload[140:117] : 24'h000000;
   assign \$43  = \cmd__valid$42  & \cmd__ready$43 ;
@@ -5917,244 +6040,351 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$56  = ~ join_last;
   assign \$57  = join_left == 2'h2;
   assign \$58  = nic_recv__valid & nic_recv__ready;
-  assign \$59  = ! recv_pkt_left;
-  assign \$60  = | recv_left[23:5];
-  assign \$61  = recv_left[4:0] > 5'h10;
-  assign \$62  = \$60  | \$61 ;
-  assign \$63  = \$62  ? 24'h000010 : recv_left;
-  assign \$64  = | recv_pkt_left[8:5];
-  assign \$65  = recv_pkt_left[4:0] > 5'h10;
-  assign \$66  = \$64  | \$65 ;
-  assign \$67  = \$66  ? 9'h010 : recv_pkt_left;
-  assign \$68  = \$59  ? \$63  : { 15'h0000, \$67  };
-  assign \$69  = pkt_left - \$68 ;
-  assign \$70  = ! recv_pkt_left;
-  assign \$71  = | recv_left[23:5];
-  assign \$72  = recv_left[4:0] > 5'h10;
-  assign \$73  = \$71  | \$72 ;
-  assign \$74  = \$73  ? 24'h000010 : recv_left;
-  assign \$75  = | recv_pkt_left[8:5];
-  assign \$76  = recv_pkt_left[4:0] > 5'h10;
-  assign \$77  = \$75  | \$76 ;
-  assign \$78  = \$77  ? 9'h010 : recv_pkt_left;
-  assign \$79  = \$70  ? \$74  : { 15'h0000, \$78  };
-  assign \$80  = recv_left - \$79 ;
-  assign \$81  = recv_pkt + 1'h1;
-  assign \$82  = w_ready & s_ready;
-  assign \$83  = w_ready & plan[68];
-  assign \$84  = s_ready & plan[102];
-  assign \$85  = nic_send_data__valid & nic_send_data__ready;
-  assign \$86  = send_data_left - 1'h1;
-  assign \$87  = ~ active;
-  assign \$88  = plan__valid & \$87 ;
-  assign \$89  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
-  assign \$90  = ! plan__payload[1:0];
-  assign \$91  = \$90  ? plan__payload[140:117] : 24'h000000;
-  assign \$92  = \$89  - \$91 ;
-  assign \$93  = $signed(\$177 [24:0]) > $signed(1'h0);
-  assign \$94  = ! \$177 [24:0];
-  assign \$95  = nic_send__valid & nic_send__ready;
-  assign \$96  = send_cmd_left - nic_send__payload[19:9];
-  assign \$97  = send_pkt + 1'h1;
-  assign \$98  = | mem_a_outstanding;
-  assign \$99  = \$98  | cmd__valid;
-  assign \$100  = \$99  | axi__rvalid;
-  assign mem_a_clock_enable = \$100  | rst;
-  assign \$101  = | mem_b_outstanding;
-  assign \$102  = \$101  | \cmd__valid$7 ;
-  assign \$103  = \$102  | \axi__rvalid$76 ;
-  assign mem_b_clock_enable = \$103  | rst;
-  assign \$104  = | mem_w_outstanding;
-  assign \$105  = \$104  | \cmd__valid$12 ;
-  assign \$106  = wr_stream__tvalid | axi__bvalid;
-  assign \$107  = \$105  | \$106 ;
-  assign mem_w_clock_enable = \$107  | rst;
-  assign mem_read_bytes = bytes + \bytes$223 ;
-  assign \$108  = plan__payload[140:117] + 4'hf;
-  assign \$110  = ! plan__payload[120:117];
-  assign \$111  = 1'h1 << plan__payload[120:117];
-  assign \$112  = \$111  - 1'h1;
-  assign \$113  = \$110  ? 17'h0ffff : \$112 ;
-  assign plan__ready = ~ active;
-  assign \$114  = plan[1:0] == 1'h1;
-  assign \cmd__valid$42  = pend_a & \$114 ;
-  assign \$115  = plan[1:0] == 2'h2;
-  assign cmd__valid = pend_a & \$115 ;
-  assign \$116  = ~ plan[35];
-  assign \cmd__valid$44  = pend_b & \$116 ;
-  assign \cmd__valid$7  = pend_b & plan[35];
-  assign \$117  = ~ plan[69];
-  assign \cmd__valid$46  = pend_w & \$117 ;
-  assign \cmd__valid$12  = pend_w & plan[69];
-  assign \$118  = abort | nic_recv__valid;
-  assign \$119  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
-  assign \$120  = ~ plan[34];
-  assign \$121  = active & join_more;
-  assign \$122  = \$121  & a_valid;
-  assign \i__valid$246  = \$122  & b_valid;
-  assign fire = \i__valid$246  & \i__ready$248 ;
-  assign \$123  = ! plan[1:0];
-  assign \$124  = fire & \$123 ;
-  assign \$125  = ~ abort;
-  assign nic_recv__ready = \$124  & \$125 ;
-  assign \$126  = plan[1:0] == 1'h1;
-  assign sram_rd_a__resp__ready = fire & \$126 ;
-  assign \$127  = plan[1:0] == 2'h2;
-  assign rd_stream__tready = fire & \$127 ;
-  assign \$128  = fire & plan[34];
-  assign \$129  = ~ plan[35];
-  assign sram_rd_b__resp__ready = \$128  & \$129 ;
-  assign \$130  = fire & plan[34];
-  assign \rd_stream__tready$253  = \$130  & plan[35];
-  assign \$131  = | recv_left[23:9];
-  assign \$132  = recv_left[8:0] > 9'h100;
-  assign \$133  = \$131  | \$132 ;
-  assign \$134  = \$133  ? 24'h000100 : recv_left;
-  assign \$135  = ! recv_pkt_left;
-  assign pkt_left = \$135  ? \$134 [8:0] : recv_pkt_left;
-  assign \$136  = nic_recv__valid & nic_recv__ready;
-  assign \$137  = nic_recv__payload[153:146] != plan[112:105];
-  assign \$138  = ! recv_pkt_left;
-  assign \$139  = nic_recv__payload[144] != \$138 ;
-  assign \$140  = \$137  | \$139 ;
-  assign \$141  = ! recv_pkt_left;
-  assign \$142  = nic_recv__payload[178:162] != \$134 [8:0];
-  assign \$143  = nic_recv__payload[161:154] != recv_pkt;
-  assign \$144  = \$142  | \$143 ;
-  assign \$145  = \$141  & \$144 ;
-  assign \$146  = \$140  | \$145 ;
-  assign \$147  = pkt_left <= 5'h10;
-  assign \$148  = nic_recv__payload[145] != \$147 ;
-  assign \$149  = \$146  | \$148 ;
-  assign \$150  = ! recv_pkt_left;
-  assign \$151  = | recv_left[23:5];
-  assign \$152  = recv_left[4:0] > 5'h10;
-  assign \$153  = \$151  | \$152 ;
-  assign \$154  = \$153  ? 24'h000010 : recv_left;
-  assign \$155  = | recv_pkt_left[8:5];
-  assign \$156  = recv_pkt_left[4:0] > 5'h10;
-  assign \$157  = \$155  | \$156 ;
-  assign \$158  = \$157  ? 9'h010 : recv_pkt_left;
-  assign \$159  = \$150  ? \$154  : { 15'h0000, \$158  };
-  assign \$160  = ~ plan[69];
-  assign \$161  = plan[68] & \$160 ;
-  assign \$162  = o__valid & \$161 ;
-  assign \$163  = ~ taken_w;
-  assign \i__valid$259  = \$162  & \$163 ;
-  assign \$164  = plan[68] & plan[69];
-  assign \$165  = o__valid & \$164 ;
-  assign \$166  = ~ taken_w;
-  assign wr_stream__tvalid = \$165  & \$166 ;
-  assign \$167  = ~ plan[68];
-  assign \$168  = \$167  | taken_w;
-  assign \$169  = plan[69] ? wr_stream__tready : \i__ready$262 ;
-  assign w_ready = \$168  | \$169 ;
-  assign \$170  = o__valid & plan[102];
-  assign \$171  = ~ taken_s;
-  assign nic_send_data__valid = \$170  & \$171 ;
-  assign \$172  = ~ plan[102];
-  assign \$173  = \$172  | taken_s;
-  assign s_ready = \$173  | nic_send_data__ready;
-  assign \o__ready$265  = w_ready & s_ready;
-  assign \$174  = $signed(fwd_gap) + $signed({ 1'h0, took_bytes });
-  assign \$175  = nic_send__valid & nic_send__ready;
-  assign \$176  = \$175  ? nic_send__payload[19:9] : 11'h000;
-  assign \$177  = $signed(\$174 ) - $signed({ 1'h0, \$176  });
-  assign \$178  = | send_cmd_left;
-  assign \$179  = active & \$178 ;
-  assign \$180  = ! plan[1:0];
+  assign \$59  = pkt_left - \$249 [4:0];
+  assign \$60  = recv_left - \$249 [4:0];
+  assign \$61  = recv_pkt + 1'h1;
+  assign \$62  = w_ready & s_ready;
+  assign \$63  = w_ready & plan[68];
+  assign \$64  = s_ready & plan[102];
+  assign \$65  = nic_send_data__valid & nic_send_data__ready;
+  assign \$66  = send_data_left - 1'h1;
+  assign \$67  = nic_send__valid & nic_send__ready;
+  assign \$68  = nic_recv__valid & nic_recv__ready;
+  assign \$69  = \$68  ? \$297 [24:0] : \$282 [24:0];
+  assign \$70  = nic_recv__valid & nic_recv__ready;
+  assign \$71  = ~ active;
+  assign \$72  = plan__valid & \$71 ;
+  assign \$73  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
+  assign \$74  = ! plan__payload[1:0];
+  assign \$75  = \$74  ? plan__payload[140:117] : 24'h000000;
+  assign \$76  = \$73  - \$75 ;
+  assign \$77  = \$72  ? \$76  : \$279 [24:0];
+  assign \$78  = \$70  ? \$284 [24:0] : \$77 ;
+  assign \$79  = \$67  ? \$69  : \$78 ;
+  assign \$80  = nic_send__valid & nic_send__ready;
+  assign \$81  = nic_recv__valid & nic_recv__ready;
+  assign \$82  = ~ \$297 [24];
+  assign \$83  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$84  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$85  = \$83  ^ \$84 ;
+  assign \$86  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$87  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$88  = fwd_gap & \$87 ;
+  assign \$89  = \$86  | \$88 ;
+  assign \$90  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$91  = { 20'h00000, \$249 [4:0] } & \$90 ;
+  assign \$92  = \$89  | \$91 ;
+  assign \$94  = \$85  ^ \$93 [24:0];
+  assign \$95  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$96  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$97  = \$95  ^ \$96 ;
+  assign \$98  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$99  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$100  = fwd_gap & \$99 ;
+  assign \$101  = \$98  | \$100 ;
+  assign \$102  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$103  = { 20'h00000, \$249 [4:0] } & \$102 ;
+  assign \$104  = \$101  | \$103 ;
+  assign \$106  = \$97  | \$105 [24:0];
+  assign \$107  = \$94  ^ { \$106 [23:0], 1'h1 };
+  assign \$108  = | \$107 ;
+  assign \$109  = ~ \$108 ;
+  assign \$111  = \$82  & \$110 ;
+  assign \$112  = ~ \$282 [24];
+  assign \$113  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$114  = fwd_gap ^ \$113 ;
+  assign \$115  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$116  = fwd_gap | \$115 ;
+  assign \$117  = \$114  ^ { \$116 [23:0], 1'h1 };
+  assign \$118  = | \$117 ;
+  assign \$119  = ~ \$118 ;
+  assign \$121  = \$112  & \$120 ;
+  assign \$122  = \$81  ? \$111  : \$121 ;
+  assign \$123  = nic_recv__valid & nic_recv__ready;
+  assign \$124  = ~ \$284 [24];
+  assign \$125  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$126  = fwd_gap | { 20'h00000, \$249 [4:0] };
+  assign \$127  = \$125  ^ { \$126 [23:0], 1'h0 };
+  assign \$128  = | \$127 ;
+  assign \$129  = ~ \$128 ;
+  assign \$131  = \$124  & \$130 ;
+  assign \$132  = ~ active;
+  assign \$133  = plan__valid & \$132 ;
+  assign \$134  = ~ \$133 ;
+  assign \$135  = ~ \$279 [24];
+  assign \$138  = \$136  ^ { \$137 [23:0], 1'h0 };
+  assign \$139  = | \$138 ;
+  assign \$140  = ~ \$139 ;
+  assign \$142  = \$135  & \$141 ;
+  assign \$143  = \$134  & \$142 ;
+  assign \$144  = \$123  ? \$131  : \$143 ;
+  assign \$145  = \$80  ? \$122  : \$144 ;
+  assign \$146  = nic_send__valid & nic_send__ready;
+  assign \$147  = nic_recv__valid & nic_recv__ready;
+  assign \$148  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$149  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$150  = \$148  ^ \$149 ;
+  assign \$151  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$152  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$153  = fwd_gap & \$152 ;
+  assign \$154  = \$151  | \$153 ;
+  assign \$155  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$156  = { 20'h00000, \$249 [4:0] } & \$155 ;
+  assign \$157  = \$154  | \$156 ;
+  assign \$159  = \$150  ^ \$158 [24:0];
+  assign \$160  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$161  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$162  = \$160  ^ \$161 ;
+  assign \$163  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$164  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$165  = fwd_gap & \$164 ;
+  assign \$166  = \$163  | \$165 ;
+  assign \$167  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$168  = { 20'h00000, \$249 [4:0] } & \$167 ;
+  assign \$169  = \$166  | \$168 ;
+  assign \$171  = \$162  | \$170 [24:0];
+  assign \$172  = \$159  ^ { \$171 [23:0], 1'h1 };
+  assign \$173  = | \$172 ;
+  assign \$174  = ~ \$173 ;
+  assign \$175  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$176  = fwd_gap ^ \$175 ;
+  assign \$177  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$178  = fwd_gap | \$177 ;
+  assign \$179  = \$176  ^ { \$178 [23:0], 1'h1 };
+  assign \$180  = | \$179 ;
   assign \$181  = ~ \$180 ;
-  assign \$182  = \$181  | fwd_ahead;
-  assign \$183  = fwd_even & a_valid;
-  assign \$184  = \$182  | \$183 ;
-  assign nic_send__valid = \$179  & \$184 ;
-  assign \$185  = | send_cmd_left[23:9];
-  assign \$186  = send_cmd_left[8:0] > 9'h100;
-  assign \$187  = \$185  | \$186 ;
-  assign \$188  = \$187  ? 24'h000100 : send_cmd_left;
-  assign \$189  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
-  assign \$190  = ~ \$189 ;
-  assign \$191  = active & \$190 ;
-  assign \$192  = ! join_left;
-  assign \$193  = \$191  & \$192 ;
-  assign \$194  = ! send_cmd_left;
-  assign \$195  = \$193  & \$194 ;
-  assign \$196  = ! send_data_left;
-  assign \$197  = \$195  & \$196 ;
-  assign \$198  = ~ busy;
-  assign \$199  = \$197  & \$198 ;
-  assign \$200  = ~ o__valid;
-  assign \$201  = \$199  & \$200 ;
-  assign \$202  = ~ \i__valid$90 ;
-  assign finished = \$201  & \$202 ;
+  assign \$182  = \$147  ? \$174  : \$181 ;
+  assign \$183  = nic_recv__valid & nic_recv__ready;
+  assign \$184  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$185  = fwd_gap | { 20'h00000, \$249 [4:0] };
+  assign \$186  = \$184  ^ { \$185 [23:0], 1'h0 };
+  assign \$187  = | \$186 ;
+  assign \$188  = ~ \$187 ;
+  assign \$189  = ~ active;
+  assign \$190  = plan__valid & \$189 ;
+  assign \$193  = \$191  ^ { \$192 [23:0], 1'h0 };
+  assign \$194  = | \$193 ;
+  assign \$195  = ~ \$194 ;
+  assign \$196  = \$190  | \$195 ;
+  assign \$197  = \$183  ? \$188  : \$196 ;
+  assign \$198  = \$146  ? \$182  : \$197 ;
+  assign \$199  = nic_send__valid & nic_send__ready;
+  assign \$200  = send_cmd_left - nic_send__payload[19:9];
+  assign \$201  = send_pkt + 1'h1;
+  assign \$202  = | mem_a_outstanding;
+  assign \$203  = \$202  | cmd__valid;
+  assign \$204  = \$203  | axi__rvalid;
+  assign mem_a_clock_enable = \$204  | rst;
+  assign \$205  = | mem_b_outstanding;
+  assign \$206  = \$205  | \cmd__valid$7 ;
+  assign \$207  = \$206  | \axi__rvalid$80 ;
+  assign mem_b_clock_enable = \$207  | rst;
+  assign \$208  = | mem_w_outstanding;
+  assign \$209  = \$208  | \cmd__valid$12 ;
+  assign \$210  = wr_stream__tvalid | axi__bvalid;
+  assign \$211  = \$209  | \$210 ;
+  assign mem_w_clock_enable = \$211  | rst;
+  assign mem_read_bytes = bytes + \bytes$227 ;
+  assign \$212  = plan__payload[140:117] + 4'hf;
+  assign \$214  = ! plan__payload[120:117];
+  assign \$215  = 1'h1 << plan__payload[120:117];
+  assign \$216  = \$215  - 1'h1;
+  assign \$217  = \$214  ? 17'h0ffff : \$216 ;
+  assign plan__ready = ~ active;
+  assign \$218  = plan[1:0] == 1'h1;
+  assign \cmd__valid$42  = pend_a & \$218 ;
+  assign \$219  = plan[1:0] == 2'h2;
+  assign cmd__valid = pend_a & \$219 ;
+  assign \$220  = ~ plan[35];
+  assign \cmd__valid$44  = pend_b & \$220 ;
+  assign \cmd__valid$7  = pend_b & plan[35];
+  assign \$221  = ~ plan[69];
+  assign \cmd__valid$46  = pend_w & \$221 ;
+  assign \cmd__valid$12  = pend_w & plan[69];
+  assign \$222  = abort | nic_recv__valid;
+  assign \$223  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
+  assign \$224  = ~ plan[34];
+  assign \$225  = active & join_more;
+  assign \$226  = \$225  & a_valid;
+  assign \i__valid$250  = \$226  & b_valid;
+  assign fire = \i__valid$250  & \i__ready$252 ;
+  assign \$227  = ! plan[1:0];
+  assign \$228  = fire & \$227 ;
+  assign \$229  = ~ abort;
+  assign nic_recv__ready = \$228  & \$229 ;
+  assign \$230  = plan[1:0] == 1'h1;
+  assign sram_rd_a__resp__ready = fire & \$230 ;
+  assign \$231  = plan[1:0] == 2'h2;
+  assign rd_stream__tready = fire & \$231 ;
+  assign \$232  = fire & plan[34];
+  assign \$233  = ~ plan[35];
+  assign sram_rd_b__resp__ready = \$232  & \$233 ;
+  assign \$234  = fire & plan[34];
+  assign \rd_stream__tready$257  = \$234  & plan[35];
+  assign \$235  = | recv_left[23:9];
+  assign \$236  = recv_left[8:0] > 9'h100;
+  assign \$237  = \$235  | \$236 ;
+  assign \$238  = \$237  ? 24'h000100 : recv_left;
+  assign \$239  = ! recv_pkt_left;
+  assign pkt_left = \$239  ? \$238 [8:0] : recv_pkt_left;
+  assign \$240  = ! recv_pkt_left;
+  assign \$241  = | recv_left[23:5];
+  assign \$242  = recv_left[4:0] > 5'h10;
+  assign \$243  = \$241  | \$242 ;
+  assign \$244  = \$243  ? 24'h000010 : recv_left;
+  assign \$245  = | recv_pkt_left[8:5];
+  assign \$246  = recv_pkt_left[4:0] > 5'h10;
+  assign \$247  = \$245  | \$246 ;
+  assign \$248  = \$247  ? 9'h010 : recv_pkt_left;
+  assign \$249  = \$240  ? \$244  : { 15'h0000, \$248  };
+  assign \$250  = nic_recv__valid & nic_recv__ready;
+  assign \$251  = nic_recv__payload[153:146] != plan[112:105];
+  assign \$252  = ! recv_pkt_left;
+  assign \$253  = nic_recv__payload[144] != \$252 ;
+  assign \$254  = \$251  | \$253 ;
+  assign \$255  = ! recv_pkt_left;
+  assign \$256  = nic_recv__payload[178:162] != \$238 [8:0];
+  assign \$257  = nic_recv__payload[161:154] != recv_pkt;
+  assign \$258  = \$256  | \$257 ;
+  assign \$259  = \$255  & \$258 ;
+  assign \$260  = \$254  | \$259 ;
+  assign \$261  = pkt_left <= 5'h10;
+  assign \$262  = nic_recv__payload[145] != \$261 ;
+  assign \$263  = \$260  | \$262 ;
+  assign \$264  = ~ plan[69];
+  assign \$265  = plan[68] & \$264 ;
+  assign \$266  = o__valid & \$265 ;
+  assign \$267  = ~ taken_w;
+  assign \i__valid$262  = \$266  & \$267 ;
+  assign \$268  = plan[68] & plan[69];
+  assign \$269  = o__valid & \$268 ;
+  assign \$270  = ~ taken_w;
+  assign wr_stream__tvalid = \$269  & \$270 ;
+  assign \$271  = ~ plan[68];
+  assign \$272  = \$271  | taken_w;
+  assign \$273  = plan[69] ? wr_stream__tready : \i__ready$265 ;
+  assign w_ready = \$272  | \$273 ;
+  assign \$274  = o__valid & plan[102];
+  assign \$275  = ~ taken_s;
+  assign nic_send_data__valid = \$274  & \$275 ;
+  assign \$276  = ~ plan[102];
+  assign \$277  = \$276  | taken_s;
+  assign s_ready = \$277  | nic_send_data__ready;
+  assign \o__ready$268  = w_ready & s_ready;
+  assign \$278  = fwd_gap + 1'h0;
+  assign \$279  = \$278  + 1'h0;
+  assign \$280  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$281  = fwd_gap + \$280 ;
+  assign \$282  = \$281  + 1'h1;
+  assign \$283  = fwd_gap + \$249 [4:0];
+  assign \$284  = \$283  + 1'h0;
+  assign \$285  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$286  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$287  = \$285  ^ \$286 ;
+  assign \$288  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$289  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$290  = fwd_gap & \$289 ;
+  assign \$291  = \$288  | \$290 ;
+  assign \$292  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$293  = { 20'h00000, \$249 [4:0] } & \$292 ;
+  assign \$294  = \$291  | \$293 ;
+  assign \$296  = \$287  + \$295 [24:0];
+  assign \$297  = \$296  + 1'h1;
+  assign \$298  = | send_cmd_left;
+  assign \$299  = active & \$298 ;
+  assign \$300  = ! plan[1:0];
+  assign \$301  = ~ \$300 ;
+  assign \$302  = \$301  | fwd_ahead;
+  assign \$303  = fwd_even & a_valid;
+  assign \$304  = \$302  | \$303 ;
+  assign nic_send__valid = \$299  & \$304 ;
+  assign \$305  = | send_cmd_left[23:9];
+  assign \$306  = send_cmd_left[8:0] > 9'h100;
+  assign \$307  = \$305  | \$306 ;
+  assign \$308  = \$307  ? 24'h000100 : send_cmd_left;
+  assign \$309  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
+  assign \$310  = ~ \$309 ;
+  assign \$311  = active & \$310 ;
+  assign \$312  = ! join_left;
+  assign \$313  = \$311  & \$312 ;
+  assign \$314  = ! send_cmd_left;
+  assign \$315  = \$313  & \$314 ;
+  assign \$316  = ! send_data_left;
+  assign \$317  = \$315  & \$316 ;
+  assign \$318  = ~ busy;
+  assign \$319  = \$317  & \$318 ;
+  assign \$320  = ~ o__valid;
+  assign \$321  = \$319  & \$320 ;
+  assign \$322  = ~ \i__valid$94 ;
+  assign finished = \$321  & \$322 ;
   always @(posedge clk)
-    mem_a_outstanding <= \$203 ;
+    mem_a_outstanding <= \$323 ;
   always @(posedge clk)
-    mem_b_outstanding <= \$204 ;
+    mem_b_outstanding <= \$324 ;
   always @(posedge clk)
-    mem_w_outstanding <= \$205 ;
+    mem_w_outstanding <= \$325 ;
   always @(posedge clk)
-    plan <= \$206 ;
+    plan <= \$326 ;
   always @(posedge clk)
-    active <= \$207 ;
+    active <= \$327 ;
   always @(posedge clk)
-    pend_a <= \$208 ;
+    pend_a <= \$328 ;
   always @(posedge clk)
-    wait_a <= \$209 ;
+    wait_a <= \$329 ;
   always @(posedge clk)
-    pend_b <= \$210 ;
+    pend_b <= \$330 ;
   always @(posedge clk)
-    wait_b <= \$211 ;
+    wait_b <= \$331 ;
   always @(posedge clk)
-    pend_w <= \$212 ;
+    pend_w <= \$332 ;
   always @(posedge clk)
-    wait_w <= \$213 ;
+    wait_w <= \$333 ;
   always @(posedge clk)
-    join_left <= \$214 ;
+    join_left <= \$334 ;
   always @(posedge clk)
-    join_more <= \$215 ;
+    join_more <= \$335 ;
   always @(posedge clk)
-    join_last <= \$216 ;
+    join_last <= \$336 ;
   always @(posedge clk)
-    send_cmd_left <= \$217 ;
+    send_cmd_left <= \$337 ;
   always @(posedge clk)
-    send_data_left <= \$218 ;
+    send_data_left <= \$338 ;
   always @(posedge clk)
-    send_pkt <= \$219 ;
+    send_pkt <= \$339 ;
   always @(posedge clk)
-    recv_left <= \$220 ;
+    recv_left <= \$340 ;
   always @(posedge clk)
-    recv_pkt_left <= \$221 ;
+    recv_pkt_left <= \$341 ;
   always @(posedge clk)
-    recv_pkt <= \$222 ;
+    recv_pkt <= \$342 ;
   always @(posedge clk)
-    w_mask <= \$223 ;
+    w_mask <= \$343 ;
   always @(posedge clk)
-    step_words <= \$224 ;
+    step_words <= \$344 ;
   always @(posedge clk)
-    mem_error <= \$225 ;
+    mem_error <= \$345 ;
   always @(posedge clk)
-    recv_error <= \$226 ;
+    recv_error <= \$346 ;
   always @(posedge clk)
-    taken_w <= \$227 ;
+    taken_w <= \$347 ;
   always @(posedge clk)
-    taken_s <= \$228 ;
+    taken_s <= \$348 ;
   always @(posedge clk)
-    fwd_ahead <= \$229 ;
+    fwd_gap <= \$349 ;
   always @(posedge clk)
-    fwd_even <= \$230 ;
+    fwd_ahead <= \$350 ;
   always @(posedge clk)
-    fwd_gap <= \$231 ;
+    fwd_even <= \$351 ;
   always @(posedge clk)
-    done <= \$232 ;
+    done <= \$352 ;
   \ace_engine_small.ch0.datapath.alu  alu (
     .clk(clk),
     .i__payload(i__payload),
     .i__ready(o__ready),
     .i__valid(i__valid),
-    .o__valid(\i__valid$90 ),
-    .out_payload(\i__payload$86 ),
-    .r_en(\o__ready$88 ),
+    .o__valid(\i__valid$94 ),
+    .out_payload(\i__payload$90 ),
+    .r_en(\o__ready$92 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.mem_a  mem_a (
@@ -6165,14 +6395,14 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__rvalid(axi__rvalid),
     .bytes(bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$228 ),
+    .cmd__payload(\cmd__payload$232 ),
     .cmd__ready(cmd__ready),
     .cmd__valid(cmd__valid),
     .cpl__payload(cpl__payload),
     .cpl_full(cpl__valid),
     .mem_a_clock_enable(mem_a_clock_enable),
     .\o__ready$40 (axi__arready),
-    .\port$3588$0 (\port$3588$0 ),
+    .\port$3646$0 (\port$3646$0 ),
     .rd_stream__tdata(rd_stream__tdata),
     .rd_stream__tready(rd_stream__tready),
     .rd_stream__tvalid(rd_stream__tvalid),
@@ -6183,20 +6413,20 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__arlen(mem_rd_b__arlen),
     .axi__arvalid(mem_rd_b__arvalid),
     .axi__rready(mem_rd_b__rready),
-    .axi__rvalid(\axi__rvalid$76 ),
-    .bytes(\bytes$223 ),
+    .axi__rvalid(\axi__rvalid$80 ),
+    .bytes(\bytes$227 ),
     .clk(clk),
-    .cmd__payload(\cmd__payload$230 ),
+    .cmd__payload(\cmd__payload$234 ),
     .cmd__ready(\cmd__ready$8 ),
     .cmd__valid(\cmd__valid$7 ),
     .cpl__payload(\cpl__payload$49 ),
     .cpl_full(\cpl__valid$9 ),
     .mem_b_clock_enable(mem_b_clock_enable),
-    .\o__ready$40 (\axi__arready$167 ),
-    .\port$3660$0 (\port$3660$0 ),
-    .rd_stream__tdata(\rd_stream__tdata$243 ),
-    .rd_stream__tready(\rd_stream__tready$253 ),
-    .rd_stream__tvalid(\rd_stream__tvalid$241 ),
+    .\o__ready$40 (\axi__arready$171 ),
+    .\port$3718$0 (\port$3718$0 ),
+    .rd_stream__tdata(\rd_stream__tdata$247 ),
+    .rd_stream__tready(\rd_stream__tready$257 ),
+    .rd_stream__tvalid(\rd_stream__tvalid$245 ),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.mem_w  mem_w (
@@ -6209,7 +6439,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__wvalid(mem_wr__wvalid),
     .bytes(mem_write_bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$232 ),
+    .cmd__payload(\cmd__payload$236 ),
     .cmd__ready(\cmd__ready$13 ),
     .cmd__valid(\cmd__valid$12 ),
     .cpl__payload(\cpl__payload$50 ),
@@ -6217,17 +6447,17 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .mem_w_clock_enable(mem_w_clock_enable),
     .\o__ready$44 (axi__awready),
     .\o__ready$92 (axi__wready),
-    .\port$15892$0 (\$233 ),
+    .\port$16183$0 (\$353 ),
     .rst(rst),
-    .wr_stream__tdata(\o__payload$258 [127:0]),
+    .wr_stream__tdata(\o__payload$261 [127:0]),
     .wr_stream__tready(wr_stream__tready),
     .wr_stream__tvalid(wr_stream__tvalid)
   );
   \ace_engine_small.ch0.datapath.operands  operands (
     .clk(clk),
-    .i__payload(\i__payload$247 ),
-    .i__ready(\i__ready$248 ),
-    .i__valid(\i__valid$246 ),
+    .i__payload(\i__payload$251 ),
+    .i__ready(\i__ready$252 ),
+    .i__valid(\i__valid$250 ),
     .o__payload(i__payload),
     .o__ready(o__ready),
     .o__valid(i__valid),
@@ -6235,11 +6465,11 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch0.datapath.result  result (
     .clk(clk),
-    .i__payload(\i__payload$86 ),
-    .i__ready(\o__ready$88 ),
-    .i__valid(\i__valid$90 ),
-    .o__payload(\o__payload$258 ),
-    .o__ready(\o__ready$265 ),
+    .i__payload(\i__payload$90 ),
+    .i__ready(\o__ready$92 ),
+    .i__valid(\i__valid$94 ),
+    .o__payload(\o__payload$261 ),
+    .o__ready(\o__ready$268 ),
     .o__valid(o__valid),
     .rst(rst)
   );
@@ -6248,7 +6478,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .cmd__payload(cmd__payload),
     .cmd__ready(\cmd__ready$43 ),
     .cmd__valid(\cmd__valid$42 ),
-    .o__payload(\o__payload$237 ),
+    .o__payload(\o__payload$241 ),
     .o__valid(port__resp__valid),
     .port__req__payload(sram_rd_a__req__payload),
     .port__req__ready(port__req__ready),
@@ -6259,27 +6489,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch0.datapath.sram_b  sram_b (
     .clk(clk),
-    .cmd__payload(\cmd__payload$229 ),
+    .cmd__payload(\cmd__payload$233 ),
     .cmd__ready(\cmd__ready$45 ),
     .cmd__valid(\cmd__valid$44 ),
-    .o__payload(\o__payload$245 ),
-    .o__valid(\port__resp__valid$114 ),
+    .o__payload(\o__payload$249 ),
+    .o__valid(\port__resp__valid$118 ),
     .port__req__payload(sram_rd_b__req__payload),
-    .port__req__ready(\port__req__ready$106 ),
+    .port__req__ready(\port__req__ready$110 ),
     .port__req__valid(sram_rd_b__req__valid),
-    .port__resp__payload(\port__resp__payload$110 ),
+    .port__resp__payload(\port__resp__payload$114 ),
     .port__resp__ready(sram_rd_b__resp__ready),
     .rst(rst)
   );
   \ace_engine_small.ch0.datapath.sram_w  sram_w (
     .busy(busy),
     .clk(clk),
-    .cmd__payload(\cmd__payload$231 ),
+    .cmd__payload(\cmd__payload$235 ),
     .cmd__ready(\cmd__ready$47 ),
     .cmd__valid(\cmd__valid$46 ),
-    .i__payload(\o__payload$258 [127:0]),
-    .i__ready(\i__ready$262 ),
-    .i__valid(\i__valid$259 ),
+    .i__payload(\o__payload$261 [127:0]),
+    .i__ready(\i__ready$265 ),
+    .i__valid(\i__valid$262 ),
     .port__payload(sram_wr__payload),
     .port__ready(port__ready),
     .port__valid(sram_wr__valid),
@@ -6287,394 +6517,379 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$203  = mem_a_outstanding;
+    \$323  = mem_a_outstanding;
     if (\$4 ) begin
-      \$203  = \$9 [7:0];
+      \$323  = \$9 [7:0];
     end else if (\$8 ) begin
-      \$203  = \$10 [7:0];
+      \$323  = \$10 [7:0];
     end
     if (rst) begin
-      \$203  = 8'h00;
+      \$323  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$204  = mem_b_outstanding;
+    \$324  = mem_b_outstanding;
     if (\$14 ) begin
-      \$204  = \$19 [7:0];
+      \$324  = \$19 [7:0];
     end else if (\$18 ) begin
-      \$204  = \$20 [7:0];
+      \$324  = \$20 [7:0];
     end
     if (rst) begin
-      \$204  = 8'h00;
+      \$324  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$205  = mem_w_outstanding;
+    \$325  = mem_w_outstanding;
     if (\$24 ) begin
-      \$205  = \$29 [7:0];
+      \$325  = \$29 [7:0];
     end else if (\$28 ) begin
-      \$205  = \$30 [7:0];
+      \$325  = \$30 [7:0];
     end
     if (rst) begin
-      \$205  = 8'h00;
+      \$325  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$206  = plan;
+    \$326  = plan;
     if (\$32 ) begin
-      \$206  = plan__payload;
+      \$326  = plan__payload;
     end
     if (rst) begin
-      \$206  = 141'h000000000000000000000000000000000000;
+      \$326  = 141'h000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$207  = active;
+    \$327  = active;
     if (\$32 ) begin
-      \$207  = 1'h1;
+      \$327  = 1'h1;
     end
     if (finished) begin
-      \$207  = 1'h0;
+      \$327  = 1'h0;
     end
     if (rst) begin
-      \$207  = 1'h0;
+      \$327  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$208  = pend_a;
+    \$328  = pend_a;
     if (\$32 ) begin
-      \$208  = \$33 ;
+      \$328  = \$33 ;
     end
     if (\$45 ) begin
-      \$208  = 1'h0;
+      \$328  = 1'h0;
     end
     if (rst) begin
-      \$208  = 1'h0;
+      \$328  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$209  = wait_a;
+    \$329  = wait_a;
     if (\$32 ) begin
-      \$209  = \$34 ;
+      \$329  = \$34 ;
     end
     if (cpl__valid) begin
-      \$209  = 1'h0;
+      \$329  = 1'h0;
     end
     if (rst) begin
-      \$209  = 1'h0;
+      \$329  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$210  = pend_b;
+    \$330  = pend_b;
     if (\$32 ) begin
-      \$210  = plan__payload[34];
+      \$330  = plan__payload[34];
     end
     if (\$48 ) begin
-      \$210  = 1'h0;
+      \$330  = 1'h0;
     end
     if (rst) begin
-      \$210  = 1'h0;
+      \$330  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$211  = wait_b;
+    \$331  = wait_b;
     if (\$32 ) begin
-      \$211  = \$35 ;
+      \$331  = \$35 ;
     end
     if (\cpl__valid$9 ) begin
-      \$211  = 1'h0;
+      \$331  = 1'h0;
     end
     if (rst) begin
-      \$211  = 1'h0;
+      \$331  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$212  = pend_w;
+    \$332  = pend_w;
     if (\$32 ) begin
-      \$212  = plan__payload[68];
+      \$332  = plan__payload[68];
     end
     if (\$51 ) begin
-      \$212  = 1'h0;
+      \$332  = 1'h0;
     end
     if (rst) begin
-      \$212  = 1'h0;
+      \$332  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$213  = wait_w;
+    \$333  = wait_w;
     if (\$32 ) begin
-      \$213  = \$36 ;
+      \$333  = \$36 ;
     end
     if (\cpl__valid$14 ) begin
-      \$213  = 1'h0;
+      \$333  = 1'h0;
     end
     if (rst) begin
-      \$213  = 1'h0;
+      \$333  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$214  = join_left;
+    \$334  = join_left;
     if (\$32 ) begin
-      \$214  = \$109 [23:0];
+      \$334  = \$213 [23:0];
     end
     if (fire) begin
-      \$214  = \$55 [23:0];
+      \$334  = \$55 [23:0];
     end
     if (rst) begin
-      \$214  = 24'h000000;
+      \$334  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$215  = join_more;
+    \$335  = join_more;
     if (\$32 ) begin
-      \$215  = \$37 ;
+      \$335  = \$37 ;
     end
     if (fire) begin
-      \$215  = \$56 ;
+      \$335  = \$56 ;
     end
     if (rst) begin
-      \$215  = 1'h0;
+      \$335  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$216  = join_last;
+    \$336  = join_last;
     if (\$32 ) begin
-      \$216  = \$38 ;
+      \$336  = \$38 ;
     end
     if (fire) begin
-      \$216  = \$57 ;
+      \$336  = \$57 ;
     end
     if (rst) begin
-      \$216  = 1'h0;
+      \$336  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$217  = send_cmd_left;
+    \$337  = send_cmd_left;
     if (\$32 ) begin
-      \$217  = \$39 ;
+      \$337  = \$39 ;
     end
-    if (\$95 ) begin
-      \$217  = \$96 [23:0];
+    if (\$199 ) begin
+      \$337  = \$200 [23:0];
     end
     if (rst) begin
-      \$217  = 24'h000000;
+      \$337  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$218  = send_data_left;
+    \$338  = send_data_left;
     if (\$32 ) begin
-      \$218  = \$40 ;
+      \$338  = \$40 ;
     end
-    if (\$85 ) begin
-      \$218  = \$86 [23:0];
+    if (\$65 ) begin
+      \$338  = \$66 [23:0];
     end
     if (rst) begin
-      \$218  = 24'h000000;
+      \$338  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$219  = send_pkt;
+    \$339  = send_pkt;
     if (\$32 ) begin
-      \$219  = 8'h00;
+      \$339  = 8'h00;
     end
-    if (\$95 ) begin
-      \$219  = \$97 [7:0];
+    if (\$199 ) begin
+      \$339  = \$201 [7:0];
     end
     if (rst) begin
-      \$219  = 8'h00;
+      \$339  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$220  = recv_left;
+    \$340  = recv_left;
     if (\$32 ) begin
-      \$220  = \$42 ;
+      \$340  = \$42 ;
     end
     if (\$58 ) begin
-      \$220  = \$80 [23:0];
+      \$340  = \$60 [23:0];
     end
     if (rst) begin
-      \$220  = 24'h000000;
+      \$340  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$221  = recv_pkt_left;
+    \$341  = recv_pkt_left;
     if (\$32 ) begin
-      \$221  = 9'h000;
+      \$341  = 9'h000;
     end
     if (\$58 ) begin
-      \$221  = \$69 [8:0];
+      \$341  = \$59 [8:0];
     end
     if (rst) begin
-      \$221  = 9'h000;
+      \$341  = 9'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$222  = recv_pkt;
+    \$342  = recv_pkt;
     if (\$32 ) begin
-      \$222  = 8'h00;
+      \$342  = 8'h00;
     end
     if (\$58 ) begin
       if (nic_recv__payload[145]) begin
-        \$222  = \$81 [7:0];
+        \$342  = \$61 [7:0];
       end
     end
     if (rst) begin
-      \$222  = 8'h00;
+      \$342  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$223  = w_mask;
+    \$343  = w_mask;
     if (\$32 ) begin
-      \$223  = \$113 [15:0];
+      \$343  = \$217 [15:0];
     end
     if (rst) begin
-      \$223  = 16'h0000;
+      \$343  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$224  = step_words;
+    \$344  = step_words;
     if (\$32 ) begin
-      \$224  = \$109 [23:0];
+      \$344  = \$213 [23:0];
     end
     if (rst) begin
-      \$224  = 24'h000000;
+      \$344  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$225  = mem_error;
+    \$345  = mem_error;
     if (\$32 ) begin
-      \$225  = 1'h0;
+      \$345  = 1'h0;
     end
     if (cpl__valid) begin
       if (\$52 ) begin
-        \$225  = 1'h1;
+        \$345  = 1'h1;
       end
     end
     if (\cpl__valid$9 ) begin
       if (\$53 ) begin
-        \$225  = 1'h1;
+        \$345  = 1'h1;
       end
     end
     if (\cpl__valid$14 ) begin
       if (\$54 ) begin
-        \$225  = 1'h1;
+        \$345  = 1'h1;
       end
     end
     if (rst) begin
-      \$225  = 1'h0;
+      \$345  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$226  = recv_error;
+    \$346  = recv_error;
     if (\$32 ) begin
-      \$226  = 1'h0;
+      \$346  = 1'h0;
     end
     if (\$58 ) begin
       if (bad) begin
-        \$226  = 1'h1;
+        \$346  = 1'h1;
       end
     end
     if (rst) begin
-      \$226  = 1'h0;
+      \$346  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$227  = taken_w;
+    \$347  = taken_w;
     if (o__valid) begin
       (* full_case = 32'd1 *)
-      if (\$82 ) begin
-        \$227  = 1'h0;
+      if (\$62 ) begin
+        \$347  = 1'h0;
       end else begin
-        \$227  = \$83 ;
+        \$347  = \$63 ;
       end
     end
     if (rst) begin
-      \$227  = 1'h0;
+      \$347  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$228  = taken_s;
+    \$348  = taken_s;
     if (o__valid) begin
       (* full_case = 32'd1 *)
-      if (\$82 ) begin
-        \$228  = 1'h0;
+      if (\$62 ) begin
+        \$348  = 1'h0;
       end else begin
-        \$228  = \$84 ;
+        \$348  = \$64 ;
       end
     end
     if (rst) begin
-      \$228  = 1'h0;
+      \$348  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$88 ) begin
-      \$229  = 1'h0;
-    end else begin
-      \$229  = \$93 ;
-    end
+    \$349  = \$79 ;
     if (rst) begin
-      \$229  = 1'h0;
+      \$349  = 25'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$88 ) begin
-      \$230  = 1'h1;
-    end else begin
-      \$230  = \$94 ;
-    end
+    \$350  = \$145 ;
     if (rst) begin
-      \$230  = 1'h0;
+      \$350  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$88 ) begin
-      \$231  = \$92 ;
-    end else begin
-      \$231  = \$177 [24:0];
-    end
+    \$351  = \$198 ;
     if (rst) begin
-      \$231  = 25'h0000000;
+      \$351  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    \$232  = 1'h0;
+    \$352  = 1'h0;
     if (finished) begin
-      \$232  = 1'h1;
+      \$352  = 1'h1;
     end
     if (rst) begin
-      \$232  = 1'h0;
+      \$352  = 1'h0;
     end
   end
   always @* begin
@@ -6682,7 +6897,7 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_valid = \$118 ;
+          a_valid = \$222 ;
       2'h1:
           a_valid = port__resp__valid;
       default:
@@ -6694,9 +6909,9 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_data = \$119 ;
+          a_data = \$223 ;
       2'h1:
-          a_data = \o__payload$237 [127:0];
+          a_data = \o__payload$241 [127:0];
       default:
           a_data = rd_stream__tdata;
     endcase
@@ -6704,63 +6919,60 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     (* full_case = 32'd1 *)
-    if (\$120 ) begin
+    if (\$224 ) begin
       b_valid = 1'h1;
     end else if (plan[35]) begin
-      b_valid = \rd_stream__tvalid$241 ;
+      b_valid = \rd_stream__tvalid$245 ;
     end else begin
-      b_valid = \port__resp__valid$114 ;
+      b_valid = \port__resp__valid$118 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     b_data = 128'h00000000000000000000000000000000;
     (* full_case = 32'd1 *)
-    if (\$120 ) begin
+    if (\$224 ) begin
     end else if (plan[35]) begin
-      b_data = \rd_stream__tdata$243 ;
+      b_data = \rd_stream__tdata$247 ;
     end else begin
-      b_data = \o__payload$245 [127:0];
+      b_data = \o__payload$249 [127:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
     bad = 1'h0;
-    if (\$136 ) begin
-      bad = \$149 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$51 ) begin end
-    took_bytes = 5'h00;
-    if (\$136 ) begin
-      took_bytes = \$159 [4:0];
+    if (\$250 ) begin
+      bad = \$263 ;
     end
   end
   assign cpl__ready = 1'h1;
   assign \cpl__ready$10  = 1'h1;
   assign \cpl__ready$15  = 1'h1;
-  assign nwords = \$109 [23:0];
-  assign last_mask = \$113 [15:0];
-  assign gap_next = \$177 [24:0];
+  assign nwords = \$213 [23:0];
+  assign last_mask = \$217 [15:0];
+  assign beat_bytes = \$249 [4:0];
+  assign gap_kept = \$279 [24:0];
+  assign gap_took = \$284 [24:0];
+  assign gap_sent = \$282 [24:0];
+  assign gap_took_sent = \$297 [24:0];
   assign o__payload = i__payload;
   assign i__ready = o__ready;
-  assign \o__valid$85  = i__valid;
-  assign \o__payload$87  = \i__payload$86 ;
-  assign \i__ready$89  = \o__ready$88 ;
-  assign \o__valid$91  = \i__valid$90 ;
+  assign \o__valid$89  = i__valid;
+  assign \o__payload$91  = \i__payload$90 ;
+  assign \i__ready$93  = \o__ready$92 ;
+  assign \o__valid$95  = \i__valid$94 ;
   assign port__req__payload = sram_rd_a__req__payload;
   assign sram_rd_a__req__ready = port__req__ready;
   assign port__req__valid = sram_rd_a__req__valid;
   assign sram_rd_a__resp__payload = port__resp__payload;
   assign port__resp__ready = sram_rd_a__resp__ready;
   assign sram_rd_a__resp__valid = port__resp__valid;
-  assign \port__req__payload$105  = sram_rd_b__req__payload;
-  assign sram_rd_b__req__ready = \port__req__ready$106 ;
-  assign \port__req__valid$109  = sram_rd_b__req__valid;
-  assign sram_rd_b__resp__payload = \port__resp__payload$110 ;
-  assign \port__resp__ready$113  = sram_rd_b__resp__ready;
-  assign sram_rd_b__resp__valid = \port__resp__valid$114 ;
+  assign \port__req__payload$109  = sram_rd_b__req__payload;
+  assign sram_rd_b__req__ready = \port__req__ready$110 ;
+  assign \port__req__valid$113  = sram_rd_b__req__valid;
+  assign sram_rd_b__resp__payload = \port__resp__payload$114 ;
+  assign \port__resp__ready$117  = sram_rd_b__resp__ready;
+  assign sram_rd_b__resp__valid = \port__resp__valid$118 ;
   assign port__payload = sram_wr__payload;
   assign sram_wr__ready = port__ready;
   assign port__valid = sram_wr__valid;
@@ -6780,40 +6992,40 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign mem_rd_a__arsize = 3'h4;
   assign axi__arsize = 3'h4;
   assign axi__arvalid = mem_rd_a__arvalid;
-  assign axi__rdata = \port$3588$0 [127:0];
-  assign mem_rd_a__rdata = \port$3588$0 [127:0];
+  assign axi__rdata = \port$3646$0 [127:0];
+  assign mem_rd_a__rdata = \port$3646$0 [127:0];
   assign mem_rd_a__rid = axi__rid;
-  assign axi__rlast = \port$3588$0 [130];
-  assign mem_rd_a__rlast = \port$3588$0 [130];
+  assign axi__rlast = \port$3646$0 [130];
+  assign mem_rd_a__rlast = \port$3646$0 [130];
   assign axi__rready = mem_rd_a__rready;
-  assign axi__rresp = \port$3588$0 [129:128];
-  assign mem_rd_a__rresp = \port$3588$0 [129:128];
+  assign axi__rresp = \port$3646$0 [129:128];
+  assign mem_rd_a__rresp = \port$3646$0 [129:128];
   assign mem_rd_a__rvalid = axi__rvalid;
-  assign \axi__araddr$154  = mem_rd_b__araddr;
+  assign \axi__araddr$158  = mem_rd_b__araddr;
   assign mem_rd_b__arburst = 2'h1;
-  assign \axi__arburst$156  = 2'h1;
+  assign \axi__arburst$160  = 2'h1;
   assign mem_rd_b__arcache = 4'h3;
-  assign \axi__arcache$158  = 4'h3;
+  assign \axi__arcache$162  = 4'h3;
   assign mem_rd_b__arid = 4'h0;
-  assign \axi__arid$160  = 4'h0;
-  assign \axi__arlen$162  = mem_rd_b__arlen;
+  assign \axi__arid$164  = 4'h0;
+  assign \axi__arlen$166  = mem_rd_b__arlen;
   assign mem_rd_b__arlock = 1'h0;
-  assign \axi__arlock$164  = 1'h0;
+  assign \axi__arlock$168  = 1'h0;
   assign mem_rd_b__arprot = 3'h0;
-  assign \axi__arprot$166  = 3'h0;
-  assign mem_rd_b__arready = \axi__arready$167 ;
+  assign \axi__arprot$170  = 3'h0;
+  assign mem_rd_b__arready = \axi__arready$171 ;
   assign mem_rd_b__arsize = 3'h4;
-  assign \axi__arsize$170  = 3'h4;
-  assign \axi__arvalid$172  = mem_rd_b__arvalid;
-  assign \axi__rdata$173  = \port$3660$0 [127:0];
-  assign mem_rd_b__rdata = \port$3660$0 [127:0];
-  assign mem_rd_b__rid = \axi__rid$175 ;
-  assign \axi__rlast$177  = \port$3660$0 [130];
-  assign mem_rd_b__rlast = \port$3660$0 [130];
-  assign \axi__rready$180  = mem_rd_b__rready;
-  assign \axi__rresp$181  = \port$3660$0 [129:128];
-  assign mem_rd_b__rresp = \port$3660$0 [129:128];
-  assign mem_rd_b__rvalid = \axi__rvalid$76 ;
+  assign \axi__arsize$174  = 3'h4;
+  assign \axi__arvalid$176  = mem_rd_b__arvalid;
+  assign \axi__rdata$177  = \port$3718$0 [127:0];
+  assign mem_rd_b__rdata = \port$3718$0 [127:0];
+  assign mem_rd_b__rid = \axi__rid$179 ;
+  assign \axi__rlast$181  = \port$3718$0 [130];
+  assign mem_rd_b__rlast = \port$3718$0 [130];
+  assign \axi__rready$184  = mem_rd_b__rready;
+  assign \axi__rresp$185  = \port$3718$0 [129:128];
+  assign mem_rd_b__rresp = \port$3718$0 [129:128];
+  assign mem_rd_b__rvalid = \axi__rvalid$80 ;
   assign axi__awaddr = mem_wr__awaddr;
   assign mem_wr__awburst = 2'h1;
   assign axi__awburst = 2'h1;
@@ -6834,27 +7046,27 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__bready = mem_wr__bready;
   assign mem_wr__bresp = axi__bresp;
   assign mem_wr__bvalid = axi__bvalid;
-  assign mem_wr__wdata = \$233 [127:0];
-  assign axi__wdata = \$233 [127:0];
-  assign mem_wr__wlast = \$233 [144];
-  assign axi__wlast = \$233 [144];
+  assign mem_wr__wdata = \$353 [127:0];
+  assign axi__wdata = \$353 [127:0];
+  assign mem_wr__wlast = \$353 [144];
+  assign axi__wlast = \$353 [144];
   assign mem_wr__wready = axi__wready;
-  assign mem_wr__wstrb = \$233 [143:128];
-  assign axi__wstrb = \$233 [143:128];
+  assign mem_wr__wstrb = \$353 [143:128];
+  assign axi__wstrb = \$353 [143:128];
   assign axi__wvalid = mem_wr__wvalid;
-  assign \bytes$225  = mem_write_bytes;
-  assign \o__valid$236  = port__resp__valid;
-  assign \o__valid$244  = \port__resp__valid$114 ;
+  assign \bytes$229  = mem_write_bytes;
+  assign \o__valid$240  = port__resp__valid;
+  assign \o__valid$248  = \port__resp__valid$118 ;
   assign alu_beat = fire;
-  assign \o__ready$250  = sram_rd_a__resp__ready;
-  assign \o__ready$252  = sram_rd_b__resp__ready;
-  assign expect_len = \$134 [8:0];
-  assign wr_stream__tdata = \o__payload$258 [127:0];
-  assign wr_stream__tlast = \o__payload$258 [132];
-  assign nic_send_data__payload = \o__payload$258 [127:0];
+  assign \o__ready$254  = sram_rd_a__resp__ready;
+  assign \o__ready$256  = sram_rd_b__resp__ready;
+  assign expect_len = \$238 [8:0];
+  assign wr_stream__tdata = \o__payload$261 [127:0];
+  assign wr_stream__tlast = \o__payload$261 [132];
+  assign nic_send_data__payload = \o__payload$261 [127:0];
   assign nic_recv_link = plan[104];
-  assign \port$15892$0  = \$233 ;
-  assign \i__payload$257  = \o__payload$258 [127:0];
+  assign \port$16183$0  = \$353 ;
+  assign \i__payload$260  = \o__payload$261 [127:0];
   assign \plan.a_src  = plan[1:0];
   assign \plan.a_addr  = plan[33:2];
   assign \plan.b_use  = plan[34];
@@ -6913,12 +7125,12 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \o__payload.dtype  = i__payload[259:258];
   assign \o__payload.tag  = i__payload[263:260];
   assign \o__payload.last  = i__payload[264];
-  assign \i__payload$86.result  = \i__payload$86 [127:0];
-  assign \i__payload$86.tag  = \i__payload$86 [131:128];
-  assign \i__payload$86.last  = \i__payload$86 [132];
-  assign \o__payload$87.result  = \i__payload$86 [127:0];
-  assign \o__payload$87.tag  = \i__payload$86 [131:128];
-  assign \o__payload$87.last  = \i__payload$86 [132];
+  assign \i__payload$90.result  = \i__payload$90 [127:0];
+  assign \i__payload$90.tag  = \i__payload$90 [131:128];
+  assign \i__payload$90.last  = \i__payload$90 [132];
+  assign \o__payload$91.result  = \i__payload$90 [127:0];
+  assign \o__payload$91.tag  = \i__payload$90 [131:128];
+  assign \o__payload$91.last  = \i__payload$90 [132];
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -6927,66 +7139,66 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \port__payload.mask  = sram_wr__payload[156:141];
   assign \cmd__payload.addr  = cmd__payload[12:0];
   assign \cmd__payload.words  = cmd__payload[36:13];
-  assign \cmd__payload$228.stream  = \cmd__payload$228 [0];
-  assign \cmd__payload$228.id  = \cmd__payload$228 [8:1];
-  assign \cmd__payload$228.length  = \cmd__payload$228 [32:9];
-  assign \cmd__payload$228.mem_addr  = \cmd__payload$228 [64:33];
-  assign \cmd__payload$228.sram_addr  = \cmd__payload$228 [77:65];
-  assign \cmd__payload$229.addr  = \cmd__payload$229 [12:0];
-  assign \cmd__payload$229.words  = \cmd__payload$229 [36:13];
-  assign \cmd__payload$230.stream  = \cmd__payload$230 [0];
-  assign \cmd__payload$230.id  = \cmd__payload$230 [8:1];
-  assign \cmd__payload$230.length  = \cmd__payload$230 [32:9];
-  assign \cmd__payload$230.mem_addr  = \cmd__payload$230 [64:33];
-  assign \cmd__payload$230.sram_addr  = \cmd__payload$230 [77:65];
-  assign \cmd__payload$231.addr  = \cmd__payload$231 [12:0];
-  assign \cmd__payload$231.words  = \cmd__payload$231 [36:13];
-  assign \cmd__payload$231.last_mask  = \cmd__payload$231 [52:37];
   assign \cmd__payload$232.stream  = \cmd__payload$232 [0];
   assign \cmd__payload$232.id  = \cmd__payload$232 [8:1];
   assign \cmd__payload$232.length  = \cmd__payload$232 [32:9];
   assign \cmd__payload$232.mem_addr  = \cmd__payload$232 [64:33];
   assign \cmd__payload$232.sram_addr  = \cmd__payload$232 [77:65];
-  assign \o__payload$237.data  = \o__payload$237 [127:0];
-  assign \o__payload$237.last  = \o__payload$237 [128];
-  assign \o__payload$245.data  = \o__payload$245 [127:0];
-  assign \o__payload$245.last  = \o__payload$245 [128];
-  assign \i__payload$247.a  = \i__payload$247 [127:0];
-  assign \i__payload$247.b  = \i__payload$247 [255:128];
-  assign \i__payload$247.op  = \i__payload$247 [257:256];
-  assign \i__payload$247.dtype  = \i__payload$247 [259:258];
-  assign \i__payload$247.tag  = \i__payload$247 [263:260];
-  assign \i__payload$247.last  = \i__payload$247 [264];
-  assign \o__payload$258.result  = \o__payload$258 [127:0];
-  assign \o__payload$258.tag  = \o__payload$258 [131:128];
-  assign \o__payload$258.last  = \o__payload$258 [132];
-  assign \nic_send_data__payload.data  = \o__payload$258 [127:0];
-  assign nic_send__payload[19:9] = \$188 [10:0];
+  assign \cmd__payload$233.addr  = \cmd__payload$233 [12:0];
+  assign \cmd__payload$233.words  = \cmd__payload$233 [36:13];
+  assign \cmd__payload$234.stream  = \cmd__payload$234 [0];
+  assign \cmd__payload$234.id  = \cmd__payload$234 [8:1];
+  assign \cmd__payload$234.length  = \cmd__payload$234 [32:9];
+  assign \cmd__payload$234.mem_addr  = \cmd__payload$234 [64:33];
+  assign \cmd__payload$234.sram_addr  = \cmd__payload$234 [77:65];
+  assign \cmd__payload$235.addr  = \cmd__payload$235 [12:0];
+  assign \cmd__payload$235.words  = \cmd__payload$235 [36:13];
+  assign \cmd__payload$235.last_mask  = \cmd__payload$235 [52:37];
+  assign \cmd__payload$236.stream  = \cmd__payload$236 [0];
+  assign \cmd__payload$236.id  = \cmd__payload$236 [8:1];
+  assign \cmd__payload$236.length  = \cmd__payload$236 [32:9];
+  assign \cmd__payload$236.mem_addr  = \cmd__payload$236 [64:33];
+  assign \cmd__payload$236.sram_addr  = \cmd__payload$236 [77:65];
+  assign \o__payload$241.data  = \o__payload$241 [127:0];
+  assign \o__payload$241.last  = \o__payload$241 [128];
+  assign \o__payload$249.data  = \o__payload$249 [127:0];
+  assign \o__payload$249.last  = \o__payload$249 [128];
+  assign \i__payload$251.a  = \i__payload$251 [127:0];
+  assign \i__payload$251.b  = \i__payload$251 [255:128];
+  assign \i__payload$251.op  = \i__payload$251 [257:256];
+  assign \i__payload$251.dtype  = \i__payload$251 [259:258];
+  assign \i__payload$251.tag  = \i__payload$251 [263:260];
+  assign \i__payload$251.last  = \i__payload$251 [264];
+  assign \o__payload$261.result  = \o__payload$261 [127:0];
+  assign \o__payload$261.tag  = \o__payload$261 [131:128];
+  assign \o__payload$261.last  = \o__payload$261 [132];
+  assign \nic_send_data__payload.data  = \o__payload$261 [127:0];
+  assign nic_send__payload[19:9] = \$308 [10:0];
   assign nic_send__payload[8:1] = send_pkt;
   assign nic_send__payload[0] = plan[103];
-  assign \i__payload$247 [264] = join_last;
-  assign \i__payload$247 [259:258] = plan[116:115];
-  assign \i__payload$247 [257:256] = plan[114:113];
-  assign \i__payload$247 [255:128] = b_data;
-  assign \i__payload$247 [127:0] = a_data;
-  assign \i__payload$247 [263:260] = 4'h0;
-  assign \cmd__payload$232 [64:33] = plan[101:70];
+  assign \i__payload$251 [264] = join_last;
+  assign \i__payload$251 [259:258] = plan[116:115];
+  assign \i__payload$251 [257:256] = plan[114:113];
+  assign \i__payload$251 [255:128] = b_data;
+  assign \i__payload$251 [127:0] = a_data;
+  assign \i__payload$251 [263:260] = 4'h0;
+  assign \cmd__payload$236 [64:33] = plan[101:70];
+  assign \cmd__payload$236 [32:9] = plan[140:117];
+  assign \cmd__payload$236 [0] = 1'h1;
+  assign { \cmd__payload$236 [77:65], \cmd__payload$236 [8:1] } = 21'h000000;
+  assign \cmd__payload$235 [52:37] = w_mask;
+  assign \cmd__payload$235 [36:13] = step_words;
+  assign \cmd__payload$235 [12:0] = plan[82:70];
+  assign \cmd__payload$234 [64:33] = plan[67:36];
+  assign \cmd__payload$234 [32:9] = plan[140:117];
+  assign \cmd__payload$234 [0] = 1'h1;
+  assign { \cmd__payload$234 [77:65], \cmd__payload$234 [8:1] } = 21'h000000;
+  assign \cmd__payload$233 [36:13] = step_words;
+  assign \cmd__payload$233 [12:0] = plan[48:36];
+  assign \cmd__payload$232 [64:33] = plan[33:2];
   assign \cmd__payload$232 [32:9] = plan[140:117];
   assign \cmd__payload$232 [0] = 1'h1;
   assign { \cmd__payload$232 [77:65], \cmd__payload$232 [8:1] } = 21'h000000;
-  assign \cmd__payload$231 [52:37] = w_mask;
-  assign \cmd__payload$231 [36:13] = step_words;
-  assign \cmd__payload$231 [12:0] = plan[82:70];
-  assign \cmd__payload$230 [64:33] = plan[67:36];
-  assign \cmd__payload$230 [32:9] = plan[140:117];
-  assign \cmd__payload$230 [0] = 1'h1;
-  assign { \cmd__payload$230 [77:65], \cmd__payload$230 [8:1] } = 21'h000000;
-  assign \cmd__payload$229 [36:13] = step_words;
-  assign \cmd__payload$229 [12:0] = plan[48:36];
-  assign \cmd__payload$228 [64:33] = plan[33:2];
-  assign \cmd__payload$228 [32:9] = plan[140:117];
-  assign \cmd__payload$228 [0] = 1'h1;
-  assign { \cmd__payload$228 [77:65], \cmd__payload$228 [8:1] } = 21'h000000;
   assign cmd__payload[36:13] = step_words;
   assign cmd__payload[12:0] = plan[14:2];
   assign \$2  = cpl__valid;
@@ -6995,7 +7207,20 @@ module \ace_engine_small.ch0.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$15  = \cpl__valid$9 ;
   assign \$22  = \cpl__valid$14 ;
   assign \$25  = \cpl__valid$14 ;
-  assign \$109  = { 4'h0, \$108 [24:4] };
+  assign \$213  = { 4'h0, \$212 [24:4] };
+  assign \$295  = { \$294 , 1'h0 };
+  assign \$93  = { \$92 , 1'h0 };
+  assign \$105  = { \$104 , 1'h0 };
+  assign \$110  = \$108 ;
+  assign \$120  = \$118 ;
+  assign \$130  = \$128 ;
+  assign \$136  = fwd_gap;
+  assign \$137  = fwd_gap;
+  assign \$141  = \$139 ;
+  assign \$158  = { \$157 , 1'h0 };
+  assign \$170  = { \$169 , 1'h0 };
+  assign \$191  = fwd_gap;
+  assign \$192  = fwd_gap;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -7283,12 +7508,12 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     d7_last <= \$27 ;
   \ace_engine_small.ch0.datapath.alu.fifo  fifo (
     .clk(clk),
-    .\port$15974$0 (d12_tag),
-    .\port$15976$0 (d12_last),
-    .\port$5734$0 (result),
-    .\port$6543$0 (\result$24 ),
-    .\port$7352$0 (\result$25 ),
-    .\port$8161$0 (\result$26 ),
+    .\port$16265$0 (d12_tag),
+    .\port$16267$0 (d12_last),
+    .\port$5909$0 (result),
+    .\port$6718$0 (\result$24 ),
+    .\port$7527$0 (\result$25 ),
+    .\port$8336$0 (\result$26 ),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -7300,7 +7525,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[159:128]),
     .busy(busy),
     .clk(clk),
-    .\port$17198$256 (i__payload[259:256]),
+    .\port$17489$256 (i__payload[259:256]),
     .\result$57 (result),
     .rst(rst)
   );
@@ -7309,7 +7534,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[191:160]),
     .busy(busy),
     .clk(clk),
-    .\port$17198$256 (i__payload[259:256]),
+    .\port$17489$256 (i__payload[259:256]),
     .\result$57 (\result$24 ),
     .rst(rst)
   );
@@ -7318,7 +7543,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[223:192]),
     .busy(busy),
     .clk(clk),
-    .\port$17198$256 (i__payload[259:256]),
+    .\port$17489$256 (i__payload[259:256]),
     .\result$57 (\result$25 ),
     .rst(rst)
   );
@@ -7326,7 +7551,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
     .a(i__payload[127:96]),
     .busy(busy),
     .clk(clk),
-    .\port$17198$224 (i__payload[259:224]),
+    .\port$17489$224 (i__payload[259:224]),
     .\result$57 (\result$26 ),
     .rst(rst)
   );
@@ -7654,7 +7879,7 @@ module \ace_engine_small.ch0.datapath.alu (rst, i__ready, out_payload, o__valid,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5734$0 , \port$6543$0 , \port$7352$0 , \port$8161$0 , r_data, w_en, \port$15974$0 , \port$15976$0 , r_rdy, r_en, clk);
+module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5909$0 , \port$6718$0 , \port$7527$0 , \port$8336$0 , r_data, w_en, \port$16265$0 , \port$16267$0 , r_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$53  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -7696,18 +7921,18 @@ module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5734$0 , \port$6543$0
   reg [3:0] inner_level = 4'h0;
   wire inner_r_rdy;
   wire [4:0] level;
-  input [3:0] \port$15974$0 ;
-  wire [3:0] \port$15974$0 ;
-  input \port$15976$0 ;
-  wire \port$15976$0 ;
-  input [31:0] \port$5734$0 ;
-  wire [31:0] \port$5734$0 ;
-  input [31:0] \port$6543$0 ;
-  wire [31:0] \port$6543$0 ;
-  input [31:0] \port$7352$0 ;
-  wire [31:0] \port$7352$0 ;
-  input [31:0] \port$8161$0 ;
-  wire [31:0] \port$8161$0 ;
+  input [3:0] \port$16265$0 ;
+  wire [3:0] \port$16265$0 ;
+  input \port$16267$0 ;
+  wire \port$16267$0 ;
+  input [31:0] \port$5909$0 ;
+  wire [31:0] \port$5909$0 ;
+  input [31:0] \port$6718$0 ;
+  wire [31:0] \port$6718$0 ;
+  input [31:0] \port$7527$0 ;
+  wire [31:0] \port$7527$0 ;
+  input [31:0] \port$8336$0 ;
+  wire [31:0] \port$8336$0 ;
   (* init = 4'h0 *)
   wire [3:0] produce;
   output [132:0] r_data;
@@ -7750,7 +7975,7 @@ module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5734$0 , \port$6543$0
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$15976$0 , \port$15974$0 , \port$8161$0 , \port$7352$0 , \port$6543$0 , \port$5734$0  };
+      storage[w_port__addr] <= { \port$16267$0 , \port$16265$0 , \port$8336$0 , \port$7527$0 , \port$6718$0 , \port$5909$0  };
   end
   reg [132:0] _0_;
   always @(posedge clk) begin
@@ -7849,14 +8074,14 @@ module \ace_engine_small.ch0.datapath.alu.fifo (rst, \port$5734$0 , \port$6543$0
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$15976$0 , \port$15974$0 , \port$8161$0 , \port$7352$0 , \port$6543$0 , \port$5734$0  };
-  assign w_data = { \port$15976$0 , \port$15974$0 , \port$8161$0 , \port$7352$0 , \port$6543$0 , \port$5734$0  };
+  assign w_port__data = { \port$16267$0 , \port$16265$0 , \port$8336$0 , \port$7527$0 , \port$6718$0 , \port$5909$0  };
+  assign w_data = { \port$16267$0 , \port$16265$0 , \port$8336$0 , \port$7527$0 , \port$6718$0 , \port$5909$0  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$17198$256 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$17489$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$54  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -7991,8 +8216,8 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$17198$256 ;
-  wire [3:0] \port$17198$256 ;
+  input [3:0] \port$17489$256 ;
+  wire [3:0] \port$17489$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -8122,8 +8347,8 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$6443$0 (\$51 ),
-    .\port$6444$0 (\$52 ),
+    .\port$6618$0 (\$51 ),
+    .\port$6619$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -8372,14 +8597,14 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$13  = \port$17198$256 [1:0];
+    \$13  = \port$17489$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$54 ) begin end
-    \$14  = \port$17198$256 [3:2];
+    \$14  = \port$17489$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -8514,8 +8739,8 @@ module \ace_engine_small.ch0.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$17198$256 [1:0];
-  assign dtype = \port$17198$256 [3:2];
+  assign op = \port$17489$256 [1:0];
+  assign dtype = \port$17489$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -11533,7 +11758,7 @@ module \ace_engine_small.ch0.datapath.alu.lane0.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6443$0 , \port$6444$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6618$0 , \port$6619$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$56  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -11665,10 +11890,10 @@ module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6443$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$6443$0 ;
-  wire [15:0] \port$6443$0 ;
-  output [15:0] \port$6444$0 ;
-  wire [15:0] \port$6444$0 ;
+  output [15:0] \port$6618$0 ;
+  wire [15:0] \port$6618$0 ;
+  output [15:0] \port$6619$0 ;
+  wire [15:0] \port$6619$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -11980,12 +12205,12 @@ module \ace_engine_small.ch0.datapath.alu.lane0.minmax (rst, is_max, \port$6443$
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$6443$0  = \$7 ;
-  assign \port$6444$0  = \$8 ;
+  assign \port$6618$0  = \$7 ;
+  assign \port$6619$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$17198$256 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$17489$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$57  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -12120,8 +12345,8 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$17198$256 ;
-  wire [3:0] \port$17198$256 ;
+  input [3:0] \port$17489$256 ;
+  wire [3:0] \port$17489$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -12251,8 +12476,8 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$7252$0 (\$51 ),
-    .\port$7253$0 (\$52 ),
+    .\port$7427$0 (\$51 ),
+    .\port$7428$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -12501,14 +12726,14 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$13  = \port$17198$256 [1:0];
+    \$13  = \port$17489$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$57 ) begin end
-    \$14  = \port$17198$256 [3:2];
+    \$14  = \port$17489$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -12643,8 +12868,8 @@ module \ace_engine_small.ch0.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$17198$256 [1:0];
-  assign dtype = \port$17198$256 [3:2];
+  assign op = \port$17489$256 [1:0];
+  assign dtype = \port$17489$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -15662,7 +15887,7 @@ module \ace_engine_small.ch0.datapath.alu.lane1.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7252$0 , \port$7253$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7427$0 , \port$7428$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$59  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -15794,10 +16019,10 @@ module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7252$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$7252$0 ;
-  wire [15:0] \port$7252$0 ;
-  output [15:0] \port$7253$0 ;
-  wire [15:0] \port$7253$0 ;
+  output [15:0] \port$7427$0 ;
+  wire [15:0] \port$7427$0 ;
+  output [15:0] \port$7428$0 ;
+  wire [15:0] \port$7428$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -16109,12 +16334,12 @@ module \ace_engine_small.ch0.datapath.alu.lane1.minmax (rst, is_max, \port$7252$
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$7252$0  = \$7 ;
-  assign \port$7253$0  = \$8 ;
+  assign \port$7427$0  = \$7 ;
+  assign \port$7428$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$17198$256 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$17489$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$60  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -16249,8 +16474,8 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$17198$256 ;
-  wire [3:0] \port$17198$256 ;
+  input [3:0] \port$17489$256 ;
+  wire [3:0] \port$17489$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -16380,8 +16605,8 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$8061$0 (\$51 ),
-    .\port$8062$0 (\$52 ),
+    .\port$8236$0 (\$51 ),
+    .\port$8237$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -16630,14 +16855,14 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$13  = \port$17198$256 [1:0];
+    \$13  = \port$17489$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$60 ) begin end
-    \$14  = \port$17198$256 [3:2];
+    \$14  = \port$17489$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -16772,8 +16997,8 @@ module \ace_engine_small.ch0.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$17198$256 [1:0];
-  assign dtype = \port$17198$256 [3:2];
+  assign op = \port$17489$256 [1:0];
+  assign dtype = \port$17489$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -19791,7 +20016,7 @@ module \ace_engine_small.ch0.datapath.alu.lane2.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$8061$0 , \port$8062$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$8236$0 , \port$8237$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$62  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -19923,10 +20148,10 @@ module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$8061$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$8061$0 ;
-  wire [15:0] \port$8061$0 ;
-  output [15:0] \port$8062$0 ;
-  wire [15:0] \port$8062$0 ;
+  output [15:0] \port$8236$0 ;
+  wire [15:0] \port$8236$0 ;
+  output [15:0] \port$8237$0 ;
+  wire [15:0] \port$8237$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -20238,12 +20463,12 @@ module \ace_engine_small.ch0.datapath.alu.lane2.minmax (rst, is_max, \port$8061$
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$8061$0  = \$7 ;
-  assign \port$8062$0  = \$8 ;
+  assign \port$8236$0  = \$7 ;
+  assign \port$8237$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$17198$224 , clk);
+module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$17489$224 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$63  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -20377,8 +20602,8 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [35:0] \port$17198$224 ;
-  wire [35:0] \port$17198$224 ;
+  input [35:0] \port$17489$224 ;
+  wire [35:0] \port$17489$224 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -20508,8 +20733,8 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$8870$0 (\$51 ),
-    .\port$8871$0 (\$52 ),
+    .\port$9045$0 (\$51 ),
+    .\port$9046$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -20751,21 +20976,21 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$12  = \port$17198$224 [31:0];
+    \$12  = \port$17489$224 [31:0];
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$13  = \port$17198$224 [33:32];
+    \$13  = \port$17489$224 [33:32];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$63 ) begin end
-    \$14  = \port$17198$224 [35:34];
+    \$14  = \port$17489$224 [35:34];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -20900,9 +21125,9 @@ module \ace_engine_small.ch0.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
       \$27  = 32'd0;
     end
   end
-  assign b = \port$17198$224 [31:0];
-  assign op = \port$17198$224 [33:32];
-  assign dtype = \port$17198$224 [35:34];
+  assign b = \port$17489$224 [31:0];
+  assign op = \port$17489$224 [33:32];
+  assign dtype = \port$17489$224 [35:34];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -23920,7 +24145,7 @@ module \ace_engine_small.ch0.datapath.alu.lane3.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8870$0 , \port$8871$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$9045$0 , \port$9046$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$65  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -24052,10 +24277,10 @@ module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8870$
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$8870$0 ;
-  wire [15:0] \port$8870$0 ;
-  output [15:0] \port$8871$0 ;
-  wire [15:0] \port$8871$0 ;
+  output [15:0] \port$9045$0 ;
+  wire [15:0] \port$9045$0 ;
+  output [15:0] \port$9046$0 ;
+  wire [15:0] \port$9046$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -24367,12 +24592,12 @@ module \ace_engine_small.ch0.datapath.alu.lane3.minmax (rst, is_max, \port$8870$
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$8870$0  = \$7 ;
-  assign \port$8871$0  = \$8 ;
+  assign \port$9045$0  = \$7 ;
+  assign \port$9046$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
+module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3646$0 , mem_a_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -24619,8 +24844,8 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
   wire \o__valid$62 ;
   wire \o__valid$69 ;
   wire [3:0] off;
-  input [130:0] \port$3588$0 ;
-  wire [130:0] \port$3588$0 ;
+  input [130:0] \port$3646$0 ;
+  wire [130:0] \port$3646$0 ;
   wire [48:0] r_data;
   wire [63:0] \r_data$49 ;
   wire r_en;
@@ -24692,12 +24917,12 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
   assign \$39  = \o__payload$70 [0] ? rd_stream__tready : 1'h0;
   assign \o__ready$79  = \$38  & \$39 ;
   assign \$40  = axi__rvalid & axi__rready;
-  assign \$41  = \$40  & \port$3588$0 [130];
+  assign \$41  = \$40  & \port$3646$0 [130];
   assign \$42  = ~ \$41 ;
   assign \$43  = ar_issued & \$42 ;
   assign \$44  = ~ ar_issued;
   assign \$45  = axi__rvalid & axi__rready;
-  assign \$46  = \$45  & \port$3588$0 [130];
+  assign \$46  = \$45  & \port$3646$0 [130];
   assign \$47  = \$44  & \$46 ;
   assign \$48  = inflight + 1'h1;
   assign \$49  = inflight - 1'h1;
@@ -24756,8 +24981,8 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
   \ace_engine_small.ch0.datapath.mem_a.ar_q  ar_q (
     .clk(clk),
     .mem_a_clock_enable(mem_a_clock_enable),
-    .\port$15507$37 (cmd__payload[64:37]),
-    .\port$4695$0 (\$3 [20:0]),
+    .\port$15799$37 (cmd__payload[64:37]),
+    .\port$4870$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -24824,7 +25049,7 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     if (\$25 ) begin
-      status_now = { 1'h0, \port$3588$0 [129:128] };
+      status_now = { 1'h0, \port$3646$0 [129:128] };
     end else begin
       status_now = status;
     end
@@ -24933,9 +25158,9 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
   assign axi__arprot = 3'h0;
   assign \o__valid$39  = axi__arvalid;
   assign axi__arready = \o__ready$40 ;
-  assign axi__rresp = \port$3588$0 [129:128];
+  assign axi__rresp = \port$3646$0 [129:128];
   assign lo = { 1'h0, \$27  };
-  assign axi__rdata = \port$3588$0 [127:0];
+  assign axi__rdata = \port$3646$0 [127:0];
   assign \o__valid$62  = \i__valid$61 ;
   assign \i__ready$64  = \o__ready$63 ;
   assign rd_stream__tkeep = \o__payload$70 [157:142];
@@ -24943,7 +25168,7 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
   assign rd_stream__tuser = \o__payload$70 [166:159];
   assign sram_w__ready = 1'h0;
   assign cpl__valid = cpl_full;
-  assign axi__rlast = \port$3588$0 [130];
+  assign axi__rlast = \port$3646$0 [130];
   assign cpl__ready = 1'h1;
   assign axi__araddr = \$22 [31:0];
   assign axi__arlen = \o__payload$31 [35:28];
@@ -25021,7 +25246,7 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
   assign \i__payload$65 [141:14] = \o__payload$66 [127:0];
   assign \i__payload$65 [13:1] = \$28 [12:0];
   assign \i__payload$65 [0] = \o__payload$66 [130];
-  assign \i__payload$56 [127:0] = \port$3588$0 [127:0];
+  assign \i__payload$56 [127:0] = \port$3646$0 [127:0];
   assign \i__payload$56 [166:137] = ctl[36:7];
   assign \i__payload$56 [136] = ctl[6];
   assign \i__payload$56 [135] = ctl[5];
@@ -25054,12 +25279,12 @@ module \ace_engine_small.ch0.datapath.mem_a (rst, \port$3588$0 , mem_a_clock_ena
   assign \$6  = { 4'h0, \$5 [25:4] };
   assign \$8  = { 4'h0, \$7 [24:4] };
   assign \$22  = { 3'h0, \o__payload$31 [27:0], 4'h0 };
-  assign \$24  = \port$3588$0 [129];
+  assign \$24  = \port$3646$0 [129];
   assign \$60  = cpl_full;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$4695$0 , w_en, w_rdy, r_data, r_en, \port$15507$37 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$4870$0 , w_en, w_rdy, r_data, r_en, \port$15799$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -25105,10 +25330,10 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   wire [2:0] level;
   input mem_a_clock_enable;
   wire mem_a_clock_enable;
-  input [27:0] \port$15507$37 ;
-  wire [27:0] \port$15507$37 ;
-  input [20:0] \port$4695$0 ;
-  wire [20:0] \port$4695$0 ;
+  input [27:0] \port$15799$37 ;
+  wire [27:0] \port$15799$37 ;
+  input [20:0] \port$4870$0 ;
+  wire [20:0] \port$4870$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -25140,7 +25365,7 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$4695$0 , \port$15507$37  };
+      storage[w_port__addr] <= { \port$4870$0 , \port$15799$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
@@ -25249,8 +25474,8 @@ module \ace_engine_small.ch0.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4695$0 , \port$15507$37  };
-  assign w_data = { \port$4695$0 , \port$15507$37  };
+  assign w_port__data = { \port$4870$0 , \port$15799$37  };
+  assign w_data = { \port$4870$0 , \port$15799$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -26622,7 +26847,7 @@ module \ace_engine_small.ch0.datapath.mem_a.split (rst, mem_a_clock_enable, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
+module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3718$0 , mem_b_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -26869,8 +27094,8 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
   wire \o__valid$62 ;
   wire \o__valid$69 ;
   wire [3:0] off;
-  input [130:0] \port$3660$0 ;
-  wire [130:0] \port$3660$0 ;
+  input [130:0] \port$3718$0 ;
+  wire [130:0] \port$3718$0 ;
   wire [48:0] r_data;
   wire [63:0] \r_data$49 ;
   wire r_en;
@@ -26942,12 +27167,12 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
   assign \$39  = \o__payload$70 [0] ? rd_stream__tready : 1'h0;
   assign \o__ready$79  = \$38  & \$39 ;
   assign \$40  = axi__rvalid & axi__rready;
-  assign \$41  = \$40  & \port$3660$0 [130];
+  assign \$41  = \$40  & \port$3718$0 [130];
   assign \$42  = ~ \$41 ;
   assign \$43  = ar_issued & \$42 ;
   assign \$44  = ~ ar_issued;
   assign \$45  = axi__rvalid & axi__rready;
-  assign \$46  = \$45  & \port$3660$0 [130];
+  assign \$46  = \$45  & \port$3718$0 [130];
   assign \$47  = \$44  & \$46 ;
   assign \$48  = inflight + 1'h1;
   assign \$49  = inflight - 1'h1;
@@ -27006,8 +27231,8 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
   \ace_engine_small.ch0.datapath.mem_b.ar_q  ar_q (
     .clk(clk),
     .mem_b_clock_enable(mem_b_clock_enable),
-    .\port$15509$37 (cmd__payload[64:37]),
-    .\port$4997$0 (\$3 [20:0]),
+    .\port$15801$37 (cmd__payload[64:37]),
+    .\port$5172$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -27074,7 +27299,7 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     (* full_case = 32'd1 *)
     if (\$25 ) begin
-      status_now = { 1'h0, \port$3660$0 [129:128] };
+      status_now = { 1'h0, \port$3718$0 [129:128] };
     end else begin
       status_now = status;
     end
@@ -27183,9 +27408,9 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
   assign axi__arprot = 3'h0;
   assign \o__valid$39  = axi__arvalid;
   assign axi__arready = \o__ready$40 ;
-  assign axi__rresp = \port$3660$0 [129:128];
+  assign axi__rresp = \port$3718$0 [129:128];
   assign lo = { 1'h0, \$27  };
-  assign axi__rdata = \port$3660$0 [127:0];
+  assign axi__rdata = \port$3718$0 [127:0];
   assign \o__valid$62  = \i__valid$61 ;
   assign \i__ready$64  = \o__ready$63 ;
   assign rd_stream__tkeep = \o__payload$70 [157:142];
@@ -27193,7 +27418,7 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
   assign rd_stream__tuser = \o__payload$70 [166:159];
   assign sram_w__ready = 1'h0;
   assign cpl__valid = cpl_full;
-  assign axi__rlast = \port$3660$0 [130];
+  assign axi__rlast = \port$3718$0 [130];
   assign cpl__ready = 1'h1;
   assign axi__araddr = \$22 [31:0];
   assign axi__arlen = \o__payload$31 [35:28];
@@ -27271,7 +27496,7 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
   assign \i__payload$65 [141:14] = \o__payload$66 [127:0];
   assign \i__payload$65 [13:1] = \$28 [12:0];
   assign \i__payload$65 [0] = \o__payload$66 [130];
-  assign \i__payload$56 [127:0] = \port$3660$0 [127:0];
+  assign \i__payload$56 [127:0] = \port$3718$0 [127:0];
   assign \i__payload$56 [166:137] = ctl[36:7];
   assign \i__payload$56 [136] = ctl[6];
   assign \i__payload$56 [135] = ctl[5];
@@ -27304,12 +27529,12 @@ module \ace_engine_small.ch0.datapath.mem_b (rst, \port$3660$0 , mem_b_clock_ena
   assign \$6  = { 4'h0, \$5 [25:4] };
   assign \$8  = { 4'h0, \$7 [24:4] };
   assign \$22  = { 3'h0, \o__payload$31 [27:0], 4'h0 };
-  assign \$24  = \port$3660$0 [129];
+  assign \$24  = \port$3718$0 [129];
   assign \$60  = cpl_full;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$4997$0 , w_en, w_rdy, r_data, r_en, \port$15509$37 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$5172$0 , w_en, w_rdy, r_data, r_en, \port$15801$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -27355,10 +27580,10 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   wire [2:0] level;
   input mem_b_clock_enable;
   wire mem_b_clock_enable;
-  input [27:0] \port$15509$37 ;
-  wire [27:0] \port$15509$37 ;
-  input [20:0] \port$4997$0 ;
-  wire [20:0] \port$4997$0 ;
+  input [27:0] \port$15801$37 ;
+  wire [27:0] \port$15801$37 ;
+  input [20:0] \port$5172$0 ;
+  wire [20:0] \port$5172$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -27390,7 +27615,7 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$4997$0 , \port$15509$37  };
+      storage[w_port__addr] <= { \port$5172$0 , \port$15801$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
@@ -27499,8 +27724,8 @@ module \ace_engine_small.ch0.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4997$0 , \port$15509$37  };
-  assign w_data = { \port$4997$0 , \port$15509$37  };
+  assign w_port__data = { \port$5172$0 , \port$15801$37  };
+  assign w_data = { \port$5172$0 , \port$15801$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -28872,7 +29097,7 @@ module \ace_engine_small.ch0.datapath.mem_b.split (rst, mem_b_clock_enable, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$15892$0 , wr_stream__tdata
+module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$16183$0 , wr_stream__tdata
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire [24:0] \$1 ;
@@ -29082,8 +29307,8 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   wire [3:0] off;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [144:0] \port$15892$0 ;
-  wire [144:0] \port$15892$0 ;
+  output [144:0] \port$16183$0 ;
+  wire [144:0] \port$16183$0 ;
   wire [56:0] r_data;
   wire [33:0] \r_data$51 ;
   wire [42:0] \r_data$59 ;
@@ -29241,9 +29466,9 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   \ace_engine_small.ch0.datapath.mem_w.aw_q  aw_q (
     .clk(clk),
     .mem_w_clock_enable(mem_w_clock_enable),
-    .\port$15511$1 (cmd__payload[8:1]),
-    .\port$15511$37 (cmd__payload[64:37]),
-    .\port$5299$0 (\$3 [20:0]),
+    .\port$15803$1 (cmd__payload[8:1]),
+    .\port$15803$37 (cmd__payload[64:37]),
+    .\port$5474$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -29265,7 +29490,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   \ace_engine_small.ch0.datapath.mem_w.b_q  b_q (
     .clk(clk),
     .mem_w_clock_enable(mem_w_clock_enable),
-    .\port$15820$36 (o__payload[44:36]),
+    .\port$16111$36 (o__payload[44:36]),
     .r_data(\r_data$99 ),
     .r_en(\r_en$101 ),
     .r_rdy(\r_rdy$98 ),
@@ -29477,7 +29702,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   assign cpl__ready = 1'h1;
   assign axi__awaddr = \$19 [31:0];
   assign axi__awlen = \o__payload$35 [35:28];
-  assign \port$15892$0  = \o__payload$87 [144:0];
+  assign \port$16183$0  = \o__payload$87 [144:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -29559,7 +29784,7 @@ module \ace_engine_small.ch0.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$5299$0 , w_en, w_rdy, r_data, r_en, \port$15511$1 , \port$15511$37 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$5474$0 , w_en, w_rdy, r_data, r_en, \port$15803$1 , \port$15803$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -29605,12 +29830,12 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   wire [2:0] level;
   input mem_w_clock_enable;
   wire mem_w_clock_enable;
-  input [7:0] \port$15511$1 ;
-  wire [7:0] \port$15511$1 ;
-  input [27:0] \port$15511$37 ;
-  wire [27:0] \port$15511$37 ;
-  input [20:0] \port$5299$0 ;
-  wire [20:0] \port$5299$0 ;
+  input [7:0] \port$15803$1 ;
+  wire [7:0] \port$15803$1 ;
+  input [27:0] \port$15803$37 ;
+  wire [27:0] \port$15803$37 ;
+  input [20:0] \port$5474$0 ;
+  wire [20:0] \port$5474$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [56:0] r_data;
@@ -29642,7 +29867,7 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$15511$1 , \port$5299$0 , \port$15511$37  };
+      storage[w_port__addr] <= { \port$15803$1 , \port$5474$0 , \port$15803$37  };
   end
   reg [56:0] _0_;
   always @(posedge clk) begin
@@ -29751,8 +29976,8 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$15511$1 , \port$5299$0 , \port$15511$37  };
-  assign w_data = { \port$15511$1 , \port$5299$0 , \port$15511$37  };
+  assign w_port__data = { \port$15803$1 , \port$5474$0 , \port$15803$37  };
+  assign w_data = { \port$15803$1 , \port$5474$0 , \port$15803$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -29915,7 +30140,7 @@ module \ace_engine_small.ch0.datapath.mem_w.aw_skid (rst, o__ready, mem_w_clock_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$15820$36 , r_rdy, clk);
+module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$16111$36 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -29961,8 +30186,8 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   wire [3:0] level;
   input mem_w_clock_enable;
   wire mem_w_clock_enable;
-  input [8:0] \port$15820$36 ;
-  wire [8:0] \port$15820$36 ;
+  input [8:0] \port$16111$36 ;
+  wire [8:0] \port$16111$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -29998,7 +30223,7 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$15820$36 [0], \port$15820$36 [8:1] };
+      storage[w_port__addr] <= { \port$16111$36 [0], \port$16111$36 [8:1] };
   end
   reg [8:0] _0_;
   always @(posedge clk) begin
@@ -30107,8 +30332,8 @@ module \ace_engine_small.ch0.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$15820$36 [0], \port$15820$36 [8:1] };
-  assign w_data = { \port$15820$36 [0], \port$15820$36 [8:1] };
+  assign w_port__data = { \port$16111$36 [0], \port$16111$36 [8:1] };
+  assign w_data = { \port$16111$36 [0], \port$16111$36 [8:1] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -32359,11 +32584,11 @@ module \ace_engine_small.ch0.microsteps (stage2, in_memory, p2p, opcode, step, m
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__valid, nic_recv__payload, sram_rd_a__req__ready, sram_rd_b__req__ready, sram_wr__ready, sram_rd_a__resp__payload, sram_rd_b__resp__payload, \port$3732$0 , mem_rd_a__rid, \port$3804$0 , mem_rd_b__rid, mem_wr__awready, mem_wr__wready, mem_wr__bid, mem_wr__bvalid, mem_wr__bresp, progress
+module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__valid, nic_recv__payload, sram_rd_a__req__ready, sram_rd_b__req__ready, sram_wr__ready, sram_rd_a__resp__payload, sram_rd_b__resp__payload, \port$3790$0 , mem_rd_a__rid, \port$3862$0 , mem_rd_b__rid, mem_wr__awready, mem_wr__wready, mem_wr__bid, mem_wr__bvalid, mem_wr__bresp, progress
 , mem_read_bytes, alu_beat, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, start, error_clear, placement, enable, timeout
-, \port$14170$0 , \port$14172$0 , \port$14174$0 , \port$14176$0 , \port$14178$0 , \port$14180$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14188$0 , \port$14190$0 , \port$14192$0 , \port$14194$0 , \port$14196$0 , \port$14198$0 , \port$14200$0 , \port$14202$0 , \port$14204$0 , \port$14206$0 , wr__addr, nic_send_data__ready
+, \port$14463$0 , \port$14465$0 , \port$14467$0 , \port$14469$0 , \port$14471$0 , \port$14473$0 , buf_limit__0, buf_limit__1, buf_limit__2, \port$14481$0 , \port$14483$0 , \port$14485$0 , \port$14487$0 , \port$14489$0 , \port$14491$0 , \port$14493$0 , \port$14495$0 , \port$14497$0 , \port$14499$0 , wr__addr, nic_send_data__ready
 , sram_rd_a__resp__valid, sram_rd_b__resp__valid, mem_rd_a__arready, mem_rd_b__arready, mem_rd_a__rvalid, mem_rd_b__rvalid, dep_halted__0, dep_steps__0, running, step_done, dep_halted__1, finished, error, pc, dep_steps__1, error_cause, nic_recv_link, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload
-, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17752$0 , nic_send_data__payload, clk);
+, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$18042$0 , nic_send_data__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$98  = 0;
   wire \$1 ;
   wire [32:0] \$10 ;
@@ -33049,44 +33274,44 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   wire \plan__payload.w_use ;
   wire plan__ready;
   reg plan__valid;
-  input [31:0] \port$14170$0 ;
-  wire [31:0] \port$14170$0 ;
-  input [31:0] \port$14172$0 ;
-  wire [31:0] \port$14172$0 ;
-  input [31:0] \port$14174$0 ;
-  wire [31:0] \port$14174$0 ;
-  input [31:0] \port$14176$0 ;
-  wire [31:0] \port$14176$0 ;
-  input [31:0] \port$14178$0 ;
-  wire [31:0] \port$14178$0 ;
-  input [31:0] \port$14180$0 ;
-  wire [31:0] \port$14180$0 ;
-  input [31:0] \port$14188$0 ;
-  wire [31:0] \port$14188$0 ;
-  input [31:0] \port$14190$0 ;
-  wire [31:0] \port$14190$0 ;
-  input [31:0] \port$14192$0 ;
-  wire [31:0] \port$14192$0 ;
-  input [31:0] \port$14194$0 ;
-  wire [31:0] \port$14194$0 ;
-  input [31:0] \port$14196$0 ;
-  wire [31:0] \port$14196$0 ;
-  input [31:0] \port$14198$0 ;
-  wire [31:0] \port$14198$0 ;
-  input [31:0] \port$14200$0 ;
-  wire [31:0] \port$14200$0 ;
-  input [31:0] \port$14202$0 ;
-  wire [31:0] \port$14202$0 ;
-  input [31:0] \port$14204$0 ;
-  wire [31:0] \port$14204$0 ;
-  input [31:0] \port$14206$0 ;
-  wire [31:0] \port$14206$0 ;
-  output [144:0] \port$17752$0 ;
-  wire [144:0] \port$17752$0 ;
-  input [130:0] \port$3732$0 ;
-  wire [130:0] \port$3732$0 ;
-  input [130:0] \port$3804$0 ;
-  wire [130:0] \port$3804$0 ;
+  input [31:0] \port$14463$0 ;
+  wire [31:0] \port$14463$0 ;
+  input [31:0] \port$14465$0 ;
+  wire [31:0] \port$14465$0 ;
+  input [31:0] \port$14467$0 ;
+  wire [31:0] \port$14467$0 ;
+  input [31:0] \port$14469$0 ;
+  wire [31:0] \port$14469$0 ;
+  input [31:0] \port$14471$0 ;
+  wire [31:0] \port$14471$0 ;
+  input [31:0] \port$14473$0 ;
+  wire [31:0] \port$14473$0 ;
+  input [31:0] \port$14481$0 ;
+  wire [31:0] \port$14481$0 ;
+  input [31:0] \port$14483$0 ;
+  wire [31:0] \port$14483$0 ;
+  input [31:0] \port$14485$0 ;
+  wire [31:0] \port$14485$0 ;
+  input [31:0] \port$14487$0 ;
+  wire [31:0] \port$14487$0 ;
+  input [31:0] \port$14489$0 ;
+  wire [31:0] \port$14489$0 ;
+  input [31:0] \port$14491$0 ;
+  wire [31:0] \port$14491$0 ;
+  input [31:0] \port$14493$0 ;
+  wire [31:0] \port$14493$0 ;
+  input [31:0] \port$14495$0 ;
+  wire [31:0] \port$14495$0 ;
+  input [31:0] \port$14497$0 ;
+  wire [31:0] \port$14497$0 ;
+  input [31:0] \port$14499$0 ;
+  wire [31:0] \port$14499$0 ;
+  output [144:0] \port$18042$0 ;
+  wire [144:0] \port$18042$0 ;
+  input [130:0] \port$3790$0 ;
+  wire [130:0] \port$3790$0 ;
+  input [130:0] \port$3862$0 ;
+  wire [130:0] \port$3862$0 ;
   output progress;
   wire progress;
   wire [6:0] rd__addr;
@@ -33347,7 +33572,7 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   end
   always @(posedge clk) begin
     if (wr__en)
-      imem[wr__addr] <= { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
+      imem[wr__addr] <= { \port$14499$0 , \port$14497$0 , \port$14495$0 , \port$14493$0 , \port$14491$0 , \port$14489$0 , \port$14487$0 , \port$14485$0  };
   end
   reg [255:0] _0_;
   always @(posedge clk) begin
@@ -33445,7 +33670,7 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \$85  = fsm_state == 4'h8;
   assign \$86  = fsm_state == 4'h9;
   assign \$87  = fsm_state == 4'ha;
-  assign \$88  = { \port$14190$0 , \port$14188$0  } + 10'h200;
+  assign \$88  = { \port$14483$0 , \port$14481$0  } + 10'h200;
   assign \$89  = stage + 9'h100;
   assign \$90  = | placement;
   assign \$91  = placement == 2'h2;
@@ -33561,20 +33786,20 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   \ace_engine_small.ch1.datapath  datapath (
     .abort(abort),
     .axi__arready(mem_rd_a__arready),
-    .\axi__arready$167 (mem_rd_b__arready),
+    .\axi__arready$171 (mem_rd_b__arready),
     .axi__awready(mem_wr__awready),
     .axi__bid(mem_wr__bid),
     .axi__bresp(mem_wr__bresp),
     .axi__bvalid(mem_wr__bvalid),
     .axi__rid(mem_rd_a__rid),
-    .\axi__rid$175 (mem_rd_b__rid),
+    .\axi__rid$179 (mem_rd_b__rid),
     .axi__rvalid(mem_rd_a__rvalid),
-    .\axi__rvalid$76 (mem_rd_b__rvalid),
+    .\axi__rvalid$80 (mem_rd_b__rvalid),
     .axi__wready(mem_wr__wready),
     .clk(clk),
     .done(done),
     .fire(alu_beat),
-    .\i__payload$257 (nic_send_data__payload),
+    .\i__payload$260 (nic_send_data__payload),
     .mem_error(mem_error),
     .mem_rd_a__araddr(mem_rd_a__araddr),
     .mem_rd_a__arlen(mem_rd_a__arlen),
@@ -33603,16 +33828,16 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
     .plan__payload(plan__payload),
     .plan__ready(plan__ready),
     .plan__valid(plan__valid),
-    .\port$17752$0 (\$171 ),
-    .\port$3732$0 (\port$3732$0 ),
-    .\port$3804$0 (\port$3804$0 ),
+    .\port$18042$0 (\$171 ),
+    .\port$3790$0 (\port$3790$0 ),
+    .\port$3862$0 (\port$3862$0 ),
     .port__ready(sram_wr__ready),
     .port__req__ready(sram_rd_a__req__ready),
-    .\port__req__ready$106 (sram_rd_b__req__ready),
+    .\port__req__ready$110 (sram_rd_b__req__ready),
     .port__resp__payload(sram_rd_a__resp__payload),
-    .\port__resp__payload$110 (sram_rd_b__resp__payload),
+    .\port__resp__payload$114 (sram_rd_b__resp__payload),
     .port__resp__valid(sram_rd_a__resp__valid),
-    .\port__resp__valid$114 (sram_rd_b__resp__valid),
+    .\port__resp__valid$118 (sram_rd_b__resp__valid),
     .recv_error(recv_error),
     .rst(rst),
     .sram_rd_a__req__payload(sram_rd_a__req__payload),
@@ -33640,11 +33865,11 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
     src_base = 64'h0000000000000000;
     casez (instr[9:8])
       2'h0:
-          src_base = { \port$14172$0 , \port$14170$0  };
+          src_base = { \port$14465$0 , \port$14463$0  };
       2'h1:
-          src_base = { \port$14176$0 , \port$14174$0  };
+          src_base = { \port$14469$0 , \port$14467$0  };
       2'h2:
-          src_base = { \port$14180$0 , \port$14178$0  };
+          src_base = { \port$14473$0 , \port$14471$0  };
     endcase
   end
   always @* begin
@@ -33664,11 +33889,11 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
     dst_base = 64'h0000000000000000;
     casez (instr[11:10])
       2'h0:
-          dst_base = { \port$14172$0 , \port$14170$0  };
+          dst_base = { \port$14465$0 , \port$14463$0  };
       2'h1:
-          dst_base = { \port$14176$0 , \port$14174$0  };
+          dst_base = { \port$14469$0 , \port$14467$0  };
       2'h2:
-          dst_base = { \port$14180$0 , \port$14178$0  };
+          dst_base = { \port$14473$0 , \port$14471$0  };
     endcase
   end
   always @* begin
@@ -34920,14 +35145,14 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign mem_rd_a__arsize = 3'h4;
   assign \mem_rd_a__arsize$47  = 3'h4;
   assign \mem_rd_a__arvalid$49  = mem_rd_a__arvalid;
-  assign mem_rd_a__rdata = \port$3732$0 [127:0];
-  assign \mem_rd_a__rdata$51  = \port$3732$0 [127:0];
+  assign mem_rd_a__rdata = \port$3790$0 [127:0];
+  assign \mem_rd_a__rdata$51  = \port$3790$0 [127:0];
   assign \mem_rd_a__rid$53  = mem_rd_a__rid;
-  assign mem_rd_a__rlast = \port$3732$0 [130];
-  assign \mem_rd_a__rlast$55  = \port$3732$0 [130];
+  assign mem_rd_a__rlast = \port$3790$0 [130];
+  assign \mem_rd_a__rlast$55  = \port$3790$0 [130];
   assign \mem_rd_a__rready$57  = mem_rd_a__rready;
-  assign mem_rd_a__rresp = \port$3732$0 [129:128];
-  assign \mem_rd_a__rresp$59  = \port$3732$0 [129:128];
+  assign mem_rd_a__rresp = \port$3790$0 [129:128];
+  assign \mem_rd_a__rresp$59  = \port$3790$0 [129:128];
   assign \mem_rd_a__rvalid$61  = mem_rd_a__rvalid;
   assign \mem_rd_b__araddr$63  = mem_rd_b__araddr;
   assign mem_rd_b__arburst = 2'h1;
@@ -34945,14 +35170,14 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign mem_rd_b__arsize = 3'h4;
   assign \mem_rd_b__arsize$79  = 3'h4;
   assign \mem_rd_b__arvalid$81  = mem_rd_b__arvalid;
-  assign mem_rd_b__rdata = \port$3804$0 [127:0];
-  assign \mem_rd_b__rdata$83  = \port$3804$0 [127:0];
+  assign mem_rd_b__rdata = \port$3862$0 [127:0];
+  assign \mem_rd_b__rdata$83  = \port$3862$0 [127:0];
   assign \mem_rd_b__rid$85  = mem_rd_b__rid;
-  assign mem_rd_b__rlast = \port$3804$0 [130];
-  assign \mem_rd_b__rlast$87  = \port$3804$0 [130];
+  assign mem_rd_b__rlast = \port$3862$0 [130];
+  assign \mem_rd_b__rlast$87  = \port$3862$0 [130];
   assign \mem_rd_b__rready$89  = mem_rd_b__rready;
-  assign mem_rd_b__rresp = \port$3804$0 [129:128];
-  assign \mem_rd_b__rresp$91  = \port$3804$0 [129:128];
+  assign mem_rd_b__rresp = \port$3862$0 [129:128];
+  assign \mem_rd_b__rresp$91  = \port$3862$0 [129:128];
   assign \mem_rd_b__rvalid$93  = mem_rd_b__rvalid;
   assign \mem_wr__awaddr$95  = mem_wr__awaddr;
   assign mem_wr__awburst = 2'h1;
@@ -34996,15 +35221,15 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign \mem_write_bytes$155  = mem_write_bytes;
   assign imem_we = wr__en;
   assign imem_addr = wr__addr;
-  assign wr__data = { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
-  assign imem_data = { \port$14206$0 , \port$14204$0 , \port$14202$0 , \port$14200$0 , \port$14198$0 , \port$14196$0 , \port$14194$0 , \port$14192$0  };
+  assign wr__data = { \port$14499$0 , \port$14497$0 , \port$14495$0 , \port$14493$0 , \port$14491$0 , \port$14489$0 , \port$14487$0 , \port$14485$0  };
+  assign imem_data = { \port$14499$0 , \port$14497$0 , \port$14495$0 , \port$14493$0 , \port$14491$0 , \port$14489$0 , \port$14487$0 , \port$14485$0  };
   assign rd__addr = pc[6:0];
   assign rd__en = 1'h1;
   assign nbytes_full = \$4 [33:0];
   assign nwords = \$6 [20:0];
-  assign buf_base__0 = { \port$14172$0 , \port$14170$0  };
-  assign buf_base__1 = { \port$14176$0 , \port$14174$0  };
-  assign buf_base__2 = { \port$14180$0 , \port$14178$0  };
+  assign buf_base__0 = { \port$14465$0 , \port$14463$0  };
+  assign buf_base__1 = { \port$14469$0 , \port$14467$0  };
+  assign buf_base__2 = { \port$14473$0 , \port$14471$0  };
   assign src_mem_addr = \$8 [32:0];
   assign src_sram_addr = \$9 [13:0];
   assign src_addr = \$10 [31:0];
@@ -35023,9 +35248,9 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
   assign error_pc = pc;
   assign \alu_beat$248  = alu_beat;
   assign halted = dep_halted__1;
-  assign stage_base = { \port$14190$0 , \port$14188$0  };
+  assign stage_base = { \port$14483$0 , \port$14481$0  };
   assign steps_done = dep_steps__1;
-  assign \port$17752$0  = \$171 ;
+  assign \port$18042$0  = \$171 ;
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -35158,43 +35383,43 @@ module \ace_engine_small.ch1 (rst, wr__en, activity, nic_send__ready, nic_recv__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$106 , port__ready, port__resp__payload, \port__resp__payload$110 , \port$3732$0 , axi__rid, \port$3804$0 , \axi__rid$175 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
-, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$114 , axi__arready, \axi__arready$167 , axi__rvalid, \axi__rvalid$76 
-, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$17752$0 , \i__payload$257 , plan__payload
+module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, nic_recv__payload, port__req__ready, \port__req__ready$110 , port__ready, port__resp__payload, \port__resp__payload$114 , \port$3790$0 , axi__rid, \port$3862$0 , \axi__rid$179 , axi__awready, axi__wready, axi__bid, axi__bvalid, axi__bresp, mem_read_bytes, plan__ready, fire
+, nic_recv__ready, sram_rd_a__resp__ready, sram_rd_b__resp__ready, nic_send_data__valid, nic_send__valid, sram_rd_a__req__valid, sram_rd_b__req__valid, sram_wr__valid, mem_rd_a__araddr, mem_rd_a__rready, mem_rd_b__araddr, mem_rd_b__rready, mem_wr__awaddr, mem_wr__bready, nic_send_data__ready, port__resp__valid, \port__resp__valid$118 , axi__arready, \axi__arready$171 , axi__rvalid, \axi__rvalid$80 
+, plan__valid, abort, nic_recv_link, mem_error, recv_error, done, nic_send__payload, sram_rd_a__req__payload, sram_rd_b__req__payload, sram_wr__payload, mem_rd_a__arvalid, mem_rd_a__arlen, mem_rd_b__arvalid, mem_rd_b__arlen, mem_write_bytes, mem_wr__awvalid, mem_wr__awlen, mem_wr__wvalid, \port$18042$0 , \i__payload$260 , plan__payload
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$99  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire [24:0] \$108 ;
-  wire [24:0] \$109 ;
+  wire [24:0] \$100 ;
+  wire [24:0] \$101 ;
+  wire [24:0] \$102 ;
+  wire [24:0] \$103 ;
+  wire [24:0] \$104 ;
+  wire [25:0] \$105 ;
+  wire [24:0] \$106 ;
+  wire [24:0] \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire \$11 ;
   wire \$110 ;
-  wire [15:0] \$111 ;
-  wire [16:0] \$112 ;
-  wire [16:0] \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire [24:0] \$113 ;
+  wire [24:0] \$114 ;
+  wire [24:0] \$115 ;
+  wire [24:0] \$116 ;
+  wire [24:0] \$117 ;
   wire \$118 ;
-  wire [127:0] \$119 ;
+  wire \$119 ;
   wire \$12 ;
   wire \$120 ;
   wire \$121 ;
   wire \$122 ;
   wire \$123 ;
   wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
+  wire [24:0] \$125 ;
+  wire [24:0] \$126 ;
+  wire [24:0] \$127 ;
   wire \$128 ;
   wire \$129 ;
   wire \$13 ;
@@ -35202,11 +35427,11 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
-  wire [23:0] \$134 ;
+  wire \$134 ;
   wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
+  wire [24:0] \$136 ;
+  wire [24:0] \$137 ;
+  wire [24:0] \$138 ;
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
@@ -35217,57 +35442,57 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$145 ;
   wire \$146 ;
   wire \$147 ;
-  wire \$148 ;
-  wire \$149 ;
+  wire [24:0] \$148 ;
+  wire [24:0] \$149 ;
   wire \$15 ;
-  wire \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
-  wire [23:0] \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire [8:0] \$158 ;
-  wire [23:0] \$159 ;
+  wire [24:0] \$150 ;
+  wire [24:0] \$151 ;
+  wire [24:0] \$152 ;
+  wire [24:0] \$153 ;
+  wire [24:0] \$154 ;
+  wire [24:0] \$155 ;
+  wire [24:0] \$156 ;
+  wire [24:0] \$157 ;
+  wire [25:0] \$158 ;
+  wire [24:0] \$159 ;
   wire \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire \$163 ;
-  wire \$164 ;
-  wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
+  wire [24:0] \$160 ;
+  wire [24:0] \$161 ;
+  wire [24:0] \$162 ;
+  wire [24:0] \$163 ;
+  wire [24:0] \$164 ;
+  wire [24:0] \$165 ;
+  wire [24:0] \$166 ;
+  wire [24:0] \$167 ;
+  wire [24:0] \$168 ;
+  wire [24:0] \$169 ;
   wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
+  wire [25:0] \$170 ;
+  wire [24:0] \$171 ;
+  wire [24:0] \$172 ;
   wire \$173 ;
-  wire [25:0] \$174 ;
-  wire \$175 ;
-  wire [10:0] \$176 ;
-  wire [26:0] \$177 ;
-  wire \$178 ;
-  wire \$179 ;
+  wire \$174 ;
+  wire [24:0] \$175 ;
+  wire [24:0] \$176 ;
+  wire [24:0] \$177 ;
+  wire [24:0] \$178 ;
+  wire [24:0] \$179 ;
   wire \$18 ;
   wire \$180 ;
   wire \$181 ;
   wire \$182 ;
   wire \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire \$186 ;
+  wire [24:0] \$184 ;
+  wire [24:0] \$185 ;
+  wire [24:0] \$186 ;
   wire \$187 ;
-  wire [23:0] \$188 ;
+  wire \$188 ;
   wire \$189 ;
   wire [8:0] \$19 ;
   wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
-  wire \$193 ;
+  wire [24:0] \$191 ;
+  wire [24:0] \$192 ;
+  wire [24:0] \$193 ;
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
@@ -35276,56 +35501,176 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$199 ;
   wire \$2 ;
   wire [8:0] \$20 ;
-  wire \$200 ;
-  wire \$201 ;
+  wire [24:0] \$200 ;
+  wire [8:0] \$201 ;
   wire \$202 ;
-  reg [7:0] \$203 ;
-  reg [7:0] \$204 ;
-  reg [7:0] \$205 ;
-  reg [140:0] \$206 ;
-  reg \$207 ;
-  reg \$208 ;
-  reg \$209 ;
+  wire \$203 ;
+  wire \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
+  wire \$209 ;
   wire \$21 ;
-  reg \$210 ;
-  reg \$211 ;
-  reg \$212 ;
-  reg \$213 ;
-  reg [23:0] \$214 ;
-  reg \$215 ;
-  reg \$216 ;
-  reg [23:0] \$217 ;
-  reg [23:0] \$218 ;
-  reg [7:0] \$219 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire [24:0] \$212 ;
+  wire [24:0] \$213 ;
+  wire \$214 ;
+  wire [15:0] \$215 ;
+  wire [16:0] \$216 ;
+  wire [16:0] \$217 ;
+  wire \$218 ;
+  wire \$219 ;
   wire \$22 ;
-  reg [23:0] \$220 ;
-  reg [8:0] \$221 ;
-  reg [7:0] \$222 ;
-  reg [15:0] \$223 ;
-  reg [23:0] \$224 ;
-  reg \$225 ;
-  reg \$226 ;
-  reg \$227 ;
-  reg \$228 ;
-  reg \$229 ;
+  wire \$220 ;
+  wire \$221 ;
+  wire \$222 ;
+  wire [127:0] \$223 ;
+  wire \$224 ;
+  wire \$225 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
   wire \$23 ;
-  reg \$230 ;
-  reg [24:0] \$231 ;
-  reg \$232 ;
-  wire [144:0] \$233 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
+  wire \$234 ;
+  wire \$235 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire [23:0] \$238 ;
+  wire \$239 ;
   wire \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire [23:0] \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire [8:0] \$248 ;
+  wire [23:0] \$249 ;
   wire \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  wire \$274 ;
+  wire \$275 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire [25:0] \$278 ;
+  wire [26:0] \$279 ;
   wire \$28 ;
+  wire [24:0] \$280 ;
+  wire [25:0] \$281 ;
+  wire [26:0] \$282 ;
+  wire [25:0] \$283 ;
+  wire [26:0] \$284 ;
+  wire [24:0] \$285 ;
+  wire [24:0] \$286 ;
+  wire [24:0] \$287 ;
+  wire [24:0] \$288 ;
+  wire [24:0] \$289 ;
   wire [8:0] \$29 ;
+  wire [24:0] \$290 ;
+  wire [24:0] \$291 ;
+  wire [24:0] \$292 ;
+  wire [24:0] \$293 ;
+  wire [24:0] \$294 ;
+  wire [25:0] \$295 ;
+  wire [25:0] \$296 ;
+  wire [26:0] \$297 ;
+  wire \$298 ;
+  wire \$299 ;
   wire \$3 ;
   wire [8:0] \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire [23:0] \$308 ;
+  wire \$309 ;
   wire \$31 ;
+  wire \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
+  wire \$319 ;
   wire \$32 ;
+  wire \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  reg [7:0] \$323 ;
+  reg [7:0] \$324 ;
+  reg [7:0] \$325 ;
+  reg [140:0] \$326 ;
+  reg \$327 ;
+  reg \$328 ;
+  reg \$329 ;
   wire \$33 ;
+  reg \$330 ;
+  reg \$331 ;
+  reg \$332 ;
+  reg \$333 ;
+  reg [23:0] \$334 ;
+  reg \$335 ;
+  reg \$336 ;
+  reg [23:0] \$337 ;
+  reg [23:0] \$338 ;
+  reg [7:0] \$339 ;
   wire \$34 ;
+  reg [23:0] \$340 ;
+  reg [8:0] \$341 ;
+  reg [7:0] \$342 ;
+  reg [15:0] \$343 ;
+  reg [23:0] \$344 ;
+  reg \$345 ;
+  reg \$346 ;
+  reg \$347 ;
+  reg \$348 ;
+  reg [24:0] \$349 ;
   wire \$35 ;
+  reg \$350 ;
+  reg \$351 ;
+  reg \$352 ;
+  wire [144:0] \$353 ;
   wire \$36 ;
   wire \$37 ;
   wire \$38 ;
@@ -35351,51 +35696,51 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire \$56 ;
   wire \$57 ;
   wire \$58 ;
-  wire \$59 ;
+  wire [9:0] \$59 ;
   wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
+  wire [24:0] \$60 ;
+  wire [8:0] \$61 ;
   wire \$62 ;
-  wire [23:0] \$63 ;
+  wire \$63 ;
   wire \$64 ;
   wire \$65 ;
-  wire \$66 ;
-  wire [8:0] \$67 ;
-  wire [23:0] \$68 ;
+  wire [24:0] \$66 ;
+  wire \$67 ;
+  wire \$68 ;
   wire [24:0] \$69 ;
   wire \$7 ;
   wire \$70 ;
   wire \$71 ;
   wire \$72 ;
-  wire \$73 ;
-  wire [23:0] \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire [8:0] \$78 ;
-  wire [23:0] \$79 ;
+  wire [23:0] \$73 ;
+  wire \$74 ;
+  wire [23:0] \$75 ;
+  wire [24:0] \$76 ;
+  wire [24:0] \$77 ;
+  wire [24:0] \$78 ;
+  wire [24:0] \$79 ;
   wire \$8 ;
-  wire [24:0] \$80 ;
-  wire [8:0] \$81 ;
+  wire \$80 ;
+  wire \$81 ;
   wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
+  wire [24:0] \$83 ;
+  wire [24:0] \$84 ;
+  wire [24:0] \$85 ;
   wire [24:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [23:0] \$89 ;
+  wire [24:0] \$87 ;
+  wire [24:0] \$88 ;
+  wire [24:0] \$89 ;
   wire [8:0] \$9 ;
-  wire \$90 ;
-  wire [23:0] \$91 ;
+  wire [24:0] \$90 ;
+  wire [24:0] \$91 ;
   wire [24:0] \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
+  wire [25:0] \$93 ;
+  wire [24:0] \$94 ;
+  wire [24:0] \$95 ;
   wire [24:0] \$96 ;
-  wire [8:0] \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  wire [24:0] \$97 ;
+  wire [24:0] \$98 ;
+  wire [24:0] \$99 ;
   reg [127:0] a_data;
   reg a_valid;
   input abort;
@@ -35403,27 +35748,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg active = 1'h0;
   wire alu_beat;
   wire [31:0] axi__araddr;
-  wire [31:0] \axi__araddr$154 ;
+  wire [31:0] \axi__araddr$158 ;
   wire [1:0] axi__arburst;
-  wire [1:0] \axi__arburst$156 ;
+  wire [1:0] \axi__arburst$160 ;
   wire [3:0] axi__arcache;
-  wire [3:0] \axi__arcache$158 ;
+  wire [3:0] \axi__arcache$162 ;
   wire [3:0] axi__arid;
-  wire [3:0] \axi__arid$160 ;
+  wire [3:0] \axi__arid$164 ;
   wire [7:0] axi__arlen;
-  wire [7:0] \axi__arlen$162 ;
+  wire [7:0] \axi__arlen$166 ;
   wire axi__arlock;
-  wire \axi__arlock$164 ;
+  wire \axi__arlock$168 ;
   wire [2:0] axi__arprot;
-  wire [2:0] \axi__arprot$166 ;
+  wire [2:0] \axi__arprot$170 ;
   input axi__arready;
   wire axi__arready;
-  input \axi__arready$167 ;
-  wire \axi__arready$167 ;
+  input \axi__arready$171 ;
+  wire \axi__arready$171 ;
   wire [2:0] axi__arsize;
-  wire [2:0] \axi__arsize$170 ;
+  wire [2:0] \axi__arsize$174 ;
   wire axi__arvalid;
-  wire \axi__arvalid$172 ;
+  wire \axi__arvalid$176 ;
   wire [31:0] axi__awaddr;
   wire [1:0] axi__awburst;
   wire [3:0] axi__awcache;
@@ -35443,21 +35788,21 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input axi__bvalid;
   wire axi__bvalid;
   wire [127:0] axi__rdata;
-  wire [127:0] \axi__rdata$173 ;
+  wire [127:0] \axi__rdata$177 ;
   input [3:0] axi__rid;
   wire [3:0] axi__rid;
-  input [3:0] \axi__rid$175 ;
-  wire [3:0] \axi__rid$175 ;
+  input [3:0] \axi__rid$179 ;
+  wire [3:0] \axi__rid$179 ;
   wire axi__rlast;
-  wire \axi__rlast$177 ;
+  wire \axi__rlast$181 ;
   wire axi__rready;
-  wire \axi__rready$180 ;
+  wire \axi__rready$184 ;
   wire [1:0] axi__rresp;
-  wire [1:0] \axi__rresp$181 ;
+  wire [1:0] \axi__rresp$185 ;
   input axi__rvalid;
   wire axi__rvalid;
-  input \axi__rvalid$76 ;
-  wire \axi__rvalid$76 ;
+  input \axi__rvalid$80 ;
+  wire \axi__rvalid$80 ;
   wire [127:0] axi__wdata;
   wire axi__wlast;
   input axi__wready;
@@ -35467,38 +35812,39 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg [127:0] b_data;
   reg b_valid;
   reg bad;
+  wire [4:0] beat_bytes;
   wire busy;
   wire [4:0] bytes;
-  wire [4:0] \bytes$223 ;
-  wire [4:0] \bytes$225 ;
+  wire [4:0] \bytes$227 ;
+  wire [4:0] \bytes$229 ;
   input clk;
   wire clk;
   wire [36:0] cmd__payload;
-  wire [77:0] \cmd__payload$228 ;
-  wire [7:0] \cmd__payload$228.id ;
-  wire [23:0] \cmd__payload$228.length ;
-  wire [31:0] \cmd__payload$228.mem_addr ;
-  wire [12:0] \cmd__payload$228.sram_addr ;
-  wire \cmd__payload$228.stream ;
-  wire [36:0] \cmd__payload$229 ;
-  wire [12:0] \cmd__payload$229.addr ;
-  wire [23:0] \cmd__payload$229.words ;
-  wire [77:0] \cmd__payload$230 ;
-  wire [7:0] \cmd__payload$230.id ;
-  wire [23:0] \cmd__payload$230.length ;
-  wire [31:0] \cmd__payload$230.mem_addr ;
-  wire [12:0] \cmd__payload$230.sram_addr ;
-  wire \cmd__payload$230.stream ;
-  wire [52:0] \cmd__payload$231 ;
-  wire [12:0] \cmd__payload$231.addr ;
-  wire [15:0] \cmd__payload$231.last_mask ;
-  wire [23:0] \cmd__payload$231.words ;
   wire [77:0] \cmd__payload$232 ;
   wire [7:0] \cmd__payload$232.id ;
   wire [23:0] \cmd__payload$232.length ;
   wire [31:0] \cmd__payload$232.mem_addr ;
   wire [12:0] \cmd__payload$232.sram_addr ;
   wire \cmd__payload$232.stream ;
+  wire [36:0] \cmd__payload$233 ;
+  wire [12:0] \cmd__payload$233.addr ;
+  wire [23:0] \cmd__payload$233.words ;
+  wire [77:0] \cmd__payload$234 ;
+  wire [7:0] \cmd__payload$234.id ;
+  wire [23:0] \cmd__payload$234.length ;
+  wire [31:0] \cmd__payload$234.mem_addr ;
+  wire [12:0] \cmd__payload$234.sram_addr ;
+  wire \cmd__payload$234.stream ;
+  wire [52:0] \cmd__payload$235 ;
+  wire [12:0] \cmd__payload$235.addr ;
+  wire [15:0] \cmd__payload$235.last_mask ;
+  wire [23:0] \cmd__payload$235.words ;
+  wire [77:0] \cmd__payload$236 ;
+  wire [7:0] \cmd__payload$236.id ;
+  wire [23:0] \cmd__payload$236.length ;
+  wire [31:0] \cmd__payload$236.mem_addr ;
+  wire [12:0] \cmd__payload$236.sram_addr ;
+  wire \cmd__payload$236.stream ;
   wire [12:0] \cmd__payload.addr ;
   wire [23:0] \cmd__payload.words ;
   wire cmd__ready;
@@ -35555,31 +35901,34 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg fwd_ahead = 1'h0;
   reg fwd_even = 1'h0;
   reg [24:0] fwd_gap = 25'h0000000;
-  wire [24:0] gap_next;
+  wire [24:0] gap_kept;
+  wire [24:0] gap_sent;
+  wire [24:0] gap_took;
+  wire [24:0] gap_took_sent;
   wire [264:0] i__payload;
-  wire [264:0] \i__payload$247 ;
-  wire [127:0] \i__payload$247.a ;
-  wire [127:0] \i__payload$247.b ;
+  wire [264:0] \i__payload$251 ;
+  wire [127:0] \i__payload$251.a ;
+  wire [127:0] \i__payload$251.b ;
   (* enum_base_type = "Dtype" *)
   (* enum_value_00 = "INT32" *)
   (* enum_value_01 = "FP32" *)
   (* enum_value_10 = "BF16" *)
   (* enum_value_11 = "FP16" *)
-  wire [1:0] \i__payload$247.dtype ;
-  wire \i__payload$247.last ;
+  wire [1:0] \i__payload$251.dtype ;
+  wire \i__payload$251.last ;
   (* enum_base_type = "ReduceOp" *)
   (* enum_value_00 = "SUM" *)
   (* enum_value_01 = "MAX" *)
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
-  wire [1:0] \i__payload$247.op ;
-  wire [3:0] \i__payload$247.tag ;
-  output [127:0] \i__payload$257 ;
-  wire [127:0] \i__payload$257 ;
-  wire [132:0] \i__payload$86 ;
-  wire \i__payload$86.last ;
-  wire [127:0] \i__payload$86.result ;
-  wire [3:0] \i__payload$86.tag ;
+  wire [1:0] \i__payload$251.op ;
+  wire [3:0] \i__payload$251.tag ;
+  output [127:0] \i__payload$260 ;
+  wire [127:0] \i__payload$260 ;
+  wire [132:0] \i__payload$90 ;
+  wire \i__payload$90.last ;
+  wire [127:0] \i__payload$90.result ;
+  wire [3:0] \i__payload$90.tag ;
   wire [127:0] \i__payload.a ;
   wire [127:0] \i__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -35597,13 +35946,13 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \i__payload.op ;
   wire [3:0] \i__payload.tag ;
   wire i__ready;
-  wire \i__ready$248 ;
-  wire \i__ready$262 ;
-  wire \i__ready$89 ;
+  wire \i__ready$252 ;
+  wire \i__ready$265 ;
+  wire \i__ready$93 ;
   wire i__valid;
-  wire \i__valid$246 ;
-  wire \i__valid$259 ;
-  wire \i__valid$90 ;
+  wire \i__valid$250 ;
+  wire \i__valid$262 ;
+  wire \i__valid$94 ;
   reg join_last = 1'h0;
   reg [23:0] join_left = 24'h000000;
   reg join_more = 1'h0;
@@ -35716,20 +36065,20 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire nic_send_data__valid;
   wire [23:0] nwords;
   wire [264:0] o__payload;
-  wire [128:0] \o__payload$237 ;
-  wire [127:0] \o__payload$237.data ;
-  wire \o__payload$237.last ;
-  wire [128:0] \o__payload$245 ;
-  wire [127:0] \o__payload$245.data ;
-  wire \o__payload$245.last ;
-  wire [132:0] \o__payload$258 ;
-  wire \o__payload$258.last ;
-  wire [127:0] \o__payload$258.result ;
-  wire [3:0] \o__payload$258.tag ;
-  wire [132:0] \o__payload$87 ;
-  wire \o__payload$87.last ;
-  wire [127:0] \o__payload$87.result ;
-  wire [3:0] \o__payload$87.tag ;
+  wire [128:0] \o__payload$241 ;
+  wire [127:0] \o__payload$241.data ;
+  wire \o__payload$241.last ;
+  wire [128:0] \o__payload$249 ;
+  wire [127:0] \o__payload$249.data ;
+  wire \o__payload$249.last ;
+  wire [132:0] \o__payload$261 ;
+  wire \o__payload$261.last ;
+  wire [127:0] \o__payload$261.result ;
+  wire [3:0] \o__payload$261.tag ;
+  wire [132:0] \o__payload$91 ;
+  wire \o__payload$91.last ;
+  wire [127:0] \o__payload$91.result ;
+  wire [3:0] \o__payload$91.tag ;
   wire [127:0] \o__payload.a ;
   wire [127:0] \o__payload.b ;
   (* enum_base_type = "Dtype" *)
@@ -35747,15 +36096,15 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire [1:0] \o__payload.op ;
   wire [3:0] \o__payload.tag ;
   wire o__ready;
-  wire \o__ready$250 ;
-  wire \o__ready$252 ;
-  wire \o__ready$265 ;
-  wire \o__ready$88 ;
+  wire \o__ready$254 ;
+  wire \o__ready$256 ;
+  wire \o__ready$268 ;
+  wire \o__ready$92 ;
   wire o__valid;
-  wire \o__valid$236 ;
-  wire \o__valid$244 ;
-  wire \o__valid$85 ;
-  wire \o__valid$91 ;
+  wire \o__valid$240 ;
+  wire \o__valid$248 ;
+  wire \o__valid$89 ;
+  wire \o__valid$95 ;
   reg pend_a = 1'h0;
   reg pend_b = 1'h0;
   reg pend_w = 1'h0;
@@ -35825,12 +36174,12 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   wire plan__ready;
   input plan__valid;
   wire plan__valid;
-  output [144:0] \port$17752$0 ;
-  wire [144:0] \port$17752$0 ;
-  input [130:0] \port$3732$0 ;
-  wire [130:0] \port$3732$0 ;
-  input [130:0] \port$3804$0 ;
-  wire [130:0] \port$3804$0 ;
+  output [144:0] \port$18042$0 ;
+  wire [144:0] \port$18042$0 ;
+  input [130:0] \port$3790$0 ;
+  wire [130:0] \port$3790$0 ;
+  input [130:0] \port$3862$0 ;
+  wire [130:0] \port$3862$0 ;
   wire [156:0] port__payload;
   wire [12:0] \port__payload.addr ;
   wire [127:0] \port__payload.data ;
@@ -35838,30 +36187,30 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   input port__ready;
   wire port__ready;
   wire [12:0] port__req__payload;
-  wire [12:0] \port__req__payload$105 ;
+  wire [12:0] \port__req__payload$109 ;
   input port__req__ready;
   wire port__req__ready;
-  input \port__req__ready$106 ;
-  wire \port__req__ready$106 ;
+  input \port__req__ready$110 ;
+  wire \port__req__ready$110 ;
   wire port__req__valid;
-  wire \port__req__valid$109 ;
+  wire \port__req__valid$113 ;
   input [127:0] port__resp__payload;
   wire [127:0] port__resp__payload;
-  input [127:0] \port__resp__payload$110 ;
-  wire [127:0] \port__resp__payload$110 ;
+  input [127:0] \port__resp__payload$114 ;
+  wire [127:0] \port__resp__payload$114 ;
   wire port__resp__ready;
-  wire \port__resp__ready$113 ;
+  wire \port__resp__ready$117 ;
   input port__resp__valid;
   wire port__resp__valid;
-  input \port__resp__valid$114 ;
-  wire \port__resp__valid$114 ;
+  input \port__resp__valid$118 ;
+  wire \port__resp__valid$118 ;
   wire port__valid;
   wire [127:0] rd_stream__tdata;
-  wire [127:0] \rd_stream__tdata$243 ;
+  wire [127:0] \rd_stream__tdata$247 ;
   wire rd_stream__tready;
-  wire \rd_stream__tready$253 ;
+  wire \rd_stream__tready$257 ;
   wire rd_stream__tvalid;
-  wire \rd_stream__tvalid$241 ;
+  wire \rd_stream__tvalid$245 ;
   output recv_error;
   reg recv_error = 1'h0;
   reg [23:0] recv_left = 24'h000000;
@@ -35902,7 +36251,6 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   reg [23:0] step_words = 24'h000000;
   reg taken_s = 1'h0;
   reg taken_w = 1'h0;
-  reg [4:0] took_bytes;
   reg [15:0] w_mask = 16'h0000;
   wire w_ready;
   reg wait_a = 1'h0;
@@ -35942,10 +36290,10 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$34  = plan__payload[1:0] == 2'h2;
   assign \$35  = plan__payload[34] & plan__payload[35];
   assign \$36  = plan__payload[68] & plan__payload[69];
-  assign \$37  = | \$109 [23:0];
-  assign \$38  = \$109 [23:0] == 1'h1;
+  assign \$37  = | \$213 [23:0];
+  assign \$38  = \$213 [23:0] == 1'h1;
   assign \$39  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
-  assign \$40  = plan__payload[102] ? \$109 [23:0] : 24'h000000;
+  assign \$40  = plan__payload[102] ? \$213 [23:0] : 24'h000000;
   assign \$41  = ! plan__payload[1:0];
   assign \$42  = \$41  ? plan__payload[140:117] : 24'h000000;
   assign \$43  = \cmd__valid$42  & \cmd__ready$43 ;
@@ -35964,244 +36312,351 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$56  = ~ join_last;
   assign \$57  = join_left == 2'h2;
   assign \$58  = nic_recv__valid & nic_recv__ready;
-  assign \$59  = ! recv_pkt_left;
-  assign \$60  = | recv_left[23:5];
-  assign \$61  = recv_left[4:0] > 5'h10;
-  assign \$62  = \$60  | \$61 ;
-  assign \$63  = \$62  ? 24'h000010 : recv_left;
-  assign \$64  = | recv_pkt_left[8:5];
-  assign \$65  = recv_pkt_left[4:0] > 5'h10;
-  assign \$66  = \$64  | \$65 ;
-  assign \$67  = \$66  ? 9'h010 : recv_pkt_left;
-  assign \$68  = \$59  ? \$63  : { 15'h0000, \$67  };
-  assign \$69  = pkt_left - \$68 ;
-  assign \$70  = ! recv_pkt_left;
-  assign \$71  = | recv_left[23:5];
-  assign \$72  = recv_left[4:0] > 5'h10;
-  assign \$73  = \$71  | \$72 ;
-  assign \$74  = \$73  ? 24'h000010 : recv_left;
-  assign \$75  = | recv_pkt_left[8:5];
-  assign \$76  = recv_pkt_left[4:0] > 5'h10;
-  assign \$77  = \$75  | \$76 ;
-  assign \$78  = \$77  ? 9'h010 : recv_pkt_left;
-  assign \$79  = \$70  ? \$74  : { 15'h0000, \$78  };
-  assign \$80  = recv_left - \$79 ;
-  assign \$81  = recv_pkt + 1'h1;
-  assign \$82  = w_ready & s_ready;
-  assign \$83  = w_ready & plan[68];
-  assign \$84  = s_ready & plan[102];
-  assign \$85  = nic_send_data__valid & nic_send_data__ready;
-  assign \$86  = send_data_left - 1'h1;
-  assign \$87  = ~ active;
-  assign \$88  = plan__valid & \$87 ;
-  assign \$89  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
-  assign \$90  = ! plan__payload[1:0];
-  assign \$91  = \$90  ? plan__payload[140:117] : 24'h000000;
-  assign \$92  = \$89  - \$91 ;
-  assign \$93  = $signed(\$177 [24:0]) > $signed(1'h0);
-  assign \$94  = ! \$177 [24:0];
-  assign \$95  = nic_send__valid & nic_send__ready;
-  assign \$96  = send_cmd_left - nic_send__payload[19:9];
-  assign \$97  = send_pkt + 1'h1;
-  assign \$98  = | mem_a_outstanding;
-  assign \$99  = \$98  | cmd__valid;
-  assign \$100  = \$99  | axi__rvalid;
-  assign mem_a_clock_enable = \$100  | rst;
-  assign \$101  = | mem_b_outstanding;
-  assign \$102  = \$101  | \cmd__valid$7 ;
-  assign \$103  = \$102  | \axi__rvalid$76 ;
-  assign mem_b_clock_enable = \$103  | rst;
-  assign \$104  = | mem_w_outstanding;
-  assign \$105  = \$104  | \cmd__valid$12 ;
-  assign \$106  = wr_stream__tvalid | axi__bvalid;
-  assign \$107  = \$105  | \$106 ;
-  assign mem_w_clock_enable = \$107  | rst;
-  assign mem_read_bytes = bytes + \bytes$223 ;
-  assign \$108  = plan__payload[140:117] + 4'hf;
-  assign \$110  = ! plan__payload[120:117];
-  assign \$111  = 1'h1 << plan__payload[120:117];
-  assign \$112  = \$111  - 1'h1;
-  assign \$113  = \$110  ? 17'h0ffff : \$112 ;
-  assign plan__ready = ~ active;
-  assign \$114  = plan[1:0] == 1'h1;
-  assign \cmd__valid$42  = pend_a & \$114 ;
-  assign \$115  = plan[1:0] == 2'h2;
-  assign cmd__valid = pend_a & \$115 ;
-  assign \$116  = ~ plan[35];
-  assign \cmd__valid$44  = pend_b & \$116 ;
-  assign \cmd__valid$7  = pend_b & plan[35];
-  assign \$117  = ~ plan[69];
-  assign \cmd__valid$46  = pend_w & \$117 ;
-  assign \cmd__valid$12  = pend_w & plan[69];
-  assign \$118  = abort | nic_recv__valid;
-  assign \$119  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
-  assign \$120  = ~ plan[34];
-  assign \$121  = active & join_more;
-  assign \$122  = \$121  & a_valid;
-  assign \i__valid$246  = \$122  & b_valid;
-  assign fire = \i__valid$246  & \i__ready$248 ;
-  assign \$123  = ! plan[1:0];
-  assign \$124  = fire & \$123 ;
-  assign \$125  = ~ abort;
-  assign nic_recv__ready = \$124  & \$125 ;
-  assign \$126  = plan[1:0] == 1'h1;
-  assign sram_rd_a__resp__ready = fire & \$126 ;
-  assign \$127  = plan[1:0] == 2'h2;
-  assign rd_stream__tready = fire & \$127 ;
-  assign \$128  = fire & plan[34];
-  assign \$129  = ~ plan[35];
-  assign sram_rd_b__resp__ready = \$128  & \$129 ;
-  assign \$130  = fire & plan[34];
-  assign \rd_stream__tready$253  = \$130  & plan[35];
-  assign \$131  = | recv_left[23:9];
-  assign \$132  = recv_left[8:0] > 9'h100;
-  assign \$133  = \$131  | \$132 ;
-  assign \$134  = \$133  ? 24'h000100 : recv_left;
-  assign \$135  = ! recv_pkt_left;
-  assign pkt_left = \$135  ? \$134 [8:0] : recv_pkt_left;
-  assign \$136  = nic_recv__valid & nic_recv__ready;
-  assign \$137  = nic_recv__payload[153:146] != plan[112:105];
-  assign \$138  = ! recv_pkt_left;
-  assign \$139  = nic_recv__payload[144] != \$138 ;
-  assign \$140  = \$137  | \$139 ;
-  assign \$141  = ! recv_pkt_left;
-  assign \$142  = nic_recv__payload[178:162] != \$134 [8:0];
-  assign \$143  = nic_recv__payload[161:154] != recv_pkt;
-  assign \$144  = \$142  | \$143 ;
-  assign \$145  = \$141  & \$144 ;
-  assign \$146  = \$140  | \$145 ;
-  assign \$147  = pkt_left <= 5'h10;
-  assign \$148  = nic_recv__payload[145] != \$147 ;
-  assign \$149  = \$146  | \$148 ;
-  assign \$150  = ! recv_pkt_left;
-  assign \$151  = | recv_left[23:5];
-  assign \$152  = recv_left[4:0] > 5'h10;
-  assign \$153  = \$151  | \$152 ;
-  assign \$154  = \$153  ? 24'h000010 : recv_left;
-  assign \$155  = | recv_pkt_left[8:5];
-  assign \$156  = recv_pkt_left[4:0] > 5'h10;
-  assign \$157  = \$155  | \$156 ;
-  assign \$158  = \$157  ? 9'h010 : recv_pkt_left;
-  assign \$159  = \$150  ? \$154  : { 15'h0000, \$158  };
-  assign \$160  = ~ plan[69];
-  assign \$161  = plan[68] & \$160 ;
-  assign \$162  = o__valid & \$161 ;
-  assign \$163  = ~ taken_w;
-  assign \i__valid$259  = \$162  & \$163 ;
-  assign \$164  = plan[68] & plan[69];
-  assign \$165  = o__valid & \$164 ;
-  assign \$166  = ~ taken_w;
-  assign wr_stream__tvalid = \$165  & \$166 ;
-  assign \$167  = ~ plan[68];
-  assign \$168  = \$167  | taken_w;
-  assign \$169  = plan[69] ? wr_stream__tready : \i__ready$262 ;
-  assign w_ready = \$168  | \$169 ;
-  assign \$170  = o__valid & plan[102];
-  assign \$171  = ~ taken_s;
-  assign nic_send_data__valid = \$170  & \$171 ;
-  assign \$172  = ~ plan[102];
-  assign \$173  = \$172  | taken_s;
-  assign s_ready = \$173  | nic_send_data__ready;
-  assign \o__ready$265  = w_ready & s_ready;
-  assign \$174  = $signed(fwd_gap) + $signed({ 1'h0, took_bytes });
-  assign \$175  = nic_send__valid & nic_send__ready;
-  assign \$176  = \$175  ? nic_send__payload[19:9] : 11'h000;
-  assign \$177  = $signed(\$174 ) - $signed({ 1'h0, \$176  });
-  assign \$178  = | send_cmd_left;
-  assign \$179  = active & \$178 ;
-  assign \$180  = ! plan[1:0];
+  assign \$59  = pkt_left - \$249 [4:0];
+  assign \$60  = recv_left - \$249 [4:0];
+  assign \$61  = recv_pkt + 1'h1;
+  assign \$62  = w_ready & s_ready;
+  assign \$63  = w_ready & plan[68];
+  assign \$64  = s_ready & plan[102];
+  assign \$65  = nic_send_data__valid & nic_send_data__ready;
+  assign \$66  = send_data_left - 1'h1;
+  assign \$67  = nic_send__valid & nic_send__ready;
+  assign \$68  = nic_recv__valid & nic_recv__ready;
+  assign \$69  = \$68  ? \$297 [24:0] : \$282 [24:0];
+  assign \$70  = nic_recv__valid & nic_recv__ready;
+  assign \$71  = ~ active;
+  assign \$72  = plan__valid & \$71 ;
+  assign \$73  = plan__payload[102] ? plan__payload[140:117] : 24'h000000;
+  assign \$74  = ! plan__payload[1:0];
+  assign \$75  = \$74  ? plan__payload[140:117] : 24'h000000;
+  assign \$76  = \$73  - \$75 ;
+  assign \$77  = \$72  ? \$76  : \$279 [24:0];
+  assign \$78  = \$70  ? \$284 [24:0] : \$77 ;
+  assign \$79  = \$67  ? \$69  : \$78 ;
+  assign \$80  = nic_send__valid & nic_send__ready;
+  assign \$81  = nic_recv__valid & nic_recv__ready;
+  assign \$82  = ~ \$297 [24];
+  assign \$83  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$84  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$85  = \$83  ^ \$84 ;
+  assign \$86  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$87  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$88  = fwd_gap & \$87 ;
+  assign \$89  = \$86  | \$88 ;
+  assign \$90  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$91  = { 20'h00000, \$249 [4:0] } & \$90 ;
+  assign \$92  = \$89  | \$91 ;
+  assign \$94  = \$85  ^ \$93 [24:0];
+  assign \$95  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$96  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$97  = \$95  ^ \$96 ;
+  assign \$98  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$99  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$100  = fwd_gap & \$99 ;
+  assign \$101  = \$98  | \$100 ;
+  assign \$102  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$103  = { 20'h00000, \$249 [4:0] } & \$102 ;
+  assign \$104  = \$101  | \$103 ;
+  assign \$106  = \$97  | \$105 [24:0];
+  assign \$107  = \$94  ^ { \$106 [23:0], 1'h1 };
+  assign \$108  = | \$107 ;
+  assign \$109  = ~ \$108 ;
+  assign \$111  = \$82  & \$110 ;
+  assign \$112  = ~ \$282 [24];
+  assign \$113  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$114  = fwd_gap ^ \$113 ;
+  assign \$115  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$116  = fwd_gap | \$115 ;
+  assign \$117  = \$114  ^ { \$116 [23:0], 1'h1 };
+  assign \$118  = | \$117 ;
+  assign \$119  = ~ \$118 ;
+  assign \$121  = \$112  & \$120 ;
+  assign \$122  = \$81  ? \$111  : \$121 ;
+  assign \$123  = nic_recv__valid & nic_recv__ready;
+  assign \$124  = ~ \$284 [24];
+  assign \$125  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$126  = fwd_gap | { 20'h00000, \$249 [4:0] };
+  assign \$127  = \$125  ^ { \$126 [23:0], 1'h0 };
+  assign \$128  = | \$127 ;
+  assign \$129  = ~ \$128 ;
+  assign \$131  = \$124  & \$130 ;
+  assign \$132  = ~ active;
+  assign \$133  = plan__valid & \$132 ;
+  assign \$134  = ~ \$133 ;
+  assign \$135  = ~ \$279 [24];
+  assign \$138  = \$136  ^ { \$137 [23:0], 1'h0 };
+  assign \$139  = | \$138 ;
+  assign \$140  = ~ \$139 ;
+  assign \$142  = \$135  & \$141 ;
+  assign \$143  = \$134  & \$142 ;
+  assign \$144  = \$123  ? \$131  : \$143 ;
+  assign \$145  = \$80  ? \$122  : \$144 ;
+  assign \$146  = nic_send__valid & nic_send__ready;
+  assign \$147  = nic_recv__valid & nic_recv__ready;
+  assign \$148  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$149  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$150  = \$148  ^ \$149 ;
+  assign \$151  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$152  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$153  = fwd_gap & \$152 ;
+  assign \$154  = \$151  | \$153 ;
+  assign \$155  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$156  = { 20'h00000, \$249 [4:0] } & \$155 ;
+  assign \$157  = \$154  | \$156 ;
+  assign \$159  = \$150  ^ \$158 [24:0];
+  assign \$160  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$161  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$162  = \$160  ^ \$161 ;
+  assign \$163  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$164  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$165  = fwd_gap & \$164 ;
+  assign \$166  = \$163  | \$165 ;
+  assign \$167  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$168  = { 20'h00000, \$249 [4:0] } & \$167 ;
+  assign \$169  = \$166  | \$168 ;
+  assign \$171  = \$162  | \$170 [24:0];
+  assign \$172  = \$159  ^ { \$171 [23:0], 1'h1 };
+  assign \$173  = | \$172 ;
+  assign \$174  = ~ \$173 ;
+  assign \$175  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$176  = fwd_gap ^ \$175 ;
+  assign \$177  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$178  = fwd_gap | \$177 ;
+  assign \$179  = \$176  ^ { \$178 [23:0], 1'h1 };
+  assign \$180  = | \$179 ;
   assign \$181  = ~ \$180 ;
-  assign \$182  = \$181  | fwd_ahead;
-  assign \$183  = fwd_even & a_valid;
-  assign \$184  = \$182  | \$183 ;
-  assign nic_send__valid = \$179  & \$184 ;
-  assign \$185  = | send_cmd_left[23:9];
-  assign \$186  = send_cmd_left[8:0] > 9'h100;
-  assign \$187  = \$185  | \$186 ;
-  assign \$188  = \$187  ? 24'h000100 : send_cmd_left;
-  assign \$189  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
-  assign \$190  = ~ \$189 ;
-  assign \$191  = active & \$190 ;
-  assign \$192  = ! join_left;
-  assign \$193  = \$191  & \$192 ;
-  assign \$194  = ! send_cmd_left;
-  assign \$195  = \$193  & \$194 ;
-  assign \$196  = ! send_data_left;
-  assign \$197  = \$195  & \$196 ;
-  assign \$198  = ~ busy;
-  assign \$199  = \$197  & \$198 ;
-  assign \$200  = ~ o__valid;
-  assign \$201  = \$199  & \$200 ;
-  assign \$202  = ~ \i__valid$90 ;
-  assign finished = \$201  & \$202 ;
+  assign \$182  = \$147  ? \$174  : \$181 ;
+  assign \$183  = nic_recv__valid & nic_recv__ready;
+  assign \$184  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$185  = fwd_gap | { 20'h00000, \$249 [4:0] };
+  assign \$186  = \$184  ^ { \$185 [23:0], 1'h0 };
+  assign \$187  = | \$186 ;
+  assign \$188  = ~ \$187 ;
+  assign \$189  = ~ active;
+  assign \$190  = plan__valid & \$189 ;
+  assign \$193  = \$191  ^ { \$192 [23:0], 1'h0 };
+  assign \$194  = | \$193 ;
+  assign \$195  = ~ \$194 ;
+  assign \$196  = \$190  | \$195 ;
+  assign \$197  = \$183  ? \$188  : \$196 ;
+  assign \$198  = \$146  ? \$182  : \$197 ;
+  assign \$199  = nic_send__valid & nic_send__ready;
+  assign \$200  = send_cmd_left - nic_send__payload[19:9];
+  assign \$201  = send_pkt + 1'h1;
+  assign \$202  = | mem_a_outstanding;
+  assign \$203  = \$202  | cmd__valid;
+  assign \$204  = \$203  | axi__rvalid;
+  assign mem_a_clock_enable = \$204  | rst;
+  assign \$205  = | mem_b_outstanding;
+  assign \$206  = \$205  | \cmd__valid$7 ;
+  assign \$207  = \$206  | \axi__rvalid$80 ;
+  assign mem_b_clock_enable = \$207  | rst;
+  assign \$208  = | mem_w_outstanding;
+  assign \$209  = \$208  | \cmd__valid$12 ;
+  assign \$210  = wr_stream__tvalid | axi__bvalid;
+  assign \$211  = \$209  | \$210 ;
+  assign mem_w_clock_enable = \$211  | rst;
+  assign mem_read_bytes = bytes + \bytes$227 ;
+  assign \$212  = plan__payload[140:117] + 4'hf;
+  assign \$214  = ! plan__payload[120:117];
+  assign \$215  = 1'h1 << plan__payload[120:117];
+  assign \$216  = \$215  - 1'h1;
+  assign \$217  = \$214  ? 17'h0ffff : \$216 ;
+  assign plan__ready = ~ active;
+  assign \$218  = plan[1:0] == 1'h1;
+  assign \cmd__valid$42  = pend_a & \$218 ;
+  assign \$219  = plan[1:0] == 2'h2;
+  assign cmd__valid = pend_a & \$219 ;
+  assign \$220  = ~ plan[35];
+  assign \cmd__valid$44  = pend_b & \$220 ;
+  assign \cmd__valid$7  = pend_b & plan[35];
+  assign \$221  = ~ plan[69];
+  assign \cmd__valid$46  = pend_w & \$221 ;
+  assign \cmd__valid$12  = pend_w & plan[69];
+  assign \$222  = abort | nic_recv__valid;
+  assign \$223  = abort ? 128'h00000000000000000000000000000000 : nic_recv__payload[127:0];
+  assign \$224  = ~ plan[34];
+  assign \$225  = active & join_more;
+  assign \$226  = \$225  & a_valid;
+  assign \i__valid$250  = \$226  & b_valid;
+  assign fire = \i__valid$250  & \i__ready$252 ;
+  assign \$227  = ! plan[1:0];
+  assign \$228  = fire & \$227 ;
+  assign \$229  = ~ abort;
+  assign nic_recv__ready = \$228  & \$229 ;
+  assign \$230  = plan[1:0] == 1'h1;
+  assign sram_rd_a__resp__ready = fire & \$230 ;
+  assign \$231  = plan[1:0] == 2'h2;
+  assign rd_stream__tready = fire & \$231 ;
+  assign \$232  = fire & plan[34];
+  assign \$233  = ~ plan[35];
+  assign sram_rd_b__resp__ready = \$232  & \$233 ;
+  assign \$234  = fire & plan[34];
+  assign \rd_stream__tready$257  = \$234  & plan[35];
+  assign \$235  = | recv_left[23:9];
+  assign \$236  = recv_left[8:0] > 9'h100;
+  assign \$237  = \$235  | \$236 ;
+  assign \$238  = \$237  ? 24'h000100 : recv_left;
+  assign \$239  = ! recv_pkt_left;
+  assign pkt_left = \$239  ? \$238 [8:0] : recv_pkt_left;
+  assign \$240  = ! recv_pkt_left;
+  assign \$241  = | recv_left[23:5];
+  assign \$242  = recv_left[4:0] > 5'h10;
+  assign \$243  = \$241  | \$242 ;
+  assign \$244  = \$243  ? 24'h000010 : recv_left;
+  assign \$245  = | recv_pkt_left[8:5];
+  assign \$246  = recv_pkt_left[4:0] > 5'h10;
+  assign \$247  = \$245  | \$246 ;
+  assign \$248  = \$247  ? 9'h010 : recv_pkt_left;
+  assign \$249  = \$240  ? \$244  : { 15'h0000, \$248  };
+  assign \$250  = nic_recv__valid & nic_recv__ready;
+  assign \$251  = nic_recv__payload[153:146] != plan[112:105];
+  assign \$252  = ! recv_pkt_left;
+  assign \$253  = nic_recv__payload[144] != \$252 ;
+  assign \$254  = \$251  | \$253 ;
+  assign \$255  = ! recv_pkt_left;
+  assign \$256  = nic_recv__payload[178:162] != \$238 [8:0];
+  assign \$257  = nic_recv__payload[161:154] != recv_pkt;
+  assign \$258  = \$256  | \$257 ;
+  assign \$259  = \$255  & \$258 ;
+  assign \$260  = \$254  | \$259 ;
+  assign \$261  = pkt_left <= 5'h10;
+  assign \$262  = nic_recv__payload[145] != \$261 ;
+  assign \$263  = \$260  | \$262 ;
+  assign \$264  = ~ plan[69];
+  assign \$265  = plan[68] & \$264 ;
+  assign \$266  = o__valid & \$265 ;
+  assign \$267  = ~ taken_w;
+  assign \i__valid$262  = \$266  & \$267 ;
+  assign \$268  = plan[68] & plan[69];
+  assign \$269  = o__valid & \$268 ;
+  assign \$270  = ~ taken_w;
+  assign wr_stream__tvalid = \$269  & \$270 ;
+  assign \$271  = ~ plan[68];
+  assign \$272  = \$271  | taken_w;
+  assign \$273  = plan[69] ? wr_stream__tready : \i__ready$265 ;
+  assign w_ready = \$272  | \$273 ;
+  assign \$274  = o__valid & plan[102];
+  assign \$275  = ~ taken_s;
+  assign nic_send_data__valid = \$274  & \$275 ;
+  assign \$276  = ~ plan[102];
+  assign \$277  = \$276  | taken_s;
+  assign s_ready = \$277  | nic_send_data__ready;
+  assign \o__ready$268  = w_ready & s_ready;
+  assign \$278  = fwd_gap + 1'h0;
+  assign \$279  = \$278  + 1'h0;
+  assign \$280  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$281  = fwd_gap + \$280 ;
+  assign \$282  = \$281  + 1'h1;
+  assign \$283  = fwd_gap + \$249 [4:0];
+  assign \$284  = \$283  + 1'h0;
+  assign \$285  = fwd_gap ^ { 20'h00000, \$249 [4:0] };
+  assign \$286  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$287  = \$285  ^ \$286 ;
+  assign \$288  = fwd_gap & { 20'h00000, \$249 [4:0] };
+  assign \$289  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$290  = fwd_gap & \$289 ;
+  assign \$291  = \$288  | \$290 ;
+  assign \$292  = ~ { 14'h0000, nic_send__payload[19:9] };
+  assign \$293  = { 20'h00000, \$249 [4:0] } & \$292 ;
+  assign \$294  = \$291  | \$293 ;
+  assign \$296  = \$287  + \$295 [24:0];
+  assign \$297  = \$296  + 1'h1;
+  assign \$298  = | send_cmd_left;
+  assign \$299  = active & \$298 ;
+  assign \$300  = ! plan[1:0];
+  assign \$301  = ~ \$300 ;
+  assign \$302  = \$301  | fwd_ahead;
+  assign \$303  = fwd_even & a_valid;
+  assign \$304  = \$302  | \$303 ;
+  assign nic_send__valid = \$299  & \$304 ;
+  assign \$305  = | send_cmd_left[23:9];
+  assign \$306  = send_cmd_left[8:0] > 9'h100;
+  assign \$307  = \$305  | \$306 ;
+  assign \$308  = \$307  ? 24'h000100 : send_cmd_left;
+  assign \$309  = | { wait_w, wait_b, wait_a, pend_w, pend_b, pend_a };
+  assign \$310  = ~ \$309 ;
+  assign \$311  = active & \$310 ;
+  assign \$312  = ! join_left;
+  assign \$313  = \$311  & \$312 ;
+  assign \$314  = ! send_cmd_left;
+  assign \$315  = \$313  & \$314 ;
+  assign \$316  = ! send_data_left;
+  assign \$317  = \$315  & \$316 ;
+  assign \$318  = ~ busy;
+  assign \$319  = \$317  & \$318 ;
+  assign \$320  = ~ o__valid;
+  assign \$321  = \$319  & \$320 ;
+  assign \$322  = ~ \i__valid$94 ;
+  assign finished = \$321  & \$322 ;
   always @(posedge clk)
-    mem_a_outstanding <= \$203 ;
+    mem_a_outstanding <= \$323 ;
   always @(posedge clk)
-    mem_b_outstanding <= \$204 ;
+    mem_b_outstanding <= \$324 ;
   always @(posedge clk)
-    mem_w_outstanding <= \$205 ;
+    mem_w_outstanding <= \$325 ;
   always @(posedge clk)
-    plan <= \$206 ;
+    plan <= \$326 ;
   always @(posedge clk)
-    active <= \$207 ;
+    active <= \$327 ;
   always @(posedge clk)
-    pend_a <= \$208 ;
+    pend_a <= \$328 ;
   always @(posedge clk)
-    wait_a <= \$209 ;
+    wait_a <= \$329 ;
   always @(posedge clk)
-    pend_b <= \$210 ;
+    pend_b <= \$330 ;
   always @(posedge clk)
-    wait_b <= \$211 ;
+    wait_b <= \$331 ;
   always @(posedge clk)
-    pend_w <= \$212 ;
+    pend_w <= \$332 ;
   always @(posedge clk)
-    wait_w <= \$213 ;
+    wait_w <= \$333 ;
   always @(posedge clk)
-    join_left <= \$214 ;
+    join_left <= \$334 ;
   always @(posedge clk)
-    join_more <= \$215 ;
+    join_more <= \$335 ;
   always @(posedge clk)
-    join_last <= \$216 ;
+    join_last <= \$336 ;
   always @(posedge clk)
-    send_cmd_left <= \$217 ;
+    send_cmd_left <= \$337 ;
   always @(posedge clk)
-    send_data_left <= \$218 ;
+    send_data_left <= \$338 ;
   always @(posedge clk)
-    send_pkt <= \$219 ;
+    send_pkt <= \$339 ;
   always @(posedge clk)
-    recv_left <= \$220 ;
+    recv_left <= \$340 ;
   always @(posedge clk)
-    recv_pkt_left <= \$221 ;
+    recv_pkt_left <= \$341 ;
   always @(posedge clk)
-    recv_pkt <= \$222 ;
+    recv_pkt <= \$342 ;
   always @(posedge clk)
-    w_mask <= \$223 ;
+    w_mask <= \$343 ;
   always @(posedge clk)
-    step_words <= \$224 ;
+    step_words <= \$344 ;
   always @(posedge clk)
-    mem_error <= \$225 ;
+    mem_error <= \$345 ;
   always @(posedge clk)
-    recv_error <= \$226 ;
+    recv_error <= \$346 ;
   always @(posedge clk)
-    taken_w <= \$227 ;
+    taken_w <= \$347 ;
   always @(posedge clk)
-    taken_s <= \$228 ;
+    taken_s <= \$348 ;
   always @(posedge clk)
-    fwd_ahead <= \$229 ;
+    fwd_gap <= \$349 ;
   always @(posedge clk)
-    fwd_even <= \$230 ;
+    fwd_ahead <= \$350 ;
   always @(posedge clk)
-    fwd_gap <= \$231 ;
+    fwd_even <= \$351 ;
   always @(posedge clk)
-    done <= \$232 ;
+    done <= \$352 ;
   \ace_engine_small.ch1.datapath.alu  alu (
     .clk(clk),
     .i__payload(i__payload),
     .i__ready(o__ready),
     .i__valid(i__valid),
-    .o__valid(\i__valid$90 ),
-    .out_payload(\i__payload$86 ),
-    .r_en(\o__ready$88 ),
+    .o__valid(\i__valid$94 ),
+    .out_payload(\i__payload$90 ),
+    .r_en(\o__ready$92 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.mem_a  mem_a (
@@ -36212,14 +36667,14 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__rvalid(axi__rvalid),
     .bytes(bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$228 ),
+    .cmd__payload(\cmd__payload$232 ),
     .cmd__ready(cmd__ready),
     .cmd__valid(cmd__valid),
     .cpl__payload(cpl__payload),
     .cpl_full(cpl__valid),
     .mem_a_clock_enable(mem_a_clock_enable),
     .\o__ready$40 (axi__arready),
-    .\port$3732$0 (\port$3732$0 ),
+    .\port$3790$0 (\port$3790$0 ),
     .rd_stream__tdata(rd_stream__tdata),
     .rd_stream__tready(rd_stream__tready),
     .rd_stream__tvalid(rd_stream__tvalid),
@@ -36230,20 +36685,20 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__arlen(mem_rd_b__arlen),
     .axi__arvalid(mem_rd_b__arvalid),
     .axi__rready(mem_rd_b__rready),
-    .axi__rvalid(\axi__rvalid$76 ),
-    .bytes(\bytes$223 ),
+    .axi__rvalid(\axi__rvalid$80 ),
+    .bytes(\bytes$227 ),
     .clk(clk),
-    .cmd__payload(\cmd__payload$230 ),
+    .cmd__payload(\cmd__payload$234 ),
     .cmd__ready(\cmd__ready$8 ),
     .cmd__valid(\cmd__valid$7 ),
     .cpl__payload(\cpl__payload$49 ),
     .cpl_full(\cpl__valid$9 ),
     .mem_b_clock_enable(mem_b_clock_enable),
-    .\o__ready$40 (\axi__arready$167 ),
-    .\port$3804$0 (\port$3804$0 ),
-    .rd_stream__tdata(\rd_stream__tdata$243 ),
-    .rd_stream__tready(\rd_stream__tready$253 ),
-    .rd_stream__tvalid(\rd_stream__tvalid$241 ),
+    .\o__ready$40 (\axi__arready$171 ),
+    .\port$3862$0 (\port$3862$0 ),
+    .rd_stream__tdata(\rd_stream__tdata$247 ),
+    .rd_stream__tready(\rd_stream__tready$257 ),
+    .rd_stream__tvalid(\rd_stream__tvalid$245 ),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.mem_w  mem_w (
@@ -36256,7 +36711,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .axi__wvalid(mem_wr__wvalid),
     .bytes(mem_write_bytes),
     .clk(clk),
-    .cmd__payload(\cmd__payload$232 ),
+    .cmd__payload(\cmd__payload$236 ),
     .cmd__ready(\cmd__ready$13 ),
     .cmd__valid(\cmd__valid$12 ),
     .cpl__payload(\cpl__payload$50 ),
@@ -36264,17 +36719,17 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .mem_w_clock_enable(mem_w_clock_enable),
     .\o__ready$44 (axi__awready),
     .\o__ready$92 (axi__wready),
-    .\port$17752$0 (\$233 ),
+    .\port$18042$0 (\$353 ),
     .rst(rst),
-    .wr_stream__tdata(\o__payload$258 [127:0]),
+    .wr_stream__tdata(\o__payload$261 [127:0]),
     .wr_stream__tready(wr_stream__tready),
     .wr_stream__tvalid(wr_stream__tvalid)
   );
   \ace_engine_small.ch1.datapath.operands  operands (
     .clk(clk),
-    .i__payload(\i__payload$247 ),
-    .i__ready(\i__ready$248 ),
-    .i__valid(\i__valid$246 ),
+    .i__payload(\i__payload$251 ),
+    .i__ready(\i__ready$252 ),
+    .i__valid(\i__valid$250 ),
     .o__payload(i__payload),
     .o__ready(o__ready),
     .o__valid(i__valid),
@@ -36282,11 +36737,11 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch1.datapath.result  result (
     .clk(clk),
-    .i__payload(\i__payload$86 ),
-    .i__ready(\o__ready$88 ),
-    .i__valid(\i__valid$90 ),
-    .o__payload(\o__payload$258 ),
-    .o__ready(\o__ready$265 ),
+    .i__payload(\i__payload$90 ),
+    .i__ready(\o__ready$92 ),
+    .i__valid(\i__valid$94 ),
+    .o__payload(\o__payload$261 ),
+    .o__ready(\o__ready$268 ),
     .o__valid(o__valid),
     .rst(rst)
   );
@@ -36295,7 +36750,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     .cmd__payload(cmd__payload),
     .cmd__ready(\cmd__ready$43 ),
     .cmd__valid(\cmd__valid$42 ),
-    .o__payload(\o__payload$237 ),
+    .o__payload(\o__payload$241 ),
     .o__valid(port__resp__valid),
     .port__req__payload(sram_rd_a__req__payload),
     .port__req__ready(port__req__ready),
@@ -36306,27 +36761,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   \ace_engine_small.ch1.datapath.sram_b  sram_b (
     .clk(clk),
-    .cmd__payload(\cmd__payload$229 ),
+    .cmd__payload(\cmd__payload$233 ),
     .cmd__ready(\cmd__ready$45 ),
     .cmd__valid(\cmd__valid$44 ),
-    .o__payload(\o__payload$245 ),
-    .o__valid(\port__resp__valid$114 ),
+    .o__payload(\o__payload$249 ),
+    .o__valid(\port__resp__valid$118 ),
     .port__req__payload(sram_rd_b__req__payload),
-    .port__req__ready(\port__req__ready$106 ),
+    .port__req__ready(\port__req__ready$110 ),
     .port__req__valid(sram_rd_b__req__valid),
-    .port__resp__payload(\port__resp__payload$110 ),
+    .port__resp__payload(\port__resp__payload$114 ),
     .port__resp__ready(sram_rd_b__resp__ready),
     .rst(rst)
   );
   \ace_engine_small.ch1.datapath.sram_w  sram_w (
     .busy(busy),
     .clk(clk),
-    .cmd__payload(\cmd__payload$231 ),
+    .cmd__payload(\cmd__payload$235 ),
     .cmd__ready(\cmd__ready$47 ),
     .cmd__valid(\cmd__valid$46 ),
-    .i__payload(\o__payload$258 [127:0]),
-    .i__ready(\i__ready$262 ),
-    .i__valid(\i__valid$259 ),
+    .i__payload(\o__payload$261 [127:0]),
+    .i__ready(\i__ready$265 ),
+    .i__valid(\i__valid$262 ),
     .port__payload(sram_wr__payload),
     .port__ready(port__ready),
     .port__valid(sram_wr__valid),
@@ -36334,394 +36789,379 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$203  = mem_a_outstanding;
+    \$323  = mem_a_outstanding;
     if (\$4 ) begin
-      \$203  = \$9 [7:0];
+      \$323  = \$9 [7:0];
     end else if (\$8 ) begin
-      \$203  = \$10 [7:0];
+      \$323  = \$10 [7:0];
     end
     if (rst) begin
-      \$203  = 8'h00;
+      \$323  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$204  = mem_b_outstanding;
+    \$324  = mem_b_outstanding;
     if (\$14 ) begin
-      \$204  = \$19 [7:0];
+      \$324  = \$19 [7:0];
     end else if (\$18 ) begin
-      \$204  = \$20 [7:0];
+      \$324  = \$20 [7:0];
     end
     if (rst) begin
-      \$204  = 8'h00;
+      \$324  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$205  = mem_w_outstanding;
+    \$325  = mem_w_outstanding;
     if (\$24 ) begin
-      \$205  = \$29 [7:0];
+      \$325  = \$29 [7:0];
     end else if (\$28 ) begin
-      \$205  = \$30 [7:0];
+      \$325  = \$30 [7:0];
     end
     if (rst) begin
-      \$205  = 8'h00;
+      \$325  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$206  = plan;
+    \$326  = plan;
     if (\$32 ) begin
-      \$206  = plan__payload;
+      \$326  = plan__payload;
     end
     if (rst) begin
-      \$206  = 141'h000000000000000000000000000000000000;
+      \$326  = 141'h000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$207  = active;
+    \$327  = active;
     if (\$32 ) begin
-      \$207  = 1'h1;
+      \$327  = 1'h1;
     end
     if (finished) begin
-      \$207  = 1'h0;
+      \$327  = 1'h0;
     end
     if (rst) begin
-      \$207  = 1'h0;
+      \$327  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$208  = pend_a;
+    \$328  = pend_a;
     if (\$32 ) begin
-      \$208  = \$33 ;
+      \$328  = \$33 ;
     end
     if (\$45 ) begin
-      \$208  = 1'h0;
+      \$328  = 1'h0;
     end
     if (rst) begin
-      \$208  = 1'h0;
+      \$328  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$209  = wait_a;
+    \$329  = wait_a;
     if (\$32 ) begin
-      \$209  = \$34 ;
+      \$329  = \$34 ;
     end
     if (cpl__valid) begin
-      \$209  = 1'h0;
+      \$329  = 1'h0;
     end
     if (rst) begin
-      \$209  = 1'h0;
+      \$329  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$210  = pend_b;
+    \$330  = pend_b;
     if (\$32 ) begin
-      \$210  = plan__payload[34];
+      \$330  = plan__payload[34];
     end
     if (\$48 ) begin
-      \$210  = 1'h0;
+      \$330  = 1'h0;
     end
     if (rst) begin
-      \$210  = 1'h0;
+      \$330  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$211  = wait_b;
+    \$331  = wait_b;
     if (\$32 ) begin
-      \$211  = \$35 ;
+      \$331  = \$35 ;
     end
     if (\cpl__valid$9 ) begin
-      \$211  = 1'h0;
+      \$331  = 1'h0;
     end
     if (rst) begin
-      \$211  = 1'h0;
+      \$331  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$212  = pend_w;
+    \$332  = pend_w;
     if (\$32 ) begin
-      \$212  = plan__payload[68];
+      \$332  = plan__payload[68];
     end
     if (\$51 ) begin
-      \$212  = 1'h0;
+      \$332  = 1'h0;
     end
     if (rst) begin
-      \$212  = 1'h0;
+      \$332  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$213  = wait_w;
+    \$333  = wait_w;
     if (\$32 ) begin
-      \$213  = \$36 ;
+      \$333  = \$36 ;
     end
     if (\cpl__valid$14 ) begin
-      \$213  = 1'h0;
+      \$333  = 1'h0;
     end
     if (rst) begin
-      \$213  = 1'h0;
+      \$333  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$214  = join_left;
+    \$334  = join_left;
     if (\$32 ) begin
-      \$214  = \$109 [23:0];
+      \$334  = \$213 [23:0];
     end
     if (fire) begin
-      \$214  = \$55 [23:0];
+      \$334  = \$55 [23:0];
     end
     if (rst) begin
-      \$214  = 24'h000000;
+      \$334  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$215  = join_more;
+    \$335  = join_more;
     if (\$32 ) begin
-      \$215  = \$37 ;
+      \$335  = \$37 ;
     end
     if (fire) begin
-      \$215  = \$56 ;
+      \$335  = \$56 ;
     end
     if (rst) begin
-      \$215  = 1'h0;
+      \$335  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$216  = join_last;
+    \$336  = join_last;
     if (\$32 ) begin
-      \$216  = \$38 ;
+      \$336  = \$38 ;
     end
     if (fire) begin
-      \$216  = \$57 ;
+      \$336  = \$57 ;
     end
     if (rst) begin
-      \$216  = 1'h0;
+      \$336  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$217  = send_cmd_left;
+    \$337  = send_cmd_left;
     if (\$32 ) begin
-      \$217  = \$39 ;
+      \$337  = \$39 ;
     end
-    if (\$95 ) begin
-      \$217  = \$96 [23:0];
+    if (\$199 ) begin
+      \$337  = \$200 [23:0];
     end
     if (rst) begin
-      \$217  = 24'h000000;
+      \$337  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$218  = send_data_left;
+    \$338  = send_data_left;
     if (\$32 ) begin
-      \$218  = \$40 ;
+      \$338  = \$40 ;
     end
-    if (\$85 ) begin
-      \$218  = \$86 [23:0];
+    if (\$65 ) begin
+      \$338  = \$66 [23:0];
     end
     if (rst) begin
-      \$218  = 24'h000000;
+      \$338  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$219  = send_pkt;
+    \$339  = send_pkt;
     if (\$32 ) begin
-      \$219  = 8'h00;
+      \$339  = 8'h00;
     end
-    if (\$95 ) begin
-      \$219  = \$97 [7:0];
+    if (\$199 ) begin
+      \$339  = \$201 [7:0];
     end
     if (rst) begin
-      \$219  = 8'h00;
+      \$339  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$220  = recv_left;
+    \$340  = recv_left;
     if (\$32 ) begin
-      \$220  = \$42 ;
+      \$340  = \$42 ;
     end
     if (\$58 ) begin
-      \$220  = \$80 [23:0];
+      \$340  = \$60 [23:0];
     end
     if (rst) begin
-      \$220  = 24'h000000;
+      \$340  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$221  = recv_pkt_left;
+    \$341  = recv_pkt_left;
     if (\$32 ) begin
-      \$221  = 9'h000;
+      \$341  = 9'h000;
     end
     if (\$58 ) begin
-      \$221  = \$69 [8:0];
+      \$341  = \$59 [8:0];
     end
     if (rst) begin
-      \$221  = 9'h000;
+      \$341  = 9'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$222  = recv_pkt;
+    \$342  = recv_pkt;
     if (\$32 ) begin
-      \$222  = 8'h00;
+      \$342  = 8'h00;
     end
     if (\$58 ) begin
       if (nic_recv__payload[145]) begin
-        \$222  = \$81 [7:0];
+        \$342  = \$61 [7:0];
       end
     end
     if (rst) begin
-      \$222  = 8'h00;
+      \$342  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$223  = w_mask;
+    \$343  = w_mask;
     if (\$32 ) begin
-      \$223  = \$113 [15:0];
+      \$343  = \$217 [15:0];
     end
     if (rst) begin
-      \$223  = 16'h0000;
+      \$343  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$224  = step_words;
+    \$344  = step_words;
     if (\$32 ) begin
-      \$224  = \$109 [23:0];
+      \$344  = \$213 [23:0];
     end
     if (rst) begin
-      \$224  = 24'h000000;
+      \$344  = 24'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$225  = mem_error;
+    \$345  = mem_error;
     if (\$32 ) begin
-      \$225  = 1'h0;
+      \$345  = 1'h0;
     end
     if (cpl__valid) begin
       if (\$52 ) begin
-        \$225  = 1'h1;
+        \$345  = 1'h1;
       end
     end
     if (\cpl__valid$9 ) begin
       if (\$53 ) begin
-        \$225  = 1'h1;
+        \$345  = 1'h1;
       end
     end
     if (\cpl__valid$14 ) begin
       if (\$54 ) begin
-        \$225  = 1'h1;
+        \$345  = 1'h1;
       end
     end
     if (rst) begin
-      \$225  = 1'h0;
+      \$345  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$226  = recv_error;
+    \$346  = recv_error;
     if (\$32 ) begin
-      \$226  = 1'h0;
+      \$346  = 1'h0;
     end
     if (\$58 ) begin
       if (bad) begin
-        \$226  = 1'h1;
+        \$346  = 1'h1;
       end
     end
     if (rst) begin
-      \$226  = 1'h0;
+      \$346  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$227  = taken_w;
+    \$347  = taken_w;
     if (o__valid) begin
       (* full_case = 32'd1 *)
-      if (\$82 ) begin
-        \$227  = 1'h0;
+      if (\$62 ) begin
+        \$347  = 1'h0;
       end else begin
-        \$227  = \$83 ;
+        \$347  = \$63 ;
       end
     end
     if (rst) begin
-      \$227  = 1'h0;
+      \$347  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$228  = taken_s;
+    \$348  = taken_s;
     if (o__valid) begin
       (* full_case = 32'd1 *)
-      if (\$82 ) begin
-        \$228  = 1'h0;
+      if (\$62 ) begin
+        \$348  = 1'h0;
       end else begin
-        \$228  = \$84 ;
+        \$348  = \$64 ;
       end
     end
     if (rst) begin
-      \$228  = 1'h0;
+      \$348  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$88 ) begin
-      \$229  = 1'h0;
-    end else begin
-      \$229  = \$93 ;
-    end
+    \$349  = \$79 ;
     if (rst) begin
-      \$229  = 1'h0;
+      \$349  = 25'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$88 ) begin
-      \$230  = 1'h1;
-    end else begin
-      \$230  = \$94 ;
-    end
+    \$350  = \$145 ;
     if (rst) begin
-      \$230  = 1'h0;
+      \$350  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    (* full_case = 32'd1 *)
-    if (\$88 ) begin
-      \$231  = \$92 ;
-    end else begin
-      \$231  = \$177 [24:0];
-    end
+    \$351  = \$198 ;
     if (rst) begin
-      \$231  = 25'h0000000;
+      \$351  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$232  = 1'h0;
+    \$352  = 1'h0;
     if (finished) begin
-      \$232  = 1'h1;
+      \$352  = 1'h1;
     end
     if (rst) begin
-      \$232  = 1'h0;
+      \$352  = 1'h0;
     end
   end
   always @* begin
@@ -36729,7 +37169,7 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_valid = \$118 ;
+          a_valid = \$222 ;
       2'h1:
           a_valid = port__resp__valid;
       default:
@@ -36741,9 +37181,9 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
     (* full_case = 32'd1 *)
     casez (plan[1:0])
       2'h0:
-          a_data = \$119 ;
+          a_data = \$223 ;
       2'h1:
-          a_data = \o__payload$237 [127:0];
+          a_data = \o__payload$241 [127:0];
       default:
           a_data = rd_stream__tdata;
     endcase
@@ -36751,63 +37191,60 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     (* full_case = 32'd1 *)
-    if (\$120 ) begin
+    if (\$224 ) begin
       b_valid = 1'h1;
     end else if (plan[35]) begin
-      b_valid = \rd_stream__tvalid$241 ;
+      b_valid = \rd_stream__tvalid$245 ;
     end else begin
-      b_valid = \port__resp__valid$114 ;
+      b_valid = \port__resp__valid$118 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     b_data = 128'h00000000000000000000000000000000;
     (* full_case = 32'd1 *)
-    if (\$120 ) begin
+    if (\$224 ) begin
     end else if (plan[35]) begin
-      b_data = \rd_stream__tdata$243 ;
+      b_data = \rd_stream__tdata$247 ;
     end else begin
-      b_data = \o__payload$245 [127:0];
+      b_data = \o__payload$249 [127:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     bad = 1'h0;
-    if (\$136 ) begin
-      bad = \$149 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    took_bytes = 5'h00;
-    if (\$136 ) begin
-      took_bytes = \$159 [4:0];
+    if (\$250 ) begin
+      bad = \$263 ;
     end
   end
   assign cpl__ready = 1'h1;
   assign \cpl__ready$10  = 1'h1;
   assign \cpl__ready$15  = 1'h1;
-  assign nwords = \$109 [23:0];
-  assign last_mask = \$113 [15:0];
-  assign gap_next = \$177 [24:0];
+  assign nwords = \$213 [23:0];
+  assign last_mask = \$217 [15:0];
+  assign beat_bytes = \$249 [4:0];
+  assign gap_kept = \$279 [24:0];
+  assign gap_took = \$284 [24:0];
+  assign gap_sent = \$282 [24:0];
+  assign gap_took_sent = \$297 [24:0];
   assign o__payload = i__payload;
   assign i__ready = o__ready;
-  assign \o__valid$85  = i__valid;
-  assign \o__payload$87  = \i__payload$86 ;
-  assign \i__ready$89  = \o__ready$88 ;
-  assign \o__valid$91  = \i__valid$90 ;
+  assign \o__valid$89  = i__valid;
+  assign \o__payload$91  = \i__payload$90 ;
+  assign \i__ready$93  = \o__ready$92 ;
+  assign \o__valid$95  = \i__valid$94 ;
   assign port__req__payload = sram_rd_a__req__payload;
   assign sram_rd_a__req__ready = port__req__ready;
   assign port__req__valid = sram_rd_a__req__valid;
   assign sram_rd_a__resp__payload = port__resp__payload;
   assign port__resp__ready = sram_rd_a__resp__ready;
   assign sram_rd_a__resp__valid = port__resp__valid;
-  assign \port__req__payload$105  = sram_rd_b__req__payload;
-  assign sram_rd_b__req__ready = \port__req__ready$106 ;
-  assign \port__req__valid$109  = sram_rd_b__req__valid;
-  assign sram_rd_b__resp__payload = \port__resp__payload$110 ;
-  assign \port__resp__ready$113  = sram_rd_b__resp__ready;
-  assign sram_rd_b__resp__valid = \port__resp__valid$114 ;
+  assign \port__req__payload$109  = sram_rd_b__req__payload;
+  assign sram_rd_b__req__ready = \port__req__ready$110 ;
+  assign \port__req__valid$113  = sram_rd_b__req__valid;
+  assign sram_rd_b__resp__payload = \port__resp__payload$114 ;
+  assign \port__resp__ready$117  = sram_rd_b__resp__ready;
+  assign sram_rd_b__resp__valid = \port__resp__valid$118 ;
   assign port__payload = sram_wr__payload;
   assign sram_wr__ready = port__ready;
   assign port__valid = sram_wr__valid;
@@ -36827,40 +37264,40 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign mem_rd_a__arsize = 3'h4;
   assign axi__arsize = 3'h4;
   assign axi__arvalid = mem_rd_a__arvalid;
-  assign axi__rdata = \port$3732$0 [127:0];
-  assign mem_rd_a__rdata = \port$3732$0 [127:0];
+  assign axi__rdata = \port$3790$0 [127:0];
+  assign mem_rd_a__rdata = \port$3790$0 [127:0];
   assign mem_rd_a__rid = axi__rid;
-  assign axi__rlast = \port$3732$0 [130];
-  assign mem_rd_a__rlast = \port$3732$0 [130];
+  assign axi__rlast = \port$3790$0 [130];
+  assign mem_rd_a__rlast = \port$3790$0 [130];
   assign axi__rready = mem_rd_a__rready;
-  assign axi__rresp = \port$3732$0 [129:128];
-  assign mem_rd_a__rresp = \port$3732$0 [129:128];
+  assign axi__rresp = \port$3790$0 [129:128];
+  assign mem_rd_a__rresp = \port$3790$0 [129:128];
   assign mem_rd_a__rvalid = axi__rvalid;
-  assign \axi__araddr$154  = mem_rd_b__araddr;
+  assign \axi__araddr$158  = mem_rd_b__araddr;
   assign mem_rd_b__arburst = 2'h1;
-  assign \axi__arburst$156  = 2'h1;
+  assign \axi__arburst$160  = 2'h1;
   assign mem_rd_b__arcache = 4'h3;
-  assign \axi__arcache$158  = 4'h3;
+  assign \axi__arcache$162  = 4'h3;
   assign mem_rd_b__arid = 4'h0;
-  assign \axi__arid$160  = 4'h0;
-  assign \axi__arlen$162  = mem_rd_b__arlen;
+  assign \axi__arid$164  = 4'h0;
+  assign \axi__arlen$166  = mem_rd_b__arlen;
   assign mem_rd_b__arlock = 1'h0;
-  assign \axi__arlock$164  = 1'h0;
+  assign \axi__arlock$168  = 1'h0;
   assign mem_rd_b__arprot = 3'h0;
-  assign \axi__arprot$166  = 3'h0;
-  assign mem_rd_b__arready = \axi__arready$167 ;
+  assign \axi__arprot$170  = 3'h0;
+  assign mem_rd_b__arready = \axi__arready$171 ;
   assign mem_rd_b__arsize = 3'h4;
-  assign \axi__arsize$170  = 3'h4;
-  assign \axi__arvalid$172  = mem_rd_b__arvalid;
-  assign \axi__rdata$173  = \port$3804$0 [127:0];
-  assign mem_rd_b__rdata = \port$3804$0 [127:0];
-  assign mem_rd_b__rid = \axi__rid$175 ;
-  assign \axi__rlast$177  = \port$3804$0 [130];
-  assign mem_rd_b__rlast = \port$3804$0 [130];
-  assign \axi__rready$180  = mem_rd_b__rready;
-  assign \axi__rresp$181  = \port$3804$0 [129:128];
-  assign mem_rd_b__rresp = \port$3804$0 [129:128];
-  assign mem_rd_b__rvalid = \axi__rvalid$76 ;
+  assign \axi__arsize$174  = 3'h4;
+  assign \axi__arvalid$176  = mem_rd_b__arvalid;
+  assign \axi__rdata$177  = \port$3862$0 [127:0];
+  assign mem_rd_b__rdata = \port$3862$0 [127:0];
+  assign mem_rd_b__rid = \axi__rid$179 ;
+  assign \axi__rlast$181  = \port$3862$0 [130];
+  assign mem_rd_b__rlast = \port$3862$0 [130];
+  assign \axi__rready$184  = mem_rd_b__rready;
+  assign \axi__rresp$185  = \port$3862$0 [129:128];
+  assign mem_rd_b__rresp = \port$3862$0 [129:128];
+  assign mem_rd_b__rvalid = \axi__rvalid$80 ;
   assign axi__awaddr = mem_wr__awaddr;
   assign mem_wr__awburst = 2'h1;
   assign axi__awburst = 2'h1;
@@ -36881,27 +37318,27 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign axi__bready = mem_wr__bready;
   assign mem_wr__bresp = axi__bresp;
   assign mem_wr__bvalid = axi__bvalid;
-  assign mem_wr__wdata = \$233 [127:0];
-  assign axi__wdata = \$233 [127:0];
-  assign mem_wr__wlast = \$233 [144];
-  assign axi__wlast = \$233 [144];
+  assign mem_wr__wdata = \$353 [127:0];
+  assign axi__wdata = \$353 [127:0];
+  assign mem_wr__wlast = \$353 [144];
+  assign axi__wlast = \$353 [144];
   assign mem_wr__wready = axi__wready;
-  assign mem_wr__wstrb = \$233 [143:128];
-  assign axi__wstrb = \$233 [143:128];
+  assign mem_wr__wstrb = \$353 [143:128];
+  assign axi__wstrb = \$353 [143:128];
   assign axi__wvalid = mem_wr__wvalid;
-  assign \bytes$225  = mem_write_bytes;
-  assign \o__valid$236  = port__resp__valid;
-  assign \o__valid$244  = \port__resp__valid$114 ;
+  assign \bytes$229  = mem_write_bytes;
+  assign \o__valid$240  = port__resp__valid;
+  assign \o__valid$248  = \port__resp__valid$118 ;
   assign alu_beat = fire;
-  assign \o__ready$250  = sram_rd_a__resp__ready;
-  assign \o__ready$252  = sram_rd_b__resp__ready;
-  assign expect_len = \$134 [8:0];
-  assign wr_stream__tdata = \o__payload$258 [127:0];
-  assign wr_stream__tlast = \o__payload$258 [132];
-  assign nic_send_data__payload = \o__payload$258 [127:0];
+  assign \o__ready$254  = sram_rd_a__resp__ready;
+  assign \o__ready$256  = sram_rd_b__resp__ready;
+  assign expect_len = \$238 [8:0];
+  assign wr_stream__tdata = \o__payload$261 [127:0];
+  assign wr_stream__tlast = \o__payload$261 [132];
+  assign nic_send_data__payload = \o__payload$261 [127:0];
   assign nic_recv_link = plan[104];
-  assign \port$17752$0  = \$233 ;
-  assign \i__payload$257  = \o__payload$258 [127:0];
+  assign \port$18042$0  = \$353 ;
+  assign \i__payload$260  = \o__payload$261 [127:0];
   assign \plan.a_src  = plan[1:0];
   assign \plan.a_addr  = plan[33:2];
   assign \plan.b_use  = plan[34];
@@ -36960,12 +37397,12 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \o__payload.dtype  = i__payload[259:258];
   assign \o__payload.tag  = i__payload[263:260];
   assign \o__payload.last  = i__payload[264];
-  assign \i__payload$86.result  = \i__payload$86 [127:0];
-  assign \i__payload$86.tag  = \i__payload$86 [131:128];
-  assign \i__payload$86.last  = \i__payload$86 [132];
-  assign \o__payload$87.result  = \i__payload$86 [127:0];
-  assign \o__payload$87.tag  = \i__payload$86 [131:128];
-  assign \o__payload$87.last  = \i__payload$86 [132];
+  assign \i__payload$90.result  = \i__payload$90 [127:0];
+  assign \i__payload$90.tag  = \i__payload$90 [131:128];
+  assign \i__payload$90.last  = \i__payload$90 [132];
+  assign \o__payload$91.result  = \i__payload$90 [127:0];
+  assign \o__payload$91.tag  = \i__payload$90 [131:128];
+  assign \o__payload$91.last  = \i__payload$90 [132];
   assign \sram_wr__payload.addr  = sram_wr__payload[12:0];
   assign \sram_wr__payload.data  = sram_wr__payload[140:13];
   assign \sram_wr__payload.mask  = sram_wr__payload[156:141];
@@ -36974,66 +37411,66 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \port__payload.mask  = sram_wr__payload[156:141];
   assign \cmd__payload.addr  = cmd__payload[12:0];
   assign \cmd__payload.words  = cmd__payload[36:13];
-  assign \cmd__payload$228.stream  = \cmd__payload$228 [0];
-  assign \cmd__payload$228.id  = \cmd__payload$228 [8:1];
-  assign \cmd__payload$228.length  = \cmd__payload$228 [32:9];
-  assign \cmd__payload$228.mem_addr  = \cmd__payload$228 [64:33];
-  assign \cmd__payload$228.sram_addr  = \cmd__payload$228 [77:65];
-  assign \cmd__payload$229.addr  = \cmd__payload$229 [12:0];
-  assign \cmd__payload$229.words  = \cmd__payload$229 [36:13];
-  assign \cmd__payload$230.stream  = \cmd__payload$230 [0];
-  assign \cmd__payload$230.id  = \cmd__payload$230 [8:1];
-  assign \cmd__payload$230.length  = \cmd__payload$230 [32:9];
-  assign \cmd__payload$230.mem_addr  = \cmd__payload$230 [64:33];
-  assign \cmd__payload$230.sram_addr  = \cmd__payload$230 [77:65];
-  assign \cmd__payload$231.addr  = \cmd__payload$231 [12:0];
-  assign \cmd__payload$231.words  = \cmd__payload$231 [36:13];
-  assign \cmd__payload$231.last_mask  = \cmd__payload$231 [52:37];
   assign \cmd__payload$232.stream  = \cmd__payload$232 [0];
   assign \cmd__payload$232.id  = \cmd__payload$232 [8:1];
   assign \cmd__payload$232.length  = \cmd__payload$232 [32:9];
   assign \cmd__payload$232.mem_addr  = \cmd__payload$232 [64:33];
   assign \cmd__payload$232.sram_addr  = \cmd__payload$232 [77:65];
-  assign \o__payload$237.data  = \o__payload$237 [127:0];
-  assign \o__payload$237.last  = \o__payload$237 [128];
-  assign \o__payload$245.data  = \o__payload$245 [127:0];
-  assign \o__payload$245.last  = \o__payload$245 [128];
-  assign \i__payload$247.a  = \i__payload$247 [127:0];
-  assign \i__payload$247.b  = \i__payload$247 [255:128];
-  assign \i__payload$247.op  = \i__payload$247 [257:256];
-  assign \i__payload$247.dtype  = \i__payload$247 [259:258];
-  assign \i__payload$247.tag  = \i__payload$247 [263:260];
-  assign \i__payload$247.last  = \i__payload$247 [264];
-  assign \o__payload$258.result  = \o__payload$258 [127:0];
-  assign \o__payload$258.tag  = \o__payload$258 [131:128];
-  assign \o__payload$258.last  = \o__payload$258 [132];
-  assign \nic_send_data__payload.data  = \o__payload$258 [127:0];
-  assign nic_send__payload[19:9] = \$188 [10:0];
+  assign \cmd__payload$233.addr  = \cmd__payload$233 [12:0];
+  assign \cmd__payload$233.words  = \cmd__payload$233 [36:13];
+  assign \cmd__payload$234.stream  = \cmd__payload$234 [0];
+  assign \cmd__payload$234.id  = \cmd__payload$234 [8:1];
+  assign \cmd__payload$234.length  = \cmd__payload$234 [32:9];
+  assign \cmd__payload$234.mem_addr  = \cmd__payload$234 [64:33];
+  assign \cmd__payload$234.sram_addr  = \cmd__payload$234 [77:65];
+  assign \cmd__payload$235.addr  = \cmd__payload$235 [12:0];
+  assign \cmd__payload$235.words  = \cmd__payload$235 [36:13];
+  assign \cmd__payload$235.last_mask  = \cmd__payload$235 [52:37];
+  assign \cmd__payload$236.stream  = \cmd__payload$236 [0];
+  assign \cmd__payload$236.id  = \cmd__payload$236 [8:1];
+  assign \cmd__payload$236.length  = \cmd__payload$236 [32:9];
+  assign \cmd__payload$236.mem_addr  = \cmd__payload$236 [64:33];
+  assign \cmd__payload$236.sram_addr  = \cmd__payload$236 [77:65];
+  assign \o__payload$241.data  = \o__payload$241 [127:0];
+  assign \o__payload$241.last  = \o__payload$241 [128];
+  assign \o__payload$249.data  = \o__payload$249 [127:0];
+  assign \o__payload$249.last  = \o__payload$249 [128];
+  assign \i__payload$251.a  = \i__payload$251 [127:0];
+  assign \i__payload$251.b  = \i__payload$251 [255:128];
+  assign \i__payload$251.op  = \i__payload$251 [257:256];
+  assign \i__payload$251.dtype  = \i__payload$251 [259:258];
+  assign \i__payload$251.tag  = \i__payload$251 [263:260];
+  assign \i__payload$251.last  = \i__payload$251 [264];
+  assign \o__payload$261.result  = \o__payload$261 [127:0];
+  assign \o__payload$261.tag  = \o__payload$261 [131:128];
+  assign \o__payload$261.last  = \o__payload$261 [132];
+  assign \nic_send_data__payload.data  = \o__payload$261 [127:0];
+  assign nic_send__payload[19:9] = \$308 [10:0];
   assign nic_send__payload[8:1] = send_pkt;
   assign nic_send__payload[0] = plan[103];
-  assign \i__payload$247 [264] = join_last;
-  assign \i__payload$247 [259:258] = plan[116:115];
-  assign \i__payload$247 [257:256] = plan[114:113];
-  assign \i__payload$247 [255:128] = b_data;
-  assign \i__payload$247 [127:0] = a_data;
-  assign \i__payload$247 [263:260] = 4'h0;
-  assign \cmd__payload$232 [64:33] = plan[101:70];
+  assign \i__payload$251 [264] = join_last;
+  assign \i__payload$251 [259:258] = plan[116:115];
+  assign \i__payload$251 [257:256] = plan[114:113];
+  assign \i__payload$251 [255:128] = b_data;
+  assign \i__payload$251 [127:0] = a_data;
+  assign \i__payload$251 [263:260] = 4'h0;
+  assign \cmd__payload$236 [64:33] = plan[101:70];
+  assign \cmd__payload$236 [32:9] = plan[140:117];
+  assign \cmd__payload$236 [0] = 1'h1;
+  assign { \cmd__payload$236 [77:65], \cmd__payload$236 [8:1] } = 21'h000000;
+  assign \cmd__payload$235 [52:37] = w_mask;
+  assign \cmd__payload$235 [36:13] = step_words;
+  assign \cmd__payload$235 [12:0] = plan[82:70];
+  assign \cmd__payload$234 [64:33] = plan[67:36];
+  assign \cmd__payload$234 [32:9] = plan[140:117];
+  assign \cmd__payload$234 [0] = 1'h1;
+  assign { \cmd__payload$234 [77:65], \cmd__payload$234 [8:1] } = 21'h000000;
+  assign \cmd__payload$233 [36:13] = step_words;
+  assign \cmd__payload$233 [12:0] = plan[48:36];
+  assign \cmd__payload$232 [64:33] = plan[33:2];
   assign \cmd__payload$232 [32:9] = plan[140:117];
   assign \cmd__payload$232 [0] = 1'h1;
   assign { \cmd__payload$232 [77:65], \cmd__payload$232 [8:1] } = 21'h000000;
-  assign \cmd__payload$231 [52:37] = w_mask;
-  assign \cmd__payload$231 [36:13] = step_words;
-  assign \cmd__payload$231 [12:0] = plan[82:70];
-  assign \cmd__payload$230 [64:33] = plan[67:36];
-  assign \cmd__payload$230 [32:9] = plan[140:117];
-  assign \cmd__payload$230 [0] = 1'h1;
-  assign { \cmd__payload$230 [77:65], \cmd__payload$230 [8:1] } = 21'h000000;
-  assign \cmd__payload$229 [36:13] = step_words;
-  assign \cmd__payload$229 [12:0] = plan[48:36];
-  assign \cmd__payload$228 [64:33] = plan[33:2];
-  assign \cmd__payload$228 [32:9] = plan[140:117];
-  assign \cmd__payload$228 [0] = 1'h1;
-  assign { \cmd__payload$228 [77:65], \cmd__payload$228 [8:1] } = 21'h000000;
   assign cmd__payload[36:13] = step_words;
   assign cmd__payload[12:0] = plan[14:2];
   assign \$2  = cpl__valid;
@@ -37042,7 +37479,20 @@ module \ace_engine_small.ch1.datapath (rst, nic_send__ready, nic_recv__valid, ni
   assign \$15  = \cpl__valid$9 ;
   assign \$22  = \cpl__valid$14 ;
   assign \$25  = \cpl__valid$14 ;
-  assign \$109  = { 4'h0, \$108 [24:4] };
+  assign \$213  = { 4'h0, \$212 [24:4] };
+  assign \$295  = { \$294 , 1'h0 };
+  assign \$93  = { \$92 , 1'h0 };
+  assign \$105  = { \$104 , 1'h0 };
+  assign \$110  = \$108 ;
+  assign \$120  = \$118 ;
+  assign \$130  = \$128 ;
+  assign \$136  = fwd_gap;
+  assign \$137  = fwd_gap;
+  assign \$141  = \$139 ;
+  assign \$158  = { \$157 , 1'h0 };
+  assign \$170  = { \$169 , 1'h0 };
+  assign \$191  = fwd_gap;
+  assign \$192  = fwd_gap;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -37330,12 +37780,12 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     d7_last <= \$27 ;
   \ace_engine_small.ch1.datapath.alu.fifo  fifo (
     .clk(clk),
-    .\port$10681$0 (result),
-    .\port$11490$0 (\result$24 ),
-    .\port$12299$0 (\result$25 ),
-    .\port$13108$0 (\result$26 ),
-    .\port$17834$0 (d12_tag),
-    .\port$17836$0 (d12_last),
+    .\port$10974$0 (result),
+    .\port$11783$0 (\result$24 ),
+    .\port$12592$0 (\result$25 ),
+    .\port$13401$0 (\result$26 ),
+    .\port$18124$0 (d12_tag),
+    .\port$18126$0 (d12_last),
     .r_data(out_payload),
     .r_en(r_en),
     .r_rdy(o__valid),
@@ -37347,7 +37797,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[159:128]),
     .busy(busy),
     .clk(clk),
-    .\port$19058$256 (i__payload[259:256]),
+    .\port$19348$256 (i__payload[259:256]),
     .\result$57 (result),
     .rst(rst)
   );
@@ -37356,7 +37806,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[191:160]),
     .busy(busy),
     .clk(clk),
-    .\port$19058$256 (i__payload[259:256]),
+    .\port$19348$256 (i__payload[259:256]),
     .\result$57 (\result$24 ),
     .rst(rst)
   );
@@ -37365,7 +37815,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     .b(i__payload[223:192]),
     .busy(busy),
     .clk(clk),
-    .\port$19058$256 (i__payload[259:256]),
+    .\port$19348$256 (i__payload[259:256]),
     .\result$57 (\result$25 ),
     .rst(rst)
   );
@@ -37373,7 +37823,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
     .a(i__payload[127:96]),
     .busy(busy),
     .clk(clk),
-    .\port$19058$224 (i__payload[259:224]),
+    .\port$19348$224 (i__payload[259:224]),
     .\result$57 (\result$26 ),
     .rst(rst)
   );
@@ -37701,7 +38151,7 @@ module \ace_engine_small.ch1.datapath.alu (rst, i__ready, out_payload, o__valid,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10681$0 , \port$11490$0 , \port$12299$0 , \port$13108$0 , r_data, w_en, \port$17834$0 , \port$17836$0 , r_rdy, r_en, clk);
+module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10974$0 , \port$11783$0 , \port$12592$0 , \port$13401$0 , r_data, w_en, \port$18124$0 , \port$18126$0 , r_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$101  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -37743,18 +38193,18 @@ module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10681$0 , \port$11490
   reg [3:0] inner_level = 4'h0;
   wire inner_r_rdy;
   wire [4:0] level;
-  input [31:0] \port$10681$0 ;
-  wire [31:0] \port$10681$0 ;
-  input [31:0] \port$11490$0 ;
-  wire [31:0] \port$11490$0 ;
-  input [31:0] \port$12299$0 ;
-  wire [31:0] \port$12299$0 ;
-  input [31:0] \port$13108$0 ;
-  wire [31:0] \port$13108$0 ;
-  input [3:0] \port$17834$0 ;
-  wire [3:0] \port$17834$0 ;
-  input \port$17836$0 ;
-  wire \port$17836$0 ;
+  input [31:0] \port$10974$0 ;
+  wire [31:0] \port$10974$0 ;
+  input [31:0] \port$11783$0 ;
+  wire [31:0] \port$11783$0 ;
+  input [31:0] \port$12592$0 ;
+  wire [31:0] \port$12592$0 ;
+  input [31:0] \port$13401$0 ;
+  wire [31:0] \port$13401$0 ;
+  input [3:0] \port$18124$0 ;
+  wire [3:0] \port$18124$0 ;
+  input \port$18126$0 ;
+  wire \port$18126$0 ;
   (* init = 4'h0 *)
   wire [3:0] produce;
   output [132:0] r_data;
@@ -37797,7 +38247,7 @@ module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10681$0 , \port$11490
   end
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$17836$0 , \port$17834$0 , \port$13108$0 , \port$12299$0 , \port$11490$0 , \port$10681$0  };
+      storage[w_port__addr] <= { \port$18126$0 , \port$18124$0 , \port$13401$0 , \port$12592$0 , \port$11783$0 , \port$10974$0  };
   end
   reg [132:0] _0_;
   always @(posedge clk) begin
@@ -37896,14 +38346,14 @@ module \ace_engine_small.ch1.datapath.alu.fifo (rst, \port$10681$0 , \port$11490
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$17836$0 , \port$17834$0 , \port$13108$0 , \port$12299$0 , \port$11490$0 , \port$10681$0  };
-  assign w_data = { \port$17836$0 , \port$17834$0 , \port$13108$0 , \port$12299$0 , \port$11490$0 , \port$10681$0  };
+  assign w_port__data = { \port$18126$0 , \port$18124$0 , \port$13401$0 , \port$12592$0 , \port$11783$0 , \port$10974$0  };
+  assign w_data = { \port$18126$0 , \port$18124$0 , \port$13401$0 , \port$12592$0 , \port$11783$0 , \port$10974$0  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$19058$256 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \port$19348$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$102  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -38038,8 +38488,8 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$19058$256 ;
-  wire [3:0] \port$19058$256 ;
+  input [3:0] \port$19348$256 ;
+  wire [3:0] \port$19348$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -38169,8 +38619,8 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$11390$0 (\$51 ),
-    .\port$11391$0 (\$52 ),
+    .\port$11683$0 (\$51 ),
+    .\port$11684$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -38419,14 +38869,14 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$13  = \port$19058$256 [1:0];
+    \$13  = \port$19348$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$102 ) begin end
-    \$14  = \port$19058$256 [3:2];
+    \$14  = \port$19348$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -38561,8 +39011,8 @@ module \ace_engine_small.ch1.datapath.alu.lane0 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$19058$256 [1:0];
-  assign dtype = \port$19058$256 [3:2];
+  assign op = \port$19348$256 [1:0];
+  assign dtype = \port$19348$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -41580,7 +42030,7 @@ module \ace_engine_small.ch1.datapath.alu.lane0.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11390$0 , \port$11391$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11683$0 , \port$11684$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$104  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -41712,10 +42162,10 @@ module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11390
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$11390$0 ;
-  wire [15:0] \port$11390$0 ;
-  output [15:0] \port$11391$0 ;
-  wire [15:0] \port$11391$0 ;
+  output [15:0] \port$11683$0 ;
+  wire [15:0] \port$11683$0 ;
+  output [15:0] \port$11684$0 ;
+  wire [15:0] \port$11684$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -42027,12 +42477,12 @@ module \ace_engine_small.ch1.datapath.alu.lane0.minmax (rst, is_max, \port$11390
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$11390$0  = \$7 ;
-  assign \port$11391$0  = \$8 ;
+  assign \port$11683$0  = \$7 ;
+  assign \port$11684$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$19058$256 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \port$19348$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$105  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -42167,8 +42617,8 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$19058$256 ;
-  wire [3:0] \port$19058$256 ;
+  input [3:0] \port$19348$256 ;
+  wire [3:0] \port$19348$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -42298,8 +42748,8 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$12199$0 (\$51 ),
-    .\port$12200$0 (\$52 ),
+    .\port$12492$0 (\$51 ),
+    .\port$12493$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -42548,14 +42998,14 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$13  = \port$19058$256 [1:0];
+    \$13  = \port$19348$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$105 ) begin end
-    \$14  = \port$19058$256 [3:2];
+    \$14  = \port$19348$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -42690,8 +43140,8 @@ module \ace_engine_small.ch1.datapath.alu.lane1 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$19058$256 [1:0];
-  assign dtype = \port$19058$256 [3:2];
+  assign op = \port$19348$256 [1:0];
+  assign dtype = \port$19348$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -45709,7 +46159,7 @@ module \ace_engine_small.ch1.datapath.alu.lane1.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$12199$0 , \port$12200$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$12492$0 , \port$12493$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$107  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -45841,10 +46291,10 @@ module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$12199
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$12199$0 ;
-  wire [15:0] \port$12199$0 ;
-  output [15:0] \port$12200$0 ;
-  wire [15:0] \port$12200$0 ;
+  output [15:0] \port$12492$0 ;
+  wire [15:0] \port$12492$0 ;
+  output [15:0] \port$12493$0 ;
+  wire [15:0] \port$12493$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -46156,12 +46606,12 @@ module \ace_engine_small.ch1.datapath.alu.lane1.minmax (rst, is_max, \port$12199
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$12199$0  = \$7 ;
-  assign \port$12200$0  = \$8 ;
+  assign \port$12492$0  = \$7 ;
+  assign \port$12493$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$19058$256 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \port$19348$256 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$108  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -46296,8 +46746,8 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [3:0] \port$19058$256 ;
-  wire [3:0] \port$19058$256 ;
+  input [3:0] \port$19348$256 ;
+  wire [3:0] \port$19348$256 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -46427,8 +46877,8 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$13008$0 (\$51 ),
-    .\port$13009$0 (\$52 ),
+    .\port$13301$0 (\$51 ),
+    .\port$13302$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -46677,14 +47127,14 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$13  = \port$19058$256 [1:0];
+    \$13  = \port$19348$256 [1:0];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$108 ) begin end
-    \$14  = \port$19058$256 [3:2];
+    \$14  = \port$19348$256 [3:2];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -46819,8 +47269,8 @@ module \ace_engine_small.ch1.datapath.alu.lane2 (rst, \result$57 , busy, a, b, \
       \$27  = 32'd0;
     end
   end
-  assign op = \port$19058$256 [1:0];
-  assign dtype = \port$19058$256 [3:2];
+  assign op = \port$19348$256 [1:0];
+  assign dtype = \port$19348$256 [3:2];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -49838,7 +50288,7 @@ module \ace_engine_small.ch1.datapath.alu.lane2.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$13008$0 , \port$13009$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$13301$0 , \port$13302$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$110  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -49970,10 +50420,10 @@ module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$13008
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$13008$0 ;
-  wire [15:0] \port$13008$0 ;
-  output [15:0] \port$13009$0 ;
-  wire [15:0] \port$13009$0 ;
+  output [15:0] \port$13301$0 ;
+  wire [15:0] \port$13301$0 ;
+  output [15:0] \port$13302$0 ;
+  wire [15:0] \port$13302$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -50285,12 +50735,12 @@ module \ace_engine_small.ch1.datapath.alu.lane2.minmax (rst, is_max, \port$13008
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$13008$0  = \$7 ;
-  assign \port$13009$0  = \$8 ;
+  assign \port$13301$0  = \$7 ;
+  assign \port$13302$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$19058$224 , clk);
+module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \port$19348$224 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$111  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -50424,8 +50874,8 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
   (* enum_value_10 = "MIN" *)
   (* enum_value_11 = "COPY" *)
   wire [1:0] op;
-  input [35:0] \port$19058$224 ;
-  wire [35:0] \port$19058$224 ;
+  input [35:0] \port$19348$224 ;
+  wire [35:0] \port$19348$224 ;
   wire [31:0] result;
   output [31:0] \result$57 ;
   wire [31:0] \result$57 ;
@@ -50555,8 +51005,8 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
     .clk(clk),
     .dtype(s0_dtype),
     .is_max(is_max),
-    .\port$13817$0 (\$51 ),
-    .\port$13818$0 (\$52 ),
+    .\port$14110$0 (\$51 ),
+    .\port$14111$0 (\$52 ),
     .rst(rst)
   );
   always @* begin
@@ -50798,21 +51248,21 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$12  = \port$19058$224 [31:0];
+    \$12  = \port$19348$224 [31:0];
     if (rst) begin
       \$12  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$13  = \port$19058$224 [33:32];
+    \$13  = \port$19348$224 [33:32];
     if (rst) begin
       \$13  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$111 ) begin end
-    \$14  = \port$19058$224 [35:34];
+    \$14  = \port$19348$224 [35:34];
     if (rst) begin
       \$14  = 2'h0;
     end
@@ -50947,9 +51397,9 @@ module \ace_engine_small.ch1.datapath.alu.lane3 (rst, \result$57 , busy, a, \por
       \$27  = 32'd0;
     end
   end
-  assign b = \port$19058$224 [31:0];
-  assign op = \port$19058$224 [33:32];
-  assign dtype = \port$19058$224 [35:34];
+  assign b = \port$19348$224 [31:0];
+  assign op = \port$19348$224 [33:32];
+  assign dtype = \port$19348$224 [35:34];
   assign direct = \$7 [31:0];
   assign result = { \$52 , \$51  };
   assign \a$50  = s0_a;
@@ -53967,7 +54417,7 @@ module \ace_engine_small.ch1.datapath.alu.lane3.adder (rst, busy, a, b, dtype, r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13817$0 , \port$13818$0 , busy, a, b, dtype, clk);
+module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$14110$0 , \port$14111$0 , busy, a, b, dtype, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$113  = 0;
   wire \$1 ;
   wire [15:0] \$10 ;
@@ -54099,10 +54549,10 @@ module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13817
   wire lt_hi;
   wire lt_lo;
   wire [31:0] picked;
-  output [15:0] \port$13817$0 ;
-  wire [15:0] \port$13817$0 ;
-  output [15:0] \port$13818$0 ;
-  wire [15:0] \port$13818$0 ;
+  output [15:0] \port$14110$0 ;
+  wire [15:0] \port$14110$0 ;
+  output [15:0] \port$14111$0 ;
+  wire [15:0] \port$14111$0 ;
   reg [31:0] r_a = 32'd0;
   reg [31:0] r_a_key = 32'd0;
   reg [31:0] r_b = 32'd0;
@@ -54414,12 +54864,12 @@ module \ace_engine_small.ch1.datapath.alu.lane3.minmax (rst, is_max, \port$13817
   end
   assign picked = { \$6 , \$5  };
   assign result = { \$8 , \$7  };
-  assign \port$13817$0  = \$7 ;
-  assign \port$13818$0  = \$8 ;
+  assign \port$14110$0  = \$7 ;
+  assign \port$14111$0  = \$8 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
+module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3790$0 , mem_a_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$114  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -54666,8 +55116,8 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
   wire \o__valid$62 ;
   wire \o__valid$69 ;
   wire [3:0] off;
-  input [130:0] \port$3732$0 ;
-  wire [130:0] \port$3732$0 ;
+  input [130:0] \port$3790$0 ;
+  wire [130:0] \port$3790$0 ;
   wire [48:0] r_data;
   wire [63:0] \r_data$49 ;
   wire r_en;
@@ -54739,12 +55189,12 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
   assign \$39  = \o__payload$70 [0] ? rd_stream__tready : 1'h0;
   assign \o__ready$79  = \$38  & \$39 ;
   assign \$40  = axi__rvalid & axi__rready;
-  assign \$41  = \$40  & \port$3732$0 [130];
+  assign \$41  = \$40  & \port$3790$0 [130];
   assign \$42  = ~ \$41 ;
   assign \$43  = ar_issued & \$42 ;
   assign \$44  = ~ ar_issued;
   assign \$45  = axi__rvalid & axi__rready;
-  assign \$46  = \$45  & \port$3732$0 [130];
+  assign \$46  = \$45  & \port$3790$0 [130];
   assign \$47  = \$44  & \$46 ;
   assign \$48  = inflight + 1'h1;
   assign \$49  = inflight - 1'h1;
@@ -54803,8 +55253,8 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
   \ace_engine_small.ch1.datapath.mem_a.ar_q  ar_q (
     .clk(clk),
     .mem_a_clock_enable(mem_a_clock_enable),
-    .\port$17367$37 (cmd__payload[64:37]),
-    .\port$9642$0 (\$3 [20:0]),
+    .\port$17658$37 (cmd__payload[64:37]),
+    .\port$9935$0 (\$3 [20:0]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -54871,7 +55321,7 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
     if (\$auto$verilog_backend.cc:2355:dump_module$114 ) begin end
     (* full_case = 32'd1 *)
     if (\$25 ) begin
-      status_now = { 1'h0, \port$3732$0 [129:128] };
+      status_now = { 1'h0, \port$3790$0 [129:128] };
     end else begin
       status_now = status;
     end
@@ -54980,9 +55430,9 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
   assign axi__arprot = 3'h0;
   assign \o__valid$39  = axi__arvalid;
   assign axi__arready = \o__ready$40 ;
-  assign axi__rresp = \port$3732$0 [129:128];
+  assign axi__rresp = \port$3790$0 [129:128];
   assign lo = { 1'h0, \$27  };
-  assign axi__rdata = \port$3732$0 [127:0];
+  assign axi__rdata = \port$3790$0 [127:0];
   assign \o__valid$62  = \i__valid$61 ;
   assign \i__ready$64  = \o__ready$63 ;
   assign rd_stream__tkeep = \o__payload$70 [157:142];
@@ -54990,7 +55440,7 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
   assign rd_stream__tuser = \o__payload$70 [166:159];
   assign sram_w__ready = 1'h0;
   assign cpl__valid = cpl_full;
-  assign axi__rlast = \port$3732$0 [130];
+  assign axi__rlast = \port$3790$0 [130];
   assign cpl__ready = 1'h1;
   assign axi__araddr = \$22 [31:0];
   assign axi__arlen = \o__payload$31 [35:28];
@@ -55068,7 +55518,7 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
   assign \i__payload$65 [141:14] = \o__payload$66 [127:0];
   assign \i__payload$65 [13:1] = \$28 [12:0];
   assign \i__payload$65 [0] = \o__payload$66 [130];
-  assign \i__payload$56 [127:0] = \port$3732$0 [127:0];
+  assign \i__payload$56 [127:0] = \port$3790$0 [127:0];
   assign \i__payload$56 [166:137] = ctl[36:7];
   assign \i__payload$56 [136] = ctl[6];
   assign \i__payload$56 [135] = ctl[5];
@@ -55101,12 +55551,12 @@ module \ace_engine_small.ch1.datapath.mem_a (rst, \port$3732$0 , mem_a_clock_ena
   assign \$6  = { 4'h0, \$5 [25:4] };
   assign \$8  = { 4'h0, \$7 [24:4] };
   assign \$22  = { 3'h0, \o__payload$31 [27:0], 4'h0 };
-  assign \$24  = \port$3732$0 [129];
+  assign \$24  = \port$3790$0 [129];
   assign \$60  = cpl_full;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$9642$0 , w_en, w_rdy, r_data, r_en, \port$17367$37 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port$9935$0 , w_en, w_rdy, r_data, r_en, \port$17658$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$115  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -55152,10 +55602,10 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   wire [2:0] level;
   input mem_a_clock_enable;
   wire mem_a_clock_enable;
-  input [27:0] \port$17367$37 ;
-  wire [27:0] \port$17367$37 ;
-  input [20:0] \port$9642$0 ;
-  wire [20:0] \port$9642$0 ;
+  input [27:0] \port$17658$37 ;
+  wire [27:0] \port$17658$37 ;
+  input [20:0] \port$9935$0 ;
+  wire [20:0] \port$9935$0 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -55187,7 +55637,7 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$9642$0 , \port$17367$37  };
+      storage[w_port__addr] <= { \port$9935$0 , \port$17658$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
@@ -55296,8 +55746,8 @@ module \ace_engine_small.ch1.datapath.mem_a.ar_q (rst, mem_a_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$9642$0 , \port$17367$37  };
-  assign w_data = { \port$9642$0 , \port$17367$37  };
+  assign w_port__data = { \port$9935$0 , \port$17658$37  };
+  assign w_data = { \port$9935$0 , \port$17658$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -56669,7 +57119,7 @@ module \ace_engine_small.ch1.datapath.mem_a.split (rst, mem_a_clock_enable, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
+module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3862$0 , mem_b_clock_enable, cmd__valid, rd_stream__tready, cmd__ready, axi__araddr, axi__rready, rd_stream__tvalid, \o__ready$40 , axi__rvalid, cmd__payload, bytes, cpl_full, cpl__payload, axi__arvalid, axi__arlen, rd_stream__tdata, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$122  = 0;
   wire [24:0] \$1 ;
   wire [33:0] \$10 ;
@@ -56916,8 +57366,8 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
   wire \o__valid$62 ;
   wire \o__valid$69 ;
   wire [3:0] off;
-  input [130:0] \port$3804$0 ;
-  wire [130:0] \port$3804$0 ;
+  input [130:0] \port$3862$0 ;
+  wire [130:0] \port$3862$0 ;
   wire [48:0] r_data;
   wire [63:0] \r_data$49 ;
   wire r_en;
@@ -56989,12 +57439,12 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
   assign \$39  = \o__payload$70 [0] ? rd_stream__tready : 1'h0;
   assign \o__ready$79  = \$38  & \$39 ;
   assign \$40  = axi__rvalid & axi__rready;
-  assign \$41  = \$40  & \port$3804$0 [130];
+  assign \$41  = \$40  & \port$3862$0 [130];
   assign \$42  = ~ \$41 ;
   assign \$43  = ar_issued & \$42 ;
   assign \$44  = ~ ar_issued;
   assign \$45  = axi__rvalid & axi__rready;
-  assign \$46  = \$45  & \port$3804$0 [130];
+  assign \$46  = \$45  & \port$3862$0 [130];
   assign \$47  = \$44  & \$46 ;
   assign \$48  = inflight + 1'h1;
   assign \$49  = inflight - 1'h1;
@@ -57053,8 +57503,8 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
   \ace_engine_small.ch1.datapath.mem_b.ar_q  ar_q (
     .clk(clk),
     .mem_b_clock_enable(mem_b_clock_enable),
-    .\port$17369$37 (cmd__payload[64:37]),
-    .\port$9944$0 (\$3 [20:0]),
+    .\port$10237$0 (\$3 [20:0]),
+    .\port$17660$37 (cmd__payload[64:37]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -57121,7 +57571,7 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
     if (\$auto$verilog_backend.cc:2355:dump_module$122 ) begin end
     (* full_case = 32'd1 *)
     if (\$25 ) begin
-      status_now = { 1'h0, \port$3804$0 [129:128] };
+      status_now = { 1'h0, \port$3862$0 [129:128] };
     end else begin
       status_now = status;
     end
@@ -57230,9 +57680,9 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
   assign axi__arprot = 3'h0;
   assign \o__valid$39  = axi__arvalid;
   assign axi__arready = \o__ready$40 ;
-  assign axi__rresp = \port$3804$0 [129:128];
+  assign axi__rresp = \port$3862$0 [129:128];
   assign lo = { 1'h0, \$27  };
-  assign axi__rdata = \port$3804$0 [127:0];
+  assign axi__rdata = \port$3862$0 [127:0];
   assign \o__valid$62  = \i__valid$61 ;
   assign \i__ready$64  = \o__ready$63 ;
   assign rd_stream__tkeep = \o__payload$70 [157:142];
@@ -57240,7 +57690,7 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
   assign rd_stream__tuser = \o__payload$70 [166:159];
   assign sram_w__ready = 1'h0;
   assign cpl__valid = cpl_full;
-  assign axi__rlast = \port$3804$0 [130];
+  assign axi__rlast = \port$3862$0 [130];
   assign cpl__ready = 1'h1;
   assign axi__araddr = \$22 [31:0];
   assign axi__arlen = \o__payload$31 [35:28];
@@ -57318,7 +57768,7 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
   assign \i__payload$65 [141:14] = \o__payload$66 [127:0];
   assign \i__payload$65 [13:1] = \$28 [12:0];
   assign \i__payload$65 [0] = \o__payload$66 [130];
-  assign \i__payload$56 [127:0] = \port$3804$0 [127:0];
+  assign \i__payload$56 [127:0] = \port$3862$0 [127:0];
   assign \i__payload$56 [166:137] = ctl[36:7];
   assign \i__payload$56 [136] = ctl[6];
   assign \i__payload$56 [135] = ctl[5];
@@ -57351,12 +57801,12 @@ module \ace_engine_small.ch1.datapath.mem_b (rst, \port$3804$0 , mem_b_clock_ena
   assign \$6  = { 4'h0, \$5 [25:4] };
   assign \$8  = { 4'h0, \$7 [24:4] };
   assign \$22  = { 3'h0, \o__payload$31 [27:0], 4'h0 };
-  assign \$24  = \port$3804$0 [129];
+  assign \$24  = \port$3862$0 [129];
   assign \$60  = cpl_full;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$9944$0 , w_en, w_rdy, r_data, r_en, \port$17369$37 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port$10237$0 , w_en, w_rdy, r_data, r_en, \port$17660$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$123  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -57402,10 +57852,10 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   wire [2:0] level;
   input mem_b_clock_enable;
   wire mem_b_clock_enable;
-  input [27:0] \port$17369$37 ;
-  wire [27:0] \port$17369$37 ;
-  input [20:0] \port$9944$0 ;
-  wire [20:0] \port$9944$0 ;
+  input [20:0] \port$10237$0 ;
+  wire [20:0] \port$10237$0 ;
+  input [27:0] \port$17660$37 ;
+  wire [27:0] \port$17660$37 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [48:0] r_data;
@@ -57437,7 +57887,7 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$9944$0 , \port$17369$37  };
+      storage[w_port__addr] <= { \port$10237$0 , \port$17660$37  };
   end
   reg [48:0] _0_;
   always @(posedge clk) begin
@@ -57546,8 +57996,8 @@ module \ace_engine_small.ch1.datapath.mem_b.ar_q (rst, mem_b_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$9944$0 , \port$17369$37  };
-  assign w_data = { \port$9944$0 , \port$17369$37  };
+  assign w_port__data = { \port$10237$0 , \port$17660$37  };
+  assign w_data = { \port$10237$0 , \port$17660$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -58919,7 +59369,7 @@ module \ace_engine_small.ch1.datapath.mem_b.split (rst, mem_b_clock_enable, o__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$17752$0 , wr_stream__tdata
+module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , axi__bvalid, axi__bresp, mem_w_clock_enable, cmd__valid, wr_stream__tvalid, cmd__ready, axi__awaddr, wr_stream__tready, axi__bready, cmd__payload, bytes, cpl_full, cpl__payload, axi__awvalid, axi__awlen, axi__wvalid, \port$18042$0 , wr_stream__tdata
 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$130  = 0;
   wire [24:0] \$1 ;
@@ -59129,8 +59579,8 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   wire [3:0] off;
   reg [5:0] phase = 6'h00;
   wire [5:0] phase_cur;
-  output [144:0] \port$17752$0 ;
-  wire [144:0] \port$17752$0 ;
+  output [144:0] \port$18042$0 ;
+  wire [144:0] \port$18042$0 ;
   wire [56:0] r_data;
   wire [33:0] \r_data$51 ;
   wire [42:0] \r_data$59 ;
@@ -59288,9 +59738,9 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   \ace_engine_small.ch1.datapath.mem_w.aw_q  aw_q (
     .clk(clk),
     .mem_w_clock_enable(mem_w_clock_enable),
-    .\port$10246$0 (\$3 [20:0]),
-    .\port$17371$1 (cmd__payload[8:1]),
-    .\port$17371$37 (cmd__payload[64:37]),
+    .\port$10539$0 (\$3 [20:0]),
+    .\port$17662$1 (cmd__payload[8:1]),
+    .\port$17662$37 (cmd__payload[64:37]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(i__valid),
@@ -59312,7 +59762,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   \ace_engine_small.ch1.datapath.mem_w.b_q  b_q (
     .clk(clk),
     .mem_w_clock_enable(mem_w_clock_enable),
-    .\port$17680$36 (o__payload[44:36]),
+    .\port$17970$36 (o__payload[44:36]),
     .r_data(\r_data$99 ),
     .r_en(\r_en$101 ),
     .r_rdy(\r_rdy$98 ),
@@ -59524,7 +59974,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
   assign cpl__ready = 1'h1;
   assign axi__awaddr = \$19 [31:0];
   assign axi__awlen = \o__payload$35 [35:28];
-  assign \port$17752$0  = \o__payload$87 [144:0];
+  assign \port$18042$0  = \o__payload$87 [144:0];
   assign \cmd__payload.stream  = cmd__payload[0];
   assign \cmd__payload.id  = cmd__payload[8:1];
   assign \cmd__payload.length  = cmd__payload[32:9];
@@ -59606,7 +60056,7 @@ module \ace_engine_small.ch1.datapath.mem_w (rst, \o__ready$44 , \o__ready$92 , 
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$10246$0 , w_en, w_rdy, r_data, r_en, \port$17371$1 , \port$17371$37 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port$10539$0 , w_en, w_rdy, r_data, r_en, \port$17662$1 , \port$17662$37 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$131  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -59652,12 +60102,12 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   wire [2:0] level;
   input mem_w_clock_enable;
   wire mem_w_clock_enable;
-  input [20:0] \port$10246$0 ;
-  wire [20:0] \port$10246$0 ;
-  input [7:0] \port$17371$1 ;
-  wire [7:0] \port$17371$1 ;
-  input [27:0] \port$17371$37 ;
-  wire [27:0] \port$17371$37 ;
+  input [20:0] \port$10539$0 ;
+  wire [20:0] \port$10539$0 ;
+  input [7:0] \port$17662$1 ;
+  wire [7:0] \port$17662$1 ;
+  input [27:0] \port$17662$37 ;
+  wire [27:0] \port$17662$37 ;
   (* init = 2'h0 *)
   wire [1:0] produce;
   output [56:0] r_data;
@@ -59689,7 +60139,7 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$17371$1 , \port$10246$0 , \port$17371$37  };
+      storage[w_port__addr] <= { \port$17662$1 , \port$10539$0 , \port$17662$37  };
   end
   reg [56:0] _0_;
   always @(posedge clk) begin
@@ -59798,8 +60248,8 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_q (rst, mem_w_clock_enable, \port
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$17371$1 , \port$10246$0 , \port$17371$37  };
-  assign w_data = { \port$17371$1 , \port$10246$0 , \port$17371$37  };
+  assign w_port__data = { \port$17662$1 , \port$10539$0 , \port$17662$37  };
+  assign w_data = { \port$17662$1 , \port$10539$0 , \port$17662$37  };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -59962,7 +60412,7 @@ module \ace_engine_small.ch1.datapath.mem_w.aw_skid (rst, o__ready, mem_w_clock_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$17680$36 , r_rdy, clk);
+module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, r_en, w_rdy, r_data, \port$17970$36 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$133  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -60008,8 +60458,8 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   wire [3:0] level;
   input mem_w_clock_enable;
   wire mem_w_clock_enable;
-  input [8:0] \port$17680$36 ;
-  wire [8:0] \port$17680$36 ;
+  input [8:0] \port$17970$36 ;
+  wire [8:0] \port$17970$36 ;
   (* init = 3'h0 *)
   wire [2:0] produce;
   output [8:0] r_data;
@@ -60045,7 +60495,7 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   end
   always @(posedge clk) begin
     if (\$30 )
-      storage[w_port__addr] <= { \port$17680$36 [0], \port$17680$36 [8:1] };
+      storage[w_port__addr] <= { \port$17970$36 [0], \port$17970$36 [8:1] };
   end
   reg [8:0] _0_;
   always @(posedge clk) begin
@@ -60154,8 +60604,8 @@ module \ace_engine_small.ch1.datapath.mem_w.b_q (rst, mem_w_clock_enable, w_en, 
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$17680$36 [0], \port$17680$36 [8:1] };
-  assign w_data = { \port$17680$36 [0], \port$17680$36 [8:1] };
+  assign w_port__data = { \port$17970$36 [0], \port$17970$36 [8:1] };
+  assign w_data = { \port$17970$36 [0], \port$17970$36 [8:1] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -65525,30 +65975,100 @@ endmodule
 module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid, \w_data$181 , m_axi__bvalid, m_axi__rid, m_axi__rdata, m_axi__rresp, m_axi__rlast, m_axi__rvalid, clk, rst, r_data, rd0__rid, \r_data$94 , rd1__rid, \r_data$114 , rd2__rid, \r_data$134 , rd3__rid, wr0__awready
 , wr0__wready, wr0__bid, wr0__bvalid, wr0__bresp, wr1__awready, wr1__wready, wr1__bid, wr1__bvalid, wr1__bresp, rd0__araddr, r_en, rd1__araddr, \r_en$99 , wr0__awaddr, \r_en$192 , rd2__araddr, \r_en$119 , rd3__araddr, \r_en$139 , wr1__awaddr, \r_en$231 
 , m_axi__wvalid, m_axi__wdata, m_axi__wstrb, m_axi__wlast, m_axi__arvalid, m_axi__arid, m_axi__araddr, m_axi__arlen, m_axi__arsize, m_axi__arburst, m_axi__arlock, m_axi__arcache, m_axi__arprot, m_axi__awvalid, m_axi__awid, m_axi__awaddr, m_axi__awlen, m_axi__awsize, m_axi__awburst, m_axi__awlock, m_axi__awcache
-, m_axi__awprot, rd0__arready, rd1__arready, rd2__arready, rd3__arready, rd0__rvalid, rd1__rvalid, rd2__rvalid, rd3__rvalid, i__valid, rd0__arlen, \i__valid$16 , rd1__arlen, \w_en$160 , wr0__awlen, \w_en$168 , \port$15892$0 , \i__valid$29 , rd2__arlen, \i__valid$42 , rd3__arlen
-, \w_en$204 , wr1__awlen, \w_en$212 , \port$17752$0 , m_axi__awready);
+, m_axi__awprot, rd0__arready, rd1__arready, rd2__arready, rd3__arready, rd0__rvalid, rd1__rvalid, rd2__rvalid, rd3__rvalid, i__valid, rd0__arlen, \i__valid$16 , rd1__arlen, \w_en$160 , wr0__awlen, \w_en$168 , \port$16183$0 , \i__valid$29 , rd2__arlen, \i__valid$42 , rd3__arlen
+, \w_en$204 , wr1__awlen, \w_en$212 , \port$18042$0 , m_axi__awready);
   reg \$auto$verilog_backend.cc:2355:dump_module$147  = 0;
   wire \$1 ;
   wire \$10 ;
-  reg [6:0] \$100 ;
-  reg [6:0] \$101 ;
-  reg \$102 ;
-  reg [3:0] \$103 ;
-  reg [31:0] \$104 ;
-  reg [7:0] \$105 ;
-  reg [2:0] \$106 ;
-  reg [1:0] \$107 ;
-  reg \$108 ;
-  reg [3:0] \$109 ;
+  wire [56:0] \$100 ;
+  wire [56:0] \$101 ;
+  wire [56:0] \$102 ;
+  wire [56:0] \$103 ;
+  wire [56:0] \$104 ;
+  wire [56:0] \$105 ;
+  wire [56:0] \$106 ;
+  wire [56:0] \$107 ;
+  wire [56:0] \$108 ;
+  wire [56:0] \$109 ;
   wire \$11 ;
-  reg [2:0] \$110 ;
+  wire [56:0] \$110 ;
+  wire [56:0] \$111 ;
+  wire [56:0] \$112 ;
+  wire [56:0] \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
   wire [8:0] \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire [7:0] \$122 ;
+  wire [7:0] \$123 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
   wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire [7:0] \$132 ;
+  wire [7:0] \$133 ;
+  wire [56:0] \$134 ;
+  wire [56:0] \$135 ;
+  wire [56:0] \$136 ;
+  wire [56:0] \$137 ;
+  wire [56:0] \$138 ;
+  wire [56:0] \$139 ;
   wire \$14 ;
+  wire [56:0] \$140 ;
+  wire [56:0] \$141 ;
+  wire [56:0] \$142 ;
+  wire [56:0] \$143 ;
+  wire [56:0] \$144 ;
+  wire [56:0] \$145 ;
+  wire [56:0] \$146 ;
+  wire [56:0] \$147 ;
+  wire [56:0] \$148 ;
+  wire [56:0] \$149 ;
   wire \$15 ;
+  wire [56:0] \$150 ;
+  wire [56:0] \$151 ;
+  wire [56:0] \$152 ;
+  wire [56:0] \$153 ;
+  wire [56:0] \$154 ;
+  reg \$155 ;
+  reg [7:0] \$156 ;
+  reg [7:0] \$157 ;
+  reg [7:0] \$158 ;
+  reg [7:0] \$159 ;
   wire \$16 ;
+  reg [3:0] \$160 ;
+  reg [31:0] \$161 ;
+  reg [7:0] \$162 ;
+  reg [2:0] \$163 ;
+  reg [1:0] \$164 ;
+  reg \$165 ;
+  reg [3:0] \$166 ;
+  reg [2:0] \$167 ;
+  reg \$168 ;
+  reg \$169 ;
   wire [8:0] \$17 ;
+  reg [6:0] \$170 ;
+  reg [6:0] \$171 ;
+  reg \$172 ;
+  reg [3:0] \$173 ;
+  reg [31:0] \$174 ;
+  reg [7:0] \$175 ;
+  reg [2:0] \$176 ;
+  reg [1:0] \$177 ;
+  reg \$178 ;
+  reg [3:0] \$179 ;
   wire \$18 ;
+  reg [2:0] \$180 ;
   wire \$19 ;
   wire [8:0] \$2 ;
   wire \$20 ;
@@ -65600,44 +66120,44 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   wire \$62 ;
   wire [10:0] \$63 ;
   wire [8:0] \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
+  wire [56:0] \$65 ;
+  wire [56:0] \$66 ;
+  wire [56:0] \$67 ;
+  wire [56:0] \$68 ;
+  wire [56:0] \$69 ;
   wire [8:0] \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [7:0] \$73 ;
-  wire [7:0] \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
+  wire [56:0] \$70 ;
+  wire [56:0] \$71 ;
+  wire [56:0] \$72 ;
+  wire [56:0] \$73 ;
+  wire [56:0] \$74 ;
+  wire [56:0] \$75 ;
+  wire [56:0] \$76 ;
+  wire [56:0] \$77 ;
+  wire [56:0] \$78 ;
+  wire [56:0] \$79 ;
   wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire [7:0] \$83 ;
-  wire [7:0] \$84 ;
-  reg \$85 ;
-  reg [7:0] \$86 ;
-  reg [7:0] \$87 ;
-  reg [7:0] \$88 ;
-  reg [7:0] \$89 ;
+  wire [56:0] \$80 ;
+  wire [56:0] \$81 ;
+  wire [56:0] \$82 ;
+  wire [56:0] \$83 ;
+  wire [56:0] \$84 ;
+  wire [56:0] \$85 ;
+  wire [56:0] \$86 ;
+  wire [56:0] \$87 ;
+  wire [56:0] \$88 ;
+  wire [56:0] \$89 ;
   wire \$9 ;
-  reg [3:0] \$90 ;
-  reg [31:0] \$91 ;
-  reg [7:0] \$92 ;
-  reg [2:0] \$93 ;
-  reg [1:0] \$94 ;
-  reg \$95 ;
-  reg [3:0] \$96 ;
-  reg [2:0] \$97 ;
-  reg \$98 ;
-  reg \$99 ;
+  wire [56:0] \$90 ;
+  wire [56:0] \$91 ;
+  wire [56:0] \$92 ;
+  wire [56:0] \$93 ;
+  wire [56:0] \$94 ;
+  wire [56:0] \$95 ;
+  wire [56:0] \$96 ;
+  wire [56:0] \$97 ;
+  wire [56:0] \$98 ;
+  wire [56:0] \$99 ;
   wire ar_free;
   input clk;
   wire clk;
@@ -65805,10 +66325,10 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   wire \o__valid$105 ;
   wire \o__valid$125 ;
   wire \o__valid$85 ;
-  input [144:0] \port$15892$0 ;
-  wire [144:0] \port$15892$0 ;
-  input [144:0] \port$17752$0 ;
-  wire [144:0] \port$17752$0 ;
+  input [144:0] \port$16183$0 ;
+  wire [144:0] \port$16183$0 ;
+  input [144:0] \port$18042$0 ;
+  wire [144:0] \port$18042$0 ;
   output [130:0] r_data;
   wire [130:0] r_data;
   output [130:0] \r_data$114 ;
@@ -66142,78 +66662,148 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign \$62  = rd3__rvalid & \r_en$139 ;
   assign \$63  = \$61  - \$62 ;
   assign \$64  = rd3_reserved - 1'h1;
-  assign \$65  = \w_en$168  & wr0__wready;
-  assign \$66  = \$65  & \port$15892$0 [144];
-  assign \$67  = ~ \grant$177 [0];
-  assign \$68  = \$66  & \$67 ;
-  assign \$69  = \w_en$168  & wr0__wready;
-  assign \$70  = \$69  & \port$15892$0 [144];
-  assign \$71  = ~ \$70 ;
-  assign \$72  = \$71  & \grant$177 [0];
-  assign \$73  = wr0_whole_bursts + 1'h1;
-  assign \$74  = wr0_whole_bursts - 1'h1;
-  assign \$75  = \w_en$212  & wr1__wready;
-  assign \$76  = \$75  & \port$17752$0 [144];
-  assign \$77  = ~ \grant$177 [1];
-  assign \$78  = \$76  & \$77 ;
-  assign \$79  = \w_en$212  & wr1__wready;
-  assign \$80  = \$79  & \port$17752$0 [144];
-  assign \$81  = ~ \$80 ;
-  assign \$82  = \$81  & \grant$177 [1];
-  assign \$83  = wr1_whole_bursts + 1'h1;
-  assign \$84  = wr1_whole_bursts - 1'h1;
+  assign \$65  = o__payload & { grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0] };
+  assign \$66  = \o__payload$84  & { grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1] };
+  assign \$67  = \$65  | \$66 ;
+  assign \$68  = \o__payload$104  & { grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2] };
+  assign \$69  = \$67  | \$68 ;
+  assign \$70  = \o__payload$124  & { grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3] };
+  assign \$71  = \$69  | \$70 ;
+  assign \$72  = o__payload & { grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0] };
+  assign \$73  = \o__payload$84  & { grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1] };
+  assign \$74  = \$72  | \$73 ;
+  assign \$75  = \o__payload$104  & { grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2] };
+  assign \$76  = \$74  | \$75 ;
+  assign \$77  = \o__payload$124  & { grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3] };
+  assign \$78  = \$76  | \$77 ;
+  assign \$79  = o__payload & { grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0] };
+  assign \$80  = \o__payload$84  & { grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1] };
+  assign \$81  = \$79  | \$80 ;
+  assign \$82  = \o__payload$104  & { grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2] };
+  assign \$83  = \$81  | \$82 ;
+  assign \$84  = \o__payload$124  & { grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3] };
+  assign \$85  = \$83  | \$84 ;
+  assign \$86  = o__payload & { grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0] };
+  assign \$87  = \o__payload$84  & { grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1] };
+  assign \$88  = \$86  | \$87 ;
+  assign \$89  = \o__payload$104  & { grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2] };
+  assign \$90  = \$88  | \$89 ;
+  assign \$91  = \o__payload$124  & { grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3] };
+  assign \$92  = \$90  | \$91 ;
+  assign \$93  = o__payload & { grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0] };
+  assign \$94  = \o__payload$84  & { grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1] };
+  assign \$95  = \$93  | \$94 ;
+  assign \$96  = \o__payload$104  & { grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2] };
+  assign \$97  = \$95  | \$96 ;
+  assign \$98  = \o__payload$124  & { grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3] };
+  assign \$99  = \$97  | \$98 ;
+  assign \$100  = o__payload & { grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0] };
+  assign \$101  = \o__payload$84  & { grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1] };
+  assign \$102  = \$100  | \$101 ;
+  assign \$103  = \o__payload$104  & { grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2] };
+  assign \$104  = \$102  | \$103 ;
+  assign \$105  = \o__payload$124  & { grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3] };
+  assign \$106  = \$104  | \$105 ;
+  assign \$107  = o__payload & { grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0], grant[0] };
+  assign \$108  = \o__payload$84  & { grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1], grant[1] };
+  assign \$109  = \$107  | \$108 ;
+  assign \$110  = \o__payload$104  & { grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2], grant[2] };
+  assign \$111  = \$109  | \$110 ;
+  assign \$112  = \o__payload$124  & { grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3], grant[3] };
+  assign \$113  = \$111  | \$112 ;
+  assign \$114  = \w_en$168  & wr0__wready;
+  assign \$115  = \$114  & \port$16183$0 [144];
+  assign \$116  = ~ \grant$177 [0];
+  assign \$117  = \$115  & \$116 ;
+  assign \$118  = \w_en$168  & wr0__wready;
+  assign \$119  = \$118  & \port$16183$0 [144];
+  assign \$120  = ~ \$119 ;
+  assign \$121  = \$120  & \grant$177 [0];
+  assign \$122  = wr0_whole_bursts + 1'h1;
+  assign \$123  = wr0_whole_bursts - 1'h1;
+  assign \$124  = \w_en$212  & wr1__wready;
+  assign \$125  = \$124  & \port$18042$0 [144];
+  assign \$126  = ~ \grant$177 [1];
+  assign \$127  = \$125  & \$126 ;
+  assign \$128  = \w_en$212  & wr1__wready;
+  assign \$129  = \$128  & \port$18042$0 [144];
+  assign \$130  = ~ \$129 ;
+  assign \$131  = \$130  & \grant$177 [1];
+  assign \$132  = wr1_whole_bursts + 1'h1;
+  assign \$133  = wr1_whole_bursts - 1'h1;
+  assign \$134  = \r_data$179  & { \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0] };
+  assign \$135  = \r_data$221  & { \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1] };
+  assign \$136  = \$134  | \$135 ;
+  assign \$137  = \r_data$179  & { \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0] };
+  assign \$138  = \r_data$221  & { \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1] };
+  assign \$139  = \$137  | \$138 ;
+  assign \$140  = \r_data$179  & { \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0] };
+  assign \$141  = \r_data$221  & { \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1] };
+  assign \$142  = \$140  | \$141 ;
+  assign \$143  = \r_data$179  & { \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0] };
+  assign \$144  = \r_data$221  & { \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1] };
+  assign \$145  = \$143  | \$144 ;
+  assign \$146  = \r_data$179  & { \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0] };
+  assign \$147  = \r_data$221  & { \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1] };
+  assign \$148  = \$146  | \$147 ;
+  assign \$149  = \r_data$179  & { \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0] };
+  assign \$150  = \r_data$221  & { \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1] };
+  assign \$151  = \$149  | \$150 ;
+  assign \$152  = \r_data$179  & { \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0], \grant$177 [0] };
+  assign \$153  = \r_data$221  & { \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1], \grant$177 [1] };
+  assign \$154  = \$152  | \$153 ;
   always @(posedge clk)
-    m_axi__arvalid <= \$85 ;
+    m_axi__arvalid <= \$155 ;
   always @(posedge clk)
-    rd0_reserved <= \$86 ;
+    rd0_reserved <= \$156 ;
   always @(posedge clk)
-    rd1_reserved <= \$87 ;
+    rd1_reserved <= \$157 ;
   always @(posedge clk)
-    rd2_reserved <= \$88 ;
+    rd2_reserved <= \$158 ;
   always @(posedge clk)
-    rd3_reserved <= \$89 ;
+    rd3_reserved <= \$159 ;
   always @(posedge clk)
-    m_axi__arid <= \$90 ;
+    m_axi__arid <= \$160 ;
   always @(posedge clk)
-    m_axi__araddr <= \$91 ;
+    m_axi__araddr <= \$161 ;
   always @(posedge clk)
-    m_axi__arlen <= \$92 ;
+    m_axi__arlen <= \$162 ;
   always @(posedge clk)
-    m_axi__arsize <= \$93 ;
+    m_axi__arsize <= \$163 ;
   always @(posedge clk)
-    m_axi__arburst <= \$94 ;
+    m_axi__arburst <= \$164 ;
   always @(posedge clk)
-    m_axi__arlock <= \$95 ;
+    m_axi__arlock <= \$165 ;
   always @(posedge clk)
-    m_axi__arcache <= \$96 ;
+    m_axi__arcache <= \$166 ;
   always @(posedge clk)
-    m_axi__arprot <= \$97 ;
+    m_axi__arprot <= \$167 ;
   always @(posedge clk)
-    m_axi__awvalid <= \$98 ;
+    m_axi__awvalid <= \$168 ;
   always @(posedge clk)
-    w_busy <= \$99 ;
+    w_busy <= \$169 ;
   always @(posedge clk)
-    wr0_whole_bursts <= \$100 ;
+    wr0_whole_bursts <= \$170 ;
   always @(posedge clk)
-    wr1_whole_bursts <= \$101 ;
+    wr1_whole_bursts <= \$171 ;
   always @(posedge clk)
-    w_sel <= \$102 ;
+    w_sel <= \$172 ;
   always @(posedge clk)
-    m_axi__awid <= \$103 ;
+    m_axi__awid <= \$173 ;
   always @(posedge clk)
-    m_axi__awaddr <= \$104 ;
+    m_axi__awaddr <= \$174 ;
   always @(posedge clk)
-    m_axi__awlen <= \$105 ;
+    m_axi__awlen <= \$175 ;
   always @(posedge clk)
-    m_axi__awsize <= \$106 ;
+    m_axi__awsize <= \$176 ;
   always @(posedge clk)
-    m_axi__awburst <= \$107 ;
+    m_axi__awburst <= \$177 ;
   always @(posedge clk)
-    m_axi__awlock <= \$108 ;
+    m_axi__awlock <= \$178 ;
   always @(posedge clk)
-    m_axi__awcache <= \$109 ;
+    m_axi__awcache <= \$179 ;
   always @(posedge clk)
-    m_axi__awprot <= \$110 ;
+    m_axi__awprot <= \$180 ;
   \ace_engine_small.interconnect.ar_arbiter  ar_arbiter (
     .clk(clk),
     .grant(grant),
@@ -66475,405 +67065,283 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$85  = m_axi__arvalid;
+    \$155  = m_axi__arvalid;
     if (m_axi__arready) begin
-      \$85  = 1'h0;
+      \$155  = 1'h0;
     end
     if (valid) begin
-      \$85  = 1'h1;
+      \$155  = 1'h1;
     end
     if (rst) begin
-      \$85  = 1'h0;
+      \$155  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$86  = rd0_reserved;
+    \$156  = rd0_reserved;
     if (grant[0]) begin
-      \$86  = \$45 [7:0];
+      \$156  = \$45 [7:0];
     end else if (\$41 ) begin
-      \$86  = \$46 [7:0];
+      \$156  = \$46 [7:0];
     end
     if (rst) begin
-      \$86  = 8'h00;
+      \$156  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$87  = rd1_reserved;
+    \$157  = rd1_reserved;
     if (grant[1]) begin
-      \$87  = \$51 [7:0];
+      \$157  = \$51 [7:0];
     end else if (\$47 ) begin
-      \$87  = \$52 [7:0];
+      \$157  = \$52 [7:0];
     end
     if (rst) begin
-      \$87  = 8'h00;
+      \$157  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$88  = rd2_reserved;
+    \$158  = rd2_reserved;
     if (grant[2]) begin
-      \$88  = \$57 [7:0];
+      \$158  = \$57 [7:0];
     end else if (\$53 ) begin
-      \$88  = \$58 [7:0];
+      \$158  = \$58 [7:0];
     end
     if (rst) begin
-      \$88  = 8'h00;
+      \$158  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$89  = rd3_reserved;
+    \$159  = rd3_reserved;
     if (grant[3]) begin
-      \$89  = \$63 [7:0];
+      \$159  = \$63 [7:0];
     end else if (\$59 ) begin
-      \$89  = \$64 [7:0];
+      \$159  = \$64 [7:0];
     end
     if (rst) begin
-      \$89  = 8'h00;
+      \$159  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$90  = m_axi__arid;
+    \$160  = m_axi__arid;
     if (valid) begin
-      (* full_case = 32'd1 *)
-      casez (grant_index)
-        2'h0:
-            \$90  = 4'h0;
-        2'h1:
-            \$90  = 4'h1;
-        2'h2:
-            \$90  = 4'h2;
-        2'h3:
-            \$90  = 4'h3;
-      endcase
+      \$160  = { 2'h0, grant_index };
     end
     if (rst) begin
-      \$90  = 4'h0;
+      \$160  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$91  = m_axi__araddr;
+    \$161  = m_axi__araddr;
     if (valid) begin
-      (* full_case = 32'd1 *)
-      casez (grant_index)
-        2'h0:
-            \$91  = o__payload[35:4];
-        2'h1:
-            \$91  = \o__payload$84 [35:4];
-        2'h2:
-            \$91  = \o__payload$104 [35:4];
-        2'h3:
-            \$91  = \o__payload$124 [35:4];
-      endcase
+      \$161  = \$71 [35:4];
     end
     if (rst) begin
-      \$91  = 32'd0;
+      \$161  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$92  = m_axi__arlen;
+    \$162  = m_axi__arlen;
     if (valid) begin
-      (* full_case = 32'd1 *)
-      casez (grant_index)
-        2'h0:
-            \$92  = o__payload[43:36];
-        2'h1:
-            \$92  = \o__payload$84 [43:36];
-        2'h2:
-            \$92  = \o__payload$104 [43:36];
-        2'h3:
-            \$92  = \o__payload$124 [43:36];
-      endcase
+      \$162  = \$78 [43:36];
     end
     if (rst) begin
-      \$92  = 8'h00;
+      \$162  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$93  = m_axi__arsize;
+    \$163  = m_axi__arsize;
     if (valid) begin
-      (* full_case = 32'd1 *)
-      casez (grant_index)
-        2'h0:
-            \$93  = o__payload[46:44];
-        2'h1:
-            \$93  = \o__payload$84 [46:44];
-        2'h2:
-            \$93  = \o__payload$104 [46:44];
-        2'h3:
-            \$93  = \o__payload$124 [46:44];
-      endcase
+      \$163  = \$85 [46:44];
     end
     if (rst) begin
-      \$93  = 3'h0;
+      \$163  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$94  = m_axi__arburst;
+    \$164  = m_axi__arburst;
     if (valid) begin
-      (* full_case = 32'd1 *)
-      casez (grant_index)
-        2'h0:
-            \$94  = o__payload[48:47];
-        2'h1:
-            \$94  = \o__payload$84 [48:47];
-        2'h2:
-            \$94  = \o__payload$104 [48:47];
-        2'h3:
-            \$94  = \o__payload$124 [48:47];
-      endcase
+      \$164  = \$92 [48:47];
     end
     if (rst) begin
-      \$94  = 2'h0;
+      \$164  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$95  = m_axi__arlock;
+    \$165  = m_axi__arlock;
     if (valid) begin
-      (* full_case = 32'd1 *)
-      casez (grant_index)
-        2'h0:
-            \$95  = o__payload[49];
-        2'h1:
-            \$95  = \o__payload$84 [49];
-        2'h2:
-            \$95  = \o__payload$104 [49];
-        2'h3:
-            \$95  = \o__payload$124 [49];
-      endcase
+      \$165  = \$99 [49];
     end
     if (rst) begin
-      \$95  = 1'h0;
+      \$165  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$96  = m_axi__arcache;
+    \$166  = m_axi__arcache;
     if (valid) begin
-      (* full_case = 32'd1 *)
-      casez (grant_index)
-        2'h0:
-            \$96  = o__payload[53:50];
-        2'h1:
-            \$96  = \o__payload$84 [53:50];
-        2'h2:
-            \$96  = \o__payload$104 [53:50];
-        2'h3:
-            \$96  = \o__payload$124 [53:50];
-      endcase
+      \$166  = \$106 [53:50];
     end
     if (rst) begin
-      \$96  = 4'h0;
+      \$166  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$97  = m_axi__arprot;
+    \$167  = m_axi__arprot;
     if (valid) begin
-      (* full_case = 32'd1 *)
-      casez (grant_index)
-        2'h0:
-            \$97  = o__payload[56:54];
-        2'h1:
-            \$97  = \o__payload$84 [56:54];
-        2'h2:
-            \$97  = \o__payload$104 [56:54];
-        2'h3:
-            \$97  = \o__payload$124 [56:54];
-      endcase
+      \$167  = \$113 [56:54];
     end
     if (rst) begin
-      \$97  = 3'h0;
+      \$167  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$98  = m_axi__awvalid;
+    \$168  = m_axi__awvalid;
     if (m_axi__awready) begin
-      \$98  = 1'h0;
+      \$168  = 1'h0;
     end
     if (\valid$256 ) begin
-      \$98  = 1'h1;
+      \$168  = 1'h1;
     end
     if (rst) begin
-      \$98  = 1'h0;
+      \$168  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$99  = w_busy;
+    \$169  = w_busy;
     if (w_end) begin
-      \$99  = 1'h0;
+      \$169  = 1'h0;
     end
     if (\valid$256 ) begin
-      \$99  = 1'h1;
+      \$169  = 1'h1;
     end
     if (rst) begin
-      \$99  = 1'h0;
+      \$169  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$100  = wr0_whole_bursts;
-    if (\$68 ) begin
-      \$100  = \$73 [6:0];
-    end else if (\$72 ) begin
-      \$100  = \$74 [6:0];
+    \$170  = wr0_whole_bursts;
+    if (\$117 ) begin
+      \$170  = \$122 [6:0];
+    end else if (\$121 ) begin
+      \$170  = \$123 [6:0];
     end
     if (rst) begin
-      \$100  = 7'h00;
+      \$170  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$101  = wr1_whole_bursts;
-    if (\$78 ) begin
-      \$101  = \$83 [6:0];
-    end else if (\$82 ) begin
-      \$101  = \$84 [6:0];
+    \$171  = wr1_whole_bursts;
+    if (\$127 ) begin
+      \$171  = \$132 [6:0];
+    end else if (\$131 ) begin
+      \$171  = \$133 [6:0];
     end
     if (rst) begin
-      \$101  = 7'h00;
+      \$171  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$102  = w_sel;
+    \$172  = w_sel;
     if (\valid$256 ) begin
-      \$102  = \grant_index$257 ;
+      \$172  = \grant_index$257 ;
     end
     if (rst) begin
-      \$102  = 1'h0;
+      \$172  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$103  = m_axi__awid;
+    \$173  = m_axi__awid;
     if (\valid$256 ) begin
-      \$103  = { 3'h0, \grant_index$257  };
+      \$173  = { 3'h0, \grant_index$257  };
     end
     if (rst) begin
-      \$103  = 4'h0;
+      \$173  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$104  = m_axi__awaddr;
+    \$174  = m_axi__awaddr;
     if (\valid$256 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$257 )
-        1'h0:
-            \$104  = \r_data$179 [35:4];
-        1'h1:
-            \$104  = \r_data$221 [35:4];
-      endcase
+      \$174  = \$136 [35:4];
     end
     if (rst) begin
-      \$104  = 32'd0;
+      \$174  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$105  = m_axi__awlen;
+    \$175  = m_axi__awlen;
     if (\valid$256 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$257 )
-        1'h0:
-            \$105  = \r_data$179 [43:36];
-        1'h1:
-            \$105  = \r_data$221 [43:36];
-      endcase
+      \$175  = \$139 [43:36];
     end
     if (rst) begin
-      \$105  = 8'h00;
+      \$175  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$106  = m_axi__awsize;
+    \$176  = m_axi__awsize;
     if (\valid$256 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$257 )
-        1'h0:
-            \$106  = \r_data$179 [46:44];
-        1'h1:
-            \$106  = \r_data$221 [46:44];
-      endcase
+      \$176  = \$142 [46:44];
     end
     if (rst) begin
-      \$106  = 3'h0;
+      \$176  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$107  = m_axi__awburst;
+    \$177  = m_axi__awburst;
     if (\valid$256 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$257 )
-        1'h0:
-            \$107  = \r_data$179 [48:47];
-        1'h1:
-            \$107  = \r_data$221 [48:47];
-      endcase
+      \$177  = \$145 [48:47];
     end
     if (rst) begin
-      \$107  = 2'h0;
+      \$177  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$108  = m_axi__awlock;
+    \$178  = m_axi__awlock;
     if (\valid$256 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$257 )
-        1'h0:
-            \$108  = \r_data$179 [49];
-        1'h1:
-            \$108  = \r_data$221 [49];
-      endcase
+      \$178  = \$148 [49];
     end
     if (rst) begin
-      \$108  = 1'h0;
+      \$178  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$109  = m_axi__awcache;
+    \$179  = m_axi__awcache;
     if (\valid$256 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$257 )
-        1'h0:
-            \$109  = \r_data$179 [53:50];
-        1'h1:
-            \$109  = \r_data$221 [53:50];
-      endcase
+      \$179  = \$151 [53:50];
     end
     if (rst) begin
-      \$109  = 4'h0;
+      \$179  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$147 ) begin end
-    \$110  = m_axi__awprot;
+    \$180  = m_axi__awprot;
     if (\valid$256 ) begin
-      (* full_case = 32'd1 *)
-      casez (\grant_index$257 )
-        1'h0:
-            \$110  = \r_data$179 [56:54];
-        1'h1:
-            \$110  = \r_data$221 [56:54];
-      endcase
+      \$180  = \$154 [56:54];
     end
     if (rst) begin
-      \$110  = 3'h0;
+      \$180  = 3'h0;
     end
   end
   assign rd0__arvalid = i__valid;
@@ -66953,9 +67421,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign wr0__awprot = 3'h0;
   assign wr0__awvalid = \w_en$160 ;
   assign w_rdy = wr0__awready;
-  assign wr0__wdata = \port$15892$0 [127:0];
-  assign wr0__wstrb = \port$15892$0 [143:128];
-  assign wr0__wlast = \port$15892$0 [144];
+  assign wr0__wdata = \port$16183$0 [127:0];
+  assign wr0__wstrb = \port$16183$0 [143:128];
+  assign wr0__wlast = \port$16183$0 [144];
   assign wr0__wvalid = \w_en$168 ;
   assign \w_rdy$171  = wr0__wready;
   assign \r_en$176  = \grant$177 [0];
@@ -66974,9 +67442,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign wr1__awprot = 3'h0;
   assign wr1__awvalid = \w_en$204 ;
   assign \w_rdy$207  = wr1__awready;
-  assign wr1__wdata = \port$17752$0 [127:0];
-  assign wr1__wstrb = \port$17752$0 [143:128];
-  assign wr1__wlast = \port$17752$0 [144];
+  assign wr1__wdata = \port$18042$0 [127:0];
+  assign wr1__wstrb = \port$18042$0 [143:128];
+  assign wr1__wlast = \port$18042$0 [144];
   assign wr1__wvalid = \w_en$212 ;
   assign \w_rdy$215  = wr1__wready;
   assign \r_en$219  = \grant$177 [1];
@@ -67052,9 +67520,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign \o__payload$124.arlock  = \o__payload$124 [49];
   assign \o__payload$124.arcache  = \o__payload$124 [53:50];
   assign \o__payload$124.arprot  = \o__payload$124 [56:54];
-  assign \w_data$208 [144] = \port$17752$0 [144];
-  assign \w_data$208 [143:128] = \port$17752$0 [143:128];
-  assign \w_data$208 [127:0] = \port$17752$0 [127:0];
+  assign \w_data$208 [144] = \port$18042$0 [144];
+  assign \w_data$208 [143:128] = \port$18042$0 [143:128];
+  assign \w_data$208 [127:0] = \port$18042$0 [127:0];
   assign \w_data$195 [56:54] = 3'h0;
   assign \w_data$195 [53:50] = 4'h3;
   assign \w_data$195 [49] = 1'h0;
@@ -67065,9 +67533,9 @@ module \ace_engine_small.interconnect (m_axi__arready, m_axi__wready, m_axi__bid
   assign \w_data$195 [3:0] = 4'h0;
   assign \requests$172 [1] = \$35 ;
   assign \requests$172 [0] = \$30 ;
-  assign \w_data$164 [144] = \port$15892$0 [144];
-  assign \w_data$164 [143:128] = \port$15892$0 [143:128];
-  assign \w_data$164 [127:0] = \port$15892$0 [127:0];
+  assign \w_data$164 [144] = \port$16183$0 [144];
+  assign \w_data$164 [143:128] = \port$16183$0 [143:128];
+  assign \w_data$164 [127:0] = \port$16183$0 [127:0];
   assign \w_data$151 [56:54] = 3'h0;
   assign \w_data$151 [53:50] = 4'h3;
   assign \w_data$151 [49] = 1'h0;
@@ -67130,18 +67598,20 @@ endmodule
 module \ace_engine_small.interconnect.ar_arbiter (rst, valid, requests, grant, grant_index, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$148  = 0;
   wire \$1 ;
-  wire [3:0] \$10 ;
-  wire [3:0] \$11 ;
+  wire [4:0] \$10 ;
+  wire [5:0] \$11 ;
   wire [3:0] \$12 ;
-  reg [3:0] \$13 ;
+  wire [3:0] \$13 ;
+  wire [3:0] \$14 ;
+  reg [3:0] \$15 ;
   wire [3:0] \$2 ;
   wire [4:0] \$3 ;
   wire [4:0] \$4 ;
   wire [3:0] \$5 ;
   wire [4:0] \$6 ;
   wire [4:0] \$7 ;
-  wire [4:0] \$8 ;
-  wire [5:0] \$9 ;
+  wire \$8 ;
+  wire \$9 ;
   wire advance;
   reg [3:0] at_or_after = 4'hf;
   input clk;
@@ -67149,7 +67619,7 @@ module \ace_engine_small.interconnect.ar_arbiter (rst, valid, requests, grant, g
   output [3:0] grant;
   reg [3:0] grant;
   output [1:0] grant_index;
-  reg [1:0] grant_index;
+  wire [1:0] grant_index;
   wire [3:0] high_requests;
   input [3:0] requests;
   wire [3:0] requests;
@@ -67166,13 +67636,15 @@ module \ace_engine_small.interconnect.ar_arbiter (rst, valid, requests, grant, g
   assign \$5  = ~ requests;
   assign \$6  = \$5  + 1'h1;
   assign \$7  = { 1'h0, requests } & \$6 ;
+  assign \$8  = | { grant[3], grant[1] };
+  assign \$9  = | grant[3:2];
   assign valid = | requests;
-  assign \$9  = \$8  - 1'h1;
-  assign \$10  = ~ \$9 [3:0];
-  assign \$11  = ~ \$9 [3:0];
-  assign \$12  = \$11  | grant;
+  assign \$11  = \$10  - 1'h1;
+  assign \$12  = ~ \$11 [3:0];
+  assign \$13  = ~ \$11 [3:0];
+  assign \$14  = \$13  | grant;
   always @(posedge clk)
-    at_or_after <= \$13 ;
+    at_or_after <= \$15 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$148 ) begin end
     (* full_case = 32'd1 *)
@@ -67184,30 +67656,19 @@ module \ace_engine_small.interconnect.ar_arbiter (rst, valid, requests, grant, g
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$148 ) begin end
-    grant_index = 2'h0;
-    if (grant[1]) begin
-      grant_index = 2'h1;
-    end
-    if (grant[2]) begin
-      grant_index = 2'h2;
-    end
-    if (grant[3]) begin
-      grant_index = 2'h3;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$148 ) begin end
-    \$13  = at_or_after;
+    \$15  = at_or_after;
     if (valid) begin
-      \$13  = \$10 ;
+      \$15  = \$12 ;
     end
     if (rst) begin
-      \$13  = 4'hf;
+      \$15  = 4'hf;
     end
   end
-  assign up_to_grant = \$9 [3:0];
+  assign up_to_grant = \$11 [3:0];
   assign advance = 1'h1;
-  assign \$8  = { grant, 1'h0 };
+  assign grant_index[1] = \$9 ;
+  assign grant_index[0] = \$8 ;
+  assign \$10  = { grant, 1'h0 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -67979,7 +68440,7 @@ module \ace_engine_small.interconnect.ar_slice3 (rst, i__payload, o__ready, i__r
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.interconnect.aw_arbiter (rst, valid, requests, grant, grant_index, clk);
+module \ace_engine_small.interconnect.aw_arbiter (rst, grant_index, valid, requests, grant, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$153  = 0;
   wire \$1 ;
   wire [1:0] \$10 ;
@@ -68001,7 +68462,7 @@ module \ace_engine_small.interconnect.aw_arbiter (rst, valid, requests, grant, g
   output [1:0] grant;
   reg [1:0] grant;
   output grant_index;
-  reg grant_index;
+  wire grant_index;
   wire [1:0] high_requests;
   input [1:0] requests;
   wire [1:0] requests;
@@ -68036,13 +68497,6 @@ module \ace_engine_small.interconnect.aw_arbiter (rst, valid, requests, grant, g
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$153 ) begin end
-    grant_index = 1'h0;
-    if (grant[1]) begin
-      grant_index = 1'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$153 ) begin end
     \$13  = at_or_after;
     if (valid) begin
       \$13  = \$10 ;
@@ -68053,6 +68507,7 @@ module \ace_engine_small.interconnect.aw_arbiter (rst, valid, requests, grant, g
   end
   assign up_to_grant = \$9 [1:0];
   assign advance = 1'h1;
+  assign grant_index = grant[1];
   assign \$8  = { grant, 1'h0 };
 endmodule
 
@@ -71476,8 +71931,8 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$14 , \link__tkeep$12 , \link__tready$64 , \link__tdata$68 , \link__tvalid$76 , \link__tlast$72 , \link__tkeep$70 , clk, rst, ch0_send__ready, ch1_send__ready, ch0_recv__valid, ch0_recv__payload, ch1_recv__valid, ch1_recv__payload, ch0_recv__ready, i__valid, ch0_send__valid, ch1_recv__ready
-, \i__valid$154 , ch1_send__valid, error_clear, node_id, cmd_errors, link0_tx_payload_bytes, link0_tx_header_bytes, link0_tx_busy_cycles, link0_tx_stall_cycles, tx0__tvalid, \port$14319$0 , link0_rx_busy_cycles, link0_rx_header_bytes, link0_rx_payload_bytes, link0_rx_errors, link0_rx_error, link1_tx_payload_bytes, link1_tx_header_bytes, link1_tx_busy_cycles, link1_tx_stall_cycles, tx1__tvalid
-, \port$14569$0 , link1_rx_busy_cycles, link1_rx_header_bytes, link1_rx_payload_bytes, link1_rx_errors, link1_rx_error, ch0_send_data__ready, ch1_send_data__ready, ch0_recv_link, ch0_send__payload, i__payload, ch1_recv_link, ch1_send__payload, \i__payload$150 , link__tready);
+, \i__valid$154 , ch1_send__valid, error_clear, node_id, cmd_errors, link0_tx_payload_bytes, link0_tx_header_bytes, link0_tx_busy_cycles, link0_tx_stall_cycles, tx0__tvalid, \port$14612$0 , link0_rx_busy_cycles, link0_rx_header_bytes, link0_rx_payload_bytes, link0_rx_errors, link0_rx_error, link1_tx_payload_bytes, link1_tx_header_bytes, link1_tx_busy_cycles, link1_tx_stall_cycles, tx1__tvalid
+, \port$14862$0 , link1_rx_busy_cycles, link1_rx_header_bytes, link1_rx_payload_bytes, link1_rx_errors, link1_rx_error, ch0_send_data__ready, ch1_send_data__ready, ch0_recv_link, ch0_send__payload, i__payload, ch1_recv_link, ch1_send__payload, \i__payload$150 , link__tready);
   reg \$auto$verilog_backend.cc:2355:dump_module$170  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -71973,10 +72428,10 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
   wire [47:0] \payload_bytes$107 ;
   wire [47:0] \payload_bytes$51 ;
   wire [47:0] \payload_bytes$99 ;
-  output [144:0] \port$14319$0 ;
-  wire [144:0] \port$14319$0 ;
-  output [144:0] \port$14569$0 ;
-  wire [144:0] \port$14569$0 ;
+  output [144:0] \port$14612$0 ;
+  wire [144:0] \port$14612$0 ;
+  output [144:0] \port$14862$0 ;
+  wire [144:0] \port$14862$0 ;
   input rst;
   wire rst;
   wire [127:0] rx0__tdata;
@@ -72217,7 +72672,7 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
     .node_id(node_id),
     .o__ready(link__tready),
     .payload_bytes(link0_tx_payload_bytes),
-    .\port$14319$0 (\$58 ),
+    .\port$14612$0 (\$58 ),
     .rst(rst),
     .stall_cycles(link0_tx_stall_cycles)
   );
@@ -72250,7 +72705,7 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
     .node_id(node_id),
     .o__ready(\link__tready$64 ),
     .payload_bytes(link1_tx_payload_bytes),
-    .\port$14569$0 (\$59 ),
+    .\port$14862$0 (\$59 ),
     .rst(rst),
     .stall_cycles(link1_tx_stall_cycles)
   );
@@ -72476,8 +72931,8 @@ module \ace_engine_small.nic (\link__tdata$10 , \link__tvalid$18 , \link__tlast$
   assign \out__1__payload$198  = \i__payload$197 ;
   assign \i__ready$200  = \out__1__ready$199 ;
   assign \out__1__valid$202  = \i__valid$201 ;
-  assign \port$14319$0  = \$58 ;
-  assign \port$14569$0  = \$59 ;
+  assign \port$14612$0  = \$58 ;
+  assign \port$14862$0  = \$59 ;
   assign \cmd__0__payload.link  = cmd__0__payload[0];
   assign \cmd__0__payload.tag  = cmd__0__payload[8:1];
   assign \cmd__0__payload.length  = cmd__0__payload[19:9];
@@ -74362,11 +74817,11 @@ module \ace_engine_small.nic.rx0 (link__tvalid, link__tlast, clk, rst, error_cle
     .\port$1023$0 (\$21 ),
     .\port$1024$0 (\$22 ),
     .\port$1025$0 (\$23 ),
-    .\port$14326$0 (keep),
-    .\port$14383$0 (\$signal$26 ),
-    .\port$14385$0 (\$like$25 ),
-    .\port$14387$0 (\$like ),
-    .\port$14389$0 (\$signal$23 ),
+    .\port$14619$0 (keep),
+    .\port$14676$0 (\$signal$26 ),
+    .\port$14678$0 (\$like$25 ),
+    .\port$14680$0 (\$like ),
+    .\port$14682$0 (\$signal$23 ),
     .r__ready(r__ready),
     .rollback(\rollback$46 ),
     .rst(rst),
@@ -74395,11 +74850,11 @@ module \ace_engine_small.nic.rx0 (link__tvalid, link__tlast, clk, rst, error_cle
     .\port$1023$0 (\$21 ),
     .\port$1024$0 (\$22 ),
     .\port$1025$0 (\$23 ),
-    .\port$14326$0 (keep),
-    .\port$14383$0 (\$signal$26 ),
-    .\port$14385$0 (\$like$25 ),
-    .\port$14387$0 (\$like ),
-    .\port$14389$0 (\$signal$23 ),
+    .\port$14619$0 (keep),
+    .\port$14676$0 (\$signal$26 ),
+    .\port$14678$0 (\$like$25 ),
+    .\port$14680$0 (\$like ),
+    .\port$14682$0 (\$signal$23 ),
     .r__ready(\r__ready$8 ),
     .rollback(\rollback$49 ),
     .rst(rst),
@@ -75241,8 +75696,8 @@ module \ace_engine_small.nic.rx0 (link__tvalid, link__tlast, clk, rst, error_cle
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14326$0 , w_en
-, commit, rollback, \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$14389$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14619$0 , w_en
+, commit, rollback, \port$14676$0 , \port$14678$0 , \port$14680$0 , \port$14682$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$178  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -75363,16 +75818,16 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
   wire [7:0] \port$1024$0 ;
   input [7:0] \port$1025$0 ;
   wire [7:0] \port$1025$0 ;
-  input [15:0] \port$14326$0 ;
-  wire [15:0] \port$14326$0 ;
-  input [16:0] \port$14383$0 ;
-  wire [16:0] \port$14383$0 ;
-  input [7:0] \port$14385$0 ;
-  wire [7:0] \port$14385$0 ;
-  input [7:0] \port$14387$0 ;
-  wire [7:0] \port$14387$0 ;
-  input \port$14389$0 ;
-  wire \port$14389$0 ;
+  input [15:0] \port$14619$0 ;
+  wire [15:0] \port$14619$0 ;
+  input [16:0] \port$14676$0 ;
+  wire [16:0] \port$14676$0 ;
+  input [7:0] \port$14678$0 ;
+  wire [7:0] \port$14678$0 ;
+  input [7:0] \port$14680$0 ;
+  wire [7:0] \port$14680$0 ;
+  input \port$14682$0 ;
+  wire \port$14682$0 ;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -75478,8 +75933,8 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx0.buffer0.ram  ram (
     .clk(clk),
-    .\port$14403$0 (write),
-    .\port$14405$0 (w_data_q),
+    .\port$14696$0 (write),
+    .\port$14698$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -75495,7 +75950,7 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$178 ) begin end
-    \$21  = { \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$1007$0 , \port$14389$0 , \port$14326$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+    \$21  = { \port$14676$0 , \port$14678$0 , \port$14680$0 , \port$1007$0 , \port$14682$0 , \port$14619$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -75648,7 +76103,7 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$1007$0 , \port$14389$0 , \port$14326$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+  assign w_data = { \port$14676$0 , \port$14678$0 , \port$14680$0 , \port$1007$0 , \port$14682$0 , \port$14619$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -75667,12 +76122,12 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
-  assign \w_data.keep  = \port$14326$0 ;
-  assign \w_data.first  = \port$14389$0 ;
+  assign \w_data.keep  = \port$14619$0 ;
+  assign \w_data.first  = \port$14682$0 ;
   assign \w_data.last  = \port$1007$0 ;
-  assign \w_data.src  = \port$14387$0 ;
-  assign \w_data.tag  = \port$14385$0 ;
-  assign \w_data.length  = \port$14383$0 ;
+  assign \w_data.src  = \port$14680$0 ;
+  assign \w_data.tag  = \port$14678$0 ;
+  assign \w_data.length  = \port$14676$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -75711,15 +76166,15 @@ module \ace_engine_small.nic.rx0.buffer0 (rst, \port$1007$0 , \port$1010$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14403$0 , \port$14405$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14696$0 , \port$14698$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$179  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14403$0 ;
-  wire \port$14403$0 ;
-  input [178:0] \port$14405$0 ;
-  wire [178:0] \port$14405$0 ;
+  input \port$14696$0 ;
+  wire \port$14696$0 ;
+  input [178:0] \port$14698$0 ;
+  wire [178:0] \port$14698$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -75774,8 +76229,8 @@ module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14403$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14403$0 )
-      memory[write__addr] <= { 5'h00, \port$14405$0  };
+    if (\port$14696$0 )
+      memory[write__addr] <= { 5'h00, \port$14698$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -75794,17 +76249,17 @@ module \ace_engine_small.nic.rx0.buffer0.ram (rst, read__en, \port$14403$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14405$0  };
-  assign w_data = { 5'h00, \port$14405$0  };
-  assign write__en = { \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0  };
-  assign w_en = { \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0 , \port$14403$0  };
+  assign write__data = { 5'h00, \port$14698$0  };
+  assign w_data = { 5'h00, \port$14698$0  };
+  assign write__en = { \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0  };
+  assign w_en = { \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0 , \port$14696$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14326$0 , w_en
-, commit, rollback, \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$14389$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \port$1011$0 , \port$1012$0 , \port$1013$0 , \port$1014$0 , \port$1015$0 , \port$1016$0 , \port$1017$0 , \port$1018$0 , \port$1019$0 , \port$1020$0 , \port$1021$0 , \port$1022$0 , \port$1023$0 , \port$1024$0 , \port$1025$0 , fetch, \port$14619$0 , w_en
+, commit, rollback, \port$14676$0 , \port$14678$0 , \port$14680$0 , \port$14682$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$180  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -75925,16 +76380,16 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
   wire [7:0] \port$1024$0 ;
   input [7:0] \port$1025$0 ;
   wire [7:0] \port$1025$0 ;
-  input [15:0] \port$14326$0 ;
-  wire [15:0] \port$14326$0 ;
-  input [16:0] \port$14383$0 ;
-  wire [16:0] \port$14383$0 ;
-  input [7:0] \port$14385$0 ;
-  wire [7:0] \port$14385$0 ;
-  input [7:0] \port$14387$0 ;
-  wire [7:0] \port$14387$0 ;
-  input \port$14389$0 ;
-  wire \port$14389$0 ;
+  input [15:0] \port$14619$0 ;
+  wire [15:0] \port$14619$0 ;
+  input [16:0] \port$14676$0 ;
+  wire [16:0] \port$14676$0 ;
+  input [7:0] \port$14678$0 ;
+  wire [7:0] \port$14678$0 ;
+  input [7:0] \port$14680$0 ;
+  wire [7:0] \port$14680$0 ;
+  input \port$14682$0 ;
+  wire \port$14682$0 ;
   wire [178:0] r__payload;
   wire [127:0] \r__payload.data ;
   wire \r__payload.first ;
@@ -76040,8 +76495,8 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx0.buffer1.ram  ram (
     .clk(clk),
-    .\port$14444$0 (write),
-    .\port$14446$0 (w_data_q),
+    .\port$14737$0 (write),
+    .\port$14739$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -76057,7 +76512,7 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$180 ) begin end
-    \$21  = { \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$1007$0 , \port$14389$0 , \port$14326$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+    \$21  = { \port$14676$0 , \port$14678$0 , \port$14680$0 , \port$1007$0 , \port$14682$0 , \port$14619$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -76210,7 +76665,7 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14383$0 , \port$14385$0 , \port$14387$0 , \port$1007$0 , \port$14389$0 , \port$14326$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
+  assign w_data = { \port$14676$0 , \port$14678$0 , \port$14680$0 , \port$1007$0 , \port$14682$0 , \port$14619$0 , \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -76229,12 +76684,12 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$1025$0 , \port$1024$0 , \port$1023$0 , \port$1022$0 , \port$1021$0 , \port$1020$0 , \port$1019$0 , \port$1018$0 , \port$1017$0 , \port$1016$0 , \port$1015$0 , \port$1014$0 , \port$1013$0 , \port$1012$0 , \port$1011$0 , \port$1010$0  };
-  assign \w_data.keep  = \port$14326$0 ;
-  assign \w_data.first  = \port$14389$0 ;
+  assign \w_data.keep  = \port$14619$0 ;
+  assign \w_data.first  = \port$14682$0 ;
   assign \w_data.last  = \port$1007$0 ;
-  assign \w_data.src  = \port$14387$0 ;
-  assign \w_data.tag  = \port$14385$0 ;
-  assign \w_data.length  = \port$14383$0 ;
+  assign \w_data.src  = \port$14680$0 ;
+  assign \w_data.tag  = \port$14678$0 ;
+  assign \w_data.length  = \port$14676$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -76273,15 +76728,15 @@ module \ace_engine_small.nic.rx0.buffer1 (rst, \port$1007$0 , \port$1010$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14444$0 , \port$14446$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14737$0 , \port$14739$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$181  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14444$0 ;
-  wire \port$14444$0 ;
-  input [178:0] \port$14446$0 ;
-  wire [178:0] \port$14446$0 ;
+  input \port$14737$0 ;
+  wire \port$14737$0 ;
+  input [178:0] \port$14739$0 ;
+  wire [178:0] \port$14739$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -76336,8 +76791,8 @@ module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14444$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14444$0 )
-      memory[write__addr] <= { 5'h00, \port$14446$0  };
+    if (\port$14737$0 )
+      memory[write__addr] <= { 5'h00, \port$14739$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -76356,10 +76811,10 @@ module \ace_engine_small.nic.rx0.buffer1.ram (rst, read__en, \port$14444$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14446$0  };
-  assign w_data = { 5'h00, \port$14446$0  };
-  assign write__en = { \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0  };
-  assign w_en = { \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0 , \port$14444$0  };
+  assign write__data = { 5'h00, \port$14739$0  };
+  assign w_data = { 5'h00, \port$14739$0  };
+  assign write__en = { \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0  };
+  assign w_en = { \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0 , \port$14737$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
@@ -77554,11 +78009,11 @@ module \ace_engine_small.nic.rx1 (link__tvalid, link__tlast, clk, rst, error_cle
     .fetch(freed),
     .landing_head(out__0__payload),
     .landing_nonempty(out__0__valid),
-    .\port$14576$0 (keep),
-    .\port$14633$0 (\$signal$26 ),
-    .\port$14635$0 (\$like$25 ),
-    .\port$14637$0 (\$like ),
-    .\port$14639$0 (\$signal$23 ),
+    .\port$14869$0 (keep),
+    .\port$14926$0 (\$signal$26 ),
+    .\port$14928$0 (\$like$25 ),
+    .\port$14930$0 (\$like ),
+    .\port$14932$0 (\$signal$23 ),
     .\port$2074$0 (\$signal ),
     .\port$2077$0 (\$8 ),
     .\port$2078$0 (\$9 ),
@@ -77587,11 +78042,11 @@ module \ace_engine_small.nic.rx1 (link__tvalid, link__tlast, clk, rst, error_cle
     .fetch(\freed$62 ),
     .landing_head(out__1__payload),
     .landing_nonempty(out__1__valid),
-    .\port$14576$0 (keep),
-    .\port$14633$0 (\$signal$26 ),
-    .\port$14635$0 (\$like$25 ),
-    .\port$14637$0 (\$like ),
-    .\port$14639$0 (\$signal$23 ),
+    .\port$14869$0 (keep),
+    .\port$14926$0 (\$signal$26 ),
+    .\port$14928$0 (\$like$25 ),
+    .\port$14930$0 (\$like ),
+    .\port$14932$0 (\$signal$23 ),
     .\port$2074$0 (\$signal ),
     .\port$2077$0 (\$8 ),
     .\port$2078$0 (\$9 ),
@@ -78450,8 +78905,8 @@ module \ace_engine_small.nic.rx1 (link__tvalid, link__tlast, clk, rst, error_cle
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14576$0 , w_en
-, commit, rollback, \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$14639$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14869$0 , w_en
+, commit, rollback, \port$14926$0 , \port$14928$0 , \port$14930$0 , \port$14932$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$183  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -78538,16 +78993,16 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
   reg [2:0] landing_r_at = 3'h1;
   reg [2:0] landing_w_at = 3'h1;
   wire pop;
-  input [15:0] \port$14576$0 ;
-  wire [15:0] \port$14576$0 ;
-  input [16:0] \port$14633$0 ;
-  wire [16:0] \port$14633$0 ;
-  input [7:0] \port$14635$0 ;
-  wire [7:0] \port$14635$0 ;
-  input [7:0] \port$14637$0 ;
-  wire [7:0] \port$14637$0 ;
-  input \port$14639$0 ;
-  wire \port$14639$0 ;
+  input [15:0] \port$14869$0 ;
+  wire [15:0] \port$14869$0 ;
+  input [16:0] \port$14926$0 ;
+  wire [16:0] \port$14926$0 ;
+  input [7:0] \port$14928$0 ;
+  wire [7:0] \port$14928$0 ;
+  input [7:0] \port$14930$0 ;
+  wire [7:0] \port$14930$0 ;
+  input \port$14932$0 ;
+  wire \port$14932$0 ;
   input \port$2074$0 ;
   wire \port$2074$0 ;
   input [7:0] \port$2077$0 ;
@@ -78687,8 +79142,8 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx1.buffer0.ram  ram (
     .clk(clk),
-    .\port$14653$0 (write),
-    .\port$14655$0 (w_data_q),
+    .\port$14946$0 (write),
+    .\port$14948$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -78704,7 +79159,7 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$183 ) begin end
-    \$21  = { \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$2074$0 , \port$14639$0 , \port$14576$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+    \$21  = { \port$14926$0 , \port$14928$0 , \port$14930$0 , \port$2074$0 , \port$14932$0 , \port$14869$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -78857,7 +79312,7 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$2074$0 , \port$14639$0 , \port$14576$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+  assign w_data = { \port$14926$0 , \port$14928$0 , \port$14930$0 , \port$2074$0 , \port$14932$0 , \port$14869$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -78876,12 +79331,12 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
-  assign \w_data.keep  = \port$14576$0 ;
-  assign \w_data.first  = \port$14639$0 ;
+  assign \w_data.keep  = \port$14869$0 ;
+  assign \w_data.first  = \port$14932$0 ;
   assign \w_data.last  = \port$2074$0 ;
-  assign \w_data.src  = \port$14637$0 ;
-  assign \w_data.tag  = \port$14635$0 ;
-  assign \w_data.length  = \port$14633$0 ;
+  assign \w_data.src  = \port$14930$0 ;
+  assign \w_data.tag  = \port$14928$0 ;
+  assign \w_data.length  = \port$14926$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -78920,15 +79375,15 @@ module \ace_engine_small.nic.rx1.buffer0 (rst, \port$2074$0 , \port$2077$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14653$0 , \port$14655$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14946$0 , \port$14948$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$184  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14653$0 ;
-  wire \port$14653$0 ;
-  input [178:0] \port$14655$0 ;
-  wire [178:0] \port$14655$0 ;
+  input \port$14946$0 ;
+  wire \port$14946$0 ;
+  input [178:0] \port$14948$0 ;
+  wire [178:0] \port$14948$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -78983,8 +79438,8 @@ module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14653$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14653$0 )
-      memory[write__addr] <= { 5'h00, \port$14655$0  };
+    if (\port$14946$0 )
+      memory[write__addr] <= { 5'h00, \port$14948$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -79003,17 +79458,17 @@ module \ace_engine_small.nic.rx1.buffer0.ram (rst, read__en, \port$14653$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14655$0  };
-  assign w_data = { 5'h00, \port$14655$0  };
-  assign write__en = { \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0  };
-  assign w_en = { \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0 , \port$14653$0  };
+  assign write__data = { 5'h00, \port$14948$0  };
+  assign w_data = { 5'h00, \port$14948$0  };
+  assign write__en = { \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0  };
+  assign w_en = { \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0 , \port$14946$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14576$0 , w_en
-, commit, rollback, \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$14639$0 , landing_nonempty, landing_head, r__ready, clk);
+module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \port$2078$0 , \port$2079$0 , \port$2080$0 , \port$2081$0 , \port$2082$0 , \port$2083$0 , \port$2084$0 , \port$2085$0 , \port$2086$0 , \port$2087$0 , \port$2088$0 , \port$2089$0 , \port$2090$0 , \port$2091$0 , \port$2092$0 , fetch, \port$14869$0 , w_en
+, commit, rollback, \port$14926$0 , \port$14928$0 , \port$14930$0 , \port$14932$0 , landing_nonempty, landing_head, r__ready, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$185  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -79100,16 +79555,16 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
   reg [2:0] landing_r_at = 3'h1;
   reg [2:0] landing_w_at = 3'h1;
   wire pop;
-  input [15:0] \port$14576$0 ;
-  wire [15:0] \port$14576$0 ;
-  input [16:0] \port$14633$0 ;
-  wire [16:0] \port$14633$0 ;
-  input [7:0] \port$14635$0 ;
-  wire [7:0] \port$14635$0 ;
-  input [7:0] \port$14637$0 ;
-  wire [7:0] \port$14637$0 ;
-  input \port$14639$0 ;
-  wire \port$14639$0 ;
+  input [15:0] \port$14869$0 ;
+  wire [15:0] \port$14869$0 ;
+  input [16:0] \port$14926$0 ;
+  wire [16:0] \port$14926$0 ;
+  input [7:0] \port$14928$0 ;
+  wire [7:0] \port$14928$0 ;
+  input [7:0] \port$14930$0 ;
+  wire [7:0] \port$14930$0 ;
+  input \port$14932$0 ;
+  wire \port$14932$0 ;
   input \port$2074$0 ;
   wire \port$2074$0 ;
   input [7:0] \port$2077$0 ;
@@ -79249,8 +79704,8 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
     landing_r_at <= \$36 ;
   \ace_engine_small.nic.rx1.buffer1.ram  ram (
     .clk(clk),
-    .\port$14694$0 (write),
-    .\port$14696$0 (w_data_q),
+    .\port$14987$0 (write),
+    .\port$14989$0 (w_data_q),
     .r_data(r_data),
     .read__addr(rd_ptr[4:0]),
     .read__en(fetch),
@@ -79266,7 +79721,7 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$185 ) begin end
-    \$21  = { \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$2074$0 , \port$14639$0 , \port$14576$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+    \$21  = { \port$14926$0 , \port$14928$0 , \port$14930$0 , \port$2074$0 , \port$14932$0 , \port$14869$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
     if (rst) begin
       \$21  = 179'h000000000000000000000000000000000000000000000;
     end
@@ -79419,7 +79874,7 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
       landing_head = landed2;
     end
   end
-  assign w_data = { \port$14633$0 , \port$14635$0 , \port$14637$0 , \port$2074$0 , \port$14639$0 , \port$14576$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
+  assign w_data = { \port$14926$0 , \port$14928$0 , \port$14930$0 , \port$2074$0 , \port$14932$0 , \port$14869$0 , \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
   assign wr_tmp_next = \$14 [5:0];
   assign w_addr = wr_tmp[4:0];
   assign \w_data$28  = { 5'h00, w_data_q };
@@ -79438,12 +79893,12 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
   assign \w_data_q.tag  = w_data_q[161:154];
   assign \w_data_q.length  = w_data_q[178:162];
   assign \w_data.data  = { \port$2092$0 , \port$2091$0 , \port$2090$0 , \port$2089$0 , \port$2088$0 , \port$2087$0 , \port$2086$0 , \port$2085$0 , \port$2084$0 , \port$2083$0 , \port$2082$0 , \port$2081$0 , \port$2080$0 , \port$2079$0 , \port$2078$0 , \port$2077$0  };
-  assign \w_data.keep  = \port$14576$0 ;
-  assign \w_data.first  = \port$14639$0 ;
+  assign \w_data.keep  = \port$14869$0 ;
+  assign \w_data.first  = \port$14932$0 ;
   assign \w_data.last  = \port$2074$0 ;
-  assign \w_data.src  = \port$14637$0 ;
-  assign \w_data.tag  = \port$14635$0 ;
-  assign \w_data.length  = \port$14633$0 ;
+  assign \w_data.src  = \port$14930$0 ;
+  assign \w_data.tag  = \port$14928$0 ;
+  assign \w_data.length  = \port$14926$0 ;
   assign \landed0.data  = landed0[127:0];
   assign \landed0.keep  = landed0[143:128];
   assign \landed0.first  = landed0[144];
@@ -79482,15 +79937,15 @@ module \ace_engine_small.nic.rx1.buffer1 (rst, \port$2074$0 , \port$2077$0 , \po
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14694$0 , \port$14696$0 , write__addr, read__addr, r_data, clk);
+module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14987$0 , \port$14989$0 , write__addr, read__addr, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$186  = 0;
   reg [183:0] \$1 ;
   input clk;
   wire clk;
-  input \port$14694$0 ;
-  wire \port$14694$0 ;
-  input [178:0] \port$14696$0 ;
-  wire [178:0] \port$14696$0 ;
+  input \port$14987$0 ;
+  wire \port$14987$0 ;
+  input [178:0] \port$14989$0 ;
+  wire [178:0] \port$14989$0 ;
   wire [4:0] r_addr;
   output [183:0] r_data;
   reg [183:0] r_data = 184'h0000000000000000000000000000000000000000000000;
@@ -79545,8 +80000,8 @@ module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14694$0 , \po
     memory[31] = 184'h0000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\port$14694$0 )
-      memory[write__addr] <= { 5'h00, \port$14696$0  };
+    if (\port$14987$0 )
+      memory[write__addr] <= { 5'h00, \port$14989$0  };
   end
   reg [183:0] _0_;
   always @(posedge clk) begin
@@ -79565,10 +80020,10 @@ module \ace_engine_small.nic.rx1.buffer1.ram (rst, read__en, \port$14694$0 , \po
     end
   end
   assign w_addr = write__addr;
-  assign write__data = { 5'h00, \port$14696$0  };
-  assign w_data = { 5'h00, \port$14696$0  };
-  assign write__en = { \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0  };
-  assign w_en = { \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0 , \port$14694$0  };
+  assign write__data = { 5'h00, \port$14989$0  };
+  assign w_data = { 5'h00, \port$14989$0  };
+  assign write__en = { \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0  };
+  assign w_en = { \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0 , \port$14987$0  };
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
@@ -80047,7 +80502,7 @@ module \ace_engine_small.nic.rx1.hdr_check (check, header);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14319$0 
+module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14612$0 
 , credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$187  = 0;
   wire [11:0] \$1 ;
@@ -80412,8 +80867,8 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$14319$0 ;
-  wire [144:0] \port$14319$0 ;
+  output [144:0] \port$14612$0 ;
+  wire [144:0] \port$14612$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -80645,11 +81100,11 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
     tx_fsm_state <= \$232 ;
   \ace_engine_small.nic.tx0.hdr_check  hdr_check (
     .check(check),
-    .\port$14160$0 (node_id),
-    .\port$14291$0 (slot_credit),
-    .\port$14293$0 (slot_ch),
-    .\port$14295$0 (slot_tag),
-    .\port$14297$0 (slot_length)
+    .\port$14453$0 (node_id),
+    .\port$14584$0 (slot_credit),
+    .\port$14586$0 (slot_ch),
+    .\port$14588$0 (slot_tag),
+    .\port$14590$0 (slot_length)
   );
   \ace_engine_small.nic.tx0.out_skid  out_skid (
     .clk(clk),
@@ -81424,7 +81879,7 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   assign credits1_q = credits__1;
   assign cmd1_beats = \$13 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$14319$0  = o__payload[144:0];
+  assign \port$14612$0  = o__payload[144:0];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
@@ -81504,7 +81959,7 @@ module \ace_engine_small.nic.tx0 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx0.hdr_check (\port$14291$0 , \port$14293$0 , \port$14295$0 , \port$14297$0 , check, \port$14160$0 );
+module \ace_engine_small.nic.tx0.hdr_check (\port$14584$0 , \port$14586$0 , \port$14588$0 , \port$14590$0 , check, \port$14453$0 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -81750,157 +82205,157 @@ module \ace_engine_small.nic.tx0.hdr_check (\port$14291$0 , \port$14293$0 , \por
   wire [7:0] \header.tag ;
   wire [1:0] \header.version ;
   wire ok;
-  input [7:0] \port$14160$0 ;
-  wire [7:0] \port$14160$0 ;
-  input \port$14291$0 ;
-  wire \port$14291$0 ;
-  input \port$14293$0 ;
-  wire \port$14293$0 ;
-  input [7:0] \port$14295$0 ;
-  wire [7:0] \port$14295$0 ;
-  input [16:0] \port$14297$0 ;
-  wire [16:0] \port$14297$0 ;
-  assign \$7  = \$6  ^ \port$14160$0 [0];
-  assign \$8  = \$7  ^ \port$14160$0 [3];
-  assign \$9  = \$8  ^ \port$14160$0 [5];
-  assign \$13  = \$12  ^ \port$14295$0 [4];
-  assign \$14  = \$13  ^ \port$14295$0 [6];
-  assign \$15  = \$14  ^ \port$14295$0 [7];
-  assign \$16  = \$15  ^ \port$14297$0 [0];
-  assign \$17  = \$16  ^ \port$14297$0 [2];
-  assign \$18  = \$17  ^ \port$14297$0 [3];
-  assign \$19  = \$18  ^ \port$14297$0 [5];
-  assign \$20  = \$19  ^ \port$14297$0 [7];
-  assign \$21  = \$20  ^ \port$14297$0 [8];
-  assign \$22  = \$21  ^ \port$14297$0 [12];
-  assign \$23  = \$22  ^ \port$14297$0 [14];
-  assign \$24  = \$23  ^ \port$14297$0 [16];
-  assign \$32  = \$31  ^ \port$14160$0 [3];
-  assign \$33  = \$32  ^ \port$14160$0 [4];
-  assign \$34  = \$33  ^ \port$14160$0 [5];
-  assign \$35  = \$34  ^ \port$14160$0 [6];
-  assign \$36  = \$35  ^ \port$14293$0 ;
-  assign \$40  = \$39  ^ \port$14295$0 [0];
-  assign \$41  = \$40  ^ \port$14295$0 [4];
-  assign \$42  = \$41  ^ \port$14295$0 [5];
-  assign \$43  = \$42  ^ \port$14295$0 [6];
-  assign \$44  = \$43  ^ \port$14297$0 [0];
-  assign \$45  = \$44  ^ \port$14297$0 [1];
-  assign \$46  = \$45  ^ \port$14297$0 [2];
-  assign \$47  = \$46  ^ \port$14297$0 [4];
-  assign \$48  = \$47  ^ \port$14297$0 [5];
-  assign \$49  = \$48  ^ \port$14297$0 [6];
-  assign \$50  = \$49  ^ \port$14297$0 [7];
-  assign \$51  = \$50  ^ \port$14297$0 [9];
-  assign \$52  = \$51  ^ \port$14297$0 [12];
-  assign \$53  = \$52  ^ \port$14297$0 [13];
-  assign \$54  = \$53  ^ \port$14297$0 [14];
-  assign \$55  = \$54  ^ \port$14297$0 [15];
-  assign \$56  = \$55  ^ \port$14297$0 [16];
-  assign \$62  = \$61  ^ \port$14160$0 [2];
-  assign \$63  = \$62  ^ \port$14160$0 [3];
-  assign \$64  = \$63  ^ \port$14160$0 [4];
-  assign \$65  = \$64  ^ \port$14160$0 [6];
-  assign \$66  = \$65  ^ \port$14160$0 [7];
-  assign \$71  = \$70  ^ \port$14295$0 [0];
-  assign \$72  = \$71  ^ \port$14295$0 [1];
-  assign \$73  = \$72  ^ \port$14295$0 [4];
-  assign \$74  = \$73  ^ \port$14295$0 [5];
-  assign \$75  = \$74  ^ \port$14297$0 [1];
-  assign \$76  = \$75  ^ \port$14297$0 [6];
-  assign \$77  = \$76  ^ \port$14297$0 [8];
-  assign \$78  = \$77  ^ \port$14297$0 [10];
-  assign \$79  = \$78  ^ \port$14297$0 [12];
-  assign \$80  = \$79  ^ \port$14297$0 [13];
-  assign \$81  = \$80  ^ \port$14297$0 [15];
-  assign \$82  = \$81  ^ \port$14297$0 [16];
-  assign \$91  = \$90  ^ \port$14160$0 [3];
-  assign \$92  = \$91  ^ \port$14160$0 [4];
-  assign \$93  = \$92  ^ \port$14160$0 [5];
-  assign \$94  = \$93  ^ \port$14160$0 [7];
-  assign \$98  = \$97  ^ \port$14295$0 [1];
-  assign \$99  = \$98  ^ \port$14295$0 [2];
-  assign \$100  = \$99  ^ \port$14295$0 [5];
-  assign \$101  = \$100  ^ \port$14295$0 [6];
-  assign \$102  = \$101  ^ \port$14297$0 [0];
-  assign \$103  = \$102  ^ \port$14297$0 [2];
-  assign \$104  = \$103  ^ \port$14297$0 [7];
-  assign \$105  = \$104  ^ \port$14297$0 [9];
-  assign \$106  = \$105  ^ \port$14297$0 [11];
-  assign \$107  = \$106  ^ \port$14297$0 [13];
-  assign \$108  = \$107  ^ \port$14297$0 [14];
-  assign \$118  = \$117  ^ \port$14160$0 [4];
-  assign \$119  = \$118  ^ \port$14160$0 [5];
-  assign \$120  = \$119  ^ \port$14160$0 [6];
-  assign \$124  = \$123  ^ \port$14295$0 [0];
-  assign \$125  = \$124  ^ \port$14295$0 [2];
-  assign \$126  = \$125  ^ \port$14295$0 [3];
-  assign \$127  = \$126  ^ \port$14295$0 [6];
-  assign \$128  = \$127  ^ \port$14295$0 [7];
-  assign \$129  = \$128  ^ \port$14297$0 [1];
-  assign \$130  = \$129  ^ \port$14297$0 [3];
-  assign \$131  = \$130  ^ \port$14297$0 [8];
-  assign \$132  = \$131  ^ \port$14297$0 [10];
-  assign \$133  = \$132  ^ \port$14297$0 [12];
-  assign \$134  = \$133  ^ \port$14297$0 [14];
-  assign \$135  = \$134  ^ \port$14297$0 [15];
-  assign \$144  = \$143  ^ \port$14160$0 [2];
-  assign \$145  = \$144  ^ \port$14160$0 [5];
-  assign \$146  = \$145  ^ \port$14160$0 [6];
-  assign \$147  = \$146  ^ \port$14160$0 [7];
-  assign \$148  = \$147  ^ \port$14293$0 ;
-  assign \$151  = \$150  ^ \port$14295$0 [1];
-  assign \$152  = \$151  ^ \port$14295$0 [3];
-  assign \$153  = \$152  ^ \port$14295$0 [4];
-  assign \$154  = \$153  ^ \port$14295$0 [7];
-  assign \$155  = \$154  ^ \port$14297$0 [0];
-  assign \$156  = \$155  ^ \port$14297$0 [2];
-  assign \$157  = \$156  ^ \port$14297$0 [4];
-  assign \$158  = \$157  ^ \port$14297$0 [9];
-  assign \$159  = \$158  ^ \port$14297$0 [11];
-  assign \$160  = \$159  ^ \port$14297$0 [13];
-  assign \$161  = \$160  ^ \port$14297$0 [15];
-  assign \$170  = \$169  ^ \port$14160$0 [1];
-  assign \$171  = \$170  ^ \port$14160$0 [3];
-  assign \$172  = \$171  ^ \port$14160$0 [6];
-  assign \$173  = \$172  ^ \port$14160$0 [7];
-  assign \$174  = \$173  ^ \port$14293$0 ;
-  assign \$178  = \$177  ^ \port$14295$0 [2];
-  assign \$179  = \$178  ^ \port$14295$0 [4];
-  assign \$180  = \$179  ^ \port$14295$0 [5];
-  assign \$181  = \$180  ^ \port$14297$0 [0];
-  assign \$182  = \$181  ^ \port$14297$0 [1];
-  assign \$183  = \$182  ^ \port$14297$0 [3];
-  assign \$184  = \$183  ^ \port$14297$0 [5];
-  assign \$185  = \$184  ^ \port$14297$0 [10];
-  assign \$186  = \$185  ^ \port$14297$0 [12];
-  assign \$187  = \$186  ^ \port$14297$0 [14];
-  assign \$198  = \$197  ^ \port$14160$0 [4];
-  assign \$199  = \$198  ^ \port$14160$0 [7];
-  assign \$204  = \$203  ^ \port$14295$0 [3];
-  assign \$205  = \$204  ^ \port$14295$0 [5];
-  assign \$206  = \$205  ^ \port$14295$0 [6];
-  assign \$207  = \$206  ^ \port$14297$0 [1];
-  assign \$208  = \$207  ^ \port$14297$0 [2];
-  assign \$209  = \$208  ^ \port$14297$0 [4];
-  assign \$210  = \$209  ^ \port$14297$0 [6];
-  assign \$211  = \$210  ^ \port$14297$0 [11];
-  assign \$212  = \$211  ^ \port$14297$0 [13];
-  assign \$213  = \$212  ^ \port$14297$0 [15];
+  input [7:0] \port$14453$0 ;
+  wire [7:0] \port$14453$0 ;
+  input \port$14584$0 ;
+  wire \port$14584$0 ;
+  input \port$14586$0 ;
+  wire \port$14586$0 ;
+  input [7:0] \port$14588$0 ;
+  wire [7:0] \port$14588$0 ;
+  input [16:0] \port$14590$0 ;
+  wire [16:0] \port$14590$0 ;
+  assign \$7  = \$6  ^ \port$14453$0 [0];
+  assign \$8  = \$7  ^ \port$14453$0 [3];
+  assign \$9  = \$8  ^ \port$14453$0 [5];
+  assign \$13  = \$12  ^ \port$14588$0 [4];
+  assign \$14  = \$13  ^ \port$14588$0 [6];
+  assign \$15  = \$14  ^ \port$14588$0 [7];
+  assign \$16  = \$15  ^ \port$14590$0 [0];
+  assign \$17  = \$16  ^ \port$14590$0 [2];
+  assign \$18  = \$17  ^ \port$14590$0 [3];
+  assign \$19  = \$18  ^ \port$14590$0 [5];
+  assign \$20  = \$19  ^ \port$14590$0 [7];
+  assign \$21  = \$20  ^ \port$14590$0 [8];
+  assign \$22  = \$21  ^ \port$14590$0 [12];
+  assign \$23  = \$22  ^ \port$14590$0 [14];
+  assign \$24  = \$23  ^ \port$14590$0 [16];
+  assign \$32  = \$31  ^ \port$14453$0 [3];
+  assign \$33  = \$32  ^ \port$14453$0 [4];
+  assign \$34  = \$33  ^ \port$14453$0 [5];
+  assign \$35  = \$34  ^ \port$14453$0 [6];
+  assign \$36  = \$35  ^ \port$14586$0 ;
+  assign \$40  = \$39  ^ \port$14588$0 [0];
+  assign \$41  = \$40  ^ \port$14588$0 [4];
+  assign \$42  = \$41  ^ \port$14588$0 [5];
+  assign \$43  = \$42  ^ \port$14588$0 [6];
+  assign \$44  = \$43  ^ \port$14590$0 [0];
+  assign \$45  = \$44  ^ \port$14590$0 [1];
+  assign \$46  = \$45  ^ \port$14590$0 [2];
+  assign \$47  = \$46  ^ \port$14590$0 [4];
+  assign \$48  = \$47  ^ \port$14590$0 [5];
+  assign \$49  = \$48  ^ \port$14590$0 [6];
+  assign \$50  = \$49  ^ \port$14590$0 [7];
+  assign \$51  = \$50  ^ \port$14590$0 [9];
+  assign \$52  = \$51  ^ \port$14590$0 [12];
+  assign \$53  = \$52  ^ \port$14590$0 [13];
+  assign \$54  = \$53  ^ \port$14590$0 [14];
+  assign \$55  = \$54  ^ \port$14590$0 [15];
+  assign \$56  = \$55  ^ \port$14590$0 [16];
+  assign \$62  = \$61  ^ \port$14453$0 [2];
+  assign \$63  = \$62  ^ \port$14453$0 [3];
+  assign \$64  = \$63  ^ \port$14453$0 [4];
+  assign \$65  = \$64  ^ \port$14453$0 [6];
+  assign \$66  = \$65  ^ \port$14453$0 [7];
+  assign \$71  = \$70  ^ \port$14588$0 [0];
+  assign \$72  = \$71  ^ \port$14588$0 [1];
+  assign \$73  = \$72  ^ \port$14588$0 [4];
+  assign \$74  = \$73  ^ \port$14588$0 [5];
+  assign \$75  = \$74  ^ \port$14590$0 [1];
+  assign \$76  = \$75  ^ \port$14590$0 [6];
+  assign \$77  = \$76  ^ \port$14590$0 [8];
+  assign \$78  = \$77  ^ \port$14590$0 [10];
+  assign \$79  = \$78  ^ \port$14590$0 [12];
+  assign \$80  = \$79  ^ \port$14590$0 [13];
+  assign \$81  = \$80  ^ \port$14590$0 [15];
+  assign \$82  = \$81  ^ \port$14590$0 [16];
+  assign \$91  = \$90  ^ \port$14453$0 [3];
+  assign \$92  = \$91  ^ \port$14453$0 [4];
+  assign \$93  = \$92  ^ \port$14453$0 [5];
+  assign \$94  = \$93  ^ \port$14453$0 [7];
+  assign \$98  = \$97  ^ \port$14588$0 [1];
+  assign \$99  = \$98  ^ \port$14588$0 [2];
+  assign \$100  = \$99  ^ \port$14588$0 [5];
+  assign \$101  = \$100  ^ \port$14588$0 [6];
+  assign \$102  = \$101  ^ \port$14590$0 [0];
+  assign \$103  = \$102  ^ \port$14590$0 [2];
+  assign \$104  = \$103  ^ \port$14590$0 [7];
+  assign \$105  = \$104  ^ \port$14590$0 [9];
+  assign \$106  = \$105  ^ \port$14590$0 [11];
+  assign \$107  = \$106  ^ \port$14590$0 [13];
+  assign \$108  = \$107  ^ \port$14590$0 [14];
+  assign \$118  = \$117  ^ \port$14453$0 [4];
+  assign \$119  = \$118  ^ \port$14453$0 [5];
+  assign \$120  = \$119  ^ \port$14453$0 [6];
+  assign \$124  = \$123  ^ \port$14588$0 [0];
+  assign \$125  = \$124  ^ \port$14588$0 [2];
+  assign \$126  = \$125  ^ \port$14588$0 [3];
+  assign \$127  = \$126  ^ \port$14588$0 [6];
+  assign \$128  = \$127  ^ \port$14588$0 [7];
+  assign \$129  = \$128  ^ \port$14590$0 [1];
+  assign \$130  = \$129  ^ \port$14590$0 [3];
+  assign \$131  = \$130  ^ \port$14590$0 [8];
+  assign \$132  = \$131  ^ \port$14590$0 [10];
+  assign \$133  = \$132  ^ \port$14590$0 [12];
+  assign \$134  = \$133  ^ \port$14590$0 [14];
+  assign \$135  = \$134  ^ \port$14590$0 [15];
+  assign \$144  = \$143  ^ \port$14453$0 [2];
+  assign \$145  = \$144  ^ \port$14453$0 [5];
+  assign \$146  = \$145  ^ \port$14453$0 [6];
+  assign \$147  = \$146  ^ \port$14453$0 [7];
+  assign \$148  = \$147  ^ \port$14586$0 ;
+  assign \$151  = \$150  ^ \port$14588$0 [1];
+  assign \$152  = \$151  ^ \port$14588$0 [3];
+  assign \$153  = \$152  ^ \port$14588$0 [4];
+  assign \$154  = \$153  ^ \port$14588$0 [7];
+  assign \$155  = \$154  ^ \port$14590$0 [0];
+  assign \$156  = \$155  ^ \port$14590$0 [2];
+  assign \$157  = \$156  ^ \port$14590$0 [4];
+  assign \$158  = \$157  ^ \port$14590$0 [9];
+  assign \$159  = \$158  ^ \port$14590$0 [11];
+  assign \$160  = \$159  ^ \port$14590$0 [13];
+  assign \$161  = \$160  ^ \port$14590$0 [15];
+  assign \$170  = \$169  ^ \port$14453$0 [1];
+  assign \$171  = \$170  ^ \port$14453$0 [3];
+  assign \$172  = \$171  ^ \port$14453$0 [6];
+  assign \$173  = \$172  ^ \port$14453$0 [7];
+  assign \$174  = \$173  ^ \port$14586$0 ;
+  assign \$178  = \$177  ^ \port$14588$0 [2];
+  assign \$179  = \$178  ^ \port$14588$0 [4];
+  assign \$180  = \$179  ^ \port$14588$0 [5];
+  assign \$181  = \$180  ^ \port$14590$0 [0];
+  assign \$182  = \$181  ^ \port$14590$0 [1];
+  assign \$183  = \$182  ^ \port$14590$0 [3];
+  assign \$184  = \$183  ^ \port$14590$0 [5];
+  assign \$185  = \$184  ^ \port$14590$0 [10];
+  assign \$186  = \$185  ^ \port$14590$0 [12];
+  assign \$187  = \$186  ^ \port$14590$0 [14];
+  assign \$198  = \$197  ^ \port$14453$0 [4];
+  assign \$199  = \$198  ^ \port$14453$0 [7];
+  assign \$204  = \$203  ^ \port$14588$0 [3];
+  assign \$205  = \$204  ^ \port$14588$0 [5];
+  assign \$206  = \$205  ^ \port$14588$0 [6];
+  assign \$207  = \$206  ^ \port$14590$0 [1];
+  assign \$208  = \$207  ^ \port$14590$0 [2];
+  assign \$209  = \$208  ^ \port$14590$0 [4];
+  assign \$210  = \$209  ^ \port$14590$0 [6];
+  assign \$211  = \$210  ^ \port$14590$0 [11];
+  assign \$212  = \$211  ^ \port$14590$0 [13];
+  assign \$213  = \$212  ^ \port$14590$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$14291$0 ;
-  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$14160$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$14160$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$14291$0 ;
-  assign header = { 15'h0000, \port$14297$0 , \port$14295$0 , 7'h00, \port$14293$0 , \port$14160$0 , 1'h0, \port$14291$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$42  = ~ \port$14584$0 ;
+  assign \$auto$rtlil.cc:2739:Not$44  = ~ \port$14453$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$46  = ~ \port$14453$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$48  = ~ \port$14584$0 ;
+  assign header = { 15'h0000, \port$14590$0 , \port$14588$0 , 7'h00, \port$14586$0 , \port$14453$0 , 1'h0, \port$14584$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$14291$0  };
-  assign \header.src  = \port$14160$0 ;
-  assign \header.channel  = { 3'h0, \port$14293$0  };
+  assign \header.ptype  = { 1'h0, \port$14584$0  };
+  assign \header.src  = \port$14453$0 ;
+  assign \header.channel  = { 3'h0, \port$14586$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$14295$0 ;
-  assign \header.length  = \port$14297$0 ;
+  assign \header.tag  = \port$14588$0 ;
+  assign \header.length  = \port$14590$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -81932,7 +82387,7 @@ module \ace_engine_small.nic.tx0.hdr_check (\port$14291$0 , \port$14293$0 , \por
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$14291$0 ;
+  assign \$61  = \port$14584$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -81998,16 +82453,16 @@ module \ace_engine_small.nic.tx0.hdr_check (\port$14291$0 , \port$14293$0 , \por
   assign \$auto$rtlil.cc:2739:Not$28  = 1'h1;
   assign \$31  = \$auto$rtlil.cc:2739:Not$44 ;
   assign \$auto$rtlil.cc:2739:Not$30  = 1'h0;
-  assign \$90  = \port$14160$0 [0];
+  assign \$90  = \port$14453$0 [0];
   assign \$auto$rtlil.cc:2739:Not$32  = 1'h1;
   assign \$117  = \$auto$rtlil.cc:2739:Not$46 ;
   assign \$auto$rtlil.cc:2739:Not$34  = 1'h1;
   assign \$auto$rtlil.cc:2739:Not$36  = 1'h0;
-  assign \$143  = \port$14160$0 [0];
+  assign \$143  = \port$14453$0 [0];
   assign \$auto$rtlil.cc:2739:Not$38  = 1'h1;
   assign \$169  = \$auto$rtlil.cc:2739:Not$48 ;
   assign \$auto$rtlil.cc:2739:Not$40  = 1'h0;
-  assign \$197  = \port$14160$0 [2];
+  assign \$197  = \port$14453$0 [2];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -82179,7 +82634,7 @@ module \ace_engine_small.nic.tx0.out_skid (clk, rst, i__valid, i__payload, i__re
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14569$0 
+module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__0, busy__1, node_id, cmd__0__payload, cmd__1__payload, cmd__0__ready, cmd__1__ready, data__0__ready, data__1__ready, payload_bytes, header_bytes, busy_cycles, stall_cycles, credits__0, credits__1, link__tvalid, \port$14862$0 
 , credit_in_valid, freed__0, freed__1, credit_in_channel, credit_in_count, data__0__valid, data__0__payload, data__1__valid, data__1__payload, o__ready);
   reg \$auto$verilog_backend.cc:2355:dump_module$189  = 0;
   wire [11:0] \$1 ;
@@ -82544,8 +82999,8 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   output [47:0] payload_bytes;
   reg [47:0] payload_bytes = 48'h000000000000;
   reg pending_pick;
-  output [144:0] \port$14569$0 ;
-  wire [144:0] \port$14569$0 ;
+  output [144:0] \port$14862$0 ;
+  wire [144:0] \port$14862$0 ;
   reg rr_last = 1'h0;
   reg rr_pick;
   input rst;
@@ -82777,11 +83232,11 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
     tx_fsm_state <= \$232 ;
   \ace_engine_small.nic.tx1.hdr_check  hdr_check (
     .check(check),
-    .\port$14160$0 (node_id),
-    .\port$14541$0 (slot_credit),
-    .\port$14543$0 (slot_ch),
-    .\port$14545$0 (slot_tag),
-    .\port$14547$0 (slot_length)
+    .\port$14453$0 (node_id),
+    .\port$14834$0 (slot_credit),
+    .\port$14836$0 (slot_ch),
+    .\port$14838$0 (slot_tag),
+    .\port$14840$0 (slot_length)
   );
   \ace_engine_small.nic.tx1.out_skid  out_skid (
     .clk(clk),
@@ -83556,7 +84011,7 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
   assign credits1_q = credits__1;
   assign cmd1_beats = \$13 [6:0];
   assign header = { 15'h0000, slot_length, slot_tag, 7'h00, slot_ch, node_id, 1'h0, slot_credit, 6'h0a };
-  assign \port$14569$0  = o__payload[144:0];
+  assign \port$14862$0  = o__payload[144:0];
   assign \o__payload.data  = o__payload[127:0];
   assign \o__payload.keep  = o__payload[143:128];
   assign \o__payload.last  = o__payload[144];
@@ -83636,7 +84091,7 @@ module \ace_engine_small.nic.tx1 (clk, rst, cmd__0__valid, cmd__1__valid, busy__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.nic.tx1.hdr_check (\port$14541$0 , \port$14543$0 , \port$14545$0 , \port$14547$0 , check, \port$14160$0 );
+module \ace_engine_small.nic.tx1.hdr_check (\port$14834$0 , \port$14836$0 , \port$14838$0 , \port$14840$0 , check, \port$14453$0 );
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -83882,157 +84337,157 @@ module \ace_engine_small.nic.tx1.hdr_check (\port$14541$0 , \port$14543$0 , \por
   wire [7:0] \header.tag ;
   wire [1:0] \header.version ;
   wire ok;
-  input [7:0] \port$14160$0 ;
-  wire [7:0] \port$14160$0 ;
-  input \port$14541$0 ;
-  wire \port$14541$0 ;
-  input \port$14543$0 ;
-  wire \port$14543$0 ;
-  input [7:0] \port$14545$0 ;
-  wire [7:0] \port$14545$0 ;
-  input [16:0] \port$14547$0 ;
-  wire [16:0] \port$14547$0 ;
-  assign \$7  = \$6  ^ \port$14160$0 [0];
-  assign \$8  = \$7  ^ \port$14160$0 [3];
-  assign \$9  = \$8  ^ \port$14160$0 [5];
-  assign \$13  = \$12  ^ \port$14545$0 [4];
-  assign \$14  = \$13  ^ \port$14545$0 [6];
-  assign \$15  = \$14  ^ \port$14545$0 [7];
-  assign \$16  = \$15  ^ \port$14547$0 [0];
-  assign \$17  = \$16  ^ \port$14547$0 [2];
-  assign \$18  = \$17  ^ \port$14547$0 [3];
-  assign \$19  = \$18  ^ \port$14547$0 [5];
-  assign \$20  = \$19  ^ \port$14547$0 [7];
-  assign \$21  = \$20  ^ \port$14547$0 [8];
-  assign \$22  = \$21  ^ \port$14547$0 [12];
-  assign \$23  = \$22  ^ \port$14547$0 [14];
-  assign \$24  = \$23  ^ \port$14547$0 [16];
-  assign \$32  = \$31  ^ \port$14160$0 [3];
-  assign \$33  = \$32  ^ \port$14160$0 [4];
-  assign \$34  = \$33  ^ \port$14160$0 [5];
-  assign \$35  = \$34  ^ \port$14160$0 [6];
-  assign \$36  = \$35  ^ \port$14543$0 ;
-  assign \$40  = \$39  ^ \port$14545$0 [0];
-  assign \$41  = \$40  ^ \port$14545$0 [4];
-  assign \$42  = \$41  ^ \port$14545$0 [5];
-  assign \$43  = \$42  ^ \port$14545$0 [6];
-  assign \$44  = \$43  ^ \port$14547$0 [0];
-  assign \$45  = \$44  ^ \port$14547$0 [1];
-  assign \$46  = \$45  ^ \port$14547$0 [2];
-  assign \$47  = \$46  ^ \port$14547$0 [4];
-  assign \$48  = \$47  ^ \port$14547$0 [5];
-  assign \$49  = \$48  ^ \port$14547$0 [6];
-  assign \$50  = \$49  ^ \port$14547$0 [7];
-  assign \$51  = \$50  ^ \port$14547$0 [9];
-  assign \$52  = \$51  ^ \port$14547$0 [12];
-  assign \$53  = \$52  ^ \port$14547$0 [13];
-  assign \$54  = \$53  ^ \port$14547$0 [14];
-  assign \$55  = \$54  ^ \port$14547$0 [15];
-  assign \$56  = \$55  ^ \port$14547$0 [16];
-  assign \$62  = \$61  ^ \port$14160$0 [2];
-  assign \$63  = \$62  ^ \port$14160$0 [3];
-  assign \$64  = \$63  ^ \port$14160$0 [4];
-  assign \$65  = \$64  ^ \port$14160$0 [6];
-  assign \$66  = \$65  ^ \port$14160$0 [7];
-  assign \$71  = \$70  ^ \port$14545$0 [0];
-  assign \$72  = \$71  ^ \port$14545$0 [1];
-  assign \$73  = \$72  ^ \port$14545$0 [4];
-  assign \$74  = \$73  ^ \port$14545$0 [5];
-  assign \$75  = \$74  ^ \port$14547$0 [1];
-  assign \$76  = \$75  ^ \port$14547$0 [6];
-  assign \$77  = \$76  ^ \port$14547$0 [8];
-  assign \$78  = \$77  ^ \port$14547$0 [10];
-  assign \$79  = \$78  ^ \port$14547$0 [12];
-  assign \$80  = \$79  ^ \port$14547$0 [13];
-  assign \$81  = \$80  ^ \port$14547$0 [15];
-  assign \$82  = \$81  ^ \port$14547$0 [16];
-  assign \$91  = \$90  ^ \port$14160$0 [3];
-  assign \$92  = \$91  ^ \port$14160$0 [4];
-  assign \$93  = \$92  ^ \port$14160$0 [5];
-  assign \$94  = \$93  ^ \port$14160$0 [7];
-  assign \$98  = \$97  ^ \port$14545$0 [1];
-  assign \$99  = \$98  ^ \port$14545$0 [2];
-  assign \$100  = \$99  ^ \port$14545$0 [5];
-  assign \$101  = \$100  ^ \port$14545$0 [6];
-  assign \$102  = \$101  ^ \port$14547$0 [0];
-  assign \$103  = \$102  ^ \port$14547$0 [2];
-  assign \$104  = \$103  ^ \port$14547$0 [7];
-  assign \$105  = \$104  ^ \port$14547$0 [9];
-  assign \$106  = \$105  ^ \port$14547$0 [11];
-  assign \$107  = \$106  ^ \port$14547$0 [13];
-  assign \$108  = \$107  ^ \port$14547$0 [14];
-  assign \$118  = \$117  ^ \port$14160$0 [4];
-  assign \$119  = \$118  ^ \port$14160$0 [5];
-  assign \$120  = \$119  ^ \port$14160$0 [6];
-  assign \$124  = \$123  ^ \port$14545$0 [0];
-  assign \$125  = \$124  ^ \port$14545$0 [2];
-  assign \$126  = \$125  ^ \port$14545$0 [3];
-  assign \$127  = \$126  ^ \port$14545$0 [6];
-  assign \$128  = \$127  ^ \port$14545$0 [7];
-  assign \$129  = \$128  ^ \port$14547$0 [1];
-  assign \$130  = \$129  ^ \port$14547$0 [3];
-  assign \$131  = \$130  ^ \port$14547$0 [8];
-  assign \$132  = \$131  ^ \port$14547$0 [10];
-  assign \$133  = \$132  ^ \port$14547$0 [12];
-  assign \$134  = \$133  ^ \port$14547$0 [14];
-  assign \$135  = \$134  ^ \port$14547$0 [15];
-  assign \$144  = \$143  ^ \port$14160$0 [2];
-  assign \$145  = \$144  ^ \port$14160$0 [5];
-  assign \$146  = \$145  ^ \port$14160$0 [6];
-  assign \$147  = \$146  ^ \port$14160$0 [7];
-  assign \$148  = \$147  ^ \port$14543$0 ;
-  assign \$151  = \$150  ^ \port$14545$0 [1];
-  assign \$152  = \$151  ^ \port$14545$0 [3];
-  assign \$153  = \$152  ^ \port$14545$0 [4];
-  assign \$154  = \$153  ^ \port$14545$0 [7];
-  assign \$155  = \$154  ^ \port$14547$0 [0];
-  assign \$156  = \$155  ^ \port$14547$0 [2];
-  assign \$157  = \$156  ^ \port$14547$0 [4];
-  assign \$158  = \$157  ^ \port$14547$0 [9];
-  assign \$159  = \$158  ^ \port$14547$0 [11];
-  assign \$160  = \$159  ^ \port$14547$0 [13];
-  assign \$161  = \$160  ^ \port$14547$0 [15];
-  assign \$170  = \$169  ^ \port$14160$0 [1];
-  assign \$171  = \$170  ^ \port$14160$0 [3];
-  assign \$172  = \$171  ^ \port$14160$0 [6];
-  assign \$173  = \$172  ^ \port$14160$0 [7];
-  assign \$174  = \$173  ^ \port$14543$0 ;
-  assign \$178  = \$177  ^ \port$14545$0 [2];
-  assign \$179  = \$178  ^ \port$14545$0 [4];
-  assign \$180  = \$179  ^ \port$14545$0 [5];
-  assign \$181  = \$180  ^ \port$14547$0 [0];
-  assign \$182  = \$181  ^ \port$14547$0 [1];
-  assign \$183  = \$182  ^ \port$14547$0 [3];
-  assign \$184  = \$183  ^ \port$14547$0 [5];
-  assign \$185  = \$184  ^ \port$14547$0 [10];
-  assign \$186  = \$185  ^ \port$14547$0 [12];
-  assign \$187  = \$186  ^ \port$14547$0 [14];
-  assign \$198  = \$197  ^ \port$14160$0 [4];
-  assign \$199  = \$198  ^ \port$14160$0 [7];
-  assign \$204  = \$203  ^ \port$14545$0 [3];
-  assign \$205  = \$204  ^ \port$14545$0 [5];
-  assign \$206  = \$205  ^ \port$14545$0 [6];
-  assign \$207  = \$206  ^ \port$14547$0 [1];
-  assign \$208  = \$207  ^ \port$14547$0 [2];
-  assign \$209  = \$208  ^ \port$14547$0 [4];
-  assign \$210  = \$209  ^ \port$14547$0 [6];
-  assign \$211  = \$210  ^ \port$14547$0 [11];
-  assign \$212  = \$211  ^ \port$14547$0 [13];
-  assign \$213  = \$212  ^ \port$14547$0 [15];
+  input [7:0] \port$14453$0 ;
+  wire [7:0] \port$14453$0 ;
+  input \port$14834$0 ;
+  wire \port$14834$0 ;
+  input \port$14836$0 ;
+  wire \port$14836$0 ;
+  input [7:0] \port$14838$0 ;
+  wire [7:0] \port$14838$0 ;
+  input [16:0] \port$14840$0 ;
+  wire [16:0] \port$14840$0 ;
+  assign \$7  = \$6  ^ \port$14453$0 [0];
+  assign \$8  = \$7  ^ \port$14453$0 [3];
+  assign \$9  = \$8  ^ \port$14453$0 [5];
+  assign \$13  = \$12  ^ \port$14838$0 [4];
+  assign \$14  = \$13  ^ \port$14838$0 [6];
+  assign \$15  = \$14  ^ \port$14838$0 [7];
+  assign \$16  = \$15  ^ \port$14840$0 [0];
+  assign \$17  = \$16  ^ \port$14840$0 [2];
+  assign \$18  = \$17  ^ \port$14840$0 [3];
+  assign \$19  = \$18  ^ \port$14840$0 [5];
+  assign \$20  = \$19  ^ \port$14840$0 [7];
+  assign \$21  = \$20  ^ \port$14840$0 [8];
+  assign \$22  = \$21  ^ \port$14840$0 [12];
+  assign \$23  = \$22  ^ \port$14840$0 [14];
+  assign \$24  = \$23  ^ \port$14840$0 [16];
+  assign \$32  = \$31  ^ \port$14453$0 [3];
+  assign \$33  = \$32  ^ \port$14453$0 [4];
+  assign \$34  = \$33  ^ \port$14453$0 [5];
+  assign \$35  = \$34  ^ \port$14453$0 [6];
+  assign \$36  = \$35  ^ \port$14836$0 ;
+  assign \$40  = \$39  ^ \port$14838$0 [0];
+  assign \$41  = \$40  ^ \port$14838$0 [4];
+  assign \$42  = \$41  ^ \port$14838$0 [5];
+  assign \$43  = \$42  ^ \port$14838$0 [6];
+  assign \$44  = \$43  ^ \port$14840$0 [0];
+  assign \$45  = \$44  ^ \port$14840$0 [1];
+  assign \$46  = \$45  ^ \port$14840$0 [2];
+  assign \$47  = \$46  ^ \port$14840$0 [4];
+  assign \$48  = \$47  ^ \port$14840$0 [5];
+  assign \$49  = \$48  ^ \port$14840$0 [6];
+  assign \$50  = \$49  ^ \port$14840$0 [7];
+  assign \$51  = \$50  ^ \port$14840$0 [9];
+  assign \$52  = \$51  ^ \port$14840$0 [12];
+  assign \$53  = \$52  ^ \port$14840$0 [13];
+  assign \$54  = \$53  ^ \port$14840$0 [14];
+  assign \$55  = \$54  ^ \port$14840$0 [15];
+  assign \$56  = \$55  ^ \port$14840$0 [16];
+  assign \$62  = \$61  ^ \port$14453$0 [2];
+  assign \$63  = \$62  ^ \port$14453$0 [3];
+  assign \$64  = \$63  ^ \port$14453$0 [4];
+  assign \$65  = \$64  ^ \port$14453$0 [6];
+  assign \$66  = \$65  ^ \port$14453$0 [7];
+  assign \$71  = \$70  ^ \port$14838$0 [0];
+  assign \$72  = \$71  ^ \port$14838$0 [1];
+  assign \$73  = \$72  ^ \port$14838$0 [4];
+  assign \$74  = \$73  ^ \port$14838$0 [5];
+  assign \$75  = \$74  ^ \port$14840$0 [1];
+  assign \$76  = \$75  ^ \port$14840$0 [6];
+  assign \$77  = \$76  ^ \port$14840$0 [8];
+  assign \$78  = \$77  ^ \port$14840$0 [10];
+  assign \$79  = \$78  ^ \port$14840$0 [12];
+  assign \$80  = \$79  ^ \port$14840$0 [13];
+  assign \$81  = \$80  ^ \port$14840$0 [15];
+  assign \$82  = \$81  ^ \port$14840$0 [16];
+  assign \$91  = \$90  ^ \port$14453$0 [3];
+  assign \$92  = \$91  ^ \port$14453$0 [4];
+  assign \$93  = \$92  ^ \port$14453$0 [5];
+  assign \$94  = \$93  ^ \port$14453$0 [7];
+  assign \$98  = \$97  ^ \port$14838$0 [1];
+  assign \$99  = \$98  ^ \port$14838$0 [2];
+  assign \$100  = \$99  ^ \port$14838$0 [5];
+  assign \$101  = \$100  ^ \port$14838$0 [6];
+  assign \$102  = \$101  ^ \port$14840$0 [0];
+  assign \$103  = \$102  ^ \port$14840$0 [2];
+  assign \$104  = \$103  ^ \port$14840$0 [7];
+  assign \$105  = \$104  ^ \port$14840$0 [9];
+  assign \$106  = \$105  ^ \port$14840$0 [11];
+  assign \$107  = \$106  ^ \port$14840$0 [13];
+  assign \$108  = \$107  ^ \port$14840$0 [14];
+  assign \$118  = \$117  ^ \port$14453$0 [4];
+  assign \$119  = \$118  ^ \port$14453$0 [5];
+  assign \$120  = \$119  ^ \port$14453$0 [6];
+  assign \$124  = \$123  ^ \port$14838$0 [0];
+  assign \$125  = \$124  ^ \port$14838$0 [2];
+  assign \$126  = \$125  ^ \port$14838$0 [3];
+  assign \$127  = \$126  ^ \port$14838$0 [6];
+  assign \$128  = \$127  ^ \port$14838$0 [7];
+  assign \$129  = \$128  ^ \port$14840$0 [1];
+  assign \$130  = \$129  ^ \port$14840$0 [3];
+  assign \$131  = \$130  ^ \port$14840$0 [8];
+  assign \$132  = \$131  ^ \port$14840$0 [10];
+  assign \$133  = \$132  ^ \port$14840$0 [12];
+  assign \$134  = \$133  ^ \port$14840$0 [14];
+  assign \$135  = \$134  ^ \port$14840$0 [15];
+  assign \$144  = \$143  ^ \port$14453$0 [2];
+  assign \$145  = \$144  ^ \port$14453$0 [5];
+  assign \$146  = \$145  ^ \port$14453$0 [6];
+  assign \$147  = \$146  ^ \port$14453$0 [7];
+  assign \$148  = \$147  ^ \port$14836$0 ;
+  assign \$151  = \$150  ^ \port$14838$0 [1];
+  assign \$152  = \$151  ^ \port$14838$0 [3];
+  assign \$153  = \$152  ^ \port$14838$0 [4];
+  assign \$154  = \$153  ^ \port$14838$0 [7];
+  assign \$155  = \$154  ^ \port$14840$0 [0];
+  assign \$156  = \$155  ^ \port$14840$0 [2];
+  assign \$157  = \$156  ^ \port$14840$0 [4];
+  assign \$158  = \$157  ^ \port$14840$0 [9];
+  assign \$159  = \$158  ^ \port$14840$0 [11];
+  assign \$160  = \$159  ^ \port$14840$0 [13];
+  assign \$161  = \$160  ^ \port$14840$0 [15];
+  assign \$170  = \$169  ^ \port$14453$0 [1];
+  assign \$171  = \$170  ^ \port$14453$0 [3];
+  assign \$172  = \$171  ^ \port$14453$0 [6];
+  assign \$173  = \$172  ^ \port$14453$0 [7];
+  assign \$174  = \$173  ^ \port$14836$0 ;
+  assign \$178  = \$177  ^ \port$14838$0 [2];
+  assign \$179  = \$178  ^ \port$14838$0 [4];
+  assign \$180  = \$179  ^ \port$14838$0 [5];
+  assign \$181  = \$180  ^ \port$14840$0 [0];
+  assign \$182  = \$181  ^ \port$14840$0 [1];
+  assign \$183  = \$182  ^ \port$14840$0 [3];
+  assign \$184  = \$183  ^ \port$14840$0 [5];
+  assign \$185  = \$184  ^ \port$14840$0 [10];
+  assign \$186  = \$185  ^ \port$14840$0 [12];
+  assign \$187  = \$186  ^ \port$14840$0 [14];
+  assign \$198  = \$197  ^ \port$14453$0 [4];
+  assign \$199  = \$198  ^ \port$14453$0 [7];
+  assign \$204  = \$203  ^ \port$14838$0 [3];
+  assign \$205  = \$204  ^ \port$14838$0 [5];
+  assign \$206  = \$205  ^ \port$14838$0 [6];
+  assign \$207  = \$206  ^ \port$14840$0 [1];
+  assign \$208  = \$207  ^ \port$14840$0 [2];
+  assign \$209  = \$208  ^ \port$14840$0 [4];
+  assign \$210  = \$209  ^ \port$14840$0 [6];
+  assign \$211  = \$210  ^ \port$14840$0 [11];
+  assign \$212  = \$211  ^ \port$14840$0 [13];
+  assign \$213  = \$212  ^ \port$14840$0 [15];
   assign ok = ! check;
-  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$14541$0 ;
-  assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$14160$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$14160$0 [1];
-  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$14541$0 ;
-  assign header = { 15'h0000, \port$14547$0 , \port$14545$0 , 7'h00, \port$14543$0 , \port$14160$0 , 1'h0, \port$14541$0 , 6'h0a };
+  assign \$auto$rtlil.cc:2739:Not$18  = ~ \port$14834$0 ;
+  assign \$auto$rtlil.cc:2739:Not$20  = ~ \port$14453$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$22  = ~ \port$14453$0 [1];
+  assign \$auto$rtlil.cc:2739:Not$24  = ~ \port$14834$0 ;
+  assign header = { 15'h0000, \port$14840$0 , \port$14838$0 , 7'h00, \port$14836$0 , \port$14453$0 , 1'h0, \port$14834$0 , 6'h0a };
   assign \header.magic  = 4'ha;
   assign \header.version  = 2'h0;
-  assign \header.ptype  = { 1'h0, \port$14541$0  };
-  assign \header.src  = \port$14160$0 ;
-  assign \header.channel  = { 3'h0, \port$14543$0  };
+  assign \header.ptype  = { 1'h0, \port$14834$0  };
+  assign \header.src  = \port$14453$0 ;
+  assign \header.channel  = { 3'h0, \port$14836$0  };
   assign \header.rsvd0  = 4'h0;
-  assign \header.tag  = \port$14545$0 ;
-  assign \header.length  = \port$14547$0 ;
+  assign \header.tag  = \port$14838$0 ;
+  assign \header.length  = \port$14840$0 ;
   assign \header.rsvd1  = 7'h00;
   assign \header.check  = 8'h00;
   assign check[7] = \$216 ;
@@ -84064,7 +84519,7 @@ module \ace_engine_small.nic.tx1.hdr_check (\port$14541$0 , \port$14543$0 , \por
   assign \$58  = \$56 ;
   assign \$59  = 1'h0;
   assign \$60  = 1'h0;
-  assign \$61  = \port$14541$0 ;
+  assign \$61  = \port$14834$0 ;
   assign \$67  = \$66 ;
   assign \$68  = \$66 ;
   assign \$69  = \$66 ;
@@ -84130,16 +84585,16 @@ module \ace_engine_small.nic.tx1.hdr_check (\port$14541$0 , \port$14543$0 , \por
   assign \$auto$rtlil.cc:2739:Not$4  = 1'h1;
   assign \$31  = \$auto$rtlil.cc:2739:Not$20 ;
   assign \$auto$rtlil.cc:2739:Not$6  = 1'h0;
-  assign \$90  = \port$14160$0 [0];
+  assign \$90  = \port$14453$0 [0];
   assign \$auto$rtlil.cc:2739:Not$8  = 1'h1;
   assign \$117  = \$auto$rtlil.cc:2739:Not$22 ;
   assign \$auto$rtlil.cc:2739:Not$10  = 1'h1;
   assign \$auto$rtlil.cc:2739:Not$12  = 1'h0;
-  assign \$143  = \port$14160$0 [0];
+  assign \$143  = \port$14453$0 [0];
   assign \$auto$rtlil.cc:2739:Not$14  = 1'h1;
   assign \$169  = \$auto$rtlil.cc:2739:Not$24 ;
   assign \$auto$rtlil.cc:2739:Not$16  = 1'h0;
-  assign \$197  = \port$14160$0 [2];
+  assign \$197  = \port$14453$0 [2];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -85274,7 +85729,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
     wr1_slots <= \$284 ;
   \ace_engine_small.sram.bank0  bank0 (
     .clk(clk),
-    .\port$15081$0 (\o0$183 [137:0]),
+    .\port$15374$0 (\o0$183 [137:0]),
     .r_data(r_data),
     .read__addr(bank0_read_row),
     .read__en(bank0_read_en),
@@ -85283,7 +85738,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank1  bank1 (
     .clk(clk),
-    .\port$15082$0 (\o1$196 [137:0]),
+    .\port$15375$0 (\o1$196 [137:0]),
     .r_data(\r_data$70 ),
     .read__addr(bank1_read_row),
     .read__en(bank1_read_en),
@@ -85292,7 +85747,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank2  bank2 (
     .clk(clk),
-    .\port$15081$0 (\o0$183 [137:0]),
+    .\port$15374$0 (\o0$183 [137:0]),
     .r_data(\r_data$73 ),
     .read__addr(bank2_read_row),
     .read__en(bank2_read_en),
@@ -85301,7 +85756,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank3  bank3 (
     .clk(clk),
-    .\port$15082$0 (\o1$196 [137:0]),
+    .\port$15375$0 (\o1$196 [137:0]),
     .r_data(\r_data$76 ),
     .read__addr(bank3_read_row),
     .read__en(bank3_read_en),
@@ -85310,7 +85765,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank4  bank4 (
     .clk(clk),
-    .\port$15081$0 (\o0$183 [137:0]),
+    .\port$15374$0 (\o0$183 [137:0]),
     .r_data(\r_data$68 ),
     .read__addr(bank4_read_row),
     .read__en(bank4_read_en),
@@ -85319,7 +85774,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank5  bank5 (
     .clk(clk),
-    .\port$15082$0 (\o1$196 [137:0]),
+    .\port$15375$0 (\o1$196 [137:0]),
     .r_data(\r_data$71 ),
     .read__addr(bank5_read_row),
     .read__en(bank5_read_en),
@@ -85328,7 +85783,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank6  bank6 (
     .clk(clk),
-    .\port$15081$0 (\o0$183 [137:0]),
+    .\port$15374$0 (\o0$183 [137:0]),
     .r_data(\r_data$74 ),
     .read__addr(bank6_read_row),
     .read__en(bank6_read_en),
@@ -85337,7 +85792,7 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
   );
   \ace_engine_small.sram.bank7  bank7 (
     .clk(clk),
-    .\port$15082$0 (\o1$196 [137:0]),
+    .\port$15375$0 (\o1$196 [137:0]),
     .r_data(\r_data$77 ),
     .read__addr(bank7_read_row),
     .read__en(bank7_read_en),
@@ -85965,13 +86420,13 @@ module \ace_engine_small.sram (rst, rd0__req__ready, rd1__req__ready, rd2__req__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_data, \port$15081$0 , clk);
+module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_data, \port$15374$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$192  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15081$0 ;
-  wire [137:0] \port$15081$0 ;
+  input [137:0] \port$15374$0 ;
+  wire [137:0] \port$15374$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -87019,37 +87474,37 @@ module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15081$0 [9:0]][7:0] <= \port$15081$0 [17:10];
+      memory[\port$15374$0 [9:0]][7:0] <= \port$15374$0 [17:10];
     if (write__en[1])
-      memory[\port$15081$0 [9:0]][15:8] <= \port$15081$0 [25:18];
+      memory[\port$15374$0 [9:0]][15:8] <= \port$15374$0 [25:18];
     if (write__en[2])
-      memory[\port$15081$0 [9:0]][23:16] <= \port$15081$0 [33:26];
+      memory[\port$15374$0 [9:0]][23:16] <= \port$15374$0 [33:26];
     if (write__en[3])
-      memory[\port$15081$0 [9:0]][31:24] <= \port$15081$0 [41:34];
+      memory[\port$15374$0 [9:0]][31:24] <= \port$15374$0 [41:34];
     if (write__en[4])
-      memory[\port$15081$0 [9:0]][39:32] <= \port$15081$0 [49:42];
+      memory[\port$15374$0 [9:0]][39:32] <= \port$15374$0 [49:42];
     if (write__en[5])
-      memory[\port$15081$0 [9:0]][47:40] <= \port$15081$0 [57:50];
+      memory[\port$15374$0 [9:0]][47:40] <= \port$15374$0 [57:50];
     if (write__en[6])
-      memory[\port$15081$0 [9:0]][55:48] <= \port$15081$0 [65:58];
+      memory[\port$15374$0 [9:0]][55:48] <= \port$15374$0 [65:58];
     if (write__en[7])
-      memory[\port$15081$0 [9:0]][63:56] <= \port$15081$0 [73:66];
+      memory[\port$15374$0 [9:0]][63:56] <= \port$15374$0 [73:66];
     if (write__en[8])
-      memory[\port$15081$0 [9:0]][71:64] <= \port$15081$0 [81:74];
+      memory[\port$15374$0 [9:0]][71:64] <= \port$15374$0 [81:74];
     if (write__en[9])
-      memory[\port$15081$0 [9:0]][79:72] <= \port$15081$0 [89:82];
+      memory[\port$15374$0 [9:0]][79:72] <= \port$15374$0 [89:82];
     if (write__en[10])
-      memory[\port$15081$0 [9:0]][87:80] <= \port$15081$0 [97:90];
+      memory[\port$15374$0 [9:0]][87:80] <= \port$15374$0 [97:90];
     if (write__en[11])
-      memory[\port$15081$0 [9:0]][95:88] <= \port$15081$0 [105:98];
+      memory[\port$15374$0 [9:0]][95:88] <= \port$15374$0 [105:98];
     if (write__en[12])
-      memory[\port$15081$0 [9:0]][103:96] <= \port$15081$0 [113:106];
+      memory[\port$15374$0 [9:0]][103:96] <= \port$15374$0 [113:106];
     if (write__en[13])
-      memory[\port$15081$0 [9:0]][111:104] <= \port$15081$0 [121:114];
+      memory[\port$15374$0 [9:0]][111:104] <= \port$15374$0 [121:114];
     if (write__en[14])
-      memory[\port$15081$0 [9:0]][119:112] <= \port$15081$0 [129:122];
+      memory[\port$15374$0 [9:0]][119:112] <= \port$15374$0 [129:122];
     if (write__en[15])
-      memory[\port$15081$0 [9:0]][127:120] <= \port$15081$0 [137:130];
+      memory[\port$15374$0 [9:0]][127:120] <= \port$15374$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -87067,23 +87522,23 @@ module \ace_engine_small.sram.bank0 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15081$0 [9:0];
-  assign w_addr = \port$15081$0 [9:0];
-  assign write__data = \port$15081$0 [137:10];
-  assign w_data = \port$15081$0 [137:10];
+  assign write__addr = \port$15374$0 [9:0];
+  assign w_addr = \port$15374$0 [9:0];
+  assign write__data = \port$15374$0 [137:10];
+  assign w_data = \port$15374$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_data, \port$15082$0 , clk);
+module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_data, \port$15375$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$193  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15082$0 ;
-  wire [137:0] \port$15082$0 ;
+  input [137:0] \port$15375$0 ;
+  wire [137:0] \port$15375$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -88131,37 +88586,37 @@ module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15082$0 [9:0]][7:0] <= \port$15082$0 [17:10];
+      memory[\port$15375$0 [9:0]][7:0] <= \port$15375$0 [17:10];
     if (write__en[1])
-      memory[\port$15082$0 [9:0]][15:8] <= \port$15082$0 [25:18];
+      memory[\port$15375$0 [9:0]][15:8] <= \port$15375$0 [25:18];
     if (write__en[2])
-      memory[\port$15082$0 [9:0]][23:16] <= \port$15082$0 [33:26];
+      memory[\port$15375$0 [9:0]][23:16] <= \port$15375$0 [33:26];
     if (write__en[3])
-      memory[\port$15082$0 [9:0]][31:24] <= \port$15082$0 [41:34];
+      memory[\port$15375$0 [9:0]][31:24] <= \port$15375$0 [41:34];
     if (write__en[4])
-      memory[\port$15082$0 [9:0]][39:32] <= \port$15082$0 [49:42];
+      memory[\port$15375$0 [9:0]][39:32] <= \port$15375$0 [49:42];
     if (write__en[5])
-      memory[\port$15082$0 [9:0]][47:40] <= \port$15082$0 [57:50];
+      memory[\port$15375$0 [9:0]][47:40] <= \port$15375$0 [57:50];
     if (write__en[6])
-      memory[\port$15082$0 [9:0]][55:48] <= \port$15082$0 [65:58];
+      memory[\port$15375$0 [9:0]][55:48] <= \port$15375$0 [65:58];
     if (write__en[7])
-      memory[\port$15082$0 [9:0]][63:56] <= \port$15082$0 [73:66];
+      memory[\port$15375$0 [9:0]][63:56] <= \port$15375$0 [73:66];
     if (write__en[8])
-      memory[\port$15082$0 [9:0]][71:64] <= \port$15082$0 [81:74];
+      memory[\port$15375$0 [9:0]][71:64] <= \port$15375$0 [81:74];
     if (write__en[9])
-      memory[\port$15082$0 [9:0]][79:72] <= \port$15082$0 [89:82];
+      memory[\port$15375$0 [9:0]][79:72] <= \port$15375$0 [89:82];
     if (write__en[10])
-      memory[\port$15082$0 [9:0]][87:80] <= \port$15082$0 [97:90];
+      memory[\port$15375$0 [9:0]][87:80] <= \port$15375$0 [97:90];
     if (write__en[11])
-      memory[\port$15082$0 [9:0]][95:88] <= \port$15082$0 [105:98];
+      memory[\port$15375$0 [9:0]][95:88] <= \port$15375$0 [105:98];
     if (write__en[12])
-      memory[\port$15082$0 [9:0]][103:96] <= \port$15082$0 [113:106];
+      memory[\port$15375$0 [9:0]][103:96] <= \port$15375$0 [113:106];
     if (write__en[13])
-      memory[\port$15082$0 [9:0]][111:104] <= \port$15082$0 [121:114];
+      memory[\port$15375$0 [9:0]][111:104] <= \port$15375$0 [121:114];
     if (write__en[14])
-      memory[\port$15082$0 [9:0]][119:112] <= \port$15082$0 [129:122];
+      memory[\port$15375$0 [9:0]][119:112] <= \port$15375$0 [129:122];
     if (write__en[15])
-      memory[\port$15082$0 [9:0]][127:120] <= \port$15082$0 [137:130];
+      memory[\port$15375$0 [9:0]][127:120] <= \port$15375$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -88179,23 +88634,23 @@ module \ace_engine_small.sram.bank1 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15082$0 [9:0];
-  assign w_addr = \port$15082$0 [9:0];
-  assign write__data = \port$15082$0 [137:10];
-  assign w_data = \port$15082$0 [137:10];
+  assign write__addr = \port$15375$0 [9:0];
+  assign w_addr = \port$15375$0 [9:0];
+  assign write__data = \port$15375$0 [137:10];
+  assign w_data = \port$15375$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_data, \port$15081$0 , clk);
+module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_data, \port$15374$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$194  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15081$0 ;
-  wire [137:0] \port$15081$0 ;
+  input [137:0] \port$15374$0 ;
+  wire [137:0] \port$15374$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -89243,37 +89698,37 @@ module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15081$0 [9:0]][7:0] <= \port$15081$0 [17:10];
+      memory[\port$15374$0 [9:0]][7:0] <= \port$15374$0 [17:10];
     if (write__en[1])
-      memory[\port$15081$0 [9:0]][15:8] <= \port$15081$0 [25:18];
+      memory[\port$15374$0 [9:0]][15:8] <= \port$15374$0 [25:18];
     if (write__en[2])
-      memory[\port$15081$0 [9:0]][23:16] <= \port$15081$0 [33:26];
+      memory[\port$15374$0 [9:0]][23:16] <= \port$15374$0 [33:26];
     if (write__en[3])
-      memory[\port$15081$0 [9:0]][31:24] <= \port$15081$0 [41:34];
+      memory[\port$15374$0 [9:0]][31:24] <= \port$15374$0 [41:34];
     if (write__en[4])
-      memory[\port$15081$0 [9:0]][39:32] <= \port$15081$0 [49:42];
+      memory[\port$15374$0 [9:0]][39:32] <= \port$15374$0 [49:42];
     if (write__en[5])
-      memory[\port$15081$0 [9:0]][47:40] <= \port$15081$0 [57:50];
+      memory[\port$15374$0 [9:0]][47:40] <= \port$15374$0 [57:50];
     if (write__en[6])
-      memory[\port$15081$0 [9:0]][55:48] <= \port$15081$0 [65:58];
+      memory[\port$15374$0 [9:0]][55:48] <= \port$15374$0 [65:58];
     if (write__en[7])
-      memory[\port$15081$0 [9:0]][63:56] <= \port$15081$0 [73:66];
+      memory[\port$15374$0 [9:0]][63:56] <= \port$15374$0 [73:66];
     if (write__en[8])
-      memory[\port$15081$0 [9:0]][71:64] <= \port$15081$0 [81:74];
+      memory[\port$15374$0 [9:0]][71:64] <= \port$15374$0 [81:74];
     if (write__en[9])
-      memory[\port$15081$0 [9:0]][79:72] <= \port$15081$0 [89:82];
+      memory[\port$15374$0 [9:0]][79:72] <= \port$15374$0 [89:82];
     if (write__en[10])
-      memory[\port$15081$0 [9:0]][87:80] <= \port$15081$0 [97:90];
+      memory[\port$15374$0 [9:0]][87:80] <= \port$15374$0 [97:90];
     if (write__en[11])
-      memory[\port$15081$0 [9:0]][95:88] <= \port$15081$0 [105:98];
+      memory[\port$15374$0 [9:0]][95:88] <= \port$15374$0 [105:98];
     if (write__en[12])
-      memory[\port$15081$0 [9:0]][103:96] <= \port$15081$0 [113:106];
+      memory[\port$15374$0 [9:0]][103:96] <= \port$15374$0 [113:106];
     if (write__en[13])
-      memory[\port$15081$0 [9:0]][111:104] <= \port$15081$0 [121:114];
+      memory[\port$15374$0 [9:0]][111:104] <= \port$15374$0 [121:114];
     if (write__en[14])
-      memory[\port$15081$0 [9:0]][119:112] <= \port$15081$0 [129:122];
+      memory[\port$15374$0 [9:0]][119:112] <= \port$15374$0 [129:122];
     if (write__en[15])
-      memory[\port$15081$0 [9:0]][127:120] <= \port$15081$0 [137:130];
+      memory[\port$15374$0 [9:0]][127:120] <= \port$15374$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -89291,23 +89746,23 @@ module \ace_engine_small.sram.bank2 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15081$0 [9:0];
-  assign w_addr = \port$15081$0 [9:0];
-  assign write__data = \port$15081$0 [137:10];
-  assign w_data = \port$15081$0 [137:10];
+  assign write__addr = \port$15374$0 [9:0];
+  assign w_addr = \port$15374$0 [9:0];
+  assign write__data = \port$15374$0 [137:10];
+  assign w_data = \port$15374$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_data, \port$15082$0 , clk);
+module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_data, \port$15375$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$195  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15082$0 ;
-  wire [137:0] \port$15082$0 ;
+  input [137:0] \port$15375$0 ;
+  wire [137:0] \port$15375$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -90355,37 +90810,37 @@ module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15082$0 [9:0]][7:0] <= \port$15082$0 [17:10];
+      memory[\port$15375$0 [9:0]][7:0] <= \port$15375$0 [17:10];
     if (write__en[1])
-      memory[\port$15082$0 [9:0]][15:8] <= \port$15082$0 [25:18];
+      memory[\port$15375$0 [9:0]][15:8] <= \port$15375$0 [25:18];
     if (write__en[2])
-      memory[\port$15082$0 [9:0]][23:16] <= \port$15082$0 [33:26];
+      memory[\port$15375$0 [9:0]][23:16] <= \port$15375$0 [33:26];
     if (write__en[3])
-      memory[\port$15082$0 [9:0]][31:24] <= \port$15082$0 [41:34];
+      memory[\port$15375$0 [9:0]][31:24] <= \port$15375$0 [41:34];
     if (write__en[4])
-      memory[\port$15082$0 [9:0]][39:32] <= \port$15082$0 [49:42];
+      memory[\port$15375$0 [9:0]][39:32] <= \port$15375$0 [49:42];
     if (write__en[5])
-      memory[\port$15082$0 [9:0]][47:40] <= \port$15082$0 [57:50];
+      memory[\port$15375$0 [9:0]][47:40] <= \port$15375$0 [57:50];
     if (write__en[6])
-      memory[\port$15082$0 [9:0]][55:48] <= \port$15082$0 [65:58];
+      memory[\port$15375$0 [9:0]][55:48] <= \port$15375$0 [65:58];
     if (write__en[7])
-      memory[\port$15082$0 [9:0]][63:56] <= \port$15082$0 [73:66];
+      memory[\port$15375$0 [9:0]][63:56] <= \port$15375$0 [73:66];
     if (write__en[8])
-      memory[\port$15082$0 [9:0]][71:64] <= \port$15082$0 [81:74];
+      memory[\port$15375$0 [9:0]][71:64] <= \port$15375$0 [81:74];
     if (write__en[9])
-      memory[\port$15082$0 [9:0]][79:72] <= \port$15082$0 [89:82];
+      memory[\port$15375$0 [9:0]][79:72] <= \port$15375$0 [89:82];
     if (write__en[10])
-      memory[\port$15082$0 [9:0]][87:80] <= \port$15082$0 [97:90];
+      memory[\port$15375$0 [9:0]][87:80] <= \port$15375$0 [97:90];
     if (write__en[11])
-      memory[\port$15082$0 [9:0]][95:88] <= \port$15082$0 [105:98];
+      memory[\port$15375$0 [9:0]][95:88] <= \port$15375$0 [105:98];
     if (write__en[12])
-      memory[\port$15082$0 [9:0]][103:96] <= \port$15082$0 [113:106];
+      memory[\port$15375$0 [9:0]][103:96] <= \port$15375$0 [113:106];
     if (write__en[13])
-      memory[\port$15082$0 [9:0]][111:104] <= \port$15082$0 [121:114];
+      memory[\port$15375$0 [9:0]][111:104] <= \port$15375$0 [121:114];
     if (write__en[14])
-      memory[\port$15082$0 [9:0]][119:112] <= \port$15082$0 [129:122];
+      memory[\port$15375$0 [9:0]][119:112] <= \port$15375$0 [129:122];
     if (write__en[15])
-      memory[\port$15082$0 [9:0]][127:120] <= \port$15082$0 [137:130];
+      memory[\port$15375$0 [9:0]][127:120] <= \port$15375$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -90403,23 +90858,23 @@ module \ace_engine_small.sram.bank3 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15082$0 [9:0];
-  assign w_addr = \port$15082$0 [9:0];
-  assign write__data = \port$15082$0 [137:10];
-  assign w_data = \port$15082$0 [137:10];
+  assign write__addr = \port$15375$0 [9:0];
+  assign w_addr = \port$15375$0 [9:0];
+  assign write__data = \port$15375$0 [137:10];
+  assign w_data = \port$15375$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_data, \port$15081$0 , clk);
+module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_data, \port$15374$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$196  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15081$0 ;
-  wire [137:0] \port$15081$0 ;
+  input [137:0] \port$15374$0 ;
+  wire [137:0] \port$15374$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -91467,37 +91922,37 @@ module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15081$0 [9:0]][7:0] <= \port$15081$0 [17:10];
+      memory[\port$15374$0 [9:0]][7:0] <= \port$15374$0 [17:10];
     if (write__en[1])
-      memory[\port$15081$0 [9:0]][15:8] <= \port$15081$0 [25:18];
+      memory[\port$15374$0 [9:0]][15:8] <= \port$15374$0 [25:18];
     if (write__en[2])
-      memory[\port$15081$0 [9:0]][23:16] <= \port$15081$0 [33:26];
+      memory[\port$15374$0 [9:0]][23:16] <= \port$15374$0 [33:26];
     if (write__en[3])
-      memory[\port$15081$0 [9:0]][31:24] <= \port$15081$0 [41:34];
+      memory[\port$15374$0 [9:0]][31:24] <= \port$15374$0 [41:34];
     if (write__en[4])
-      memory[\port$15081$0 [9:0]][39:32] <= \port$15081$0 [49:42];
+      memory[\port$15374$0 [9:0]][39:32] <= \port$15374$0 [49:42];
     if (write__en[5])
-      memory[\port$15081$0 [9:0]][47:40] <= \port$15081$0 [57:50];
+      memory[\port$15374$0 [9:0]][47:40] <= \port$15374$0 [57:50];
     if (write__en[6])
-      memory[\port$15081$0 [9:0]][55:48] <= \port$15081$0 [65:58];
+      memory[\port$15374$0 [9:0]][55:48] <= \port$15374$0 [65:58];
     if (write__en[7])
-      memory[\port$15081$0 [9:0]][63:56] <= \port$15081$0 [73:66];
+      memory[\port$15374$0 [9:0]][63:56] <= \port$15374$0 [73:66];
     if (write__en[8])
-      memory[\port$15081$0 [9:0]][71:64] <= \port$15081$0 [81:74];
+      memory[\port$15374$0 [9:0]][71:64] <= \port$15374$0 [81:74];
     if (write__en[9])
-      memory[\port$15081$0 [9:0]][79:72] <= \port$15081$0 [89:82];
+      memory[\port$15374$0 [9:0]][79:72] <= \port$15374$0 [89:82];
     if (write__en[10])
-      memory[\port$15081$0 [9:0]][87:80] <= \port$15081$0 [97:90];
+      memory[\port$15374$0 [9:0]][87:80] <= \port$15374$0 [97:90];
     if (write__en[11])
-      memory[\port$15081$0 [9:0]][95:88] <= \port$15081$0 [105:98];
+      memory[\port$15374$0 [9:0]][95:88] <= \port$15374$0 [105:98];
     if (write__en[12])
-      memory[\port$15081$0 [9:0]][103:96] <= \port$15081$0 [113:106];
+      memory[\port$15374$0 [9:0]][103:96] <= \port$15374$0 [113:106];
     if (write__en[13])
-      memory[\port$15081$0 [9:0]][111:104] <= \port$15081$0 [121:114];
+      memory[\port$15374$0 [9:0]][111:104] <= \port$15374$0 [121:114];
     if (write__en[14])
-      memory[\port$15081$0 [9:0]][119:112] <= \port$15081$0 [129:122];
+      memory[\port$15374$0 [9:0]][119:112] <= \port$15374$0 [129:122];
     if (write__en[15])
-      memory[\port$15081$0 [9:0]][127:120] <= \port$15081$0 [137:130];
+      memory[\port$15374$0 [9:0]][127:120] <= \port$15374$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -91515,23 +91970,23 @@ module \ace_engine_small.sram.bank4 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15081$0 [9:0];
-  assign w_addr = \port$15081$0 [9:0];
-  assign write__data = \port$15081$0 [137:10];
-  assign w_data = \port$15081$0 [137:10];
+  assign write__addr = \port$15374$0 [9:0];
+  assign w_addr = \port$15374$0 [9:0];
+  assign write__data = \port$15374$0 [137:10];
+  assign w_data = \port$15374$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_data, \port$15082$0 , clk);
+module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_data, \port$15375$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$197  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15082$0 ;
-  wire [137:0] \port$15082$0 ;
+  input [137:0] \port$15375$0 ;
+  wire [137:0] \port$15375$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -92579,37 +93034,37 @@ module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15082$0 [9:0]][7:0] <= \port$15082$0 [17:10];
+      memory[\port$15375$0 [9:0]][7:0] <= \port$15375$0 [17:10];
     if (write__en[1])
-      memory[\port$15082$0 [9:0]][15:8] <= \port$15082$0 [25:18];
+      memory[\port$15375$0 [9:0]][15:8] <= \port$15375$0 [25:18];
     if (write__en[2])
-      memory[\port$15082$0 [9:0]][23:16] <= \port$15082$0 [33:26];
+      memory[\port$15375$0 [9:0]][23:16] <= \port$15375$0 [33:26];
     if (write__en[3])
-      memory[\port$15082$0 [9:0]][31:24] <= \port$15082$0 [41:34];
+      memory[\port$15375$0 [9:0]][31:24] <= \port$15375$0 [41:34];
     if (write__en[4])
-      memory[\port$15082$0 [9:0]][39:32] <= \port$15082$0 [49:42];
+      memory[\port$15375$0 [9:0]][39:32] <= \port$15375$0 [49:42];
     if (write__en[5])
-      memory[\port$15082$0 [9:0]][47:40] <= \port$15082$0 [57:50];
+      memory[\port$15375$0 [9:0]][47:40] <= \port$15375$0 [57:50];
     if (write__en[6])
-      memory[\port$15082$0 [9:0]][55:48] <= \port$15082$0 [65:58];
+      memory[\port$15375$0 [9:0]][55:48] <= \port$15375$0 [65:58];
     if (write__en[7])
-      memory[\port$15082$0 [9:0]][63:56] <= \port$15082$0 [73:66];
+      memory[\port$15375$0 [9:0]][63:56] <= \port$15375$0 [73:66];
     if (write__en[8])
-      memory[\port$15082$0 [9:0]][71:64] <= \port$15082$0 [81:74];
+      memory[\port$15375$0 [9:0]][71:64] <= \port$15375$0 [81:74];
     if (write__en[9])
-      memory[\port$15082$0 [9:0]][79:72] <= \port$15082$0 [89:82];
+      memory[\port$15375$0 [9:0]][79:72] <= \port$15375$0 [89:82];
     if (write__en[10])
-      memory[\port$15082$0 [9:0]][87:80] <= \port$15082$0 [97:90];
+      memory[\port$15375$0 [9:0]][87:80] <= \port$15375$0 [97:90];
     if (write__en[11])
-      memory[\port$15082$0 [9:0]][95:88] <= \port$15082$0 [105:98];
+      memory[\port$15375$0 [9:0]][95:88] <= \port$15375$0 [105:98];
     if (write__en[12])
-      memory[\port$15082$0 [9:0]][103:96] <= \port$15082$0 [113:106];
+      memory[\port$15375$0 [9:0]][103:96] <= \port$15375$0 [113:106];
     if (write__en[13])
-      memory[\port$15082$0 [9:0]][111:104] <= \port$15082$0 [121:114];
+      memory[\port$15375$0 [9:0]][111:104] <= \port$15375$0 [121:114];
     if (write__en[14])
-      memory[\port$15082$0 [9:0]][119:112] <= \port$15082$0 [129:122];
+      memory[\port$15375$0 [9:0]][119:112] <= \port$15375$0 [129:122];
     if (write__en[15])
-      memory[\port$15082$0 [9:0]][127:120] <= \port$15082$0 [137:130];
+      memory[\port$15375$0 [9:0]][127:120] <= \port$15375$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -92627,23 +93082,23 @@ module \ace_engine_small.sram.bank5 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15082$0 [9:0];
-  assign w_addr = \port$15082$0 [9:0];
-  assign write__data = \port$15082$0 [137:10];
-  assign w_data = \port$15082$0 [137:10];
+  assign write__addr = \port$15375$0 [9:0];
+  assign w_addr = \port$15375$0 [9:0];
+  assign write__data = \port$15375$0 [137:10];
+  assign w_data = \port$15375$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_data, \port$15081$0 , clk);
+module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_data, \port$15374$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$198  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15081$0 ;
-  wire [137:0] \port$15081$0 ;
+  input [137:0] \port$15374$0 ;
+  wire [137:0] \port$15374$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -93691,37 +94146,37 @@ module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15081$0 [9:0]][7:0] <= \port$15081$0 [17:10];
+      memory[\port$15374$0 [9:0]][7:0] <= \port$15374$0 [17:10];
     if (write__en[1])
-      memory[\port$15081$0 [9:0]][15:8] <= \port$15081$0 [25:18];
+      memory[\port$15374$0 [9:0]][15:8] <= \port$15374$0 [25:18];
     if (write__en[2])
-      memory[\port$15081$0 [9:0]][23:16] <= \port$15081$0 [33:26];
+      memory[\port$15374$0 [9:0]][23:16] <= \port$15374$0 [33:26];
     if (write__en[3])
-      memory[\port$15081$0 [9:0]][31:24] <= \port$15081$0 [41:34];
+      memory[\port$15374$0 [9:0]][31:24] <= \port$15374$0 [41:34];
     if (write__en[4])
-      memory[\port$15081$0 [9:0]][39:32] <= \port$15081$0 [49:42];
+      memory[\port$15374$0 [9:0]][39:32] <= \port$15374$0 [49:42];
     if (write__en[5])
-      memory[\port$15081$0 [9:0]][47:40] <= \port$15081$0 [57:50];
+      memory[\port$15374$0 [9:0]][47:40] <= \port$15374$0 [57:50];
     if (write__en[6])
-      memory[\port$15081$0 [9:0]][55:48] <= \port$15081$0 [65:58];
+      memory[\port$15374$0 [9:0]][55:48] <= \port$15374$0 [65:58];
     if (write__en[7])
-      memory[\port$15081$0 [9:0]][63:56] <= \port$15081$0 [73:66];
+      memory[\port$15374$0 [9:0]][63:56] <= \port$15374$0 [73:66];
     if (write__en[8])
-      memory[\port$15081$0 [9:0]][71:64] <= \port$15081$0 [81:74];
+      memory[\port$15374$0 [9:0]][71:64] <= \port$15374$0 [81:74];
     if (write__en[9])
-      memory[\port$15081$0 [9:0]][79:72] <= \port$15081$0 [89:82];
+      memory[\port$15374$0 [9:0]][79:72] <= \port$15374$0 [89:82];
     if (write__en[10])
-      memory[\port$15081$0 [9:0]][87:80] <= \port$15081$0 [97:90];
+      memory[\port$15374$0 [9:0]][87:80] <= \port$15374$0 [97:90];
     if (write__en[11])
-      memory[\port$15081$0 [9:0]][95:88] <= \port$15081$0 [105:98];
+      memory[\port$15374$0 [9:0]][95:88] <= \port$15374$0 [105:98];
     if (write__en[12])
-      memory[\port$15081$0 [9:0]][103:96] <= \port$15081$0 [113:106];
+      memory[\port$15374$0 [9:0]][103:96] <= \port$15374$0 [113:106];
     if (write__en[13])
-      memory[\port$15081$0 [9:0]][111:104] <= \port$15081$0 [121:114];
+      memory[\port$15374$0 [9:0]][111:104] <= \port$15374$0 [121:114];
     if (write__en[14])
-      memory[\port$15081$0 [9:0]][119:112] <= \port$15081$0 [129:122];
+      memory[\port$15374$0 [9:0]][119:112] <= \port$15374$0 [129:122];
     if (write__en[15])
-      memory[\port$15081$0 [9:0]][127:120] <= \port$15081$0 [137:130];
+      memory[\port$15374$0 [9:0]][127:120] <= \port$15374$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -93739,23 +94194,23 @@ module \ace_engine_small.sram.bank6 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15081$0 [9:0];
-  assign w_addr = \port$15081$0 [9:0];
-  assign write__data = \port$15081$0 [137:10];
-  assign w_data = \port$15081$0 [137:10];
+  assign write__addr = \port$15374$0 [9:0];
+  assign w_addr = \port$15374$0 [9:0];
+  assign write__data = \port$15374$0 [137:10];
+  assign w_data = \port$15374$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_data, \port$15082$0 , clk);
+module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_data, \port$15375$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$199  = 0;
   reg [127:0] \$1 ;
   input clk;
   wire clk;
-  input [137:0] \port$15082$0 ;
-  wire [137:0] \port$15082$0 ;
+  input [137:0] \port$15375$0 ;
+  wire [137:0] \port$15375$0 ;
   wire [9:0] r_addr;
   output [127:0] r_data;
   reg [127:0] r_data = 128'h00000000000000000000000000000000;
@@ -94803,37 +95258,37 @@ module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_dat
   end
   always @(posedge clk) begin
     if (write__en[0])
-      memory[\port$15082$0 [9:0]][7:0] <= \port$15082$0 [17:10];
+      memory[\port$15375$0 [9:0]][7:0] <= \port$15375$0 [17:10];
     if (write__en[1])
-      memory[\port$15082$0 [9:0]][15:8] <= \port$15082$0 [25:18];
+      memory[\port$15375$0 [9:0]][15:8] <= \port$15375$0 [25:18];
     if (write__en[2])
-      memory[\port$15082$0 [9:0]][23:16] <= \port$15082$0 [33:26];
+      memory[\port$15375$0 [9:0]][23:16] <= \port$15375$0 [33:26];
     if (write__en[3])
-      memory[\port$15082$0 [9:0]][31:24] <= \port$15082$0 [41:34];
+      memory[\port$15375$0 [9:0]][31:24] <= \port$15375$0 [41:34];
     if (write__en[4])
-      memory[\port$15082$0 [9:0]][39:32] <= \port$15082$0 [49:42];
+      memory[\port$15375$0 [9:0]][39:32] <= \port$15375$0 [49:42];
     if (write__en[5])
-      memory[\port$15082$0 [9:0]][47:40] <= \port$15082$0 [57:50];
+      memory[\port$15375$0 [9:0]][47:40] <= \port$15375$0 [57:50];
     if (write__en[6])
-      memory[\port$15082$0 [9:0]][55:48] <= \port$15082$0 [65:58];
+      memory[\port$15375$0 [9:0]][55:48] <= \port$15375$0 [65:58];
     if (write__en[7])
-      memory[\port$15082$0 [9:0]][63:56] <= \port$15082$0 [73:66];
+      memory[\port$15375$0 [9:0]][63:56] <= \port$15375$0 [73:66];
     if (write__en[8])
-      memory[\port$15082$0 [9:0]][71:64] <= \port$15082$0 [81:74];
+      memory[\port$15375$0 [9:0]][71:64] <= \port$15375$0 [81:74];
     if (write__en[9])
-      memory[\port$15082$0 [9:0]][79:72] <= \port$15082$0 [89:82];
+      memory[\port$15375$0 [9:0]][79:72] <= \port$15375$0 [89:82];
     if (write__en[10])
-      memory[\port$15082$0 [9:0]][87:80] <= \port$15082$0 [97:90];
+      memory[\port$15375$0 [9:0]][87:80] <= \port$15375$0 [97:90];
     if (write__en[11])
-      memory[\port$15082$0 [9:0]][95:88] <= \port$15082$0 [105:98];
+      memory[\port$15375$0 [9:0]][95:88] <= \port$15375$0 [105:98];
     if (write__en[12])
-      memory[\port$15082$0 [9:0]][103:96] <= \port$15082$0 [113:106];
+      memory[\port$15375$0 [9:0]][103:96] <= \port$15375$0 [113:106];
     if (write__en[13])
-      memory[\port$15082$0 [9:0]][111:104] <= \port$15082$0 [121:114];
+      memory[\port$15375$0 [9:0]][111:104] <= \port$15375$0 [121:114];
     if (write__en[14])
-      memory[\port$15082$0 [9:0]][119:112] <= \port$15082$0 [129:122];
+      memory[\port$15375$0 [9:0]][119:112] <= \port$15375$0 [129:122];
     if (write__en[15])
-      memory[\port$15082$0 [9:0]][127:120] <= \port$15082$0 [137:130];
+      memory[\port$15375$0 [9:0]][127:120] <= \port$15375$0 [137:130];
   end
   reg [127:0] _0_;
   always @(posedge clk) begin
@@ -94851,10 +95306,10 @@ module \ace_engine_small.sram.bank7 (rst, write__en, read__addr, read__en, r_dat
       \$1  = 128'h00000000000000000000000000000000;
     end
   end
-  assign write__addr = \port$15082$0 [9:0];
-  assign w_addr = \port$15082$0 [9:0];
-  assign write__data = \port$15082$0 [137:10];
-  assign w_data = \port$15082$0 [137:10];
+  assign write__addr = \port$15375$0 [9:0];
+  assign w_addr = \port$15375$0 [9:0];
+  assign write__data = \port$15375$0 [137:10];
+  assign w_data = \port$15375$0 [137:10];
   assign w_en = write__en;
   assign r_addr = read__addr;
   assign r_en = read__en;
