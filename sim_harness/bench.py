@@ -32,8 +32,8 @@ from ace.hw.engine import AceEngine, counter_names
 from ace.sw.host import AceHost
 
 from .preflight import prepare
-from .replay import run_collective
-from .simulator import SystemSimulator, build_driver
+from .replay import build_system, run_collective
+from .simulator import SystemSimulator
 from .system import AceSystem
 from .systems import load_system
 from .trace import CollectiveSpec
@@ -94,7 +94,7 @@ def verilator_speed(system_name: str, *, nbytes: int = 1 << 20, idle_cycles: int
                           source="bench")
     prepared = prepare(spec, system, "ace")
     build_start = time.perf_counter()
-    exe = build_driver(system, pgo=pgo, log=log)
+    exe = build_system(system, pgo=pgo, log=log)
     build_seconds = time.perf_counter() - build_start
     with _TimedSimulator(system, pgo=pgo, exe=exe) as sim:
         sim.reset()

@@ -32,11 +32,11 @@ from ace.vocab import Mode
 
 from .metrics import latency_steps
 from .preflight import (CollectiveTooLarge, Plan, PreparedCollective, ReplayError, compile_spec,
-                        preflight)
+                        preflight, prepare)
 from .speed import expected_cycles
 from .simulator import SystemSimulator, build_driver, run_hosts
 from .system import SystemSpec
-from .trace import Trace, scale_trace
+from .trace import CollectiveSpec, Trace, scale_trace
 
 __all__ = ["ReplayError", "CollectiveTooLarge", "check_waves_toolchain", "compile_spec",
            "make_inputs", "replay", "run_collective", "scale_trace", "system_record"]
@@ -239,6 +239,36 @@ def _wire(samples, links, node, link, base) -> int:
     return _link(samples[-1], links, node, link) - _link(base, links, node, link)
 
 
+def build_system(system: SystemSpec, *, waves: bool = False, pgo: bool = False,
+                 log=print) -> Path:
+    """:func:`~sim_harness.simulator.build_driver`, with the training of a profile-guided
+    build (``pgo``) when it needs one; return the driver executable."""
+    return build_driver(system, waves=waves, pgo=pgo, train=_train_profile, log=log)
+
+
+def _train_profile(spec: SystemSpec, exe: Path, log) -> None:
+    """The profile of a ``pgo`` build: short all-reduce, reduce-scatter and all-gather replays
+    of every mode on the instrumented driver ``exe``, each checked bit-exact (a build whose
+    training went wrong is not kept). Not the 1 MiB all-reduce that ``ace bench-sim``
+    measures."""
+    if log:
+        log(f"training {spec.name}'s profile-guided build")
+    with SystemSimulator(spec, exe=exe) as sim:
+        sim.speed_key = None            # an instrumented driver's speed says nothing
+        sim.reset()
+        for mode, collective, nbytes in (("ace", "allreduce", 256 << 10),
+                                         ("ace", "reducescatter", 128 << 10),
+                                         ("ace", "allgather", 128 << 10),
+                                         ("staged", "allreduce", 64 << 10),
+                                         ("p2p", "allreduce", 64 << 10)):
+            spec_c = CollectiveSpec(name=f"train_{collective}", collective=collective,
+                                    bytes=nbytes, source="pgo")
+            raw = run_collective(sim, prepare(spec_c, spec, mode), seed=1, interval=1 << 14)
+            if not raw["correct"]:
+                raise ReplayError(f"profile training: {mode} {collective} of {nbytes} B "
+                                  f"on {spec.name} was not bit-exact")
+
+
 def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1,
            interval: int | None = None, background_share: float = 0.0, waves: bool = False,
            waves_dir=None, log=print, progress: bool = True, parallel: bool = True,
@@ -272,7 +302,7 @@ def replay(trace: Trace, system: SystemSpec, *, modes=tuple(Mode), seed: int = 1
                 f"exceed program_words = {system.config.program_words})")
     if waves:
         check_waves_toolchain()
-    exe = build_driver(system, waves=waves, pgo=pgo, log=log)
+    exe = build_system(system, waves=waves, pgo=pgo, log=log)
 
     def run_mode(position: int, mode: str) -> dict:
         path = None

@@ -56,7 +56,8 @@ MAKE_VARIABLES = dict(item.split("=", 1) for item in
                       VERILATOR_FLAGS[VERILATOR_FLAGS.index("-MAKEFLAGS") + 1].split())
 ENGINE_FLAGS = VERILATOR_FLAGS + ["--prefix", "Vengine"]
 #: gcc profile-guided optimisation of the engine library (``pgo=True``): compiled instrumented,
-#: trained on short replays (:func:`_train`), compiled again with the profile.
+#: trained on short replays (:func:`sim_harness.replay.build_system`), compiled again with the
+#: profile.
 PGO_GENERATE = "-fprofile-generate -fprofile-update=single"
 PGO_USE = "-fprofile-use -fprofile-partial-training -Wno-missing-profile"
 SYSTEM_FLAGS = VERILATOR_FLAGS + ["--exe", "--prefix", "Vtop", "-o", "ace_driver"]
@@ -246,7 +247,7 @@ def _remake(obj: Path, makefile: str, remove: list[str], **variables: str) -> No
         raise SimulatorError(f"{makefile} in {obj} failed; see {obj.parent / 'build.log'}")
 
 
-def build_driver(spec: SystemSpec, *, waves: bool = False, pgo: bool = False,
+def build_driver(spec: SystemSpec, *, waves: bool = False, pgo: bool = False, train=None,
                  jobs: int | None = None, log=None) -> Path:
     """Compile the system's fabric and the driver, linked with the engine library
     (:func:`build_engine`), unless a build with the same :func:`build_key` exists; return
@@ -254,7 +255,8 @@ def build_driver(spec: SystemSpec, *, waves: bool = False, pgo: bool = False,
     ``build.log``).
 
     ``pgo``: a separate build (``-pgo`` folders) whose engine library gcc compiles with a
-    profile of this system's replays (:func:`_train`): the first ``pgo`` build of an engine
+    profile of this system's replays, ``train(spec, exe, log)`` run on an instrumented driver
+    (:func:`sim_harness.replay.build_system` gives it): the first ``pgo`` build of an engine
     configuration compiles the library twice, the fabric once, and trains for a few seconds;
     measured in docs/benchmarks.md. Waveforms and ``pgo`` are separate builds; not both."""
     if waves and pgo:
@@ -277,12 +279,14 @@ def build_driver(spec: SystemSpec, *, waves: bool = False, pgo: bool = False,
             texts = {**system_sources(spec), "system_ports.h": ports_header(spec),
                      "driver.cpp": DRIVER_SOURCE.read_text()}
             if pgo and not (engine_dir / "ace_build.stamp").exists():
+                if train is None:
+                    raise ValueError("build_driver: an untrained pgo build needs train")
                 # Instrumented engine and driver, a training run, then the engine again.
                 _verilate_engine(spec.config, engine_dir, "pgo", jobs, log)
                 _verilate(build_dir, texts, flags + _system_args(spec, build_dir, engine,
                           " -DACE_PGO_GENERATE") + ["-LDFLAGS", "-fprofile-generate"],
                           f"{what}, instrumented", jobs, log)
-                _train(spec, exe, log)
+                train(spec, exe, log)
                 _remake(engine, "Vengine.mk", ["*.o", "*.a", "*.gch"],
                         VM_USER_CFLAGS=f"-std=c++17 {PGO_USE}")
                 (engine_dir / "ace_build.stamp").write_text(engine_dir.name)
@@ -294,33 +298,6 @@ def build_driver(spec: SystemSpec, *, waves: bool = False, pgo: bool = False,
                           jobs, log)
             (build_dir / "ace_build.stamp").write_text(digest)
     return exe
-
-
-def _train(spec: SystemSpec, exe: Path, log) -> None:
-    """The profile of a ``pgo`` build: short all-reduce, reduce-scatter and all-gather replays
-    of every mode on the instrumented driver ``exe``, each checked bit-exact (a build whose
-    training went wrong is not kept). Not the 1 MiB all-reduce that ``ace bench-sim``
-    measures."""
-    from .preflight import prepare
-    from .replay import run_collective
-    from .trace import CollectiveSpec
-
-    if log:
-        log(f"training {spec.name}'s profile-guided build")
-    with SystemSimulator(spec, exe=exe) as sim:
-        sim.speed_key = None            # an instrumented driver's speed says nothing
-        sim.reset()
-        for mode, collective, nbytes in (("ace", "allreduce", 256 << 10),
-                                         ("ace", "reducescatter", 128 << 10),
-                                         ("ace", "allgather", 128 << 10),
-                                         ("staged", "allreduce", 64 << 10),
-                                         ("p2p", "allreduce", 64 << 10)):
-            spec_c = CollectiveSpec(name=f"train_{collective}", collective=collective,
-                                    bytes=nbytes, source="pgo")
-            raw = run_collective(sim, prepare(spec_c, spec, mode), seed=1, interval=1 << 14)
-            if not raw["correct"]:
-                raise SimulatorError(f"profile training: {mode} {collective} of {nbytes} B "
-                                     f"on {spec.name} was not bit-exact")
 
 
 class SystemSimulator:

@@ -13,7 +13,7 @@ the points (the last axis varies fastest)::
 :func:`expand` turns a spec into :class:`SweepPoint` objects; :func:`run_points` runs the
 pre-flight of every distinct point once (:func:`~sim_harness.preflight.preflight`: each
 collective compiled and assembled once per mode and checked to fit), builds every distinct
-system once (:func:`~sim_harness.simulator.build_driver`), then runs :func:`run_point` for each
+system once (:func:`~sim_harness.replay.build_system`), then runs :func:`run_point` for each
 point with its pre-flight, in a :class:`~concurrent.futures.ProcessPoolExecutor` or
 with ``dask.distributed.Client(scheduler).map``. Each point is one
 :func:`~sim_harness.replay.replay` (modes one after another) and gives the ``results.json``
@@ -36,9 +36,9 @@ from ace.sw.program import ProgramError
 from ace.vocab import Mode, parse_modes
 
 from .preflight import Plan, ReplayError, preflight
-from .replay import replay
+from .replay import build_system, replay
 from .report import CSV_COLUMNS, build_results, records_of
-from .simulator import SimulatorError, build_driver, build_key
+from .simulator import SimulatorError, build_key
 from .systems import DEFAULT_SYSTEM, NAMED_SYSTEMS, load_system
 from .trace import TraceError
 from .traces import DEFAULT_TRACE, detect_format, load_trace
@@ -308,7 +308,7 @@ def run_points(points, *, scheduler: str | None = None, workers: int | None = No
     (``workers`` processes, default ``os.cpu_count()``), as one task per system on the
     cluster for ``scheduler`` (a ``dask.distributed`` scheduler address), whose workers must
     see the same build folder (``ACE_BUILD_DIR``). ``pgo``: the profile-guided builds
-    (:func:`~sim_harness.simulator.build_driver`). A point that fails to run raises
+    (:func:`~sim_harness.replay.build_system`). A point that fails to run raises
     :class:`~sim_harness.replay.ReplayError` naming it."""
     from tqdm import tqdm
 
@@ -327,7 +327,7 @@ def run_points(points, *, scheduler: str | None = None, workers: int | None = No
     log = bar.write if progress else None
     try:
         if scheduler is None:
-            _build(lambda: [build_driver(system, pgo=pgo, log=log) for system in systems])
+            _build(lambda: [build_system(system, pgo=pgo, log=log) for system in systems])
             documents = _run_local(jobs, points, workers or os.cpu_count() or 1, bar)
         else:
             documents = _run_dask(jobs, points, scheduler, systems, pgo, bar, log)
@@ -381,7 +381,7 @@ def _run_dask(jobs, points, scheduler: str, systems, pgo: bool, bar, log) -> lis
         if log:
             log(f"building {len(systems)} system(s) on the cluster (a cached build returns at "
                 "once)")
-        _build(lambda: client.gather([client.submit(build_driver, s, pgo=pgo, pure=False)
+        _build(lambda: client.gather([client.submit(build_system, s, pgo=pgo, log=None, pure=False)
                                       for s in systems]))
         futures = client.map(run_point, *zip(*jobs), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
