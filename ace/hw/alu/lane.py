@@ -9,8 +9,11 @@ A lane holds one int32/fp32 element or two fp16/bf16 elements (element ``2n`` in
     dtype
 
 The operands are registered on entry (stage 0, clock domain ``sync``), so the lane's logic
-starts from registers whatever drives it. Every path then has the adder's latency, so a new beat
-of any op and dtype can enter on every cycle. The stages after the operand registers (the
+starts from registers whatever drives it: three copies, one for the adder, one for the max/min
+unit and one for the rest, so that each drives only its own logic (when the lane, the adder and
+the max/min unit are kept as modules of their own in FPGA synthesis, ``docs/synthesis.md``;
+flattened, yosys merges them back into one). Every path then has the adder's latency, so a
+new beat of any op and dtype can enter on every cycle. The stages after the operand registers (the
 adder, the max/min unit and the delay lines) are in clock domain ``pipe``, which the array
 holds while no beat is in them (:class:`~ace.hw.alu.array.AluArray`: a clock enable, or a gated
 clock). The lane has no valid bits (the array tracks validity).
@@ -67,23 +70,29 @@ class AluLane(wiring.Component):
     def elaborate(self, platform):
         m = Module()
 
+        # Operand registers (stage 0): one copy per consumer, so that each drives only its own
+        # logic. The adder and the max/min unit register their own (in this ``sync`` domain,
+        # their stages in ``pipe``); these feed the int32 sum, copy and the result choice.
         a = Signal(32, name="s0_a")
         b = Signal(32, name="s0_b")
         op = Signal(ReduceOp, name="s0_op")
         dtype = Signal(Dtype, name="s0_dtype")
         m.d.sync += [a.eq(self.a), b.eq(self.b), op.eq(self.op), dtype.eq(self.dtype)]
 
-        m.submodules.adder = adder = DomainRenamer("pipe")(SimdFpAdder())
-        m.submodules.minmax = minmax = DomainRenamer("pipe")(MinMaxUnit())
+        stages = DomainRenamer({"sync": "pipe", "operands": "sync"})
+        m.submodules.adder = adder = stages(SimdFpAdder(input_domain="operands"))
+        m.submodules.minmax = minmax = stages(MinMaxUnit(input_domain="operands"))
         m.d.comb += [
-            adder.a.eq(a), adder.b.eq(b), adder.dtype.eq(dtype),
-            minmax.a.eq(a), minmax.b.eq(b), minmax.dtype.eq(dtype),
-            minmax.is_max.eq(op == ReduceOp.MAX),
+            adder.a.eq(self.a), adder.b.eq(self.b), adder.dtype.eq(self.dtype),
+            minmax.a.eq(self.a), minmax.b.eq(self.b), minmax.dtype.eq(self.dtype),
+            minmax.is_max.eq(self.op == ReduceOp.MAX),
         ]
+        assert adder.latency == self.LATENCY
 
         # Everything that is not a floating-point sum is computed in the cycles after the
         # operand registers (int32 sum and copy in one, max/min in MinMaxUnit.LATENCY) and then
-        # delayed to line up with the adder.
+        # delayed to line up with the adder. d{k} holds what the operands of k + 1 cycles
+        # earlier gave.
         direct = Signal(32, name="direct")
         m.d.comb += direct.eq(Mux(op == ReduceOp.COPY, a, a + b))     # int32 sum wraps
         fp_sum = Signal(name="fp_sum")
@@ -93,8 +102,8 @@ class AluLane(wiring.Component):
         is_minmax = (op == ReduceOp.MAX) | (op == ReduceOp.MIN)
 
         prev_simple, prev_fp_sum, prev_minmax = direct, fp_sum, is_minmax
-        for stage in range(1, adder.latency + 1):
-            if stage == 1 + minmax.latency:
+        for stage in range(1, self.LATENCY):
+            if stage == minmax.latency:
                 prev_simple = Mux(prev_minmax, minmax.result, prev_simple)
             d_simple = Signal(32, name=f"d{stage}_simple")
             d_fp_sum = Signal(name=f"d{stage}_fp_sum")

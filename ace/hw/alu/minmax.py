@@ -7,9 +7,10 @@ halves of the keys; the halves give the two 16-bit results, and together (high h
 equal and low half less) the 32-bit result. A NaN operand of a float element gives the
 canonical quiet NaN for that element.
 
-Latency 2: the keys and the NaN tests end in registers (with the operands), then the compares
-and the per-element choice; the selection after them is combinational, so ``result`` is valid
-two cycles after the operands.
+Latency 2 (3 with input registers): the keys and the parts of the NaN tests (exponent all ones,
+fraction not zero, per field) end in registers with the operands, then the compares, the
+per-element choice and the NaN tests; the selection after them is combinational, so ``result``
+is valid two cycles after the operands.
 """
 
 
@@ -26,8 +27,16 @@ class MinMaxUnit(wiring.Component):
     """``max``/``min`` of one lane (IEEE 754-2019 ``maximum``/``minimum`` for floats: NaN
     propagates as the canonical quiet NaN, ``-0 < +0``; signed for int32).
 
-    Latency is :attr:`latency` (2) cycles: operands in cycle ``t`` give ``result`` in cycle
-    ``t + 2``; one operation per cycle. ``result`` is a multiplexer after registers.
+    Latency is :attr:`latency` (2, or 3 with ``input_domain``) cycles: operands in cycle ``t``
+    give ``result`` in cycle ``t + latency``; one operation per cycle. ``result`` is a
+    multiplexer after registers.
+
+    Parameters
+    ----------
+    input_domain : str or None
+        If given, the inputs are registered on entry in this clock domain (one more cycle) and
+        the two stages follow in ``sync`` (a lane's own copy of the operand registers for this
+        unit, see :class:`~ace.hw.alu.simd_add.SimdFpAdder`).
 
     Members
     -------
@@ -44,7 +53,7 @@ class MinMaxUnit(wiring.Component):
         :attr:`latency` cycles earlier.
     """
 
-    #: Cycles from operands to result.
+    #: Cycles from operands to result (without input registers).
     LATENCY = 2
 
     a: In(32)
@@ -53,51 +62,77 @@ class MinMaxUnit(wiring.Component):
     is_max: In(1)
     result: Out(32)
 
+    def __init__(self, input_domain: str | None = None):
+        self.input_domain = input_domain
+        super().__init__()
+
     @property
     def latency(self) -> int:
-        """Cycles from operands to result (2)."""
-        return self.LATENCY
+        """Cycles from operands to result: 2, or 3 with input registers."""
+        return self.LATENCY + (self.input_domain is not None)
 
     @staticmethod
-    def _delay(m, value):
-        delayed = Signal.like(value, name=f"r{value.name}")
-        m.d.sync += delayed.eq(value)
-        return delayed
+    def _nan_parts(m, x, name):
+        """Stage 1 of the NaN tests of one operand: per 16-bit half, exponent all ones (8-bit
+        field: bf16, and fp32 in the high half; 5-bit field: fp16) and the fraction bits not
+        zero in pieces (bits 6..0, 9..7 and, for fp32's low fraction bits, the whole low half),
+        each at most 16 inputs."""
+        parts = {}
+        for slot, half in (("lo", x[:16]), ("hi", x[16:])):
+            for field, value in (("e8", half[7:15].all()), ("e5", half[10:15].all()),
+                                 ("f7", half[:7].any()), ("f3", half[7:10].any())):
+                parts[f"{field}_{slot}"] = reg = Signal(name=f"r_{name}_{field}_{slot}")
+                m.d.sync += reg.eq(value)
+        parts["any_lo"] = reg = Signal(name=f"r_{name}_any_lo")
+        m.d.sync += reg.eq(x[:16].any())
+        return parts
 
-    def _nan_tests(self, m):
+    def _nan_tests(self, m, a, b, dtype):
         """Whether each element's result is NaN (a NaN operand of a float dtype), and the
-        canonical NaN word of the dtype; registered twice, beside the two stages."""
-        def nan16(x, exp_bits, man_bits):
-            exp = x[man_bits:man_bits + exp_bits]
-            return (exp == (1 << exp_bits) - 1) & x[:man_bits].any()
-
-        def nan32(x):
-            return x[23:31].all() & x[:23].any()
-
-        nan_lo, nan_hi = Signal(name="r_nan_lo"), Signal(name="r_nan_hi")
+        canonical NaN word of the dtype: the tests' parts in stage 1, their result in stage 2."""
+        pa, pb = self._nan_parts(m, a, "a"), self._nan_parts(m, b, "b")
+        r_dtype = Signal(Dtype, name="r_dtype")
         nan_word = Signal(32, name="r_nan_word")
-        is_fp32 = self.dtype == Dtype.FP32
-        is_fp16 = self.dtype == Dtype.FP16
-        is_bf16 = self.dtype == Dtype.BF16
-        nan_fp32 = nan32(self.a) | nan32(self.b)
+        is_fp16 = dtype == Dtype.FP16
+        is_bf16 = dtype == Dtype.BF16
         m.d.sync += [
-            nan_lo.eq((is_fp32 & nan_fp32)
-                      | (is_fp16 & (nan16(self.a[:16], 5, 10) | nan16(self.b[:16], 5, 10)))
-                      | (is_bf16 & (nan16(self.a[:16], 8, 7) | nan16(self.b[:16], 8, 7)))),
-            nan_hi.eq((is_fp32 & nan_fp32)
-                      | (is_fp16 & (nan16(self.a[16:], 5, 10) | nan16(self.b[16:], 5, 10)))
-                      | (is_bf16 & (nan16(self.a[16:], 8, 7) | nan16(self.b[16:], 8, 7)))),
+            r_dtype.eq(dtype),
             nan_word.eq(Mux(is_fp16, 0x7E00_7E00, Mux(is_bf16, 0x7FC0_7FC0, 0x7FC0_0000))),
         ]
-        return self._delay(m, nan_lo), self._delay(m, nan_hi), self._delay(m, nan_word)
+
+        def nan(p, slot):       # the element in this half is NaN, per dtype
+            fp32 = p["e8_hi"] & (p["f7_hi"] | p["any_lo"])
+            fp16 = p[f"e5_{slot}"] & (p[f"f7_{slot}"] | p[f"f3_{slot}"])
+            bf16 = p[f"e8_{slot}"] & p[f"f7_{slot}"]
+            return fp32, fp16, bf16
+
+        nan_lo, nan_hi = Signal(name="rr_nan_lo"), Signal(name="rr_nan_hi")
+        for reg, slot in ((nan_lo, "lo"), (nan_hi, "hi")):
+            (a32, a16, ab16), (b32, b16, bb16) = nan(pa, slot), nan(pb, slot)
+            m.d.sync += reg.eq(((r_dtype == Dtype.FP32) & (a32 | b32))
+                               | ((r_dtype == Dtype.FP16) & (a16 | b16))
+                               | ((r_dtype == Dtype.BF16) & (ab16 | bb16)))
+        rr_nan_word = Signal(32, name="rr_nan_word")
+        m.d.sync += rr_nan_word.eq(nan_word)
+        return nan_lo, nan_hi, rr_nan_word
 
     def elaborate(self, platform):
         m = Module()
+        a_in, b_in, dtype, is_max = self.a, self.b, self.dtype, self.is_max
+        if self.input_domain is not None:
+            registers = []
+            for value, name in ((a_in, "in_a"), (b_in, "in_b"), (dtype, "in_dtype"),
+                                (is_max, "in_is_max")):
+                register = Signal.like(value, name=name)
+                m.d[self.input_domain] += register.eq(value)
+                registers.append(register)
+            a_in, b_in, dtype, is_max = registers
+
         wide = Signal(name="wide")          # one 32-bit element
         is_float = Signal(name="is_float")
         m.d.comb += [
-            wide.eq(~self.dtype.as_value()[1]),         # INT32 (0) or FP32 (1)
-            is_float.eq(self.dtype.as_value().any()),  # every dtype but INT32 (0)
+            wide.eq(~dtype.as_value()[1]),         # INT32 (0) or FP32 (1)
+            is_float.eq(dtype.as_value().any()),  # every dtype but INT32 (0)
         ]
 
         def keys(x, name):
@@ -112,13 +147,12 @@ class MinMaxUnit(wiring.Component):
             m.d.sync += key.eq(Cat(x[:16] ^ flip_lo, x[16:] ^ flip_hi))
             return key
 
-        # Stage 1: the keys, the NaN tests and the operands are registered.
-        key_a, key_b = keys(self.a, "a"), keys(self.b, "b")
+        # Stage 1: the keys, the NaN tests' parts and the operands are registered.
+        key_a, key_b = keys(a_in, "a"), keys(b_in, "b")
         r_wide, r_is_max = Signal(name="r_wide"), Signal(name="r_is_max")
         r_a, r_b = Signal(32, name="r_a"), Signal(32, name="r_b")
-        m.d.sync += [r_wide.eq(wide), r_is_max.eq(self.is_max), r_a.eq(self.a), r_b.eq(self.b)]
+        m.d.sync += [r_wide.eq(wide), r_is_max.eq(is_max), r_a.eq(a_in), r_b.eq(b_in)]
         wide = r_wide
-
         # Stage 2: the compares and the choice per element are registered.
         lt_lo = Signal(name="lt_lo")
         lt_hi = Signal(name="lt_hi")
@@ -147,7 +181,7 @@ class MinMaxUnit(wiring.Component):
         picked = Signal(32, name="picked")
         m.d.comb += picked.eq(Cat(Mux(pick_b_lo, b[:16], a[:16]), Mux(pick_b_hi, b[16:], a[16:])))
 
-        nan_lo, nan_hi, nan_word = self._nan_tests(m)
+        nan_lo, nan_hi, nan_word = self._nan_tests(m, a_in, b_in, dtype)
         m.d.comb += self.result.eq(Cat(Mux(nan_lo, nan_word[:16], picked[:16]),
                                        Mux(nan_hi, nan_word[16:], picked[16:])))
         return m

@@ -17,8 +17,8 @@ an exact zero sum is ``+0`` unless both operands are ``-0`` (``docs/numerics.md`
 Pipeline, one register at the end of each stage (latency :attr:`SimdFpAdder.LATENCY` = 12),
 each stage a few LUT levels or one carry chain deep (ECP5 timing, ``docs/synthesis.md``)::
 
-    a, b --> [1 unpack per dtype, special-value flags; 15-bit magnitude compares]
-         --> [2 order: |b| > |a| per element; both exponent differences]
+    a, b --> [1 unpack per dtype, special-value flags; magnitude compares of 7 and 8 bits]
+         --> [2 order: |b| > |a| per element (joining the compares); both exponent differences]
          --> [3 swap so that |x| >= |y|; clamp and select the difference; NaN/Inf of the sum]
          --> [4 align the smaller significand: shift right by 16, 8, 4, jam into sticky]
          --> [5 align: shift right by 2, 1; OR the sticky bit in; complement y to subtract;
@@ -92,11 +92,18 @@ def _add_carry(x, y, carry_in):
 class SimdFpAdder(wiring.Component):
     """SIMD floating-point adder; see the module docstring for the numerics and the pipeline.
 
-    Latency is :attr:`latency` (12) cycles: operands presented in cycle ``t`` give the result
-    in cycle ``t + latency``. Throughput is one 32-bit word (one fp32 or two 16-bit additions)
-    per cycle, with any dtype from cycle to cycle. The pipeline has no enable and no valid
-    bits: it computes on every cycle, and the caller tracks which results are valid. The
-    result comes from a register.
+    Latency is :attr:`latency` (12, or 13 with ``input_domain``) cycles: operands presented in
+    cycle ``t`` give the result in cycle ``t + latency``. Throughput is one 32-bit word (one
+    fp32 or two 16-bit additions) per cycle, with any dtype from cycle to cycle. The pipeline
+    has no enable and no valid bits: it computes on every cycle, and the caller tracks which
+    results are valid. The result comes from a register.
+
+    Parameters
+    ----------
+    input_domain : str or None
+        If given, the operands are registered on entry in this clock domain (one more cycle)
+        and the twelve stages follow in ``sync``; a lane uses it to give the adder its own
+        copy of the operand registers, ungated while its stages are clock-gated.
 
     Members
     -------
@@ -110,7 +117,7 @@ class SimdFpAdder(wiring.Component):
         ``a + b`` of the operands presented :attr:`latency` cycles earlier.
     """
 
-    #: Pipeline depth in cycles, the same for every dtype.
+    #: Pipeline depth in cycles, the same for every dtype (without input registers).
     LATENCY = 12
 
     a: In(32)
@@ -118,21 +125,31 @@ class SimdFpAdder(wiring.Component):
     dtype: In(Dtype)
     result: Out(32)
 
+    def __init__(self, input_domain: str | None = None):
+        self.input_domain = input_domain
+        super().__init__()
+
     @property
     def latency(self) -> int:
-        """Cycles from operands to result (12)."""
-        return self.LATENCY
+        """Cycles from operands to result: 12, or 13 with input registers."""
+        return self.LATENCY + (self.input_domain is not None)
 
     def elaborate(self, platform):
         m = Module()
+        a, b, dtype = self.a, self.b, self.dtype
+        if self.input_domain is not None:
+            # The adder's own copy of the operands (a lane registers its operands once per
+            # consumer, so that each copy drives only its own logic: docs/synthesis.md).
+            a, b, dtype = (self._register(m, self.input_domain, value, name)
+                           for value, name in ((a, "in_a"), (b, "in_b"), (dtype, "in_dtype")))
         # dtype travels down the pipeline; stage k reads dtypes[k - 1].
-        dtypes = [self.dtype]
+        dtypes = [dtype]
         for stage in range(1, self.LATENCY):
             dtype = Signal(Dtype, name=f"s{stage}_dtype")
             m.d.sync += dtype.eq(dtypes[-1])
             dtypes.append(dtype)
 
-        regs = self._unpack(m, dtypes[0])
+        regs = self._unpack(m, a, b, dtypes[0])
         regs = self._order(m, regs, dtypes[1])
         regs = self._swap(m, regs, dtypes[2])
         regs = self._align(m, regs, dtypes[3], 4, levels=(4, 3, 2))
@@ -145,6 +162,12 @@ class SimdFpAdder(wiring.Component):
         regs = self._increment(m, regs, dtypes[10])
         self._pack(m, regs, dtypes[11])
         return m
+
+    @staticmethod
+    def _register(m, domain, value, name):
+        register = Signal.like(value, name=name)
+        m.d[domain] += register.eq(value)
+        return register
 
     @staticmethod
     def _modes(dtype):
@@ -184,24 +207,30 @@ class SimdFpAdder(wiring.Component):
         m.d.comb += sig.eq(Mux(wide, wide_sig, Cat(slots["lo"]["sig"], slots["hi"]["sig"])))
         return slots, sig
 
-    def _unpack(self, m, dtype):
+    def _unpack(self, m, a, b, dtype):
         """Per element of each 16-bit half: effective exponent (1 for subnormals), sign,
         NaN/Inf; the significand words; the magnitude compares of the halves (bits 14..0 of
-        each: carry chains straight from the operands)."""
+        each), each in two parts, bits 14..8 and 7..0 (short carry chains straight from the
+        operands; stage 2 joins them)."""
         wide, fp16 = self._modes(dtype)
-        r = self._stage_regs(1, sig_a=32, sig_b=32, gt_lo=1, gt_hi=1, eq_hi=1,
+        r = self._stage_regs(1, sig_a=32, sig_b=32,
+                             gt_lo_h=1, eq_lo_h=1, gt_lo_l=1, gt_hi_h=1, eq_hi_h=1, gt_hi_l=1,
+                             eq_hi_l=1,
                              a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand)
-        for operand, x in (("a", self.a), ("b", self.b)):
+        for operand, x in (("a", a), ("b", b)):
             slots, sig = self._fields(m, x, wide, fp16, operand)
             m.d.sync += r[f"sig_{operand}"].eq(sig)
             for slot in ("hi", "lo"):
                 m.d.sync += [r[f"{operand}_{slot}"][field].eq(slots[slot][field])
                              for field in ("sign", "exp", "nan", "inf")]
-        m.d.sync += [
-            r["gt_lo"].eq(self.b[:15] > self.a[:15]),
-            r["gt_hi"].eq(self.b[16:31] > self.a[16:31]),
-            r["eq_hi"].eq(self.b[16:31] == self.a[16:31]),
-        ]
+        for slot, base in (("lo", 0), ("hi", 16)):
+            high, low = slice(base + 8, base + 15), slice(base, base + 8)
+            m.d.sync += [
+                r[f"gt_{slot}_h"].eq(b[high] > a[high]),
+                r[f"eq_{slot}_h"].eq(b[high] == a[high]),
+                r[f"gt_{slot}_l"].eq(b[low] > a[low]),
+            ]
+        m.d.sync += r["eq_hi_l"].eq(b[16:24] == a[16:24])
         return r
 
     # -- stage 2 ------------------------------------------------------------------------------
@@ -210,15 +239,18 @@ class SimdFpAdder(wiring.Component):
         or high equal and low greater), bit 15 joining the low one for fp32. Both exponent
         differences. In fp32 mode the low slot takes the fp32 element's fields."""
         wide, _ = self._modes(dtype)
+        gt_lo = prev["gt_lo_h"] | (prev["eq_lo_h"] & prev["gt_lo_l"])      # bits 14..0
+        gt_hi = prev["gt_hi_h"] | (prev["eq_hi_h"] & prev["gt_hi_l"])      # bits 30..16
+        eq_hi = prev["eq_hi_h"] & prev["eq_hi_l"]
         a15, b15 = prev["a_lo"].sign, prev["b_lo"].sign
-        gt_lo16 = (b15 & ~a15) | (~(a15 ^ b15) & prev["gt_lo"])
-        gt_wide = prev["gt_hi"] | (prev["eq_hi"] & gt_lo16)
+        gt_lo16 = (b15 & ~a15) | (~(a15 ^ b15) & gt_lo)
+        gt_wide = gt_hi | (eq_hi & gt_lo16)
         r = self._stage_regs(2, sig_a=32, sig_b=32, swap_hi=1, swap_lo=1,
                              a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand,
                              d_ab_hi=8, d_ba_hi=8, d_ab_lo=8, d_ba_lo=8)
         self._carry(m, r, prev, ("sig_a", "sig_b", "a_hi", "b_hi"))
-        m.d.sync += [r["swap_hi"].eq(Mux(wide, gt_wide, prev["gt_hi"])),
-                     r["swap_lo"].eq(Mux(wide, gt_wide, prev["gt_lo"]))]
+        m.d.sync += [r["swap_hi"].eq(Mux(wide, gt_wide, gt_hi)),
+                     r["swap_lo"].eq(Mux(wide, gt_wide, gt_lo))]
         for operand in ("a", "b"):
             m.d.sync += r[f"{operand}_lo"].eq(Mux(wide, prev[f"{operand}_hi"],
                                                   prev[f"{operand}_lo"]))

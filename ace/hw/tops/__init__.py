@@ -19,6 +19,14 @@ class TopSpec:
     description: str
     #: False for test-only tops: testbenches build them, ``ace generate`` does not ship them.
     shipped: bool = True
+    #: Submodules that FPGA synthesis (``ace synth``) keeps as modules of their own instead of
+    #: flattening them into the top: paths below the top, one ``fnmatch`` pattern per level
+    #: (``array.lane*`` is every lane of ``array``, not their children). Yosys optimizes each
+    #: kept module alone, so registers that hold the same value in several of them (the same
+    #: op, dtype or operand bits) stay separate flip-flops, each driving only its own module's
+    #: logic, where ``opt_merge`` would make one flip-flop drive them all
+    #: (``docs/synthesis.md``, the ALU array).
+    synth_keep: tuple[str, ...] = ()
 
     def build(self, config):
         return getattr(importlib.import_module(self.module), self.cls)(config)
@@ -26,7 +34,9 @@ class TopSpec:
 
 TOPS: dict[str, TopSpec] = {
     "ace_alu_array": TopSpec("ace.hw.tops.alu_array", "AluArrayTop",
-                             "reduction ALU array with AXI-Stream operand and result ports"),
+                             "reduction ALU array with AXI-Stream operand and result ports",
+                             synth_keep=("array.lane*", "array.lane*.adder",
+                                         "array.lane*.minmax")),
     "ace_sram": TopSpec("ace.hw.tops.sram", "SramBufferTop",
                         "one banked SRAM buffer with the engine's port set"),
     "ace_dma": TopSpec("ace.hw.dma.engine", "DmaEngine",
