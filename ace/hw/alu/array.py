@@ -7,7 +7,8 @@
     i.ready <--+ (credits left)                                                       |
     i.valid ---+--> valid, tag, last delay line (lane latency) --+                     |
     i.payload -+--> AluLane 0 .. V-1 (free-running) -------------+--> result FIFO --> o
-                                                                   (SyncFIFOBuffered,
+                                                                   (ResultFifo: LUT RAM
+                                                                    and an output register,
                                                                     depth latency + 1)
 
 The lanes' stages after their operand registers (clock domain ``pipe``) advance only while a
@@ -16,7 +17,9 @@ delay line's first twelve stages is valid, which are the cycles in which some be
 stage to move. Otherwise the stages hold, which saves their switching power and changes no
 result (what they hold is never written to the FIFO). ``config.clock_gating`` chooses the form
 (:mod:`ace.hw.common.clock_gate`): a clock enable on every ``pipe`` register, or a gated clock,
-which a cycle-based simulator such as Verilator does not evaluate while it is stopped.
+which a cycle-based simulator such as Verilator does not evaluate while it is stopped. In the
+clock-enable form each lane registers its own copy of ``busy`` (from its ``advance`` input),
+so that the enable of each lane's flip-flops comes from a register of that lane.
 
 Each beat carries its own op and dtype, so consecutive beats (from different channels) may use
 different ones. The lanes never stall: a beat accepted on ``i`` leaves the lanes a fixed
@@ -31,9 +34,8 @@ one beat per cycle. ``i.ready`` depends on registers only (no combinational path
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.hdl import Cat, DomainRenamer, Module, Signal, unsigned
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.alu.lane import AluLane
@@ -41,7 +43,7 @@ from ace.hw.common.clock_gate import ClockGate, uses_gated_clock
 from ace.config import AceConfig
 from ace.layouts import Dtype, ReduceOp
 
-__all__ = ["AluOperands", "AluResult", "AluArray"]
+__all__ = ["AluOperands", "AluResult", "AluArray", "ResultFifo"]
 
 
 class AluOperands(data.StructLayout):
@@ -71,6 +73,60 @@ class AluResult(data.StructLayout):
             "tag": unsigned(config.alu_tag_bits),
             "last": unsigned(1),
         })
+
+
+class ResultFifo(wiring.Component):
+    """The array's result FIFO: ``depth`` words (rounded up to a power of two) in LUT RAM and an
+    output register, so that ``r_data``/``r_rdy`` come from registers, as in
+    ``SyncFIFOBuffered``, with the same two cycles from a write to ``r_rdy``. Built for timing:
+    the output register loads when ``nonempty`` (a register, not a compare of the level) and
+    the output is free, one LUT from registers and ``r_en``, where ``SyncFIFOBuffered`` compares
+    its level first. No ``w_rdy``: the array's credits never let more than ``depth`` words in.
+
+    Members
+    -------
+    w_en, w_data : In
+        Write ``w_data`` in this cycle.
+    r_rdy, r_data : Out
+        The oldest word (registers).
+    r_en : In(1)
+        Read: with ``r_rdy``, the word leaves in this cycle.
+    """
+
+    def __init__(self, width: int, depth: int):
+        self.width = width
+        self.depth = 1 << (depth - 1).bit_length()     # RAM words: a power of two
+        super().__init__({
+            "w_en": In(1), "w_data": In(width),
+            "r_en": In(1), "r_rdy": Out(1), "r_data": Out(width),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.storage = storage = memory.Memory(shape=self.width, depth=self.depth,
+                                                       init=[])
+        w_port = storage.write_port()
+        r_port = storage.read_port(domain="comb")
+        wr_ptr = Signal(range(self.depth), name="wr_ptr")
+        rd_ptr = Signal(range(self.depth), name="rd_ptr")
+        level = Signal(range(self.depth + 1), name="level")       # words in the RAM
+        nonempty = Signal(name="nonempty")                         # level != 0
+        load = Signal(name="load")
+        m.d.comb += [
+            w_port.addr.eq(wr_ptr), w_port.data.eq(self.w_data), w_port.en.eq(self.w_en),
+            r_port.addr.eq(rd_ptr),
+            load.eq(nonempty & (~self.r_rdy | self.r_en)),
+        ]
+        next_level = Signal.like(level, name="next_level")
+        m.d.comb += next_level.eq(level + self.w_en - load)
+        m.d.sync += [level.eq(next_level), nonempty.eq(next_level != 0)]
+        with m.If(self.w_en):
+            m.d.sync += wr_ptr.eq(wr_ptr + 1)
+        with m.If(load):
+            m.d.sync += [rd_ptr.eq(rd_ptr + 1), self.r_data.eq(r_port.data), self.r_rdy.eq(1)]
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        return m
 
 
 class AluArray(wiring.Component):
@@ -134,19 +190,25 @@ class AluArray(wiring.Component):
 
         # busy: the delay line's stages 0..11 hold a valid beat, one register computed a cycle
         # early (a beat accepted in cycle t needs the lane stages to move at the ends of cycles
-        # t+1 .. t+12; d_k is valid in cycle t+1+k).
+        # t+1 .. t+12; d_k is valid in cycle t+1+k). With clock enables each lane registers its
+        # own copy (from ``advance``, what busy takes next), so that no one register drives the
+        # clock enable of every lane's thousand-odd flip-flops; a gated clock uses this one.
         busy = Signal(name="busy")
-        gate = ClockGate(m, "pipe", busy, gated_clock=uses_gated_clock(config, platform))
+        advance = Signal(name="advance")
+        gated_clock = uses_gated_clock(config, platform)
+        gate = (ClockGate(m, "pipe", busy, gated_clock=True) if gated_clock
+                else DomainRenamer({"pipe": "sync"}))
 
         results = []
         for n in range(config.alu_lanes):
             lane = AluLane()
-            m.submodules[f"lane{n}"] = gate(lane, domain="pipe")
+            m.submodules[f"lane{n}"] = gate(lane, domain="pipe") if gated_clock else gate(lane)
             m.d.comb += [
                 lane.a.eq(self.i.payload.a[32 * n:32 * (n + 1)]),
                 lane.b.eq(self.i.payload.b[32 * n:32 * (n + 1)]),
                 lane.op.eq(self.i.payload.op),
                 lane.dtype.eq(self.i.payload.dtype),
+                lane.advance.eq(1 if gated_clock else advance),
             ]
             results.append(lane.result)
 
@@ -162,10 +224,10 @@ class AluArray(wiring.Component):
             prev_valid, prev_tag, prev_last = valid, tag, last
         # stage_valid[k] is what d_k takes next (accept, d0 .. d11); the OR of the first twelve
         # is d0 | .. | d11 one cycle later.
-        m.d.sync += busy.eq(Cat(*stage_valid[:-1]).any())
+        m.d.comb += advance.eq(Cat(*stage_valid[:-1]).any())
+        m.d.sync += busy.eq(advance)
 
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=result_layout.size,
-                                                    depth=self.fifo_depth)
+        m.submodules.fifo = fifo = ResultFifo(result_layout.size, self.fifo_depth)
         out_payload = Signal(result_layout, name="out_payload")
         m.d.comb += [
             fifo.w_en.eq(prev_valid),

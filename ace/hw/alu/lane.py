@@ -20,7 +20,7 @@ clock). The lane has no valid bits (the array tracks validity).
 """
 
 
-from amaranth.hdl import DomainRenamer, Module, Mux, Signal
+from amaranth.hdl import DomainRenamer, EnableInserter, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -49,6 +49,10 @@ class AluLane(wiring.Component):
         Operation of this cycle's operands.
     dtype : In(Dtype)
         Element type of this cycle's operands.
+    advance : In(1)
+        High in a cycle when the stages after the operand registers (domain ``pipe``) must
+        move at the end of the next cycle; the lane registers it (its own copy of the array's
+        ``busy``) as the clock enable of those stages. Tie to 1 when ``pipe`` is a gated clock.
     result : Out(32)
         Result of the operands presented :attr:`latency` cycles earlier.
     """
@@ -60,6 +64,7 @@ class AluLane(wiring.Component):
     b: In(32)
     op: In(ReduceOp)
     dtype: In(Dtype)
+    advance: In(1)
     result: Out(32)
 
     @property
@@ -79,7 +84,15 @@ class AluLane(wiring.Component):
         dtype = Signal(Dtype, name="s0_dtype")
         m.d.sync += [a.eq(self.a), b.eq(self.b), op.eq(self.op), dtype.eq(self.dtype)]
 
-        stages = DomainRenamer({"sync": "pipe", "operands": "sync"})
+        # The stages move in the cycles after ``advance`` (a register of this lane, so that
+        # each lane's enable has its own driver).
+        busy = Signal(name="busy", init=1)
+        m.d.sync += busy.eq(self.advance)
+
+        def stages(unit):
+            return EnableInserter({"pipe": busy})(
+                DomainRenamer({"sync": "pipe", "operands": "sync"})(unit))
+
         m.submodules.adder = adder = stages(SimdFpAdder(input_domain="operands"))
         m.submodules.minmax = minmax = stages(MinMaxUnit(input_domain="operands"))
         m.d.comb += [
@@ -108,8 +121,9 @@ class AluLane(wiring.Component):
             d_simple = Signal(32, name=f"d{stage}_simple")
             d_fp_sum = Signal(name=f"d{stage}_fp_sum")
             d_minmax = Signal(name=f"d{stage}_minmax")
-            m.d.pipe += [d_simple.eq(prev_simple), d_fp_sum.eq(prev_fp_sum),
-                         d_minmax.eq(prev_minmax)]
+            with m.If(busy):
+                m.d.pipe += [d_simple.eq(prev_simple), d_fp_sum.eq(prev_fp_sum),
+                             d_minmax.eq(prev_minmax)]
             prev_simple, prev_fp_sum, prev_minmax = d_simple, d_fp_sum, d_minmax
 
         m.d.comb += self.result.eq(Mux(prev_fp_sum, adder.result, prev_simple))

@@ -20,12 +20,12 @@ each stage a few LUT levels or one carry chain deep (ECP5 timing, ``docs/synthes
     a, b --> [1 unpack per dtype, special-value flags; magnitude compares of 7 and 8 bits]
          --> [2 order: |b| > |a| per element (joining the compares); both exponent differences]
          --> [3 swap so that |x| >= |y|; clamp and select the difference; NaN/Inf of the sum]
-         --> [4 align the smaller significand: shift right by 16, 8, 4, jam into sticky]
-         --> [5 align: shift right by 2, 1; OR the sticky bit in; complement y to subtract;
+         --> [4 align the smaller significand: shift right by 16, 8, 4, jam into sticky;
                 decode the sentinel bit]
+         --> [5 align: shift right by 2, 1; OR the sticky bit in; complement y to subtract]
          --> [6 add or subtract the segments (one carry chain); OR the sentinel in]
-         --> [7 leading-zero count of (sum | sentinel), by nibbles]
-         --> [8 normalise: shift left by the count's 16 and 8 bits]
+         --> [7 leading-zero count of (sum | sentinel), by nibbles; sum zero?]
+         --> [8 normalise: shift left by the count's 16 and 8 bits; sign of a zero sum]
          --> [9 normalise: shift left by 4, 2, 1; exponent + 1 - count]
          --> [10 round to nearest even: the increment, the packed {exponent, fraction}]
          --> [11 add the increment (one carry chain, cut between elements)]
@@ -55,7 +55,7 @@ __all__ = ["SimdFpAdder", "leading_zeros16"]
 #: Per-element ("slot") state that travels beside the significands. The high slot serves
 #: fp32 too: in fp32 mode both slots hold the fp32 element's values.
 _Slot = data.StructLayout({
-    "sign": 1,        # sign of the larger operand (stage 5 on: of the result)
+    "sign": 1,        # sign of the larger operand (stage 8 on: of the result)
     "both_neg": 1,    # both operands negative: an exact zero sum is -0
     "exp": 9,         # larger operand's effective exponent (stage 6 on: the result's)
     "nan": 1,         # the result is NaN
@@ -137,11 +137,16 @@ class SimdFpAdder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         a, b, dtype = self.a, self.b, self.dtype
+        modes_b = None
         if self.input_domain is not None:
             # The adder's own copy of the operands (a lane registers its operands once per
             # consumer, so that each copy drives only its own logic: docs/synthesis.md).
             a, b, dtype = (self._register(m, self.input_domain, value, name)
                            for value, name in ((a, "in_a"), (b, "in_b"), (dtype, "in_dtype")))
+            # Operand b's unpacking reads its own registers of the decoded modes (functions of
+            # dtype, so yosys does not merge them with ``in_dtype``): half the loads each.
+            modes_b = tuple(self._register(m, self.input_domain, mode, name) for mode, name
+                            in zip(self._modes(self.dtype), ("in_wide_b", "in_fp16_b")))
         # dtype travels down the pipeline; stage k reads dtypes[k - 1].
         dtypes = [dtype]
         for stage in range(1, self.LATENCY):
@@ -149,7 +154,7 @@ class SimdFpAdder(wiring.Component):
             m.d.sync += dtype.eq(dtypes[-1])
             dtypes.append(dtype)
 
-        regs = self._unpack(m, a, b, dtypes[0])
+        regs = self._unpack(m, a, b, dtypes[0], modes_b)
         regs = self._order(m, regs, dtypes[1])
         regs = self._swap(m, regs, dtypes[2])
         regs = self._align(m, regs, dtypes[3], 4, levels=(4, 3, 2))
@@ -207,7 +212,7 @@ class SimdFpAdder(wiring.Component):
         m.d.comb += sig.eq(Mux(wide, wide_sig, Cat(slots["lo"]["sig"], slots["hi"]["sig"])))
         return slots, sig
 
-    def _unpack(self, m, a, b, dtype):
+    def _unpack(self, m, a, b, dtype, modes_b=None):
         """Per element of each 16-bit half: effective exponent (1 for subnormals), sign,
         NaN/Inf; the significand words; the magnitude compares of the halves (bits 14..0 of
         each), each in two parts, bits 14..8 and 7..0 (short carry chains straight from the
@@ -217,8 +222,8 @@ class SimdFpAdder(wiring.Component):
                              gt_lo_h=1, eq_lo_h=1, gt_lo_l=1, gt_hi_h=1, eq_hi_h=1, gt_hi_l=1,
                              eq_hi_l=1,
                              a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand)
-        for operand, x in (("a", a), ("b", b)):
-            slots, sig = self._fields(m, x, wide, fp16, operand)
+        for operand, x, modes in (("a", a, (wide, fp16)), ("b", b, modes_b or (wide, fp16))):
+            slots, sig = self._fields(m, x, *modes, operand)
             m.d.sync += r[f"sig_{operand}"].eq(sig)
             for slot in ("hi", "lo"):
                 m.d.sync += [r[f"{operand}_{slot}"][field].eq(slots[slot][field])
@@ -307,7 +312,8 @@ class SimdFpAdder(wiring.Component):
     def _align(self, m, prev, dtype, stage, levels):
         """Shift ``y`` right by the shift amount bits ``levels``; bits leaving a segment (the
         word's bottom for fp32) are ORed into that segment's sticky bit. The last alignment
-        stage ORs the sticky bits into the segments' lowest bits and decodes the sentinel."""
+        stage ORs the sticky bits into the segments' lowest bits; the first decodes the
+        sentinel."""
         wide, _ = self._modes(dtype)
         hi, lo = prev["y"][16:], prev["y"][:16]
         sticky_hi = prev.get("sticky_hi", Const(0, 1))
@@ -321,29 +327,32 @@ class SimdFpAdder(wiring.Component):
                       Mux(shift_lo, Mux(wide, Cat(lo, hi)[n:n + 16], lo[n:]), lo))
         carried = ("x", "sub_hi", "sub_lo", "slot_hi", "slot_lo")
         if levels[-1] != 0:
+            # The sentinel: a one at bit ``top - ex`` of each segment (of the word for fp32),
+            # ``ex`` the larger operand's exponent (decoded here, used in stage 6).
+            ex_hi, ex_lo = prev["slot_hi"].exp, prev["slot_lo"].exp
+            top32, top16 = Const(1 << 31, 32), Const(1 << 15, 16)
             r = self._stage_regs(stage, y=32, sticky_hi=1, sticky_lo=1, shift_hi=5,
-                                 shift_lo=5, **{name: prev[name].shape() for name in carried})
+                                 shift_lo=5, sentinel=32,
+                                 **{name: prev[name].shape() for name in carried})
             self._carry(m, r, prev, carried + ("shift_hi", "shift_lo"))
             m.d.sync += [r["y"].eq(Cat(lo, hi)),
-                         r["sticky_hi"].eq(sticky_hi), r["sticky_lo"].eq(sticky_lo)]
+                         r["sticky_hi"].eq(sticky_hi), r["sticky_lo"].eq(sticky_lo),
+                         r["sentinel"].eq(Mux(wide, top32 >> ex_hi,
+                                              Cat(top16 >> ex_lo, top16 >> ex_hi)))]
             return r
         # The adder's operands: y complemented to subtract, and between the segments a
         # separator bit pair that propagates the carry (fp32: 1 + 0) or replaces it with the
         # high segment's carry-in (1 + 1 or 0 + 0), so stage 5 is one carry chain.
         sub_hi, sub_lo = prev["sub_hi"], prev["sub_lo"]
         x = prev["x"]
-        # The sentinel: a one at bit ``top - ex`` of each segment (of the word for fp32).
-        ex_hi, ex_lo = prev["slot_hi"].exp, prev["slot_lo"].exp
-        top32, top16 = Const(1 << 31, 32), Const(1 << 15, 16)
         r = self._stage_regs(stage, x=33, y=33, carry_in=1, sentinel=32,
                              slot_hi=_Slot, slot_lo=_Slot)
-        self._carry(m, r, prev, ("slot_hi", "slot_lo"))
+        self._carry(m, r, prev, ("slot_hi", "slot_lo", "sentinel"))
         m.d.sync += [
             r["x"].eq(Cat(x[:16], wide | sub_hi, x[16:])),
             r["y"].eq(Cat((lo | sticky_lo) ^ Mux(sub_lo, 0xFFFF, 0), ~wide & sub_hi,
                           (hi | sticky_hi) ^ Mux(sub_hi, 0xFFFF, 0))),
             r["carry_in"].eq(sub_lo),
-            r["sentinel"].eq(Mux(wide, top32 >> ex_hi, Cat(top16 >> ex_lo, top16 >> ex_hi))),
         ]
         return r
 
@@ -363,24 +372,18 @@ class SimdFpAdder(wiring.Component):
     # -- stage 7 --------------------------------------------------------------------------------
     def _count(self, m, prev, dtype):
         """Leading zeros of each segment (of the word for fp32), stopped by the sentinel at
-        the subnormal boundary; the sign of an exact zero sum. A zero segment's count is
+        the subnormal boundary; whether each segment's sum is zero. A zero segment's count is
         arbitrary: shifting zero by any amount gives zero, which rounds and packs to zero."""
-        wide, _ = self._modes(dtype)
         zero_hi, count_hi = leading_zeros16(prev["marked"][16:])
         _, count_lo = leading_zeros16(prev["marked"][:16])
-        sum_zero_hi = ~prev["sum"][16:].any()
-        sum_zero_lo = ~prev["sum"][:16].any()
-        zero = {"hi": Mux(wide, sum_zero_hi & sum_zero_lo, sum_zero_hi),
-                "lo": Mux(wide, sum_zero_hi & sum_zero_lo, sum_zero_lo)}
-
         r = self._stage_regs(7, sum=32, count_hi=4, count_lo=4, zero_hi=1,
-                             slot_hi=_Slot, slot_lo=_Slot)
+                             sum_zero_hi=1, sum_zero_lo=1, slot_hi=_Slot, slot_lo=_Slot)
         self._carry(m, r, prev, ("sum", "slot_hi", "slot_lo"))
         m.d.sync += [r["count_hi"].eq(count_hi), r["count_lo"].eq(count_lo),
-                     r["zero_hi"].eq(zero_hi)]
-        for slot in ("hi", "lo"):
-            p = prev[f"slot_{slot}"]
-            m.d.sync += r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign))
+                     r["zero_hi"].eq(zero_hi),
+                     # the zero tests of the segments; stage 8 gives a zero sum its sign
+                     r["sum_zero_hi"].eq(~prev["sum"][16:].any()),
+                     r["sum_zero_lo"].eq(~prev["sum"][:16].any())]
         return r
 
     # -- stages 8 and 9 ---------------------------------------------------------------------
@@ -410,6 +413,14 @@ class SimdFpAdder(wiring.Component):
                              **({} if last else {"shift_hi": 5, "shift_lo": 5}))
         self._carry(m, r, prev, ("slot_hi", "slot_lo"))
         m.d.sync += r["sum"].eq(Cat(lo[:16], hi[:16]))
+        if "sum_zero_hi" in prev:
+            # An exact zero sum is +0 unless both operands are negative (-0 + -0).
+            zero_hi, zero_lo = prev["sum_zero_hi"], prev["sum_zero_lo"]
+            zero = {"hi": Mux(wide, zero_hi & zero_lo, zero_hi),
+                    "lo": Mux(wide, zero_hi & zero_lo, zero_lo)}
+            for slot in ("hi", "lo"):
+                p = prev[f"slot_{slot}"]
+                m.d.sync += r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign))
         for slot in ("hi", "lo"):
             if last:
                 exp = prev[f"slot_{slot}"].exp + 1 - shifts[slot]
@@ -472,16 +483,19 @@ class SimdFpAdder(wiring.Component):
         m.d.comb += chain.eq(prev["packed"]
                              + Cat(prev["inc_lo"], Const(0, 16), prev["inc_hi"]))
         carried = ("sign_hi", "sign_lo", "forced_hi", "forced_lo", "special_hi", "special_lo")
-        r = self._stage_regs(11, rounded=32, **{name: len(prev[name]) for name in carried})
+        r = self._stage_regs(11, rounded=32, wide=1, fp16=1,
+                             **{name: len(prev[name]) for name in carried})
         self._carry(m, r, prev, carried)
-        m.d.sync += r["rounded"].eq(Cat(chain[:16], chain[17:33]))
+        wide, fp16 = self._modes(dtype)
+        m.d.sync += [r["rounded"].eq(Cat(chain[:16], chain[17:33])),
+                     r["wide"].eq(wide), r["fp16"].eq(fp16)]     # the modes, decoded
         return r
 
     # -- stage 12 -------------------------------------------------------------------------------
     def _pack(self, m, prev, dtype):
         """An exponent reaching all ones is overflow (the sign bit position is its carry):
         Inf. NaN/Inf flags override. Add the signs."""
-        wide, fp16 = self._modes(dtype)
+        wide, fp16 = prev["wide"], prev["fp16"]
         rounded = prev["rounded"]
 
         def special(slot, seg):
