@@ -77,9 +77,10 @@ def _adder_cases(dtype, seed, count):
             for x, y, e in zip(_words(dtype, a), _words(dtype, b), _words(dtype, expected))]
 
 
-def _run_adder(cases, seed):
+def _run_adder(cases, seed, input_domain=None):
     """One case per cycle through a SimdFpAdder; report the mismatches with the seed."""
-    dut = SimdFpAdder()
+    dut = SimdFpAdder(input_domain)
+    assert dut.latency == SimdFpAdder.LATENCY + (input_domain is not None)
     got = []
 
     async def testbench(ctx):
@@ -111,6 +112,15 @@ def test_simd_adder(dtype):
     _run_adder(_adder_cases(dtype, seed, 1500), seed)
 
 
+def test_simd_adder_input_registers():
+    """With its own input registers (as in a lane) the adder is one cycle longer and gives
+    the same results, dtypes interleaved."""
+    seed = 30
+    cases = [case for dtype in FLOATS for case in _adder_cases(dtype, seed, 300)[-600:]]
+    np.random.default_rng(seed).shuffle(cases)
+    _run_adder(cases, seed, input_domain="sync")
+
+
 def test_simd_adder_mixed_dtypes():
     """fp32, bf16 and fp16 words interleaved at random from cycle to cycle: the stages carry
     each word's dtype with it."""
@@ -120,9 +130,11 @@ def test_simd_adder_mixed_dtypes():
     _run_adder(cases, seed)
 
 
-def test_minmax_unit():
-    """max/min of every pair of special values of every dtype, one pair per cycle."""
-    dut = MinMaxUnit()
+@pytest.mark.parametrize("input_domain", [None, "sync"])
+def test_minmax_unit(input_domain):
+    """max/min of every pair of special values of every dtype, and copy (``pass_a``), one pair
+    per cycle; without and with the unit's own input registers."""
+    dut = MinMaxUnit(input_domain)
     cases = []
     for dtype in Dtype:
         da, db = directed_pairs(dtype)
@@ -136,7 +148,7 @@ def test_minmax_unit():
             lb = db[:half].astype(np.uint64) | (db[half:2 * half].astype(np.uint64) << 16)
             da = np.concatenate([da[:half], da[half:2 * half]])
             db = np.concatenate([db[:half], db[half:2 * half]])
-        for op in (ReduceOp.MAX, ReduceOp.MIN):
+        for op in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.COPY):
             expected = to_bits(dtype, reduce_elements(op, dtype, da, db)).astype(np.uint64)
             if dtype not in (Dtype.INT32, Dtype.FP32):
                 expected = expected[:count] | (expected[count:] << 16)
@@ -153,6 +165,7 @@ def test_minmax_unit():
                 dtype, op, x, y, _ = flat[i]
                 ctx.set(dut.dtype, dtype)
                 ctx.set(dut.is_max, op == ReduceOp.MAX)
+                ctx.set(dut.pass_a, op == ReduceOp.COPY)
                 ctx.set(dut.a, x)
                 ctx.set(dut.b, y)
             await ctx.tick()

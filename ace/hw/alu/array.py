@@ -11,15 +11,18 @@
                                                                     and an output register,
                                                                     depth latency + 1)
 
-The lanes' stages after their operand registers (clock domain ``pipe``) advance only while a
-beat is in them: ``busy`` is a register that is high exactly in the cycles when one of the
-delay line's first twelve stages is valid, which are the cycles in which some beat needs a lane
-stage to move. Otherwise the stages hold, which saves their switching power and changes no
-result (what they hold is never written to the FIFO). ``config.clock_gating`` chooses the form
-(:mod:`ace.hw.common.clock_gate`): a clock enable on every ``pipe`` register, or a gated clock,
-which a cycle-based simulator such as Verilator does not evaluate while it is stopped. In the
-clock-enable form each lane registers its own copy of ``busy`` (from its ``advance`` input),
-so that the enable of each lane's flip-flops comes from a register of that lane.
+The lanes' stages after their operand registers (clock domain ``pipe``) move only when they
+have a beat to take; otherwise they hold, which saves their switching power and changes no result
+(what they hold is never written to the FIFO). ``config.clock_gating`` chooses the form
+(:mod:`ace.hw.common.clock_gate`):
+
+* ``enable`` (always, for an FPGA): stage by stage. Each lane gets ``accept`` as its ``valid``
+  and carries a valid bit beside its stages; each stage loads only when the stage before it
+  holds a valid beat, so each stage's clock enable is a register of its own lane and stage.
+* ``clock``: the lanes' ``pipe`` domain is a gated clock, running while ``busy``, a register
+  that is high exactly in the cycles when one of the delay line's first twelve stages is
+  valid (a cycle-based simulator such as Verilator does not evaluate the lanes while it is
+  stopped); the lanes' ``valid`` is tied to 1.
 
 Each beat carries its own op and dtype, so consecutive beats (from different channels) may use
 different ones. The lanes never stall: a beat accepted on ``i`` leaves the lanes a fixed
@@ -190,25 +193,26 @@ class AluArray(wiring.Component):
 
         # busy: the delay line's stages 0..11 hold a valid beat, one register computed a cycle
         # early (a beat accepted in cycle t needs the lane stages to move at the ends of cycles
-        # t+1 .. t+12; d_k is valid in cycle t+1+k). With clock enables each lane registers its
-        # own copy (from ``advance``, what busy takes next), so that no one register drives the
-        # clock enable of every lane's thousand-odd flip-flops; a gated clock uses this one.
+        # t+1 .. t+12; d_k is valid in cycle t+1+k): the enable of the gated clock. With clock
+        # enables the lanes hold stage by stage instead (their ``valid`` input), each stage's
+        # enable a register of its own: one register driving every lane's thousands of
+        # flip-flops was the array's slowest path.
         busy = Signal(name="busy")
-        advance = Signal(name="advance")
         gated_clock = uses_gated_clock(config, platform)
-        gate = (ClockGate(m, "pipe", busy, gated_clock=True) if gated_clock
-                else DomainRenamer({"pipe": "sync"}))
+        if gated_clock:
+            gate = ClockGate(m, "pipe", busy, gated_clock=True)
 
         results = []
         for n in range(config.alu_lanes):
             lane = AluLane()
-            m.submodules[f"lane{n}"] = gate(lane, domain="pipe") if gated_clock else gate(lane)
+            m.submodules[f"lane{n}"] = (gate(lane, domain="pipe") if gated_clock
+                                        else DomainRenamer({"pipe": "sync"})(lane))
             m.d.comb += [
                 lane.a.eq(self.i.payload.a[32 * n:32 * (n + 1)]),
                 lane.b.eq(self.i.payload.b[32 * n:32 * (n + 1)]),
                 lane.op.eq(self.i.payload.op),
                 lane.dtype.eq(self.i.payload.dtype),
-                lane.advance.eq(1 if gated_clock else advance),
+                lane.valid.eq(1 if gated_clock else accept),
             ]
             results.append(lane.result)
 
@@ -224,8 +228,8 @@ class AluArray(wiring.Component):
             prev_valid, prev_tag, prev_last = valid, tag, last
         # stage_valid[k] is what d_k takes next (accept, d0 .. d11); the OR of the first twelve
         # is d0 | .. | d11 one cycle later.
-        m.d.comb += advance.eq(Cat(*stage_valid[:-1]).any())
-        m.d.sync += busy.eq(advance)
+        if gated_clock:
+            m.d.sync += busy.eq(Cat(*stage_valid[:-1]).any())
 
         m.submodules.fifo = fifo = ResultFifo(result_layout.size, self.fifo_depth)
         out_payload = Signal(result_layout, name="out_payload")
@@ -238,12 +242,16 @@ class AluArray(wiring.Component):
             fifo.r_en.eq(self.o.ready),
         ]
 
-        # Credits: beats accepted and not yet delivered, in the lanes or the FIFO.
+        # Credits: beats accepted and not yet delivered, in the lanes or the FIFO. ``ready``
+        # (in_flight != fifo_depth) is a register of its own, computed from the next count.
         in_flight = Signal(range(self.fifo_depth + 1), name="in_flight")
+        next_in_flight = Signal.like(in_flight, name="next_in_flight")
+        ready = Signal(name="ready", init=1)
         deliver = Signal(name="deliver")
         m.d.comb += [
             deliver.eq(self.o.valid & self.o.ready),
-            self.i.ready.eq(in_flight != self.fifo_depth),
+            next_in_flight.eq(in_flight + accept - deliver),
+            self.i.ready.eq(ready),
         ]
-        m.d.sync += in_flight.eq(in_flight + accept - deliver)
+        m.d.sync += [in_flight.eq(next_in_flight), ready.eq(next_in_flight != self.fifo_depth)]
         return m

@@ -4,7 +4,7 @@ A lane holds one int32/fp32 element or two fp16/bf16 elements (element ``2n`` in
 ``[15:0]``, ``2n+1`` in bits ``[31:16]``)::
 
                           +--> SimdFpAdder (fp32, or 2 x bf16, or 2 x fp16) ------+  float sum
-    a, b --> operand  ----+--> int32 add | copy a, MinMaxUnit --> delay line -----+  the rest
+    a, b --> operand  ----+--> int32 add | MinMaxUnit (or copy a) --> delay line -+  the rest
     op,      registers    +--> float sum? -----------------------> delay line --> select --> result
     dtype
 
@@ -20,7 +20,7 @@ clock). The lane has no valid bits (the array tracks validity).
 """
 
 
-from amaranth.hdl import DomainRenamer, EnableInserter, Module, Mux, Signal
+from amaranth.hdl import DomainRenamer, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -49,10 +49,12 @@ class AluLane(wiring.Component):
         Operation of this cycle's operands.
     dtype : In(Dtype)
         Element type of this cycle's operands.
-    advance : In(1)
-        High in a cycle when the stages after the operand registers (domain ``pipe``) must
-        move at the end of the next cycle; the lane registers it (its own copy of the array's
-        ``busy``) as the clock enable of those stages. Tie to 1 when ``pipe`` is a gated clock.
+    valid : In(1, init=1)
+        The operands are a beat. Each stage after the operand registers (in the adder, the
+        max/min unit and the delay lines) loads only when the stage before it holds a valid
+        beat, so that idle stages hold (saving their switching power) and each stage's enable
+        is a register of its own, driving only that stage. Results of valid beats do not
+        depend on it; tie to 1 to move every cycle.
     result : Out(32)
         Result of the operands presented :attr:`latency` cycles earlier.
     """
@@ -64,7 +66,7 @@ class AluLane(wiring.Component):
     b: In(32)
     op: In(ReduceOp)
     dtype: In(Dtype)
-    advance: In(1)
+    valid: In(1, init=1)
     result: Out(32)
 
     @property
@@ -84,14 +86,9 @@ class AluLane(wiring.Component):
         dtype = Signal(Dtype, name="s0_dtype")
         m.d.sync += [a.eq(self.a), b.eq(self.b), op.eq(self.op), dtype.eq(self.dtype)]
 
-        # The stages move in the cycles after ``advance`` (a register of this lane, so that
-        # each lane's enable has its own driver).
-        busy = Signal(name="busy", init=1)
-        m.d.sync += busy.eq(self.advance)
-
-        def stages(unit):
-            return EnableInserter({"pipe": busy})(
-                DomainRenamer({"sync": "pipe", "operands": "sync"})(unit))
+        valid = Signal(name="s0_valid", init=1)
+        m.d.sync += valid.eq(self.valid)
+        stages = DomainRenamer({"sync": "pipe", "operands": "sync"})
 
         m.submodules.adder = adder = stages(SimdFpAdder(input_domain="operands"))
         m.submodules.minmax = minmax = stages(MinMaxUnit(input_domain="operands"))
@@ -99,32 +96,38 @@ class AluLane(wiring.Component):
             adder.a.eq(self.a), adder.b.eq(self.b), adder.dtype.eq(self.dtype),
             minmax.a.eq(self.a), minmax.b.eq(self.b), minmax.dtype.eq(self.dtype),
             minmax.is_max.eq(self.op == ReduceOp.MAX),
+            minmax.pass_a.eq(self.op == ReduceOp.COPY),
+            adder.valid.eq(self.valid), minmax.valid.eq(self.valid),
         ]
         assert adder.latency == self.LATENCY
 
         # Everything that is not a floating-point sum is computed in the cycles after the
-        # operand registers (int32 sum and copy in one, max/min in MinMaxUnit.LATENCY) and then
-        # delayed to line up with the adder. d{k} holds what the operands of k + 1 cycles
-        # earlier gave.
+        # operand registers (int32 sum in one; max, min and copy in the max/min unit's
+        # latency) and then delayed to line up with the adder. d{k} holds what the operands of
+        # k + 1 cycles earlier gave.
         direct = Signal(32, name="direct")
-        m.d.comb += direct.eq(Mux(op == ReduceOp.COPY, a, a + b))     # int32 sum wraps
+        m.d.comb += direct.eq(a + b)     # int32 sum wraps
         fp_sum = Signal(name="fp_sum")
         # SUM is 0 and INT32 is 0: a sum of a float dtype (written so that no 2-bit logical
         # NOT appears in the Verilog).
         m.d.comb += fp_sum.eq(~op.as_value().any() & dtype.as_value().any())
-        is_minmax = (op == ReduceOp.MAX) | (op == ReduceOp.MIN)
+        is_minmax = op.as_value().any()     # MAX, MIN or COPY: the max/min unit's result
 
-        prev_simple, prev_fp_sum, prev_minmax = direct, fp_sum, is_minmax
+        # Each delay stage loads only when the stage before it holds a valid beat.
+        prev_simple, prev_fp_sum, prev_minmax, prev_valid = direct, fp_sum, is_minmax, valid
         for stage in range(1, self.LATENCY):
             if stage == minmax.latency:
                 prev_simple = Mux(prev_minmax, minmax.result, prev_simple)
             d_simple = Signal(32, name=f"d{stage}_simple")
             d_fp_sum = Signal(name=f"d{stage}_fp_sum")
             d_minmax = Signal(name=f"d{stage}_minmax")
-            with m.If(busy):
+            d_valid = Signal(name=f"d{stage}_valid", init=1)
+            with m.If(prev_valid):
                 m.d.pipe += [d_simple.eq(prev_simple), d_fp_sum.eq(prev_fp_sum),
                              d_minmax.eq(prev_minmax)]
+            m.d.pipe += d_valid.eq(prev_valid)
             prev_simple, prev_fp_sum, prev_minmax = d_simple, d_fp_sum, d_minmax
+            prev_valid = d_valid
 
         m.d.comb += self.result.eq(Mux(prev_fp_sum, adder.result, prev_simple))
         return m

@@ -14,7 +14,7 @@ is valid two cycles after the operands.
 """
 
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, DomainRenamer, EnableInserter, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -48,6 +48,12 @@ class MinMaxUnit(wiring.Component):
         Element type.
     is_max : In(1)
         1 for ``max``, 0 for ``min``.
+    pass_a : In(1)
+        1: the result is ``a``, unchanged (the lane's ``copy``); ``is_max`` and ``dtype`` do
+        not matter.
+    valid : In(1, init=1)
+        The operands are valid: each stage loads only when the stage before it holds valid
+        operands (:class:`~ace.hw.alu.simd_add.SimdFpAdder`). Leave at 1 to move every cycle.
     result : Out(32)
         The selected operand per element, or the canonical NaN, of the operands presented
         :attr:`latency` cycles earlier.
@@ -60,6 +66,8 @@ class MinMaxUnit(wiring.Component):
     b: In(32)
     dtype: In(Dtype)
     is_max: In(1)
+    pass_a: In(1)
+    valid: In(1, init=1)
     result: Out(32)
 
     def __init__(self, input_domain: str | None = None):
@@ -82,12 +90,12 @@ class MinMaxUnit(wiring.Component):
             for field, value in (("e8", half[7:15].all()), ("e5", half[10:15].all()),
                                  ("f7", half[:7].any()), ("f3", half[7:10].any())):
                 parts[f"{field}_{slot}"] = reg = Signal(name=f"r_{name}_{field}_{slot}")
-                m.d.sync += reg.eq(value)
+                m.d.stage1 += reg.eq(value)
         parts["any_lo"] = reg = Signal(name=f"r_{name}_any_lo")
-        m.d.sync += reg.eq(x[:16].any())
+        m.d.stage1 += reg.eq(x[:16].any())
         return parts
 
-    def _nan_tests(self, m, a, b, dtype):
+    def _nan_tests(self, m, a, b, dtype, pass_a):
         """Whether each element's result is NaN (a NaN operand of a float dtype), and the
         canonical NaN word of the dtype: the tests' parts in stage 1, their result in stage 2."""
         pa, pb = self._nan_parts(m, a, "a"), self._nan_parts(m, b, "b")
@@ -95,7 +103,7 @@ class MinMaxUnit(wiring.Component):
         nan_word = Signal(32, name="r_nan_word")
         is_fp16 = dtype == Dtype.FP16
         is_bf16 = dtype == Dtype.BF16
-        m.d.sync += [
+        m.d.stage1 += [
             r_dtype.eq(dtype),
             nan_word.eq(Mux(is_fp16, 0x7E00_7E00, Mux(is_bf16, 0x7FC0_7FC0, 0x7FC0_0000))),
         ]
@@ -109,24 +117,26 @@ class MinMaxUnit(wiring.Component):
         nan_lo, nan_hi = Signal(name="rr_nan_lo"), Signal(name="rr_nan_hi")
         for reg, slot in ((nan_lo, "lo"), (nan_hi, "hi")):
             (a32, a16, ab16), (b32, b16, bb16) = nan(pa, slot), nan(pb, slot)
-            m.d.sync += reg.eq(((r_dtype == Dtype.FP32) & (a32 | b32))
-                               | ((r_dtype == Dtype.FP16) & (a16 | b16))
-                               | ((r_dtype == Dtype.BF16) & (ab16 | bb16)))
+            m.d.stage2 += reg.eq((((r_dtype == Dtype.FP32) & (a32 | b32))
+                                | ((r_dtype == Dtype.FP16) & (a16 | b16))
+                                | ((r_dtype == Dtype.BF16) & (ab16 | bb16))) & ~pass_a)
         rr_nan_word = Signal(32, name="rr_nan_word")
-        m.d.sync += rr_nan_word.eq(nan_word)
+        m.d.stage2 += rr_nan_word.eq(nan_word)
         return nan_lo, nan_hi, rr_nan_word
 
     def elaborate(self, platform):
         m = Module()
-        a_in, b_in, dtype, is_max = self.a, self.b, self.dtype, self.is_max
+        a_in, b_in, dtype = self.a, self.b, self.dtype
+        is_max, pass_a, valid = self.is_max, self.pass_a, self.valid
         if self.input_domain is not None:
             registers = []
             for value, name in ((a_in, "in_a"), (b_in, "in_b"), (dtype, "in_dtype"),
-                                (is_max, "in_is_max")):
+                                (is_max, "in_is_max"), (pass_a, "in_pass_a"),
+                                (valid, "in_valid")):
                 register = Signal.like(value, name=name)
                 m.d[self.input_domain] += register.eq(value)
                 registers.append(register)
-            a_in, b_in, dtype, is_max = registers
+            a_in, b_in, dtype, is_max, pass_a, valid = registers
 
         wide = Signal(name="wide")          # one 32-bit element
         is_float = Signal(name="is_float")
@@ -144,14 +154,16 @@ class MinMaxUnit(wiring.Component):
                           Mux(is_float & sign_hi, 0xFFFF, 0x0000),
                           Mux(sign_lo, 0xFFFF, 0x8000))
             key = Signal(32, name=f"r_{name}_key")
-            m.d.sync += key.eq(Cat(x[:16] ^ flip_lo, x[16:] ^ flip_hi))
+            m.d.stage1 += key.eq(Cat(x[:16] ^ flip_lo, x[16:] ^ flip_hi))
             return key
 
         # Stage 1: the keys, the NaN tests' parts and the operands are registered.
         key_a, key_b = keys(a_in, "a"), keys(b_in, "b")
         r_wide, r_is_max = Signal(name="r_wide"), Signal(name="r_is_max")
+        r_pass_a = Signal(name="r_pass_a")
         r_a, r_b = Signal(32, name="r_a"), Signal(32, name="r_b")
-        m.d.sync += [r_wide.eq(wide), r_is_max.eq(is_max), r_a.eq(a_in), r_b.eq(b_in)]
+        m.d.stage1 += [r_wide.eq(wide), r_is_max.eq(is_max), r_pass_a.eq(pass_a),
+                     r_a.eq(a_in), r_b.eq(b_in)]
         wide = r_wide
         # Stage 2: the compares and the choice per element are registered.
         lt_lo = Signal(name="lt_lo")
@@ -173,15 +185,21 @@ class MinMaxUnit(wiring.Component):
         pick_b_lo = Signal(name="rr_pick_b_lo")
         pick_b_hi = Signal(name="rr_pick_b_hi")
         a, b = Signal(32, name="rr_a"), Signal(32, name="rr_b")
-        m.d.sync += [
-            pick_b_lo.eq(less_lo == r_is_max),
-            pick_b_hi.eq(less_hi == r_is_max),
+        m.d.stage2 += [
+            pick_b_lo.eq((less_lo == r_is_max) & ~r_pass_a),
+            pick_b_hi.eq((less_hi == r_is_max) & ~r_pass_a),
             a.eq(r_a), b.eq(r_b),
         ]
         picked = Signal(32, name="picked")
         m.d.comb += picked.eq(Cat(Mux(pick_b_lo, b[:16], a[:16]), Mux(pick_b_hi, b[16:], a[16:])))
 
-        nan_lo, nan_hi, nan_word = self._nan_tests(m, a_in, b_in, dtype)
+        nan_lo, nan_hi, nan_word = self._nan_tests(m, a_in, b_in, dtype, r_pass_a)
         m.d.comb += self.result.eq(Cat(Mux(nan_lo, nan_word[:16], picked[:16]),
                                        Mux(nan_hi, nan_word[16:], picked[16:])))
-        return m
+
+        # Each stage loads only when the stage before it holds valid operands (domains
+        # ``stage1``, ``stage2`` until here, then ``sync`` with these enables).
+        r_valid = Signal(name="r_valid", init=1)
+        m.d.sync += r_valid.eq(valid)
+        enables = {"stage1": valid, "stage2": r_valid}
+        return DomainRenamer({name: "sync" for name in enables})(EnableInserter(enables)(m))

@@ -44,7 +44,7 @@ there, so no compare and clamp follows the count.
 """
 
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, DomainRenamer, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -113,6 +113,10 @@ class SimdFpAdder(wiring.Component):
         Second operand.
     dtype : In(Dtype)
         ``FP32``, ``BF16`` or ``FP16`` (``INT32`` gives an unspecified word).
+    valid : In(1, init=1)
+        The operands are a word to add. Each stage loads only when the stage before it holds
+        a valid word, so invalid cycles leave the stages holding (their switching power
+        saved); results of valid words do not depend on it. Leave at 1 to move every cycle.
     result : Out(32)
         ``a + b`` of the operands presented :attr:`latency` cycles earlier.
     """
@@ -123,6 +127,7 @@ class SimdFpAdder(wiring.Component):
     a: In(32)
     b: In(32)
     dtype: In(Dtype)
+    valid: In(1, init=1)
     result: Out(32)
 
     def __init__(self, input_domain: str | None = None):
@@ -136,22 +141,26 @@ class SimdFpAdder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        a, b, dtype = self.a, self.b, self.dtype
+        a, b, dtype, valid = self.a, self.b, self.dtype, self.valid
         modes_b = None
         if self.input_domain is not None:
             # The adder's own copy of the operands (a lane registers its operands once per
             # consumer, so that each copy drives only its own logic: docs/synthesis.md).
-            a, b, dtype = (self._register(m, self.input_domain, value, name)
-                           for value, name in ((a, "in_a"), (b, "in_b"), (dtype, "in_dtype")))
+            a, b, dtype, valid = (
+                self._register(m, self.input_domain, value, name)
+                for value, name in ((a, "in_a"), (b, "in_b"), (dtype, "in_dtype"),
+                                    (valid, "in_valid")))
             # Operand b's unpacking reads its own registers of the decoded modes (functions of
             # dtype, so yosys does not merge them with ``in_dtype``): half the loads each.
             modes_b = tuple(self._register(m, self.input_domain, mode, name) for mode, name
                             in zip(self._modes(self.dtype), ("in_wide_b", "in_fp16_b")))
-        # dtype travels down the pipeline; stage k reads dtypes[k - 1].
+        # dtype travels down the pipeline; stage k reads dtypes[k - 1]. The registers of
+        # stage k are in clock domain ``stage{k}`` until the end, where they are given their
+        # enables and merged into ``sync``.
         dtypes = [dtype]
         for stage in range(1, self.LATENCY):
             dtype = Signal(Dtype, name=f"s{stage}_dtype")
-            m.d.sync += dtype.eq(dtypes[-1])
+            m.d[f"stage{stage}"] += dtype.eq(dtypes[-1])
             dtypes.append(dtype)
 
         regs = self._unpack(m, a, b, dtypes[0], modes_b)
@@ -166,7 +175,16 @@ class SimdFpAdder(wiring.Component):
         regs = self._round(m, regs, dtypes[9])
         regs = self._increment(m, regs, dtypes[10])
         self._pack(m, regs, dtypes[11])
-        return m
+
+        # Stage k loads only when stage k - 1 holds a valid word: its enable is that stage's
+        # valid bit (a register of its own, driving one stage's flip-flops).
+        valids = [valid]
+        for stage in range(1, self.LATENCY):
+            v = Signal(name=f"s{stage}_valid", init=1)
+            m.d.sync += v.eq(valids[-1])
+            valids.append(v)
+        enables = {f"stage{k}": valids[k - 1] for k in range(1, self.LATENCY + 1)}
+        return DomainRenamer({name: "sync" for name in enables})(EnableInserter(enables)(m))
 
     @staticmethod
     def _register(m, domain, value, name):
@@ -185,9 +203,9 @@ class SimdFpAdder(wiring.Component):
         return {name: Signal(shape, name=f"s{stage}_{name}") for name, shape in shapes.items()}
 
     @staticmethod
-    def _carry(m, regs, prev, names):
+    def _carry(m, stage, regs, prev, names):
         """Copy the registers ``names`` from the previous stage."""
-        m.d.sync += [regs[name].eq(prev[name]) for name in names]
+        m.d[f"stage{stage}"] += [regs[name].eq(prev[name]) for name in names]
 
     # -- stage 1 ------------------------------------------------------------------------------
     def _fields(self, m, x, wide, fp16, name):
@@ -224,18 +242,18 @@ class SimdFpAdder(wiring.Component):
                              a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand)
         for operand, x, modes in (("a", a, (wide, fp16)), ("b", b, modes_b or (wide, fp16))):
             slots, sig = self._fields(m, x, *modes, operand)
-            m.d.sync += r[f"sig_{operand}"].eq(sig)
+            m.d["stage1"] += r[f"sig_{operand}"].eq(sig)
             for slot in ("hi", "lo"):
-                m.d.sync += [r[f"{operand}_{slot}"][field].eq(slots[slot][field])
+                m.d["stage1"] += [r[f"{operand}_{slot}"][field].eq(slots[slot][field])
                              for field in ("sign", "exp", "nan", "inf")]
         for slot, base in (("lo", 0), ("hi", 16)):
             high, low = slice(base + 8, base + 15), slice(base, base + 8)
-            m.d.sync += [
+            m.d["stage1"] += [
                 r[f"gt_{slot}_h"].eq(b[high] > a[high]),
                 r[f"eq_{slot}_h"].eq(b[high] == a[high]),
                 r[f"gt_{slot}_l"].eq(b[low] > a[low]),
             ]
-        m.d.sync += r["eq_hi_l"].eq(b[16:24] == a[16:24])
+        m.d["stage1"] += r["eq_hi_l"].eq(b[16:24] == a[16:24])
         return r
 
     # -- stage 2 ------------------------------------------------------------------------------
@@ -253,18 +271,18 @@ class SimdFpAdder(wiring.Component):
         r = self._stage_regs(2, sig_a=32, sig_b=32, swap_hi=1, swap_lo=1,
                              a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand,
                              d_ab_hi=8, d_ba_hi=8, d_ab_lo=8, d_ba_lo=8)
-        self._carry(m, r, prev, ("sig_a", "sig_b", "a_hi", "b_hi"))
-        m.d.sync += [r["swap_hi"].eq(Mux(wide, gt_wide, gt_hi)),
+        self._carry(m, 2, r, prev, ("sig_a", "sig_b", "a_hi", "b_hi"))
+        m.d["stage2"] += [r["swap_hi"].eq(Mux(wide, gt_wide, gt_hi)),
                      r["swap_lo"].eq(Mux(wide, gt_wide, gt_lo))]
         for operand in ("a", "b"):
-            m.d.sync += r[f"{operand}_lo"].eq(Mux(wide, prev[f"{operand}_hi"],
+            m.d["stage2"] += r[f"{operand}_lo"].eq(Mux(wide, prev[f"{operand}_hi"],
                                                   prev[f"{operand}_lo"]))
         for slot in ("hi", "lo"):
             exp_a = Mux(wide, prev["a_hi"].exp, prev["a_lo"].exp) if slot == "lo" \
                 else prev["a_hi"].exp
             exp_b = Mux(wide, prev["b_hi"].exp, prev["b_lo"].exp) if slot == "lo" \
                 else prev["b_hi"].exp
-            m.d.sync += [r[f"d_ab_{slot}"].eq(exp_a - exp_b), r[f"d_ba_{slot}"].eq(exp_b - exp_a)]
+            m.d["stage2"] += [r[f"d_ab_{slot}"].eq(exp_a - exp_b), r[f"d_ba_{slot}"].eq(exp_b - exp_a)]
         return r
 
     # -- stage 3 ------------------------------------------------------------------------------
@@ -277,7 +295,7 @@ class SimdFpAdder(wiring.Component):
                              slot_hi=_Slot, slot_lo=_Slot)
         for slot in ("hi", "lo"):
             a, b, s = prev[f"a_{slot}"], prev[f"b_{slot}"], swap[slot]
-            m.d.sync += [
+            m.d["stage3"] += [
                 r[f"shift_{slot}"].eq(Mux(s, self._clamp(prev[f"d_ba_{slot}"], wide),
                                           self._clamp(prev[f"d_ab_{slot}"], wide))),
                 r[f"sub_{slot}"].eq(a.sign ^ b.sign),
@@ -290,9 +308,9 @@ class SimdFpAdder(wiring.Component):
                 "inf": a.inf | b.inf,
                 "inf_sign": Mux(a.inf, a.sign, b.sign),
             }
-            m.d.sync += [r[f"slot_{slot}"][k].eq(v) for k, v in fields.items()]
+            m.d["stage3"] += [r[f"slot_{slot}"][k].eq(v) for k, v in fields.items()]
         sig_a, sig_b = prev["sig_a"], prev["sig_b"]
-        m.d.sync += [
+        m.d["stage3"] += [
             r["x"].eq(Cat(Mux(swap["lo"], sig_b[:16], sig_a[:16]),
                           Mux(swap["hi"], sig_b[16:], sig_a[16:]))),
             r["y"].eq(Cat(Mux(swap["lo"], sig_a[:16], sig_b[:16]),
@@ -334,8 +352,8 @@ class SimdFpAdder(wiring.Component):
             r = self._stage_regs(stage, y=32, sticky_hi=1, sticky_lo=1, shift_hi=5,
                                  shift_lo=5, sentinel=32,
                                  **{name: prev[name].shape() for name in carried})
-            self._carry(m, r, prev, carried + ("shift_hi", "shift_lo"))
-            m.d.sync += [r["y"].eq(Cat(lo, hi)),
+            self._carry(m, stage, r, prev, carried + ("shift_hi", "shift_lo"))
+            m.d[f"stage{stage}"] += [r["y"].eq(Cat(lo, hi)),
                          r["sticky_hi"].eq(sticky_hi), r["sticky_lo"].eq(sticky_lo),
                          r["sentinel"].eq(Mux(wide, top32 >> ex_hi,
                                               Cat(top16 >> ex_lo, top16 >> ex_hi)))]
@@ -347,8 +365,8 @@ class SimdFpAdder(wiring.Component):
         x = prev["x"]
         r = self._stage_regs(stage, x=33, y=33, carry_in=1, sentinel=32,
                              slot_hi=_Slot, slot_lo=_Slot)
-        self._carry(m, r, prev, ("slot_hi", "slot_lo", "sentinel"))
-        m.d.sync += [
+        self._carry(m, stage, r, prev, ("slot_hi", "slot_lo", "sentinel"))
+        m.d[f"stage{stage}"] += [
             r["x"].eq(Cat(x[:16], wide | sub_hi, x[16:])),
             r["y"].eq(Cat((lo | sticky_lo) ^ Mux(sub_lo, 0xFFFF, 0), ~wide & sub_hi,
                           (hi | sticky_hi) ^ Mux(sub_hi, 0xFFFF, 0))),
@@ -365,8 +383,8 @@ class SimdFpAdder(wiring.Component):
         m.d.comb += chain.eq(_add_carry(prev["x"], prev["y"], prev["carry_in"]))
         total = Cat(chain[:16], chain[17:33])
         r = self._stage_regs(6, sum=32, marked=32, slot_hi=_Slot, slot_lo=_Slot)
-        self._carry(m, r, prev, ("slot_hi", "slot_lo"))
-        m.d.sync += [r["sum"].eq(total), r["marked"].eq(total | prev["sentinel"])]
+        self._carry(m, 6, r, prev, ("slot_hi", "slot_lo"))
+        m.d["stage6"] += [r["sum"].eq(total), r["marked"].eq(total | prev["sentinel"])]
         return r
 
     # -- stage 7 --------------------------------------------------------------------------------
@@ -378,8 +396,8 @@ class SimdFpAdder(wiring.Component):
         _, count_lo = leading_zeros16(prev["marked"][:16])
         r = self._stage_regs(7, sum=32, count_hi=4, count_lo=4, zero_hi=1,
                              sum_zero_hi=1, sum_zero_lo=1, slot_hi=_Slot, slot_lo=_Slot)
-        self._carry(m, r, prev, ("sum", "slot_hi", "slot_lo"))
-        m.d.sync += [r["count_hi"].eq(count_hi), r["count_lo"].eq(count_lo),
+        self._carry(m, 7, r, prev, ("sum", "slot_hi", "slot_lo"))
+        m.d["stage7"] += [r["count_hi"].eq(count_hi), r["count_lo"].eq(count_lo),
                      r["zero_hi"].eq(zero_hi),
                      # the zero tests of the segments; stage 8 gives a zero sum its sign
                      r["sum_zero_hi"].eq(~prev["sum"][16:].any()),
@@ -411,8 +429,8 @@ class SimdFpAdder(wiring.Component):
         last = levels[-1] == 0
         r = self._stage_regs(stage, sum=32, slot_hi=_Slot, slot_lo=_Slot,
                              **({} if last else {"shift_hi": 5, "shift_lo": 5}))
-        self._carry(m, r, prev, ("slot_hi", "slot_lo"))
-        m.d.sync += r["sum"].eq(Cat(lo[:16], hi[:16]))
+        self._carry(m, stage, r, prev, ("slot_hi", "slot_lo"))
+        m.d[f"stage{stage}"] += r["sum"].eq(Cat(lo[:16], hi[:16]))
         if "sum_zero_hi" in prev:
             # An exact zero sum is +0 unless both operands are negative (-0 + -0).
             zero_hi, zero_lo = prev["sum_zero_hi"], prev["sum_zero_lo"]
@@ -420,13 +438,13 @@ class SimdFpAdder(wiring.Component):
                     "lo": Mux(wide, zero_hi & zero_lo, zero_lo)}
             for slot in ("hi", "lo"):
                 p = prev[f"slot_{slot}"]
-                m.d.sync += r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign))
+                m.d[f"stage{stage}"] += r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign))
         for slot in ("hi", "lo"):
             if last:
                 exp = prev[f"slot_{slot}"].exp + 1 - shifts[slot]
-                m.d.sync += r[f"slot_{slot}"].exp.eq(exp)
+                m.d[f"stage{stage}"] += r[f"slot_{slot}"].exp.eq(exp)
             else:
-                m.d.sync += r[f"shift_{slot}"].eq(shifts[slot])
+                m.d[f"stage{stage}"] += r[f"shift_{slot}"].eq(shifts[slot])
         return r
 
     # -- stage 10 --------------------------------------------------------------------------------
@@ -457,7 +475,7 @@ class SimdFpAdder(wiring.Component):
         packed = Mux(wide, wide_packed, Cat(packed_lo, Const(0, 1), packed_hi))
         r = self._stage_regs(10, packed=33, inc_hi=1, inc_lo=1, sign_hi=1, sign_lo=1,
                              forced_hi=1, forced_lo=1, special_hi=16, special_lo=16)
-        m.d.sync += [
+        m.d["stage10"] += [
             r["packed"].eq(Cat(packed[:16], wide, packed[16:])),
             r["inc_hi"].eq(~wide & inc_hi),
             r["inc_lo"].eq(Mux(wide, wide_inc, inc_lo)),
@@ -466,7 +484,7 @@ class SimdFpAdder(wiring.Component):
             p = prev[f"slot_{slot}"]
             nan = Mux(fp16, _NAN15[True], _NAN15[False])
             inf = Mux(fp16, _INF15[True], _INF15[False])
-            m.d.sync += [
+            m.d["stage10"] += [
                 r[f"sign_{slot}"].eq(p.sign),
                 r[f"forced_{slot}"].eq(p.nan | p.inf),
                 r[f"special_{slot}"].eq(Mux(p.nan, nan, Cat(inf[:15], Mux(p.inf, p.inf_sign,
@@ -485,9 +503,9 @@ class SimdFpAdder(wiring.Component):
         carried = ("sign_hi", "sign_lo", "forced_hi", "forced_lo", "special_hi", "special_lo")
         r = self._stage_regs(11, rounded=32, wide=1, fp16=1,
                              **{name: len(prev[name]) for name in carried})
-        self._carry(m, r, prev, carried)
+        self._carry(m, 11, r, prev, carried)
         wide, fp16 = self._modes(dtype)
-        m.d.sync += [r["rounded"].eq(Cat(chain[:16], chain[17:33])),
+        m.d["stage11"] += [r["rounded"].eq(Cat(chain[:16], chain[17:33])),
                      r["wide"].eq(wide), r["fp16"].eq(fp16)]     # the modes, decoded
         return r
 
@@ -508,4 +526,4 @@ class SimdFpAdder(wiring.Component):
         hi16 = Mux(special_hi, prev["special_hi"], Cat(rounded[16:31], prev["sign_hi"]))
         lo16 = Mux(wide, Mux(special_hi, 0, rounded[:16]),
                    Mux(special_lo, prev["special_lo"], Cat(rounded[:15], prev["sign_lo"])))
-        m.d.sync += self.result.eq(Cat(lo16, hi16))
+        m.d["stage12"] += self.result.eq(Cat(lo16, hi16))
