@@ -30,7 +30,7 @@ number of cycles later (:attr:`AluArray.lane_latency`, 13) and is written into t
 Backpressure works by credits: ``i.ready`` is high while fewer beats than the FIFO depth are in
 the lanes or the FIFO, so a beat always finds room when it leaves the lanes and none is dropped
 or duplicated. The FIFO holds the whole latency plus one beat, so an unstalled stream flows at
-one beat per cycle. ``i.ready`` depends on registers only (no combinational path from
+one beat per cycle. ``i.ready`` is a register (no combinational path from
 ``o.ready`` to ``i.ready``), the lanes register the operands on entry, and ``o.valid`` and
 ``o.payload`` come from registers (the FIFO's output register).
 """
@@ -82,9 +82,9 @@ class ResultFifo(wiring.Component):
     """The array's result FIFO: ``depth`` words (rounded up to a power of two) in LUT RAM and an
     output register, so that ``r_data``/``r_rdy`` come from registers, as in
     ``SyncFIFOBuffered``, with the same two cycles from a write to ``r_rdy``. Built for timing:
-    the output register loads when ``nonempty`` (a register, not a compare of the level) and
-    the output is free, one LUT from registers and ``r_en``, where ``SyncFIFOBuffered`` compares
-    its level first. No ``w_rdy``: the array's credits never let more than ``depth`` words in.
+    the output register loads when ``nonempty`` (a register, computed without the level's
+    sum) and the output is free, one LUT from registers and ``r_en``, where
+    ``SyncFIFOBuffered`` compares its level first. No ``w_rdy``: the array's credits never let more than ``depth`` words in.
 
     Members
     -------
@@ -120,9 +120,12 @@ class ResultFifo(wiring.Component):
             r_port.addr.eq(rd_ptr),
             load.eq(nonempty & (~self.r_rdy | self.r_en)),
         ]
-        next_level = Signal.like(level, name="next_level")
-        m.d.comb += next_level.eq(level + self.w_en - load)
-        m.d.sync += [level.eq(next_level), nonempty.eq(next_level != 0)]
+        # level + w_en - load != 0, without the sum: a write, two words or more, or one that
+        # does not leave (load is nonempty & (~r_rdy | r_en)).
+        m.d.sync += [
+            level.eq(level + self.w_en - load),
+            nonempty.eq(self.w_en | level[1:].any() | (nonempty & self.r_rdy & ~self.r_en)),
+        ]
         with m.If(self.w_en):
             m.d.sync += wr_ptr.eq(wr_ptr + 1)
         with m.If(load):

@@ -238,11 +238,14 @@ class SimdFpAdder(wiring.Component):
         wide, fp16 = self._modes(dtype)
         r = self._stage_regs(1, sig_a=32, sig_b=32,
                              gt_lo_h=1, eq_lo_h=1, gt_lo_l=1, gt_hi_h=1, eq_hi_h=1, gt_hi_l=1,
-                             eq_hi_l=1,
+                             eq_hi_l=1, a_exp_lo=8, b_exp_lo=8,
                              a_hi=_Operand, a_lo=_Operand, b_hi=_Operand, b_lo=_Operand)
         for operand, x, modes in (("a", a, (wide, fp16)), ("b", b, modes_b or (wide, fp16))):
             slots, sig = self._fields(m, x, *modes, operand)
             m.d["stage1"] += r[f"sig_{operand}"].eq(sig)
+            # The low slot's exponent for stage 2's differences: the fp32 element's for fp32.
+            m.d["stage1"] += r[f"{operand}_exp_lo"].eq(Mux(modes[0], slots["hi"]["exp"],
+                                                            slots["lo"]["exp"]))
             for slot in ("hi", "lo"):
                 m.d["stage1"] += [r[f"{operand}_{slot}"][field].eq(slots[slot][field])
                              for field in ("sign", "exp", "nan", "inf")]
@@ -278,10 +281,8 @@ class SimdFpAdder(wiring.Component):
             m.d["stage2"] += r[f"{operand}_lo"].eq(Mux(wide, prev[f"{operand}_hi"],
                                                   prev[f"{operand}_lo"]))
         for slot in ("hi", "lo"):
-            exp_a = Mux(wide, prev["a_hi"].exp, prev["a_lo"].exp) if slot == "lo" \
-                else prev["a_hi"].exp
-            exp_b = Mux(wide, prev["b_hi"].exp, prev["b_lo"].exp) if slot == "lo" \
-                else prev["b_hi"].exp
+            exp_a = prev["a_exp_lo"] if slot == "lo" else prev["a_hi"].exp
+            exp_b = prev["b_exp_lo"] if slot == "lo" else prev["b_hi"].exp
             m.d["stage2"] += [r[f"d_ab_{slot}"].eq(exp_a - exp_b), r[f"d_ba_{slot}"].eq(exp_b - exp_a)]
         return r
 
