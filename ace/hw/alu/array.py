@@ -37,7 +37,7 @@ one beat per cycle. ``i.ready`` is a register (no combinational path from
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, DomainRenamer, Module, Signal, unsigned
+from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, Signal, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -78,13 +78,33 @@ class AluResult(data.StructLayout):
         })
 
 
+class Thermometer:
+    """An up/down counter in thermometer code: ``value[i]`` is ``count > i`` (a register),
+    ``next`` the value it takes. Each bit takes its neighbour or holds (one LUT level from the
+    up and down conditions), where a binary count needs a carry chain and a compare."""
+
+    def __init__(self, value, next):
+        self.value, self.next = value, next
+
+
+def thermometer(m, name, size, *, up, down) -> Thermometer:
+    """A :class:`Thermometer` of ``size`` bits (counts 0..size) in ``m``; it counts up in the
+    cycles with ``up`` and not ``down``, down in those with ``down`` and not ``up``."""
+    value = Signal(size, name=name)
+    after = Signal(size, name=f"next_{name}")
+    m.d.comb += after.eq(Mux(up & ~down, Cat(Const(1, 1), value[:-1]),
+                             Mux(down & ~up, value[1:], value)))
+    m.d.sync += value.eq(after)
+    return Thermometer(value, after)
+
+
 class ResultFifo(wiring.Component):
     """The array's result FIFO: ``depth`` words (rounded up to a power of two) in LUT RAM and an
     output register, so that ``r_data``/``r_rdy`` come from registers, as in
     ``SyncFIFOBuffered``, with the same two cycles from a write to ``r_rdy``. Built for timing:
-    the output register loads when ``nonempty`` (a register, computed without the level's
-    sum) and the output is free, one LUT from registers and ``r_en``, where
-    ``SyncFIFOBuffered`` compares its level first. No ``w_rdy``: the array's credits never let more than ``depth`` words in.
+    the output register loads when the RAM is not empty (a register: the level is a
+    thermometer code) and the output is free, one LUT from registers and ``r_en``, where
+    ``SyncFIFOBuffered`` compares its level, a binary count, first. No ``w_rdy``: the array's credits never let more than ``depth`` words in.
 
     Members
     -------
@@ -112,19 +132,13 @@ class ResultFifo(wiring.Component):
         r_port = storage.read_port(domain="comb")
         wr_ptr = Signal(range(self.depth), name="wr_ptr")
         rd_ptr = Signal(range(self.depth), name="rd_ptr")
-        level = Signal(range(self.depth + 1), name="level")       # words in the RAM
-        nonempty = Signal(name="nonempty")                         # level != 0
         load = Signal(name="load")
+        level = thermometer(m, "level", self.depth, up=self.w_en, down=load)   # words in RAM
+        nonempty = level.value[0]
         m.d.comb += [
             w_port.addr.eq(wr_ptr), w_port.data.eq(self.w_data), w_port.en.eq(self.w_en),
             r_port.addr.eq(rd_ptr),
             load.eq(nonempty & (~self.r_rdy | self.r_en)),
-        ]
-        # level + w_en - load != 0, without the sum: a write, two words or more, or one that
-        # does not leave (load is nonempty & (~r_rdy | r_en)).
-        m.d.sync += [
-            level.eq(level + self.w_en - load),
-            nonempty.eq(self.w_en | level[1:].any() | (nonempty & self.r_rdy & ~self.r_en)),
         ]
         with m.If(self.w_en):
             m.d.sync += wr_ptr.eq(wr_ptr + 1)
@@ -245,16 +259,13 @@ class AluArray(wiring.Component):
             fifo.r_en.eq(self.o.ready),
         ]
 
-        # Credits: beats accepted and not yet delivered, in the lanes or the FIFO. ``ready``
-        # (in_flight != fifo_depth) is a register of its own, computed from the next count.
-        in_flight = Signal(range(self.fifo_depth + 1), name="in_flight")
-        next_in_flight = Signal.like(in_flight, name="next_in_flight")
-        ready = Signal(name="ready", init=1)
+        # Credits: beats accepted and not yet delivered, in the lanes or the FIFO, counted in
+        # a thermometer code (no carry chain); ``ready`` (fewer than fifo_depth) is a register
+        # of its own.
         deliver = Signal(name="deliver")
-        m.d.comb += [
-            deliver.eq(self.o.valid & self.o.ready),
-            next_in_flight.eq(in_flight + accept - deliver),
-            self.i.ready.eq(ready),
-        ]
-        m.d.sync += [in_flight.eq(next_in_flight), ready.eq(next_in_flight != self.fifo_depth)]
+        m.d.comb += deliver.eq(self.o.valid & self.o.ready)
+        in_flight = thermometer(m, "in_flight", self.fifo_depth, up=accept, down=deliver)
+        ready = Signal(name="ready", init=1)
+        m.d.sync += ready.eq(~in_flight.next[-1])
+        m.d.comb += self.i.ready.eq(ready)
         return m

@@ -162,8 +162,11 @@ class MinMaxUnit(wiring.Component):
         r_wide, r_is_max = Signal(name="r_wide"), Signal(name="r_is_max")
         r_pass_a = Signal(name="r_pass_a")
         r_a, r_b = Signal(32, name="r_a"), Signal(32, name="r_b")
+        # The high keys are equal exactly when the high halves are: equal signs flip alike,
+        # different signs leave the keys' top bits different.
+        r_eq_hi = Signal(name="r_eq_hi")
         m.d.stage1 += [r_wide.eq(wide), r_is_max.eq(is_max), r_pass_a.eq(pass_a),
-                     r_a.eq(a_in), r_b.eq(b_in)]
+                       r_a.eq(a_in), r_b.eq(b_in), r_eq_hi.eq(a_in[16:] == b_in[16:])]
         wide = r_wide
         # Stage 2: the compares and the choice per element are registered.
         lt_lo = Signal(name="lt_lo")
@@ -172,7 +175,7 @@ class MinMaxUnit(wiring.Component):
         m.d.comb += [
             lt_lo.eq(key_a[:16] < key_b[:16]),
             lt_hi.eq(key_a[16:] < key_b[16:]),
-            eq_hi.eq(key_a[16:] == key_b[16:]),
+            eq_hi.eq(r_eq_hi),
         ]
         # a < b for the low element (or the whole word) and for the high element.
         less_lo = Signal(name="less_lo")

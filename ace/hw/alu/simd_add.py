@@ -344,6 +344,17 @@ class SimdFpAdder(wiring.Component):
             sticky_lo = sticky_lo | (shift_lo & lo[:n].any())
             hi, lo = (Mux(shift_hi, hi[n:], hi),
                       Mux(shift_lo, Mux(wide, Cat(lo, hi)[n:n + 16], lo[n:]), lo))
+        if levels == (4, 3, 2):
+            # The same sticky bits from the unshifted word, beside the shifter rather than
+            # after it: a nibble leaves when its index is below shift[4:2] (for fp32 the
+            # word's nibbles leave from its bottom; a 16-bit shift is below 16, shift[4] is 0).
+            # Equal to the above because both slots shift alike for fp32.
+            y, top = prev["y"], {"hi": prev["shift_hi"][2:5], "lo": prev["shift_lo"][2:5]}
+            nibbles = [y[4 * n:4 * n + 4].any() for n in range(8)]
+            sticky_hi = ~wide & Cat(*(nibbles[4 + n] & (top["hi"] > n)
+                                      for n in range(4))).any()
+            sticky_lo = Cat(*(nibbles[n] & (top["lo"] > n) for n in range(4)),
+                            *(wide & nibbles[n] & (top["lo"] > n) for n in range(4, 8))).any()
         carried = ("x", "sub_hi", "sub_lo", "slot_hi", "slot_lo")
         if levels[-1] != 0:
             # The sentinel: a one at bit ``top - ex`` of each segment (of the word for fp32),
