@@ -1,16 +1,17 @@
 """Shared max/min unit of one 32-bit ALU lane: one int32/fp32 element or two fp16/bf16 ones.
 
-Each operand is mapped to an unsigned key whose order is the numeric order: int32 flips the
-sign bit; floats flip the sign bit of positive values and invert every bit of negative ones,
-which orders ``-Inf < ... < -0 < +0 < ... < +Inf``. One comparator compares the two 16-bit
-halves of the keys; the halves give the two 16-bit results, and together (high half less, or
-equal and low half less) the 32-bit result. A NaN operand of a float element gives the
-canonical quiet NaN for that element.
+The order of two elements: if their signs differ, the negative one is less (for floats also
+``-0 < +0``); if both are positive, the larger magnitude is larger; if both are negative, the
+larger magnitude is less for floats and larger for int32 (two's complement), which orders
+``-Inf < ... < -0 < +0 < ... < +Inf``. The magnitudes are compared per 16-bit half (bits 14..0,
+in two short carry chains each way); for a 32-bit element the halves combine (high greater, or
+high equal and low 16 bits greater). A NaN operand of a float element gives the canonical quiet
+NaN for that element; ``pass_a`` (``COPY``) gives ``a``.
 
-Latency 2 (3 with input registers): the keys and the parts of the NaN tests (exponent all ones,
-fraction not zero, per field) end in registers with the operands, then the compares, the
-per-element choice and the NaN tests; the selection after them is combinational, so ``result``
-is valid two cycles after the operands.
+Latency 2 (3 with input registers): the magnitude compares and the parts of the NaN tests
+(exponent all ones, fraction not zero, per field) end in registers with the operands, then the
+order, the per-element choice and the NaN tests; the selection after them is combinational, so
+``result`` is valid two cycles after the operands.
 """
 
 
@@ -145,46 +146,54 @@ class MinMaxUnit(wiring.Component):
             is_float.eq(dtype.as_value().any()),  # every dtype but INT32 (0)
         ]
 
-        def keys(x, name):
-            # Sign used by each half: bit 31 for 32-bit elements, the half's own top bit else.
-            sign_hi = x[31]
-            sign_lo = Mux(wide, x[31], x[15])
-            flip_hi = Mux(is_float & sign_hi, 0xFFFF, 0x8000)
-            flip_lo = Mux(wide,
-                          Mux(is_float & sign_hi, 0xFFFF, 0x0000),
-                          Mux(sign_lo, 0xFFFF, 0x8000))
-            key = Signal(32, name=f"r_{name}_key")
-            m.d.stage1 += key.eq(Cat(x[:16] ^ flip_lo, x[16:] ^ flip_hi))
-            return key
-
-        # Stage 1: the keys, the NaN tests' parts and the operands are registered.
-        key_a, key_b = keys(a_in, "a"), keys(b_in, "b")
+        # Stage 1: the magnitude compares of the halves' bits 14..0, each in two short carry
+        # chains (bits 14..8 and 7..0, both ways), the NaN tests' parts and the operands are
+        # registered.
+        parts = {}
+        for half, base in (("lo", 0), ("hi", 16)):
+            for piece, (lo_bit, hi_bit) in (("h", (8, 15)), ("l", (0, 8))):
+                x, y = a_in[base + lo_bit:base + hi_bit], b_in[base + lo_bit:base + hi_bit]
+                for name, value in (("b_gt", y > x), ("a_gt", x > y)):
+                    parts[name, half, piece] = reg = Signal(name=f"r_{name}_{half}_{piece}")
+                    m.d.stage1 += reg.eq(value)
         r_wide, r_is_max = Signal(name="r_wide"), Signal(name="r_is_max")
-        r_pass_a = Signal(name="r_pass_a")
+        r_is_float, r_pass_a = Signal(name="r_is_float"), Signal(name="r_pass_a")
         r_a, r_b = Signal(32, name="r_a"), Signal(32, name="r_b")
-        # The high keys are equal exactly when the high halves are: equal signs flip alike,
-        # different signs leave the keys' top bits different.
-        r_eq_hi = Signal(name="r_eq_hi")
         m.d.stage1 += [r_wide.eq(wide), r_is_max.eq(is_max), r_pass_a.eq(pass_a),
-                       r_a.eq(a_in), r_b.eq(b_in), r_eq_hi.eq(a_in[16:] == b_in[16:])]
+                       r_is_float.eq(is_float), r_a.eq(a_in), r_b.eq(b_in)]
         wide = r_wide
-        # Stage 2: the compares and the choice per element are registered.
-        lt_lo = Signal(name="lt_lo")
-        lt_hi = Signal(name="lt_hi")
-        eq_hi = Signal(name="eq_hi")
+
+        # Stage 2: the order of the elements and the choice per element are registered.
+        def magnitude(half):
+            """(|b| > |a|, |a| > |b|) of a half's bits 14..0."""
+            b_h, a_h = parts["b_gt", half, "h"], parts["a_gt", half, "h"]
+            return (b_h | (~a_h & parts["b_gt", half, "l"]),
+                    a_h | (~b_h & parts["a_gt", half, "l"]))
+
+        def less(sign_a, sign_b, b_gt, a_gt, is_float):
+            """a < b: signs differ, a negative; else by magnitude (reversed for two negative
+            floats; two's complement keeps the order for int32). -0 < +0."""
+            return ((sign_a & ~sign_b)
+                    | (~(sign_a ^ sign_b) & Mux(sign_a & is_float, a_gt, b_gt)))
+
+        b_gt_lo, a_gt_lo = magnitude("lo")
+        b_gt_hi, a_gt_hi = magnitude("hi")
+        # 32-bit magnitudes (bits 30..0): the high parts, or equal and the low 16 bits (bit
+        # 15 a magnitude bit here).
+        a15, b15 = r_a[15], r_b[15]
+        b_gt16 = (b15 & ~a15) | (~(a15 ^ b15) & b_gt_lo)
+        a_gt16 = (a15 & ~b15) | (~(a15 ^ b15) & a_gt_lo)
+        eq_hi = ~b_gt_hi & ~a_gt_hi
+        b_gt32 = b_gt_hi | (eq_hi & b_gt16)
+        a_gt32 = a_gt_hi | (eq_hi & a_gt16)
+        less_lo = Signal(name="less_lo")     # a < b for the low element (or the whole word)
+        less_hi = Signal(name="less_hi")     # and for the high element
+        less_wide = less(r_a[31], r_b[31], b_gt32, a_gt32, r_is_float)
         m.d.comb += [
-            lt_lo.eq(key_a[:16] < key_b[:16]),
-            lt_hi.eq(key_a[16:] < key_b[16:]),
-            eq_hi.eq(r_eq_hi),
+            less_hi.eq(Mux(wide, less_wide, less(r_a[31], r_b[31], b_gt_hi, a_gt_hi, 1))),
+            less_lo.eq(Mux(wide, less_wide, less(r_a[15], r_b[15], b_gt_lo, a_gt_lo, 1))),
         ]
-        # a < b for the low element (or the whole word) and for the high element.
-        less_lo = Signal(name="less_lo")
-        less_hi = Signal(name="less_hi")
-        m.d.comb += [
-            less_hi.eq(Mux(wide, lt_hi | (eq_hi & lt_lo), lt_hi)),
-            less_lo.eq(Mux(wide, lt_hi | (eq_hi & lt_lo), lt_lo)),
-        ]
-        # max takes b when a < b; min takes b unless a < b (equal keys are equal bits).
+        # max takes b when a < b; min takes b unless a < b (equal values are equal bits).
         pick_b_lo = Signal(name="rr_pick_b_lo")
         pick_b_hi = Signal(name="rr_pick_b_hi")
         a, b = Signal(32, name="rr_a"), Signal(32, name="rr_b")
