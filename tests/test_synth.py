@@ -303,6 +303,34 @@ def test_parse_stat_json_drops_internal_cells():
         "luts": 17, "carry": 29, "ffs": 48, "lutram": 2, "brams": 1, "dsps": 1}
 
 
+def test_kept_modules_match_level_by_level():
+    """``synth_keep`` patterns match one hierarchy level each: ``array.lane*`` is the lanes,
+    not their children; modules outside the top are never kept."""
+    text = "\n".join(f"module {name}(clk);" for name in (
+        "t", "\\t.dut", "\\t.dut.array.fifo", "\\t.dut.array.lane0",
+        "\\t.dut.array.lane0.adder", "\\t.dut.array.lane1", "\\u.dut.array.lane0"))
+    assert synth.kept_modules(text, "t.dut", ["array.lane*"]) == [
+        "t.dut.array.lane0", "t.dut.array.lane1"]
+    assert synth.kept_modules(text, "t.dut", ["array.lane*.adder", "array.fifo"]) == [
+        "t.dut.array.fifo", "t.dut.array.lane0.adder"]
+    assert synth.kept_modules(text, "t.dut", []) == []
+
+
+def test_alu_array_keeps_every_lane_and_its_units():
+    """The ALU array top's ``synth_keep`` names modules that its Verilog has: every lane, and
+    every lane's adder and max/min unit (their operand registers stay apart)."""
+    from amaranth.back import verilog
+    from ace.flow.synth_wrapper import SerialShellWrapper
+    from ace.hw.tops import TOPS
+
+    config = NAMED_CONFIGS["small"]
+    spec = TOPS["ace_alu_array"]
+    text = verilog.convert(SerialShellWrapper(spec.build(config)), name="t", emit_src=False)
+    kept = synth.kept_modules(text, "t.dut", spec.synth_keep)
+    assert sorted(kept) == sorted(f"t.dut.array.lane{n}{unit}" for n in range(config.alu_lanes)
+                                  for unit in ("", ".adder", ".minmax"))
+
+
 def test_xilinx_cells_count_luts_and_tiles():
     counts = synth.classify_cells({"LUT6": 10, "LUT2": 3, "INV": 1, "RAM32M": 2, "SRLC32E": 1,
                                    "FDRE": 7, "FDCE": 1, "RAMB36E1": 2, "RAMB18E1": 3,
@@ -383,17 +411,19 @@ def test_run_synth_writes_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(synth, "_version", lambda tool: "v")
     seen = []
 
-    def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, pnr, pnr_timeout, speed,
-             log):
-        seen.append((name, breakdown))
+    def fake(dut, name, board, work_dir, *, clock_mhz, breakdown, keep, pnr, pnr_timeout,
+             speed, log):
+        seen.append((name, breakdown, keep))
         return {"top": name, "luts": 1, "carry": 0, "ffs": 2, "lutram": 0, "brams": 0,
                 "dsps": 0, "cells": {}, "fmax_mhz": 50.0, "seconds": {}}
 
     monkeypatch.setattr(synth, "synth_component", fake)
-    monkeypatch.setattr(synth, "TOPS", {n: SimpleNamespace(build=lambda config: None)
-                                        for n in synth.TOPS})
+    monkeypatch.setattr(synth, "TOPS", {n: SimpleNamespace(build=lambda config: None,
+                                                           synth_keep=spec.synth_keep)
+                                        for n, spec in synth.TOPS.items()})
     assert synth.run_synth(NAMED_CONFIGS["small"], top="all", out_dir=tmp_path, jobs=2) == 0
-    assert ("ace_engine_small", True) in seen and ("ace_sram_small", False) in seen
+    assert ("ace_engine_small", True, ()) in seen and ("ace_sram_small", False, ()) in seen
+    assert ("ace_alu_array_small", False, synth.TOPS["ace_alu_array"].synth_keep) in seen
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [r["top"] for r in summary["results"]][0] == "ace_engine"
     assert summary["board"] == "ulx3s-85f" and summary["jobs"] == 2
