@@ -104,7 +104,8 @@ class ResultFifo(wiring.Component):
     ``SyncFIFOBuffered``, with the same two cycles from a write to ``r_rdy``. Built for timing:
     the output register loads when the RAM is not empty (a register: the level is a
     thermometer code) and the output is free, one LUT from registers and ``r_en``, where
-    ``SyncFIFOBuffered`` compares its level, a binary count, first. No ``w_rdy``: the array's credits never let more than ``depth`` words in.
+    ``SyncFIFOBuffered`` compares its level, a binary count, first. No ``w_rdy``: the array's
+    credits never let more than ``depth`` words in.
 
     Members
     -------

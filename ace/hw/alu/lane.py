@@ -13,10 +13,12 @@ starts from registers whatever drives it: three copies, one for the adder, one f
 unit and one for the rest, so that each drives only its own logic (when the lane, the adder and
 the max/min unit are kept as modules of their own in FPGA synthesis, ``docs/synthesis.md``;
 flattened, yosys merges them back into one). Every path then has the adder's latency, so a
-new beat of any op and dtype can enter on every cycle. The stages after the operand registers (the
-adder, the max/min unit and the delay lines) are in clock domain ``pipe``, which the array
-holds while no beat is in them (:class:`~ace.hw.alu.array.AluArray`: a clock enable, or a gated
-clock). The lane has no valid bits (the array tracks validity).
+new beat of any op and dtype can enter on every cycle. The stages after the operand registers
+(the adder, the max/min unit and the delay lines) are in clock domain ``pipe``; each loads only
+when the stage before it holds a valid beat (``valid``: a valid bit travels beside the stages,
+so each stage's clock enable is a register of its own), or, with ``valid`` tied to 1, the array
+gates the ``pipe`` clock (:class:`~ace.hw.alu.array.AluArray`). The array tracks which results
+are valid.
 """
 
 

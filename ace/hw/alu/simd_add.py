@@ -94,9 +94,9 @@ class SimdFpAdder(wiring.Component):
 
     Latency is :attr:`latency` (12, or 13 with ``input_domain``) cycles: operands presented in
     cycle ``t`` give the result in cycle ``t + latency``. Throughput is one 32-bit word (one
-    fp32 or two 16-bit additions) per cycle, with any dtype from cycle to cycle. The pipeline
-    has no enable and no valid bits: it computes on every cycle, and the caller tracks which
-    results are valid. The result comes from a register.
+    fp32 or two 16-bit additions) per cycle, with any dtype from cycle to cycle. A valid bit
+    travels beside the stages only to hold the stages that have no word to take (``valid``);
+    the caller tracks which results are valid. The result comes from a register.
 
     Parameters
     ----------
@@ -283,7 +283,8 @@ class SimdFpAdder(wiring.Component):
         for slot in ("hi", "lo"):
             exp_a = prev["a_exp_lo"] if slot == "lo" else prev["a_hi"].exp
             exp_b = prev["b_exp_lo"] if slot == "lo" else prev["b_hi"].exp
-            m.d["stage2"] += [r[f"d_ab_{slot}"].eq(exp_a - exp_b), r[f"d_ba_{slot}"].eq(exp_b - exp_a)]
+            m.d["stage2"] += [r[f"d_ab_{slot}"].eq(exp_a - exp_b),
+                              r[f"d_ba_{slot}"].eq(exp_b - exp_a)]
         return r
 
     # -- stage 3 ------------------------------------------------------------------------------
@@ -450,7 +451,8 @@ class SimdFpAdder(wiring.Component):
                     "lo": Mux(wide, zero_hi & zero_lo, zero_lo)}
             for slot in ("hi", "lo"):
                 p = prev[f"slot_{slot}"]
-                m.d[f"stage{stage}"] += r[f"slot_{slot}"].sign.eq(Mux(zero[slot], p.both_neg, p.sign))
+                m.d[f"stage{stage}"] += r[f"slot_{slot}"].sign.eq(
+                    Mux(zero[slot], p.both_neg, p.sign))
         for slot in ("hi", "lo"):
             if last:
                 exp = prev[f"slot_{slot}"].exp + 1 - shifts[slot]
