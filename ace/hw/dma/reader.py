@@ -29,13 +29,35 @@ from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.skid_buffer import SkidBuffer
-from ace.hw.dma.burst import BurstSplitter, drive_address_channel
+from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
 from ace.hw.dma.downsizer import WidthDownsizer
 from ace.hw.dma.realign import Realigner
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
                       DmaStatus, sram_write_signature)
 
-__all__ = ["DmaReader", "TransferCommand"]
+__all__ = ["DmaReader", "TransferCommand", "count_items"]
+
+
+def count_items(m, name: str, last_index, single, step):
+    """A counter over the items (beats, words) of the command at a queue's head, whose first
+    and last flags come from registers: ``last_index`` (the last item's index) and ``single``
+    (it has one item) are fields of the queue's head register, ``step`` is high when an item is
+    taken. Returns ``(index, first, last)``. The compare with ``last_index`` is made one item
+    ahead, into a register, so no compare of the count sits between the queue head and what the
+    flags drive (the queue's read enable, the realigner's input)."""
+    index = Signal(len(last_index), name=f"{name}_index")
+    started = Signal(name=f"{name}_started")    # an item of this command was taken
+    last_next = Signal(name=f"{name}_last_next")  # ... and the next one is its last
+    first = Signal(name=f"{name}_first")
+    last = Signal(name=f"{name}_last")
+    m.d.comb += [first.eq(~started), last.eq(Mux(started, last_next, single))]
+    with m.If(step):
+        with m.If(last):
+            m.d.sync += [index.eq(0), started.eq(0)]
+        with m.Else():
+            m.d.sync += [index.eq(index + 1), started.eq(1),
+                         last_next.eq(index + 1 == last_index)]
+    return index, first, last
 
 
 class TransferCommand(data.StructLayout):
@@ -121,7 +143,7 @@ class DmaReader(wiring.Component):
             width=beat_bits + count_bits, depth=self.cmd_depth)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
-            "last_beat": count_bits, "beat_lo": range(M), "beat_hi": range(M + 1),
+            "last_beat": count_bits, "single": 1, "beat_lo": range(M), "beat_hi": range(M + 1),
             "shift": range(W + 1), "drop_first": 1, "flush": 1, "tail": range(W + 1),
             # words of the first and last beat holding payload (wide port only)
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
@@ -129,11 +151,15 @@ class DmaReader(wiring.Component):
         m.submodules.r_q = r_q = SyncFIFOBuffered(width=r_layout.size, depth=self.cmd_depth)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
-            ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], nbeats)),
+            ar_q.w_data.eq(Cat(cmd.mem_addr[lm:],
+                               beat_span(cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats))),
             r_in.to_stream.eq(cmd.stream),
             r_in.id.eq(cmd.id),
             r_in.sram_addr.eq(cmd.sram_addr),
             r_in.last_beat.eq(nbeats - 1),
+            # One beat: the payload ends within the first beat.
+            r_in.single.eq((cmd.length[lm + 1:] == 0)
+                           & (cmd.length[:lm + 1] + cmd.mem_addr[:lm] <= M)),
             r_in.beat_lo.eq(cmd.mem_addr[:lm]),
             r_in.beat_hi.eq(end[:lm] + 1),
             r_in.shift.eq(Mux(off == 0, W, off)),
@@ -159,7 +185,7 @@ class DmaReader(wiring.Component):
         m.d.comb += [
             split.i.valid.eq(ar_q.r_rdy),
             split.i.p.beat_addr.eq(ar_q.r_data[:beat_bits]),
-            split.i.p.beats.eq(ar_q.r_data[beat_bits:]),
+            split.i.p.span.eq(ar_q.r_data[beat_bits:]),
             ar_q.r_en.eq(split.i.ready),
         ]
         # A burst counts as in flight from the cycle it enters the AR skid buffer.
@@ -185,21 +211,17 @@ class DmaReader(wiring.Component):
         })
         m.submodules.realign = realign = Realigner(W, meta_layout)
 
-        beat = Signal(len(cur.last_beat))
         status = Signal(DmaStatus)          # accumulated over the command's beats
         status_now = Signal(DmaStatus)
         with m.If((status == DmaStatus.OKAY) & (axi.rresp[1] == 1)):
             m.d.comb += status_now.as_value().eq(Cat(axi.rresp, Const(0, 1)))
         with m.Else():
             m.d.comb += status_now.eq(status)
-        first = Signal()
-        last = Signal()
         r_hs = axi.rvalid & axi.rready
-        m.d.comb += [first.eq(beat == 0), last.eq(beat == cur.last_beat),
-                     r_q.r_en.eq(r_hs & last)]
+        _, first, last = count_items(m, "beat", cur.last_beat, cur.single, r_hs)
+        m.d.comb += r_q.r_en.eq(r_hs & last)
         with m.If(r_hs):
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)),
-                         status.eq(Mux(last, DmaStatus.OKAY, status_now))]
+            m.d.sync += status.eq(Mux(last, DmaStatus.OKAY, status_now))
 
         # Payload bytes of this beat: lanes from beat_lo (first beat) up to beat_hi (last).
         lo = Signal(range(M + 1))
@@ -256,7 +278,7 @@ class DmaReader(wiring.Component):
         layout = data.StructLayout({"to_stream": 1, "addr": len(self.sram_w.p.addr),
                                     "data": 8 * W, "mask": W, "last": 1, "id": DMA_ID_BITS,
                                     "status": DmaStatus})
-        m.submodules.out = out = SkidBuffer(layout)
+        m.submodules.out = out = SkidBuffer(layout, slices=max(1, W // 4))
         word = Signal(len(self.sram_w.p.addr))
         m.d.comb += [
             out.i.valid.eq(o.valid),

@@ -33,8 +33,8 @@ from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.skid_buffer import SkidBuffer
-from ace.hw.dma.burst import BurstSplitter, drive_address_channel
-from ace.hw.dma.reader import TransferCommand
+from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
+from ace.hw.dma.reader import TransferCommand, count_items
 from ace.hw.dma.realign import Realigner
 from ace.hw.dma.upsizer import WidthUpsizer
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
@@ -118,14 +118,16 @@ class DmaWriter(wiring.Component):
 
         m.submodules.aw_q = aw_q = SyncFIFOBuffered(
             width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth)
-        sreq_layout = data.StructLayout({"sram_addr": sram_bits, "last_word": count_bits})
+        sreq_layout = data.StructLayout({"sram_addr": sram_bits, "last_word": count_bits,
+                                         "single": 1})
         m.submodules.sreq_q = sreq_q = SyncFIFOBuffered(width=sreq_layout.size,
                                                         depth=self.cmd_depth)
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
         lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
         wd_layout = data.StructLayout({
-            "from_stream": 1, "last_word": count_bits, "shift": range(W + 1), "flush": 1,
+            "from_stream": 1, "last_word": count_bits, "single": 1, "shift": range(W + 1),
+            "flush": 1,
             "beat": beat_meta, **lane,
         })
         m.submodules.wd_q = wd_q = SyncFIFOBuffered(width=wd_layout.size, depth=self.cmd_depth)
@@ -134,11 +136,15 @@ class DmaWriter(wiring.Component):
         wd_in = data.View(wd_layout, wd_q.w_data)
         take = Signal()
         m.d.comb += [
-            aw_q.w_data.eq(Cat(cmd.mem_addr[lm:], nbeats, cmd.id)),
+            aw_q.w_data.eq(Cat(cmd.mem_addr[lm:],
+                               beat_span(cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats),
+                               cmd.id)),
             sreq_in.sram_addr.eq(cmd.sram_addr),
             sreq_in.last_word.eq(nwords - 1),
+            sreq_in.single.eq(cmd.length <= W),
             wd_in.from_stream.eq(cmd.stream),
             wd_in.last_word.eq(nwords - 1),
+            wd_in.single.eq(cmd.length <= W),
             wd_in.shift.eq(W - off),
             wd_in.flush.eq(ngrid != nwords),
             wd_in.beat.beat_lo.eq(cmd.mem_addr[:lm]),
@@ -169,7 +175,7 @@ class DmaWriter(wiring.Component):
         m.d.comb += [
             split.i.valid.eq(aw_q.r_rdy),
             split.i.p.beat_addr.eq(aw_q.r_data[:beat_bits]),
-            split.i.p.beats.eq(aw_q.r_data[beat_bits:beat_bits + count_bits]),
+            split.i.p.span.eq(aw_q.r_data[beat_bits:beat_bits + count_bits]),
             split.i.p.meta.eq(aw_q.r_data[beat_bits + count_bits:]),
             aw_q.r_en.eq(split.i.ready),
         ]
@@ -182,16 +188,13 @@ class DmaWriter(wiring.Component):
 
     def _elaborate_sram_requests(self, m, sreq, sreq_q):
         """SRAM read requests of a STORE, one word address per cycle."""
-        req_word = Signal(len(sreq.last_word))
-        req_last = Signal()
+        req_hs = self.sram_r.req.valid & self.sram_r.req.ready
+        req_word, _, req_last = count_items(m, "req", sreq.last_word, sreq.single, req_hs)
         m.d.comb += [
-            req_last.eq(req_word == sreq.last_word),
             self.sram_r.req.valid.eq(sreq_q.r_rdy),
             self.sram_r.req.p.eq(sreq.sram_addr + req_word),
             sreq_q.r_en.eq(self.sram_r.req.ready & req_last),
         ]
-        with m.If(self.sram_r.req.valid & self.sram_r.req.ready):
-            m.d.sync += req_word.eq(Mux(req_last, 0, req_word + 1))
 
     def _elaborate_words(self, m, cur, wd_q, beat_meta):
         """Source words of the command at the head of ``wd_q`` (``cur``) through the realigner
@@ -201,28 +204,25 @@ class DmaWriter(wiring.Component):
         lane = {"word_lo": range(k)} if k > 1 else {}
         meta_layout = data.StructLayout({"beat": beat_meta, **lane})
         m.submodules.realign = realign = Realigner(W, meta_layout)
-        src_word = Signal(len(cur.last_word))
-        src_last = Signal()
         src_valid = Signal()
+        src_hs = Signal()
+        _, src_first, src_last = count_items(m, "src", cur.last_word, cur.single, src_hs)
         m.d.comb += [
-            src_last.eq(src_word == cur.last_word),
             src_valid.eq(Mux(cur.from_stream, self.wr_stream.tvalid, self.sram_r.resp.valid)),
             realign.i.valid.eq(wd_q.r_rdy & src_valid),
             self.wr_stream.tready.eq(wd_q.r_rdy & cur.from_stream & realign.i.ready),
             self.sram_r.resp.ready.eq(wd_q.r_rdy & ~cur.from_stream & realign.i.ready),
             realign.i.p.data.eq(Mux(cur.from_stream, self.wr_stream.tdata,
                                     self.sram_r.resp.p)),
-            realign.i.p.first.eq(src_word == 0),
+            realign.i.p.first.eq(src_first),
             realign.i.p.last.eq(src_last),
             realign.i.p.shift.eq(cur.shift),
             realign.i.p.drop_first.eq(0),
             realign.i.p.flush.eq(cur.flush),
             realign.i.p.meta.beat.eq(cur.beat),
         ]
-        src_hs = realign.i.valid & realign.i.ready
-        m.d.comb += wd_q.r_en.eq(src_hs & src_last)
-        with m.If(src_hs):
-            m.d.sync += src_word.eq(Mux(src_last, 0, src_word + 1))
+        m.d.comb += [src_hs.eq(realign.i.valid & realign.i.ready),
+                     wd_q.r_en.eq(src_hs & src_last)]
         if k == 1:
             return realign.o
         m.d.comb += realign.i.p.meta.word_lo.eq(cur.word_lo)
@@ -248,8 +248,7 @@ class DmaWriter(wiring.Component):
         phase_bits = (cfg.max_burst_beats - 1).bit_length()
         beat = o.p.meta.beat
         aw_ahead = Signal(range(2 * self.max_writes + 2))
-        w_ok = Signal()
-        m.d.comb += w_ok.eq(aw_ahead != 0)
+        w_ok = Signal()         # aw_ahead != 0, as a register (it gates the realigner's ready)
         phase = Signal(phase_bits)
         phase_cur = Signal(phase_bits)
         m.d.comb += phase_cur.eq(Mux(o.p.first, beat.start_phase, phase))
@@ -259,7 +258,7 @@ class DmaWriter(wiring.Component):
         lo = Signal(range(M + 1))
         hi = Signal(range(M + 1))
         layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
-        m.submodules.w_skid = skid = SkidBuffer(layout)
+        m.submodules.w_skid = skid = SkidBuffer(layout, slices=max(1, M // 4))
         m.d.comb += [
             lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),
             hi_mask.eq(Mux(o.p.last, ~(all_ones << beat.beat_hi)[:M], all_ones)),
@@ -282,9 +281,9 @@ class DmaWriter(wiring.Component):
             m.d.sync += phase.eq(phase_cur + 1)
         w_done = entered & skid.i.p.last
         with m.If(aw_accepted & ~w_done):
-            m.d.sync += aw_ahead.eq(aw_ahead + 1)
+            m.d.sync += [aw_ahead.eq(aw_ahead + 1), w_ok.eq(1)]
         with m.Elif(~aw_accepted & w_done):
-            m.d.sync += aw_ahead.eq(aw_ahead - 1)
+            m.d.sync += [aw_ahead.eq(aw_ahead - 1), w_ok.eq(aw_ahead != 1)]
         m.d.sync += self.bytes.eq(Mux(axi.wvalid & axi.wready, skid.o.p.bytes, 0))
 
     def _elaborate_b(self, m, b_q):
