@@ -56,7 +56,12 @@ class SkidBuffer(wiring.Component):
 
     def __init__(self, shape, slices: int = 1):
         self.shape = shape
-        self.slices = slices
+        self.slices = max(1, min(slices, Shape.cast(shape).width))
+        #: The copies of ``i.ready``, one per slice (``ready_copies[0]`` drives ``i.ready``):
+        #: a wide consumer upstream can take its load enables from them, a copy per part.
+        names = (["in_ready"] if self.slices == 1
+                 else [f"in_ready_{k}" for k in range(self.slices)])
+        self.ready_copies = [Signal(init=1, name=name) for name in names]
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
@@ -64,7 +69,7 @@ class SkidBuffer(wiring.Component):
 
     def elaborate(self, platform):
         width = Shape.cast(self.shape).width
-        slices = max(1, min(self.slices, width))
+        slices = self.slices
         if slices == 1:
             return self._elaborate_single()
         m = Module()
@@ -78,7 +83,7 @@ class SkidBuffer(wiring.Component):
         bounds = [width * k // slices for k in range(slices + 1)]
         for k in range(slices):
             sfx = f"_{k}"
-            in_ready = Signal(init=1, name=f"in_ready{sfx}")
+            in_ready = self.ready_copies[k]
             out_valid = Signal(name=f"out_valid{sfx}")
             skid_valid = Signal(name=f"skid_valid{sfx}")
             if k == 0:
@@ -99,7 +104,7 @@ class SkidBuffer(wiring.Component):
 
     def _elaborate_single(self):
         m = Module()
-        in_ready = Signal(init=1, name="in_ready")
+        in_ready = self.ready_copies[0]
         out_valid = Signal(name="out_valid")
         out_payload = Signal(self.shape, name="out_payload")
         skid_valid = Signal(name="skid_valid")

@@ -27,13 +27,13 @@ from ace.hw.common.skid_buffer import SkidBuffer
 __all__ = ["BurstSplitter", "beat_span", "split_bursts", "drive_address_channel"]
 
 
-def beat_span(mem_addr, length, beat_log2: int, max_burst: int):
+def beat_span(mem_addr, length, beat_log2: int, max_burst: int, width: int):
     """``span`` of the request for ``length`` bytes at byte address ``mem_addr`` (Amaranth
     values), with beats of ``1 << beat_log2`` bytes: the beats from the start of the
     ``max_burst``-beat block holding ``mem_addr`` to the beat holding the last byte, that is
-    the beat count plus the first beat's place in its block, in one adder."""
+    the beat count plus the first beat's place in its block, in one adder; ``width`` bits."""
     low = beat_log2 + (max_burst - 1).bit_length()
-    return (mem_addr[:low] + length + ((1 << beat_log2) - 1)) >> beat_log2
+    return ((mem_addr[:low] + length + ((1 << beat_log2) - 1)) >> beat_log2)[:width]
 
 
 def split_bursts(beat_addr: int, beats: int, max_burst: int) -> list[tuple[int, int]]:
@@ -102,6 +102,12 @@ class BurstSplitter(wiring.Component):
         meta = Signal(self.meta_shape)
         wide = phase_bits + 2               # holds 0 .. 2 * max_burst
 
+        def at_most(value, blocks):
+            """``value <= blocks * max_burst`` (``blocks`` 1 or 2) from its bits, without a
+            carry chain: the bits above the limit are zero, and at the limit the low bits."""
+            top = phase_bits + blocks.bit_length() - 1     # bit of the limit
+            return (value[top + 1:] == 0) & (~value[top] | (value[:top] == 0))
+
         m.d.comb += [
             self.o.valid.eq(active),
             self.o.p.beat_addr.eq(cur),
@@ -112,7 +118,7 @@ class BurstSplitter(wiring.Component):
         with m.If(self.o.valid & self.o.ready):
             # The next burst starts at the next block; it is the last if the request ends
             # within that block (span <= 2 * max_burst).
-            fits = span <= 2 * max_burst
+            fits = at_most(span, 2)
             m.d.sync += [
                 cur.eq(Cat(Const(0, phase_bits), cur[phase_bits:] + 1)),
                 span.eq(span - max_burst),
@@ -123,7 +129,7 @@ class BurstSplitter(wiring.Component):
                 m.d.sync += active.eq(0)
         with m.If(self.i.valid & self.i.ready):
             first = self.i.p.beat_addr[:phase_bits]
-            fits = self.i.p.span <= max_burst
+            fits = at_most(self.i.p.span, 1)
             m.d.sync += [
                 active.eq(1),
                 cur.eq(self.i.p.beat_addr),

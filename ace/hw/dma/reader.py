@@ -35,7 +35,19 @@ from ace.hw.dma.realign import Realigner
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
                       DmaStatus, sram_write_signature)
 
-__all__ = ["DmaReader", "TransferCommand", "count_items"]
+__all__ = ["DmaReader", "TransferCommand", "count_items", "queues_open"]
+
+
+def queues_open(m, *queues):
+    """A register: high when each of ``queues`` (``SyncFIFOBuffered``) can take an entry in this
+    cycle whatever happened in the previous one (each held at most ``depth - 2`` entries then,
+    so at most ``depth - 1`` now, and a ``SyncFIFOBuffered`` with ``depth - 1`` entries has
+    its inner queue's room). So a command's ready is a register, not the levels' compares; a
+    queue of ``depth`` then holds ``depth - 1`` commands."""
+    assert all(queue.depth >= 3 for queue in queues)
+    open_ = Signal(init=1, name="queues_open")
+    m.d.sync += open_.eq(Cat(*(queue.level <= queue.depth - 2 for queue in queues)).all())
+    return open_
 
 
 def count_items(m, name: str, last_index, single, step):
@@ -140,7 +152,7 @@ class DmaReader(wiring.Component):
         ]
 
         m.submodules.ar_q = ar_q = SyncFIFOBuffered(
-            width=beat_bits + count_bits, depth=self.cmd_depth)
+            width=beat_bits + count_bits, depth=self.cmd_depth + 1)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
             "last_beat": count_bits, "single": 1, "beat_lo": range(M), "beat_hi": range(M + 1),
@@ -148,11 +160,12 @@ class DmaReader(wiring.Component):
             # words of the first and last beat holding payload (wide port only)
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
-        m.submodules.r_q = r_q = SyncFIFOBuffered(width=r_layout.size, depth=self.cmd_depth)
+        m.submodules.r_q = r_q = SyncFIFOBuffered(width=r_layout.size,
+                                                  depth=self.cmd_depth + 1)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
-            ar_q.w_data.eq(Cat(cmd.mem_addr[lm:],
-                               beat_span(cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats))),
+            ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
+                cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats, count_bits))),
             r_in.to_stream.eq(cmd.stream),
             r_in.id.eq(cmd.id),
             r_in.sram_addr.eq(cmd.sram_addr),
@@ -166,7 +179,7 @@ class DmaReader(wiring.Component):
             r_in.drop_first.eq(off != 0),
             r_in.flush.eq((off != 0) & (nwords == ngrid)),
             r_in.tail.eq(cmd.length[:lw] + Mux(cmd.length[:lw] == 0, W, 0)),
-            self.cmd.ready.eq(ar_q.w_rdy & r_q.w_rdy),
+            self.cmd.ready.eq(queues_open(m, ar_q, r_q)),
             ar_q.w_en.eq(self.cmd.valid & self.cmd.ready),
             r_q.w_en.eq(self.cmd.valid & self.cmd.ready),
         ]
@@ -174,7 +187,7 @@ class DmaReader(wiring.Component):
             m.d.comb += [r_in.word_lo.eq(cmd.mem_addr[lw:lm]), r_in.word_hi.eq(end[lw:lm])]
         self._elaborate_ar(m, ar_q, beat_bits, count_bits)
         realign = self._elaborate_r(m, data.View(r_layout, r_q.r_data), r_q, sram_bits)
-        self._elaborate_words(m, realign.o)
+        self._elaborate_words(m, realign)
         return m
 
     def _elaborate_ar(self, m, ar_q, beat_bits, count_bits):
@@ -269,16 +282,20 @@ class DmaReader(wiring.Component):
         ]
         return realign
 
-    def _elaborate_words(self, m, o):
-        """Output words of the realigner ``o``, with their SRAM address and byte mask, through
-        a skid buffer to the SRAM write port or rd_stream; the completion at the last word,
-        taken from the skid buffer's output (so it never precedes the word's delivery)."""
+    def _elaborate_words(self, m, realign):
+        """Output words of ``realign``, with their SRAM address and byte mask, through a skid
+        buffer to the SRAM write port or rd_stream; the completion at the last word, taken
+        from the skid buffer's output (so it never precedes the word's delivery). The skid
+        buffer's payload is cut into slices of about 4 bytes, and its ready copies give the
+        realigner's lanes their load enables."""
         W = self.config.link_bytes
+        o = realign.o
         meta = o.p.meta
         layout = data.StructLayout({"to_stream": 1, "addr": len(self.sram_w.p.addr),
                                     "data": 8 * W, "mask": W, "last": 1, "id": DMA_ID_BITS,
                                     "status": DmaStatus})
-        m.submodules.out = out = SkidBuffer(layout, slices=max(1, W // 4))
+        m.submodules.out = out = SkidBuffer(layout, slices=realign.lanes)
+        realign.o_ready_copies = out.ready_copies
         word = Signal(len(self.sram_w.p.addr))
         m.d.comb += [
             out.i.valid.eq(o.valid),

@@ -79,6 +79,10 @@ class Realigner(wiring.Component):
         lanes = max(1, word_bytes // 4) if lanes is None else lanes
         assert word_bytes % lanes == 0
         self.lanes = lanes
+        #: Optional: ``lanes`` signals, each equal to ``o.ready`` in every cycle (copies of a
+        #: registered ready downstream, e.g. :attr:`SkidBuffer.ready_copies`); lane ``k``
+        #: then takes its load enables from copy ``k`` instead of from ``o.ready``.
+        self.o_ready_copies = None
         super().__init__({
             "i": In(stream.Signature(data.StructLayout({
                 "data": unsigned(8 * word_bytes), "first": unsigned(1), "last": unsigned(1),
@@ -155,8 +159,10 @@ class Realigner(wiring.Component):
             advance = Signal(name=f"advance{sfx}")   # stages 2 and 3 move
             a_ready = Signal(name=f"a_ready{sfx}")   # stage 1's word moves into stage 2
             take = Signal(name=f"take{sfx}")
+            o_ready = (self.o.ready if self.o_ready_copies is None
+                       else self.o_ready_copies[lane])
             m.d.comb += [
-                advance.eq(~c_valid | self.o.ready),
+                advance.eq(~c_valid | o_ready),
                 a_ready.eq(advance & ~flush_pending),
                 take.eq(a_ready & a_valid),
             ]

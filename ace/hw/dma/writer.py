@@ -34,7 +34,7 @@ from amaranth.lib.wiring import In, Out
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
-from ace.hw.dma.reader import TransferCommand, count_items
+from ace.hw.dma.reader import TransferCommand, count_items, queues_open
 from ace.hw.dma.realign import Realigner
 from ace.hw.dma.upsizer import WidthUpsizer
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
@@ -117,11 +117,11 @@ class DmaWriter(wiring.Component):
         ]
 
         m.submodules.aw_q = aw_q = SyncFIFOBuffered(
-            width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth)
+            width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth + 1)
         sreq_layout = data.StructLayout({"sram_addr": sram_bits, "last_word": count_bits,
                                          "single": 1})
         m.submodules.sreq_q = sreq_q = SyncFIFOBuffered(width=sreq_layout.size,
-                                                        depth=self.cmd_depth)
+                                                        depth=self.cmd_depth + 1)
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
         lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
@@ -130,15 +130,15 @@ class DmaWriter(wiring.Component):
             "flush": 1,
             "beat": beat_meta, **lane,
         })
-        m.submodules.wd_q = wd_q = SyncFIFOBuffered(width=wd_layout.size, depth=self.cmd_depth)
+        m.submodules.wd_q = wd_q = SyncFIFOBuffered(width=wd_layout.size,
+                                                    depth=self.cmd_depth + 1)
 
         sreq_in = data.View(sreq_layout, sreq_q.w_data)
         wd_in = data.View(wd_layout, wd_q.w_data)
         take = Signal()
         m.d.comb += [
-            aw_q.w_data.eq(Cat(cmd.mem_addr[lm:],
-                               beat_span(cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats),
-                               cmd.id)),
+            aw_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
+                cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats, count_bits), cmd.id)),
             sreq_in.sram_addr.eq(cmd.sram_addr),
             sreq_in.last_word.eq(nwords - 1),
             sreq_in.single.eq(cmd.length <= W),
@@ -150,7 +150,7 @@ class DmaWriter(wiring.Component):
             wd_in.beat.beat_lo.eq(cmd.mem_addr[:lm]),
             wd_in.beat.beat_hi.eq(end[:lm] + 1),
             wd_in.beat.start_phase.eq(cmd.mem_addr[lm:lm + phase_bits]),
-            self.cmd.ready.eq(aw_q.w_rdy & wd_q.w_rdy & (cmd.stream | sreq_q.w_rdy)),
+            self.cmd.ready.eq(queues_open(m, aw_q, wd_q, sreq_q)),
             take.eq(self.cmd.valid & self.cmd.ready),
             aw_q.w_en.eq(take),
             wd_q.w_en.eq(take),
@@ -160,8 +160,9 @@ class DmaWriter(wiring.Component):
             m.d.comb += wd_in.word_lo.eq(cmd.mem_addr[lw:lm])
         b_q, aw_accepted = self._elaborate_aw(m, aw_q, beat_bits, count_bits)
         self._elaborate_sram_requests(m, data.View(sreq_layout, sreq_q.r_data), sreq_q)
-        beats = self._elaborate_words(m, data.View(wd_layout, wd_q.r_data), wd_q, beat_meta)
-        self._elaborate_w(m, beats, aw_accepted)
+        beats, realign = self._elaborate_words(m, data.View(wd_layout, wd_q.r_data), wd_q,
+                                               beat_meta)
+        self._elaborate_w(m, beats, aw_accepted, realign if k == 1 else None)
         self._elaborate_b(m, b_q)
         return m
 
@@ -224,7 +225,7 @@ class DmaWriter(wiring.Component):
         m.d.comb += [src_hs.eq(realign.i.valid & realign.i.ready),
                      wd_q.r_en.eq(src_hs & src_last)]
         if k == 1:
-            return realign.o
+            return realign.o, realign
         m.d.comb += realign.i.p.meta.word_lo.eq(cur.word_lo)
         m.submodules.upsize = upsize = WidthUpsizer(W, k, meta_layout)
         word = realign.o
@@ -237,12 +238,14 @@ class DmaWriter(wiring.Component):
             upsize.i.p.lo.eq(word.p.meta.word_lo),
             upsize.i.p.meta.eq(word.p.meta),
         ]
-        return upsize.o
+        return upsize.o, realign
 
-    def _elaborate_w(self, m, o, aw_accepted):
+    def _elaborate_w(self, m, o, aw_accepted, realign=None):
         """W beats from ``o``: strobes and wlast at burst ends, computed as a beat enters the W
         skid buffer, which it may do only once its burst's AW was accepted on the port (so W
-        never leads AW). ``bytes`` counts the strobes of the beats the port accepts."""
+        never leads AW). ``bytes`` counts the strobes of the beats the port accepts. When
+        ``o`` is ``realign``'s output, its lanes take their load enables from the skid
+        buffer's ready copies."""
         cfg, axi = self.config, self.axi
         M = cfg.mem_bytes
         phase_bits = (cfg.max_burst_beats - 1).bit_length()
@@ -259,6 +262,10 @@ class DmaWriter(wiring.Component):
         hi = Signal(range(M + 1))
         layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
         m.submodules.w_skid = skid = SkidBuffer(layout, slices=max(1, M // 4))
+        if realign is not None:
+            copies = skid.ready_copies
+            realign.o_ready_copies = [copies[lane * len(copies) // realign.lanes] & w_ok
+                                      for lane in range(realign.lanes)]
         m.d.comb += [
             lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),
             hi_mask.eq(Mux(o.p.last, ~(all_ones << beat.beat_hi)[:M], all_ones)),
