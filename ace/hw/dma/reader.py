@@ -24,30 +24,18 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
 from ace.hw.dma.downsizer import WidthDownsizer
+from ace.hw.dma.queue import CommandQueue, queues_open
 from ace.hw.dma.realign import Realigner
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
                       DmaStatus, sram_write_signature)
 
-__all__ = ["DmaReader", "TransferCommand", "count_items", "queues_open"]
-
-
-def queues_open(m, *queues):
-    """A register: high when each of ``queues`` (``SyncFIFOBuffered``) can take an entry in this
-    cycle whatever happened in the previous one (each held at most ``depth - 2`` entries then,
-    so at most ``depth - 1`` now, and a ``SyncFIFOBuffered`` with ``depth - 1`` entries has
-    its inner queue's room). So a command's ready is a register, not the levels' compares; a
-    queue of ``depth`` then holds ``depth - 1`` commands."""
-    assert all(queue.depth >= 3 for queue in queues)
-    open_ = Signal(init=1, name="queues_open")
-    m.d.sync += open_.eq(Cat(*(queue.level <= queue.depth - 2 for queue in queues)).all())
-    return open_
+__all__ = ["DmaReader", "TransferCommand", "count_items"]
 
 
 def count_items(m, name: str, last_index, single, step):
@@ -151,8 +139,8 @@ class DmaReader(wiring.Component):
             end.eq(cmd.mem_addr + cmd.length - 1),
         ]
 
-        m.submodules.ar_q = ar_q = SyncFIFOBuffered(
-            width=beat_bits + count_bits, depth=self.cmd_depth + 1)
+        m.submodules.ar_q = ar_q = CommandQueue(width=beat_bits + count_bits,
+                                                depth=self.cmd_depth)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
             "last_beat": count_bits, "single": 1, "beat_lo": range(M), "beat_hi": range(M + 1),
@@ -160,8 +148,7 @@ class DmaReader(wiring.Component):
             # words of the first and last beat holding payload (wide port only)
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
-        m.submodules.r_q = r_q = SyncFIFOBuffered(width=r_layout.size,
-                                                  depth=self.cmd_depth + 1)
+        m.submodules.r_q = r_q = CommandQueue(width=r_layout.size, depth=self.cmd_depth)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
@@ -291,9 +278,11 @@ class DmaReader(wiring.Component):
         W = self.config.link_bytes
         o = realign.o
         meta = o.p.meta
+        # ``to_stream`` and ``last`` twice: the copies at the end, in another slice than the
+        # port's, feed only the ready logic (the port's registers stay by the port).
         layout = data.StructLayout({"to_stream": 1, "addr": len(self.sram_w.p.addr),
                                     "data": 8 * W, "mask": W, "last": 1, "id": DMA_ID_BITS,
-                                    "status": DmaStatus})
+                                    "status": DmaStatus, "ctl_to_stream": 1, "ctl_last": 1})
         m.submodules.out = out = SkidBuffer(layout, slices=realign.lanes)
         realign.o_ready_copies = out.ready_copies
         word = Signal(len(self.sram_w.p.addr))
@@ -306,6 +295,8 @@ class DmaReader(wiring.Component):
             out.i.p.mask.eq(Mux(o.p.last, ~(Const((1 << W) - 1, W) << meta.tail)[:W],
                                 (1 << W) - 1)),
             out.i.p.last.eq(o.p.last),
+            out.i.p.ctl_to_stream.eq(meta.to_stream),
+            out.i.p.ctl_last.eq(o.p.last),
             out.i.p.id.eq(meta.id),
             out.i.p.status.eq(meta.status),
         ]
@@ -316,6 +307,7 @@ class DmaReader(wiring.Component):
         cpl_full = Signal()
         deliver = Signal()
         m.d.comb += deliver.eq(w.valid & (~w.p.last | ~cpl_full))
+        ctl_ready = Mux(w.p.ctl_to_stream, self.rd_stream.tready, self.sram_w.ready)
         m.d.comb += [
             self.sram_w.valid.eq(deliver & ~w.p.to_stream),
             self.sram_w.p.addr.eq(w.p.addr),
@@ -326,8 +318,7 @@ class DmaReader(wiring.Component):
             self.rd_stream.tkeep.eq(w.p.mask),
             self.rd_stream.tlast.eq(w.p.last),
             self.rd_stream.tuser.eq(w.p.id),
-            w.ready.eq((~w.p.last | ~cpl_full)
-                       & Mux(w.p.to_stream, self.rd_stream.tready, self.sram_w.ready)),
+            w.ready.eq((~w.p.ctl_last | ~cpl_full) & ctl_ready),
         ]
         m.d.comb += self.cpl.valid.eq(cpl_full)
         with m.If(self.cpl.valid & self.cpl.ready):

@@ -34,7 +34,8 @@ from amaranth.lib.wiring import In, Out
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.skid_buffer import SkidBuffer
 from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
-from ace.hw.dma.reader import TransferCommand, count_items, queues_open
+from ace.hw.dma.queue import CommandQueue, queues_open
+from ace.hw.dma.reader import TransferCommand, count_items
 from ace.hw.dma.realign import Realigner
 from ace.hw.dma.upsizer import WidthUpsizer
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
@@ -116,12 +117,12 @@ class DmaWriter(wiring.Component):
             end.eq(cmd.mem_addr + cmd.length - 1),
         ]
 
-        m.submodules.aw_q = aw_q = SyncFIFOBuffered(
-            width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth + 1)
+        m.submodules.aw_q = aw_q = CommandQueue(
+            width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth)
         sreq_layout = data.StructLayout({"sram_addr": sram_bits, "last_word": count_bits,
                                          "single": 1})
-        m.submodules.sreq_q = sreq_q = SyncFIFOBuffered(width=sreq_layout.size,
-                                                        depth=self.cmd_depth + 1)
+        m.submodules.sreq_q = sreq_q = CommandQueue(width=sreq_layout.size,
+                                                    depth=self.cmd_depth)
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
         lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
@@ -130,8 +131,7 @@ class DmaWriter(wiring.Component):
             "flush": 1,
             "beat": beat_meta, **lane,
         })
-        m.submodules.wd_q = wd_q = SyncFIFOBuffered(width=wd_layout.size,
-                                                    depth=self.cmd_depth + 1)
+        m.submodules.wd_q = wd_q = CommandQueue(width=wd_layout.size, depth=self.cmd_depth)
 
         sreq_in = data.View(sreq_layout, sreq_q.w_data)
         wd_in = data.View(wd_layout, wd_q.w_data)
