@@ -38,14 +38,14 @@ from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCo
 __all__ = ["DmaReader", "TransferCommand", "count_items"]
 
 
-def count_items(m, name: str, last_index, single, step):
+def count_items(m, name: str, count, single, step):
     """A counter over the items (beats, words) of the command at a queue's head, whose first
-    and last flags come from registers: ``last_index`` (the last item's index) and ``single``
-    (it has one item) are fields of the queue's head register, ``step`` is high when an item is
-    taken. Returns ``(index, first, last)``. The compare with ``last_index`` is made one item
-    ahead, into a register, so no compare of the count sits between the queue head and what the
-    flags drive (the queue's read enable, the realigner's input)."""
-    index = Signal(len(last_index), name=f"{name}_index")
+    and last flags come from registers: ``count`` (the command's items) and ``single`` (it has
+    one item) are fields of the queue's head register, ``step`` is high when an item is taken.
+    Returns ``(index, first, last)``. The compare with ``count`` is made one item ahead, into a
+    register, so no compare of the count sits between the queue head and what the flags drive
+    (the queue's read enable, the realigner's input)."""
+    index = Signal(len(count), name=f"{name}_index")
     started = Signal(name=f"{name}_started")    # an item of this command was taken
     last_next = Signal(name=f"{name}_last_next")  # ... and the next one is its last
     first = Signal(name=f"{name}_first")
@@ -56,7 +56,7 @@ def count_items(m, name: str, last_index, single, step):
             m.d.sync += [index.eq(0), started.eq(0)]
         with m.Else():
             m.d.sync += [index.eq(index + 1), started.eq(1),
-                         last_next.eq(index + 1 == last_index)]
+                         last_next.eq(index + 2 == count)]
     return index, first, last
 
 
@@ -128,22 +128,22 @@ class DmaReader(wiring.Component):
         cmd = self.cmd.p
         off = Signal(range(W))             # byte offset in the first word
         nbeats = Signal(count_bits)        # memory beats covering the payload
-        ngrid = Signal(count_bits)         # words (memory's word grid) covering the payload
-        nwords = Signal(count_bits)        # output words
-        end = Signal(cfg.mem_addr_bits)    # address of the last payload byte
+        end_lane = Signal(range(M))        # the last payload byte's place in its beat
+        straddles = Signal()               # the payload covers one more memory word than words
         m.d.comb += [
             off.eq(cmd.mem_addr[:lw]),
             nbeats.eq((cmd.mem_addr[:lm] + cmd.length + (M - 1)) >> lm),
-            ngrid.eq((off + cmd.length + (W - 1)) >> lw),
-            nwords.eq((cmd.length + (W - 1)) >> lw),
-            end.eq(cmd.mem_addr + cmd.length - 1),
+            end_lane.eq(cmd.mem_addr[:lm] + cmd.length[:lm] - 1),
+            # Narrow sums only: the words' count ceil(length / W) and the memory grid's differ
+            # exactly when off plus the last byte's place in its word reaches the next word.
+            straddles.eq(off + (cmd.length[:lw] - 1)[:lw] >= W),
         ]
 
         m.submodules.ar_q = ar_q = CommandQueue(width=beat_bits + count_bits,
                                                 depth=self.cmd_depth)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
-            "last_beat": count_bits, "single": 1, "beat_lo": range(M), "beat_hi": range(M + 1),
+            "beats": count_bits, "single": 1, "beat_lo": range(M), "beat_hi": range(M + 1),
             "shift": range(W + 1), "drop_first": 1, "flush": 1, "tail": range(W + 1),
             # words of the first and last beat holding payload (wide port only)
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
@@ -156,22 +156,22 @@ class DmaReader(wiring.Component):
             r_in.to_stream.eq(cmd.stream),
             r_in.id.eq(cmd.id),
             r_in.sram_addr.eq(cmd.sram_addr),
-            r_in.last_beat.eq(nbeats - 1),
+            r_in.beats.eq(nbeats),
             # One beat: the payload ends within the first beat.
             r_in.single.eq((cmd.length[lm + 1:] == 0)
                            & (cmd.length[:lm + 1] + cmd.mem_addr[:lm] <= M)),
             r_in.beat_lo.eq(cmd.mem_addr[:lm]),
-            r_in.beat_hi.eq(end[:lm] + 1),
+            r_in.beat_hi.eq(end_lane + 1),
             r_in.shift.eq(Mux(off == 0, W, off)),
             r_in.drop_first.eq(off != 0),
-            r_in.flush.eq((off != 0) & (nwords == ngrid)),
+            r_in.flush.eq((off != 0) & ~straddles),
             r_in.tail.eq(cmd.length[:lw] + Mux(cmd.length[:lw] == 0, W, 0)),
             self.cmd.ready.eq(queues_open(m, ar_q, r_q)),
             ar_q.w_en.eq(self.cmd.valid & self.cmd.ready),
             r_q.w_en.eq(self.cmd.valid & self.cmd.ready),
         ]
         if k > 1:
-            m.d.comb += [r_in.word_lo.eq(cmd.mem_addr[lw:lm]), r_in.word_hi.eq(end[lw:lm])]
+            m.d.comb += [r_in.word_lo.eq(cmd.mem_addr[lw:lm]), r_in.word_hi.eq(end_lane[lw:])]
         self._elaborate_ar(m, ar_q, beat_bits, count_bits)
         realign = self._elaborate_r(m, data.View(r_layout, r_q.r_data), r_q, sram_bits)
         self._elaborate_words(m, realign)
@@ -218,7 +218,7 @@ class DmaReader(wiring.Component):
         with m.Else():
             m.d.comb += status_now.eq(status)
         r_hs = axi.rvalid & axi.rready
-        _, first, last = count_items(m, "beat", cur.last_beat, cur.single, r_hs)
+        _, first, last = count_items(m, "beat", cur.beats, cur.single, r_hs)
         m.d.comb += r_q.r_en.eq(r_hs & last)
         with m.If(r_hs):
             m.d.sync += status.eq(Mux(last, DmaStatus.OKAY, status_now))

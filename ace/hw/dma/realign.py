@@ -64,7 +64,7 @@ class Realigner(wiring.Component):
     meta_shape : shape-like
         Side information carried from each input word to the output word it completes.
     lanes : int
-        Groups of bytes with their own copy of the control registers (default: one per 4
+        Groups of bytes with their own copy of the control registers (default: one per 2
         bytes). Behaviour is the same for any value.
 
     Members
@@ -76,7 +76,7 @@ class Realigner(wiring.Component):
     def __init__(self, word_bytes: int, meta_shape=0, lanes: int | None = None):
         self.word_bytes = word_bytes
         self.meta_shape = meta_shape
-        lanes = max(1, word_bytes // 4) if lanes is None else lanes
+        lanes = max(1, word_bytes // 2) if lanes is None else lanes
         assert word_bytes % lanes == 0
         self.lanes = lanes
         #: Optional: ``lanes`` signals, each equal to ``o.ready`` in every cycle (copies of a

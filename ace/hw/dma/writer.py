@@ -105,21 +105,21 @@ class DmaWriter(wiring.Component):
         # -- command split into three queues ------------------------------------------------
         cmd = self.cmd.p
         off = Signal(range(W))             # byte offset in the first word
-        nbeats = Signal(count_bits)        # memory beats (W beats)
-        ngrid = Signal(count_bits)         # words on memory's word grid
         nwords = Signal(count_bits)        # source words
-        end = Signal(cfg.mem_addr_bits)    # address of the last payload byte
+        end_lane = Signal(range(M))        # the last payload byte's place in its beat
+        straddles = Signal()               # the payload covers one more memory word than words
         m.d.comb += [
             off.eq(cmd.mem_addr[:lw]),
-            nbeats.eq((cmd.mem_addr[:lm] + cmd.length + (M - 1)) >> lm),
-            ngrid.eq((off + cmd.length + (W - 1)) >> lw),
             nwords.eq((cmd.length + (W - 1)) >> lw),
-            end.eq(cmd.mem_addr + cmd.length - 1),
+            end_lane.eq(cmd.mem_addr[:lm] + cmd.length[:lm] - 1),
+            # Narrow sums only: the words' count and the memory grid's differ exactly when off
+            # plus the last byte's place in its word reaches the next word.
+            straddles.eq(off + (cmd.length[:lw] - 1)[:lw] >= W),
         ]
 
         m.submodules.aw_q = aw_q = CommandQueue(
             width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth)
-        sreq_layout = data.StructLayout({"sram_addr": sram_bits, "last_word": count_bits,
+        sreq_layout = data.StructLayout({"sram_addr": sram_bits, "words": count_bits,
                                          "single": 1})
         m.submodules.sreq_q = sreq_q = CommandQueue(width=sreq_layout.size,
                                                     depth=self.cmd_depth)
@@ -127,7 +127,7 @@ class DmaWriter(wiring.Component):
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
         lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
         wd_layout = data.StructLayout({
-            "from_stream": 1, "last_word": count_bits, "single": 1, "shift": range(W + 1),
+            "from_stream": 1, "words": count_bits, "single": 1, "shift": range(W + 1),
             "flush": 1,
             "beat": beat_meta, **lane,
         })
@@ -140,15 +140,15 @@ class DmaWriter(wiring.Component):
             aw_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
                 cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats, count_bits), cmd.id)),
             sreq_in.sram_addr.eq(cmd.sram_addr),
-            sreq_in.last_word.eq(nwords - 1),
+            sreq_in.words.eq(nwords),
             sreq_in.single.eq(cmd.length <= W),
             wd_in.from_stream.eq(cmd.stream),
-            wd_in.last_word.eq(nwords - 1),
+            wd_in.words.eq(nwords),
             wd_in.single.eq(cmd.length <= W),
             wd_in.shift.eq(W - off),
-            wd_in.flush.eq(ngrid != nwords),
+            wd_in.flush.eq(straddles),
             wd_in.beat.beat_lo.eq(cmd.mem_addr[:lm]),
-            wd_in.beat.beat_hi.eq(end[:lm] + 1),
+            wd_in.beat.beat_hi.eq(end_lane + 1),
             wd_in.beat.start_phase.eq(cmd.mem_addr[lm:lm + phase_bits]),
             self.cmd.ready.eq(queues_open(m, aw_q, wd_q, sreq_q)),
             take.eq(self.cmd.valid & self.cmd.ready),
@@ -190,7 +190,7 @@ class DmaWriter(wiring.Component):
     def _elaborate_sram_requests(self, m, sreq, sreq_q):
         """SRAM read requests of a STORE, one word address per cycle."""
         req_hs = self.sram_r.req.valid & self.sram_r.req.ready
-        req_word, _, req_last = count_items(m, "req", sreq.last_word, sreq.single, req_hs)
+        req_word, _, req_last = count_items(m, "req", sreq.words, sreq.single, req_hs)
         m.d.comb += [
             self.sram_r.req.valid.eq(sreq_q.r_rdy),
             self.sram_r.req.p.eq(sreq.sram_addr + req_word),
@@ -207,7 +207,7 @@ class DmaWriter(wiring.Component):
         m.submodules.realign = realign = Realigner(W, meta_layout)
         src_valid = Signal()
         src_hs = Signal()
-        _, src_first, src_last = count_items(m, "src", cur.last_word, cur.single, src_hs)
+        _, src_first, src_last = count_items(m, "src", cur.words, cur.single, src_hs)
         m.d.comb += [
             src_valid.eq(Mux(cur.from_stream, self.wr_stream.tvalid, self.sram_r.resp.valid)),
             realign.i.valid.eq(wd_q.r_rdy & src_valid),
