@@ -27,13 +27,17 @@ from ace.hw.common.skid_buffer import SkidBuffer
 __all__ = ["BurstSplitter", "beat_span", "split_bursts", "drive_address_channel"]
 
 
-def beat_span(mem_addr, length, beat_log2: int, max_burst: int, width: int):
+def beat_span(m, mem_addr, length, beat_log2: int, max_burst: int, width: int):
     """``span`` of the request for ``length`` bytes at byte address ``mem_addr`` (Amaranth
     values), with beats of ``1 << beat_log2`` bytes: the beats from the start of the
     ``max_burst``-beat block holding ``mem_addr`` to the beat holding the last byte, that is
-    the beat count plus the first beat's place in its block, in one adder; ``width`` bits."""
+    the beat count plus the first beat's place in its block; ``width`` bits. The address's low
+    bits and the rounding constant are summed first (a narrow adder), so the wide sum is one
+    carry chain."""
     low = beat_log2 + (max_burst - 1).bit_length()
-    return ((mem_addr[:low] + length + ((1 << beat_log2) - 1)) >> beat_log2)[:width]
+    lead = Signal(low + 1, name="span_lead")
+    m.d.comb += lead.eq(mem_addr[:low] + ((1 << beat_log2) - 1))
+    return ((length + lead) >> beat_log2)[:width]
 
 
 def split_bursts(beat_addr: int, beats: int, max_burst: int) -> list[tuple[int, int]]:

@@ -32,7 +32,7 @@ __all__ = ["CommandQueue", "queues_open"]
 def queues_open(m, *queues):
     """A register: high when each of ``queues`` (:class:`CommandQueue`) can take an entry in
     this cycle, whatever happened in the previous one; a command's ``ready``."""
-    open_ = Signal(init=1, name="queues_open")
+    open_ = Signal(init=1)
     m.d.sync += open_.eq(Cat(*(queue.room_next for queue in queues)).all())
     return open_
 
@@ -42,7 +42,7 @@ class CommandQueue(Elaboratable):
     one per 24 bits of the entry)."""
 
     def __init__(self, *, width: int, depth: int, slices: int | None = None):
-        assert depth >= 2
+        assert depth >= 2, "room_next needs a FIFO of two entries or more"
         self.width = width
         self.depth = depth
         self.slices = max(1, width // 24) if slices is None else slices

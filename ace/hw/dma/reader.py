@@ -128,11 +128,13 @@ class DmaReader(wiring.Component):
         cmd = self.cmd.p
         off = Signal(range(W))             # byte offset in the first word
         nbeats = Signal(count_bits)        # memory beats covering the payload
+        beat_lead = Signal(lm + 1)
         end_lane = Signal(range(M))        # the last payload byte's place in its beat
         straddles = Signal()               # the payload covers one more memory word than words
         m.d.comb += [
             off.eq(cmd.mem_addr[:lw]),
-            nbeats.eq((cmd.mem_addr[:lm] + cmd.length + (M - 1)) >> lm),
+            beat_lead.eq(cmd.mem_addr[:lm] + (M - 1)),      # narrow, so the next is one chain
+            nbeats.eq((cmd.length + beat_lead) >> lm),
             end_lane.eq(cmd.mem_addr[:lm] + cmd.length[:lm] - 1),
             # Narrow sums only: the words' count ceil(length / W) and the memory grid's differ
             # exactly when off plus the last byte's place in its word reaches the next word.
@@ -152,7 +154,7 @@ class DmaReader(wiring.Component):
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
             ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
-                cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats, count_bits))),
+                m, cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats, count_bits))),
             r_in.to_stream.eq(cmd.stream),
             r_in.id.eq(cmd.id),
             r_in.sram_addr.eq(cmd.sram_addr),
@@ -189,15 +191,19 @@ class DmaReader(wiring.Component):
             ar_q.r_en.eq(split.i.ready),
         ]
         # A burst counts as in flight from the cycle it enters the AR skid buffer.
+        # ``can_issue`` (inflight below the bound) is a register, from the next count.
         inflight = Signal(range(cfg.max_reads_in_flight + 1))
-        can_issue = Signal()
-        m.d.comb += can_issue.eq(inflight < cfg.max_reads_in_flight)
+        inflight_next = Signal.like(inflight)
+        can_issue = Signal(init=1)
         issued, _ = drive_address_channel(m, split, self.axi, "ar", lm, can_issue)
         r_done = self.axi.rvalid & self.axi.rready & self.axi.rlast
+        m.d.comb += inflight_next.eq(inflight)
         with m.If(issued & ~r_done):
-            m.d.sync += inflight.eq(inflight + 1)
+            m.d.comb += inflight_next.eq(inflight + 1)
         with m.Elif(~issued & r_done):
-            m.d.sync += inflight.eq(inflight - 1)
+            m.d.comb += inflight_next.eq(inflight - 1)
+        m.d.sync += [inflight.eq(inflight_next),
+                     can_issue.eq(inflight_next < cfg.max_reads_in_flight)]
 
     def _elaborate_r(self, m, cur, r_q, sram_bits):
         """R beats of the command at the head of ``r_q`` (``cur``): status, byte count, and

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
@@ -138,7 +137,7 @@ class DmaWriter(wiring.Component):
         take = Signal()
         m.d.comb += [
             aw_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
-                cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats, count_bits), cmd.id)),
+                m, cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats, count_bits), cmd.id)),
             sreq_in.sram_addr.eq(cmd.sram_addr),
             sreq_in.words.eq(nwords),
             sreq_in.single.eq(cmd.length <= W),
@@ -180,10 +179,13 @@ class DmaWriter(wiring.Component):
             split.i.p.meta.eq(aw_q.r_data[beat_bits + count_bits:]),
             aw_q.r_en.eq(split.i.ready),
         ]
-        m.submodules.b_q = b_q = SyncFIFOBuffered(width=DMA_ID_BITS + 1, depth=self.max_writes)
+        # At most max_writes entries: max_writes - 1 in the FIFO when written through its
+        # registered room flag (the AW issue's allow), whose head holds two.
+        m.submodules.b_q = b_q = CommandQueue(width=DMA_ID_BITS + 1, depth=self.max_writes - 1,
+                                              slices=1)
         meta = Signal(DMA_ID_BITS + 1)
         m.d.comb += meta.eq(Cat(split.o.p.meta, split.o.p.last))
-        issued, accepted = drive_address_channel(m, split, axi, "aw", lm, b_q.w_rdy)
+        issued, accepted = drive_address_channel(m, split, axi, "aw", lm, queues_open(m, b_q))
         m.d.comb += [b_q.w_data.eq(meta), b_q.w_en.eq(issued)]
         return b_q, accepted
 
