@@ -132,14 +132,17 @@ class BurstSplitter(wiring.Component):
             with m.If(last):
                 m.d.sync += active.eq(0)
         with m.If(self.i.valid & self.i.ready):
-            first = self.i.p.beat_addr[:phase_bits]
+            first = Cat(self.i.p.beat_addr[:phase_bits], Const(0, wide - phase_bits))
             fits = at_most(self.i.p.span, 1)
+            # Both lengths beside the compare: span - first - 1 is span + ~first, and
+            # max_burst - first - 1 is ~first in the phase bits.
             m.d.sync += [
                 active.eq(1),
                 cur.eq(self.i.p.beat_addr),
                 span.eq(self.i.p.span),
                 last.eq(fits),
-                length.eq(Mux(fits, self.i.p.span[:wide], max_burst) - first - 1),
+                length.eq(Mux(fits, (self.i.p.span[:wide] + (~first)[:wide])[:wide],
+                              (~first)[:phase_bits])),
             ]
             if has_meta:
                 m.d.sync += meta.eq(self.i.p.meta)

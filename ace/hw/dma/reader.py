@@ -42,10 +42,12 @@ def count_items(m, name: str, count, single, step):
     """A counter over the items (beats, words) of the command at a queue's head, whose first
     and last flags come from registers: ``count`` (the command's items) and ``single`` (it has
     one item) are fields of the queue's head register, ``step`` is high when an item is taken.
-    Returns ``(index, first, last)``. The compare with ``count`` is made one item ahead, into a
-    register, so no compare of the count sits between the queue head and what the flags drive
-    (the queue's read enable, the realigner's input)."""
+    Returns ``(index, first, last)``. Whether the next item is the last is decided one item
+    ahead, into a register, from a down counter of the items left (a compare with a constant),
+    so no adder or compare of counts sits between the queue head and what the flags drive (the
+    queue's read enable, the realigner's input)."""
     index = Signal(len(count), name=f"{name}_index")
+    left = Signal(len(count), name=f"{name}_left")  # items left, the current one included
     started = Signal(name=f"{name}_started")    # an item of this command was taken
     last_next = Signal(name=f"{name}_last_next")  # ... and the next one is its last
     first = Signal(name=f"{name}_first")
@@ -55,8 +57,11 @@ def count_items(m, name: str, count, single, step):
         with m.If(last):
             m.d.sync += [index.eq(0), started.eq(0)]
         with m.Else():
-            m.d.sync += [index.eq(index + 1), started.eq(1),
-                         last_next.eq(index + 2 == count)]
+            m.d.sync += [index.eq(index + 1), started.eq(1)]
+            with m.If(started):
+                m.d.sync += [left.eq(left - 1), last_next.eq(left == 2)]
+            with m.Else():
+                m.d.sync += [left.eq(count - 1), last_next.eq(count == 2)]
     return index, first, last
 
 

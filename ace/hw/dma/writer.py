@@ -254,6 +254,7 @@ class DmaWriter(wiring.Component):
         beat = o.p.meta.beat
         aw_ahead = Signal(range(2 * self.max_writes + 2))
         w_ok = Signal()         # aw_ahead != 0, as a register (it gates the realigner's ready)
+        w_ok_next = Signal()
         phase = Signal(phase_bits)
         phase_cur = Signal(phase_bits)
         m.d.comb += phase_cur.eq(Mux(o.p.first, beat.start_phase, phase))
@@ -265,9 +266,15 @@ class DmaWriter(wiring.Component):
         layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
         m.submodules.w_skid = skid = SkidBuffer(layout, slices=max(1, M // 4))
         if realign is not None:
+            # A copy of w_ok per lane; each copy's next value also reads the copy itself
+            # (redundantly: x | (x & q) is x), so synthesis keeps the copies apart.
             copies = skid.ready_copies
-            realign.o_ready_copies = [copies[lane * len(copies) // realign.lanes] & w_ok
-                                      for lane in range(realign.lanes)]
+            lanes = []
+            for lane in range(realign.lanes):
+                ok = Signal(name=f"w_ok_{lane}")
+                m.d.sync += ok.eq(w_ok_next | (w_ok_next & ok))
+                lanes.append(copies[lane * len(copies) // realign.lanes] & ok)
+            realign.o_ready_copies = lanes
         m.d.comb += [
             lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),
             hi_mask.eq(Mux(o.p.last, ~(all_ones << beat.beat_hi)[:M], all_ones)),
@@ -289,10 +296,14 @@ class DmaWriter(wiring.Component):
         with m.If(entered):
             m.d.sync += phase.eq(phase_cur + 1)
         w_done = entered & skid.i.p.last
+        m.d.comb += w_ok_next.eq(w_ok)
         with m.If(aw_accepted & ~w_done):
-            m.d.sync += [aw_ahead.eq(aw_ahead + 1), w_ok.eq(1)]
+            m.d.sync += aw_ahead.eq(aw_ahead + 1)
+            m.d.comb += w_ok_next.eq(1)
         with m.Elif(~aw_accepted & w_done):
-            m.d.sync += [aw_ahead.eq(aw_ahead - 1), w_ok.eq(aw_ahead != 1)]
+            m.d.sync += aw_ahead.eq(aw_ahead - 1)
+            m.d.comb += w_ok_next.eq(aw_ahead != 1)
+        m.d.sync += w_ok.eq(w_ok_next)
         m.d.sync += self.bytes.eq(Mux(axi.wvalid & axi.wready, skid.o.p.bytes, 0))
 
     def _elaborate_b(self, m, b_q):
