@@ -88,8 +88,9 @@ class DmaReader(wiring.Component):
     ``tready``/``sram_w.ready`` reach only that buffer and the completion register.
 
     Latency: about 5 cycles from a command to its AR (queue, burst splitter, AR skid buffer),
-    and from an R beat to its word on ``sram_w``/``rd_stream`` 2 cycles (realigner, output skid
-    buffer) plus :attr:`WidthDownsizer.latency` when the port is wider than a link word.
+    and from an R beat to its word on ``sram_w``/``rd_stream`` :attr:`Realigner.latency` (3)
+    plus 1 (output skid buffer) cycles, plus :attr:`WidthDownsizer.latency` when the port is
+    wider than a link word.
     Throughput: one word per cycle on ``sram_w``/``rd_stream`` (one R beat every
     ``mem_bytes // link_bytes`` cycles), plus one cycle for an unaligned command's flush word.
 

@@ -50,8 +50,8 @@ class DmaWriter(wiring.Component):
     enter the W skid buffer only after its AW was accepted on the port.
 
     Latency: about 5 cycles from a command to its AW (queue, burst splitter, AW skid buffer); a
-    source word reaches W 2 cycles later (realigner, W skid buffer), plus
-    :attr:`WidthUpsizer.latency` when the port is wider than a link word.
+    source word reaches W :attr:`Realigner.latency` (3) plus 1 (W skid buffer) cycles later,
+    plus :attr:`WidthUpsizer.latency` when the port is wider than a link word.
     Throughput: one source word per cycle (one W beat every ``mem_bytes // link_bytes``
     cycles), plus one cycle for an unaligned command's flush word.
 
