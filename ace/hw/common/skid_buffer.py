@@ -62,10 +62,6 @@ class SkidBuffer(wiring.Component):
         names = (["in_ready"] if self.slices == 1
                  else [f"in_ready_{k}" for k in range(self.slices)])
         self.ready_copies = [Signal(init=1, name=name) for name in names]
-        #: Optional, with ``slices`` > 1: one signal per slice, each equal to ``o.ready`` in
-        #: every cycle (a consumer's decision computed per slice, from copies of its inputs);
-        #: slice ``k`` then reads copy ``k`` instead of ``o.ready``.
-        self.o_ready_copies = None
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
@@ -93,16 +89,15 @@ class SkidBuffer(wiring.Component):
             if k == 0:
                 m.d.comb += [self.i.ready.eq(in_ready), self.o.valid.eq(out_valid)]
             lo, hi = bounds[k], bounds[k + 1]
-            o_ready = self.o.ready if self.o_ready_copies is None else self.o_ready_copies[k]
             # Ready next cycle: the output drains now, or the skid is empty and at most one of
             # (output register, incoming beat) is occupied.
-            m.d.sync += in_ready.eq(o_ready | (~skid_valid & (~out_valid | ~self.i.valid)))
+            m.d.sync += in_ready.eq(self.o.ready | (~skid_valid & (~out_valid | ~self.i.valid)))
             with m.If(in_ready):
-                with m.If(o_ready | ~out_valid):
+                with m.If(self.o.ready | ~out_valid):
                     m.d.sync += [out_valid.eq(self.i.valid), out_bits[lo:hi].eq(i_bits[lo:hi])]
                 with m.Else():
                     m.d.sync += [skid_valid.eq(self.i.valid), skid_bits[lo:hi].eq(i_bits[lo:hi])]
-            with m.Elif(o_ready):
+            with m.Elif(self.o.ready):
                 m.d.sync += [out_valid.eq(skid_valid), out_bits[lo:hi].eq(skid_bits[lo:hi]),
                              skid_valid.eq(0)]
         return m

@@ -43,7 +43,7 @@ half's 5).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -138,31 +138,22 @@ class DmaEngine(wiring.Component):
         # slice of the head with its own control copy): the dispatch decision, from the head's
         # registers, reaches only the skid buffer's control, not the FIFO's pointers and level.
         m.submodules.queue = queue = SyncFIFO(width=entry.size, depth=self.queue_depth - 2)
-        # The head in 4 slices, each with a chunk of the descriptor and its own copy of the
-        # one-hot target, so each slice's read decision comes from registers beside it.
-        slices = 4
-        chunk = -(-layout.size // slices)
-        m.submodules.queue_head = queue_head = SkidBuffer((chunk + 3) * slices, slices=slices)
+        m.submodules.queue_head = queue_head = SkidBuffer(entry, slices=4)
         kind = self.desc.p.kind
         nothing = self.desc.p.length == 0
         reads = (kind == DmaKind.LOAD) | (kind == DmaKind.MEM_TO_STREAM)
-        stored = data.View(entry, queue.r_data)
-        padded = Cat(stored.desc, Const(0, chunk * slices - layout.size))
-        target = Cat(stored.is_zero, stored.is_read, stored.is_write)
         m.d.comb += [
             # The target decoded on entry, one-hot: length 0, the reader, the writer.
             queue.w_data.eq(Cat(self.desc.p, nothing, ~nothing & reads, ~nothing & ~reads)),
             queue.w_en.eq(self.desc.valid),
             self.desc.ready.eq(queue.w_rdy),
             queue_head.i.valid.eq(queue.r_rdy),
-            queue_head.i.p.eq(Cat(*(Cat(padded.word_select(k, chunk), target)
-                                    for k in range(slices)))),
+            queue_head.i.p.eq(queue.r_data),
             queue.r_en.eq(queue_head.i.ready),
         ]
-        parts = [queue_head.o.p.word_select(k, chunk + 3) for k in range(slices)]
-        head = data.View(layout, Cat(*(part[:chunk] for part in parts))[:layout.size])
-        targets = [part[chunk:] for part in parts]      # (is_zero, is_read, is_write) copies
-        is_zero, is_read, is_write = targets[0][0], targets[0][1], targets[0][2]
+        queued = queue_head.o.p
+        head = queued.desc
+        is_zero, is_read, is_write = queued.is_zero, queued.is_read, queued.is_write
         go = Signal()
         zero_full = Signal()     # a zero-length descriptor's completion waits for the arbiter
         zero_id = Signal(DMA_ID_BITS)
@@ -186,15 +177,10 @@ class DmaEngine(wiring.Component):
             writer_cmd.i.p.stream.eq(head.kind == DmaKind.STREAM_TO_MEM),
             reader_cmd.i.valid.eq(go & is_read),
             writer_cmd.i.valid.eq(go & is_write),
+            queue_head.o.ready.eq(~err_hold & ((is_zero & ~zero_full)
+                                               | (is_read & reader_cmd.i.ready)
+                                               | (is_write & writer_cmd.i.ready))),
         ]
-        ready_copies = []
-        for k, (z, r, w) in enumerate(targets):
-            ready = Signal(name=f"head_ready_{k}")
-            m.d.comb += ready.eq(~err_hold & ((z & ~zero_full) | (r & reader_cmd.i.ready)
-                                              | (w & writer_cmd.i.ready)))
-            ready_copies.append(ready)
-        queue_head.o_ready_copies = ready_copies
-        m.d.comb += queue_head.o.ready.eq(ready_copies[0])
         dispatched = queue_head.o.ready & queue_head.o.valid
 
         # -- completion arbiter (writer, then reader, then zero-length) -------------------------
