@@ -27,8 +27,9 @@ CONFIGS = {
                      max_reads_in_flight=6),
 }
 #: Cycles a transfer takes beyond one per word (queues, burst splitter, converters, realigner,
-#: memory model, B response); measured 16 to 21 since the issue-14 register slices (11 to 14
-#: before: the queues' registered heads, the command, AR/AW, output and realigner skid buffers).
+#: memory model, B response); measured 17 to 22 since session 14's three-stage realigner (16 to
+#: 21 before it; 11 to 14 before the issue-14 register slices: the queues' registered heads, the
+#: command, AR/AW, output and realigner skid buffers).
 FIXED_LATENCY = 23
 
 

@@ -98,7 +98,7 @@ def test_burst_splitter(mode, max_burst, beat_bytes):
             assert (a * beat_bytes) // 4096 == ((a + c) * beat_bytes - 1) // 4096
 
     async def source(ctx):
-        await _send(ctx, dut.i, [{"beat_addr": s, "beats": b, "meta": n}
+        await _send(ctx, dut.i, [{"beat_addr": s, "span": b + s % max_burst, "meta": n}
                                  for s, b, n in requests], rng, idle)
 
     async def sink(ctx):

@@ -21,8 +21,9 @@ class Bench:
     """Source, sink and monitor around one SkidBuffer; ``valid(cycle)`` and ``ready(cycle)``
     give the source's and the sink's willingness in each cycle."""
 
-    def __init__(self, shape, values, *, valid=lambda c: True, ready=lambda c: True):
-        self.dut = SkidBuffer(shape)
+    def __init__(self, shape, values, *, valid=lambda c: True, ready=lambda c: True,
+                 slices=1):
+        self.dut = SkidBuffer(shape, slices=slices)
         self.reset = Signal()
         self.top = Module()
         self.top.submodules.dut = ResetInserter(self.reset)(self.dut)
@@ -103,12 +104,13 @@ def test_back_to_back():
     assert all(out - sent == 1 for (sent, _), (out, _) in zip(bench.sent, bench.received))
 
 
+@pytest.mark.parametrize("slices", [1, 4])
 @pytest.mark.parametrize("period", [2, 3])
-def test_stall_every_cycle(period):
+def test_stall_every_cycle(period, slices):
     """The sink stalls in every cycle but one in ``period``: no beat lost or duplicated, and the
     sink's every ready cycle after the first fill carries a beat (rate 1 / period)."""
     values = payloads(2, 60)
-    bench = Bench(16, values, ready=lambda c: c % period == 0).run()
+    bench = Bench(16, values, ready=lambda c: c % period == 0, slices=slices).run()
     assert [v for _, v in bench.received] == values
     gaps = {b - a for (a, _), (b, _) in zip(bench.received, bench.received[1:])}
     assert gaps == {period}
@@ -136,16 +138,19 @@ def test_ready_is_registered():
     assert seen == [(0, 0), 1]
 
 
+@pytest.mark.parametrize("slices", [1, 3])
 @pytest.mark.parametrize("seed", [11, 12, 13, 14])
-def test_random_valid_ready(seed):
-    """Random source idles and sink stalls against a scoreboard; a struct payload."""
+def test_random_valid_ready(seed, slices):
+    """Random source idles and sink stalls against a scoreboard; a struct payload (in one
+    slice, or three with their own control registers)."""
     print(f"seed {seed}")
     layout = data.StructLayout({"a": unsigned(7), "b": unsigned(9)})
     rng = random.Random(seed)
     values = payloads(seed, 300)
     valid = [rng.random() < 0.7 for _ in range(WATCHDOG_CYCLES)]
     ready = [rng.random() < 0.6 for _ in range(WATCHDOG_CYCLES)]
-    bench = Bench(layout, values, valid=lambda c: valid[c], ready=lambda c: ready[c]).run()
+    bench = Bench(layout, values, valid=lambda c: valid[c], ready=lambda c: ready[c],
+                  slices=slices).run()
     got = [v.as_bits() for _, v in bench.received]
     assert got == values, f"seed {seed}: output differs from input"
 

@@ -15,11 +15,17 @@ from ``o.ready`` and the buffer's state one cycle ahead, so ``ready`` never pass
 slice combinationally; ``o.valid`` and ``o.payload`` come from the output register. The skid
 register catches the one beat that arrives in the cycle ``o.ready`` falls, before the
 registered ``i.ready`` can follow.
+
+A wide payload can be cut into ``slices``: each slice of the payload bits gets its own copy of
+the control registers (``in_ready``, ``out_valid``, ``skid_valid``), so the load enable of each
+slice's registers comes from its own copy and no control net reaches the whole payload (on an
+FPGA such a net, hundreds of loads, is mostly routing delay). The copies compute the same
+values; each depends on its own state, so synthesis does not merge them.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -38,6 +44,9 @@ class SkidBuffer(wiring.Component):
     ----------
     shape : shape-like
         Payload shape (an integer width, ``unsigned(n)``, a ``data.Layout``, ...).
+    slices : int
+        Copies of the control registers, each loading an equal share of the payload bits
+        (default 1: one set for the whole payload). Behaviour is the same for any value.
 
     Members
     -------
@@ -45,16 +54,57 @@ class SkidBuffer(wiring.Component):
     o : Out(stream.Signature(shape)), from registers
     """
 
-    def __init__(self, shape):
+    def __init__(self, shape, slices: int = 1):
         self.shape = shape
+        self.slices = max(1, min(slices, Shape.cast(shape).width))
+        #: The copies of ``i.ready``, one per slice (``ready_copies[0]`` drives ``i.ready``):
+        #: a wide consumer upstream can take its load enables from them, a copy per part.
+        names = (["in_ready"] if self.slices == 1
+                 else [f"in_ready_{k}" for k in range(self.slices)])
+        self.ready_copies = [Signal(init=1, name=name) for name in names]
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
         })
 
     def elaborate(self, platform):
+        width = Shape.cast(self.shape).width
+        slices = self.slices
+        if slices == 1:
+            return self._elaborate_single()
         m = Module()
-        in_ready = Signal(init=1, name="in_ready")
+        out_payload = Signal(self.shape, name="out_payload")
+        skid_payload = Signal(self.shape, name="skid_payload")
+        i_bits = Signal(width)
+        out_bits = Signal(width)
+        skid_bits = Signal(width)
+        m.d.comb += [i_bits.eq(self.i.payload), out_payload.eq(out_bits),
+                     skid_payload.eq(skid_bits), self.o.payload.eq(out_payload)]
+        bounds = [width * k // slices for k in range(slices + 1)]
+        for k in range(slices):
+            sfx = f"_{k}"
+            in_ready = self.ready_copies[k]
+            out_valid = Signal(name=f"out_valid{sfx}")
+            skid_valid = Signal(name=f"skid_valid{sfx}")
+            if k == 0:
+                m.d.comb += [self.i.ready.eq(in_ready), self.o.valid.eq(out_valid)]
+            lo, hi = bounds[k], bounds[k + 1]
+            # Ready next cycle: the output drains now, or the skid is empty and at most one of
+            # (output register, incoming beat) is occupied.
+            m.d.sync += in_ready.eq(self.o.ready | (~skid_valid & (~out_valid | ~self.i.valid)))
+            with m.If(in_ready):
+                with m.If(self.o.ready | ~out_valid):
+                    m.d.sync += [out_valid.eq(self.i.valid), out_bits[lo:hi].eq(i_bits[lo:hi])]
+                with m.Else():
+                    m.d.sync += [skid_valid.eq(self.i.valid), skid_bits[lo:hi].eq(i_bits[lo:hi])]
+            with m.Elif(self.o.ready):
+                m.d.sync += [out_valid.eq(skid_valid), out_bits[lo:hi].eq(skid_bits[lo:hi]),
+                             skid_valid.eq(0)]
+        return m
+
+    def _elaborate_single(self):
+        m = Module()
+        in_ready = self.ready_copies[0]
         out_valid = Signal(name="out_valid")
         out_payload = Signal(self.shape, name="out_payload")
         skid_valid = Signal(name="skid_valid")

@@ -34,16 +34,18 @@ halves register their per-beat counts, the counters add them). ``busy_cycles`` c
 with a descriptor accepted and not yet completed (``busy``, from a register).
 
 Timing: the queue holds each descriptor with its kind and zero-length test decoded on entry and
-presents its head from a register (``SyncFIFOBuffered``); each half takes its commands through
-a skid buffer, so the dispatch decision reads only registers. Latency from a descriptor taken to
-its first AR or AW: about 8 cycles (queue 2, command skid buffer, then the half's 5).
+presents its head from a skid buffer (a ``SyncFIFO`` of ``queue_depth - 2`` entries, then the
+skid buffer's two); each half takes its commands through a skid buffer, so the dispatch
+decision reads only registers and drives only the head's control registers. Latency from a
+descriptor taken to its first AR or AW: about 8 cycles (queue 2, command skid buffer, then the
+half's 5).
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
@@ -131,22 +133,33 @@ class DmaEngine(wiring.Component):
 
         # -- descriptor queue (decoded on entry, registered head) and dispatcher ----------------
         layout = self.desc.p.shape()
-        entry = data.StructLayout({"desc": layout, "is_zero": 1, "is_read": 1})
-        m.submodules.queue = queue = SyncFIFOBuffered(width=entry.size, depth=self.queue_depth)
+        entry = data.StructLayout({"desc": layout, "is_zero": 1, "is_read": 1, "is_write": 1})
+        # The queue is a LUT-RAM FIFO whose head is a skid buffer (its ready a register, each
+        # slice of the head with its own control copy): the dispatch decision, from the head's
+        # registers, reaches only the skid buffer's control, not the FIFO's pointers and level.
+        m.submodules.queue = queue = SyncFIFO(width=entry.size, depth=self.queue_depth - 2)
+        m.submodules.queue_head = queue_head = SkidBuffer(entry, slices=4)
         kind = self.desc.p.kind
+        nothing = self.desc.p.length == 0
+        reads = (kind == DmaKind.LOAD) | (kind == DmaKind.MEM_TO_STREAM)
         m.d.comb += [
-            queue.w_data.eq(Cat(self.desc.p, self.desc.p.length == 0,
-                                (kind == DmaKind.LOAD) | (kind == DmaKind.MEM_TO_STREAM))),
+            # The target decoded on entry, one-hot: length 0, the reader, the writer.
+            queue.w_data.eq(Cat(self.desc.p, nothing, ~nothing & reads, ~nothing & ~reads)),
             queue.w_en.eq(self.desc.valid),
             self.desc.ready.eq(queue.w_rdy),
+            queue_head.i.valid.eq(queue.r_rdy),
+            queue_head.i.p.eq(queue.r_data),
+            queue.r_en.eq(queue_head.i.ready),
         ]
-        queued = data.View(entry, queue.r_data)
+        queued = queue_head.o.p
         head = queued.desc
-        is_zero, is_read = queued.is_zero, queued.is_read
+        is_zero, is_read, is_write = queued.is_zero, queued.is_read, queued.is_write
         go = Signal()
         zero_full = Signal()     # a zero-length descriptor's completion waits for the arbiter
         zero_id = Signal(DMA_ID_BITS)
-        m.d.comb += go.eq(queue.r_rdy & ~self.err_valid)
+        # The error register's copy for the dispatcher (``err_valid`` also drives a port).
+        err_hold = Signal()
+        m.d.comb += go.eq(queue_head.o.valid & ~err_hold)
         # Each half takes its commands through a skid buffer: its ready is a register here.
         m.submodules.reader_cmd = reader_cmd = SkidBuffer(reader.cmd.p.shape())
         m.submodules.writer_cmd = writer_cmd = SkidBuffer(writer.cmd.p.shape())
@@ -162,16 +175,13 @@ class DmaEngine(wiring.Component):
         m.d.comb += [
             reader_cmd.i.p.stream.eq(head.kind == DmaKind.MEM_TO_STREAM),
             writer_cmd.i.p.stream.eq(head.kind == DmaKind.STREAM_TO_MEM),
-            reader_cmd.i.valid.eq(go & ~is_zero & is_read),
-            writer_cmd.i.valid.eq(go & ~is_zero & ~is_read),
+            reader_cmd.i.valid.eq(go & is_read),
+            writer_cmd.i.valid.eq(go & is_write),
+            queue_head.o.ready.eq(~err_hold & ((is_zero & ~zero_full)
+                                               | (is_read & reader_cmd.i.ready)
+                                               | (is_write & writer_cmd.i.ready))),
         ]
-        with m.If(is_zero):
-            m.d.comb += queue.r_en.eq(go & ~zero_full)
-        with m.Elif(is_read):
-            m.d.comb += queue.r_en.eq(reader_cmd.i.ready & go)
-        with m.Else():
-            m.d.comb += queue.r_en.eq(writer_cmd.i.ready & go)
-        dispatched = queue.r_en & queue.r_rdy
+        dispatched = queue_head.o.ready & queue_head.o.valid
 
         # -- completion arbiter (writer, then reader, then zero-length) -------------------------
         m.submodules.cpl_q = cpl_q = SyncFIFOBuffered(width=len(self.cpl.p.as_value()), depth=4)
@@ -196,10 +206,12 @@ class DmaEngine(wiring.Component):
             m.d.sync += [zero_full.eq(1), zero_id.eq(head.id)]
 
         # -- error register -------------------------------------------------------------------
+        failed = completed & (cpl_in.status != DmaStatus.OKAY)
         with m.If(self.err_clear):
-            m.d.sync += self.err_valid.eq(0)
-        with m.If(completed & (cpl_in.status != DmaStatus.OKAY)
-                 & (~self.err_valid | self.err_clear)):
+            m.d.sync += [self.err_valid.eq(0), err_hold.eq(0)]
+        with m.If(failed & (~err_hold | self.err_clear)):
+            m.d.sync += err_hold.eq(1)
+        with m.If(failed & (~self.err_valid | self.err_clear)):
             m.d.sync += [
                 self.err_valid.eq(1),
                 self.err_id.eq(cpl_in.id),

@@ -24,18 +24,45 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.skid_buffer import SkidBuffer
-from ace.hw.dma.burst import BurstSplitter, drive_address_channel
+from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
 from ace.hw.dma.downsizer import WidthDownsizer
+from ace.hw.dma.queue import CommandQueue, queues_open
 from ace.hw.dma.realign import Realigner
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
                       DmaStatus, sram_write_signature)
 
-__all__ = ["DmaReader", "TransferCommand"]
+__all__ = ["DmaReader", "TransferCommand", "count_items"]
+
+
+def count_items(m, name: str, count, single, step):
+    """A counter over the items (beats, words) of the command at a queue's head, whose first
+    and last flags come from registers: ``count`` (the command's items) and ``single`` (it has
+    one item) are fields of the queue's head register, ``step`` is high when an item is taken.
+    Returns ``(index, first, last)``. Whether the next item is the last is decided one item
+    ahead, into a register, from a down counter of the items left (a compare with a constant),
+    so no adder or compare of counts sits between the queue head and what the flags drive (the
+    queue's read enable, the realigner's input)."""
+    index = Signal(len(count), name=f"{name}_index")
+    left = Signal(len(count), name=f"{name}_left")  # items left, the current one included
+    started = Signal(name=f"{name}_started")    # an item of this command was taken
+    last_next = Signal(name=f"{name}_last_next")  # ... and the next one is its last
+    first = Signal(name=f"{name}_first")
+    last = Signal(name=f"{name}_last")
+    m.d.comb += [first.eq(~started), last.eq(Mux(started, last_next, single))]
+    with m.If(step):
+        with m.If(last):
+            m.d.sync += [index.eq(0), started.eq(0)]
+        with m.Else():
+            m.d.sync += [index.eq(index + 1), started.eq(1)]
+            with m.If(started):
+                m.d.sync += [left.eq(left - 1), last_next.eq(left == 2)]
+            with m.Else():
+                m.d.sync += [left.eq(count - 1), last_next.eq(count == 2)]
+    return index, first, last
 
 
 class TransferCommand(data.StructLayout):
@@ -61,8 +88,9 @@ class DmaReader(wiring.Component):
     ``tready``/``sram_w.ready`` reach only that buffer and the completion register.
 
     Latency: about 5 cycles from a command to its AR (queue, burst splitter, AR skid buffer),
-    and from an R beat to its word on ``sram_w``/``rd_stream`` 2 cycles (realigner, output skid
-    buffer) plus :attr:`WidthDownsizer.latency` when the port is wider than a link word.
+    and from an R beat to its word on ``sram_w``/``rd_stream`` :attr:`Realigner.latency` (3)
+    plus 1 (output skid buffer) cycles, plus :attr:`WidthDownsizer.latency` when the port is
+    wider than a link word.
     Throughput: one word per cycle on ``sram_w``/``rd_stream`` (one R beat every
     ``mem_bytes // link_bytes`` cycles), plus one cycle for an unaligned command's flush word.
 
@@ -106,49 +134,55 @@ class DmaReader(wiring.Component):
         cmd = self.cmd.p
         off = Signal(range(W))             # byte offset in the first word
         nbeats = Signal(count_bits)        # memory beats covering the payload
-        ngrid = Signal(count_bits)         # words (memory's word grid) covering the payload
-        nwords = Signal(count_bits)        # output words
-        end = Signal(cfg.mem_addr_bits)    # address of the last payload byte
+        beat_lead = Signal(lm + 1)
+        end_lane = Signal(range(M))        # the last payload byte's place in its beat
+        straddles = Signal()               # the payload covers one more memory word than words
         m.d.comb += [
             off.eq(cmd.mem_addr[:lw]),
-            nbeats.eq((cmd.mem_addr[:lm] + cmd.length + (M - 1)) >> lm),
-            ngrid.eq((off + cmd.length + (W - 1)) >> lw),
-            nwords.eq((cmd.length + (W - 1)) >> lw),
-            end.eq(cmd.mem_addr + cmd.length - 1),
+            beat_lead.eq(cmd.mem_addr[:lm] + (M - 1)),      # narrow, so the next is one chain
+            nbeats.eq((cmd.length + beat_lead) >> lm),
+            end_lane.eq(cmd.mem_addr[:lm] + cmd.length[:lm] - 1),
+            # Narrow sums only: the words' count ceil(length / W) and the memory grid's differ
+            # exactly when off plus the last byte's place in its word reaches the next word.
+            straddles.eq(off + (cmd.length[:lw] - 1)[:lw] >= W),
         ]
 
-        m.submodules.ar_q = ar_q = SyncFIFOBuffered(
-            width=beat_bits + count_bits, depth=self.cmd_depth)
+        m.submodules.ar_q = ar_q = CommandQueue(width=beat_bits + count_bits,
+                                                depth=self.cmd_depth)
         r_layout = data.StructLayout({
             "to_stream": 1, "id": DMA_ID_BITS, "sram_addr": sram_bits,
-            "last_beat": count_bits, "beat_lo": range(M), "beat_hi": range(M + 1),
+            "beats": count_bits, "single": 1, "beat_lo": range(M), "beat_hi": range(M + 1),
             "shift": range(W + 1), "drop_first": 1, "flush": 1, "tail": range(W + 1),
             # words of the first and last beat holding payload (wide port only)
             **({"word_lo": range(k), "word_hi": range(k)} if k > 1 else {}),
         })
-        m.submodules.r_q = r_q = SyncFIFOBuffered(width=r_layout.size, depth=self.cmd_depth)
+        m.submodules.r_q = r_q = CommandQueue(width=r_layout.size, depth=self.cmd_depth)
         r_in = data.View(r_layout, r_q.w_data)
         m.d.comb += [
-            ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], nbeats)),
+            ar_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
+                m, cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats, count_bits))),
             r_in.to_stream.eq(cmd.stream),
             r_in.id.eq(cmd.id),
             r_in.sram_addr.eq(cmd.sram_addr),
-            r_in.last_beat.eq(nbeats - 1),
+            r_in.beats.eq(nbeats),
+            # One beat: the payload ends within the first beat.
+            r_in.single.eq((cmd.length[lm + 1:] == 0)
+                           & (cmd.length[:lm + 1] + cmd.mem_addr[:lm] <= M)),
             r_in.beat_lo.eq(cmd.mem_addr[:lm]),
-            r_in.beat_hi.eq(end[:lm] + 1),
+            r_in.beat_hi.eq(end_lane + 1),
             r_in.shift.eq(Mux(off == 0, W, off)),
             r_in.drop_first.eq(off != 0),
-            r_in.flush.eq((off != 0) & (nwords == ngrid)),
+            r_in.flush.eq((off != 0) & ~straddles),
             r_in.tail.eq(cmd.length[:lw] + Mux(cmd.length[:lw] == 0, W, 0)),
-            self.cmd.ready.eq(ar_q.w_rdy & r_q.w_rdy),
+            self.cmd.ready.eq(queues_open(m, ar_q, r_q)),
             ar_q.w_en.eq(self.cmd.valid & self.cmd.ready),
             r_q.w_en.eq(self.cmd.valid & self.cmd.ready),
         ]
         if k > 1:
-            m.d.comb += [r_in.word_lo.eq(cmd.mem_addr[lw:lm]), r_in.word_hi.eq(end[lw:lm])]
+            m.d.comb += [r_in.word_lo.eq(cmd.mem_addr[lw:lm]), r_in.word_hi.eq(end_lane[lw:])]
         self._elaborate_ar(m, ar_q, beat_bits, count_bits)
         realign = self._elaborate_r(m, data.View(r_layout, r_q.r_data), r_q, sram_bits)
-        self._elaborate_words(m, realign.o)
+        self._elaborate_words(m, realign)
         return m
 
     def _elaborate_ar(self, m, ar_q, beat_bits, count_bits):
@@ -159,19 +193,23 @@ class DmaReader(wiring.Component):
         m.d.comb += [
             split.i.valid.eq(ar_q.r_rdy),
             split.i.p.beat_addr.eq(ar_q.r_data[:beat_bits]),
-            split.i.p.beats.eq(ar_q.r_data[beat_bits:]),
+            split.i.p.span.eq(ar_q.r_data[beat_bits:]),
             ar_q.r_en.eq(split.i.ready),
         ]
         # A burst counts as in flight from the cycle it enters the AR skid buffer.
+        # ``can_issue`` (inflight below the bound) is a register, from the next count.
         inflight = Signal(range(cfg.max_reads_in_flight + 1))
-        can_issue = Signal()
-        m.d.comb += can_issue.eq(inflight < cfg.max_reads_in_flight)
+        inflight_next = Signal.like(inflight)
+        can_issue = Signal(init=1)
         issued, _ = drive_address_channel(m, split, self.axi, "ar", lm, can_issue)
         r_done = self.axi.rvalid & self.axi.rready & self.axi.rlast
+        m.d.comb += inflight_next.eq(inflight)
         with m.If(issued & ~r_done):
-            m.d.sync += inflight.eq(inflight + 1)
+            m.d.comb += inflight_next.eq(inflight + 1)
         with m.Elif(~issued & r_done):
-            m.d.sync += inflight.eq(inflight - 1)
+            m.d.comb += inflight_next.eq(inflight - 1)
+        m.d.sync += [inflight.eq(inflight_next),
+                     can_issue.eq(inflight_next < cfg.max_reads_in_flight)]
 
     def _elaborate_r(self, m, cur, r_q, sram_bits):
         """R beats of the command at the head of ``r_q`` (``cur``): status, byte count, and
@@ -185,21 +223,17 @@ class DmaReader(wiring.Component):
         })
         m.submodules.realign = realign = Realigner(W, meta_layout)
 
-        beat = Signal(len(cur.last_beat))
         status = Signal(DmaStatus)          # accumulated over the command's beats
         status_now = Signal(DmaStatus)
         with m.If((status == DmaStatus.OKAY) & (axi.rresp[1] == 1)):
             m.d.comb += status_now.as_value().eq(Cat(axi.rresp, Const(0, 1)))
         with m.Else():
             m.d.comb += status_now.eq(status)
-        first = Signal()
-        last = Signal()
         r_hs = axi.rvalid & axi.rready
-        m.d.comb += [first.eq(beat == 0), last.eq(beat == cur.last_beat),
-                     r_q.r_en.eq(r_hs & last)]
+        _, first, last = count_items(m, "beat", cur.beats, cur.single, r_hs)
+        m.d.comb += r_q.r_en.eq(r_hs & last)
         with m.If(r_hs):
-            m.d.sync += [beat.eq(Mux(last, 0, beat + 1)),
-                         status.eq(Mux(last, DmaStatus.OKAY, status_now))]
+            m.d.sync += status.eq(Mux(last, DmaStatus.OKAY, status_now))
 
         # Payload bytes of this beat: lanes from beat_lo (first beat) up to beat_hi (last).
         lo = Signal(range(M + 1))
@@ -247,16 +281,22 @@ class DmaReader(wiring.Component):
         ]
         return realign
 
-    def _elaborate_words(self, m, o):
-        """Output words of the realigner ``o``, with their SRAM address and byte mask, through
-        a skid buffer to the SRAM write port or rd_stream; the completion at the last word,
-        taken from the skid buffer's output (so it never precedes the word's delivery)."""
+    def _elaborate_words(self, m, realign):
+        """Output words of ``realign``, with their SRAM address and byte mask, through a skid
+        buffer to the SRAM write port or rd_stream; the completion at the last word, taken
+        from the skid buffer's output (so it never precedes the word's delivery). The skid
+        buffer's payload is cut into slices of about 4 bytes, and its ready copies give the
+        realigner's lanes their load enables."""
         W = self.config.link_bytes
+        o = realign.o
         meta = o.p.meta
+        # ``to_stream`` and ``last`` twice: the copies at the end, in another slice than the
+        # port's, feed only the ready logic (the port's registers stay by the port).
         layout = data.StructLayout({"to_stream": 1, "addr": len(self.sram_w.p.addr),
                                     "data": 8 * W, "mask": W, "last": 1, "id": DMA_ID_BITS,
-                                    "status": DmaStatus})
-        m.submodules.out = out = SkidBuffer(layout)
+                                    "status": DmaStatus, "ctl_to_stream": 1, "ctl_last": 1})
+        m.submodules.out = out = SkidBuffer(layout, slices=realign.lanes)
+        realign.o_ready_copies = out.ready_copies
         word = Signal(len(self.sram_w.p.addr))
         m.d.comb += [
             out.i.valid.eq(o.valid),
@@ -267,6 +307,8 @@ class DmaReader(wiring.Component):
             out.i.p.mask.eq(Mux(o.p.last, ~(Const((1 << W) - 1, W) << meta.tail)[:W],
                                 (1 << W) - 1)),
             out.i.p.last.eq(o.p.last),
+            out.i.p.ctl_to_stream.eq(meta.to_stream),
+            out.i.p.ctl_last.eq(o.p.last),
             out.i.p.id.eq(meta.id),
             out.i.p.status.eq(meta.status),
         ]
@@ -277,6 +319,7 @@ class DmaReader(wiring.Component):
         cpl_full = Signal()
         deliver = Signal()
         m.d.comb += deliver.eq(w.valid & (~w.p.last | ~cpl_full))
+        ctl_ready = Mux(w.p.ctl_to_stream, self.rd_stream.tready, self.sram_w.ready)
         m.d.comb += [
             self.sram_w.valid.eq(deliver & ~w.p.to_stream),
             self.sram_w.p.addr.eq(w.p.addr),
@@ -287,8 +330,7 @@ class DmaReader(wiring.Component):
             self.rd_stream.tkeep.eq(w.p.mask),
             self.rd_stream.tlast.eq(w.p.last),
             self.rd_stream.tuser.eq(w.p.id),
-            w.ready.eq((~w.p.last | ~cpl_full)
-                       & Mux(w.p.to_stream, self.rd_stream.tready, self.sram_w.ready)),
+            w.ready.eq((~w.p.ctl_last | ~cpl_full) & ctl_ready),
         ]
         m.d.comb += self.cpl.valid.eq(cpl_full)
         with m.If(self.cpl.valid & self.cpl.ready):

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ace.hw.axi.signatures import Axi4Signature
 from ace.hw.common.skid_buffer import SkidBuffer
-from ace.hw.dma.burst import BurstSplitter, drive_address_channel
-from ace.hw.dma.reader import TransferCommand
+from ace.hw.dma.burst import BurstSplitter, beat_span, drive_address_channel
+from ace.hw.dma.queue import CommandQueue, queues_open
+from ace.hw.dma.reader import TransferCommand, count_items
 from ace.hw.dma.realign import Realigner
 from ace.hw.dma.upsizer import WidthUpsizer
 from ace.layouts import (DMA_ID_BITS, DMA_LENGTH_BITS, AxiStreamSignature, DmaCompletion,
@@ -50,8 +50,8 @@ class DmaWriter(wiring.Component):
     enter the W skid buffer only after its AW was accepted on the port.
 
     Latency: about 5 cycles from a command to its AW (queue, burst splitter, AW skid buffer); a
-    source word reaches W 2 cycles later (realigner, W skid buffer), plus
-    :attr:`WidthUpsizer.latency` when the port is wider than a link word.
+    source word reaches W :attr:`Realigner.latency` (3) plus 1 (W skid buffer) cycles later,
+    plus :attr:`WidthUpsizer.latency` when the port is wider than a link word.
     Throughput: one source word per cycle (one W beat every ``mem_bytes // link_bytes``
     cycles), plus one cycle for an unaligned command's flush word.
 
@@ -104,47 +104,52 @@ class DmaWriter(wiring.Component):
         # -- command split into three queues ------------------------------------------------
         cmd = self.cmd.p
         off = Signal(range(W))             # byte offset in the first word
-        nbeats = Signal(count_bits)        # memory beats (W beats)
-        ngrid = Signal(count_bits)         # words on memory's word grid
         nwords = Signal(count_bits)        # source words
-        end = Signal(cfg.mem_addr_bits)    # address of the last payload byte
+        end_lane = Signal(range(M))        # the last payload byte's place in its beat
+        straddles = Signal()               # the payload covers one more memory word than words
         m.d.comb += [
             off.eq(cmd.mem_addr[:lw]),
-            nbeats.eq((cmd.mem_addr[:lm] + cmd.length + (M - 1)) >> lm),
-            ngrid.eq((off + cmd.length + (W - 1)) >> lw),
             nwords.eq((cmd.length + (W - 1)) >> lw),
-            end.eq(cmd.mem_addr + cmd.length - 1),
+            end_lane.eq(cmd.mem_addr[:lm] + cmd.length[:lm] - 1),
+            # Narrow sums only: the words' count and the memory grid's differ exactly when off
+            # plus the last byte's place in its word reaches the next word.
+            straddles.eq(off + (cmd.length[:lw] - 1)[:lw] >= W),
         ]
 
-        m.submodules.aw_q = aw_q = SyncFIFOBuffered(
+        m.submodules.aw_q = aw_q = CommandQueue(
             width=beat_bits + count_bits + DMA_ID_BITS, depth=self.cmd_depth)
-        sreq_layout = data.StructLayout({"sram_addr": sram_bits, "last_word": count_bits})
-        m.submodules.sreq_q = sreq_q = SyncFIFOBuffered(width=sreq_layout.size,
-                                                        depth=self.cmd_depth)
+        sreq_layout = data.StructLayout({"sram_addr": sram_bits, "words": count_bits,
+                                         "single": 1})
+        m.submodules.sreq_q = sreq_q = CommandQueue(width=sreq_layout.size,
+                                                    depth=self.cmd_depth)
         beat_meta = data.StructLayout({
             "beat_lo": range(M), "beat_hi": range(M + 1), "start_phase": phase_bits})
         lane = {"word_lo": range(k)} if k > 1 else {}   # lane of the first word (wide port)
         wd_layout = data.StructLayout({
-            "from_stream": 1, "last_word": count_bits, "shift": range(W + 1), "flush": 1,
+            "from_stream": 1, "words": count_bits, "single": 1, "shift": range(W + 1),
+            "flush": 1,
             "beat": beat_meta, **lane,
         })
-        m.submodules.wd_q = wd_q = SyncFIFOBuffered(width=wd_layout.size, depth=self.cmd_depth)
+        m.submodules.wd_q = wd_q = CommandQueue(width=wd_layout.size, depth=self.cmd_depth)
 
         sreq_in = data.View(sreq_layout, sreq_q.w_data)
         wd_in = data.View(wd_layout, wd_q.w_data)
         take = Signal()
         m.d.comb += [
-            aw_q.w_data.eq(Cat(cmd.mem_addr[lm:], nbeats, cmd.id)),
+            aw_q.w_data.eq(Cat(cmd.mem_addr[lm:], beat_span(
+                m, cmd.mem_addr, cmd.length, lm, cfg.max_burst_beats, count_bits), cmd.id)),
             sreq_in.sram_addr.eq(cmd.sram_addr),
-            sreq_in.last_word.eq(nwords - 1),
+            sreq_in.words.eq(nwords),
+            sreq_in.single.eq(cmd.length <= W),
             wd_in.from_stream.eq(cmd.stream),
-            wd_in.last_word.eq(nwords - 1),
+            wd_in.words.eq(nwords),
+            wd_in.single.eq(cmd.length <= W),
             wd_in.shift.eq(W - off),
-            wd_in.flush.eq(ngrid != nwords),
+            wd_in.flush.eq(straddles),
             wd_in.beat.beat_lo.eq(cmd.mem_addr[:lm]),
-            wd_in.beat.beat_hi.eq(end[:lm] + 1),
+            wd_in.beat.beat_hi.eq(end_lane + 1),
             wd_in.beat.start_phase.eq(cmd.mem_addr[lm:lm + phase_bits]),
-            self.cmd.ready.eq(aw_q.w_rdy & wd_q.w_rdy & (cmd.stream | sreq_q.w_rdy)),
+            self.cmd.ready.eq(queues_open(m, aw_q, wd_q, sreq_q)),
             take.eq(self.cmd.valid & self.cmd.ready),
             aw_q.w_en.eq(take),
             wd_q.w_en.eq(take),
@@ -154,8 +159,9 @@ class DmaWriter(wiring.Component):
             m.d.comb += wd_in.word_lo.eq(cmd.mem_addr[lw:lm])
         b_q, aw_accepted = self._elaborate_aw(m, aw_q, beat_bits, count_bits)
         self._elaborate_sram_requests(m, data.View(sreq_layout, sreq_q.r_data), sreq_q)
-        beats = self._elaborate_words(m, data.View(wd_layout, wd_q.r_data), wd_q, beat_meta)
-        self._elaborate_w(m, beats, aw_accepted)
+        beats, realign = self._elaborate_words(m, data.View(wd_layout, wd_q.r_data), wd_q,
+                                               beat_meta)
+        self._elaborate_w(m, beats, aw_accepted, realign if k == 1 else None)
         self._elaborate_b(m, b_q)
         return m
 
@@ -169,29 +175,29 @@ class DmaWriter(wiring.Component):
         m.d.comb += [
             split.i.valid.eq(aw_q.r_rdy),
             split.i.p.beat_addr.eq(aw_q.r_data[:beat_bits]),
-            split.i.p.beats.eq(aw_q.r_data[beat_bits:beat_bits + count_bits]),
+            split.i.p.span.eq(aw_q.r_data[beat_bits:beat_bits + count_bits]),
             split.i.p.meta.eq(aw_q.r_data[beat_bits + count_bits:]),
             aw_q.r_en.eq(split.i.ready),
         ]
-        m.submodules.b_q = b_q = SyncFIFOBuffered(width=DMA_ID_BITS + 1, depth=self.max_writes)
+        # At most max_writes entries: max_writes - 1 in the FIFO when written through its
+        # registered room flag (the AW issue's allow), whose head holds two.
+        m.submodules.b_q = b_q = CommandQueue(width=DMA_ID_BITS + 1, depth=self.max_writes - 1,
+                                              slices=1)
         meta = Signal(DMA_ID_BITS + 1)
         m.d.comb += meta.eq(Cat(split.o.p.meta, split.o.p.last))
-        issued, accepted = drive_address_channel(m, split, axi, "aw", lm, b_q.w_rdy)
+        issued, accepted = drive_address_channel(m, split, axi, "aw", lm, queues_open(m, b_q))
         m.d.comb += [b_q.w_data.eq(meta), b_q.w_en.eq(issued)]
         return b_q, accepted
 
     def _elaborate_sram_requests(self, m, sreq, sreq_q):
         """SRAM read requests of a STORE, one word address per cycle."""
-        req_word = Signal(len(sreq.last_word))
-        req_last = Signal()
+        req_hs = self.sram_r.req.valid & self.sram_r.req.ready
+        req_word, _, req_last = count_items(m, "req", sreq.words, sreq.single, req_hs)
         m.d.comb += [
-            req_last.eq(req_word == sreq.last_word),
             self.sram_r.req.valid.eq(sreq_q.r_rdy),
             self.sram_r.req.p.eq(sreq.sram_addr + req_word),
             sreq_q.r_en.eq(self.sram_r.req.ready & req_last),
         ]
-        with m.If(self.sram_r.req.valid & self.sram_r.req.ready):
-            m.d.sync += req_word.eq(Mux(req_last, 0, req_word + 1))
 
     def _elaborate_words(self, m, cur, wd_q, beat_meta):
         """Source words of the command at the head of ``wd_q`` (``cur``) through the realigner
@@ -201,30 +207,27 @@ class DmaWriter(wiring.Component):
         lane = {"word_lo": range(k)} if k > 1 else {}
         meta_layout = data.StructLayout({"beat": beat_meta, **lane})
         m.submodules.realign = realign = Realigner(W, meta_layout)
-        src_word = Signal(len(cur.last_word))
-        src_last = Signal()
         src_valid = Signal()
+        src_hs = Signal()
+        _, src_first, src_last = count_items(m, "src", cur.words, cur.single, src_hs)
         m.d.comb += [
-            src_last.eq(src_word == cur.last_word),
             src_valid.eq(Mux(cur.from_stream, self.wr_stream.tvalid, self.sram_r.resp.valid)),
             realign.i.valid.eq(wd_q.r_rdy & src_valid),
             self.wr_stream.tready.eq(wd_q.r_rdy & cur.from_stream & realign.i.ready),
             self.sram_r.resp.ready.eq(wd_q.r_rdy & ~cur.from_stream & realign.i.ready),
             realign.i.p.data.eq(Mux(cur.from_stream, self.wr_stream.tdata,
                                     self.sram_r.resp.p)),
-            realign.i.p.first.eq(src_word == 0),
+            realign.i.p.first.eq(src_first),
             realign.i.p.last.eq(src_last),
             realign.i.p.shift.eq(cur.shift),
             realign.i.p.drop_first.eq(0),
             realign.i.p.flush.eq(cur.flush),
             realign.i.p.meta.beat.eq(cur.beat),
         ]
-        src_hs = realign.i.valid & realign.i.ready
-        m.d.comb += wd_q.r_en.eq(src_hs & src_last)
-        with m.If(src_hs):
-            m.d.sync += src_word.eq(Mux(src_last, 0, src_word + 1))
+        m.d.comb += [src_hs.eq(realign.i.valid & realign.i.ready),
+                     wd_q.r_en.eq(src_hs & src_last)]
         if k == 1:
-            return realign.o
+            return realign.o, realign
         m.d.comb += realign.i.p.meta.word_lo.eq(cur.word_lo)
         m.submodules.upsize = upsize = WidthUpsizer(W, k, meta_layout)
         word = realign.o
@@ -237,19 +240,21 @@ class DmaWriter(wiring.Component):
             upsize.i.p.lo.eq(word.p.meta.word_lo),
             upsize.i.p.meta.eq(word.p.meta),
         ]
-        return upsize.o
+        return upsize.o, realign
 
-    def _elaborate_w(self, m, o, aw_accepted):
+    def _elaborate_w(self, m, o, aw_accepted, realign=None):
         """W beats from ``o``: strobes and wlast at burst ends, computed as a beat enters the W
         skid buffer, which it may do only once its burst's AW was accepted on the port (so W
-        never leads AW). ``bytes`` counts the strobes of the beats the port accepts."""
+        never leads AW). ``bytes`` counts the strobes of the beats the port accepts. When
+        ``o`` is ``realign``'s output, its lanes take their load enables from the skid
+        buffer's ready copies."""
         cfg, axi = self.config, self.axi
         M = cfg.mem_bytes
         phase_bits = (cfg.max_burst_beats - 1).bit_length()
         beat = o.p.meta.beat
         aw_ahead = Signal(range(2 * self.max_writes + 2))
-        w_ok = Signal()
-        m.d.comb += w_ok.eq(aw_ahead != 0)
+        w_ok = Signal()         # aw_ahead != 0, as a register (it gates the realigner's ready)
+        w_ok_next = Signal()
         phase = Signal(phase_bits)
         phase_cur = Signal(phase_bits)
         m.d.comb += phase_cur.eq(Mux(o.p.first, beat.start_phase, phase))
@@ -259,7 +264,17 @@ class DmaWriter(wiring.Component):
         lo = Signal(range(M + 1))
         hi = Signal(range(M + 1))
         layout = data.StructLayout({"data": 8 * M, "strb": M, "last": 1, "bytes": range(M + 1)})
-        m.submodules.w_skid = skid = SkidBuffer(layout)
+        m.submodules.w_skid = skid = SkidBuffer(layout, slices=max(1, M // 4))
+        if realign is not None:
+            # A copy of w_ok per lane; each copy's next value also reads the copy itself
+            # (redundantly: x | (x & q) is x), so synthesis keeps the copies apart.
+            copies = skid.ready_copies
+            lanes = []
+            for lane in range(realign.lanes):
+                ok = Signal(name=f"w_ok_{lane}")
+                m.d.sync += ok.eq(w_ok_next | (w_ok_next & ok))
+                lanes.append(copies[lane * len(copies) // realign.lanes] & ok)
+            realign.o_ready_copies = lanes
         m.d.comb += [
             lo_mask.eq(Mux(o.p.first, (all_ones << beat.beat_lo)[:M], all_ones)),
             hi_mask.eq(Mux(o.p.last, ~(all_ones << beat.beat_hi)[:M], all_ones)),
@@ -281,10 +296,14 @@ class DmaWriter(wiring.Component):
         with m.If(entered):
             m.d.sync += phase.eq(phase_cur + 1)
         w_done = entered & skid.i.p.last
+        m.d.comb += w_ok_next.eq(w_ok)
         with m.If(aw_accepted & ~w_done):
             m.d.sync += aw_ahead.eq(aw_ahead + 1)
+            m.d.comb += w_ok_next.eq(1)
         with m.Elif(~aw_accepted & w_done):
             m.d.sync += aw_ahead.eq(aw_ahead - 1)
+            m.d.comb += w_ok_next.eq(aw_ahead != 1)
+        m.d.sync += w_ok.eq(w_ok_next)
         m.d.sync += self.bytes.eq(Mux(axi.wvalid & axi.wready, skid.o.p.bytes, 0))
 
     def _elaborate_b(self, m, b_q):
