@@ -257,13 +257,11 @@ class NicLinkTx(wiring.Component):
         beats_left = Signal(beat_range)
         last_bytes = Signal(range(lb + 1))
         last_keep = Signal(lb)
-        is_last = Signal()
-        keep = Signal(lb)
-        m.d.comb += is_last.eq(beats_left == 1)
-        with m.If(is_last):
-            m.d.comb += keep.eq(last_keep)
-        with m.Else():
-            m.d.comb += keep.eq(Const(-1, lb))
+        # The current beat's last flag and byte mask, registered: set with the beat count when
+        # the header goes out and when a payload beat does, so no compare sits in front of the
+        # payload's mask.
+        is_last = Signal(name="is_last")
+        keep = Signal(lb, init=-1, name="keep")
         sent = beat.valid & beat.ready
 
         with m.FSM(name="tx_fsm") as fsm:
@@ -279,10 +277,12 @@ class NicLinkTx(wiring.Component):
                     m.d.sync += slot["valid"].eq(0)
                     with m.If(~slot["credit"]):
                         last_index = (slot["length"] - 1) & (lb - 1)
+                        first_is_last = slot["beats"] == 1
                         m.d.sync += [cur.eq(slot["ch"]), beats_left.eq(slot["beats"]),
-                                     last_bytes.eq(last_index + 1)]
+                                     last_bytes.eq(last_index + 1), is_last.eq(first_is_last)]
                         for i in range(lb):
-                            m.d.sync += last_keep[i].eq(last_index >= i)
+                            m.d.sync += [last_keep[i].eq(last_index >= i),
+                                         keep[i].eq(~first_is_last | (last_index >= i))]
                         m.next = "PAYLOAD"
             with m.State("PAYLOAD"):
                 word = Array(d.payload.data for d in self.data)[cur]
@@ -297,7 +297,9 @@ class NicLinkTx(wiring.Component):
                 for c in range(nch):
                     m.d.comb += self.data[c].ready.eq((cur == c) & beat.ready)
                 with m.If(sent):
-                    m.d.sync += beats_left.eq(beats_left - 1)
+                    next_is_last = beats_left == 2
+                    m.d.sync += [beats_left.eq(beats_left - 1), is_last.eq(next_is_last),
+                                 keep.eq(Mux(next_is_last, last_keep, Const(-1, lb)))]
                     with m.If(is_last):
                         m.next = "HEADER"
 
