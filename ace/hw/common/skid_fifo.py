@@ -20,9 +20,11 @@ pointer, beat or not; it is only read once the pointer moved past it with a beat
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from ace.hw.common.replica import replicas
 
 __all__ = ["SkidFifo"]
 
@@ -40,6 +42,10 @@ class SkidFifo(wiring.Component):
     ----------
     shape : shape-like
         Payload shape.
+    slice_bits : int or None
+        Payload bits per copy of the load enables and the read pointer
+        (:func:`ace.hw.common.replica.replicas`): each slice of the entries has its own, so no
+        control net fans out to the whole payload. None: one copy.
 
     Members
     -------
@@ -47,8 +53,9 @@ class SkidFifo(wiring.Component):
     o : Out(stream.Signature(shape))
     """
 
-    def __init__(self, shape):
+    def __init__(self, shape, *, slice_bits=None):
         self.shape = shape
+        self.slice_bits = slice_bits
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
@@ -56,8 +63,10 @@ class SkidFifo(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        entries = [Signal(self.shape, name=f"entry{k}") for k in range(2)]
-        load = [Signal(init=1, name="load0"), Signal(name="load1")]
+        width = Shape.cast(self.shape).width
+        step = self.slice_bits or width
+        slices = [slice(lo, min(lo + step, width)) for lo in range(0, width, step)]
+        entries = [Signal(width, name=f"entry{k}") for k in range(2)]
         count = Signal(range(3), name="count")
         in_ready = Signal(init=1, name="in_ready")
         out_valid = Signal(name="out_valid")
@@ -65,26 +74,38 @@ class SkidFifo(wiring.Component):
         r_at = Signal(name="r_at")
         push = Signal()
         pop = Signal()
+        count_next = Signal(range(3))
+        w_at_next = Signal()
+        r_at_next = Signal()
         m.d.comb += [
             push.eq(self.i.valid & in_ready),
             pop.eq(out_valid & self.o.ready),
+            count_next.eq(count + push - pop),
+            w_at_next.eq(w_at ^ push),
+            r_at_next.eq(r_at ^ pop),
             self.i.ready.eq(in_ready),
             self.o.valid.eq(out_valid),
-            self.o.payload.eq(Mux(r_at, entries[1], entries[0])),
         ]
-        count_next = Signal(range(3))
-        w_at_next = Signal()
-        m.d.comb += [count_next.eq(count + push - pop), w_at_next.eq(w_at ^ push)]
         m.d.sync += [
             count.eq(count_next),
             in_ready.eq(count_next != 2),
             out_valid.eq(count_next != 0),
             w_at.eq(w_at_next),
-            r_at.eq(r_at ^ pop),
-            load[0].eq((count_next != 2) & ~w_at_next),
-            load[1].eq((count_next != 2) & w_at_next),
+            r_at.eq(r_at_next),
         ]
-        for k in range(2):
-            with m.If(load[k]):
-                m.d.sync += entries[k].eq(self.i.payload)
+        # Per slice: its own copies of the two load enables ("not full and the write pointer
+        # will be at this entry") and of the read pointer.
+        n = len(slices)
+        loads = [replicas(m, platform, (count_next != 2) & (w_at_next == k), n, init=k == 0,
+                          name=f"load{k}") for k in range(2)]
+        selects = replicas(m, platform, r_at_next, n, name="r_at")
+        payload = self.i.payload.as_value() if hasattr(self.i.payload, "as_value") \
+            else self.i.payload
+        out = []
+        for j, bits in enumerate(slices):
+            for k in range(2):
+                with m.If(loads[k][j]):
+                    m.d.sync += entries[k][bits].eq(payload[bits])
+            out.append(Mux(selects[j], entries[1][bits], entries[0][bits]))
+        m.d.comb += self.o.payload.eq(Cat(*out))
         return m

@@ -30,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 from ace.hw.common.skid_fifo import SkidFifo
 from ace.layouts import AxiStreamSignature, NicError, NicRxBeat, NicSendCmd, NicTxBeat
 from ace.hw.nic.rx import NicLinkRx
-from ace.hw.nic.tx import COUNTER_BITS, NicLinkTx
+from ace.hw.nic.tx import COUNTER_BITS, TX_SLICE_BITS, NicLinkTx
 
 __all__ = ["NicInterface", "LINK_COUNTERS"]
 
@@ -196,7 +196,7 @@ class NicInterface(wiring.Component):
                 tx.cmd[c].valid.eq(head_valid & ~head_bad & (head.link == l) & ~elsewhere),
             ]
 
-        m.submodules[f"ch{c}_send_skid"] = skid = SkidFifo(NicTxBeat(cfg))
+        m.submodules[f"ch{c}_send_skid"] = skid = SkidFifo(NicTxBeat(cfg), slice_bits=TX_SLICE_BITS)
         wiring.connect(m, wiring.flipped(getattr(self, f"ch{c}_send_data")), skid.i)
         for tx in txs:
             m.d.comb += [tx.data[c].payload.eq(skid.o.payload), tx.data[c].valid.eq(skid.o.valid)]
@@ -215,7 +215,7 @@ class NicInterface(wiring.Component):
         recv, recv_link = getattr(self, f"ch{c}_recv"), getattr(self, f"ch{c}_recv_link")
         outs = []
         for l, rx in enumerate(rxs):
-            m.submodules[f"ch{c}_link{l}_recv_skid"] = skid = SkidFifo(NicRxBeat(self.config))
+            m.submodules[f"ch{c}_link{l}_recv_skid"] = skid = SkidFifo(NicRxBeat(self.config), slice_bits=TX_SLICE_BITS)
             wiring.connect(m, rx.out[c], skid.i)
             outs.append(skid.o)
             m.d.comb += skid.o.ready.eq(recv.ready & (recv_link == l))

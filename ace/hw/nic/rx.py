@@ -136,8 +136,8 @@ class NicLinkRx(wiring.Component):
         checked = self._cause(m, decoded)
         error_now, error_code = self._fsm(m, checked, buffers)
 
-        with m.If(error_now):
-            m.d.sync += self.errors.eq(self.errors + 1)
+        # Counters as adders of a 0/1 step (no load enable fanning out from the FSM).
+        m.d.sync += self.errors.eq(self.errors + error_now)
         with m.If(self.error_clear):
             m.d.sync += [self.error.eq(0), self.error_cause.eq(NicError.NONE)]
         with m.Elif(error_now & ~self.error):
@@ -297,6 +297,11 @@ class NicLinkRx(wiring.Component):
         m.d.comb += [self.credit_valid.eq(credit_now), self.credit_channel.eq(hdr.channel),
                      self.credit_count.eq(hdr.length)]
 
+        header_now = Signal()       # an accepted packet's header beat is counted now
+        m.d.sync += [
+            self.payload_bytes.eq(self.payload_bytes + Mux(commit, pkt["length"], 0)),
+            self.header_bytes.eq(self.header_bytes + Mux(header_now, lb, 0)),
+        ]
         with m.FSM(name="rx_fsm") as fsm:
             with m.State("HEADER"):
                 with m.If(beat.valid):
@@ -305,8 +310,7 @@ class NicLinkRx(wiring.Component):
                         with m.If(~beat.last):
                             m.next = "DROP"
                     with m.Elif(~is_data):
-                        m.d.comb += credit_now.eq(1)
-                        m.d.sync += self.header_bytes.eq(self.header_bytes + lb)
+                        m.d.comb += [credit_now.eq(1), header_now.eq(1)]
                     with m.Else():
                         last_index = (hdr.length - 1) & (lb - 1)
                         m.d.comb += space["reserve"].eq(1)
@@ -328,10 +332,7 @@ class NicLinkRx(wiring.Component):
                             m.d.comb += [buf.w_en.eq(~(beat.last & ~is_last)),
                                          buf.commit.eq(commit), buf.rollback.eq(rollback)]
                     with m.If(is_last & beat.last):
-                        m.d.sync += [
-                            self.payload_bytes.eq(self.payload_bytes + pkt["length"]),
-                            self.header_bytes.eq(self.header_bytes + lb),
-                        ]
+                        m.d.comb += header_now.eq(1)
                         m.next = "HEADER"
                     with m.Elif(beat.last):
                         m.d.comb += [error_now.eq(1), error_code.eq(NicError.EARLY_TLAST)]

@@ -17,7 +17,7 @@ load enable (the landing ring of registers that sat here until session 14 is gon
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -114,12 +114,12 @@ class NicRxBuffer(wiring.Component):
         # that advances whenever its output is empty or taken, so the consumer's ``ready`` (a
         # register: the NIC's skid FIFO) stalls it through the block RAMs' clock enables and
         # no register per data bit needs a load enable. A read is issued (``fetch``) when the
-        # pipeline advances and a committed beat is waiting (``waiting``, a register).
+        # pipeline advances and a committed beat is waiting.
         staged = Signal(name="staged")          # stage 1 holds a read (address register)
         out_valid = Signal(name="out_valid")    # stage 2 holds a beat (output register)
         advance = Signal()
         fetch = Signal()
-        waiting = Signal(name="waiting")        # wr_commit != rd_ptr
+        waiting = Signal()                      # a committed beat is not yet read
         m.d.comb += [
             advance.eq(~out_valid | self.r.ready),
             fetch.eq(waiting & advance),
@@ -133,12 +133,7 @@ class NicRxBuffer(wiring.Component):
         ]
         with m.If(advance):
             m.d.sync += [staged.eq(fetch), out_valid.eq(staged)]
-        commit_next = Signal.like(wr_commit)
-        m.d.comb += commit_next.eq(Mux(commit & ~rollback, wr_tmp_next, wr_commit))
-        rd_next = Signal.like(rd_ptr)
-        m.d.comb += rd_next.eq(rd_ptr + 1)
+        m.d.comb += waiting.eq(wr_commit != rd_ptr)
         with m.If(fetch):
-            m.d.sync += [rd_ptr.eq(rd_next), waiting.eq(commit_next != rd_next)]
-        with m.Else():
-            m.d.sync += waiting.eq(commit_next != rd_ptr)
+            m.d.sync += rd_ptr.eq(rd_ptr + 1)
         return m
