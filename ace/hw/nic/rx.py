@@ -26,11 +26,15 @@ from ace.hw.nic.header import HeaderCheck
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import COUNTER_BITS
 
-__all__ = ["NicLinkRx", "RX_CHECK_STAGES", "RX_PACKET_LATENCY"]
+__all__ = ["NicLinkRx", "RX_CHECK_STAGES", "RX_COUNTER_DELAY", "RX_PACKET_LATENCY"]
 
 #: Cycles from a beat on ``link`` to the FSM that acts on it: input register, decode (CRC and
 #: field checks), cause (priority of the stateless checks), judge (the two state checks).
 RX_CHECK_STAGES = 4
+
+#: Cycles the counters (``errors``, ``payload_bytes``, ``header_bytes``) follow the FSM's
+#: decision: their steps are registered first.
+RX_COUNTER_DELAY = 1
 
 #: Cycles from a packet's last beat on ``link`` to its first beat on ``out[c]`` (an empty
 #: channel buffer): the check stages, then the buffer's commit-to-read latency.
@@ -136,8 +140,12 @@ class NicLinkRx(wiring.Component):
         checked = self._cause(m, decoded)
         error_now, error_code = self._fsm(m, checked, buffers)
 
-        # Counters as adders of a 0/1 step (no load enable fanning out from the FSM).
-        m.d.sync += self.errors.eq(self.errors + error_now)
+        # The counters follow the FSM a cycle late (RX_COUNTER_DELAY): their steps are
+        # registered, so their load enables fan out from registers, not from the FSM.
+        error_q = Signal(name="error_q")
+        m.d.sync += error_q.eq(error_now)
+        with m.If(error_q):
+            m.d.sync += self.errors.eq(self.errors + 1)
         with m.If(self.error_clear):
             m.d.sync += [self.error.eq(0), self.error_cause.eq(NicError.NONE)]
         with m.Elif(error_now & ~self.error):
@@ -248,13 +256,11 @@ class NicLinkRx(wiring.Component):
         pkt = {"cur": cur, "beats_left": Signal(beat_range),
                "beats": Signal(beat_range, name="pkt_beats"), "length": Signal(17),
                "tag": Signal.like(hdr.tag), "src": Signal.like(hdr.src), "first": Signal(),
-               "last_keep": Signal(lb), "is_last": Signal()}
-        keep = Signal(lb)
-        m.d.comb += pkt["is_last"].eq(pkt["beats_left"] == 1)
-        with m.If(pkt["is_last"]):
-            m.d.comb += keep.eq(pkt["last_keep"])
-        with m.Else():
-            m.d.comb += keep.eq(Const(-1, lb))
+               "last_keep": Signal(lb), "is_last": Signal(name="pkt_is_last"),
+               "keep": Signal(lb, init=-1, name="pkt_keep")}
+        # ``is_last`` (``beats_left == 1``) and the beat's byte mask are registers, set by the
+        # FSM with ``beats_left``, so no compare sits in front of the entry's data mask.
+        keep = pkt["keep"]
         entry = Signal(NicRxBeat(cfg))
         m.d.comb += entry.eq(struct_value(
             NicRxBeat(cfg), keep=keep, first=pkt["first"], last=pkt["is_last"], src=pkt["src"],
@@ -298,10 +304,14 @@ class NicLinkRx(wiring.Component):
                      self.credit_count.eq(hdr.length)]
 
         header_now = Signal()       # an accepted packet's header beat is counted now
-        m.d.sync += [
-            self.payload_bytes.eq(self.payload_bytes + Mux(commit, pkt["length"], 0)),
-            self.header_bytes.eq(self.header_bytes + Mux(header_now, lb, 0)),
-        ]
+        header_q = Signal(name="header_q")
+        commit_q = Signal(name="commit_q")
+        length_q = Signal.like(pkt["length"], name="length_q")
+        m.d.sync += [header_q.eq(header_now), commit_q.eq(commit), length_q.eq(pkt["length"])]
+        with m.If(commit_q):
+            m.d.sync += self.payload_bytes.eq(self.payload_bytes + length_q)
+        with m.If(header_q):
+            m.d.sync += self.header_bytes.eq(self.header_bytes + lb)
         with m.FSM(name="rx_fsm") as fsm:
             with m.State("HEADER"):
                 with m.If(beat.valid):
@@ -314,17 +324,24 @@ class NicLinkRx(wiring.Component):
                     with m.Else():
                         last_index = (hdr.length - 1) & (lb - 1)
                         m.d.comb += space["reserve"].eq(1)
+                        one_beat = beat.beats == 1
                         m.d.sync += [
                             cur.eq(hdr.channel), pkt["beats_left"].eq(beat.beats),
                             pkt["beats"].eq(beat.beats), pkt["length"].eq(hdr.length),
                             pkt["tag"].eq(hdr.tag), pkt["src"].eq(hdr.src), pkt["first"].eq(1),
+                            pkt["is_last"].eq(one_beat),
                         ]
                         for i in range(lb):
-                            m.d.sync += pkt["last_keep"][i].eq(last_index >= i)
+                            m.d.sync += [pkt["last_keep"][i].eq(last_index >= i),
+                                         pkt["keep"][i].eq(~one_beat | (last_index >= i))]
                         m.next = "PAYLOAD"
             with m.State("PAYLOAD"):
                 with m.If(beat.valid):
-                    m.d.sync += [pkt["beats_left"].eq(pkt["beats_left"] - 1), pkt["first"].eq(0)]
+                    next_is_last = pkt["beats_left"] == 2
+                    m.d.sync += [pkt["beats_left"].eq(pkt["beats_left"] - 1), pkt["first"].eq(0),
+                                 pkt["is_last"].eq(next_is_last),
+                                 pkt["keep"].eq(Mux(next_is_last, pkt["last_keep"],
+                                                    Const(-1, lb)))]
                     m.d.comb += [rollback.eq(is_last != beat.last),
                                  commit.eq(is_last & beat.last)]
                     for c, buf in enumerate(buffers):

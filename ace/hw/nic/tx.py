@@ -370,12 +370,10 @@ class NicLinkTx(wiring.Component):
             out.ready.eq(link.tready),
             take.eq(out.valid & link.tready),
         ]
-        # Counters as adders of a masked step (no load enable fanning out from ``tready``).
-        m.d.sync += [
-            self.payload_bytes.eq(self.payload_bytes + Mux(take, out.payload.bytes, 0)),
-            self.header_bytes.eq(self.header_bytes +
-                                 Mux(take & out.payload.header, self.config.link_bytes, 0)),
-        ]
+        with m.If(take):
+            m.d.sync += self.payload_bytes.eq(self.payload_bytes + out.payload.bytes)
+            with m.If(out.payload.header):
+                m.d.sync += self.header_bytes.eq(self.header_bytes + self.config.link_bytes)
         m.d.sync += [
             self.busy_cycles.eq(self.busy_cycles + take),
             self.stall_cycles.eq(self.stall_cycles + (out.valid & ~link.tready)),
