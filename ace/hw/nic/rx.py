@@ -22,7 +22,7 @@ from amaranth.lib.wiring import In, Out
 
 from ace.layouts import (AxiStreamSignature, NicError, NicRxBeat, PACKET_MAGIC, PACKET_VERSION,
                          PacketHeader, PacketType, struct_value)
-from ace.hw.nic.header import HeaderCheck
+from ace.hw.nic.header import check_taps
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import COUNTER_BITS
 
@@ -133,9 +133,7 @@ class NicLinkRx(wiring.Component):
 
         m.d.comb += self.link.tready.eq(1)
         m.d.sync += self.busy_cycles.eq(self.busy_cycles + self.link.tvalid)
-        arrived = Signal(self._stage_layout({}), name="in")
-        m.d.sync += [arrived.valid.eq(self.link.tvalid), arrived.data.eq(self.link.tdata),
-                     arrived.last.eq(self.link.tlast)]
+        arrived = self._input(m)
         decoded = self._decode(m, arrived)
         checked = self._cause(m, decoded)
         error_now, error_code = self._fsm(m, checked, buffers)
@@ -152,31 +150,66 @@ class NicLinkRx(wiring.Component):
             m.d.sync += [self.error.eq(1), self.error_cause.eq(error_code)]
         return m
 
+    def _input(self, m):
+        """Input register: the beat, with the stateless field checks of its header already
+        computed (compares with constants) and the CRC-8 as XORs of up to four header bits
+        each (``crc_part``), so the decode stage only finishes the CRC."""
+        cfg = self.config
+        depth = cfg.rx_channel_beats
+        hdr = PacketHeader(self.link.tdata[:64])
+        bits = self.link.tdata[:64]
+        groups = [[taps[i:i + 4] for i in range(0, len(taps), 4)] for taps in check_taps()]
+        self._crc_groups = [len(g) for g in groups]
+        flags = ("magic_bad", "type_bad", "channel_bad", "length_bad")
+        arrived = Signal(self._stage_layout({"crc_part": sum(self._crc_groups),
+                                             **{f: 1 for f in flags}}), name="in")
+        parts = []
+        for g in groups:
+            for taps in g:
+                value = 0
+                for tap in taps:
+                    value = value ^ bits[tap]
+                parts.append(value)
+        is_data = hdr.ptype == PacketType.DATA
+        is_credit = hdr.ptype == PacketType.CREDIT
+        m.d.sync += [
+            arrived.valid.eq(self.link.tvalid), arrived.data.eq(self.link.tdata),
+            arrived.last.eq(self.link.tlast),
+            arrived.crc_part.eq(Cat(*parts)),
+            arrived.magic_bad.eq((hdr.magic != PACKET_MAGIC) | (hdr.version != PACKET_VERSION)),
+            arrived.type_bad.eq(~is_data & ~is_credit),
+            arrived.channel_bad.eq(hdr.channel >= cfg.num_channels),
+            arrived.length_bad.eq((hdr.length == 0) |
+                                  (is_data & (hdr.length > cfg.max_packet_bytes)) |
+                                  (is_credit & (hdr.length > depth))),
+        ]
+        return arrived
+
     def _decode(self, m, arrived):
-        """Decode stage: the CRC-8 of the header and the stateless field checks, registered."""
+        """Decode stage: the CRC-8 of the header (from the input stage's partial XORs), the
+        beat count and the room left, registered with the field checks."""
         cfg = self.config
         lb = cfg.link_bytes
         shift = (lb - 1).bit_length()
         depth = cfg.rx_channel_beats
         hdr = PacketHeader(arrived.data[:64])
-        m.submodules.hdr_check = check = HeaderCheck()
-        m.d.comb += check.header.eq(hdr)
         flags = ("magic_bad", "type_bad", "channel_bad", "length_bad")
         decoded = Signal(self._stage_layout({"crc": 8, **{f: 1 for f in flags}}), name="decoded")
-        is_data = hdr.ptype == PacketType.DATA
-        is_credit = hdr.ptype == PacketType.CREDIT
+        crc = []
+        at = 0
+        for n in self._crc_groups:
+            value = 0
+            for k in range(n):
+                value = value ^ arrived.crc_part[at + k]
+            crc.append(value)
+            at += n
         m.d.sync += [
             decoded.valid.eq(arrived.valid), decoded.data.eq(arrived.data),
             decoded.last.eq(arrived.last),
             decoded.beats.eq((hdr.length + (lb - 1)) >> shift),
             decoded.room.eq(depth - hdr.length),
-            decoded.crc.eq(check.check),
-            decoded.magic_bad.eq((hdr.magic != PACKET_MAGIC) | (hdr.version != PACKET_VERSION)),
-            decoded.type_bad.eq(~is_data & ~is_credit),
-            decoded.channel_bad.eq(hdr.channel >= cfg.num_channels),
-            decoded.length_bad.eq((hdr.length == 0) |
-                                  (is_data & (hdr.length > cfg.max_packet_bytes)) |
-                                  (is_credit & (hdr.length > depth))),
+            decoded.crc.eq(Cat(*crc)),
+            *(getattr(decoded, f).eq(getattr(arrived, f)) for f in flags),
         ]
         return decoded
 
@@ -201,7 +234,8 @@ class NicLinkRx(wiring.Component):
             m.d.comb += cause.eq(NicError.MISSING_TLAST)
         room_bits = self.config.rx_channel_beats.bit_length()
         checked = Signal(self._stage_layout({"cause": NicError, "room_ahead": signed(room_bits + 1),
-                                             "same_ch_ahead": 1}), name="checked")
+                                             "same_ch_ahead": 1, "none": 1, "is_data": 1}),
+                         name="checked")
         ahead = PacketHeader(checked.data[:64])     # the beat one stage ahead
         m.d.sync += [
             checked.valid.eq(decoded.valid), checked.data.eq(decoded.data),
@@ -210,6 +244,7 @@ class NicLinkRx(wiring.Component):
             # For a CREDIT right behind an accepted CREDIT: room left after the one ahead.
             checked.room_ahead.eq(decoded.room - ahead.length[:room_bits]),
             checked.same_ch_ahead.eq(hdr.channel == ahead.channel),
+            checked.none.eq(cause == NicError.NONE), checked.is_data.eq(is_data),
         ]
         return checked
 
@@ -221,11 +256,12 @@ class NicLinkRx(wiring.Component):
         this channel (its count is added to the TX credits). Registered."""
         hdr = PacketHeader(checked.data[:64])
         ch = hdr.channel
-        is_data = hdr.ptype == PacketType.DATA
-        none = checked.cause == NicError.NONE
+        is_data = checked.is_data
+        none = checked.none
         judged = Signal(self._stage_layout({
             "cause": NicError, "is_data": 1, "ok": 1, "ok_alt": 1, "alt_rollback": 1,
-            "alt_credit": 1}), name="judged")
+            "alt_credit": 1, "beats_m1": range(self.config.max_packet_beats + 1)}),
+            name="judged")
         # Compare per channel, then select: no multiplexer in front of the carry chains (a
         # channel number out of range is BAD_CHANNEL, so its low bits may select anything).
         sel = ch[:max(1, (self.config.num_channels - 1).bit_length())]
@@ -235,6 +271,7 @@ class NicLinkRx(wiring.Component):
         m.d.sync += [
             judged.valid.eq(checked.valid), judged.data.eq(checked.data),
             judged.last.eq(checked.last), judged.beats.eq(checked.beats),
+            judged.beats_m1.eq(checked.beats - 1),
             judged.cause.eq(checked.cause), judged.is_data.eq(is_data),
             judged.ok.eq(none & Mux(
                 is_data, per_channel(lambda c: checked.beats <= space["total"][c]),
@@ -254,7 +291,9 @@ class NicLinkRx(wiring.Component):
         beat_range = range(cfg.max_packet_beats + 1)
         hdr = PacketHeader(beat.data[:64])
         pkt = {"cur": cur, "beats_left": Signal(beat_range),
-               "beats": Signal(beat_range, name="pkt_beats"), "length": Signal(17),
+               "beats": Signal(beat_range, name="pkt_beats"),
+               "beats_p1": Signal(range(cfg.max_packet_beats + 2), name="pkt_beats_p1"),
+               "length": Signal(17),
                "tag": Signal.like(hdr.tag), "src": Signal.like(hdr.src), "first": Signal(),
                "last_keep": Signal(lb), "is_last": Signal(name="pkt_is_last"),
                "keep": Signal(lb, init=-1, name="pkt_keep")}
@@ -327,7 +366,8 @@ class NicLinkRx(wiring.Component):
                         one_beat = beat.beats == 1
                         m.d.sync += [
                             cur.eq(hdr.channel), pkt["beats_left"].eq(beat.beats),
-                            pkt["beats"].eq(beat.beats), pkt["length"].eq(hdr.length),
+                            pkt["beats"].eq(beat.beats), pkt["beats_p1"].eq(beat.beats + 1),
+                            pkt["length"].eq(hdr.length),
                             pkt["tag"].eq(hdr.tag), pkt["src"].eq(hdr.src), pkt["first"].eq(1),
                             pkt["is_last"].eq(one_beat),
                         ]
@@ -363,7 +403,9 @@ class NicLinkRx(wiring.Component):
 
         m.d.comb += [space["reserve_channel"].eq(hdr.channel),
                      space["reserve_beats"].eq(beat.beats),
+                     space["reserve_beats_m1"].eq(beat.beats_m1),
                      space["channel"].eq(cur), space["beats"].eq(pkt["beats"]),
+                     space["beats_p1"].eq(pkt["beats_p1"]),
                      space["release"].eq(rollback), space["commit"].eq(commit)]
         # For tests: one expression per FSM state, true while in it.
         self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD', 'DROP']}
@@ -388,18 +430,26 @@ class NicLinkRx(wiring.Component):
                "reserve_channel": Signal(4, name="space_reserve_channel"),
                "reserve_beats": Signal(beat_range, name="space_reserve_beats"),
                "channel": Signal(channel_range, name="space_channel"),
-               "beats": Signal(beat_range, name="space_beats"), "total": [], "committed": []}
+               "beats": Signal(beat_range, name="space_beats"),
+               "reserve_beats_m1": Signal(beat_range, name="space_reserve_beats_m1"),
+               "beats_p1": Signal(range(cfg.max_packet_beats + 2), name="space_beats_p1"),
+               "total": [], "committed": []}
         for c in range(cfg.num_channels):
             total = Signal(range(depth + 1), init=depth, name=f"space{c}_total")
             committed = Signal(range(depth + 1), init=depth, name=f"space{c}_committed")
             mine = ctl["channel"] == c
-            base = total + self.freed[c]
+            # Each outcome for both values of ``freed`` (a register): one adder from registers
+            # (``beats - 1`` and ``beats + 1`` are registered), then the picks.
+            freed = self.freed[c]
+            reserved = Mux(freed, total - ctl["reserve_beats_m1"], total - ctl["reserve_beats"])
+            released = Mux(freed, total + ctl["beats_p1"], total + ctl["beats"])
+            unchanged = Mux(freed, total + 1, total)
             with m.If(ctl["reserve"] & (ctl["reserve_channel"] == c)):
-                m.d.sync += total.eq(base - ctl["reserve_beats"])
+                m.d.sync += total.eq(reserved)
             with m.Elif(ctl["release"] & mine):       # never with reserve: PAYLOAD, not HEADER
-                m.d.sync += total.eq(base + ctl["beats"])
+                m.d.sync += total.eq(released)
             with m.Else():
-                m.d.sync += total.eq(base)
+                m.d.sync += total.eq(unchanged)
             # Applied a cycle late: only a header right behind a rollback reads ``committed``,
             # and a packet (two beats at least) separates it from any earlier commit.
             kept = Signal(beat_range, name=f"space{c}_kept")

@@ -174,16 +174,13 @@ class NicLinkTx(wiring.Component):
 
             # The new credit count for both outcomes of the RX's credit intake (whose decision
             # comes late, from its FSM), computed from registers; the intake only picks one.
-            spent = Signal(beat_range, name=f"credits{c}_spent")
+            # and for both outcomes of the grant's spending.
             returned = Signal(range(depth + 1), name=f"owed{c}_returned")
-            with m.If(data_granted):
-                m.d.comb += spent.eq(slot["beats"])
             with m.If(credit_granted):
                 m.d.comb += returned.eq(slot["length"])
-            kept = Signal(range(depth + 1), name=f"credits{c}_kept")
-            gained = Signal(range(depth + 1), name=f"credits{c}_gained")
-            m.d.comb += [kept.eq(credits - spent),
-                         gained.eq(credits + self.credit_in_count - spent)]
+            kept = Mux(data_granted, credits - slot["beats"], credits)
+            gained = Mux(data_granted, credits + self.credit_in_count - slot["beats"],
+                         credits + self.credit_in_count)
             m.d.sync += [
                 credits.eq(Mux(self.credit_in_valid & (self.credit_in_channel == c),
                                gained, kept)),
