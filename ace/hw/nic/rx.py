@@ -125,7 +125,7 @@ class NicLinkRx(wiring.Component):
         cfg = self.config
         buffers = []
         for c in range(cfg.num_channels):
-            buf = NicRxBuffer(cfg)
+            buf = NicRxBuffer(cfg, data_registered=True)
             m.submodules[f"buffer{c}"] = buf
             buffers.append(buf)
             wiring.connect(m, buf.r, wiring.flipped(self.out[c]))
@@ -305,8 +305,11 @@ class NicLinkRx(wiring.Component):
             NicRxBeat(cfg), keep=keep, first=pkt["first"], last=pkt["is_last"], src=pkt["src"],
             tag=pkt["tag"], length=pkt["length"],
             data=Cat(*(beat.data.word_select(i, 8) & keep[i].replicate(8) for i in range(lb)))))
+        # One register of the entry for all the link's buffers (each registers its controls).
+        entry_q = Signal(NicRxBeat(cfg), name="entry_q")
+        m.d.sync += entry_q.eq(entry)
         for buf in buffers:
-            m.d.comb += buf.w_data.eq(entry)
+            m.d.comb += buf.w_data.eq(entry_q)
         return pkt
 
     def _fsm(self, m, checked, buffers):

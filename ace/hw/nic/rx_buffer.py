@@ -34,12 +34,16 @@ class NicRxBuffer(wiring.Component):
     ----------
     config : AceConfig
         ``rx_channel_beats`` is the depth in beats (a power of two); ``link_bytes`` the width.
+    data_registered : bool
+        ``w_data`` comes from a register already, a cycle after ``w_en`` (the caller's
+        register shared by several buffers); it is not registered again.
 
     Members
     -------
     w_en : In(1)
         Write ``w_data`` at the tentative write pointer and advance it.
     w_data : In(NicRxBeat)
+        The beat ``w_en`` writes: in the same cycle, or (``data_registered``) in the next.
     commit : In(1)
         Make every tentative write (including one in this cycle) visible to the reader.
     rollback : In(1)
@@ -63,8 +67,9 @@ class NicRxBuffer(wiring.Component):
     #: Cycles from ``commit`` to the packet's first beat on ``r`` (with ``r`` empty before).
     commit_latency = 2 + WideBlockRam.read_latency
 
-    def __init__(self, config):
+    def __init__(self, config, *, data_registered=False):
         self.config = config
+        self.data_registered = data_registered
         self.depth = config.rx_channel_beats
         super().__init__({
             "w_en": In(1),
@@ -88,7 +93,11 @@ class NicRxBuffer(wiring.Component):
         w_step = Signal(name="w_step")          # the tentative pointer advances
         commit = Signal(name="commit_q")
         rollback = Signal(name="rollback_q")
-        m.d.sync += [write.eq(self.w_en & ~self.rollback), w_data.eq(self.w_data),
+        if self.data_registered:
+            m.d.comb += w_data.eq(self.w_data)
+        else:
+            m.d.sync += w_data.eq(self.w_data)
+        m.d.sync += [write.eq(self.w_en & ~self.rollback),
                      w_step.eq(self.w_en), commit.eq(self.commit), rollback.eq(self.rollback)]
 
         # Pointers count modulo 2 * depth so that full and empty differ.
