@@ -4,9 +4,9 @@
 
       ch{c}_send        ch{c}_send_data                ch{c}_recv (link: ch{c}_recv_link)
           v                   v                              ^
-    [command register]   [skid buffer]                  mux over links
+    [command register]   [skid FIFO]                    mux over links
     check: BAD_COMMAND        |                              ^
-          v                   v                   [skid buffer] per link and channel
+          v                   v                   [skid FIFO] per link and channel
     +-----------------------------------+       +------------------------------------+
     | NicLinkTx l: requests -> grant    |       | NicLinkRx l: input -> decode ->    |
     | slot -> header (CRC) | payload    |       | cause -> FSM -> NicRxBuffer per ch |
@@ -83,20 +83,22 @@ class NicInterface(wiring.Component):
 
     Every port is driven from a register (``ch{c}_recv`` through the link mux), and no
     ``ready`` passes combinationally between ports: ``ch{c}_send`` enters a command register
-    (checked there; ``ready`` is "empty"), ``ch{c}_send_data`` passes through a skid buffer,
-    ``ch{c}_recv`` is the ``ch{c}_recv_link`` mux of one skid buffer per link (so a beat
+    (checked there; ``ready`` is "empty"), ``ch{c}_send_data`` passes through a skid FIFO,
+    ``ch{c}_recv`` is the ``ch{c}_recv_link`` mux of one skid FIFO per link (so a beat
     fetched ahead stays with its link when the channel's next step reads another), ``tx{l}``
-    leaves the TX's skid buffer and ``rx{l}`` enters the RX's input register.
+    leaves the TX's skid FIFO and ``rx{l}`` enters the RX's input register. (A skid FIFO,
+    :class:`ace.hw.common.skid_fifo.SkidFifo`, drives its output from a 2:1 multiplexer of
+    two registers selected by a register.)
 
     Throughput: one beat per cycle per link in each direction; a DATA packet of ``n >= 2``
     payload beats takes ``n + 1`` link cycles with no idle cycle between packets (1-beat
     packets of a single channel: 3 cycles each; of two channels taking turns: 2).
     Latency: first header beat on ``tx{l}`` 4 cycles after ``ch{c}_send`` is taken (command
     register, then :data:`ace.hw.nic.tx.TX_COMMAND_STAGES`); a payload beat follows its
-    header at line rate; a received packet's first beat reaches ``ch{c}_recv`` 10 cycles after
+    header at line rate; a received packet's first beat reaches ``ch{c}_recv`` 9 cycles after
     its last beat arrived on ``rx{l}`` (:data:`ace.hw.nic.rx.RX_PACKET_LATENCY`: 4 check
-    stages and the buffer's registered commit, block RAM read and landing register; then the
-    skid buffer; store and forward).
+    stages and the buffer's registered commit and block RAM read; then the skid FIFO; store
+    and forward).
     """
 
     def __init__(self, config):
@@ -168,7 +170,7 @@ class NicInterface(wiring.Component):
 
     def _channel_send(self, m, c, txs):
         """Channel ``c``'s send side: the command register (checked on entry, offered to its
-        link's TX, dropped if bad) and the payload skid buffer shared by the links. Returns the
+        link's TX, dropped if bad) and the payload skid FIFO shared by the links. Returns the
         signal that drops a bad command this cycle."""
         cfg = self.config
         send = getattr(self, f"ch{c}_send")
@@ -206,7 +208,7 @@ class NicInterface(wiring.Component):
         return bad
 
     def _channel_recv(self, m, c, rxs):
-        """Channel ``c``'s receive side: a skid buffer on each link's buffer, then the link mux.
+        """Channel ``c``'s receive side: a skid FIFO on each link's buffer, then the link mux.
 
         The skid buffers sit before the mux, not after it: a skid buffer takes beats ahead of
         demand, and a beat fetched from the link the channel reads now must stay with that link

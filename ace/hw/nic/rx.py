@@ -89,7 +89,7 @@ class NicLinkRx(wiring.Component):
         with a beat on the link, packets dropped for an error.
 
     Latency: :data:`RX_CHECK_STAGES` (4) cycles from a beat to the FSM; from the last beat of a
-    packet on ``link`` to its first beat on ``out[c]``: :data:`RX_PACKET_LATENCY` (9) cycles.
+    packet on ``link`` to its first beat on ``out[c]``: :data:`RX_PACKET_LATENCY` (8) cycles.
     Throughput: one beat per cycle.
     """
 
