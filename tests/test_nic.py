@@ -394,7 +394,7 @@ def test_rx_buffer_back_to_back_full_rate():
 
 
 def test_rx_buffer_reset_mid_stream():
-    """A reset while beats are in flight in the RAM and landed in the landing registers: empty
+    """A reset while beats are in flight in the RAM and held in its output register: empty
     afterwards (no beat valid, all space free), and the next packet comes out intact."""
     buf = NicRxBuffer(CFG)
     rst = Signal()
@@ -421,7 +421,7 @@ def test_rx_buffer_reset_mid_stream():
 
     async def bench(ctx):
         await write(ctx, list(range(100, 110)))
-        await ctx.tick().repeat(5)                 # the landing registers fill, reads stop
+        await ctx.tick().repeat(5)                 # the RAM pipeline fills and stalls (reader not ready)
         assert ctx.get(buf.r.valid)
         ctx.set(rst, 1)
         await ctx.tick()
