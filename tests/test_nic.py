@@ -421,7 +421,7 @@ def test_rx_buffer_reset_mid_stream():
 
     async def bench(ctx):
         await write(ctx, list(range(100, 110)))
-        await ctx.tick().repeat(5)                 # the RAM pipeline fills and stalls (reader not ready)
+        await ctx.tick().repeat(5)                 # the RAM pipeline fills and stalls
         assert ctx.get(buf.r.valid)
         ctx.set(rst, 1)
         await ctx.tick()
