@@ -217,7 +217,8 @@ class NicInterface(wiring.Component):
         recv, recv_link = getattr(self, f"ch{c}_recv"), getattr(self, f"ch{c}_recv_link")
         outs = []
         for l, rx in enumerate(rxs):
-            m.submodules[f"ch{c}_link{l}_recv_skid"] = skid = SkidFifo(NicRxBeat(self.config), slice_bits=TX_SLICE_BITS)
+            skid = SkidFifo(NicRxBeat(self.config), slice_bits=TX_SLICE_BITS)
+            m.submodules[f"ch{c}_link{l}_recv_skid"] = skid
             wiring.connect(m, rx.out[c], skid.i)
             outs.append(skid.o)
             m.d.comb += skid.o.ready.eq(recv.ready & (recv_link == l))
