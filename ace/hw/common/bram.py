@@ -35,7 +35,8 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["BlockRam", "DP16KD_ROWS", "DP16KD_SLICE_BITS"]
+__all__ = ["BlockRam", "WideBlockRam", "DP16KD_ROWS", "DP16KD_SLICE_BITS", "DP16KD_WIDE_ROWS",
+           "DP16KD_WIDE_BITS"]
 
 #: Rows of one ``DP16KD`` in 1024 x 18 mode, the deepest mode with two 9-bit byte enables.
 DP16KD_ROWS = 1024
@@ -210,3 +211,138 @@ class BlockRam(wiring.Component):
                 elif direction == "i":
                     pins[name] = Const(0)
         return pins
+
+
+#: Rows of one ``DP16KD`` in its 512 x 36 pseudo-dual-port mode.
+DP16KD_WIDE_ROWS = 512
+#: Data bits per ``DP16KD`` in that mode (four 9-bit lanes, every bit kept).
+DP16KD_WIDE_BITS = 36
+
+
+class WideBlockRam(wiring.Component):
+    """Simple dual-port RAM of whole words, 36 bits per block RAM, with a stallable read.
+
+    For a wide, shallow memory that only ever reads words written at least a cycle before
+    (a FIFO): the ECP5 form uses ``DP16KD`` in its 512 x 36 pseudo-dual-port mode (the mode
+    yosys maps a 36-bit ``$__PDPW16KD_`` to: port A writes, port B reads), ``ceil(width / 36)``
+    primitives instead of :class:`BlockRam`'s ``ceil(width / 16)``, with no collision logic
+    and no multiplexer after the output registers. The read is a two-stage pipeline (the
+    RAM's address register, then its output register) that advances only in cycles with
+    ``r_en`` high (``CEB`` and ``OCEB``), so a consumer can stall it with one signal that
+    reaches the block RAMs' clock enables instead of a register per data bit.
+
+    Latency: a read whose address is taken in a cycle ``t`` with ``r_en`` (stage 1) has its
+    word on ``r_data`` from the cycle after the next cycle with ``r_en`` (stage 2), held there
+    until the cycle after the following one with ``r_en``. With ``r_en`` always high: the word
+    at ``r_addr`` in cycle ``t`` is on ``r_data`` in ``t + 2`` (:attr:`read_latency`).
+    Writes: ``w_data`` is written at ``w_addr`` at the end of a cycle with ``w_en`` high; a read
+    whose address is taken in a later cycle sees it.
+
+    Collision: a read whose address is taken in the cycle that address is written returns an
+    **unspecified** word (the device does not define it; the Memory form returns the old
+    word). A word once read is held by the pipeline whatever is written afterwards. The
+    caller must not use a colliding read.
+
+    Parameters
+    ----------
+    width : int
+    depth : int
+        At most :data:`DP16KD_WIDE_ROWS` in the ECP5 form.
+
+    Members
+    -------
+    w_addr : In(range(depth))
+    w_data : In(width)
+    w_en : In(1)
+    r_addr : In(range(depth))
+    r_en : In(1)
+        The read pipeline advances (both stages).
+    r_data : Out(width)
+    """
+
+    read_latency = 2
+
+    def __init__(self, width: int, depth: int):
+        for name, value in (("width", width), ("depth", depth)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"WideBlockRam {name}: {value!r} is not valid; allowed: an "
+                                 "integer of at least 1")
+        self.width = width
+        self.depth = depth
+        super().__init__({
+            "w_addr": In(range(depth)),
+            "w_data": In(width),
+            "w_en": In(1),
+            "r_addr": In(range(depth)),
+            "r_en": In(1),
+            "r_data": Out(width),
+        })
+
+    @property
+    def dp16kd_count(self) -> int:
+        """``DP16KD`` primitives of the ECP5 form."""
+        return -(-self.width // DP16KD_WIDE_BITS)
+
+    def elaborate(self, platform):
+        if is_ecp5(platform):
+            return self._elaborate_dp16kd()
+        m = Module()
+        m.submodules.memory = memory = Memory(shape=unsigned(self.width), depth=self.depth,
+                                              init=[])
+        write = memory.write_port()
+        read = memory.read_port(transparent_for=())
+        m.d.comb += [
+            write.addr.eq(self.w_addr), write.data.eq(self.w_data), write.en.eq(self.w_en),
+            read.addr.eq(self.r_addr), read.en.eq(self.r_en),
+        ]
+        with m.If(self.r_en):
+            m.d.sync += self.r_data.eq(read.data)  # the output register
+        return m
+
+    def _elaborate_dp16kd(self):
+        if self.depth > DP16KD_WIDE_ROWS:
+            raise ValueError(f"WideBlockRam depth: {self.depth} exceeds {DP16KD_WIDE_ROWS}, the "
+                             "rows of one DP16KD at 36 bits; the ECP5 form does not cascade")
+        m = Module()
+        n = self.dp16kd_count
+        lane = DP16KD_WIDE_BITS // 2
+        w_data = Signal(n * DP16KD_WIDE_BITS, name="w_data_padded")
+        r_data = Signal(n * DP16KD_WIDE_BITS, name="r_data_padded")
+        m.d.comb += [w_data.eq(self.w_data), self.r_data.eq(r_data[:self.width])]
+        row_w = Signal(9, name="row_w")
+        row_r = Signal(9, name="row_r")
+        m.d.comb += [row_w.eq(self.w_addr), row_r.eq(self.r_addr)]
+        params = {"DATA_WIDTH_A": 36, "DATA_WIDTH_B": 36, "REGMODE_A": "OUTREG",
+                  "REGMODE_B": "OUTREG", "WRITEMODE_A": "NORMAL", "WRITEMODE_B": "NORMAL",
+                  "RESETMODE": "SYNC", "ASYNC_RESET_RELEASE": "SYNC", "CSDECODE_A": "0b000",
+                  "CSDECODE_B": "0b000", "CLKAMUX": "CLKA", "CLKBMUX": "CLKB", "GSR": "DISABLED"}
+        for s in range(n):
+            word = slice(DP16KD_WIDE_BITS * s, DP16KD_WIDE_BITS * (s + 1))
+            wd, rd = w_data[word], r_data[word]
+            pins = {f"p_{k}": v for k, v in params.items()}
+            # Port A writes (byte enables in ADA0..3, as yosys maps a 36-bit write), port B
+            # reads (its clock enables advance the read, both halves of the word, as
+            # PDPW16KD's CER and OCER); a word is {DIB, DIA} and {DOB, DOA}; the row is in
+            # AD*5..13.
+            for k in range(4):
+                pins[f"i_ADA{k}"] = self.w_en
+                pins[f"i_ADB{k}"] = Const(0)
+            pins["i_ADA4"] = Const(0)
+            pins["i_ADB4"] = Const(0)
+            for k in range(9):
+                pins[f"i_ADA{5 + k}"] = row_w[k]
+                pins[f"i_ADB{5 + k}"] = row_r[k]
+            for k in range(3):
+                pins[f"i_CSA{k}"] = Const(0)
+                pins[f"i_CSB{k}"] = Const(0)
+            for k in range(lane):
+                pins[f"i_DIA{k}"] = wd[k]
+                pins[f"i_DIB{k}"] = wd[lane + k]
+                pins[f"o_DOA{k}"] = rd[k]
+                pins[f"o_DOB{k}"] = rd[lane + k]
+            m.submodules[f"dp16kd{s}"] = Instance(
+                "DP16KD", **pins,
+                i_CLKA=ClockSignal(), i_CLKB=ClockSignal(),
+                i_CEA=Const(1), i_OCEA=self.r_en, i_RSTA=Const(0), i_WEA=Const(1),
+                i_CEB=self.r_en, i_OCEB=self.r_en, i_RSTB=Const(0), i_WEB=Const(0))
+        return m

@@ -4,9 +4,9 @@
 
       ch{c}_send        ch{c}_send_data                ch{c}_recv (link: ch{c}_recv_link)
           v                   v                              ^
-    [command register]   [skid buffer]                  mux over links
+    [command register]   [skid FIFO]                    mux over links
     check: BAD_COMMAND        |                              ^
-          v                   v                   [skid buffer] per link and channel
+          v                   v                   [skid FIFO] per link and channel
     +-----------------------------------+       +------------------------------------+
     | NicLinkTx l: requests -> grant    |       | NicLinkRx l: input -> decode ->    |
     | slot -> header (CRC) | payload    |       | cause -> FSM -> NicRxBuffer per ch |
@@ -27,10 +27,10 @@ from amaranth.hdl import Array, Cat, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ace.hw.common.skid_buffer import SkidBuffer
+from ace.hw.common.skid_fifo import SkidFifo
 from ace.layouts import AxiStreamSignature, NicError, NicRxBeat, NicSendCmd, NicTxBeat
 from ace.hw.nic.rx import NicLinkRx
-from ace.hw.nic.tx import COUNTER_BITS, NicLinkTx
+from ace.hw.nic.tx import COUNTER_BITS, TX_SLICE_BITS, NicLinkTx
 
 __all__ = ["NicInterface", "LINK_COUNTERS"]
 
@@ -83,20 +83,22 @@ class NicInterface(wiring.Component):
 
     Every port is driven from a register (``ch{c}_recv`` through the link mux), and no
     ``ready`` passes combinationally between ports: ``ch{c}_send`` enters a command register
-    (checked there; ``ready`` is "empty"), ``ch{c}_send_data`` passes through a skid buffer,
-    ``ch{c}_recv`` is the ``ch{c}_recv_link`` mux of one skid buffer per link (so a beat
+    (checked there; ``ready`` is "empty"), ``ch{c}_send_data`` passes through a skid FIFO,
+    ``ch{c}_recv`` is the ``ch{c}_recv_link`` mux of one skid FIFO per link (so a beat
     fetched ahead stays with its link when the channel's next step reads another), ``tx{l}``
-    leaves the TX's skid buffer and ``rx{l}`` enters the RX's input register.
+    leaves the TX's skid FIFO and ``rx{l}`` enters the RX's input register. (A skid FIFO,
+    :class:`ace.hw.common.skid_fifo.SkidFifo`, drives its output from a 2:1 multiplexer of
+    two registers selected by a register.)
 
     Throughput: one beat per cycle per link in each direction; a DATA packet of ``n >= 2``
     payload beats takes ``n + 1`` link cycles with no idle cycle between packets (1-beat
     packets of a single channel: 3 cycles each; of two channels taking turns: 2).
     Latency: first header beat on ``tx{l}`` 4 cycles after ``ch{c}_send`` is taken (command
     register, then :data:`ace.hw.nic.tx.TX_COMMAND_STAGES`); a payload beat follows its
-    header at line rate; a received packet's first beat reaches ``ch{c}_recv`` 10 cycles after
+    header at line rate; a received packet's first beat reaches ``ch{c}_recv`` 9 cycles after
     its last beat arrived on ``rx{l}`` (:data:`ace.hw.nic.rx.RX_PACKET_LATENCY`: 4 check
-    stages and the buffer's registered commit, block RAM read and landing register; then the
-    skid buffer; store and forward).
+    stages and the buffer's registered commit and block RAM read; then the skid FIFO; store
+    and forward).
     """
 
     def __init__(self, config):
@@ -168,7 +170,7 @@ class NicInterface(wiring.Component):
 
     def _channel_send(self, m, c, txs):
         """Channel ``c``'s send side: the command register (checked on entry, offered to its
-        link's TX, dropped if bad) and the payload skid buffer shared by the links. Returns the
+        link's TX, dropped if bad) and the payload skid FIFO shared by the links. Returns the
         signal that drops a bad command this cycle."""
         cfg = self.config
         send = getattr(self, f"ch{c}_send")
@@ -196,7 +198,7 @@ class NicInterface(wiring.Component):
                 tx.cmd[c].valid.eq(head_valid & ~head_bad & (head.link == l) & ~elsewhere),
             ]
 
-        m.submodules[f"ch{c}_send_skid"] = skid = SkidBuffer(NicTxBeat(cfg))
+        m.submodules[f"ch{c}_send_skid"] = skid = SkidFifo(NicTxBeat(cfg), slice_bits=TX_SLICE_BITS)
         wiring.connect(m, wiring.flipped(getattr(self, f"ch{c}_send_data")), skid.i)
         for tx in txs:
             m.d.comb += [tx.data[c].payload.eq(skid.o.payload), tx.data[c].valid.eq(skid.o.valid)]
@@ -206,7 +208,7 @@ class NicInterface(wiring.Component):
         return bad
 
     def _channel_recv(self, m, c, rxs):
-        """Channel ``c``'s receive side: a skid buffer on each link's buffer, then the link mux.
+        """Channel ``c``'s receive side: a skid FIFO on each link's buffer, then the link mux.
 
         The skid buffers sit before the mux, not after it: a skid buffer takes beats ahead of
         demand, and a beat fetched from the link the channel reads now must stay with that link
@@ -215,7 +217,8 @@ class NicInterface(wiring.Component):
         recv, recv_link = getattr(self, f"ch{c}_recv"), getattr(self, f"ch{c}_recv_link")
         outs = []
         for l, rx in enumerate(rxs):
-            m.submodules[f"ch{c}_link{l}_recv_skid"] = skid = SkidBuffer(NicRxBeat(self.config))
+            skid = SkidFifo(NicRxBeat(self.config), slice_bits=TX_SLICE_BITS)
+            m.submodules[f"ch{c}_link{l}_recv_skid"] = skid
             wiring.connect(m, rx.out[c], skid.i)
             outs.append(skid.o)
             m.d.comb += skid.o.ready.eq(recv.ready & (recv_link == l))

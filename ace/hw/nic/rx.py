@@ -22,15 +22,19 @@ from amaranth.lib.wiring import In, Out
 
 from ace.layouts import (AxiStreamSignature, NicError, NicRxBeat, PACKET_MAGIC, PACKET_VERSION,
                          PacketHeader, PacketType, struct_value)
-from ace.hw.nic.header import HeaderCheck
+from ace.hw.nic.header import check_taps
 from ace.hw.nic.rx_buffer import NicRxBuffer
 from ace.hw.nic.tx import COUNTER_BITS
 
-__all__ = ["NicLinkRx", "RX_CHECK_STAGES", "RX_PACKET_LATENCY"]
+__all__ = ["NicLinkRx", "RX_CHECK_STAGES", "RX_COUNTER_DELAY", "RX_PACKET_LATENCY"]
 
 #: Cycles from a beat on ``link`` to the FSM that acts on it: input register, decode (CRC and
 #: field checks), cause (priority of the stateless checks), judge (the two state checks).
 RX_CHECK_STAGES = 4
+
+#: Cycles the counters (``errors``, ``payload_bytes``, ``header_bytes``) follow the FSM's
+#: decision: their steps are registered first.
+RX_COUNTER_DELAY = 1
 
 #: Cycles from a packet's last beat on ``link`` to its first beat on ``out[c]`` (an empty
 #: channel buffer): the check stages, then the buffer's commit-to-read latency.
@@ -85,7 +89,7 @@ class NicLinkRx(wiring.Component):
         with a beat on the link, packets dropped for an error.
 
     Latency: :data:`RX_CHECK_STAGES` (4) cycles from a beat to the FSM; from the last beat of a
-    packet on ``link`` to its first beat on ``out[c]``: :data:`RX_PACKET_LATENCY` (9) cycles.
+    packet on ``link`` to its first beat on ``out[c]``: :data:`RX_PACKET_LATENCY` (8) cycles.
     Throughput: one beat per cycle.
     """
 
@@ -121,7 +125,7 @@ class NicLinkRx(wiring.Component):
         cfg = self.config
         buffers = []
         for c in range(cfg.num_channels):
-            buf = NicRxBuffer(cfg)
+            buf = NicRxBuffer(cfg, data_registered=True)
             m.submodules[f"buffer{c}"] = buf
             buffers.append(buf)
             wiring.connect(m, buf.r, wiring.flipped(self.out[c]))
@@ -129,14 +133,16 @@ class NicLinkRx(wiring.Component):
 
         m.d.comb += self.link.tready.eq(1)
         m.d.sync += self.busy_cycles.eq(self.busy_cycles + self.link.tvalid)
-        arrived = Signal(self._stage_layout({}), name="in")
-        m.d.sync += [arrived.valid.eq(self.link.tvalid), arrived.data.eq(self.link.tdata),
-                     arrived.last.eq(self.link.tlast)]
+        arrived = self._input(m)
         decoded = self._decode(m, arrived)
         checked = self._cause(m, decoded)
         error_now, error_code = self._fsm(m, checked, buffers)
 
-        with m.If(error_now):
+        # The counters follow the FSM a cycle late (RX_COUNTER_DELAY): their steps are
+        # registered, so their load enables fan out from registers, not from the FSM.
+        error_q = Signal(name="error_q")
+        m.d.sync += error_q.eq(error_now)
+        with m.If(error_q):
             m.d.sync += self.errors.eq(self.errors + 1)
         with m.If(self.error_clear):
             m.d.sync += [self.error.eq(0), self.error_cause.eq(NicError.NONE)]
@@ -144,31 +150,66 @@ class NicLinkRx(wiring.Component):
             m.d.sync += [self.error.eq(1), self.error_cause.eq(error_code)]
         return m
 
+    def _input(self, m):
+        """Input register: the beat, with the stateless field checks of its header already
+        computed (compares with constants) and the CRC-8 as XORs of up to four header bits
+        each (``crc_part``), so the decode stage only finishes the CRC."""
+        cfg = self.config
+        depth = cfg.rx_channel_beats
+        hdr = PacketHeader(self.link.tdata[:64])
+        bits = self.link.tdata[:64]
+        groups = [[taps[i:i + 4] for i in range(0, len(taps), 4)] for taps in check_taps()]
+        self._crc_groups = [len(g) for g in groups]
+        flags = ("magic_bad", "type_bad", "channel_bad", "length_bad")
+        arrived = Signal(self._stage_layout({"crc_part": sum(self._crc_groups),
+                                             **{f: 1 for f in flags}}), name="in")
+        parts = []
+        for g in groups:
+            for taps in g:
+                value = 0
+                for tap in taps:
+                    value = value ^ bits[tap]
+                parts.append(value)
+        is_data = hdr.ptype == PacketType.DATA
+        is_credit = hdr.ptype == PacketType.CREDIT
+        m.d.sync += [
+            arrived.valid.eq(self.link.tvalid), arrived.data.eq(self.link.tdata),
+            arrived.last.eq(self.link.tlast),
+            arrived.crc_part.eq(Cat(*parts)),
+            arrived.magic_bad.eq((hdr.magic != PACKET_MAGIC) | (hdr.version != PACKET_VERSION)),
+            arrived.type_bad.eq(~is_data & ~is_credit),
+            arrived.channel_bad.eq(hdr.channel >= cfg.num_channels),
+            arrived.length_bad.eq((hdr.length == 0) |
+                                  (is_data & (hdr.length > cfg.max_packet_bytes)) |
+                                  (is_credit & (hdr.length > depth))),
+        ]
+        return arrived
+
     def _decode(self, m, arrived):
-        """Decode stage: the CRC-8 of the header and the stateless field checks, registered."""
+        """Decode stage: the CRC-8 of the header (from the input stage's partial XORs), the
+        beat count and the room left, registered with the field checks."""
         cfg = self.config
         lb = cfg.link_bytes
         shift = (lb - 1).bit_length()
         depth = cfg.rx_channel_beats
         hdr = PacketHeader(arrived.data[:64])
-        m.submodules.hdr_check = check = HeaderCheck()
-        m.d.comb += check.header.eq(hdr)
         flags = ("magic_bad", "type_bad", "channel_bad", "length_bad")
         decoded = Signal(self._stage_layout({"crc": 8, **{f: 1 for f in flags}}), name="decoded")
-        is_data = hdr.ptype == PacketType.DATA
-        is_credit = hdr.ptype == PacketType.CREDIT
+        crc = []
+        at = 0
+        for n in self._crc_groups:
+            value = 0
+            for k in range(n):
+                value = value ^ arrived.crc_part[at + k]
+            crc.append(value)
+            at += n
         m.d.sync += [
             decoded.valid.eq(arrived.valid), decoded.data.eq(arrived.data),
             decoded.last.eq(arrived.last),
             decoded.beats.eq((hdr.length + (lb - 1)) >> shift),
             decoded.room.eq(depth - hdr.length),
-            decoded.crc.eq(check.check),
-            decoded.magic_bad.eq((hdr.magic != PACKET_MAGIC) | (hdr.version != PACKET_VERSION)),
-            decoded.type_bad.eq(~is_data & ~is_credit),
-            decoded.channel_bad.eq(hdr.channel >= cfg.num_channels),
-            decoded.length_bad.eq((hdr.length == 0) |
-                                  (is_data & (hdr.length > cfg.max_packet_bytes)) |
-                                  (is_credit & (hdr.length > depth))),
+            decoded.crc.eq(Cat(*crc)),
+            *(getattr(decoded, f).eq(getattr(arrived, f)) for f in flags),
         ]
         return decoded
 
@@ -193,7 +234,8 @@ class NicLinkRx(wiring.Component):
             m.d.comb += cause.eq(NicError.MISSING_TLAST)
         room_bits = self.config.rx_channel_beats.bit_length()
         checked = Signal(self._stage_layout({"cause": NicError, "room_ahead": signed(room_bits + 1),
-                                             "same_ch_ahead": 1}), name="checked")
+                                             "same_ch_ahead": 1, "none": 1, "is_data": 1}),
+                         name="checked")
         ahead = PacketHeader(checked.data[:64])     # the beat one stage ahead
         m.d.sync += [
             checked.valid.eq(decoded.valid), checked.data.eq(decoded.data),
@@ -202,6 +244,7 @@ class NicLinkRx(wiring.Component):
             # For a CREDIT right behind an accepted CREDIT: room left after the one ahead.
             checked.room_ahead.eq(decoded.room - ahead.length[:room_bits]),
             checked.same_ch_ahead.eq(hdr.channel == ahead.channel),
+            checked.none.eq(cause == NicError.NONE), checked.is_data.eq(is_data),
         ]
         return checked
 
@@ -213,11 +256,12 @@ class NicLinkRx(wiring.Component):
         this channel (its count is added to the TX credits). Registered."""
         hdr = PacketHeader(checked.data[:64])
         ch = hdr.channel
-        is_data = hdr.ptype == PacketType.DATA
-        none = checked.cause == NicError.NONE
+        is_data = checked.is_data
+        none = checked.none
         judged = Signal(self._stage_layout({
             "cause": NicError, "is_data": 1, "ok": 1, "ok_alt": 1, "alt_rollback": 1,
-            "alt_credit": 1}), name="judged")
+            "alt_credit": 1, "beats_m1": range(self.config.max_packet_beats + 1)}),
+            name="judged")
         # Compare per channel, then select: no multiplexer in front of the carry chains (a
         # channel number out of range is BAD_CHANNEL, so its low bits may select anything).
         sel = ch[:max(1, (self.config.num_channels - 1).bit_length())]
@@ -227,6 +271,7 @@ class NicLinkRx(wiring.Component):
         m.d.sync += [
             judged.valid.eq(checked.valid), judged.data.eq(checked.data),
             judged.last.eq(checked.last), judged.beats.eq(checked.beats),
+            judged.beats_m1.eq(checked.beats - 1),
             judged.cause.eq(checked.cause), judged.is_data.eq(is_data),
             judged.ok.eq(none & Mux(
                 is_data, per_channel(lambda c: checked.beats <= space["total"][c]),
@@ -246,22 +291,25 @@ class NicLinkRx(wiring.Component):
         beat_range = range(cfg.max_packet_beats + 1)
         hdr = PacketHeader(beat.data[:64])
         pkt = {"cur": cur, "beats_left": Signal(beat_range),
-               "beats": Signal(beat_range, name="pkt_beats"), "length": Signal(17),
+               "beats": Signal(beat_range, name="pkt_beats"),
+               "beats_p1": Signal(range(cfg.max_packet_beats + 2), name="pkt_beats_p1"),
+               "length": Signal(17),
                "tag": Signal.like(hdr.tag), "src": Signal.like(hdr.src), "first": Signal(),
-               "last_keep": Signal(lb), "is_last": Signal()}
-        keep = Signal(lb)
-        m.d.comb += pkt["is_last"].eq(pkt["beats_left"] == 1)
-        with m.If(pkt["is_last"]):
-            m.d.comb += keep.eq(pkt["last_keep"])
-        with m.Else():
-            m.d.comb += keep.eq(Const(-1, lb))
+               "last_keep": Signal(lb), "is_last": Signal(name="pkt_is_last"),
+               "keep": Signal(lb, init=-1, name="pkt_keep")}
+        # ``is_last`` (``beats_left == 1``) and the beat's byte mask are registers, set by the
+        # FSM with ``beats_left``, so no compare sits in front of the entry's data mask.
+        keep = pkt["keep"]
         entry = Signal(NicRxBeat(cfg))
         m.d.comb += entry.eq(struct_value(
             NicRxBeat(cfg), keep=keep, first=pkt["first"], last=pkt["is_last"], src=pkt["src"],
             tag=pkt["tag"], length=pkt["length"],
             data=Cat(*(beat.data.word_select(i, 8) & keep[i].replicate(8) for i in range(lb)))))
+        # One register of the entry for all the link's buffers (each registers its controls).
+        entry_q = Signal(NicRxBeat(cfg), name="entry_q")
+        m.d.sync += entry_q.eq(entry)
         for buf in buffers:
-            m.d.comb += buf.w_data.eq(entry)
+            m.d.comb += buf.w_data.eq(entry_q)
         return pkt
 
     def _fsm(self, m, checked, buffers):
@@ -297,6 +345,15 @@ class NicLinkRx(wiring.Component):
         m.d.comb += [self.credit_valid.eq(credit_now), self.credit_channel.eq(hdr.channel),
                      self.credit_count.eq(hdr.length)]
 
+        header_now = Signal()       # an accepted packet's header beat is counted now
+        header_q = Signal(name="header_q")
+        commit_q = Signal(name="commit_q")
+        length_q = Signal.like(pkt["length"], name="length_q")
+        m.d.sync += [header_q.eq(header_now), commit_q.eq(commit), length_q.eq(pkt["length"])]
+        with m.If(commit_q):
+            m.d.sync += self.payload_bytes.eq(self.payload_bytes + length_q)
+        with m.If(header_q):
+            m.d.sync += self.header_bytes.eq(self.header_bytes + lb)
         with m.FSM(name="rx_fsm") as fsm:
             with m.State("HEADER"):
                 with m.If(beat.valid):
@@ -305,22 +362,29 @@ class NicLinkRx(wiring.Component):
                         with m.If(~beat.last):
                             m.next = "DROP"
                     with m.Elif(~is_data):
-                        m.d.comb += credit_now.eq(1)
-                        m.d.sync += self.header_bytes.eq(self.header_bytes + lb)
+                        m.d.comb += [credit_now.eq(1), header_now.eq(1)]
                     with m.Else():
                         last_index = (hdr.length - 1) & (lb - 1)
                         m.d.comb += space["reserve"].eq(1)
+                        one_beat = beat.beats == 1
                         m.d.sync += [
                             cur.eq(hdr.channel), pkt["beats_left"].eq(beat.beats),
-                            pkt["beats"].eq(beat.beats), pkt["length"].eq(hdr.length),
+                            pkt["beats"].eq(beat.beats), pkt["beats_p1"].eq(beat.beats + 1),
+                            pkt["length"].eq(hdr.length),
                             pkt["tag"].eq(hdr.tag), pkt["src"].eq(hdr.src), pkt["first"].eq(1),
+                            pkt["is_last"].eq(one_beat),
                         ]
                         for i in range(lb):
-                            m.d.sync += pkt["last_keep"][i].eq(last_index >= i)
+                            m.d.sync += [pkt["last_keep"][i].eq(last_index >= i),
+                                         pkt["keep"][i].eq(~one_beat | (last_index >= i))]
                         m.next = "PAYLOAD"
             with m.State("PAYLOAD"):
                 with m.If(beat.valid):
-                    m.d.sync += [pkt["beats_left"].eq(pkt["beats_left"] - 1), pkt["first"].eq(0)]
+                    next_is_last = pkt["beats_left"] == 2
+                    m.d.sync += [pkt["beats_left"].eq(pkt["beats_left"] - 1), pkt["first"].eq(0),
+                                 pkt["is_last"].eq(next_is_last),
+                                 pkt["keep"].eq(Mux(next_is_last, pkt["last_keep"],
+                                                    Const(-1, lb)))]
                     m.d.comb += [rollback.eq(is_last != beat.last),
                                  commit.eq(is_last & beat.last)]
                     for c, buf in enumerate(buffers):
@@ -328,10 +392,7 @@ class NicLinkRx(wiring.Component):
                             m.d.comb += [buf.w_en.eq(~(beat.last & ~is_last)),
                                          buf.commit.eq(commit), buf.rollback.eq(rollback)]
                     with m.If(is_last & beat.last):
-                        m.d.sync += [
-                            self.payload_bytes.eq(self.payload_bytes + pkt["length"]),
-                            self.header_bytes.eq(self.header_bytes + lb),
-                        ]
+                        m.d.comb += header_now.eq(1)
                         m.next = "HEADER"
                     with m.Elif(beat.last):
                         m.d.comb += [error_now.eq(1), error_code.eq(NicError.EARLY_TLAST)]
@@ -345,7 +406,9 @@ class NicLinkRx(wiring.Component):
 
         m.d.comb += [space["reserve_channel"].eq(hdr.channel),
                      space["reserve_beats"].eq(beat.beats),
+                     space["reserve_beats_m1"].eq(beat.beats_m1),
                      space["channel"].eq(cur), space["beats"].eq(pkt["beats"]),
+                     space["beats_p1"].eq(pkt["beats_p1"]),
                      space["release"].eq(rollback), space["commit"].eq(commit)]
         # For tests: one expression per FSM state, true while in it.
         self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD', 'DROP']}
@@ -370,18 +433,26 @@ class NicLinkRx(wiring.Component):
                "reserve_channel": Signal(4, name="space_reserve_channel"),
                "reserve_beats": Signal(beat_range, name="space_reserve_beats"),
                "channel": Signal(channel_range, name="space_channel"),
-               "beats": Signal(beat_range, name="space_beats"), "total": [], "committed": []}
+               "beats": Signal(beat_range, name="space_beats"),
+               "reserve_beats_m1": Signal(beat_range, name="space_reserve_beats_m1"),
+               "beats_p1": Signal(range(cfg.max_packet_beats + 2), name="space_beats_p1"),
+               "total": [], "committed": []}
         for c in range(cfg.num_channels):
             total = Signal(range(depth + 1), init=depth, name=f"space{c}_total")
             committed = Signal(range(depth + 1), init=depth, name=f"space{c}_committed")
             mine = ctl["channel"] == c
-            base = total + self.freed[c]
+            # Each outcome for both values of ``freed`` (a register): one adder from registers
+            # (``beats - 1`` and ``beats + 1`` are registered), then the picks.
+            freed = self.freed[c]
+            reserved = Mux(freed, total - ctl["reserve_beats_m1"], total - ctl["reserve_beats"])
+            released = Mux(freed, total + ctl["beats_p1"], total + ctl["beats"])
+            unchanged = Mux(freed, total + 1, total)
             with m.If(ctl["reserve"] & (ctl["reserve_channel"] == c)):
-                m.d.sync += total.eq(base - ctl["reserve_beats"])
+                m.d.sync += total.eq(reserved)
             with m.Elif(ctl["release"] & mine):       # never with reserve: PAYLOAD, not HEADER
-                m.d.sync += total.eq(base + ctl["beats"])
+                m.d.sync += total.eq(released)
             with m.Else():
-                m.d.sync += total.eq(base)
+                m.d.sync += total.eq(unchanged)
             # Applied a cycle late: only a header right behind a rollback reads ``committed``,
             # and a packet (two beats at least) separates it from any earlier commit.
             kept = Signal(beat_range, name=f"space{c}_kept")

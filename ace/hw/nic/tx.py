@@ -19,7 +19,8 @@ from amaranth.lib.wiring import In, Out
 from ace.layouts import (PACKET_MAGIC, PACKET_VERSION, AxiStreamSignature, NicSendCmd, NicTxBeat,
                          PacketHeader, struct_value)
 from ace.hw.nic.header import HeaderCheck
-from ace.hw.common.skid_buffer import SkidBuffer
+from ace.hw.common.replica import replicas
+from ace.hw.common.skid_fifo import SkidFifo
 
 __all__ = ["NicLinkTx", "COUNTER_BITS", "TX_COMMAND_STAGES"]
 
@@ -31,6 +32,10 @@ CREDIT_QUIET_CYCLES = 4
 #: Cycles from a command first offered on ``cmd[c]`` (an idle link, credits available) to its
 #: header on ``link``: eligibility register, grant slot, header (CRC) stage into the skid.
 TX_COMMAND_STAGES = 3
+
+#: Beat bits per copy of a register that selects or loads a whole beat (the framing's one-hot
+#: selects, the skid FIFOs' load enables and read pointers).
+TX_SLICE_BITS = 16
 
 
 def credit_threshold(config) -> int:
@@ -120,7 +125,9 @@ class NicLinkTx(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        m.submodules.out_skid = skid = SkidBuffer(link_beat_layout(cfg.link_bytes))
+        self._platform = platform
+        m.submodules.out_skid = skid = SkidFifo(link_beat_layout(cfg.link_bytes),
+                                                slice_bits=TX_SLICE_BITS)
         self._drive_link(m, skid.o)
         slot = self._grant_slot(m)
         self._frame(m, slot, skid.i)
@@ -165,17 +172,18 @@ class NicLinkTx(wiring.Component):
             with m.Elif(quiet != CREDIT_QUIET_CYCLES):
                 m.d.sync += quiet.eq(quiet + 1)
 
-            gained = Signal(range(depth + 1), name=f"credits{c}_gained")
-            spent = Signal(beat_range, name=f"credits{c}_spent")
+            # The new credit count for both outcomes of the RX's credit intake (whose decision
+            # comes late, from its FSM), computed from registers; the intake only picks one.
+            # and for both outcomes of the grant's spending.
             returned = Signal(range(depth + 1), name=f"owed{c}_returned")
-            with m.If(self.credit_in_valid & (self.credit_in_channel == c)):
-                m.d.comb += gained.eq(self.credit_in_count)
-            with m.If(data_granted):
-                m.d.comb += spent.eq(slot["beats"])
             with m.If(credit_granted):
                 m.d.comb += returned.eq(slot["length"])
+            kept = Mux(data_granted, credits - slot["beats"], credits)
+            gained = Mux(data_granted, credits + self.credit_in_count - slot["beats"],
+                         credits + self.credit_in_count)
             m.d.sync += [
-                credits.eq(credits + gained - spent),
+                credits.eq(Mux(self.credit_in_valid & (self.credit_in_channel == c),
+                               gained, kept)),
                 owed.eq(owed + self.freed[c] - returned),
             ]
         return req
@@ -257,20 +265,17 @@ class NicLinkTx(wiring.Component):
         beats_left = Signal(beat_range)
         last_bytes = Signal(range(lb + 1))
         last_keep = Signal(lb)
-        is_last = Signal()
-        keep = Signal(lb)
-        m.d.comb += is_last.eq(beats_left == 1)
-        with m.If(is_last):
-            m.d.comb += keep.eq(last_keep)
-        with m.Else():
-            m.d.comb += keep.eq(Const(-1, lb))
+        # The current beat's last flag and byte mask, registered: set with the beat count when
+        # the header goes out and when a payload beat does, so no compare sits in front of the
+        # payload's mask.
+        is_last = Signal(name="is_last")
+        keep = Signal(lb, init=-1, name="keep")
         sent = beat.valid & beat.ready
 
         with m.FSM(name="tx_fsm") as fsm:
             with m.State("HEADER"):
                 m.d.comb += [
                     beat.valid.eq(slot["valid"]),
-                    beat.payload.data.eq(Cat(check.header.as_value()[:56], check.check)),
                     beat.payload.keep.eq(Const(-1, lb)),
                     beat.payload.last.eq(slot["credit"]),
                     beat.payload.header.eq(1),
@@ -279,17 +284,16 @@ class NicLinkTx(wiring.Component):
                     m.d.sync += slot["valid"].eq(0)
                     with m.If(~slot["credit"]):
                         last_index = (slot["length"] - 1) & (lb - 1)
+                        first_is_last = slot["beats"] == 1
                         m.d.sync += [cur.eq(slot["ch"]), beats_left.eq(slot["beats"]),
-                                     last_bytes.eq(last_index + 1)]
+                                     last_bytes.eq(last_index + 1), is_last.eq(first_is_last)]
                         for i in range(lb):
-                            m.d.sync += last_keep[i].eq(last_index >= i)
+                            m.d.sync += [last_keep[i].eq(last_index >= i),
+                                         keep[i].eq(~first_is_last | (last_index >= i))]
                         m.next = "PAYLOAD"
             with m.State("PAYLOAD"):
-                word = Array(d.payload.data for d in self.data)[cur]
                 m.d.comb += [
                     beat.valid.eq(Array(d.valid for d in self.data)[cur]),
-                    beat.payload.data.eq(Cat(*(word.word_select(i, 8) & keep[i].replicate(8)
-                                               for i in range(lb)))),
                     beat.payload.keep.eq(keep),
                     beat.payload.last.eq(is_last),
                     beat.payload.bytes.eq(Mux(is_last, last_bytes, lb)),
@@ -297,16 +301,58 @@ class NicLinkTx(wiring.Component):
                 for c in range(nch):
                     m.d.comb += self.data[c].ready.eq((cur == c) & beat.ready)
                 with m.If(sent):
-                    m.d.sync += beats_left.eq(beats_left - 1)
+                    next_is_last = beats_left == 2
+                    m.d.sync += [beats_left.eq(beats_left - 1), is_last.eq(next_is_last),
+                                 keep.eq(Mux(next_is_last, last_keep, Const(-1, lb)))]
                     with m.If(is_last):
                         m.next = "HEADER"
 
+        self._frame_data(m, fsm, slot, sent, cur, is_last, keep,
+                         Cat(check.header.as_value()[:56], check.check), beat)
         for c in range(nch):
             m.d.comb += self.busy[c].eq(
                 (slot["valid"] & ~slot["credit"] & (slot["ch"] == c)) |
                 (fsm.ongoing("PAYLOAD") & (cur == c)))
         # For tests: one expression per FSM state, true while in it.
         self.fsm_states = {name: fsm.ongoing(name) for name in ['HEADER', 'PAYLOAD']}
+
+    def _frame_data(self, m, fsm, slot, sent, cur, is_last, keep, header, beat):
+        """The beat's data: the header in ``HEADER``, the current channel's word masked by
+        ``keep`` in ``PAYLOAD``, as an AND-OR of one-hot selects. The selects are registers
+        computed a cycle ahead from the FSM's next state and channel, replicated per
+        :data:`TX_SLICE_BITS` of the beat (:func:`replicas`), so no select fans out to the
+        whole beat."""
+        cfg = self.config
+        nch = cfg.num_channels
+        lb = cfg.link_bytes
+        width = 8 * lb
+        starts = range(0, width, TX_SLICE_BITS)
+        to_payload = fsm.ongoing("HEADER") & sent & ~slot["credit"]
+        done = fsm.ongoing("PAYLOAD") & sent & is_last
+        in_payload_next = Signal()
+        cur_next = Signal.like(cur)
+        m.d.comb += [
+            in_payload_next.eq(Mux(to_payload, 1, Mux(done, 0, fsm.ongoing("PAYLOAD")))),
+            cur_next.eq(Mux(to_payload, slot["ch"], cur)),
+        ]
+        picks = [replicas(m, self._platform, in_payload_next & (cur_next == c), len(starts),
+                          name=f"pick{c}") for c in range(nch)]
+        header_starts = [lo for lo in starts if lo < header.shape().width]
+        pick_header = replicas(m, self._platform, ~in_payload_next, len(header_starts),
+                               init=1, name="pick_header")
+        out = []
+        for j, lo in enumerate(starts):
+            bits = slice(lo, min(lo + TX_SLICE_BITS, width))
+            n = bits.stop - bits.start
+            mask = Cat(*(keep[i // 8] for i in range(bits.start, bits.stop)))
+            word = 0
+            for c in range(nch):
+                word = word | (self.data[c].payload.data[bits] & picks[c][j].replicate(n))
+            word = word & mask
+            if j < len(header_starts):
+                word = word | (header[bits] & pick_header[j].replicate(n))
+            out.append(word)
+        m.d.comb += beat.payload.data.eq(Cat(*out))
 
     # -- link port and counters -----------------------------------------------------------------
 

@@ -1,0 +1,111 @@
+"""Skid FIFO: a two-entry stream slice whose data registers load from registers only.
+
+::
+
+    i.payload --+--> [ entry 0 ] --+
+                |   load0 (reg.)   +--> 2:1 mux (r_at, a register) --> o.payload
+                +--> [ entry 1 ] --+
+                    load1 (reg.)
+    i.ready, o.valid, load0/1, r_at: registers; o.ready reaches only the pointers and counts
+
+The same contract as :class:`ace.hw.common.skid_buffer.SkidBuffer` (``i.ready`` registered,
+one beat per cycle, a beat taken in cycle ``t`` valid on ``o`` in ``t + 1``), built as a
+two-entry ring: the beat goes to the free entry the write pointer names, so an entry's load
+enable is a register computed a cycle ahead ("not full and the write pointer is here"), not
+``o.ready`` combined with the buffer's state. ``o.ready`` therefore fans out to a handful of
+flip-flops instead of every payload bit, and ``o.payload`` is a 2:1 multiplexer of registers
+selected by a register. An entry is loaded whenever it is the free entry named by the write
+pointer, beat or not; it is only read once the pointer moved past it with a beat.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Shape, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ace.hw.common.replica import replicas
+
+__all__ = ["SkidFifo"]
+
+
+class SkidFifo(wiring.Component):
+    """Two-entry register FIFO between ``i`` and ``o`` with registered load enables.
+
+    Latency: a beat transferred on ``i`` in cycle ``t`` is valid on ``o`` in cycle ``t + 1`` at
+    the earliest. Throughput: one beat per cycle (back to back, with ``o.ready`` high), and no
+    beat is lost or duplicated for any pattern of ``i.valid`` and ``o.ready``. ``i.ready`` is a
+    register, high out of reset and while fewer than two beats are held; ``o.valid`` is a
+    register; ``o.payload`` is a 2:1 multiplexer of the two entries, selected by a register.
+
+    Parameters
+    ----------
+    shape : shape-like
+        Payload shape.
+    slice_bits : int or None
+        Payload bits per copy of the load enables and the read pointer
+        (:func:`ace.hw.common.replica.replicas`): each slice of the entries has its own, so no
+        control net fans out to the whole payload. None: one copy.
+
+    Members
+    -------
+    i : In(stream.Signature(shape))
+    o : Out(stream.Signature(shape))
+    """
+
+    def __init__(self, shape, *, slice_bits=None):
+        self.shape = shape
+        self.slice_bits = slice_bits
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = Shape.cast(self.shape).width
+        step = self.slice_bits or width
+        slices = [slice(lo, min(lo + step, width)) for lo in range(0, width, step)]
+        entries = [Signal(width, name=f"entry{k}") for k in range(2)]
+        count = Signal(range(3), name="count")
+        in_ready = Signal(init=1, name="in_ready")
+        out_valid = Signal(name="out_valid")
+        w_at = Signal(name="w_at")
+        r_at = Signal(name="r_at")
+        push = Signal()
+        pop = Signal()
+        count_next = Signal(range(3))
+        w_at_next = Signal()
+        r_at_next = Signal()
+        m.d.comb += [
+            push.eq(self.i.valid & in_ready),
+            pop.eq(out_valid & self.o.ready),
+            count_next.eq(count + push - pop),
+            w_at_next.eq(w_at ^ push),
+            r_at_next.eq(r_at ^ pop),
+            self.i.ready.eq(in_ready),
+            self.o.valid.eq(out_valid),
+        ]
+        m.d.sync += [
+            count.eq(count_next),
+            in_ready.eq(count_next != 2),
+            out_valid.eq(count_next != 0),
+            w_at.eq(w_at_next),
+            r_at.eq(r_at_next),
+        ]
+        # Per slice: its own copies of the two load enables ("not full and the write pointer
+        # will be at this entry") and of the read pointer.
+        n = len(slices)
+        loads = [replicas(m, platform, (count_next != 2) & (w_at_next == k), n, init=k == 0,
+                          name=f"load{k}") for k in range(2)]
+        selects = replicas(m, platform, r_at_next, n, name="r_at")
+        payload = self.i.payload.as_value() if hasattr(self.i.payload, "as_value") \
+            else self.i.payload
+        out = []
+        for j, bits in enumerate(slices):
+            for k in range(2):
+                with m.If(loads[k][j]):
+                    m.d.sync += entries[k][bits].eq(payload[bits])
+            out.append(Mux(selects[j], entries[1][bits], entries[0][bits]))
+        m.d.comb += self.o.payload.eq(Cat(*out))
+        return m
